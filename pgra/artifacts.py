@@ -1,0 +1,177 @@
+"""Atomic writes, manifests and fingerprints shared by every stage.
+
+An artifact directory is complete when its ``manifest.json`` exists: every stage writes its files first
+(each one atomically: temp file + rename) and the manifest last, and removes the manifest before it
+starts rewriting a directory, so a killed run never leaves a partial result that looks complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import tempfile
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import IncompleteArtifactError, StaleArtifactError
+
+MANIFEST = "manifest.json"
+_HASH_CHUNK = 1 << 22
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    """Write JSON atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write a UTF-8 text file atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def save_npy(path: str | Path, array: np.ndarray) -> None:
+    """Save a numpy array atomically (never pickled)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, array, allow_pickle=False)
+
+
+def load_npy(path: str | Path, mmap: bool = False) -> np.ndarray:
+    """Load a numpy array without unpickling; a truncated or corrupted file is an IncompleteArtifactError."""
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except FileNotFoundError:
+        raise IncompleteArtifactError(f"{path}: file is missing") from None
+    except (ValueError, OSError, EOFError) as e:
+        raise IncompleteArtifactError(f"{path}: unreadable or truncated array ({e})") from None
+
+
+def read_json(path: str | Path) -> Any:
+    """Read a JSON file, naming the file in any error."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise IncompleteArtifactError(f"{path}: file is missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise IncompleteArtifactError(f"{path}: corrupted JSON ({e})") from None
+
+
+def sha256_file(path: str | Path) -> str:
+    """Full SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def model_fingerprint(name_or_path: str) -> str:
+    """Identify a model's weights and tokenizer.
+
+    A local folder: SHA-256 over its config and tokenizer files, plus for each weight file its size and the
+    hashes of its first and last MiB (hashing 26 GB of OPT-13b on every run would cost minutes; a changed
+    checkpoint changes its size or its header/tail in practice). A hub id: the id itself (the hub's commit
+    is recorded separately by the stage when it is known).
+    """
+    path = Path(name_or_path)
+    if not path.is_dir():
+        return f"hub:{name_or_path}"
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        rel = f.relative_to(path).as_posix()
+        if rel.startswith(".") or "/." in rel or rel.endswith(".md"):
+            continue
+        h.update(rel.encode())
+        size = f.stat().st_size
+        if f.suffix in {".safetensors", ".bin", ".pt", ".gguf", ".h5", ".msgpack", ".onnx"}:
+            h.update(str(size).encode())
+            with open(f, "rb") as fh:
+                h.update(fh.read(1 << 20))
+                if size > 2 << 20:
+                    fh.seek(-(1 << 20), os.SEEK_END)
+                    h.update(fh.read())
+        else:
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries whose behaviour shapes the artifacts."""
+    out = {"python": platform.python_version()}
+    for name in ("pgra", "torch", "transformers", "accelerate", "faiss-cpu", "faiss-gpu-cu12", "bm25s",
+                 "numpy", "datasets"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out[name] = metadata.version(name)
+    return out
+
+
+def write_manifest(directory: str | Path, manifest: dict[str, Any]) -> None:
+    """Write ``manifest.json`` (last step of a stage) with library versions added."""
+    manifest = dict(manifest)
+    manifest.setdefault("versions", library_versions())
+    write_json(Path(directory) / MANIFEST, manifest)
+
+
+def read_manifest(directory: str | Path, kind: str) -> dict[str, Any]:
+    """Read a complete artifact's manifest, refusing partial or foreign directories."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise IncompleteArtifactError(f"{directory}: no such {kind} directory")
+    path = directory / MANIFEST
+    if not path.exists():
+        raise IncompleteArtifactError(
+            f"{directory}: no {MANIFEST}; this {kind} was never finished (interrupted build?). "
+            f"Re-run the command that builds it to resume or rebuild it.")
+    manifest = read_json(path)
+    if manifest.get("kind") != kind:
+        raise StaleArtifactError(f"{path}: this is a '{manifest.get('kind')}' artifact, not a '{kind}'")
+    return manifest
+
+
+def file_record(path: str | Path) -> dict[str, Any]:
+    """Size and SHA-256 of an artifact file, stored in the manifest and checked on load."""
+    path = Path(path)
+    return {"size": path.stat().st_size, "sha256": sha256_file(path)}
+
+
+def verify_file(directory: str | Path, name: str, record: dict[str, Any], full: bool = True) -> Path:
+    """Check an artifact file against its manifest record (size always, SHA-256 when ``full``)."""
+    path = Path(directory) / name
+    if not path.exists():
+        raise IncompleteArtifactError(f"{path}: file listed in the manifest is missing")
+    size = path.stat().st_size
+    if size != record["size"]:
+        raise IncompleteArtifactError(
+            f"{path}: size {size} bytes, the manifest says {record['size']}: truncated or replaced file")
+    if full and sha256_file(path) != record["sha256"]:
+        raise IncompleteArtifactError(f"{path}: checksum does not match the manifest: corrupted file")
+    return path

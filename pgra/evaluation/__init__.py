@@ -1,0 +1,1 @@
+"""Metrics, baselines and analyses."""

@@ -1,0 +1,68 @@
+"""The JSONL format passed between stages (compatible with FiD and the paper's code).
+
+One query a line: ``{"id", "text", "label", "ctxs": [{"id", "text", "score"}, ...]}``; ``label`` is absent
+for unlabelled inputs and ``ctxs`` absent before retrieval.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from .artifacts import atomic_path
+from .errors import InputError
+from .tasks.loaders import Example
+
+
+def example_record(ex: Example, ctxs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    rec: dict[str, Any] = {"id": ex.id, "text": ex.text}
+    if ex.label is not None:
+        rec["label"] = ex.label
+    if ctxs is not None:
+        rec["ctxs"] = ctxs
+    return rec
+
+
+def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
+    """Write records atomically, one JSON object a line; returns the count."""
+    n = 0
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for rec in records:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def read_records(path: str | Path, labels: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Stream and validate records; ``labels`` (a task's) rejects unknown label values."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("interchange file not found", path=path)
+    seen: set[str] = set()
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"invalid JSON ({e})", path=path, line=line_no) from None
+            for key in ("id", "text"):
+                if key not in rec:
+                    raise InputError("missing field", path=path, line=line_no, field=key)
+            if not isinstance(rec["text"], str) or not rec["text"].strip():
+                raise InputError("empty text", path=path, line=line_no, field="text")
+            rid = str(rec["id"])
+            if rid in seen:
+                raise InputError(f"duplicate id '{rid}'", path=path, line=line_no, field="id")
+            seen.add(rid)
+            if labels is not None and "label" in rec and str(rec["label"]) not in labels:
+                raise InputError(f"unknown label '{rec['label']}' (labels: {labels})", path=path, line=line_no,
+                                 field="label")
+            for j, ctx in enumerate(rec.get("ctxs", [])):
+                if not isinstance(ctx, dict) or "id" not in ctx or "text" not in ctx:
+                    raise InputError(f"ctxs[{j}] must have 'id' and 'text'", path=path, line=line_no,
+                                     field="ctxs")
+            yield rec

@@ -1,0 +1,98 @@
+"""One sentence encoder for every dense retriever: any HF encoder + an explicit pooler, L2-normalised."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import AutoModel, AutoTokenizer
+
+from ..artifacts import model_fingerprint
+from ..device import resolve_device, resolve_dtype
+from ..errors import InputError
+
+Pooler = Literal["cls", "cls_before_pooler", "mean"]
+POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "mean")
+
+
+class DenseEncoder:
+    """Encode sentences into unit vectors.
+
+    Poolers: ``cls`` = ``pooler_output`` (CLS after the pretrained dense+tanh pooler: the PGRA paper's BERT
+    setting), ``cls_before_pooler`` = ``last_hidden_state[:, 0]`` (SimCSE's setting for unsupervised
+    checkpoints), ``mean`` = attention-masked mean of the last layer (sentence-transformers models).
+    Inputs are sorted by token length before batching so padding stays small.
+    """
+
+    def __init__(self, model_name_or_path: str, pooler: Pooler = "cls", max_length: int = 512,
+                 batch_size: int = 64, device: str | None = None, dtype: str | None = None,
+                 trust_remote_code: bool = False) -> None:
+        if pooler not in POOLERS:
+            raise InputError(f"unknown pooler '{pooler}', use one of {POOLERS}", field="pooler")
+        self.name_or_path = str(model_name_or_path)
+        self.pooler = pooler
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.name_or_path, trust_remote_code=trust_remote_code)
+        model, info = AutoModel.from_pretrained(self.name_or_path, output_loading_info=True,
+                                                trust_remote_code=trust_remote_code)
+        missing = [k for k in info.get("missing_keys", []) if "pooler" in k]
+        if pooler == "cls" and (missing or not hasattr(model, "pooler") or model.pooler is None):
+            raise InputError(
+                f"model '{self.name_or_path}' has no pretrained pooler weights, so pooler 'cls' would use a random "
+                "layer; use pooler 'cls_before_pooler' or 'mean'", field="pooler")
+        self.model = model.to(self.device, dtype=self.dtype).eval()
+        self.dim = int(self.model.config.hidden_size)
+        self._fingerprint: str | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """Fingerprint of the encoder's files (see :func:`pgra.artifacts.model_fingerprint`)."""
+        if self._fingerprint is None:
+            self._fingerprint = model_fingerprint(self.name_or_path)
+        return self._fingerprint
+
+    def _pool(self, out, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self.pooler == "cls":
+            return out.pooler_output
+        hidden = out.last_hidden_state
+        if self.pooler == "cls_before_pooler":
+            return hidden[:, 0]
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+    @torch.inference_mode()
+    def encode(self, texts: Sequence[str], batch_size: int | None = None,
+               show_progress: bool = False) -> np.ndarray:
+        """Return float32 array ``(len(texts), dim)`` of L2-normalised embeddings, in input order."""
+        bs = batch_size or self.batch_size
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length, padding=False)
+        ids = enc["input_ids"]
+        order = np.argsort([-len(x) for x in ids], kind="stable")
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        has_types = "token_type_ids" in enc
+        for start in tqdm(range(0, len(order), bs), desc="encoding", unit="batch", disable=not show_progress,
+                          mininterval=1.0):
+            idx = order[start:start + bs]
+            width = len(ids[idx[0]])
+            input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            for row, i in enumerate(idx):
+                seq = ids[i]
+                input_ids[row, :len(seq)] = torch.as_tensor(seq)
+                mask[row, :len(seq)] = 1
+            batch = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
+            if has_types:
+                batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
+            pooled = self._pool(self.model(**batch), batch["attention_mask"]).float()
+            pooled = torch.nn.functional.normalize(pooled, dim=-1)
+            out[idx] = pooled.cpu().numpy()
+        return out

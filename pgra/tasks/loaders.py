@@ -1,0 +1,300 @@
+"""Read a task's splits from LM-BFF's original files, local files with named columns, or HF datasets.
+
+Every record is checked: a missing column, an empty text, an unknown label or a duplicate id is an
+InputError naming the file, line and field. Nothing is silently mapped to a default class.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..artifacts import sha256_file
+from ..errors import InputError
+from .spec import DataSpec, TaskSpec
+
+SPLITS = ("train", "dev", "test")
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+
+
+@dataclass(frozen=True)
+class Example:
+    id: str
+    text: str
+    label: str | None = None
+
+
+@dataclass
+class TaskData:
+    """A task's loaded splits plus where each came from (files, fingerprints, a carved dev split)."""
+
+    task: TaskSpec
+    splits: dict[str, list[Example]]
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, split: str) -> list[Example]:
+        if split not in self.splits:
+            raise KeyError(f"task '{self.task.name}' has no split '{split}' (has {list(self.splits)})")
+        return self.splits[split]
+
+
+def resolve_data_path(spec: DataSpec, data_dir: str | Path) -> Path | str:
+    if spec.format == "hf":
+        local = Path(data_dir) / spec.path
+        return local if local.exists() else spec.path
+    p = Path(spec.path)
+    return p if p.is_absolute() else Path(data_dir) / p
+
+
+# ---------------------------------------------------------------- raw row readers: (line, {field: value})
+
+def _open_text(path: Path):
+    if not path.is_file():
+        raise InputError("data file not found (run `pgra download-data` or check the task's data.path)",
+                         path=path)
+    return open(path, encoding="utf-8", newline="")
+
+
+def _read_lmbff(path: Path, layout: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        with _open_text(path) as f:
+            if layout == "sst2_tsv":
+                reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+                header = next(reader, None)
+                if header is None:
+                    return
+                if "sentence" not in header or "label" not in header:
+                    raise InputError(f"header {header} lacks a 'sentence' or 'label' column", path=path, line=1,
+                                     field="sentence" if "sentence" not in header else "label")
+                s, lab = header.index("sentence"), header.index("label")
+                for i, row in enumerate(reader, start=2):
+                    if not row:
+                        continue
+                    if len(row) <= max(s, lab):
+                        raise InputError(f"{len(row)} columns, header has {len(header)}", path=path, line=i)
+                    yield i, {"text": row[s], "label": row[lab]}
+            elif layout == "cola_tsv":
+                for i, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
+                    if not row:
+                        continue
+                    if len(row) < 4:
+                        raise InputError(f"{len(row)} columns, CoLA rows have 4 (source, label, mark, sentence)",
+                                         path=path, line=i, field="sentence")
+                    yield i, {"text": row[3], "label": row[1]}
+            elif layout == "csv":
+                for i, row in enumerate(csv.reader(f), start=1):
+                    if not row:
+                        continue
+                    if len(row) < 2:
+                        raise InputError("expected 'label,sentence'", path=path, line=i, field="sentence")
+                    yield i, {"text": ",".join(row[1:]) if len(row) > 2 else row[1], "label": row[0]}
+            else:
+                raise InputError(f"unknown LM-BFF layout '{layout}' (sst2_tsv, cola_tsv, csv)", path=path,
+                                 field="lmbff_layout")
+    except UnicodeDecodeError as e:
+        raise InputError(f"undecodable bytes (not UTF-8): {e}", path=path) from None
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with _open_text(path) as f:
+        for i, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"invalid JSON ({e})", path=path, line=i) from None
+            if not isinstance(obj, dict):
+                raise InputError("expected a JSON object", path=path, line=i)
+            yield i, obj
+
+
+def _read_json(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with _open_text(path) as f:
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise InputError(f"invalid JSON ({e})", path=path) from None
+    if not isinstance(data, list):
+        raise InputError("expected a JSON list of objects", path=path)
+    yield from enumerate(data, start=1)
+
+
+def _read_delimited(path: Path, delimiter: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    with _open_text(path) as f:
+        yield from enumerate(csv.DictReader(f, delimiter=delimiter), start=2)
+
+
+def _read_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise InputError("data file not found", path=path)
+    yield from enumerate(pq.read_table(path).to_pylist(), start=1)
+
+
+def _read_hf(spec: DataSpec, location: Path | str, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    import datasets
+
+    hf_split = spec.hf_splits.get(split, split)
+    if isinstance(location, Path) and location.is_dir() and (
+            (location / "dataset_dict.json").exists() or (location / "state.json").exists()):
+        ds = datasets.load_from_disk(str(location))
+        if isinstance(ds, datasets.DatasetDict):
+            if hf_split not in ds:
+                raise _MissingSplit(split)
+            ds = ds[hf_split]
+    else:
+        try:
+            ds = datasets.load_dataset(str(location), spec.hf_name or None, split=hf_split)
+        except ValueError as e:
+            if "split" in str(e).lower():
+                raise _MissingSplit(split) from None
+            raise
+    yield from enumerate(ds)
+
+
+class _MissingSplit(Exception):
+    pass
+
+
+def _rows(spec: DataSpec, location: Path | str, split: str) -> tuple[Iterator[tuple[int, dict[str, Any]]], str]:
+    """Row iterator and the display name of its source; raises _MissingSplit when the split has no file."""
+    if spec.format == "hf":
+        return _read_hf(spec, location, split), f"{location}[{spec.hf_splits.get(split, split)}]"
+    if split not in spec.files:
+        raise _MissingSplit(split)
+    path = Path(location) / spec.files[split]
+    if spec.format == "lmbff":
+        return _read_lmbff(path, spec.lmbff_layout), str(path)
+    readers = {"jsonl": _read_jsonl, "json": _read_json, "parquet": _read_parquet,
+               "csv": lambda p: _read_delimited(p, ","), "tsv": lambda p: _read_delimited(p, "\t")}
+    if spec.format not in readers:
+        raise InputError(f"unknown data format '{spec.format}' (lmbff, jsonl, json, csv, tsv, parquet, hf)",
+                         field="data.format")
+    return readers[spec.format](path), str(path)
+
+
+def _columns(spec: DataSpec) -> tuple[str, str, str]:
+    if spec.format == "lmbff":
+        return "text", "label", ""
+    return spec.text_column, spec.label_column, spec.id_column
+
+
+def read_split(task: TaskSpec, split: str, data_dir: str | Path = "data",
+               require_labels: bool = True) -> tuple[list[Example], dict[str, Any]] | None:
+    """One split's examples and provenance, or None when the task has no such split."""
+    spec = task.data
+    location = resolve_data_path(spec, data_dir)
+    try:
+        rows, source = _rows(spec, location, split)
+        text_col, label_col, id_col = _columns(spec)
+        examples: list[Example] = []
+        seen: set[str] = set()
+        for line, row in rows:
+            if text_col not in row:
+                raise InputError(f"missing text column (columns: {sorted(row)})", path=source, line=line,
+                                 field=text_col)
+            text = row[text_col]
+            if not isinstance(text, str) or not text.strip():
+                raise InputError("empty text", path=source, line=line, field=text_col)
+            if id_col and id_col not in row:
+                raise InputError(f"missing id column (columns: {sorted(row)})", path=source, line=line,
+                                 field=id_col)
+            eid = str(row[id_col]) if id_col else f"{split}-{len(examples)}"
+            if eid in seen:
+                raise InputError(f"duplicate id '{eid}'", path=source, line=line, field=id_col or "id")
+            seen.add(eid)
+            label = _label(task, row, label_col, source, line, require_labels)
+            examples.append(Example(id=eid, text=text, label=label))
+    except _MissingSplit:
+        return None
+    if not examples:
+        raise InputError(f"split '{split}' of task '{task.name}' is empty", path=source)
+    prov: dict[str, Any] = {"source": source, "rows": len(examples)}
+    if Path(source).is_file():
+        prov["sha256"] = sha256_file(source)
+    return examples, prov
+
+
+def _label(task: TaskSpec, row: dict[str, Any], col: str, source: str, line: int,
+           require: bool) -> str | None:
+    if col not in row or row[col] is None or (isinstance(row[col], str) and not row[col].strip()):
+        if not require:
+            return None
+        raise InputError(f"missing label (columns: {sorted(row)})", path=source, line=line, field=col)
+    raw = row[col]
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    value = str(raw).strip()
+    if task.data.label_map:
+        if value not in task.data.label_map:
+            raise InputError(f"label '{value}' is not in the task's label_map {sorted(task.data.label_map)}",
+                             path=source, line=line, field=col)
+        value = str(task.data.label_map[value])
+    if value not in task.labels:
+        raise InputError(f"unknown label '{value}' for task '{task.name}' (labels: {task.labels})",
+                         path=source, line=line, field=col)
+    return value
+
+
+def carve_dev(train: list[Example], fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
+    """Seeded, label-stratified split of ``train`` into (train, dev); each label keeps at least one example."""
+    rng = np.random.default_rng(seed)
+    by_label: dict[str | None, list[int]] = {}
+    for i, ex in enumerate(train):
+        by_label.setdefault(ex.label, []).append(i)
+    dev_idx: set[int] = set()
+    for label in sorted(by_label, key=str):
+        idx = np.asarray(by_label[label])
+        n_dev = int(round(fraction * len(idx)))
+        n_dev = min(max(n_dev, 1 if len(idx) > 1 else 0), len(idx) - 1)
+        dev_idx.update(rng.permutation(idx)[:n_dev].tolist())
+    return ([ex for i, ex in enumerate(train) if i not in dev_idx],
+            [ex for i, ex in enumerate(train) if i in dev_idx])
+
+
+def load_task(task: TaskSpec, data_dir: str | Path = "data", splits: tuple[str, ...] = SPLITS) -> TaskData:
+    """Load the requested splits; a missing dev split is carved from train (seeded, stratified, recorded)."""
+    out: dict[str, list[Example]] = {}
+    prov: dict[str, Any] = {}
+    need_train = "train" in splits or "dev" in splits
+    for split in SPLITS:
+        if split not in splits and not (split == "train" and need_train):
+            continue
+        got = read_split(task, split, data_dir)
+        if got is None:
+            if split == "train":
+                raise InputError(f"task '{task.name}' has no train split", field="data.files")
+            continue
+        out[split], prov[split] = got
+    if "dev" in splits and "dev" not in out:
+        out["train"], out["dev"] = carve_dev(out["train"], task.data.dev_fraction, task.data.dev_seed)
+        prov["dev"] = {"carved_from": "train", "fraction": task.data.dev_fraction, "seed": task.data.dev_seed,
+                       "rows": len(out["dev"]), "ids": [ex.id for ex in out["dev"]]}
+        prov["train"]["rows_after_carving"] = len(out["train"])
+    if "train" not in splits:
+        out.pop("train", None)
+    for split in splits:
+        if split not in out:
+            raise InputError(f"task '{task.name}' has no '{split}' split", field="data.files")
+    return TaskData(task=task, splits=out, provenance=prov)
+
+
+def check_label_words(task: TaskSpec, tokenizer: Any, which: str = "reader_words") -> list[str]:
+    """Warnings for label words the tokenizer splits into several pieces (each names the word and label)."""
+    warnings = []
+    for label, word in getattr(task, which).items():
+        pieces = tokenizer.tokenize(" " + word) if hasattr(tokenizer, "tokenize") else [word]
+        pieces = [p for p in pieces if p not in ("▁", "Ġ", " ")]
+        if len(pieces) != 1:
+            warnings.append(f"task '{task.name}' ({task.source}), field '{which}': label '{label}' word "
+                            f"'{word}' is split into {len(pieces)} tokens {pieces}")
+    return warnings

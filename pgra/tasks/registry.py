@@ -1,0 +1,125 @@
+"""The task registry: the paper's eight tasks, the offline demo task, and custom tasks from YAML files."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from ..config import from_dict, load_yaml
+from ..errors import InputError
+from .spec import DataSpec, TaskSpec
+
+_SENTIMENT = "Does the following sentence have a positive or negative sentiment?\n{text}"
+_BINARY_SENTIMENT = {"demo_words": {"0": "negative", "1": "positive"},
+                     "reader_words": {"0": "terrible", "1": "great"}}
+
+
+def _lmbff(folder: str, layout: str, files: dict[str, str]) -> DataSpec:
+    return DataSpec(format="lmbff", path=f"original/{folder}", lmbff_layout=layout, files=files)
+
+
+_CSV_FILES = {"train": "train.csv", "test": "test.csv"}
+
+BUILTIN: dict[str, TaskSpec] = {}
+
+
+def _register(spec: TaskSpec) -> None:
+    BUILTIN[spec.name] = spec
+
+
+_register(TaskSpec(
+    name="sst2", labels=["0", "1"], rerank_template=_SENTIMENT, **_BINARY_SENTIMENT,
+    description="SST-2 binary movie-review sentiment (LM-BFF split; GLUE dev used as test)",
+    data=_lmbff("SST-2", "sst2_tsv", {"train": "train.tsv", "test": "dev.tsv"})))
+_register(TaskSpec(
+    name="sst5", labels=["0", "1", "2", "3", "4"],
+    rerank_template="What sentiment does this sentence have? terrible, bad, okay, good or great\n{text}",
+    demo_words={"0": "terrible", "1": "bad", "2": "okay", "3": "good", "4": "great"},
+    reader_words={"0": "terrible", "1": "bad", "2": "okay", "3": "good", "4": "great"},
+    description="SST-5 five-way movie-review sentiment",
+    data=_lmbff("sst-5", "csv", {"train": "train.csv", "dev": "dev.csv", "test": "test.csv"})))
+_register(TaskSpec(
+    name="cola", labels=["0", "1"],
+    rerank_template='The following sentence is either "acceptable", meaning it is grammatically correct and makes '
+                    'sense, or "unacceptable". Which is it?\n{text}',
+    demo_words={"0": "unacceptable", "1": "acceptable"}, reader_words={"0": "incorrect", "1": "correct"},
+    metric="mcc", description="CoLA grammatical acceptability (Matthews correlation)",
+    data=_lmbff("CoLA", "cola_tsv", {"train": "train.tsv", "test": "dev.tsv"})))
+_register(TaskSpec(
+    name="trec", labels=["0", "1", "2", "3", "4", "5"],
+    rerank_template="Which category best describes the following question: {text} \n\nChoose from the following "
+                    "list: \nAbbreviation, Entity, Description, Person, Location, Quantity",
+    demo_words={"0": "Description", "1": "Entity", "2": "Abbreviation", "3": "Human", "4": "Location",
+                "5": "Number"},
+    reader_words={"0": "Description", "1": "Entity", "2": "Expression", "3": "Human", "4": "Location",
+                  "5": "Number"},
+    reader_template="{evidence} {mask} : {text}",
+    description="TREC six-way question classification", data=_lmbff("trec", "csv", _CSV_FILES)))
+_register(TaskSpec(
+    name="cr", labels=["0", "1"], rerank_template=_SENTIMENT, **_BINARY_SENTIMENT,
+    description="CR customer-review sentiment", data=_lmbff("cr", "csv", _CSV_FILES)))
+_register(TaskSpec(
+    name="mr", labels=["0", "1"], rerank_template=_SENTIMENT, **_BINARY_SENTIMENT,
+    description="MR movie-review sentiment", data=_lmbff("mr", "csv", _CSV_FILES)))
+_register(TaskSpec(
+    name="mpqa", labels=["0", "1"], rerank_template=_SENTIMENT, **_BINARY_SENTIMENT,
+    description="MPQA opinion polarity", data=_lmbff("mpqa", "csv", _CSV_FILES)))
+_register(TaskSpec(
+    name="subj", labels=["0", "1"], rerank_template="Is this a subjective or objective description?\n{text}",
+    demo_words={"0": "subjective", "1": "objective"}, reader_words={"0": "subjective", "1": "objective"},
+    description="Subj subjectivity", data=_lmbff("subj", "csv", _CSV_FILES)))
+
+# The offline demo task: topic of a Wikipedia summary sentence (prepared by `pgra prepare-demo`).
+WIKI_TOPICS = {
+    "People": "people", "Biology and health sciences": "biology", "Geography": "geography",
+    "Physical sciences": "physics", "Society and social sciences": "society", "Arts": "arts",
+    "Technology": "technology", "History": "history", "Everyday life": "life",
+    "Philosophy and religion": "religion", "Mathematics": "mathematics",
+}
+_register(TaskSpec(
+    name="wiki_topic", labels=list(WIKI_TOPICS),
+    rerank_template="Which topic is this sentence about: " + ", ".join(list(WIKI_TOPICS.values())[:-1])
+                    + " or " + list(WIKI_TOPICS.values())[-1] + "?\n{text}",
+    demo_words=dict(WIKI_TOPICS), reader_words=dict(WIKI_TOPICS),
+    reader_template="{evidence} {text} This is about {mask} .",
+    description="Topic of a sentence from a Wikipedia article summary (offline demo task; 11 topics)",
+    data=DataSpec(format="jsonl", path="demo/wiki_topic",
+                  files={"train": "train.jsonl", "dev": "dev.jsonl", "test": "test.jsonl"},
+                  id_column="id")))
+
+ALIASES = {"sst-2": "sst2", "sst-5": "sst5", "CoLA": "cola", "SST-2": "sst2", "SST-5": "sst5"}
+
+
+def task_from_yaml(path: str | Path) -> TaskSpec:
+    """A custom task described in one YAML file (see the README's 'Custom tasks')."""
+    path = Path(path)
+    data: dict[str, Any] = load_yaml(path)
+    if "name" not in data:
+        data["name"] = path.stem
+    data["source"] = str(path)
+    spec = from_dict(TaskSpec, data, source=str(path))
+    if spec.data.path and not Path(spec.data.path).is_absolute() and spec.data.format != "hf":
+        local = path.parent / spec.data.path
+        if local.exists():
+            spec.data.path = str(local.resolve())
+    return spec
+
+
+def get_task(name_or_path: str) -> TaskSpec:
+    """A task by registered name (case-insensitive, LM-BFF folder names accepted) or by YAML file path."""
+    if name_or_path.endswith((".yaml", ".yml")) or Path(name_or_path).is_file():
+        return task_from_yaml(name_or_path)
+    key = ALIASES.get(name_or_path, name_or_path.lower())
+    if key not in BUILTIN:
+        import difflib
+
+        close = difflib.get_close_matches(key, list(BUILTIN), n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise InputError(f"unknown task '{name_or_path}'.{hint} Registered: {', '.join(BUILTIN)}; "
+                         "or pass the path of a task YAML file", field="task")
+    return copy.deepcopy(BUILTIN[key])
+
+
+def list_tasks() -> list[TaskSpec]:
+    return list(BUILTIN.values())

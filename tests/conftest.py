@@ -1,0 +1,96 @@
+"""Shared fixtures: tiny random models built from configs (no downloads) and small corpora."""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = ["the", "a", "of", "and", "to", "in", "is", "was", "it", "for", "on", "with", "as", "by", "at", "from",
+         "his", "her", "that", "this", "be", "are", "an", "or", "which", "sun", "planet", "film", "music", "war",
+         "city", "river", "game", "king", "queen", "moon", "star", "orbit", "light", "water", "town", "art", "song"]
+
+SENTENCES = [
+    "The sun is a star at the centre of the solar system.",
+    "The moon orbits the planet once a month.",
+    "A river runs through the old town.",
+    "The king and the queen ruled the city for ten years.",
+    "The film won a prize for its music.",
+    "The war ended in 1918.",
+    "Water boils at one hundred degrees.",
+    "The game is played with a ball and two teams.",
+    "Light from the star takes years to arrive.",
+    "The song was written by a famous artist.",
+    "The city is on the bank of a river.",
+    "The planet has two moons and a ring.",
+    "The town was founded by a king.",
+    "Music and art were taught in the city.",
+    "A star is a ball of hot gas.",
+    "The queen wrote a song about the war.",
+    "The river flows to the sea.",
+    "Each orbit of the moon takes a month.",
+    "The film was shot in the town.",
+    "The game ended with a win for the city.",
+    "It was the coldest year of the war.",
+    "Light is faster than sound.",
+    "The art of the king was famous.",
+    "The sun rises in the east.",
+]
+
+
+def _write_tiny_bert(path: Path, with_pooler: bool = True, seed: int = 0) -> Path:
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    path.mkdir(parents=True, exist_ok=True)
+    vocab = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(string.ascii_lowercase) + list(string.digits)
+             + ["##" + c for c in string.ascii_lowercase + string.digits] + list(".,!?;:'\"()-") + WORDS)
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    (path / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "BertTokenizer", "do_lower_case": True, "model_max_length": 128}))
+    tok = AutoTokenizer.from_pretrained(str(path))
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=128)
+    model = BertModel(cfg, add_pooling_layer=with_pooler)
+    model.save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> Path:
+    """A 2-layer, 32-dim random BERT with a pooler and a small WordPiece vocabulary."""
+    return _write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_other(tmp_path_factory) -> Path:
+    """Same architecture as tiny_bert, other random weights (a 'different encoder')."""
+    return _write_tiny_bert(tmp_path_factory.mktemp("tiny-bert-other"), seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_no_pooler(tmp_path_factory) -> Path:
+    return _write_tiny_bert(tmp_path_factory.mktemp("tiny-bert-nopool"), with_pooler=False)
+
+
+@pytest.fixture()
+def corpus_txt(tmp_path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    return path
+
+
+def demo_asset(rel: str) -> Path:
+    """A prepared offline demo asset; missing ones fail in CI and skip elsewhere (run `make prepare`)."""
+    path = ROOT / rel
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{path} is missing: `make prepare` should have built it")
+        pytest.skip(f"{path} not prepared; run `make prepare`")
+    return path

@@ -1,0 +1,46 @@
+from dataclasses import dataclass, field
+
+import pytest
+
+from pgra.config import load_config, parse_overrides
+from pgra.errors import InputError
+from pgra.retrieval.index import IndexConfig
+
+
+@dataclass
+class Inner:
+    lr: float = 1e-4
+    steps: int = 10
+
+
+@dataclass
+class Outer:
+    name: str = "x"
+    flag: bool = False
+    inner: Inner = field(default_factory=Inner)
+    tags: list[str] = field(default_factory=list)
+
+
+def test_yaml_and_overrides(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("name: run\ninner:\n  lr: 3e-5\n")
+    cfg = load_config(Outer, p, parse_overrides(["inner.steps=20", "flag=true", "tags=a,b"]))
+    assert cfg.name == "run" and cfg.inner.lr == 3e-5 and cfg.inner.steps == 20 and cfg.flag is True
+    assert cfg.tags == ["a", "b"]
+
+
+def test_unknown_key_lists_close_matches(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("inner:\n  stpes: 3\n")
+    with pytest.raises(InputError, match=r"c\.yaml \(field 'inner.stpes'\).*Did you mean: inner\.steps"):
+        load_config(Outer, p)
+
+
+def test_bad_type_names_field():
+    with pytest.raises(InputError, match=r"field 'inner.steps'.*expected int"):
+        load_config(Outer, None, parse_overrides(["inner.steps=ten"]))
+
+
+def test_index_config_nested():
+    cfg = load_config(IndexConfig, None, parse_overrides(["dense.faiss.nlist=64", "retriever=bm25"]))
+    assert cfg.dense.faiss.nlist == 64 and cfg.retriever == "bm25"

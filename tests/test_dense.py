@@ -1,0 +1,36 @@
+import numpy as np
+import pytest
+
+from pgra.errors import IncompleteArtifactError
+from pgra.retrieval.dense import FaissParams, build_faiss, load_faiss, save_faiss, search_faiss
+
+
+def _unit(n, d, seed):
+    x = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_flat_equals_numpy_bruteforce():
+    base, queries = _unit(2000, 32, 0), _unit(50, 32, 1)
+    scores, ids = search_faiss(build_faiss(base, "flat"), queries, 20)
+    ref = np.argsort(-(queries @ base.T), axis=1, kind="stable")[:, :20]
+    assert (ids == ref).all()
+    np.testing.assert_allclose(scores, np.take_along_axis(queries @ base.T, ref, axis=1), atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_approximate_indexes_have_high_recall(kind):
+    base, queries = _unit(3000, 16, 2), _unit(40, 16, 3)
+    _, exact = search_faiss(build_faiss(base, "flat"), queries, 10)
+    params = FaissParams(nlist=32, nprobe=16)
+    _, approx = search_faiss(build_faiss(base, kind, params), queries, 10)
+    recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact, strict=True)])
+    assert recall > 0.9
+
+
+def test_truncated_index_file_is_reported(tmp_path):
+    path = tmp_path / "index.faiss"
+    save_faiss(build_faiss(_unit(100, 8, 0), "flat"), path)
+    path.write_bytes(path.read_bytes()[:500])
+    with pytest.raises(IncompleteArtifactError, match="index.faiss: unreadable"):
+        load_faiss(path)

@@ -1,0 +1,51 @@
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from pgra.errors import InputError
+from pgra.retrieval.encoder import DenseEncoder
+from tests.conftest import SENTENCES
+
+
+def _reference(path, texts, pooler):
+    tok = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModel.from_pretrained(str(path)).eval()
+    outs = []
+    with torch.no_grad():
+        for t in texts:  # one at a time: no padding at all
+            enc = tok(t, return_tensors="pt")
+            o = model(**enc)
+            v = {"cls": o.pooler_output, "cls_before_pooler": o.last_hidden_state[:, 0],
+                 "mean": o.last_hidden_state.mean(1)}[pooler]
+            outs.append(torch.nn.functional.normalize(v, dim=-1)[0].numpy())
+    return np.stack(outs)
+
+
+@pytest.mark.parametrize("pooler", ["cls", "cls_before_pooler", "mean"])
+def test_poolers_match_unbatched_reference(tiny_bert, pooler):
+    enc = DenseEncoder(str(tiny_bert), pooler=pooler, batch_size=5)
+    got = enc.encode(SENTENCES)
+    np.testing.assert_allclose(got, _reference(tiny_bert, SENTENCES, pooler), atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+
+
+def test_batch_size_and_order_invariance(tiny_bert):
+    enc = DenseEncoder(str(tiny_bert), pooler="cls")
+    a = enc.encode(SENTENCES, batch_size=1)
+    b = enc.encode(SENTENCES, batch_size=7)
+    c = enc.encode(SENTENCES[::-1], batch_size=3)[::-1]
+    np.testing.assert_allclose(a, b, atol=1e-5)
+    np.testing.assert_allclose(a, c, atol=1e-5)
+    assert enc.encode([]).shape == (0, enc.dim)
+
+
+def test_cls_pooler_refuses_model_without_pooler_weights(tiny_bert_no_pooler):
+    with pytest.raises(InputError, match="no pretrained pooler"):
+        DenseEncoder(str(tiny_bert_no_pooler), pooler="cls")
+    DenseEncoder(str(tiny_bert_no_pooler), pooler="cls_before_pooler")  # fine
+
+
+def test_unknown_pooler(tiny_bert):
+    with pytest.raises(InputError, match="unknown pooler"):
+        DenseEncoder(str(tiny_bert), pooler="max")
