@@ -285,7 +285,7 @@ def load_task(task: TaskSpec, data_dir: str | Path = "data", splits: tuple[str, 
     for split in splits:
         if split not in out:
             raise InputError(f"task '{task.name}' has no '{split}' split", field="data.files")
-    return TaskData(task=task, splits=out, provenance=prov)
+    return TaskData(task=task, splits={s: out[s] for s in SPLITS if s in out}, provenance=prov)
 
 
 def check_label_words(task: TaskSpec, tokenizer: Any, which: str = "reader_words") -> list[str]:
