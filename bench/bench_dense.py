@@ -68,7 +68,7 @@ def bench_store(n: int = 1_000_000, lookups: int = 150_000) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.txt"
         rng = np.random.default_rng(0)
-        words = np.array("the of and to in a is was for on as with by he at from his an were are which".split())
+        words = np.array(["the", "of", "and", "to", "in", "a", "is", "was", "for", "on", "as", "with", "by", "he", "at", "from", "his", "an", "were", "are", "which"])
         with open(path, "w") as f:
             for i in range(n):
                 f.write(" ".join(words[rng.integers(0, len(words), 20)]) + f" {i}.\n")

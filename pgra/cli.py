@@ -52,20 +52,57 @@ BUILD_FLAGS = {"corpus": "corpus", "corpus_format": "corpus_format", "out": "out
 
 def cmd_build_index(args: argparse.Namespace) -> None:
     from .config import load_config
-    from .distributed import init_distributed, shutdown_distributed
     from .retrieval.index import IndexConfig, build_index
 
     cfg = load_config(IndexConfig, args.config, _overrides(args, BUILD_FLAGS))
-    ctx = init_distributed()
-    try:
-        out = build_index(cfg, ctx)
-    finally:
-        shutdown_distributed()
+    ctx, out = _run_distributed(build_index, cfg)
     if ctx.is_main:
         manifest = json.loads((Path(out) / "manifest.json").read_text())
         extra = (f"{manifest['encoder']} ({manifest['pooler']}), dim {manifest['dim']}, {manifest['index_type']}"
                  if manifest["retriever"] == "dense" else f"BM25 {manifest['bm25']['method']}")
         print(f"index ready: {out} ({manifest['size']} texts; {extra})")
+
+
+RETRIEVE_FLAGS = {"task": "task", "index": "index", "out": "out", "k": "k", "splits": "splits",
+                  "data_dir": "data_dir", "max_examples": "max_examples", "device": "device"}
+RERANK_FLAGS = {"candidates": "candidates", "out": "out", "lm": "lm", "task": "task", "index": "index",
+                "top_d": "top_d", "k": "k", "num_demos": "num_demos", "demo_selection": "demo_selection",
+                "seed": "seed", "splits": "splits", "cache_dir": "cache_dir", "device": "device", "dtype": "dtype"}
+
+
+def _run_distributed(fn, cfg) -> Any:
+    from .distributed import init_distributed, shutdown_distributed
+
+    ctx = init_distributed()
+    try:
+        return ctx, fn(cfg, ctx)
+    finally:
+        shutdown_distributed()
+
+
+def cmd_retrieve(args: argparse.Namespace) -> None:
+    from .config import load_config
+    from .retrieval.retrieve import RetrieveConfig, retrieve
+
+    cfg = load_config(RetrieveConfig, args.config, _overrides(args, RETRIEVE_FLAGS))
+    ctx, out = _run_distributed(retrieve, cfg)
+    if ctx.is_main:
+        counts = json.loads((Path(out) / "manifest.json").read_text())["counts"]
+        print(f"candidates ready: {out} (top-{cfg.k}; " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ")")
+
+
+def cmd_rerank(args: argparse.Namespace) -> None:
+    from .config import load_config
+    from .rerank.reranker import RerankConfig, rerank
+
+    cfg = load_config(RerankConfig, args.config, _overrides(args, RERANK_FLAGS))
+    ctx, out = _run_distributed(rerank, cfg)
+    if ctx.is_main:
+        m = json.loads((Path(out) / "manifest.json").read_text())
+        e = m["embedding"]
+        print(f"reranked: {out} (top-{m['top_d']} of {m['k']}; " + ", ".join(f"{k} {v}" for k, v in m["counts"].items())
+              + f"; {e['evidence_rows']} evidence sentences, {e['evidence_cache_hits']} from the cache, "
+              f"{e['tokens_run']} LM tokens run, {e['truncated']} truncated)")
 
 
 def cmd_search(args: argparse.Namespace) -> None:
@@ -199,6 +236,38 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace an index or partial build made with other inputs")
     s.add_argument("set", nargs="*", help="extra config overrides key=value (e.g. dense.faiss.nlist=4096)")
     s.set_defaults(func=cmd_build_index)
+
+    s = sub.add_parser("retrieve", help="stage 1b: top-k candidates for every input of a task")
+    s.add_argument("--config")
+    s.add_argument("--task", help="registered task name or task YAML")
+    s.add_argument("--index", help="index folder from build-index")
+    s.add_argument("--out", help="candidates folder to write")
+    s.add_argument("-k", type=int, help="candidates per input (default 150)")
+    s.add_argument("--splits", help="comma-separated (default train,dev,test)")
+    s.add_argument("--data-dir")
+    s.add_argument("--max-examples", type=int, help="first N inputs per split (smoke runs)")
+    s.add_argument("--device")
+    s.add_argument("set", nargs="*", help="extra config overrides key=value")
+    s.set_defaults(func=cmd_retrieve)
+
+    s = sub.add_parser("rerank", help="stage 2: prompt-guided reranking with a causal LM")
+    s.add_argument("--config")
+    s.add_argument("--candidates", help="folder from `pgra retrieve`")
+    s.add_argument("--out", help="reranked folder to write")
+    s.add_argument("--lm", help="causal LM name or local folder (OPT, Llama, GPT-2 ...)")
+    s.add_argument("--task", help="defaults to the task recorded with the candidates")
+    s.add_argument("--index", help="defaults to the index recorded with the candidates")
+    s.add_argument("--top-d", type=int, help="evidence kept per input (default 16)")
+    s.add_argument("-k", type=int, help="rerank only the first k candidates (default: all)")
+    s.add_argument("--num-demos", type=int, help="demonstrations in the prompt (default 8)")
+    s.add_argument("--demo-selection", choices=["paper", "code"])
+    s.add_argument("--seed", type=int)
+    s.add_argument("--splits")
+    s.add_argument("--cache-dir", help="evidence-embedding cache (default cache/embeddings)")
+    s.add_argument("--device")
+    s.add_argument("--dtype", choices=["auto", "fp32", "fp16", "bf16"])
+    s.add_argument("set", nargs="*", help="extra config overrides key=value (e.g. max_tokens_per_batch=8192)")
+    s.set_defaults(func=cmd_rerank)
 
     s = sub.add_parser("search", help="search an index from the command line")
     s.add_argument("--index", required=True)

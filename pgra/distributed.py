@@ -48,3 +48,12 @@ def shutdown_distributed() -> None:
     """Leave the process group (if this process joined one)."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def gather_objects(ctx: DistContext, obj):
+    """Every rank's ``obj`` as a list (rank order); a single process gets ``[obj]``."""
+    if ctx.world_size == 1:
+        return [obj]
+    out = [None] * ctx.world_size
+    dist.all_gather_object(out, obj)
+    return out

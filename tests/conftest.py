@@ -94,3 +94,60 @@ def demo_asset(rel: str) -> Path:
             pytest.fail(f"{path} is missing: `make prepare` should have built it")
         pytest.skip(f"{path} not prepared; run `make prepare`")
     return path
+
+
+def _write_tiny_causal_lm(path: Path, arch: str, seed: int = 0) -> Path:
+    """A 2-layer random causal LM (OPT, GPT-2 or Llama) with a small byte-level BPE trained on the fixtures."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import (
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        OPTConfig,
+        OPTForCausalLM,
+        PreTrainedTokenizerFast,
+    )
+
+    path.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<pad>", "</s>", "<unk>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    corpus = SENTENCES + ["Follow the demonstrations:\n", "The answer is positive\n\n", "The answer is negative",
+                          "Does the following sentence have a positive or negative sentiment?\n"] * 3
+    tok.train_from_iterator(corpus, trainer)
+    if arch == "opt":  # OPT's tokenizer puts </s> in front of every text
+        tok.post_processor = processors.TemplateProcessing(single="</s> $A", special_tokens=[("</s>", 1)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="</s>", eos_token="</s>", pad_token="<pad>",
+                                   unk_token="<unk>")
+    fast.save_pretrained(str(path))
+    torch.manual_seed(seed)
+    vocab = tok.get_vocab_size()
+    if arch == "opt":
+        model = OPTForCausalLM(OPTConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, ffn_dim=64,
+                                         num_attention_heads=2, max_position_embeddings=512,
+                                         word_embed_proj_dim=32, pad_token_id=0, bos_token_id=1,
+                                         eos_token_id=1))
+    elif arch == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=512,
+                                           bos_token_id=1, eos_token_id=1, pad_token_id=0))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64,
+                                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                             max_position_embeddings=512, pad_token_id=0, bos_token_id=1,
+                                             eos_token_id=1))
+    model.save_pretrained(str(path))
+    return path
+
+
+@pytest.fixture(scope="session", params=["opt", "gpt2", "llama"])
+def tiny_lm(request, tmp_path_factory) -> Path:
+    return _write_tiny_causal_lm(tmp_path_factory.mktemp(f"tiny-{request.param}"), request.param)
+
+
+@pytest.fixture(scope="session")
+def tiny_opt(tmp_path_factory) -> Path:
+    return _write_tiny_causal_lm(tmp_path_factory.mktemp("tiny-opt-single"), "opt")

@@ -1,0 +1,225 @@
+"""Prompt-guided text embeddings from any causal LM (OPT, Llama, GPT-2, Gemma ...).
+
+The embedding of a text t is the last layer's hidden state at the last token of
+``prefix + P(t) + cue`` (the position that predicts the first answer token), L2-normalised.
+
+Fast path: the demonstration prefix is shared by every text, so its KV cache is computed once and only each
+text's suffix tokens run against it, sorted by length and batched by a token budget. The split point is a
+token boundary of each *jointly tokenised* prompt (tokenising prefix and suffix separately changes the
+tokens at the seam), checked per text; a text whose joint tokenisation disagrees with the cached prefix
+runs on its own, uncached. ``embed_full`` is the plain way (whole prompts, padded batches): the reference
+for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import AutoModel, AutoTokenizer
+
+from ..artifacts import model_fingerprint
+from ..device import resolve_device, resolve_dtype
+from ..errors import InputError
+
+SEAM_BACKOFF = 4  # cached prefix stops this many tokens before the end of the prefix's own tokenisation
+
+
+@dataclass
+class EmbedStats:
+    """Counters reported in manifests and benchmarks."""
+
+    texts: int = 0
+    tokens_run: int = 0  # tokens the LM actually processed (prefix once + suffixes, or full prompts)
+    truncated: int = 0  # texts cut to fit the LM's context
+    uncached: int = 0  # texts whose joint tokenisation did not extend the cached prefix
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class LMEmbedder:
+    """Causal-LM hidden-state embedder with prefix KV reuse."""
+
+    def __init__(self, model_name_or_path: str, device: str | None = None, dtype: str | None = None,
+                 attn_implementation: str | None = None, max_tokens_per_batch: int = 4096,
+                 max_batch_size: int = 64, max_context: int | None = None, trust_remote_code: bool = False,
+                 ) -> None:
+        self.name_or_path = str(model_name_or_path)
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        if attn_implementation in (None, "auto"):
+            # eager on CPU: sdpa was ~10x slower for these small batches; sdpa on GPU
+            attn_implementation = "eager" if self.device.type == "cpu" else "sdpa"
+        self.tokenizer = AutoTokenizer.from_pretrained(self.name_or_path, trust_remote_code=trust_remote_code)
+        self.model = AutoModel.from_pretrained(self.name_or_path, dtype=self.dtype,
+                                               attn_implementation=attn_implementation,
+                                               trust_remote_code=trust_remote_code).to(self.device).eval()
+        if getattr(self.model.config, "is_encoder_decoder", False):
+            raise InputError(f"{self.name_or_path} is an encoder-decoder model; the reranker needs a causal LM",
+                             field="lm")
+        self.dim = int(self.model.config.hidden_size)
+        self.max_tokens_per_batch = max_tokens_per_batch
+        self.max_batch_size = max_batch_size
+        limits = [getattr(self.model.config, a, None) for a in ("max_position_embeddings", "n_positions")]
+        limits = [x for x in limits if isinstance(x, int) and x > 0]
+        self.max_context = max_context or (min(limits) if limits else 2048)
+        self._accepts_position_ids = "position_ids" in inspect.signature(self.model.forward).parameters
+        self._fingerprint: str | None = None
+        self.stats = EmbedStats()
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = model_fingerprint(self.name_or_path)
+        return self._fingerprint
+
+    # ------------------------------------------------------------------ tokenisation
+
+    def _ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=True)["input_ids"]
+
+    def prompt_ids(self, prefix: str, render: Callable[[str], str], cue: str, text: str) -> list[int]:
+        """Token ids of ``prefix + render(text) + cue``; the text (never prefix or cue) is cut to fit."""
+        ids = self._ids(prefix + render(text) + cue)
+        if len(ids) <= self.max_context:
+            return ids
+        self.stats.truncated += 1
+        words = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        keep = max(0, len(words) - (len(ids) - self.max_context))
+        while True:
+            short = self.tokenizer.decode(words[:keep], skip_special_tokens=True)
+            ids = self._ids(prefix + render(short) + cue)
+            if len(ids) <= self.max_context:
+                return ids
+            if keep == 0:
+                raise InputError(f"the demonstration prefix and answer cue alone take {len(ids)} tokens, more "
+                                 f"than {self.name_or_path}'s context of {self.max_context}: use fewer or "
+                                 "shorter demonstrations", field="num_demos")
+            keep = max(0, keep - max(1, len(ids) - self.max_context))
+
+    # ------------------------------------------------------------------ forward helpers
+
+    def _last_hidden(self, out) -> torch.Tensor:
+        hidden = getattr(out, "last_hidden_state", None)
+        if hidden is None:
+            raise InputError(f"{self.name_or_path} returns no hidden states (last_hidden_state)", field="lm")
+        return hidden
+
+    def _batches(self, lengths: Sequence[int], order: Sequence[int], extra: int = 0) -> list[list[int]]:
+        """Group ``order`` (sorted by length, longest first) under the token budget (prefix tokens count)."""
+        batches, cur, width = [], [], 0
+        for i in order:
+            w = max(width, lengths[i])
+            if cur and ((len(cur) + 1) * (w + extra) > self.max_tokens_per_batch or len(cur) >= self.max_batch_size):
+                batches.append(cur)
+                cur, w = [], lengths[i]
+            cur.append(i)
+            width = w
+        if cur:
+            batches.append(cur)
+        return batches
+
+    @torch.inference_mode()
+    def _run_padded(self, seqs: list[list[int]], padding_side: str = "right") -> torch.Tensor:
+        """Last-token hidden states of whole sequences in one padded batch."""
+        width = max(len(s) for s in seqs)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for r, s in enumerate(seqs):
+            if padding_side == "right":
+                ids[r, :len(s)], mask[r, :len(s)] = torch.as_tensor(s), 1
+            else:
+                ids[r, width - len(s):], mask[r, width - len(s):] = torch.as_tensor(s), 1
+        kwargs = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device), "use_cache": False}
+        if self._accepts_position_ids:
+            kwargs["position_ids"] = (mask.cumsum(1) - 1).clamp(min=0).to(self.device)
+        hidden = self._last_hidden(self.model(**kwargs))
+        last = (mask.sum(1) - 1) if padding_side == "right" else torch.full((len(seqs),), width - 1)
+        self.stats.tokens_run += int(mask.sum())
+        return hidden[torch.arange(len(seqs)), last.to(self.device)]
+
+    # ------------------------------------------------------------------ public API
+
+    def embed_full(self, prompts: Sequence[str] | Sequence[list[int]], batch_size: int = 4,
+                   padding_side: str = "right", sort_by_length: bool = False,
+                   show_progress: bool = False) -> np.ndarray:
+        """Embed whole prompts (strings or token ids) in padded batches: no prefix reuse."""
+        seqs = [self._ids(p) if isinstance(p, str) else list(p) for p in prompts]
+        out = np.empty((len(seqs), self.dim), dtype=np.float32)
+        order = np.argsort([-len(s) for s in seqs], kind="stable") if sort_by_length else np.arange(len(seqs))
+        for start in tqdm(range(0, len(seqs), batch_size), desc="embedding (full prompts)",
+                          disable=not show_progress, mininterval=1.0):
+            idx = order[start:start + batch_size]
+            vec = self._run_padded([seqs[i] for i in idx], padding_side)
+            out[idx] = torch.nn.functional.normalize(vec.float(), dim=-1).cpu().numpy()
+        self.stats.texts += len(seqs)
+        return out
+
+    @torch.inference_mode()
+    def embed(self, texts: Sequence[str], prefix: str, render: Callable[[str], str], cue: str,
+              show_progress: bool = False, desc: str = "embedding") -> np.ndarray:
+        """Embed ``prefix + render(t) + cue`` for every text, reusing the prefix's KV cache."""
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        seqs = [self.prompt_ids(prefix, render, cue, t) for t in texts]
+        own = self._ids(prefix)
+        split = max(1, len(own) - SEAM_BACKOFF)
+        shared = own[:split]
+        cached = [i for i, s in enumerate(seqs) if len(s) > split and s[:split] == shared]
+        fallback = sorted(set(range(len(seqs))) - set(cached))
+        self.stats.uncached += len(fallback)
+        self.stats.texts += len(seqs)
+        bar = tqdm(total=len(seqs), desc=desc, unit=" texts", disable=not show_progress, mininterval=1.0)
+        if cached:
+            prefix_kv = self._prefix_cache(shared)
+            suffix_len = [len(seqs[i]) - split for i in range(len(seqs))]
+            order = sorted(cached, key=lambda i: -suffix_len[i])
+            for batch in self._batches(suffix_len, order, extra=split):
+                vec = self._run_suffixes([seqs[i][split:] for i in batch], prefix_kv, split)
+                out[batch] = torch.nn.functional.normalize(vec.float(), dim=-1).cpu().numpy()
+                bar.update(len(batch))
+        for i in fallback:
+            out[i] = torch.nn.functional.normalize(self._run_padded([seqs[i]]).float(), dim=-1).cpu().numpy()[0]
+            bar.update(1)
+        bar.close()
+        return out
+
+    def _prefix_cache(self, shared: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        ids = torch.as_tensor([shared], device=self.device)
+        out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+        self.stats.tokens_run += len(shared)
+        cache = out.past_key_values
+        if hasattr(cache, "layers"):
+            return [(layer.keys, layer.values) for layer in cache.layers]
+        if hasattr(cache, "key_cache"):
+            return list(zip(cache.key_cache, cache.value_cache, strict=True))
+        return [(k, v) for k, v in cache]
+
+    def _run_suffixes(self, suffixes: list[list[int]], prefix_kv, split: int) -> torch.Tensor:
+        from transformers import DynamicCache
+
+        n = len(suffixes)
+        width = max(len(s) for s in suffixes)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = torch.full((n, width), pad, dtype=torch.long)
+        mask = torch.zeros((n, split + width), dtype=torch.long)
+        mask[:, :split] = 1
+        for r, s in enumerate(suffixes):
+            ids[r, :len(s)] = torch.as_tensor(s)
+            mask[r, split:split + len(s)] = 1
+        cache = DynamicCache()
+        for layer, (k, v) in enumerate(prefix_kv):
+            cache.update(k.expand(n, *k.shape[1:]), v.expand(n, *v.shape[1:]), layer)
+        kwargs = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device),
+                  "past_key_values": cache, "use_cache": True}
+        if self._accepts_position_ids:
+            kwargs["position_ids"] = (split + torch.arange(width)).unsqueeze(0).expand(n, -1).to(self.device)
+        hidden = self._last_hidden(self.model(**kwargs))
+        self.stats.tokens_run += sum(len(s) for s in suffixes)
+        last = torch.as_tensor([len(s) - 1 for s in suffixes], device=self.device)
+        return hidden[torch.arange(n, device=self.device), last]

@@ -1,0 +1,202 @@
+"""``pgra rerank``: score each query's first-stage candidates with prompt-guided LM embeddings (Eq. 3).
+
+For a query q with candidates e_1..e_k: p_j = softmax_j(q . e_j) over the k candidates; the top d go to the
+reader. Query and evidence embeddings share one prompt prefix (the same demonstrations in the same order).
+Evidence embeddings live in a persistent cache keyed by (LM, template, demonstrations, prompt format,
+corpus), so later runs, k/d sweeps and other splits never embed the same sentence twice. Multi-process:
+ranks embed disjoint rows of the caches, rank 0 scores and writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..artifacts import MANIFEST, write_json, write_manifest
+from ..config import from_dict, to_dict
+from ..corpus import CorpusStore
+from ..distributed import DistContext, gather_objects, init_distributed
+from ..errors import InputError, StaleArtifactError
+from ..interchange import read_records, write_records
+from ..retrieval.retrieve import read_candidates_manifest
+from ..selection import get_selector
+from ..tasks import Example, TaskSpec, get_task
+from .cache import EmbeddingCache
+from .embedder import LMEmbedder
+from .prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
+
+RERANKED_KIND = "reranked"
+
+
+@dataclass
+class RerankConfig:
+    candidates: str = ""  # folder written by `pgra retrieve`
+    out: str = ""
+    lm: str = "facebook/opt-13b"
+    task: str = ""  # default: the task recorded with the candidates
+    index: str = ""  # default: the index recorded with the candidates (for id -> corpus row)
+    top_d: int = 16
+    k: int = 0  # rerank the first k candidates (0 = all retrieved)
+    num_demos: int = 8
+    demo_selection: str = "paper"  # paper (seeded random, balanced) | code (the released code's file order)
+    seed: int = 13
+    splits: list[str] = field(default_factory=lambda: ["train", "dev", "test"])
+    cache_dir: str = "cache/embeddings"
+    prefix_cache: bool = True  # False: run whole prompts (the paper code's way; for comparison)
+    device: str = "auto"
+    dtype: str = "auto"
+    attn_implementation: str = "auto"
+    max_tokens_per_batch: int = 4096
+    max_batch_size: int = 64
+    max_context: int = 0  # 0 = the LM's own
+    chunk_size: int = 1024  # texts embedded between cache writes (resume granularity)
+    trust_remote_code: bool = False
+    show_progress: bool = True
+
+
+def _task_for(cfg: RerankConfig, cand: dict[str, Any]) -> TaskSpec:
+    recorded = from_dict(TaskSpec, cand["task"], source=f"{cfg.candidates}/{MANIFEST}")
+    if not cfg.task:
+        return recorded
+    task = get_task(cfg.task)
+    if task.name != recorded.name:
+        raise StaleArtifactError(f"candidates in {cfg.candidates} are for task '{recorded.name}', not '{task.name}'")
+    return task
+
+
+def _open_corpus(cfg: RerankConfig, cand: dict[str, Any]) -> CorpusStore:
+    index_dir = Path(cfg.index or cand["index"]["path"])
+    if not (index_dir / "corpus" / "corpus.json").exists():
+        raise InputError(f"index folder {index_dir} (needed for corpus ids) not found; pass --index",
+                         field="index")
+    store = CorpusStore(index_dir / "corpus")
+    if store.fingerprint != cand["index"]["corpus_content_sha256"]:
+        raise StaleArtifactError(
+            f"the candidates in {cfg.candidates} were retrieved from another corpus than the one of index "
+            f"{index_dir} (corpus fingerprints {cand['index']['corpus_content_sha256'][:12]}... vs "
+            f"{store.fingerprint[:12]}...)")
+    return store
+
+
+def _load_split(path: Path, task: TaskSpec, k: int) -> list[dict[str, Any]]:
+    records = []
+    for line, rec in enumerate(read_records(path, labels=task.labels), start=1):
+        if not rec.get("ctxs"):
+            raise InputError("query has no candidates", path=path, line=line, field="ctxs")
+        if k:
+            rec["ctxs"] = rec["ctxs"][:k]
+        records.append(rec)
+    return records
+
+
+def _embed_rows(embedder: LMEmbedder, cache: EmbeddingCache, rows: np.ndarray, texts_of, prefix: str,
+                task: TaskSpec, cfg: RerankConfig, ctx: DistContext, desc: str) -> None:
+    """Embed the missing ``rows`` (this rank's round-robin share) into ``cache``, chunk by chunk."""
+    todo = cache.missing(rows)
+    mine = todo[ctx.rank::ctx.world_size]
+    show = cfg.show_progress and ctx.is_main
+    for start in range(0, len(mine), cfg.chunk_size):
+        chunk = mine[start:start + cfg.chunk_size]
+        texts = texts_of(chunk)
+        if cfg.prefix_cache:
+            vecs = embedder.embed(texts, prefix, task.render, ANSWER_CUE, show_progress=show,
+                                  desc=f"{desc} {start + len(chunk)}/{len(mine)}")
+        else:
+            ids = [embedder.prompt_ids(prefix, task.render, ANSWER_CUE, t) for t in texts]
+            vecs = embedder.embed_full(ids, batch_size=4, show_progress=show)
+        cache.put(chunk, vecs)
+
+
+def _open_cache(ctx: DistContext, root: str, key: dict[str, Any], size: int, dim: int) -> EmbeddingCache:
+    """Rank 0 creates the cache folder; the others open it after a barrier."""
+    if ctx.is_main:
+        EmbeddingCache(root, key, size, dim)
+    ctx.barrier()
+    return EmbeddingCache(root, key, size, dim, create=False)
+
+
+def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
+    """Rerank every requested split of a candidates folder; returns the output folder."""
+    if not cfg.candidates or not cfg.out:
+        raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
+    ctx = ctx or init_distributed()
+    cand = read_candidates_manifest(cfg.candidates)
+    task = _task_for(cfg, cand)
+    store = _open_corpus(cfg, cand)
+    cand_dir, out = Path(cfg.candidates), Path(cfg.out)
+    if "train" not in cand["counts"]:
+        raise InputError(f"{cand_dir} has no train split to draw demonstrations from", field="splits")
+    splits = [s for s in cfg.splits if s in cand["counts"]]
+    data = {s: _load_split(cand_dir / f"{s}.jsonl", task, cfg.k) for s in dict.fromkeys(["train", *splits])}
+    train = [Example(str(r["id"]), r["text"], r.get("label")) for r in data["train"]]
+    demos = get_selector(cfg.demo_selection, cfg.num_demos, cfg.seed).select(task, train)
+    demo_ids = {d.id for d in demos}
+    data["train"] = [r for r in data["train"] if str(r["id"]) not in demo_ids]
+
+    embedder = LMEmbedder(cfg.lm, device=cfg.device, dtype=cfg.dtype, attn_implementation=cfg.attn_implementation,
+                          max_tokens_per_batch=cfg.max_tokens_per_batch, max_batch_size=cfg.max_batch_size,
+                          max_context=cfg.max_context or None, trust_remote_code=cfg.trust_remote_code)
+    prefix = demo_prefix(task, demos)
+    base_key = {"lm": embedder.fingerprint, "lm_name": cfg.lm, "dtype": str(embedder.dtype),
+                "max_context": embedder.max_context, "header": HEADER, "cue": ANSWER_CUE,
+                "template": task.rerank_template, "demos": [render_demo(task, d) for d in demos]}
+    evidence = _open_cache(ctx, cfg.cache_dir, {**base_key, "rows": "corpus",
+                                                "corpus": cand["index"]["corpus_content_sha256"]},
+                           len(store), embedder.dim)
+    rows_of = {split: [np.fromiter((store.position(c["id"]) for c in r["ctxs"]), dtype=np.int64)
+                       for r in data[split]] for split in splits}
+    all_rows = np.unique(np.concatenate([rows for split in splits for rows in rows_of[split]]))
+    hits_before = len(all_rows) - len(evidence.missing(all_rows))
+    _embed_rows(embedder, evidence, all_rows, store.texts, prefix, task, cfg, ctx, "evidence")
+
+    query_caches = {}
+    for split in splits:
+        texts = [r["text"] for r in data[split]]
+        qkey = {**base_key, "rows": f"queries:{split}",
+                "texts": hashlib.sha256("\x00".join(texts).encode()).hexdigest()}
+        qc = _open_cache(ctx, cfg.cache_dir, qkey, len(texts), embedder.dim)
+        _embed_rows(embedder, qc, np.arange(len(texts)), lambda rows, t=texts: [t[i] for i in rows], prefix, task,
+                    cfg, ctx, f"queries ({split})")
+        query_caches[split] = qc
+    stats = gather_objects(ctx, asdict(embedder.stats))
+    ctx.barrier()
+    if not ctx.is_main:
+        return out
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)
+    counts, short = {}, 0
+    for split in splits:
+        q = query_caches[split].get(np.arange(len(data[split])))
+        records = []
+        for qi, rec in enumerate(data[split]):
+            rows = rows_of[split][qi]
+            scores = evidence.get(rows) @ q[qi]
+            probs = np.exp(scores - scores.max())
+            probs /= probs.sum()
+            order = np.argsort(-probs, kind="stable")[: cfg.top_d]
+            short += int(len(rows) < cfg.top_d)
+            ctxs = [{**rec["ctxs"][j], "score": float(probs[j]), "retrieval_score": rec["ctxs"][j].get("score"),
+                     "retrieval_rank": int(j) + 1} for j in order]
+            records.append({**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs})
+        counts[split] = write_records(out / f"{split}.jsonl", records)
+    if short:
+        warnings.warn(f"{short} queries had fewer than d={cfg.top_d} candidates; they keep all they have",
+                      stacklevel=2)
+    write_json(out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
+    total = {k: sum(s[k] for s in stats) for k in ("texts", "tokens_run", "truncated", "uncached")}
+    write_manifest(out, {
+        "kind": RERANKED_KIND, "task": to_dict(task), "lm": cfg.lm, "lm_fingerprint": embedder.fingerprint,
+        "demonstrations": [d.id for d in demos], "prompt_prefix": prefix, "k": cfg.k or cand["k"],
+        "top_d": cfg.top_d, "counts": counts, "queries_with_fewer_than_d": short,
+        "embedding": {**total, "evidence_rows": int(len(all_rows)), "evidence_cache_hits": int(hits_before),
+                      "cache": str(evidence.directory)},
+        "candidates": {"path": str(cand_dir.resolve()), "index": cand["index"]},
+        "config": asdict(cfg),
+    })
+    return out

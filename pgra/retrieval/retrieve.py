@@ -1,0 +1,102 @@
+"""``pgra retrieve``: top-k first-stage candidates for every input of a task, in the interchange JSONL.
+
+Output folder: ``{split}.jsonl`` (one query a line with its k ``ctxs``) + ``manifest.json`` recording the
+index (path, build key, corpus fingerprint), the task, k and the data's provenance. Multi-process: ranks
+search round-robin shards of each split and rank 0 merges them in input order.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ..artifacts import MANIFEST, write_manifest
+from ..config import to_dict
+from ..distributed import DistContext, init_distributed
+from ..errors import InputError
+from ..interchange import example_record, read_records, write_records
+from ..tasks import get_task, load_task
+from .index import Index
+
+CANDIDATES_KIND = "candidates"
+
+
+@dataclass
+class RetrieveConfig:
+    task: str = ""
+    index: str = ""
+    out: str = ""
+    k: int = 150
+    splits: list[str] = field(default_factory=lambda: ["train", "dev", "test"])
+    data_dir: str = "data"
+    query_batch_size: int = 256
+    exclude_query_text: bool = False  # drop candidates whose text equals the query (corpora that contain inputs)
+    max_examples: int = 0  # per split, 0 = all (smoke runs); the first N in file order
+    device: str = "auto"
+    show_progress: bool = True
+
+
+def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
+    """Write the candidates of every requested split; returns the output folder."""
+    for name in ("task", "index", "out"):
+        if not getattr(cfg, name):
+            raise InputError(f"no {name} given (--{name})", field=name)
+    ctx = ctx or init_distributed()
+    task = get_task(cfg.task)
+    data = load_task(task, cfg.data_dir, splits=tuple(cfg.splits))
+    index = Index(cfg.index, device=cfg.device)
+    out = Path(cfg.out)
+    if ctx.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / MANIFEST).unlink(missing_ok=True)
+    ctx.barrier()
+    parts = out / ".parts"
+    counts: dict[str, int] = {}
+    k = cfg.k + (1 if cfg.exclude_query_text else 0)
+    for split in cfg.splits:
+        examples = data[split][: cfg.max_examples or None]
+        counts[split] = len(examples)
+        mine = list(ctx.shard(len(examples)))
+        records = []
+        bar = tqdm(total=len(mine), desc=f"retrieving {split}", unit=" queries",
+                   disable=not (cfg.show_progress and ctx.is_main), mininterval=1.0)
+        for start in range(0, len(mine), cfg.query_batch_size):
+            batch = [examples[i] for i in mine[start:start + cfg.query_batch_size]]
+            hits = index.search_hits([ex.text for ex in batch], k)
+            for ex, ctxs in zip(batch, hits, strict=True):
+                if cfg.exclude_query_text:
+                    ctxs = [c for c in ctxs if c["text"].strip() != ex.text.strip()]
+                records.append(example_record(ex, ctxs[: cfg.k]))
+            bar.update(len(batch))
+        bar.close()
+        write_records(parts / f"{split}.{ctx.rank:05d}.jsonl", records)
+    ctx.barrier()
+    if not ctx.is_main:
+        return out
+    for split in cfg.splits:
+        shards = [list(read_records(parts / f"{split}.{r:05d}.jsonl")) for r in range(ctx.world_size)]
+        merged = [shards[i % ctx.world_size][i // ctx.world_size] for i in range(counts[split])]
+        write_records(out / f"{split}.jsonl", merged)
+    shutil.rmtree(parts, ignore_errors=True)
+    m = index.manifest
+    write_manifest(out, {
+        "kind": CANDIDATES_KIND, "task": to_dict(task), "k": cfg.k, "counts": counts,
+        "index": {"path": str(Path(cfg.index).resolve()), "build_key": m["build_key"],
+                  "retriever": m["retriever"], "encoder": m.get("encoder"), "pooler": m.get("pooler"),
+                  "corpus_content_sha256": m["corpus"]["content_sha256"], "corpus_size": m["size"]},
+        "data_provenance": data.provenance, "config": asdict(cfg),
+    })
+    return out
+
+
+def read_candidates_manifest(directory: str | Path) -> dict[str, Any]:
+    from ..artifacts import read_manifest
+
+    return read_manifest(directory, CANDIDATES_KIND)
+
+
+__all__ = ["CANDIDATES_KIND", "RetrieveConfig", "read_candidates_manifest", "retrieve"]

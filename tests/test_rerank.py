@@ -1,0 +1,160 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from pgra.errors import InputError, StaleArtifactError
+from pgra.rerank.embedder import LMEmbedder
+from pgra.rerank.prompts import build_prompt
+from pgra.rerank.reranker import RerankConfig, rerank
+from pgra.retrieval.index import IndexConfig, build_index
+from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+from pgra.selection import get_selector
+from pgra.tasks import Example, get_task
+from tests.conftest import SENTENCES
+
+ROOT = Path(__file__).resolve().parents[1]
+SKY = ["The star shines at night.", "The moon is bright tonight.", "The sun sets in the west.",
+       "A planet moves around the sun.", "Light from the moon is soft.", "The star is far away.",
+       "The orbit of the planet is long.", "The sun is hot.", "The moon has no light of its own.",
+       "Stars and planets fill the sky."]
+TOWN = ["The king lived in the city.", "The river runs by the town.", "The queen sang a song.",
+        "The film was made in the city.", "The game was played in town.", "The war hurt the town.",
+        "Art and music fill the city.", "The town has a river.", "The king wrote a song.",
+        "The city has a famous film festival."]
+
+
+@pytest.fixture()
+def sky_task(tmp_path) -> Path:
+    rows = [(f"s{i}", t, "sky") for i, t in enumerate(SKY)] + [(f"t{i}", t, "town") for i, t in enumerate(TOWN)]
+    train, test = rows[:7] + rows[10:17], rows[7:10] + rows[17:]
+    (tmp_path / "skydata").mkdir()
+    for name, rs in (("train", train), ("test", test)):
+        with open(tmp_path / "skydata" / f"{name}.jsonl", "w") as f:
+            for i, t, y in rs:
+                f.write(json.dumps({"id": i, "text": t, "label": y}) + "\n")
+    spec = {"name": "sky", "labels": ["sky", "town"], "rerank_template": "Is this about the sky or a town?\n{text}",
+            "demo_words": {"sky": "sky", "town": "town"}, "reader_words": {"sky": "sky", "town": "town"},
+            "data": {"format": "jsonl", "path": "skydata", "id_column": "id",
+                     "files": {"train": "train.jsonl", "test": "test.jsonl"}, "dev_fraction": 0.15}}
+    path = tmp_path / "sky.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.fixture()
+def candidates(tmp_path, corpus_txt, sky_task) -> Path:
+    index = build_index(IndexConfig(corpus=str(corpus_txt), out=str(tmp_path / "bm25"), retriever="bm25",
+                                    show_progress=False))
+    return retrieve(RetrieveConfig(task=str(sky_task), index=str(index), out=str(tmp_path / "cands"), k=10,
+                                   show_progress=False))
+
+
+def test_retrieve_writes_interchange_files(candidates):
+    manifest = json.loads((candidates / "manifest.json").read_text())
+    assert manifest["kind"] == "candidates" and manifest["k"] == 10
+    assert manifest["counts"] == {"train": 12, "dev": 2, "test": 6}
+    assert manifest["data_provenance"]["dev"]["carved_from"] == "train"
+    rec = json.loads((candidates / "test.jsonl").read_text().splitlines()[0])
+    assert set(rec) == {"id", "text", "label", "ctxs"} and len(rec["ctxs"]) == 10
+    assert set(rec["ctxs"][0]) == {"id", "text", "score"} and rec["ctxs"][0]["text"] == SENTENCES[rec["ctxs"][0]["id"]]
+
+
+def _cfg(candidates, tmp_path, lm, **kw):
+    base = {"candidates": str(candidates), "out": str(tmp_path / "reranked"), "lm": str(lm), "top_d": 4,
+            "num_demos": 4, "cache_dir": str(tmp_path / "cache"), "show_progress": False,
+            "max_tokens_per_batch": 700, "max_batch_size": 6}
+    base.update(kw)
+    return RerankConfig(**base)
+
+
+def test_rerank_matches_naive_reference(candidates, tmp_path, tiny_lm):
+    out = rerank(_cfg(candidates, tmp_path, tiny_lm))
+    manifest = json.loads((out / "manifest.json").read_text())
+    task = get_task(str(Path(manifest["task"]["source"])))
+    demos = [Example(d["id"], d["text"], d["label"]) for d in json.loads((out / "demonstrations.json").read_text())]
+    assert [d.id for d in demos] == manifest["demonstrations"] and len(demos) == 4
+    emb = LMEmbedder(str(tiny_lm))
+    cand_test = [json.loads(x) for x in (candidates / "test.jsonl").read_text().splitlines()]
+    for rec, got in zip(cand_test, [json.loads(x) for x in (out / "test.jsonl").read_text().splitlines()],
+                        strict=True):
+        texts = [rec["text"]] + [c["text"] for c in rec["ctxs"]]
+        vec = emb.embed_full([build_prompt(task, demos, t) for t in texts], batch_size=1)  # naive: one at a time
+        scores = vec[1:] @ vec[0]
+        probs = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+        top = np.argsort(-probs, kind="stable")[:4]
+        assert [c["id"] for c in got["ctxs"]] == [rec["ctxs"][j]["id"] for j in top]
+        np.testing.assert_allclose([c["score"] for c in got["ctxs"]], probs[top], atol=1e-4)
+        assert [c["retrieval_rank"] for c in got["ctxs"]] == [int(j) + 1 for j in top]
+
+
+def test_demos_leave_train_and_warm_cache_embeds_nothing(candidates, tmp_path, tiny_opt):
+    out = rerank(_cfg(candidates, tmp_path, tiny_opt))
+    m1 = json.loads((out / "manifest.json").read_text())
+    train_ids = {json.loads(x)["id"] for x in (out / "train.jsonl").read_text().splitlines()}
+    assert not train_ids & set(m1["demonstrations"]) and m1["counts"]["train"] == 12 - 4
+    assert m1["embedding"]["evidence_cache_hits"] == 0 and m1["embedding"]["tokens_run"] > 0
+    out2 = rerank(_cfg(candidates, tmp_path, tiny_opt, top_d=2, out=str(tmp_path / "r2")))  # a d sweep
+    m2 = json.loads((out2 / "manifest.json").read_text())
+    assert m2["embedding"]["evidence_cache_hits"] == m2["embedding"]["evidence_rows"]
+    assert m2["embedding"]["tokens_run"] == 0  # queries are cached too
+    r1 = [json.loads(x) for x in (out / "test.jsonl").read_text().splitlines()]
+    r2 = [json.loads(x) for x in (out2 / "test.jsonl").read_text().splitlines()]
+    assert [r["ctxs"][:2] for r in r1] == [r["ctxs"] for r in r2]
+    out3 = rerank(_cfg(candidates, tmp_path, tiny_opt, seed=99, out=str(tmp_path / "r3")))  # other demos
+    assert json.loads((out3 / "manifest.json").read_text())["embedding"]["evidence_cache_hits"] == 0
+
+
+def test_rerank_bad_inputs(candidates, tmp_path, tiny_opt, corpus_txt):
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join(reversed(SENTENCES)) + "\n")
+    other_index = build_index(IndexConfig(corpus=str(other), out=str(tmp_path / "other"), retriever="bm25",
+                                          show_progress=False))
+    with pytest.raises(StaleArtifactError, match="another corpus"):
+        rerank(_cfg(candidates, tmp_path, tiny_opt, index=str(other_index)))
+    lines = (candidates / "test.jsonl").read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec["ctxs"] = []
+    lines[1] = json.dumps(rec)
+    (candidates / "test.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"test\.jsonl:2 \(field 'ctxs'\): query has no candidates"):
+        rerank(_cfg(candidates, tmp_path, tiny_opt))
+    assert not (tmp_path / "reranked" / "manifest.json").exists()
+
+
+def test_demo_selection_rules():
+    task = get_task("sst5")
+    train = [Example(str(i), f"t{i}", str(i % 5 if i < 40 else 0)) for i in range(60)]
+    paper = get_selector("paper", 8, seed=1).select(task, train)
+    counts = sorted(sum(d.label == lab for d in paper) for lab in task.labels)
+    assert len(paper) == 8 and counts == [1, 1, 2, 2, 2]  # balanced over labels
+    assert paper == get_selector("paper", 8, seed=1).select(task, train)
+    assert paper != get_selector("paper", 8, seed=2).select(task, train)
+    code = get_selector("code", 8).select(task, train)  # file order, at most int(8/5)+1 = 2 per label
+    assert [d.id for d in code] == ["0", "1", "2", "3", "4", "5", "6", "7"]
+    skewed = [Example(str(i), "x", "0") for i in range(10)] + [Example("a", "y", "1")]
+    code2 = get_selector("code", 8).select(get_task("sst2"), skewed)  # walks on until every label is in
+    assert [d.id for d in code2] == ["0", "1", "2", "3", "4", "a"]
+
+
+@pytest.mark.distributed
+def test_two_process_rerank_equals_single_process(candidates, tmp_path, tiny_opt):
+    single = rerank(_cfg(candidates, tmp_path, tiny_opt, out=str(tmp_path / "single"),
+                         cache_dir=str(tmp_path / "c1")))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(ROOT / "scripts" / "rerank.py"), "--candidates", str(candidates), "--out", str(tmp_path / "multi"),
+           "--lm", str(tiny_opt), "--top-d", "4", "--num-demos", "4", "--cache-dir", str(tmp_path / "c2")]
+    proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for split in ("train", "dev", "test"):
+        a = [json.loads(x) for x in (single / f"{split}.jsonl").read_text().splitlines()]
+        b = [json.loads(x) for x in (tmp_path / "multi" / f"{split}.jsonl").read_text().splitlines()]
+        assert [[c["id"] for c in r["ctxs"]] for r in a] == [[c["id"] for c in r["ctxs"]] for r in b]
+        np.testing.assert_allclose([c["score"] for r in a for c in r["ctxs"]],
+                                   [c["score"] for r in b for c in r["ctxs"]], atol=1e-5)
