@@ -48,10 +48,14 @@ demo: prepare
 	$(BIN)/pgra build-index --config configs/demo/index_bm25.yaml
 	$(BIN)/pgra search --index indexes/demo-minilm -k 5 --query "The planet orbits the sun"
 	$(BIN)/pgra search --index indexes/demo-bm25 -k 5 --query "The planet orbits the sun"
+	$(BIN)/pgra retrieve --config configs/demo/retrieve_wiki_topic.yaml
+	$(BIN)/pgra rerank --config configs/demo/rerank_smollm2.yaml
+	$(BIN)/pgra peek runs/wiki_topic/demo/reranked --split test -n 2 -d 3
 
 bench: prepare
 	$(BIN)/python bench/bench_bm25.py
 	$(BIN)/python bench/bench_dense.py
+	$(BIN)/python bench/bench_rerank.py
 
 clean:
-	rm -rf $(VENV) models data/demo indexes/demo-* .pytest_cache
+	rm -rf $(VENV) models data/demo indexes/demo-* runs/wiki_topic/demo cache .pytest_cache

@@ -105,6 +105,41 @@ def cmd_rerank(args: argparse.Namespace) -> None:
               f"{e['tokens_run']} LM tokens run, {e['truncated']} truncated)")
 
 
+TRAIN_FLAGS = {"data": "data", "out": "out", "model": "model", "task": "task", "n_passages": "n_passages",
+               "max_steps": "max_steps", "batch_size": "batch_size", "learning_rate": "learning_rate",
+               "eval_every": "eval_every", "seed": "seed", "input_format": "input_format",
+               "mixed_precision": "mixed_precision", "predict_mode": "predict_mode"}
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from .config import load_config
+    from .reader.train import TrainConfig, train
+
+    cfg = load_config(TrainConfig, args.config, _overrides(args, TRAIN_FLAGS))
+    results = train(cfg)
+    for split, r in results.items():
+        extra = f", {r['invalid_predictions']} invalid" if r["invalid_predictions"] else ""
+        print(f"{split}: " + ", ".join(f"{k} {v:.4f}" for k, v in r.items() if isinstance(v, float))
+              + f" ({r['examples']} examples{extra})")
+
+
+def cmd_peek(args: argparse.Namespace) -> None:
+    from .interchange import read_records
+
+    path = Path(args.path)
+    if path.is_dir():
+        path = path / f"{args.split}.jsonl"
+    for n, rec in enumerate(read_records(path)):
+        if n == args.n:
+            break
+        label = f"  [label {rec['label']}]" if "label" in rec else ""
+        print(f"{rec['id']}: {rec['text']}{label}")
+        for j, c in enumerate(rec.get("ctxs", [])[: args.d], start=1):
+            first = f" (first-stage rank {c['retrieval_rank']})" if "retrieval_rank" in c else ""
+            print(f"  {j:>3}. [{c['id']}] {float(c.get('score', 0)):.4f}{first}  {c['text']}")
+        print()
+
+
 def cmd_search(args: argparse.Namespace) -> None:
     from .corpus import CorpusSource
     from .retrieval.index import Index
@@ -268,6 +303,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dtype", choices=["auto", "fp32", "fp16", "bf16"])
     s.add_argument("set", nargs="*", help="extra config overrides key=value (e.g. max_tokens_per_batch=8192)")
     s.set_defaults(func=cmd_rerank)
+
+    s = sub.add_parser("train", help="stage 3: train + evaluate the Fusion-in-Decoder reader (accelerate)")
+    s.add_argument("--config")
+    s.add_argument("--data", help="reranked (or candidates) folder")
+    s.add_argument("--out", help="run folder (checkpoints, best/, metrics.json)")
+    s.add_argument("--model", help="encoder-decoder name or folder (t5-base, models/bert2bert-minilm ...)")
+    s.add_argument("--task")
+    s.add_argument("--n-passages", type=int, help="d evidence sentences per input; 0 = no retrieval")
+    s.add_argument("--max-steps", type=int)
+    s.add_argument("--batch-size", type=int, help="global batch per step")
+    s.add_argument("--learning-rate", type=float)
+    s.add_argument("--eval-every", type=int)
+    s.add_argument("--seed", type=int)
+    s.add_argument("--input-format", choices=["intended", "released", "fid"])
+    s.add_argument("--mixed-precision", choices=["no", "fp16", "bf16"])
+    s.add_argument("--predict-mode", choices=["scoring", "generate"])
+    s.add_argument("set", nargs="*", help="extra config overrides key=value (e.g. grad_accum=4)")
+    s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("peek", help="print the first inputs of an interchange file with their evidence")
+    s.add_argument("path", help="a .jsonl file, or a candidates/reranked folder")
+    s.add_argument("--split", default="test")
+    s.add_argument("-n", type=int, default=2, help="inputs to show")
+    s.add_argument("-d", type=int, default=3, help="evidence sentences per input")
+    s.set_defaults(func=cmd_peek)
 
     s = sub.add_parser("search", help="search an index from the command line")
     s.add_argument("--index", required=True)

@@ -151,3 +151,31 @@ def tiny_lm(request, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_opt(tmp_path_factory) -> Path:
     return _write_tiny_causal_lm(tmp_path_factory.mktemp("tiny-opt-single"), "opt")
+
+
+def write_tiny_t5(path: Path, seed: int = 0) -> Path:
+    """A 2-layer random T5 (dropout 0) with a word-level tokenizer that has T5's sentinels and </s> suffix."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+    path.mkdir(parents=True, exist_ok=True)
+    specials = ["<pad>", "</s>", "<unk>", "<extra_id_0>", "<extra_id_1>"]
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    words = SENTENCES + ["This is about sky town great terrible correct incorrect question context ? : ,"]
+    tok.train_from_iterator(words, trainers.WordLevelTrainer(special_tokens=specials))
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+                                   additional_special_tokens=["<extra_id_0>", "<extra_id_1>"])
+    fast.save_pretrained(str(path))
+    torch.manual_seed(seed)
+    cfg = T5Config(vocab_size=tok.get_vocab_size(), d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2,
+                   dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    T5ForConditionalGeneration(cfg).save_pretrained(str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_t5(tmp_path_factory) -> Path:
+    return write_tiny_t5(tmp_path_factory.mktemp("tiny-t5"))

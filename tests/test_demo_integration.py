@@ -80,3 +80,24 @@ def test_demo_dense_index_on_a_slice(tmp_path):
                                                     max_length=128, batch_size=64, shard_size=128)))
     hits = Index(out).search_hits([sents[123]], 5)[0]
     assert hits[0]["id"] == 123 and hits[0]["score"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_smollm2_prefix_cache_matches_naive_and_keeps_top_d():
+    from pgra.rerank.embedder import LMEmbedder
+    from pgra.rerank.prompts import ANSWER_CUE, build_prompt, demo_prefix
+    from pgra.selection import get_selector
+
+    lm = demo_asset("models/smollm2-135m")
+    task = get_task("wiki_topic")
+    train = load_task(task, ROOT / "data", splits=("train",))["train"]
+    demos = get_selector("paper", 8, seed=13).select(task, train)
+    sents = demo_asset("data/demo/wiki_sentences.txt").read_text(encoding="utf-8").splitlines()
+    query = next(ex for ex in train if ex not in demos).text
+    candidates = [sents[i] for i in range(0, 24000, 2000)]  # 12 varied sentences
+    emb = LMEmbedder(str(lm), max_tokens_per_batch=2048)
+    fast = emb.embed([query, *candidates], demo_prefix(task, demos), task.render, ANSWER_CUE)
+    naive = emb.embed_full([build_prompt(task, demos, t) for t in [query, *candidates]], batch_size=1)
+    assert np.abs(fast - naive).max() < 1e-4
+    top = lambda v: np.argsort(-(v[1:] @ v[0]), kind="stable")[:4].tolist()  # noqa: E731
+    assert top(fast) == top(naive)
+    assert emb.stats.uncached == 0

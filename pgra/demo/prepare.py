@@ -120,6 +120,32 @@ def prepare_smollm2(models_dir: Path, force: bool = False) -> bool:
                     build, force)
 
 
+def prepare_bert2bert(models_dir: Path, force: bool = False) -> bool:
+    """The demo reader's starting point: a bert2bert EncoderDecoderModel warm-started from MiniLM (the
+    decoder's cross-attention is new and randomly initialised, seed 0)."""
+    src = models_dir / "minilm"
+
+    def build(tmp: Path) -> dict[str, Any]:
+        import torch
+        from transformers import AutoTokenizer, EncoderDecoderModel
+
+        torch.manual_seed(0)
+        tok = AutoTokenizer.from_pretrained(str(src))
+        model = EncoderDecoderModel.from_encoder_decoder_pretrained(str(src), str(src))
+        model.config.decoder_start_token_id = tok.cls_token_id
+        model.config.pad_token_id = tok.pad_token_id
+        model.config.eos_token_id = tok.sep_token_id
+        model.generation_config.decoder_start_token_id = tok.cls_token_id
+        model.generation_config.pad_token_id = tok.pad_token_id
+        model.generation_config.eos_token_id = tok.sep_token_id
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        return {"parameters": sum(p.numel() for p in model.parameters())}
+
+    return _produce(models_dir / "bert2bert-minilm",
+                    {"from": "models/minilm", "minilm": read_json(src / MARKER)["source"], "seed": 0}, build, force)
+
+
 def _articles() -> dict[str, dict[str, Any]]:
     path = package_dir("wiki") / "data" / "summaries_en-us.json"
     if not path.exists():
@@ -198,7 +224,8 @@ def prepare_demo(models_dir: str | Path = "models", data_dir: str | Path = "data
     """Prepare every offline demo asset (idempotent)."""
     models_dir, data_dir = Path(models_dir), Path(data_dir)
     for name, fn, where in (("MiniLM encoder", prepare_minilm, models_dir / "minilm"),
-                            ("SmolLM2-135M causal LM", prepare_smollm2, models_dir / "smollm2-135m")):
+                            ("SmolLM2-135M causal LM", prepare_smollm2, models_dir / "smollm2-135m"),
+                            ("bert2bert demo reader", prepare_bert2bert, models_dir / "bert2bert-minilm")):
         built = fn(models_dir, force=force)
         log(f"{name}: {'prepared' if built else 'up to date'} in {where}")
     built = prepare_wiki(data_dir, force=force)

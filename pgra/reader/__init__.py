@@ -1,0 +1,1 @@
+"""The Fusion-in-Decoder reader: model wrapper, input formatting, training loop, prediction."""

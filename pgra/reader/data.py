@@ -1,0 +1,121 @@
+"""Reader inputs and targets: one encoder input per (query, evidence) pair, span-filling label targets.
+
+Inputs follow the task's reader format (the paper's intended "{evidence} {text} This is {mask} ."; the
+released code's "{evidence} {text} ? {mask} , "; FiD's "question: ... context: ..."). An input longer than
+``max_length`` tokens loses evidence first, then query text; the mask slot is never cut. Targets are
+"<extra_id_0> {word} <extra_id_1>" for T5-style tokenizers and "{word}" for others (e.g. bert2bert).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..errors import InputError
+from ..tasks.spec import READER_FORMATS, TaskSpec
+
+
+class ReaderFormatter:
+    """Turns interchange records into FiD tensors for one task and tokenizer."""
+
+    def __init__(self, task: TaskSpec, tokenizer, n_passages: int, max_length: int = 128,
+                 input_format: str = "intended") -> None:
+        if input_format not in READER_FORMATS:
+            raise InputError(f"unknown input format '{input_format}', use one of {list(READER_FORMATS)}",
+                             field="input_format")
+        self.task, self.tok = task, tokenizer
+        self.n_passages, self.max_length, self.input_format = n_passages, max_length, input_format
+        vocab = tokenizer.get_vocab()
+        self.t5_style = "<extra_id_0>" in vocab and "<extra_id_1>" in vocab
+        self.mask = "<extra_id_0>" if self.t5_style else (tokenizer.mask_token or "")
+        self.eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.targets = [self.target_ids(task.reader_words[lab]) for lab in task.labels]
+        width = max(len(t) for t in self.targets)
+        self.target_tensor = torch.full((len(self.targets), width), self.pad, dtype=torch.long)
+        self.target_mask = torch.zeros_like(self.target_tensor)
+        for i, t in enumerate(self.targets):
+            self.target_tensor[i, :len(t)] = torch.as_tensor(t)
+            self.target_mask[i, :len(t)] = 1
+        self._warned_short = False
+
+    def target_ids(self, word: str) -> list[int]:
+        text = f"<extra_id_0> {word} <extra_id_1>" if self.t5_style else word
+        ids = self.tok(text, add_special_tokens=False)["input_ids"]
+        return ids + ([self.eos] if self.eos is not None else [])
+
+    def word_of(self, generated: str) -> str | None:
+        """Map generated text back to a label (None if it names no label word)."""
+        text = generated
+        for special in ("<extra_id_0>", "<extra_id_1>", "<pad>", "</s>", "[CLS]", "[SEP]", "[PAD]"):
+            text = text.replace(special, " ")
+        words = text.split()
+        inverse = {w.lower(): lab for lab, w in self.task.reader_words.items()}
+        return inverse.get(words[0].lower()) if words else None
+
+    def _ids(self, text: str) -> list[int]:
+        return self.tok(text, add_special_tokens=True)["input_ids"]
+
+    def passage_ids(self, text: str, evidence: str) -> list[int]:
+        """Token ids of one (query, evidence) input within ``max_length``: evidence is cut first."""
+        fmt = self.input_format if self.input_format != "intended" else None
+        ids = self._ids(self.task.reader_input(text, evidence, self.mask, fmt))
+        if len(ids) <= self.max_length:
+            return ids
+        base = len(self._ids(self.task.reader_input(text, "", self.mask, fmt)))
+        if base < self.max_length and evidence:
+            ev = self.tok(evidence, add_special_tokens=False)["input_ids"]
+            keep = max(0, len(ev) - (len(ids) - self.max_length))
+            while True:
+                cut = self.tok.decode(ev[:keep], skip_special_tokens=True)
+                ids = self._ids(self.task.reader_input(text, cut, self.mask, fmt))
+                if len(ids) <= self.max_length or keep == 0:
+                    break
+                keep = max(0, keep - (len(ids) - self.max_length))
+            if len(ids) <= self.max_length:
+                return ids
+        words = self.tok(text, add_special_tokens=False)["input_ids"]
+        keep = max(1, len(words) - (base - self.max_length) - 1)
+        while True:
+            ids = self._ids(self.task.reader_input(self.tok.decode(words[:keep], skip_special_tokens=True), "",
+                                                   self.mask, fmt))
+            if len(ids) <= self.max_length or keep <= 1:
+                return ids[: self.max_length] if len(ids) > self.max_length else ids
+            keep = max(1, keep - (len(ids) - self.max_length))
+
+    def passages(self, rec: dict[str, Any]) -> list[str]:
+        if self.n_passages == 0:
+            return [""]
+        ctxs = [c["text"] for c in rec.get("ctxs", [])[: self.n_passages]]
+        if len(ctxs) < self.n_passages:
+            if not self._warned_short:
+                warnings.warn(f"input {rec['id']} has {len(ctxs)} evidence sentences, fewer than d="
+                              f"{self.n_passages}; padding with empty evidence (said once)", stacklevel=2)
+                self._warned_short = True
+            ctxs += [""] * (self.n_passages - len(ctxs))
+        return ctxs
+
+    def collate(self, records: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """Batch tensors: input_ids/attention_mask ``(B, P, L)``, labels ``(B, T)``, label_index ``(B,)``."""
+        seqs = [[self.passage_ids(r["text"], ev) for ev in self.passages(r)] for r in records]
+        width = max(len(s) for row in seqs for s in row)
+        n_p = len(seqs[0])
+        ids = torch.full((len(records), n_p, width), self.pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for b, row in enumerate(seqs):
+            for p, s in enumerate(row):
+                ids[b, p, :len(s)] = torch.as_tensor(s)
+                mask[b, p, :len(s)] = 1
+        batch = {"input_ids": ids, "attention_mask": mask}
+        if all("label" in r for r in records):
+            idx = [self.task.labels.index(str(r["label"])) for r in records]
+            t_width = max(len(self.targets[i]) for i in idx)
+            labels = torch.full((len(records), t_width), -100, dtype=torch.long)
+            for b, i in enumerate(idx):
+                labels[b, :len(self.targets[i])] = torch.as_tensor(self.targets[i])
+            batch["labels"] = labels
+            batch["label_index"] = torch.as_tensor(idx)
+        return batch

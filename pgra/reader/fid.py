@@ -1,0 +1,96 @@
+"""Fusion-in-Decoder over any HF encoder-decoder (T5 first; EncoderDecoderModel for the offline demo).
+
+Each (query, evidence) pair is encoded independently; the encoder outputs of an input's passages are
+concatenated along the sequence axis and the decoder cross-attends over all of them (Izacard & Grave, 2021):
+inputs of shape (batch, passages, length) are run through the encoder as (batch * passages, length), then
+reshaped to (batch, passages * length).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel
+from transformers.modeling_outputs import BaseModelOutput
+
+from ..errors import InputError
+
+FID_CONFIG = "fid_config.json"
+
+
+class FiDReader(torch.nn.Module):
+    """A seq2seq model whose encoder reads several passages per input and whose decoder fuses them."""
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        super().__init__()
+        if not getattr(model.config, "is_encoder_decoder", False):
+            raise InputError(f"{type(model).__name__} is not an encoder-decoder model", field="model")
+        self.model = model
+        if getattr(model.config, "decoder_start_token_id", None) is None and hasattr(model.config, "decoder"):
+            raise InputError("the encoder-decoder config has no decoder_start_token_id", field="model")
+
+    @property
+    def config(self):
+        return self.model.config
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[BaseModelOutput, torch.Tensor]:
+        """Encode ``(B, P, L)`` inputs passage by passage; return fused states ``(B, P*L, H)`` and mask."""
+        b, p, length = input_ids.shape
+        hidden = self.model.get_encoder()(input_ids=input_ids.view(b * p, length),
+                                          attention_mask=attention_mask.view(b * p, length)).last_hidden_state
+        return (BaseModelOutput(last_hidden_state=hidden.reshape(b, p * length, hidden.shape[-1])),
+                attention_mask.reshape(b, p * length))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor | None = None,
+                decoder_input_ids: torch.Tensor | None = None):
+        enc, mask = self.encode(input_ids, attention_mask)
+        return self.model(encoder_outputs=enc, attention_mask=mask, labels=labels,
+                          decoder_input_ids=decoder_input_ids)
+
+    @torch.no_grad()
+    def score_targets(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      targets: torch.Tensor, target_mask: torch.Tensor) -> torch.Tensor:
+        """Summed log-likelihood of every candidate target for every input: ``(B, C)``.
+
+        ``targets``/``target_mask``: ``(C, T)`` token ids of the C label targets (padded). The encoder runs
+        once per input; the decoder runs on every (input, target) pair.
+        """
+        enc, mask = self.encode(input_ids, attention_mask)
+        b, c = input_ids.shape[0], targets.shape[0]
+        states = enc.last_hidden_state.repeat_interleave(c, dim=0)
+        mask = mask.repeat_interleave(c, dim=0)
+        labels = targets.repeat(b, 1).masked_fill(target_mask.repeat(b, 1) == 0, -100)
+        logits = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=states), attention_mask=mask,
+                            labels=labels).logits
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        token_lp = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1) * (labels != -100)
+        return token_lp.sum(-1).view(b, c)
+
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int = 3,
+                 **kwargs) -> torch.Tensor:
+        enc, mask = self.encode(input_ids, attention_mask)
+        return self.model.generate(encoder_outputs=enc, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                   **kwargs)
+
+    def save_pretrained(self, directory: str | Path, tokenizer=None, fid_config: dict | None = None) -> None:
+        directory = Path(directory)
+        self.model.save_pretrained(directory, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(directory)
+        if fid_config is not None:
+            (directory / FID_CONFIG).write_text(json.dumps(fid_config, indent=2))
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, **kwargs) -> FiDReader:
+        try:
+            model = AutoModelForSeq2SeqLM.from_pretrained(name_or_path, **kwargs)
+        except (OSError, ValueError, KeyError) as e:
+            raise InputError(f"cannot load an encoder-decoder reader from {name_or_path}: {e}", field="model") from None
+        return cls(model)
+
+
+def load_tokenizer(name_or_path: str):
+    return AutoTokenizer.from_pretrained(name_or_path)

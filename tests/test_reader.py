@@ -1,0 +1,180 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from pgra.artifacts import write_manifest
+from pgra.cli import main
+from pgra.config import to_dict
+from pgra.errors import InputError
+from pgra.reader import train as train_mod
+from pgra.reader.data import ReaderFormatter
+from pgra.reader.fid import FiDReader, load_tokenizer
+from pgra.reader.train import TrainConfig, train
+from pgra.tasks import TaskSpec
+from tests.conftest import SENTENCES
+
+ROOT = Path(__file__).resolve().parents[1]
+TASK = TaskSpec(name="sky", labels=["sky", "town"], rerank_template="Sky or town?\n{text}",
+                demo_words={"sky": "sky", "town": "town"}, reader_words={"sky": "great", "town": "terrible"},
+                reader_template="{evidence} {text} This is about {mask} .")
+
+
+def _records(n=16):
+    recs = []
+    for i in range(n):
+        label = "sky" if i % 2 == 0 else "town"
+        text = SENTENCES[i % len(SENTENCES)]
+        ctxs = [{"id": j, "text": SENTENCES[(i + j) % len(SENTENCES)], "score": 0.1} for j in range(3)]
+        recs.append({"id": f"q{i}", "text": text, "label": label, "ctxs": ctxs})
+    return recs
+
+
+@pytest.fixture()
+def reranked(tmp_path) -> Path:
+    d = tmp_path / "reranked"
+    d.mkdir()
+    for split, recs in (("train", _records(16)), ("dev", _records(6)), ("test", _records(6))):
+        (d / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    write_manifest(d, {"kind": "reranked", "task": to_dict(TASK)})
+    return d
+
+
+def test_fid_with_one_passage_equals_the_plain_model(tiny_t5):
+    tok = load_tokenizer(str(tiny_t5))
+    reader = FiDReader.from_pretrained(str(tiny_t5)).eval()
+    fmt = ReaderFormatter(TASK, tok, n_passages=0)
+    batch = fmt.collate(_records(3))
+    assert batch["input_ids"].shape[1] == 1
+    fid = reader(batch["input_ids"], batch["attention_mask"], labels=batch["labels"]).loss
+    plain = reader.model(input_ids=batch["input_ids"][:, 0], attention_mask=batch["attention_mask"][:, 0],
+                         labels=batch["labels"]).loss
+    torch.testing.assert_close(fid, plain)
+
+
+def test_fid_encodes_passages_independently(tiny_t5):
+    tok = load_tokenizer(str(tiny_t5))
+    reader = FiDReader.from_pretrained(str(tiny_t5)).eval()
+    batch = ReaderFormatter(TASK, tok, n_passages=3).collate(_records(2))
+    enc, mask = reader.encode(batch["input_ids"], batch["attention_mask"])
+    length = batch["input_ids"].shape[2]
+    for p in range(3):
+        alone = reader.model.get_encoder()(input_ids=batch["input_ids"][:, p],
+                                           attention_mask=batch["attention_mask"][:, p]).last_hidden_state
+        torch.testing.assert_close(enc.last_hidden_state[:, p * length:(p + 1) * length], alone)
+    assert mask.shape == (2, 3 * length)
+
+
+def test_label_scoring_equals_per_label_likelihood(tiny_t5):
+    tok = load_tokenizer(str(tiny_t5))
+    reader = FiDReader.from_pretrained(str(tiny_t5)).eval()
+    fmt = ReaderFormatter(TASK, tok, n_passages=2)
+    batch = fmt.collate(_records(3))
+    scores = reader.score_targets(batch["input_ids"], batch["attention_mask"], fmt.target_tensor, fmt.target_mask)
+    for c, target in enumerate(fmt.targets):
+        labels = torch.as_tensor([target] * 3)
+        loss = reader(batch["input_ids"], batch["attention_mask"], labels=labels).loss
+        torch.testing.assert_close(scores[:, c].mean(), -loss * len(target), atol=1e-4, rtol=1e-4)
+
+
+def test_inputs_targets_and_truncation(tiny_t5):
+    tok = load_tokenizer(str(tiny_t5))
+    fmt = ReaderFormatter(TASK, tok, n_passages=2, max_length=20)
+    assert tok.convert_ids_to_tokens(fmt.targets[0]) == ["<extra_id_0>", "great", "<extra_id_1>", "</s>"]
+    long_ev = " ".join(SENTENCES[:4])
+    ids = fmt.passage_ids(SENTENCES[1], long_ev)
+    text = tok.decode(ids)
+    assert len(ids) <= 20 and "<extra_id_0>" in text and text.endswith(". </s>")
+    assert "The moon orbits the planet once a month" in text  # the query survives, evidence is cut
+    long_query = " ".join(SENTENCES[:6])
+    ids = fmt.passage_ids(long_query, "")
+    assert len(ids) <= 20 and "<extra_id_0>" in tok.decode(ids)
+    rec = {"id": "x", "text": "The sun .", "label": "sky", "ctxs": [{"id": 1, "text": "The moon ."}]}
+    with pytest.warns(UserWarning, match="fewer than d=2"):
+        batch = fmt.collate([rec])
+    assert batch["input_ids"].shape[:2] == (1, 2)
+
+
+def test_train_predict_and_artifacts(reranked, tmp_path, tiny_t5):
+    cfg = TrainConfig(data=str(reranked), out=str(tmp_path / "run"), model=str(tiny_t5), n_passages=2,
+                      max_length=48, batch_size=4, max_steps=6, eval_every=3, learning_rate=1e-3,
+                      show_progress=False)
+    results = train(cfg)
+    out = tmp_path / "run"
+    assert set(results) == {"dev", "test"} and 0 <= results["test"]["accuracy"] <= 1
+    assert (out / "best" / "model.safetensors").exists() and (out / "best" / "fid_config.json").exists()
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6] and "dev_accuracy" in log[2]
+    preds = [json.loads(x) for x in (out / "predictions_test.jsonl").read_text().splitlines()]
+    assert all(p["prediction"] in ("sky", "town") for p in preds)  # label scoring: always a valid label
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "reader" and manifest["steps"] == 6
+    cfg_gen = TrainConfig(**{**cfg.__dict__, "out": str(tmp_path / "gen"), "predict_mode": "generate",
+                             "max_steps": 2, "eval_every": 0})
+    res = train(cfg_gen)
+    assert res["test"]["examples"] == 6 and res["test"]["invalid_predictions"] <= 6
+
+
+def test_killed_training_resumes_to_the_same_weights(reranked, tmp_path, tiny_t5, monkeypatch):
+    base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=7,
+                eval_every=0, save_every=3, learning_rate=1e-3, show_progress=False)
+    train(TrainConfig(out=str(tmp_path / "a"), **base))
+    real = train_mod._checkpoint
+    calls = {"n": 0}
+
+    def dying_checkpoint(*args, **kwargs):
+        real(*args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise KeyboardInterrupt  # killed right after the step-3 checkpoint (mid-epoch: 4 batches/epoch)
+
+    monkeypatch.setattr(train_mod, "_checkpoint", dying_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        train(TrainConfig(out=str(tmp_path / "b"), **base))
+    assert not (tmp_path / "b" / "manifest.json").exists()
+    train(TrainConfig(out=str(tmp_path / "b"), **base))
+    a = load_file(str(tmp_path / "a" / "best" / "model.safetensors"))
+    b = load_file(str(tmp_path / "b" / "best" / "model.safetensors"))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=0, rtol=0)
+    la = [json.loads(x)["loss"] for x in (tmp_path / "a" / "train_log.jsonl").read_text().splitlines()]
+    lb = [json.loads(x)["loss"] for x in (tmp_path / "b" / "train_log.jsonl").read_text().splitlines()]
+    assert la == lb
+    with pytest.raises(InputError, match="another config"):
+        train(TrainConfig(out=str(tmp_path / "b"), **{**base, "learning_rate": 5e-4}))
+
+
+def test_bad_reader_inputs(reranked, tmp_path, tiny_t5, tiny_opt, capsys):
+    with pytest.raises(InputError, match="is not an encoder-decoder|cannot load an encoder-decoder"):
+        train(TrainConfig(data=str(reranked), out=str(tmp_path / "x"), model=str(tiny_opt), show_progress=False))
+    assert main(["train", "--data", str(reranked), "--out", str(tmp_path / "y"), "--model", str(tiny_t5),
+                 "max_step=3"]) == 2
+    assert "Did you mean: max_steps" in capsys.readouterr().err
+    bad = reranked / "dev.jsonl"
+    rec = _records(1)[0]
+    rec["label"] = "ocean"
+    bad.write_text(json.dumps(rec) + "\n")
+    with pytest.raises(InputError, match=r"dev\.jsonl:1 \(field 'label'\): unknown label 'ocean'"):
+        train(TrainConfig(data=str(reranked), out=str(tmp_path / "z"), model=str(tiny_t5), max_steps=1,
+                          batch_size=4, show_progress=False))
+
+
+@pytest.mark.distributed
+def test_two_process_ddp_losses_match_single_process(reranked, tmp_path, tiny_t5):
+    args = ["--data", str(reranked), "--model", str(tiny_t5), "--n-passages", "2", "--batch-size", "4",
+            "--max-steps", "4", "--eval-every", "0", "--learning-rate", "1e-3", "max_length=48"]
+    assert main(["train", "--out", str(tmp_path / "single"), *args]) == 0
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(ROOT / "scripts" / "train.py"), "--out", str(tmp_path / "ddp"), *args]
+    proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    single = [json.loads(x)["loss"] for x in (tmp_path / "single" / "train_log.jsonl").read_text().splitlines()]
+    ddp = [json.loads(x)["loss"] for x in (tmp_path / "ddp" / "train_log.jsonl").read_text().splitlines()]
+    assert len(ddp) == 4
+    assert max(abs(a - b) for a, b in zip(single, ddp, strict=True)) < 1e-4
