@@ -51,11 +51,13 @@ demo: prepare
 	$(BIN)/pgra retrieve --config configs/demo/retrieve_wiki_topic.yaml
 	$(BIN)/pgra rerank --config configs/demo/rerank_smollm2.yaml
 	$(BIN)/pgra peek runs/wiki_topic/demo/reranked --split test -n 2 -d 3
+	$(BIN)/pgra train --config configs/demo/reader_bert2bert.yaml
 
 bench: prepare
 	$(BIN)/python bench/bench_bm25.py
 	$(BIN)/python bench/bench_dense.py
 	$(BIN)/python bench/bench_rerank.py
+	$(BIN)/python bench/bench_reader.py
 
 clean:
 	rm -rf $(VENV) models data/demo indexes/demo-* runs/wiki_topic/demo cache .pytest_cache

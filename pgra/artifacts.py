@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import tempfile
 from collections.abc import Iterator
 from importlib import metadata
@@ -40,6 +41,43 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def atomic_dir(target: str | Path) -> Iterator[Path]:
+    """Yield a temporary folder beside ``target``; it replaces ``target`` only if the block succeeds."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp.chmod(0o755)
+    try:
+        yield tmp
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line; bad JSON or a non-object names the file and line."""
+    from .errors import InputError
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("file not found", path=path)
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"invalid JSON ({e})", path=path, line=line_no) from None
+            if not isinstance(obj, dict):
+                raise InputError("expected a JSON object", path=path, line=line_no)
+            yield line_no, obj
 
 
 def write_json(path: str | Path, obj: Any) -> None:

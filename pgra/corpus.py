@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import mmap
-import shutil
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from .artifacts import load_npy, read_json, save_npy, sha256_file, write_json
+from .artifacts import atomic_dir, load_npy, read_json, save_npy, sha256_file, write_json
 from .errors import IncompleteArtifactError, InputError
 
 CorpusId = int | str
@@ -232,9 +230,7 @@ def build_store(src: CorpusSource, out_dir: str | Path, show_progress: bool = Tr
                 return CorpusStore(out_dir)
         except IncompleteArtifactError:
             pass
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with atomic_dir(out_dir) as tmp:
         h = hashlib.sha256()
         offsets = [0]
         ids: list[CorpusId] = []
@@ -265,12 +261,6 @@ def build_store(src: CorpusSource, out_dir: str | Path, show_progress: bool = Tr
             "size": len(ids), "source": _source_meta(src), "source_fingerprint": source_fp,
             "content_sha256": h.hexdigest(), "ids": "positions" if identity else "ids.json",
         })
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return CorpusStore(out_dir)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .artifacts import atomic_path
+from .artifacts import atomic_path, iter_jsonl
 from .errors import InputError
 from .tasks.loaders import Example
 
@@ -41,28 +41,21 @@ def read_records(path: str | Path, labels: list[str] | None = None) -> Iterator[
     if not path.is_file():
         raise InputError("interchange file not found", path=path)
     seen: set[str] = set()
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"invalid JSON ({e})", path=path, line=line_no) from None
-            for key in ("id", "text"):
-                if key not in rec:
-                    raise InputError("missing field", path=path, line=line_no, field=key)
-            if not isinstance(rec["text"], str) or not rec["text"].strip():
-                raise InputError("empty text", path=path, line=line_no, field="text")
-            rid = str(rec["id"])
-            if rid in seen:
-                raise InputError(f"duplicate id '{rid}'", path=path, line=line_no, field="id")
-            seen.add(rid)
-            if labels is not None and "label" in rec and str(rec["label"]) not in labels:
-                raise InputError(f"unknown label '{rec['label']}' (labels: {labels})", path=path, line=line_no,
-                                 field="label")
-            for j, ctx in enumerate(rec.get("ctxs", [])):
-                if not isinstance(ctx, dict) or "id" not in ctx or "text" not in ctx:
-                    raise InputError(f"ctxs[{j}] must have 'id' and 'text'", path=path, line=line_no,
-                                     field="ctxs")
-            yield rec
+    for line_no, rec in iter_jsonl(path):
+        for key in ("id", "text"):
+            if key not in rec:
+                raise InputError("missing field", path=path, line=line_no, field=key)
+        if not isinstance(rec["text"], str) or not rec["text"].strip():
+            raise InputError("empty text", path=path, line=line_no, field="text")
+        rid = str(rec["id"])
+        if rid in seen:
+            raise InputError(f"duplicate id '{rid}'", path=path, line=line_no, field="id")
+        seen.add(rid)
+        if labels is not None and "label" in rec and str(rec["label"]) not in labels:
+            raise InputError(f"unknown label '{rec['label']}' (labels: {labels})", path=path, line=line_no,
+                             field="label")
+        for j, ctx in enumerate(rec.get("ctxs", [])):
+            if not isinstance(ctx, dict) or "id" not in ctx or "text" not in ctx:
+                raise InputError(f"ctxs[{j}] must have 'id' and 'text'", path=path, line=line_no,
+                                 field="ctxs")
+        yield rec

@@ -101,3 +101,27 @@ def test_smollm2_prefix_cache_matches_naive_and_keeps_top_d():
     top = lambda v: np.argsort(-(v[1:] @ v[0]), kind="stable")[:4].tolist()  # noqa: E731
     assert top(fast) == top(naive)
     assert emb.stats.uncached == 0
+
+
+def test_bert2bert_demo_reader_trains_and_predicts_valid_labels(tmp_path):
+    from pgra.artifacts import write_manifest
+    from pgra.config import to_dict
+    from pgra.reader.train import TrainConfig, train
+
+    model = demo_asset("models/bert2bert-minilm")
+    task = get_task("wiki_topic")
+    data = load_task(task, ROOT / "data")
+    sents = demo_asset("data/demo/wiki_sentences.txt").read_text(encoding="utf-8").splitlines()
+    folder = tmp_path / "cands"
+    folder.mkdir()
+    for split, n in (("train", 8), ("dev", 4), ("test", 4)):
+        rows = [{"id": ex.id, "text": ex.text, "label": ex.label,
+                 "ctxs": [{"id": j, "text": sents[j], "score": 0.0} for j in (i, i + 100)]}
+                for i, ex in enumerate(data[split][:n])]
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_manifest(folder, {"kind": "candidates", "task": to_dict(task)})
+    results = train(TrainConfig(data=str(folder), out=str(tmp_path / "run"), model=str(model), n_passages=2,
+                                max_length=48, batch_size=4, max_steps=2, eval_every=0, show_progress=False))
+    assert results["test"]["examples"] == 4 and results["test"]["invalid_predictions"] == 0
+    preds = [json.loads(x)["prediction"] for x in (tmp_path / "run" / "predictions_test.jsonl").read_text().splitlines()]
+    assert all(p in task.labels for p in preds)

@@ -178,3 +178,12 @@ def test_two_process_ddp_losses_match_single_process(reranked, tmp_path, tiny_t5
     ddp = [json.loads(x)["loss"] for x in (tmp_path / "ddp" / "train_log.jsonl").read_text().splitlines()]
     assert len(ddp) == 4
     assert max(abs(a - b) for a, b in zip(single, ddp, strict=True)) < 1e-4
+
+
+def test_gradient_checkpointing_and_accumulation_keep_the_loss(reranked, tmp_path, tiny_t5):
+    base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=2,
+                eval_every=0, learning_rate=1e-3, show_progress=False)
+    train(TrainConfig(out=str(tmp_path / "plain"), **base))
+    train(TrainConfig(out=str(tmp_path / "ckpt"), gradient_checkpointing=True, **base))
+    log = lambda name: [json.loads(x)["loss"] for x in (tmp_path / name / "train_log.jsonl").read_text().splitlines()]  # noqa: E731
+    assert log("plain") == pytest.approx(log("ckpt"), abs=1e-5)

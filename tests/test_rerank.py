@@ -158,3 +158,17 @@ def test_two_process_rerank_equals_single_process(candidates, tmp_path, tiny_opt
         assert [[c["id"] for c in r["ctxs"]] for r in a] == [[c["id"] for c in r["ctxs"]] for r in b]
         np.testing.assert_allclose([c["score"] for r in a for c in r["ctxs"]],
                                    [c["score"] for r in b for c in r["ctxs"]], atol=1e-5)
+
+
+@pytest.mark.distributed
+def test_two_process_retrieve_equals_single_process(candidates, tmp_path, sky_task):
+    manifest = json.loads((candidates / "manifest.json").read_text())
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(ROOT / "scripts" / "retrieve.py"), "--task", str(sky_task), "--index", manifest["index"]["path"],
+           "--out", str(tmp_path / "multi"), "-k", "10"]
+    proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for split in ("train", "dev", "test"):
+        assert (tmp_path / "multi" / f"{split}.jsonl").read_text() == (candidates / f"{split}.jsonl").read_text()
+    assert not (tmp_path / "multi" / ".parts").exists()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import tempfile
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import read_json, write_json
+from ..artifacts import atomic_dir, read_json, write_json
 from ..errors import PgraError
 from ..tasks.registry import WIKI_TOPICS
 from .sentences import split_sentences
@@ -62,18 +61,9 @@ def _produce(target: Path, source: dict[str, Any], build: Callable[[Path], dict[
                 return False
         except PgraError:
             pass
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    tmp.chmod(0o755)
-    try:
+    with atomic_dir(target) as tmp:
         info = build(tmp)
         write_json(tmp / MARKER, {"source": source, **info})
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return True
 
 

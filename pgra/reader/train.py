@@ -22,7 +22,15 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 
-from ..artifacts import MANIFEST, read_json, read_manifest, write_json, write_manifest
+from ..artifacts import (
+    MANIFEST,
+    atomic_dir,
+    read_json,
+    read_manifest,
+    sha256_file,
+    write_json,
+    write_manifest,
+)
 from ..config import from_dict, to_dict
 from ..errors import InputError
 from ..evaluation.metrics import compute_metric
@@ -163,7 +171,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     tokenizer = load_tokenizer(cfg.model)
     reader = FiDReader.from_pretrained(cfg.model)
     if cfg.gradient_checkpointing:
-        reader.model.gradient_checkpointing_enable()
+        enable = getattr(reader.model, "activation_checkpointing_enable", None) or \
+            reader.model.gradient_checkpointing_enable  # transformers 5.x name, then 4.x
+        enable()
     fmt = ReaderFormatter(task, tokenizer, cfg.n_passages, cfg.max_length, cfg.input_format)
     from ..tasks import check_label_words
 
@@ -186,12 +196,14 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     reader, optimizer, train_dl, scheduler = acc.prepare(reader, optimizer, train_dl, scheduler)
 
     state = {"step": 0, "best_metric": -math.inf, "best_step": 0, "evals_without_improvement": 0, "history": []}
+    resume_key = {**_resume_key(cfg), "data_sha256": {s: sha256_file(data_dir / f"{s}.jsonl")
+                                                       for s in ("train", "dev")}}
     ckpt = _latest_checkpoint(out)
     if ckpt is not None:
         saved = read_json(ckpt / "trainer_state.json")
-        if saved.get("config") != _resume_key(cfg):
-            raise InputError(f"{ckpt} was written with another config; use another --out or delete it",
-                             field="out")
+        if saved.get("config") != resume_key:
+            raise InputError(f"{ckpt} was written with another config or other data; use another --out or "
+                             "delete it", field="out")
         acc.load_state(str(ckpt))
         state = saved["state"]
         acc.print(f"resuming from {ckpt} (step {state['step']})")
@@ -252,7 +264,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             if cfg.log_with != "none":
                 acc.log(record, step=step)
             if step % save_every == 0 or step >= cfg.max_steps or stop:
-                _checkpoint(acc, out, state, cfg)
+                _checkpoint(acc, out, state, cfg, resume_key)
             if step >= cfg.max_steps or stop:
                 break
     bar.close()
@@ -289,20 +301,17 @@ def _resume_key(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def _save_model(reader: FiDReader, tokenizer, directory: Path, cfg: TrainConfig, task: TaskSpec, step: int) -> None:
-    tmp = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    reader.save_pretrained(tmp, tokenizer, {"task": task.name, "n_passages": cfg.n_passages,
-                                            "input_format": cfg.input_format, "max_length": cfg.max_length,
-                                            "step": step})
-    shutil.rmtree(directory, ignore_errors=True)
-    tmp.rename(directory)
+    with atomic_dir(directory) as tmp:
+        reader.save_pretrained(tmp, tokenizer, {"task": task.name, "n_passages": cfg.n_passages,
+                                                "input_format": cfg.input_format, "max_length": cfg.max_length,
+                                                "step": step})
 
 
-def _checkpoint(acc, out: Path, state: dict[str, Any], cfg: TrainConfig) -> None:
+def _checkpoint(acc, out: Path, state: dict[str, Any], cfg: TrainConfig, resume_key: dict[str, Any]) -> None:
     directory = out / "checkpoints" / f"step_{state['step']}"
     acc.save_state(str(directory), safe_serialization=True)
     if acc.is_main_process:
-        write_json(directory / "trainer_state.json", {"state": state, "config": _resume_key(cfg)})
+        write_json(directory / "trainer_state.json", {"state": state, "config": resume_key})
         ckpts = sorted((out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
         for old in ckpts[: -cfg.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import sha256_file
+from ..artifacts import iter_jsonl, sha256_file
 from ..errors import InputError
 from .spec import DataSpec, TaskSpec
 
@@ -103,17 +103,10 @@ def _read_lmbff(path: Path, layout: str) -> Iterator[tuple[int, dict[str, Any]]]
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with _open_text(path) as f:
-        for i, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"invalid JSON ({e})", path=path, line=i) from None
-            if not isinstance(obj, dict):
-                raise InputError("expected a JSON object", path=path, line=i)
-            yield i, obj
+    if not path.is_file():
+        raise InputError("data file not found (run `pgra download-data` or check the task's data.path)",
+                         path=path)
+    return iter_jsonl(path)
 
 
 def _read_json(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
