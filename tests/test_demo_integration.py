@@ -61,8 +61,10 @@ def test_converted_smollm2_matches_the_gguf_model():
     ids = tok("Follow the demonstrations:\nThe answer is", return_tensors="pt")
     ours = AutoModelForCausalLM.from_pretrained(str(path), attn_implementation="eager").eval()
     ref = AutoModelForCausalLM.from_pretrained(str(pkg), gguf_file=gguf, attn_implementation="eager").eval()
-    assert ids["input_ids"].tolist() == AutoTokenizer.from_pretrained(str(pkg), gguf_file=gguf)(
-        "Follow the demonstrations:\nThe answer is", return_tensors="pt")["input_ids"].tolist()
+    # same vocabulary and merges as the GGUF tokenizer (whether a BOS is added differs across transformers versions)
+    text = "Follow the demonstrations:\n\nThe answer is positive"
+    assert tok(text, add_special_tokens=False)["input_ids"] == AutoTokenizer.from_pretrained(
+        str(pkg), gguf_file=gguf)(text, add_special_tokens=False)["input_ids"]
     with torch.no_grad():
         a = ours(**ids, output_hidden_states=True).hidden_states[-1]
         b = ref(**ids, output_hidden_states=True).hidden_states[-1]

@@ -88,9 +88,16 @@ def test_rerank_matches_naive_reference(candidates, tmp_path, tiny_lm):
         scores = vec[1:] @ vec[0]
         probs = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
         top = np.argsort(-probs, kind="stable")[:4]
-        assert [c["id"] for c in got["ctxs"]] == [rec["ctxs"][j]["id"] for j in top]
         np.testing.assert_allclose([c["score"] for c in got["ctxs"]], probs[top], atol=1e-4)
-        assert [c["retrieval_rank"] for c in got["ctxs"]] == [int(j) + 1 for j in top]
+        prob_of = {c["id"]: p for c, p in zip(rec["ctxs"], probs, strict=True)}
+        _same_ranking([c["id"] for c in got["ctxs"]], [rec["ctxs"][j]["id"] for j in top], prob_of)
+        assert [rec["ctxs"][c["retrieval_rank"] - 1]["id"] for c in got["ctxs"]] == [c["id"] for c in got["ctxs"]]
+
+
+def _same_ranking(got_ids, want_ids, score_of, tol=1e-5):
+    """Identical ids, except that candidates whose scores are equal within ``tol`` may swap places."""
+    for g, w in zip(got_ids, want_ids, strict=True):
+        assert g == w or abs(score_of[g] - score_of[w]) < tol, (got_ids, want_ids)
 
 
 def test_demos_leave_train_and_warm_cache_embeds_nothing(candidates, tmp_path, tiny_opt):
@@ -155,9 +162,11 @@ def test_two_process_rerank_equals_single_process(candidates, tmp_path, tiny_opt
     for split in ("train", "dev", "test"):
         a = [json.loads(x) for x in (single / f"{split}.jsonl").read_text().splitlines()]
         b = [json.loads(x) for x in (tmp_path / "multi" / f"{split}.jsonl").read_text().splitlines()]
-        assert [[c["id"] for c in r["ctxs"]] for r in a] == [[c["id"] for c in r["ctxs"]] for r in b]
         np.testing.assert_allclose([c["score"] for r in a for c in r["ctxs"]],
                                    [c["score"] for r in b for c in r["ctxs"]], atol=1e-5)
+        for ra, rb in zip(a, b, strict=True):  # same ranking up to near-tied scores (other thread counts)
+            score_of = {c["id"]: c["score"] for c in ra["ctxs"] + rb["ctxs"]}
+            _same_ranking([c["id"] for c in rb["ctxs"]], [c["id"] for c in ra["ctxs"]], score_of)
 
 
 @pytest.mark.distributed

@@ -103,10 +103,22 @@ def prepare_smollm2(models_dir: Path, force: bool = False) -> bool:
             raise PgraError(f"GGUF conversion of {gguf}: missing {missing}, unexpected {unexpected}")
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        # transformers 5 nests rope_theta in rope_parameters; 4.x reads only the top-level key (else 10000)
+        cfg_path = tmp / "config.json"
+        cfg_json = json.loads(cfg_path.read_text())
+        rope = cfg_json.get("rope_parameters") or {}
+        if "rope_theta" in rope:
+            cfg_json["rope_theta"] = rope["rope_theta"]
+        write_json(cfg_path, cfg_json)
+        # transformers 5 writes its own backend class name; the generic fast class loads in 4.57+ and 5.x
+        tok_cfg = json.loads((tmp / "tokenizer_config.json").read_text())
+        tok_cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+        write_json(tmp / "tokenizer_config.json", tok_cfg)
         return {"gguf": gguf.name, "parameters": sum(p.numel() for p in model.parameters())}
 
     return _produce(models_dir / "smollm2-135m",
-                    {"package": PACKAGES["smollm2"][1], "version": _version("smollm2"), "gguf": gguf.name},
+                    {"package": PACKAGES["smollm2"][1], "version": _version("smollm2"), "gguf": gguf.name,
+                     "format": 3},
                     build, force)
 
 
