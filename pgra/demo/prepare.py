@@ -133,7 +133,9 @@ def prepare_bert2bert(models_dir: Path, force: bool = False) -> bool:
 
         torch.manual_seed(0)
         tok = AutoTokenizer.from_pretrained(str(src))
-        model = EncoderDecoderModel.from_encoder_decoder_pretrained(str(src), str(src))
+        # no encoder pooler: FiD never uses it, and DDP refuses parameters that get no gradient
+        model = EncoderDecoderModel.from_encoder_decoder_pretrained(str(src), str(src),
+                                                                    encoder_add_pooling_layer=False)
         model.config.decoder_start_token_id = tok.cls_token_id
         model.config.pad_token_id = tok.pad_token_id
         model.config.eos_token_id = tok.sep_token_id
@@ -145,7 +147,8 @@ def prepare_bert2bert(models_dir: Path, force: bool = False) -> bool:
         return {"parameters": sum(p.numel() for p in model.parameters())}
 
     return _produce(models_dir / "bert2bert-minilm",
-                    {"from": "models/minilm", "minilm": read_json(src / MARKER)["source"], "seed": 0}, build, force)
+                    {"from": "models/minilm", "minilm": read_json(src / MARKER)["source"], "seed": 0,
+                     "encoder_pooler": False}, build, force)
 
 
 def _articles() -> dict[str, dict[str, Any]]:

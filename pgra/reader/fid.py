@@ -75,9 +75,10 @@ class FiDReader(torch.nn.Module):
         return self.model.generate(encoder_outputs=enc, attention_mask=mask, max_new_tokens=max_new_tokens,
                                    **kwargs)
 
-    def save_pretrained(self, directory: str | Path, tokenizer=None, fid_config: dict | None = None) -> None:
+    def save_pretrained(self, directory: str | Path, tokenizer=None, fid_config: dict | None = None,
+                        state_dict: dict | None = None) -> None:
         directory = Path(directory)
-        self.model.save_pretrained(directory, safe_serialization=True)
+        self.model.save_pretrained(directory, safe_serialization=True, state_dict=state_dict)
         if tokenizer is not None:
             tokenizer.save_pretrained(directory)
         if fid_config is not None:

@@ -65,6 +65,7 @@ class TrainConfig:
     max_train_examples: int = 0
     mixed_precision: str = "no"  # no | fp16 | bf16
     gradient_checkpointing: bool = False
+    find_unused_parameters: bool = False  # DDP: set for models with parameters the loss never reaches
     predict_mode: str = "scoring"  # scoring (every label word's likelihood) | generate (the paper's way)
     seed: int = 42
     log_with: str = "none"  # none | tensorboard | wandb (offline unless WANDB_MODE says otherwise)
@@ -159,7 +160,13 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if cfg.log_with == "wandb":
         os.environ.setdefault("WANDB_MODE", "offline")
     # cpu=True when there is no GPU: accelerate only joins a torchrun/gloo process group on CPU when told so
-    acc = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision=cfg.mixed_precision, gradient_accumulation_steps=cfg.grad_accum,
+    # (not under `accelerate launch` with a DeepSpeed config, which brings its own CPU accelerator)
+    use_deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    acc = Accelerator(cpu=not torch.cuda.is_available() and not use_deepspeed, mixed_precision=cfg.mixed_precision,
+                      kwargs_handlers=[DistributedDataParallelKwargs(
+                          find_unused_parameters=cfg.find_unused_parameters)], gradient_accumulation_steps=cfg.grad_accum,
                       log_with=None if cfg.log_with == "none" else cfg.log_with, project_dir=str(out),
                       dataloader_config=DataLoaderConfiguration(split_batches=True))
     if cfg.batch_size % acc.num_processes:
@@ -250,8 +257,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 record[f"dev_{task.metric}"] = metric
                 if metric > state["best_metric"]:
                     state.update(best_metric=metric, best_step=step, evals_without_improvement=0)
-                    if acc.is_main_process:
-                        _save_model(acc.unwrap_model(reader), tokenizer, out / "best", cfg, task, step)
+                    _save_model(acc, reader, tokenizer, out / "best", cfg, task, step)
                 else:
                     state["evals_without_improvement"] += 1
                     if cfg.early_stopping_patience and \
@@ -269,11 +275,14 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 break
     bar.close()
     acc.wait_for_everyone()
+    if not (out / "best").exists():  # no evaluation ran: the final weights are the model
+        _save_model(acc, reader, tokenizer, out / "best", cfg, task, state["step"])
     results: dict[str, Any] = {}
+    if use_deepspeed:  # the final evaluation loads `best/` as a plain model, not partitioned by ZeRO-3
+        from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+        unset_hf_deepspeed_config()
     if acc.is_main_process:
-        final = acc.unwrap_model(reader)
-        if not (out / "best").exists():  # no evaluation ran: the final weights are the model
-            _save_model(final, tokenizer, out / "best", cfg, task, state["step"])
         best = FiDReader.from_pretrained(str(out / "best")).to(acc.device)
         for split in ("dev", cfg.test_split):
             if not (data_dir / f"{split}.jsonl").exists():
@@ -300,11 +309,16 @@ def _resume_key(cfg: TrainConfig) -> dict[str, Any]:
     return {k: v for k, v in asdict(cfg).items() if k not in ("show_progress", "log_with", "keep_checkpoints")}
 
 
-def _save_model(reader: FiDReader, tokenizer, directory: Path, cfg: TrainConfig, task: TaskSpec, step: int) -> None:
-    with atomic_dir(directory) as tmp:
-        reader.save_pretrained(tmp, tokenizer, {"task": task.name, "n_passages": cfg.n_passages,
-                                                "input_format": cfg.input_format, "max_length": cfg.max_length,
-                                                "step": step})
+def _save_model(acc, reader, tokenizer, directory: Path, cfg: TrainConfig, task: TaskSpec, step: int) -> None:
+    """Save the reader as a plain ``save_pretrained`` folder; every process calls this (ZeRO-3 gathers)."""
+    state_dict = acc.get_state_dict(reader)
+    if acc.is_main_process:
+        inner = {k.removeprefix("model."): v for k, v in state_dict.items()}
+        with atomic_dir(directory) as tmp:
+            acc.unwrap_model(reader).save_pretrained(
+                tmp, tokenizer, {"task": task.name, "n_passages": cfg.n_passages, "input_format": cfg.input_format,
+                                 "max_length": cfg.max_length, "step": step}, state_dict=inner)
+    acc.wait_for_everyone()
 
 
 def _checkpoint(acc, out: Path, state: dict[str, Any], cfg: TrainConfig, resume_key: dict[str, Any]) -> None:
