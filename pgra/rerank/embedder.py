@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from ..artifacts import model_fingerprint
 from ..device import resolve_device, resolve_dtype
@@ -53,22 +53,31 @@ class LMEmbedder:
         if attn_implementation in (None, "auto"):
             # eager on CPU: sdpa was ~10x slower for these small batches; sdpa on GPU
             attn_implementation = "eager" if self.device.type == "cpu" else "sdpa"
+        self._attn, self._trust = attn_implementation, trust_remote_code
         self.tokenizer = AutoTokenizer.from_pretrained(self.name_or_path, trust_remote_code=trust_remote_code)
-        self.model = AutoModel.from_pretrained(self.name_or_path, dtype=self.dtype,
-                                               attn_implementation=attn_implementation,
-                                               trust_remote_code=trust_remote_code).to(self.device).eval()
-        if getattr(self.model.config, "is_encoder_decoder", False):
+        self.config = AutoConfig.from_pretrained(self.name_or_path, trust_remote_code=trust_remote_code)
+        if getattr(self.config, "is_encoder_decoder", False):
             raise InputError(f"{self.name_or_path} is an encoder-decoder model; the reranker needs a causal LM",
                              field="lm")
-        self.dim = int(self.model.config.hidden_size)
+        self.dim = int(self.config.hidden_size)
         self.max_tokens_per_batch = max_tokens_per_batch
         self.max_batch_size = max_batch_size
-        limits = [getattr(self.model.config, a, None) for a in ("max_position_embeddings", "n_positions")]
+        limits = [getattr(self.config, a, None) for a in ("max_position_embeddings", "n_positions")]
         limits = [x for x in limits if isinstance(x, int) and x > 0]
         self.max_context = max_context or (min(limits) if limits else 2048)
-        self._accepts_position_ids = "position_ids" in inspect.signature(self.model.forward).parameters
+        self._model = None  # loaded on first use: a warm cache never needs the weights
         self._fingerprint: str | None = None
         self.stats = EmbedStats()
+
+    @property
+    def model(self):
+        """The LM without its output head (hidden states only), loaded on first use."""
+        if self._model is None:
+            self._model = AutoModel.from_pretrained(self.name_or_path, dtype=self.dtype,
+                                                    attn_implementation=self._attn,
+                                                    trust_remote_code=self._trust).to(self.device).eval()
+            self._accepts_position_ids = "position_ids" in inspect.signature(self._model.forward).parameters
+        return self._model
 
     @property
     def fingerprint(self) -> str:
@@ -125,6 +134,7 @@ class LMEmbedder:
     @torch.inference_mode()
     def _run_padded(self, seqs: list[list[int]], padding_side: str = "right") -> torch.Tensor:
         """Last-token hidden states of whole sequences in one padded batch."""
+        model = self.model
         width = max(len(s) for s in seqs)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         ids = torch.full((len(seqs), width), pad, dtype=torch.long)
@@ -137,7 +147,7 @@ class LMEmbedder:
         kwargs = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device), "use_cache": False}
         if self._accepts_position_ids:
             kwargs["position_ids"] = (mask.cumsum(1) - 1).clamp(min=0).to(self.device)
-        hidden = self._last_hidden(self.model(**kwargs))
+        hidden = self._last_hidden(model(**kwargs))
         last = (mask.sum(1) - 1) if padding_side == "right" else torch.full((len(seqs),), width - 1)
         self.stats.tokens_run += int(mask.sum())
         return hidden[torch.arange(len(seqs)), last.to(self.device)]
@@ -203,6 +213,7 @@ class LMEmbedder:
     def _run_suffixes(self, suffixes: list[list[int]], prefix_kv, split: int) -> torch.Tensor:
         from transformers import DynamicCache
 
+        model = self.model
         n = len(suffixes)
         width = max(len(s) for s in suffixes)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
@@ -219,7 +230,7 @@ class LMEmbedder:
                   "past_key_values": cache, "use_cache": True}
         if self._accepts_position_ids:
             kwargs["position_ids"] = (split + torch.arange(width)).unsqueeze(0).expand(n, -1).to(self.device)
-        hidden = self._last_hidden(self.model(**kwargs))
+        hidden = self._last_hidden(model(**kwargs))
         self.stats.tokens_run += sum(len(s) for s in suffixes)
         last = torch.as_tensor([len(s) - 1 for s in suffixes], device=self.device)
         return hidden[torch.arange(n, device=self.device), last]
