@@ -207,3 +207,12 @@ def test_deepspeed_smoke_one_cpu_process(reranked, tmp_path, tiny_t5, zero):
     assert len(ds) == 3 and max(abs(a - b) for a, b in zip(plain, ds, strict=True)) < 1e-4
     assert (tmp_path / "ds" / "best" / "model.safetensors").exists()
     assert json.loads((tmp_path / "ds" / "metrics.json").read_text())["results"]["test"]["examples"] == 6
+
+
+def test_early_stopping_when_dev_stops_improving(reranked, tmp_path, tiny_t5):
+    # learning rate 0: the dev metric can never improve after the first evaluation
+    train(TrainConfig(data=str(reranked), out=str(tmp_path / "es"), model=str(tiny_t5), n_passages=1, max_length=48,
+                      batch_size=4, max_steps=10, eval_every=1, early_stopping_patience=2, learning_rate=0.0,
+                      show_progress=False))
+    manifest = json.loads((tmp_path / "es" / "manifest.json").read_text())
+    assert manifest["steps"] == 3 and manifest["best_step"] == 1
