@@ -192,9 +192,6 @@ class CorpusStore:
         mm = self._mm
         return [mm[a:b].decode("utf-8") for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
-    def external_id(self, pos: int) -> CorpusId:
-        return int(pos) if self._ids is None else self._ids[pos]
-
     def external_ids(self, positions: Sequence[int]) -> list[CorpusId]:
         if self._ids is None:
             return [int(p) for p in positions]

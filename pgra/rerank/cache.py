@@ -68,6 +68,3 @@ class EmbeddingCache:
             raise IncompleteArtifactError(f"{self.directory}: {int((self.done[rows] == 0).sum())} requested rows "
                                           "were never embedded")
         return np.asarray(self.vectors[rows], dtype=np.float32)
-
-    def count(self) -> int:
-        return int(self.done.sum())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -37,7 +37,6 @@ class EmbedStats:
     tokens_run: int = 0  # tokens the LM actually processed (prefix once + suffixes, or full prompts)
     truncated: int = 0  # texts cut to fit the LM's context
     uncached: int = 0  # texts whose joint tokenisation did not extend the cached prefix
-    extra: dict[str, int] = field(default_factory=dict)
 
 
 class LMEmbedder:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import InputError
 
@@ -100,9 +99,6 @@ class TaskSpec:
     def num_labels(self) -> int:
         return len(self.labels)
 
-    def label_index(self, label: str) -> int:
-        return self.labels.index(label)
-
     def render(self, text: str) -> str:
         """The reranker template P(text)."""
         return self.rerank_template.replace("{text}", text)
@@ -111,10 +107,6 @@ class TaskSpec:
         """The reader's encoder input for one (query, evidence) pair; ``fmt`` picks a READER_FORMATS entry."""
         template = self.reader_template if fmt in (None, "intended") else READER_FORMATS[fmt]
         return template.replace("{evidence}", evidence).replace("{text}", text).replace("{mask}", mask).strip()
-
-    def summary(self) -> dict[str, Any]:
-        return {"name": self.name, "labels": self.labels, "metric": self.metric, "source": self.source,
-                "description": self.description}
 
 
 def _check_placeholders(template: str, required: set[str], fname: str, where: str | None, task: str,
