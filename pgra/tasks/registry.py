@@ -30,7 +30,7 @@ def _register(spec: TaskSpec) -> None:
 
 _register(TaskSpec(
     name="sst2", labels=["0", "1"], rerank_template=_SENTIMENT, **_BINARY_SENTIMENT,
-    description="SST-2 binary movie-review sentiment (LM-BFF split; GLUE dev used as test)",
+    description="SST-2 binary movie-review sentiment (LM-BFF files; dev.tsv, 872 sentences, is the test set)",
     data=_lmbff("SST-2", "sst2_tsv", {"train": "train.tsv", "test": "dev.tsv"})))
 _register(TaskSpec(
     name="sst5", labels=["0", "1", "2", "3", "4"],
@@ -44,7 +44,7 @@ _register(TaskSpec(
     rerank_template='The following sentence is either "acceptable", meaning it is grammatically correct and makes '
                     'sense, or "unacceptable". Which is it?\n{text}',
     demo_words={"0": "unacceptable", "1": "acceptable"}, reader_words={"0": "incorrect", "1": "correct"},
-    metric="mcc", description="CoLA grammatical acceptability (Matthews correlation)",
+    metric="mcc", description="CoLA grammatical acceptability (Matthews correlation; dev.tsv is the test set)",
     data=_lmbff("CoLA", "cola_tsv", {"train": "train.tsv", "test": "dev.tsv"})))
 _register(TaskSpec(
     name="trec", labels=["0", "1", "2", "3", "4", "5"],
