@@ -100,12 +100,13 @@ def _embed_rows(embedder: LMEmbedder, cache: EmbeddingCache, rows: np.ndarray, t
     todo = cache.missing(rows)
     mine = todo[ctx.rank::ctx.world_size]
     show = cfg.show_progress and ctx.is_main
-    for start in range(0, len(mine), cfg.chunk_size):
+    n_chunks = (len(mine) + cfg.chunk_size - 1) // cfg.chunk_size
+    for c, start in enumerate(range(0, len(mine), cfg.chunk_size)):
         chunk = mine[start:start + cfg.chunk_size]
         texts = texts_of(chunk)
         if cfg.prefix_cache:
             vecs = embedder.embed(texts, prefix, task.render, ANSWER_CUE, show_progress=show,
-                                  desc=f"{desc} {start + len(chunk)}/{len(mine)}")
+                                  desc=f"{desc} (chunk {c + 1}/{n_chunks}, {len(mine)} texts)")
         else:
             ids = [embedder.prompt_ids(prefix, task.render, ANSWER_CUE, t) for t in texts]
             vecs = embedder.embed_full(ids, batch_size=4, show_progress=show)
