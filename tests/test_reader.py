@@ -216,3 +216,17 @@ def test_early_stopping_when_dev_stops_improving(reranked, tmp_path, tiny_t5):
                       show_progress=False))
     manifest = json.loads((tmp_path / "es" / "manifest.json").read_text())
     assert manifest["steps"] == 3 and manifest["best_step"] == 1
+
+
+def test_every_parameter_of_a_bert2bert_reader_gets_a_gradient(tiny_bert, tmp_path):
+    """DDP refuses parameters the loss never reaches: an EncoderDecoderModel's encoder pooler is dropped."""
+    from transformers import EncoderDecoderModel
+
+    model = EncoderDecoderModel.from_encoder_decoder_pretrained(str(tiny_bert), str(tiny_bert))
+    tok = load_tokenizer(str(tiny_bert))
+    model.config.decoder_start_token_id, model.config.pad_token_id = tok.cls_token_id, tok.pad_token_id
+    model.save_pretrained(str(tmp_path / "b2b"))
+    reader = FiDReader.from_pretrained(str(tmp_path / "b2b"))  # the pooler comes back on load; FiD drops it
+    batch = ReaderFormatter(TASK, tok, n_passages=2, max_length=48).collate(_records(2))
+    reader(batch["input_ids"], batch["attention_mask"], labels=batch["labels"]).loss.backward()
+    assert [n for n, p in reader.named_parameters() if p.grad is None] == []

@@ -28,6 +28,11 @@ class FiDReader(torch.nn.Module):
         if not getattr(model.config, "is_encoder_decoder", False):
             raise InputError(f"{type(model).__name__} is not an encoder-decoder model", field="model")
         self.model = model
+        encoder = model.get_encoder()
+        if getattr(encoder, "pooler", None) is not None:
+            # FiD never uses a pooled encoder output (BERT encoders of an EncoderDecoderModel get one back on
+            # every load); parameters without gradients would also stop DDP
+            encoder.pooler = None
         if getattr(model.config, "decoder_start_token_id", None) is None and hasattr(model.config, "decoder"):
             raise InputError("the encoder-decoder config has no decoder_start_token_id", field="model")
 
