@@ -21,7 +21,7 @@ from tests.conftest import SENTENCES
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = TaskSpec(name="sky", labels=["sky", "town"], rerank_template="Sky or town?\n{text}",
-                demo_words={"sky": "sky", "town": "town"}, reader_words={"sky": "great", "town": "terrible"},
+                demo_words={"sky": "sky", "town": "town"}, reader_words={"sky": "sun", "town": "city"},
                 reader_template="{evidence} {text} This is about {mask} .")
 
 
@@ -85,7 +85,7 @@ def test_label_scoring_equals_per_label_likelihood(tiny_t5):
 def test_inputs_targets_and_truncation(tiny_t5):
     tok = load_tokenizer(str(tiny_t5))
     fmt = ReaderFormatter(TASK, tok, n_passages=2, max_length=20)
-    assert tok.convert_ids_to_tokens(fmt.targets[0]) == ["<extra_id_0>", "great", "<extra_id_1>", "</s>"]
+    assert tok.convert_ids_to_tokens(fmt.targets[0]) == ["<extra_id_0>", "sun", "<extra_id_1>", "</s>"]
     long_ev = " ".join(SENTENCES[:4])
     ids = fmt.passage_ids(SENTENCES[1], long_ev)
     text = tok.decode(ids)
@@ -165,8 +165,12 @@ def test_bad_reader_inputs(reranked, tmp_path, tiny_t5, tiny_opt, capsys):
 
 
 @pytest.mark.distributed
-def test_two_process_ddp_losses_match_single_process(reranked, tmp_path, tiny_t5):
-    args = ["--data", str(reranked), "--model", str(tiny_t5), "--n-passages", "2", "--batch-size", "4",
+@pytest.mark.parametrize("arch", ["t5", "bert2bert"])
+def test_two_process_ddp_losses_match_single_process(reranked, tmp_path, arch, request):
+    model = request.getfixturevalue("tiny_t5" if arch == "t5" else "tiny_bert2bert")
+    # the label words are one token each in both tiny vocabularies: equal target lengths make the mean of the
+    # two processes' token-mean losses equal the single process's token-mean loss
+    args = ["--data", str(reranked), "--model", str(model), "--n-passages", "2", "--batch-size", "4",
             "--max-steps", "4", "--eval-every", "0", "--learning-rate", "1e-3", "max_length=48"]
     assert main(["train", "--out", str(tmp_path / "single"), *args]) == 0
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
@@ -218,15 +222,27 @@ def test_early_stopping_when_dev_stops_improving(reranked, tmp_path, tiny_t5):
     assert manifest["steps"] == 3 and manifest["best_step"] == 1
 
 
-def test_every_parameter_of_a_bert2bert_reader_gets_a_gradient(tiny_bert, tmp_path):
-    """DDP refuses parameters the loss never reaches: an EncoderDecoderModel's encoder pooler is dropped."""
+@pytest.fixture(scope="module")
+def tiny_bert2bert(tiny_bert, tmp_path_factory) -> Path:
+    """An EncoderDecoderModel warm-started from the tiny BERT on both sides (dropout 0)."""
     from transformers import EncoderDecoderModel
 
-    model = EncoderDecoderModel.from_encoder_decoder_pretrained(str(tiny_bert), str(tiny_bert))
+    model = EncoderDecoderModel.from_encoder_decoder_pretrained(
+        str(tiny_bert), str(tiny_bert), encoder_hidden_dropout_prob=0.0, encoder_attention_probs_dropout_prob=0.0,
+        decoder_hidden_dropout_prob=0.0, decoder_attention_probs_dropout_prob=0.0)
     tok = load_tokenizer(str(tiny_bert))
     model.config.decoder_start_token_id, model.config.pad_token_id = tok.cls_token_id, tok.pad_token_id
-    model.save_pretrained(str(tmp_path / "b2b"))
-    reader = FiDReader.from_pretrained(str(tmp_path / "b2b"))  # the pooler comes back on load; FiD drops it
+    model.config.eos_token_id = tok.sep_token_id
+    path = tmp_path_factory.mktemp("tiny-b2b")
+    model.save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+    return path
+
+
+def test_every_parameter_of_a_bert2bert_reader_gets_a_gradient(tiny_bert2bert):
+    """DDP refuses parameters the loss never reaches: an EncoderDecoderModel's encoder pooler is dropped."""
+    tok = load_tokenizer(str(tiny_bert2bert))
+    reader = FiDReader.from_pretrained(str(tiny_bert2bert))  # the pooler comes back on load; FiD drops it
     batch = ReaderFormatter(TASK, tok, n_passages=2, max_length=48).collate(_records(2))
     reader(batch["input_ids"], batch["attention_mask"], labels=batch["labels"]).loss.backward()
     assert [n for n, p in reader.named_parameters() if p.grad is None] == []
