@@ -90,11 +90,12 @@ def test_rerank_matches_naive_reference(candidates, tmp_path, tiny_lm):
         top = np.argsort(-probs, kind="stable")[:4]
         np.testing.assert_allclose([c["score"] for c in got["ctxs"]], probs[top], atol=1e-4)
         prob_of = {c["id"]: p for c, p in zip(rec["ctxs"], probs, strict=True)}
-        _same_ranking([c["id"] for c in got["ctxs"]], [rec["ctxs"][j]["id"] for j in top], prob_of)
+        # probabilities agree within 1e-4, so candidates closer than 2e-4 may legitimately swap places
+        _same_ranking([c["id"] for c in got["ctxs"]], [rec["ctxs"][j]["id"] for j in top], prob_of, tol=2e-4)
         assert [rec["ctxs"][c["retrieval_rank"] - 1]["id"] for c in got["ctxs"]] == [c["id"] for c in got["ctxs"]]
 
 
-def _same_ranking(got_ids, want_ids, score_of, tol=1e-5):
+def _same_ranking(got_ids, want_ids, score_of, tol):
     """Identical ids, except that candidates whose scores are equal within ``tol`` may swap places."""
     for g, w in zip(got_ids, want_ids, strict=True):
         assert g == w or abs(score_of[g] - score_of[w]) < tol, (got_ids, want_ids)
@@ -166,7 +167,7 @@ def test_two_process_rerank_equals_single_process(candidates, tmp_path, tiny_opt
                                    [c["score"] for r in b for c in r["ctxs"]], atol=1e-5)
         for ra, rb in zip(a, b, strict=True):  # same ranking up to near-tied scores (other thread counts)
             score_of = {c["id"]: c["score"] for c in ra["ctxs"] + rb["ctxs"]}
-            _same_ranking([c["id"] for c in rb["ctxs"]], [c["id"] for c in ra["ctxs"]], score_of)
+            _same_ranking([c["id"] for c in rb["ctxs"]], [c["id"] for c in ra["ctxs"]], score_of, tol=2e-5)
 
 
 @pytest.mark.distributed
