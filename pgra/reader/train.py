@@ -26,7 +26,6 @@ from ..artifacts import (
     MANIFEST,
     atomic_dir,
     read_json,
-    read_manifest,
     sha256_file,
     write_json,
     write_manifest,
@@ -147,15 +146,13 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if not cfg.data or not cfg.out:
         raise InputError("train needs data and out", field="data" if not cfg.data else "out")
     data_dir, out = Path(cfg.data), Path(cfg.out)
-    manifest = None
-    for kind in ("reranked", "candidates"):
-        try:
-            manifest = read_manifest(data_dir, kind)
-            break
-        except Exception:  # noqa: BLE001 - try the other kind
-            continue
-    if manifest is None:
-        raise InputError(f"{data_dir} is not a finished `pgra rerank` or `pgra retrieve` folder", field="data")
+    if not (data_dir / MANIFEST).exists():
+        raise InputError(f"{data_dir} has no {MANIFEST}: not a finished `pgra rerank` or `pgra retrieve` folder",
+                         field="data")
+    manifest = read_json(data_dir / MANIFEST)
+    if manifest.get("kind") not in ("reranked", "candidates"):
+        raise InputError(f"{data_dir} holds a '{manifest.get('kind')}' artifact; train needs a `pgra rerank` or "
+                         "`pgra retrieve` folder", field="data")
     task = _task(cfg, manifest)
     if cfg.log_with == "wandb":
         os.environ.setdefault("WANDB_MODE", "offline")

@@ -129,8 +129,9 @@ def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
     # The corpus store is written once by rank 0; the other ranks wait and open it.
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
-        _check_existing(out, cfg, src, encoder_fp)
-        store = build_store(src, out / "corpus", show_progress=cfg.show_progress)
+        source_fp = src.fingerprint()
+        _check_existing(out, cfg, source_fp, encoder_fp)
+        store = build_store(src, out / "corpus", show_progress=cfg.show_progress, source_fingerprint=source_fp)
     ctx.barrier()
     if not ctx.is_main:
         store = CorpusStore(out / "corpus")
@@ -178,7 +179,7 @@ def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
     return out
 
 
-def _check_existing(out: Path, cfg: IndexConfig, src: CorpusSource, encoder_fp: str | None) -> None:
+def _check_existing(out: Path, cfg: IndexConfig, source_fp: str, encoder_fp: str | None) -> None:
     """Refuse to silently replace a finished index, or mix a partial build, made with other inputs."""
     if cfg.overwrite:
         return
@@ -187,10 +188,11 @@ def _check_existing(out: Path, cfg: IndexConfig, src: CorpusSource, encoder_fp: 
     if not manifest_path.exists() and not plan_path.exists():
         return
     store_meta_path = out / "corpus" / "corpus.json"
-    corpus_fp = read_json(store_meta_path)["content_sha256"] if store_meta_path.exists() else None
-    if store_meta_path.exists() and read_json(store_meta_path).get("source_fingerprint") != src.fingerprint():
+    store_meta = read_json(store_meta_path) if store_meta_path.exists() else {}
+    corpus_fp = store_meta.get("content_sha256")
+    if store_meta and store_meta.get("source_fingerprint") != source_fp:
         raise StaleArtifactError(
-            f"{out} holds an index (or a partial build) of another corpus than {src.path}; "
+            f"{out} holds an index (or a partial build) of another corpus than {cfg.corpus}; "
             "choose another --out or pass --overwrite")
     key = _build_key(cfg, corpus_fp, encoder_fp) if corpus_fp else None
     existing = read_json(manifest_path) if manifest_path.exists() else read_json(plan_path)
