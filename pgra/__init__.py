@@ -1,3 +1,72 @@
-"""pgra: Prompt-Guided Retrieval Augmentation for non-knowledge-intensive text classification."""
+"""pgra: Prompt-Guided Retrieval Augmentation for non-knowledge-intensive text classification.
+
+The public API: one function per stage with its config dataclass, and the objects behind them.
+
+    import pgra
+    index = pgra.Index("indexes/demo-minilm")                      # stage 1: search a built index
+    print(index.search_hits(["The planet orbits the sun"], k=3)[0])
+
+    reader = pgra.Reader.load("runs/wiki_topic/demo/reader")       # stage 3: a trained FiD reader
+    print(reader.predict([{"id": "q1", "text": "The planet orbits the sun", "ctxs": []}])[0])
+
+    cfg = pgra.load_config(pgra.RerankConfig, "configs/demo/rerank_smollm2.yaml", {"top_d": 4})
+    pgra.rerank(cfg)                                               # any stage, from Python
+
+Names are imported on first use, so ``import pgra`` (and ``pgra -h``) stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    # configs
+    "load_config": "pgra.config",
+    "IndexConfig": "pgra.retrieval.index",
+    "RetrieveConfig": "pgra.retrieval.retrieve",
+    "RerankConfig": "pgra.rerank.config",
+    "TrainConfig": "pgra.reader.config",
+    # stage functions
+    "build_index": "pgra.retrieval.index",
+    "retrieve": "pgra.retrieval.retrieve",
+    "rerank": "pgra.rerank.reranker",
+    "train": "pgra.reader.train",
+    # tasks
+    "get_task": "pgra.tasks",
+    "list_tasks": "pgra.tasks",
+    "load_task": "pgra.tasks",
+    "TaskSpec": "pgra.tasks",
+    # stage 1
+    "Index": "pgra.retrieval.index",
+    "DenseEncoder": "pgra.retrieval.encoder",
+    # stage 2
+    "LMEmbedder": "pgra.rerank.embedder",
+    "build_prompt": "pgra.rerank.prompts",
+    "demo_prefix": "pgra.rerank.prompts",
+    "ANSWER_CUE": "pgra.rerank.prompts",
+    "score_candidates": "pgra.rerank.scoring",
+    # stage 3
+    "Reader": "pgra.reader.predict",
+    "FiDReader": "pgra.reader.fid",
+    # errors
+    "PgraError": "pgra.errors",
+    "InputError": "pgra.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pgra' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

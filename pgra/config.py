@@ -1,4 +1,10 @@
-"""Dataclass configs loaded from YAML, with ``key=value`` overrides and helpful errors on unknown keys."""
+"""Dataclass configs loaded from YAML, with ``key=value`` overrides and helpful errors on unknown keys.
+
+Every option is declared once, as a dataclass field made with :func:`option`: its default, help text,
+choices (a tuple, or a callable that reads a registry) and command-line flag live in the field, and
+``pgra.cli`` generates each command's flags from it. A YAML file may name a ``base`` file (resolved
+relative to itself) whose keys it overrides.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,42 @@ import yaml
 from .errors import InputError
 
 T = TypeVar("T")
+BASE_KEY = "base"
+
+
+def option(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, help: str = "",
+           choices: Any = None, suggest: Any = None, flag: str | bool | None = None, short: str | None = None,
+           positional: bool = False, append: bool = False, metavar: str | None = None) -> Any:
+    """A config field together with its command-line declaration.
+
+    ``choices``: allowed values (a tuple, or a zero-argument callable reading a registry), checked when a
+    config is built from YAML, flags or ``key=value``. ``suggest``: values listed in the help but not
+    enforced (e.g. registered task names, where a YAML path is also accepted). ``flag``: the flag of a
+    nested field (nested fields get none by default; ``key=value`` reaches every field), or ``False`` to
+    hide a top-level field from the flags. ``short``: an extra short flag such as ``-k``. ``append``: a
+    repeatable flag collecting a list. ``positional``: a positional argument.
+
+        @dataclass
+        class SearchConfig:
+            k: int = option(10, help="hits per query", short="-k")
+    """
+    meta = {"help": help, "choices": choices, "suggest": suggest, "flag": flag, "short": short,
+            "positional": positional, "append": append, "metavar": metavar}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def resolve_values(spec: Any) -> list[Any] | None:
+    """The values of a ``choices``/``suggest`` declaration (calling it when it reads a registry)."""
+    if spec is None:
+        return None
+    return list(spec() if callable(spec) else spec)
+
+
+def field_choices(f: dataclasses.Field) -> list[Any] | None:
+    """The allowed values of a config field, or None when any value of its type is allowed."""
+    return resolve_values(f.metadata.get("choices"))
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -70,11 +112,18 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
 def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", prefix: str = "") -> T:
     """Build dataclass ``cls`` from a (nested) dict, checking keys and types."""
     types_ = _field_types(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
     for key, value in data.items():
         if key not in types_:
             raise _unknown_key(prefix + key, [prefix + k for k in types_], source)
         kwargs[key] = _coerce(value, types_[key], prefix + key, source)
+        allowed = field_choices(fields[key])
+        if allowed is not None:
+            given = kwargs[key] if isinstance(kwargs[key], list) else [kwargs[key]]
+            bad = [v for v in given if v not in allowed]
+            if bad:
+                raise InputError(f"must be one of {allowed}, got {bad[0]!r}", path=source, field=prefix + key)
     try:
         return cls(**kwargs)
     except TypeError as e:
@@ -114,6 +163,7 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
+    """One YAML file's mapping, as written (no ``base`` resolution)."""
     path = Path(path)
     if not path.exists():
         raise InputError("config file not found", path=path)
@@ -126,10 +176,37 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def resolve_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A YAML config with its ``base`` chain merged in (base first; the file's own keys win).
+
+    ``base`` is a path relative to the file that names it (or a list of them, merged in order).
+    """
+    path = Path(path).resolve()
+    if path in _seen:
+        chain = " -> ".join(str(p) for p in (*_seen, path))
+        raise InputError(f"config inheritance cycle: {chain}", path=path, field=BASE_KEY)
+    data = load_yaml(path)
+    bases = data.pop(BASE_KEY, None)
+    if bases is None:
+        return data
+    if isinstance(bases, str):
+        bases = [bases]
+    if not isinstance(bases, list) or not all(isinstance(b, str) and b for b in bases):
+        raise InputError("'base' must be a file name or a list of file names", path=path, field=BASE_KEY)
+    merged: dict[str, Any] = {}
+    for base in bases:
+        base_path = path.parent / base
+        if not base_path.is_file():
+            raise InputError(f"base config '{base}' not found (looked for {base_path})", path=path,
+                             field=BASE_KEY)
+        merged = merge(merged, resolve_yaml(base_path, (*_seen, path)))
+    return merge(merged, data)
+
+
 def load_config(cls: type[T], path: str | Path | None = None, overrides: dict[str, Any] | None = None,
                 ) -> T:
-    """Load ``cls`` from a YAML file (optional) with overrides applied on top."""
-    data = load_yaml(path) if path else {}
+    """Load ``cls`` from a YAML file (optional, ``base`` chain resolved) with overrides applied on top."""
+    data = resolve_yaml(path) if path else {}
     if overrides:
         data = merge(data, overrides)
     return from_dict(cls, data, source=str(path) if path else "<command line>")

@@ -13,7 +13,7 @@ import json
 import math
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -35,41 +35,9 @@ from ..errors import InputError
 from ..evaluation.metrics import compute_metric
 from ..interchange import read_records, write_records
 from ..tasks import TaskSpec, get_task
+from .config import TrainConfig
 from .data import ReaderFormatter
 from .fid import FiDReader, load_tokenizer
-
-
-@dataclass
-class TrainConfig:
-    data: str = ""  # a reranked (or candidates) folder with {train,dev,test}.jsonl
-    out: str = ""
-    model: str = "t5-base"  # HF encoder-decoder name or local folder
-    task: str = ""  # default: the task recorded with the data
-    n_passages: int = 16  # d; 0 = the no-retrieval baseline
-    input_format: str = "intended"  # intended | released | fid
-    max_length: int = 128
-    learning_rate: float = 8e-5
-    batch_size: int = 8  # global batch per optimizer step (before accumulation)
-    grad_accum: int = 1
-    max_steps: int = 5000
-    warmup_steps: int = 0
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    eval_every: int = 500
-    save_every: int = 0  # resumable checkpoints; 0 = at every evaluation
-    keep_checkpoints: int = 1
-    early_stopping_patience: int = 0  # evaluations without improvement; 0 = off
-    eval_batch_size: int = 16
-    max_eval_examples: int = 0  # 0 = the whole dev split
-    max_train_examples: int = 0
-    mixed_precision: str = "no"  # no | fp16 | bf16
-    gradient_checkpointing: bool = False
-    find_unused_parameters: bool = False  # DDP: set for models with parameters the loss never reaches
-    predict_mode: str = "scoring"  # scoring (every label word's likelihood) | generate (the paper's way)
-    seed: int = 42
-    log_with: str = "none"  # none | tensorboard | wandb (offline unless WANDB_MODE says otherwise)
-    test_split: str = "test"
-    show_progress: bool = True
 
 
 class EpochSampler(Sampler[int]):

@@ -40,7 +40,12 @@ class EmbedStats:
 
 
 class LMEmbedder:
-    """Causal-LM hidden-state embedder with prefix KV reuse."""
+    """Causal-LM hidden-state embedder with prefix KV reuse (the reranker's Eq. 3 vectors).
+
+        embedder = pgra.LMEmbedder("models/smollm2-135m")
+        task = pgra.get_task("wiki_topic")
+        vectors = embedder.embed(["The planet orbits the sun"], pgra.demo_prefix(task, []), task.render, pgra.ANSWER_CUE)
+    """
 
     def __init__(self, model_name_or_path: str, device: str | None = None, dtype: str | None = None,
                  attn_implementation: str | None = None, max_tokens_per_batch: int = 4096,

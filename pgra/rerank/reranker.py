@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -27,36 +27,11 @@ from ..retrieval.retrieve import read_candidates_manifest
 from ..selection import get_selector
 from ..tasks import Example, TaskSpec, get_task
 from .cache import EmbeddingCache
+from .config import RerankConfig
 from .embedder import LMEmbedder
 from .prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
 
 RERANKED_KIND = "reranked"
-
-
-@dataclass
-class RerankConfig:
-    candidates: str = ""  # folder written by `pgra retrieve`
-    out: str = ""
-    lm: str = "facebook/opt-13b"
-    task: str = ""  # default: the task recorded with the candidates
-    index: str = ""  # default: the index recorded with the candidates (for id -> corpus row)
-    top_d: int = 16
-    k: int = 0  # rerank the first k candidates (0 = all retrieved)
-    num_demos: int = 8
-    demo_selection: str = "paper"  # paper (seeded random, balanced) | code (the released code's file order)
-    seed: int = 13
-    splits: list[str] = field(default_factory=lambda: ["train", "dev", "test"])
-    cache_dir: str = "cache/embeddings"
-    prefix_cache: bool = True  # False: run whole prompts (the paper code's way; for comparison)
-    device: str = "auto"
-    dtype: str = "auto"
-    attn_implementation: str = "auto"
-    max_tokens_per_batch: int = 4096
-    max_batch_size: int = 64
-    max_context: int = 0  # 0 = the LM's own
-    chunk_size: int = 1024  # texts embedded between cache writes (resume granularity)
-    trust_remote_code: bool = False
-    show_progress: bool = True
 
 
 def _task_for(cfg: RerankConfig, cand: dict[str, Any]) -> TaskSpec:

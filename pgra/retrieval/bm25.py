@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from tqdm.auto import tqdm
 
 from ..artifacts import load_npy, read_json, save_npy, write_json
+from ..config import option
 from ..errors import InputError
 
 METHODS = ("okapi", "lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -29,13 +30,17 @@ _WORD = re.compile(r"(?u)\b\w\w+\b")
 
 @dataclass
 class BM25Config:
-    method: str = "okapi"
-    k1: float = 1.5
-    b: float = 0.75
-    epsilon: float = 0.25  # okapi: negative idf floored to epsilon * mean idf
-    delta: float = 0.5  # bm25l / bm25+
-    tokenizer: str = "auto"  # whitespace (okapi's) | word_lower (bm25s's) | auto = by method
-    query_batch_size: int = 32
+    """BM25 scoring (``bm25.*`` keys of a build-index config)."""
+
+    method: str = option("okapi", flag="--bm25-method", choices=METHODS,
+                         help="okapi = rank_bm25's BM25Okapi (the paper's); the others are bm25s's variants")
+    k1: float = option(1.5, help="term-frequency saturation")
+    b: float = option(0.75, help="length normalisation")
+    epsilon: float = option(0.25, help="okapi: negative idf floored to epsilon * mean idf")
+    delta: float = option(0.5, help="bm25l / bm25+ delta")
+    tokenizer: str = option("auto", choices=("auto", "whitespace", "word_lower"),
+                            help="whitespace (okapi's text.split(' ')), word_lower (bm25s's) or auto (by method)")
+    query_batch_size: int = option(32, help="queries per sparse product")
 
 
 def tokenizer_for(cfg: BM25Config) -> str:

@@ -12,6 +12,7 @@ from typing import Literal
 import faiss
 import numpy as np
 
+from ..config import option
 from ..errors import IncompleteArtifactError, InputError
 
 IndexType = Literal["flat", "ivf", "hnsw"]
@@ -22,13 +23,13 @@ INDEX_TYPES: tuple[str, ...] = ("flat", "ivf", "hnsw")
 class FaissParams:
     """Knobs of the approximate index types (ignored by ``flat``)."""
 
-    nlist: int = 0  # IVF cells; 0 = 4 * sqrt(N)
-    nprobe: int = 32  # IVF cells visited per query
-    train_size: int = 262144  # IVF training sample (seeded)
-    hnsw_m: int = 32
-    ef_construction: int = 200
-    ef_search: int = 256
-    seed: int = 0
+    nlist: int = option(0, help="IVF cells; 0 = 4 * sqrt(N)")
+    nprobe: int = option(32, help="IVF cells visited per query")
+    train_size: int = option(262144, help="IVF training sample (seeded)")
+    hnsw_m: int = option(32, help="HNSW neighbours per node")
+    ef_construction: int = option(200, help="HNSW build-time search width")
+    ef_search: int = option(256, help="HNSW query-time search width")
+    seed: int = option(0, help="seed of the IVF training sample")
 
 
 def gpu_available() -> bool:

@@ -25,6 +25,10 @@ class DenseEncoder:
     setting), ``cls_before_pooler`` = ``last_hidden_state[:, 0]`` (SimCSE's setting for unsupervised
     checkpoints), ``mean`` = attention-masked mean of the last layer (sentence-transformers models).
     Inputs are sorted by token length before batching so padding stays small.
+
+        encoder = pgra.DenseEncoder("models/minilm", pooler="mean")
+        vectors = encoder.encode(["The planet orbits the sun", "A river runs through the town"])
+        print(vectors.shape, vectors @ vectors[0])   # (2, 384), cosines
     """
 
     def __init__(self, model_name_or_path: str, pooler: Pooler = "cls", max_length: int = 512,

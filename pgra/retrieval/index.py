@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from .. import choices
 from ..artifacts import (
     MANIFEST,
     atomic_path,
@@ -38,6 +39,7 @@ from ..artifacts import (
     write_json,
     write_manifest,
 )
+from ..config import option
 from ..corpus import CorpusSource, CorpusStore, build_store
 from ..distributed import DistContext, init_distributed
 from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
@@ -50,35 +52,39 @@ INDEX_KIND = "index"
 
 @dataclass
 class DenseConfig:
-    encoder: str = "bert-base-uncased"
-    pooler: str = "cls"
-    max_length: int = 512
-    batch_size: int = 64
-    index_type: str = "flat"
+    """A dense retriever (``dense.*`` keys of a build-index config)."""
+
+    encoder: str = option("bert-base-uncased", flag="--encoder", help="HF encoder name or local folder")
+    pooler: str = option("cls", flag="--pooler", choices=choices.poolers,
+                         help="cls = pooler_output (the paper's BERT), cls_before_pooler (SimCSE), mean")
+    max_length: int = option(512, flag="--max-length", help="tokens per sentence")
+    batch_size: int = option(64, flag="--batch-size", help="sentences per encoder batch")
+    index_type: str = option("flat", flag="--index-type", choices=choices.index_types,
+                             help="flat = exact cosine (the paper's); ivf / hnsw approximate")
     faiss: FaissParams = field(default_factory=FaissParams)
-    device: str = "auto"
-    dtype: str = "auto"
-    shard_size: int = 65536
-    use_gpu_faiss: bool = True
-    trust_remote_code: bool = False
+    device: str = option("auto", flag="--device", help="auto, cpu, cuda, cuda:1 ...")
+    dtype: str = option("auto", choices=choices.DTYPES, help="auto = bf16/fp16 on GPU, fp32 on CPU")
+    shard_size: int = option(65536, flag="--shard-size", help="texts per resumable shard")
+    use_gpu_faiss: bool = option(True, help="train/search faiss on the GPU when faiss-gpu is installed")
+    trust_remote_code: bool = option(False, help="allow the encoder's own code (off: never run hub code)")
 
 
 @dataclass
 class IndexConfig:
     """Everything ``pgra build-index`` needs (YAML in ``configs/``; CLI flags override)."""
 
-    corpus: str = ""
-    corpus_format: str = "auto"
-    text_field: str = "text"
-    id_field: str = "id"
-    split: str = "train"
-    skip_blank_lines: bool = False
-    out: str = ""
-    retriever: str = "dense"  # dense | bm25
+    corpus: str = option("", help="txt (one sentence a line), .jsonl ({id, text}) or an HF dataset")
+    corpus_format: str = option("auto", choices=("auto", "txt", "jsonl", "hf"), help="auto = by file name")
+    text_field: str = option("text", help="text field of a JSONL/HF corpus")
+    id_field: str = option("id", help="id field of a JSONL/HF corpus")
+    split: str = option("train", help="split of an HF dataset corpus")
+    skip_blank_lines: bool = option(False, help="skip blank lines of a txt corpus (ids stay line numbers)")
+    out: str = option("", help="index folder to write")
+    retriever: str = option("dense", choices=("dense", "bm25"), help="a dense encoder + faiss, or BM25")
     dense: DenseConfig = field(default_factory=DenseConfig)
     bm25: BM25Config = field(default_factory=BM25Config)
-    overwrite: bool = False
-    show_progress: bool = True
+    overwrite: bool = option(False, help="replace an index or partial build made with other inputs")
+    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
 
     def source(self) -> CorpusSource:
         return CorpusSource(path=self.corpus, format=self.corpus_format, text_field=self.text_field,
@@ -262,7 +268,14 @@ def _build_bm25(cfg: IndexConfig, store: CorpusStore, out: Path) -> dict[str, An
 
 
 class Index:
-    """A loaded first-stage index: ``search(texts, k)`` returns corpus positions and scores."""
+    """A loaded first-stage index: ``search(texts, k)`` returns corpus positions and scores.
+
+    Checked on load against its manifest (files, encoder, corpus)::
+
+        index = pgra.Index("indexes/demo-minilm")
+        hits = index.search_hits(["The planet orbits the sun"], k=5)[0]
+        print(hits[0]["text"], hits[0]["score"])
+    """
 
     def __init__(self, directory: str | Path, encoder: str | None = None, corpus: CorpusSource | None = None,
                  verify: bool = True, device: str | None = None, use_gpu_faiss: bool = True) -> None:

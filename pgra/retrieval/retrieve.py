@@ -8,14 +8,15 @@ search round-robin shards of each split and rank 0 merges them in input order.
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
+from .. import choices
 from ..artifacts import MANIFEST, write_manifest
-from ..config import to_dict
+from ..config import option, to_dict
 from ..distributed import DistContext, init_distributed
 from ..errors import InputError
 from ..interchange import example_record, read_records, write_records
@@ -27,17 +28,19 @@ CANDIDATES_KIND = "candidates"
 
 @dataclass
 class RetrieveConfig:
-    task: str = ""
-    index: str = ""
-    out: str = ""
-    k: int = 150
-    splits: list[str] = field(default_factory=lambda: ["train", "dev", "test"])
-    data_dir: str = "data"
-    query_batch_size: int = 256
-    exclude_query_text: bool = False  # drop candidates whose text equals the query (corpora that contain inputs)
-    max_examples: int = 0  # per split, 0 = all (smoke runs); the first N in file order
-    device: str = "auto"
-    show_progress: bool = True
+    """Everything ``pgra retrieve`` needs."""
+
+    task: str = option("", suggest=choices.task_names, help="registered task name or task YAML")
+    index: str = option("", help="index folder from build-index")
+    out: str = option("", help="candidates folder to write")
+    k: int = option(150, flag="-k", help="candidates per input")
+    splits: list[str] = option(default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
+    data_dir: str = option("data", help="root of the task data")
+    query_batch_size: int = option(256, help="queries per search batch")
+    exclude_query_text: bool = option(False, help="drop candidates whose text equals the query")
+    max_examples: int = option(0, help="first N inputs per split (smoke runs); 0 = all")
+    device: str = option("auto", help="auto, cpu, cuda ...")
+    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
 
 
 def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:

@@ -1,0 +1,65 @@
+"""``pgra``: one subcommand per stage (``pgra -h``; ``pgra COMMAND -h`` for its flags).
+
+One module per command, each declaring a :class:`Command` (name, help, config dataclass, run function).
+Flags are generated from the config dataclass (see :mod:`pgra.cli.options`); only the chosen command's
+module and config are imported, so ``pgra -h`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..errors import PgraError
+from .command import Command
+
+_MODULES = ("prepare_demo", "download_data", "build_index", "search", "retrieve", "rerank", "peek", "train",
+            "tasks", "config_show")
+COMMANDS: dict[str, Command] = {}
+for _name in _MODULES:
+    _cmd: Command = importlib.import_module(f"{__name__}.{_name}").COMMAND
+    COMMANDS[_cmd.name] = _cmd
+
+
+def top_parser() -> argparse.ArgumentParser:
+    """``pgra [-v] COMMAND ...``: the list of commands; each command parses its own flags."""
+    from .. import __version__
+
+    listing = "\n".join(f"  {name:<14} {cmd.help}" for name, cmd in COMMANDS.items())
+    p = argparse.ArgumentParser(prog="pgra", description="Prompt-Guided Retrieval Augmentation (PGRA) pipeline",
+                                epilog=f"commands:\n{listing}\n\n`pgra COMMAND -h` lists a command's flags.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-v", "--verbose", action="store_true", help="show the libraries' load reports and warnings")
+    p.add_argument("--version", action="version", version=f"pgra {__version__}")
+    p.add_argument("command", choices=list(COMMANDS), metavar="COMMAND")
+    return p
+
+
+def build_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of one command (generated from its config dataclass)."""
+    return COMMANDS[name].parser()[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``pgra`` with ``argv``; returns the exit code (2 for bad input, with one ``error:`` line)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    at = next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))
+    top = top_parser().parse_args(argv[: at + 1])
+    command = COMMANDS[top.command]
+    ns = command.parse(argv[at + 1:])
+    from ..verbosity import configure_output
+
+    configure_output(verbose=top.verbose or ns.verbose)
+    try:
+        command.run(command.build_config(ns))
+    except PgraError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; finished work is kept and a re-run resumes", file=sys.stderr)
+        return 130
+    return 0
+
+
+__all__ = ["COMMANDS", "Command", "build_parser", "main", "top_parser"]

@@ -1,0 +1,58 @@
+"""A command: a name, a one-line help, its config dataclass and the function that runs it."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .options import Leaf, add_config_arguments, config_from_args
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``pgra`` subcommand. ``config`` is ``"module:Class"``, imported only when the command runs."""
+
+    name: str
+    help: str
+    config: str
+    run: Callable[[Any], None]
+    from_yaml: bool = True  # --config FILE and key=value overrides
+    description: str = ""
+
+    def config_class(self) -> type:
+        module, _, cls = self.config.partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+    def parser(self) -> tuple[argparse.ArgumentParser, list[Leaf]]:
+        """This command's parser, generated from its config dataclass."""
+        p = argparse.ArgumentParser(prog=f"pgra {self.name}", description=self.description or self.help,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("-v", "--verbose", action="store_true",
+                       help="show everything, including the libraries' load reports and warnings")
+        added = add_config_arguments(p, self.config_class(), self.from_yaml)
+        return p, added
+
+    def parse(self, argv: list[str]) -> argparse.Namespace:
+        """Parse ``argv`` (argparse prints usage errors and exits 2)."""
+        parser, added = self.parser()
+        ns = parser.parse_intermixed_args(argv)  # key=value may follow flags
+        ns.generated_options = added
+        return ns
+
+    def build_config(self, ns: argparse.Namespace) -> Any:
+        """The config from ``--config``, ``key=value`` and flags (an InputError names a bad key or value)."""
+        return config_from_args(self.config_class(), ns, ns.generated_options, self.from_yaml)
+
+
+def run_distributed(fn: Callable[..., Any], cfg: Any) -> tuple[Any, Any]:
+    """Run a stage under torchrun/accelerate's process group (or alone); returns (context, result)."""
+    from ..distributed import init_distributed, shutdown_distributed
+
+    ctx = init_distributed()
+    try:
+        return ctx, fn(cfg, ctx)
+    finally:
+        shutdown_distributed()

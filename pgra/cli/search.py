@@ -1,0 +1,61 @@
+"""``pgra search``: query an index from the command line."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import option
+from ..errors import InputError
+from .command import Command
+
+
+@dataclass
+class SearchOptions:
+    index: str = option("", help="index folder from build-index (required)")
+    query: list[str] = option(default_factory=list, append=True, help="query text (repeatable)")
+    queries_file: str = option("", help="file with one query a line")
+    k: int = option(10, flag="-k", help="hits per query")
+    json: bool = option(False, help="JSON lines with query, rank, id, score, text")
+    encoder: str = option("", help="the index's encoder at a new location (checked against the manifest)")
+    corpus: str = option("", help="check that this corpus file is the one the index was built from")
+    device: str = option("auto", help="auto, cpu, cuda ...")
+    verify: bool = option(True, help="checksum the index files before searching")
+
+
+def read_queries(opts: SearchOptions) -> list[str]:
+    queries = list(opts.query)
+    if opts.queries_file:
+        path = Path(opts.queries_file)
+        if not path.is_file():
+            raise InputError("queries file not found", path=path)
+        queries += [q for q in path.read_text(encoding="utf-8").splitlines() if q.strip()]
+    if not queries:
+        raise InputError("no query: pass --query TEXT (repeatable) or --queries-file FILE", field="query")
+    return queries
+
+
+def run(opts: SearchOptions) -> None:
+    from ..corpus import CorpusSource
+    from ..retrieval.index import Index
+
+    if not opts.index:
+        raise InputError("pass the index folder with --index", field="index")
+    queries = read_queries(opts)
+    corpus = CorpusSource(opts.corpus) if opts.corpus else None
+    index = Index(opts.index, encoder=opts.encoder or None, corpus=corpus, verify=opts.verify, device=opts.device)
+    for qi, (query, hits) in enumerate(zip(queries, index.search_hits(queries, opts.k), strict=True)):
+        if opts.json:
+            for rank, hit in enumerate(hits, start=1):
+                print(json.dumps({"query": query, "rank": rank, **hit}, ensure_ascii=False))
+            continue
+        if qi:
+            print()
+        print(f"query: {query}")
+        for rank, hit in enumerate(hits, start=1):
+            print(f"{rank:>4}  {hit['id']!s:>10}  {hit['score']:.4f}  {hit['text']}")
+
+
+COMMAND = Command("search", "search an index from the command line", f"{__name__}:SearchOptions", run,
+                  from_yaml=False)

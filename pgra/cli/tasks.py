@@ -1,0 +1,95 @@
+"""``pgra tasks``: list the registered tasks, show one (`tasks show NAME`), export one (`tasks export NAME`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import choices
+from ..config import option
+from ..errors import InputError
+from .command import Command
+
+
+@dataclass
+class TasksOptions:
+    action: str = option("list", positional=True, choices=("list", "show", "export"), help="what to do")
+    name: str = option("", positional=True, suggest=choices.task_names,
+                       help="registered task name or path of a task YAML file")
+    data_dir: str = option("data", help="root of the task data")
+    out: str = option("", help="export: folder to write the splits to")
+
+
+def run(opts: TasksOptions) -> None:
+    from ..tasks import get_task, list_tasks
+
+    if opts.action == "list":
+        for t in list_tasks():
+            print(f"{t.name:<11} {len(t.labels)} labels  {t.metric:<9} {t.description}")
+        return
+    if not opts.name:
+        raise InputError(f"`pgra tasks {opts.action}` needs a task name or YAML path", field="name")
+    task = get_task(opts.name)
+    if opts.action == "show":
+        show_task(task, opts.data_dir)
+    else:
+        export_task(task, opts.data_dir, opts.out)
+
+
+def show_task(task: Any, data_dir: str) -> None:
+    """Print a task's labels, words, templates and an example reranker prompt."""
+    from ..errors import PgraError
+    from ..rerank.prompts import build_prompt
+    from ..tasks import load_task
+
+    print(f"task: {task.name}  ({task.description or task.source})")
+    print(f"metric: {task.metric}")
+    print("labels (value: demonstration word / reader word):")
+    for lab in task.labels:
+        print(f"  {lab}: {task.demo_words[lab]} / {task.reader_words[lab]}")
+    print("\nreranker template P(text):")
+    print(task.rerank_template)
+    print("\nreader input format:")
+    print(task.reader_template)
+    try:
+        data = load_task(task, data_dir, splits=("train",))
+    except PgraError as e:
+        print(f"\n(no example prompt: {e})")
+        return
+    train = data["train"]
+    demos, seen = [], set()
+    for ex in train:
+        if ex.label not in seen:
+            demos.append(ex)
+            seen.add(ex.label)
+        if len(demos) == min(2, task.num_labels):
+            break
+    query = next(ex for ex in train if ex not in demos)
+    print(f"\nexample reranker prompt ({len(demos)} demonstrations from train, then a training sentence):")
+    print("-" * 60)
+    print(build_prompt(task, demos, query.text))
+    print("-" * 60)
+
+
+def export_task(task: Any, data_dir: str, out: str) -> None:
+    """Write a task's splits as interchange JSONL with a manifest."""
+    from ..artifacts import write_manifest
+    from ..config import to_dict
+    from ..interchange import example_record, write_records
+    from ..tasks import load_task
+
+    if not out:
+        raise InputError("`pgra tasks export` needs --out DIR", field="out")
+    data = load_task(task, data_dir)
+    out_dir = Path(out)
+    (out_dir / "manifest.json").unlink(missing_ok=True)
+    counts = {split: write_records(out_dir / f"{split}.jsonl", (example_record(ex) for ex in examples))
+              for split, examples in data.splits.items()}
+    write_manifest(out_dir, {"kind": "task-data", "task": to_dict(task), "counts": counts,
+                             "provenance": data.provenance})
+    print(f"exported {task.name} to {out_dir}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+
+
+COMMAND = Command("tasks", "list tasks; `tasks show NAME`; `tasks export NAME --out DIR`", f"{__name__}:TasksOptions",
+                  run, from_yaml=False)

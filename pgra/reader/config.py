@@ -1,0 +1,47 @@
+"""The reader's training configuration (one dataclass; CLI flags are generated from it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import choices
+from ..config import option
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``pgra train`` needs (the paper's Table 7 settings are in ``configs/paper/``)."""
+
+    data: str = option("", help="a reranked (or candidates) folder with {train,dev,test}.jsonl")
+    out: str = option("", help="run folder (checkpoints, best/, metrics.json)")
+    model: str = option("t5-base", help="encoder-decoder name or folder (t5-base, models/bert2bert-minilm ...)")
+    task: str = option("", suggest=choices.task_names, help="default: the task recorded with the data")
+    n_passages: int = option(16, help="d evidence sentences per input; 0 = no retrieval")
+    input_format: str = option("intended", choices=choices.reader_formats,
+                               help="intended (the paper's), released (the released code's) or fid")
+    max_length: int = option(128, help="tokens per (input, evidence) pair")
+    learning_rate: float = option(8e-5, help="AdamW learning rate")
+    batch_size: int = option(8, help="global batch per optimizer step (before accumulation)")
+    grad_accum: int = option(1, help="gradient accumulation steps")
+    max_steps: int = option(5000, help="optimizer steps")
+    warmup_steps: int = option(0, help="linear warm-up steps")
+    weight_decay: float = option(0.01, help="AdamW weight decay")
+    max_grad_norm: float = option(1.0, help="gradient clipping; 0 = off")
+    eval_every: int = option(500, help="dev evaluation every N steps; 0 = only at the end")
+    save_every: int = option(0, help="resumable checkpoint every N steps; 0 = at every evaluation")
+    keep_checkpoints: int = option(1, help="resumable checkpoints kept")
+    early_stopping_patience: int = option(0, help="evaluations without improvement before stopping; 0 = off")
+    eval_batch_size: int = option(16, help="inputs per evaluation batch")
+    max_eval_examples: int = option(0, help="dev inputs used during training; 0 = all")
+    max_train_examples: int = option(0, help="training inputs used; 0 = all")
+    mixed_precision: str = option("no", choices=choices.MIXED_PRECISION, help="no, fp16 or bf16")
+    gradient_checkpointing: bool = option(False, help="recompute activations to save memory")
+    find_unused_parameters: bool = option(False, help="DDP: set for models with parameters the loss never "
+                                                      "reaches")
+    predict_mode: str = option("scoring", choices=("scoring", "generate"),
+                               help="scoring = every label word's likelihood; generate = decode (the paper's)")
+    seed: int = option(42, help="seed of initialisation order, data order and dropout")
+    log_with: str = option("none", choices=("none", "tensorboard", "wandb"),
+                           help="tracker (wandb offline unless WANDB_MODE says otherwise)")
+    test_split: str = option("test", help="split evaluated with the best checkpoint after dev")
+    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")

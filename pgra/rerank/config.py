@@ -1,0 +1,39 @@
+"""The reranker's configuration (one dataclass; CLI flags are generated from it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import choices
+from ..config import option
+
+
+@dataclass
+class RerankConfig:
+    """Everything ``pgra rerank`` needs."""
+
+    candidates: str = option("", help="folder written by `pgra retrieve`")
+    out: str = option("", help="reranked folder to write")
+    lm: str = option("facebook/opt-13b", help="causal LM name or local folder (OPT, Llama, GPT-2 ...)")
+    task: str = option("", suggest=choices.task_names, help="default: the task recorded with the candidates")
+    index: str = option("", help="default: the index recorded with the candidates (for id -> corpus row)")
+    top_d: int = option(16, help="evidence kept per input (d)")
+    k: int = option(0, flag="-k", help="rerank the first k candidates; 0 = all retrieved")
+    num_demos: int = option(8, help="demonstrations in the prompt (m)")
+    demo_selection: str = option("paper", choices=choices.demo_selections,
+                                 help="paper = seeded random, balanced over labels; code = the released code's "
+                                      "file order")
+    seed: int = option(13, help="seed of the demonstration draw")
+    splits: list[str] = option(default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
+    cache_dir: str = option("cache/embeddings", help="persistent evidence-embedding cache")
+    prefix_cache: bool = option(True, help="reuse the demonstrations' KV cache (off: whole prompts, the paper "
+                                           "code's way)")
+    device: str = option("auto", help="auto, cpu, cuda ...")
+    dtype: str = option("auto", choices=choices.DTYPES, help="auto = bf16/fp16 on GPU, fp32 on CPU")
+    attn_implementation: str = option("auto", help="auto = eager on CPU, sdpa on GPU; or flash_attention_2 ...")
+    max_tokens_per_batch: int = option(4096, help="token budget of one LM batch (prefix tokens count)")
+    max_batch_size: int = option(64, help="texts per LM batch at most")
+    max_context: int = option(0, help="LM context in tokens; 0 = the LM's own")
+    chunk_size: int = option(1024, help="texts embedded between cache writes (resume granularity)")
+    trust_remote_code: bool = option(False, help="allow the LM's own code (off: never run hub code)")
+    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
