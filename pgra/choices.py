@@ -2,43 +2,26 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+
 DTYPES = ("auto", "fp32", "fp16", "bf16")
 MIXED_PRECISION = ("no", "fp16", "bf16")
 
 
-def task_names() -> list[str]:
-    """The registered task names (a task YAML path is accepted wherever a task is)."""
-    from .tasks.registry import BUILTIN
+def registry_names(module: str, attr: str) -> Callable[[], list[str]]:
+    """A callable listing the keys (or items) of ``module.attr``, imported only when called."""
 
-    return list(BUILTIN)
+    def names() -> list[str]:
+        return list(getattr(importlib.import_module(module), attr))
 
-
-def demo_selections() -> list[str]:
-    """The registered demonstration-selection strategies."""
-    from .selection import STRATEGIES
-
-    return list(STRATEGIES)
+    names.__name__ = f"{attr.lower()}_names"
+    return names
 
 
-def poolers() -> list[str]:
-    from .retrieval.encoder import POOLERS
-
-    return list(POOLERS)
-
-
-def index_types() -> list[str]:
-    from .retrieval.dense import INDEX_TYPES
-
-    return list(INDEX_TYPES)
-
-
-def bm25_methods() -> list[str]:
-    from .retrieval.bm25 import METHODS
-
-    return list(METHODS)
-
-
-def reader_formats() -> list[str]:
-    from .tasks.spec import READER_FORMATS
-
-    return list(READER_FORMATS)
+task_names = registry_names("pgra.tasks.registry", "BUILTIN")  # a task YAML path is accepted too
+demo_selections = registry_names("pgra.selection", "STRATEGIES")
+poolers = registry_names("pgra.retrieval.encoder", "POOLERS")
+index_types = registry_names("pgra.retrieval.dense", "INDEX_TYPES")
+bm25_methods = registry_names("pgra.retrieval.bm25", "METHODS")
+reader_formats = registry_names("pgra.tasks.spec", "READER_FORMATS")

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..choices import registry_names
 from ..config import option
 from .command import Command
 
 
-def _resources() -> list[str]:
-    from ..download import RESOURCES
-
-    return list(RESOURCES)
-
-
 @dataclass
 class DownloadOptions:
-    what: list[str] = option(default_factory=lambda: ["lmbff", "wiki1m"], positional=True, choices=_resources,
+    what: list[str] = option(default_factory=lambda: ["lmbff", "wiki1m"], positional=True, choices=registry_names("pgra.download", "RESOURCES"),
                              help="what to download")
     data_dir: str = option("data", help="where to put it")
     timeout: float = option(5.0, help="seconds to wait for a connection")
