@@ -14,7 +14,7 @@ import os
 import platform
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -179,19 +179,22 @@ def write_manifest(directory: str | Path, manifest: dict[str, Any]) -> None:
     write_json(Path(directory) / MANIFEST, manifest)
 
 
-def read_manifest(directory: str | Path, kind: str) -> dict[str, Any]:
-    """Read a complete artifact's manifest, refusing partial or foreign directories."""
+def read_manifest(directory: str | Path, kinds: str | Collection[str]) -> dict[str, Any]:
+    """Read a complete artifact's manifest, refusing partial directories and kinds other than ``kinds``."""
     directory = Path(directory)
+    accepted = [kinds] if isinstance(kinds, str) else list(kinds)
+    what = " or ".join(accepted)
     if not directory.is_dir():
-        raise IncompleteArtifactError(f"{directory}: no such {kind} directory")
+        raise IncompleteArtifactError(f"{directory}: no such {what} directory")
     path = directory / MANIFEST
     if not path.exists():
         raise IncompleteArtifactError(
-            f"{directory}: no {MANIFEST}; this {kind} was never finished (interrupted build?). "
+            f"{directory}: no {MANIFEST}; this {what} was never finished (interrupted run?). "
             f"Re-run the command that builds it to resume or rebuild it.")
     manifest = read_json(path)
-    if manifest.get("kind") != kind:
-        raise StaleArtifactError(f"{path}: this is a '{manifest.get('kind')}' artifact, not a '{kind}'")
+    if manifest.get("kind") not in accepted:
+        wanted = "a " + " or a ".join(f"'{k}'" for k in accepted)
+        raise StaleArtifactError(f"{path}: this is a '{manifest.get('kind')}' artifact, not {wanted}")
     return manifest
 
 

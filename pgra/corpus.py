@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from .artifacts import atomic_dir, load_npy, read_json, save_npy, sha256_file, write_json
 from .errors import IncompleteArtifactError, InputError
+from .progress import progress
 
 CorpusId = int | str
 FORMATS = ("auto", "txt", "jsonl", "hf")
@@ -56,7 +56,9 @@ class CorpusSource:
             if not Path(self.path).is_file():
                 raise InputError("corpus file not found", path=self.path)
             return "sha256:" + sha256_file(self.path)
-        ds = _load_hf(self)
+        from .hfdata import open_hf_dataset
+
+        ds = open_hf_dataset(self.path, self.split)
         return f"hf:{self.path}:{self.split}:{ds._fingerprint}"
 
 
@@ -116,26 +118,10 @@ def _record(obj: dict[str, Any], src: CorpusSource, path: Any, lineno: int,
     return cid, text
 
 
-def _load_hf(src: CorpusSource):
-    import datasets
-
-    path = Path(src.path)
-    if path.is_dir() and ((path / "dataset_info.json").exists() or (path / "state.json").exists()
-                          or (path / "dataset_dict.json").exists()):
-        ds = datasets.load_from_disk(str(path))
-        if isinstance(ds, datasets.DatasetDict):
-            if src.split not in ds:
-                raise InputError(f"split '{src.split}' not found (splits: {list(ds)})", path=path, field="split")
-            ds = ds[src.split]
-        return ds
-    try:
-        return datasets.load_dataset(src.path, split=src.split)
-    except (FileNotFoundError, ValueError, ConnectionError) as e:
-        raise InputError(f"cannot load Hugging Face dataset ({type(e).__name__}: {e})", path=src.path) from None
-
-
 def _iter_hf(src: CorpusSource) -> Iterator[tuple[CorpusId, str]]:
-    ds = _load_hf(src)
+    from .hfdata import open_hf_dataset
+
+    ds = open_hf_dataset(src.path, src.split)
     if src.text_field not in ds.column_names:
         raise InputError(f"column not found (columns: {ds.column_names})", path=src.path, field=src.text_field)
     has_id = src.id_field in ds.column_names
@@ -237,8 +223,8 @@ def build_store(src: CorpusSource, out_dir: str | Path, show_progress: bool = Tr
         seen: set[CorpusId] = set()
         with open(tmp / "texts.bin", "wb") as f:
             it = iter_corpus(src)
-            for i, (cid, text) in enumerate(tqdm(it, desc=f"reading {Path(src.path).name}", unit=" texts",
-                                                 disable=not show_progress, mininterval=1.0)):
+            for i, (cid, text) in enumerate(progress(it, desc=f"reading {Path(src.path).name}", unit=" texts",
+                                                     disable=not show_progress)):
                 if cid in seen:
                     raise InputError(f"duplicate corpus id {cid!r}", path=src.path, line=i + 1,
                                      field=src.id_field)

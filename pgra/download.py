@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from tqdm.auto import tqdm
-
 from .artifacts import atomic_path
 from .errors import PgraError
+from .progress import progress
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ def download(names: list[str], data_dir: str | Path = "data", timeout: float = 5
 def _fetch(url: str, dest: Path, timeout: float) -> None:
     with urllib.request.urlopen(url, timeout=timeout) as r, open(dest, "wb") as f:
         total = int(r.headers.get("Content-Length") or 0) or None
-        with tqdm(total=total, unit="B", unit_scale=True, desc=Path(urlparse(url).path).name) as bar:
+        with progress(total=total, unit="B", unit_scale=True, desc=Path(urlparse(url).path).name) as bar:
             while chunk := r.read(1 << 20):
                 f.write(chunk)
                 bar.update(len(chunk))

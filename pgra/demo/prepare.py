@@ -144,6 +144,8 @@ def prepare_bert2bert(models_dir: Path, force: bool = False) -> bool:
         model.generation_config.eos_token_id = tok.sep_token_id
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
+        print("bert2bert-minilm: MiniLM as encoder and as decoder; the decoder's cross-attention is new, "
+              "initialised at random (seed 0) as intended")
         return {"parameters": sum(p.numel() for p in model.parameters())}
 
     return _produce(models_dir / "bert2bert-minilm",

@@ -16,6 +16,7 @@ import torch
 
 from ..errors import InputError
 from ..tasks.spec import READER_FORMATS, TaskSpec
+from ..tokens import fit_text, pad_sequences
 
 
 class ReaderFormatter:
@@ -34,12 +35,7 @@ class ReaderFormatter:
         self.eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
         self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.targets = [self.target_ids(task.reader_words[lab]) for lab in task.labels]
-        width = max(len(t) for t in self.targets)
-        self.target_tensor = torch.full((len(self.targets), width), self.pad, dtype=torch.long)
-        self.target_mask = torch.zeros_like(self.target_tensor)
-        for i, t in enumerate(self.targets):
-            self.target_tensor[i, :len(t)] = torch.as_tensor(t)
-            self.target_mask[i, :len(t)] = 1
+        self.target_tensor, self.target_mask = pad_sequences(self.targets, self.pad)
         self._warned_short = False
 
     def target_ids(self, word: str) -> list[int]:
@@ -62,29 +58,13 @@ class ReaderFormatter:
     def passage_ids(self, text: str, evidence: str) -> list[int]:
         """Token ids of one (query, evidence) input within ``max_length``: evidence is cut first."""
         fmt = self.input_format if self.input_format != "intended" else None
-        ids = self._ids(self.task.reader_input(text, evidence, self.mask, fmt))
-        if len(ids) <= self.max_length:
+        ids, fits = fit_text(self.tok, evidence,
+                             lambda ev: self._ids(self.task.reader_input(text, ev, self.mask, fmt)), self.max_length)
+        if fits:
             return ids
-        base = len(self._ids(self.task.reader_input(text, "", self.mask, fmt)))
-        if base < self.max_length and evidence:
-            ev = self.tok(evidence, add_special_tokens=False)["input_ids"]
-            keep = max(0, len(ev) - (len(ids) - self.max_length))
-            while True:
-                cut = self.tok.decode(ev[:keep], skip_special_tokens=True)
-                ids = self._ids(self.task.reader_input(text, cut, self.mask, fmt))
-                if len(ids) <= self.max_length or keep == 0:
-                    break
-                keep = max(0, keep - (len(ids) - self.max_length))
-            if len(ids) <= self.max_length:
-                return ids
-        words = self.tok(text, add_special_tokens=False)["input_ids"]
-        keep = max(1, len(words) - (base - self.max_length) - 1)
-        while True:
-            ids = self._ids(self.task.reader_input(self.tok.decode(words[:keep], skip_special_tokens=True), "",
-                                                   self.mask, fmt))
-            if len(ids) <= self.max_length or keep <= 1:
-                return ids[: self.max_length] if len(ids) > self.max_length else ids
-            keep = max(1, keep - (len(ids) - self.max_length))
+        ids, _ = fit_text(self.tok, text, lambda t: self._ids(self.task.reader_input(t, "", self.mask, fmt)),
+                          self.max_length, min_keep=1)
+        return ids[: self.max_length]
 
     def passages(self, rec: dict[str, Any]) -> list[str]:
         if self.n_passages == 0:
@@ -101,21 +81,11 @@ class ReaderFormatter:
     def collate(self, records: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         """Batch tensors: input_ids/attention_mask ``(B, P, L)``, labels ``(B, T)``, label_index ``(B,)``."""
         seqs = [[self.passage_ids(r["text"], ev) for ev in self.passages(r)] for r in records]
-        width = max(len(s) for row in seqs for s in row)
         n_p = len(seqs[0])
-        ids = torch.full((len(records), n_p, width), self.pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for b, row in enumerate(seqs):
-            for p, s in enumerate(row):
-                ids[b, p, :len(s)] = torch.as_tensor(s)
-                mask[b, p, :len(s)] = 1
-        batch = {"input_ids": ids, "attention_mask": mask}
+        ids, mask = pad_sequences([s for row in seqs for s in row], self.pad)
+        batch = {"input_ids": ids.view(len(records), n_p, -1), "attention_mask": mask.view(len(records), n_p, -1)}
         if all("label" in r for r in records):
             idx = [self.task.labels.index(str(r["label"])) for r in records]
-            t_width = max(len(self.targets[i]) for i in idx)
-            labels = torch.full((len(records), t_width), -100, dtype=torch.long)
-            for b, i in enumerate(idx):
-                labels[b, :len(self.targets[i])] = torch.as_tensor(self.targets[i])
-            batch["labels"] = labels
+            batch["labels"] = pad_sequences([self.targets[i] for i in idx], -100)[0]
             batch["label_index"] = torch.as_tensor(idx)
         return batch

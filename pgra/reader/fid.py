@@ -9,6 +9,7 @@ reshaped to (batch, passages * length).
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import torch
@@ -91,11 +92,22 @@ class FiDReader(torch.nn.Module):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, **kwargs) -> FiDReader:
+        """Load any HF encoder-decoder; weights the checkpoint lacks (beyond what FiD drops) are warned about."""
         try:
-            model = AutoModelForSeq2SeqLM.from_pretrained(name_or_path, **kwargs)
+            model, info = AutoModelForSeq2SeqLM.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
         except (OSError, ValueError, KeyError) as e:
             raise InputError(f"cannot load an encoder-decoder reader from {name_or_path}: {e}", field="model") from None
+        missing = unexpected_missing(info.get("missing_keys", []))
+        if missing:
+            warnings.warn(f"{name_or_path}: {len(missing)} weights are not in the checkpoint and start random "
+                          f"(e.g. {', '.join(sorted(missing)[:3])}); fine for a new reader, wrong for a trained one",
+                          stacklevel=2)
         return cls(model)
+
+
+def unexpected_missing(missing_keys) -> list[str]:
+    """Missing checkpoint keys other than an encoder pooler (FiD drops it; EncoderDecoderModel re-creates it)."""
+    return [k for k in missing_keys if ".pooler." not in f".{k}"]
 
 
 def load_tokenizer(name_or_path: str):

@@ -1,5 +1,10 @@
 """Train and evaluate the FiD reader with accelerate (one CPU, one GPU, DDP or DeepSpeed).
 
+Three steps, like FiD's ``train_reader.py``: :func:`setup` builds every object (checks the data, the
+accelerator, model, loaders, optimizer, resume state), :func:`train_loop` only trains (with dev evaluation,
+best checkpoint and early stopping), :func:`final_evaluation` scores the best checkpoint on dev and test and
+writes the predictions, metrics and manifest. :func:`train` runs the three.
+
 ``accelerate launch scripts/train.py --config configs/...yaml`` (or ``torchrun``, or plain ``python``).
 Global batch = ``batch_size`` whatever the number of processes (accelerate's split_batches). Resumable:
 every ``save_every`` steps the full state (weights as safetensors, optimizer, scheduler, RNG) is saved with
@@ -13,31 +18,34 @@ import json
 import math
 import os
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Sampler
-from tqdm.auto import tqdm
 
 from ..artifacts import (
     MANIFEST,
     atomic_dir,
     read_json,
+    read_manifest,
     sha256_file,
     write_json,
     write_manifest,
 )
-from ..config import from_dict, to_dict
+from ..config import to_dict
 from ..errors import InputError
-from ..evaluation.metrics import compute_metric
 from ..interchange import read_records, write_records
-from ..tasks import TaskSpec, get_task
+from ..progress import progress
+from ..tasks import TaskSpec, check_label_words, task_from_manifest
 from .config import TrainConfig
 from .data import ReaderFormatter
 from .fid import FiDReader, load_tokenizer
+from .predict import Predictions, predict_records, prediction_lines, score_predictions
+
+DATA_KINDS = ("reranked", "candidates")  # `pgra rerank` or `pgra retrieve` folders
 
 
 class EpochSampler(Sampler[int]):
@@ -56,90 +64,89 @@ class EpochSampler(Sampler[int]):
         return self.n
 
 
-def _load(data_dir: Path, split: str, task: TaskSpec, limit: int = 0) -> list[dict[str, Any]]:
-    path = data_dir / f"{split}.jsonl"
-    records = list(read_records(path, labels=task.labels))
+def load_split(data_dir: Path, split: str, task: TaskSpec, limit: int = 0) -> list[dict[str, Any]]:
+    """A split's interchange records (the first ``limit`` when given), labels checked against the task."""
+    records = list(read_records(data_dir / f"{split}.jsonl", labels=task.labels))
     return records[:limit] if limit else records
 
 
-def _task(cfg: TrainConfig, manifest: dict[str, Any]) -> TaskSpec:
-    recorded = from_dict(TaskSpec, manifest["task"], source=f"{cfg.data}/{MANIFEST}")
-    if cfg.task and get_task(cfg.task).name != recorded.name:
-        raise InputError(f"{cfg.data} holds data of task '{recorded.name}', not '{cfg.task}'", field="task")
-    return get_task(cfg.task) if cfg.task else recorded
-
-
-def predict(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[str, Any]], batch_size: int,
-            mode: str, accelerator=None) -> list[str | None]:
-    """Predicted labels (None where generation names no label word) in record order."""
-    device = next(reader.parameters()).device
-    preds: list[str | None] = []
-    reader.eval()
-    for start in range(0, len(records), batch_size):
-        batch = fmt.collate(records[start:start + batch_size])
-        ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
-        ctx = accelerator.autocast() if accelerator is not None else torch.autocast("cpu", enabled=False)
-        with ctx:
-            if mode == "scoring":
-                scores = reader.score_targets(ids, mask, fmt.target_tensor.to(device), fmt.target_mask.to(device))
-                preds += [fmt.task.labels[i] for i in scores.argmax(-1).tolist()]
-            elif mode == "generate":
-                out = reader.generate(ids, mask, max_new_tokens=max(len(t) for t in fmt.targets))
-                preds += [fmt.word_of(t) for t in fmt.tok.batch_decode(out, skip_special_tokens=False)]
-            else:
-                raise InputError(f"unknown predict_mode '{mode}' (scoring, generate)", field="predict_mode")
-    return preds
-
-
 def evaluate(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[str, Any]], batch_size: int, mode: str,
-             accelerator=None) -> tuple[float, list[str | None]]:
-    preds = predict(reader, fmt, records, batch_size, mode, accelerator)
-    gold = [str(r["label"]) for r in records]
-    safe = [p if p is not None else "<invalid>" for p in preds]
-    return compute_metric(fmt.task.metric, gold, safe, fmt.task.labels), preds
+             accelerator=None) -> tuple[float, Predictions]:
+    """The task metric of ``reader`` on ``records`` and its predictions."""
+    preds = predict_records(reader, fmt, records, batch_size, mode,
+                            accelerator.autocast() if accelerator is not None else None)
+    return score_predictions(fmt.task, records, preds.labels), preds
 
 
-def _latest_checkpoint(out: Path) -> Path | None:
-    ckpts = sorted((out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
-    ckpts = [c for c in ckpts if (c / "trainer_state.json").exists()]
-    return ckpts[-1] if ckpts else None
+@dataclass
+class TrainingSetup:
+    """Everything the loop and the final evaluation work on, built by :func:`setup`."""
+
+    cfg: TrainConfig
+    acc: Any  # accelerate.Accelerator
+    task: TaskSpec
+    data_dir: Path
+    data_manifest: dict[str, Any]
+    out: Path
+    tokenizer: Any
+    fmt: ReaderFormatter
+    reader: Any  # the prepared (possibly wrapped) FiDReader
+    optimizer: Any
+    scheduler: Any
+    sampler: EpochSampler
+    train_dl: Any
+    dev_records: list[dict[str, Any]]
+    state: dict[str, Any]
+    resume_key: dict[str, Any]
+    use_deepspeed: bool
 
 
-def train(cfg: TrainConfig) -> dict[str, Any]:
-    """Train, select the best checkpoint on dev, evaluate it on test; returns the metrics."""
+def _accelerator(cfg: TrainConfig, use_deepspeed: bool):
     from accelerate import Accelerator
-    from accelerate.utils import DataLoaderConfiguration, set_seed
+    from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs
+
+    # cpu=True when there is no GPU: accelerate only joins a torchrun/gloo process group on CPU when told so
+    # (not under `accelerate launch` with a DeepSpeed config, which brings its own CPU accelerator)
+    return Accelerator(cpu=not torch.cuda.is_available() and not use_deepspeed, mixed_precision=cfg.mixed_precision,
+                       kwargs_handlers=[DistributedDataParallelKwargs(
+                           find_unused_parameters=cfg.find_unused_parameters)],
+                       gradient_accumulation_steps=cfg.grad_accum,
+                       log_with=None if cfg.log_with == "none" else cfg.log_with, project_dir=cfg.out,
+                       dataloader_config=DataLoaderConfiguration(split_batches=True))
+
+
+def _optimizer(reader: FiDReader, cfg: TrainConfig):
+    """AdamW without weight decay on biases and layer norms, and the linear schedule."""
     from transformers import get_linear_schedule_with_warmup
+
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
+    groups = [{"params": [p for n, p in reader.named_parameters() if not any(k in n for k in no_decay)],
+               "weight_decay": cfg.weight_decay},
+              {"params": [p for n, p in reader.named_parameters() if any(k in n for k in no_decay)],
+               "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate)
+    return optimizer, get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
+
+
+def setup(cfg: TrainConfig) -> TrainingSetup:
+    """Check the data, build the accelerator, model, loaders and optimizer, and restore a checkpoint if any."""
+    from accelerate.utils import set_seed
 
     if not cfg.data or not cfg.out:
         raise InputError("train needs data and out", field="data" if not cfg.data else "out")
     data_dir, out = Path(cfg.data), Path(cfg.out)
-    if not (data_dir / MANIFEST).exists():
-        raise InputError(f"{data_dir} has no {MANIFEST}: not a finished `pgra rerank` or `pgra retrieve` folder",
-                         field="data")
-    manifest = read_json(data_dir / MANIFEST)
-    if manifest.get("kind") not in ("reranked", "candidates"):
-        raise InputError(f"{data_dir} holds a '{manifest.get('kind')}' artifact; train needs a `pgra rerank` or "
-                         "`pgra retrieve` folder", field="data")
-    task = _task(cfg, manifest)
+    manifest = read_manifest(data_dir, DATA_KINDS)
+    task = task_from_manifest(manifest, data_dir / MANIFEST, cfg.task)
     if cfg.log_with == "wandb":
         os.environ.setdefault("WANDB_MODE", "offline")
-    # cpu=True when there is no GPU: accelerate only joins a torchrun/gloo process group on CPU when told so
-    # (not under `accelerate launch` with a DeepSpeed config, which brings its own CPU accelerator)
     use_deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
-    from accelerate.utils import DistributedDataParallelKwargs
-
-    acc = Accelerator(cpu=not torch.cuda.is_available() and not use_deepspeed, mixed_precision=cfg.mixed_precision,
-                      kwargs_handlers=[DistributedDataParallelKwargs(
-                          find_unused_parameters=cfg.find_unused_parameters)], gradient_accumulation_steps=cfg.grad_accum,
-                      log_with=None if cfg.log_with == "none" else cfg.log_with, project_dir=str(out),
-                      dataloader_config=DataLoaderConfiguration(split_batches=True))
+    acc = _accelerator(cfg, use_deepspeed)
     if cfg.batch_size % acc.num_processes:
         raise InputError(f"batch_size {cfg.batch_size} must be divisible by the {acc.num_processes} processes",
                          field="batch_size")
     set_seed(cfg.seed)
-    train_records = _load(data_dir, "train", task, cfg.max_train_examples)
-    dev_records = _load(data_dir, "dev", task, cfg.max_eval_examples)
+    train_records = load_split(data_dir, "train", task, cfg.max_train_examples)
+    dev_records = load_split(data_dir, "dev", task, cfg.max_eval_examples)
     tokenizer = load_tokenizer(cfg.model)
     reader = FiDReader.from_pretrained(cfg.model)
     if cfg.gradient_checkpointing:
@@ -147,29 +154,19 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             reader.model.gradient_checkpointing_enable  # transformers 5.x name, then 4.x
         enable()
     fmt = ReaderFormatter(task, tokenizer, cfg.n_passages, cfg.max_length, cfg.input_format)
-    from ..tasks import check_label_words
-
     for w in check_label_words(task, tokenizer):
         acc.print(f"warning: {w}")
-
     sampler = EpochSampler(len(train_records), cfg.seed)
     train_dl = DataLoader(train_records, batch_size=cfg.batch_size, sampler=sampler, collate_fn=fmt.collate,
                           drop_last=True)
     if len(train_dl) == 0:
         raise InputError(f"{len(train_records)} training examples, fewer than one batch of {cfg.batch_size}",
                          field="batch_size")
-    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
-    groups = [{"params": [p for n, p in reader.named_parameters() if not any(k in n for k in no_decay)],
-               "weight_decay": cfg.weight_decay},
-              {"params": [p for n, p in reader.named_parameters() if any(k in n for k in no_decay)],
-               "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate)
-    scheduler = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
+    optimizer, scheduler = _optimizer(reader, cfg)
     reader, optimizer, train_dl, scheduler = acc.prepare(reader, optimizer, train_dl, scheduler)
-
-    state = {"step": 0, "best_metric": -math.inf, "best_step": 0, "evals_without_improvement": 0, "history": []}
     resume_key = {**_resume_key(cfg), "data_sha256": {s: sha256_file(data_dir / f"{s}.jsonl")
                                                        for s in ("train", "dev")}}
+    state = {"step": 0, "best_metric": -math.inf, "best_step": 0, "evals_without_improvement": 0, "history": []}
     ckpt = _latest_checkpoint(out)
     if ckpt is not None:
         saved = read_json(ckpt / "trainer_state.json")
@@ -184,29 +181,49 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         (out / MANIFEST).unlink(missing_ok=True)
     if cfg.log_with != "none":
         acc.init_trackers("pgra", config={k: v for k, v in asdict(cfg).items() if isinstance(v, (int, float, str))})
+    return TrainingSetup(cfg, acc, task, data_dir, manifest, out, tokenizer, fmt, reader, optimizer, scheduler,
+                         sampler, train_dl, dev_records, state, resume_key, use_deepspeed)
+
+
+def _evaluate_dev(s: TrainingSetup, step: int) -> tuple[float, bool]:
+    """Dev metric at ``step``; saves ``best/`` on improvement; returns (metric, stop early)."""
+    cfg, state = s.cfg, s.state
+    metric, _ = evaluate(s.acc.unwrap_model(s.reader), s.fmt, s.dev_records, cfg.eval_batch_size, cfg.predict_mode,
+                         s.acc)
+    s.reader.train()
+    if metric > state["best_metric"]:
+        state.update(best_metric=metric, best_step=step, evals_without_improvement=0)
+        _save_model(s.acc, s.reader, s.tokenizer, s.out / "best", cfg, s.task, step)
+        return metric, False
+    state["evals_without_improvement"] += 1
+    return metric, bool(cfg.early_stopping_patience
+                        and state["evals_without_improvement"] >= cfg.early_stopping_patience)
+
+
+def train_loop(s: TrainingSetup) -> None:
+    """Train from ``s.state['step']`` to ``max_steps`` (or early stopping), evaluating and checkpointing."""
+    cfg, acc, state = s.cfg, s.acc, s.state
     save_every = cfg.save_every or cfg.eval_every or cfg.max_steps
-    log_path = out / "train_log.jsonl"
-    bar = tqdm(total=cfg.max_steps, initial=state["step"], desc="training", disable=not (cfg.show_progress and
-                                                                                        acc.is_main_process))
+    bar = progress(total=cfg.max_steps, initial=state["step"], desc="training", unit="steps",
+                   disable=not (cfg.show_progress and acc.is_main_process))
     stop = False
     while state["step"] < cfg.max_steps and not stop:
-        consumed = state["step"] * cfg.grad_accum
-        epoch, offset = divmod(consumed, len(train_dl))
-        loader = acc.skip_first_batches(train_dl, offset) if offset else train_dl
+        epoch, offset = divmod(state["step"] * cfg.grad_accum, len(s.train_dl))
+        loader = acc.skip_first_batches(s.train_dl, offset) if offset else s.train_dl
         # accelerate's loaders re-seed the sampler with their own epoch counter on every __iter__: set both
-        for obj in (sampler, loader):
+        for obj in (s.sampler, loader):
             if hasattr(obj, "set_epoch"):
                 obj.set_epoch(epoch)
-        reader.train()
+        s.reader.train()
         for batch in loader:
-            with acc.accumulate(reader):
-                loss = reader(batch["input_ids"], batch["attention_mask"], labels=batch["labels"]).loss
+            with acc.accumulate(s.reader):
+                loss = s.reader(batch["input_ids"], batch["attention_mask"], labels=batch["labels"]).loss
                 acc.backward(loss)
                 if acc.sync_gradients and cfg.max_grad_norm > 0:
-                    acc.clip_grad_norm_(reader.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
+                    acc.clip_grad_norm_(s.reader.parameters(), cfg.max_grad_norm)
+                s.optimizer.step()
+                s.scheduler.step()
+                s.optimizer.zero_grad()
             if not acc.sync_gradients:
                 continue
             state["step"] += 1
@@ -214,59 +231,66 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             mean_loss = acc.gather(loss.detach().float().reshape(1)).mean().item()
             bar.update(1)
             bar.set_postfix(loss=f"{mean_loss:.4f}")
-            record = {"step": step, "loss": mean_loss, "lr": scheduler.get_last_lr()[0]}
+            record = {"step": step, "loss": mean_loss, "lr": s.scheduler.get_last_lr()[0]}
             if cfg.eval_every and step % cfg.eval_every == 0:
-                metric, _ = evaluate(acc.unwrap_model(reader), fmt, dev_records, cfg.eval_batch_size,
-                                     cfg.predict_mode, acc)
-                reader.train()
-                record[f"dev_{task.metric}"] = metric
-                if metric > state["best_metric"]:
-                    state.update(best_metric=metric, best_step=step, evals_without_improvement=0)
-                    _save_model(acc, reader, tokenizer, out / "best", cfg, task, step)
-                else:
-                    state["evals_without_improvement"] += 1
-                    if cfg.early_stopping_patience and \
-                            state["evals_without_improvement"] >= cfg.early_stopping_patience:
-                        stop = True
+                record[f"dev_{s.task.metric}"], stop = _evaluate_dev(s, step)
             state["history"].append(record)
             if acc.is_main_process:
-                with open(log_path, "a", encoding="utf-8") as f:
+                with open(s.out / "train_log.jsonl", "a", encoding="utf-8") as f:
                     f.write(json.dumps(record) + "\n")
             if cfg.log_with != "none":
                 acc.log(record, step=step)
             if step % save_every == 0 or step >= cfg.max_steps or stop:
-                _checkpoint(acc, out, state, cfg, resume_key)
+                _checkpoint(acc, s.out, state, cfg, s.resume_key)
             if step >= cfg.max_steps or stop:
                 break
     bar.close()
     acc.wait_for_everyone()
-    if not (out / "best").exists():  # no evaluation ran: the final weights are the model
-        _save_model(acc, reader, tokenizer, out / "best", cfg, task, state["step"])
+    if not (s.out / "best").exists():  # no evaluation ran: the final weights are the model
+        _save_model(acc, s.reader, s.tokenizer, s.out / "best", cfg, s.task, state["step"])
+
+
+def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
+    """Score ``best/`` on dev and the test split; write predictions, ``metrics.json`` and the manifest."""
+    cfg, acc = s.cfg, s.acc
     results: dict[str, Any] = {}
-    if use_deepspeed:  # the final evaluation loads `best/` as a plain model, not partitioned by ZeRO-3
+    if s.use_deepspeed:  # the final evaluation loads `best/` as a plain model, not partitioned by ZeRO-3
         from transformers.integrations.deepspeed import unset_hf_deepspeed_config
 
         unset_hf_deepspeed_config()
     if acc.is_main_process:
-        best = FiDReader.from_pretrained(str(out / "best")).to(acc.device)
+        best = FiDReader.from_pretrained(str(s.out / "best")).to(acc.device)
         for split in ("dev", cfg.test_split):
-            if not (data_dir / f"{split}.jsonl").exists():
+            if not (s.data_dir / f"{split}.jsonl").exists():
                 continue
-            records = _load(data_dir, split, task)
-            metric, preds = evaluate(best, fmt, records, cfg.eval_batch_size, cfg.predict_mode, acc)
-            results[split] = {task.metric: metric, "examples": len(records),
-                              "invalid_predictions": sum(p is None for p in preds)}
-            write_records(out / f"predictions_{split}.jsonl",
-                          ({"id": r["id"], "label": r["label"], "prediction": p} for r, p in
-                           zip(records, preds, strict=True)))
-        write_json(out / "metrics.json", {"task": task.name, "metric": task.metric, "best_step": state["best_step"],
-                                          "results": results})
-        write_manifest(out, {"kind": "reader", "task": to_dict(task), "model": cfg.model,
-                             "data": str(data_dir.resolve()), "data_kind": manifest["kind"], "steps": state["step"],
-                             "best_step": state["best_step"], "results": results, "config": asdict(cfg)})
-    if cfg.log_with != "none":
-        acc.end_training()
+            records = load_split(s.data_dir, split, s.task)
+            metric, preds = evaluate(best, s.fmt, records, cfg.eval_batch_size, cfg.predict_mode, acc)
+            results[split] = {s.task.metric: metric, "examples": len(records),
+                              "invalid_predictions": sum(p is None for p in preds.labels)}
+            write_records(s.out / f"predictions_{split}.jsonl", prediction_lines(records, preds))
+        write_json(s.out / "metrics.json", {"task": s.task.name, "metric": s.task.metric,
+                                            "best_step": s.state["best_step"], "results": results})
+        write_manifest(s.out, {"kind": "reader", "task": to_dict(s.task), "model": cfg.model,
+                               "data": str(s.data_dir.resolve()), "data_kind": s.data_manifest["kind"],
+                               "steps": s.state["step"], "best_step": s.state["best_step"], "results": results,
+                               "config": asdict(cfg)})
     return results
+
+
+def train(cfg: TrainConfig) -> dict[str, Any]:
+    """Train, select the best checkpoint on dev, evaluate it on test; returns the metrics per split."""
+    s = setup(cfg)
+    train_loop(s)
+    results = final_evaluation(s)
+    if cfg.log_with != "none":
+        s.acc.end_training()
+    return results
+
+
+def _latest_checkpoint(out: Path) -> Path | None:
+    ckpts = sorted((out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+    ckpts = [c for c in ckpts if (c / "trainer_state.json").exists()]
+    return ckpts[-1] if ckpts else None
 
 
 def _resume_key(cfg: TrainConfig) -> dict[str, Any]:
@@ -281,8 +305,9 @@ def _save_model(acc, reader, tokenizer, directory: Path, cfg: TrainConfig, task:
         inner = {k.removeprefix("model."): v for k, v in state_dict.items()}
         with atomic_dir(directory) as tmp:
             acc.unwrap_model(reader).save_pretrained(
-                tmp, tokenizer, {"task": task.name, "n_passages": cfg.n_passages, "input_format": cfg.input_format,
-                                 "max_length": cfg.max_length, "step": step}, state_dict=inner)
+                tmp, tokenizer, {"task": task.name, "task_spec": to_dict(task), "n_passages": cfg.n_passages,
+                                 "input_format": cfg.input_format, "max_length": cfg.max_length, "step": step},
+                state_dict=inner)
     acc.wait_for_everyone()
 
 

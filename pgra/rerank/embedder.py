@@ -19,12 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from ..artifacts import model_fingerprint
 from ..device import resolve_device, resolve_dtype
 from ..errors import InputError
+from ..progress import progress
+from ..tokens import fit_text, pad_sequences
 
 SEAM_BACKOFF = 4  # cached prefix stops this many tokens before the end of the prefix's own tokenisation
 
@@ -96,24 +97,25 @@ class LMEmbedder:
 
     def prompt_ids(self, prefix: str, render: Callable[[str], str], cue: str, text: str) -> list[int]:
         """Token ids of ``prefix + render(text) + cue``; the text (never prefix or cue) is cut to fit."""
-        ids = self._ids(prefix + render(text) + cue)
+        def build(t: str) -> list[int]:
+            return self._ids(prefix + render(t) + cue)
+
+        ids = build(text)
         if len(ids) <= self.max_context:
             return ids
         self.stats.truncated += 1
-        words = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        keep = max(0, len(words) - (len(ids) - self.max_context))
-        while True:
-            short = self.tokenizer.decode(words[:keep], skip_special_tokens=True)
-            ids = self._ids(prefix + render(short) + cue)
-            if len(ids) <= self.max_context:
-                return ids
-            if keep == 0:
-                raise InputError(f"the demonstration prefix and answer cue alone take {len(ids)} tokens, more "
-                                 f"than {self.name_or_path}'s context of {self.max_context}: use fewer or "
-                                 "shorter demonstrations", field="num_demos")
-            keep = max(0, keep - max(1, len(ids) - self.max_context))
+        ids, fits = fit_text(self.tokenizer, text, build, self.max_context)
+        if not fits:
+            raise InputError(f"the demonstration prefix and answer cue alone take {len(ids)} tokens, more "
+                             f"than {self.name_or_path}'s context of {self.max_context}: use fewer or "
+                             "shorter demonstrations", field="num_demos")
+        return ids
 
     # ------------------------------------------------------------------ forward helpers
+
+    @property
+    def _pad_id(self) -> int:
+        return self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
     def _last_hidden(self, out) -> torch.Tensor:
         hidden = getattr(out, "last_hidden_state", None)
@@ -139,15 +141,8 @@ class LMEmbedder:
     def _run_padded(self, seqs: list[list[int]], padding_side: str = "right") -> torch.Tensor:
         """Last-token hidden states of whole sequences in one padded batch."""
         model = self.model
-        width = max(len(s) for s in seqs)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for r, s in enumerate(seqs):
-            if padding_side == "right":
-                ids[r, :len(s)], mask[r, :len(s)] = torch.as_tensor(s), 1
-            else:
-                ids[r, width - len(s):], mask[r, width - len(s):] = torch.as_tensor(s), 1
+        ids, mask = pad_sequences(seqs, self._pad_id, side=padding_side)
+        width = ids.shape[1]
         kwargs = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device), "use_cache": False}
         if self._accepts_position_ids:
             kwargs["position_ids"] = (mask.cumsum(1) - 1).clamp(min=0).to(self.device)
@@ -165,8 +160,8 @@ class LMEmbedder:
         seqs = [self._ids(p) if isinstance(p, str) else list(p) for p in prompts]
         out = np.empty((len(seqs), self.dim), dtype=np.float32)
         order = np.argsort([-len(s) for s in seqs], kind="stable") if sort_by_length else np.arange(len(seqs))
-        for start in tqdm(range(0, len(seqs), batch_size), desc="embedding (full prompts)",
-                          disable=not show_progress, mininterval=1.0):
+        for start in progress(range(0, len(seqs), batch_size), desc="embedding (full prompts)",
+                              disable=not show_progress):
             idx = order[start:start + batch_size]
             vec = self._run_padded([seqs[i] for i in idx], padding_side)
             out[idx] = torch.nn.functional.normalize(vec.float(), dim=-1).cpu().numpy()
@@ -188,7 +183,7 @@ class LMEmbedder:
         fallback = sorted(set(range(len(seqs))) - set(cached))
         self.stats.uncached += len(fallback)
         self.stats.texts += len(seqs)
-        bar = tqdm(total=len(seqs), desc=desc, unit=" texts", disable=not show_progress, mininterval=1.0)
+        bar = progress(total=len(seqs), desc=desc, unit=" texts", disable=not show_progress)
         if cached:
             prefix_kv = self._prefix_cache(shared)
             suffix_len = [len(seqs[i]) - split for i in range(len(seqs))]
@@ -219,14 +214,9 @@ class LMEmbedder:
 
         model = self.model
         n = len(suffixes)
-        width = max(len(s) for s in suffixes)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        ids = torch.full((n, width), pad, dtype=torch.long)
-        mask = torch.zeros((n, split + width), dtype=torch.long)
-        mask[:, :split] = 1
-        for r, s in enumerate(suffixes):
-            ids[r, :len(s)] = torch.as_tensor(s)
-            mask[r, split:split + len(s)] = 1
+        ids, suffix_mask = pad_sequences(suffixes, self._pad_id)
+        width = ids.shape[1]
+        mask = torch.cat([torch.ones((n, split), dtype=torch.long), suffix_mask], dim=1)
         cache = DynamicCache()
         for layer, (k, v) in enumerate(prefix_kv):
             cache.update(k.expand(n, *k.shape[1:]), v.expand(n, *v.shape[1:]), layer)

@@ -18,30 +18,21 @@ from typing import Any
 import numpy as np
 
 from ..artifacts import MANIFEST, write_json, write_manifest
-from ..config import from_dict, to_dict
+from ..config import to_dict
 from ..corpus import CorpusStore
 from ..distributed import DistContext, gather_objects, init_distributed
 from ..errors import InputError, StaleArtifactError
 from ..interchange import read_records, write_records
 from ..retrieval.retrieve import read_candidates_manifest
 from ..selection import get_selector
-from ..tasks import Example, TaskSpec, get_task
+from ..tasks import Example, TaskSpec, task_from_manifest
 from .cache import EmbeddingCache
 from .config import RerankConfig
 from .embedder import LMEmbedder
 from .prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
+from .scoring import score_candidates
 
 RERANKED_KIND = "reranked"
-
-
-def _task_for(cfg: RerankConfig, cand: dict[str, Any]) -> TaskSpec:
-    recorded = from_dict(TaskSpec, cand["task"], source=f"{cfg.candidates}/{MANIFEST}")
-    if not cfg.task:
-        return recorded
-    task = get_task(cfg.task)
-    if task.name != recorded.name:
-        raise StaleArtifactError(f"candidates in {cfg.candidates} are for task '{recorded.name}', not '{task.name}'")
-    return task
 
 
 def _open_corpus(cfg: RerankConfig, cand: dict[str, Any]) -> CorpusStore:
@@ -102,7 +93,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
     ctx = ctx or init_distributed()
     cand = read_candidates_manifest(cfg.candidates)
-    task = _task_for(cfg, cand)
+    task = task_from_manifest(cand, Path(cfg.candidates) / MANIFEST, cfg.task)
     store = _open_corpus(cfg, cand)
     cand_dir, out = Path(cfg.candidates), Path(cfg.out)
     if "train" not in cand["counts"]:
@@ -152,10 +143,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         records = []
         for qi, rec in enumerate(data[split]):
             rows = rows_of[split][qi]
-            scores = evidence.get(rows) @ q[qi]
-            probs = np.exp(scores - scores.max())
-            probs /= probs.sum()
-            order = np.argsort(-probs, kind="stable")[: cfg.top_d]
+            order, probs = score_candidates(q[qi], evidence.get(rows), cfg.top_d)
             short += int(len(rows) < cfg.top_d)
             ctxs = [{**rec["ctxs"][j], "score": float(probs[j]), "retrieval_score": rec["ctxs"][j].get("score"),
                      "retrieval_rank": int(j) + 1} for j in order]

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from tqdm.auto import tqdm
 
 from ..artifacts import load_npy, read_json, save_npy, write_json
 from ..config import option
 from ..errors import InputError
+from ..progress import progress
 
 METHODS = ("okapi", "lucene", "robertson", "atire", "bm25l", "bm25+")
 _WORD = re.compile(r"(?u)\b\w\w+\b")
@@ -89,8 +89,7 @@ class BM25Index:
         vocab: dict[str, int] = {}
         cols = array("q")
         indptr = array("q", [0])
-        for tokens in tqdm(token_lists, desc="bm25 counting", unit=" docs", disable=not show_progress,
-                           mininterval=1.0):
+        for tokens in progress(token_lists, desc="bm25 counting", unit=" docs", disable=not show_progress):
             cols.extend(vocab.setdefault(t, len(vocab)) for t in tokens)
             indptr.append(len(cols))
         n_docs, n_terms = len(indptr) - 1, len(vocab)

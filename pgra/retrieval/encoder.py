@@ -7,12 +7,13 @@ from typing import Literal
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer
 
 from ..artifacts import model_fingerprint
 from ..device import resolve_device, resolve_dtype
 from ..errors import InputError
+from ..progress import progress
+from ..tokens import pad_sequences
 
 Pooler = Literal["cls", "cls_before_pooler", "mean"]
 POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "mean")
@@ -83,16 +84,9 @@ class DenseEncoder:
         order = np.argsort([-len(x) for x in ids], kind="stable")
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         has_types = "token_type_ids" in enc
-        for start in tqdm(range(0, len(order), bs), desc="encoding", unit="batch", disable=not show_progress,
-                          mininterval=1.0):
+        for start in progress(range(0, len(order), bs), desc="encoding", unit="batch", disable=not show_progress):
             idx = order[start:start + bs]
-            width = len(ids[idx[0]])
-            input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
-            mask = torch.zeros((len(idx), width), dtype=torch.long)
-            for row, i in enumerate(idx):
-                seq = ids[i]
-                input_ids[row, :len(seq)] = torch.as_tensor(seq)
-                mask[row, :len(seq)] = 1
+            input_ids, mask = pad_sequences([ids[i] for i in idx], pad_id)
             batch = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
             if has_types:
                 batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from .. import choices
 from ..artifacts import (
@@ -43,6 +42,7 @@ from ..config import option
 from ..corpus import CorpusSource, CorpusStore, build_store
 from ..distributed import DistContext, init_distributed
 from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
+from ..progress import progress
 from .bm25 import BM25Config, BM25Index
 from .dense import INDEX_TYPES, FaissParams, build_faiss, load_faiss, save_faiss, search_faiss
 from .encoder import POOLERS, DenseEncoder
@@ -233,8 +233,8 @@ def _encode_shards(cfg: IndexConfig, store: CorpusStore, build_dir: Path, ctx: D
     encoder = DenseEncoder(d.encoder, pooler=d.pooler, max_length=d.max_length, batch_size=d.batch_size,
                            device=d.device, dtype=d.dtype, trust_remote_code=d.trust_remote_code)
     show = cfg.show_progress and ctx.is_main
-    bar = tqdm(total=sum(min(d.shard_size, n - i * d.shard_size) for i in todo), desc="encoding corpus",
-               unit=" texts", disable=not show, mininterval=1.0)
+    bar = progress(total=sum(min(d.shard_size, n - i * d.shard_size) for i in todo), desc="encoding corpus",
+                   unit=" texts", disable=not show)
     for i in todo:
         start = i * d.shard_size
         texts = store.texts(range(start, min(n, start + d.shard_size)))

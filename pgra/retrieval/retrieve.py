@@ -12,14 +12,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from .. import choices
 from ..artifacts import MANIFEST, write_manifest
 from ..config import option, to_dict
 from ..distributed import DistContext, init_distributed
 from ..errors import InputError
 from ..interchange import example_record, read_records, write_records
+from ..progress import progress
 from ..tasks import get_task, load_task
 from .index import Index
 
@@ -65,8 +64,8 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
         counts[split] = len(examples)
         mine = list(ctx.shard(len(examples)))
         records = []
-        bar = tqdm(total=len(mine), desc=f"retrieving {split}", unit=" queries",
-                   disable=not (cfg.show_progress and ctx.is_main), mininterval=1.0)
+        bar = progress(total=len(mine), desc=f"retrieving {split}", unit=" queries",
+                       disable=not (cfg.show_progress and ctx.is_main))
         for start in range(0, len(mine), cfg.query_batch_size):
             batch = [examples[i] for i in mine[start:start + cfg.query_batch_size]]
             hits = index.search_hits([ex.text for ex in batch], k)

@@ -134,23 +134,12 @@ def _read_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _read_hf(spec: DataSpec, location: Path | str, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    import datasets
+    from ..hfdata import MissingSplitError, open_hf_dataset
 
-    hf_split = spec.hf_splits.get(split, split)
-    if isinstance(location, Path) and location.is_dir() and (
-            (location / "dataset_dict.json").exists() or (location / "state.json").exists()):
-        ds = datasets.load_from_disk(str(location))
-        if isinstance(ds, datasets.DatasetDict):
-            if hf_split not in ds:
-                raise _MissingSplit(split)
-            ds = ds[hf_split]
-    else:
-        try:
-            ds = datasets.load_dataset(str(location), spec.hf_name or None, split=hf_split)
-        except ValueError as e:
-            if "split" in str(e).lower():
-                raise _MissingSplit(split) from None
-            raise
+    try:
+        ds = open_hf_dataset(location, spec.hf_splits.get(split, split), spec.hf_name or None)
+    except MissingSplitError:
+        raise _MissingSplit(split) from None
     yield from enumerate(ds)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import from_dict, load_yaml
-from ..errors import InputError
+from ..errors import InputError, StaleArtifactError
 from .spec import DataSpec, TaskSpec
 
 _SENTIMENT = "Does the following sentence have a positive or negative sentiment?\n{text}"
@@ -119,6 +119,17 @@ def get_task(name_or_path: str) -> TaskSpec:
         raise InputError(f"unknown task '{name_or_path}'.{hint} Registered: {', '.join(BUILTIN)}; "
                          "or pass the path of a task YAML file", field="task")
     return copy.deepcopy(BUILTIN[key])
+
+
+def task_from_manifest(manifest: dict[str, Any], source: str | Path, requested: str = "") -> TaskSpec:
+    """The task an artifact records in its manifest; ``requested`` (a name or YAML) must be that task."""
+    recorded = from_dict(TaskSpec, manifest["task"], source=str(source))
+    if not requested:
+        return recorded
+    task = get_task(requested)
+    if task.name != recorded.name:
+        raise StaleArtifactError(f"{source} holds data of task '{recorded.name}', not '{task.name}'")
+    return task
 
 
 def list_tasks() -> list[TaskSpec]:

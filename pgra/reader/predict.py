@@ -1,0 +1,125 @@
+"""Predictions of a trained FiD reader: a label and a probability per label for every input.
+
+``scoring`` mode (the default) scores every label word's summed log-likelihood and takes the best, so
+every prediction is a valid label; the probabilities are the softmax of those scores over the labels.
+``generate`` mode decodes like the paper's code (None where the output names no label word).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..artifacts import MANIFEST, read_json
+from ..errors import InputError
+from ..evaluation.metrics import compute_metric
+from ..tasks import TaskSpec, get_task, task_from_manifest
+from .data import ReaderFormatter
+from .fid import FID_CONFIG, FiDReader, load_tokenizer
+
+PREDICT_MODES = ("scoring", "generate")
+
+
+@dataclass
+class Predictions:
+    """Per input, in input order: the predicted label (None: generation named no label) and label probabilities."""
+
+    labels: list[str | None]
+    probabilities: list[dict[str, float] | None]
+
+
+def predict_records(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[str, Any]], batch_size: int,
+                    mode: str = "scoring", autocast: Any = None) -> Predictions:
+    """Predict ``records`` (interchange dicts with ``text`` and ``ctxs``) with ``reader``, batch by batch."""
+    if mode not in PREDICT_MODES:
+        raise InputError(f"unknown predict_mode '{mode}' ({', '.join(PREDICT_MODES)})", field="predict_mode")
+    device = next(reader.parameters()).device
+    out = Predictions([], [])
+    reader.eval()
+    for start in range(0, len(records), batch_size):
+        batch = fmt.collate(records[start:start + batch_size])
+        ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+        with autocast if autocast is not None else contextlib.nullcontext():
+            if mode == "scoring":
+                scores = reader.score_targets(ids, mask, fmt.target_tensor.to(device), fmt.target_mask.to(device))
+                probs = torch.softmax(scores.float(), dim=-1).cpu()
+                out.labels += [fmt.task.labels[i] for i in probs.argmax(-1).tolist()]
+                out.probabilities += [dict(zip(fmt.task.labels, row, strict=True)) for row in probs.tolist()]
+            else:
+                generated = reader.generate(ids, mask, max_new_tokens=max(len(t) for t in fmt.targets))
+                out.labels += [fmt.word_of(t) for t in fmt.tok.batch_decode(generated, skip_special_tokens=False)]
+                out.probabilities += [None] * ids.shape[0]
+    return out
+
+
+def score_predictions(task: TaskSpec, records: list[dict[str, Any]], labels: list[str | None]) -> float:
+    """The task's metric of ``labels`` against the records' gold labels (no-label outputs count as wrong)."""
+    gold = [str(r["label"]) for r in records]
+    return compute_metric(task.metric, gold, [p if p is not None else "<invalid>" for p in labels], task.labels)
+
+
+def prediction_lines(records: list[dict[str, Any]], preds: Predictions) -> list[dict[str, Any]]:
+    """One ``predictions_<split>.jsonl`` line per input: id, gold label, prediction, label probabilities."""
+    lines = []
+    for rec, label, probs in zip(records, preds.labels, preds.probabilities, strict=True):
+        line = {"id": rec["id"], "label": rec.get("label"), "prediction": label}
+        if probs is not None:
+            line["scores"] = probs
+        lines.append(line)
+    return lines
+
+
+def _run_task(run: Path, best: Path, fid_config: dict[str, Any]) -> TaskSpec:
+    if (run / MANIFEST).exists() and run != best:
+        manifest = read_json(run / MANIFEST)
+        if manifest.get("kind") == "reader":
+            return task_from_manifest(manifest, run / MANIFEST)
+    if "task_spec" in fid_config:
+        from ..config import from_dict
+
+        return from_dict(TaskSpec, fid_config["task_spec"], source=str(best / FID_CONFIG))
+    return get_task(fid_config["task"])
+
+
+class Reader:
+    """A trained FiD reader with its tokenizer, task and input settings, ready to predict.
+
+        reader = pgra.Reader.load("runs/wiki_topic/demo/reader")   # the run folder (or its best/)
+        records = [{"id": "q1", "text": "The planet orbits the sun", "ctxs": [{"id": 7, "text": "..."}]}]
+        print(reader.predict(records)[0])   # {"id": "q1", "prediction": "physics", "scores": {...}}
+    """
+
+    def __init__(self, model: FiDReader, formatter: ReaderFormatter, predict_mode: str = "scoring",
+                 directory: Path | None = None) -> None:
+        self.model, self.formatter, self.predict_mode, self.directory = model, formatter, predict_mode, directory
+
+    @property
+    def task(self) -> TaskSpec:
+        return self.formatter.task
+
+    @classmethod
+    def load(cls, run_dir: str | Path, device: str | None = None, predict_mode: str = "scoring") -> Reader:
+        """Load ``run_dir/best`` (or ``run_dir`` itself when it is a checkpoint folder with ``fid_config.json``)."""
+        from ..device import resolve_device
+
+        run = Path(run_dir)
+        best = run / "best" if (run / "best" / FID_CONFIG).exists() else run
+        if not (best / FID_CONFIG).exists():
+            raise InputError(f"no {FID_CONFIG} in {run} or {run / 'best'}: not a trained `pgra train` run",
+                             path=run)
+        fid_config = read_json(best / FID_CONFIG)
+        task = _run_task(run, best, fid_config)
+        model = FiDReader.from_pretrained(str(best)).to(resolve_device(device))
+        fmt = ReaderFormatter(task, load_tokenizer(str(best)), fid_config["n_passages"],
+                              fid_config["max_length"], fid_config["input_format"])
+        return cls(model, fmt, predict_mode, best)
+
+    def predict(self, records: list[dict[str, Any]], batch_size: int = 16) -> list[dict[str, Any]]:
+        """Per record ``{"id", "prediction", "scores"}`` (scores: probability per label; None in generate mode)."""
+        preds = predict_records(self.model, self.formatter, records, batch_size, self.predict_mode)
+        return [{"id": r.get("id"), "prediction": label, "scores": probs}
+                for r, label, probs in zip(records, preds.labels, preds.probabilities, strict=True)]

@@ -1,0 +1,51 @@
+"""Token-id helpers shared by every model-running stage: pad-and-mask, and truncate-to-fit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import torch
+
+
+def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int, side: Literal["right", "left"] = "right",
+                  width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids, mask)`` long tensors of shape ``(len(seqs), width)``; ``width`` defaults to the longest.
+
+    Right padding puts each sequence at the start of its row, left padding at the end (the last real token
+    in the last column). ``mask`` is 1 on real tokens, 0 on padding.
+    """
+    width = max((len(s) for s in seqs), default=0) if width is None else width
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        if len(seq) > width:
+            raise ValueError(f"sequence {row} has {len(seq)} tokens, more than the width {width}")
+        if not len(seq):
+            continue
+        cols = slice(0, len(seq)) if side == "right" else slice(width - len(seq), width)
+        ids[row, cols] = torch.as_tensor(seq, dtype=torch.long)
+        mask[row, cols] = 1
+    return ids, mask
+
+
+def fit_text(tokenizer, text: str, build: Callable[[str], list[int]], limit: int,
+             min_keep: int = 0) -> tuple[list[int], bool]:
+    """Cut ``text`` at token boundaries until ``build(cut_text)`` has at most ``limit`` tokens.
+
+    ``build`` places the text in its surroundings (a prompt, a reader input) and tokenises the whole, so
+    only the text is ever cut. Returns the ids of the longest fitting cut (the whole text when it fits)
+    and True, or the ids built from ``min_keep`` tokens and False when even those do not fit.
+    """
+    ids = build(text)
+    if len(ids) <= limit:
+        return ids, True
+    tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
+    keep = max(min_keep, len(tokens) - (len(ids) - limit))
+    while True:
+        ids = build(tokenizer.decode(tokens[:keep], skip_special_tokens=True))
+        if len(ids) <= limit:
+            return ids, True
+        if keep <= min_keep:
+            return ids, False
+        keep = max(min_keep, keep - max(1, len(ids) - limit))
