@@ -248,3 +248,24 @@ def test_every_parameter_of_a_bert2bert_reader_gets_a_gradient(tiny_bert2bert):
     batch = ReaderFormatter(TASK, tok, n_passages=2, max_length=48).collate(_records(2))
     reader(batch["input_ids"], batch["attention_mask"], labels=batch["labels"]).loss.backward()
     assert [n for n, p in reader.named_parameters() if p.grad is None] == []
+
+
+def test_reader_load_predicts_what_the_run_saved(reranked, tmp_path, tiny_t5):
+    from pgra.reader.predict import Reader
+
+    out = tmp_path / "run"
+    train(TrainConfig(data=str(reranked), out=str(out), model=str(tiny_t5), n_passages=2, max_length=48,
+                      batch_size=4, max_steps=4, eval_every=2, learning_rate=1e-3, show_progress=False))
+    saved = [json.loads(x) for x in (out / "predictions_test.jsonl").read_text().splitlines()]
+    records = [json.loads(x) for x in (reranked / "test.jsonl").read_text().splitlines()]
+    for folder in (out, out / "best"):
+        reader = Reader.load(folder)
+        assert reader.task.name == "sky" and reader.formatter.n_passages == 2
+        got = reader.predict(records, batch_size=5)
+        assert [g["prediction"] for g in got] == [s["prediction"] for s in saved]
+        for g, s in zip(got, saved, strict=True):
+            assert set(g["scores"]) == {"sky", "town"} and abs(sum(g["scores"].values()) - 1) < 1e-5
+            for label, p in g["scores"].items():
+                assert abs(p - s["scores"][label]) < 1e-5
+    with pytest.raises(InputError, match="not a trained `pgra train` run"):
+        Reader.load(tmp_path)
