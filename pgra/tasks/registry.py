@@ -133,4 +133,5 @@ def task_from_manifest(manifest: dict[str, Any], source: str | Path, requested: 
 
 
 def list_tasks() -> list[TaskSpec]:
+    """The registered tasks (the paper's eight and the offline demo's ``wiki_topic``)."""
     return list(BUILTIN.values())
