@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..artifacts import MANIFEST, read_json
+from ..artifacts import MANIFEST, read_json, read_manifest
 from ..errors import InputError
 from ..evaluation.metrics import compute_metric
 from ..tasks import TaskSpec, get_task, task_from_manifest
@@ -74,10 +74,8 @@ def prediction_lines(records: list[dict[str, Any]], preds: Predictions) -> list[
 
 
 def _run_task(run: Path, best: Path, fid_config: dict[str, Any]) -> TaskSpec:
-    if (run / MANIFEST).exists() and run != best:
-        manifest = read_json(run / MANIFEST)
-        if manifest.get("kind") == "reader":
-            return task_from_manifest(manifest, run / MANIFEST)
+    if run != best and (run / MANIFEST).exists():  # a finished run records its task in full
+        return task_from_manifest(read_manifest(run, "reader"), run / MANIFEST)
     if "task_spec" in fid_config:
         from ..config import from_dict
 
