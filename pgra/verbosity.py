@@ -38,6 +38,13 @@ _QUIET_ENV = {  # read at import time by libraries not imported yet (and by chil
 _QUIET_LOGGERS = ("transformers", "accelerate", "huggingface_hub", "DeepSpeed", "torch.distributed.elastic")
 
 
+class _ErrorsOnly(logging.Filter):
+    """Let only ERROR and above through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+
 def configure_output(verbose: bool) -> None:
     """Quiet the libraries' expected output (``verbose=False``); ``verbose=True`` leaves everything as is.
 
@@ -48,7 +55,11 @@ def configure_output(verbose: bool) -> None:
     for key, value in _QUIET_ENV.items():
         os.environ.setdefault(key, value)
     for name in _QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.ERROR)
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.ERROR)
+        # a library that sets its logger's level when imported (DeepSpeed does) keeps this filter
+        if not any(isinstance(f, _ErrorsOnly) for f in logger.filters):
+            logger.addFilter(_ErrorsOnly())
     if "transformers" in sys.modules:  # imported already: its env vars were read, set it directly
         from transformers.utils import logging as hf_logging
 

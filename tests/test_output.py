@@ -257,3 +257,21 @@ def test_reader_load_quiet_for_the_pooler_loud_for_real_weights(tiny_bert, tmp_p
     assert len(shown) == 1 and "1 weights are not in the checkpoint" in shown[0]
     assert "crossattention.self.query.weight" in shown[0]
     assert isolated_output == []  # transformers' own load report stayed quiet
+
+
+def test_a_library_that_resets_its_logger_level_stays_quiet(monkeypatch):
+    """DeepSpeed sets its logger's level when imported; the quiet filter survives that."""
+    logger = logging.getLogger("DeepSpeed")
+    monkeypatch.setattr(logger, "filters", [])
+    monkeypatch.setattr(logger, "handlers", [])
+    level = logger.level
+    try:
+        configure_output(False)
+        logger.setLevel(logging.INFO)  # what deepspeed.utils.logging does on import
+        stream = io.StringIO()
+        logger.addHandler(logging.StreamHandler(stream))
+        logger.warning("Setting accelerator to CPU.")
+        logger.error("a real error")
+        assert stream.getvalue() == "a real error\n"
+    finally:
+        logger.setLevel(level)
