@@ -8,6 +8,7 @@ every prediction is a valid label; the probabilities are the softmax of those sc
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,11 @@ class Predictions:
 
 
 def predict_records(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[str, Any]], batch_size: int,
-                    mode: str = "scoring", autocast: Any = None) -> Predictions:
-    """Predict ``records`` (interchange dicts with ``text`` and ``ctxs``) with ``reader``, batch by batch."""
+                    mode: str = "scoring", autocast: Callable[[], Any] | None = None) -> Predictions:
+    """Predict ``records`` (interchange dicts with ``text`` and ``ctxs``) with ``reader``, batch by batch.
+
+    ``autocast``: a factory of a fresh mixed-precision context per batch (e.g. ``accelerator.autocast``).
+    """
     if mode not in PREDICT_MODES:
         raise InputError(f"unknown predict_mode '{mode}' ({', '.join(PREDICT_MODES)})", field="predict_mode")
     device = next(reader.parameters()).device
@@ -43,7 +47,7 @@ def predict_records(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[
     for start in range(0, len(records), batch_size):
         batch = fmt.collate(records[start:start + batch_size])
         ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
-        with autocast if autocast is not None else contextlib.nullcontext():
+        with autocast() if autocast is not None else contextlib.nullcontext():
             if mode == "scoring":
                 scores = reader.score_targets(ids, mask, fmt.target_tensor.to(device), fmt.target_mask.to(device))
                 probs = torch.softmax(scores.float(), dim=-1).cpu()

@@ -74,7 +74,7 @@ def evaluate(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[str, An
              accelerator=None) -> tuple[float, Predictions]:
     """The task metric of ``reader`` on ``records`` and its predictions."""
     preds = predict_records(reader, fmt, records, batch_size, mode,
-                            accelerator.autocast() if accelerator is not None else None)
+                            accelerator.autocast if accelerator is not None else None)
     return score_predictions(fmt.task, records, preds.labels), preds
 
 
