@@ -52,18 +52,12 @@ test-transformers4: prepare .venv-tf4/.stamp
 lint: setup
 	$(BIN)/ruff check pgra tests scripts bench
 
-# The whole offline pipeline end to end (stages that exist so far).
+# The offline demo as a real experiment: index -> retrieve -> rerank -> four methods on wiki_topic -> results table
+# (runs/demo-experiment/results.md), then the finished PGRA run labels a new sentence through all its stages.
 demo: prepare
-	$(BIN)/pgra tasks
 	$(BIN)/pgra tasks show wiki_topic
-	$(BIN)/pgra build-index --config configs/demo/index_minilm.yaml
-	$(BIN)/pgra build-index --config configs/demo/index_bm25.yaml
-	$(BIN)/pgra search --index indexes/demo-minilm -k 5 --query "The planet orbits the sun"
-	$(BIN)/pgra search --index indexes/demo-bm25 -k 5 --query "The planet orbits the sun"
-	$(BIN)/pgra retrieve --config configs/demo/retrieve_wiki_topic.yaml
-	$(BIN)/pgra rerank --config configs/demo/rerank_smollm2.yaml
-	$(BIN)/pgra peek runs/wiki_topic/demo/reranked --split test -n 2 -d 3
-	$(BIN)/pgra train --config configs/demo/reader_bert2bert.yaml
+	$(BIN)/pgra experiment --config configs/demo/experiment.yaml
+	$(BIN)/pgra predict --run runs/demo-experiment/wiki_topic/pgra/seed-1 --text "The planet orbits the sun once a year."
 
 bench: prepare
 	$(BIN)/python bench/bench_bm25.py
@@ -72,4 +66,4 @@ bench: prepare
 	$(BIN)/python bench/bench_reader.py
 
 clean:
-	rm -rf $(VENV) .venv-tf4 models data/demo indexes/demo-* runs/wiki_topic/demo cache .pytest_cache
+	rm -rf $(VENV) .venv-tf4 models data/demo indexes/demo-* runs/wiki_topic/demo runs/demo-experiment cache .pytest_cache

@@ -12,6 +12,9 @@ The public API: one function per stage with its config dataclass, and the object
     cfg = pgra.load_config(pgra.RerankConfig, "configs/demo/rerank_smollm2.yaml", {"top_d": 4})
     pgra.rerank(cfg)                                               # any stage, from Python
 
+    pipe = pgra.Pipeline.load("runs/demo-experiment/wiki_topic/pgra/seed-1")   # an experiment's run
+    print(pipe.predict(["The planet orbits the sun"])[0])          # label, probabilities, evidence
+
 Names are imported on first use, so ``import pgra`` (and ``pgra -h``) stays fast.
 """
 
@@ -51,6 +54,15 @@ _EXPORTS = {
     # stage 3
     "Reader": "pgra.reader.predict",
     "FiDReader": "pgra.reader.fid",
+    # experiments
+    "ExperimentConfig": "pgra.experiment",
+    "Experiment": "pgra.experiment",
+    "run_experiment": "pgra.experiment",
+    "METHODS": "pgra.methods",
+    "load_run": "pgra.methods",
+    "write_report": "pgra.evaluation.report",
+    "evaluate_run": "pgra.evaluation.evaluate",
+    "Pipeline": "pgra.pipeline",
     # errors
     "PgraError": "pgra.errors",
     "InputError": "pgra.errors",

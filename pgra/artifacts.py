@@ -172,6 +172,21 @@ def library_versions() -> dict[str, str]:
     return out
 
 
+def source_commit() -> str | None:
+    """The git commit of the pgra source in use (``+dirty`` when it has uncommitted changes), or None."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "") if head else None
+
+
 def write_manifest(directory: str | Path, manifest: dict[str, Any]) -> None:
     """Write ``manifest.json`` (last step of a stage) with library versions added."""
     manifest = dict(manifest)

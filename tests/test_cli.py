@@ -24,7 +24,11 @@ def _value_for(leaf) -> typing.Any:
     default = default_of(leaf.field)
     allowed = field_choices(leaf.field)
     if typing.get_origin(leaf.type) in (list, tuple):
+        if typing.get_args(leaf.type) == (int,):
+            return [5, 9]
         return [allowed[-1]] if allowed else ["a1", "b2"]
+    if typing.get_origin(leaf.type) is dict or leaf.type is dict:
+        return {"k1": 3}
     if allowed is not None:
         others = [c for c in allowed if c != default]
         return others[-1] if others else default  # a one-choice field (`config show`)
@@ -51,7 +55,7 @@ def _argv_setting(leaf, value) -> list[str]:
     if leaf.meta.get("append"):
         return [a for v in value for a in (flags[0], str(v))]
     if typing.get_origin(leaf.type) in (list, tuple):
-        return [flags[0], ",".join(value)]
+        return [flags[0], ",".join(map(str, value))]
     return [flags[0], str(value)]
 
 
@@ -74,8 +78,8 @@ def test_every_field_is_reachable_as_a_flag_or_key_value(name):
             argv = pos_args + _argv_setting(leaf, value)
         else:
             assert command.from_yaml, f"{name}: field {leaf.key} has neither a flag nor key=value"
-            shown = ",".join(value) if isinstance(value, list) else str(value).lower() \
-                if isinstance(value, bool) else str(value)
+            shown = ",".join(map(str, value)) if isinstance(value, list) else str(value).lower() \
+                if isinstance(value, bool) else "{k1: 3}" if isinstance(value, dict) else str(value)
             argv = pos_args + [f"{leaf.key}={shown}"]
         cfg = command.build_config(command.parse(argv))
         assert _get(cfg, leaf.key) == value, (name, leaf.key, argv)

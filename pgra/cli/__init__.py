@@ -15,7 +15,7 @@ from ..errors import PgraError
 from .command import Command
 
 _MODULES = ("prepare_demo", "download_data", "build_index", "search", "retrieve", "rerank", "peek", "train",
-            "tasks", "config_show")
+            "experiment", "report", "evaluate", "predict", "tasks", "config_show")
 COMMANDS: dict[str, Command] = {}
 for _name in _MODULES:
     _cmd: Command = importlib.import_module(f"{__name__}.{_name}").COMMAND
@@ -52,14 +52,14 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_output(verbose=top.verbose or ns.verbose)
     try:
-        command.run(command.build_config(ns))
+        code = command.run(command.build_config(ns))
     except PgraError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; finished work is kept and a re-run resumes", file=sys.stderr)
         return 130
-    return 0
+    return int(code or 0)
 
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main", "top_parser"]

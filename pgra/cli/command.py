@@ -18,7 +18,7 @@ class Command:
     name: str
     help: str
     config: str
-    run: Callable[[Any], None]
+    run: Callable[[Any], int | None]  # the exit code (None: 0)
     from_yaml: bool = True  # --config FILE and key=value overrides
     description: str = ""
 

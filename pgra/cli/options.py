@@ -28,6 +28,7 @@ class Leaf:
     key: str
     field: dataclasses.Field
     type: Any
+    hidden: bool = False  # inside a section declared with flag=False: key=value only
 
     @property
     def meta(self) -> typing.Mapping[str, Any]:
@@ -44,7 +45,7 @@ class Leaf:
     def flags(self) -> list[str]:
         """The option strings of this field ([] when it is reachable only as key=value)."""
         flag = self.meta.get("flag")
-        if flag is False or self.meta.get("positional") or (self.nested and not flag):
+        if self.hidden or flag is False or self.meta.get("positional") or (self.nested and not flag):
             return []
         names = [flag if isinstance(flag, str) else "--" + self.key.replace("_", "-")]
         if self.meta.get("short"):
@@ -59,15 +60,18 @@ def _unwrap_optional(tp: Any) -> Any:
     return tp
 
 
-def leaves(cls: type, prefix: str = "") -> Iterator[Leaf]:
-    """Every leaf field of a (nested) config dataclass, depth first in declaration order."""
+def leaves(cls: type, prefix: str = "", hidden: bool = False) -> Iterator[Leaf]:
+    """Every leaf field of a (nested) config dataclass, depth first in declaration order.
+
+    A nested section declared with ``option(..., flag=False)`` hides every flag below it (key=value only).
+    """
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         tp = _unwrap_optional(hints[f.name])
         if dataclasses.is_dataclass(tp):
-            yield from leaves(tp, f"{prefix}{f.name}.")
+            yield from leaves(tp, f"{prefix}{f.name}.", hidden or f.metadata.get("flag") is False)
         else:
-            yield Leaf(prefix + f.name, f, tp)
+            yield Leaf(prefix + f.name, f, tp, hidden)
 
 
 def default_of(f: dataclasses.Field) -> Any:

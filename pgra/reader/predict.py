@@ -66,15 +66,12 @@ def score_predictions(task: TaskSpec, records: list[dict[str, Any]], labels: lis
     return compute_metric(task.metric, gold, [p if p is not None else "<invalid>" for p in labels], task.labels)
 
 
-def prediction_lines(records: list[dict[str, Any]], preds: Predictions) -> list[dict[str, Any]]:
-    """One ``predictions_<split>.jsonl`` line per input: id, gold label, prediction, label probabilities."""
-    lines = []
-    for rec, label, probs in zip(records, preds.labels, preds.probabilities, strict=True):
-        line = {"id": rec["id"], "label": rec.get("label"), "prediction": label}
-        if probs is not None:
-            line["scores"] = probs
-        lines.append(line)
-    return lines
+def prediction_lines(records: list[dict[str, Any]], preds: Predictions, n_passages: int) -> list[dict[str, Any]]:
+    """``predictions_<split>.jsonl`` lines in the methods' schema (id, text, label, prediction, scores, evidence)."""
+    from ..methods.base import prediction_line
+
+    return [prediction_line(rec, label, probs, [c["id"] for c in rec.get("ctxs", [])[:n_passages]])
+            for rec, label, probs in zip(records, preds.labels, preds.probabilities, strict=True)]
 
 
 def _run_task(run: Path, best: Path, fid_config: dict[str, Any]) -> TaskSpec:

@@ -267,7 +267,7 @@ def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
             metric, preds = evaluate(best, s.fmt, records, cfg.eval_batch_size, cfg.predict_mode, acc)
             results[split] = {s.task.metric: metric, "examples": len(records),
                               "invalid_predictions": sum(p is None for p in preds.labels)}
-            write_records(s.out / f"predictions_{split}.jsonl", prediction_lines(records, preds))
+            write_records(s.out / f"predictions_{split}.jsonl", prediction_lines(records, preds, cfg.n_passages))
         write_json(s.out / "metrics.json", {"task": s.task.name, "metric": s.task.metric,
                                             "best_step": s.state["best_step"], "results": results})
         write_manifest(s.out, {"kind": "reader", "task": to_dict(s.task), "model": cfg.model,

@@ -60,6 +60,18 @@ def _load_split(path: Path, task: TaskSpec, k: int) -> list[dict[str, Any]]:
     return records
 
 
+def prompt_key(embedder: LMEmbedder, lm_name: str, task: TaskSpec, demos: list[Example]) -> dict[str, Any]:
+    """What an embedding depends on besides its text: the LM, its precision and context, and the prompt."""
+    return {"lm": embedder.fingerprint, "lm_name": lm_name, "dtype": str(embedder.dtype),
+            "max_context": embedder.max_context, "header": HEADER, "cue": ANSWER_CUE,
+            "template": task.rerank_template, "demos": [render_demo(task, d) for d in demos]}
+
+
+def evidence_cache_key(base_key: dict[str, Any], corpus_fingerprint: str) -> dict[str, Any]:
+    """The key of the evidence-embedding cache (one row per corpus position)."""
+    return {**base_key, "rows": "corpus", "corpus": corpus_fingerprint}
+
+
 def _embed_rows(embedder: LMEmbedder, cache: EmbeddingCache, rows: np.ndarray, texts_of, prefix: str,
                 task: TaskSpec, cfg: RerankConfig, ctx: DistContext, desc: str) -> None:
     """Embed the missing ``rows`` (this rank's round-robin share) into ``cache``, chunk by chunk."""
@@ -109,11 +121,8 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
                           max_tokens_per_batch=cfg.max_tokens_per_batch, max_batch_size=cfg.max_batch_size,
                           max_context=cfg.max_context or None, trust_remote_code=cfg.trust_remote_code)
     prefix = demo_prefix(task, demos)
-    base_key = {"lm": embedder.fingerprint, "lm_name": cfg.lm, "dtype": str(embedder.dtype),
-                "max_context": embedder.max_context, "header": HEADER, "cue": ANSWER_CUE,
-                "template": task.rerank_template, "demos": [render_demo(task, d) for d in demos]}
-    evidence = _open_cache(ctx, cfg.cache_dir, {**base_key, "rows": "corpus",
-                                                "corpus": cand["index"]["corpus_content_sha256"]},
+    base_key = prompt_key(embedder, cfg.lm, task, demos)
+    evidence = _open_cache(ctx, cfg.cache_dir, evidence_cache_key(base_key, cand["index"]["corpus_content_sha256"]),
                            len(store), embedder.dim)
     rows_of = {split: [np.fromiter((store.position(c["id"]) for c in r["ctxs"]), dtype=np.int64)
                        for r in data[split]] for split in splits}

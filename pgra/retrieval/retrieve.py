@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import choices
 from ..artifacts import MANIFEST, write_manifest
 from ..config import option, to_dict
@@ -37,7 +39,12 @@ class RetrieveConfig:
     data_dir: str = option("data", help="root of the task data")
     query_batch_size: int = option(256, help="queries per search batch")
     exclude_query_text: bool = option(False, help="drop candidates whose text equals the query")
-    max_examples: int = option(0, help="first N inputs per split (smoke runs); 0 = all")
+    max_examples: int = option(0, help="N inputs per split (smoke runs, demos); 0 = all")
+    split_sizes: dict[str, int] = option(default_factory=dict, flag=False,
+                                         help="N per split, overriding max_examples (e.g. {train: 48, test: 96})")
+    subsample: str = option("first", choices=("first", "random"),
+                            help="which N inputs: the first N, or N drawn at random (seeded; file order kept)")
+    subsample_seed: int = option(13, help="seed of the random subsample")
     device: str = option("auto", help="auto, cpu, cuda ...")
     show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
 
@@ -60,7 +67,10 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     counts: dict[str, int] = {}
     k = cfg.k + (1 if cfg.exclude_query_text else 0)
     for split in cfg.splits:
-        examples = data[split][: cfg.max_examples or None]
+        n = int(cfg.split_sizes.get(split, cfg.max_examples))
+        if n < 0:
+            raise InputError(f"the size of split {split} must be >= 0 (0 = all), got {n}", field="split_sizes")
+        examples = subsample(data[split], n, cfg.subsample, cfg.subsample_seed)
         counts[split] = len(examples)
         mine = list(ctx.shard(len(examples)))
         records = []
@@ -95,10 +105,22 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     return out
 
 
+def subsample(examples: list, n: int, how: str = "first", seed: int = 13) -> list:
+    """``n`` of ``examples`` (all when ``n`` is 0 or larger): the first n, or n at random in their file order."""
+    if not n or n >= len(examples):
+        return list(examples)
+    if how == "first":
+        return list(examples[:n])
+    if how != "random":
+        raise InputError(f"unknown subsample '{how}' (first, random)", field="subsample")
+    keep = np.sort(np.random.default_rng(seed).choice(len(examples), size=n, replace=False))
+    return [examples[i] for i in keep.tolist()]
+
+
 def read_candidates_manifest(directory: str | Path) -> dict[str, Any]:
     from ..artifacts import read_manifest
 
     return read_manifest(directory, CANDIDATES_KIND)
 
 
-__all__ = ["CANDIDATES_KIND", "RetrieveConfig", "read_candidates_manifest", "retrieve"]
+__all__ = ["CANDIDATES_KIND", "RetrieveConfig", "read_candidates_manifest", "retrieve", "subsample"]

@@ -1,0 +1,32 @@
+"""``pgra evaluate --run RUN``: re-evaluate a finished run on a split of its own or another data folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import option
+from .command import Command
+
+
+@dataclass
+class EvaluateOptions:
+    run: str = option("", help="a finished run (pgra train --out, or an experiment cell)")
+    split: str = option("test", help="split to evaluate")
+    data: str = option("", help="a candidates or reranked folder of the same task (default: the run's own)")
+    out: str = option("", help="where predictions and metrics go (default: RUN/evaluations/<data>-<hash>)")
+    batch_size: int = option(16, help="inputs per batch")
+    device: str = option("auto", help="auto, cpu, cuda ...")
+
+
+def run(opts: EvaluateOptions) -> None:
+    from ..evaluation.evaluate import evaluate_run
+
+    result = evaluate_run(opts.run, opts.split, opts.data or None, opts.out or None, opts.batch_size, opts.device)
+    metric = result["metric"]
+    print(f"{result['split']}: {metric} {result[metric]:.4f} ({result['examples']} examples"
+          + (f", {result['invalid_predictions']} invalid" if result["invalid_predictions"] else "") + ")")
+    print(f"written: {result['predictions']}")
+
+
+COMMAND = Command("evaluate", "re-evaluate a finished run on a split or another data folder of its task",
+                  "pgra.cli.evaluate:EvaluateOptions", run, from_yaml=False)

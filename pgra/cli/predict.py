@@ -1,0 +1,58 @@
+"""``pgra predict --run RUN --text ...``: retrieve, rerank and read raw texts with a finished run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import option
+from .command import Command
+
+
+@dataclass
+class PredictOptions:
+    run: str = option("", help="a finished run (pgra train --out, or an experiment cell)")
+    text: list[str] = option(default_factory=list, append=True, help="input text (repeatable)")
+    input_file: str = option("", help="file with one input a line")
+    json: bool = option(False, help="JSON lines: text, prediction, scores, evidence")
+    evidence: int = option(3, help="evidence sentences shown per input (text output)")
+    batch_size: int = option(64, help="inputs per batch")
+    device: str = option("auto", help="auto, cpu, cuda ...")
+
+
+def read_inputs(opts: PredictOptions) -> list[str]:
+    from ..errors import InputError
+
+    texts = list(opts.text)
+    if opts.input_file:
+        path = Path(opts.input_file)
+        if not path.is_file():
+            raise InputError("input file not found", path=path)
+        texts += [t for t in path.read_text(encoding="utf-8").splitlines() if t.strip()]
+    if not texts:
+        raise InputError("no input: pass --text TEXT (repeatable) or --input-file FILE", field="text")
+    return texts
+
+
+def run(opts: PredictOptions) -> None:
+    from ..errors import InputError
+    from ..pipeline import Pipeline
+
+    if not opts.run:
+        raise InputError("no run given (--run)", field="run")
+    texts = read_inputs(opts)
+    results = Pipeline.load(opts.run, device=opts.device).predict(texts, batch_size=opts.batch_size)
+    for r in results:
+        if opts.json:
+            print(json.dumps(r, ensure_ascii=False))
+            continue
+        p = r["scores"].get(r["prediction"]) if r["scores"] and r["prediction"] is not None else None
+        print(f"{r['prediction']}" + (f" (p={p:.3f})" if p is not None else "") + f"  {r['text']}")
+        for e in r["evidence"][: opts.evidence]:
+            score = f"{e['score']:.4f}" if isinstance(e["score"], float) else "-"
+            print(f"    [{e['id']}] {score}  {e['text']}")
+
+
+COMMAND = Command("predict", "label raw texts with a finished run (retrieve -> rerank -> read)",
+                  "pgra.cli.predict:PredictOptions", run, from_yaml=False)

@@ -1,0 +1,34 @@
+"""``pgra report DIR``: results table (mean ± std over seeds) and paired significance tests of an experiment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import option
+from .command import Command
+
+
+@dataclass
+class ReportOptions:
+    directory: str = option("", positional=True, metavar="DIR", help="experiment folder (pgra experiment --out)")
+    reference: str = option("fid", help="method every other method is tested against")
+    split: str = option("test", help="split reported")
+    bootstrap: int = option(10000, help="bootstrap resamples of the significance test")
+    seed: int = option(0, help="seed of the bootstrap")
+
+
+def run(opts: ReportOptions) -> None:
+    from ..errors import InputError
+    from ..evaluation.report import write_report
+
+    if not opts.directory:
+        raise InputError("no experiment folder given", field="directory")
+    if opts.bootstrap < 1:
+        raise InputError("bootstrap must be at least 1", field="bootstrap")
+    md = write_report(opts.directory, opts.reference, opts.split, opts.bootstrap, opts.seed)
+    print(md.read_text(encoding="utf-8"))
+    print(f"written: {md} and {md.with_name('results.json')}")
+
+
+COMMAND = Command("report", "results table + paired significance of an experiment folder",
+                  "pgra.cli.report:ReportOptions", run, from_yaml=False)

@@ -1,0 +1,58 @@
+"""Re-evaluate a finished run (a reader run or an experiment cell) on a split of a data folder of its task."""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import MANIFEST, read_manifest, write_json
+from ..errors import InputError
+from ..interchange import read_records, write_records
+from ..methods import load_run
+from .predictions import score_lines
+
+DATA_KINDS = ("candidates", "reranked")
+
+
+def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None = None, out: str | Path | None = None,
+                 batch_size: int = 16, device: str | None = None) -> dict[str, Any]:
+    """Predict ``data/<split>.jsonl`` with the run (default data: the run's own), write and score it."""
+    run = Path(run)
+    predictor = load_run(run, device)
+    if hasattr(predictor, "batch_size"):
+        predictor.batch_size = batch_size
+    folder = Path(data) if data else predictor.default_data()
+    if folder is None:
+        raise InputError(f"{run} does not record its data folder; pass --data", field="data")
+    manifest = read_manifest(folder, DATA_KINDS)
+    task = predictor.task
+    theirs = manifest.get("task", {})
+    if theirs.get("name") != task.name or [str(x) for x in theirs.get("labels", [])] != task.labels:
+        raise InputError(f"{folder} holds task '{theirs.get('name')}' (labels {theirs.get('labels')}); the run was "
+                         f"trained on '{task.name}' (labels {task.labels})", path=folder / MANIFEST, field="task")
+    own = predictor.default_data()
+    if own is not None and own.exists() and read_manifest(own, DATA_KINDS)["kind"] != manifest["kind"]:
+        warnings.warn(f"the run read a '{read_manifest(own, DATA_KINDS)['kind']}' folder; {folder} is "
+                      f"'{manifest['kind']}': its evidence differs from training", stacklevel=2)
+    path = folder / f"{split}.jsonl"
+    if not path.exists():
+        raise InputError(f"no split '{split}' in {folder} (splits: {sorted(manifest.get('counts', {}))})",
+                         path=folder, field="split")
+    records = list(read_records(path, labels=task.labels))
+    tag = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:8]
+    target = Path(out) if out else run / "evaluations" / f"{folder.name}-{tag}"
+    predictions = target / f"predictions_{split}.jsonl"
+    write_records(predictions, predictor.predict(records))
+    result: dict[str, Any] = {"split": split, "metric": task.metric, "data": str(folder.resolve()),
+                              "run": str(run.resolve()), "predictions": str(predictions)}
+    if all(r.get("label") is not None for r in records):
+        result.update(score_lines(task, predictions))
+    else:
+        result.update({task.metric: float("nan"), "examples": len(records), "invalid_predictions": 0})
+    write_json(target / f"metrics_{split}.json", result)
+    return result
+
+
+__all__ = ["evaluate_run"]

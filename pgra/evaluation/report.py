@@ -1,0 +1,236 @@
+"""``pgra report DIR``: the paper's Table 2 layout over an experiment's cells, with seeds and significance.
+
+Reads every ``<task>/<method>/seed-<n>/cell.json`` under ``DIR`` with its ``predictions_<split>.jsonl`` and
+writes ``DIR/results.md`` (methods as rows, tasks as columns, an average column; mean ± sample standard
+deviation over seeds with the number of seeds; a second table with each method's difference from the
+reference method and its paired-bootstrap p-value) and ``DIR/results.json`` (one row per task, method, seed,
+split and metric, the summary, the tests, and every cell's config, seed, versions, git commit and data
+fingerprints). Cells of one task whose evaluated inputs differ are refused, never compared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import read_json, write_json, write_text
+from ..errors import InputError
+from .metrics import mean_std
+from .predictions import inputs_fingerprint, read_predictions
+
+CELL_GLOB = "*/*/seed-*/cell.json"
+STILL_IMPROVING = "↑"
+
+
+@dataclass
+class CellResult:
+    """One finished cell: its record, the metric value per split and its predictions on the reported split."""
+
+    path: Path
+    record: dict[str, Any]
+    predictions: list[dict[str, Any]]
+
+    @property
+    def task(self) -> str:
+        return self.record["task"]
+
+    @property
+    def method(self) -> str:
+        return self.record["method"]
+
+    @property
+    def seed(self) -> int:
+        return int(self.record["seed"])
+
+
+def collect_cells(directory: str | Path, split: str = "test") -> list[CellResult]:
+    """Every finished cell under ``directory`` with its predictions on ``split``, checked for shared inputs."""
+    directory = Path(directory)
+    paths = sorted(directory.glob(CELL_GLOB))
+    if not paths:
+        raise InputError(f"no finished cells ({CELL_GLOB}) under {directory}: run `pgra experiment` first",
+                         path=directory)
+    cells = []
+    for path in paths:
+        record = read_json(path)
+        if split not in record.get("results", {}):
+            raise InputError(f"cell has no '{split}' results", path=path, field="results")
+        predictions = read_predictions(path.parent / f"predictions_{split}.jsonl")
+        cells.append(CellResult(path, record, predictions))
+    _check_shared_inputs(cells, split)
+    return cells
+
+
+def _check_shared_inputs(cells: list[CellResult], split: str) -> None:
+    first: dict[str, tuple[str, CellResult]] = {}
+    for cell in cells:
+        fp = inputs_fingerprint(cell.predictions)
+        if cell.task not in first:
+            first[cell.task] = (fp, cell)
+        elif first[cell.task][0] != fp:
+            other = first[cell.task][1]
+            raise InputError(
+                f"{cell.path.parent} and {other.path.parent} evaluated different {split} inputs of task "
+                f"{cell.task} ({len(cell.predictions)} vs {len(other.predictions)} inputs, or other ids, texts or "
+                "labels); results on different inputs are never compared: re-run them on the same data",
+                path=cell.path.parent / f"predictions_{split}.jsonl")
+
+
+def _order(names: list[str], preferred: list[str]) -> list[str]:
+    return [n for n in preferred if n in names] + sorted(n for n in names if n not in preferred)
+
+
+def build_report(directory: str | Path, reference: str = "fid", split: str = "test", n_resamples: int = 10000,
+                 seed: int = 0) -> dict[str, Any]:
+    """The report's content: rows, summary (mean, std, n, still improving) and significance tests."""
+    from ..choices import task_names
+    from ..config import from_dict
+    from ..methods import METHODS
+    from ..tasks import get_task
+    from ..tasks.spec import TaskSpec
+    from .significance import average_replicates, paired_bootstrap
+
+    cells = collect_cells(directory, split)
+    tasks = _order(list({c.task for c in cells}), task_names())  # the paper's task order, then the others
+    methods = _order(list({c.method for c in cells}), list(METHODS))
+    specs: dict[str, TaskSpec] = {}
+    for c in cells:
+        if c.task not in specs:
+            spec = c.record.get("task_spec")
+            specs[c.task] = from_dict(TaskSpec, spec) if spec else get_task(c.task)
+    by: dict[tuple[str, str], list[CellResult]] = {}
+    for c in sorted(cells, key=lambda c: c.seed):
+        by.setdefault((c.task, c.method), []).append(c)
+
+    rows = [{"task": c.task, "method": c.method, "seed": c.seed, "split": s, "metric": c.record["metric"],
+             "value": r[c.record["metric"]]}
+            for c in cells for s, r in c.record["results"].items()]
+    summary: dict[str, dict[str, Any]] = {}
+    for (task, method), group in by.items():
+        values = [g.record["results"][split][g.record["metric"]] for g in group]
+        mean, std = mean_std(values)
+        flags = [g.record.get("still_improving") for g in group]
+        summary.setdefault(method, {})[task] = {
+            "mean": mean, "std": std, "n": len(values), "seeds": [g.seed for g in group],
+            "metric": group[0].record["metric"], "still_improving": sum(bool(f) for f in flags),
+            "improvement_checked": sum(f is not None for f in flags)}
+    for per_task in summary.values():
+        if all(t in per_task for t in tasks):
+            per_task["average"] = {"mean": sum(per_task[t]["mean"] for t in tasks) / len(tasks),
+                                   "n": min(per_task[t]["n"] for t in tasks)}
+
+    tests: dict[str, dict[str, Any]] = {}
+    if reference in methods:
+        for method in (m for m in methods if m != reference):
+            per_task, results = {}, []
+            for task in tasks:
+                if (task, method) not in by or (task, reference) not in by:
+                    continue
+                a, b = by[(task, method)], by[(task, reference)]
+                # runs are paired by seed when both methods ran the same seeds; otherwise each method's seeds
+                # are resampled on their own (the inputs stay paired)
+                paired = [c.seed for c in a] == [c.seed for c in b]
+                spec = specs[task]
+                gold = [str(p["label"]) for p in a[0].predictions]
+                res = paired_bootstrap(gold, [[p["prediction"] for p in c.predictions] for c in a],
+                                       [[p["prediction"] for p in c.predictions] for c in b], spec.labels,
+                                       spec.metric, n_resamples=n_resamples, seed=seed, paired_seeds=paired)
+                results.append(res)
+                per_task[task] = {"delta": res.delta, "p_value": res.p_value, "ci": [res.ci_low, res.ci_high],
+                                  "seeds": [c.seed for c in a], "paired_seeds": paired,
+                                  "inputs": len(gold)}
+            if len(results) == len(tasks) and len(tasks) > 1:
+                avg = average_replicates(results)
+                per_task["average"] = {"delta": avg.delta, "p_value": avg.p_value, "ci": [avg.ci_low, avg.ci_high]}
+            if per_task:
+                tests[method] = per_task
+    return {"directory": str(Path(directory)), "split": split, "reference": reference, "tasks": tasks,
+            "methods": methods, "summary": summary, "significance": tests,
+            "bootstrap": {"n_resamples": n_resamples, "seed": seed,
+                          "protocol": "paired over the shared test inputs and seeds; two-sided, null-centred"},
+            "rows": rows, "cells": [_cell_provenance(c) for c in cells]}
+
+
+def _cell_provenance(c: CellResult) -> dict[str, Any]:
+    r = c.record
+    return {"task": c.task, "method": c.method, "seed": c.seed, "path": str(c.path.parent),
+            "settings": r.get("settings"), "config": r.get("config"), "git_commit": r.get("git_commit"),
+            "versions": r.get("versions"), "data": r.get("data"), "steps": r.get("steps"),
+            "best_step": r.get("best_step"), "still_improving": r.get("still_improving"),
+            "inputs_sha256": inputs_fingerprint(c.predictions)}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def format_markdown(report: dict[str, Any]) -> str:
+    """``results.md``: the results table and the significance table, with notes."""
+    tasks, summary, ref = report["tasks"], report["summary"], report["reference"]
+    metrics = {t: next(summary[m][t]["metric"] for m in summary if t in summary[m]) for t in tasks}
+    header = ["method", *[f"{t} ({'MCC' if metrics[t] == 'mcc' else metrics[t]})" for t in tasks], "avg"]
+    lines = [f"# Results on {report['split']} ({report['directory']})", "",
+             "Mean ± standard deviation over seeds (number of seeds), in percent.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    flagged = False
+    for method in report["methods"]:
+        cells = []
+        for t in tasks:
+            s = summary[method].get(t)
+            if s is None:
+                cells.append("–")
+                continue
+            text = f"{_pct(s['mean'])} ± {_pct(s['std'])} ({s['n']})"
+            if s["still_improving"]:
+                flagged = True
+                text += f" {STILL_IMPROVING}" + ("" if s["still_improving"] == s["n"] else
+                                                 f"{s['still_improving']}/{s['n']}")
+            cells.append(text)
+        avg = summary[method].get("average")
+        cells.append(_pct(avg["mean"]) if avg else "–")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    if flagged:
+        lines += ["", f"{STILL_IMPROVING} the run's best dev score came at its last evaluation: still improving, more "
+                  "steps would change the number (k/n: k of n seeds)."]
+    tests = report["significance"]
+    if tests:
+        b = report["bootstrap"]
+        lines += ["", f"## Difference from {ref} (percentage points) and p-value",
+                  "", f"Paired bootstrap over the shared {report['split']} inputs and seeds ({b['n_resamples']} "
+                  "resamples, two-sided); * p < 0.05.", "",
+                  "| method | " + " | ".join(tasks) + " | avg |", "|" + "---|" * (len(tasks) + 2)]
+        for method in report["methods"]:
+            if method == ref:
+                lines.append(f"| {method} | " + " | ".join("reference" for _ in tasks) + " | reference |")
+                continue
+            row = tests.get(method, {})
+            cells = []
+            for t in [*tasks, "average"]:
+                r = row.get(t)
+                if r is None:
+                    cells.append("–")
+                    continue
+                star = "*" if r["p_value"] < 0.05 else ""
+                cells.append(f"{100 * r['delta']:+.1f} (p={r['p_value']:.3f}){star}")
+            lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    elif ref not in report["methods"]:
+        lines += ["", f"No significance tests: the reference method '{ref}' has no runs here (--reference)."]
+    commits = sorted({str(c["git_commit"]) for c in report["cells"]})
+    lines += ["", f"{len(report['cells'])} runs; pgra commit(s): {', '.join(commits)}. Configs, seeds, versions and "
+              "data fingerprints: results.json."]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(directory: str | Path, reference: str = "fid", split: str = "test", n_resamples: int = 10000,
+                 seed: int = 0) -> Path:
+    """Write ``results.md`` and ``results.json`` into ``directory``; returns the markdown's path."""
+    directory = Path(directory)
+    report = build_report(directory, reference, split, n_resamples, seed)
+    write_json(directory / "results.json", report)
+    md = directory / "results.md"
+    write_text(md, format_markdown(report))
+    return md
+
+
+__all__ = ["CellResult", "build_report", "collect_cells", "format_markdown", "write_report"]

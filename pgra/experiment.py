@@ -1,0 +1,389 @@
+"""``pgra experiment``: a grid of tasks x methods x seeds, resumable cell by cell.
+
+Layout of ``out``::
+
+    <out>/<task>/candidates/            first-stage top-k of every split (shared by all methods and seeds)
+    <out>/<task>/reranked/              the reranker's top-d (built when a method reads it)
+    <out>/<task>/<method>/seed-<n>/     one cell: the method's run, predictions_{dev,test}.jsonl, cell.json
+
+The index (``index.out``) and the reranker's embedding cache (``rerank.cache_dir``) are shared across tasks
+and experiments. A stage or cell is reused when it finished with the same settings and the same inputs
+(its key: the settings plus the keys of the stages it reads); a killed cell resumes (readers from their last
+checkpoint). A failing cell is reported and the grid goes on; the run exits non-zero listing the failures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from . import choices
+from .artifacts import (
+    MANIFEST,
+    library_versions,
+    read_json,
+    sha256_file,
+    source_commit,
+    write_json,
+    write_text,
+)
+from .config import from_dict, merge, option, to_dict
+from .errors import InputError
+from .methods import KnnVoteConfig, MethodInputs, get_method
+from .reader.config import TrainConfig
+from .rerank.config import RerankConfig
+from .retrieval.index import IndexConfig
+from .retrieval.retrieve import RetrieveConfig
+
+CELL_FILE = "cell.json"
+STAGE_KEY_FILE = ".stage_key"
+CELL_KEY_FILE = ".cell_key"
+SPLITS = ("dev", "test")
+# what task_overrides / method_overrides may change (the index is shared by every task; methods share stages)
+TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote")
+METHOD_OVERRIDABLE = ("reader", "knn_vote")
+# settings that never change a result
+_COSMETIC = ("show_progress", "device", "log_with", "keep_checkpoints", "chunk_size")
+
+
+@dataclass
+class ExperimentConfig:
+    """A grid of tasks x methods x seeds and the settings of every stage (YAML; ``key=value`` reaches all)."""
+
+    out: str = option("", help="experiment folder: <out>/<task>/<method>/seed-<n>/")
+    tasks: list[str] = option(default_factory=lambda: ["wiki_topic"], suggest=choices.task_names,
+                              help="comma-separated tasks (registered names or task YAML files)")
+    methods: list[str] = option(default_factory=lambda: ["no_retrieval", "fid", "pgra", "knn_vote"],
+                                choices=choices.methods, help="comma-separated methods")
+    seeds: list[int] = option(default_factory=lambda: [1], help="comma-separated seeds (one cell per seed)")
+    reference: str = option("fid", help="method the report tests every other method against")
+    data_dir: str = option("data", help="root of the task data")
+    index: IndexConfig = option(default_factory=IndexConfig, flag=False, help="index section (key=value: index.FIELD=...)")
+    retrieve: RetrieveConfig = option(default_factory=RetrieveConfig, flag=False, help="retrieve section (key=value: retrieve.FIELD=...)")
+    rerank: RerankConfig = option(default_factory=RerankConfig, flag=False, help="rerank section (key=value: rerank.FIELD=...)")
+    reader: TrainConfig = option(default_factory=TrainConfig, flag=False, help="reader section (key=value: reader.FIELD=...)")
+    knn_vote: KnnVoteConfig = option(default_factory=KnnVoteConfig, flag=False, help="knn_vote section (key=value: knn_vote.FIELD=...)")
+    task_overrides: dict[str, Any] = option(default_factory=dict, flag=False,
+                                            help="per task: {task: {reader: {...}, rerank: {...}, ...}}")
+    method_overrides: dict[str, Any] = option(default_factory=dict, flag=False,
+                                              help="per method: {method: {reader: {...}, knn_vote: {...}}}")
+    log_with: str = option("none", choices=("none", "tensorboard", "wandb"),
+                           help="tracker of every cell (wandb offline unless WANDB_MODE says otherwise)")
+    report: bool = option(True, help="write results.md / results.json when the grid ends")
+    dry_run: bool = option(False, help="print the plan and which cells are done; run nothing")
+    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
+
+
+@dataclass
+class CellPlan:
+    task: str
+    method: str
+    seed: int
+    directory: Path
+    key: str
+    status: str  # done | resume | stale | todo
+
+    @property
+    def label(self) -> str:
+        """``<task>/<method>/seed-<n>`` (the task's name, also for a task given as a YAML file)."""
+        return "/".join(self.directory.parts[-3:])
+
+
+def _key(payload: Any) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _defining(cfg: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {k: v for k, v in asdict(cfg).items() if k not in _COSMETIC + drop}
+
+
+def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -> ExperimentConfig:
+    """The settings of one task (and method): the config with its task and method overrides merged in."""
+    base = {k: v for k, v in to_dict(cfg).items() if k not in ("task_overrides", "method_overrides")}
+    for scope, name, allowed in (("task_overrides", task, TASK_OVERRIDABLE),
+                                 ("method_overrides", method, METHOD_OVERRIDABLE)):
+        extra = getattr(cfg, scope).get(name) if name else None
+        if not extra:
+            continue
+        if not isinstance(extra, dict):
+            raise InputError(f"{scope}.{name} must be a mapping", field=f"{scope}.{name}")
+        bad = [k for k in extra if k not in allowed]
+        if bad:
+            raise InputError(f"{scope}.{name} may set {', '.join(allowed)}; not {', '.join(bad)}",
+                             field=f"{scope}.{name}.{bad[0]}")
+        base = merge(base, extra)
+    return from_dict(ExperimentConfig, base, source=f"<experiment config: {task}/{method or '-'}>")
+
+
+class Experiment:
+    """The grid described by an :class:`ExperimentConfig`: plan it, run it."""
+
+    def __init__(self, cfg: ExperimentConfig) -> None:
+        if not cfg.out:
+            raise InputError("no experiment folder given (--out)", field="out")
+        for name in ("tasks", "methods", "seeds"):
+            if not getattr(cfg, name):
+                raise InputError(f"no {name} given", field=name)
+        for m in cfg.methods:
+            get_method(m)
+        unknown = [t for t in cfg.task_overrides if t not in cfg.tasks]
+        if unknown:
+            raise InputError(f"task_overrides names tasks not in the grid: {unknown}", field="task_overrides")
+        unknown = [m for m in cfg.method_overrides if m not in cfg.methods]
+        if unknown:
+            raise InputError(f"method_overrides names methods not in the grid: {unknown}", field="method_overrides")
+        if not cfg.index.out:
+            raise InputError("no index folder given (index.out)", field="index.out")
+        self.cfg = cfg
+        self.out = Path(cfg.out)
+
+    # ----- stages shared by the cells of a task -----
+    def _task_name(self, task: str) -> str:
+        from .tasks import get_task
+
+        return get_task(task).name
+
+    def stage_dir(self, task: str, stage: str) -> Path:
+        return self.out / self._task_name(task) / stage
+
+    def retrieve_config(self, task: str) -> RetrieveConfig:
+        s = cell_settings(self.cfg, task)
+        return replace(s.retrieve, task=task, index=s.index.out, out=str(self.stage_dir(task, "candidates")),
+                       data_dir=s.data_dir, show_progress=s.show_progress)
+
+    def rerank_config(self, task: str) -> RerankConfig:
+        s = cell_settings(self.cfg, task)
+        return replace(s.rerank, candidates=str(self.stage_dir(task, "candidates")),
+                       out=str(self.stage_dir(task, "reranked")), task="", index=s.index.out,
+                       show_progress=s.show_progress)
+
+    def _index_key(self) -> str:
+        manifest = Path(self.cfg.index.out) / MANIFEST
+        return read_json(manifest)["build_key"] if manifest.exists() else "unbuilt"
+
+    def stage_keys(self, task: str) -> dict[str, str]:
+        candidates = _key({"retrieve": _defining(self.retrieve_config(task), ("out",)),
+                           "index": self._index_key()})
+        reranked = _key({"rerank": _defining(self.rerank_config(task), ("out", "candidates")),
+                         "candidates": candidates})
+        return {"candidates": candidates, "reranked": reranked}
+
+    def stage_done(self, task: str, stage: str) -> bool:
+        directory = self.stage_dir(task, stage)
+        key_file = directory / STAGE_KEY_FILE
+        return (directory / MANIFEST).exists() and key_file.exists() and \
+            key_file.read_text().strip() == self.stage_keys(task)[stage]
+
+    def needs_reranking(self, task: str) -> bool:
+        return any(get_method(m).data == "reranked" for m in self.cfg.methods)
+
+    def build_stages(self, task: str, ctx) -> None:
+        """Run (or reuse) the candidates and, when needed, the reranked folder of ``task``."""
+        from .rerank.reranker import rerank
+        from .retrieval.retrieve import retrieve
+
+        for stage, run, make_cfg in (("candidates", retrieve, self.retrieve_config),
+                                     ("reranked", rerank, self.rerank_config)):
+            if stage == "reranked" and not self.needs_reranking(task):
+                continue
+            if self.stage_done(task, stage):
+                _say(ctx, f"[{self._task_name(task)}] {stage}: done, reused")
+                continue
+            _say(ctx, f"[{self._task_name(task)}] {stage}: running")
+            run(make_cfg(task), ctx)
+            ctx.barrier()
+            if ctx.is_main:
+                write_text(self.stage_dir(task, stage) / STAGE_KEY_FILE, self.stage_keys(task)[stage])
+            ctx.barrier()
+
+    # ----- cells -----
+    def method(self, task: str, method: str):
+        from .tasks import get_task
+
+        settings = cell_settings(self.cfg, task, method)
+        reranked = self.stage_dir(task, "reranked")
+        inputs = MethodInputs(get_task(task), self.stage_dir(task, "candidates"),
+                              reranked if self.needs_reranking(task) else None, settings)
+        return get_method(method)(inputs)
+
+    def plan(self) -> list[CellPlan]:
+        """Every cell of the grid with its key and status (done, resume, stale or todo)."""
+        cells = []
+        for task in self.cfg.tasks:
+            keys = self.stage_keys(task)
+            for name in self.cfg.methods:
+                method = self.method(task, name)
+                upstream = keys["reranked" if method.needs_reranking else "candidates"]
+                for seed in self.cfg.seeds:
+                    directory = self.out / self._task_name(task) / name / f"seed-{seed}"
+                    key = _key({"method": name, "seed": seed, "settings": method.settings(), "upstream": upstream})
+                    cells.append(CellPlan(task, name, seed, directory, key, _cell_status(directory, key)))
+        return cells
+
+    def run(self, ctx=None) -> list[CellPlan]:
+        """Run the grid; returns the failed cells (also listed on stderr)."""
+        from .distributed import init_distributed
+        from .retrieval.index import build_index
+
+        ctx = ctx or init_distributed()
+        if self.cfg.dry_run:
+            if ctx.is_main:
+                print(self.describe())
+            return []
+        _say(ctx, f"index {self.cfg.index.out}")
+        build_index(replace(self.cfg.index, show_progress=self.cfg.show_progress), ctx)
+        failed: list[CellPlan] = []
+        for task in self.cfg.tasks:
+            try:
+                self.build_stages(task, ctx)
+            except Exception as e:  # the grid goes on with the next task
+                if ctx.world_size > 1:
+                    raise
+                cells = [c for c in self.plan() if c.task == task and c.status != "done"]
+                _report_failure(f"[{self._task_name(task)}] stages", e)
+                failed += cells
+                continue
+            for cell in [c for c in self.plan() if c.task == task]:
+                if cell.status == "done":
+                    _say(ctx, f"[{cell.label}] done, reused")
+                    continue
+                try:
+                    self.run_cell(cell, ctx)
+                except Exception as e:  # the grid goes on with the next cell
+                    if ctx.world_size > 1:
+                        raise
+                    _report_failure(f"[{cell.label}]", e, cell.directory)
+                    failed.append(cell)
+        if ctx.is_main and self.cfg.report and any((c.directory / CELL_FILE).exists() for c in self.plan()):
+            from .evaluation.report import write_report
+
+            md = write_report(self.out, reference=self.cfg.reference)
+            print(md.read_text(encoding="utf-8"))
+        if failed and ctx.is_main:
+            print(f"{len(failed)} cell(s) failed:", file=sys.stderr)
+            for c in failed:
+                print(f"  {c.label} (see {c.directory / 'error.log'})", file=sys.stderr)
+        return failed
+
+    def run_cell(self, cell: CellPlan, ctx) -> dict[str, Any]:
+        """Fit the cell's method, predict dev and test, and write ``cell.json`` (the cell's completion mark)."""
+        from .evaluation.predictions import score_lines
+
+        if cell.status == "stale" and ctx.is_main:
+            print(f"[{cell.label}] settings changed: rerunning from scratch")
+            shutil.rmtree(cell.directory)
+        ctx.barrier()
+        _say(ctx, f"[{cell.label}] " + ("resuming" if cell.status == "resume"
+                                                                     else "running"))
+        if ctx.is_main:
+            cell.directory.mkdir(parents=True, exist_ok=True)
+            write_text(cell.directory / CELL_KEY_FILE, cell.key)
+            (cell.directory / "error.log").unlink(missing_ok=True)
+        ctx.barrier()
+        method = self.method(cell.task, cell.method)
+        task = method.inputs.task
+        start = time.time()
+        fit = method.fit(cell.directory, cell.seed)
+        if not ctx.is_main:
+            ctx.barrier()
+            return {}
+        predictor = None
+        results, data = {}, {}
+        for split in SPLITS:
+            data_file = method.data_dir / f"{split}.jsonl"
+            data[split] = sha256_file(data_file)
+            path = cell.directory / f"predictions_{split}.jsonl"
+            if split not in fit.predicted_splits:
+                from .interchange import read_records, write_records
+
+                predictor = predictor or type(method).load(cell.directory)
+                write_records(path, predictor.predict(list(read_records(data_file, labels=task.labels))))
+            results[split] = score_lines(task, path)
+        evaluations = fit.evaluations
+        still = None
+        if method.trained and evaluations:
+            still = fit.best_step == evaluations[-1]["step"]
+        record = {"kind": "cell", "key": cell.key, "task": task.name, "task_spec": to_dict(task),
+                  "method": cell.method, "seed": cell.seed,
+                  "metric": task.metric, "results": results, "settings": method.settings(),
+                  "steps": fit.steps, "best_step": fit.best_step, "evaluations": evaluations,
+                  "still_improving": still, "data": {"folder": str(method.data_dir.resolve()), "sha256": data},
+                  "config": to_dict(method.inputs.settings), "git_commit": source_commit(),
+                  "versions": library_versions(), "elapsed_s": round(time.time() - start, 1)}
+        write_json(cell.directory / CELL_FILE, record)
+        self._track(cell, record)
+        summary = ", ".join(f"{s} {r[task.metric]:.4f}" for s, r in results.items())
+        print(f"[{cell.label}] {summary}" + (" (still improving)" if still else ""))
+        ctx.barrier()
+        return record
+
+    def _track(self, cell: CellPlan, record: dict[str, Any]) -> None:
+        if self.cfg.log_with == "none":
+            return
+        from .tracking import open_tracker, tracker_config
+
+        tracker = open_tracker(self.cfg.log_with, cell.directory, cell.label.replace("/", "-"),
+                               tracker_config({"task": cell.task, "method": cell.method, "seed": cell.seed,
+                                               **record["settings"].get("reader", {})}))
+        if tracker is None:
+            return
+        try:
+            values = {f"{split}/{record['metric']}": r[record["metric"]] for split, r in record["results"].items()}
+            tracker.log(values, step=record["steps"])
+        finally:
+            tracker.close()
+
+    def describe(self) -> str:
+        """The plan as text: stages and cells with their status."""
+        lines = [f"experiment {self.out}: {len(self.cfg.tasks)} task(s) x {len(self.cfg.methods)} method(s) x "
+                 f"{len(self.cfg.seeds)} seed(s)"]
+        index_done = (Path(self.cfg.index.out) / MANIFEST).exists()
+        lines.append(f"  index {self.cfg.index.out}: {'built (checked when run)' if index_done else 'to build'}")
+        cells = self.plan()
+        for task in self.cfg.tasks:
+            stages = ["candidates"] + (["reranked"] if self.needs_reranking(task) else [])
+            lines.append(f"  {task}: " + ", ".join(f"{s} {'done' if self.stage_done(task, s) else 'to run'}"
+                                                   for s in stages))
+            for c in (c for c in cells if c.task == task):
+                lines.append(f"    {c.method:<14} seed {c.seed:<4} {c.status:<7} {c.directory}")
+        counts = {s: sum(c.status == s for c in cells) for s in ("done", "resume", "stale", "todo")}
+        lines.append("cells: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        return "\n".join(lines)
+
+
+def _cell_status(directory: Path, key: str) -> str:
+    cell = directory / CELL_FILE
+    if cell.exists():
+        return "done" if read_json(cell).get("key") == key else "stale"
+    key_file = directory / CELL_KEY_FILE
+    if key_file.exists():
+        return "resume" if key_file.read_text().strip() == key else "stale"
+    return "stale" if directory.exists() and any(directory.iterdir()) else "todo"
+
+
+def _say(ctx, message: str) -> None:
+    if ctx.is_main:
+        print(message, flush=True)
+
+
+def _report_failure(where: str, error: BaseException, directory: Path | None = None) -> None:
+    text = "".join(traceback.format_exception(error))
+    print(f"{where} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_text(directory / "error.log", text)
+
+
+def run_experiment(cfg: ExperimentConfig, ctx=None) -> list[CellPlan]:
+    """Run (or with ``dry_run`` describe) the grid; returns the failed cells."""
+    return Experiment(cfg).run(ctx)
+
+
+__all__ = ["CELL_FILE", "CellPlan", "Experiment", "ExperimentConfig", "cell_settings", "run_experiment"]

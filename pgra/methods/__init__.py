@@ -1,0 +1,46 @@
+"""Every compared method behind one interface (:class:`Method`), one file each, in one registry.
+
+``METHODS`` maps a name to its class; the CLI reads its choices from it. A new method is one file whose class
+is added here. Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
+"""
+
+from __future__ import annotations
+
+from .base import PREDICTION_FIELDS, FitResult, Method, MethodInputs, Predictor, prediction_line
+from .fid import FiD
+from .knn_vote import KnnVote, KnnVoteConfig
+from .no_retrieval import NoRetrieval
+from .pgra import PGRA
+
+METHODS: dict[str, type[Method]] = {m.name: m for m in (NoRetrieval, FiD, PGRA, KnnVote)}
+# manifest kind of a fitted run -> the method class that loads it
+RUN_KINDS: dict[str, type[Method]] = {"reader": FiD, KnnVote.name: KnnVote}
+
+
+def load_run(run, device: str | None = None) -> Predictor:
+    """The fitted method in a finished run folder, chosen by its manifest's kind (reader, knn_vote ...)."""
+    from pathlib import Path
+
+    from ..artifacts import MANIFEST, read_json
+    from ..errors import InputError
+
+    run = Path(run)
+    if not (run / MANIFEST).exists():
+        raise InputError(f"{run} has no {MANIFEST}: not a finished run (pgra train / pgra experiment)", path=run)
+    kind = read_json(run / MANIFEST).get("kind")
+    if kind not in RUN_KINDS:
+        raise InputError(f"{run} is a '{kind}' folder, not a run ({', '.join(RUN_KINDS)})", path=run)
+    return RUN_KINDS[kind].load(run, device=device)
+
+
+def get_method(name: str) -> type[Method]:
+    """The method class registered as ``name``."""
+    from ..errors import InputError
+
+    if name not in METHODS:
+        raise InputError(f"unknown method '{name}', use one of {list(METHODS)}", field="methods")
+    return METHODS[name]
+
+
+__all__ = ["METHODS", "PREDICTION_FIELDS", "RUN_KINDS", "FitResult", "KnnVoteConfig", "Method", "MethodInputs",
+           "Predictor", "get_method", "load_run", "prediction_line"]

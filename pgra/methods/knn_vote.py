@@ -1,0 +1,119 @@
+"""``knn_vote``: the majority label of the k nearest labelled training inputs (the paper's k-NN baseline).
+
+Neighbours come from the experiment's first-stage retriever (the same encoder and pooler, or BM25) over the
+task's training inputs; an input never votes for itself (same id or identical text). Ties go to the tied
+label whose nearest voter ranks first. ``scores`` are the vote shares.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import read_json, read_manifest, write_json, write_manifest
+from ..config import option, to_dict
+from ..errors import InputError
+from ..interchange import read_records, write_records
+from ..tasks import TaskSpec, task_from_manifest
+from .base import FitResult, Method, Predictor, prediction_line
+
+KIND = "knn_vote"
+
+
+@dataclass
+class KnnVoteConfig:
+    """The ``knn_vote`` section of an experiment config."""
+
+    k: int = option(16, help="labelled training inputs that vote")
+
+
+def vote(task: TaskSpec, neighbour_labels: list[str]) -> tuple[str, dict[str, float]]:
+    """Majority label of ``neighbour_labels`` (nearest first; ties -> the nearest tied label) and vote shares."""
+    if not neighbour_labels:
+        raise ValueError("no neighbours to vote")
+    counts = Counter(neighbour_labels)
+    top = max(counts.values())
+    winner = next(lab for lab in neighbour_labels if counts[lab] == top)
+    return winner, {lab: counts.get(lab, 0) / len(neighbour_labels) for lab in task.labels}
+
+
+class KnnVotePredictor(Predictor):
+    """A fitted kNN vote: the training-input index and its labels."""
+
+    def __init__(self, run: Path, device: str | None = None) -> None:
+        from ..retrieval.index import Index
+
+        self.run = Path(run)
+        manifest = read_manifest(self.run, KIND)
+        self.task = task_from_manifest(manifest, self.run / "manifest.json")
+        self.k = int(manifest["k"])
+        self.labels: dict[str, str] = read_json(self.run / "train_labels.json")
+        self.texts: dict[str, str] = read_json(self.run / "train_texts.json")
+        self.index = Index(manifest["train_index"], device=device)
+        self._data = manifest.get("data")
+
+    def neighbours(self, records: list[dict[str, Any]]) -> list[list[str]]:
+        """The ids of the k nearest training inputs of each record, nearest first, never the record itself."""
+        hits = self.index.search_hits([r["text"] for r in records], min(self.k + 1, len(self.labels)))
+        out = []
+        for rec, row in zip(records, hits, strict=True):
+            own_id, own_text = str(rec.get("id")), rec["text"].strip()
+            ids = [str(h["id"]) for h in row if str(h["id"]) != own_id and h["text"].strip() != own_text]
+            out.append(ids[: self.k])
+        return out
+
+    def predict(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        lines = []
+        for rec, ids in zip(records, self.neighbours(records), strict=True):
+            label, shares = vote(self.task, [self.labels[i] for i in ids]) if ids else (None, None)
+            lines.append(prediction_line(rec, label, shares, ids))
+        return lines
+
+    def default_data(self) -> Path | None:
+        return Path(self._data) if self._data else None
+
+
+class KnnVote(Method):
+    name = KIND
+    data = "candidates"
+    trained = False
+
+    def settings(self) -> dict[str, Any]:
+        s = self.inputs.settings
+        index = s.index
+        retriever = asdict(index.bm25) if index.retriever == "bm25" else {
+            "encoder": index.dense.encoder, "pooler": index.dense.pooler, "max_length": index.dense.max_length}
+        return {"k": s.knn_vote.k, "retriever": index.retriever, "index": retriever}
+
+    def fit(self, out: Path, seed: int) -> FitResult:
+        from ..retrieval.index import build_index
+
+        k = self.inputs.settings.knn_vote.k
+        if k < 1:
+            raise InputError("k must be at least 1", field="knn_vote.k")
+        train = list(read_records(self.data_dir / "train.jsonl", labels=self.inputs.task.labels))
+        labelled = [r for r in train if r.get("label") is not None]
+        if len(labelled) < 2:
+            raise InputError(f"{len(labelled)} labelled training inputs; a kNN vote needs at least 2",
+                             path=self.data_dir / "train.jsonl")
+        # the index of training inputs depends on the task's data and the retriever, not on the seed: shared
+        shared = out.parent / "train-index"
+        corpus = shared / "train_inputs.jsonl"
+        write_records(corpus, [{"id": str(r["id"]), "text": r["text"]} for r in labelled])
+        index_cfg = replace(self.inputs.settings.index, corpus=str(corpus), corpus_format="jsonl", text_field="text",
+                            id_field="id", out=str(shared / "index"), overwrite=False,
+                            show_progress=self.inputs.settings.show_progress)
+        build_index(index_cfg)
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "train_labels.json", {str(r["id"]): str(r["label"]) for r in labelled})
+        write_json(out / "train_texts.json", {str(r["id"]): r["text"] for r in labelled})
+        write_manifest(out, {"kind": KIND, "task": to_dict(self.inputs.task), "k": k,
+                             "train_index": str((shared / "index").resolve()), "train_inputs": len(labelled),
+                             "data": str(self.data_dir.resolve()), "seed": seed})
+        return FitResult()
+
+    @classmethod
+    def load(cls, out: Path, device: str | None = None) -> Predictor:
+        return KnnVotePredictor(out, device=device)

@@ -1,0 +1,83 @@
+"""What the three reader methods share: train a FiD reader on a task folder, predict with its best checkpoint."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import iter_jsonl, read_json
+from .base import FitResult, Method, Predictor, prediction_line
+
+# settings of a reader cell that do not change what it learns
+_NOT_DEFINING = ("data", "out", "seed", "show_progress", "log_with", "keep_checkpoints")
+
+
+class ReaderPredictor(Predictor):
+    """A trained reader run (``pgra train``'s folder or an experiment cell) as a :class:`Predictor`."""
+
+    def __init__(self, run: Path, device: str | None = None, batch_size: int = 16) -> None:
+        from ..reader.predict import Reader
+
+        self.run = Path(run)
+        self.reader = Reader.load(self.run, device=device)
+        self.task = self.reader.task
+        self.batch_size = batch_size
+
+    @property
+    def n_passages(self) -> int:
+        return self.reader.formatter.n_passages
+
+    def predict(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        preds = self.reader.predict(records, batch_size=self.batch_size)
+        return [prediction_line(r, p["prediction"], p["scores"],
+                                [c["id"] for c in r.get("ctxs", [])[: self.n_passages]])
+                for r, p in zip(records, preds, strict=True)]
+
+    def default_data(self) -> Path | None:
+        from ..artifacts import MANIFEST
+
+        manifest = self.run / MANIFEST
+        return Path(read_json(manifest)["data"]) if manifest.exists() else None
+
+
+class ReaderMethod(Method):
+    """A FiD reader trained on ``data`` with ``n_passages`` evidence sentences per input."""
+
+    def n_passages(self) -> int:
+        return self.inputs.settings.reader.n_passages
+
+    def train_config(self, out: Path, seed: int):
+        s = self.inputs.settings
+        return replace(s.reader, data=str(self.data_dir), out=str(out), seed=seed, n_passages=self.n_passages(),
+                       task="", log_with=s.log_with, show_progress=s.show_progress)
+
+    def settings(self) -> dict[str, Any]:
+        reader = {k: v for k, v in asdict(self.inputs.settings.reader).items() if k not in _NOT_DEFINING}
+        return {"reader": {**reader, "n_passages": self.n_passages()}, "data": self.data}
+
+    def fit(self, out: Path, seed: int) -> FitResult:
+        from ..reader.train import train
+
+        cfg = self.train_config(out, seed)
+        train(cfg)
+        return reader_fit_result(out, self.inputs.task.metric, ["dev", cfg.test_split])
+
+    @classmethod
+    def load(cls, out: Path, device: str | None = None) -> Predictor:
+        return ReaderPredictor(out, device=device)
+
+
+def reader_fit_result(out: Path, metric: str, splits: list[str]) -> FitResult:
+    """Steps, best step and dev history of a finished reader run (``metrics.json`` + ``train_log.jsonl``)."""
+    metrics = read_json(out / "metrics.json")
+    history: dict[int, float] = {}
+    log = out / "train_log.jsonl"
+    if log.exists():
+        for _, rec in iter_jsonl(log):  # a resumed run may repeat steps: the last line of a step wins
+            if f"dev_{metric}" in rec:
+                history[int(rec["step"])] = float(rec[f"dev_{metric}"])
+    steps = max((int(rec["step"]) for _, rec in iter_jsonl(log)), default=0) if log.exists() else 0
+    return FitResult(steps=steps, best_step=int(metrics.get("best_step", 0)),
+                     evaluations=[{"step": s, "dev": v} for s, v in sorted(history.items())],
+                     predicted_splits=[s for s in splits if s in metrics.get("results", {})])

@@ -1,0 +1,13 @@
+#!/usr/bin/env python
+"""Run an experiment grid: `accelerate launch scripts/experiment.py --config configs/paper/experiment_table2.yaml`.
+
+Also `torchrun --nproc_per_node N scripts/experiment.py ...` or plain `python scripts/experiment.py ...`; same flags
+as `pgra experiment`. Every process runs the grid; each stage shards its work over the processes.
+"""
+
+import sys
+
+from pgra.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["experiment", *sys.argv[1:]]))

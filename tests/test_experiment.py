@@ -1,0 +1,218 @@
+"""The experiment layer: methods, the grid (resume, failures, dry run), evaluate, Pipeline and predict."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pgra.cli import main
+from pgra.config import from_dict
+from pgra.experiment import CELL_FILE, Experiment, ExperimentConfig
+from pgra.methods import knn_vote as knn_mod
+from pgra.methods.knn_vote import vote
+from pgra.tasks import get_task
+from tests.test_rerank import sky_task  # noqa: F401 - fixture
+
+METHODS = ["no_retrieval", "fid", "pgra", "knn_vote"]
+
+
+def _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, **kw) -> dict:  # noqa: F811
+    cfg = {
+        "out": str(tmp_path / "exp"), "tasks": [str(sky_task)], "methods": METHODS, "seeds": [1, 2],
+        "index": {"corpus": str(corpus_txt), "out": str(tmp_path / "index"), "retriever": "bm25"},
+        "retrieve": {"k": 8},
+        "rerank": {"lm": str(tiny_opt), "top_d": 3, "num_demos": 2, "cache_dir": str(tmp_path / "cache"),
+                   "max_tokens_per_batch": 700},
+        "reader": {"model": str(tiny_t5), "n_passages": 3, "max_length": 48, "batch_size": 4, "max_steps": 4,
+                   "eval_every": 2, "eval_batch_size": 8, "learning_rate": 1e-3},
+        "knn_vote": {"k": 3}, "show_progress": False, "report": True,
+    }
+    cfg.update(kw)
+    return cfg
+
+
+@pytest.fixture()
+def grid(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5):  # noqa: F811
+    return _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5)
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_grid_runs_resumes_and_reports(grid, tmp_path, monkeypatch, capsys):
+    from pgra.methods import reader_method
+
+    real_fit = reader_method.ReaderMethod.fit
+
+    def flaky_fit(self, out, seed):
+        if self.name == "pgra" and seed == 2:
+            raise RuntimeError("injected failure")
+        return real_fit(self, out, seed)
+
+    monkeypatch.setattr(reader_method.ReaderMethod, "fit", flaky_fit)
+    cfg = from_dict(ExperimentConfig, grid)
+    failed = Experiment(cfg).run()
+    assert [(c.method, c.seed) for c in failed] == [("pgra", 2)]
+    out = Path(grid["out"]) / "sky"
+    assert "injected failure" in (out / "pgra" / "seed-2" / "error.log").read_text()
+    done = {(m, s): (out / m / f"seed-{s}" / CELL_FILE) for m in METHODS for s in (1, 2)}
+    assert all(p.exists() for k, p in done.items() if k != ("pgra", 2))
+    for m in METHODS:  # one predictions schema for every method
+        lines = _lines(out / m / "seed-1" / "predictions_test.jsonl")
+        assert len(lines) == 6 and all(set(x) == {"id", "text", "label", "prediction", "scores", "evidence"}
+                                       for x in lines)
+        assert all(x["prediction"] in ("sky", "town") for x in lines)
+        assert all(len(x["evidence"]) == {"no_retrieval": 0, "fid": 3, "pgra": 3, "knn_vote": 3}[m] for x in lines)
+    cand = {r["id"]: [c["id"] for c in r["ctxs"]] for r in _lines(out / "candidates" / "test.jsonl")}
+    assert all(x["evidence"] == cand[x["id"]][:3] for x in _lines(out / "fid" / "seed-1" / "predictions_test.jsonl"))
+    reranked = {r["id"]: [c["id"] for c in r["ctxs"]] for r in _lines(out / "reranked" / "test.jsonl")}
+    assert all(x["evidence"] == reranked[x["id"]][:3]
+               for x in _lines(out / "pgra" / "seed-1" / "predictions_test.jsonl"))
+    cell = json.loads((out / "fid" / "seed-1" / CELL_FILE).read_text())
+    assert cell["steps"] == 4 and [e["step"] for e in cell["evaluations"]] == [2, 4]
+    assert cell["still_improving"] == (cell["best_step"] == 4)
+    assert cell["results"]["test"]["examples"] == 6 and cell["seed"] == 1
+    stamps = {k: p.stat().st_mtime_ns for k, p in done.items() if p.exists()}
+
+    # the re-run trains only the failed cell and reuses every stage and finished cell
+    monkeypatch.setattr(reader_method.ReaderMethod, "fit", real_fit)
+    from pgra.reader import train as train_mod
+
+    calls = []
+    real_train = train_mod.train
+    monkeypatch.setattr(train_mod, "train", lambda c: calls.append(c.out) or real_train(c))
+    capsys.readouterr()
+    assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+    assert calls == [str(out / "pgra" / "seed-2")]
+    assert all(done[k].stat().st_mtime_ns == t for k, t in stamps.items())
+    printed = capsys.readouterr().out
+    assert "candidates: done, reused" in printed and "reranked: done, reused" in printed
+    results = json.loads((Path(grid["out"]) / "results.json").read_text())
+    assert {(r["method"], r["seed"]) for r in results["rows"] if r["split"] == "test"} == set(done)
+    assert "| pgra |" in (Path(grid["out"]) / "results.md").read_text()
+
+    # a changed reader setting makes the reader cells stale (not the kNN vote, not the stages)
+    grid["reader"]["max_steps"] = 6
+    plan = {(c.method, c.seed): c.status for c in Experiment(from_dict(ExperimentConfig, grid)).plan()}
+    assert plan == {**{(m, s): "stale" for m in METHODS[:3] for s in (1, 2)}, ("knn_vote", 1): "done",
+                    ("knn_vote", 2): "done"}
+
+
+def test_dry_run_and_cli_exit_codes(grid, tmp_path, capsys):
+    import yaml
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({**grid, "methods": ["knn_vote"], "seeds": [3]}))
+    assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "knn_vote" in out and "todo" in out and "1 todo" in out
+    assert not (Path(grid["out"]) / "sky" / "knn_vote").exists()
+    assert main(["experiment", "--config", str(path)]) == 0
+    assert (Path(grid["out"]) / "results.md").exists()
+    assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
+    assert "1 done" in capsys.readouterr().out
+    # a failing cell: exit 1 and the failed cell named
+    assert main(["experiment", "--config", str(path), "knn_vote.k=0", "report=false"]) == 1
+    assert "knn_vote/seed-3" in capsys.readouterr().err
+    assert main(["experiment", "--config", str(path), "methods=nope"]) == 2
+    assert main(["experiment", "--config", str(path), "method_overrides={fid: {reader: {}}}"]) == 2
+
+
+def test_vote_majority_and_ties_to_the_nearest():
+    task = get_task("sst2")
+    pos, neg = task.labels[1], task.labels[0]
+    assert vote(task, [neg, pos, pos]) == (pos, {neg: 1 / 3, pos: 2 / 3})
+    assert vote(task, [neg, pos, pos, neg])[0] == neg  # tie: the nearest voter's label
+    assert vote(task, [pos, neg])[0] == pos
+
+
+def test_knn_vote_on_a_hand_checked_example(tmp_path):
+    from pgra.methods import MethodInputs
+    from pgra.tasks import TaskSpec
+
+    task = TaskSpec(name="color", labels=["red", "blue"], rerank_template="{text}", demo_words={"red": "red",
+                    "blue": "blue"}, reader_words={"red": "red", "blue": "blue"})
+    data = tmp_path / "cands"
+    data.mkdir()
+    train = [("a1", "red red red", "red"), ("a2", "red apple", "red"), ("b1", "blue sky", "blue"),
+             ("b2", "blue blue sea", "blue"), ("b3", "blue blue red", "blue")]
+    (data / "train.jsonl").write_text("".join(json.dumps({"id": i, "text": t, "label": y}) + "\n"
+                                              for i, t, y in train))
+    from pgra.artifacts import write_manifest
+    from pgra.config import to_dict
+
+    write_manifest(data, {"kind": "candidates", "task": to_dict(task)})
+    settings = from_dict(ExperimentConfig, {"index": {"retriever": "bm25", "out": "unused"}, "knn_vote": {"k": 3},
+                                            "show_progress": False})
+    method = knn_mod.KnnVote(MethodInputs(task, data, None, settings))
+    run = tmp_path / "knn" / "seed-1"
+    method.fit(run, seed=1)
+    predictor = knn_mod.KnnVote.load(run)
+    new = predictor.predict([{"id": "q", "text": "red", "label": "red"}])[0]
+    assert new["evidence"][0] == "a1" and set(new["evidence"]) == {"a1", "a2", "b3"}
+    assert new["prediction"] == "red" and new["scores"] == {"red": 2 / 3, "blue": 1 / 3}
+    # never itself (same id, or identical text under another id); a 1:1 tie goes to the nearest (a2)
+    predictor.k = 2
+    own = predictor.predict([{"id": "a1", "text": "red red red", "label": "red"},
+                             {"id": "x", "text": "red red red", "label": "red"}])
+    assert [o["evidence"] for o in own] == [["a2", "b3"], ["a2", "b3"]]
+    assert [o["prediction"] for o in own] == ["red", "red"]
+
+
+def test_evaluate_reproduces_and_pipeline_predicts_like_the_run(grid, tmp_path, capsys):
+    from pgra.pipeline import Pipeline
+
+    grid.update(methods=["fid", "pgra", "knn_vote", "no_retrieval"], seeds=[1], report=False)
+    assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+    out = Path(grid["out"]) / "sky"
+    for m in grid["methods"]:
+        run = out / m / "seed-1"
+        cell = json.loads((run / CELL_FILE).read_text())
+        assert main(["evaluate", "--run", str(run)]) == 0
+        printed = capsys.readouterr().out
+        assert f"accuracy {cell['results']['test']['accuracy']:.4f}" in printed
+        saved = _lines(run / "predictions_test.jsonl")
+        again = _lines(next((run / "evaluations").glob("*/predictions_test.jsonl")))
+        assert [a["prediction"] for a in again] == [s["prediction"] for s in saved]
+        assert [a["evidence"] for a in again] == [s["evidence"] for s in saved]
+        # raw texts through the whole pipeline: the same labels, scores and evidence as the run's test predictions
+        got = Pipeline.load(run).predict([s["text"] for s in saved])
+        assert [g["prediction"] for g in got] == [s["prediction"] for s in saved]
+        assert [[str(e["id"]) for e in g["evidence"]] for g in got] == [[str(i) for i in s["evidence"]]
+                                                                         for s in saved]
+        for g, s in zip(got, saved, strict=True):
+            for label, p in s["scores"].items():
+                assert abs(g["scores"][label] - p) < 1e-4
+    assert main(["predict", "--run", str(out / "pgra" / "seed-1"), "--text", "The moon is bright.", "--json"]) == 0
+    line = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert line["prediction"] in ("sky", "town") and len(line["evidence"]) == 3
+    assert set(line["evidence"][0]) == {"id", "text", "score"}
+    # another task's folder is refused
+    other = tmp_path / "other"
+    other.mkdir()
+    from pgra.artifacts import write_manifest
+    from pgra.config import to_dict
+
+    write_manifest(other, {"kind": "candidates", "task": to_dict(get_task("sst2"))})
+    assert main(["evaluate", "--run", str(out / "fid" / "seed-1"), "--data", str(other)]) == 2
+    assert "task 'sst2'" in capsys.readouterr().err
+
+
+def test_paper_table2_config_matches_the_reader_configs():
+    """The grid's per-task reader settings are Table 7's, as in configs/paper/reader_<task>.yaml."""
+    from pgra.config import load_config
+    from pgra.experiment import cell_settings
+    from pgra.reader.config import TrainConfig
+
+    root = Path(__file__).resolve().parents[1] / "configs" / "paper"
+    cfg = load_config(ExperimentConfig, root / "experiment_table2.yaml")
+    assert cfg.methods == ["no_retrieval", "fid", "pgra"] and cfg.seeds == [1, 2, 3] and len(cfg.tasks) == 8
+    assert cfg.rerank.lm == "facebook/opt-13b" and cfg.reader.model == "t5-base" and cfg.reader.n_passages == 16
+    assert cfg.retrieve.k == 150 and cfg.rerank.top_d == 16
+    skip = ("task", "data", "out", "seed")
+    for task in cfg.tasks:
+        got = cell_settings(cfg, task, "pgra").reader
+        want = load_config(TrainConfig, root / f"reader_{task}.yaml")
+        assert {k: v for k, v in vars(got).items() if k not in skip} == \
+            {k: v for k, v in vars(want).items() if k not in skip}, task

@@ -1,0 +1,87 @@
+"""`pgra report` on synthetic runs: means, standard deviations, p-values and flags checked by hand."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pgra.cli import main
+from pgra.config import to_dict
+from pgra.errors import InputError
+from pgra.evaluation.report import build_report, collect_cells
+from pgra.evaluation.significance import paired_bootstrap
+from pgra.tasks import get_task
+
+GOLD = ["1", "0"] * 5  # ten test inputs
+
+
+def _preds(n_right: int) -> list[str]:
+    """Right on the first ``n_right`` inputs, wrong on the rest."""
+    return [g if i < n_right else ("0" if g == "1" else "1") for i, g in enumerate(GOLD)]
+
+
+def _cell(root: Path, task: str, method: str, seed: int, n_right: int, still=False, text_of=None) -> None:
+    d = root / task / method / f"seed-{seed}"
+    d.mkdir(parents=True)
+    lines = [{"id": f"t{i}", "text": (text_of or (lambda i: f"input {i}"))(i), "label": g, "prediction": p,
+              "scores": {"0": float(p == "0"), "1": float(p == "1")}, "evidence": []}
+             for i, (g, p) in enumerate(zip(GOLD, _preds(n_right), strict=True))]
+    (d / "predictions_test.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    spec = get_task(task)
+    (d / "cell.json").write_text(json.dumps({
+        "kind": "cell", "task": task, "task_spec": to_dict(spec), "method": method, "seed": seed,
+        "metric": "accuracy", "results": {"test": {"accuracy": n_right / 10, "examples": 10},
+                                          "dev": {"accuracy": 0.5, "examples": 4}},
+        "still_improving": still if method != "knn_vote" else None, "settings": {"m": method},
+        "config": {"seed": seed}, "git_commit": "abc123", "versions": {"pgra": "0.1.0"},
+        "data": {"sha256": {"test": "x"}}, "steps": 10, "best_step": 10 if still else 5}))
+
+
+@pytest.fixture()
+def runs(tmp_path) -> Path:
+    root = tmp_path / "exp"
+    for seed, (fid, pgra) in zip((1, 2, 3), ((6, 8), (7, 9), (8, 7)), strict=True):
+        _cell(root, "sst2", "fid", seed, fid)
+        _cell(root, "sst2", "pgra", seed, pgra, still=seed == 2)
+        _cell(root, "cr", "fid", seed, 5)
+        _cell(root, "cr", "pgra", seed, 6)
+    _cell(root, "sst2", "knn_vote", 1, 4)
+    return root
+
+
+def test_report_numbers_equal_a_hand_computation(runs, capsys):
+    report = build_report(runs, n_resamples=2000, seed=5)
+    s = report["summary"]
+    assert s["fid"]["sst2"]["mean"] == pytest.approx(0.7) and s["fid"]["sst2"]["std"] == pytest.approx(0.1)
+    assert s["pgra"]["sst2"]["mean"] == pytest.approx(0.8) and s["pgra"]["sst2"]["std"] == pytest.approx(0.1)
+    assert s["pgra"]["sst2"]["n"] == 3 and s["pgra"]["sst2"]["still_improving"] == 1
+    assert s["pgra"]["average"]["mean"] == pytest.approx((0.8 + 0.6) / 2)
+    knn_summary = s["knn_vote"]["sst2"]
+    assert knn_summary["mean"] == pytest.approx(0.4) and knn_summary["std"] == 0 and knn_summary["n"] == 1
+    assert "average" not in s["knn_vote"]  # not run on every task
+    # p-values: the bootstrap on the same predictions, seeds paired in seed order
+    test = report["significance"]["pgra"]["sst2"]
+    want = paired_bootstrap(GOLD, [_preds(8), _preds(9), _preds(7)], [_preds(6), _preds(7), _preds(8)], ["0", "1"],
+                            "accuracy", n_resamples=2000, seed=5)
+    assert test["delta"] == pytest.approx(0.1) and test["p_value"] == want.p_value and test["paired_seeds"]
+    knn = report["significance"]["knn_vote"]["sst2"]
+    assert not knn["paired_seeds"] and knn["delta"] == pytest.approx(0.4 - 0.7)
+    rows = [r for r in report["rows"] if r["split"] == "test"]
+    assert len(rows) == 13 and {"task", "method", "seed", "split", "metric", "value"} <= set(rows[0])
+
+    assert main(["report", str(runs), "--bootstrap", "2000", "--seed", "5"]) == 0
+    md = (runs / "results.md").read_text()
+    assert "| fid | 70.0 ± 10.0 (3) | 50.0 ± 0.0 (3) | 60.0 |" in md
+    assert "| pgra | 80.0 ± 10.0 (3) ↑1/3 | 60.0 ± 0.0 (3) | 70.0 |" in md
+    assert f"+10.0 (p={want.p_value:.3f})" in md and "still improving" in md
+    saved = json.loads((runs / "results.json").read_text())
+    assert saved["cells"][0]["git_commit"] == "abc123" and saved["bootstrap"]["n_resamples"] == 2000
+
+
+def test_runs_on_different_inputs_are_refused(runs, capsys):
+    _cell(runs, "sst2", "fid", 9, 6, text_of=lambda i: f"other input {i}")
+    with pytest.raises(InputError, match="different test inputs of task sst2"):
+        collect_cells(runs)
+    assert main(["report", str(runs)]) == 2
+    assert "never compared" in capsys.readouterr().err
+    assert main(["report", str(runs / "nothing")]) == 2
