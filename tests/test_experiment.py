@@ -216,3 +216,15 @@ def test_paper_table2_config_matches_the_reader_configs():
         want = load_config(TrainConfig, root / f"reader_{task}.yaml")
         assert {k: v for k, v in vars(got).items() if k not in skip} == \
             {k: v for k, v in vars(want).items() if k not in skip}, task
+
+
+def test_each_cell_is_tracked(grid):
+    from tests.test_tracking import _tensorboard_scalars
+
+    grid.update(methods=["knn_vote"], seeds=[1], report=False, log_with="tensorboard")
+    assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+    cell = Path(grid["out"]) / "sky" / "knn_vote" / "seed-1"
+    record = json.loads((cell / CELL_FILE).read_text())
+    scalars = _tensorboard_scalars(cell / "tensorboard" / "sky-knn_vote-seed-1")
+    assert scalars["test/accuracy"] == [(0, pytest.approx(record["results"]["test"]["accuracy"]))]
+    assert scalars["dev/accuracy"] == [(0, pytest.approx(record["results"]["dev"]["accuracy"]))]

@@ -137,8 +137,9 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     data_dir, out = Path(cfg.data), Path(cfg.out)
     manifest = read_manifest(data_dir, DATA_KINDS)
     task = task_from_manifest(manifest, data_dir / MANIFEST, cfg.task)
-    if cfg.log_with == "wandb":
+    if cfg.log_with == "wandb":  # offline and inside the run folder unless the user's environment says otherwise
         os.environ.setdefault("WANDB_MODE", "offline")
+        Path(cfg.out).mkdir(parents=True, exist_ok=True)
     use_deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
     acc = _accelerator(cfg, use_deepspeed)
     if cfg.batch_size % acc.num_processes:
@@ -180,7 +181,10 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
         out.mkdir(parents=True, exist_ok=True)
         (out / MANIFEST).unlink(missing_ok=True)
     if cfg.log_with != "none":
-        acc.init_trackers("pgra", config={k: v for k, v in asdict(cfg).items() if isinstance(v, (int, float, str))})
+        from ..tracking import tracker_config
+
+        acc.init_trackers("pgra", config=tracker_config(asdict(cfg)),
+                          init_kwargs={"wandb": {"dir": str(out.resolve()), "name": out.name}})
     return TrainingSetup(cfg, acc, task, data_dir, manifest, out, tokenizer, fmt, reader, optimizer, scheduler,
                          sampler, train_dl, dev_records, state, resume_key, use_deepspeed)
 
