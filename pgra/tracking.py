@@ -26,6 +26,18 @@ def _missing(package: str) -> InputError:
     return InputError(f"log_with needs the '{package}' package: pip install \"pgra[tracking]\"", field="log_with")
 
 
+def _reinit(version: str) -> str | bool:
+    """wandb's ``reinit``: always a run of our own, never the run another caller left active.
+
+    wandb's default outside notebooks ("return_previous") hands back any unfinished run, so a cell's metrics
+    would go to (and ``close()`` would finish) someone else's run. "create_new" (wandb >= 0.19.10) leaves other
+    runs alone; older versions only offer True, which finishes the active run first.
+    """
+    from packaging.version import Version
+
+    return "create_new" if Version(version) >= Version("0.19.10") else True
+
+
 class Tracker:
     """One run of one tracker."""
 
@@ -46,7 +58,7 @@ class Tracker:
                 raise _missing("wandb") from None
             directory.mkdir(parents=True, exist_ok=True)
             self._run = wandb.init(project="pgra", name=run_name, dir=str(directory), config=config,
-                                   mode=os.environ.get("WANDB_MODE", "offline"),
+                                   mode=os.environ.get("WANDB_MODE", "offline"), reinit=_reinit(wandb.__version__),
                                    settings=wandb.Settings(silent=True, console="off"))
             self.location = Path(self._run.dir).parent
         else:

@@ -8,6 +8,11 @@ import string
 from pathlib import Path
 
 import pytest
+import yaml
+
+from pgra.artifacts import write_manifest
+from pgra.config import to_dict
+from pgra.tasks import TaskSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["the", "a", "of", "and", "to", "in", "is", "was", "it", "for", "on", "with", "as", "by", "at", "from",
@@ -179,3 +184,58 @@ def write_tiny_t5(path: Path, seed: int = 0) -> Path:
 @pytest.fixture(scope="session")
 def tiny_t5(tmp_path_factory) -> Path:
     return write_tiny_t5(tmp_path_factory.mktemp("tiny-t5"))
+
+
+# the reader tests' task and a small reranked folder (also used by test_tracking.py)
+TASK = TaskSpec(name="sky", labels=["sky", "town"], rerank_template="Sky or town?\n{text}",
+                demo_words={"sky": "sky", "town": "town"}, reader_words={"sky": "sun", "town": "city"},
+                reader_template="{evidence} {text} This is about {mask} .")
+
+
+def _records(n=16):
+    recs = []
+    for i in range(n):
+        label = "sky" if i % 2 == 0 else "town"
+        text = SENTENCES[i % len(SENTENCES)]
+        ctxs = [{"id": j, "text": SENTENCES[(i + j) % len(SENTENCES)], "score": 0.1} for j in range(3)]
+        recs.append({"id": f"q{i}", "text": text, "label": label, "ctxs": ctxs})
+    return recs
+
+
+@pytest.fixture()
+def reranked(tmp_path) -> Path:
+    d = tmp_path / "reranked"
+    d.mkdir()
+    for split, recs in (("train", _records(16)), ("dev", _records(6)), ("test", _records(6))):
+        (d / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    write_manifest(d, {"kind": "reranked", "task": to_dict(TASK)})
+    return d
+
+
+# a two-label task (sky / town) given as a task YAML file with its own data (retrieval and experiment tests)
+SKY = ["The star shines at night.", "The moon is bright tonight.", "The sun sets in the west.",
+       "A planet moves around the sun.", "Light from the moon is soft.", "The star is far away.",
+       "The orbit of the planet is long.", "The sun is hot.", "The moon has no light of its own.",
+       "Stars and planets fill the sky."]
+TOWN = ["The king lived in the city.", "The river runs by the town.", "The queen sang a song.",
+        "The film was made in the city.", "The game was played in town.", "The war hurt the town.",
+        "Art and music fill the city.", "The town has a river.", "The king wrote a song.",
+        "The city has a famous film festival."]
+
+
+@pytest.fixture()
+def sky_task(tmp_path) -> Path:
+    rows = [(f"s{i}", t, "sky") for i, t in enumerate(SKY)] + [(f"t{i}", t, "town") for i, t in enumerate(TOWN)]
+    train, test = rows[:7] + rows[10:17], rows[7:10] + rows[17:]
+    (tmp_path / "skydata").mkdir()
+    for name, rs in (("train", train), ("test", test)):
+        with open(tmp_path / "skydata" / f"{name}.jsonl", "w") as f:
+            for i, t, y in rs:
+                f.write(json.dumps({"id": i, "text": t, "label": y}) + "\n")
+    spec = {"name": "sky", "labels": ["sky", "town"], "rerank_template": "Is this about the sky or a town?\n{text}",
+            "demo_words": {"sky": "sky", "town": "town"}, "reader_words": {"sky": "sky", "town": "town"},
+            "data": {"format": "jsonl", "path": "skydata", "id_column": "id",
+                     "files": {"train": "train.jsonl", "test": "test.jsonl"}, "dev_fraction": 0.15}}
+    path = tmp_path / "sky.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path

@@ -11,12 +11,11 @@ from pgra.experiment import CELL_FILE, Experiment, ExperimentConfig
 from pgra.methods import knn_vote as knn_mod
 from pgra.methods.knn_vote import vote
 from pgra.tasks import get_task
-from tests.test_rerank import sky_task  # noqa: F401 - fixture
 
 METHODS = ["no_retrieval", "fid", "pgra", "knn_vote"]
 
 
-def _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, **kw) -> dict:  # noqa: F811
+def _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, **kw) -> dict:
     cfg = {
         "out": str(tmp_path / "exp"), "tasks": [str(sky_task)], "methods": METHODS, "seeds": [1, 2],
         "index": {"corpus": str(corpus_txt), "out": str(tmp_path / "index"), "retriever": "bm25"},
@@ -32,7 +31,7 @@ def _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, **kw) -> dict:  #
 
 
 @pytest.fixture()
-def grid(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5):  # noqa: F811
+def grid(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5):
     return _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5)
 
 
@@ -228,3 +227,43 @@ def test_each_cell_is_tracked(grid):
     scalars = _tensorboard_scalars(cell / "tensorboard" / "sky-knn_vote-seed-1")
     assert scalars["test/accuracy"] == [(0, pytest.approx(record["results"]["test"]["accuracy"]))]
     assert scalars["dev/accuracy"] == [(0, pytest.approx(record["results"]["dev"]["accuracy"]))]
+
+
+@pytest.mark.distributed
+def test_two_process_grid_equals_single_process(grid, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    grid.update(methods=["fid", "pgra", "knn_vote"], seeds=[1], report=False)
+    grid["reader"].update(eval_every=0)
+    assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+    multi = {**grid, "out": str(tmp_path / "multi"), "index": {**grid["index"], "out": str(tmp_path / "index2")},
+             "rerank": {**grid["rerank"], "cache_dir": str(tmp_path / "cache2")}}
+    path = tmp_path / "multi.yaml"
+    path.write_text(yaml.safe_dump(multi))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(root / "scripts" / "experiment.py"), "--config", str(path)]
+    proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    one, two = Path(grid["out"]) / "sky", tmp_path / "multi" / "sky"
+    for split in ("train", "dev", "test"):
+        assert (one / "candidates" / f"{split}.jsonl").read_text() == (two / "candidates" / f"{split}.jsonl").read_text()
+        a, b = _lines(one / "reranked" / f"{split}.jsonl"), _lines(two / "reranked" / f"{split}.jsonl")
+        for ra, rb in zip(a, b, strict=True):
+            assert [c["score"] for c in ra["ctxs"]] == pytest.approx([c["score"] for c in rb["ctxs"]], abs=1e-5)
+    for m in ("knn_vote", "fid", "pgra"):
+        cell_one = json.loads((one / m / "seed-1" / CELL_FILE).read_text())
+        cell_two = json.loads((two / m / "seed-1" / CELL_FILE).read_text())
+        assert cell_two["steps"] == cell_one["steps"] and cell_two["key"] != ""
+    assert _lines(one / "knn_vote" / "seed-1" / "predictions_test.jsonl") == \
+        _lines(two / "knn_vote" / "seed-1" / "predictions_test.jsonl")
+    # the readers trained under DDP: the same number of steps, losses close to the single process's
+    for m in ("fid", "pgra"):
+        la = [r["loss"] for r in _lines(one / m / "seed-1" / "train_log.jsonl")]
+        lb = [r["loss"] for r in _lines(two / m / "seed-1" / "train_log.jsonl")]
+        assert len(la) == len(lb) == 4 and la == pytest.approx(lb, abs=5e-2)

@@ -8,43 +8,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from pgra.artifacts import write_manifest
 from pgra.cli import main
-from pgra.config import to_dict
 from pgra.errors import InputError
 from pgra.reader import train as train_mod
 from pgra.reader.data import ReaderFormatter
 from pgra.reader.fid import FiDReader, load_tokenizer
 from pgra.reader.train import TrainConfig, train
-from pgra.tasks import TaskSpec
-from tests.conftest import SENTENCES
+from tests.conftest import SENTENCES, TASK, _records
 
 ROOT = Path(__file__).resolve().parents[1]
-TASK = TaskSpec(name="sky", labels=["sky", "town"], rerank_template="Sky or town?\n{text}",
-                demo_words={"sky": "sky", "town": "town"}, reader_words={"sky": "sun", "town": "city"},
-                reader_template="{evidence} {text} This is about {mask} .")
-
-
-def _records(n=16):
-    recs = []
-    for i in range(n):
-        label = "sky" if i % 2 == 0 else "town"
-        text = SENTENCES[i % len(SENTENCES)]
-        ctxs = [{"id": j, "text": SENTENCES[(i + j) % len(SENTENCES)], "score": 0.1} for j in range(3)]
-        recs.append({"id": f"q{i}", "text": text, "label": label, "ctxs": ctxs})
-    return recs
-
-
-@pytest.fixture()
-def reranked(tmp_path) -> Path:
-    d = tmp_path / "reranked"
-    d.mkdir()
-    for split, recs in (("train", _records(16)), ("dev", _records(6)), ("test", _records(6))):
-        (d / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    write_manifest(d, {"kind": "reranked", "task": to_dict(TASK)})
-    return d
-
-
 def test_fid_with_one_passage_equals_the_plain_model(tiny_t5):
     tok = load_tokenizer(str(tiny_t5))
     reader = FiDReader.from_pretrained(str(tiny_t5)).eval()

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from pgra.errors import InputError, StaleArtifactError
 from pgra.rerank.embedder import LMEmbedder
@@ -19,34 +18,6 @@ from pgra.tasks import Example, get_task
 from tests.conftest import SENTENCES
 
 ROOT = Path(__file__).resolve().parents[1]
-SKY = ["The star shines at night.", "The moon is bright tonight.", "The sun sets in the west.",
-       "A planet moves around the sun.", "Light from the moon is soft.", "The star is far away.",
-       "The orbit of the planet is long.", "The sun is hot.", "The moon has no light of its own.",
-       "Stars and planets fill the sky."]
-TOWN = ["The king lived in the city.", "The river runs by the town.", "The queen sang a song.",
-        "The film was made in the city.", "The game was played in town.", "The war hurt the town.",
-        "Art and music fill the city.", "The town has a river.", "The king wrote a song.",
-        "The city has a famous film festival."]
-
-
-@pytest.fixture()
-def sky_task(tmp_path) -> Path:
-    rows = [(f"s{i}", t, "sky") for i, t in enumerate(SKY)] + [(f"t{i}", t, "town") for i, t in enumerate(TOWN)]
-    train, test = rows[:7] + rows[10:17], rows[7:10] + rows[17:]
-    (tmp_path / "skydata").mkdir()
-    for name, rs in (("train", train), ("test", test)):
-        with open(tmp_path / "skydata" / f"{name}.jsonl", "w") as f:
-            for i, t, y in rs:
-                f.write(json.dumps({"id": i, "text": t, "label": y}) + "\n")
-    spec = {"name": "sky", "labels": ["sky", "town"], "rerank_template": "Is this about the sky or a town?\n{text}",
-            "demo_words": {"sky": "sky", "town": "town"}, "reader_words": {"sky": "sky", "town": "town"},
-            "data": {"format": "jsonl", "path": "skydata", "id_column": "id",
-                     "files": {"train": "train.jsonl", "test": "test.jsonl"}, "dev_fraction": 0.15}}
-    path = tmp_path / "sky.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
-
-
 @pytest.fixture()
 def candidates(tmp_path, corpus_txt, sky_task) -> Path:
     index = build_index(IndexConfig(corpus=str(corpus_txt), out=str(tmp_path / "bm25"), retriever="bm25",

@@ -10,7 +10,6 @@ import pytest
 from pgra.errors import InputError
 from pgra.reader.train import TrainConfig, train
 from pgra.tracking import open_tracker
-from tests.test_reader import reranked  # noqa: F401 - fixture
 
 
 def _wandb_history(run_dir: Path) -> list[dict]:
@@ -43,7 +42,7 @@ def _tensorboard_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
-def _train(reranked, out, tiny_t5, log_with):  # noqa: F811
+def _train(reranked, out, tiny_t5, log_with):
     cfg = TrainConfig(data=str(reranked), out=str(out), model=str(tiny_t5), n_passages=2, max_length=32,
                       batch_size=4, max_steps=4, eval_every=2, eval_batch_size=8, learning_rate=1e-3,
                       log_with=log_with, show_progress=False)
@@ -51,7 +50,7 @@ def _train(reranked, out, tiny_t5, log_with):  # noqa: F811
     return [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
 
 
-def test_reader_training_logs_to_tensorboard(reranked, tmp_path, tiny_t5):  # noqa: F811
+def test_reader_training_logs_to_tensorboard(reranked, tmp_path, tiny_t5):
     log = _train(reranked, tmp_path / "run", tiny_t5, "tensorboard")
     scalars = _tensorboard_scalars(next((tmp_path / "run").rglob("events.out.tfevents.*")).parent)
     assert [s for s, _ in scalars["loss"]] == [1, 2, 3, 4]
@@ -60,7 +59,7 @@ def test_reader_training_logs_to_tensorboard(reranked, tmp_path, tiny_t5):  # no
     assert [s for s, _ in scalars["dev_accuracy"]] == [2, 4]
 
 
-def test_reader_training_logs_to_offline_wandb(reranked, tmp_path, tiny_t5, monkeypatch):  # noqa: F811
+def test_reader_training_logs_to_offline_wandb(reranked, tmp_path, tiny_t5, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.chdir(tmp_path)  # nothing may land in the working directory
     log = _train(reranked, tmp_path / "run", tiny_t5, "wandb")
@@ -94,3 +93,23 @@ def test_missing_tracker_package_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)
     with pytest.raises(InputError, match=r"pgra\[tracking\]"):
         open_tracker("wandb", tmp_path, "x", {})
+
+
+def test_wandb_tracker_gets_its_own_run_while_another_is_active(tmp_path, monkeypatch):
+    import wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    (tmp_path / "other").mkdir()
+    other = wandb.init(project="pgra", name="other", dir=str(tmp_path / "other"), mode="offline",
+                       settings=wandb.Settings(silent=True, console="off"))
+    try:  # e.g. a reader training that raised before end_training: wandb's default would return `other`
+        with open_tracker("wandb", tmp_path / "cell", "cell", {}) as tracker:
+            assert tracker._run is not other and tracker._run.name == "cell"
+            tracker.log({"test/accuracy": 0.5}, step=1)
+        assert tracker.location.parent == tmp_path / "cell" / "wandb"
+        assert [(r["_step"], r["test/accuracy"]) for r in _wandb_history(tracker.location)] == [(1, 0.5)]
+        other.log({"x": 1.0}, step=7)  # still open: the tracker left it alone
+    finally:
+        other.finish()
+    (other_dir,) = (tmp_path / "other" / "wandb").glob("offline-run-*")
+    assert [(r["_step"], r["x"]) for r in _wandb_history(other_dir)] == [(7, 1.0)]

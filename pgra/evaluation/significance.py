@@ -1,67 +1,99 @@
 """Paired bootstrap significance of a metric difference, over shared test inputs and seeds.
 
 Every metric (accuracy, Matthews correlation, macro-F1) is computed from confusion counts, so a bootstrap
-resample is a vector of per-input weights and all resamples are scored in a few matrix products. An invalid
-prediction (no label) is an extra predicted column that no gold label has: it counts as wrong.
+resample is a vector of per-input weights (how often each input was drawn) and all resamples are scored with
+one matrix product. An invalid prediction (one that names no label, index -1) is an extra predicted column
+that no gold label has: it counts as wrong.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..tasks.spec import METRICS
 
+#: slack on the p-value's tie test ``|d* - d| >= |d|``: a replicate equal to 0 or 2d in exact arithmetic
+#: counts as extreme even when rounding moves it by a few ulps
+_TIE_TOL = 1e-12
+
 
 def confusion_matrices(gold_idx: np.ndarray, pred_idx: np.ndarray, n_labels: int,
                        weights: np.ndarray | None = None) -> np.ndarray:
-    """Confusion counts ``(S, L, L+1)`` (or ``(B, S, L, L+1)`` with ``weights`` ``(B, n)``).
+    """Confusion counts ``(S, L, L+1)``, or ``(B, S, L, L+1)`` with per-input ``weights`` ``(B, n)``.
 
-    ``gold_idx`` ``(n,)``: gold label indices; ``pred_idx`` ``(S, n)``: predicted indices per run, -1 = invalid
-    (counted in the last column). Rows are gold labels, columns predictions.
+    ``gold_idx`` ``(n,)``: gold label indices in ``[0, L)``; ``pred_idx`` ``(S, n)`` (a 1-D array is one run):
+    predicted indices per run, -1 = invalid (counted in the last column). Rows are gold labels, columns
+    predictions. Without ``weights`` every input counts once.
     """
     gold_idx = np.asarray(gold_idx, dtype=np.int64)
     pred_idx = np.atleast_2d(np.asarray(pred_idx, dtype=np.int64))
+    if gold_idx.ndim != 1 or pred_idx.ndim != 2 or pred_idx.shape[1] != gold_idx.shape[0]:
+        raise ValueError(f"gold indices {gold_idx.shape} and predicted indices {pred_idx.shape} do not match "
+                         "((n,) and (S, n))")
+    if gold_idx.size and (gold_idx.min() < 0 or gold_idx.max() >= n_labels):
+        raise ValueError(f"gold indices must lie in [0, {n_labels})")
+    if pred_idx.size and (pred_idx.min() < -1 or pred_idx.max() >= n_labels):
+        raise ValueError(f"predicted indices must lie in [-1, {n_labels})")
+    n_runs, n = pred_idx.shape
     cols = n_labels + 1
+    cells = n_labels * cols
     cell = gold_idx[None, :] * cols + np.where(pred_idx < 0, n_labels, pred_idx)  # (S, n)
-    onehot = np.zeros((*cell.shape, n_labels * cols), dtype=np.float64)
-    np.put_along_axis(onehot, cell[..., None], 1.0, axis=-1)
     if weights is None:
-        return onehot.sum(axis=1).reshape(-1, n_labels, cols)
-    counts = np.einsum("bn,snc->bsc", np.asarray(weights, dtype=np.float64), onehot)
-    return counts.reshape(counts.shape[0], -1, n_labels, cols)
+        flat = (cell + cells * np.arange(n_runs)[:, None]).ravel()
+        return np.bincount(flat, minlength=n_runs * cells).astype(np.float64).reshape(n_runs, n_labels, cols)
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 2 or weights.shape[1] != n:
+        raise ValueError(f"weights must have shape (B, {n}), got {weights.shape}")
+    onehot = np.zeros((n, n_runs, cells), dtype=np.float64)  # input x (run, cell)
+    onehot[np.arange(n)[None, :], np.arange(n_runs)[:, None], cell] = 1.0
+    counts = weights @ onehot.reshape(n, n_runs * cells)  # (B, S * cells)
+    return counts.reshape(weights.shape[0], n_runs, n_labels, cols)
 
 
 def metric_from_confusion(name: str, conf: np.ndarray) -> np.ndarray:
-    """The metric ``name`` of confusion counts ``(..., L, L+1)`` (rows gold, last column invalid)."""
+    """The metric ``name`` of confusion counts ``(..., L, L+1)`` (rows gold, last column invalid), shape ``(...)``.
+
+    accuracy: trace / total. mcc: Gorodkin's multiclass MCC as ``sklearn.metrics.matthews_corrcoef`` (0 when
+    its denominator is 0), invalid predictions being a class no gold label has. macro_f1: mean over the L
+    labels of ``2tp / (2tp + fp + fn)`` (0 where that denominator is 0), as sklearn's
+    ``f1_score(labels=L labels, average="macro", zero_division=0)``; invalid predictions are false negatives.
+    """
+    if name not in METRICS:
+        raise ValueError(f"unknown metric '{name}', use one of {METRICS}")
     conf = np.asarray(conf, dtype=np.float64)
     n_labels = conf.shape[-2]
+    if conf.shape[-1] != n_labels + 1:
+        raise ValueError(f"confusion counts must have shape (..., L, L+1), got {conf.shape}")
     total = conf.sum(axis=(-2, -1))
     tp = np.diagonal(conf[..., :n_labels], axis1=-2, axis2=-1)  # (..., L)
+    correct = tp.sum(-1)
     if name == "accuracy":
-        return tp.sum(-1) / total
-    true = conf.sum(-1)                 # (..., L) gold counts
-    predicted = conf.sum(-2)            # (..., L+1) predicted counts, invalid last
+        return correct / total
+    true = conf.sum(-1)  # (..., L) gold counts
+    predicted = conf.sum(-2)  # (..., L+1) predicted counts, invalid last
     if name == "macro_f1":
         denom = true + predicted[..., :n_labels]  # 2tp + fp + fn
         f1 = np.divide(2 * tp, denom, out=np.zeros_like(tp), where=denom > 0)
         return f1.mean(-1)
-    if name == "mcc":  # Gorodkin's multiclass MCC, as sklearn.metrics.matthews_corrcoef
-        correct = tp.sum(-1)
-        cov_ytyp = correct * total - (true * predicted[..., :n_labels]).sum(-1)
-        cov_ypyp = total ** 2 - (predicted ** 2).sum(-1)
-        cov_ytyt = total ** 2 - (true ** 2).sum(-1)
-        denom = np.sqrt(cov_ytyt * cov_ypyp)
-        return np.divide(cov_ytyp, denom, out=np.zeros_like(cov_ytyp), where=denom > 0)
-    raise ValueError(f"unknown metric '{name}', use one of {METRICS}")
+    # mcc; no gold label is invalid, so the invalid column adds nothing to t . p
+    cov_ytyp = correct * total - (true * predicted[..., :n_labels]).sum(-1)
+    cov_ypyp = total ** 2 - (predicted ** 2).sum(-1)
+    cov_ytyt = total ** 2 - (true ** 2).sum(-1)
+    denom_sq = cov_ytyt * cov_ypyp
+    safe = np.where(denom_sq != 0, denom_sq, 1.0)
+    return np.where(denom_sq != 0, cov_ytyp / np.sqrt(safe), 0.0)
 
 
-def compute_metric_from_indices(name: str, gold_idx: Sequence[int], pred_idx: Sequence[int], n_labels: int) -> float:
-    """The metric of one run given label indices (-1 = invalid prediction)."""
-    return float(metric_from_confusion(name, confusion_matrices(np.asarray(gold_idx), np.asarray(pred_idx)[None],
-                                                                 n_labels))[0])
+def compute_metric_from_indices(name: str, gold_idx: Sequence[int] | np.ndarray,
+                                pred_idx: Sequence[int] | np.ndarray, n_labels: int) -> float:
+    """The metric of one run given label indices ``(n,)`` (-1 = invalid prediction)."""
+    pred = np.asarray(pred_idx, dtype=np.int64)
+    if pred.ndim != 1:
+        raise ValueError(f"one run of predicted indices expected, got shape {pred.shape}")
+    return float(metric_from_confusion(name, confusion_matrices(gold_idx, pred[None], n_labels))[0])
 
 
 @dataclass
@@ -73,25 +105,26 @@ class BootstrapResult:
     ci_low: float
     ci_high: float
     n_resamples: int
-    replicates: np.ndarray
+    replicates: np.ndarray = field(repr=False)
 
 
 def _summarise(delta: float, replicates: np.ndarray) -> BootstrapResult:
-    """Null-centred two-sided p-value ``(1 + #{|d* - d| >= |d|}) / (B + 1)`` and the percentile interval."""
-    extreme = int(np.sum(np.abs(replicates - delta) >= abs(delta) - 1e-12))
+    """Null-centred two-sided p-value ``(1 + #{|d* - d| >= |d|}) / (B + 1)`` and the 2.5-97.5% interval."""
+    replicates = np.asarray(replicates, dtype=np.float64)
+    extreme = int(np.count_nonzero(np.abs(replicates - delta) >= abs(delta) - _TIE_TOL))
     low, high = np.percentile(replicates, [2.5, 97.5])
     return BootstrapResult(float(delta), (1 + extreme) / (len(replicates) + 1), float(low), float(high),
                            len(replicates), replicates)
 
 
-def _indices(preds: Sequence[Sequence[str | None]], labels: Sequence[str], n: int, name: str) -> np.ndarray:
-    if not preds:
-        raise ValueError(f"no runs (seeds) for {name}")
-    index = {lab: i for i, lab in enumerate(labels)}
+def _indices(preds: Sequence[Sequence[str | None]], index: dict[str, int], n: int, name: str) -> np.ndarray:
+    """Label indices ``(S, n)`` of one method's runs; None or a string not among the labels is -1."""
+    if len(preds) == 0:
+        raise ValueError(f"no runs (seeds) for method {name}")
     rows = []
     for s, run in enumerate(preds):
         if len(run) != n:
-            raise ValueError(f"{name} run {s} has {len(run)} predictions for {n} inputs")
+            raise ValueError(f"method {name} run {s} has {len(run)} predictions for {n} inputs")
         rows.append([index.get(p, -1) if p is not None else -1 for p in run])
     return np.asarray(rows, dtype=np.int64)
 
@@ -100,30 +133,44 @@ def paired_bootstrap(gold: Sequence[str], preds_a: Sequence[Sequence[str | None]
                      preds_b: Sequence[Sequence[str | None]], labels: Sequence[str], metric: str,
                      n_resamples: int = 10000, seed: int = 0, paired_seeds: bool = True,
                      chunk_size: int = 1000) -> BootstrapResult:
-    """Paired bootstrap of ``mean_s metric(A_s) - mean_s metric(B_s)`` over the shared inputs and the seeds.
+    """Paired bootstrap of ``delta = mean_s metric(A_s) - mean_s metric(B_s)`` over the shared inputs and seeds.
 
-    ``preds_a[s]`` / ``preds_b[s]``: predictions of run (seed) ``s`` on the ``gold`` inputs, in the same order.
-    Draws, in this order: ``rng = default_rng(seed)``; ``inputs = rng.integers(n, size=(B, n))``; then
-    ``seeds = rng.integers(S, size=(B, S))`` shared by both methods when ``paired_seeds`` (run s of A is
-    paired with run s of B), else ``seeds_a`` then ``seeds_b`` drawn separately. Replicate b scores every run
-    on the resampled inputs (the same resample for both methods) and averages over the resampled seeds.
+    ``preds_a[s]`` / ``preds_b[s]``: predictions of run (seed) ``s`` of method A / reference B on the ``gold``
+    inputs, in the same order; None or a string not in ``labels`` is an invalid (wrong) prediction.
+
+    Protocol, random draws in exactly this order (B = ``n_resamples``, n inputs, S runs):
+    ``rng = np.random.default_rng(seed)``; ``inputs = rng.integers(n, size=(B, n))``; then, when
+    ``paired_seeds`` (needs as many runs of A as of B; run s of A is paired with run s of B),
+    ``seeds = rng.integers(S, size=(B, S))`` used for both methods, else ``seeds_a = rng.integers(S_a,
+    size=(B, S_a))`` then ``seeds_b = rng.integers(S_b, size=(B, S_b))``. Replicate b scores every run of
+    both methods on the same resampled inputs ``inputs[b]`` and ``delta*_b`` = mean of A's scores over the
+    resampled seeds ``seeds_a[b]`` - mean of B's over ``seeds_b[b]``. Two-sided p-value by the shifted
+    (null-centred) bootstrap: ``(1 + #{b: |delta*_b - delta| >= |delta|}) / (B + 1)``; the interval is the
+    2.5 and 97.5 percentiles of ``delta*``. Replicates are scored ``chunk_size`` at a time (memory only; the
+    result does not depend on it).
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric '{metric}', use one of {METRICS}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     n = len(gold)
     if n == 0:
-        raise ValueError("no inputs")
+        raise ValueError("no inputs to resample (empty gold)")
     index = {lab: i for i, lab in enumerate(labels)}
     missing = sorted({g for g in gold if g not in index})
     if missing:
         raise ValueError(f"gold labels {missing} are not among the labels {list(labels)}")
     gold_idx = np.asarray([index[g] for g in gold], dtype=np.int64)
-    a, b = _indices(preds_a, labels, n, "A"), _indices(preds_b, labels, n, "B")
+    a, b = _indices(preds_a, index, n, "A"), _indices(preds_b, index, n, "B")
     if paired_seeds and len(a) != len(b):
-        raise ValueError(f"paired seeds need as many runs of A as of B ({len(a)} vs {len(b)})")
+        raise ValueError(f"paired seeds need as many runs of A as of B ({len(a)} vs {len(b)}); "
+                         "use paired_seeds=False")
     n_labels = len(labels)
     delta = float(metric_from_confusion(metric, confusion_matrices(gold_idx, a, n_labels)).mean()
                   - metric_from_confusion(metric, confusion_matrices(gold_idx, b, n_labels)).mean())
+
     rng = np.random.default_rng(seed)
     inputs = rng.integers(n, size=(n_resamples, n))
     if paired_seeds:
@@ -131,14 +178,16 @@ def paired_bootstrap(gold: Sequence[str], preds_a: Sequence[Sequence[str | None]
     else:
         seeds_a = rng.integers(len(a), size=(n_resamples, len(a)))
         seeds_b = rng.integers(len(b), size=(n_resamples, len(b)))
+
     replicates = np.empty(n_resamples, dtype=np.float64)
     for start in range(0, n_resamples, chunk_size):
         stop = min(start + chunk_size, n_resamples)
-        rows = inputs[start:stop]
-        weights = np.bincount((rows + n * np.arange(stop - start)[:, None]).ravel(),
-                              minlength=(stop - start) * n).reshape(stop - start, n)
-        m_a = metric_from_confusion(metric, confusion_matrices(gold_idx, a, n_labels, weights))  # (b, S_a)
-        m_b = metric_from_confusion(metric, confusion_matrices(gold_idx, b, n_labels, weights))
+        rows = stop - start
+        # per-replicate draw counts: offset replicate r's indices by r * n, one bincount for the chunk
+        flat = (inputs[start:stop] + n * np.arange(rows)[:, None]).ravel()
+        weights = np.bincount(flat, minlength=rows * n).reshape(rows, n)
+        m_a = metric_from_confusion(metric, confusion_matrices(gold_idx, a, n_labels, weights))  # (rows, S_a)
+        m_b = metric_from_confusion(metric, confusion_matrices(gold_idx, b, n_labels, weights))  # (rows, S_b)
         pick_a = np.take_along_axis(m_a, seeds_a[start:stop], axis=1).mean(1)
         pick_b = np.take_along_axis(m_b, seeds_b[start:stop], axis=1).mean(1)
         replicates[start:stop] = pick_a - pick_b
@@ -146,14 +195,18 @@ def paired_bootstrap(gold: Sequence[str], preds_a: Sequence[Sequence[str | None]
 
 
 def average_replicates(results: Sequence[BootstrapResult]) -> BootstrapResult:
-    """The test of the average over tasks: mean of the task differences and of their resampled differences."""
+    """The test of the average over tasks: mean of the task differences and of their replicate arrays.
+
+    Each task was resampled on its own; all must have the same ``n_resamples``. The p-value and interval are
+    computed from the averaged replicates as in :func:`paired_bootstrap`.
+    """
     if not results:
         raise ValueError("no results to average")
     sizes = {r.n_resamples for r in results}
     if len(sizes) != 1:
         raise ValueError(f"results with different numbers of resamples: {sorted(sizes)}")
     delta = float(np.mean([r.delta for r in results]))
-    return _summarise(delta, np.mean([r.replicates for r in results], axis=0))
+    return _summarise(delta, np.mean([np.asarray(r.replicates, dtype=np.float64) for r in results], axis=0))
 
 
 __all__ = ["BootstrapResult", "average_replicates", "compute_metric_from_indices", "confusion_matrices",

@@ -57,10 +57,13 @@ class ReaderMethod(Method):
         return {"reader": {**reader, "n_passages": self.n_passages()}, "data": self.data}
 
     def fit(self, out: Path, seed: int) -> FitResult:
+        from ..distributed import init_distributed
         from ..reader.train import train
 
         cfg = self.train_config(out, seed)
         train(cfg)
+        if not init_distributed().is_main:  # the main process wrote the metrics and predictions
+            return FitResult()
         return reader_fit_result(out, self.inputs.task.metric, ["dev", cfg.test_split])
 
     @classmethod

@@ -233,8 +233,8 @@ def train_loop(s: TrainingSetup) -> None:
             state["step"] += 1
             step = state["step"]
             mean_loss = acc.gather(loss.detach().float().reshape(1)).mean().item()
+            bar.set_postfix(loss=f"{mean_loss:.4f}")  # before update: a log line shows this step's loss
             bar.update(1)
-            bar.set_postfix(loss=f"{mean_loss:.4f}")
             record = {"step": step, "loss": mean_loss, "lr": s.scheduler.get_last_lr()[0]}
             if cfg.eval_every and step % cfg.eval_every == 0:
                 record[f"dev_{s.task.metric}"], stop = _evaluate_dev(s, step)
