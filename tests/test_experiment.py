@@ -187,6 +187,18 @@ def test_evaluate_reproduces_and_pipeline_predicts_like_the_run(grid, tmp_path, 
     line = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert line["prediction"] in ("sky", "town") and len(line["evidence"]) == 3
     assert set(line["evidence"][0]) == {"id", "text", "score"}
+    inputs = tmp_path / "inputs.txt"
+    inputs.write_text("The moon is bright.\n\nThe king lived in the city.\n")
+    assert main(["predict", "--run", str(out / "knn_vote" / "seed-1"), "--input-file", str(inputs)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert [x for x in printed if not x.startswith("    ")][1].endswith("The king lived in the city.")
+    # bad input: one error line, exit 2
+    for argv in (["predict", "--run", str(out / "fid" / "seed-1")], ["predict", "--run", str(tmp_path / "nope"),
+                 "--text", "x"], ["evaluate", "--run", str(out / "fid" / "seed-1"), "--split", "nosuch"],
+                 ["evaluate", "--run", str(out / "candidates")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "Traceback" not in err
     # another task's folder is refused
     other = tmp_path / "other"
     other.mkdir()
