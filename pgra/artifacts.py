@@ -27,6 +27,13 @@ MANIFEST = "manifest.json"
 _HASH_CHUNK = 1 << 22
 
 
+def _umask() -> int:
+    """The process's umask (read by setting and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
@@ -35,6 +42,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    tmp_path.chmod(0o666 & ~_umask())  # mkstemp makes 0600; an artifact gets the user's usual permissions
     try:
         yield tmp_path
         os.replace(tmp_path, path)
@@ -49,7 +57,7 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    tmp.chmod(0o755)
+    tmp.chmod(0o777 & ~_umask())
     try:
         yield tmp
         if target.exists():

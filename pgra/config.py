@@ -25,7 +25,8 @@ BASE_KEY = "base"
 
 def option(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, help: str = "",
            choices: Any = None, suggest: Any = None, flag: str | bool | None = None, short: str | None = None,
-           positional: bool = False, append: bool = False, metavar: str | None = None) -> Any:
+           positional: bool = False, append: bool = False, metavar: str | None = None,
+           min: float | None = None) -> Any:
     """A config field together with its command-line declaration.
 
     ``choices``: allowed values (a tuple, or a zero-argument callable reading a registry), checked when a
@@ -33,14 +34,15 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     enforced (e.g. registered task names, where a YAML path is also accepted). ``flag``: the flag of a
     nested field (nested fields get none by default; ``key=value`` reaches every field), or ``False`` to
     hide a top-level field from the flags. ``short``: an extra short flag such as ``-k``. ``append``: a
-    repeatable flag collecting a list. ``positional``: a positional argument.
+    repeatable flag collecting a list. ``positional``: a positional argument. ``min``: the smallest allowed
+    value of a number, checked like ``choices``.
 
         @dataclass
         class SearchConfig:
             k: int = option(10, help="hits per query", short="-k")
     """
     meta = {"help": help, "choices": choices, "suggest": suggest, "flag": flag, "short": short,
-            "positional": positional, "append": append, "metavar": metavar}
+            "positional": positional, "append": append, "metavar": metavar, "min": min}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -109,6 +111,27 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     return value
 
 
+def _check_min(f: dataclasses.Field, value: Any, key: str, source: str | None) -> None:
+    low = f.metadata.get("min")
+    if low is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and value < low:
+        raise InputError(f"must be at least {low:g}, got {value!r}", path=source, field=key)
+
+
+def check_config(cfg: Any, prefix: str = "") -> None:
+    """Check a config built in Python (not through :func:`from_dict`): every field's choices and minimum."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            check_config(value, f"{prefix}{f.name}.")
+            continue
+        allowed = field_choices(f)
+        given = value if isinstance(value, list) else [value]
+        if allowed is not None and any(v not in allowed for v in given):
+            bad = next(v for v in given if v not in allowed)
+            raise InputError(f"must be one of {allowed}, got {bad!r}", field=prefix + f.name)
+        _check_min(f, value, prefix + f.name, None)
+
+
 def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", prefix: str = "") -> T:
     """Build dataclass ``cls`` from a (nested) dict, checking keys and types."""
     types_ = _field_types(cls)
@@ -124,6 +147,7 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", pref
             bad = [v for v in given if v not in allowed]
             if bad:
                 raise InputError(f"must be one of {allowed}, got {bad[0]!r}", path=source, field=prefix + key)
+        _check_min(fields[key], kwargs[key], prefix + key, source)
     try:
         return cls(**kwargs)
     except TypeError as e:

@@ -34,7 +34,7 @@ from .artifacts import (
     write_json,
     write_text,
 )
-from .config import from_dict, merge, option, to_dict
+from .config import check_config, from_dict, merge, option, to_dict
 from .errors import InputError
 from .methods import KnnVoteConfig, MethodInputs, get_method
 from .reader.config import TrainConfig
@@ -126,6 +126,7 @@ class Experiment:
     """The grid described by an :class:`ExperimentConfig`: plan it, run it."""
 
     def __init__(self, cfg: ExperimentConfig) -> None:
+        check_config(cfg)
         if not cfg.out:
             raise InputError("no experiment folder given (--out)", field="out")
         for name in ("tasks", "methods", "seeds"):

@@ -44,3 +44,22 @@ def test_bad_type_names_field():
 def test_index_config_nested():
     cfg = load_config(IndexConfig, None, parse_overrides(["dense.faiss.nlist=64", "retriever=bm25"]))
     assert cfg.dense.faiss.nlist == 64 and cfg.retriever == "bm25"
+
+
+def test_numbers_below_their_minimum_are_refused_at_load(tmp_path, capsys):
+    """Ranges are declared once (option(min=...)) and checked from YAML, key=value, flags and Python."""
+    from pgra.cli import main
+    from pgra.config import check_config
+    from pgra.reader.config import TrainConfig
+    from pgra.retrieval.retrieve import RetrieveConfig
+
+    for argv, name in ((["retrieve", "--task", "sst2", "--index", "i", "--out", "o", "-k", "-3"], "k"),
+                        (["train", "--data", "d", "--out", "o", "--n-passages", "-2"], "n_passages"),
+                        (["train", "--data", "d", "--out", "o", "batch_size=0"], "batch_size"),
+                        (["rerank", "--candidates", "c", "--out", "o", "--top-d", "0"], "top_d")):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"(field '{name}'): must be at least" in err and "Traceback" not in err
+    with pytest.raises(InputError, match="field 'max_steps': must be at least 1, got 0"):
+        check_config(TrainConfig(max_steps=0))
+    check_config(RetrieveConfig())  # the defaults are valid

@@ -111,9 +111,12 @@ def test_dry_run_and_cli_exit_codes(grid, tmp_path, capsys):
     assert (Path(grid["out"]) / "results.md").exists()
     assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
     assert "1 done" in capsys.readouterr().out
-    # a failing cell: exit 1 and the failed cell named
-    assert main(["experiment", "--config", str(path), "knn_vote.k=0", "report=false"]) == 1
-    assert "knn_vote/seed-3" in capsys.readouterr().err
+    # a failing cell: exit 1 and the failed cell named; an out-of-range value: exit 2 before anything runs
+    assert main(["experiment", "--config", str(path), "methods=fid", "reader.model=" + str(tmp_path / "none"),
+                 "report=false"]) == 1
+    assert "fid/seed-3" in capsys.readouterr().err
+    assert main(["experiment", "--config", str(path), "knn_vote.k=0"]) == 2
+    assert "(field 'knn_vote.k'): must be at least 1, got 0" in capsys.readouterr().err
     assert main(["experiment", "--config", str(path), "methods=nope"]) == 2
     assert main(["experiment", "--config", str(path), "method_overrides={fid: {reader: {}}}"]) == 2
 

@@ -123,3 +123,24 @@ def test_score_candidates_equals_the_naive_formula():
     want = sorted(range(13), key=lambda j: (-round(naive[j], 12), j))[:4]
     assert order.tolist() == want and abs(probs.sum() - 1) < 1e-9
     assert json.dumps([float(p) for p in probs])  # plain floats for the JSONL
+
+
+def test_artifacts_get_the_permissions_of_the_umask(tmp_path):
+    """A shared index must be readable by the team: no 0600 files from temporary-file renames."""
+    import os
+    import stat
+
+    from pgra.artifacts import atomic_dir, write_json
+
+    old = os.umask(0o022)
+    try:
+        write_json(tmp_path / "a.json", {"x": 1})
+        with atomic_dir(tmp_path / "d") as d:
+            (d / "f").write_text("x")
+        assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644
+        assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o755
+        os.umask(0o077)
+        write_json(tmp_path / "b.json", {"x": 1})
+        assert stat.S_IMODE((tmp_path / "b.json").stat().st_mode) == 0o600
+    finally:
+        os.umask(old)

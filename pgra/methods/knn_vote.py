@@ -26,7 +26,7 @@ KIND = "knn_vote"
 class KnnVoteConfig:
     """The ``knn_vote`` section of an experiment config."""
 
-    k: int = option(16, help="labelled training inputs that vote")
+    k: int = option(16, min=1, help="labelled training inputs that vote")
 
 
 def vote(task: TaskSpec, neighbour_labels: list[str]) -> tuple[str, dict[str, float]]:

@@ -35,7 +35,7 @@ from ..artifacts import (
     write_json,
     write_manifest,
 )
-from ..config import to_dict
+from ..config import check_config, to_dict
 from ..errors import InputError
 from ..interchange import read_records, write_records
 from ..progress import progress
@@ -130,6 +130,7 @@ def _optimizer(reader: FiDReader, cfg: TrainConfig):
 
 def setup(cfg: TrainConfig) -> TrainingSetup:
     """Check the data, build the accelerator, model, loaders and optimizer, and restore a checkpoint if any."""
+    check_config(cfg)
     from accelerate.utils import set_seed
 
     if not cfg.data or not cfg.out:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..artifacts import MANIFEST, write_json, write_manifest
-from ..config import to_dict
+from ..config import check_config, to_dict
 from ..corpus import CorpusStore
 from ..distributed import DistContext, gather_objects, init_distributed
 from ..errors import InputError, StaleArtifactError
@@ -101,6 +101,7 @@ def _open_cache(ctx: DistContext, root: str, key: dict[str, Any], size: int, dim
 
 def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     """Rerank every requested split of a candidates folder; returns the output folder."""
+    check_config(cfg)
     if not cfg.candidates or not cfg.out:
         raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
     ctx = ctx or init_distributed()

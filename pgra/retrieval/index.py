@@ -38,7 +38,7 @@ from ..artifacts import (
     write_json,
     write_manifest,
 )
-from ..config import option
+from ..config import check_config, option
 from ..corpus import CorpusSource, CorpusStore, build_store
 from ..distributed import DistContext, init_distributed
 from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
@@ -57,14 +57,14 @@ class DenseConfig:
     encoder: str = option("bert-base-uncased", flag="--encoder", help="HF encoder name or local folder")
     pooler: str = option("cls", flag="--pooler", choices=choices.poolers,
                          help="cls = pooler_output (the paper's BERT), cls_before_pooler (SimCSE), mean")
-    max_length: int = option(512, flag="--max-length", help="tokens per sentence")
-    batch_size: int = option(64, flag="--batch-size", help="sentences per encoder batch")
+    max_length: int = option(512, flag="--max-length", min=1, help="tokens per sentence")
+    batch_size: int = option(64, flag="--batch-size", min=1, help="sentences per encoder batch")
     index_type: str = option("flat", flag="--index-type", choices=choices.index_types,
                              help="flat = exact cosine (the paper's); ivf / hnsw approximate")
     faiss: FaissParams = field(default_factory=FaissParams)
     device: str = option("auto", flag="--device", help="auto, cpu, cuda, cuda:1 ...")
     dtype: str = option("auto", choices=choices.DTYPES, help="auto = bf16/fp16 on GPU, fp32 on CPU")
-    shard_size: int = option(65536, flag="--shard-size", help="texts per resumable shard")
+    shard_size: int = option(65536, flag="--shard-size", min=1, help="texts per resumable shard")
     use_gpu_faiss: bool = option(True, help="train/search faiss on the GPU when faiss-gpu is installed")
     trust_remote_code: bool = option(False, help="allow the encoder's own code (off: never run hub code)")
 
@@ -91,6 +91,7 @@ class IndexConfig:
                             id_field=self.id_field, split=self.split, skip_blank_lines=self.skip_blank_lines)
 
     def validate(self) -> None:
+        check_config(self)
         if not self.corpus:
             raise InputError("no corpus given (--corpus)", field="corpus")
         if not self.out:

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import choices
 from ..artifacts import MANIFEST, write_manifest
-from ..config import option, to_dict
+from ..config import check_config, option, to_dict
 from ..distributed import DistContext, init_distributed
 from ..errors import InputError
 from ..interchange import example_record, read_records, write_records
@@ -34,12 +34,12 @@ class RetrieveConfig:
     task: str = option("", suggest=choices.task_names, help="registered task name or task YAML")
     index: str = option("", help="index folder from build-index")
     out: str = option("", help="candidates folder to write")
-    k: int = option(150, flag="-k", help="candidates per input")
+    k: int = option(150, flag="-k", min=1, help="candidates per input")
     splits: list[str] = option(default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
     data_dir: str = option("data", help="root of the task data")
-    query_batch_size: int = option(256, help="queries per search batch")
+    query_batch_size: int = option(256, min=1, help="queries per search batch")
     exclude_query_text: bool = option(False, help="drop candidates whose text equals the query")
-    max_examples: int = option(0, help="N inputs per split (smoke runs, demos); 0 = all")
+    max_examples: int = option(0, min=0, help="N inputs per split (smoke runs, demos); 0 = all")
     split_sizes: dict[str, int] = option(default_factory=dict, flag=False,
                                          help="N per split, overriding max_examples (e.g. {train: 48, test: 96})")
     subsample: str = option("first", choices=("first", "random"),
@@ -51,6 +51,7 @@ class RetrieveConfig:
 
 def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     """Write the candidates of every requested split; returns the output folder."""
+    check_config(cfg)
     for name in ("task", "index", "out"):
         if not getattr(cfg, name):
             raise InputError(f"no {name} given (--{name})", field=name)
