@@ -111,7 +111,13 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     return value
 
 
-def _check_min(f: dataclasses.Field, value: Any, key: str, source: str | None) -> None:
+def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None) -> None:
+    """A value against its field's declared choices and minimum (the one place both are checked)."""
+    allowed = field_choices(f)
+    if allowed is not None:
+        bad = [v for v in (value if isinstance(value, list) else [value]) if v not in allowed]
+        if bad:
+            raise InputError(f"must be one of {allowed}, got {bad[0]!r}", path=source, field=key)
     low = f.metadata.get("min")
     if low is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and value < low:
         raise InputError(f"must be at least {low:g}, got {value!r}", path=source, field=key)
@@ -124,12 +130,7 @@ def check_config(cfg: Any, prefix: str = "") -> None:
         if dataclasses.is_dataclass(value):
             check_config(value, f"{prefix}{f.name}.")
             continue
-        allowed = field_choices(f)
-        given = value if isinstance(value, list) else [value]
-        if allowed is not None and any(v not in allowed for v in given):
-            bad = next(v for v in given if v not in allowed)
-            raise InputError(f"must be one of {allowed}, got {bad!r}", field=prefix + f.name)
-        _check_min(f, value, prefix + f.name, None)
+        _check_field(f, value, prefix + f.name, None)
 
 
 def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", prefix: str = "") -> T:
@@ -141,13 +142,7 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", pref
         if key not in types_:
             raise _unknown_key(prefix + key, [prefix + k for k in types_], source)
         kwargs[key] = _coerce(value, types_[key], prefix + key, source)
-        allowed = field_choices(fields[key])
-        if allowed is not None:
-            given = kwargs[key] if isinstance(kwargs[key], list) else [kwargs[key]]
-            bad = [v for v in given if v not in allowed]
-            if bad:
-                raise InputError(f"must be one of {allowed}, got {bad[0]!r}", path=source, field=prefix + key)
-        _check_min(fields[key], kwargs[key], prefix + key, source)
+        _check_field(fields[key], kwargs[key], prefix + key, source)
     try:
         return cls(**kwargs)
     except TypeError as e:

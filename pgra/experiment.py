@@ -142,14 +142,15 @@ class Experiment:
             raise InputError(f"method_overrides names methods not in the grid: {unknown}", field="method_overrides")
         if not cfg.index.out:
             raise InputError("no index folder given (index.out)", field="index.out")
+        from .tasks import get_task
+
         self.cfg = cfg
         self.out = Path(cfg.out)
+        self.tasks = {t: get_task(t) for t in cfg.tasks}  # a task YAML is read once
 
     # ----- stages shared by the cells of a task -----
     def _task_name(self, task: str) -> str:
-        from .tasks import get_task
-
-        return get_task(task).name
+        return self.tasks[task].name
 
     def stage_dir(self, task: str, stage: str) -> Path:
         return self.out / self._task_name(task) / stage
@@ -182,7 +183,9 @@ class Experiment:
         return (directory / MANIFEST).exists() and key_file.exists() and \
             key_file.read_text().strip() == self.stage_keys(task)[stage]
 
-    def needs_reranking(self, task: str) -> bool:
+    @property
+    def needs_reranking(self) -> bool:
+        """Whether a method of the grid reads the reranked folder (then every task builds one)."""
         return any(get_method(m).data == "reranked" for m in self.cfg.methods)
 
     def build_stages(self, task: str, ctx) -> None:
@@ -192,7 +195,7 @@ class Experiment:
 
         for stage, run, make_cfg in (("candidates", retrieve, self.retrieve_config),
                                      ("reranked", rerank, self.rerank_config)):
-            if stage == "reranked" and not self.needs_reranking(task):
+            if stage == "reranked" and not self.needs_reranking:
                 continue
             if self.stage_done(task, stage):
                 _say(ctx, f"[{self._task_name(task)}] {stage}: done, reused")
@@ -206,18 +209,16 @@ class Experiment:
 
     # ----- cells -----
     def method(self, task: str, method: str):
-        from .tasks import get_task
-
         settings = cell_settings(self.cfg, task, method)
         reranked = self.stage_dir(task, "reranked")
-        inputs = MethodInputs(get_task(task), self.stage_dir(task, "candidates"),
-                              reranked if self.needs_reranking(task) else None, settings)
+        inputs = MethodInputs(self.tasks[task], self.stage_dir(task, "candidates"),
+                              reranked if self.needs_reranking else None, settings)
         return get_method(method)(inputs)
 
-    def plan(self) -> list[CellPlan]:
-        """Every cell of the grid with its key and status (done, resume, stale or todo)."""
+    def plan(self, tasks: list[str] | None = None) -> list[CellPlan]:
+        """Every cell of the grid (or of ``tasks``) with its key and status (done, resume, stale or todo)."""
         cells = []
-        for task in self.cfg.tasks:
+        for task in tasks or self.cfg.tasks:
             keys = self.stage_keys(task)
             for name in self.cfg.methods:
                 method = self.method(task, name)
@@ -247,11 +248,10 @@ class Experiment:
             except Exception as e:  # the grid goes on with the next task
                 if ctx.world_size > 1:
                     raise
-                cells = [c for c in self.plan() if c.task == task and c.status != "done"]
                 _report_failure(f"[{self._task_name(task)}] stages", e)
-                failed += cells
+                failed += [c for c in self.plan([task]) if c.status != "done"]
                 continue
-            for cell in [c for c in self.plan() if c.task == task]:
+            for cell in self.plan([task]):
                 if cell.status == "done":
                     _say(ctx, f"[{cell.label}] done, reused")
                     continue
@@ -262,7 +262,7 @@ class Experiment:
                         raise
                     _report_failure(f"[{cell.label}]", e, cell.directory)
                     failed.append(cell)
-        if ctx.is_main and self.cfg.report and any((c.directory / CELL_FILE).exists() for c in self.plan()):
+        if ctx.is_main and self.cfg.report and any(self.out.glob(f"*/*/seed-*/{CELL_FILE}")):
             from .evaluation.report import write_report
 
             md = write_report(self.out, reference=self.cfg.reference)
@@ -276,13 +276,13 @@ class Experiment:
     def run_cell(self, cell: CellPlan, ctx) -> dict[str, Any]:
         """Fit the cell's method, predict dev and test, and write ``cell.json`` (the cell's completion mark)."""
         from .evaluation.predictions import score_lines
+        from .interchange import read_records, write_records
 
         if cell.status == "stale" and ctx.is_main:
             print(f"[{cell.label}] settings changed: rerunning from scratch")
             shutil.rmtree(cell.directory)
         ctx.barrier()
-        _say(ctx, f"[{cell.label}] " + ("resuming" if cell.status == "resume"
-                                                                     else "running"))
+        _say(ctx, f"[{cell.label}] {'resuming' if cell.status == 'resume' else 'running'}")
         if ctx.is_main:
             cell.directory.mkdir(parents=True, exist_ok=True)
             write_text(cell.directory / CELL_KEY_FILE, cell.key)
@@ -302,8 +302,6 @@ class Experiment:
             data[split] = sha256_file(data_file)
             path = cell.directory / f"predictions_{split}.jsonl"
             if split not in fit.predicted_splits:
-                from .interchange import read_records, write_records
-
                 predictor = predictor or type(method).load(cell.directory)
                 write_records(path, predictor.predict(list(read_records(data_file, labels=task.labels))))
             results[split] = score_lines(task, path)
@@ -328,18 +326,12 @@ class Experiment:
     def _track(self, cell: CellPlan, record: dict[str, Any]) -> None:
         if self.cfg.log_with == "none":
             return
-        from .tracking import open_tracker, tracker_config
+        from .tracking import open_tracker
 
-        tracker = open_tracker(self.cfg.log_with, cell.directory, cell.label.replace("/", "-"),
-                               tracker_config({"task": cell.task, "method": cell.method, "seed": cell.seed,
-                                               **record["settings"].get("reader", {})}))
-        if tracker is None:
-            return
-        try:
-            values = {f"{split}/{record['metric']}": r[record["metric"]] for split, r in record["results"].items()}
-            tracker.log(values, step=record["steps"])
-        finally:
-            tracker.close()
+        config = {"task": cell.task, "method": cell.method, "seed": cell.seed, **record["settings"].get("reader", {})}
+        metric = record["metric"]
+        with open_tracker(self.cfg.log_with, cell.directory, cell.label.replace("/", "-"), config) as tracker:
+            tracker.log({f"{split}/{metric}": r[metric] for split, r in record["results"].items()}, step=record["steps"])
 
     def describe(self) -> str:
         """The plan as text: stages and cells with their status."""
@@ -349,7 +341,7 @@ class Experiment:
         lines.append(f"  index {self.cfg.index.out}: {'built (checked when run)' if index_done else 'to build'}")
         cells = self.plan()
         for task in self.cfg.tasks:
-            stages = ["candidates"] + (["reranked"] if self.needs_reranking(task) else [])
+            stages = ["candidates"] + (["reranked"] if self.needs_reranking else [])
             lines.append(f"  {task}: " + ", ".join(f"{s} {'done' if self.stage_done(task, s) else 'to run'}"
                                                    for s in stages))
             for c in (c for c in cells if c.task == task):

@@ -68,19 +68,15 @@ class _Reranking:
         return rows, vecs
 
     def rerank(self, texts: list[str], hits: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
-        from .rerank.scoring import score_candidates
+        from .rerank.scoring import reranked_ctxs
 
         hits = [h[: self.k] for h in hits]
         queries = self._embed(texts)
         rows_of = [np.fromiter((self.corpus.position(c["id"]) for c in h), dtype=np.int64) for h in hits]
         rows, vecs = self.evidence(np.concatenate(rows_of) if rows_of else np.zeros(0, np.int64))
         where = {int(r): i for i, r in enumerate(rows)}
-        out = []
-        for q, h, r in zip(queries, hits, rows_of, strict=True):
-            order, probs = score_candidates(q, vecs[[where[int(x)] for x in r]], self.top_d)
-            out.append([{**h[j], "score": float(probs[j]), "retrieval_score": h[j]["score"],
-                         "retrieval_rank": int(j) + 1} for j in order])
-        return out
+        return [reranked_ctxs(h, q, vecs[[where[int(x)] for x in r]], self.top_d)
+                for q, h, r in zip(queries, hits, rows_of, strict=True)]
 
 
 class Pipeline:
@@ -144,14 +140,8 @@ class Pipeline:
                 for rec, ctxs in zip(records, self.retrieve(chunk), strict=True):
                     rec["ctxs"] = ctxs
             for rec, line in zip(records, self.predictor.predict(records), strict=True):
-                used = {str(i) for i in line["evidence"]}
-                evidence = [{"id": c["id"], "text": c["text"], "score": c["score"]} for c in rec.get("ctxs", [])
-                            if str(c["id"]) in used]
-                if not evidence and line["evidence"] and self.index is None:  # kNN vote: the voting neighbours
-                    texts_of = getattr(self.predictor, "texts", {})
-                    evidence = [{"id": i, "text": texts_of.get(str(i), ""), "score": None} for i in line["evidence"]]
                 out.append({"text": rec["text"], "prediction": line["prediction"], "scores": line["scores"],
-                            "evidence": evidence})
+                            "evidence": self.predictor.evidence_of(rec, line)})
         return out
 
 

@@ -274,7 +274,7 @@ def test_two_process_grid_equals_single_process(grid, tmp_path):
     for m in ("knn_vote", "fid", "pgra"):
         cell_one = json.loads((one / m / "seed-1" / CELL_FILE).read_text())
         cell_two = json.loads((two / m / "seed-1" / CELL_FILE).read_text())
-        assert cell_two["steps"] == cell_one["steps"] and cell_two["key"] != ""
+        assert cell_two["steps"] == cell_one["steps"] and cell_two["settings"] == cell_one["settings"]
     assert _lines(one / "knn_vote" / "seed-1" / "predictions_test.jsonl") == \
         _lines(two / "knn_vote" / "seed-1" / "predictions_test.jsonl")
     # the readers trained under DDP: the same number of steps, losses close to the single process's

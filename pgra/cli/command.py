@@ -47,6 +47,23 @@ class Command:
         return config_from_args(self.config_class(), ns, ns.generated_options, self.from_yaml)
 
 
+def read_texts(values: list[str], file: str, what: str, flag: str, file_flag: str) -> list[str]:
+    """Texts given with a repeatable flag plus the non-blank lines of a file; at least one (else an InputError)."""
+    from pathlib import Path
+
+    from ..errors import InputError
+
+    texts = list(values)
+    if file:
+        path = Path(file)
+        if not path.is_file():
+            raise InputError(f"{what} file not found", path=path)
+        texts += [t for t in path.read_text(encoding="utf-8").splitlines() if t.strip()]
+    if not texts:
+        raise InputError(f"no {what}: pass {flag} TEXT (repeatable) or {file_flag} FILE", field=flag.lstrip("-"))
+    return texts
+
+
 def run_distributed(fn: Callable[..., Any], cfg: Any) -> tuple[Any, Any]:
     """Run a stage under torchrun/accelerate's process group (or alone); returns (context, result)."""
     from ..distributed import init_distributed, shutdown_distributed

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..config import option
-from .command import Command
+from .command import Command, read_texts
 
 
 @dataclass
@@ -21,27 +20,13 @@ class PredictOptions:
     device: str = option("auto", help="auto, cpu, cuda ...")
 
 
-def read_inputs(opts: PredictOptions) -> list[str]:
-    from ..errors import InputError
-
-    texts = list(opts.text)
-    if opts.input_file:
-        path = Path(opts.input_file)
-        if not path.is_file():
-            raise InputError("input file not found", path=path)
-        texts += [t for t in path.read_text(encoding="utf-8").splitlines() if t.strip()]
-    if not texts:
-        raise InputError("no input: pass --text TEXT (repeatable) or --input-file FILE", field="text")
-    return texts
-
-
 def run(opts: PredictOptions) -> None:
     from ..errors import InputError
     from ..pipeline import Pipeline
 
     if not opts.run:
         raise InputError("no run given (--run)", field="run")
-    texts = read_inputs(opts)
+    texts = read_texts(opts.text, opts.input_file, "input", "--text", "--input-file")
     results = Pipeline.load(opts.run, device=opts.device).predict(texts, batch_size=opts.batch_size)
     for r in results:
         if opts.json:

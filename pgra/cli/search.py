@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..config import option
 from ..errors import InputError
-from .command import Command
+from .command import Command, read_texts
 
 
 @dataclass
@@ -24,25 +23,13 @@ class SearchOptions:
     verify: bool = option(True, help="checksum the index files before searching")
 
 
-def read_queries(opts: SearchOptions) -> list[str]:
-    queries = list(opts.query)
-    if opts.queries_file:
-        path = Path(opts.queries_file)
-        if not path.is_file():
-            raise InputError("queries file not found", path=path)
-        queries += [q for q in path.read_text(encoding="utf-8").splitlines() if q.strip()]
-    if not queries:
-        raise InputError("no query: pass --query TEXT (repeatable) or --queries-file FILE", field="query")
-    return queries
-
-
 def run(opts: SearchOptions) -> None:
     from ..corpus import CorpusSource
     from ..retrieval.index import Index
 
     if not opts.index:
         raise InputError("pass the index folder with --index", field="index")
-    queries = read_queries(opts)
+    queries = read_texts(opts.query, opts.queries_file, "query", "--query", "--queries-file")
     corpus = CorpusSource(opts.corpus) if opts.corpus else None
     index = Index(opts.index, encoder=opts.encoder or None, corpus=corpus, verify=opts.verify, device=opts.device)
     for qi, (query, hits) in enumerate(zip(queries, index.search_hits(queries, opts.k), strict=True)):

@@ -33,9 +33,10 @@ def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None =
         raise InputError(f"{folder} holds task '{theirs.get('name')}' (labels {theirs.get('labels')}); the run was "
                          f"trained on '{task.name}' (labels {task.labels})", path=folder / MANIFEST, field="task")
     own = predictor.default_data()
-    if own is not None and own.exists() and read_manifest(own, DATA_KINDS)["kind"] != manifest["kind"]:
-        warnings.warn(f"the run read a '{read_manifest(own, DATA_KINDS)['kind']}' folder; {folder} is "
-                      f"'{manifest['kind']}': its evidence differs from training", stacklevel=2)
+    own_kind = read_manifest(own, DATA_KINDS)["kind"] if own is not None and own.exists() else manifest["kind"]
+    if own_kind != manifest["kind"]:
+        warnings.warn(f"the run read a '{own_kind}' folder; {folder} is '{manifest['kind']}': its evidence differs "
+                      "from training", stacklevel=2)
     path = folder / f"{split}.jsonl"
     if not path.exists():
         raise InputError(f"no split '{split}' in {folder} (splits: {sorted(manifest.get('counts', {}))})",

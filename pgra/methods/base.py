@@ -63,6 +63,12 @@ class Predictor(ABC):
         """The folder the run read its inputs from (``pgra evaluate``'s default ``--data``)."""
         return None
 
+    def evidence_of(self, record: dict[str, Any], line: dict[str, Any]) -> list[dict[str, Any]]:
+        """``{"id", "text", "score"}`` of the evidence ``line`` used, in its order (from the record's ``ctxs``)."""
+        by_id = {str(c["id"]): c for c in record.get("ctxs", [])}
+        return [{"id": by_id[str(i)]["id"], "text": by_id[str(i)]["text"], "score": by_id[str(i)].get("score")}
+                for i in line["evidence"]]
+
 
 class Method(ABC):
     """One compared method. Subclasses set ``name``, ``data`` and implement ``fit`` and ``load``.

@@ -74,6 +74,10 @@ class KnnVotePredictor(Predictor):
     def default_data(self) -> Path | None:
         return Path(self._data) if self._data else None
 
+    def evidence_of(self, record: dict[str, Any], line: dict[str, Any]) -> list[dict[str, Any]]:
+        """The voting training inputs, nearest first (no reranker score)."""
+        return [{"id": i, "text": self.texts[str(i)], "score": None} for i in line["evidence"]]
+
 
 class KnnVote(Method):
     name = KIND

@@ -6,8 +6,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import iter_jsonl, read_json
-from .base import FitResult, Method, Predictor, prediction_line
+from ..artifacts import MANIFEST, iter_jsonl, read_json
+from .base import FitResult, Method, Predictor
 
 # settings of a reader cell that do not change what it learns
 _NOT_DEFINING = ("data", "out", "seed", "show_progress", "log_with", "keep_checkpoints")
@@ -29,14 +29,13 @@ class ReaderPredictor(Predictor):
         return self.reader.formatter.n_passages
 
     def predict(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        preds = self.reader.predict(records, batch_size=self.batch_size)
-        return [prediction_line(r, p["prediction"], p["scores"],
-                                [c["id"] for c in r.get("ctxs", [])[: self.n_passages]])
-                for r, p in zip(records, preds, strict=True)]
+        from ..reader.predict import predict_records, prediction_lines
+
+        r = self.reader
+        preds = predict_records(r.model, r.formatter, records, self.batch_size, r.predict_mode)
+        return prediction_lines(records, preds, self.n_passages)
 
     def default_data(self) -> Path | None:
-        from ..artifacts import MANIFEST
-
         manifest = self.run / MANIFEST
         return Path(read_json(manifest)["data"]) if manifest.exists() else None
 
@@ -75,12 +74,12 @@ def reader_fit_result(out: Path, metric: str, splits: list[str]) -> FitResult:
     """Steps, best step and dev history of a finished reader run (``metrics.json`` + ``train_log.jsonl``)."""
     metrics = read_json(out / "metrics.json")
     history: dict[int, float] = {}
+    steps = 0
     log = out / "train_log.jsonl"
-    if log.exists():
-        for _, rec in iter_jsonl(log):  # a resumed run may repeat steps: the last line of a step wins
-            if f"dev_{metric}" in rec:
-                history[int(rec["step"])] = float(rec[f"dev_{metric}"])
-    steps = max((int(rec["step"]) for _, rec in iter_jsonl(log)), default=0) if log.exists() else 0
+    for _, rec in iter_jsonl(log) if log.exists() else ():  # a resumed run may repeat a step: the last line wins
+        steps = max(steps, int(rec["step"]))
+        if f"dev_{metric}" in rec:
+            history[int(rec["step"])] = float(rec[f"dev_{metric}"])
     return FitResult(steps=steps, best_step=int(metrics.get("best_step", 0)),
                      evaluations=[{"step": s, "dev": v} for s, v in sorted(history.items())],
                      predicted_splits=[s for s in splits if s in metrics.get("results", {})])

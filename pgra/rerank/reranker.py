@@ -30,7 +30,7 @@ from .cache import EmbeddingCache
 from .config import RerankConfig
 from .embedder import LMEmbedder
 from .prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
-from .scoring import score_candidates
+from .scoring import reranked_ctxs
 
 RERANKED_KIND = "reranked"
 
@@ -153,10 +153,8 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         records = []
         for qi, rec in enumerate(data[split]):
             rows = rows_of[split][qi]
-            order, probs = score_candidates(q[qi], evidence.get(rows), cfg.top_d)
             short += int(len(rows) < cfg.top_d)
-            ctxs = [{**rec["ctxs"][j], "score": float(probs[j]), "retrieval_score": rec["ctxs"][j].get("score"),
-                     "retrieval_rank": int(j) + 1} for j in order]
+            ctxs = reranked_ctxs(rec["ctxs"], q[qi], evidence.get(rows), cfg.top_d)
             records.append({**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs})
         counts[split] = write_records(out / f"{split}.jsonl", records)
     if short:
