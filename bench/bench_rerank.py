@@ -42,7 +42,7 @@ def main() -> None:
 
     task = get_task("wiki_topic")
     train = load_task(task, ROOT / "data", splits=("train",))["train"]
-    demos = get_selector("paper", 8, seed=13).select(task, train)
+    demos = get_selector("paper", 8, seed=13).fit(task, train).demo_examples
     queries = [ex for ex in train if ex not in demos][: args.queries]
     index = Index(args.index)
     _, positions = index.search([q.text for q in queries], args.k)

@@ -51,6 +51,13 @@ _EXPORTS = {
     "demo_prefix": "pgra.rerank.prompts",
     "ANSWER_CUE": "pgra.rerank.prompts",
     "score_candidates": "pgra.rerank.scoring",
+    # demonstration selection and in-context learning
+    "get_selector": "pgra.selection",
+    "SelectorSettings": "pgra.selection",
+    "STRATEGIES": "pgra.selection",
+    "ICLConfig": "pgra.icl.config",
+    "run_icl": "pgra.icl.run",
+    "LabelScorer": "pgra.icl.scoring",
     # stage 3
     "Reader": "pgra.reader.predict",
     "FiDReader": "pgra.reader.fid",

@@ -36,6 +36,7 @@ from .artifacts import (
 )
 from .config import check_config, from_dict, merge, option, to_dict
 from .errors import InputError
+from .icl.config import ICLConfig
 from .methods import KnnVoteConfig, MethodInputs, get_method
 from .reader.config import TrainConfig
 from .rerank.config import RerankConfig
@@ -47,8 +48,8 @@ STAGE_KEY_FILE = ".stage_key"
 CELL_KEY_FILE = ".cell_key"
 SPLITS = ("dev", "test")
 # what task_overrides / method_overrides may change (the index is shared by every task; methods share stages)
-TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote")
-METHOD_OVERRIDABLE = ("reader", "knn_vote")
+TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote", "icl")
+METHOD_OVERRIDABLE = ("reader", "knn_vote", "icl")
 # settings that never change a result
 _COSMETIC = ("show_progress", "device", "log_with", "keep_checkpoints", "chunk_size")
 
@@ -70,6 +71,7 @@ class ExperimentConfig:
     rerank: RerankConfig = option(default_factory=RerankConfig, flag=False, help="rerank section (key=value: rerank.FIELD=...)")
     reader: TrainConfig = option(default_factory=TrainConfig, flag=False, help="reader section (key=value: reader.FIELD=...)")
     knn_vote: KnnVoteConfig = option(default_factory=KnnVoteConfig, flag=False, help="knn_vote section (key=value: knn_vote.FIELD=...)")
+    icl: ICLConfig = option(default_factory=ICLConfig, flag=False, help="in-context learning section (key=value: icl.FIELD=...)")
     task_overrides: dict[str, Any] = option(default_factory=dict, flag=False,
                                             help="per task: {task: {reader: {...}, rerank: {...}, ...}}")
     method_overrides: dict[str, Any] = option(default_factory=dict, flag=False,
@@ -297,6 +299,7 @@ class Experiment:
             return {}
         predictor = None
         results, data = {}, {}
+        cost = fit.cost
         for split in SPLITS:
             data_file = method.data_dir / f"{split}.jsonl"
             data[split] = sha256_file(data_file)
@@ -304,6 +307,7 @@ class Experiment:
             if split not in fit.predicted_splits:
                 predictor = predictor or type(method).load(cell.directory)
                 write_records(path, predictor.predict(list(read_records(data_file, labels=task.labels))))
+                cost = predictor.cost() or cost
             results[split] = score_lines(task, path)
         evaluations = fit.evaluations
         still = None
@@ -313,7 +317,7 @@ class Experiment:
                   "method": cell.method, "seed": cell.seed,
                   "metric": task.metric, "results": results, "settings": method.settings(),
                   "steps": fit.steps, "best_step": fit.best_step, "evaluations": evaluations,
-                  "still_improving": still, "data": {"folder": str(method.data_dir.resolve()), "sha256": data},
+                  "still_improving": still, "lm_cost": cost, "data": {"folder": str(method.data_dir.resolve()), "sha256": data},
                   "config": to_dict(method.inputs.settings), "git_commit": source_commit(),
                   "versions": library_versions(), "elapsed_s": round(time.time() - start, 1)}
         write_json(cell.directory / CELL_FILE, record)

@@ -239,3 +239,15 @@ def sky_task(tmp_path) -> Path:
     path = tmp_path / "sky.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
+
+
+@pytest.fixture()
+def candidates(tmp_path, corpus_txt, sky_task) -> Path:
+    """First-stage candidates (BM25, k=10) of the sky task over the fixture corpus."""
+    from pgra.retrieval.index import IndexConfig, build_index
+    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+
+    index = build_index(IndexConfig(corpus=str(corpus_txt), out=str(tmp_path / "bm25"), retriever="bm25",
+                                    show_progress=False))
+    return retrieve(RetrieveConfig(task=str(sky_task), index=str(index), out=str(tmp_path / "cands"), k=10,
+                                   show_progress=False))

@@ -102,12 +102,12 @@ def test_no_command_module_declares_flags_by_hand():
 
 
 def test_registry_choices_are_read_from_the_registry(monkeypatch):
-    from pgra.selection import strategies
+    import pgra.selection as selection
 
-    class Extra(strategies.CodeOrderSelector):
+    class Extra(selection.CodeOrderSelector):
         name = "extra_strategy"
 
-    monkeypatch.setitem(strategies.STRATEGIES, "extra_strategy", Extra)
+    monkeypatch.setitem(selection.STRATEGIES, "extra_strategy", Extra)
     assert "extra_strategy" in build_parser("rerank").format_help()
     cfg = COMMANDS["rerank"].build_config(COMMANDS["rerank"].parse(["--demo-selection", "extra_strategy"]))
     assert cfg.demo_selection == "extra_strategy"

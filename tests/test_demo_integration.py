@@ -92,7 +92,7 @@ def test_smollm2_prefix_cache_matches_naive_and_keeps_top_d():
     lm = demo_asset("models/smollm2-135m")
     task = get_task("wiki_topic")
     train = load_task(task, ROOT / "data", splits=("train",))["train"]
-    demos = get_selector("paper", 8, seed=13).select(task, train)
+    demos = get_selector("paper", 8, seed=13).fit(task, train).demo_examples
     sents = demo_asset("data/demo/wiki_sentences.txt").read_text(encoding="utf-8").splitlines()
     query = next(ex for ex in train if ex not in demos).text
     candidates = [sents[i] for i in range(0, 24000, 2000)]  # 12 varied sentences

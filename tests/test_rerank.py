@@ -2,6 +2,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,20 +13,11 @@ from pgra.rerank.embedder import LMEmbedder
 from pgra.rerank.prompts import build_prompt
 from pgra.rerank.reranker import RerankConfig, rerank
 from pgra.retrieval.index import IndexConfig, build_index
-from pgra.retrieval.retrieve import RetrieveConfig, retrieve
 from pgra.selection import get_selector
 from pgra.tasks import Example, get_task
 from tests.conftest import SENTENCES
 
 ROOT = Path(__file__).resolve().parents[1]
-@pytest.fixture()
-def candidates(tmp_path, corpus_txt, sky_task) -> Path:
-    index = build_index(IndexConfig(corpus=str(corpus_txt), out=str(tmp_path / "bm25"), retriever="bm25",
-                                    show_progress=False))
-    return retrieve(RetrieveConfig(task=str(sky_task), index=str(index), out=str(tmp_path / "cands"), k=10,
-                                   show_progress=False))
-
-
 def test_retrieve_writes_interchange_files(candidates):
     manifest = json.loads((candidates / "manifest.json").read_text())
     assert manifest["kind"] == "candidates" and manifest["k"] == 10
@@ -109,15 +101,15 @@ def test_rerank_bad_inputs(candidates, tmp_path, tiny_opt, corpus_txt):
 def test_demo_selection_rules():
     task = get_task("sst5")
     train = [Example(str(i), f"t{i}", str(i % 5 if i < 40 else 0)) for i in range(60)]
-    paper = get_selector("paper", 8, seed=1).select(task, train)
+    paper = get_selector("paper", 8, seed=1).fit(task, train).demo_examples
     counts = sorted(sum(d.label == lab for d in paper) for lab in task.labels)
     assert len(paper) == 8 and counts == [1, 1, 2, 2, 2]  # balanced over labels
-    assert paper == get_selector("paper", 8, seed=1).select(task, train)
-    assert paper != get_selector("paper", 8, seed=2).select(task, train)
-    code = get_selector("code", 8).select(task, train)  # file order, at most int(8/5)+1 = 2 per label
+    assert paper == get_selector("paper", 8, seed=1).fit(task, train).demo_examples
+    assert paper != get_selector("paper", 8, seed=2).fit(task, train).demo_examples
+    code = get_selector("code", 8).fit(task, train).demo_examples  # file order, at most int(8/5)+1 = 2 per label
     assert [d.id for d in code] == ["0", "1", "2", "3", "4", "5", "6", "7"]
     skewed = [Example(str(i), "x", "0") for i in range(10)] + [Example("a", "y", "1")]
-    code2 = get_selector("code", 8).select(get_task("sst2"), skewed)  # walks on until every label is in
+    code2 = get_selector("code", 8).fit(get_task("sst2"), skewed).demo_examples  # walks on until every label is in
     assert [d.id for d in code2] == ["0", "1", "2", "3", "4", "a"]
 
 
@@ -165,3 +157,36 @@ def test_warm_cache_rerank_never_loads_the_lm(candidates, tmp_path, tiny_opt, mo
     monkeypatch.setattr(embedder_mod.AutoModel, "from_pretrained", no_load)
     out = rerank(_cfg(candidates, tmp_path, tiny_opt, top_d=3, out=str(tmp_path / "sweep")))
     assert json.loads((out / "manifest.json").read_text())["top_d"] == 3
+
+
+@pytest.mark.parametrize("strategy", ["kate", "random"])
+def test_per_query_demonstrations_match_the_naive_formula(candidates, tmp_path, tiny_opt, tiny_bert, strategy):
+    from pgra.selection import SelectorSettings
+
+    settings = SelectorSettings(encoder=str(tiny_bert), pooler="mean", cache_dir=str(tmp_path / "sel"))
+    cfg = _cfg(candidates, tmp_path, tiny_opt, demo_selection=strategy, num_demos=3, demos=settings, seed=5)
+    out = rerank(cfg)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["per_query_demonstrations"] and manifest["counts"]["train"] == 12  # nobody leaves train
+    task = get_task(str(Path(manifest["task"]["source"])))
+    train = [Example(str(r["id"]), r["text"], r["label"])
+             for r in (json.loads(x) for x in (candidates / "train.jsonl").read_text().splitlines())]
+    emb = LMEmbedder(str(tiny_opt))
+    selector = get_selector(strategy, 3, seed=5, settings=settings).fit(task, train)
+    for split in ("train", "test"):
+        cands = [json.loads(x) for x in (candidates / f"{split}.jsonl").read_text().splitlines()]
+        got = [json.loads(x) for x in (out / f"{split}.jsonl").read_text().splitlines()]
+        chosen = selector.select_examples([Example(str(r["id"]), r["text"]) for r in cands])
+        for rec, res, demos in zip(cands, got, chosen, strict=True):
+            assert [d["id"] for d in res["demonstrations"]] == [d.id for d in demos]
+            assert rec["id"] not in [d.id for d in demos]  # never itself
+            texts = [rec["text"]] + [c["text"] for c in rec["ctxs"]]
+            vec = emb.embed_full([build_prompt(task, demos, t) for t in texts], batch_size=1)
+            scores = vec[1:] @ vec[0]
+            probs = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+            top = np.argsort(-probs, kind="stable")[:4]
+            np.testing.assert_allclose([c["score"] for c in res["ctxs"]], probs[top], atol=1e-4)
+            prob_of = {c["id"]: p for c, p in zip(rec["ctxs"], probs, strict=True)}
+            _same_ranking([c["id"] for c in res["ctxs"]], [rec["ctxs"][j]["id"] for j in top], prob_of, tol=2e-4)
+    again = rerank(replace(cfg, out=str(tmp_path / "again")))  # the per-query cache: nothing runs twice
+    assert json.loads((again / "manifest.json").read_text())["embedding"]["tokens_run"] == 0

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from .base import PREDICTION_FIELDS, FitResult, Method, MethodInputs, Predictor, prediction_line
 from .fid import FiD
+from .icl import ICL, ICLKate, ICLRandom, ICLSkillKnn
 from .knn_vote import KnnVote, KnnVoteConfig
 from .no_retrieval import NoRetrieval
 from .pgra import PGRA
 
-METHODS: dict[str, type[Method]] = {m.name: m for m in (NoRetrieval, FiD, PGRA, KnnVote)}
+METHODS: dict[str, type[Method]] = {
+    m.name: m for m in (NoRetrieval, FiD, PGRA, KnnVote, ICL, ICLRandom, ICLKate, ICLSkillKnn)}
 # manifest kind of a fitted run -> the method class that loads it
-RUN_KINDS: dict[str, type[Method]] = {"reader": FiD, KnnVote.name: KnnVote}
+RUN_KINDS: dict[str, type[Method]] = {"reader": FiD, KnnVote.name: KnnVote, "icl": ICL}
 
 
 def load_run(run, device: str | None = None) -> Predictor:

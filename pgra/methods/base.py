@@ -7,7 +7,9 @@ that predicts any records of the task. Every prediction is one line of ``predict
     {"id", "text", "label", "prediction", "scores": {label: probability}, "evidence": [ids]}
 
 ``evidence`` holds the ids of the evidence sentences (or, for in-context learning, the demonstrations) the
-prediction used, in the order the method used them.
+prediction used, in the order the method used them. Methods that show labelled demonstrations (in-context
+learning, the kNN vote's voters, PGRA's reranker prompt) add ``demo_labels``: their labels, for the report's
+diagnostics.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class FitResult:
     best_step: int = 0
     evaluations: list[dict[str, float]] = field(default_factory=list)  # [{"step", "dev"}] in step order
     predicted_splits: list[str] = field(default_factory=list)  # predictions_<split>.jsonl fit already wrote
+    cost: dict[str, Any] | None = None  # LM work: {"lm_calls", "lm_tokens", ...} (None: the method runs no LM)
 
 
 class Predictor(ABC):
@@ -61,6 +64,10 @@ class Predictor(ABC):
 
     def default_data(self) -> Path | None:
         """The folder the run read its inputs from (``pgra evaluate``'s default ``--data``)."""
+        return None
+
+    def cost(self) -> dict[str, Any] | None:
+        """LM work of the predictions made so far (``{"lm_calls", "lm_tokens", ...}``); None when none."""
         return None
 
     def evidence_of(self, record: dict[str, Any], line: dict[str, Any]) -> list[dict[str, Any]]:

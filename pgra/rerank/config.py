@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from .. import choices
 from ..config import option
+from ..selection.base import SelectorSettings
 
 
 @dataclass
@@ -22,8 +23,9 @@ class RerankConfig:
     num_demos: int = option(8, min=0, help="demonstrations in the prompt (m)")
     demo_selection: str = option("paper", choices=choices.demo_selections,
                                  help="paper = seeded random, balanced over labels; code = the released code's "
-                                      "file order")
+                                      "file order (both: one prompt for all); random, kate, skill_knn = per query")
     seed: int = option(13, help="seed of the demonstration draw")
+    demos: SelectorSettings = option(default_factory=SelectorSettings, help="settings of the per-query strategies")
     splits: list[str] = option(default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
     cache_dir: str = option("cache/embeddings", help="persistent evidence-embedding cache")
     prefix_cache: bool = option(True, help="reuse the demonstrations' KV cache (off: whole prompts, the paper "

@@ -24,6 +24,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from ..artifacts import model_fingerprint
 from ..device import resolve_device, resolve_dtype
 from ..errors import InputError
+from ..kv import build_cache, cache_layers
 from ..progress import progress
 from ..tokens import fit_text, pad_sequences
 
@@ -202,24 +203,15 @@ class LMEmbedder:
         ids = torch.as_tensor([shared], device=self.device)
         out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
         self.stats.tokens_run += len(shared)
-        cache = out.past_key_values
-        if hasattr(cache, "layers"):
-            return [(layer.keys, layer.values) for layer in cache.layers]
-        if hasattr(cache, "key_cache"):
-            return list(zip(cache.key_cache, cache.value_cache, strict=True))
-        return [(k, v) for k, v in cache]
+        return cache_layers(out.past_key_values)
 
     def _run_suffixes(self, suffixes: list[list[int]], prefix_kv, split: int) -> torch.Tensor:
-        from transformers import DynamicCache
-
         model = self.model
         n = len(suffixes)
         ids, suffix_mask = pad_sequences(suffixes, self._pad_id)
         width = ids.shape[1]
         mask = torch.cat([torch.ones((n, split), dtype=torch.long), suffix_mask], dim=1)
-        cache = DynamicCache()
-        for layer, (k, v) in enumerate(prefix_kv):
-            cache.update(k.expand(n, *k.shape[1:]), v.expand(n, *v.shape[1:]), layer)
+        cache = build_cache([(k.expand(n, *k.shape[1:]), v.expand(n, *v.shape[1:])) for k, v in prefix_kv])
         kwargs = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device),
                   "past_key_values": cache, "use_cache": True}
         if self._accepts_position_ids:

@@ -3,13 +3,18 @@
 For a query q with candidates e_1..e_k: p_j = softmax_j(q . e_j) over the k candidates; the top d go to the
 reader. Query and evidence embeddings share one prompt prefix (the same demonstrations in the same order).
 Evidence embeddings live in a persistent cache keyed by (LM, template, demonstrations, prompt format,
-corpus), so later runs, k/d sweeps and other splits never embed the same sentence twice. Multi-process:
-ranks embed disjoint rows of the caches, rank 0 scores and writes.
+corpus), so later runs, k/d sweeps and other splits never embed the same sentence twice.
+
+Per-query strategies (``random``, ``kate``, ``skill_knn``) give each query its own demonstrations: the query
+and its candidates share that query's prefix (its KV cache computed once per query), and the cache rows of a
+split are each query followed by its candidates, keyed by every query's demonstrations. Multi-process: ranks
+embed disjoint rows (or queries) of the caches, rank 0 scores and writes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import warnings
 from dataclasses import asdict
 from pathlib import Path
@@ -23,8 +28,10 @@ from ..corpus import CorpusStore
 from ..distributed import DistContext, gather_objects, init_distributed
 from ..errors import InputError, StaleArtifactError
 from ..interchange import read_records, write_records
+from ..progress import progress
 from ..retrieval.retrieve import read_candidates_manifest
 from ..selection import get_selector
+from ..selection.base import with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
 from .cache import EmbeddingCache
 from .config import RerankConfig
@@ -99,6 +106,96 @@ def _open_cache(ctx: DistContext, root: str, key: dict[str, Any], size: int, dim
     return EmbeddingCache(root, key, size, dim, create=False)
 
 
+def _embedder(cfg: RerankConfig) -> LMEmbedder:
+    return LMEmbedder(cfg.lm, device=cfg.device, dtype=cfg.dtype, attn_implementation=cfg.attn_implementation,
+                      max_tokens_per_batch=cfg.max_tokens_per_batch, max_batch_size=cfg.max_batch_size,
+                      max_context=cfg.max_context or None, trust_remote_code=cfg.trust_remote_code)
+
+
+def demo_records(demos: list[Example]) -> list[dict[str, Any]]:
+    """The ``demonstrations`` field of a reranked record: each demonstration's id and label, in prompt order."""
+    return [{"id": d.id, "label": d.label} for d in demos]
+
+
+def _shared_prompt(cfg, ctx, task, store, cand, data, splits, embedder, demos):
+    """One prompt prefix for every text: evidence embedded once per corpus row, queries once per split."""
+    prefix = demo_prefix(task, demos)
+    base_key = prompt_key(embedder, cfg.lm, task, demos)
+    evidence = _open_cache(ctx, cfg.cache_dir, evidence_cache_key(base_key, cand["index"]["corpus_content_sha256"]),
+                           len(store), embedder.dim)
+    rows_of = {split: [np.fromiter((store.position(c["id"]) for c in r["ctxs"]), dtype=np.int64)
+                       for r in data[split]] for split in splits}
+    all_rows = np.unique(np.concatenate([rows for split in splits for rows in rows_of[split]]))
+    hits_before = len(all_rows) - len(evidence.missing(all_rows))
+    _embed_rows(embedder, evidence, all_rows, store.texts, prefix, task, cfg, ctx, "evidence")
+    query_caches = {}
+    for split in splits:
+        texts = [r["text"] for r in data[split]]
+        qkey = {**base_key, "rows": f"queries:{split}",
+                "texts": hashlib.sha256("\x00".join(texts).encode()).hexdigest()}
+        qc = _open_cache(ctx, cfg.cache_dir, qkey, len(texts), embedder.dim)
+        _embed_rows(embedder, qc, np.arange(len(texts)), lambda rows, t=texts: [t[i] for i in rows], prefix, task,
+                    cfg, ctx, f"queries ({split})")
+        query_caches[split] = qc
+
+    def vectors(split: str, qi: int) -> tuple[np.ndarray, np.ndarray]:
+        return query_caches[split].get(np.array([qi]))[0], evidence.get(rows_of[split][qi])
+
+    info = {"evidence_rows": int(len(all_rows)), "evidence_cache_hits": int(hits_before),
+            "cache": str(evidence.directory)}
+    return vectors, info
+
+
+def per_query_cache_key(base_key: dict[str, Any], task: TaskSpec, split: str, records: list[dict[str, Any]],
+                        demos: list[list[Example]], corpus_fingerprint: str) -> dict[str, Any]:
+    """The key of a split's per-query cache: rows are each query then its candidates, under that query's prompt."""
+    h = hashlib.sha256()
+    for rec, ds in zip(records, demos, strict=True):
+        h.update(json.dumps([rec["text"], [c["id"] for c in rec["ctxs"]], [render_demo(task, d) for d in ds]],
+                            ensure_ascii=False).encode())
+    return {**base_key, "demos": "per query", "rows": f"per-query:{split}", "queries": h.hexdigest(),
+            "corpus": corpus_fingerprint}
+
+
+def _per_query_prompts(cfg, ctx, task, store, cand, data, splits, embedder, demos_of):
+    """A prompt per query (its own demonstrations): the query and its candidates share that query's prefix."""
+    base_key = prompt_key(embedder, cfg.lm, task, [])
+    show = cfg.show_progress and ctx.is_main
+    caches, offsets = {}, {}
+    for split in splits:
+        records = data[split]
+        sizes = np.array([1 + len(r["ctxs"]) for r in records], dtype=np.int64)
+        offsets[split] = np.concatenate([[0], np.cumsum(sizes)])
+        key = per_query_cache_key(base_key, task, split, records, demos_of[split], cand["index"]["corpus_content_sha256"])
+        cache = _open_cache(ctx, cfg.cache_dir, key, int(sizes.sum()), embedder.dim)
+        off = offsets[split]
+        todo = [qi for qi in range(len(records)) if len(cache.missing(np.arange(off[qi], off[qi + 1])))]
+        mine = todo[ctx.rank::ctx.world_size]
+        bar = progress(total=len(mine), desc=f"per-query prompts ({split})", unit=" queries", disable=not show)
+        for qi in mine:
+            rec = records[qi]
+            texts = [rec["text"], *store.texts(np.fromiter((store.position(c["id"]) for c in rec["ctxs"]),
+                                                           dtype=np.int64))]
+            prefix = demo_prefix(task, demos_of[split][qi])
+            if cfg.prefix_cache:
+                vecs = embedder.embed(texts, prefix, task.render, ANSWER_CUE)
+            else:
+                vecs = embedder.embed_full([embedder.prompt_ids(prefix, task.render, ANSWER_CUE, t) for t in texts])
+            cache.put(np.arange(off[qi], off[qi + 1]), vecs)
+            bar.update(1)
+        bar.close()
+        caches[split] = cache
+
+    def vectors(split: str, qi: int) -> tuple[np.ndarray, np.ndarray]:
+        off = offsets[split]
+        rows = caches[split].get(np.arange(off[qi], off[qi + 1]))
+        return rows[0], rows[1:]
+
+    info = {"evidence_rows": int(sum(o[-1] - len(o) + 1 for o in offsets.values())), "evidence_cache_hits": 0,
+            "cache": str(Path(cfg.cache_dir))}
+    return vectors, info
+
+
 def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     """Rerank every requested split of a candidates folder; returns the output folder."""
     check_config(cfg)
@@ -114,32 +211,22 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     splits = [s for s in cfg.splits if s in cand["counts"]]
     data = {s: _load_split(cand_dir / f"{s}.jsonl", task, cfg.k) for s in dict.fromkeys(["train", *splits])}
     train = [Example(str(r["id"]), r["text"], r.get("label")) for r in data["train"]]
-    demos = get_selector(cfg.demo_selection, cfg.num_demos, cfg.seed).select(task, train)
-    demo_ids = {d.id for d in demos}
-    data["train"] = [r for r in data["train"] if str(r["id"]) not in demo_ids]
-
-    embedder = LMEmbedder(cfg.lm, device=cfg.device, dtype=cfg.dtype, attn_implementation=cfg.attn_implementation,
-                          max_tokens_per_batch=cfg.max_tokens_per_batch, max_batch_size=cfg.max_batch_size,
-                          max_context=cfg.max_context or None, trust_remote_code=cfg.trust_remote_code)
-    prefix = demo_prefix(task, demos)
-    base_key = prompt_key(embedder, cfg.lm, task, demos)
-    evidence = _open_cache(ctx, cfg.cache_dir, evidence_cache_key(base_key, cand["index"]["corpus_content_sha256"]),
-                           len(store), embedder.dim)
-    rows_of = {split: [np.fromiter((store.position(c["id"]) for c in r["ctxs"]), dtype=np.int64)
-                       for r in data[split]] for split in splits}
-    all_rows = np.unique(np.concatenate([rows for split in splits for rows in rows_of[split]]))
-    hits_before = len(all_rows) - len(evidence.missing(all_rows))
-    _embed_rows(embedder, evidence, all_rows, store.texts, prefix, task, cfg, ctx, "evidence")
-
-    query_caches = {}
-    for split in splits:
-        texts = [r["text"] for r in data[split]]
-        qkey = {**base_key, "rows": f"queries:{split}",
-                "texts": hashlib.sha256("\x00".join(texts).encode()).hexdigest()}
-        qc = _open_cache(ctx, cfg.cache_dir, qkey, len(texts), embedder.dim)
-        _embed_rows(embedder, qc, np.arange(len(texts)), lambda rows, t=texts: [t[i] for i in rows], prefix, task,
-                    cfg, ctx, f"queries ({split})")
-        query_caches[split] = qc
+    selector = get_selector(cfg.demo_selection, cfg.num_demos, cfg.seed, with_index_encoder(cfg.demos, cand["index"]),
+                            lm=cfg.lm, device=cfg.device, show_progress=cfg.show_progress and ctx.is_main)
+    selector.fit(task, train)
+    embedder = _embedder(cfg)
+    if selector.per_query:  # never itself: the training queries keep their rows
+        demos_of = {split: selector.select_examples(
+            [Example(str(r["id"]), r["text"], r.get("label")) for r in data[split]]) for split in splits}
+        vectors, info = _per_query_prompts(cfg, ctx, task, store, cand, data, splits, embedder, demos_of)
+        demos, prefix = [], None
+    else:
+        demos = [selector.train[i] for i in selector.demos]
+        demo_ids = {d.id for d in demos}
+        data["train"] = [r for r in data["train"] if str(r["id"]) not in demo_ids]
+        demos_of = {split: [demos] * len(data[split]) for split in splits}
+        vectors, info = _shared_prompt(cfg, ctx, task, store, cand, data, splits, embedder, demos)
+        prefix = demo_prefix(task, demos)
     stats = gather_objects(ctx, asdict(embedder.stats))
     ctx.barrier()
     if not ctx.is_main:
@@ -149,13 +236,13 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     (out / MANIFEST).unlink(missing_ok=True)
     counts, short = {}, 0
     for split in splits:
-        q = query_caches[split].get(np.arange(len(data[split])))
         records = []
         for qi, rec in enumerate(data[split]):
-            rows = rows_of[split][qi]
-            short += int(len(rows) < cfg.top_d)
-            ctxs = reranked_ctxs(rec["ctxs"], q[qi], evidence.get(rows), cfg.top_d)
-            records.append({**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs})
+            short += int(len(rec["ctxs"]) < cfg.top_d)
+            q, e = vectors(split, qi)
+            ctxs = reranked_ctxs(rec["ctxs"], q, e, cfg.top_d)
+            records.append({**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs,
+                            "demonstrations": demo_records(demos_of[split][qi])})
         counts[split] = write_records(out / f"{split}.jsonl", records)
     if short:
         warnings.warn(f"{short} queries had fewer than d={cfg.top_d} candidates; they keep all they have",
@@ -164,10 +251,10 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     total = {k: sum(s[k] for s in stats) for k in ("texts", "tokens_run", "truncated", "uncached")}
     write_manifest(out, {
         "kind": RERANKED_KIND, "task": to_dict(task), "lm": cfg.lm, "lm_fingerprint": embedder.fingerprint,
+        "demo_selection": selector.describe(), "per_query_demonstrations": selector.per_query,
         "demonstrations": [d.id for d in demos], "prompt_prefix": prefix, "k": cfg.k or cand["k"],
         "top_d": cfg.top_d, "counts": counts, "queries_with_fewer_than_d": short,
-        "embedding": {**total, "evidence_rows": int(len(all_rows)), "evidence_cache_hits": int(hits_before),
-                      "cache": str(evidence.directory)},
+        "embedding": {**total, **info}, "selection_cost": asdict(selector.cost),
         "candidates": {"path": str(cand_dir.resolve()), "index": cand["index"]},
         "config": asdict(cfg),
     })

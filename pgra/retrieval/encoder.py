@@ -73,8 +73,9 @@ class DenseEncoder:
 
     @torch.inference_mode()
     def encode(self, texts: Sequence[str], batch_size: int | None = None,
-               show_progress: bool = False) -> np.ndarray:
-        """Return float32 array ``(len(texts), dim)`` of L2-normalised embeddings, in input order."""
+               show_progress: bool = False, normalize: bool = True) -> np.ndarray:
+        """Return float32 array ``(len(texts), dim)`` of L2-normalised (or, with ``normalize=False``, raw pooled)
+        embeddings, in input order."""
         bs = batch_size or self.batch_size
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
@@ -91,6 +92,7 @@ class DenseEncoder:
             if has_types:
                 batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
             pooled = self._pool(self.model(**batch), batch["attention_mask"]).float()
-            pooled = torch.nn.functional.normalize(pooled, dim=-1)
+            if normalize:
+                pooled = torch.nn.functional.normalize(pooled, dim=-1)
             out[idx] = pooled.cpu().numpy()
         return out

@@ -1,5 +1,35 @@
-"""In-context demonstration selection strategies (random / the paper's code; KATE and Skill-KNN plug in here)."""
+"""Demonstration selection: one interface (:class:`Selector`: ``fit(task, train)``, ``select(queries)``), one
+file per strategy, and the registry the CLI reads its choices from.
 
-from .strategies import STRATEGIES, DemoSelector, get_selector
+    selector = pgra.get_selector("kate", num_demos=4, settings=pgra.SelectorSettings(encoder="models/minilm"))
+    ids = selector.fit(task, train).select(queries)     # training positions per query, prompt order
+"""
 
-__all__ = ["STRATEGIES", "DemoSelector", "get_selector"]
+from __future__ import annotations
+
+from .base import GlobalSelector, SelectionCost, Selector, SelectorSettings, same_input, with_index_encoder
+from .code_order import CodeOrderSelector
+from .kate import KateSelector
+from .paper import PaperSelector
+from .random_draw import RandomSelector
+from .skill_knn import SkillKnnSelector
+
+STRATEGIES: dict[str, type[Selector]] = {
+    c.name: c for c in (PaperSelector, CodeOrderSelector, RandomSelector, KateSelector, SkillKnnSelector)}
+
+
+def get_selector(name: str, num_demos: int = 8, seed: int = 13, settings: SelectorSettings | None = None,
+                 lm: str = "", device: str | None = None, show_progress: bool = False) -> Selector:
+    """An unfitted selector of strategy ``name`` (``lm``: the stage's causal LM, Skill-KNN's default rewriter)."""
+    from ..errors import InputError
+
+    if name not in STRATEGIES:
+        raise InputError(f"unknown demonstration selection '{name}', use one of {list(STRATEGIES)}",
+                         field="demo_selection")
+    return STRATEGIES[name](num_demos=num_demos, seed=seed, settings=settings, lm=lm, device=device,
+                            show_progress=show_progress)
+
+
+__all__ = ["STRATEGIES", "CodeOrderSelector", "GlobalSelector", "KateSelector", "PaperSelector", "RandomSelector",
+           "SelectionCost", "Selector", "SelectorSettings", "SkillKnnSelector", "get_selector", "same_input",
+           "with_index_encoder"]

@@ -1,0 +1,33 @@
+"""In-context learning's configuration (one dataclass; CLI flags are generated from it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import choices
+from ..config import option
+from ..selection.base import SelectorSettings
+
+
+@dataclass
+class ICLConfig:
+    """Everything ``pgra icl`` needs: the causal LM, how demonstrations are selected, how labels are scored."""
+
+    data: str = option("", help="a task folder with {train,dev,test}.jsonl (e.g. `pgra retrieve`'s candidates)")
+    out: str = option("", help="run folder (manifest, predictions_<split>.jsonl, metrics.json)")
+    lm: str = option("facebook/opt-13b", help="causal LM name or local folder")
+    selection: str = option("kate", choices=choices.demo_selections,
+                            help="how each input's demonstrations are chosen")
+    num_demos: int = option(8, min=0, help="demonstrations per input (m)")
+    seed: int = option(13, help="seed of random selections")
+    demos: SelectorSettings = option(default_factory=SelectorSettings, help="strategy settings")
+    length_normalise: bool = option(False, help="score a label by its mean token log-probability (default: sum)")
+    splits: list[str] = option(default_factory=lambda: ["dev", "test"], help="comma-separated splits to predict")
+    device: str = option("auto", help="auto, cpu, cuda ...")
+    dtype: str = option("auto", choices=choices.DTYPES, help="auto = bf16/fp16 on GPU, fp32 on CPU")
+    attn_implementation: str = option("auto", help="auto = eager on CPU, sdpa on GPU")
+    max_tokens_per_batch: int = option(4096, min=1, help="token budget of one LM batch")
+    max_batch_size: int = option(16, min=1, help="inputs per LM batch at most")
+    max_context: int = option(0, min=0, help="LM context in tokens; 0 = the LM's own")
+    trust_remote_code: bool = option(False, help="allow the LM's own code (off: never run hub code)")
+    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")

@@ -1,0 +1,101 @@
+"""``pgra icl``: in-context learning on a task folder, and loading a finished run back to predict."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import MANIFEST, read_json, read_manifest, sha256_file, write_json, write_manifest
+from ..config import check_config, from_dict, to_dict
+from ..errors import InputError, StaleArtifactError
+from ..interchange import read_records, write_records
+from ..methods.base import Predictor
+from ..selection.base import with_index_encoder
+from ..tasks import Example, TaskSpec, task_from_manifest
+from .classify import ICLClassifier
+from .config import ICLConfig
+
+KIND = "icl"
+
+
+def _data_manifest(data: Path) -> dict[str, Any]:
+    if not (data / MANIFEST).exists():
+        raise InputError(f"{data} has no {MANIFEST}: pass a folder written by `pgra retrieve` (or rerank)",
+                         field="data")
+    return read_json(data / MANIFEST)
+
+
+def _classifier(cfg: ICLConfig, task: TaskSpec, data: Path, manifest: dict[str, Any]) -> ICLClassifier:
+    train_file = data / "train.jsonl"
+    if not train_file.exists():
+        raise InputError(f"{data} has no train split to draw demonstrations from", path=train_file)
+    train = [Example(str(r["id"]), r["text"], r.get("label")) for r in read_records(train_file, labels=task.labels)]
+    index = manifest.get("index") or manifest.get("candidates", {}).get("index")
+    return ICLClassifier(cfg, task, train, with_index_encoder(cfg.demos, index))
+
+
+def run_icl(cfg: ICLConfig) -> dict[str, dict[str, Any]]:
+    """Select demonstrations, predict every split in ``cfg.splits`` into ``cfg.out``; returns metrics per split."""
+    from ..evaluation.predictions import score_lines
+
+    check_config(cfg)
+    if not cfg.data or not cfg.out:
+        raise InputError("icl needs --data and --out", field="data" if not cfg.data else "out")
+    data, out = Path(cfg.data), Path(cfg.out)
+    manifest = _data_manifest(data)
+    task = task_from_manifest(manifest, data / MANIFEST)
+    missing = [s for s in cfg.splits if not (data / f"{s}.jsonl").exists()]
+    if missing:
+        raise InputError(f"{data} has no {missing[0]} split", field="splits")
+    clf = _classifier(cfg, task, data, manifest)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)
+    results = {}
+    for split in cfg.splits:
+        path = out / f"predictions_{split}.jsonl"
+        write_records(path, clf.predict(list(read_records(data / f"{split}.jsonl", labels=task.labels))))
+        results[split] = score_lines(task, path)
+    write_json(out / "metrics.json", {"task": task.name, "metric": task.metric, "results": results})
+    write_manifest(out, {"kind": KIND, "task": to_dict(task), "config": to_dict(replace(cfg, demos=clf.selector.settings)),
+                         "selection": clf.selector.describe(), "data": str(data.resolve()),
+                         "train_sha256": sha256_file(data / "train.jsonl"), "cost": clf.cost(), "results": results})
+    return results
+
+
+class ICLPredictor(Predictor):
+    """A finished ``icl`` run: the same LM, strategy and training set, ready to predict new records."""
+
+    def __init__(self, run: Path, device: str | None = None) -> None:
+        self.run = Path(run)
+        m = read_manifest(self.run, KIND)
+        self.task = task_from_manifest(m, self.run / MANIFEST)
+        cfg = from_dict(ICLConfig, m["config"], source=str(self.run / MANIFEST))
+        if device:
+            cfg = replace(cfg, device=device)
+        self.data = Path(m["data"])
+        train = self.data / "train.jsonl"
+        if not train.exists() or sha256_file(train) != m["train_sha256"]:
+            raise StaleArtifactError(f"the training split {train} the run {self.run} selected demonstrations from "
+                                     "is missing or changed")
+        self.classifier = _classifier(cfg, self.task, self.data, _data_manifest(self.data))
+        self.texts = {ex.id: ex.text for ex in self.classifier.selector.train}
+
+    def predict(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return self.classifier.predict(records)
+
+    def default_data(self) -> Path | None:
+        return self.data
+
+    def evidence_of(self, record: dict[str, Any], line: dict[str, Any]) -> list[dict[str, Any]]:
+        """The demonstrations, in prompt order (no score)."""
+        return [{"id": i, "text": self.texts[str(i)], "score": None} for i in line["evidence"]]
+
+    def cost(self) -> dict[str, Any] | None:
+        return self.classifier.cost()
+
+
+def icl_settings(cfg: ICLConfig) -> dict[str, Any]:
+    """The settings that define an ICL run's predictions (no paths, seeds or progress bars)."""
+    drop = ("data", "out", "seed", "splits", "show_progress", "device")
+    return {k: v for k, v in asdict(cfg).items() if k not in drop}

@@ -1,0 +1,24 @@
+"""A causal LM's key/value cache as plain per-layer tensors, across transformers versions (4.57 and 5.x)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def cache_layers(past) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``[(keys, values)]`` per layer of a model's ``past_key_values`` (each ``(batch, heads, tokens, dim)``)."""
+    if hasattr(past, "layers"):
+        return [(layer.keys, layer.values) for layer in past.layers]
+    if hasattr(past, "key_cache"):
+        return list(zip(past.key_cache, past.value_cache, strict=True))
+    return [(k, v) for k, v in past]
+
+
+def build_cache(layers: list[tuple[torch.Tensor, torch.Tensor]]):
+    """A ``DynamicCache`` holding ``layers`` (to continue from them)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    for i, (k, v) in enumerate(layers):
+        cache.update(k, v, i)
+    return cache

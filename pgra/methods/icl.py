@@ -1,0 +1,60 @@
+"""``icl``: in-context learning with a causal LM over selected demonstrations (random, KATE, Skill-KNN ...).
+
+``icl`` uses the experiment's ``icl.selection``; ``icl_random``, ``icl_kate`` and ``icl_skill_knn`` pin the
+strategy, so one grid compares them as separate rows. The seed reaches random selections (and Skill-KNN's
+shuffled rewrite prompts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .base import FitResult, Method, Predictor
+
+
+class ICL(Method):
+    name = "icl"
+    data = "candidates"
+    trained = False
+    strategy: ClassVar[str | None] = None  # None: the config's icl.selection
+
+    def config(self, out: Path, seed: int):
+        s = self.inputs.settings
+        return replace(s.icl, data=str(self.data_dir), out=str(out), seed=seed,
+                       selection=self.strategy or s.icl.selection, show_progress=s.show_progress)
+
+    def settings(self) -> dict[str, Any]:
+        from ..icl.run import icl_settings
+
+        return {"icl": icl_settings(self.config(Path("."), 0))}
+
+    def fit(self, out: Path, seed: int) -> FitResult:
+        from ..artifacts import read_json
+        from ..icl.run import run_icl
+
+        cfg = self.config(out, seed)
+        run_icl(replace(cfg, splits=["dev", "test"]))
+        return FitResult(predicted_splits=["dev", "test"], cost=read_json(out / "manifest.json")["cost"])
+
+    @classmethod
+    def load(cls, out: Path, device: str | None = None) -> Predictor:
+        from ..icl.run import ICLPredictor
+
+        return ICLPredictor(out, device=device)
+
+
+class ICLRandom(ICL):
+    name = "icl_random"
+    strategy = "random"
+
+
+class ICLKate(ICL):
+    name = "icl_kate"
+    strategy = "kate"
+
+
+class ICLSkillKnn(ICL):
+    name = "icl_skill_knn"
+    strategy = "skill_knn"

@@ -1,0 +1,156 @@
+"""The one interface of every demonstration-selection strategy (OpenICL's retriever shape).
+
+``selector.fit(task, train)`` once, then ``selector.select(queries)`` returns, for a whole split, the chosen
+training positions per query in prompt order (the last one sits next to the query). Global strategies
+(``paper``, ``code``) give every query the same demonstrations, which lets the reranker share one prompt prefix;
+per-query strategies (``random``, ``kate``, ``skill_knn``) never select the query itself (same id or identical
+text).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from .. import choices
+from ..config import option
+from ..errors import InputError
+from ..tasks.loaders import Example
+from ..tasks.spec import TaskSpec
+
+METRICS = ("cosine", "euclidean")
+SKILL_VARIANTS = ("single", "consistency", "distinctiveness")
+
+
+@dataclass
+class SelectorSettings:
+    """The strategy-specific settings (each strategy reads the ones it needs)."""
+
+    balanced: bool = option(False, flag="--demo-balanced",
+                            help="random: draw the same number per label (the paper's draw is always balanced)")
+    encoder: str = option("", flag="--demo-encoder",
+                          help="kate / skill_knn: sentence encoder (name or folder); default: the index's encoder")
+    pooler: str = option("mean", flag="--demo-pooler", choices=choices.poolers,
+                         help="kate / skill_knn: pooler of that encoder")
+    max_length: int = option(128, min=1, help="kate / skill_knn: tokens per encoded input")
+    metric: str = option("cosine", flag="--demo-metric", choices=METRICS,
+                         help="kate: cosine or negative Euclidean distance")
+    reverse: bool = option(False, flag="--demo-reverse",
+                           help="most similar demonstration first (default: last, next to the query)")
+    annotations: str = option("", flag="--skill-annotations",
+                              help="skill_knn: JSONL of annotated {\"input\", \"skill\"} demonstrations")
+    rewrite_lm: str = option("", flag="--skill-lm", help="skill_knn: causal LM that rewrites; default: the "
+                                                         "stage's LM")
+    instruction: str = option("Describe the skill needed to classify each sentence, without giving its answer.",
+                              help="skill_knn: the line before the annotated demonstrations")
+    variant: str = option("single", flag="--skill-variant", choices=SKILL_VARIANTS,
+                          help="skill_knn: one rewrite, or m rewrites with shuffled demonstration order "
+                               "(consistency: cosine of mean embeddings; distinctiveness: max cosine over pairs)")
+    rewrites: int = option(5, min=1, help="skill_knn: rewrites per input for the two variants (m)")
+    max_new_tokens: int = option(32, min=1, help="skill_knn: longest rewrite in tokens")
+    batch_size: int = option(16, min=1, help="skill_knn: inputs per generation batch")
+    cache_dir: str = option("cache/selection", help="encoded training sets and rewrites, kept across runs")
+
+
+@dataclass
+class SelectionCost:
+    """LM work a selection took (Skill-KNN's rewrites; cached rewrites count what they cost when made)."""
+
+    lm_calls: int = 0
+    lm_tokens: int = 0
+    rewrites_cached: int = 0
+    rewrites_empty: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def same_input(query: Example, candidate: Example) -> bool:
+    """The never-itself rule: the same id or the same text (stripped)."""
+    return str(query.id) == str(candidate.id) or query.text.strip() == candidate.text.strip()
+
+
+class Selector(ABC):
+    """A demonstration-selection strategy: ``fit(task, train)``, then ``select(queries)``."""
+
+    name: ClassVar[str]
+    per_query: ClassVar[bool] = True
+
+    def __init__(self, num_demos: int = 8, seed: int = 13, settings: SelectorSettings | None = None,
+                 lm: str = "", device: str | None = None, show_progress: bool = False) -> None:
+        if num_demos < 0:
+            raise InputError("num_demos must be >= 0", field="num_demos")
+        self.num_demos, self.seed = num_demos, seed
+        self.settings = settings or SelectorSettings()
+        self.lm, self.device, self.show_progress = lm, device, show_progress
+        self.cost = SelectionCost()
+        self.task: TaskSpec | None = None
+        self.train: list[Example] = []
+
+    def fit(self, task: TaskSpec, train: Sequence[Example]) -> Selector:
+        """Remember the labelled training examples (and prepare whatever ``select`` searches)."""
+        labelled = [ex for ex in train if ex.label is not None]
+        if self.num_demos > len(labelled):
+            raise InputError(f"num_demos={self.num_demos} is more than the {len(labelled)} labelled training "
+                             "inputs", field="num_demos")
+        self.task, self.train = task, labelled
+        self._fit()
+        return self
+
+    def _fit(self) -> None:
+        """Strategy-specific preparation after ``fit`` stored the task and training set (none by default)."""
+        return None
+
+    @abstractmethod
+    def select(self, queries: Sequence[Example]) -> list[list[int]]:
+        """Positions in the fitted training set, per query, in prompt order (the last next to the query)."""
+
+    def select_examples(self, queries: Sequence[Example]) -> list[list[Example]]:
+        """``select`` as training examples."""
+        return [[self.train[i] for i in row] for row in self.select(queries)]
+
+    def allowed(self, query: Example) -> list[int]:
+        """Training positions the never-itself rule leaves for ``query``."""
+        return [i for i, ex in enumerate(self.train) if not same_input(query, ex)]
+
+    def describe(self) -> dict[str, Any]:
+        """What defines this selection (for manifests and cache keys)."""
+        return {"strategy": self.name, "num_demos": self.num_demos, "seed": self.seed}
+
+
+class GlobalSelector(Selector):
+    """A strategy that draws one list of demonstrations for every query (``demos`` after ``fit``)."""
+
+    per_query = False
+    demos: list[int]
+
+    def _fit(self) -> None:
+        self.demos = self.draw()
+
+    @abstractmethod
+    def draw(self) -> list[int]:
+        """The demonstrations every query gets, as training positions in prompt order."""
+
+    def select(self, queries: Sequence[Example]) -> list[list[int]]:
+        return [list(self.demos) for _ in queries]
+
+    @property
+    def demo_examples(self) -> list[Example]:
+        """The demonstrations every query gets, in prompt order."""
+        return [self.train[i] for i in self.demos]
+
+
+def order_by_similarity(ranked: list[int], reverse: bool) -> list[int]:
+    """Prompt order of demonstrations ranked most similar first: the most similar last (next to the query), or
+    first with ``reverse``."""
+    return list(ranked) if reverse else list(reversed(ranked))
+
+
+def with_index_encoder(settings: SelectorSettings, index: dict[str, Any] | None) -> SelectorSettings:
+    """``settings`` whose empty ``encoder`` defaults to a dense index's encoder and pooler (a candidates
+    manifest's ``index`` record)."""
+    from dataclasses import replace
+
+    if settings.encoder or not index or index.get("retriever") != "dense" or not index.get("encoder"):
+        return settings
+    return replace(settings, encoder=index["encoder"], pooler=index.get("pooler", settings.pooler))

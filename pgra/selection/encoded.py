@@ -1,0 +1,73 @@
+"""Sentence embeddings of a selection's inputs, cached on disk (KATE and Skill-KNN encode the training set once)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..artifacts import load_npy, save_npy, write_json
+from ..errors import IncompleteArtifactError
+from .base import SelectorSettings
+
+
+class CachedEncoder:
+    """A :class:`~pgra.retrieval.encoder.DenseEncoder` whose encodings of a list of texts are kept on disk.
+
+    Vectors are the pooled outputs before normalisation (negative Euclidean distance needs them); the key is the
+    encoder's files, pooler, length limit and the texts themselves.
+    """
+
+    def __init__(self, settings: SelectorSettings, device: str | None = None, show_progress: bool = False) -> None:
+        from ..retrieval.encoder import DenseEncoder
+
+        self.settings, self.show_progress = settings, show_progress
+        self.encoder = DenseEncoder(settings.encoder, pooler=settings.pooler, max_length=settings.max_length,
+                                    device=device)
+
+    def key(self, texts: Sequence[str]) -> dict:
+        return {"encoder": self.encoder.fingerprint, "pooler": self.settings.pooler,
+                "max_length": self.settings.max_length,
+                "texts": hashlib.sha256("\x00".join(texts).encode()).hexdigest(), "count": len(texts)}
+
+    def encode(self, texts: Sequence[str], cache: bool = True) -> np.ndarray:
+        """Raw pooled vectors of ``texts`` (read from the cache when these texts were encoded before)."""
+        texts = list(texts)
+        if not cache:
+            return self.encoder.encode(texts, normalize=False)
+        key = self.key(texts)
+        folder = Path(self.settings.cache_dir) / "encoded" / hashlib.sha256(
+            json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+        path = folder / "vectors.npy"
+        if path.exists():
+            try:
+                vectors = load_npy(path)
+                if vectors.shape == (len(texts), self.encoder.dim):
+                    return vectors
+            except IncompleteArtifactError:
+                pass  # a damaged cache file is simply encoded again
+        vectors = self.encoder.encode(texts, normalize=False, show_progress=self.show_progress)
+        write_json(folder / "key.json", key)
+        save_npy(path, vectors)
+        return vectors
+
+
+def similarities(queries: np.ndarray, train: np.ndarray, metric: str) -> np.ndarray:
+    """``(n_queries, n_train)`` similarities: cosine, or negative Euclidean distance of the raw vectors."""
+    q, t = np.asarray(queries, np.float64), np.asarray(train, np.float64)
+    if metric == "cosine":
+        q = q / np.clip(np.linalg.norm(q, axis=1, keepdims=True), 1e-12, None)
+        t = t / np.clip(np.linalg.norm(t, axis=1, keepdims=True), 1e-12, None)
+        return q @ t.T
+    sq = (q * q).sum(1)[:, None] + (t * t).sum(1)[None, :] - 2 * q @ t.T
+    return -np.sqrt(np.clip(sq, 0, None))
+
+
+def top_allowed(scores: np.ndarray, allowed: list[int], m: int) -> list[int]:
+    """The ``m`` best of the ``allowed`` positions by score, best first (ties keep training order)."""
+    allowed_arr = np.asarray(allowed, dtype=np.int64)
+    order = np.argsort(-scores[allowed_arr], kind="stable")[:m]
+    return allowed_arr[order].tolist()

@@ -1,0 +1,40 @@
+"""``random``: every query gets its own seeded random demonstrations (KATE's random baseline)."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..tasks.loaders import Example
+from .base import Selector
+from .paper import balanced_draw
+
+
+class RandomSelector(Selector):
+    """m training examples drawn per query (never the query itself); ``balanced`` spreads them over labels.
+
+    The draw of a query depends only on the seed and the query's id, so a split's selection does not change
+    when other queries are added or reordered.
+    """
+
+    name = "random"
+
+    def _rng(self, query: Example) -> np.random.Generator:
+        return np.random.default_rng([self.seed, zlib.crc32(str(query.id).encode())])
+
+    def select(self, queries: Sequence[Example]) -> list[list[int]]:
+        out = []
+        for q in queries:
+            pool, rng = self.allowed(q), self._rng(q)
+            m = min(self.num_demos, len(pool))
+            if self.settings.balanced:
+                pools = {lab: [i for i in pool if self.train[i].label == lab] for lab in self.task.labels}
+                out.append(balanced_draw(rng, self.task.labels, pools, m))
+            else:
+                out.append([pool[i] for i in rng.choice(len(pool), size=m, replace=False).tolist()])
+        return out
+
+    def describe(self) -> dict:
+        return {**super().describe(), "balanced": self.settings.balanced}

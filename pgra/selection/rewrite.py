@@ -1,0 +1,177 @@
+"""Skill-KNN's rewriting step: a causal LM turns each input into a skill description (greedy, batched, cached).
+
+The prompt is the instruction, the annotated ``input -> skill`` demonstrations (in file order, or shuffled for
+the m-rewrite variants) and the input::
+
+    {instruction}\\n\\nSentence: {input}\\nSkill: {skill}\\n\\n ... Sentence: {text}\\nSkill:
+
+The answer ends at the first newline. Rewrites are cached on disk in one JSONL file per LM, keyed by the whole
+prompt and the generation length, with the tokens each one cost; a line is appended only after its batch is
+generated, and a torn last line (a killed run) is dropped when the file is next opened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..artifacts import iter_jsonl, model_fingerprint
+from ..errors import InputError
+from ..progress import progress
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """One annotated demonstration of the rewriting prompt."""
+
+    input: str
+    skill: str
+
+
+def read_annotations(path: str | Path) -> list[Annotation]:
+    """The ``{"input", "skill"}`` lines of an annotation file; a missing or empty field names the file and line."""
+    path = Path(path)
+    out = []
+    for line, obj in iter_jsonl(path):
+        for key in ("input", "skill"):
+            if not isinstance(obj.get(key), str) or not obj[key].strip():
+                raise InputError(f"missing or empty '{key}'", path=path, line=line, field=key)
+        out.append(Annotation(obj["input"].strip(), obj["skill"].strip()))
+    if not out:
+        raise InputError("no annotated demonstrations (expected JSON lines with \"input\" and \"skill\")", path=path)
+    return out
+
+
+@dataclass
+class Rewrite:
+    text: str
+    prompt_tokens: int
+    new_tokens: int
+    cached: bool = False
+
+
+class SkillRewriter:
+    """Rewrite inputs into skill descriptions with ``lm`` (greedy), caching every rewrite on disk."""
+
+    def __init__(self, lm: str, annotations: list[Annotation], instruction: str, max_new_tokens: int = 32,
+                 batch_size: int = 16, cache_dir: str | Path = "cache/selection", seed: int = 0,
+                 device: str | None = None, dtype: str | None = None, show_progress: bool = False) -> None:
+        self.lm, self.annotations, self.instruction = lm, annotations, instruction
+        self.max_new_tokens, self.batch_size, self.seed = max_new_tokens, batch_size, seed
+        self.device, self.dtype, self.show_progress = device, dtype, show_progress
+        self.fingerprint = model_fingerprint(lm)
+        self.path = Path(cache_dir) / "rewrites" / f"{self.fingerprint[:24]}.jsonl"
+        self.cache = self._load_cache()
+        self._model = None
+        self.empty = 0
+
+    # ----- cache -----
+    def _load_cache(self) -> dict[str, dict]:
+        if not self.path.exists():
+            return {}
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):  # a torn last line of a killed run: drop it
+            with open(self.path, "r+b") as f:
+                f.truncate(data.rfind(b"\n") + 1)
+        return {obj["key"]: obj for _, obj in iter_jsonl(self.path)} if self.path.stat().st_size else {}
+
+    def _append(self, entries: list[dict]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
+            f.flush()
+            os.fsync(f.fileno())
+
+    # ----- prompts -----
+    def order(self, variant: int) -> list[Annotation]:
+        """The annotations of rewrite ``variant``: file order for 0, a seeded shuffle for the others."""
+        if variant == 0:
+            return list(self.annotations)
+        perm = np.random.default_rng([self.seed, variant]).permutation(len(self.annotations))
+        return [self.annotations[i] for i in perm]
+
+    def prompt(self, text: str, variant: int = 0) -> str:
+        demos = "".join(f"Sentence: {a.input}\nSkill: {a.skill}\n\n" for a in self.order(variant))
+        return f"{self.instruction}\n\n{demos}Sentence: {text.strip()}\nSkill:"
+
+    def _key(self, prompt: str) -> str:
+        return hashlib.sha256(f"{self.max_new_tokens}\x00{prompt}".encode()).hexdigest()
+
+    # ----- generation -----
+    def _load(self):
+        if self._model is None:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            from ..device import resolve_device, resolve_dtype
+
+            device = resolve_device(self.device)
+            self.tokenizer = AutoTokenizer.from_pretrained(self.lm)
+            self.tokenizer.padding_side = "left"
+            if self.tokenizer.pad_token_id is None:
+                self.tokenizer.pad_token = self.tokenizer.eos_token
+            self._model = AutoModelForCausalLM.from_pretrained(
+                self.lm, dtype=resolve_dtype(self.dtype, device)).to(device).eval()
+        return self._model
+
+    def _generate(self, prompts: list[str]) -> list[Rewrite]:
+        import torch
+
+        model = self._load()
+        tok = self.tokenizer
+        enc = tok(prompts, return_tensors="pt", padding=True).to(model.device)
+        with torch.inference_mode():
+            out = model.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False,
+                                 pad_token_id=tok.pad_token_id, stop_strings=["\n"], tokenizer=tok)
+        new = out[:, enc["input_ids"].shape[1]:].tolist()
+        rewrites = []
+        for row, mask in zip(new, enc["attention_mask"].tolist(), strict=True):
+            text = tok.decode(row, skip_special_tokens=True)
+            used = len(row)
+            for j, t in enumerate(row):  # the tokens generated up to the end of the answer
+                if t == tok.eos_token_id or "\n" in tok.decode(row[: j + 1], skip_special_tokens=True):
+                    used = j + 1
+                    break
+            rewrites.append(Rewrite(text.split("\n")[0].strip(), int(sum(mask)), used))
+        return rewrites
+
+    def rewrite(self, texts: Sequence[str], variant: int = 0) -> list[Rewrite]:
+        """The rewrite of every text (cached ones read back); an empty rewrite falls back to the raw text."""
+        prompts = [self.prompt(t, variant) for t in texts]
+        out: list[Rewrite | None] = [None] * len(texts)
+        todo = []
+        for i, p in enumerate(prompts):
+            hit = self.cache.get(self._key(p))
+            if hit is not None:
+                out[i] = Rewrite(hit["rewrite"], hit["prompt_tokens"], hit["new_tokens"], cached=True)
+            else:
+                todo.append(i)
+        todo.sort(key=lambda i: -len(prompts[i]))
+        batches = [todo[s:s + self.batch_size] for s in range(0, len(todo), self.batch_size)]
+        for batch in progress(batches, desc=f"skill rewrites (variant {variant})", unit="batch",
+                              disable=not self.show_progress or not batches):
+            made = self._generate([prompts[i] for i in batch])
+            entries = []
+            for i, r in zip(batch, made, strict=True):
+                out[i] = r
+                entry = {"key": self._key(prompts[i]), "rewrite": r.text, "prompt_tokens": r.prompt_tokens,
+                         "new_tokens": r.new_tokens}
+                self.cache[entry["key"]] = entry
+                entries.append(entry)
+            self._append(entries)
+        final = []
+        for text, r in zip(texts, out, strict=True):
+            if not r.text:
+                if not self.empty:
+                    warnings.warn("a skill rewrite came back empty; using the raw input instead (counted as "
+                                  "rewrites_empty)", stacklevel=2)
+                self.empty += 1
+                r = Rewrite(text.strip(), r.prompt_tokens, r.new_tokens, r.cached)
+            final.append(r)
+        return final

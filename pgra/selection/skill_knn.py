@@ -1,0 +1,94 @@
+"""``skill_knn``: rewrite inputs into skill descriptions with an LLM, then nearest neighbours (An et al. 2023).
+
+Every training input and query is rewritten (:mod:`pgra.selection.rewrite`) and the rewrites are embedded with
+a sentence encoder. ``single``: cosine of the two rewrites. Over m rewrites made with shuffled demonstration
+order, ``consistency``: cosine of the mean embeddings; ``distinctiveness``: the largest cosine over all pairs.
+The most similar training example sits next to the query unless ``reverse``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from ..tasks.loaders import Example
+from .base import Selector, order_by_similarity
+from .encoded import CachedEncoder, top_allowed
+from .rewrite import SkillRewriter, read_annotations
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.float64)
+    return x / np.clip(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12, None)
+
+
+def skill_similarities(queries: np.ndarray, train: np.ndarray, variant: str) -> np.ndarray:
+    """``(n_queries, n_train)`` from embeddings of shape ``(rewrites, n, dim)`` per side."""
+    if variant == "single":
+        return _unit(queries[0]) @ _unit(train[0]).T
+    if variant == "consistency":
+        return _unit(queries.mean(0)) @ _unit(train.mean(0)).T
+    q, t = _unit(queries), _unit(train)  # distinctiveness: max over every pair of rewrites
+    return np.einsum("rqd,std->rsqt", q, t).max(axis=(0, 1))
+
+
+class SkillKnnSelector(Selector):
+    """Nearest training examples by their skill descriptions."""
+
+    name = "skill_knn"
+
+    @property
+    def n_rewrites(self) -> int:
+        return 1 if self.settings.variant == "single" else self.settings.rewrites
+
+    def _fit(self) -> None:
+        s = self.settings
+        if not s.annotations:
+            raise InputError("skill_knn needs a file of annotated input -> skill demonstrations",
+                             field="skill_annotations")
+        lm = s.rewrite_lm or self.lm
+        if not lm:
+            raise InputError("skill_knn needs a causal LM to rewrite inputs", field="rewrite_lm")
+        if not s.encoder:
+            raise InputError("skill_knn needs a sentence encoder", field="demo_encoder")
+        self.rewriter = SkillRewriter(lm, read_annotations(s.annotations), s.instruction, s.max_new_tokens,
+                                      s.batch_size, s.cache_dir, seed=self.seed, device=self.device,
+                                      show_progress=self.show_progress)
+        self.encoder = CachedEncoder(s, self.device, self.show_progress)
+        self.train_rewrites = self._rewrite([ex.text for ex in self.train])
+        self.train_vectors = np.stack([self.encoder.encode(r) for r in self.train_rewrites])
+
+    def _rewrite(self, texts: list[str]) -> list[list[str]]:
+        """Per rewrite variant, the rewrites of ``texts`` (cost counted, cached ones at their recorded cost)."""
+        out = []
+        for v in range(self.n_rewrites):
+            made = self.rewriter.rewrite(texts, v)
+            self.cost.lm_calls += len(made)
+            self.cost.lm_tokens += sum(r.prompt_tokens + r.new_tokens for r in made)
+            self.cost.rewrites_cached += sum(r.cached for r in made)
+            out.append([r.text for r in made])
+        self.cost.rewrites_empty = self.rewriter.empty
+        return out
+
+    def rewrites_of(self, queries: Sequence[Example]) -> list[list[str]]:
+        """The rewrites of ``queries`` (per variant), e.g. to inspect what the LM wrote."""
+        return self._rewrite([q.text for q in queries])
+
+    def select(self, queries: Sequence[Example]) -> list[list[int]]:
+        if not queries:
+            return []
+        rewrites = self.rewrites_of(queries)
+        vectors = np.stack([self.encoder.encode(r, cache=False) for r in rewrites])
+        scores = skill_similarities(vectors, self.train_vectors, self.settings.variant)
+        return [order_by_similarity(top_allowed(scores[i], self.allowed(q), self.num_demos), self.settings.reverse)
+                for i, q in enumerate(queries)]
+
+    def describe(self) -> dict:
+        s = self.settings
+        lm = self.rewriter.fingerprint if hasattr(self, "rewriter") else (s.rewrite_lm or self.lm)
+        return {**super().describe(), "encoder": s.encoder, "pooler": s.pooler, "rewrite_lm": lm,
+                "annotations": [a.__dict__ for a in self.rewriter.annotations] if hasattr(self, "rewriter") else
+                s.annotations, "instruction": s.instruction, "variant": s.variant, "rewrites": self.n_rewrites,
+                "max_new_tokens": s.max_new_tokens, "reverse": s.reverse}
