@@ -46,7 +46,6 @@ from .retrieval.retrieve import RetrieveConfig
 CELL_FILE = "cell.json"
 STAGE_KEY_FILE = ".stage_key"
 CELL_KEY_FILE = ".cell_key"
-SPLITS = ("dev", "test")
 # what task_overrides / method_overrides may change (the index is shared by every task; methods share stages)
 TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote", "icl")
 METHOD_OVERRIDABLE = ("reader", "knn_vote", "icl")
@@ -300,7 +299,7 @@ class Experiment:
         predictor = None
         results, data = {}, {}
         cost = fit.cost
-        for split in SPLITS:
+        for split in method.splits():
             data_file = method.data_dir / f"{split}.jsonl"
             data[split] = sha256_file(data_file)
             path = cell.directory / f"predictions_{split}.jsonl"

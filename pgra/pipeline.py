@@ -43,6 +43,11 @@ class _Reranking:
         if self.embedder.fingerprint != m["lm_fingerprint"]:
             raise StaleArtifactError(f"the LM at {m['lm']} is not the one {reranked} was reranked with (its files "
                                      "changed)")
+        self.selector = None
+        if m.get("per_query_demonstrations"):  # each text gets its own demonstrations, as the run's queries did
+            self.selector = _per_query_selector(m, self.task)
+            self.cache = None
+            return
         demos = [Example(str(d["id"]), d["text"], d["label"]) for d in read_json(reranked / "demonstrations.json")]
         key = evidence_cache_key(prompt_key(self.embedder, m["lm"], self.task, demos), corpus.fingerprint)
         try:
@@ -67,16 +72,49 @@ class _Reranking:
             vecs[~done] = self._embed(self.corpus.texts(rows[~done]))
         return rows, vecs
 
+    def _rerank_per_query(self, texts: list[str], hits: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+        from .rerank.prompts import ANSWER_CUE, demo_prefix
+        from .rerank.scoring import reranked_ctxs
+        from .tasks import Example
+
+        out = []
+        queries = [Example(f"input-{i}", t) for i, t in enumerate(texts)]
+        for text, h, demos in zip(texts, hits, self.selector.select_examples(queries), strict=True):
+            vecs = self.embedder.embed([text, *(c["text"] for c in h)], demo_prefix(self.task, demos), self.task.render,
+                                       ANSWER_CUE)
+            out.append(reranked_ctxs(h, vecs[0], vecs[1:], self.top_d))
+        return out
+
     def rerank(self, texts: list[str], hits: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
         from .rerank.scoring import reranked_ctxs
 
         hits = [h[: self.k] for h in hits]
+        if self.selector is not None:
+            return self._rerank_per_query(texts, hits)
         queries = self._embed(texts)
         rows_of = [np.fromiter((self.corpus.position(c["id"]) for c in h), dtype=np.int64) for h in hits]
         rows, vecs = self.evidence(np.concatenate(rows_of) if rows_of else np.zeros(0, np.int64))
         where = {int(r): i for i, r in enumerate(rows)}
         return [reranked_ctxs(h, q, vecs[[where[int(x)] for x in r]], self.top_d)
                 for q, h, r in zip(queries, hits, rows_of, strict=True)]
+
+
+def _per_query_selector(manifest: dict[str, Any], task):
+    """The reranker's per-query selector, fitted again on the training split it selected from."""
+    from dataclasses import replace
+
+    from .config import from_dict
+    from .interchange import read_records
+    from .rerank.config import RerankConfig
+    from .selection import get_selector
+    from .selection.base import with_index_encoder
+    from .tasks import Example
+
+    cfg = from_dict(RerankConfig, manifest["config"], source="reranked manifest")
+    train_file = Path(manifest["candidates"]["path"]) / "train.jsonl"
+    train = [Example(str(r["id"]), r["text"], r.get("label")) for r in read_records(train_file, labels=task.labels)]
+    settings = with_index_encoder(replace(cfg.demos), manifest["candidates"]["index"])
+    return get_selector(cfg.demo_selection, cfg.num_demos, cfg.seed, settings, lm=cfg.lm).fit(task, train)
 
 
 class Pipeline:

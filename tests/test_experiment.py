@@ -282,3 +282,49 @@ def test_two_process_grid_equals_single_process(grid, tmp_path):
         la = [r["loss"] for r in _lines(one / m / "seed-1" / "train_log.jsonl")]
         lb = [r["loss"] for r in _lines(two / m / "seed-1" / "train_log.jsonl")]
         assert len(la) == len(lb) == 4 and la == pytest.approx(lb, abs=5e-2)
+
+
+def test_icl_rows_and_per_query_reranking_in_a_grid(grid, tmp_path, tiny_bert, capsys):
+    """ICL with random / KATE / Skill-KNN demonstrations next to PGRA with per-query (KATE) demonstrations: every
+    cell runs, the report has their diagnostics, and evaluate / Pipeline reproduce the runs."""
+    from pgra.pipeline import Pipeline
+
+    skills = tmp_path / "skills.jsonl"
+    skills.write_text('{"input": "The sun is bright.", "skill": "Describing light in the sky."}\n'
+                      '{"input": "The town has a market.", "skill": "Describing a place where people live."}\n')
+    demos = {"encoder": str(tiny_bert), "pooler": "mean", "cache_dir": str(tmp_path / "sel"),
+             "annotations": str(skills), "max_new_tokens": 6}
+    grid["rerank"].update(demo_selection="kate", demos=demos)
+    grid.update(methods=["pgra", "icl_random", "icl_kate", "icl_skill_knn"], seeds=[1, 2], reference="pgra",
+                icl={"lm": grid["rerank"]["lm"], "num_demos": 3, "demos": demos, "splits": ["test"],
+                     "max_tokens_per_batch": 700})
+    assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+    out = Path(grid["out"]) / "sky"
+    for m in ("icl_random", "icl_kate", "icl_skill_knn"):
+        cell = json.loads((out / m / "seed-1" / CELL_FILE).read_text())
+        assert set(cell["results"]) == {"test"} and cell["lm_cost"]["lm_tokens"] > 0
+        lines = _lines(out / m / "seed-1" / "predictions_test.jsonl")
+        assert all(len(x["evidence"]) == 3 and len(x["demo_labels"]) == 3 for x in lines)
+    skill = json.loads((out / "icl_skill_knn" / "seed-1" / CELL_FILE).read_text())["lm_cost"]
+    assert skill["selection"]["lm_calls"] == 12 + 6  # every training input and test input rewritten once
+    rand = [_lines(out / "icl_random" / f"seed-{s}" / "predictions_test.jsonl") for s in (1, 2)]
+    assert [x["evidence"] for x in rand[0]] != [x["evidence"] for x in rand[1]]  # the seed draws other demos
+    kate = [_lines(out / "icl_kate" / f"seed-{s}" / "predictions_test.jsonl") for s in (1, 2)]
+    assert [x["evidence"] for x in kate[0]] == [x["evidence"] for x in kate[1]]  # nearest neighbours: no seed
+    reranked = _lines(out / "reranked" / "test.jsonl")
+    assert all(len(r["demonstrations"]) == 2 for r in reranked)  # num_demos of the rerank section
+    assert len({tuple(d["id"] for d in r["demonstrations"]) for r in reranked}) > 1  # per query
+    report = json.loads((Path(grid["out"]) / "results.json").read_text())
+    assert set(report["diagnostics"]) == {"pgra", "icl_random", "icl_kate", "icl_skill_knn"}
+    assert report["diagnostics"]["pgra"]["sky"]["demonstrations"]["demos_per_input"] == 2
+    assert "## Demonstrations and LM cost" in (Path(grid["out"]) / "results.md").read_text()
+    for m in ("pgra", "icl_kate"):
+        run = out / m / "seed-1"
+        saved = _lines(run / "predictions_test.jsonl")
+        got = Pipeline.load(run).predict([s["text"] for s in saved])
+        assert [g["prediction"] for g in got] == [s["prediction"] for s in saved]
+        assert [[str(e["id"]) for e in g["evidence"]] for g in got] == [[str(i) for i in s["evidence"]]
+                                                                         for s in saved]
+        for g, s in zip(got, saved, strict=True):
+            assert all(abs(g["scores"][lab] - p) < 1e-4 for lab, p in s["scores"].items())
+    assert main(["evaluate", "--run", str(out / "icl_kate" / "seed-1")]) == 0

@@ -85,3 +85,45 @@ def test_runs_on_different_inputs_are_refused(runs, capsys):
     assert main(["report", str(runs)]) == 2
     assert "never compared" in capsys.readouterr().err
     assert main(["report", str(runs / "nothing")]) == 2
+
+
+def test_demonstration_diagnostics_by_hand(tmp_path):
+    from pgra.evaluation.diagnostics import demonstration_diagnostics, format_histogram
+
+    lines = [  # gold, prediction, demonstration labels
+        {"label": "1", "prediction": "1", "demo_labels": ["1", "1", "0"]},  # majority 1 = prediction; gold in
+        {"label": "0", "prediction": "1", "demo_labels": ["1", "1", "1"]},  # majority 1 = prediction; gold not in
+        {"label": "0", "prediction": "0", "demo_labels": ["1", "0"]},       # tie: prediction among tied; gold in
+        {"label": "1", "prediction": "0", "demo_labels": ["1", "1", "0", "1"]},  # against the majority; gold in
+        {"label": "1", "prediction": "1", "demo_labels": []},                # no demonstrations: not counted
+    ]
+    d = demonstration_diagnostics(lines, ["0", "1"])
+    assert d["inputs"] == 4 and d["demos_per_input"] == 12 / 4
+    assert d["label_histogram"] == {"0": 3 / 12, "1": 9 / 12}
+    assert d["majority_agreement"] == 3 / 4 and d["gold_in_demos"] == 3 / 4
+    assert format_histogram(d["label_histogram"]) == "1 75%, 0 25%"
+    assert demonstration_diagnostics([{"label": "1", "prediction": "1", "evidence": []}], ["0", "1"]) is None
+
+    root = tmp_path / "exp"
+    for seed, cost in ((1, 100), (2, 300)):
+        _cell(root, "sst2", "icl_kate", seed, 6)
+        d = root / "sst2" / "icl_kate" / f"seed-{seed}"
+        preds = [json.loads(x) for x in (d / "predictions_test.jsonl").read_text().splitlines()]
+        for x in preds:  # every input shown two demonstrations: the gold label and "0"
+            x["demo_labels"] = [x["label"], "0"]
+        (d / "predictions_test.jsonl").write_text("".join(json.dumps(x) + "\n" for x in preds))
+        cell = json.loads((d / "cell.json").read_text())
+        cell["lm_cost"] = {"lm_calls": 10 * seed, "lm_tokens": cost}
+        (d / "cell.json").write_text(json.dumps(cell))
+    _cell(root, "sst2", "fid", 1, 7)
+    report = build_report(root, n_resamples=200)
+    e = report["diagnostics"]["icl_kate"]["sst2"]
+    assert e["lm_calls"] == 15 and e["lm_tokens"] == 200 and e["demonstrations"]["gold_in_demos"] == 1.0
+    # predictions right on the first 6 of GOLD = 1,0,1,0,1,0 then wrong (0->1, 1->0): majority is "0" or tied
+    assert e["demonstrations"]["label_histogram"] == {"0": 15 / 20, "1": 5 / 20}
+    assert e["demonstrations"]["majority_agreement"] == 8 / 10  # inputs 7 and 9: gold 0 (majority), predicted 1
+    assert "fid" not in report["diagnostics"]
+    assert main(["report", str(root), "--bootstrap", "200"]) == 0
+    md = (root / "results.md").read_text()
+    assert "## Demonstrations and LM cost" in md
+    assert "| icl_kate | sst2 | 2.0 | 0 75%, 1 25% |" in md and "| 15 | 200 |" in md

@@ -145,11 +145,58 @@ def build_report(directory: str | Path, reference: str = "fid", split: str = "te
                 per_task["average"] = {"delta": avg.delta, "p_value": avg.p_value, "ci": [avg.ci_low, avg.ci_high]}
             if per_task:
                 tests[method] = per_task
+    diagnostics = _diagnostics(by, specs, tasks, methods)
     return {"directory": str(Path(directory)), "split": split, "reference": reference, "tasks": tasks,
-            "methods": methods, "summary": summary, "significance": tests,
+            "methods": methods, "summary": summary, "significance": tests, "diagnostics": diagnostics,
             "bootstrap": {"n_resamples": n_resamples, "seed": seed,
                           "protocol": "paired over the shared test inputs and seeds; two-sided, null-centred"},
             "rows": rows, "cells": [_cell_provenance(c) for c in cells]}
+
+
+def _diagnostics(by, specs, tasks: list[str], methods: list[str]) -> dict[str, dict[str, Any]]:
+    """Per method and task, averaged over seeds: the demonstrations' numbers and the LM cost."""
+    from .diagnostics import demonstration_diagnostics, mean_of
+
+    out: dict[str, dict[str, Any]] = {}
+    for method in methods:
+        for task in tasks:
+            group = by.get((task, method), [])
+            demos = [d for c in group if (d := demonstration_diagnostics(c.predictions, specs[task].labels))]
+            costs = [c.record["lm_cost"] for c in group if c.record.get("lm_cost")]
+            if not demos and not costs:
+                continue
+            entry: dict[str, Any] = {"seeds": len(group)}
+            if demos:
+                entry["demonstrations"] = mean_of(demos)
+            if costs:
+                entry["lm_calls"] = sum(c["lm_calls"] for c in costs) / len(costs)
+                entry["lm_tokens"] = sum(c["lm_tokens"] for c in costs) / len(costs)
+            out.setdefault(method, {})[task] = entry
+    return out
+
+
+def _format_diagnostics(report: dict[str, Any]) -> list[str]:
+    from .diagnostics import format_histogram
+
+    diag = report.get("diagnostics") or {}
+    if not diag:
+        return []
+    lines = ["", "## Demonstrations and LM cost", "",
+             "Per method, the demonstrations its predictions were made from (in-context learning: the prompt's; "
+             "PGRA: the reranker's prompt; kNN vote: the voters), averaged over seeds: the label histogram, how "
+             "often the prediction is their majority label, how often the gold label is among them; and the LM "
+             "inputs and tokens the method ran (Skill-KNN's rewrites and PGRA's reranking included; "
+             "cached work counts what it cost when made, except reranking, which counts what its stage ran).", "",
+             "| method | task | demos / input | demonstration labels | prediction = majority | gold among them | "
+             "LM inputs | LM tokens |", "|" + "---|" * 8]
+    for method in report["methods"]:
+        for task, e in diag.get(method, {}).items():
+            d = e.get("demonstrations")
+            cells = [f"{d['demos_per_input']:.1f}", format_histogram(d["label_histogram"]),
+                     _pct(d["majority_agreement"]), _pct(d["gold_in_demos"])] if d else ["–"] * 4
+            cost = [f"{e['lm_calls']:,.0f}", f"{e['lm_tokens']:,.0f}"] if "lm_calls" in e else ["–", "–"]
+            lines.append(f"| {method} | {task} | " + " | ".join(cells + cost) + " |")
+    return lines
 
 
 def _cell_provenance(c: CellResult) -> dict[str, Any]:
@@ -216,6 +263,7 @@ def format_markdown(report: dict[str, Any]) -> str:
             lines.append(f"| {method} | " + " | ".join(cells) + " |")
     elif ref not in report["methods"]:
         lines += ["", f"No significance tests: the reference method '{ref}' has no runs here (--reference)."]
+    lines += _format_diagnostics(report)
     commits = sorted({str(c["git_commit"]) for c in report["cells"]})
     lines += ["", f"{len(report['cells'])} runs; pgra commit(s): {', '.join(commits)}. Configs, seeds, versions and "
               "data fingerprints: results.json."]

@@ -103,6 +103,10 @@ class Method(ABC):
             raise ValueError(f"method {self.name} needs the reranked candidates, which were not built")
         return folder
 
+    def splits(self) -> tuple[str, ...]:
+        """The splits a cell predicts and scores (the report reads ``test``)."""
+        return ("dev", "test")
+
     @abstractmethod
     def settings(self) -> dict[str, Any]:
         """The settings that define this method's runs (a change makes finished cells stale)."""

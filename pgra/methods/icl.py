@@ -25,18 +25,21 @@ class ICL(Method):
         return replace(s.icl, data=str(self.data_dir), out=str(out), seed=seed,
                        selection=self.strategy or s.icl.selection, show_progress=s.show_progress)
 
+    def splits(self) -> tuple[str, ...]:
+        """``icl.splits`` (nothing is trained, so dev is optional), always with test."""
+        return tuple(dict.fromkeys([*self.inputs.settings.icl.splits, "test"]))
+
     def settings(self) -> dict[str, Any]:
         from ..icl.run import icl_settings
 
-        return {"icl": icl_settings(self.config(Path("."), 0))}
+        return {"icl": icl_settings(self.config(Path("."), 0)), "splits": list(self.splits())}
 
     def fit(self, out: Path, seed: int) -> FitResult:
         from ..artifacts import read_json
         from ..icl.run import run_icl
 
-        cfg = self.config(out, seed)
-        run_icl(replace(cfg, splits=["dev", "test"]))
-        return FitResult(predicted_splits=["dev", "test"], cost=read_json(out / "manifest.json")["cost"])
+        run_icl(replace(self.config(out, seed), splits=list(self.splits())))
+        return FitResult(predicted_splits=list(self.splits()), cost=read_json(out / "manifest.json")["cost"])
 
     @classmethod
     def load(cls, out: Path, device: str | None = None) -> Predictor:

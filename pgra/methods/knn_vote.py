@@ -67,8 +67,9 @@ class KnnVotePredictor(Predictor):
     def predict(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         lines = []
         for rec, ids in zip(records, self.neighbours(records), strict=True):
-            label, shares = vote(self.task, [self.labels[i] for i in ids]) if ids else (None, None)
-            lines.append(prediction_line(rec, label, shares, ids))
+            voters = [self.labels[i] for i in ids]
+            label, shares = vote(self.task, voters) if ids else (None, None)
+            lines.append({**prediction_line(rec, label, shares, ids), "demo_labels": voters})
         return lines
 
     def default_data(self) -> Path | None:

@@ -63,7 +63,13 @@ class ReaderMethod(Method):
         train(cfg)
         if not init_distributed().is_main:  # the main process wrote the metrics and predictions
             return FitResult()
-        return reader_fit_result(out, self.inputs.task.metric, ["dev", cfg.test_split])
+        result = reader_fit_result(out, self.inputs.task.metric, ["dev", cfg.test_split])
+        if self.needs_reranking:  # the LM work behind the evidence: what the rerank stage ran
+            m = read_json(self.data_dir / MANIFEST)
+            e, sel = m["embedding"], m.get("selection_cost", {})
+            result.cost = {"lm_calls": e["texts"] + sel.get("lm_calls", 0),
+                           "lm_tokens": e["tokens_run"] + sel.get("lm_tokens", 0), "shared_by_seeds": True}
+        return result
 
     @classmethod
     def load(cls, out: Path, device: str | None = None) -> Predictor:

@@ -67,11 +67,17 @@ def score_predictions(task: TaskSpec, records: list[dict[str, Any]], labels: lis
 
 
 def prediction_lines(records: list[dict[str, Any]], preds: Predictions, n_passages: int) -> list[dict[str, Any]]:
-    """``predictions_<split>.jsonl`` lines in the methods' schema (id, text, label, prediction, scores, evidence)."""
+    """``predictions_<split>.jsonl`` lines in the methods' schema (id, text, label, prediction, scores, evidence);
+    with ``demo_labels`` when the records carry the reranker's demonstrations and the reader read evidence."""
     from ..methods.base import prediction_line
 
-    return [prediction_line(rec, label, probs, [c["id"] for c in rec.get("ctxs", [])[:n_passages]])
-            for rec, label, probs in zip(records, preds.labels, preds.probabilities, strict=True)]
+    lines = []
+    for rec, label, probs in zip(records, preds.labels, preds.probabilities, strict=True):
+        line = prediction_line(rec, label, probs, [c["id"] for c in rec.get("ctxs", [])[:n_passages]])
+        if n_passages and "demonstrations" in rec:
+            line["demo_labels"] = [d["label"] for d in rec["demonstrations"]]
+        lines.append(line)
+    return lines
 
 
 def _run_task(run: Path, best: Path, fid_config: dict[str, Any]) -> TaskSpec:

@@ -5,7 +5,8 @@ the m-rewrite variants) and the input::
 
     {instruction}\\n\\nSentence: {input}\\nSkill: {skill}\\n\\n ... Sentence: {text}\\nSkill:
 
-The answer ends at the first newline. Rewrites are cached on disk in one JSONL file per LM, keyed by the whole
+The answer ends at the first newline (greedy decoding; the instruction and annotations every input of a batch
+shares run once, as a KV cache, like the reranker's prefix). Rewrites are cached on disk in one JSONL file per LM, keyed by the whole
 prompt and the generation length, with the tokens each one cost; a line is appended only after its batch is
 generated, and a torn last line (a killed run) is dropped when the file is next opened.
 """
@@ -121,25 +122,63 @@ class SkillRewriter:
         return self._model
 
     def _generate(self, prompts: list[str]) -> list[Rewrite]:
+        """Greedy answers of one batch, up to the first newline, reusing the shared prompt head's KV cache."""
         import torch
 
+        from ..kv import build_cache, cache_layers
+        from ..tokens import pad_sequences
+
         model = self._load()
-        tok = self.tokenizer
-        enc = tok(prompts, return_tensors="pt", padding=True).to(model.device)
+        tok, device = self.tokenizer, model.device
+        seqs = [tok(p)["input_ids"] for p in prompts]
+        head = self._head_ids(prompts[0])
+        split = len(head)
+        if not all(len(s) > split and s[:split] == head for s in seqs):  # the seam merged: no shared head
+            split, head = 0, []
+        n = len(seqs)
         with torch.inference_mode():
-            out = model.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False,
-                                 pad_token_id=tok.pad_token_id, stop_strings=["\n"], tokenizer=tok)
-        new = out[:, enc["input_ids"].shape[1]:].tolist()
-        rewrites = []
-        for row, mask in zip(new, enc["attention_mask"].tolist(), strict=True):
-            text = tok.decode(row, skip_special_tokens=True)
-            used = len(row)
-            for j, t in enumerate(row):  # the tokens generated up to the end of the answer
-                if t == tok.eos_token_id or "\n" in tok.decode(row[: j + 1], skip_special_tokens=True):
-                    used = j + 1
+            layers = None
+            if split:
+                ids = torch.as_tensor([head], device=device)
+                layers = cache_layers(model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+                                      .past_key_values)
+            tails = [s[split:] for s in seqs]
+            ids, tail_mask = pad_sequences(tails, tok.pad_token_id, side="left")
+            mask = torch.cat([torch.ones((n, split), dtype=torch.long), tail_mask], dim=1).to(device)
+            pos = (split + tail_mask.cumsum(1) - 1).clamp(min=0).to(device)
+            cache = build_cache([(k.expand(n, *k.shape[1:]), v.expand(n, *v.shape[1:])) for k, v in layers]) \
+                if layers else None
+            out = model(input_ids=ids.to(device), attention_mask=mask, position_ids=pos, past_key_values=cache,
+                        use_cache=True, **self._keep(1))
+            next_pos = pos[:, -1] + 1
+            made: list[list[int]] = [[] for _ in range(n)]
+            done = [False] * n
+            for _ in range(self.max_new_tokens):
+                nxt = out.logits[:, -1].argmax(-1)
+                for i, t in enumerate(nxt.tolist()):
+                    if not done[i]:
+                        made[i].append(t)
+                        done[i] = t == tok.eos_token_id or "\n" in tok.decode(made[i], skip_special_tokens=True)
+                if all(done):
                     break
-            rewrites.append(Rewrite(text.split("\n")[0].strip(), int(sum(mask)), used))
-        return rewrites
+                mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
+                out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=next_pos[:, None],
+                            past_key_values=out.past_key_values, use_cache=True, **self._keep(1))
+                next_pos = next_pos + 1
+        return [Rewrite(tok.decode(m, skip_special_tokens=True).split("\n")[0].strip(), len(s), len(m))
+                for s, m in zip(seqs, made, strict=True)]
+
+    def _keep(self, n: int) -> dict:
+        """``logits_to_keep`` where the model takes it (full logits of every position are not needed)."""
+        import inspect
+
+        return {"logits_to_keep": n} if "logits_to_keep" in inspect.signature(self._model.forward).parameters else {}
+
+    def _head_ids(self, prompt: str) -> list[int]:
+        """Tokens of the prompt head every input shares (instruction + annotations), a few short of the seam."""
+        head = prompt[: prompt.rindex("Sentence: ")]
+        ids = self.tokenizer(head)["input_ids"]
+        return ids[: max(0, len(ids) - 4)]
 
     def rewrite(self, texts: Sequence[str], variant: int = 0) -> list[Rewrite]:
         """The rewrite of every text (cached ones read back); an empty rewrite falls back to the raw text."""
