@@ -135,12 +135,19 @@ class Experiment:
                 raise InputError(f"no {name} given", field=name)
         for m in cfg.methods:
             get_method(m)
-        unknown = [t for t in cfg.task_overrides if t not in cfg.tasks]
+        # overrides of known tasks or methods outside the grid are unused (a base config for eight tasks run on
+        # one); a name that is neither is a typo
+        from .choices import task_names
+        from .methods import METHODS
+
+        unknown = [t for t in cfg.task_overrides if t not in cfg.tasks and t not in task_names()]
         if unknown:
-            raise InputError(f"task_overrides names tasks not in the grid: {unknown}", field="task_overrides")
-        unknown = [m for m in cfg.method_overrides if m not in cfg.methods]
+            raise InputError(f"task_overrides names unknown tasks: {unknown} (tasks: {', '.join(task_names())})",
+                             field="task_overrides")
+        unknown = [m for m in cfg.method_overrides if m not in METHODS]
         if unknown:
-            raise InputError(f"method_overrides names methods not in the grid: {unknown}", field="method_overrides")
+            raise InputError(f"method_overrides names unknown methods: {unknown} (methods: {', '.join(METHODS)})",
+                             field="method_overrides")
         if not cfg.index.out:
             raise InputError("no index folder given (index.out)", field="index.out")
         from .tasks import get_task

@@ -29,3 +29,54 @@ def test_two_process_dense_build_equals_single_process(corpus_txt, tmp_path, tin
     np.testing.assert_allclose(a.reconstruct_n(0, a.ntotal), b.reconstruct_n(0, b.ntotal), atol=1e-6)
     assert not (tmp_path / "multi" / ".build").exists()
     assert (tmp_path / "multi" / "manifest.json").exists()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _two_nodes(script: str, args: list[str], run_id: str) -> None:
+    """Two `torchrun --nnodes 2` launches (one process each) joined by a c10d rendezvous, as on two machines."""
+    port = _free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
+           str(ROOT / "scripts" / script), *args]
+    nodes = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    for node in nodes:
+        _, err = node.communicate(timeout=300)
+        assert node.returncode == 0, err[-3000:]
+
+
+@pytest.mark.distributed
+def test_two_nodes_build_and_rerank_equal_one_process(corpus_txt, tmp_path, tiny_bert, tiny_opt, candidates):
+    """The multi-node launch (rendezvous on the first node, a shared filesystem): the index build splits its
+    shards and the reranker fills disjoint rows of one shared embedding cache, with the single-process results."""
+    import json
+
+    from pgra.rerank.reranker import RerankConfig, rerank
+
+    single = build_index(IndexConfig(corpus=str(corpus_txt), out=str(tmp_path / "single"), show_progress=False,
+                                     dense=DenseConfig(encoder=str(tiny_bert), batch_size=4, shard_size=5)))
+    _two_nodes("build_index.py", ["--corpus", str(corpus_txt), "--encoder", str(tiny_bert), "--out",
+                                  str(tmp_path / "nodes"), "--batch-size", "4", "--shard-size", "5"], "index")
+    a = faiss.read_index(str(single / "index.faiss"))
+    b = faiss.read_index(str(tmp_path / "nodes" / "index.faiss"))
+    np.testing.assert_allclose(a.reconstruct_n(0, a.ntotal), b.reconstruct_n(0, b.ntotal), atol=1e-6)
+
+    common = {"candidates": str(candidates), "lm": str(tiny_opt), "top_d": 3, "num_demos": 2, "show_progress": False}
+    one = rerank(RerankConfig(**common, out=str(tmp_path / "r1"), cache_dir=str(tmp_path / "c1")))
+    _two_nodes("rerank.py", ["--candidates", str(candidates), "--out", str(tmp_path / "r2"), "--lm", str(tiny_opt),
+                             "--top-d", "3", "--num-demos", "2", "--cache-dir", str(tmp_path / "c2")], "rerank")
+    m1, m2 = (json.loads((tmp_path / r / "manifest.json").read_text()) for r in ("r1", "r2"))
+    assert m1["embedding"]["texts"] == m2["embedding"]["texts"]  # the two nodes embedded each text once together
+    for split in ("train", "test"):
+        x = [json.loads(line) for line in (one / f"{split}.jsonl").read_text().splitlines()]
+        y = [json.loads(line) for line in (tmp_path / "r2" / f"{split}.jsonl").read_text().splitlines()]
+        np.testing.assert_allclose([c["score"] for r in x for c in r["ctxs"]],
+                                   [c["score"] for r in y for c in r["ctxs"]], atol=1e-5)

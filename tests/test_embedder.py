@@ -56,3 +56,19 @@ def test_long_text_is_truncated_never_the_prefix_or_cue(tiny_opt):
     tiny = LMEmbedder(str(tiny_opt), max_context=20)
     with pytest.raises(Exception, match="prefix and answer cue alone"):
         tiny.prompt_ids(prefix, TASK.render, ANSWER_CUE, "text")
+
+
+def test_the_template_head_is_shared_too(tiny_opt):
+    """Only each text's own tokens, the template's tail and the cue run per text (plus the seam margin)."""
+    from pgra.rerank.embedder import SEAM_BACKOFF, shared_head
+
+    emb = LMEmbedder(str(tiny_opt))
+    prefix = demo_prefix(TASK, DEMOS)
+    head = emb.tokenizer(shared_head(prefix, TASK.render))["input_ids"]
+    assert shared_head(prefix, TASK.render) == prefix + TASK.rerank_template.split("{text}")[0]
+    assert len(head) > len(emb.tokenizer(prefix)["input_ids"]) + 5
+    texts = SENTENCES[:6]
+    emb.embed(texts, prefix, TASK.render, ANSWER_CUE)
+    split = len(head) - SEAM_BACKOFF
+    seqs = [emb.prompt_ids(prefix, TASK.render, ANSWER_CUE, t) for t in texts]
+    assert emb.stats.uncached == 0 and emb.stats.tokens_run == split + sum(len(s) - split for s in seqs)

@@ -59,7 +59,8 @@ def test_grid_runs_resumes_and_reports(grid, tmp_path, monkeypatch, capsys):
     assert all(p.exists() for k, p in done.items() if k != ("pgra", 2))
     for m in METHODS:  # one predictions schema for every method
         lines = _lines(out / m / "seed-1" / "predictions_test.jsonl")
-        assert len(lines) == 6 and all(set(x) == {"id", "text", "label", "prediction", "scores", "evidence"}
+        extra = {"demo_labels"} if m in ("pgra", "knn_vote") else set()  # the reranker's demonstrations; voters
+        assert len(lines) == 6 and all(set(x) == {"id", "text", "label", "prediction", "scores", "evidence"} | extra
                                        for x in lines)
         assert all(x["prediction"] in ("sky", "town") for x in lines)
         assert all(len(x["evidence"]) == {"no_retrieval": 0, "fid": 3, "pgra": 3, "knn_vote": 3}[m] for x in lines)
@@ -118,7 +119,13 @@ def test_dry_run_and_cli_exit_codes(grid, tmp_path, capsys):
     assert main(["experiment", "--config", str(path), "knn_vote.k=0"]) == 2
     assert "(field 'knn_vote.k'): must be at least 1, got 0" in capsys.readouterr().err
     assert main(["experiment", "--config", str(path), "methods=nope"]) == 2
-    assert main(["experiment", "--config", str(path), "method_overrides={fid: {reader: {}}}"]) == 2
+    assert main(["experiment", "--config", str(path), "method_overrides={fidd: {reader: {}}}"]) == 2
+    assert "unknown methods: ['fidd']" in capsys.readouterr().err
+    assert main(["experiment", "--config", str(path), "task_overrides={sst22: {reader: {}}}"]) == 2
+    assert "unknown tasks: ['sst22']" in capsys.readouterr().err
+    # overrides of known tasks and methods outside the grid are unused (a base config run on a subset)
+    assert main(["experiment", "--config", str(path), "--dry-run", "method_overrides={fid: {reader: {}}}",
+                 "task_overrides={sst2: {reader: {learning_rate: 1.0}}}"]) == 0
 
 
 def test_vote_majority_and_ties_to_the_nearest():

@@ -114,12 +114,17 @@ def test_demo_selection_rules():
 
 
 @pytest.mark.distributed
-def test_two_process_rerank_equals_single_process(candidates, tmp_path, tiny_opt):
-    single = rerank(_cfg(candidates, tmp_path, tiny_opt, out=str(tmp_path / "single"),
-                         cache_dir=str(tmp_path / "c1")))
+@pytest.mark.parametrize("strategy", ["paper", "kate"])  # one shared prompt; a prompt per query
+def test_two_process_rerank_equals_single_process(candidates, tmp_path, tiny_opt, tiny_bert, strategy):
+    from pgra.selection import SelectorSettings
+
+    demos = SelectorSettings(encoder=str(tiny_bert), cache_dir=str(tmp_path / "sel"))
+    single = rerank(_cfg(candidates, tmp_path, tiny_opt, out=str(tmp_path / "single"), demo_selection=strategy,
+                         demos=demos, cache_dir=str(tmp_path / "c1")))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            str(ROOT / "scripts" / "rerank.py"), "--candidates", str(candidates), "--out", str(tmp_path / "multi"),
-           "--lm", str(tiny_opt), "--top-d", "4", "--num-demos", "4", "--cache-dir", str(tmp_path / "c2")]
+           "--lm", str(tiny_opt), "--top-d", "4", "--num-demos", "4", "--cache-dir", str(tmp_path / "c2"),
+           "--demo-selection", strategy, "--demo-encoder", str(tiny_bert), f"demos.cache_dir={tmp_path / 'sel'}"]
     proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

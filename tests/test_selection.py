@@ -198,3 +198,23 @@ def test_real_skill_rewrites_with_a_tiny_lm(tiny_opt, tmp_path):
     again = SkillRewriter(str(tiny_opt), read_annotations(_annotations(tmp_path)), "I", max_new_tokens=6,
                           cache_dir=tmp_path).rewrite(["dull and slow ."])
     assert again[0].cached and again[0].text == out[1].text
+
+
+def test_cached_greedy_rewrites_equal_plain_generation(tiny_lm, tmp_path):
+    """The shared-head KV cache changes nothing: each rewrite equals transformers' greedy generate on its prompt."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    rw = SkillRewriter(str(tiny_lm), read_annotations(_annotations(tmp_path)), "I", max_new_tokens=5, batch_size=3,
+                       cache_dir=tmp_path)
+    texts = ["a gripping film .", "dull and slow .", "The music was lovely.", "It rained."]
+    got = rw.rewrite(texts)
+    tok = AutoTokenizer.from_pretrained(str(tiny_lm))
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_lm)).eval()
+    for text, r in zip(texts, got, strict=True):
+        ids = tok(rw.prompt(text), return_tensors="pt")["input_ids"]
+        with torch.inference_mode():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=5, do_sample=False,
+                                 pad_token_id=tok.pad_token_id)
+        want = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True).split("\n")[0].strip()
+        assert r.text == (want or text.strip())

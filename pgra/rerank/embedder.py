@@ -3,8 +3,9 @@
 The embedding of a text t is the last layer's hidden state at the last token of
 ``prefix + P(t) + cue`` (the position that predicts the first answer token), L2-normalised.
 
-Fast path: the demonstration prefix is shared by every text, so its KV cache is computed once and only each
-text's suffix tokens run against it, sorted by length and batched by a token budget. The split point is a
+Fast path: the demonstration prefix and the template's fixed text before the text are shared by every text, so
+their KV cache is computed once and only each text's own tokens, the template's text after it and the answer
+cue run against it, sorted by length and batched by a token budget. The split point is a
 token boundary of each *jointly tokenised* prompt (tokenising prefix and suffix separately changes the
 tokens at the seam), checked per text; a text whose joint tokenisation disagrees with the cached prefix
 runs on its own, uncached. ``embed_full`` is the plain way (whole prompts, padded batches): the reference
@@ -29,6 +30,16 @@ from ..progress import progress
 from ..tokens import fit_text, pad_sequences
 
 SEAM_BACKOFF = 4  # cached prefix stops this many tokens before the end of the prefix's own tokenisation
+
+
+_SENTINEL = "\x00pgra-text\x00"
+
+
+def shared_head(prefix: str, render: Callable[[str], str]) -> str:
+    """What every text's prompt starts with: the demonstration prefix and the template's fixed text before the
+    text (for wiki_topic, the question listing the 11 topics)."""
+    rendered = render(_SENTINEL)
+    return prefix + rendered[: rendered.index(_SENTINEL)] if _SENTINEL in rendered else prefix
 
 
 @dataclass
@@ -116,7 +127,8 @@ class LMEmbedder:
 
     @property
     def _pad_id(self) -> int:
-        return self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        pad = getattr(self.tokenizer, "pad_token_id", None)  # from_model may have no tokenizer (token ids only)
+        return pad if pad is not None else 0
 
     def _last_hidden(self, out) -> torch.Tensor:
         hidden = getattr(out, "last_hidden_state", None)
@@ -177,27 +189,60 @@ class LMEmbedder:
         if not texts:
             return out
         seqs = [self.prompt_ids(prefix, render, cue, t) for t in texts]
-        own = self._ids(prefix)
+        own = self._ids(shared_head(prefix, render))
         split = max(1, len(own) - SEAM_BACKOFF)
         shared = own[:split]
         cached = [i for i, s in enumerate(seqs) if len(s) > split and s[:split] == shared]
         fallback = sorted(set(range(len(seqs))) - set(cached))
         self.stats.uncached += len(fallback)
-        self.stats.texts += len(seqs)
         bar = progress(total=len(seqs), desc=desc, unit=" texts", disable=not show_progress)
         if cached:
-            prefix_kv = self._prefix_cache(shared)
-            suffix_len = [len(seqs[i]) - split for i in range(len(seqs))]
-            order = sorted(cached, key=lambda i: -suffix_len[i])
-            for batch in self._batches(suffix_len, order, extra=split):
-                vec = self._run_suffixes([seqs[i][split:] for i in batch], prefix_kv, split)
-                out[batch] = torch.nn.functional.normalize(vec.float(), dim=-1).cpu().numpy()
-                bar.update(len(batch))
+            out[cached] = self.embed_suffix_ids(shared, [seqs[i][split:] for i in cached], bar)
+        self.stats.texts += len(fallback)
         for i in fallback:
             out[i] = torch.nn.functional.normalize(self._run_padded([seqs[i]]).float(), dim=-1).cpu().numpy()[0]
             bar.update(1)
         bar.close()
         return out
+
+    @torch.inference_mode()
+    def embed_suffix_ids(self, shared: list[int], suffixes: Sequence[list[int]], bar=None) -> np.ndarray:
+        """Unit vectors of ``shared + suffix`` for every suffix (token ids): the shared tokens' KV cache is
+        computed once, suffixes run longest first in batches under the token budget (shared tokens count)."""
+        out = np.empty((len(suffixes), self.dim), dtype=np.float32)
+        if not len(suffixes):
+            return out
+        prefix_kv = self._prefix_cache(list(shared))
+        lengths = [len(x) for x in suffixes]
+        order = sorted(range(len(suffixes)), key=lambda i: -lengths[i])
+        for batch in self._batches(lengths, order, extra=len(shared)):
+            vec = self._run_suffixes([list(suffixes[i]) for i in batch], prefix_kv, len(shared))
+            out[batch] = torch.nn.functional.normalize(vec.float(), dim=-1).cpu().numpy()
+            if bar is not None:
+                bar.update(len(batch))
+        self.stats.texts += len(suffixes)
+        return out
+
+    @classmethod
+    def from_model(cls, model, tokenizer, max_tokens_per_batch: int = 4096, max_batch_size: int = 64,
+                   max_context: int | None = None) -> LMEmbedder:
+        """An embedder around a causal LM already in memory (without its LM head, e.g. ``OPTModel(config)``):
+        benchmarks build the paper's architectures from configs with random weights. Without a ``tokenizer`` only
+        :meth:`embed_suffix_ids` (token ids) works."""
+        self = cls.__new__(cls)
+        param = next(model.parameters())
+        self.name_or_path = getattr(model.config, "name_or_path", "") or type(model).__name__
+        self.device, self.dtype = param.device, param.dtype
+        self._attn, self._trust = getattr(model.config, "_attn_implementation", None), False
+        self.tokenizer, self.config = tokenizer, model.config
+        self.dim = int(model.config.hidden_size)
+        self.max_tokens_per_batch, self.max_batch_size = max_tokens_per_batch, max_batch_size
+        self.max_context = max_context or int(getattr(model.config, "max_position_embeddings", 2048))
+        self._model = model.eval()
+        self._accepts_position_ids = "position_ids" in inspect.signature(model.forward).parameters
+        self._fingerprint = f"in-memory:{self.name_or_path}"
+        self.stats = EmbedStats()
+        return self
 
     def _prefix_cache(self, shared: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         ids = torch.as_tensor([shared], device=self.device)

@@ -1,0 +1,286 @@
+"""The paper's scale on one GPU, without the hub: its architectures built from configs with random weights.
+
+Measures, on the device it runs on:
+1. the first stage: BERT-base encoding sentences of Wiki1M's length distribution (CLS pooler, length-sorted
+   batches) and a flat faiss index over 1M vectors (built and searched);
+2. the reranker: OPT-350m / 1.3b / 6.7b / 13b through pgra's own ``LMEmbedder`` path (the shared prompt head's KV
+   cache once, each text's tokens batched by a token budget), in texts/s and tokens/s;
+3. the reader: one Fusion-in-Decoder training step (T5-base, T5-large) at the paper's batch size with d=16
+   passages of 128 tokens (AdamW, bf16 autocast on GPU);
+and prints what the paper's Table 2 grid (8 tasks x {no retrieval, FiD, PGRA} x 3 seeds) costs in GPU hours on
+that device, and the fraction of the device's bf16 peak each stage reaches (FLOPs estimated as 2 x parameters x
+tokens for inference, 6 x for training; attention not counted, so the fractions are lower bounds).
+
+    python bench/bench_gpu_scale.py                         # a GPU: the paper's sizes
+    python bench/bench_gpu_scale.py --tiny --device cpu     # tiny configs on CPU (the test suite runs this)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+# the paper's architectures (bert-base-uncased, facebook/opt-*, t5-base / t5-large), from their published configs
+ARCHS = {
+    "bert-base": ("bert", {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                           "intermediate_size": 3072, "vocab_size": 30522, "max_position_embeddings": 512}),
+    "opt-350m": ("opt", {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "ffn_dim": 4096,
+                         "word_embed_proj_dim": 512}),
+    "opt-1.3b": ("opt", {"hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 32, "ffn_dim": 8192}),
+    "opt-6.7b": ("opt", {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "ffn_dim": 16384}),
+    "opt-13b": ("opt", {"hidden_size": 5120, "num_hidden_layers": 40, "num_attention_heads": 40, "ffn_dim": 20480}),
+    "t5-base": ("t5", {"d_model": 768, "d_ff": 3072, "num_layers": 12, "num_decoder_layers": 12, "num_heads": 12,
+                       "d_kv": 64}),
+    "t5-large": ("t5", {"d_model": 1024, "d_ff": 4096, "num_layers": 24, "num_decoder_layers": 24, "num_heads": 16,
+                        "d_kv": 64}),
+}
+TINY = {"bert": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64},
+        "opt": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "ffn_dim": 64,
+                "word_embed_proj_dim": 32},
+        "t5": {"d_model": 32, "d_ff": 64, "num_layers": 2, "num_decoder_layers": 2, "num_heads": 2, "d_kv": 16}}
+# dense bf16 tensor-core peaks (FLOP/s) by device name
+PEAKS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12,
+         "V100": 125e12}
+# LM-BFF splits of the paper's eight tasks: (train, test); the paper's reader batch size per task (Table 7)
+TASKS = {"sst2": (6920, 872, 8), "sst5": (8544, 2210, 8), "cola": (8551, 1042, 8), "trec": (5452, 500, 4),
+         "cr": (1775, 2000, 8), "mr": (8662, 2000, 8), "mpqa": (8606, 2000, 4), "subj": (8000, 2000, 8)}
+STEPS, SEEDS, K, D, CORPUS = 5000, 3, 150, 16, 1_000_000
+
+
+def build(name: str, tiny: bool, device: torch.device, dtype: torch.dtype, head: bool = False):
+    """A randomly initialised model of architecture ``name`` on ``device`` (sdpa attention)."""
+    from transformers import BertConfig, BertModel, OPTConfig, OPTModel, T5Config, T5ForConditionalGeneration
+
+    family, cfg = ARCHS[name]
+    cfg = {**cfg, **(TINY[family] if tiny else {})}
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # built in its dtype: OPT-13b in fp32 first would not fit next to its copy
+    try:
+        with torch.device(device):
+            if family == "bert":
+                return BertModel(BertConfig(**cfg, attn_implementation="sdpa")).eval()
+            if family == "opt":
+                return OPTModel(OPTConfig(**cfg, vocab_size=50272, max_position_embeddings=2048,
+                                          attn_implementation="sdpa")).eval()
+            return T5ForConditionalGeneration(T5Config(**cfg, vocab_size=32128, decoder_start_token_id=0))
+    finally:
+        torch.set_default_dtype(default)
+
+
+def sentence_lengths(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Token lengths like Wiki1M's sentences under BERT's tokenizer (log-normal, median ~26, clipped 4..128)."""
+    return np.clip(np.round(rng.lognormal(np.log(26), 0.55, size=n)), 4, 128).astype(int)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def params(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+@torch.inference_mode()
+def bench_encoding(args, device, dtype, rng) -> dict:
+    from pgra.tokens import pad_sequences
+
+    model = build("bert-base", args.tiny, device, dtype)
+    lengths = np.sort(sentence_lengths(args.encode_sentences, rng))[::-1]
+    vocab = model.config.vocab_size
+    batches = [lengths[i:i + args.encode_batch] for i in range(0, len(lengths), args.encode_batch)]
+    tokens = 0
+    for warm in (True, False):
+        sync(device)
+        start = time.perf_counter()
+        for lens in batches[:2] if warm else batches:
+            ids, mask = pad_sequences([rng.integers(1000, vocab, size=n).tolist() for n in lens], 0)
+            model(input_ids=ids.to(device), attention_mask=mask.to(device)).pooler_output.float().cpu()
+            tokens += 0 if warm else int(mask.sum())
+        sync(device)
+        seconds = time.perf_counter() - start
+    per_s = len(lengths) / seconds
+    n_index = args.index_vectors
+    dim = model.config.hidden_size
+    index_s, search_s = _flat_index(n_index, dim, rng)
+    flops = 2 * params(model) * tokens
+    return {"model": "bert-base", "params": params(model), "sentences": len(lengths), "seconds": seconds,
+            "sentences_per_s": per_s, "tokens_per_s": tokens / seconds, "flops_per_s": flops / seconds,
+            "corpus_encode_hours": CORPUS / per_s / 3600, "index_vectors": n_index, "index_build_s": index_s,
+            "search_1000_queries_top150_s": search_s}
+
+
+def _flat_index(n: int, dim: int, rng) -> tuple[float, float]:
+    """Build a flat inner-product faiss index of ``n`` unit vectors and search 1,000 queries top-150."""
+    import faiss
+
+    vectors = rng.standard_normal((n, dim), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    start = time.perf_counter()
+    index = faiss.IndexFlatIP(dim)
+    index.add(vectors)
+    built = time.perf_counter() - start
+    queries = vectors[rng.choice(n, size=min(1000, n), replace=False)]
+    start = time.perf_counter()
+    index.search(queries, min(K, n))
+    return built, time.perf_counter() - start
+
+
+def bench_reranker(name: str, args, device, dtype, rng) -> dict:
+    from pgra.rerank.embedder import LMEmbedder
+
+    model = build(name, args.tiny, device, dtype)
+    emb = LMEmbedder.from_model(model, tokenizer=None, max_tokens_per_batch=args.rerank_token_budget,
+                                max_batch_size=args.rerank_batch)
+    vocab = model.config.vocab_size
+    shared = rng.integers(1000, vocab, size=args.prefix_tokens).tolist()
+    # each text: its own tokens (OPT's BPE gives about as many as BERT's WordPiece) + template tail and cue
+    suffixes = [rng.integers(1000, vocab, size=int(n) + 6).tolist()
+                for n in sentence_lengths(args.rerank_texts, rng)]
+    emb.embed_suffix_ids(shared, suffixes[:8])  # warm-up
+    emb.stats.tokens_run = 0
+    sync(device)
+    start = time.perf_counter()
+    emb.embed_suffix_ids(shared, suffixes)
+    sync(device)
+    seconds = time.perf_counter() - start
+    tokens = emb.stats.tokens_run
+    out = {"model": name, "params": params(model), "texts": len(suffixes), "seconds": seconds,
+           "texts_per_s": len(suffixes) / seconds, "tokens_per_s": tokens / seconds,
+           "flops_per_s": 2 * params(model) * tokens / seconds, "prefix_tokens": len(shared)}
+    return out
+
+
+def bench_reader(name: str, args, device, rng) -> dict:
+    from pgra.reader.fid import FiDReader
+
+    model = build(name, args.tiny, device, torch.float32)
+    model.train()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    fid = FiDReader(model)
+    opt = torch.optim.AdamW(fid.parameters(), lr=1e-4, weight_decay=0.01)
+    b, p, length = args.reader_batch, D, args.passage_tokens
+    vocab = model.config.vocab_size
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+    def step() -> None:
+        ids = torch.as_tensor(rng.integers(100, vocab, size=(b, p, length)), device=device)
+        labels = torch.as_tensor(rng.integers(100, vocab, size=(b, 5)), device=device)
+        with autocast:
+            loss = fid(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(fid.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(args.warmup_steps):
+        step()
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    sync(device)
+    per_step = (time.perf_counter() - start) / args.steps
+    enc_params = params(model.get_encoder())
+    flops = 6 * enc_params * b * p * length + 6 * (params(model) - enc_params) * b * 5
+    out = {"model": name, "params": params(model), "batch": b, "passages": p, "passage_tokens": length,
+           "s_per_step": per_step, "flops_per_s": flops / per_step,
+           "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None}
+    return out  # the model and optimizer go with this frame; main empties the CUDA cache
+
+
+def _free(device: torch.device) -> None:
+    import gc
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def grid_cost(encoding: dict, rerank: dict, reader: dict) -> dict:
+    """GPU hours of Table 2's grid: the index once, reranking every input's 150 candidates with the largest LM
+    measured (no de-duplication: an upper bound), and 8 tasks x 3 seeds x {FiD, PGRA} readers of 5,000 steps
+    (the no-retrieval reader's step counted as 1/16 of a d=16 step)."""
+    index_h = encoding["corpus_encode_hours"]
+    texts = sum((train + test) * (K + 1) for train, test, _ in TASKS.values())
+    rerank_h = texts / rerank["texts_per_s"] / 3600
+    batch_scale = {t: bs / reader["batch"] for t, (_, _, bs) in TASKS.items()}
+    reader_h = sum(STEPS * reader["s_per_step"] * s * SEEDS * (2 + 1 / D) for s in batch_scale.values()) / 3600
+    return {"index_hours": index_h, "rerank_hours": rerank_h, "rerank_texts": texts, "reader_hours": reader_h,
+            "total_hours": index_h + rerank_h + reader_h, "reranker": rerank["model"], "reader": reader["model"]}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--tiny", action="store_true", help="tiny configs and sizes (CPU smoke run)")
+    ap.add_argument("--rerankers", default="opt-350m,opt-1.3b,opt-6.7b,opt-13b")
+    ap.add_argument("--readers", default="t5-base,t5-large")
+    ap.add_argument("--encode-sentences", type=int, default=100_000)
+    ap.add_argument("--encode-batch", type=int, default=512)
+    ap.add_argument("--index-vectors", type=int, default=CORPUS)
+    ap.add_argument("--rerank-texts", type=int, default=8192)
+    ap.add_argument("--rerank-token-budget", type=int, default=65536)
+    ap.add_argument("--rerank-batch", type=int, default=512)
+    ap.add_argument("--prefix-tokens", type=int, default=320, help="demonstrations + template head (SST-2, m=8)")
+    ap.add_argument("--reader-batch", type=int, default=8)
+    ap.add_argument("--passage-tokens", type=int, default=128)
+    ap.add_argument("--warmup-steps", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="bench/out/gpu_scale.json")
+    args = ap.parse_args(argv)
+    if args.tiny:
+        args.encode_sentences, args.index_vectors, args.rerank_texts = 256, 5000, 64
+        args.encode_batch, args.rerank_token_budget, args.steps, args.warmup_steps = 64, 4096, 2, 1
+        args.reader_batch, args.passage_tokens, args.prefix_tokens = 2, 32, 64
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    rng = np.random.default_rng(args.seed)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    peak = next((v for k, v in PEAKS.items() if k in name), None)
+
+    encoding = bench_encoding(args, device, dtype, rng)
+    rerank, readers = [], []
+    for m in (m for m in args.rerankers.split(",") if m):
+        rerank.append(bench_reranker(m, args, device, dtype, rng))
+        _free(device)
+    for m in (m for m in args.readers.split(",") if m):
+        readers.append(bench_reader(m, args, device, rng))
+        _free(device)
+    cost = grid_cost(encoding, rerank[-1], readers[0])
+    for r in [encoding, *rerank, *readers]:
+        r["peak_fraction"] = r["flops_per_s"] / peak if peak else None
+    result = {"device": name, "dtype": str(dtype), "tiny": args.tiny, "torch": torch.__version__,
+              "bf16_peak_flops": peak, "encoding": encoding, "rerank": rerank, "readers": readers,
+              "table2_grid": cost}
+
+    frac = lambda r: f"{100 * r['peak_fraction']:.1f}%" if r["peak_fraction"] else "n/a"  # noqa: E731
+    print(f"device: {name} ({dtype}){' - TINY configs, not the paper sizes' if args.tiny else ''}")
+    print(f"encoding ({encoding['model']}): {encoding['sentences_per_s']:,.0f} sentences/s, "
+          f"{encoding['tokens_per_s']:,.0f} tokens/s, {frac(encoding)} of peak -> 1M sentences in "
+          f"{encoding['corpus_encode_hours']:.2f} h; flat index of {encoding['index_vectors']:,} vectors built in "
+          f"{encoding['index_build_s']:.1f} s, 1,000 searches top-150 in {encoding['search_1000_queries_top150_s']:.1f} s")
+    for r in rerank:
+        print(f"rerank {r['model']:<9} {r['texts_per_s']:>9,.1f} texts/s {r['tokens_per_s']:>11,.0f} tokens/s "
+              f"{frac(r):>6} of peak")
+    for r in readers:
+        mem = f", {r['peak_memory_gib']:.1f} GiB" if r["peak_memory_gib"] else ""
+        print(f"reader {r['model']:<9} {r['s_per_step']:.3f} s/step (batch {r['batch']}, d={r['passages']}, "
+              f"{r['passage_tokens']} tokens{mem}) {frac(r)} of peak")
+    print(f"Table 2 grid on this device: {cost['total_hours']:.1f} GPU h = index {cost['index_hours']:.2f} + rerank "
+          f"({cost['reranker']}, {cost['rerank_texts']:,} texts) {cost['rerank_hours']:.1f} + readers "
+          f"({cost['reader']}) {cost['reader_hours']:.1f}")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""The GPU-scale benchmark runs end to end at tiny sizes on CPU (on a GPU it measures the paper's sizes)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("bench_gpu_scale", ROOT / "bench" / "bench_gpu_scale.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_scale_bench_at_tiny_sizes_on_cpu(tmp_path):
+    out = tmp_path / "gpu_scale.json"
+    result = _module().main(["--tiny", "--device", "cpu", "--rerankers", "opt-350m,opt-13b", "--readers", "t5-base",
+                             "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+    assert result["device"] == "cpu" and result["tiny"] and result["bf16_peak_flops"] is None
+    assert [r["model"] for r in result["rerank"]] == ["opt-350m", "opt-13b"]
+    assert all(r["texts_per_s"] > 0 and r["tokens_per_s"] > r["texts_per_s"] for r in result["rerank"])
+    assert result["readers"][0]["s_per_step"] > 0 and result["encoding"]["sentences_per_s"] > 0
+    cost = result["table2_grid"]
+    assert cost["total_hours"] == pytest.approx(cost["index_hours"] + cost["rerank_hours"] + cost["reader_hours"])
+
+
+def test_grid_cost_by_hand():
+    mod = _module()
+    cost = mod.grid_cost({"corpus_encode_hours": 0.5}, {"texts_per_s": 151.0, "model": "opt-13b"},
+                         {"s_per_step": 0.36, "batch": 8, "model": "t5-base"})
+    inputs = sum(train + test for train, test, _ in mod.TASKS.values())  # 8 tasks' train + test inputs
+    assert cost["rerank_texts"] == inputs * 151 and cost["rerank_hours"] == pytest.approx(inputs / 3600)
+    # 6 tasks at batch 8 and 2 at batch 4 (half the step time), 3 seeds, FiD + PGRA + a 1/16 no-retrieval step
+    steps = 5000 * 0.36 * 3 * (2 + 1 / 16)
+    assert cost["reader_hours"] == pytest.approx((6 * steps + 2 * steps / 2) / 3600)
