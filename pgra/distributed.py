@@ -57,3 +57,22 @@ def gather_objects(ctx: DistContext, obj):
     out = [None] * ctx.world_size
     dist.all_gather_object(out, obj)
     return out
+
+
+def main_computes(ctx: DistContext, compute):
+    """``compute()`` run on the main process only, its result sent to every rank (one writer for shared caches).
+    If it raises, the main process re-raises and the other ranks raise a ``RuntimeError`` naming the failure."""
+    if ctx.world_size == 1:
+        return compute()
+    box: list = [None]
+    if ctx.is_main:
+        try:
+            box = [(True, compute())]
+        except Exception as e:
+            dist.broadcast_object_list([(False, f"{type(e).__name__}: {e}")], src=0)
+            raise
+    dist.broadcast_object_list(box, src=0)
+    ok, value = box[0]
+    if not ok:
+        raise RuntimeError(f"the main process failed: {value}")
+    return value

@@ -42,6 +42,7 @@ from .reader.config import TrainConfig
 from .rerank.config import RerankConfig
 from .retrieval.index import IndexConfig
 from .retrieval.retrieve import RetrieveConfig
+from .selection.base import settings_key
 
 CELL_FILE = "cell.json"
 STAGE_KEY_FILE = ".stage_key"
@@ -181,7 +182,8 @@ class Experiment:
     def stage_keys(self, task: str) -> dict[str, str]:
         candidates = _key({"retrieve": _defining(self.retrieve_config(task), ("out",)),
                            "index": self._index_key()})
-        reranked = _key({"rerank": _defining(self.rerank_config(task), ("out", "candidates")),
+        rerank = self.rerank_config(task)
+        reranked = _key({"rerank": {**_defining(rerank, ("out", "candidates")), "demos": settings_key(rerank.demos)},
                          "candidates": candidates})
         return {"candidates": candidates, "reranked": reranked}
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import torch
 
+# a cached prompt head stops this many tokens before the end of its own tokenisation: the tokenizer may merge
+# the head's last characters with what follows, and the backed-off tokens are re-run with each text instead
+SEAM_BACKOFF = 4
+
 
 def cache_layers(past) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """``[(keys, values)]`` per layer of a model's ``past_key_values`` (each ``(batch, heads, tokens, dim)``)."""

@@ -252,7 +252,7 @@ def test_each_cell_is_tracked(grid):
 
 
 @pytest.mark.distributed
-def test_two_process_grid_equals_single_process(grid, tmp_path):
+def test_two_process_grid_equals_single_process(grid, tmp_path, tiny_bert):
     import os
     import subprocess
     import sys
@@ -260,11 +260,14 @@ def test_two_process_grid_equals_single_process(grid, tmp_path):
     import yaml
 
     root = Path(__file__).resolve().parents[1]
-    grid.update(methods=["fid", "pgra", "knn_vote"], seeds=[1], report=False)
+    grid.update(methods=["fid", "pgra", "knn_vote", "icl_kate"], seeds=[1], report=False,
+                icl={"lm": grid["rerank"]["lm"], "num_demos": 2, "splits": ["test"], "max_tokens_per_batch": 700,
+                     "demos": {"encoder": str(tiny_bert), "pooler": "mean", "cache_dir": str(tmp_path / "sel")}})
     grid["reader"].update(eval_every=0)
     assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
     multi = {**grid, "out": str(tmp_path / "multi"), "index": {**grid["index"], "out": str(tmp_path / "index2")},
-             "rerank": {**grid["rerank"], "cache_dir": str(tmp_path / "cache2")}}
+             "rerank": {**grid["rerank"], "cache_dir": str(tmp_path / "cache2")},
+             "icl": {**grid["icl"], "demos": {**grid["icl"]["demos"], "cache_dir": str(tmp_path / "sel2")}}}
     path = tmp_path / "multi.yaml"
     path.write_text(yaml.safe_dump(multi))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
@@ -282,8 +285,11 @@ def test_two_process_grid_equals_single_process(grid, tmp_path):
         cell_one = json.loads((one / m / "seed-1" / CELL_FILE).read_text())
         cell_two = json.loads((two / m / "seed-1" / CELL_FILE).read_text())
         assert cell_two["steps"] == cell_one["steps"] and cell_two["settings"] == cell_one["settings"]
-    assert _lines(one / "knn_vote" / "seed-1" / "predictions_test.jsonl") == \
-        _lines(two / "knn_vote" / "seed-1" / "predictions_test.jsonl")
+    for m in ("knn_vote", "icl_kate"):  # ICL runs on the main process while the other waits
+        a, b = _lines(one / m / "seed-1" / "predictions_test.jsonl"), _lines(two / m / "seed-1" / "predictions_test.jsonl")
+        assert [x["evidence"] for x in a] == [x["evidence"] for x in b]
+        assert [x["prediction"] for x in a] == [x["prediction"] for x in b]
+    assert json.loads((two / "icl_kate" / "seed-1" / CELL_FILE).read_text())["lm_cost"]["lm_tokens"] > 0
     # the readers trained under DDP: the same number of steps, losses close to the single process's
     for m in ("fid", "pgra"):
         la = [r["loss"] for r in _lines(one / m / "seed-1" / "train_log.jsonl")]

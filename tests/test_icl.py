@@ -86,7 +86,32 @@ def test_icl_drops_far_demonstrations_when_the_prompt_is_too_long(candidates, tm
     run_icl(cfg)
     lines = _lines(tmp_path / "icl" / "predictions_test.jsonl")
     assert all(len(x["evidence"]) < 6 for x in lines)
+    task = get_task(str(tmp_path / "sky.yaml"))
+    train = [Example(str(r["id"]), r["text"], r["label"]) for r in _lines(candidates / "train.jsonl")]
+    chosen = get_selector("random", 6, seed=cfg.seed).fit(task, train).select_examples(
+        [Example(str(x["id"]), x["text"]) for x in lines])
+    for line, demos in zip(lines, chosen, strict=True):  # the far end went: the kept ones are the row's tail
+        assert line["evidence"] == [d.id for d in demos][6 - len(line["evidence"]):]
     assert json.loads((tmp_path / "icl" / "manifest.json").read_text())["cost"]["demos_dropped"] > 0
+
+
+def test_icl_frees_the_rewriting_lm_before_scoring(candidates, tmp_path, tiny_opt, tiny_bert):
+    from pgra.icl.classify import ICLClassifier
+
+    skills = tmp_path / "skills.jsonl"
+    skills.write_text('{"input": "The sun is bright.", "skill": "Describing light in the sky."}\n')
+    demos = SelectorSettings(encoder=str(tiny_bert), pooler="mean", cache_dir=str(tmp_path / "sel"),
+                             annotations=str(skills), max_new_tokens=4)
+    cfg = _icl_cfg(candidates, tmp_path, tiny_opt, tiny_bert, selection="skill_knn", demos=demos)
+    task = get_task(str(tmp_path / "sky.yaml"))
+    train = [Example(str(r["id"]), r["text"], r["label"]) for r in _lines(candidates / "train.jsonl")]
+    records = _lines(candidates / "dev.jsonl") + _lines(candidates / "test.jsonl")
+    clf = ICLClassifier(cfg, task, train, demos)
+    clf.prepare(records)  # every query rewritten, the rewriting LM freed, the scoring LM not loaded yet
+    assert clf.selector.rewriter._model is None and clf._scorer is None
+    lines = clf.predict(records)
+    assert clf.selector.rewriter._model is None and len(lines) == len(records)
+    assert clf.cost()["selection"]["lm_calls"] == len(train) + len(records)  # each rewrite counted once
 
 
 def test_icl_bad_inputs(candidates, tmp_path, tiny_opt, tiny_bert):

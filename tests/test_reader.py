@@ -124,7 +124,7 @@ def test_killed_training_resumes_to_the_same_weights(reranked, tmp_path, tiny_t5
 
 
 def test_bad_reader_inputs(reranked, tmp_path, tiny_t5, tiny_opt, capsys):
-    with pytest.raises(InputError, match="is not an encoder-decoder|cannot load an encoder-decoder"):
+    with pytest.raises(InputError, match="is not an encoder-decoder|cannot load the encoder-decoder"):
         train(TrainConfig(data=str(reranked), out=str(tmp_path / "x"), model=str(tiny_opt), show_progress=False))
     assert main(["train", "--data", str(reranked), "--out", str(tmp_path / "y"), "--model", str(tiny_t5),
                  "max_step=3"]) == 2

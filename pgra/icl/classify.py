@@ -19,7 +19,7 @@ from ..selection import get_selector
 from ..selection.base import SelectorSettings
 from ..tasks import Example, TaskSpec
 from .config import ICLConfig
-from .scoring import LabelScorer
+from .scoring import LabelScorer, ScoreStats
 
 
 def label_probabilities(logp: np.ndarray, counts: np.ndarray, length_normalise: bool) -> np.ndarray:
@@ -36,13 +36,28 @@ class ICLClassifier:
     def __init__(self, cfg: ICLConfig, task: TaskSpec, train: Sequence[Example], settings: SelectorSettings) -> None:
         self.cfg, self.task = cfg, task
         self.selector = get_selector(cfg.selection, cfg.num_demos, cfg.seed, settings, lm=cfg.lm, device=cfg.device,
-                                     show_progress=cfg.show_progress).fit(task, train)
-        self.scorer = LabelScorer(cfg.lm, device=cfg.device, dtype=cfg.dtype,
-                                  attn_implementation=cfg.attn_implementation,
-                                  max_tokens_per_batch=cfg.max_tokens_per_batch, max_batch_size=cfg.max_batch_size,
-                                  max_context=cfg.max_context or None, trust_remote_code=cfg.trust_remote_code)
+                                     show_progress=cfg.show_progress, dtype=cfg.dtype).fit(task, train)
+        self._scorer: LabelScorer | None = None
         self.words = [task.demo_words[lab] for lab in task.labels]
         self.demos_dropped = 0
+
+    @property
+    def scorer(self) -> LabelScorer:
+        """The label-scoring LM, loaded on first use (after the selection freed its own models)."""
+        if self._scorer is None:
+            cfg = self.cfg
+            self._scorer = LabelScorer(cfg.lm, device=cfg.device, dtype=cfg.dtype,
+                                       attn_implementation=cfg.attn_implementation,
+                                       max_tokens_per_batch=cfg.max_tokens_per_batch,
+                                       max_batch_size=cfg.max_batch_size, max_context=cfg.max_context or None,
+                                       trust_remote_code=cfg.trust_remote_code)
+        return self._scorer
+
+    def prepare(self, records: Sequence[dict[str, Any]]) -> None:
+        """Select the demonstrations of ``records`` now (e.g. every split's, so Skill-KNN rewrites them all) and
+        free the selection's models before the scoring LM loads; ``predict`` then finds them cached."""
+        self.selector.select([Example(str(r["id"]), r["text"], r.get("label")) for r in records])
+        self.selector.release()
 
     def prompt(self, demos: list[Example], text: str) -> tuple[str, list[Example]]:
         """The prompt of ``text`` and the demonstrations it kept (dropped from the far end until it fits)."""
@@ -59,7 +74,9 @@ class ICLClassifier:
         their labels."""
         queries = [Example(str(r["id"]), r["text"], r.get("label")) for r in records]
         prompts, used = [], []
-        for q, demos in zip(queries, self.selector.select_examples(queries), strict=True):
+        selected = self.selector.select_examples(queries)
+        self.selector.release()
+        for q, demos in zip(queries, selected, strict=True):
             p, kept = self.prompt(demos, q.text)
             prompts.append(p)
             used.append(kept)
@@ -75,6 +92,7 @@ class ICLClassifier:
 
     def cost(self) -> dict[str, int]:
         """LM inputs read and tokens run: the selection's (Skill-KNN's rewrites) plus the label scoring."""
-        sel, sc = self.selector.cost, self.scorer.stats
+        sel = self.selector.cost
+        sc = self._scorer.stats if self._scorer is not None else ScoreStats()
         return {"lm_calls": sel.lm_calls + sc.prompts + sc.uncached_pairs, "lm_tokens": sel.lm_tokens + sc.tokens_run,
                 "selection": asdict(sel), "demos_dropped": self.demos_dropped}

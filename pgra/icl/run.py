@@ -11,7 +11,7 @@ from ..config import check_config, from_dict, to_dict
 from ..errors import InputError, StaleArtifactError
 from ..interchange import read_records, write_records
 from ..methods.base import Predictor
-from ..selection.base import with_index_encoder
+from ..selection.base import settings_key, with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
 from .classify import ICLClassifier
 from .config import ICLConfig
@@ -51,10 +51,12 @@ def run_icl(cfg: ICLConfig) -> dict[str, dict[str, Any]]:
     clf = _classifier(cfg, task, data, manifest)
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)
+    records = {split: list(read_records(data / f"{split}.jsonl", labels=task.labels)) for split in cfg.splits}
+    clf.prepare([r for split in cfg.splits for r in records[split]])
     results = {}
     for split in cfg.splits:
         path = out / f"predictions_{split}.jsonl"
-        write_records(path, clf.predict(list(read_records(data / f"{split}.jsonl", labels=task.labels))))
+        write_records(path, clf.predict(records[split]))
         results[split] = score_lines(task, path)
     write_json(out / "metrics.json", {"task": task.name, "metric": task.metric, "results": results})
     write_manifest(out, {"kind": KIND, "task": to_dict(task), "config": to_dict(replace(cfg, demos=clf.selector.settings)),
@@ -98,4 +100,6 @@ class ICLPredictor(Predictor):
 def icl_settings(cfg: ICLConfig) -> dict[str, Any]:
     """The settings that define an ICL run's predictions (no paths, seeds or progress bars)."""
     drop = ("data", "out", "seed", "splits", "show_progress", "device")
-    return {k: v for k, v in asdict(cfg).items() if k not in drop}
+    settings = {k: v for k, v in asdict(cfg).items() if k not in drop}
+    settings["demos"] = settings_key(cfg.demos)
+    return settings

@@ -19,6 +19,7 @@ import torch
 from ..device import resolve_device, resolve_dtype
 from ..errors import InputError
 from ..kv import build_cache, cache_layers
+from ..loading import load_pretrained
 from ..progress import progress
 from ..tokens import pad_sequences
 
@@ -51,8 +52,9 @@ class LabelScorer:
         if attn_implementation in (None, "auto"):
             attn_implementation = "eager" if self.device.type == "cpu" else "sdpa"
         self._attn, self._trust = attn_implementation, trust_remote_code
-        self.tokenizer = AutoTokenizer.from_pretrained(self.lm, trust_remote_code=trust_remote_code)
-        config = AutoConfig.from_pretrained(self.lm, trust_remote_code=trust_remote_code)
+        self.tokenizer = load_pretrained(AutoTokenizer, self.lm, "LM's tokenizer", "lm",
+                                         trust_remote_code=trust_remote_code)
+        config = load_pretrained(AutoConfig, self.lm, "LM", "lm", trust_remote_code=trust_remote_code)
         if getattr(config, "is_encoder_decoder", False):
             raise InputError(f"{self.lm} is an encoder-decoder model; in-context learning needs a causal LM",
                              field="lm")
@@ -68,9 +70,9 @@ class LabelScorer:
         if self._model is None:
             from transformers import AutoModelForCausalLM
 
-            self._model = AutoModelForCausalLM.from_pretrained(
-                self.lm, dtype=self.dtype, attn_implementation=self._attn,
-                trust_remote_code=self._trust).to(self.device).eval()
+            self._model = load_pretrained(AutoModelForCausalLM, self.lm, "causal LM", "lm", dtype=self.dtype,
+                                          attn_implementation=self._attn,
+                                          trust_remote_code=self._trust).to(self.device).eval()
             params = inspect.signature(self._model.forward).parameters
             self._keep = "logits_to_keep" in params
         return self._model

@@ -35,10 +35,16 @@ class ICL(Method):
         return {"icl": icl_settings(self.config(Path("."), 0)), "splits": list(self.splits())}
 
     def fit(self, out: Path, seed: int) -> FitResult:
+        """Run on the main process only (a multi-process launch waits for it): the selection's caches and the
+        run folder have one writer."""
         from ..artifacts import read_json
+        from ..distributed import init_distributed, main_computes
         from ..icl.run import run_icl
 
-        run_icl(replace(self.config(out, seed), splits=list(self.splits())))
+        ctx = init_distributed()
+        main_computes(ctx, lambda: run_icl(replace(self.config(out, seed), splits=list(self.splits()))))
+        if not ctx.is_main:
+            return FitResult()
         return FitResult(predicted_splits=list(self.splits()), cost=read_json(out / "manifest.json")["cost"])
 
     @classmethod

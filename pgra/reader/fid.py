@@ -93,10 +93,10 @@ class FiDReader(torch.nn.Module):
     @classmethod
     def from_pretrained(cls, name_or_path: str, **kwargs) -> FiDReader:
         """Load any HF encoder-decoder; weights the checkpoint lacks (beyond what FiD drops) are warned about."""
-        try:
-            model, info = AutoModelForSeq2SeqLM.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
-        except (OSError, ValueError, KeyError) as e:
-            raise InputError(f"cannot load an encoder-decoder reader from {name_or_path}: {e}", field="model") from None
+        from ..loading import load_pretrained
+
+        model, info = load_pretrained(AutoModelForSeq2SeqLM, name_or_path, "encoder-decoder reader", "model",
+                                      output_loading_info=True, **kwargs)
         missing = unexpected_missing(info.get("missing_keys", []))
         if missing:
             warnings.warn(f"{name_or_path}: {len(missing)} weights are not in the checkpoint and start random "
@@ -111,4 +111,6 @@ def unexpected_missing(missing_keys) -> list[str]:
 
 
 def load_tokenizer(name_or_path: str):
-    return AutoTokenizer.from_pretrained(name_or_path)
+    from ..loading import load_pretrained
+
+    return load_pretrained(AutoTokenizer, name_or_path, "reader's tokenizer", "model")

@@ -25,12 +25,10 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from ..artifacts import model_fingerprint
 from ..device import resolve_device, resolve_dtype
 from ..errors import InputError
-from ..kv import build_cache, cache_layers
+from ..kv import SEAM_BACKOFF, build_cache, cache_layers
+from ..loading import load_pretrained
 from ..progress import progress
 from ..tokens import fit_text, pad_sequences
-
-SEAM_BACKOFF = 4  # cached prefix stops this many tokens before the end of the prefix's own tokenisation
-
 
 _SENTINEL = "\x00pgra-text\x00"
 
@@ -71,8 +69,9 @@ class LMEmbedder:
             # eager on CPU: sdpa was ~10x slower for these small batches; sdpa on GPU
             attn_implementation = "eager" if self.device.type == "cpu" else "sdpa"
         self._attn, self._trust = attn_implementation, trust_remote_code
-        self.tokenizer = AutoTokenizer.from_pretrained(self.name_or_path, trust_remote_code=trust_remote_code)
-        self.config = AutoConfig.from_pretrained(self.name_or_path, trust_remote_code=trust_remote_code)
+        self.tokenizer = load_pretrained(AutoTokenizer, self.name_or_path, "LM's tokenizer", "lm",
+                                         trust_remote_code=trust_remote_code)
+        self.config = load_pretrained(AutoConfig, self.name_or_path, "LM", "lm", trust_remote_code=trust_remote_code)
         if getattr(self.config, "is_encoder_decoder", False):
             raise InputError(f"{self.name_or_path} is an encoder-decoder model; the reranker needs a causal LM",
                              field="lm")
@@ -90,7 +89,7 @@ class LMEmbedder:
     def model(self):
         """The LM without its output head (hidden states only), loaded on first use."""
         if self._model is None:
-            self._model = AutoModel.from_pretrained(self.name_or_path, dtype=self.dtype,
+            self._model = load_pretrained(AutoModel, self.name_or_path, "causal LM", "lm", dtype=self.dtype,
                                                     attn_implementation=self._attn,
                                                     trust_remote_code=self._trust).to(self.device).eval()
             self._accepts_position_ids = "position_ids" in inspect.signature(self._model.forward).parameters

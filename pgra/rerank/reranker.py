@@ -25,7 +25,7 @@ import numpy as np
 from ..artifacts import MANIFEST, write_json, write_manifest
 from ..config import check_config, to_dict
 from ..corpus import CorpusStore
-from ..distributed import DistContext, gather_objects, init_distributed
+from ..distributed import DistContext, gather_objects, init_distributed, main_computes
 from ..errors import InputError, StaleArtifactError
 from ..interchange import read_records, write_records
 from ..progress import progress
@@ -81,9 +81,8 @@ def evidence_cache_key(base_key: dict[str, Any], corpus_fingerprint: str) -> dic
 
 def _embed_rows(embedder: LMEmbedder, cache: EmbeddingCache, rows: np.ndarray, texts_of, prefix: str,
                 task: TaskSpec, cfg: RerankConfig, ctx: DistContext, desc: str) -> None:
-    """Embed the missing ``rows`` (this rank's round-robin share) into ``cache``, chunk by chunk."""
-    todo = cache.missing(rows)
-    mine = todo[ctx.rank::ctx.world_size]
+    """Embed the missing rows of this rank's round-robin share of ``rows`` into ``cache``, chunk by chunk."""
+    mine = cache.missing(rows[ctx.rank::ctx.world_size])  # shard first: other ranks are already writing
     show = cfg.show_progress and ctx.is_main
     n_chunks = (len(mine) + cfg.chunk_size - 1) // cfg.chunk_size
     for c, start in enumerate(range(0, len(mine), cfg.chunk_size)):
@@ -169,8 +168,7 @@ def _per_query_prompts(cfg, ctx, task, store, cand, data, splits, embedder, demo
         key = per_query_cache_key(base_key, task, split, records, demos_of[split], cand["index"]["corpus_content_sha256"])
         cache = _open_cache(ctx, cfg.cache_dir, key, int(sizes.sum()), embedder.dim)
         off = offsets[split]
-        todo = [qi for qi in range(len(records)) if len(cache.missing(np.arange(off[qi], off[qi + 1])))]
-        mine = todo[ctx.rank::ctx.world_size]
+        mine = [qi for qi in ctx.shard(len(records)) if len(cache.missing(np.arange(off[qi], off[qi + 1])))]
         bar = progress(total=len(mine), desc=f"per-query prompts ({split})", unit=" queries", disable=not show)
         for qi in mine:
             rec = records[qi]
@@ -196,6 +194,26 @@ def _per_query_prompts(cfg, ctx, task, store, cand, data, splits, embedder, demo
     return vectors, info
 
 
+def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[str, list[dict[str, Any]]],
+            splits: list[str]) -> dict[str, Any]:
+    """The demonstrations of every query of ``splits`` (``demos``: the shared ones of a global strategy), what
+    defines them and what choosing them cost; the selection's models are freed before the reranker's LM loads."""
+    train = [Example(str(r["id"]), r["text"], r.get("label")) for r in data["train"]]
+    selector = get_selector(cfg.demo_selection, cfg.num_demos, cfg.seed, with_index_encoder(cfg.demos, cand["index"]),
+                            lm=cfg.lm, device=cfg.device, show_progress=cfg.show_progress, dtype=cfg.dtype)
+    selector.fit(task, train)
+    if selector.per_query:
+        demos = []
+        demos_of = {split: selector.select_examples(
+            [Example(str(r["id"]), r["text"], r.get("label")) for r in data[split]]) for split in splits}
+    else:
+        demos = [selector.train[i] for i in selector.demos]
+        demos_of = {split: [demos] * len(data[split]) for split in splits}
+    selector.release()
+    return {"per_query": selector.per_query, "demos": demos, "demos_of": demos_of, "describe": selector.describe(),
+            "cost": asdict(selector.cost)}
+
+
 def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     """Rerank every requested split of a candidates folder; returns the output folder."""
     check_config(cfg)
@@ -210,21 +228,15 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         raise InputError(f"{cand_dir} has no train split to draw demonstrations from", field="splits")
     splits = [s for s in cfg.splits if s in cand["counts"]]
     data = {s: _load_split(cand_dir / f"{s}.jsonl", task, cfg.k) for s in dict.fromkeys(["train", *splits])}
-    train = [Example(str(r["id"]), r["text"], r.get("label")) for r in data["train"]]
-    selector = get_selector(cfg.demo_selection, cfg.num_demos, cfg.seed, with_index_encoder(cfg.demos, cand["index"]),
-                            lm=cfg.lm, device=cfg.device, show_progress=cfg.show_progress and ctx.is_main)
-    selector.fit(task, train)
+    selection = main_computes(ctx, lambda: _select(cfg, task, cand, data, splits))
     embedder = _embedder(cfg)
-    if selector.per_query:  # never itself: the training queries keep their rows
-        demos_of = {split: selector.select_examples(
-            [Example(str(r["id"]), r["text"], r.get("label")) for r in data[split]]) for split in splits}
+    demos, demos_of = selection["demos"], selection["demos_of"]
+    if selection["per_query"]:  # never itself: the training queries keep their rows
         vectors, info = _per_query_prompts(cfg, ctx, task, store, cand, data, splits, embedder, demos_of)
-        demos, prefix = [], None
+        prefix = None
     else:
-        demos = [selector.train[i] for i in selector.demos]
         demo_ids = {d.id for d in demos}
         data["train"] = [r for r in data["train"] if str(r["id"]) not in demo_ids]
-        demos_of = {split: [demos] * len(data[split]) for split in splits}
         vectors, info = _shared_prompt(cfg, ctx, task, store, cand, data, splits, embedder, demos)
         prefix = demo_prefix(task, demos)
     stats = gather_objects(ctx, asdict(embedder.stats))
@@ -251,10 +263,10 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     total = {k: sum(s[k] for s in stats) for k in ("texts", "tokens_run", "truncated", "uncached")}
     write_manifest(out, {
         "kind": RERANKED_KIND, "task": to_dict(task), "lm": cfg.lm, "lm_fingerprint": embedder.fingerprint,
-        "demo_selection": selector.describe(), "per_query_demonstrations": selector.per_query,
+        "demo_selection": selection["describe"], "per_query_demonstrations": selection["per_query"],
         "demonstrations": [d.id for d in demos], "prompt_prefix": prefix, "k": cfg.k or cand["k"],
         "top_d": cfg.top_d, "counts": counts, "queries_with_fewer_than_d": short,
-        "embedding": {**total, **info}, "selection_cost": asdict(selector.cost),
+        "embedding": {**total, **info}, "selection_cost": selection["cost"],
         "candidates": {"path": str(cand_dir.resolve()), "index": cand["index"]},
         "config": asdict(cfg),
     })

@@ -12,6 +12,7 @@ from transformers import AutoModel, AutoTokenizer
 from ..artifacts import model_fingerprint
 from ..device import resolve_device, resolve_dtype
 from ..errors import InputError
+from ..loading import load_pretrained
 from ..progress import progress
 from ..tokens import pad_sequences
 
@@ -43,9 +44,10 @@ class DenseEncoder:
         self.batch_size = batch_size
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.name_or_path, trust_remote_code=trust_remote_code)
-        model, info = AutoModel.from_pretrained(self.name_or_path, output_loading_info=True,
-                                                trust_remote_code=trust_remote_code)
+        self.tokenizer = load_pretrained(AutoTokenizer, self.name_or_path, "encoder's tokenizer", "encoder",
+                                         trust_remote_code=trust_remote_code)
+        model, info = load_pretrained(AutoModel, self.name_or_path, "encoder", "encoder", output_loading_info=True,
+                                      trust_remote_code=trust_remote_code)
         missing = [k for k in info.get("missing_keys", []) if "pooler" in k]
         if pooler == "cls" and (missing or not hasattr(model, "pooler") or model.pooler is None):
             raise InputError(

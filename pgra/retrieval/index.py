@@ -131,7 +131,15 @@ def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
     ctx = dist_ctx or init_distributed()
     out = Path(cfg.out)
     src = cfg.source()
-    encoder_fp = model_fingerprint(cfg.dense.encoder) if cfg.retriever == "dense" else None
+    encoder_fp = None
+    if cfg.retriever == "dense":  # an encoder that cannot load is refused before anything is written
+        from transformers import AutoConfig
+
+        from ..loading import load_pretrained
+
+        load_pretrained(AutoConfig, cfg.dense.encoder, "encoder", "encoder",
+                        trust_remote_code=cfg.dense.trust_remote_code)
+        encoder_fp = model_fingerprint(cfg.dense.encoder)
 
     # The corpus store is written once by rank 0; the other ranks wait and open it.
     if ctx.is_main:

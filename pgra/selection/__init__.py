@@ -7,7 +7,15 @@ file per strategy, and the registry the CLI reads its choices from.
 
 from __future__ import annotations
 
-from .base import GlobalSelector, SelectionCost, Selector, SelectorSettings, same_input, with_index_encoder
+from .base import (
+    GlobalSelector,
+    SelectionCost,
+    Selector,
+    SelectorSettings,
+    same_input,
+    settings_key,
+    with_index_encoder,
+)
 from .code_order import CodeOrderSelector
 from .kate import KateSelector
 from .paper import PaperSelector
@@ -19,17 +27,19 @@ STRATEGIES: dict[str, type[Selector]] = {
 
 
 def get_selector(name: str, num_demos: int = 8, seed: int = 13, settings: SelectorSettings | None = None,
-                 lm: str = "", device: str | None = None, show_progress: bool = False) -> Selector:
-    """An unfitted selector of strategy ``name`` (``lm``: the stage's causal LM, Skill-KNN's default rewriter)."""
+                 lm: str = "", device: str | None = None, show_progress: bool = False,
+                 dtype: str | None = None) -> Selector:
+    """An unfitted selector of strategy ``name`` (``lm``: the stage's causal LM, Skill-KNN's default rewriter,
+    loaded in ``dtype``)."""
     from ..errors import InputError
 
     if name not in STRATEGIES:
         raise InputError(f"unknown demonstration selection '{name}', use one of {list(STRATEGIES)}",
                          field="demo_selection")
     return STRATEGIES[name](num_demos=num_demos, seed=seed, settings=settings, lm=lm, device=device,
-                            show_progress=show_progress)
+                            show_progress=show_progress, dtype=dtype)
 
 
 __all__ = ["STRATEGIES", "CodeOrderSelector", "GlobalSelector", "KateSelector", "PaperSelector", "RandomSelector",
            "SelectionCost", "Selector", "SelectorSettings", "SkillKnnSelector", "get_selector", "same_input",
-           "with_index_encoder"]
+           "settings_key", "with_index_encoder"]

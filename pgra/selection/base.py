@@ -33,7 +33,7 @@ class SelectorSettings:
     encoder: str = option("", flag="--demo-encoder",
                           help="kate / skill_knn: sentence encoder (name or folder); default: the index's encoder")
     pooler: str = option("mean", flag="--demo-pooler", choices=choices.poolers,
-                         help="kate / skill_knn: pooler of that encoder")
+                         help="kate / skill_knn: pooler of --demo-encoder (the index's own with the index's encoder)")
     max_length: int = option(128, min=1, help="kate / skill_knn: tokens per encoded input")
     metric: str = option("cosine", flag="--demo-metric", choices=METRICS,
                          help="kate: cosine or negative Euclidean distance")
@@ -77,12 +77,13 @@ class Selector(ABC):
     per_query: ClassVar[bool] = True
 
     def __init__(self, num_demos: int = 8, seed: int = 13, settings: SelectorSettings | None = None,
-                 lm: str = "", device: str | None = None, show_progress: bool = False) -> None:
+                 lm: str = "", device: str | None = None, show_progress: bool = False,
+                 dtype: str | None = None) -> None:
         if num_demos < 0:
             raise InputError("num_demos must be >= 0", field="num_demos")
         self.num_demos, self.seed = num_demos, seed
         self.settings = settings or SelectorSettings()
-        self.lm, self.device, self.show_progress = lm, device, show_progress
+        self.lm, self.device, self.dtype, self.show_progress = lm, device, dtype, show_progress
         self.cost = SelectionCost()
         self.task: TaskSpec | None = None
         self.train: list[Example] = []
@@ -117,6 +118,10 @@ class Selector(ABC):
         """What defines this selection (for manifests and cache keys)."""
         return {"strategy": self.name, "num_demos": self.num_demos, "seed": self.seed}
 
+    def release(self) -> None:
+        """Free the models ``select`` loaded (the rewriting LM); they load again if a later ``select`` needs them."""
+        return None
+
 
 class GlobalSelector(Selector):
     """A strategy that draws one list of demonstrations for every query (``demos`` after ``fit``)."""
@@ -144,6 +149,20 @@ def order_by_similarity(ranked: list[int], reverse: bool) -> list[int]:
     """Prompt order of demonstrations ranked most similar first: the most similar last (next to the query), or
     first with ``reverse``."""
     return list(ranked) if reverse else list(reversed(ranked))
+
+
+def settings_key(settings: SelectorSettings) -> dict[str, Any]:
+    """What in ``settings`` defines a selection (no cache folder or batch size), with the annotation file's
+    content hash: for the cache keys of the runs that use it."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from ..artifacts import sha256_file
+
+    key = {k: v for k, v in asdict(settings).items() if k not in ("cache_dir", "batch_size")}
+    if settings.annotations and Path(settings.annotations).is_file():
+        key["annotations_sha256"] = sha256_file(settings.annotations)
+    return key
 
 
 def with_index_encoder(settings: SelectorSettings, index: dict[str, Any] | None) -> SelectorSettings:

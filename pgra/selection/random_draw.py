@@ -15,14 +15,14 @@ from .paper import balanced_draw
 class RandomSelector(Selector):
     """m training examples drawn per query (never the query itself); ``balanced`` spreads them over labels.
 
-    The draw of a query depends only on the seed and the query's id, so a split's selection does not change
-    when other queries are added or reordered.
+    The draw of a query depends only on the seed and the query's text, so a split's selection does not change
+    when other queries are added or reordered, and a saved run predicts a raw text with the demonstrations it drew.
     """
 
     name = "random"
 
     def _rng(self, query: Example) -> np.random.Generator:
-        return np.random.default_rng([self.seed, zlib.crc32(str(query.id).encode())])
+        return np.random.default_rng([self.seed, zlib.crc32(query.text.strip().encode())])
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
         out = []

@@ -72,6 +72,8 @@ class SkillRewriter:
         self.cache = self._load_cache()
         self._model = None
         self.empty = 0
+        self.accounted: set[str] = set()  # prompts already counted in the cost below: each counts once
+        self.calls = self.tokens = self.cached = 0
 
     # ----- cache -----
     def _load_cache(self) -> dict[str, dict]:
@@ -106,19 +108,27 @@ class SkillRewriter:
         return hashlib.sha256(f"{self.max_new_tokens}\x00{prompt}".encode()).hexdigest()
 
     # ----- generation -----
+    def release(self) -> None:
+        """Drop the LM (it loads again when an uncached rewrite is asked for)."""
+        import gc
+
+        self._model = None
+        gc.collect()
+
     def _load(self):
         if self._model is None:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             from ..device import resolve_device, resolve_dtype
+            from ..loading import load_pretrained
 
             device = resolve_device(self.device)
-            self.tokenizer = AutoTokenizer.from_pretrained(self.lm)
+            self.tokenizer = load_pretrained(AutoTokenizer, self.lm, "rewriting LM's tokenizer", "rewrite_lm")
             self.tokenizer.padding_side = "left"
             if self.tokenizer.pad_token_id is None:
                 self.tokenizer.pad_token = self.tokenizer.eos_token
-            self._model = AutoModelForCausalLM.from_pretrained(
-                self.lm, dtype=resolve_dtype(self.dtype, device)).to(device).eval()
+            self._model = load_pretrained(AutoModelForCausalLM, self.lm, "rewriting LM", "rewrite_lm",
+                                          dtype=resolve_dtype(self.dtype, device)).to(device).eval()
         return self._model
 
     def _generate(self, prompts: list[str]) -> list[Rewrite]:
@@ -176,9 +186,11 @@ class SkillRewriter:
 
     def _head_ids(self, prompt: str) -> list[int]:
         """Tokens of the prompt head every input shares (instruction + annotations), a few short of the seam."""
+        from ..kv import SEAM_BACKOFF
+
         head = prompt[: prompt.rindex("Sentence: ")]
         ids = self.tokenizer(head)["input_ids"]
-        return ids[: max(0, len(ids) - 4)]
+        return ids[: max(0, len(ids) - SEAM_BACKOFF)]
 
     def rewrite(self, texts: Sequence[str], variant: int = 0) -> list[Rewrite]:
         """The rewrite of every text (cached ones read back); an empty rewrite falls back to the raw text."""
@@ -205,12 +217,18 @@ class SkillRewriter:
                 entries.append(entry)
             self._append(entries)
         final = []
-        for text, r in zip(texts, out, strict=True):
+        for text, prompt, r in zip(texts, prompts, out, strict=True):
+            key = self._key(prompt)
+            first = key not in self.accounted
+            if first:  # the cost of each distinct rewrite once, cached ones at what they cost when made
+                self.accounted.add(key)
+                self.calls, self.tokens, self.cached = (self.calls + 1, self.tokens + r.prompt_tokens + r.new_tokens,
+                                                        self.cached + r.cached)
             if not r.text:
                 if not self.empty:
                     warnings.warn("a skill rewrite came back empty; using the raw input instead (counted as "
                                   "rewrites_empty)", stacklevel=2)
-                self.empty += 1
+                self.empty += first
                 r = Rewrite(text.strip(), r.prompt_tokens, r.new_tokens, r.cached)
             final.append(r)
         return final

@@ -55,22 +55,23 @@ class SkillKnnSelector(Selector):
             raise InputError("skill_knn needs a sentence encoder", field="demo_encoder")
         self.rewriter = SkillRewriter(lm, read_annotations(s.annotations), s.instruction, s.max_new_tokens,
                                       s.batch_size, s.cache_dir, seed=self.seed, device=self.device,
-                                      show_progress=self.show_progress)
+                                      dtype=self.dtype, show_progress=self.show_progress)
         self.encoder = CachedEncoder(s, self.device, self.show_progress)
         self.train_rewrites = self._rewrite([ex.text for ex in self.train])
         self.train_vectors = np.stack([self.encoder.encode(r) for r in self.train_rewrites])
 
     def _rewrite(self, texts: list[str]) -> list[list[str]]:
-        """Per rewrite variant, the rewrites of ``texts`` (cost counted, cached ones at their recorded cost)."""
-        out = []
-        for v in range(self.n_rewrites):
-            made = self.rewriter.rewrite(texts, v)
-            self.cost.lm_calls += len(made)
-            self.cost.lm_tokens += sum(r.prompt_tokens + r.new_tokens for r in made)
-            self.cost.rewrites_cached += sum(r.cached for r in made)
-            out.append([r.text for r in made])
-        self.cost.rewrites_empty = self.rewriter.empty
+        """Per rewrite variant, the rewrites of ``texts``. The cost counts each distinct rewrite once (a query
+        selected again adds nothing), cached ones at what they cost when made."""
+        out = [[r.text for r in self.rewriter.rewrite(texts, v)] for v in range(self.n_rewrites)]
+        r = self.rewriter
+        self.cost.lm_calls, self.cost.lm_tokens, self.cost.rewrites_cached = r.calls, r.tokens, r.cached
+        self.cost.rewrites_empty = r.empty
         return out
+
+    def release(self) -> None:
+        if hasattr(self, "rewriter"):
+            self.rewriter.release()
 
     def rewrites_of(self, queries: Sequence[Example]) -> list[list[str]]:
         """The rewrites of ``queries`` (per variant), e.g. to inspect what the LM wrote."""
