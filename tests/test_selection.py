@@ -61,8 +61,8 @@ def test_kate_order_metric_and_never_itself(fake_encoder):
     assert _ids(kate, [q]) == [["c", "b", "a"]]  # most similar last, next to the query
     rev = get_selector("kate", 3, settings=SelectorSettings(encoder="fake", reverse=True)).fit(TASK, TRAIN)
     assert _ids(rev, [q]) == [["a", "b", "c"]]
-    # never itself: the query's own id, or another id with identical text
-    assert _ids(kate, [Example("a", "q")]) == [["d", "c", "b"]]
+    # never itself: identical text under any id; a shared id alone (splits numbered from 0) excludes nothing
+    assert _ids(kate, [Example("a", "q")]) == [["c", "b", "a"]]
     assert _ids(kate, [Example("zz", "bravo")]) == [["d", "c", "a"]]
     # negative Euclidean distance on raw vectors: a short vector along "alpha" is nearer bravo than alpha
     euc = get_selector("kate", 2, settings=SelectorSettings(encoder="fake", metric="euclidean")).fit(TASK, TRAIN)
@@ -123,8 +123,7 @@ def test_skill_similarity_variants_by_hand():
     np.testing.assert_allclose(skill_similarities(q, t, "distinctiveness"), [[1.0, 0.8]])
 
 
-SKILLS = {"alpha": "delta", "bravo": "alpha", "charlie": "echo", "delta": "charlie", "echo": "bravo", "q": "alpha",
-          "again": "alpha"}
+SKILLS = {"alpha": "delta", "bravo": "alpha", "charlie": "echo", "delta": "charlie", "echo": "bravo", "q": "alpha"}
 
 
 def _annotations(tmp_path, lines=None):
@@ -149,13 +148,13 @@ def test_skill_knn_selects_by_the_rewrites(tmp_path, monkeypatch, fake_encoder):
     sk = get_selector("skill_knn", 2, settings=s, lm="some-lm").fit(TASK, TRAIN)
     # query "q" rewrites to "alpha": rewrites of the training set are a->delta b->alpha c->echo d->charlie e->bravo
     assert _ids(sk, [Example("q1", "q")]) == [["e", "b"]]  # by rewrite: b (alpha) most similar, then e (bravo)
-    assert _ids(sk, [Example("b", "again")]) == [["d", "e"]]  # never itself (id b)
+    assert _ids(sk, [Example("zz", "bravo")]) == [["d", "e"]]  # never itself (b's text; its rewrite is cached)
     assert seen[0].startswith(s.instruction + "\n\nSentence: a fine film\nSkill: judging sentiment\n\n")
     assert sorted(p.rsplit("\n\n", 1)[1] for p in seen) == sorted(
-        f"Sentence: {t}\nSkill:" for t in ["alpha", "bravo", "charlie", "delta", "echo", "q", "again"])
-    assert sk.cost.lm_calls == 5 + 2 and sk.cost.lm_tokens == 7 * 13
+        f"Sentence: {t}\nSkill:" for t in ["alpha", "bravo", "charlie", "delta", "echo", "q"])
+    assert sk.cost.lm_calls == 5 + 1 and sk.cost.lm_tokens == 6 * 13
     sk.select([Example("q1", "q"), *TRAIN[:2]])  # rewrites it already made (or read) cost nothing again
-    assert sk.cost.lm_calls == 5 + 2 and sk.cost.lm_tokens == 7 * 13
+    assert sk.cost.lm_calls == 5 + 1 and sk.cost.lm_tokens == 6 * 13
     # cached: a new selector generates nothing and counts the recorded cost
     seen.clear()
     sk2 = get_selector("skill_knn", 2, settings=s, lm="some-lm").fit(TASK, TRAIN)

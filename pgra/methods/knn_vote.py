@@ -1,7 +1,8 @@
 """``knn_vote``: the majority label of the k nearest labelled training inputs (the paper's k-NN baseline).
 
 Neighbours come from the experiment's first-stage retriever (the same encoder and pooler, or BM25) over the
-task's training inputs; an input never votes for itself (same id or identical text). Ties go to the tied
+task's training inputs; an input never votes for itself (identical text; ids are not compared, since
+datasets number each split from 0). Ties go to the tied
 label whose nearest voter ranks first. ``scores`` are the vote shares.
 """
 
@@ -59,8 +60,8 @@ class KnnVotePredictor(Predictor):
         hits = self.index.search_hits([r["text"] for r in records], min(self.k + 1, len(self.labels)))
         out = []
         for rec, row in zip(records, hits, strict=True):
-            own_id, own_text = str(rec.get("id")), rec["text"].strip()
-            ids = [str(h["id"]) for h in row if str(h["id"]) != own_id and h["text"].strip() != own_text]
+            own = rec["text"].strip()
+            ids = [str(h["id"]) for h in row if h["text"].strip() != own]
             out.append(ids[: self.k])
         return out
 

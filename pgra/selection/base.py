@@ -3,8 +3,7 @@
 ``selector.fit(task, train)`` once, then ``selector.select(queries)`` returns, for a whole split, the chosen
 training positions per query in prompt order (the last one sits next to the query). Global strategies
 (``paper``, ``code``) give every query the same demonstrations, which lets the reranker share one prompt prefix;
-per-query strategies (``random``, ``kate``, ``skill_knn``) never select the query itself (same id or identical
-text).
+per-query strategies (``random``, ``kate``, ``skill_knn``) never select the query itself (identical text).
 """
 
 from __future__ import annotations
@@ -66,8 +65,9 @@ class SelectionCost:
 
 
 def same_input(query: Example, candidate: Example) -> bool:
-    """The never-itself rule: the same id or the same text (stripped)."""
-    return str(query.id) == str(candidate.id) or query.text.strip() == candidate.text.strip()
+    """The never-itself rule: the same text (stripped). Ids are not compared: datasets number each split from 0
+    (GLUE's ``idx``), so a dev input may share its id with an unrelated training input."""
+    return query.text.strip() == candidate.text.strip()
 
 
 class Selector(ABC):
