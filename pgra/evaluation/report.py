@@ -184,8 +184,9 @@ def _format_diagnostics(report: dict[str, Any]) -> list[str]:
     lines = ["", "## Demonstrations and LM cost", "",
              "Per method, the demonstrations its predictions were made from (in-context learning: the prompt's; "
              "PGRA: the reranker's prompt; kNN vote: the voters), averaged over seeds: the label histogram, how "
-             "often the prediction is their majority label, how often the gold label is among them; and the LM "
-             "inputs and tokens the method ran (Skill-KNN's rewrites and PGRA's reranking included; "
+             "often the prediction is their majority label (a tie counts when the prediction is one of the tied "
+             "labels: a balanced prompt such as PGRA's ties them all), how often the gold label is among them; "
+             "and the LM inputs and tokens the method ran (Skill-KNN's rewrites and PGRA's reranking included; "
              "cached work counts what it cost when made, except reranking, which counts what its stage ran).", "",
              "| method | task | demos / input | demonstration labels | prediction = majority | gold among them | "
              "LM inputs | LM tokens |", "|" + "---|" * 8]
