@@ -53,10 +53,12 @@ lint: setup
 	$(BIN)/ruff check pgra tests scripts bench
 
 # The offline demo as a real experiment: index -> retrieve -> rerank -> four methods on wiki_topic -> results table
-# (runs/demo-experiment/results.md), then the finished PGRA run labels a new sentence through all its stages.
+# (runs/demo-experiment/results.md), its analyses (label consistency, where FiD and PGRA differ, a case study:
+# runs/demo-experiment/analysis/), then the finished PGRA run labels a new sentence through all its stages.
 demo: prepare
 	$(BIN)/pgra tasks show wiki_topic
 	$(BIN)/pgra experiment --config configs/demo/experiment.yaml
+	$(BIN)/pgra analyze --config configs/demo/experiment.yaml
 	$(BIN)/pgra predict --run runs/demo-experiment/wiki_topic/pgra/seed-1 --text "The planet orbits the sun once a year."
 
 bench: prepare

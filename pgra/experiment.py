@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import choices
+from .analysis.config import AnalysisConfig
 from .artifacts import (
     MANIFEST,
     library_versions,
@@ -76,6 +77,8 @@ class ExperimentConfig:
                                             help="per task: {task: {reader: {...}, rerank: {...}, ...}}")
     method_overrides: dict[str, Any] = option(default_factory=dict, flag=False,
                                               help="per method: {method: {reader: {...}, knn_vote: {...}}}")
+    analysis: AnalysisConfig = option(default_factory=AnalysisConfig, flag=False,
+                                      help="what `pgra analyze` computes (key=value: analysis.FIELD=...)")
     log_with: str = option("none", choices=("none", "tensorboard", "wandb"),
                            help="tracker of every cell (wandb offline unless WANDB_MODE says otherwise)")
     report: bool = option(True, help="write results.md / results.json when the grid ends")
@@ -127,7 +130,9 @@ def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -
 class Experiment:
     """The grid described by an :class:`ExperimentConfig`: plan it, run it."""
 
-    def __init__(self, cfg: ExperimentConfig) -> None:
+    def __init__(self, cfg: ExperimentConfig, candidates_from: Experiment | None = None) -> None:
+        """``candidates_from``: another experiment whose candidates folders this one reads (an analysis's variant
+        of the grid shares the first stage of the experiment it varies)."""
         check_config(cfg)
         if not cfg.out:
             raise InputError("no experiment folder given (--out)", field="out")
@@ -156,13 +161,20 @@ class Experiment:
         self.cfg = cfg
         self.out = Path(cfg.out)
         self.tasks = {t: get_task(t) for t in cfg.tasks}  # a task YAML is read once
+        self.candidates_from = candidates_from
 
     # ----- stages shared by the cells of a task -----
     def _task_name(self, task: str) -> str:
         return self.tasks[task].name
 
     def stage_dir(self, task: str, stage: str) -> Path:
+        if stage == "candidates" and self.candidates_from is not None:
+            return self.candidates_from.stage_dir(task, stage)
         return self.out / self._task_name(task) / stage
+
+    def cell_dir(self, task: str, method: str, seed: int) -> Path:
+        """``<out>/<task>/<method>/seed-<n>``."""
+        return self.out / self._task_name(task) / method / f"seed-{seed}"
 
     def retrieve_config(self, task: str) -> RetrieveConfig:
         s = cell_settings(self.cfg, task)
@@ -234,7 +246,7 @@ class Experiment:
                 method = self.method(task, name)
                 upstream = keys["reranked" if method.needs_reranking else "candidates"]
                 for seed in self.cfg.seeds:
-                    directory = self.out / self._task_name(task) / name / f"seed-{seed}"
+                    directory = self.cell_dir(task, name, seed)
                     key = _key({"method": name, "seed": seed, "settings": method.settings(), "upstream": upstream})
                     cells.append(CellPlan(task, name, seed, directory, key, _cell_status(directory, key)))
         return cells

@@ -278,8 +278,24 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
     report = build_report(directory, reference, split, n_resamples, seed)
     write_json(directory / "results.json", report)
     md = directory / "results.md"
-    write_text(md, format_markdown(report))
+    write_text(md, format_markdown(report) + figure_index(directory))
     return md
 
 
-__all__ = ["CellResult", "build_report", "collect_cells", "format_markdown", "write_report"]
+def figure_index(directory: Path) -> str:
+    """The ``## Figures`` section linking what ``pgra analyze`` wrote (empty before any analysis)."""
+    index = directory / "analysis" / "figures.json"
+    if not index.exists():
+        return ""
+    entries = read_json(index)
+    lines = ["", "## Figures", "", "Written by `pgra analyze` into `analysis/`:", ""]
+    for page in entries.get("pages", []):
+        if (directory / "analysis" / page["file"]).exists():
+            lines.append(f"- [{page['title']}](analysis/{page['file']})")
+    for fig in entries.get("figures", []):
+        if (directory / "analysis" / fig["file"]).exists():
+            lines.append(f"- [{fig['title']}](analysis/{fig['file']}): {fig['caption']}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["CellResult", "build_report", "collect_cells", "figure_index", "format_markdown", "write_report"]

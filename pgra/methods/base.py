@@ -87,6 +87,9 @@ class Method(ABC):
     name: ClassVar[str]
     data: ClassVar[str] = "candidates"
     trained: ClassVar[bool] = True  # has a dev history (a reader); False for fixed rules such as a kNN vote
+    # what a prediction's ``evidence`` ids name: "corpus" sentences (the readers' ctxs), "training" inputs
+    # (demonstrations, voters) or "none"
+    evidence: ClassVar[str] = "none"
 
     def __init__(self, inputs: MethodInputs) -> None:
         self.inputs = inputs

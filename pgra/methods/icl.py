@@ -18,6 +18,7 @@ class ICL(Method):
     name = "icl"
     data = "candidates"
     trained = False
+    evidence = "training"  # the demonstrations
     strategy: ClassVar[str | None] = None  # None: the config's icl.selection
 
     def config(self, out: Path, seed: int):

@@ -85,6 +85,7 @@ class KnnVote(Method):
     name = KIND
     data = "candidates"
     trained = False
+    evidence = "training"  # the voting neighbours
 
     def settings(self) -> dict[str, Any]:
         s = self.inputs.settings

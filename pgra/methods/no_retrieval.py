@@ -8,6 +8,7 @@ from .reader_method import ReaderMethod
 class NoRetrieval(ReaderMethod):
     name = "no_retrieval"
     data = "candidates"  # only the inputs and labels are read
+    evidence = "none"
 
     def n_passages(self) -> int:
         return 0

@@ -43,6 +43,8 @@ class ReaderPredictor(Predictor):
 class ReaderMethod(Method):
     """A FiD reader trained on ``data`` with ``n_passages`` evidence sentences per input."""
 
+    evidence = "corpus"
+
     def n_passages(self) -> int:
         return self.inputs.settings.reader.n_passages
 

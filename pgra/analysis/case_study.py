@@ -1,0 +1,98 @@
+"""Case study (the paper's Table 9): chosen inputs with the gold label, every method's prediction and evidence."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ..errors import InputError
+from ..methods import get_method
+from .inputs import ExperimentRuns
+
+
+def choose_inputs(ids: list[str], candidates: list[str], n: int, seed: int, preferred: list[str]) -> list[str]:
+    """``ids`` when given (each must be an input), else ``n`` drawn with ``seed`` from ``preferred`` first
+    (inputs where methods disagree), then from the rest, in input order."""
+    if ids:
+        unknown = [i for i in ids if i not in candidates]
+        if unknown:
+            raise InputError(f"case study ids not among the analysed inputs: {unknown[:5]}",
+                             field="analysis.case_study.ids")
+        return list(ids)
+    rng = random.Random(seed)
+    first = [i for i in candidates if i in set(preferred)]
+    rest = [i for i in candidates if i not in set(preferred)]
+    chosen = rng.sample(first, min(n, len(first)))
+    chosen += rng.sample(rest, min(n - len(chosen), len(rest)))
+    order = {i: k for k, i in enumerate(candidates)}
+    return sorted(chosen, key=order.__getitem__)
+
+
+def _cell_text(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _evidence(runs: ExperimentRuns, task: str, method: str, line: dict[str, Any], top: int) -> list[str]:
+    """Up to ``top`` evidence items of a prediction, formatted: text with score, first-stage rank or label."""
+    kind = get_method(method).evidence
+    if kind == "none":
+        return []
+    items = []
+    if kind == "corpus":
+        data = runs.experiment.method(task, method).data_dir
+        ctxs = {str(c["id"]): c for c in runs.records(task, data)[str(line["id"])].get("ctxs", [])}
+        for i in line["evidence"][:top]:
+            c = ctxs.get(str(i))
+            if c is None:
+                items.append(f"#{i}")
+                continue
+            where = f"p={c['score']:.3f}, first-stage rank {c['retrieval_rank']}" if "retrieval_rank" in c \
+                else f"score {c['score']:.3f}" if c.get("score") is not None else ""
+            items.append(f"{_cell_text(c['text'])} ({where})" if where else _cell_text(c["text"]))
+    else:
+        train = runs.stage_records(task, "candidates", "train")
+        for i in line["evidence"][:top]:
+            r = train.get(str(i))
+            items.append(f"{_cell_text(r['text'])} [{r.get('label')}]" if r else f"#{i}")
+    return items
+
+
+def case_study(runs: ExperimentRuns) -> tuple[str, list[dict[str, Any]]]:
+    """The case study as markdown, and its rows (input, gold, per method: prediction and evidence)."""
+    cfg = runs.cfg.analysis.case_study
+    lines = ["# Case study", "",
+             f"Inputs of the {runs.split} split with each method's prediction (seed {runs.cfg.seeds[0]}) and its "
+             f"top {cfg.top} evidence: corpus sentences with the reranker's probability p and their first-stage "
+             "rank (PGRA) or the first-stage score (FiD); demonstrations and voters with their [label].", ""]
+    rows = []
+    for task in runs.cfg.tasks:
+        seed = runs.cfg.seeds[0]
+        methods = [m for m in runs.cfg.methods if runs.cell(task, m, seed) is not None]
+        if not methods:
+            continue
+        preds = {m: {str(x["id"]): x for x in runs.predictions(task, m, seed)} for m in methods}
+        inputs = list(preds[methods[0]])
+        disagree = []
+        if cfg.prefer_disagreement and {"fid", "pgra"} <= set(methods):
+            disagree = [i for i in inputs if preds["fid"][i]["prediction"] != preds["pgra"][i]["prediction"]]
+        chosen = choose_inputs([str(i) for i in cfg.ids], inputs, cfg.n, cfg.seed, disagree)
+        lines += [f"## {runs.task_name(task)}", ""]
+        for i in chosen:
+            first = preds[methods[0]][i]
+            lines += [f"### input {i}: gold `{first['label']}`", "", f"> {_cell_text(first['text'], 500)}", "",
+                      "| method | prediction | evidence (top) |", "|---|---|---|"]
+            row = {"task": runs.task_name(task), "id": i, "text": first["text"], "label": first["label"], "methods": {}}
+            for m in methods:
+                line = preds[m][i]
+                mark = "✓" if line["prediction"] == line["label"] else "✗"
+                evidence = _evidence(runs, task, m, line, cfg.top)
+                row["methods"][m] = {"prediction": line["prediction"], "evidence": evidence}
+                shown = "<br>".join(f"{k + 1}. {e}" for k, e in enumerate(evidence)) or "–"
+                lines.append(f"| {m} | {line['prediction']} {mark} | {shown} |")
+            lines.append("")
+            rows.append(row)
+    return "\n".join(lines), rows
+
+
+__all__ = ["case_study", "choose_inputs"]

@@ -1,0 +1,57 @@
+"""``AnalysisConfig``: the ``analysis:`` section of an experiment config, read by ``pgra analyze``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import option
+
+ANALYSES = ("consistency", "sweep", "retrievers", "differences", "case_study")
+
+
+@dataclass
+class ConsistencyConfig:
+    """Pseudo-label consistency (the paper's Figure 2 / Table 10)."""
+
+    labeller_seed: int = option(0, help="seed of the no_retrieval cell that labels the evidence (0 = first seed)")
+    rerank_lms: list[str] = option(default_factory=list,
+                                   help="more reranker LMs (paths or hub ids): each reranks the candidates again "
+                                        "and its top d is labelled too (Table 10's OPT sizes)")
+    batch_size: int = option(64, min=1, help="evidence sentences per labelling batch")
+
+
+@dataclass
+class SweepConfig:
+    """PGRA with other k and d (the paper's Figures 4 and 5); the other value stays the experiment's."""
+
+    k: list[int] = option(default_factory=lambda: [16, 50, 100, 150],
+                          help="candidates reranked per input (at most the retrieved k)")
+    d: list[int] = option(default_factory=lambda: [4, 8, 16, 24], help="evidence sentences the reader reads")
+    seeds: list[int] = option(default_factory=list, help="seeds of each point (default: the experiment's)")
+
+
+@dataclass
+class CaseStudyConfig:
+    """Inputs shown with every method's prediction and top evidence (the paper's Table 9)."""
+
+    ids: list[str] = option(default_factory=list, help="input ids to show (default: n drawn at random)")
+    n: int = option(5, min=1, help="inputs drawn at random when no ids are given")
+    seed: int = option(0, help="seed of the random draw")
+    top: int = option(3, min=1, help="evidence sentences shown per method")
+    prefer_disagreement: bool = option(True, help="draw from the inputs where FiD and PGRA disagree when any do")
+
+
+@dataclass
+class AnalysisConfig:
+    """What ``pgra analyze`` computes for an experiment, next to its ``results.md``."""
+
+    analyses: list[str] = option(default_factory=lambda: ["consistency", "differences", "case_study"],
+                                 choices=ANALYSES, help="comma-separated analyses to run")
+    split: str = option("test", choices=("dev", "test"), help="split the analyses read")
+    consistency: ConsistencyConfig = option(default_factory=ConsistencyConfig, help="label consistency")
+    sweep: SweepConfig = option(default_factory=SweepConfig, help="k and d sweeps of PGRA")
+    retrievers: dict[str, Any] = option(
+        default_factory=dict,
+        help="first-stage retrievers compared with the experiment's: {name: {index settings}} (FiD and PGRA each)")
+    case_study: CaseStudyConfig = option(default_factory=CaseStudyConfig, help="case study")

@@ -1,0 +1,116 @@
+"""Pseudo-label consistency (the paper's Figure 2 / Table 10): how often evidence carries its input's label.
+
+A reader trained without retrieval labels every evidence sentence; an evidence sentence is consistent when
+that pseudo-label equals its input's gold label. The share is counted over every (input, evidence) pair of the
+analysed split, for the first stage's top d (FiD's evidence), the reranker's top d (PGRA's) and the top d of
+any further reranker LMs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import read_json, write_json, write_text
+from ..errors import InputError
+from ..experiment import CELL_FILE
+from .inputs import ExperimentRuns
+
+FIRST_STAGE = "first stage (FiD)"
+
+
+def consistency_share(records: list[dict[str, Any]], d: int, pseudo: dict[str, str]) -> dict[str, Any]:
+    """``{"share", "consistent", "evidence", "inputs"}`` of the top ``d`` ``ctxs`` of ``records`` (gold labels)."""
+    consistent = evidence = 0
+    for rec in records:
+        for ctx in rec.get("ctxs", [])[:d]:
+            evidence += 1
+            consistent += int(pseudo[str(ctx["id"])] == str(rec["label"]))
+    return {"share": consistent / evidence if evidence else float("nan"), "consistent": consistent,
+            "evidence": evidence, "inputs": len(records)}
+
+
+class PseudoLabeller:
+    """The no-retrieval reader of a finished cell, labelling sentences; labels cached in ``cache_file``."""
+
+    def __init__(self, cell: Path, cache_file: Path, batch_size: int = 64) -> None:
+        self.cell, self.cache_file, self.batch_size = cell, cache_file, batch_size
+        self.key = read_json(cell / CELL_FILE)["key"]
+        cached = read_json(cache_file) if cache_file.exists() else {}
+        self.labels: dict[str, str] = cached.get("labels", {}) if cached.get("labeller") == self.key else {}
+        self.labelled_now = 0
+        self._predictor = None
+
+    def label(self, sentences: dict[str, str]) -> dict[str, str]:
+        """Pseudo-labels of ``{id: text}`` (new ones predicted, in batches; all saved to the cache)."""
+        todo = [{"id": i, "text": t} for i, t in sentences.items() if i not in self.labels]
+        if todo:
+            if self._predictor is None:
+                from ..methods import get_method
+
+                self._predictor = get_method("no_retrieval").load(self.cell)
+                self._predictor.batch_size = self.batch_size
+            for line in self._predictor.predict(todo):
+                self.labels[str(line["id"])] = line["prediction"]
+            self.labelled_now += len(todo)
+            write_json(self.cache_file, {"labeller": self.key, "cell": str(self.cell), "labels": self.labels})
+        return {i: self.labels[i] for i in sentences}
+
+
+def _sentences(records: list[dict[str, Any]], d: int) -> dict[str, str]:
+    return {str(c["id"]): c["text"] for rec in records for c in rec.get("ctxs", [])[:d]}
+
+
+def _lm_name(lm: str) -> str:
+    return Path(lm.rstrip("/")).name or lm
+
+
+def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx) -> Path:
+    """Rerank the experiment's candidates of ``task`` with another LM (reused when done); returns the folder."""
+    from ..artifacts import MANIFEST
+    from ..rerank.reranker import rerank
+
+    exp = runs.experiment
+    cfg = replace(exp.rerank_config(task), lm=lm,
+                  out=str(runs.out / runs.task_name(task) / f"rerank-{_lm_name(lm)}"))
+    out = Path(cfg.out)
+    key = exp.stage_keys(task)["reranked"] + ":" + lm  # the experiment's reranking with another LM
+    stamp = out / ".analysis_key"
+    if not ((out / MANIFEST).exists() and stamp.exists() and stamp.read_text().strip() == key):
+        rerank(cfg, ctx)
+        if ctx.is_main:
+            write_text(stamp, key)
+    return out
+
+
+def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
+    """One row per task and evidence source: ``{"task", "source", "lm", "d", "share", "consistent", ...}``."""
+    cfg = runs.cfg.analysis.consistency
+    rows = []
+    for task in runs.cfg.tasks:
+        name = runs.task_name(task)
+        extra = {lm: extra_reranked(runs, task, lm, ctx) for lm in cfg.rerank_lms}
+        if not ctx.is_main:
+            continue
+        seed = cfg.labeller_seed or runs.cfg.seeds[0]
+        labeller = PseudoLabeller(runs.require_cell(task, "no_retrieval", seed, "label consistency"),
+                                  runs.out / name / "pseudo_labels.json", cfg.batch_size)
+        sources: list[tuple[str, str | None, list[dict[str, Any]], int]] = []
+        d_fid = runs.n_passages(task, "fid")
+        sources.append((FIRST_STAGE, None, list(runs.stage_records(task, "candidates").values()), d_fid))
+        d_pgra = runs.n_passages(task, "pgra")
+        if runs.experiment.needs_reranking:
+            lm = runs.settings(task).rerank.lm
+            sources.append((f"PGRA ({_lm_name(lm)})", lm, list(runs.stage_records(task, "reranked").values()), d_pgra))
+        for lm, folder in extra.items():
+            sources.append((f"PGRA ({_lm_name(lm)})", lm, list(runs.records(task, folder).values()), d_pgra))
+        for source, lm, records, d in sources:
+            if any("label" not in r for r in records):
+                raise InputError(f"label consistency needs gold labels on the {runs.split} split", field="analysis.split")
+            pseudo = labeller.label(_sentences(records, d))
+            rows.append({"task": name, "source": source, "lm": lm, "d": d, **consistency_share(records, d, pseudo)})
+    return rows
+
+
+__all__ = ["FIRST_STAGE", "PseudoLabeller", "consistency_share", "extra_reranked", "label_consistency"]

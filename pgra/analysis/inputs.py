@@ -1,0 +1,96 @@
+"""What the analyses read from a finished experiment: its cells, their predictions and the stage folders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import read_json
+from ..errors import InputError
+from ..evaluation.predictions import read_predictions
+from ..experiment import CELL_FILE, Experiment, cell_settings
+from ..interchange import read_records
+from ..methods import get_method
+
+ANALYSIS_DIR = "analysis"
+
+
+@dataclass
+class ExperimentRuns:
+    """A finished (or partly finished) experiment seen by the analyses; ``split`` is the split they read."""
+
+    experiment: Experiment
+    split: str = "test"
+    _records: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(default_factory=dict, repr=False)
+
+    @property
+    def cfg(self):
+        return self.experiment.cfg
+
+    @property
+    def out(self) -> Path:
+        """``<experiment>/analysis``: where tables, figures and the analyses' own runs go."""
+        return self.experiment.out / ANALYSIS_DIR
+
+    def task_name(self, task: str) -> str:
+        return self.experiment.tasks[task].name
+
+    def task_spec(self, task: str):
+        return self.experiment.tasks[task]
+
+    def methods(self, evidence: str | None = None) -> list[str]:
+        """The experiment's methods (those whose evidence names ``evidence``: corpus | training | none)."""
+        return [m for m in self.cfg.methods if evidence is None or get_method(m).evidence == evidence]
+
+    def n_passages(self, task: str, method: str) -> int:
+        """The evidence sentences (d) the method's reader reads for ``task``."""
+        return self.experiment.method(task, method).n_passages()
+
+    def cell(self, task: str, method: str, seed: int) -> Path | None:
+        """The folder of a finished cell, or None."""
+        directory = self.experiment.cell_dir(task, method, seed)
+        return directory if (directory / CELL_FILE).exists() else None
+
+    def finished_seeds(self, task: str, method: str) -> list[int]:
+        return [s for s in self.cfg.seeds if self.cell(task, method, s) is not None]
+
+    def require_cell(self, task: str, method: str, seed: int, why: str) -> Path:
+        directory = self.cell(task, method, seed)
+        if directory is None:
+            raise InputError(f"{why} needs the finished cell {self.experiment.cell_dir(task, method, seed)}: run "
+                             f"`pgra experiment` with method {method} and seed {seed} first", field="methods")
+        return directory
+
+    def predictions(self, task: str, method: str, seed: int) -> list[dict[str, Any]]:
+        """The cell's predictions on the analysed split."""
+        directory = self.require_cell(task, method, seed, f"the analysis of {method}")
+        return read_predictions(directory / f"predictions_{self.split}.jsonl", self.task_spec(task))
+
+    def metric_values(self, task: str, method: str) -> list[float]:
+        """The method's metric on the analysed split, one value per finished seed."""
+        return [read_json(self.cell(task, method, s) / CELL_FILE)["results"][self.split][self.task_spec(task).metric]
+                for s in self.finished_seeds(task, method)]
+
+    def records(self, task: str, folder: Path, split: str | None = None) -> dict[str, dict[str, Any]]:
+        """A stage folder's records of a split by input id (read once)."""
+        split = split or self.split
+        key = (str(folder), split)
+        if key not in self._records:
+            path = folder / f"{split}.jsonl"
+            self._records[key] = {str(r["id"]): r for r in read_records(path, labels=self.task_spec(task).labels)}
+        return self._records[key]
+
+    def stage_records(self, task: str, stage: str, split: str | None = None) -> dict[str, dict[str, Any]]:
+        """Records of the experiment's ``candidates`` or ``reranked`` folder."""
+        folder = self.experiment.stage_dir(task, stage)
+        if not (folder / f"{split or self.split}.jsonl").exists():
+            raise InputError(f"{folder} has no {split or self.split}.jsonl: run `pgra experiment` first", path=folder)
+        return self.records(task, folder, split)
+
+    def settings(self, task: str, method: str | None = None):
+        """The experiment's settings for a task (and method), overrides merged."""
+        return cell_settings(self.cfg, task, method)
+
+
+__all__ = ["ANALYSIS_DIR", "ExperimentRuns"]

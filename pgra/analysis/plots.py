@@ -1,0 +1,96 @@
+"""PNG figures of the analyses (matplotlib, Agg backend): every one with a title, axis labels and a legend."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..artifacts import atomic_path
+
+DPI = 120
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI, bbox_inches="tight")
+    _pyplot().close(fig)
+    return path
+
+
+def grouped_bars(path: Path, groups: list[str], series: dict[str, list[float]], title: str, ylabel: str,
+                 xlabel: str, errors: dict[str, list[float]] | None = None, percent: bool = True) -> Path:
+    """Bars of each series side by side in every group (values in [0, 1] shown as percent when ``percent``)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(groups) * max(1, len(series)) / 2 + 2), 4))
+    width = 0.8 / max(1, len(series))
+    scale = 100.0 if percent else 1.0
+    for j, (name, values) in enumerate(series.items()):
+        xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(groups))]
+        ys = [v * scale if v is not None and not math.isnan(v) else 0.0 for v in values]
+        err = [e * scale for e in errors[name]] if errors and name in errors else None
+        bars = ax.bar(xs, ys, width, label=name, yerr=err, capsize=3 if err else 0)
+        ax.bar_label(bars, fmt="%.1f", fontsize=8, padding=2)
+    ax.set_xticks(range(len(groups)), groups)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if percent:
+        ax.set_ylim(0, 105)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return _save(fig, path)
+
+
+def lines(path: Path, xs: dict[str, list[float]], ys: dict[str, list[float]], title: str, xlabel: str,
+          ylabel: str, errors: dict[str, list[float]] | None = None, percent: bool = True) -> Path:
+    """One line (with error bars) per series against its x values."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    scale = 100.0 if percent else 1.0
+    for name in ys:
+        err = [e * scale for e in errors[name]] if errors and name in errors else None
+        ax.errorbar(xs[name], [y * scale for y in ys[name]], yerr=err, marker="o", capsize=3, label=name)
+    all_x = sorted({x for v in xs.values() for x in v})
+    ax.set_xticks(all_x)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def histogram(path: Path, counts: dict[str, dict[int, int]], title: str, xlabel: str, ylabel: str,
+              marker: float | None = None, marker_label: str = "") -> Path:
+    """Shares (percent of each series' total) per integer value, as side-by-side bars; an optional vertical line."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    keys = sorted({k for c in counts.values() for k in c})
+    width = 0.8 / max(1, len(counts))
+    for j, (name, c) in enumerate(counts.items()):
+        total = sum(c.values()) or 1
+        xs = [k + (j - (len(counts) - 1) / 2) * width for k in keys]
+        ax.bar(xs, [100.0 * c.get(k, 0) / total for k in keys], width, label=f"{name} (n={sum(c.values())})")
+    if marker is not None:
+        ax.axvline(marker, color="black", linestyle="--", linewidth=1, label=marker_label)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if len(keys) <= 30:
+        ax.set_xticks(keys)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return _save(fig, path)
+
+
+__all__ = ["grouped_bars", "histogram", "lines"]

@@ -1,0 +1,64 @@
+"""First-stage retrievers compared (the paper's Figure 6): FiD and PGRA over each retriever's candidates.
+
+The experiment's own retriever is one of them (its cells are reused); every other one, from
+``analysis.retrievers: {name: {index settings}}``, builds its index (``out`` defaults to
+``<experiment index>-<name>``) and runs FiD and PGRA into ``analysis/retrievers/<name>/``. The reranker's
+embedding cache is shared, so evidence sentences two retrievers both find are embedded once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..evaluation.metrics import mean_std
+from .inputs import ExperimentRuns
+from .variants import run_variant, variant_config, variant_metric
+
+COMPARED = ("fid", "pgra")
+
+
+def retriever_name(index) -> str:
+    """A short name of an index config: ``bm25`` or the dense encoder's folder name."""
+    if index.retriever == "bm25":
+        return "bm25"
+    return Path(str(index.dense.encoder).rstrip("/")).name or str(index.dense.encoder)
+
+
+def compare_retrievers(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
+    """One row per retriever, task and method: the metric's mean ± std over seeds."""
+    cfg = runs.cfg
+    methods = [m for m in COMPARED if m in cfg.methods] or list(COMPARED)
+    main = retriever_name(cfg.index)
+    variants = {}
+    for name, spec in cfg.analysis.retrievers.items():
+        if not isinstance(spec, dict):
+            raise InputError("must be a mapping of index settings", field=f"analysis.retrievers.{name}")
+        if name == main:
+            raise InputError(f"'{name}' is the experiment's own retriever; give the compared one another name",
+                             field=f"analysis.retrievers.{name}")
+        index = {"out": f"{cfg.index.out.rstrip('/')}-{name}", **spec}
+        vcfg = variant_config(cfg, runs.out / "retrievers" / name, methods, cfg.seeds, index=index)
+        variants[name] = run_variant(runs, vcfg, ctx, share_candidates=False)
+    if not ctx.is_main:
+        return []
+    rows = []
+    for task in cfg.tasks:
+        for m in methods:
+            values = runs.metric_values(task, m)
+            if values:
+                rows.append(_row(runs, task, main, m, values, cfg.index.out))
+            for name, variant in variants.items():
+                values = variant_metric(runs, variant, task, m)
+                rows.append(_row(runs, task, name, m, values, variant.cfg.index.out))
+    return rows
+
+
+def _row(runs: ExperimentRuns, task: str, retriever: str, method: str, values: list[float], index: str) -> dict:
+    mean, std = mean_std(values) if values else (float("nan"), 0.0)
+    return {"task": runs.task_name(task), "retriever": retriever, "method": method, "mean": mean, "std": std,
+            "seeds": len(values), "index": index, "metric": runs.task_spec(task).metric}
+
+
+__all__ = ["compare_retrievers", "retriever_name"]

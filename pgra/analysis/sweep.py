@@ -1,0 +1,79 @@
+"""k and d sweeps of PGRA (the paper's Figures 4 and 5), reusing the experiment's cached evidence embeddings.
+
+Each point is a variant of the experiment with ``rerank.k``, ``rerank.top_d`` and the reader's ``n_passages``
+changed; the k sweep keeps the experiment's d, the d sweep its k. Points run from the largest k down, so the
+first one embeds whatever the experiment had not and the others find every evidence embedding in the cache:
+each point's reranked manifest records the texts its LM embedded (``embedding.texts``), and the sweep's
+record sums them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import MANIFEST, read_json
+from ..errors import InputError
+from ..evaluation.metrics import mean_std
+from .inputs import ExperimentRuns
+from .variants import run_variant, variant_config, variant_metric
+
+
+def sweep_points(ks: list[int], ds: list[int], k0: int, d0: int, k_max: int) -> list[tuple[int, int]]:
+    """The (k, d) points of both sweeps (k with d0, d with k0), without repeats, largest k first."""
+    for k in ks:
+        if not 1 <= k <= k_max:
+            raise InputError(f"k={k} is outside 1..{k_max} (the candidates' retrieve.k)", field="analysis.sweep.k")
+        if k < d0:
+            raise InputError(f"k={k} is below the experiment's d={d0}", field="analysis.sweep.k")
+    for d in ds:
+        if not 1 <= d <= k0:
+            raise InputError(f"d={d} is outside 1..{k0} (the experiment's rerank.k)", field="analysis.sweep.d")
+    points = dict.fromkeys([(k, d0) for k in ks] + [(k0, d) for d in ds])
+    return sorted(points, key=lambda p: (-p[0], p[1]))
+
+
+def _embedded(folder: Path) -> dict[str, int]:
+    e = read_json(folder / MANIFEST)["embedding"]
+    return {"embedded_texts": int(e["texts"]), "evidence_rows": int(e.get("evidence_rows", 0)),
+            "evidence_cache_hits": int(e.get("evidence_cache_hits", 0))}
+
+
+def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
+    """Run (or reuse) every point; one row per task and point: k, d, metric mean ± std, what the LM embedded."""
+    cfg = runs.cfg
+    if "pgra" not in cfg.methods:
+        raise InputError("the k and d sweeps vary PGRA: add pgra to methods", field="methods")
+    seeds = cfg.analysis.sweep.seeds or cfg.seeds
+    rows = []
+    for task in cfg.tasks:
+        s = runs.settings(task, "pgra")
+        cand = read_json(runs.experiment.stage_dir(task, "candidates") / MANIFEST)
+        k_max = int(cand["k"])
+        k0, d0 = s.rerank.k or k_max, s.reader.n_passages
+        points = sweep_points(cfg.analysis.sweep.k, cfg.analysis.sweep.d, k0, d0, k_max)
+        for k, d in points:
+            out = runs.out / "sweep" / runs.task_name(task) / f"k{k}-d{d}"
+            vcfg = variant_config(cfg, out, ["pgra"], seeds, {"rerank": {"k": k, "top_d": d},
+                                                               "reader": {"n_passages": d}})
+            vcfg.tasks = [task]
+            variant = run_variant(runs, vcfg, ctx, share_candidates=True)
+            if not ctx.is_main:
+                continue
+            reranked = variant.stage_dir(task, "reranked")
+            own = (reranked / MANIFEST).exists()
+            embedded = _embedded(reranked if own else runs.experiment.stage_dir(task, "reranked"))
+            values = variant_metric(runs, variant, task, "pgra")
+            mean, std = mean_std(values) if values else (float("nan"), 0.0)
+            rows.append({"task": runs.task_name(task), "k": k, "d": d, "sweep": _which(k, d, k0, d0, cfg),
+                         "mean": mean, "std": std, "seeds": len(values), "metric": runs.task_spec(task).metric,
+                         "experiment_cell": not own, **({"embedded_texts": 0} if not own else embedded)})
+    return rows
+
+
+def _which(k: int, d: int, k0: int, d0: int, cfg) -> list[str]:
+    sweeps = cfg.analysis.sweep
+    return [name for name, on in (("k", d == d0 and k in sweeps.k), ("d", k == k0 and d in sweeps.d)) if on]
+
+
+__all__ = ["run_sweeps", "sweep_points"]

@@ -1,0 +1,75 @@
+"""An analysis's variants of an experiment: the same grid with some settings changed, run into its own folder.
+
+A variant reuses everything the experiment already has: the index, the first-stage candidates (when the
+retriever is the same), the reranker's embedding cache, and the experiment's own cells when a variant cell
+has exactly the same key (same settings, inputs and seed).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import read_json
+from ..config import from_dict, merge, to_dict
+from ..experiment import CELL_FILE, Experiment, ExperimentConfig
+from .inputs import ExperimentRuns
+
+
+def variant_config(cfg: ExperimentConfig, out: Path, methods: list[str], seeds: list[int],
+                   per_task: dict[str, Any] | None = None, index: dict[str, Any] | None = None) -> ExperimentConfig:
+    """``cfg`` run into ``out`` with ``methods`` and ``seeds``, ``per_task`` settings merged into every task's
+    overrides (and the reader's into every method's, so no override can undo them), ``index`` merged into
+    the index section; no report."""
+    data = copy.deepcopy(to_dict(cfg))
+    data.update(out=str(out), methods=list(methods), seeds=list(seeds), report=False, dry_run=False)
+    if index:
+        data["index"] = merge(data["index"], index)
+    if per_task:
+        for task in cfg.tasks:
+            data["task_overrides"][task] = merge(data["task_overrides"].get(task) or {}, per_task)
+        if "reader" in per_task:
+            for m in methods:
+                if m in data["method_overrides"]:
+                    data["method_overrides"][m] = merge(data["method_overrides"][m], {"reader": per_task["reader"]})
+    return from_dict(ExperimentConfig, data, source=f"<analysis variant {out}>")
+
+
+def run_variant(runs: ExperimentRuns, vcfg: ExperimentConfig, ctx, share_candidates: bool) -> Experiment:
+    """Run a variant grid unless each of its cells is a finished cell of the experiment (then it is that cell)."""
+    variant = Experiment(vcfg, candidates_from=runs.experiment if share_candidates else None)
+    if not all(_same_cell(runs.experiment, variant, c) for c in variant.plan()):
+        failed = variant.run(ctx)
+        if failed:
+            from ..errors import PgraError
+
+            raise PgraError(f"{len(failed)} cell(s) of the analysis run {vcfg.out} failed: "
+                            + ", ".join(str(c.directory) for c in failed))
+    return variant
+
+
+def _same_cell(main: Experiment, variant: Experiment, cell) -> bool:
+    done = main.cell_dir(cell.task, cell.method, cell.seed) / CELL_FILE
+    return variant.candidates_from is main and done.exists() and read_json(done).get("key") == cell.key
+
+
+def cell_folder(runs: ExperimentRuns, variant: Experiment, task: str, method: str, seed: int) -> Path:
+    """Where a variant cell's results are: the experiment's own cell when identical, else the variant's."""
+    for c in variant.plan([task]):
+        if c.method == method and c.seed == seed and _same_cell(runs.experiment, variant, c):
+            return runs.experiment.cell_dir(task, method, seed)
+    return variant.cell_dir(task, method, seed)
+
+
+def variant_metric(runs: ExperimentRuns, variant: Experiment, task: str, method: str) -> list[float]:
+    """The metric of a variant's method on the analysed split, one value per finished seed."""
+    values = []
+    for seed in variant.cfg.seeds:
+        record = cell_folder(runs, variant, task, method, seed) / CELL_FILE
+        if record.exists():
+            values.append(read_json(record)["results"][runs.split][runs.task_spec(task).metric])
+    return values
+
+
+__all__ = ["cell_folder", "run_variant", "variant_config", "variant_metric"]

@@ -1,0 +1,24 @@
+"""``pgra analyze``: the paper's analyses of an experiment, as tables and PNG figures next to ``results.md``."""
+
+from __future__ import annotations
+
+from .command import Command
+
+
+def run(cfg) -> int:
+    from ..analysis.run import analyze
+
+    runs = analyze(cfg)
+    if runs.experiment.out.exists() and (runs.out / "analysis.md").exists():
+        print(f"analyses written to {runs.out} (analysis.md; figures indexed in "
+              f"{runs.experiment.out / 'results.md'})")
+    return 0
+
+
+COMMAND = Command("analyze", "the paper's analyses of an experiment: tables and PNG figures",
+                  "pgra.experiment:ExperimentConfig", run,
+                  description="Read a finished experiment (the same config as `pgra experiment`) and write its "
+                              "analyses into OUT/analysis/: label consistency, k and d sweeps, retriever "
+                              "comparison, where FiD and PGRA differ, a case study (analysis.analyses chooses; "
+                              "analysis.FIELD=... sets them). Sweeps and other retrievers run what they need, "
+                              "reusing the experiment's stages, cells and embedding cache.")

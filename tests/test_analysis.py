@@ -1,0 +1,205 @@
+"""The analyses (pgra analyze): every printed number against a hand count, sweeps that embed nothing twice."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pgra.analysis.case_study import choose_inputs
+from pgra.analysis.consistency import consistency_share
+from pgra.analysis.differences import overlap_at_d, overlap_table, rank_shift
+from pgra.analysis.sweep import sweep_points
+from pgra.config import from_dict
+from pgra.errors import InputError
+from pgra.experiment import Experiment, ExperimentConfig
+from tests.test_experiment import _config
+
+
+def _ctx(*ids):
+    return [{"id": i, "text": f"t{i}"} for i in ids]
+
+
+def test_consistency_share_by_hand():
+    records = [{"id": "a", "label": "x", "ctxs": _ctx(1, 2, 3)}, {"id": "b", "label": "y", "ctxs": _ctx(2, 4, 5)}]
+    pseudo = {"1": "x", "2": "y", "3": "x", "4": "y", "5": "x"}
+    # d=2: a -> 1 (x ok), 2 (y no); b -> 2 (y ok), 4 (y ok): 3 of 4
+    assert consistency_share(records, 2, pseudo) == {"share": 0.75, "consistent": 3, "evidence": 4, "inputs": 2}
+    # d=3 adds 3 (x ok for a) and 5 (x no for b): 4 of 6
+    assert consistency_share(records, 3, pseudo)["share"] == pytest.approx(4 / 6)
+
+
+def test_overlap_and_disagreement_by_hand():
+    assert overlap_at_d([1, 2, 3], ["3", "9", "1"], 3) == pytest.approx(2 / 3)
+    pairs = [({"evidence": [1, 2], "prediction": "x"}, {"evidence": [1, 2], "prediction": "x"}),  # 2/2, agree
+             ({"evidence": [1, 2], "prediction": "x"}, {"evidence": [2, 7], "prediction": "y"}),  # 1/2, differ
+             ({"evidence": [1, 2], "prediction": "y"}, {"evidence": [5, 7], "prediction": "x"}),  # 0/2, differ
+             ({"evidence": [3, 4], "prediction": "y"}, {"evidence": [4, 8], "prediction": "y"})]  # 1/2, agree
+    t = overlap_table(pairs, 2)
+    assert [(r["shared"], r["inputs"], r["differing"]) for r in t["rows"]] == [(0, 1, 1), (1, 2, 1), (2, 1, 0)]
+    assert t["rows"][1]["share_differing"] == 0.5 and t["differing"] == 2 and t["pairs"] == 4
+    assert t["mean_overlap"] == pytest.approx((1 + 0.5 + 0 + 0.5) / 4)
+    assert t["mean_overlap_agreeing"] == pytest.approx(0.75) and t["mean_overlap_differing"] == pytest.approx(0.25)
+
+
+def test_rank_shift_by_hand():
+    records = [{"ctxs": [{"id": 1, "retrieval_rank": 1}, {"id": 2, "retrieval_rank": 5}, {"id": 3, "retrieval_rank": 2}]},
+               {"ctxs": [{"id": 4, "retrieval_rank": 3}, {"id": 5, "retrieval_rank": 5}]}]
+    s = rank_shift(records, 2)  # the top 2 of each: ranks 1, 5 and 3, 5
+    assert s["histogram"] == {1: 1, 3: 1, 5: 2} and s["kept"] == 4
+    assert s["mean_rank"] == pytest.approx(3.5) and s["promoted"] == pytest.approx(0.75)
+
+
+def test_case_study_choice_and_sweep_points():
+    inputs = [f"q{i}" for i in range(10)]
+    chosen = choose_inputs([], inputs, 3, seed=0, preferred=["q7", "q2"])
+    assert {"q7", "q2"} <= set(chosen) and len(chosen) == 3 and chosen == sorted(chosen, key=inputs.index)
+    assert chosen == choose_inputs([], inputs, 3, seed=0, preferred=["q7", "q2"])  # seeded
+    assert choose_inputs(["q4", "q1"], inputs, 3, 0, []) == ["q4", "q1"]
+    with pytest.raises(InputError, match="case study ids"):
+        choose_inputs(["nope"], inputs, 3, 0, [])
+    assert sweep_points([4, 8], [2, 3], k0=8, d0=3, k_max=8) == [(8, 2), (8, 3), (4, 3)]
+    with pytest.raises(InputError, match="retrieve.k"):
+        sweep_points([16], [2], k0=8, d0=3, k_max=8)
+    with pytest.raises(InputError, match="below the experiment's d"):
+        sweep_points([2], [2], k0=8, d0=3, k_max=8)
+    with pytest.raises(InputError, match="rerank.k"):
+        sweep_points([8], [9], k0=8, d0=3, k_max=8)
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+@pytest.fixture()
+def finished(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, monkeypatch):
+    """A finished grid (no_retrieval, fid, pgra; one seed) whose reranker read only the first 4 of 8 candidates;
+    every text the reranker's LM embeds is recorded (``embedded``)."""
+    from pgra.rerank.embedder import LMEmbedder
+
+    embedded: list[tuple[str, str]] = []
+    real = LMEmbedder.embed
+
+    def spy(self, texts, prefix, *args, **kw):
+        embedded.extend((prefix, t) for t in texts)
+        return real(self, texts, prefix, *args, **kw)
+
+    monkeypatch.setattr(LMEmbedder, "embed", spy)
+    cfg = _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, methods=["no_retrieval", "fid", "pgra"],
+                  seeds=[1])
+    cfg["rerank"]["k"] = 4
+    cfg["reader"]["n_passages"] = cfg["rerank"]["top_d"] = 2
+    assert not Experiment(from_dict(ExperimentConfig, cfg)).run()
+    return cfg, embedded
+
+
+def test_analyze_writes_every_table_and_figure(finished, capsys):
+    from pgra.cli import main
+
+    cfg, embedded = finished
+    out = Path(cfg["out"])
+    cfg_file = out.parent / "experiment.yaml"
+    import yaml
+
+    cfg_file.write_text(yaml.safe_dump(cfg))
+    before = len(embedded)
+    assert main(["analyze", "--config", str(cfg_file), "analysis.analyses=consistency,differences,case_study,sweep",
+                 "analysis.sweep.k=2,3,4,8", "analysis.sweep.d=1,2", "analysis.case_study.n=2"]) == 0
+    analysis = out / "analysis"
+    for name in ("label_consistency.png", "sweep_k.png", "sweep_d.png", "overlap.png", "rank_shift.png",
+                 "analysis.md", "case_study.md"):
+        assert (analysis / name).stat().st_size > 0, name
+    assert (analysis / "label_consistency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    data = json.loads((analysis / "analysis.json").read_text())
+    task_dir = out / "sky"
+
+    # label consistency recomputed from the files: the no-retrieval reader's labels of every evidence sentence
+    pseudo = json.loads((analysis / "sky" / "pseudo_labels.json").read_text())["labels"]
+    for source, folder in (("first stage (FiD)", "candidates"), ("PGRA (tiny_opt)", "reranked")):
+        recs = _lines(task_dir / folder / "test.jsonl")
+        pairs = [(r["label"], pseudo[str(c["id"])]) for r in recs for c in r["ctxs"][:2]]
+        row = next(r for r in data["tables"]["consistency"] if r["source"].startswith(source.split(" (")[0]))
+        assert row["evidence"] == len(pairs) == 2 * len(recs)
+        assert row["share"] == pytest.approx(sum(g == p for g, p in pairs) / len(pairs))
+    # the pseudo-labels are the no-retrieval reader's own predictions
+    from pgra.methods import get_method
+
+    predictor = get_method("no_retrieval").load(task_dir / "no_retrieval" / "seed-1")
+    some = list(pseudo.items())[:4]
+    texts = {str(c["id"]): c["text"] for r in _lines(task_dir / "candidates" / "test.jsonl") for c in r["ctxs"]}
+    assert [x["prediction"] for x in predictor.predict([{"id": i, "text": texts[i]} for i, _ in some])] == \
+        [label for _, label in some]
+
+    # overlaps and the rank histogram recomputed from the predictions and the reranked file
+    diff = data["tables"]["differences"][0]
+    fid = {x["id"]: x for x in _lines(task_dir / "fid" / "seed-1" / "predictions_test.jsonl")}
+    pgra = _lines(task_dir / "pgra" / "seed-1" / "predictions_test.jsonl")
+    shared = [len(set(map(str, fid[x["id"]]["evidence"])) & set(map(str, x["evidence"]))) for x in pgra]
+    assert [r["inputs"] for r in diff["overlap"]["rows"]] == [shared.count(j) for j in range(3)]
+    assert diff["overlap"]["differing"] == sum(fid[x["id"]]["prediction"] != x["prediction"] for x in pgra)
+    ranks = [c["retrieval_rank"] for r in _lines(task_dir / "reranked" / "test.jsonl") for c in r["ctxs"][:2]]
+    assert {int(k): v for k, v in diff["rank_shift"]["histogram"].items()} == {r: ranks.count(r) for r in set(ranks)}
+    assert all(1 <= r <= 4 for r in ranks)  # the reranker read the first k=4
+
+    # the sweep: (4, 2) is the experiment's own cell; every other point trained its own reader
+    sweep = {(r["k"], r["d"]): r for r in data["tables"]["sweep"]}
+    assert set(sweep) == {(8, 2), (4, 2), (3, 2), (2, 2), (4, 1)}
+    assert sweep[(4, 2)]["experiment_cell"] and not sweep[(8, 2)]["experiment_cell"]
+    main_acc = json.loads((task_dir / "pgra" / "seed-1" / "cell.json").read_text())["results"]["test"]["accuracy"]
+    assert sweep[(4, 2)]["mean"] == main_acc
+    for (k, d), r in sweep.items():
+        if not r["experiment_cell"]:
+            cell = analysis / "sweep" / "sky" / f"k{k}-d{d}" / "sky" / "pgra" / "seed-1"
+            assert json.loads((cell / "cell.json").read_text())["results"]["test"]["accuracy"] == r["mean"]
+            assert all(len(x["evidence"]) == d for x in _lines(cell / "predictions_test.jsonl"))
+            reranked = _lines(analysis / "sweep" / "sky" / f"k{k}-d{d}" / "sky" / "reranked" / "test.jsonl")
+            assert all(c["retrieval_rank"] <= k for rec in reranked for c in rec["ctxs"])
+    # no text embedded twice: only k=8 (the first point) embedded, and only what k=4 had not
+    new = embedded[before:]
+    assert new and len(new) == len(set(new)) and not set(new) & set(embedded[:before])
+    assert sweep[(8, 2)]["embedded_texts"] == len(new)
+    assert all(r["embedded_texts"] == 0 for key, r in sweep.items() if key != (8, 2))
+
+    # the case study names inputs with every method's prediction; results.md links every figure
+    case = (analysis / "case_study.md").read_text()
+    assert case.count("### input") == 2 and "| pgra |" in case and "| no_retrieval |" in case
+    results = (out / "results.md").read_text()
+    assert "## Figures" in results
+    for fig in data["figures"]:
+        assert f"(analysis/{fig['file']})" in results
+    # a re-run trains and embeds nothing more
+    n = len(embedded)
+    stamps = {p: p.stat().st_mtime_ns for p in (analysis / "sweep").rglob("cell.json")}
+    assert main(["analyze", "--config", str(cfg_file), "analysis.analyses=sweep", "analysis.sweep.k=2,3,4,8",
+                 "analysis.sweep.d=1,2"]) == 0
+    assert len(embedded) == n and {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    # ... and keeps the tables and figures of the analyses it did not run this time
+    again = json.loads((analysis / "analysis.json").read_text())
+    assert again["tables"]["consistency"] == data["tables"]["consistency"]
+    assert [f["file"] for f in again["figures"]] == [f["file"] for f in data["figures"]]
+    assert "## Label consistency" in (analysis / "analysis.md").read_text()
+
+
+def test_retriever_comparison_and_missing_labeller(finished, tmp_path, tiny_bert, capsys):
+    from pgra.analysis.run import analyze
+
+    cfg, _ = finished
+    cfg = {**cfg, "analysis": {"analyses": ["retrievers"],
+                               "retrievers": {"bert": {"retriever": "dense", "out": str(tmp_path / "dense"),
+                                                       "dense": {"encoder": str(tiny_bert), "pooler": "mean"}}}}}
+    runs = analyze(from_dict(ExperimentConfig, cfg))
+    rows = json.loads((runs.out / "analysis.json").read_text())["tables"]["retrievers"]
+    assert {(r["retriever"], r["method"]) for r in rows} == {(a, m) for a in ("bm25", "bert") for m in ("fid", "pgra")}
+    other = runs.out / "retrievers" / "bert" / "sky"
+    for m in ("fid", "pgra"):
+        cell = json.loads((other / m / "seed-1" / "cell.json").read_text())
+        row = next(r for r in rows if r["retriever"] == "bert" and r["method"] == m)
+        assert row["mean"] == cell["results"]["test"]["accuracy"]
+    assert json.loads((other / "candidates" / "manifest.json").read_text())["index"]["retriever"] == "dense"
+    assert (runs.out / "retrievers.png").exists()
+
+    # label consistency without a no-retrieval reader: a clear error naming the cell to run
+    cfg2 = {**cfg, "methods": ["fid", "pgra"], "out": str(tmp_path / "exp2"),
+            "analysis": {"analyses": ["consistency"]}}
+    assert not Experiment(from_dict(ExperimentConfig, cfg2)).run()
+    with pytest.raises(InputError, match="no_retrieval"):
+        analyze(from_dict(ExperimentConfig, cfg2))
