@@ -203,3 +203,44 @@ def test_retriever_comparison_and_missing_labeller(finished, tmp_path, tiny_bert
     assert not Experiment(from_dict(ExperimentConfig, cfg2)).run()
     with pytest.raises(InputError, match="no_retrieval"):
         analyze(from_dict(ExperimentConfig, cfg2))
+
+
+@pytest.mark.distributed
+def test_two_process_analyze_equals_single_process(finished, tmp_path):
+    """`torchrun scripts/analyze.py`: a sweep point trained under DDP and another reranker LM sharded over two
+    processes; the tables equal those of a single-process re-run (which then reuses every run)."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from pgra.analysis.run import analyze
+    from tests.conftest import _write_tiny_causal_lm
+
+    cfg, embedded = finished
+    other_lm = _write_tiny_causal_lm(tmp_path / "tiny-gpt2", "gpt2")
+    cfg = {**cfg, "analysis": {"analyses": ["consistency", "sweep", "differences", "case_study"],
+                               "sweep": {"k": [8], "d": []}, "consistency": {"rerank_lms": [str(other_lm)]}}}
+    path = tmp_path / "analyze.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(root / "scripts" / "analyze.py"), "--config", str(path)]
+    proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    analysis = Path(cfg["out"]) / "analysis"
+    two = json.loads((analysis / "analysis.json").read_text())["tables"]
+    sources = [r["source"] for r in two["consistency"]]
+    assert len(sources) == 3 and sources[0] == "first stage (FiD)" and sources[2] == "PGRA (tiny-gpt2)"
+    point = analysis / "sweep" / "sky" / "k8-d2" / "sky"
+    assert len(_lines(point / "pgra" / "seed-1" / "train_log.jsonl")) == 4
+    assert two["sweep"][0]["embedded_texts"] > 0  # k=8 needed rows the experiment (k=4) had not embedded
+    extra = _lines(analysis / "sky" / "rerank-tiny-gpt2" / "test.jsonl")
+    assert len(extra) == 6 and all(len(r["ctxs"]) == 2 for r in extra)
+    n = len(embedded)
+    one = json.loads((analyze(from_dict(ExperimentConfig, cfg)).out / "analysis.json").read_text())["tables"]
+    assert len(embedded) == n  # nothing run again
+    for name in ("consistency", "sweep", "differences"):
+        assert one[name] == two[name], name

@@ -4,11 +4,13 @@ Each point is a variant of the experiment with ``rerank.k``, ``rerank.top_d`` an
 changed; the k sweep keeps the experiment's d, the d sweep its k. Points run from the largest k down, so the
 first one embeds whatever the experiment had not and the others find every evidence embedding in the cache:
 each point's reranked manifest records the texts its LM embedded (``embedding.texts``), and the sweep's
-record sums them.
+record sums them. (With per-query demonstrations, ``rerank.demo_selection: kate | skill_knn``, a prompt is
+cached per query and candidate list, so each k embeds again; the sweep warns.)
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,11 @@ def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
         cand = read_json(runs.experiment.stage_dir(task, "candidates") / MANIFEST)
         k_max = int(cand["k"])
         k0, d0 = s.rerank.k or k_max, s.reader.n_passages
+        from ..selection import STRATEGIES
+
+        if STRATEGIES[s.rerank.demo_selection].per_query and ctx.is_main:
+            warnings.warn(f"rerank.demo_selection={s.rerank.demo_selection} gives each query its own prompt, cached "
+                          "per query and candidate list: every k of the sweep embeds its texts again", stacklevel=2)
         points = sweep_points(cfg.analysis.sweep.k, cfg.analysis.sweep.d, k0, d0, k_max)
         for k, d in points:
             out = runs.out / "sweep" / runs.task_name(task) / f"k{k}-d{d}"
