@@ -244,3 +244,22 @@ def test_two_process_analyze_equals_single_process(finished, tmp_path):
     assert len(embedded) == n  # nothing run again
     for name in ("consistency", "sweep", "differences"):
         assert one[name] == two[name], name
+
+
+def test_paper_analysis_section_builds_its_variants(tmp_path):
+    """The paper config's analyses: every retriever and sweep point is a valid experiment config."""
+    from pgra.analysis.variants import variant_config
+    from pgra.config import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_config(ExperimentConfig, root / "configs" / "paper" / "experiment_table2.yaml")
+    assert cfg.analysis.sweep.k == [16, 50, 100, 150] and len(cfg.analysis.consistency.rerank_lms) == 4
+    for name, spec in cfg.analysis.retrievers.items():
+        v = variant_config(cfg, tmp_path / name, ["fid", "pgra"], cfg.seeds, index=spec)
+        assert v.index.out == spec["out"] and v.index.retriever == spec["retriever"] and v.methods == ["fid", "pgra"]
+    v = variant_config(cfg, tmp_path / "k16", ["pgra"], [1], {"rerank": {"k": 16, "top_d": 8},
+                                                              "reader": {"n_passages": 8}})
+    from pgra.experiment import cell_settings
+
+    s = cell_settings(v, "sst2", "pgra")
+    assert (s.rerank.k, s.rerank.top_d, s.reader.n_passages, s.reader.learning_rate) == (16, 8, 8, 8.0e-5)

@@ -128,6 +128,8 @@ def _differences(w: _Writer, rows: list[dict[str, Any]]) -> None:
 
     w.tables["differences"] = rows
     w.md += ["## Where FiD and PGRA differ", ""]
+    if not any(r.get("overlap") or r.get("rank_shift") for r in rows):
+        w.md += ["Nothing to compare: the experiment has no finished fid and pgra cells of a shared seed.", ""]
     overlap_series: dict[str, list[float]] = {}
     groups: list[str] = []
     for r in rows:
