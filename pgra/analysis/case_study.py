@@ -33,8 +33,9 @@ def _cell_text(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _evidence(runs: ExperimentRuns, task: str, method: str, line: dict[str, Any], top: int) -> list[str]:
-    """Up to ``top`` evidence items of a prediction, formatted: text with score, first-stage rank or label."""
+def _evidence(runs: ExperimentRuns, task: str, method: str, line: dict[str, Any],
+              top: int) -> list[tuple[int, str]]:
+    """Up to ``top`` evidence items of a prediction as (position, text with score, first-stage rank or label)."""
     kind = get_method(method).evidence
     if kind == "none":
         return []
@@ -50,12 +51,16 @@ def _evidence(runs: ExperimentRuns, task: str, method: str, line: dict[str, Any]
             where = f"p={c['score']:.3f}, first-stage rank {c['retrieval_rank']}" if "retrieval_rank" in c \
                 else f"score {c['score']:.3f}" if c.get("score") is not None else ""
             items.append(f"{_cell_text(c['text'])} ({where})" if where else _cell_text(c["text"]))
-    else:
+    else:  # demonstrations: the ones next to the input in the prompt; voters: the nearest
         train = runs.stage_records(task, "candidates", "train")
-        for i in line["evidence"][:top]:
-            r = train.get(str(i))
-            items.append(f"{_cell_text(r['text'])} [{r.get('label')}]" if r else f"#{i}")
-    return items
+        ids = line["evidence"]
+        first = max(0, len(ids) - top) if get_method(method).evidence_in_prompt else 0
+        for pos in range(first, min(len(ids), first + top)):
+            r = train.get(str(ids[pos]))
+            text = f"{_cell_text(r['text'])} [{r.get('label')}]" if r else f"#{ids[pos]}"
+            items.append((pos + 1, text))
+        return items
+    return list(enumerate(items, start=1))
 
 
 def case_study(runs: ExperimentRuns) -> tuple[str, list[dict[str, Any]]]:
@@ -64,7 +69,8 @@ def case_study(runs: ExperimentRuns) -> tuple[str, list[dict[str, Any]]]:
     lines = ["# Case study", "",
              f"Inputs of the {runs.split} split with each method's prediction (seed {runs.cfg.seeds[0]}) and its "
              f"top {cfg.top} evidence: corpus sentences with the reranker's probability p and their first-stage "
-             "rank (PGRA) or the first-stage score (FiD); demonstrations and voters with their [label].", ""]
+             "rank (PGRA) or the first-stage score (FiD); the nearest voters (kNN vote) and the demonstrations right before the "
+             "input in the prompt (in-context learning), numbered by their position, with their [label].", ""]
     rows = []
     for task in runs.cfg.tasks:
         seed = runs.cfg.seeds[0]
@@ -87,8 +93,8 @@ def case_study(runs: ExperimentRuns) -> tuple[str, list[dict[str, Any]]]:
                 line = preds[m][i]
                 mark = "✓" if line["prediction"] == line["label"] else "✗"
                 evidence = _evidence(runs, task, m, line, cfg.top)
-                row["methods"][m] = {"prediction": line["prediction"], "evidence": evidence}
-                shown = "<br>".join(f"{k + 1}. {e}" for k, e in enumerate(evidence)) or "–"
+                row["methods"][m] = {"prediction": line["prediction"], "evidence": [e for _, e in evidence]}
+                shown = "<br>".join(f"{k}. {e}" for k, e in evidence) or "–"
                 lines.append(f"| {m} | {line['prediction']} {mark} | {shown} |")
             lines.append("")
             rows.append(row)

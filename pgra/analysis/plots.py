@@ -28,8 +28,10 @@ def _save(fig, path: Path) -> Path:
 
 
 def grouped_bars(path: Path, groups: list[str], series: dict[str, list[float]], title: str, ylabel: str,
-                 xlabel: str, errors: dict[str, list[float]] | None = None, percent: bool = True) -> Path:
-    """Bars of each series side by side in every group (values in [0, 1] shown as percent when ``percent``)."""
+                 xlabel: str, errors: dict[str, list[float]] | None = None, percent: bool = True,
+                 notes: dict[str, list[str]] | None = None) -> Path:
+    """Bars of each series side by side in every group (values in [0, 1] shown as percent when ``percent``),
+    each labelled with its value, or with ``notes`` (a text per bar) when given."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(groups) * max(1, len(series)) / 2 + 2), 4))
     width = 0.8 / max(1, len(series))
@@ -39,7 +41,10 @@ def grouped_bars(path: Path, groups: list[str], series: dict[str, list[float]], 
         ys = [v * scale if v is not None and not math.isnan(v) else 0.0 for v in values]
         err = [e * scale for e in errors[name]] if errors and name in errors else None
         bars = ax.bar(xs, ys, width, label=name, yerr=err, capsize=3 if err else 0)
-        ax.bar_label(bars, fmt="%.1f", fontsize=8, padding=2)
+        if notes and name in notes:
+            ax.bar_label(bars, labels=notes[name], fontsize=8, padding=2)
+        else:
+            ax.bar_label(bars, fmt="%.1f", fontsize=8, padding=2)
     ax.set_xticks(range(len(groups)), groups)
     ax.set_title(title)
     ax.set_xlabel(xlabel)

@@ -131,6 +131,7 @@ def _differences(w: _Writer, rows: list[dict[str, Any]]) -> None:
     if not any(r.get("overlap") or r.get("rank_shift") for r in rows):
         w.md += ["Nothing to compare: the experiment has no finished fid and pgra cells of a shared seed.", ""]
     overlap_series: dict[str, list[float]] = {}
+    overlap_notes: dict[str, list[str]] = {}
     groups: list[str] = []
     for r in rows:
         o = r.get("overlap")
@@ -147,6 +148,7 @@ def _differences(w: _Writer, rows: list[dict[str, Any]]) -> None:
             groups = [f"{b['shared']}/{d}" for b in o["rows"]]
             overlap_series[r["task"]] = [b["share_differing"] if b["share_differing"] is not None else float("nan")
                                          for b in o["rows"]]
+            overlap_notes[r["task"]] = [f"{b['differing']}/{b['inputs']}" for b in o["rows"]]
         s = r.get("rank_shift")
         if s:  # histogram keys are strings once read back from analysis.json
             s = {**s, "histogram": {int(k): v for k, v in sorted(s["histogram"].items(), key=lambda kv: int(kv[0]))}}
@@ -159,9 +161,10 @@ def _differences(w: _Writer, rows: list[dict[str, Any]]) -> None:
     if overlap_series and len(set(map(len, overlap_series.values()))) == 1:
         path = grouped_bars(w.runs.out / "overlap.png", groups, overlap_series,
                             "Predictions that differ, by evidence overlap of FiD and PGRA",
-                            "FiD and PGRA predictions differ (%)", "overlap@d (evidence sentences shared)")
+                            "FiD and PGRA predictions differ (%)", "overlap@d (evidence sentences shared)",
+                            notes=overlap_notes)
         w.figure(path, "Evidence overlap and disagreement", "Share of inputs where FiD and PGRA predict differently, "
-                 "by how many of their d evidence sentences they share.")
+                 "by how many of their d evidence sentences they share (bar labels: differing / inputs).")
     shifts = {r["task"]: {int(k): v for k, v in r["rank_shift"]["histogram"].items()} for r in rows
               if r.get("rank_shift")}
     if shifts:

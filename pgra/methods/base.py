@@ -90,6 +90,8 @@ class Method(ABC):
     # what a prediction's ``evidence`` ids name: "corpus" sentences (the readers' ctxs), "training" inputs
     # (demonstrations, voters) or "none"
     evidence: ClassVar[str] = "none"
+    # True when ``evidence`` is in prompt order with the input after the last item (in-context learning)
+    evidence_in_prompt: ClassVar[bool] = False
 
     def __init__(self, inputs: MethodInputs) -> None:
         self.inputs = inputs

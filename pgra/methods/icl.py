@@ -19,6 +19,7 @@ class ICL(Method):
     data = "candidates"
     trained = False
     evidence = "training"  # the demonstrations
+    evidence_in_prompt = True
     strategy: ClassVar[str | None] = None  # None: the config's icl.selection
 
     def config(self, out: Path, seed: int):
