@@ -44,7 +44,11 @@ class Command:
 
     def build_config(self, ns: argparse.Namespace) -> Any:
         """The config from ``--config``, ``key=value`` and flags (an InputError names a bad key or value)."""
-        return config_from_args(self.config_class(), ns, ns.generated_options, self.from_yaml)
+        from ..config import check_config
+
+        cfg = config_from_args(self.config_class(), ns, ns.generated_options, self.from_yaml)
+        check_config(cfg)  # ranges were checked while building; this adds the paths that must exist
+        return cfg
 
 
 def read_texts(values: list[str], file: str, what: str, flag: str, file_flag: str) -> list[str]:

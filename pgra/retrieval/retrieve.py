@@ -32,7 +32,7 @@ class RetrieveConfig:
     """Everything ``pgra retrieve`` needs."""
 
     task: str = option("", suggest=choices.task_names, help="registered task name or task YAML")
-    index: str = option("", help="index folder from build-index")
+    index: str = option("", exists="dir", help="index folder from build-index")
     out: str = option("", help="candidates folder to write")
     k: int = option(150, flag="-k", min=1, help="candidates per input")
     splits: list[str] = option(default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
