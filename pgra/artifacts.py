@@ -219,6 +219,9 @@ def read_manifest(directory: str | Path, kinds: str | Collection[str]) -> dict[s
     if manifest.get("kind") not in accepted:
         wanted = "a " + " or a ".join(f"'{k}'" for k in accepted)
         raise StaleArtifactError(f"{path}: this is a '{manifest.get('kind')}' artifact, not {wanted}")
+    files = manifest.get("files")
+    if isinstance(files, dict):  # sizes only: cheap enough for every load (stages hash where they reuse)
+        verify_files(directory, files, hash_limit=-1)
     return manifest
 
 

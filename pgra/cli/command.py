@@ -21,6 +21,7 @@ class Command:
     run: Callable[[Any], int | None]  # the exit code (None: 0)
     from_yaml: bool = True  # --config FILE and key=value overrides
     description: str = ""
+    writes: str = ""  # the config field naming the output folder this command writes (locked while it runs)
 
     def config_class(self) -> type:
         module, _, cls = self.config.partition(":")

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import MANIFEST, write_json, write_manifest
+from ..artifacts import MANIFEST, file_record, write_json, write_manifest
 from ..config import check_config, to_dict
 from ..corpus import CorpusStore
 from ..distributed import DistContext, gather_objects, init_distributed, main_computes
@@ -269,5 +269,6 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         "embedding": {**total, **info}, "selection_cost": selection["cost"],
         "candidates": {"path": str(cand_dir.resolve()), "index": cand["index"]},
         "config": asdict(cfg),
+        "files": {n: file_record(out / n) for n in [f"{sp}.jsonl" for sp in splits] + ["demonstrations.json"]},
     })
     return out

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import choices
-from ..artifacts import MANIFEST, write_manifest
+from ..artifacts import MANIFEST, file_record, write_manifest
 from ..config import check_config, option, to_dict
 from ..distributed import DistContext, init_distributed
 from ..errors import InputError
@@ -102,6 +102,7 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
                   "retriever": m["retriever"], "encoder": m.get("encoder"), "pooler": m.get("pooler"),
                   "corpus_content_sha256": m["corpus"]["content_sha256"], "corpus_size": m["size"]},
         "data_provenance": data.provenance, "config": asdict(cfg),
+        "files": {f"{split}.jsonl": file_record(out / f"{split}.jsonl") for split in cfg.splits},
     })
     return out
 
