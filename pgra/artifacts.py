@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import IncompleteArtifactError, StaleArtifactError
+from .faults import fault_point
 
 MANIFEST = "manifest.json"
 VERIFY_HASH_LIMIT = 256 << 20  # up-to-date checks hash files up to this size; larger ones are checked by size
@@ -46,6 +47,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp_path.chmod(0o666 & ~_umask())  # mkstemp makes 0600; an artifact gets the user's usual permissions
     try:
         yield tmp_path
+        fault_point(f"write:{path.name}")  # tests: killed with the file written but not yet in place
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():

@@ -43,6 +43,7 @@ from ..config import check_config, option
 from ..corpus import CorpusSource, CorpusStore, build_store
 from ..distributed import DistContext, init_distributed, main_computes
 from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
+from ..faults import fault_point
 from ..progress import progress
 from .bm25 import BM25Config, BM25Index
 from .dense import INDEX_TYPES, FaissParams, build_faiss, load_faiss, save_faiss, search_faiss
@@ -194,6 +195,7 @@ def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
                         index_type=cfg.dense.index_type, dim=files.pop("_dim"))
     else:
         manifest.update(bm25=asdict(cfg.bm25))
+    fault_point("index.manifest")
     write_manifest(out, manifest)
     shutil.rmtree(build_dir, ignore_errors=True)
     return out
@@ -291,6 +293,7 @@ def _encode_shards(cfg: IndexConfig, store: CorpusStore, build_dir: Path, ctx: D
         start = i * d.shard_size
         texts = store.texts(range(start, min(n, start + d.shard_size)))
         save_npy(_shard_path(build_dir, i), encoder.encode(texts))
+        fault_point("index.shard")
         bar.update(len(texts))
     bar.close()
 

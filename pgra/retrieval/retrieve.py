@@ -19,6 +19,7 @@ from ..artifacts import MANIFEST, file_record, write_manifest
 from ..config import check_config, option, to_dict
 from ..distributed import DistContext, init_distributed
 from ..errors import InputError
+from ..faults import fault_point
 from ..interchange import example_record, read_records, write_records
 from ..progress import progress
 from ..tasks import get_task, load_task
@@ -87,6 +88,7 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
             bar.update(len(batch))
         bar.close()
         write_records(parts / f"{split}.{ctx.rank:05d}.jsonl", records)
+        fault_point("retrieve.split")
     ctx.barrier()
     if not ctx.is_main:
         return out
