@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 from safetensors.torch import load_file
 
 from pgra.cli import main
@@ -38,22 +37,22 @@ def _ok(argv: list[str], capsys) -> str:
     return capsys.readouterr().err
 
 
-@pytest.mark.parametrize("point", ["index.shard@2", "write:emb_00003.npy", "index.manifest"])
-def test_index_build_killed_resumes_to_the_same_index(point, tmp_path, corpus_txt, tiny_bert, capsys):
+def test_index_build_killed_resumes_to_the_same_index(tmp_path, corpus_txt, tiny_bert, capsys):
     def argv(out):
         return ["build-index", "--corpus", str(corpus_txt), "--encoder", str(tiny_bert), "--out", str(out),
                 "--shard-size", "5", "--no-show-progress"]
     _ok(argv(tmp_path / "ref"), capsys)
-    _killed(argv(tmp_path / "idx"), point)
-    assert not (tmp_path / "idx" / "manifest.json").exists()
-    if point == "index.shard@2":  # the finished shards are kept and not encoded again
-        assert sorted(p.name for p in (tmp_path / "idx" / ".build").glob("emb_*.npy")) == ["emb_00000.npy",
-                                                                                           "emb_00001.npy"]
-    err = _ok(argv(tmp_path / "idx"), capsys)
-    assert "taking over the lock" in err  # the killed run's lock is stale
     names = ["index.faiss", "corpus/texts.bin", "corpus/offsets.npy"]
-    assert _digest(tmp_path / "idx", names) == _digest(tmp_path / "ref", names)
-    assert not (tmp_path / "idx" / ".build").exists()
+    for point in ("index.shard@2", "write:emb_00003.npy", "index.manifest"):
+        out = tmp_path / point
+        _killed(argv(out), point)
+        assert not (out / "manifest.json").exists()
+        if point == "index.shard@2":  # the finished shards are kept and not encoded again
+            assert sorted(p.name for p in (out / ".build").glob("emb_*.npy")) == ["emb_00000.npy", "emb_00001.npy"]
+        err = _ok(argv(out), capsys)
+        assert "taking over the lock" in err  # the killed run's lock is stale
+        assert _digest(out, names) == _digest(tmp_path / "ref", names), point
+        assert not (out / ".build").exists()
 
 
 def test_retrieve_killed_between_splits_reruns_to_the_same_candidates(tmp_path, candidates, sky_task, capsys):
@@ -67,35 +66,38 @@ def test_retrieve_killed_between_splits_reruns_to_the_same_candidates(tmp_path, 
     assert _digest(tmp_path / "c2", names) == _digest(candidates, names)
 
 
-@pytest.mark.parametrize("point", ["cache.put@2", "rerank.chunk@3", "write:manifest.json"])
-def test_rerank_killed_resumes_to_the_same_evidence(point, tmp_path, candidates, tiny_opt, capsys):
+def test_rerank_killed_resumes_to_the_same_evidence(tmp_path, candidates, tiny_opt, capsys):
     def argv(out, cache):
         return ["rerank", "--candidates", str(candidates), "--out", str(tmp_path / out), "--lm", str(tiny_opt),
                 "--cache-dir", str(tmp_path / cache), "--top-d", "3", "--num-demos", "2", "--chunk-size", "8",
                 "--no-show-progress"]
     _ok(argv("ref", "cache-ref"), capsys)
-    _killed(argv("r", "cache"), point)
-    assert not (tmp_path / "r" / "manifest.json").exists()
-    if point == "cache.put@2":  # killed with the 2nd chunk's vectors on disk: its rows are not marked filled
-        (done,) = (tmp_path / "cache").rglob("done.npy")
-        assert int(np.load(done).sum()) == 8
-    _ok(argv("r", "cache"), capsys)
     names = ["train.jsonl", "dev.jsonl", "test.jsonl", "demonstrations.json"]
-    assert _digest(tmp_path / "r", names) == _digest(tmp_path / "ref", names)
+    for point in ("cache.put@2", "rerank.chunk@3", "write:manifest.json"):
+        out, cache = f"r-{point}", f"cache-{point}"
+        _killed(argv(out, cache), point)
+        assert not (tmp_path / out / "manifest.json").exists()
+        if point == "cache.put@2":  # killed with the 2nd chunk's vectors on disk: its rows are not marked filled
+            (done,) = (tmp_path / cache).rglob("done.npy")
+            assert int(np.load(done).sum()) == 8
+        _ok(argv(out, cache), capsys)
+        assert _digest(tmp_path / out, names) == _digest(tmp_path / "ref", names), point
 
 
-@pytest.mark.parametrize("point", ["train.checkpoint@1", "train.step@5", "write:metrics.json"])
-def test_training_killed_resumes_to_the_same_reader(point, tmp_path, reranked, tiny_t5, capsys):
+def test_training_killed_resumes_to_the_same_reader(tmp_path, reranked, tiny_t5, capsys):
     def argv(out):
         return ["train", "--data", str(reranked), "--out", str(tmp_path / out), "--model", str(tiny_t5),
                 "--n-passages", "2", "--max-length", "48", "--batch-size", "4", "--max-steps", "7",
                 "--eval-every", "0", "--save-every", "3", "--learning-rate", "1e-3", "--no-show-progress"]
     _ok(argv("ref"), capsys)
-    _killed(argv("t"), point)
-    assert not (tmp_path / "t" / "manifest.json").exists()
-    _ok(argv("t"), capsys)
     a = load_file(str(tmp_path / "ref" / "best" / "model.safetensors"))
-    b = load_file(str(tmp_path / "t" / "best" / "model.safetensors"))
-    assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
     names = ["train_log.jsonl", "predictions_test.jsonl"]
-    assert _digest(tmp_path / "t", names) == _digest(tmp_path / "ref", names)
+    # mid-checkpoint (state saved, marker not); between checkpoints (steps logged past the last checkpoint)
+    for point in ("train.checkpoint@2", "train.step@5"):
+        out = f"t-{point}"
+        _killed(argv(out), point)
+        assert not (tmp_path / out / "manifest.json").exists()
+        _ok(argv(out), capsys)
+        b = load_file(str(tmp_path / out / "best" / "model.safetensors"))
+        assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a), point
+        assert _digest(tmp_path / out, names) == _digest(tmp_path / "ref", names), point
