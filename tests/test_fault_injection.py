@@ -101,3 +101,30 @@ def test_training_killed_resumes_to_the_same_reader(tmp_path, reranked, tiny_t5,
         b = load_file(str(tmp_path / out / "best" / "model.safetensors"))
         assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a), point
         assert _digest(tmp_path / out, names) == _digest(tmp_path / "ref", names), point
+
+
+def test_experiment_grid_killed_resumes_to_the_same_cells(tmp_path, corpus_txt, sky_task, capsys):
+    import json
+
+    import yaml
+
+    def argv(name):
+        cfg = {"out": str(tmp_path / name), "tasks": [str(sky_task)], "methods": ["knn_vote"], "seeds": [1, 2],
+               "index": {"corpus": str(corpus_txt), "out": str(tmp_path / f"{name}-index"), "retriever": "bm25"},
+               "retrieve": {"k": 8}, "knn_vote": {"k": 3}, "show_progress": False}
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        return ["experiment", "--config", str(path)]
+
+    _ok(argv("ref"), capsys)
+    cells = [f"sky/knn_vote/seed-{s}/{f}" for s in (1, 2) for f in ("predictions_dev.jsonl", "predictions_test.jsonl")]
+    ref_results = json.loads((tmp_path / "ref" / "sky" / "knn_vote" / "seed-2" / "cell.json").read_text())["results"]
+    # mid-write of the candidates stage, and of the second cell's completion mark
+    for point in ("write:dev.jsonl", "write:cell.json@2"):
+        name = "g-" + point.replace(":", "-").replace("@", "-")
+        _killed(argv(name), point)
+        assert not (tmp_path / name / "results.json").exists()
+        _ok(argv(name), capsys)
+        assert _digest(tmp_path / name, cells) == _digest(tmp_path / "ref", cells), point
+        cell = json.loads((tmp_path / name / "sky" / "knn_vote" / "seed-2" / "cell.json").read_text())
+        assert cell["results"] == ref_results, point
