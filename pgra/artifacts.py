@@ -22,8 +22,10 @@ from typing import Any
 import numpy as np
 
 from .errors import IncompleteArtifactError, StaleArtifactError
+from .faults import fault_point
 
 MANIFEST = "manifest.json"
+VERIFY_HASH_LIMIT = 256 << 20  # up-to-date checks hash files up to this size; larger ones are checked by size
 _HASH_CHUNK = 1 << 22
 
 
@@ -45,6 +47,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp_path.chmod(0o666 & ~_umask())  # mkstemp makes 0600; an artifact gets the user's usual permissions
     try:
         yield tmp_path
+        fault_point(f"write:{path.name}")  # tests: killed with the file written but not yet in place
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
@@ -218,6 +221,9 @@ def read_manifest(directory: str | Path, kinds: str | Collection[str]) -> dict[s
     if manifest.get("kind") not in accepted:
         wanted = "a " + " or a ".join(f"'{k}'" for k in accepted)
         raise StaleArtifactError(f"{path}: this is a '{manifest.get('kind')}' artifact, not {wanted}")
+    files = manifest.get("files")
+    if isinstance(files, dict):  # sizes only: cheap enough for every load (stages hash where they reuse)
+        verify_files(directory, files, hash_limit=-1)
     return manifest
 
 
@@ -239,3 +245,13 @@ def verify_file(directory: str | Path, name: str, record: dict[str, Any], full: 
     if full and sha256_file(path) != record["sha256"]:
         raise IncompleteArtifactError(f"{path}: checksum does not match the manifest: corrupted file")
     return path
+
+
+def verify_files(directory: str | Path, records: dict[str, dict[str, Any]],
+                 hash_limit: int = VERIFY_HASH_LIMIT) -> None:
+    """The cheap check of a finished artifact before a stage reuses it: every file's size, and the SHA-256
+    of those up to ``hash_limit`` bytes (an IncompleteArtifactError names the first damaged file)."""
+    for name, record in records.items():
+        if not isinstance(record, dict) or "size" not in record:
+            continue
+        verify_file(directory, name, record, full="sha256" in record and record["size"] <= hash_limit)

@@ -26,7 +26,8 @@ BASE_KEY = "base"
 def option(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, help: str = "",
            choices: Any = None, suggest: Any = None, flag: str | bool | None = None, short: str | None = None,
            positional: bool = False, append: bool = False, metavar: str | None = None,
-           min: float | None = None) -> Any:
+           min: float | None = None, max: float | None = None, above: float | None = None,
+           exists: str | None = None) -> Any:
     """A config field together with its command-line declaration.
 
     ``choices``: allowed values (a tuple, or a zero-argument callable reading a registry), checked when a
@@ -34,15 +35,18 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     enforced (e.g. registered task names, where a YAML path is also accepted). ``flag``: the flag of a
     nested field (nested fields get none by default; ``key=value`` reaches every field), or ``False`` to
     hide a top-level field from the flags. ``short``: an extra short flag such as ``-k``. ``append``: a
-    repeatable flag collecting a list. ``positional``: a positional argument. ``min``: the smallest allowed
-    value of a number, checked like ``choices``.
+    repeatable flag collecting a list. ``positional``: a positional argument. ``min`` / ``max``: the
+    smallest / largest allowed value of a number and ``above``: a bound it must exceed (a learning rate > 0),
+    all checked like ``choices``. ``exists``: ``"dir"`` or ``"file"``, a path that must exist when given
+    (checked by :func:`check_config`, i.e. when a stage starts, not when a recorded config is read back).
 
         @dataclass
         class SearchConfig:
             k: int = option(10, help="hits per query", short="-k")
     """
     meta = {"help": help, "choices": choices, "suggest": suggest, "flag": flag, "short": short,
-            "positional": positional, "append": append, "metavar": metavar, "min": min}
+            "positional": positional, "append": append, "metavar": metavar, "min": min, "max": max,
+            "above": above, "exists": exists}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -111,26 +115,42 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     return value
 
 
-def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None) -> None:
-    """A value against its field's declared choices and minimum (the one place both are checked)."""
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None, paths: bool = False) -> None:
+    """A value against its field's declared choices, range and (when ``paths``) existence: the one place
+    every declared constraint is checked."""
     allowed = field_choices(f)
     if allowed is not None:
         bad = [v for v in (value if isinstance(value, list) else [value]) if v not in allowed]
         if bad:
             raise InputError(f"must be one of {allowed}, got {bad[0]!r}", path=source, field=key)
-    low = f.metadata.get("min")
-    if low is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and value < low:
-        raise InputError(f"must be at least {low:g}, got {value!r}", path=source, field=key)
+    if _number(value):
+        low, high, above = (f.metadata.get(k) for k in ("min", "max", "above"))
+        for bound, bad, words in ((low, lambda b: value < b, "at least"), (high, lambda b: value > b, "at most"),
+                                  (above, lambda b: value <= b, "greater than")):
+            if bound is not None and bad(bound):
+                raise InputError(f"must be {words} {bound:g}, got {value!r}", path=source, field=key)
+    kind = f.metadata.get("exists")
+    if paths and kind and isinstance(value, str) and value:
+        path = Path(value).expanduser()
+        ok = path.is_dir() if kind == "dir" else path.is_file() if kind == "file" else path.exists()
+        if not ok:
+            what = {"dir": "folder", "file": "file"}.get(kind, "path")
+            raise InputError(f"no such {what}: {value}", path=source, field=key)
 
 
 def check_config(cfg: Any, prefix: str = "") -> None:
-    """Check a config built in Python (not through :func:`from_dict`): every field's choices and minimum."""
+    """Check a config when a stage starts (built in Python, from YAML or from flags): every field's choices,
+    range and, for paths declared with ``exists``, that the path is there."""
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         if dataclasses.is_dataclass(value):
             check_config(value, f"{prefix}{f.name}.")
             continue
-        _check_field(f, value, prefix + f.name, None)
+        _check_field(f, value, prefix + f.name, None, paths=True)
 
 
 def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", prefix: str = "") -> T:

@@ -213,8 +213,8 @@ def build_store(src: CorpusSource, out_dir: str | Path, show_progress: bool = Tr
             meta = read_json(out_dir / "corpus.json")
             if meta.get("source_fingerprint") == source_fp and meta.get("source", {}) == _source_meta(src):
                 return CorpusStore(out_dir)
-        except IncompleteArtifactError:
-            pass
+        except IncompleteArtifactError as e:
+            print(f"{e}; rebuilding the corpus store")
     with atomic_dir(out_dir) as tmp:
         h = hashlib.sha256()
         offsets = [0]

@@ -37,7 +37,11 @@ def _value_for(leaf) -> typing.Any:
     if leaf.type is int:
         return (default or 0) + 7
     if leaf.type is float:
-        return (default or 0.0) + 0.5
+        high = leaf.meta.get("max")
+        return (default or 0.0) + 0.5 if high is None else ((default or 0.0) + high) / 2
+    exists = leaf.meta.get("exists")  # a path that must exist: a real one
+    if exists:
+        return str(ROOT / "pgra") if exists == "dir" else str(ROOT / "README.md")
     return f"x-{leaf.key}"
 
 

@@ -133,4 +133,4 @@ def test_cli_reports_bad_input_without_traceback(tmp_path, capsys):
     assert "bad.txt:2: blank" in capsys.readouterr().err
     assert not (tmp_path / "o" / "manifest.json").exists()
     assert main(["search", "--index", str(tmp_path / "nothing"), "--query", "x"]) == 2
-    assert "no such index directory" in capsys.readouterr().err
+    assert "field 'index': no such folder" in capsys.readouterr().err

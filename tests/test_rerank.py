@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pgra.errors import InputError, StaleArtifactError
+from pgra.errors import IncompleteArtifactError, InputError, StaleArtifactError
 from pgra.rerank.embedder import LMEmbedder
 from pgra.rerank.prompts import build_prompt
 from pgra.rerank.reranker import RerankConfig, rerank
@@ -93,6 +93,11 @@ def test_rerank_bad_inputs(candidates, tmp_path, tiny_opt, corpus_txt):
     rec["ctxs"] = []
     lines[1] = json.dumps(rec)
     (candidates / "test.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(IncompleteArtifactError, match=r"test\.jsonl: size \d+ bytes, the manifest says"):
+        rerank(_cfg(candidates, tmp_path, tiny_opt))  # an edited file no longer matches its manifest
+    manifest = json.loads((candidates / "manifest.json").read_text())
+    manifest.pop("files")  # a hand-made folder (no file records): the records themselves are checked
+    (candidates / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(InputError, match=r"test\.jsonl:2 \(field 'ctxs'\): query has no candidates"):
         rerank(_cfg(candidates, tmp_path, tiny_opt))
     assert not (tmp_path / "reranked" / "manifest.json").exists()

@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from ..errors import PgraError
+from ..lock import is_main_launch, output_lock
 from .command import Command
 
 _MODULES = ("prepare_demo", "download_data", "build_index", "search", "retrieve", "rerank", "peek", "train",
@@ -52,7 +53,13 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_output(verbose=top.verbose or ns.verbose)
     try:
-        code = command.run(command.build_config(ns))
+        cfg = command.build_config(ns)
+        out = getattr(cfg, command.writes, "") if command.writes else ""
+        if out and is_main_launch():
+            with output_lock(out, f"pgra {command.name}"):
+                code = command.run(cfg)
+        else:
+            code = command.run(cfg)
     except PgraError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

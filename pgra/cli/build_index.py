@@ -20,4 +20,4 @@ def run(cfg) -> None:
 
 
 COMMAND = Command("build-index", "stage 1: index a corpus with a dense encoder + faiss, or BM25",
-                  "pgra.retrieval.index:IndexConfig", run)
+                  "pgra.retrieval.index:IndexConfig", run, writes="out")

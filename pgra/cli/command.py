@@ -21,6 +21,7 @@ class Command:
     run: Callable[[Any], int | None]  # the exit code (None: 0)
     from_yaml: bool = True  # --config FILE and key=value overrides
     description: str = ""
+    writes: str = ""  # the config field naming the output folder this command writes (locked while it runs)
 
     def config_class(self) -> type:
         module, _, cls = self.config.partition(":")
@@ -44,7 +45,11 @@ class Command:
 
     def build_config(self, ns: argparse.Namespace) -> Any:
         """The config from ``--config``, ``key=value`` and flags (an InputError names a bad key or value)."""
-        return config_from_args(self.config_class(), ns, ns.generated_options, self.from_yaml)
+        from ..config import check_config
+
+        cfg = config_from_args(self.config_class(), ns, ns.generated_options, self.from_yaml)
+        check_config(cfg)  # ranges were checked while building; this adds the paths that must exist
+        return cfg
 
 
 def read_texts(values: list[str], file: str, what: str, flag: str, file_flag: str) -> list[str]:

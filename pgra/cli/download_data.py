@@ -14,7 +14,7 @@ class DownloadOptions:
     what: list[str] = option(default_factory=lambda: ["lmbff", "wiki1m"], positional=True, choices=registry_names("pgra.download", "RESOURCES"),
                              help="what to download")
     data_dir: str = option("data", help="where to put it")
-    timeout: float = option(5.0, help="seconds to wait for a connection")
+    timeout: float = option(5.0, above=0, help="seconds to wait for a connection")
 
 
 def run(opts: DownloadOptions) -> None:

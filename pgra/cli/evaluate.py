@@ -10,11 +10,11 @@ from .command import Command
 
 @dataclass
 class EvaluateOptions:
-    run: str = option("", help="a finished run (pgra train --out, or an experiment cell)")
+    run: str = option("", exists="dir", help="a finished run (pgra train --out, or an experiment cell)")
     split: str = option("test", help="split to evaluate")
-    data: str = option("", help="a candidates or reranked folder of the same task (default: the run's own)")
+    data: str = option("", exists="dir", help="a candidates or reranked folder of the same task (default: the run's own)")
     out: str = option("", help="where predictions and metrics go (default: RUN/evaluations/<data>-<hash>)")
-    batch_size: int = option(16, help="inputs per batch")
+    batch_size: int = option(16, min=1, help="inputs per batch")
     device: str = option("auto", help="auto, cpu, cuda ...")
 
 

@@ -16,4 +16,4 @@ COMMAND = Command("experiment", "run a tasks x methods x seeds grid (resumable) 
                   "pgra.experiment:ExperimentConfig", run,
                   description="Run every method of the config on every task and seed into "
                               "OUT/<task>/<method>/seed-<n>/, reusing finished stages and cells and resuming a "
-                              "killed one; --dry-run prints the plan. Ends with results.md (pgra report).")
+                              "killed one; --dry-run prints the plan. Ends with results.md (pgra report).", writes="out")

@@ -15,4 +15,4 @@ def run(cfg) -> None:
 
 
 COMMAND = Command("icl", "in-context learning: causal LM + selected demonstrations, label-word scoring",
-                  "pgra.icl.config:ICLConfig", run)
+                  "pgra.icl.config:ICLConfig", run, writes="out")

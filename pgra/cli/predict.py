@@ -11,12 +11,12 @@ from .command import Command, read_texts
 
 @dataclass
 class PredictOptions:
-    run: str = option("", help="a finished run (pgra train --out, or an experiment cell)")
+    run: str = option("", exists="dir", help="a finished run (pgra train --out, or an experiment cell)")
     text: list[str] = option(default_factory=list, append=True, help="input text (repeatable)")
-    input_file: str = option("", help="file with one input a line")
+    input_file: str = option("", exists="file", help="file with one input a line")
     json: bool = option(False, help="JSON lines: text, prediction, scores, evidence")
-    evidence: int = option(3, help="evidence sentences shown per input (text output)")
-    batch_size: int = option(64, help="inputs per batch")
+    evidence: int = option(3, min=0, help="evidence sentences shown per input (text output)")
+    batch_size: int = option(64, min=1, help="inputs per batch")
     device: str = option("auto", help="auto, cpu, cuda ...")
 
 

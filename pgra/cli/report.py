@@ -10,10 +10,10 @@ from .command import Command
 
 @dataclass
 class ReportOptions:
-    directory: str = option("", positional=True, metavar="DIR", help="experiment folder (pgra experiment --out)")
+    directory: str = option("", exists="dir", positional=True, metavar="DIR", help="experiment folder (pgra experiment --out)")
     reference: str = option("fid", help="method every other method is tested against")
     split: str = option("test", help="split reported")
-    bootstrap: int = option(10000, help="bootstrap resamples of the significance test")
+    bootstrap: int = option(10000, min=1, help="bootstrap resamples of the significance test")
     seed: int = option(0, help="seed of the bootstrap")
 
 

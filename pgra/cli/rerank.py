@@ -21,4 +21,4 @@ def run(cfg) -> None:
 
 
 COMMAND = Command("rerank", "stage 2: prompt-guided reranking with a causal LM", "pgra.rerank.config:RerankConfig",
-                  run)
+                  run, writes="out")

@@ -18,4 +18,4 @@ def run(cfg) -> None:
 
 
 COMMAND = Command("retrieve", "stage 1b: top-k candidates for every input of a task",
-                  "pgra.retrieval.retrieve:RetrieveConfig", run)
+                  "pgra.retrieval.retrieve:RetrieveConfig", run, writes="out")

@@ -12,10 +12,10 @@ from .command import Command, read_texts
 
 @dataclass
 class SearchOptions:
-    index: str = option("", help="index folder from build-index (required)")
+    index: str = option("", exists="dir", help="index folder from build-index (required)")
     query: list[str] = option(default_factory=list, append=True, help="query text (repeatable)")
-    queries_file: str = option("", help="file with one query a line")
-    k: int = option(10, flag="-k", help="hits per query")
+    queries_file: str = option("", exists="file", help="file with one query a line")
+    k: int = option(10, flag="-k", min=1, help="hits per query")
     json: bool = option(False, help="JSON lines with query, rank, id, score, text")
     encoder: str = option("", help="the index's encoder at a new location (checked against the manifest)")
     corpus: str = option("", help="check that this corpus file is the one the index was built from")

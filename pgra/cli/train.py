@@ -15,4 +15,4 @@ def run(cfg) -> None:
 
 
 COMMAND = Command("train", "stage 3: train + evaluate the Fusion-in-Decoder reader (accelerate)",
-                  "pgra.reader.config:TrainConfig", run)
+                  "pgra.reader.config:TrainConfig", run, writes="out")

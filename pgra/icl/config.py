@@ -13,7 +13,7 @@ from ..selection.base import SelectorSettings
 class ICLConfig:
     """Everything ``pgra icl`` needs: the causal LM, how demonstrations are selected, how labels are scored."""
 
-    data: str = option("", help="a task folder with {train,dev,test}.jsonl (e.g. `pgra retrieve`'s candidates)")
+    data: str = option("", exists="dir", help="a task folder with {train,dev,test}.jsonl (e.g. `pgra retrieve`'s candidates)")
     out: str = option("", help="run folder (manifest, predictions_<split>.jsonl, metrics.json)")
     lm: str = option("facebook/opt-13b", help="causal LM name or local folder")
     selection: str = option("kate", choices=choices.demo_selections,

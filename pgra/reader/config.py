@@ -12,7 +12,7 @@ from ..config import option
 class TrainConfig:
     """Everything ``pgra train`` needs (the paper's Table 7 settings are in ``configs/paper/``)."""
 
-    data: str = option("", help="a reranked (or candidates) folder with {train,dev,test}.jsonl")
+    data: str = option("", exists="dir", help="a reranked (or candidates) folder with {train,dev,test}.jsonl")
     out: str = option("", help="run folder (checkpoints, best/, metrics.json)")
     model: str = option("t5-base", help="encoder-decoder name or folder (t5-base, models/bert2bert-minilm ...)")
     task: str = option("", suggest=choices.task_names, help="default: the task recorded with the data")
@@ -20,7 +20,7 @@ class TrainConfig:
     input_format: str = option("intended", choices=choices.reader_formats,
                                help="intended (the paper's), released (the released code's) or fid")
     max_length: int = option(128, min=1, help="tokens per (input, evidence) pair")
-    learning_rate: float = option(8e-5, help="AdamW learning rate")
+    learning_rate: float = option(8e-5, min=0, help="AdamW learning rate")
     batch_size: int = option(8, min=1, help="global batch per optimizer step (before accumulation)")
     grad_accum: int = option(1, min=1, help="gradient accumulation steps")
     max_steps: int = option(5000, min=1, help="optimizer steps")

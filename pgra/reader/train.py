@@ -34,9 +34,11 @@ from ..artifacts import (
     sha256_file,
     write_json,
     write_manifest,
+    write_text,
 )
 from ..config import check_config, to_dict
 from ..errors import InputError
+from ..faults import fault_point
 from ..interchange import read_records, write_records
 from ..progress import progress
 from ..tasks import TaskSpec, check_label_words, task_from_manifest
@@ -181,6 +183,8 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     if acc.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
         (out / MANIFEST).unlink(missing_ok=True)
+        # the log holds exactly the steps of the state resumed from (a killed run may have logged more)
+        write_text(out / "train_log.jsonl", "".join(json.dumps(r) + "\n" for r in state["history"]))
     if cfg.log_with != "none":
         from ..tracking import tracker_config
 
@@ -243,6 +247,7 @@ def train_loop(s: TrainingSetup) -> None:
             if acc.is_main_process:
                 with open(s.out / "train_log.jsonl", "a", encoding="utf-8") as f:
                     f.write(json.dumps(record) + "\n")
+            fault_point("train.step")
             if cfg.log_with != "none":
                 acc.log(record, step=step)
             if step % save_every == 0 or step >= cfg.max_steps or stop:
@@ -319,6 +324,7 @@ def _save_model(acc, reader, tokenizer, directory: Path, cfg: TrainConfig, task:
 def _checkpoint(acc, out: Path, state: dict[str, Any], cfg: TrainConfig, resume_key: dict[str, Any]) -> None:
     directory = out / "checkpoints" / f"step_{state['step']}"
     acc.save_state(str(directory), safe_serialization=True)
+    fault_point("train.checkpoint")  # tests: killed with the state saved, before the marker that completes it
     if acc.is_main_process:
         write_json(directory / "trainer_state.json", {"state": state, "config": resume_key})
         ckpts = sorted((out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..artifacts import read_json, write_json
 from ..errors import IncompleteArtifactError
+from ..faults import fault_point
 
 
 def cache_key_hash(key: dict[str, Any]) -> str:
@@ -58,7 +59,8 @@ class EmbeddingCache:
     def put(self, rows: np.ndarray, vectors: np.ndarray) -> None:
         rows = np.asarray(rows, dtype=np.int64)
         self.vectors[rows] = vectors.astype(self.vectors.dtype)
-        self.vectors.flush()
+        self.vectors.flush()  # the vectors are on disk before their rows are marked filled
+        fault_point("cache.put")
         self.done[rows] = 1
         self.done.flush()
 

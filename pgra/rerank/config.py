@@ -13,11 +13,11 @@ from ..selection.base import SelectorSettings
 class RerankConfig:
     """Everything ``pgra rerank`` needs."""
 
-    candidates: str = option("", help="folder written by `pgra retrieve`")
+    candidates: str = option("", exists="dir", help="folder written by `pgra retrieve`")
     out: str = option("", help="reranked folder to write")
     lm: str = option("facebook/opt-13b", help="causal LM name or local folder (OPT, Llama, GPT-2 ...)")
     task: str = option("", suggest=choices.task_names, help="default: the task recorded with the candidates")
-    index: str = option("", help="default: the index recorded with the candidates (for id -> corpus row)")
+    index: str = option("", exists="dir", help="default: the index recorded with the candidates (for id -> corpus row)")
     top_d: int = option(16, min=1, help="evidence kept per input (d)")
     k: int = option(0, flag="-k", min=0, help="rerank the first k candidates; 0 = all retrieved")
     num_demos: int = option(8, min=0, help="demonstrations in the prompt (m)")

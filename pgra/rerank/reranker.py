@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import MANIFEST, write_json, write_manifest
+from ..artifacts import MANIFEST, file_record, write_json, write_manifest
 from ..config import check_config, to_dict
 from ..corpus import CorpusStore
 from ..distributed import DistContext, gather_objects, init_distributed, main_computes
 from ..errors import InputError, StaleArtifactError
+from ..faults import fault_point
 from ..interchange import read_records, write_records
 from ..progress import progress
 from ..retrieval.retrieve import read_candidates_manifest
@@ -95,6 +96,7 @@ def _embed_rows(embedder: LMEmbedder, cache: EmbeddingCache, rows: np.ndarray, t
             ids = [embedder.prompt_ids(prefix, task.render, ANSWER_CUE, t) for t in texts]
             vecs = embedder.embed_full(ids, batch_size=4, show_progress=show)
         cache.put(chunk, vecs)
+        fault_point("rerank.chunk")
 
 
 def _open_cache(ctx: DistContext, root: str, key: dict[str, Any], size: int, dim: int) -> EmbeddingCache:
@@ -269,5 +271,6 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         "embedding": {**total, **info}, "selection_cost": selection["cost"],
         "candidates": {"path": str(cand_dir.resolve()), "index": cand["index"]},
         "config": asdict(cfg),
+        "files": {n: file_record(out / n) for n in [f"{sp}.jsonl" for sp in splits] + ["demonstrations.json"]},
     })
     return out

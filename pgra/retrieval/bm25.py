@@ -34,13 +34,13 @@ class BM25Config:
 
     method: str = option("okapi", flag="--bm25-method", choices=METHODS,
                          help="okapi = rank_bm25's BM25Okapi (the paper's); the others are bm25s's variants")
-    k1: float = option(1.5, help="term-frequency saturation")
-    b: float = option(0.75, help="length normalisation")
-    epsilon: float = option(0.25, help="okapi: negative idf floored to epsilon * mean idf")
-    delta: float = option(0.5, help="bm25l / bm25+ delta")
+    k1: float = option(1.5, min=0, help="term-frequency saturation")
+    b: float = option(0.75, min=0, max=1, help="length normalisation")
+    epsilon: float = option(0.25, min=0, help="okapi: negative idf floored to epsilon * mean idf")
+    delta: float = option(0.5, min=0, help="bm25l / bm25+ delta")
     tokenizer: str = option("auto", choices=("auto", "whitespace", "word_lower"),
                             help="whitespace (okapi's text.split(' ')), word_lower (bm25s's) or auto (by method)")
-    query_batch_size: int = option(32, help="queries per sparse product")
+    query_batch_size: int = option(32, min=1, help="queries per sparse product")
 
 
 def tokenizer_for(cfg: BM25Config) -> str:

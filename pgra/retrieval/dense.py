@@ -23,12 +23,12 @@ INDEX_TYPES: tuple[str, ...] = ("flat", "ivf", "hnsw")
 class FaissParams:
     """Knobs of the approximate index types (ignored by ``flat``)."""
 
-    nlist: int = option(0, help="IVF cells; 0 = 4 * sqrt(N)")
-    nprobe: int = option(32, help="IVF cells visited per query")
-    train_size: int = option(262144, help="IVF training sample (seeded)")
-    hnsw_m: int = option(32, help="HNSW neighbours per node")
-    ef_construction: int = option(200, help="HNSW build-time search width")
-    ef_search: int = option(256, help="HNSW query-time search width")
+    nlist: int = option(0, min=0, help="IVF cells; 0 = 4 * sqrt(N)")
+    nprobe: int = option(32, min=1, help="IVF cells visited per query")
+    train_size: int = option(262144, min=1, help="IVF training sample (seeded)")
+    hnsw_m: int = option(32, min=2, help="HNSW neighbours per node")
+    ef_construction: int = option(200, min=1, help="HNSW build-time search width")
+    ef_search: int = option(256, min=1, help="HNSW query-time search width")
     seed: int = option(0, help="seed of the IVF training sample")
 
 

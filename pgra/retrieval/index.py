@@ -35,13 +35,15 @@ from ..artifacts import (
     read_manifest,
     save_npy,
     verify_file,
+    verify_files,
     write_json,
     write_manifest,
 )
 from ..config import check_config, option
 from ..corpus import CorpusSource, CorpusStore, build_store
-from ..distributed import DistContext, init_distributed
+from ..distributed import DistContext, init_distributed, main_computes
 from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
+from ..faults import fault_point
 from ..progress import progress
 from .bm25 import BM25Config, BM25Index
 from .dense import INDEX_TYPES, FaissParams, build_faiss, load_faiss, save_faiss, search_faiss
@@ -144,6 +146,9 @@ def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
     # The corpus store is written once by rank 0; the other ranks wait and open it.
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
+        if cfg.overwrite:  # --overwrite always rebuilds: nothing of an earlier build is reused
+            _clear(out)
+        _drop_unreadable_manifest(out)
         source_fp = src.fingerprint()
         _check_existing(out, cfg, source_fp, encoder_fp)
         store = build_store(src, out / "corpus", show_progress=cfg.show_progress, source_fingerprint=source_fp)
@@ -152,9 +157,10 @@ def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
         store = CorpusStore(out / "corpus")
     key = _build_key(cfg, store.fingerprint, encoder_fp)
 
-    if (out / MANIFEST).exists() and read_json(out / MANIFEST).get("build_key") == key:
+    # One decision for every rank (the main process's): up to date, or (re)build.
+    if main_computes(ctx, lambda: _up_to_date(out, key, store)):
         if ctx.is_main:
-            print(f"{out}: index is up to date (same corpus, encoder and settings); nothing to do")
+            print(f"{out}: index is up to date (same corpus, encoder and settings; files verified); nothing to do")
         return out
 
     build_dir = out / ".build"
@@ -189,9 +195,48 @@ def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
                         index_type=cfg.dense.index_type, dim=files.pop("_dim"))
     else:
         manifest.update(bm25=asdict(cfg.bm25))
+    fault_point("index.manifest")
     write_manifest(out, manifest)
     shutil.rmtree(build_dir, ignore_errors=True)
     return out
+
+
+def _clear(out: Path) -> None:
+    """Remove every part of an earlier index or partial build from ``out`` (for ``--overwrite``)."""
+    (out / MANIFEST).unlink(missing_ok=True)
+    (out / "index.faiss").unlink(missing_ok=True)
+    for sub in (".build", "corpus", "bm25"):
+        shutil.rmtree(out / sub, ignore_errors=True)
+
+
+def _drop_unreadable_manifest(out: Path) -> None:
+    """A manifest that is not valid JSON was cut off mid-write: drop it, so the folder counts as unfinished."""
+    path = out / MANIFEST
+    if path.exists():
+        try:
+            read_json(path)
+        except IncompleteArtifactError as e:
+            print(f"{e}; rebuilding the index")
+            path.unlink()
+
+
+def _up_to_date(out: Path, key: str, store: CorpusStore) -> bool:
+    """Whether ``out`` holds a finished index of ``key`` whose files match its manifest (sizes, and checksums
+    of files up to VERIFY_HASH_LIMIT); a damaged index is reported and counts as not built."""
+    if not (out / MANIFEST).exists():
+        return False
+    manifest = read_json(out / MANIFEST)
+    if manifest.get("build_key") != key:
+        return False
+    try:
+        verify_files(out, manifest.get("files", {}))
+        if store.fingerprint != manifest["corpus"]["content_sha256"] or len(store) != manifest["size"]:
+            raise IncompleteArtifactError(f"{out / 'corpus'}: corpus store does not match the manifest")
+    except IncompleteArtifactError as e:
+        print(f"{e}; rebuilding the damaged index")
+        (out / MANIFEST).unlink()
+        return False
+    return True
 
 
 def _check_existing(out: Path, cfg: IndexConfig, source_fp: str, encoder_fp: str | None) -> None:
@@ -248,6 +293,7 @@ def _encode_shards(cfg: IndexConfig, store: CorpusStore, build_dir: Path, ctx: D
         start = i * d.shard_size
         texts = store.texts(range(start, min(n, start + d.shard_size)))
         save_npy(_shard_path(build_dir, i), encoder.encode(texts))
+        fault_point("index.shard")
         bar.update(len(texts))
     bar.close()
 

@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from .. import choices
-from ..artifacts import MANIFEST, write_manifest
+from ..artifacts import MANIFEST, file_record, write_manifest
 from ..config import check_config, option, to_dict
 from ..distributed import DistContext, init_distributed
 from ..errors import InputError
+from ..faults import fault_point
 from ..interchange import example_record, read_records, write_records
 from ..progress import progress
 from ..tasks import get_task, load_task
@@ -32,7 +33,7 @@ class RetrieveConfig:
     """Everything ``pgra retrieve`` needs."""
 
     task: str = option("", suggest=choices.task_names, help="registered task name or task YAML")
-    index: str = option("", help="index folder from build-index")
+    index: str = option("", exists="dir", help="index folder from build-index")
     out: str = option("", help="candidates folder to write")
     k: int = option(150, flag="-k", min=1, help="candidates per input")
     splits: list[str] = option(default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
@@ -87,6 +88,7 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
             bar.update(len(batch))
         bar.close()
         write_records(parts / f"{split}.{ctx.rank:05d}.jsonl", records)
+        fault_point("retrieve.split")
     ctx.barrier()
     if not ctx.is_main:
         return out
@@ -102,6 +104,7 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
                   "retriever": m["retriever"], "encoder": m.get("encoder"), "pooler": m.get("pooler"),
                   "corpus_content_sha256": m["corpus"]["content_sha256"], "corpus_size": m["size"]},
         "data_provenance": data.provenance, "config": asdict(cfg),
+        "files": {f"{split}.jsonl": file_record(out / f"{split}.jsonl") for split in cfg.splits},
     })
     return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 
+from ..config import option
 from ..errors import InputError
 
 METRICS = ("accuracy", "mcc", "macro_f1")
@@ -40,7 +41,8 @@ class DataSpec:
     hf_name: str = ""  # dataset config name for format hf
     hf_splits: dict[str, str] = field(default_factory=dict)  # our split -> the dataset's split name
     label_map: dict[str, str] = field(default_factory=dict)  # raw value in the data -> task label
-    dev_fraction: float = 0.1  # carved from train (seeded, stratified) when there is no dev split
+    dev_fraction: float = option(0.1, above=0, max=0.5,
+                                 help="carved from train (seeded, stratified) when there is no dev split")
     dev_seed: int = 13
 
 
