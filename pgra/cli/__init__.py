@@ -15,7 +15,7 @@ from ..errors import PgraError
 from .command import Command
 
 _MODULES = ("prepare_demo", "download_data", "build_index", "search", "retrieve", "rerank", "peek", "train",
-            "icl", "experiment", "report", "evaluate", "predict", "tasks", "config_show")
+            "train_simcse", "icl", "experiment", "report", "evaluate", "predict", "tasks", "config_show")
 COMMANDS: dict[str, Command] = {}
 for _name in _MODULES:
     _cmd: Command = importlib.import_module(f"{__name__}.{_name}").COMMAND
