@@ -99,3 +99,15 @@ def test_two_processes_give_the_one_process_loss(corpus, tiny_bert, tmp_path):
     a, b = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
     for k in a:
         torch.testing.assert_close(a[k], b[k], atol=1e-4, rtol=0)
+
+
+def test_bad_input_is_one_error_line(corpus, tiny_bert, tmp_path, capsys):
+    from pgra.cli import main
+
+    assert main(["train-simcse", "--encoder", str(tiny_bert), "--out", str(tmp_path / "o")]) == 2
+    assert main(["train-simcse", "--corpus", str(corpus), "--encoder", str(tmp_path / "nope"),
+                 "--out", str(tmp_path / "o"), "--heldout", "8", "--batch-size", "8"]) == 2
+    assert main(["train-simcse", "--corpus", str(corpus), "--encoder", str(tiny_bert), "--out", str(tmp_path / "o"),
+                 "--heldout", "45", "--batch-size", "8"]) == 2  # 3 sentences left: less than one batch
+    err = capsys.readouterr().err
+    assert "needs a corpus" in err and "no such folder" in err and "fewer than one batch" in err
