@@ -33,7 +33,7 @@ from ..corpus import CorpusSource, CorpusStore, build_store
 from ..errors import InputError
 from ..loading import load_pretrained
 from ..progress import progress
-from ..reader.train import EpochSampler, _checkpoint, _latest_checkpoint, _optimizer, _resume_key
+from ..reader.train import EpochSampler, _checkpoint, _optimizer, _resume_key, resume_state
 from ..tokens import pad_sequences
 from .config import SimCSEConfig
 from .geometry import alignment, uniformity
@@ -157,15 +157,7 @@ def setup(cfg: SimCSEConfig) -> SimCSESetup:
     optimizer, scheduler = _optimizer(model, cfg)
     model, optimizer, train_dl, scheduler = acc.prepare(model, optimizer, train_dl, scheduler)
     state: dict[str, Any] = {"step": 0, "history": []}
-    ckpt = _latest_checkpoint(state_dir)
-    if ckpt is not None:
-        saved = read_json(ckpt / "trainer_state.json")
-        if saved.get("config") != resume_key:
-            raise InputError(f"{ckpt} was written with another config, corpus or encoder; use another --out or "
-                             "delete it", field="out")
-        acc.load_state(str(ckpt))
-        state = saved["state"]
-        acc.print(f"resuming from {ckpt} (step {state['step']})")
+    state = resume_state(acc, state_dir, resume_key) or state
     if acc.is_main_process:
         (out / MANIFEST).unlink(missing_ok=True)
         if state["step"] == 0:
