@@ -171,15 +171,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     resume_key = {**_resume_key(cfg), "data_sha256": {s: sha256_file(data_dir / f"{s}.jsonl")
                                                        for s in ("train", "dev")}}
     state = {"step": 0, "best_metric": -math.inf, "best_step": 0, "evals_without_improvement": 0, "history": []}
-    ckpt = _latest_checkpoint(out)
-    if ckpt is not None:
-        saved = read_json(ckpt / "trainer_state.json")
-        if saved.get("config") != resume_key:
-            raise InputError(f"{ckpt} was written with another config or other data; use another --out or "
-                             "delete it", field="out")
-        acc.load_state(str(ckpt))
-        state = saved["state"]
-        acc.print(f"resuming from {ckpt} (step {state['step']})")
+    state = resume_state(acc, out, resume_key) or state
     if acc.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
         (out / MANIFEST).unlink(missing_ok=True)
@@ -301,6 +293,21 @@ def _latest_checkpoint(out: Path) -> Path | None:
     ckpts = sorted((out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
     ckpts = [c for c in ckpts if (c / "trainer_state.json").exists()]
     return ckpts[-1] if ckpts else None
+
+
+def resume_state(acc, out: Path, resume_key: dict[str, Any]) -> dict[str, Any] | None:
+    """Load the latest checkpoint under ``out/checkpoints`` into ``acc``'s objects and return its trainer state
+    (None when there is none); one written with another ``resume_key`` is refused."""
+    ckpt = _latest_checkpoint(out)
+    if ckpt is None:
+        return None
+    saved = read_json(ckpt / "trainer_state.json")
+    if saved.get("config") != resume_key:
+        raise InputError(f"{ckpt} was written with another config or other data; use another --out or "
+                         "delete it", field="out")
+    acc.load_state(str(ckpt))
+    acc.print(f"resuming from {ckpt} (step {saved['state']['step']})")
+    return saved["state"]
 
 
 def _resume_key(cfg: TrainConfig) -> dict[str, Any]:

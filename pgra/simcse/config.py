@@ -1,0 +1,35 @@
+"""The SimCSE training configuration (one dataclass; CLI flags are generated from it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import choices
+from ..config import option
+
+
+@dataclass
+class SimCSEConfig:
+    """Everything ``pgra train-simcse`` needs (the SimCSE paper's unsupervised settings are the defaults)."""
+
+    corpus: str = option("", help="txt (one sentence a line), .jsonl ({id, text}) or an HF dataset")
+    corpus_format: str = option("auto", choices=("auto", "txt", "jsonl", "hf"), help="auto = by file name")
+    text_field: str = option("text", help="text field of a JSONL/HF corpus")
+    split: str = option("train", help="split of an HF dataset corpus")
+    encoder: str = option("bert-base-uncased", help="starting HF encoder (name or folder)")
+    out: str = option("", help="output folder: a plain HF encoder folder (+ manifest, metrics, .simcse/ state)")
+    max_length: int = option(32, min=1, help="tokens per sentence (SimCSE: 32)")
+    batch_size: int = option(64, min=2, help="global batch: sentences per step, the in-batch negatives")
+    learning_rate: float = option(3e-5, help="AdamW learning rate (SimCSE BERT-base: 3e-5)")
+    max_steps: int = option(1000, min=1, help="optimizer steps")
+    warmup_steps: int = option(0, min=0, help="linear warm-up steps (then linear decay to 0)")
+    weight_decay: float = option(0.0, min=0, help="AdamW weight decay")
+    temperature: float = option(0.05, help="softmax temperature of the contrastive loss")
+    dropout: float = option(-1.0, help="hidden and attention dropout; -1 = the model's own (0.1 for BERT)")
+    heldout: int = option(1000, min=2, help="corpus sentences held out for alignment / uniformity")
+    eval_batch_size: int = option(128, min=1, help="sentences per evaluation batch")
+    save_every: int = option(0, min=0, help="resumable checkpoint every N steps; 0 = only at the end")
+    keep_checkpoints: int = option(1, min=1, help="resumable checkpoints kept")
+    mixed_precision: str = option("no", choices=choices.MIXED_PRECISION, help="no, fp16 or bf16")
+    seed: int = option(42, help="seed of the MLP head, the held-out split, data order and dropout")
+    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")

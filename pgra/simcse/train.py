@@ -1,0 +1,252 @@
+"""Train an unsupervised SimCSE encoder on a corpus with accelerate (CPU, DDP, mixed precision).
+
+Each sentence of a batch is encoded twice; dropout is the only noise, so the two views are a positive pair and
+the other sentences of the global batch are the negatives (InfoNCE, temperature 0.05). Under DDP the
+embeddings are gathered across processes (this process's rows keep their gradient), so the loss sees the same
+global batch as one process does, and the loss is scaled by the number of processes so that DDP's gradient
+average equals the one-process gradient.
+
+Layout of ``out``: the trained encoder as a plain Hugging Face folder (``pgra build-index --encoder out
+--pooler cls_before_pooler``), ``simcse_head.safetensors`` (the training MLP, not used at inference),
+``metrics.json`` (alignment / uniformity before and after), ``train_log.jsonl``, ``manifest.json`` (written
+last) and ``.simcse/`` (the corpus store and resumable checkpoints; the dot keeps it out of the encoder's
+fingerprint). Resume: a re-run continues from the latest checkpoint (weights, MLP head, optimizer, scheduler,
+RNG states, data position; dropout is seeded per step) and reaches the same weights as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from ..artifacts import MANIFEST, model_fingerprint, read_json, write_json, write_manifest
+from ..config import check_config
+from ..corpus import CorpusSource, CorpusStore, build_store
+from ..errors import InputError
+from ..loading import load_pretrained
+from ..progress import progress
+from ..reader.train import EpochSampler, _checkpoint, _optimizer, _resume_key, resume_state
+from ..tokens import pad_sequences
+from .config import SimCSEConfig
+from .geometry import alignment, uniformity
+from .model import SimCSEModel, contrastive_loss, gather_with_grad
+
+KIND = "simcse"
+STATE_DIR = ".simcse"
+HEAD_FILE = "simcse_head.safetensors"
+
+
+class Collate:
+    """Corpus positions -> padded ``input_ids`` / ``attention_mask`` (truncated to ``max_length``)."""
+
+    def __init__(self, store: CorpusStore, tokenizer, max_length: int) -> None:
+        self.store, self.tokenizer, self.max_length = store, tokenizer, max_length
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def __call__(self, positions: list[int]) -> dict[str, torch.Tensor]:
+        ids = self.tokenizer(self.store.texts(positions), truncation=True, max_length=self.max_length)["input_ids"]
+        input_ids, mask = pad_sequences(ids, self.pad_id)
+        return {"input_ids": input_ids, "attention_mask": mask}
+
+
+@torch.no_grad()
+def geometry(model: SimCSEModel, collate: Collate, positions: list[int], batch_size: int, seed: int,
+             device: torch.device) -> dict[str, float]:
+    """Alignment (two dropout views of each sentence) and uniformity of the ``cls_before_pooler`` unit vectors;
+    dropout seeded by ``seed`` without touching the caller's RNG state."""
+    was_training = model.training
+    model.train()
+    views: list[list[torch.Tensor]] = [[], []]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for start in range(0, len(positions), batch_size):
+            batch = {k: v.to(device) for k, v in collate(positions[start:start + batch_size]).items()}
+            for view in views:
+                view.append(torch.nn.functional.normalize(model.cls(**batch).float(), dim=-1).cpu())
+    model.train(was_training)
+    x, y = torch.cat(views[0]), torch.cat(views[1])
+    return {"alignment": alignment(x, y), "uniformity": uniformity(x), "sentences": len(positions)}
+
+
+@dataclass
+class SimCSESetup:
+    """Everything the loop works on, built by :func:`setup`."""
+
+    cfg: SimCSEConfig
+    acc: Any  # accelerate.Accelerator
+    out: Path
+    state_dir: Path
+    store: CorpusStore
+    tokenizer: Any
+    collate: Collate
+    heldout: list[int]
+    model: Any  # the prepared (possibly DDP-wrapped) SimCSEModel
+    optimizer: Any
+    scheduler: Any
+    sampler: EpochSampler
+    train_dl: Any
+    state: dict[str, Any]
+    resume_key: dict[str, Any]
+
+
+def _accelerator(cfg: SimCSEConfig):
+    from accelerate import Accelerator
+    from accelerate.utils import DataLoaderConfiguration
+
+    # cpu=True without a GPU: accelerate then joins a torchrun/gloo process group on CPU (see pgra.reader.train)
+    return Accelerator(cpu=not torch.cuda.is_available(), mixed_precision=cfg.mixed_precision,
+                       dataloader_config=DataLoaderConfiguration(split_batches=True))
+
+
+def _load_encoder(cfg: SimCSEConfig):
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = load_pretrained(AutoTokenizer, cfg.encoder, "encoder's tokenizer", "encoder")
+    encoder = load_pretrained(AutoModel, cfg.encoder, "encoder", "encoder")
+    if cfg.dropout >= 0:  # attention dropout reads its module's p too (transformers' attention functions)
+        for m in encoder.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = cfg.dropout
+    return tokenizer, encoder
+
+
+def setup(cfg: SimCSEConfig) -> SimCSESetup:
+    """Read the corpus, split off the held-out sentences, build the model, loader and optimizer; resume."""
+    check_config(cfg)
+    from accelerate.utils import set_seed
+
+    if not cfg.corpus or not cfg.out:
+        raise InputError("train-simcse needs a corpus and an output folder", field="corpus" if not cfg.corpus
+                         else "out")
+    if cfg.dropout > 1:
+        raise InputError(f"dropout {cfg.dropout} must be -1 (the model's own) or in [0, 1]", field="dropout")
+    out = Path(cfg.out)
+    state_dir = out / STATE_DIR
+    acc = _accelerator(cfg)
+    if cfg.batch_size % acc.num_processes:
+        raise InputError(f"batch_size {cfg.batch_size} must be divisible by the {acc.num_processes} processes",
+                         field="batch_size")
+    src = CorpusSource(cfg.corpus, cfg.corpus_format, text_field=cfg.text_field, split=cfg.split)
+    with acc.main_process_first():  # the main process writes the store; the others then reuse it
+        store = build_store(src, state_dir / "corpus", show_progress=cfg.show_progress and acc.is_main_process)
+    perm = np.random.default_rng(cfg.seed).permutation(len(store))
+    heldout, train_pos = sorted(perm[:cfg.heldout].tolist()), perm[cfg.heldout:].tolist()
+    if len(train_pos) < cfg.batch_size:
+        raise InputError(f"{len(store)} corpus sentences leave {len(train_pos)} for training after {cfg.heldout} "
+                         f"held out, fewer than one batch of {cfg.batch_size}", field="batch_size")
+    set_seed(cfg.seed)
+    tokenizer, encoder = _load_encoder(cfg)
+    model = SimCSEModel(encoder)
+    collate = Collate(store, tokenizer, cfg.max_length)
+    sampler = EpochSampler(len(train_pos), cfg.seed)
+    train_dl = DataLoader(train_pos, batch_size=cfg.batch_size, sampler=sampler, collate_fn=collate,
+                          drop_last=True)
+    resume_key = {**_resume_key(cfg), "corpus": store.fingerprint, "encoder": model_fingerprint(cfg.encoder)}
+    before = state_dir / "geometry_before.json"
+    if acc.is_main_process and not before.exists():
+        write_json(before, geometry(model.to(acc.device), collate, heldout, cfg.eval_batch_size, cfg.seed,
+                                    acc.device))
+    optimizer, scheduler = _optimizer(model, cfg)
+    model, optimizer, train_dl, scheduler = acc.prepare(model, optimizer, train_dl, scheduler)
+    state: dict[str, Any] = {"step": 0, "history": []}
+    state = resume_state(acc, state_dir, resume_key) or state
+    if acc.is_main_process:
+        (out / MANIFEST).unlink(missing_ok=True)
+        if state["step"] == 0:
+            (out / "train_log.jsonl").unlink(missing_ok=True)
+    acc.wait_for_everyone()
+    return SimCSESetup(cfg, acc, out, state_dir, store, tokenizer, collate, heldout, model, optimizer, scheduler,
+                       sampler, train_dl, state, resume_key)
+
+
+def train_loop(s: SimCSESetup, stop_after: int = 0) -> None:
+    """Train from ``s.state['step']`` to ``max_steps`` (or ``stop_after`` steps in this call, for tests of
+    resuming), checkpointing every ``save_every`` steps and at the end."""
+    cfg, acc, state = s.cfg, s.acc, s.state
+    save_every = cfg.save_every or cfg.max_steps
+    end = min(cfg.max_steps, state["step"] + stop_after) if stop_after else cfg.max_steps
+    bar = progress(total=cfg.max_steps, initial=state["step"], desc="simcse", unit="steps",
+                   disable=not (cfg.show_progress and acc.is_main_process))
+    s.model.train()
+    while state["step"] < end:
+        epoch, offset = divmod(state["step"], len(s.train_dl))
+        loader = acc.skip_first_batches(s.train_dl, offset) if offset else s.train_dl
+        for obj in (s.sampler, loader):  # accelerate's loaders re-seed the sampler with their own epoch counter
+            if hasattr(obj, "set_epoch"):
+                obj.set_epoch(epoch)
+        for batch in loader:
+            # dropout masks from (seed, step, process): a resumed run draws the same masks whatever else used the
+            # global RNG meanwhile (a new data-loader iterator draws from it, for one)
+            torch.manual_seed(int(np.random.SeedSequence([cfg.seed, state["step"], acc.process_index])
+                                  .generate_state(1)[0]))
+            n = len(batch["input_ids"])
+            z = s.model(batch["input_ids"].repeat(2, 1), batch["attention_mask"].repeat(2, 1))
+            loss = contrastive_loss(gather_with_grad(z[:n]), gather_with_grad(z[n:]), cfg.temperature)
+            acc.backward(loss * acc.num_processes)  # DDP averages: times the processes = the global gradient
+            s.optimizer.step()
+            s.scheduler.step()
+            s.optimizer.zero_grad()
+            state["step"] += 1
+            step, value = state["step"], loss.item()  # the same global-batch loss on every process
+            bar.set_postfix(loss=f"{value:.4f}")
+            bar.update(1)
+            record = {"step": step, "loss": value, "lr": s.scheduler.get_last_lr()[0]}
+            state["history"].append(record)
+            if acc.is_main_process:
+                with open(s.out / "train_log.jsonl", "a", encoding="utf-8") as f:
+                    f.write(json.dumps(record) + "\n")
+            if step % save_every == 0 or step >= end:
+                _checkpoint(acc, s.state_dir, state, cfg, s.resume_key)
+            if step >= end:
+                break
+    bar.close()
+
+
+def finish(s: SimCSESetup) -> dict[str, Any]:
+    """Save the encoder folder and the head, measure alignment / uniformity after training, write the
+    metrics and the manifest (last). Returns the metrics."""
+    cfg, acc, out = s.cfg, s.acc, s.out
+    acc.wait_for_everyone()
+    metrics: dict[str, Any] = {}
+    if acc.is_main_process:
+        from safetensors.torch import save_file
+
+        model: SimCSEModel = acc.unwrap_model(s.model)
+        tmp = s.state_dir / "final.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.encoder.save_pretrained(tmp)
+        s.tokenizer.save_pretrained(tmp)
+        save_file({k: v.detach().cpu().contiguous() for k, v in model.mlp.state_dict().items()}, tmp / HEAD_FILE)
+        for f in tmp.iterdir():
+            os.replace(f, out / f.name)
+        tmp.rmdir()
+        after = geometry(model, s.collate, s.heldout, cfg.eval_batch_size, cfg.seed, acc.device)
+        metrics = {"heldout_sentences": len(s.heldout), "pooler": "cls_before_pooler",
+                   "before": read_json(s.state_dir / "geometry_before.json"), "after": after}
+        write_json(out / "metrics.json", metrics)
+        history = s.state["history"]
+        write_manifest(out, {
+            "kind": KIND, "encoder": cfg.encoder, "encoder_fingerprint": s.resume_key["encoder"],
+            "pooler": "cls_before_pooler",
+            "corpus": {"source": s.store.meta["source"], "source_fingerprint": s.store.meta["source_fingerprint"],
+                       "content_sha256": s.store.fingerprint, "size": len(s.store)},
+            "steps": s.state["step"], "loss": history[-1]["loss"] if history else None,
+            "first_loss": history[0]["loss"] if history else None, "processes": acc.num_processes,
+            "geometry": {"before": metrics["before"], "after": after}, "config": asdict(cfg)})
+    acc.wait_for_everyone()
+    return metrics
+
+
+def train_simcse(cfg: SimCSEConfig) -> dict[str, Any]:
+    """Train, save the encoder folder, measure alignment / uniformity; returns the metrics (main process)."""
+    s = setup(cfg)
+    train_loop(s)
+    return finish(s)
