@@ -263,3 +263,7 @@ def test_paper_analysis_section_builds_its_variants(tmp_path):
 
     s = cell_settings(v, "sst2", "pgra")
     assert (s.rerank.k, s.rerank.top_d, s.reader.n_passages, s.reader.learning_rate) == (16, 8, 8, 8.0e-5)
+    demo = load_config(ExperimentConfig, root / "configs" / "demo" / "analysis_retrievers.yaml")
+    assert demo.analysis.analyses == ["retrievers"] and demo.out == "runs/demo-experiment"
+    simcse = variant_config(demo, tmp_path / "simcse", ["fid", "pgra"], [1], index=demo.analysis.retrievers["simcse"])
+    assert simcse.index.dense.pooler == "cls_before_pooler" and simcse.index.out == "indexes/demo-simcse"
