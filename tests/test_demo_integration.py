@@ -103,6 +103,7 @@ def test_smollm2_prefix_cache_matches_naive_and_keeps_top_d():
     top = lambda v: np.argsort(-(v[1:] @ v[0]), kind="stable")[:4].tolist()  # noqa: E731
     assert top(fast) == top(naive)
     assert emb.stats.uncached == 0
+    assert emb._prefix_attention is True  # SmolLM2 (grouped-query attention) takes the shared-prefix attention
 
 
 def test_bert2bert_demo_reader_trains_and_predicts_valid_labels(tmp_path):

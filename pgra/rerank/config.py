@@ -33,7 +33,7 @@ class RerankConfig:
     device: str = option("auto", help="auto, cpu, cuda ...")
     dtype: str = option("auto", choices=choices.DTYPES, help="auto = bf16/fp16 on GPU, fp32 on CPU")
     attn_implementation: str = option("auto", help="auto = eager on CPU, sdpa on GPU; or flash_attention_2 ...")
-    max_tokens_per_batch: int = option(4096, min=1, help="token budget of one LM batch (prefix tokens count)")
+    max_tokens_per_batch: int = option(16384, min=1, help="token budget of one LM batch (prefix tokens count)")
     max_batch_size: int = option(64, min=1, help="texts per LM batch at most")
     max_context: int = option(0, min=0, help="LM context in tokens; 0 = the LM's own")
     chunk_size: int = option(1024, min=1, help="texts embedded between cache writes (resume granularity)")

@@ -29,8 +29,16 @@ from ..kv import SEAM_BACKOFF, build_cache, cache_layers
 from ..loading import load_pretrained
 from ..progress import progress
 from ..tokens import fit_text, pad_sequences
+from . import prefix_attention
 
 _SENTINEL = "\x00pgra-text\x00"
+
+
+def output_dim(config) -> int:
+    """Width of the LM's last hidden state: ``hidden_size``, except OPT models whose decoder projects its output
+    down to ``word_embed_proj_dim`` (OPT-350m: 1024 -> 512)."""
+    proj = getattr(config, "word_embed_proj_dim", None)
+    return int(proj) if proj else int(config.hidden_size)
 
 
 def shared_head(prefix: str, render: Callable[[str], str]) -> str:
@@ -38,6 +46,23 @@ def shared_head(prefix: str, render: Callable[[str], str]) -> str:
     text (for wiki_topic, the question listing the 11 topics)."""
     rendered = render(_SENTINEL)
     return prefix + rendered[: rendered.index(_SENTINEL)] if _SENTINEL in rendered else prefix
+
+
+def seam_groups(seqs: Sequence[list[int]], head: list[int]) -> tuple[dict[int, list[int]], list[int]]:
+    """Where each prompt (token ids) leaves the shared ``head``: the longest ``split`` with
+    ``seq[:split] == head[:split]``, from the whole head down to ``SEAM_BACKOFF`` tokens before its end (the
+    tokenizer may merge the head's last characters with the text; checked per prompt on its joint tokenisation).
+    Returns ``{split: [prompt indices]}`` and the prompts that match none (run whole)."""
+    groups: dict[int, list[int]] = {}
+    fallback = []
+    low = max(1, len(head) - SEAM_BACKOFF)
+    for i, seq in enumerate(seqs):
+        split = next((n for n in range(len(head), low - 1, -1) if len(seq) > n and seq[:n] == head[:n]), None)
+        if split is None:
+            fallback.append(i)
+        else:
+            groups.setdefault(split, []).append(i)
+    return groups, fallback
 
 
 @dataclass
@@ -59,7 +84,7 @@ class LMEmbedder:
     """
 
     def __init__(self, model_name_or_path: str, device: str | None = None, dtype: str | None = None,
-                 attn_implementation: str | None = None, max_tokens_per_batch: int = 4096,
+                 attn_implementation: str | None = None, max_tokens_per_batch: int = 16384,
                  max_batch_size: int = 64, max_context: int | None = None, trust_remote_code: bool = False,
                  ) -> None:
         self.name_or_path = str(model_name_or_path)
@@ -75,7 +100,7 @@ class LMEmbedder:
         if getattr(self.config, "is_encoder_decoder", False):
             raise InputError(f"{self.name_or_path} is an encoder-decoder model; the reranker needs a causal LM",
                              field="lm")
-        self.dim = int(self.config.hidden_size)
+        self.dim = output_dim(self.config)
         self.max_tokens_per_batch = max_tokens_per_batch
         self.max_batch_size = max_batch_size
         limits = [getattr(self.config, a, None) for a in ("max_position_embeddings", "n_positions")]
@@ -83,6 +108,7 @@ class LMEmbedder:
         self.max_context = max_context or (min(limits) if limits else 2048)
         self._model = None  # loaded on first use: a warm cache never needs the weights
         self._fingerprint: str | None = None
+        self._prefix_attention: bool | None = None  # decided on the first batch (_shared_prefix_matches)
         self.stats = EmbedStats()
 
     @property
@@ -133,6 +159,9 @@ class LMEmbedder:
         hidden = getattr(out, "last_hidden_state", None)
         if hidden is None:
             raise InputError(f"{self.name_or_path} returns no hidden states (last_hidden_state)", field="lm")
+        if hidden.shape[-1] != self.dim:
+            raise InputError(f"{self.name_or_path} returns hidden states of width {hidden.shape[-1]}, not the "
+                             f"{self.dim} its config implies", field="lm")
         return hidden
 
     def _batches(self, lengths: Sequence[int], order: Sequence[int], extra: int = 0) -> list[list[int]]:
@@ -189,14 +218,18 @@ class LMEmbedder:
             return out
         seqs = [self.prompt_ids(prefix, render, cue, t) for t in texts]
         own = self._ids(shared_head(prefix, render))
-        split = max(1, len(own) - SEAM_BACKOFF)
-        shared = own[:split]
-        cached = [i for i, s in enumerate(seqs) if len(s) > split and s[:split] == shared]
-        fallback = sorted(set(range(len(seqs))) - set(cached))
+        groups, fallback = seam_groups(seqs, own)
         self.stats.uncached += len(fallback)
         bar = progress(total=len(seqs), desc=desc, unit=" texts", disable=not show_progress)
-        if cached:
-            out[cached] = self.embed_suffix_ids(shared, [seqs[i][split:] for i in cached], bar)
+        if groups:
+            # one KV cache of the longest shared head; a text whose tokens merge across the seam continues from
+            # a shorter slice of it (a causal LM's first tokens' keys and values do not depend on what follows)
+            longest = max(groups)
+            head_kv = self._prefix_cache(own[:longest])
+            for split, members in sorted(groups.items(), reverse=True):
+                kv = [(k[:, :, :split], v[:, :, :split]) for k, v in head_kv]
+                out[members] = self.embed_suffix_ids(own[:split], [seqs[i][split:] for i in members], bar,
+                                                     prefix_kv=kv)
         self.stats.texts += len(fallback)
         for i in fallback:
             out[i] = torch.nn.functional.normalize(self._run_padded([seqs[i]]).float(), dim=-1).cpu().numpy()[0]
@@ -205,13 +238,16 @@ class LMEmbedder:
         return out
 
     @torch.inference_mode()
-    def embed_suffix_ids(self, shared: list[int], suffixes: Sequence[list[int]], bar=None) -> np.ndarray:
+    def embed_suffix_ids(self, shared: list[int], suffixes: Sequence[list[int]], bar=None,
+                         prefix_kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> np.ndarray:
         """Unit vectors of ``shared + suffix`` for every suffix (token ids): the shared tokens' KV cache is
-        computed once, suffixes run longest first in batches under the token budget (shared tokens count)."""
+        computed once (or given as ``prefix_kv``), suffixes run longest first in batches under the token budget
+        (shared tokens count)."""
         out = np.empty((len(suffixes), self.dim), dtype=np.float32)
         if not len(suffixes):
             return out
-        prefix_kv = self._prefix_cache(list(shared))
+        if prefix_kv is None:
+            prefix_kv = self._prefix_cache(list(shared))
         lengths = [len(x) for x in suffixes]
         order = sorted(range(len(suffixes)), key=lambda i: -lengths[i])
         for batch in self._batches(lengths, order, extra=len(shared)):
@@ -223,7 +259,7 @@ class LMEmbedder:
         return out
 
     @classmethod
-    def from_model(cls, model, tokenizer, max_tokens_per_batch: int = 4096, max_batch_size: int = 64,
+    def from_model(cls, model, tokenizer, max_tokens_per_batch: int = 16384, max_batch_size: int = 64,
                    max_context: int | None = None) -> LMEmbedder:
         """An embedder around a causal LM already in memory (without its LM head, e.g. ``OPTModel(config)``):
         benchmarks build the paper's architectures from configs with random weights. Without a ``tokenizer`` only
@@ -234,11 +270,12 @@ class LMEmbedder:
         self.device, self.dtype = param.device, param.dtype
         self._attn, self._trust = getattr(model.config, "_attn_implementation", None), False
         self.tokenizer, self.config = tokenizer, model.config
-        self.dim = int(model.config.hidden_size)
+        self.dim = output_dim(model.config)
         self.max_tokens_per_batch, self.max_batch_size = max_tokens_per_batch, max_batch_size
         self.max_context = max_context or int(getattr(model.config, "max_position_embeddings", 2048))
         self._model = model.eval()
         self._accepts_position_ids = "position_ids" in inspect.signature(model.forward).parameters
+        self._prefix_attention = None
         self._fingerprint = f"in-memory:{self.name_or_path}"
         self.stats = EmbedStats()
         return self
@@ -250,7 +287,28 @@ class LMEmbedder:
         return cache_layers(out.past_key_values)
 
     def _run_suffixes(self, suffixes: list[list[int]], prefix_kv, split: int) -> torch.Tensor:
-        model = self.model
+        """Last-token hidden states of ``head + suffix`` per suffix, continuing from the head's ``prefix_kv``:
+        through the shared-prefix attention where this model matches the cache path, else through a cache."""
+        if self._prefix_attention is None:  # once per model: the fast path must give what the cache path gives
+            self._prefix_attention = self._shared_prefix_matches(suffixes[:4], prefix_kv, split)
+        run = self._forward_shared if self._prefix_attention else self._forward_cached
+        vec = run(suffixes, prefix_kv, split)
+        self.stats.tokens_run += sum(len(s) for s in suffixes)
+        return vec
+
+    def _shared_prefix_matches(self, suffixes: list[list[int]], prefix_kv, split: int) -> bool:
+        if not (self._accepts_position_ids and prefix_attention.register()):
+            return False
+        try:
+            fast = self._forward_shared(suffixes, prefix_kv, split).float()
+        except Exception:  # a model whose attention does not go through transformers' registry
+            return False
+        ref = self._forward_cached(suffixes, prefix_kv, split).float()
+        tol = 1e-4 if self.dtype == torch.float32 else 2e-2
+        err = (torch.nn.functional.normalize(fast, dim=-1) - torch.nn.functional.normalize(ref, dim=-1)).abs().max()
+        return bool(err <= tol)
+
+    def _forward_cached(self, suffixes: list[list[int]], prefix_kv, split: int) -> torch.Tensor:
         n = len(suffixes)
         ids, suffix_mask = pad_sequences(suffixes, self._pad_id)
         width = ids.shape[1]
@@ -260,7 +318,17 @@ class LMEmbedder:
                   "past_key_values": cache, "use_cache": True}
         if self._accepts_position_ids:
             kwargs["position_ids"] = (split + torch.arange(width)).unsqueeze(0).expand(n, -1).to(self.device)
-        hidden = self._last_hidden(model(**kwargs))
-        self.stats.tokens_run += sum(len(s) for s in suffixes)
+        return self._last_tokens(self._last_hidden(self.model(**kwargs)), suffixes)
+
+    def _forward_shared(self, suffixes: list[list[int]], prefix_kv, split: int) -> torch.Tensor:
+        n = len(suffixes)
+        ids, suffix_mask = pad_sequences(suffixes, self._pad_id)
+        position_ids = (split + torch.arange(ids.shape[1])).unsqueeze(0).expand(n, -1)
+        with prefix_attention.shared_prefix(self.model, prefix_kv):
+            out = self.model(input_ids=ids.to(self.device), attention_mask=suffix_mask.to(self.device),
+                             position_ids=position_ids.to(self.device), use_cache=False)
+        return self._last_tokens(self._last_hidden(out), suffixes)
+
+    def _last_tokens(self, hidden: torch.Tensor, suffixes: list[list[int]]) -> torch.Tensor:
         last = torch.as_tensor([len(s) - 1 for s in suffixes], device=self.device)
-        return hidden[torch.arange(n, device=self.device), last]
+        return hidden[torch.arange(len(suffixes), device=self.device), last]
