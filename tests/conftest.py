@@ -102,7 +102,8 @@ def demo_asset(rel: str) -> Path:
 
 
 def _write_tiny_causal_lm(path: Path, arch: str, seed: int = 0) -> Path:
-    """A 2-layer random causal LM (OPT, GPT-2 or Llama) with a small byte-level BPE trained on the fixtures."""
+    """A 2-layer random causal LM (OPT, GPT-2 or Llama) with a small byte-level BPE trained on the fixtures;
+    ``opt-proj`` is OPT-350m's shape, whose decoder projects its output (32 -> 16) below the hidden size."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import (
@@ -124,17 +125,17 @@ def _write_tiny_causal_lm(path: Path, arch: str, seed: int = 0) -> Path:
     corpus = SENTENCES + ["Follow the demonstrations:\n", "The answer is positive\n\n", "The answer is negative",
                           "Does the following sentence have a positive or negative sentiment?\n"] * 3
     tok.train_from_iterator(corpus, trainer)
-    if arch == "opt":  # OPT's tokenizer puts </s> in front of every text
+    if arch.startswith("opt"):  # OPT's tokenizer puts </s> in front of every text
         tok.post_processor = processors.TemplateProcessing(single="</s> $A", special_tokens=[("</s>", 1)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="</s>", eos_token="</s>", pad_token="<pad>",
                                    unk_token="<unk>")
     fast.save_pretrained(str(path))
     torch.manual_seed(seed)
     vocab = tok.get_vocab_size()
-    if arch == "opt":
+    if arch.startswith("opt"):
         model = OPTForCausalLM(OPTConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, ffn_dim=64,
                                          num_attention_heads=2, max_position_embeddings=512,
-                                         word_embed_proj_dim=32, pad_token_id=0, bos_token_id=1,
+                                         word_embed_proj_dim=16 if arch == "opt-proj" else 32, pad_token_id=0, bos_token_id=1,
                                          eos_token_id=1))
     elif arch == "gpt2":
         model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=512,
@@ -148,7 +149,7 @@ def _write_tiny_causal_lm(path: Path, arch: str, seed: int = 0) -> Path:
     return path
 
 
-@pytest.fixture(scope="session", params=["opt", "gpt2", "llama"])
+@pytest.fixture(scope="session", params=["opt", "opt-proj", "gpt2", "llama"])
 def tiny_lm(request, tmp_path_factory) -> Path:
     return _write_tiny_causal_lm(tmp_path_factory.mktemp(f"tiny-{request.param}"), request.param)
 
@@ -251,3 +252,21 @@ def candidates(tmp_path, corpus_txt, sky_task) -> Path:
                                     show_progress=False))
     return retrieve(RetrieveConfig(task=str(sky_task), index=str(index), out=str(tmp_path / "cands"), k=10,
                                    show_progress=False))
+
+
+def copy_in_dtype(src: Path, dst: Path, dtype: str) -> Path:
+    """A copy of the model folder ``src`` whose safetensors weights are stored in ``dtype`` (as many hub
+    checkpoints are: fp16 or bf16)."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(src, dst)
+    config = json.loads((dst / "config.json").read_text())
+    config.update({k: dtype for k in ("dtype", "torch_dtype") if k in config} or {"dtype": dtype})
+    (dst / "config.json").write_text(json.dumps(config))
+    for f in dst.glob("*.safetensors"):
+        save_file({k: v.to(getattr(torch, dtype)).contiguous() for k, v in load_file(f).items()}, f,
+                  metadata={"format": "pt"})
+    return dst

@@ -24,7 +24,7 @@ def _reference(path, texts, pooler):
 
 @pytest.mark.parametrize("pooler", ["cls", "cls_before_pooler", "mean"])
 def test_poolers_match_unbatched_reference(tiny_bert, pooler):
-    enc = DenseEncoder(str(tiny_bert), pooler=pooler, batch_size=5)
+    enc = DenseEncoder(str(tiny_bert), pooler=pooler, batch_size=5, dtype="fp32")
     got = enc.encode(SENTENCES)
     np.testing.assert_allclose(got, _reference(tiny_bert, SENTENCES, pooler), atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)

@@ -23,7 +23,7 @@ DEMOS = [Example("d0", "a gripping film .", "1"), Example("d1", "dull and slow .
 def test_label_scoring_equals_naive_full_prompts(tiny_lm):
     prompts = [build_prompt(TASK, DEMOS[: i % 4], t) for i, t in enumerate(SENTENCES + ["x " * 30])]
     words = ["positive", "negative", "quite unexpectedly wonderful"]  # one multi-token word
-    scorer = LabelScorer(str(tiny_lm), max_tokens_per_batch=500, max_batch_size=3)  # odd batches
+    scorer = LabelScorer(str(tiny_lm), dtype="fp32", max_tokens_per_batch=500, max_batch_size=3)  # odd batches
     fast, n_fast = scorer.score(prompts, words)
     naive, n_naive = scorer.score_naive(prompts, words)
     assert np.abs(fast - naive).max() < 1e-4

@@ -14,7 +14,7 @@ from pgra.reader import train as train_mod
 from pgra.reader.data import ReaderFormatter
 from pgra.reader.fid import FiDReader, load_tokenizer
 from pgra.reader.train import TrainConfig, train
-from tests.conftest import SENTENCES, TASK, _records
+from tests.conftest import SENTENCES, TASK, _records, copy_in_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
 def test_fid_with_one_passage_equals_the_plain_model(tiny_t5):
@@ -92,6 +92,19 @@ def test_train_predict_and_artifacts(reranked, tmp_path, tiny_t5):
     gen = [json.loads(x)["prediction"] for x in (tmp_path / "gen" / "predictions_test.jsonl").read_text().splitlines()]
     assert len(gen) == 6 and all(p in ("sky", "town", None) for p in gen)
     assert res["test"]["invalid_predictions"] == gen.count(None)  # generation may name no label: counted
+
+
+def test_a_bf16_checkpoint_trains_with_fp32_weights(reranked, tmp_path, tiny_t5):
+    """transformers 5 keeps a checkpoint's dtype: a bf16 reader checkpoint still trains with fp32 master weights."""
+    from safetensors.torch import load_file
+
+    half = copy_in_dtype(tiny_t5, tmp_path / "bf16", "bfloat16")
+    cfg = TrainConfig(data=str(reranked), out=str(tmp_path / "run"), model=str(half), n_passages=2,
+                      max_length=48, batch_size=4, max_steps=2, eval_every=0, learning_rate=1e-3,
+                      show_progress=False)
+    train(cfg)
+    weights = load_file(tmp_path / "run" / "best" / "model.safetensors")
+    assert {v.dtype for v in weights.values()} == {torch.float32}
 
 
 def test_killed_training_resumes_to_the_same_weights(reranked, tmp_path, tiny_t5, monkeypatch):

@@ -206,7 +206,7 @@ def test_cached_greedy_rewrites_equal_plain_generation(tiny_lm, tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    rw = SkillRewriter(str(tiny_lm), read_annotations(_annotations(tmp_path)), "I", max_new_tokens=5, batch_size=3,
+    rw = SkillRewriter(str(tiny_lm), read_annotations(_annotations(tmp_path)), "I", max_new_tokens=5, batch_size=3, dtype="fp32",
                        cache_dir=tmp_path)
     texts = ["a gripping film .", "dull and slow .", "The music was lovely.", "It rained."]
     got = rw.rewrite(texts)

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from pgra.simcse.config import SimCSEConfig
 from pgra.simcse.geometry import alignment, uniformity
 from pgra.simcse.train import setup, train_loop, train_simcse
-from tests.conftest import SENTENCES
+from tests.conftest import SENTENCES, copy_in_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,6 +68,15 @@ def test_loss_falls_and_output_is_an_index_encoder(corpus, tiny_bert, tmp_path):
                                     dense=DenseConfig(encoder=str(out), pooler="cls_before_pooler", batch_size=8)))
     hits = Index(index).search_hits([SENTENCES[3]], 1)[0]
     assert hits[0]["text"] == SENTENCES[3]
+
+
+def test_a_half_precision_checkpoint_trains_with_fp32_weights(corpus, tiny_bert, tmp_path):
+    """transformers 5 keeps a checkpoint's dtype: a fp16 start encoder must still train (fp32 master weights)."""
+    half = copy_in_dtype(tiny_bert, tmp_path / "half", "float16")
+    out = tmp_path / "simcse"
+    train_simcse(_cfg(corpus, half, out, max_steps=2))
+    assert np.isfinite(_log(out)).all()
+    assert {v.dtype for v in load_file(out / "model.safetensors").values()} == {torch.float32}
 
 
 def test_resume_reaches_the_uninterrupted_weights(corpus, tiny_bert, tmp_path):

@@ -18,4 +18,4 @@ def run(cfg) -> None:
 
 
 COMMAND = Command("train-simcse", "train an unsupervised SimCSE sentence encoder on a corpus (accelerate)",
-                  "pgra.simcse.config:SimCSEConfig", run)
+                  "pgra.simcse.config:SimCSEConfig", run, writes="out")

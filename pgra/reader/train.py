@@ -28,18 +28,22 @@ from torch.utils.data import DataLoader, Sampler
 
 from ..artifacts import (
     MANIFEST,
+    VERIFY_HASH_LIMIT,
     atomic_dir,
+    file_record,
     read_json,
     read_manifest,
     sha256_file,
+    verify_files,
     write_json,
     write_manifest,
     write_text,
 )
 from ..config import check_config, to_dict
-from ..errors import InputError
+from ..errors import IncompleteArtifactError, InputError
 from ..faults import fault_point
 from ..interchange import read_records, write_records
+from ..lock import locks_output
 from ..progress import progress
 from ..tasks import TaskSpec, check_label_words, task_from_manifest
 from .config import TrainConfig
@@ -152,7 +156,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     train_records = load_split(data_dir, "train", task, cfg.max_train_examples)
     dev_records = load_split(data_dir, "dev", task, cfg.max_eval_examples)
     tokenizer = load_tokenizer(cfg.model)
-    reader = FiDReader.from_pretrained(cfg.model)
+    reader = FiDReader.from_pretrained(cfg.model, dtype=torch.float32)  # fp32 master weights
     if cfg.gradient_checkpointing:
         enable = getattr(reader.model, "activation_checkpointing_enable", None) or \
             reader.model.gradient_checkpointing_enable  # transformers 5.x name, then 4.x
@@ -261,7 +265,7 @@ def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
 
         unset_hf_deepspeed_config()
     if acc.is_main_process:
-        best = FiDReader.from_pretrained(str(s.out / "best")).to(acc.device)
+        best = FiDReader.from_pretrained(str(s.out / "best"), dtype=torch.float32).to(acc.device)
         for split in ("dev", cfg.test_split):
             if not (s.data_dir / f"{split}.jsonl").exists():
                 continue
@@ -279,6 +283,7 @@ def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
     return results
 
 
+@locks_output()
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Train, select the best checkpoint on dev, evaluate it on test; returns the metrics per split."""
     s = setup(cfg)
@@ -289,25 +294,53 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     return results
 
 
-def _latest_checkpoint(out: Path) -> Path | None:
-    ckpts = sorted((out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
-    ckpts = [c for c in ckpts if (c / "trainer_state.json").exists()]
-    return ckpts[-1] if ckpts else None
+def _step(ckpt: Path) -> int:
+    return int(ckpt.name.split("_")[1])
+
+
+def _checkpoints(out: Path) -> list[Path]:
+    """Checkpoint folders (complete or not), oldest first."""
+    return sorted((out / "checkpoints").glob("step_*"), key=_step)
+
+
+def _complete_checkpoints(out: Path) -> list[Path]:
+    """Checkpoints whose marker (``trainer_state.json``) was written, oldest first."""
+    return [c for c in _checkpoints(out) if (c / "trainer_state.json").exists()]
+
+
+def checkpoint_damage(ckpt: Path) -> str | None:
+    """What is wrong with a complete checkpoint: an unreadable marker, or a file whose size (or, up to 256 MiB,
+    checksum) differs from what the marker recorded. None when it is whole."""
+    try:
+        saved = json.loads((ckpt / "trainer_state.json").read_text(encoding="utf-8"))
+        records = saved.get("files", {})
+        int(saved["state"]["step"])  # a marker without its step is unreadable too
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        return f"its trainer_state.json is unreadable ({type(e).__name__})"
+    try:
+        verify_files(ckpt, records)
+    except IncompleteArtifactError as e:
+        return str(e).replace(f"{ckpt}/", "")
+    return None
 
 
 def resume_state(acc, out: Path, resume_key: dict[str, Any]) -> dict[str, Any] | None:
-    """Load the latest checkpoint under ``out/checkpoints`` into ``acc``'s objects and return its trainer state
-    (None when there is none); one written with another ``resume_key`` is refused."""
-    ckpt = _latest_checkpoint(out)
-    if ckpt is None:
-        return None
-    saved = read_json(ckpt / "trainer_state.json")
-    if saved.get("config") != resume_key:
-        raise InputError(f"{ckpt} was written with another config or other data; use another --out or "
-                         "delete it", field="out")
-    acc.load_state(str(ckpt))
-    acc.print(f"resuming from {ckpt} (step {saved['state']['step']})")
-    return saved["state"]
+    """Load the latest whole checkpoint under ``out/checkpoints`` into ``acc``'s objects and return its trainer
+    state (None when there is none). A damaged one is skipped for the one before it, saying so; one written
+    with another ``resume_key`` is refused."""
+    for ckpt in reversed(_complete_checkpoints(out)):
+        damage = checkpoint_damage(ckpt)
+        if damage:
+            acc.print(f"{ckpt}: {damage}; skipping this damaged checkpoint")
+            continue
+        saved = read_json(ckpt / "trainer_state.json")
+        if saved.get("config") != resume_key:
+            raise InputError(f"{ckpt} was written with another config or other data; use another --out or "
+                             "delete it", field="out")
+        acc.load_state(str(ckpt))
+        acc.print(f"resuming from {ckpt} (step {saved['state']['step']})")
+        return saved["state"]
+    return None
 
 
 def _resume_key(cfg: TrainConfig) -> dict[str, Any]:
@@ -330,11 +363,19 @@ def _save_model(acc, reader, tokenizer, directory: Path, cfg: TrainConfig, task:
 
 def _checkpoint(acc, out: Path, state: dict[str, Any], cfg: TrainConfig, resume_key: dict[str, Any]) -> None:
     directory = out / "checkpoints" / f"step_{state['step']}"
+    if acc.is_main_process and directory.exists():  # a damaged one from a run that was not resumed from it
+        shutil.rmtree(directory)
+    acc.wait_for_everyone()
     acc.save_state(str(directory), safe_serialization=True)
+    acc.wait_for_everyone()  # every rank's files are written before the marker records them
     fault_point("train.checkpoint")  # tests: killed with the state saved, before the marker that completes it
     if acc.is_main_process:
-        write_json(directory / "trainer_state.json", {"state": state, "config": resume_key})
-        ckpts = sorted((out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
-        for old in ckpts[: -cfg.keep_checkpoints]:
+        files = {str(p.relative_to(directory)): file_record(p, hash_limit=VERIFY_HASH_LIMIT)
+                 for p in sorted(directory.rglob("*")) if p.is_file()}
+        write_json(directory / "trainer_state.json", {"state": state, "config": resume_key, "files": files})
+        ckpts = _checkpoints(out)
+        # one past this step was skipped as damaged when this run resumed: it must not outlive this one
+        later = [c for c in ckpts if _step(c) > state["step"]]
+        for old in later + [c for c in ckpts if c not in later][: -cfg.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
     acc.wait_for_everyone()

@@ -27,11 +27,13 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ..artifacts import MANIFEST, model_fingerprint, read_json, write_json, write_manifest
+from ..artifacts import MANIFEST, model_fingerprint, read_json, write_json, write_manifest, write_text
 from ..config import check_config
 from ..corpus import CorpusSource, CorpusStore, build_store
 from ..errors import InputError
+from ..faults import fault_point
 from ..loading import load_pretrained
+from ..lock import locks_output
 from ..progress import progress
 from ..reader.train import EpochSampler, _checkpoint, _optimizer, _resume_key, resume_state
 from ..tokens import pad_sequences
@@ -110,7 +112,9 @@ def _load_encoder(cfg: SimCSEConfig):
     from transformers import AutoModel, AutoTokenizer
 
     tokenizer = load_pretrained(AutoTokenizer, cfg.encoder, "encoder's tokenizer", "encoder")
-    encoder = load_pretrained(AutoModel, cfg.encoder, "encoder", "encoder")
+    # fp32 master weights whatever the checkpoint's dtype (transformers 5 keeps a fp16/bf16 checkpoint's dtype,
+    # which the fp32 MLP head cannot take); --mixed-precision runs the compute in bf16/fp16
+    encoder = load_pretrained(AutoModel, cfg.encoder, "encoder", "encoder", dtype=torch.float32)
     if cfg.dropout >= 0:  # attention dropout reads its module's p too (transformers' attention functions)
         for m in encoder.modules():
             if isinstance(m, torch.nn.Dropout):
@@ -162,6 +166,8 @@ def setup(cfg: SimCSEConfig) -> SimCSESetup:
         (out / MANIFEST).unlink(missing_ok=True)
         if state["step"] == 0:
             (out / "train_log.jsonl").unlink(missing_ok=True)
+        else:  # the log is cut back to the checkpoint: steps a killed run logged after it are trained again
+            write_text(out / "train_log.jsonl", "".join(json.dumps(r) + "\n" for r in state["history"]))
     acc.wait_for_everyone()
     return SimCSESetup(cfg, acc, out, state_dir, store, tokenizer, collate, heldout, model, optimizer, scheduler,
                        sampler, train_dl, state, resume_key)
@@ -203,6 +209,7 @@ def train_loop(s: SimCSESetup, stop_after: int = 0) -> None:
             if acc.is_main_process:
                 with open(s.out / "train_log.jsonl", "a", encoding="utf-8") as f:
                     f.write(json.dumps(record) + "\n")
+            fault_point("simcse.step")
             if step % save_every == 0 or step >= end:
                 _checkpoint(acc, s.state_dir, state, cfg, s.resume_key)
             if step >= end:
@@ -245,6 +252,7 @@ def finish(s: SimCSESetup) -> dict[str, Any]:
     return metrics
 
 
+@locks_output()
 def train_simcse(cfg: SimCSEConfig) -> dict[str, Any]:
     """Train, save the encoder folder, measure alignment / uniformity; returns the metrics (main process)."""
     s = setup(cfg)
