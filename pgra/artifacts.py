@@ -227,10 +227,14 @@ def read_manifest(directory: str | Path, kinds: str | Collection[str]) -> dict[s
     return manifest
 
 
-def file_record(path: str | Path) -> dict[str, Any]:
-    """Size and SHA-256 of an artifact file, stored in the manifest and checked on load."""
+def file_record(path: str | Path, hash_limit: int | None = None) -> dict[str, Any]:
+    """Size and SHA-256 of an artifact file, stored in the manifest and checked on load (the size alone for a
+    file over ``hash_limit`` bytes, when one is given)."""
     path = Path(path)
-    return {"size": path.stat().st_size, "sha256": sha256_file(path)}
+    size = path.stat().st_size
+    if hash_limit is not None and size > hash_limit:
+        return {"size": size}
+    return {"size": size, "sha256": sha256_file(path)}
 
 
 def verify_file(directory: str | Path, name: str, record: dict[str, Any], full: bool = True) -> Path:

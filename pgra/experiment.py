@@ -38,6 +38,7 @@ from .artifacts import (
 from .config import check_config, from_dict, merge, option, to_dict
 from .errors import InputError
 from .icl.config import ICLConfig
+from .lock import locks_output
 from .methods import KnnVoteConfig, MethodInputs, get_method
 from .reader.config import TrainConfig
 from .rerank.config import RerankConfig
@@ -398,6 +399,7 @@ def _report_failure(where: str, error: BaseException, directory: Path | None = N
         write_text(directory / "error.log", text)
 
 
+@locks_output()
 def run_experiment(cfg: ExperimentConfig, ctx=None) -> list[CellPlan]:
     """Run (or with ``dry_run`` describe) the grid; returns the failed cells."""
     return Experiment(cfg).run(ctx)

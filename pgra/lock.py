@@ -1,6 +1,7 @@
 """One writer per output folder: a lock file naming the process that writes it.
 
-``pgra build-index / retrieve / rerank / train / icl / experiment`` hold ``<out>/.pgra-lock`` (JSON: pid, host,
+``pgra build-index / retrieve / rerank / train / icl / experiment / train-simcse`` and the same stage functions
+called from Python (:func:`locks_output`) hold ``<out>/.pgra-lock`` (JSON: pid, host,
 command, start time) while they run. A second process on the same folder (a job resubmitted on a cluster
 while the first still runs) refuses, naming the folder and the other process, instead of interleaving writes.
 A lock left by a process that died on this host is taken over; a lock from another host is never guessed
@@ -10,12 +11,13 @@ dead (delete the file once that job is gone).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .errors import PgraError
@@ -100,3 +102,19 @@ def output_lock(directory: str | Path, command: str = "") -> Iterator[Path]:
 def is_main_launch() -> bool:
     """True unless this is a non-zero rank of torchrun / accelerate launch (only rank 0 holds the lock)."""
     return os.environ.get("RANK", "0") == "0"
+
+
+def locks_output(field: str = "out") -> Callable:
+    """Decorate a stage function ``fn(cfg, ...)`` to hold the lock of ``cfg.<field>`` while it runs (rank 0
+    only; re-entrant, so the CLI's lock and the function's are one)."""
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            cfg = args[0] if args else kwargs.get("cfg")
+            out = getattr(cfg, field, "")
+            if not out or not is_main_launch():
+                return fn(*args, **kwargs)
+            with output_lock(out, f"{fn.__module__}.{fn.__name__}"):
+                return fn(*args, **kwargs)
+        return run
+    return wrap

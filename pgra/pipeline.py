@@ -65,7 +65,7 @@ class _Reranking:
         """``(unique rows, their embeddings)``: cached rows read from the cache, the others embedded now."""
         rows = np.unique(rows)
         vecs = np.empty((len(rows), self.embedder.dim), dtype=np.float32)
-        done = self.cache.done[rows].astype(bool) if self.cache is not None else np.zeros(len(rows), bool)
+        done = ~np.isin(rows, self.cache.missing(rows)) if self.cache is not None else np.zeros(len(rows), bool)
         if done.any():
             vecs[done] = self.cache.get(rows[done])
         if (~done).any():

@@ -128,3 +128,23 @@ def test_experiment_grid_killed_resumes_to_the_same_cells(tmp_path, corpus_txt, 
         assert _digest(tmp_path / name, cells) == _digest(tmp_path / "ref", cells), point
         cell = json.loads((tmp_path / name / "sky" / "knn_vote" / "seed-2" / "cell.json").read_text())
         assert cell["results"] == ref_results, point
+
+
+def test_simcse_training_killed_resumes_to_the_same_encoder(tmp_path, corpus_txt, tiny_bert, capsys):
+    def argv(out):
+        return ["train-simcse", "--corpus", str(corpus_txt), "--encoder", str(tiny_bert), "--out",
+                str(tmp_path / out), "--batch-size", "4", "--heldout", "4", "--max-steps", "7", "--save-every", "3",
+                "--learning-rate", "1e-3", "--no-show-progress"]
+    _ok(argv("ref"), capsys)
+    a = load_file(str(tmp_path / "ref" / "model.safetensors"))
+    names = ["train_log.jsonl", "metrics.json", "simcse_head.safetensors"]
+    # mid-checkpoint (state saved, marker not); between checkpoints (steps logged past the last checkpoint);
+    # after training, with the encoder's files put in place but its metrics and manifest not yet
+    for point in ("train.checkpoint@2", "simcse.step@5", "write:metrics.json"):
+        out = "s-" + point.replace(":", "-").replace("@", "-")
+        _killed(argv(out), point)
+        assert not (tmp_path / out / "manifest.json").exists()
+        _ok(argv(out), capsys)
+        b = load_file(str(tmp_path / out / "model.safetensors"))
+        assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a), point
+        assert _digest(tmp_path / out, names) == _digest(tmp_path / "ref", names), point

@@ -3,14 +3,32 @@ lock of a dead process on this host is taken over."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
 import sys
 import time
 
+import pytest
+
 from pgra.cli import main
-from pgra.lock import LOCK_FILE
+from pgra.lock import LOCK_FILE, OutputBusyError
+
+
+@contextlib.contextmanager
+def _held(out, command):
+    """Another live process holding ``out``'s lock for the block (killed after it, leaving a stale lock)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; from pgra.lock import output_lock\n"
+         f"with output_lock({str(out)!r}, {command!r}):\n print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def _build(corpus_txt, out):
@@ -20,12 +38,7 @@ def _build(corpus_txt, out):
 
 def test_a_second_writer_is_refused_while_the_first_runs(tmp_path, corpus_txt, capsys):
     out = tmp_path / "idx"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pgra.lock import output_lock\n"
-         f"with output_lock({str(out)!r}, 'pgra build-index'):\n print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with _held(out, "pgra build-index") as holder:
         assert _build(corpus_txt, out) == 2
         err = capsys.readouterr().err
         lines = [line for line in err.splitlines() if line.startswith("error: ")]
@@ -33,9 +46,6 @@ def test_a_second_writer_is_refused_while_the_first_runs(tmp_path, corpus_txt, c
         assert str(out) in lines[0] and f"process {holder.pid} on host {socket.gethostname()}" in lines[0]
         assert "pgra build-index" in lines[0]
         assert not (out / "manifest.json").exists()
-    finally:
-        holder.kill()
-        holder.wait()
     # the holder died without releasing: its lock is stale and taken over
     assert (out / LOCK_FILE).exists()
     assert _build(corpus_txt, out) == 0
@@ -60,3 +70,36 @@ def test_a_refused_run_leaves_no_folder(tmp_path, capsys):
     assert main(["build-index", "--corpus", str(tmp_path / "missing.txt"), "--out", str(out), "--retriever",
                  "bm25"]) == 2
     assert not out.exists()
+
+
+def _stage_functions():
+    from pgra.experiment import ExperimentConfig, run_experiment
+    from pgra.icl.config import ICLConfig
+    from pgra.icl.run import run_icl
+    from pgra.reader.config import TrainConfig
+    from pgra.reader.train import train
+    from pgra.rerank.config import RerankConfig
+    from pgra.rerank.reranker import rerank
+    from pgra.retrieval.index import IndexConfig, build_index
+    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+    from pgra.simcse.config import SimCSEConfig
+    from pgra.simcse.train import train_simcse
+
+    return [(build_index, IndexConfig), (retrieve, RetrieveConfig), (rerank, RerankConfig), (train, TrainConfig),
+            (run_icl, ICLConfig), (run_experiment, ExperimentConfig), (train_simcse, SimCSEConfig)]
+
+
+def test_every_stage_function_refuses_a_folder_a_live_process_writes(tmp_path, corpus_txt):
+    """Called from Python, each stage function holds its output's lock: it refuses before reading its (here
+    empty) config, which would otherwise fail on the first missing input, and writes nothing."""
+    from pgra.retrieval.index import IndexConfig, build_index
+
+    out = tmp_path / "busy"
+    with _held(out, "job C") as holder:
+        for fn, cfg in _stage_functions():
+            with pytest.raises(OutputBusyError, match=f"{out} is being written by process {holder.pid} .*job C"):
+                fn(cfg(out=str(out)))
+        assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]
+    # the holder died: its stale lock is taken over, and a finished stage leaves no lock behind
+    build_index(IndexConfig(corpus=str(corpus_txt), out=str(out), retriever="bm25", show_progress=False))
+    assert (out / "manifest.json").exists() and not (out / LOCK_FILE).exists()

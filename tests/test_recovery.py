@@ -3,6 +3,7 @@ always rebuilds, and artifacts get the permissions of the user's umask."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -10,6 +11,7 @@ import pytest
 
 from pgra.artifacts import MANIFEST, read_json
 from pgra.cli import main
+from pgra.reader.train import checkpoint_damage
 from pgra.retrieval.index import Index
 
 
@@ -88,3 +90,146 @@ def test_artifacts_get_the_umask_permissions(umask, tmp_path, corpus_txt, capsys
         mode = stat.S_IMODE(p.stat().st_mode)
         want = (0o777 if p.is_dir() else 0o666) & ~umask
         assert mode == want, (p, oct(mode), oct(want))
+
+
+def _damage_cache(cache_dir, damage: str) -> None:
+    import numpy as np
+
+    (folder,) = {p.parent for p in cache_dir.rglob("key.json") if "queries" not in p.read_text()}
+    vectors = folder / "vectors.npy"
+    if damage == "truncate vectors":
+        vectors.write_bytes(vectors.read_bytes()[: vectors.stat().st_size // 2])
+    elif damage == "garbage row":  # a marked row's bytes overwritten
+        done = np.load(folder / "done.npy")
+        row = int(np.flatnonzero(done)[-1])
+        v = np.load(vectors, mmap_mode="r+")
+        v[row] = np.nan
+        v.flush()
+    elif damage == "garbage key":
+        (folder / "key.json").write_text('{"key": ')
+    else:
+        (folder / "done.npy").unlink()
+
+
+@pytest.mark.parametrize("damage,says", [
+    ("truncate vectors", "vectors.npy is truncated; its "), ("garbage row", "1 rows marked filled hold no unit"),
+    ("delete done", "done.npy is missing; every row is embedded again"),
+    ("garbage key", "key.json is unreadable (JSONDecodeError); rebuilding the embedding cache")])
+def test_a_damaged_embedding_cache_is_repaired_on_a_plain_rerun(damage, says, tmp_path, candidates, tiny_opt,
+                                                                 capsys):
+    """The damaged rows (all of them when the marks or the key are lost) are embedded again, the intact ones are
+    kept, and the reranked files equal the undamaged run's."""
+    def rerank(out):
+        argv = ["rerank", "--candidates", str(candidates), "--out", str(tmp_path / out), "--lm", str(tiny_opt),
+                "--cache-dir", str(tmp_path / "cache"), "--top-d", "3", "--num-demos", "2", "--no-show-progress"]
+        assert main(argv) == 0, capsys.readouterr().err
+        embedding = read_json(tmp_path / out / MANIFEST)["embedding"]
+        return capsys.readouterr().err, embedding["evidence_cache_hits"], embedding["evidence_rows"]
+
+    _, hits, rows = rerank("first")
+    assert hits == 0 and rows > 4
+    _damage_cache(tmp_path / "cache", damage)
+    err, hits, _ = rerank("second")
+    lines = [line for line in err.splitlines() if "cache/" in line]
+    assert len(lines) == 1 and says in lines[0], err
+    kept = {"truncate vectors": range(1, rows - 1), "garbage row": [rows - 1]}.get(damage, [0])
+    assert hits in kept, (hits, rows)  # what was intact is not embedded again
+    for name in ("train.jsonl", "test.jsonl"):  # rows embedded in other batches than before: equal to fp noise
+        first, second = ([json.loads(line) for line in (tmp_path / out / name).read_text().splitlines()]
+                         for out in ("first", "second"))
+        assert [[c["id"] for c in r["ctxs"]] for r in first] == [[c["id"] for c in r["ctxs"]] for r in second]
+        assert [c["score"] for r in second for c in r["ctxs"]] == \
+            pytest.approx([c["score"] for r in first for c in r["ctxs"]], abs=1e-9)
+    err, hits, _ = rerank("third")
+    assert "cache/" not in err and hits == rows  # repaired: a plain re-run finds it whole
+
+
+def test_cache_rows_past_a_cut_are_embedded_again_and_the_rest_kept(tmp_path):
+    import numpy as np
+
+    from pgra.rerank.cache import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path, {"k": 1}, 10, 4)
+    unit = np.eye(4, dtype=np.float32)[[0, 1, 2, 3, 0, 1]]
+    cache.put(np.arange(6), unit)
+    vectors = cache.directory / "vectors.npy"
+    vectors.write_bytes(vectors.read_bytes()[:-(10 - 4) * 16 - 5])  # mid-row 3
+    again = EmbeddingCache(tmp_path, {"k": 1}, 10, 4)
+    assert again.missing(np.arange(10)).tolist() == [3, 4, 5, 6, 7, 8, 9]
+    assert (again.get(np.arange(3)) == unit[:3]).all()
+    done = cache.directory / "done.npy"
+    again.put(np.arange(3, 6), unit[3:])
+    done.write_bytes(done.read_bytes()[:-8])  # marks of rows 2.. lost
+    assert EmbeddingCache(tmp_path, {"k": 1}, 10, 4).missing(np.arange(10)).tolist() == list(range(2, 10))
+
+
+def test_a_damaged_cache_is_refused_by_name_where_it_is_not_created(tmp_path):
+    """Ranks other than 0 open caches with create=False: they name the damage instead of racing to rebuild."""
+    import numpy as np
+
+    from pgra.errors import IncompleteArtifactError
+    from pgra.rerank.cache import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path, {"k": 1}, 5, 3)
+    cache.put(np.array([1, 3]), np.eye(3)[:2])
+    (cache.directory / "done.npy").write_bytes(b"\x93NUMPY")
+    with pytest.raises(IncompleteArtifactError, match="done.npy is unreadable"):
+        EmbeddingCache(tmp_path, {"k": 1}, 5, 3, create=False)
+    again = EmbeddingCache(tmp_path, {"k": 1}, 5, 3)  # rank 0 rebuilds: every row is missing again
+    assert again.missing(np.arange(5)).tolist() == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage marker"])
+def test_a_damaged_checkpoint_is_skipped_for_the_one_before(damage, tmp_path, reranked, tiny_t5, capsys):
+    """Reader (and SimCSE, which shares the code) checkpoints record their files' sizes and checksums; a plain
+    re-run skips a damaged one, resumes from the previous, and ends with the uninterrupted run's weights."""
+    from safetensors.torch import load_file
+
+    def train(out):
+        argv = ["train", "--data", str(reranked), "--out", str(tmp_path / out), "--model", str(tiny_t5),
+                "--n-passages", "2", "--max-length", "48", "--batch-size", "4", "--max-steps", "7",
+                "--eval-every", "0", "--save-every", "3", "--keep-checkpoints", "3", "--learning-rate", "1e-3",
+                "--no-show-progress"]
+        assert main(argv) == 0, capsys.readouterr().err
+        return capsys.readouterr().out
+
+    train("ref")
+    train("run")
+    ckpt = tmp_path / "run" / "checkpoints" / "step_7"  # the last (step 7 ends the run), after steps 3 and 6
+    assert (ckpt / "trainer_state.json").exists() and (tmp_path / "run" / "checkpoints" / "step_6").exists()
+    target = ckpt / "model.safetensors"
+    if damage == "truncate":
+        target.write_bytes(target.read_bytes()[:-100])
+    elif damage == "flip":
+        data = bytearray(target.read_bytes())
+        data[-5] ^= 0xFF
+        target.write_bytes(bytes(data))
+    else:
+        (ckpt / "trainer_state.json").write_text("{")
+    out = train("run")
+    assert f"{ckpt}: " in out and "skipping this damaged checkpoint" in out and "resuming from" in out
+    assert "step_6 (step 6)" in out
+    a = load_file(str(tmp_path / "ref" / "best" / "model.safetensors"))
+    b = load_file(str(tmp_path / "run" / "best" / "model.safetensors"))
+    assert all(bool((a[k] == b[k]).all()) for k in a)
+    assert checkpoint_damage(ckpt) is None  # step 7 was written again, whole
+
+
+def test_a_skipped_damaged_checkpoint_does_not_outlive_the_new_ones(tmp_path, reranked, tiny_t5, capsys):
+    """With one checkpoint kept, a run that skipped a damaged step_7 and started over keeps its own step_3 (not
+    the damaged step_7): killed again at step 5, the next re-run resumes from step 3 instead of from scratch."""
+    from tests.test_fault_injection import _killed
+
+    argv = ["train", "--data", str(reranked), "--out", str(tmp_path / "run"), "--model", str(tiny_t5),
+            "--n-passages", "2", "--max-length", "48", "--batch-size", "4", "--max-steps", "7", "--eval-every", "0",
+            "--save-every", "3", "--keep-checkpoints", "1", "--learning-rate", "1e-3", "--no-show-progress"]
+    assert main(argv) == 0, capsys.readouterr().err
+    ckpts = tmp_path / "run" / "checkpoints"
+    assert [p.name for p in ckpts.iterdir()] == ["step_7"]
+    (ckpts / "step_7" / "trainer_state.json").write_text("{")
+    _killed(argv[:], "train.step@5")  # started over (step_7 skipped), checkpointed step 3, killed at step 5
+    assert sorted(p.name for p in ckpts.iterdir()) == ["step_3"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "resuming from" in out and "step_3 (step 3)" in out and "skipping" not in out

@@ -10,6 +10,7 @@ from ..artifacts import MANIFEST, read_json, read_manifest, sha256_file, write_j
 from ..config import check_config, from_dict, to_dict
 from ..errors import InputError, StaleArtifactError
 from ..interchange import read_records, write_records
+from ..lock import locks_output
 from ..methods.base import Predictor
 from ..selection.base import settings_key, with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
@@ -35,6 +36,7 @@ def _classifier(cfg: ICLConfig, task: TaskSpec, data: Path, manifest: dict[str, 
     return ICLClassifier(cfg, task, train, with_index_encoder(cfg.demos, index))
 
 
+@locks_output()
 def run_icl(cfg: ICLConfig) -> dict[str, dict[str, Any]]:
     """Select demonstrations, predict every split in ``cfg.splits`` into ``cfg.out``; returns metrics per split."""
     from ..evaluation.predictions import score_lines

@@ -29,6 +29,7 @@ from ..distributed import DistContext, gather_objects, init_distributed, main_co
 from ..errors import InputError, StaleArtifactError
 from ..faults import fault_point
 from ..interchange import read_records, write_records
+from ..lock import locks_output
 from ..progress import progress
 from ..retrieval.retrieve import read_candidates_manifest
 from ..selection import get_selector
@@ -216,6 +217,7 @@ def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[
             "cost": asdict(selector.cost)}
 
 
+@locks_output()
 def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     """Rerank every requested split of a candidates folder; returns the output folder."""
     check_config(cfg)

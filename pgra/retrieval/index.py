@@ -44,6 +44,7 @@ from ..corpus import CorpusSource, CorpusStore, build_store
 from ..distributed import DistContext, init_distributed, main_computes
 from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
 from ..faults import fault_point
+from ..lock import locks_output
 from ..progress import progress
 from .bm25 import BM25Config, BM25Index
 from .dense import INDEX_TYPES, FaissParams, build_faiss, load_faiss, save_faiss, search_faiss
@@ -127,6 +128,7 @@ def _build_key(cfg: IndexConfig, corpus_fp: str, encoder_fp: str | None) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+@locks_output()
 def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
     """Build (or resume, or confirm up to date) the index described by ``cfg``; returns its folder."""
     cfg.validate()

@@ -21,6 +21,7 @@ from ..distributed import DistContext, init_distributed
 from ..errors import InputError
 from ..faults import fault_point
 from ..interchange import example_record, read_records, write_records
+from ..lock import locks_output
 from ..progress import progress
 from ..tasks import get_task, load_task
 from .index import Index
@@ -50,6 +51,7 @@ class RetrieveConfig:
     show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
 
 
+@locks_output()
 def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     """Write the candidates of every requested split; returns the output folder."""
     check_config(cfg)
