@@ -40,8 +40,7 @@ ARCHS = {
                         "d_kv": 64}),
 }
 TINY = {"bert": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64},
-        "opt": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "ffn_dim": 64,
-                "word_embed_proj_dim": 32},
+        "opt": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "ffn_dim": 64},
         "t5": {"d_model": 32, "d_ff": 64, "num_layers": 2, "num_decoder_layers": 2, "num_heads": 2, "d_kv": 16}}
 # dense bf16 tensor-core peaks (FLOP/s) by device name
 PEAKS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12,
@@ -58,6 +57,8 @@ def build(name: str, tiny: bool, device: torch.device, dtype: torch.dtype, head:
 
     family, cfg = ARCHS[name]
     cfg = {**cfg, **(TINY[family] if tiny else {})}
+    if tiny and "word_embed_proj_dim" in cfg:  # keep OPT-350m's output projection (1024 -> 512) at tiny size
+        cfg["word_embed_proj_dim"] = cfg["hidden_size"] // 2
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)  # built in its dtype: OPT-13b in fp32 first would not fit next to its copy
     try:
@@ -135,7 +136,12 @@ def bench_reranker(name: str, args, device, dtype, rng) -> dict:
     from pgra.rerank.embedder import LMEmbedder
 
     model = build(name, args.tiny, device, dtype)
-    emb = LMEmbedder.from_model(model, tokenizer=None, max_tokens_per_batch=args.rerank_token_budget,
+    cfg = model.config
+    # batch rows x (prefix + own tokens) of keys and values under --rerank-kv-gib: what the cache path copies per
+    # row (a model the shared-prefix attention does not fit), and a bound on the shared path's attention scores
+    kv_per_token = 2 * cfg.num_hidden_layers * cfg.hidden_size * torch.finfo(dtype).bits // 8
+    budget = min(args.rerank_token_budget, int(args.rerank_kv_gib * 2**30 / kv_per_token))
+    emb = LMEmbedder.from_model(model, tokenizer=None, max_tokens_per_batch=budget,
                                 max_batch_size=args.rerank_batch)
     vocab = model.config.vocab_size
     shared = rng.integers(1000, vocab, size=args.prefix_tokens).tolist()
@@ -152,7 +158,8 @@ def bench_reranker(name: str, args, device, dtype, rng) -> dict:
     tokens = emb.stats.tokens_run
     out = {"model": name, "params": params(model), "texts": len(suffixes), "seconds": seconds,
            "texts_per_s": len(suffixes) / seconds, "tokens_per_s": tokens / seconds,
-           "flops_per_s": 2 * params(model) * tokens / seconds, "prefix_tokens": len(shared)}
+           "flops_per_s": 2 * params(model) * tokens / seconds, "prefix_tokens": len(shared),
+           "token_budget": budget}
     return out
 
 
@@ -228,6 +235,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--rerank-texts", type=int, default=8192)
     ap.add_argument("--rerank-token-budget", type=int, default=65536)
     ap.add_argument("--rerank-batch", type=int, default=512)
+    ap.add_argument("--rerank-kv-gib", type=float, default=16.0, help="GiB of keys and values a batch may hold")
     ap.add_argument("--prefix-tokens", type=int, default=320, help="demonstrations + template head (SST-2, m=8)")
     ap.add_argument("--reader-batch", type=int, default=8)
     ap.add_argument("--passage-tokens", type=int, default=128)
@@ -246,13 +254,27 @@ def main(argv: list[str] | None = None) -> dict:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     peak = next((v for k, v in PEAKS.items() if k in name), None)
 
-    encoding = bench_encoding(args, device, dtype, rng)
+    frac = lambda r: f"{100 * r['flops_per_s'] / peak:.1f}%" if peak else "n/a"  # noqa: E731
+    print(f"device: {name} ({dtype}){' - TINY configs, not the paper sizes' if args.tiny else ''}", flush=True)
+    encoding = bench_encoding(args, device, dtype, rng)  # each stage printed as it ends: a partial run says something
+    print(f"encoding ({encoding['model']}): {encoding['sentences']:,} sentences, {encoding['sentences_per_s']:,.0f} "
+          f"sentences/s, {encoding['tokens_per_s']:,.0f} tokens/s, {frac(encoding)} of peak -> 1M sentences in "
+          f"{encoding['corpus_encode_hours']:.3f} h; flat index of {encoding['index_vectors']:,} vectors built in "
+          f"{encoding['index_build_s']:.1f} s, 1,000 searches top-150 in {encoding['search_1000_queries_top150_s']:.1f} s",
+          flush=True)
     rerank, readers = [], []
     for m in (m for m in args.rerankers.split(",") if m):
-        rerank.append(bench_reranker(m, args, device, dtype, rng))
+        r = bench_reranker(m, args, device, dtype, rng)
+        rerank.append(r)
+        print(f"rerank {r['model']:<9} {r['texts_per_s']:>9,.1f} texts/s {r['tokens_per_s']:>11,.0f} tokens/s "
+              f"{frac(r):>6} of peak (token budget {r['token_budget']:,})", flush=True)
         _free(device)
     for m in (m for m in args.readers.split(",") if m):
-        readers.append(bench_reader(m, args, device, rng))
+        r = bench_reader(m, args, device, rng)
+        readers.append(r)
+        mem = f", {r['peak_memory_gib']:.1f} GiB" if r["peak_memory_gib"] else ""
+        print(f"reader {r['model']:<9} {r['s_per_step']:.3f} s/step (batch {r['batch']}, d={r['passages']}, "
+              f"{r['passage_tokens']} tokens{mem}) {frac(r)} of peak", flush=True)
         _free(device)
     cost = grid_cost(encoding, rerank[-1], readers[0])
     for r in [encoding, *rerank, *readers]:
@@ -260,20 +282,6 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"device": name, "dtype": str(dtype), "tiny": args.tiny, "torch": torch.__version__,
               "bf16_peak_flops": peak, "encoding": encoding, "rerank": rerank, "readers": readers,
               "table2_grid": cost}
-
-    frac = lambda r: f"{100 * r['peak_fraction']:.1f}%" if r["peak_fraction"] else "n/a"  # noqa: E731
-    print(f"device: {name} ({dtype}){' - TINY configs, not the paper sizes' if args.tiny else ''}")
-    print(f"encoding ({encoding['model']}): {encoding['sentences_per_s']:,.0f} sentences/s, "
-          f"{encoding['tokens_per_s']:,.0f} tokens/s, {frac(encoding)} of peak -> 1M sentences in "
-          f"{encoding['corpus_encode_hours']:.2f} h; flat index of {encoding['index_vectors']:,} vectors built in "
-          f"{encoding['index_build_s']:.1f} s, 1,000 searches top-150 in {encoding['search_1000_queries_top150_s']:.1f} s")
-    for r in rerank:
-        print(f"rerank {r['model']:<9} {r['texts_per_s']:>9,.1f} texts/s {r['tokens_per_s']:>11,.0f} tokens/s "
-              f"{frac(r):>6} of peak")
-    for r in readers:
-        mem = f", {r['peak_memory_gib']:.1f} GiB" if r["peak_memory_gib"] else ""
-        print(f"reader {r['model']:<9} {r['s_per_step']:.3f} s/step (batch {r['batch']}, d={r['passages']}, "
-              f"{r['passage_tokens']} tokens{mem}) {frac(r)} of peak")
     print(f"Table 2 grid on this device: {cost['total_hours']:.1f} GPU h = index {cost['index_hours']:.2f} + rerank "
           f"({cost['reranker']}, {cost['rerank_texts']:,} texts) {cost['rerank_hours']:.1f} + readers "
           f"({cost['reader']}) {cost['reader_hours']:.1f}")
