@@ -3,6 +3,7 @@
 import json
 import struct
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,12 +13,12 @@ from pgra.reader.train import TrainConfig, train
 from pgra.tracking import open_tracker
 
 
-def _wandb_history(run_dir: Path) -> list[dict]:
-    """History rows of an offline wandb run, read from its .wandb log (leveldb-style blocks of Record protos)."""
+def _wandb_records(run_dir: Path) -> list:
+    """The Records of an offline wandb run's .wandb log (leveldb-style blocks of Record protos)."""
     from wandb.proto import wandb_internal_pb2
 
     (path,) = run_dir.glob("run-*.wandb")
-    data, pos, block, buf, rows = path.read_bytes(), 7, 32768, b"", []
+    data, pos, block, buf, records = path.read_bytes(), 7, 32768, b"", []
     assert data[:4] == b":W&B"
     while pos + 7 <= len(data):
         if block - pos % block < 7:  # block trailer
@@ -27,11 +28,22 @@ def _wandb_history(run_dir: Path) -> list[dict]:
         chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
         buf = chunk if kind in (1, 2) else buf + chunk  # full / first, or middle / last
         if kind in (1, 4):
-            rec = wandb_internal_pb2.Record()
-            rec.ParseFromString(buf)
-            if rec.WhichOneof("record_type") == "history":
-                rows.append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in rec.history.item})
-    return rows
+            records.append(wandb_internal_pb2.Record.FromString(buf))
+    return records
+
+
+def _wandb_history(run_dir: Path, timeout: float = 60.0) -> list[dict]:
+    """History rows of a finished offline wandb run.
+
+    wandb's service writes the run's log after ``finish()`` has returned (seen: the 7-byte header alone in about
+    one run in six, the whole log milliseconds later), so this waits for the log's closing exit record.
+    """
+    deadline = time.monotonic() + timeout
+    while not any(r.WhichOneof("record_type") == "exit" for r in _wandb_records(run_dir)) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [{i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+            for r in _wandb_records(run_dir) if r.WhichOneof("record_type") == "history"]
 
 
 def _tensorboard_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
