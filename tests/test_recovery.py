@@ -11,7 +11,7 @@ import pytest
 
 from pgra.artifacts import MANIFEST, read_json
 from pgra.cli import main
-from pgra.reader.train import checkpoint_damage
+from pgra.reader.train import read_checkpoint
 from pgra.retrieval.index import Index
 
 
@@ -212,7 +212,7 @@ def test_a_damaged_checkpoint_is_skipped_for_the_one_before(damage, tmp_path, re
     a = load_file(str(tmp_path / "ref" / "best" / "model.safetensors"))
     b = load_file(str(tmp_path / "run" / "best" / "model.safetensors"))
     assert all(bool((a[k] == b[k]).all()) for k in a)
-    assert checkpoint_damage(ckpt) is None  # step 7 was written again, whole
+    assert read_checkpoint(ckpt)[1] is None  # step 7 was written again, whole
 
 
 def test_a_skipped_damaged_checkpoint_does_not_outlive_the_new_ones(tmp_path, reranked, tiny_t5, capsys):
@@ -233,3 +233,19 @@ def test_a_skipped_damaged_checkpoint_does_not_outlive_the_new_ones(tmp_path, re
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "resuming from" in out and "step_3 (step 3)" in out and "skipping" not in out
+
+
+def test_damaged_cache_rows_are_reported_once_and_only_by_the_reporting_rank(tmp_path, capsys):
+    import numpy as np
+
+    from pgra.rerank.cache import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path, {"k": 1}, 6, 4)
+    cache.put(np.arange(3), np.eye(4, dtype=np.float32)[:3])
+    cache.vectors[1] = 0.0  # marked filled, no unit vector
+    other_rank = EmbeddingCache(tmp_path, {"k": 1}, 6, 4, create=False, report=False)
+    assert other_rank.missing(np.arange(6)).tolist() == [1, 3, 4, 5]
+    assert capsys.readouterr().err == ""
+    assert cache.missing(np.arange(6)).tolist() == [1, 3, 4, 5]
+    assert cache.missing(np.arange(6)).tolist() == [1, 3, 4, 5]
+    assert capsys.readouterr().err.count("1 rows marked filled hold no unit vector") == 1

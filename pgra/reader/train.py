@@ -31,7 +31,6 @@ from ..artifacts import (
     VERIFY_HASH_LIMIT,
     atomic_dir,
     file_record,
-    read_json,
     read_manifest,
     sha256_file,
     verify_files,
@@ -308,20 +307,21 @@ def _complete_checkpoints(out: Path) -> list[Path]:
     return [c for c in _checkpoints(out) if (c / "trainer_state.json").exists()]
 
 
-def checkpoint_damage(ckpt: Path) -> str | None:
-    """What is wrong with a complete checkpoint: an unreadable marker, or a file whose size (or, up to 256 MiB,
-    checksum) differs from what the marker recorded. None when it is whole."""
+def read_checkpoint(ckpt: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """A complete checkpoint's marker (``trainer_state.json``) and what is wrong with the checkpoint: an unreadable
+    marker, or a file whose size (or, up to 256 MiB, checksum) differs from what the marker recorded. The
+    marker is None when unreadable; the damage is None when the checkpoint is whole."""
     try:
         saved = json.loads((ckpt / "trainer_state.json").read_text(encoding="utf-8"))
         records = saved.get("files", {})
         int(saved["state"]["step"])  # a marker without its step is unreadable too
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        return f"its trainer_state.json is unreadable ({type(e).__name__})"
+        return None, f"its trainer_state.json is unreadable ({type(e).__name__})"
     try:
         verify_files(ckpt, records)
     except IncompleteArtifactError as e:
-        return str(e).replace(f"{ckpt}/", "")
-    return None
+        return saved, str(e).replace(f"{ckpt}/", "")
+    return saved, None
 
 
 def resume_state(acc, out: Path, resume_key: dict[str, Any]) -> dict[str, Any] | None:
@@ -329,11 +329,10 @@ def resume_state(acc, out: Path, resume_key: dict[str, Any]) -> dict[str, Any] |
     state (None when there is none). A damaged one is skipped for the one before it, saying so; one written
     with another ``resume_key`` is refused."""
     for ckpt in reversed(_complete_checkpoints(out)):
-        damage = checkpoint_damage(ckpt)
+        saved, damage = read_checkpoint(ckpt)
         if damage:
             acc.print(f"{ckpt}: {damage}; skipping this damaged checkpoint")
             continue
-        saved = read_json(ckpt / "trainer_state.json")
         if saved.get("config") != resume_key:
             raise InputError(f"{ckpt} was written with another config or other data; use another --out or "
                              "delete it", field="out")

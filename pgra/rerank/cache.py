@@ -36,12 +36,12 @@ class EmbeddingCache:
     """Rows ``0..size-1`` of unit vectors, filled lazily and kept across runs."""
 
     def __init__(self, root: str | Path, key: dict[str, Any], size: int, dim: int, dtype: str = "float32",
-                 create: bool = True) -> None:
+                 create: bool = True, report: bool = True) -> None:
         self.key = key
         self.directory = Path(root) / cache_key_hash(key)
         self.size, self.dim = size, dim
         self.dtype = dtype
-        self._reported = False
+        self._reported = not report  # ranks but the first say nothing: one line per run
         if create:  # the process that creates caches (rank 0) repairs or rebuilds a damaged one
             self._repair()
             damage = self._damage()

@@ -105,7 +105,7 @@ def _open_cache(ctx: DistContext, root: str, key: dict[str, Any], size: int, dim
     if ctx.is_main:
         EmbeddingCache(root, key, size, dim)
     ctx.barrier()
-    return EmbeddingCache(root, key, size, dim, create=False)
+    return EmbeddingCache(root, key, size, dim, create=False, report=ctx.is_main)
 
 
 def _embedder(cfg: RerankConfig) -> LMEmbedder:
