@@ -46,8 +46,7 @@ class EmbeddingCache:
             self._repair()
             damage = self._damage()
             if damage:  # a cache only saves work: rebuild it rather than refuse it
-                print(f"{self.directory}: {damage}; rebuilding the embedding cache (its rows are embedded again)",
-                      file=sys.stderr)
+                self._say(f"{damage}; rebuilding the embedding cache (its rows are embedded again)")
                 shutil.rmtree(self.directory)
             if not (self.directory / "key.json").exists():
                 self._create()

@@ -82,9 +82,12 @@ def evidence_cache_key(base_key: dict[str, Any], corpus_fingerprint: str) -> dic
 
 
 def _embed_rows(embedder: LMEmbedder, cache: EmbeddingCache, rows: np.ndarray, texts_of, prefix: str,
-                task: TaskSpec, cfg: RerankConfig, ctx: DistContext, desc: str) -> None:
-    """Embed the missing rows of this rank's round-robin share of ``rows`` into ``cache``, chunk by chunk."""
-    mine = cache.missing(rows[ctx.rank::ctx.world_size])  # shard first: other ranks are already writing
+                task: TaskSpec, cfg: RerankConfig, ctx: DistContext, desc: str,
+                missing: np.ndarray | None = None) -> None:
+    """Embed the missing rows of this rank's round-robin share of ``rows`` into ``cache``, chunk by chunk
+    (``missing``: what :meth:`EmbeddingCache.missing` already returned for ``rows``, so as not to read them twice)."""
+    share = rows[ctx.rank::ctx.world_size]  # shard first: other ranks are already writing their shares
+    mine = cache.missing(share) if missing is None else np.intersect1d(share, missing)
     show = cfg.show_progress and ctx.is_main
     n_chunks = (len(mine) + cfg.chunk_size - 1) // cfg.chunk_size
     for c, start in enumerate(range(0, len(mine), cfg.chunk_size)):
@@ -128,8 +131,9 @@ def _shared_prompt(cfg, ctx, task, store, cand, data, splits, embedder, demos):
     rows_of = {split: [np.fromiter((store.position(c["id"]) for c in r["ctxs"]), dtype=np.int64)
                        for r in data[split]] for split in splits}
     all_rows = np.unique(np.concatenate([rows for split in splits for rows in rows_of[split]]))
-    hits_before = len(all_rows) - len(evidence.missing(all_rows))
-    _embed_rows(embedder, evidence, all_rows, store.texts, prefix, task, cfg, ctx, "evidence")
+    missing = evidence.missing(all_rows)  # reads every marked row once (damaged rows count as missing)
+    hits_before = len(all_rows) - len(missing)
+    _embed_rows(embedder, evidence, all_rows, store.texts, prefix, task, cfg, ctx, "evidence", missing)
     query_caches = {}
     for split in splits:
         texts = [r["text"] for r in data[split]]
