@@ -255,3 +255,69 @@ def test_reader_load_predicts_what_the_run_saved(reranked, tmp_path, tiny_t5):
                 assert abs(p - s["scores"][label]) < 1e-5
     with pytest.raises(InputError, match="not a trained `pgra train` run"):
         Reader.load(tmp_path)
+
+
+@pytest.mark.parametrize("arch", ["t5", "bert2bert"])
+def test_stored_encoder_outputs_score_like_the_encoder(arch, request):
+    """freeze_encoder's stored outputs (records padded one by one, batched in another order) give the scores and
+    loss that running the encoder on the padded batch gives."""
+    from pgra.reader.encoded import EncodedInputs
+
+    model = request.getfixturevalue("tiny_t5" if arch == "t5" else "tiny_bert2bert")
+    reader = FiDReader.from_pretrained(str(model)).eval()
+    fmt = ReaderFormatter(TASK, load_tokenizer(str(model)), n_passages=2, max_length=48)
+    records = _records(7)
+    encoded = EncodedInputs.compute(reader, fmt, records, batch_size=3)  # 3 batches, the last of one record
+    batch = fmt.collate(records)
+    direct = reader.score_targets(batch["input_ids"], batch["attention_mask"], fmt.target_tensor, fmt.target_mask)
+    states, mask = encoded.batch(range(7))
+    stored = reader.score_encoded(states, mask, fmt.target_tensor, fmt.target_mask)
+    torch.testing.assert_close(stored, direct, atol=1e-5, rtol=1e-5)
+    order = [5, 0, 3]
+    states, mask = encoded.batch(order)
+    labels = fmt.label_batch([records[i] for i in order])["labels"]
+    sub = fmt.collate([records[i] for i in order])
+    torch.testing.assert_close(reader(attention_mask=mask, labels=labels, encoder_states=states).loss,
+                               reader(sub["input_ids"], sub["attention_mask"], labels=labels).loss,
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_frozen_encoder_trains_the_decoder_only(reranked, tmp_path, tiny_bert2bert):
+    base = dict(data=str(reranked), model=str(tiny_bert2bert), n_passages=2, max_length=48, batch_size=4,
+                max_steps=6, eval_every=3, learning_rate=1e-3, show_progress=False, freeze_encoder=True)
+    train(TrainConfig(out=str(tmp_path / "run"), **base))
+    before = load_file(str(tiny_bert2bert / "model.safetensors"))
+    after = load_file(str(tmp_path / "run" / "best" / "model.safetensors"))
+    enc = [k for k in after if k.startswith("encoder.") and k in before]
+    dec = [k for k in after if k.startswith("decoder.") and k in before]
+    assert enc and dec
+    assert all(torch.equal(before[k], after[k]) for k in enc)
+    assert any(not torch.equal(before[k], after[k]) for k in dec)
+    # the dev score during training (stored encoder outputs) is the final evaluation's (the encoder run anew)
+    log = [json.loads(x) for x in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    best = next(r for r in log if r["step"] == metrics["best_step"])
+    assert best["dev_accuracy"] == metrics["results"]["dev"]["accuracy"]
+
+
+def test_killed_frozen_encoder_training_resumes_to_the_same_weights(reranked, tmp_path, tiny_t5, monkeypatch):
+    base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=7,
+                eval_every=0, save_every=3, learning_rate=1e-3, show_progress=False, freeze_encoder=True)
+    train(TrainConfig(out=str(tmp_path / "a"), **base))
+    real = train_mod._checkpoint
+    calls = {"n": 0}
+
+    def dying_checkpoint(*args, **kwargs):
+        real(*args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_mod, "_checkpoint", dying_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        train(TrainConfig(out=str(tmp_path / "b"), **base))
+    train(TrainConfig(out=str(tmp_path / "b"), **base))
+    a = (tmp_path / "a" / "best" / "model.safetensors").read_bytes()
+    assert a == (tmp_path / "b" / "best" / "model.safetensors").read_bytes()
+    la = (tmp_path / "a" / "train_log.jsonl").read_text()
+    assert la == (tmp_path / "b" / "train_log.jsonl").read_text()

@@ -35,6 +35,8 @@ class TrainConfig:
     max_eval_examples: int = option(0, min=0, help="dev inputs used during training; 0 = all")
     max_train_examples: int = option(0, min=0, help="training inputs used; 0 = all")
     mixed_precision: str = option("no", choices=choices.MIXED_PRECISION, help="no, fp16 or bf16")
+    freeze_encoder: bool = option(False, help="train the decoder only; the encoder's outputs are computed once per "
+                                              "(input, evidence) pair and reused (fast on CPU; not the paper's)")
     gradient_checkpointing: bool = option(False, help="recompute activations to save memory")
     find_unused_parameters: bool = option(False, help="DDP: set for models with parameters the loss never "
                                                       "reaches")

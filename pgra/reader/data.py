@@ -85,7 +85,10 @@ class ReaderFormatter:
         ids, mask = pad_sequences([s for row in seqs for s in row], self.pad)
         batch = {"input_ids": ids.view(len(records), n_p, -1), "attention_mask": mask.view(len(records), n_p, -1)}
         if all("label" in r for r in records):
-            idx = [self.task.labels.index(str(r["label"])) for r in records]
-            batch["labels"] = pad_sequences([self.targets[i] for i in idx], -100)[0]
-            batch["label_index"] = torch.as_tensor(idx)
+            batch.update(self.label_batch(records))
         return batch
+
+    def label_batch(self, records: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """Target tensors of labelled records: labels ``(B, T)`` (padding -100) and label_index ``(B,)``."""
+        idx = [self.task.labels.index(str(r["label"])) for r in records]
+        return {"labels": pad_sequences([self.targets[i] for i in idx], -100)[0], "label_index": torch.as_tensor(idx)}

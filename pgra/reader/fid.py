@@ -49,9 +49,36 @@ class FiDReader(torch.nn.Module):
         return (BaseModelOutput(last_hidden_state=hidden.reshape(b, p * length, hidden.shape[-1])),
                 attention_mask.reshape(b, p * length))
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor | None = None,
-                decoder_input_ids: torch.Tensor | None = None):
-        enc, mask = self.encode(input_ids, attention_mask)
+    def freeze_encoder(self) -> None:
+        """Train the decoder's layers only: the encoder's weights get no gradient and it always runs in eval mode
+        (no dropout), so its output for a given input is fixed and can be computed once (:class:`EncodedInputs`).
+        The word embeddings stay fixed too (T5 shares them with the encoder; the output projection over the
+        vocabulary is most of a small decoder's weights and of its backward pass)."""
+        self.frozen_encoder = True
+        frozen = [self.model.get_encoder(), self.model.get_input_embeddings()]
+        decoder = self.model.get_decoder()
+        frozen += [decoder.get_input_embeddings(), self.model.get_output_embeddings()]
+        for module in frozen:
+            if module is not None:
+                for p in module.parameters():
+                    p.requires_grad_(False)
+        self.model.get_encoder().eval()
+
+    def train(self, mode: bool = True) -> FiDReader:
+        super().train(mode)
+        if getattr(self, "frozen_encoder", False):
+            self.model.get_encoder().eval()
+        return self
+
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, decoder_input_ids: torch.Tensor | None = None,
+                encoder_states: torch.Tensor | None = None):
+        """The seq2seq loss/logits; ``encoder_states`` ``(B, P*L, H)`` (with the fused ``attention_mask``)
+        replaces running the encoder on ``input_ids``."""
+        if encoder_states is not None:
+            enc, mask = BaseModelOutput(last_hidden_state=encoder_states), attention_mask
+        else:
+            enc, mask = self.encode(input_ids, attention_mask)
         return self.model(encoder_outputs=enc, attention_mask=mask, labels=labels,
                           decoder_input_ids=decoder_input_ids)
 
@@ -64,8 +91,14 @@ class FiDReader(torch.nn.Module):
         once per input; the decoder runs on every (input, target) pair.
         """
         enc, mask = self.encode(input_ids, attention_mask)
-        b, c = input_ids.shape[0], targets.shape[0]
-        states = enc.last_hidden_state.repeat_interleave(c, dim=0)
+        return self.score_encoded(enc.last_hidden_state, mask, targets, target_mask)
+
+    @torch.no_grad()
+    def score_encoded(self, states: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor,
+                      target_mask: torch.Tensor) -> torch.Tensor:
+        """:meth:`score_targets` on fused encoder states ``(B, P*L, H)`` and their mask ``(B, P*L)``."""
+        b, c = states.shape[0], targets.shape[0]
+        states = states.repeat_interleave(c, dim=0)
         mask = mask.repeat_interleave(c, dim=0)
         labels = targets.repeat(b, 1).masked_fill(target_mask.repeat(b, 1) == 0, -100)
         logits = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=states), attention_mask=mask,

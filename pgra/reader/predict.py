@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..evaluation.metrics import compute_metric
 from ..tasks import TaskSpec, get_task, task_from_manifest
 from .data import ReaderFormatter
+from .encoded import EncodedInputs
 from .fid import FID_CONFIG, FiDReader, load_tokenizer
 
 PREDICT_MODES = ("scoring", "generate")
@@ -34,22 +35,33 @@ class Predictions:
 
 
 def predict_records(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[str, Any]], batch_size: int,
-                    mode: str = "scoring", autocast: Callable[[], Any] | None = None) -> Predictions:
+                    mode: str = "scoring", autocast: Callable[[], Any] | None = None,
+                    encoded: EncodedInputs | None = None) -> Predictions:
     """Predict ``records`` (interchange dicts with ``text`` and ``ctxs``) with ``reader``, batch by batch.
 
     ``autocast``: a factory of a fresh mixed-precision context per batch (e.g. ``accelerator.autocast``).
+    ``encoded``: the records' encoder outputs computed once (a frozen encoder; scoring mode), in record order.
     """
+    if encoded is not None and (mode != "scoring" or len(encoded) != len(records)):
+        raise ValueError("precomputed encoder outputs need scoring mode and one entry per record")
     if mode not in PREDICT_MODES:
         raise InputError(f"unknown predict_mode '{mode}' ({', '.join(PREDICT_MODES)})", field="predict_mode")
     device = next(reader.parameters()).device
     out = Predictions([], [])
     reader.eval()
+    targets, target_mask = fmt.target_tensor.to(device), fmt.target_mask.to(device)
     for start in range(0, len(records), batch_size):
-        batch = fmt.collate(records[start:start + batch_size])
-        ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+        end = min(start + batch_size, len(records))
         with autocast() if autocast is not None else contextlib.nullcontext():
+            if encoded is not None:
+                states, fused_mask = encoded.batch(range(start, end), device)
+                scores = reader.score_encoded(states, fused_mask, targets, target_mask)
+            else:
+                batch = fmt.collate(records[start:end])
+                ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+                if mode == "scoring":
+                    scores = reader.score_targets(ids, mask, targets, target_mask)
             if mode == "scoring":
-                scores = reader.score_targets(ids, mask, fmt.target_tensor.to(device), fmt.target_mask.to(device))
                 probs = torch.softmax(scores.float(), dim=-1).cpu()
                 out.labels += [fmt.task.labels[i] for i in probs.argmax(-1).tolist()]
                 out.probabilities += [dict(zip(fmt.task.labels, row, strict=True)) for row in probs.tolist()]

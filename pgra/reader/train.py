@@ -47,6 +47,7 @@ from ..progress import progress
 from ..tasks import TaskSpec, check_label_words, task_from_manifest
 from .config import TrainConfig
 from .data import ReaderFormatter
+from .encoded import EncodedInputs
 from .fid import FiDReader, load_tokenizer
 from .predict import Predictions, predict_records, prediction_lines, score_predictions
 
@@ -76,10 +77,11 @@ def load_split(data_dir: Path, split: str, task: TaskSpec, limit: int = 0) -> li
 
 
 def evaluate(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[str, Any]], batch_size: int, mode: str,
-             accelerator=None) -> tuple[float, Predictions]:
-    """The task metric of ``reader`` on ``records`` and its predictions."""
+             accelerator=None, encoded: EncodedInputs | None = None) -> tuple[float, Predictions]:
+    """The task metric of ``reader`` on ``records`` and its predictions (``encoded``: their frozen encoder's
+    outputs, computed once)."""
     preds = predict_records(reader, fmt, records, batch_size, mode,
-                            accelerator.autocast if accelerator is not None else None)
+                            accelerator.autocast if accelerator is not None else None, encoded)
     return score_predictions(fmt.task, records, preds.labels), preds
 
 
@@ -104,6 +106,24 @@ class TrainingSetup:
     state: dict[str, Any]
     resume_key: dict[str, Any]
     use_deepspeed: bool
+    encoded_train: EncodedInputs | None = None  # freeze_encoder: the training inputs' encoder outputs
+    encoded_dev: EncodedInputs | None = None
+
+
+class IndexedRecords(torch.utils.data.Dataset):
+    """Training records served as their positions (the batch reads their stored encoder outputs) with targets."""
+
+    def __init__(self, records: list[dict[str, Any]], fmt: ReaderFormatter) -> None:
+        self.records, self.fmt = records, fmt
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+    def collate(self, positions: list[int]) -> dict[str, torch.Tensor]:
+        return {"index": torch.as_tensor(positions), **self.fmt.label_batch([self.records[i] for i in positions])}
 
 
 def _accelerator(cfg: TrainConfig, use_deepspeed: bool):
@@ -125,10 +145,9 @@ def _optimizer(reader: FiDReader, cfg: TrainConfig):
     from transformers import get_linear_schedule_with_warmup
 
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
-    groups = [{"params": [p for n, p in reader.named_parameters() if not any(k in n for k in no_decay)],
-               "weight_decay": cfg.weight_decay},
-              {"params": [p for n, p in reader.named_parameters() if any(k in n for k in no_decay)],
-               "weight_decay": 0.0}]
+    trained = [(n, p) for n, p in reader.named_parameters() if p.requires_grad]  # not a frozen encoder
+    groups = [{"params": [p for n, p in trained if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
+              {"params": [p for n, p in trained if any(k in n for k in no_decay)], "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate)
     return optimizer, get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
 
@@ -160,17 +179,28 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
         enable = getattr(reader.model, "activation_checkpointing_enable", None) or \
             reader.model.gradient_checkpointing_enable  # transformers 5.x name, then 4.x
         enable()
+    if cfg.freeze_encoder:
+        reader.freeze_encoder()
     fmt = ReaderFormatter(task, tokenizer, cfg.n_passages, cfg.max_length, cfg.input_format)
     for w in check_label_words(task, tokenizer):
         acc.print(f"warning: {w}")
     sampler = EpochSampler(len(train_records), cfg.seed)
-    train_dl = DataLoader(train_records, batch_size=cfg.batch_size, sampler=sampler, collate_fn=fmt.collate,
-                          drop_last=True)
+    dataset, collate = train_records, fmt.collate
+    if cfg.freeze_encoder:
+        dataset = IndexedRecords(train_records, fmt)
+        collate = dataset.collate
+    train_dl = DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, collate_fn=collate, drop_last=True)
     if len(train_dl) == 0:
         raise InputError(f"{len(train_records)} training examples, fewer than one batch of {cfg.batch_size}",
                          field="batch_size")
     optimizer, scheduler = _optimizer(reader, cfg)
     reader, optimizer, train_dl, scheduler = acc.prepare(reader, optimizer, train_dl, scheduler)
+    encoded_train = encoded_dev = None
+    if cfg.freeze_encoder:  # every process encodes every input once (in a fixed order: a resumed run agrees)
+        show = cfg.show_progress and acc.is_main_process
+        inner = acc.unwrap_model(reader)
+        encoded_train = EncodedInputs.compute(inner, fmt, train_records, cfg.eval_batch_size, show, "encoding train")
+        encoded_dev = EncodedInputs.compute(inner, fmt, dev_records, cfg.eval_batch_size, show, "encoding dev")
     resume_key = {**_resume_key(cfg), "data_sha256": {s: sha256_file(data_dir / f"{s}.jsonl")
                                                        for s in ("train", "dev")}}
     state = {"step": 0, "best_metric": -math.inf, "best_step": 0, "evals_without_improvement": 0, "history": []}
@@ -186,14 +216,15 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
         acc.init_trackers("pgra", config=tracker_config(asdict(cfg)),
                           init_kwargs={"wandb": {"dir": str(out.resolve()), "name": out.name}})
     return TrainingSetup(cfg, acc, task, data_dir, manifest, out, tokenizer, fmt, reader, optimizer, scheduler,
-                         sampler, train_dl, dev_records, state, resume_key, use_deepspeed)
+                         sampler, train_dl, dev_records, state, resume_key, use_deepspeed, encoded_train, encoded_dev)
 
 
 def _evaluate_dev(s: TrainingSetup, step: int) -> tuple[float, bool]:
     """Dev metric at ``step``; saves ``best/`` on improvement; returns (metric, stop early)."""
     cfg, state = s.cfg, s.state
+    encoded = s.encoded_dev if cfg.predict_mode == "scoring" else None
     metric, _ = evaluate(s.acc.unwrap_model(s.reader), s.fmt, s.dev_records, cfg.eval_batch_size, cfg.predict_mode,
-                         s.acc)
+                         s.acc, encoded)
     s.reader.train()
     if metric > state["best_metric"]:
         state.update(best_metric=metric, best_step=step, evals_without_improvement=0)
@@ -221,7 +252,11 @@ def train_loop(s: TrainingSetup) -> None:
         s.reader.train()
         for batch in loader:
             with acc.accumulate(s.reader):
-                loss = s.reader(batch["input_ids"], batch["attention_mask"], labels=batch["labels"]).loss
+                if "index" in batch:  # frozen encoder: its stored outputs
+                    states, mask = s.encoded_train.batch(batch["index"], acc.device)
+                    loss = s.reader(attention_mask=mask, labels=batch["labels"], encoder_states=states).loss
+                else:
+                    loss = s.reader(batch["input_ids"], batch["attention_mask"], labels=batch["labels"]).loss
                 acc.backward(loss)
                 if acc.sync_gradients and cfg.max_grad_norm > 0:
                     acc.clip_grad_norm_(s.reader.parameters(), cfg.max_grad_norm)
