@@ -27,7 +27,7 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
            choices: Any = None, suggest: Any = None, flag: str | bool | None = None, short: str | None = None,
            positional: bool = False, append: bool = False, metavar: str | None = None,
            min: float | None = None, max: float | None = None, above: float | None = None,
-           exists: str | None = None) -> Any:
+           exists: str | None = None, unique: bool = False) -> Any:
     """A config field together with its command-line declaration.
 
     ``choices``: allowed values (a tuple, or a zero-argument callable reading a registry), checked when a
@@ -39,6 +39,7 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     smallest / largest allowed value of a number and ``above``: a bound it must exceed (a learning rate > 0),
     all checked like ``choices``. ``exists``: ``"dir"`` or ``"file"``, a path that must exist when given
     (checked by :func:`check_config`, i.e. when a stage starts, not when a recorded config is read back).
+    ``unique``: a list whose items must all differ (checked like ``choices``).
 
         @dataclass
         class SearchConfig:
@@ -46,7 +47,7 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     """
     meta = {"help": help, "choices": choices, "suggest": suggest, "flag": flag, "short": short,
             "positional": positional, "append": append, "metavar": metavar, "min": min, "max": max,
-            "above": above, "exists": exists}
+            "above": above, "exists": exists, "unique": unique}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -127,6 +128,11 @@ def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None,
         bad = [v for v in (value if isinstance(value, list) else [value]) if v not in allowed]
         if bad:
             raise InputError(f"must be one of {allowed}, got {bad[0]!r}", path=source, field=key)
+    if f.metadata.get("unique") and isinstance(value, list):
+        repeated = [v for i, v in enumerate(value) if v in value[:i]]
+        if repeated:
+            raise InputError(f"lists {repeated[0]!r} more than once ({value}); each value may appear once",
+                             path=source, field=key)
     if _number(value):
         low, high, above = (f.metadata.get(k) for k in ("min", "max", "above"))
         for bound, bad, words in ((low, lambda b: value < b, "at least"), (high, lambda b: value > b, "at most"),

@@ -6,6 +6,11 @@ Layout of ``out``::
     <out>/<task>/reranked/              the reranker's top-d (built when a method reads it)
     <out>/<task>/<method>/seed-<n>/     one cell: the method's run, predictions_{dev,test}.jsonl, cell.json
 
+A method whose predictions the seed cannot change under its settings (``Method.depends_on_seed``: the kNN vote,
+in-context learning with KATE ...) has one cell per task, at the first of ``seeds``, marked
+``"seed_independent": true`` in its ``cell.json``; the report shows its one value as deterministic and pairs it
+with every seed of the method it is compared with.
+
 The index (``index.out``) and the reranker's embedding cache (``rerank.cache_dir``) are shared across tasks
 and experiments. A stage or cell is reused when it finished with the same settings and the same inputs
 (its key: the settings plus the keys of the stages it reads); a killed cell resumes (readers from their last
@@ -39,7 +44,7 @@ from .config import check_config, from_dict, merge, option, to_dict
 from .errors import InputError
 from .icl.config import ICLConfig
 from .lock import locks_output
-from .methods import KnnVoteConfig, MethodInputs, get_method
+from .methods import KnnVoteConfig, LinearProbeConfig, MethodInputs, get_method
 from .reader.config import TrainConfig
 from .rerank.config import RerankConfig
 from .retrieval.index import IndexConfig
@@ -61,11 +66,13 @@ class ExperimentConfig:
     """A grid of tasks x methods x seeds and the settings of every stage (YAML; ``key=value`` reaches all)."""
 
     out: str = option("", help="experiment folder: <out>/<task>/<method>/seed-<n>/")
-    tasks: list[str] = option(default_factory=lambda: ["wiki_topic"], suggest=choices.task_names,
+    tasks: list[str] = option(default_factory=lambda: ["wiki_topic"], suggest=choices.task_names, unique=True,
                               help="comma-separated tasks (registered names or task YAML files)")
     methods: list[str] = option(default_factory=lambda: ["no_retrieval", "fid", "pgra", "knn_vote"],
-                                choices=choices.methods, help="comma-separated methods")
-    seeds: list[int] = option(default_factory=lambda: [1], help="comma-separated seeds (one cell per seed)")
+                                choices=choices.methods, unique=True, help="comma-separated methods")
+    seeds: list[int] = option(default_factory=lambda: [1], unique=True,
+                              help="comma-separated seeds (one cell per seed; a method the seed cannot change "
+                                   "runs once, at the first seed)")
     reference: str = option("fid", help="method the report tests every other method against")
     data_dir: str = option("data", help="root of the task data")
     index: IndexConfig = option(default_factory=IndexConfig, flag=False, help="index section (key=value: index.FIELD=...)")
@@ -73,6 +80,8 @@ class ExperimentConfig:
     rerank: RerankConfig = option(default_factory=RerankConfig, flag=False, help="rerank section (key=value: rerank.FIELD=...)")
     reader: TrainConfig = option(default_factory=TrainConfig, flag=False, help="reader section (key=value: reader.FIELD=...)")
     knn_vote: KnnVoteConfig = option(default_factory=KnnVoteConfig, flag=False, help="knn_vote section (key=value: knn_vote.FIELD=...)")
+    linear_probe: LinearProbeConfig = option(default_factory=LinearProbeConfig, flag=False,
+                                             help="linear_probe section (key=value: linear_probe.FIELD=...)")
     icl: ICLConfig = option(default_factory=ICLConfig, flag=False, help="in-context learning section (key=value: icl.FIELD=...)")
     task_overrides: dict[str, Any] = option(default_factory=dict, flag=False,
                                             help="per task: {task: {reader: {...}, rerank: {...}, ...}}")
@@ -95,6 +104,7 @@ class CellPlan:
     directory: Path
     key: str
     status: str  # done | resume | stale | todo
+    seed_independent: bool = False  # the method's one cell of the task (at the grid's first seed)
 
     @property
     def label(self) -> str:
@@ -238,18 +248,29 @@ class Experiment:
                               reranked if self.needs_reranking else None, settings)
         return get_method(method)(inputs)
 
+    def seeds(self, task: str, method: str) -> list[int]:
+        """The seeds ``method`` runs at on ``task``: every seed of the grid, or only the first when the seed cannot
+        change its predictions (further seeds would copy the same run)."""
+        return self._seeds(self.method(task, method))
+
+    def _seeds(self, method) -> list[int]:
+        return list(self.cfg.seeds) if method.depends_on_seed() else list(self.cfg.seeds[:1])
+
     def plan(self, tasks: list[str] | None = None) -> list[CellPlan]:
-        """Every cell of the grid (or of ``tasks``) with its key and status (done, resume, stale or todo)."""
+        """Every cell of the grid (or of ``tasks``) with its key and status (done, resume, stale or todo). A
+        seed-independent method has one cell per task, at the first seed; its cells at other seeds (left by an
+        older run) are not planned, nor touched."""
         cells = []
         for task in tasks or self.cfg.tasks:
             keys = self.stage_keys(task)
             for name in self.cfg.methods:
                 method = self.method(task, name)
                 upstream = keys["reranked" if method.needs_reranking else "candidates"]
-                for seed in self.cfg.seeds:
+                independent = not method.depends_on_seed()
+                for seed in self._seeds(method):
                     directory = self.cell_dir(task, name, seed)
                     key = _key({"method": name, "seed": seed, "settings": method.settings(), "upstream": upstream})
-                    cells.append(CellPlan(task, name, seed, directory, key, _cell_status(directory, key)))
+                    cells.append(CellPlan(task, name, seed, directory, key, _cell_status(directory, key), independent))
         return cells
 
     def run(self, ctx=None) -> list[CellPlan]:
@@ -277,6 +298,8 @@ class Experiment:
             for cell in self.plan([task]):
                 if cell.status == "done":
                     _say(ctx, f"[{cell.label}] done, reused")
+                    if ctx.is_main:
+                        _mark_seed_independent(cell)
                     continue
                 try:
                     self.run_cell(cell, ctx)
@@ -338,7 +361,8 @@ class Experiment:
                   "method": cell.method, "seed": cell.seed,
                   "metric": task.metric, "results": results, "settings": method.settings(),
                   "steps": fit.steps, "best_step": fit.best_step, "evaluations": evaluations,
-                  "still_improving": still, "lm_cost": cost, "data": {"folder": str(method.data_dir.resolve()), "sha256": data},
+                  "still_improving": still, "seed_independent": not method.depends_on_seed(),
+                  "lm_cost": cost, "data": {"folder": str(method.data_dir.resolve()), "sha256": data},
                   "config": to_dict(method.inputs.settings), "git_commit": source_commit(),
                   "versions": library_versions(), "elapsed_s": round(time.time() - start, 1)}
         write_json(cell.directory / CELL_FILE, record)
@@ -370,7 +394,8 @@ class Experiment:
             lines.append(f"  {task}: " + ", ".join(f"{s} {'done' if self.stage_done(task, s) else 'to run'}"
                                                    for s in stages))
             for c in (c for c in cells if c.task == task):
-                lines.append(f"    {c.method:<14} seed {c.seed:<4} {c.status:<7} {c.directory}")
+                once = "  (seed-independent: one run)" if c.seed_independent else ""
+                lines.append(f"    {c.method:<14} seed {c.seed:<4} {c.status:<7} {c.directory}{once}")
         counts = {s: sum(c.status == s for c in cells) for s in ("done", "resume", "stale", "todo")}
         lines.append("cells: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         return "\n".join(lines)
@@ -384,6 +409,14 @@ def _cell_status(directory: Path, key: str) -> str:
     if key_file.exists():
         return "resume" if key_file.read_text().strip() == key else "stale"
     return "stale" if directory.exists() and any(directory.iterdir()) else "todo"
+
+
+def _mark_seed_independent(cell: CellPlan) -> None:
+    """Record ``seed_independent`` in a finished cell written before cells carried it (the report reads it)."""
+    path = cell.directory / CELL_FILE
+    record = read_json(path)
+    if cell.seed_independent and "seed_independent" not in record:
+        write_json(path, {**record, "seed_independent": True})
 
 
 def _say(ctx, message: str) -> None:

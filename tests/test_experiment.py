@@ -55,8 +55,12 @@ def test_grid_runs_resumes_and_reports(grid, tmp_path, monkeypatch, capsys):
     assert [(c.method, c.seed) for c in failed] == [("pgra", 2)]
     out = Path(grid["out"]) / "sky"
     assert "injected failure" in (out / "pgra" / "seed-2" / "error.log").read_text()
-    done = {(m, s): (out / m / f"seed-{s}" / CELL_FILE) for m in METHODS for s in (1, 2)}
+    # the kNN vote cannot depend on the seed: one cell, at the first seed
+    done = {(m, s): (out / m / f"seed-{s}" / CELL_FILE) for m in METHODS for s in (1, 2) if (m, s) != ("knn_vote", 2)}
     assert all(p.exists() for k, p in done.items() if k != ("pgra", 2))
+    assert not (out / "knn_vote" / "seed-2").exists()
+    assert json.loads(done[("knn_vote", 1)].read_text())["seed_independent"] is True
+    assert json.loads(done[("fid", 1)].read_text())["seed_independent"] is False
     for m in METHODS:  # one predictions schema for every method
         lines = _lines(out / m / "seed-1" / "predictions_test.jsonl")
         extra = {"demo_labels"} if m in ("pgra", "knn_vote") else set()  # the reranker's demonstrations; voters
@@ -95,8 +99,7 @@ def test_grid_runs_resumes_and_reports(grid, tmp_path, monkeypatch, capsys):
     # a changed reader setting makes the reader cells stale (not the kNN vote, not the stages)
     grid["reader"]["max_steps"] = 6
     plan = {(c.method, c.seed): c.status for c in Experiment(from_dict(ExperimentConfig, grid)).plan()}
-    assert plan == {**{(m, s): "stale" for m in METHODS[:3] for s in (1, 2)}, ("knn_vote", 1): "done",
-                    ("knn_vote", 2): "done"}
+    assert plan == {**{(m, s): "stale" for m in METHODS[:3] for s in (1, 2)}, ("knn_vote", 1): "done"}
 
 
 def test_dry_run_and_cli_exit_codes(grid, tmp_path, capsys):
@@ -127,6 +130,72 @@ def test_dry_run_and_cli_exit_codes(grid, tmp_path, capsys):
     assert main(["experiment", "--config", str(path), "--dry-run", "method_overrides={fid: {reader: {}}}",
                  "task_overrides={sst2: {reader: {learning_rate: 1.0}}}"]) == 0
 
+
+
+def test_seed_independent_methods_are_planned_once(grid, tmp_path, capsys):
+    """kNN vote, ICL with KATE and Skill-KNN ``single`` get one cell per task (the first seed); random draws and
+    Skill-KNN's shuffled m rewrites stay per seed; older cells at other seeds are neither planned nor touched."""
+    grid.update(seeds=[2, 1, 3], methods=["fid", "knn_vote", "icl_random", "icl_kate", "icl_skill_knn"],
+                icl={"num_demos": 2})
+    old = Path(grid["out"]) / "sky" / "knn_vote" / "seed-1"  # an older run's cell at another seed
+    old.mkdir(parents=True)
+    (old / CELL_FILE).write_text("{}")
+    exp = Experiment(from_dict(ExperimentConfig, grid))
+    plan = exp.plan()
+    seeds = {m: [c.seed for c in plan if c.method == m] for m in grid["methods"]}
+    assert seeds == {"fid": [2, 1, 3], "knn_vote": [2], "icl_random": [2, 1, 3], "icl_kate": [2],
+                     "icl_skill_knn": [2]}
+    assert {c.method for c in plan if c.seed_independent} == {"knn_vote", "icl_kate", "icl_skill_knn"}
+    assert exp.seeds(str(grid["tasks"][0]), "knn_vote") == [2]
+    described = exp.describe()
+    knn_line = next(x for x in described.splitlines() if x.strip().startswith("knn_vote"))
+    assert "seed 2" in knn_line and "(seed-independent: one run)" in knn_line
+    assert not any("seed-independent" in x for x in described.splitlines() if x.strip().startswith("fid"))
+    assert described.splitlines()[-1] == "cells: 0 done, 0 resume, 0 stale, 9 todo"
+    assert (old / CELL_FILE).read_text() == "{}"
+    # the m-rewrite variants shuffle the annotated demonstrations with the seed: one cell per seed (not with m=1)
+    for demos, want in (({"variant": "consistency"}, [2, 1, 3]), ({"variant": "consistency", "rewrites": 1}, [2]),
+                        ({"variant": "single"}, [2])):
+        grid["method_overrides"] = {"icl_skill_knn": {"icl": {"demos": demos}}}
+        plan = Experiment(from_dict(ExperimentConfig, grid)).plan()
+        assert [c.seed for c in plan if c.method == "icl_skill_knn"] == want, demos
+    # no demonstrations: nothing to draw
+    grid.update(method_overrides={}, icl={"num_demos": 0})
+    assert [c.seed for c in Experiment(from_dict(ExperimentConfig, grid)).plan() if c.method == "icl_random"] == [2]
+
+
+def test_seed_independent_cell_is_marked_and_reported_as_deterministic(grid):
+    grid.update(methods=["knn_vote"], seeds=[1, 2])
+    assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+    out = Path(grid["out"])
+    cell = out / "sky" / "knn_vote" / "seed-1" / CELL_FILE
+    assert json.loads(cell.read_text())["seed_independent"] is True
+    assert not (out / "sky" / "knn_vote" / "seed-2").exists()
+    accuracy = json.loads(cell.read_text())["results"]["test"]["accuracy"]
+    assert f"| knn_vote | {100 * accuracy:.1f} (det.) |" in (out / "results.md").read_text()
+    # a cell written before the flag existed is reused and gets it (the report reads it)
+    record = json.loads(cell.read_text())
+    del record["seed_independent"]
+    cell.write_text(json.dumps(record))
+    assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+    assert json.loads(cell.read_text()) == {**record, "seed_independent": True}
+
+
+def test_repeated_seeds_methods_or_tasks_are_refused(grid, tmp_path, capsys):
+    import yaml
+
+    from pgra.errors import InputError
+
+    for key, value in (("seeds", [1, 1]), ("seeds", "1,2,1"), ("methods", ["fid", "fid"])):
+        with pytest.raises(InputError, match="more than once") as e:
+            from_dict(ExperimentConfig, {**grid, key: value})
+        assert e.value.field == key
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({**grid, "methods": ["knn_vote"]}))
+    assert main(["experiment", "--config", str(path), "--dry-run", "seeds=1,1"]) == 2
+    err = capsys.readouterr().err
+    assert "(field 'seeds')" in err and "lists 1 more than once" in err and err.count("\n") == 1
+    assert not Path(grid["out"]).exists()
 
 def test_vote_majority_and_ties_to_the_nearest():
     task = get_task("sst2")
@@ -324,8 +393,10 @@ def test_icl_rows_and_per_query_reranking_in_a_grid(grid, tmp_path, tiny_bert, c
     assert skill["selection"]["lm_calls"] == 12 + 6  # every training input and test input rewritten once
     rand = [_lines(out / "icl_random" / f"seed-{s}" / "predictions_test.jsonl") for s in (1, 2)]
     assert [x["evidence"] for x in rand[0]] != [x["evidence"] for x in rand[1]]  # the seed draws other demos
-    kate = [_lines(out / "icl_kate" / f"seed-{s}" / "predictions_test.jsonl") for s in (1, 2)]
-    assert [x["evidence"] for x in kate[0]] == [x["evidence"] for x in kate[1]]  # nearest neighbours: no seed
+    for m in ("icl_kate", "icl_skill_knn"):  # nearest neighbours (of single rewrites): no seed, one run
+        assert not (out / m / "seed-2").exists()
+        assert json.loads((out / m / "seed-1" / CELL_FILE).read_text())["seed_independent"] is True
+    assert json.loads((out / "icl_random" / "seed-2" / CELL_FILE).read_text())["seed_independent"] is False
     reranked = _lines(out / "reranked" / "test.jsonl")
     assert all(len(r["demonstrations"]) == 2 for r in reranked)  # num_demos of the rerank section
     assert len({tuple(d["id"] for d in r["demonstrations"]) for r in reranked}) > 1  # per query

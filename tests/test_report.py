@@ -8,7 +8,7 @@ import pytest
 from pgra.cli import main
 from pgra.config import to_dict
 from pgra.errors import InputError
-from pgra.evaluation.report import build_report, collect_cells
+from pgra.evaluation.report import build_report, collect_cells, format_markdown
 from pgra.evaluation.significance import paired_bootstrap
 from pgra.tasks import get_task
 
@@ -20,7 +20,9 @@ def _preds(n_right: int) -> list[str]:
     return [g if i < n_right else ("0" if g == "1" else "1") for i, g in enumerate(GOLD)]
 
 
-def _cell(root: Path, task: str, method: str, seed: int, n_right: int, still=False, text_of=None) -> None:
+def _cell(root: Path, task: str, method: str, seed: int, n_right: int, still=False, text_of=None,
+          fixed: bool | None = None) -> None:
+    """A finished cell; ``fixed``: its ``seed_independent`` flag (None: written before the flag existed)."""
     d = root / task / method / f"seed-{seed}"
     d.mkdir(parents=True)
     lines = [{"id": f"t{i}", "text": (text_of or (lambda i: f"input {i}"))(i), "label": g, "prediction": p,
@@ -34,7 +36,8 @@ def _cell(root: Path, task: str, method: str, seed: int, n_right: int, still=Fal
                                           "dev": {"accuracy": 0.5, "examples": 4}},
         "still_improving": still if method != "knn_vote" else None, "settings": {"m": method},
         "config": {"seed": seed}, "git_commit": "abc123", "versions": {"pgra": "0.1.0"},
-        "data": {"sha256": {"test": "x"}}, "steps": 10, "best_step": 10 if still else 5}))
+        "data": {"sha256": {"test": "x"}}, "steps": 10, "best_step": 10 if still else 5,
+        **({} if fixed is None else {"seed_independent": fixed})}))
 
 
 @pytest.fixture()
@@ -76,6 +79,65 @@ def test_report_numbers_equal_a_hand_computation(runs, capsys):
     assert f"+10.0 (p={want.p_value:.3f})" in md and "still improving" in md
     saved = json.loads((runs / "results.json").read_text())
     assert saved["cells"][0]["git_commit"] == "abc123" and saved["bootstrap"]["n_resamples"] == 2000
+
+
+def test_seed_independent_run_is_deterministic_and_pairs_with_every_seed(runs):
+    import shutil
+
+    shutil.rmtree(runs / "sst2" / "knn_vote")  # the fixture's kNN vote, written again as a seed-independent run
+    _cell(runs, "sst2", "knn_vote", 1, 4, fixed=True)
+    _cell(runs, "sst2", "knn_vote", 2, 4)  # an older run's cell at another seed (no flag): left out
+    report = build_report(runs, n_resamples=2000, seed=5)
+    knn = report["summary"]["knn_vote"]["sst2"]
+    assert knn["seed_independent"] and knn["n"] == 1 and knn["seeds"] == [1] and knn["mean"] == pytest.approx(0.4)
+    assert not report["summary"]["fid"]["sst2"]["seed_independent"]
+    assert [c["path"].endswith("seed-2") for c in report["ignored_cells"]] == [True]
+    assert {(r["method"], r["seed"]) for r in report["rows"] if r["method"] == "knn_vote"} == {("knn_vote", 1)}
+    # the one run is repeated for each of the reference's three seeds, so the seeds pair
+    fid = [_preds(6), _preds(7), _preds(8)]
+    test = report["significance"]["knn_vote"]["sst2"]
+    want = paired_bootstrap(GOLD, [_preds(4)] * 3, fid, ["0", "1"], "accuracy", n_resamples=2000, seed=5)
+    assert test["paired_seeds"] and test["seed_independent"] == {"method": True, "reference": False}
+    assert test["delta"] == pytest.approx(0.4 - 0.7) == pytest.approx(knn["mean"] - report["summary"]["fid"]["sst2"]
+                                                                      ["mean"])
+    assert test["p_value"] == want.p_value and 0 < test["p_value"] <= 1
+    # and the other way round: a seed-independent reference
+    back = build_report(runs, reference="knn_vote", n_resamples=2000, seed=5)["significance"]["fid"]["sst2"]
+    want = paired_bootstrap(GOLD, fid, [_preds(4)] * 3, ["0", "1"], "accuracy", n_resamples=2000, seed=5)
+    assert back["paired_seeds"] and back["delta"] == pytest.approx(0.3) and back["p_value"] == want.p_value
+    assert main(["report", str(runs), "--bootstrap", "200"]) == 0
+    md = (runs / "results.md").read_text()
+    assert "| knn_vote | 40.0 (det.) | – | – |" in md and "± 0.0 (1)" not in md
+    assert "(det.) deterministic: the seed cannot change" in md and "1 cell(s) of seed-independent" in md
+
+
+def test_readers_below_the_linear_probe_are_marked(runs):
+    from pgra.evaluation.report import BELOW_FLOOR, FLOOR_METHOD
+
+    assert FLOOR_METHOD == "linear_probe"
+    for seed, n_right in ((1, 7), (2, 8)):  # mean 75.0 on sst2: between fid (70.0) and pgra (80.0); no cr row
+        _cell(runs, "sst2", "linear_probe", seed, n_right)
+    report = build_report(runs, n_resamples=200)
+    s = report["summary"]
+    assert s["fid"]["sst2"]["below_linear_probe"] is True and s["pgra"]["sst2"]["below_linear_probe"] is False
+    assert "below_linear_probe" not in s["knn_vote"]["sst2"]  # not a trained reader (40.0, below the probe)
+    assert "below_linear_probe" not in s["fid"]["cr"] and "below_linear_probe" not in s["linear_probe"]["sst2"]
+    md = format_markdown(report)
+    assert f"| fid | 70.0 ± 10.0 (3) {BELOW_FLOOR} | 50.0 ± 0.0 (3) | 60.0 |" in md
+    assert "| pgra | 80.0 ± 10.0 (3) ↑1/3 | 60.0 ± 0.0 (3) | 70.0 |" in md
+    assert "| linear_probe | 75.0 ± 7.1 (2) | – | – |" in md and md.count(BELOW_FLOOR) == 2  # the row and the note
+    assert (f"{BELOW_FLOOR} below the linear probe on frozen embeddings (linear_probe): the reader is under-trained "
+            "or the task's signal is in the sentence embedding alone") in md
+    # a trained reader below the probe while still improving: both marks
+    _cell(runs, "sst2", "no_retrieval", 1, 5, still=True)
+    md = format_markdown(build_report(runs, n_resamples=200))
+    assert f"| no_retrieval | 50.0 ± 0.0 (1) {BELOW_FLOOR} ↑ |" in md
+    # without a linear_probe row: no mark, no entry
+    import shutil
+
+    shutil.rmtree(runs / "sst2" / "linear_probe")
+    report = build_report(runs, n_resamples=200)
+    assert BELOW_FLOOR not in format_markdown(report) and "below_linear_probe" not in report["summary"]["fid"]["sst2"]
 
 
 def test_runs_on_different_inputs_are_refused(runs, capsys):

@@ -53,7 +53,8 @@ class ExperimentRuns:
         return directory if (directory / CELL_FILE).exists() else None
 
     def finished_seeds(self, task: str, method: str) -> list[int]:
-        return [s for s in self.cfg.seeds if self.cell(task, method, s) is not None]
+        """The method's planned seeds with a finished cell (a seed-independent method: only the first seed)."""
+        return [s for s in self.experiment.seeds(task, method) if self.cell(task, method, s) is not None]
 
     def require_cell(self, task: str, method: str, seed: int, why: str) -> Path:
         directory = self.cell(task, method, seed)

@@ -65,7 +65,7 @@ def cell_folder(runs: ExperimentRuns, variant: Experiment, task: str, method: st
 def variant_metric(runs: ExperimentRuns, variant: Experiment, task: str, method: str) -> list[float]:
     """The metric of a variant's method on the analysed split, one value per finished seed."""
     values = []
-    for seed in variant.cfg.seeds:
+    for seed in variant.seeds(task, method):  # a seed-independent method: its one cell
         record = cell_folder(runs, variant, task, method, seed) / CELL_FILE
         if record.exists():
             values.append(read_json(record)["results"][runs.split][runs.task_spec(task).metric])

@@ -6,6 +6,12 @@ deviation over seeds with the number of seeds; a second table with each method's
 reference method and its paired-bootstrap p-value) and ``DIR/results.json`` (one row per task, method, seed,
 split and metric, the summary, the tests, and every cell's config, seed, versions, git commit and data
 fingerprints). Cells of one task whose evaluated inputs differ are refused, never compared.
+
+A seed-independent method (its cell says ``"seed_independent": true``: the experiment ran it once, at the first
+seed) shows its one value as deterministic, not as a spread of one, and is paired with every seed of the method
+it is compared with; its cells at other seeds left by older runs are ignored. When the grid has the floor method
+(``linear_probe``: logistic regression on frozen sentence embeddings), a trained reader below it on a task is
+marked: it learned less than the embedding alone gives.
 """
 
 from __future__ import annotations
@@ -21,6 +27,12 @@ from .predictions import inputs_fingerprint, read_predictions
 
 CELL_GLOB = "*/*/seed-*/cell.json"
 STILL_IMPROVING = "↑"
+DETERMINISTIC = "(det.)"
+# the floor every trained reader should beat: a logistic regression on frozen sentence embeddings (no retrieval,
+# no LM); a reader below it on a task is marked BELOW_FLOOR
+FLOOR_METHOD = "linear_probe"
+BELOW_FLOOR = "▽"
+BELOW_FLOOR_KEY = f"below_{FLOOR_METHOD}"
 
 
 @dataclass
@@ -42,6 +54,11 @@ class CellResult:
     @property
     def seed(self) -> int:
         return int(self.record["seed"])
+
+    @property
+    def seed_independent(self) -> bool:
+        """The method's one run of the task (cells written before the flag existed: False)."""
+        return bool(self.record.get("seed_independent", False))
 
 
 def collect_cells(directory: str | Path, split: str = "test") -> list[CellResult]:
@@ -81,6 +98,22 @@ def _order(names: list[str], preferred: list[str]) -> list[str]:
     return [n for n in preferred if n in names] + sorted(n for n in names if n not in preferred)
 
 
+def _drop_superseded(cells: list[CellResult]) -> tuple[list[CellResult], list[CellResult]]:
+    """Per task and method with a seed-independent cell, only that cell (the lowest seed if several): the
+    method's cells at other seeds were left by runs made before it ran once; they would only count copies of
+    one run as seeds. Returns the cells kept and those left out."""
+    keep: dict[tuple[str, str], CellResult] = {}
+    for c in sorted(cells, key=lambda c: c.seed):
+        if c.seed_independent:
+            keep.setdefault((c.task, c.method), c)
+    kept = [c for c in cells if (c.task, c.method) not in keep or keep[(c.task, c.method)] is c]
+    return kept, [c for c in cells if c not in kept]
+
+
+def _runs(group: list[CellResult]) -> list[list[str | None]]:
+    return [[p["prediction"] for p in c.predictions] for c in group]
+
+
 def build_report(directory: str | Path, reference: str = "fid", split: str = "test", n_resamples: int = 10000,
                  seed: int = 0) -> dict[str, Any]:
     """The report's content: rows, summary (mean, std, n, still improving) and significance tests."""
@@ -91,7 +124,7 @@ def build_report(directory: str | Path, reference: str = "fid", split: str = "te
     from ..tasks.spec import TaskSpec
     from .significance import average_replicates, paired_bootstrap
 
-    cells = collect_cells(directory, split)
+    cells, superseded = _drop_superseded(collect_cells(directory, split))
     tasks = _order(list({c.task for c in cells}), task_names())  # the paper's task order, then the others
     methods = _order(list({c.method for c in cells}), list(METHODS))
     specs: dict[str, TaskSpec] = {}
@@ -114,7 +147,9 @@ def build_report(directory: str | Path, reference: str = "fid", split: str = "te
         summary.setdefault(method, {})[task] = {
             "mean": mean, "std": std, "n": len(values), "seeds": [g.seed for g in group],
             "metric": group[0].record["metric"], "still_improving": sum(bool(f) for f in flags),
-            "improvement_checked": sum(f is not None for f in flags)}
+            "improvement_checked": sum(f is not None for f in flags),
+            "seed_independent": all(g.seed_independent for g in group)}
+    _compare_with_floor(summary, METHODS)
     for per_task in summary.values():
         if all(t in per_task for t in tasks):
             per_task["average"] = {"mean": sum(per_task[t]["mean"] for t in tasks) / len(tasks),
@@ -128,17 +163,32 @@ def build_report(directory: str | Path, reference: str = "fid", split: str = "te
                 if (task, method) not in by or (task, reference) not in by:
                     continue
                 a, b = by[(task, method)], by[(task, reference)]
+                runs_a, runs_b = _runs(a), _runs(b)
+                seeds_a, seeds_b = [c.seed for c in a], [c.seed for c in b]
+                fixed_a, fixed_b = all(c.seed_independent for c in a), all(c.seed_independent for c in b)
+                # A seed-independent method's one run is what it predicts at every seed, so it is repeated once
+                # per seed of the other side: run s of each side is then its seed-s run and the seeds pair.
+                # Resampling the seeds varies only the seeded side (the copies are equal), and the observed delta
+                # is unchanged (the mean over copies is the run). Left as 1 run vs S, the bootstrap would fall
+                # to paired_seeds=False (each side's seeds resampled on its own: the same test in law, but
+                # reported as unpaired). Two seed-independent runs pair with each other.
+                if fixed_a and fixed_b:
+                    seeds_a = seeds_b = seeds_b[:1]
+                elif fixed_a:
+                    runs_a, seeds_a = runs_a[:1] * len(runs_b), seeds_b
+                elif fixed_b:
+                    runs_b, seeds_b = runs_b[:1] * len(runs_a), seeds_a
                 # runs are paired by seed when both methods ran the same seeds; otherwise each method's seeds
                 # are resampled on their own (the inputs stay paired)
-                paired = [c.seed for c in a] == [c.seed for c in b]
+                paired = seeds_a == seeds_b
                 spec = specs[task]
                 gold = [str(p["label"]) for p in a[0].predictions]
-                res = paired_bootstrap(gold, [[p["prediction"] for p in c.predictions] for c in a],
-                                       [[p["prediction"] for p in c.predictions] for c in b], spec.labels,
-                                       spec.metric, n_resamples=n_resamples, seed=seed, paired_seeds=paired)
+                res = paired_bootstrap(gold, runs_a, runs_b, spec.labels, spec.metric, n_resamples=n_resamples,
+                                       seed=seed, paired_seeds=paired)
                 results.append(res)
                 per_task[task] = {"delta": res.delta, "p_value": res.p_value, "ci": [res.ci_low, res.ci_high],
                                   "seeds": [c.seed for c in a], "paired_seeds": paired,
+                                  "seed_independent": {"method": fixed_a, "reference": fixed_b},
                                   "inputs": len(gold)}
             if len(results) == len(tasks) and len(tasks) > 1:
                 avg = average_replicates(results)
@@ -149,8 +199,25 @@ def build_report(directory: str | Path, reference: str = "fid", split: str = "te
     return {"directory": str(Path(directory)), "split": split, "reference": reference, "tasks": tasks,
             "methods": methods, "summary": summary, "significance": tests, "diagnostics": diagnostics,
             "bootstrap": {"n_resamples": n_resamples, "seed": seed,
-                          "protocol": "paired over the shared test inputs and seeds; two-sided, null-centred"},
-            "rows": rows, "cells": [_cell_provenance(c) for c in cells]}
+                          "protocol": "paired over the shared test inputs and seeds; two-sided, null-centred; a "
+                                      "seed-independent run repeated for every seed of the other side"},
+            "floor": FLOOR_METHOD, "rows": rows, "cells": [_cell_provenance(c) for c in cells],
+            "ignored_cells": [{"path": str(c.path.parent), "used": f"seed-{by[(c.task, c.method)][0].seed}",
+                               "reason": "a seed-independent method's cell at another seed (an older run)"}
+                              for c in superseded]}
+
+
+def _compare_with_floor(summary: dict[str, dict[str, Any]], registry: dict[str, Any]) -> None:
+    """Mark, per task, every trained method (a reader) whose mean is below the floor method's
+    (``below_<floor>``: True / False); tasks without a floor row and untrained or unknown methods get no entry."""
+    floor = summary.get(FLOOR_METHOD, {})
+    for method, per_task in summary.items():
+        cls = registry.get(method)
+        if method == FLOOR_METHOD or cls is None or not cls.trained:
+            continue
+        for task, s in per_task.items():
+            if task in floor and task != "average":
+                s[BELOW_FLOOR_KEY] = s["mean"] < floor[task]["mean"]
 
 
 def _diagnostics(by, specs, tasks: list[str], methods: list[str]) -> dict[str, dict[str, Any]]:
@@ -221,7 +288,7 @@ def format_markdown(report: dict[str, Any]) -> str:
     lines = [f"# Results on {report['split']} ({report['directory']})", "",
              "Mean ± standard deviation over seeds (number of seeds), in percent.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    flagged = False
+    flagged = deterministic = below = False
     for method in report["methods"]:
         cells = []
         for t in tasks:
@@ -229,7 +296,14 @@ def format_markdown(report: dict[str, Any]) -> str:
             if s is None:
                 cells.append("–")
                 continue
-            text = f"{_pct(s['mean'])} ± {_pct(s['std'])} ({s['n']})"
+            if s.get("seed_independent"):
+                deterministic = True
+                text = f"{_pct(s['mean'])} {DETERMINISTIC}"
+            else:
+                text = f"{_pct(s['mean'])} ± {_pct(s['std'])} ({s['n']})"
+            if s.get(BELOW_FLOOR_KEY):
+                below = True
+                text += f" {BELOW_FLOOR}"
             if s["still_improving"]:
                 flagged = True
                 text += f" {STILL_IMPROVING}" + ("" if s["still_improving"] == s["n"] else
@@ -238,9 +312,22 @@ def format_markdown(report: dict[str, Any]) -> str:
         avg = summary[method].get("average")
         cells.append(_pct(avg["mean"]) if avg else "–")
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    notes = []
+    if deterministic:
+        notes.append(f"{DETERMINISTIC} deterministic: the seed cannot change this method's predictions, so it ran "
+                     "once per task (no spread over seeds); significance tests pair that run with every seed of "
+                     "the other method.")
+    if below:
+        notes.append(f"{BELOW_FLOOR} below the linear probe on frozen embeddings ({FLOOR_METHOD}): the reader is "
+                     "under-trained or the task's signal is in the sentence embedding alone.")
     if flagged:
-        lines += ["", f"{STILL_IMPROVING} the run's best dev score came at its last evaluation: still improving, more "
-                  "steps would change the number (k/n: k of n seeds)."]
+        notes.append(f"{STILL_IMPROVING} the run's best dev score came at its last evaluation: still improving, more "
+                     "steps would change the number (k/n: k of n seeds).")
+    if report.get("ignored_cells"):
+        notes.append(f"{len(report['ignored_cells'])} cell(s) of seed-independent methods at other seeds (older "
+                     "runs) left out: results.json lists them (ignored_cells).")
+    for note in notes:
+        lines += ["", note]
     tests = report["significance"]
     if tests:
         b = report["bootstrap"]

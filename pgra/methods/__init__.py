@@ -10,13 +10,15 @@ from .base import PREDICTION_FIELDS, FitResult, Method, MethodInputs, Predictor,
 from .fid import FiD
 from .icl import ICL, ICLKate, ICLRandom, ICLSkillKnn
 from .knn_vote import KnnVote, KnnVoteConfig
+from .linear_probe import LinearProbe, LinearProbeConfig
 from .no_retrieval import NoRetrieval
 from .pgra import PGRA
 
 METHODS: dict[str, type[Method]] = {
-    m.name: m for m in (NoRetrieval, FiD, PGRA, KnnVote, ICL, ICLRandom, ICLKate, ICLSkillKnn)}
+    m.name: m for m in (NoRetrieval, FiD, PGRA, KnnVote, LinearProbe, ICL, ICLRandom, ICLKate, ICLSkillKnn)}
 # manifest kind of a fitted run -> the method class that loads it
-RUN_KINDS: dict[str, type[Method]] = {"reader": FiD, KnnVote.name: KnnVote, "icl": ICL}
+RUN_KINDS: dict[str, type[Method]] = {"reader": FiD, KnnVote.name: KnnVote, LinearProbe.name: LinearProbe,
+                                      "icl": ICL}
 
 
 def load_run(run, device: str | None = None) -> Predictor:
@@ -44,5 +46,5 @@ def get_method(name: str) -> type[Method]:
     return METHODS[name]
 
 
-__all__ = ["METHODS", "PREDICTION_FIELDS", "RUN_KINDS", "FitResult", "KnnVoteConfig", "Method", "MethodInputs",
+__all__ = ["METHODS", "PREDICTION_FIELDS", "RUN_KINDS", "FitResult", "KnnVoteConfig", "LinearProbeConfig", "Method", "MethodInputs",
            "Predictor", "get_method", "load_run", "prediction_line"]

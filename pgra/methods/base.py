@@ -112,6 +112,12 @@ class Method(ABC):
         """The splits a cell predicts and scores (the report reads ``test``)."""
         return ("dev", "test")
 
+    def depends_on_seed(self) -> bool:
+        """Whether the seed given to ``fit`` can change the predictions under these settings. A method that
+        returns False is run once per task (at the grid's first seed) instead of once per seed: repeating it
+        would only copy the same run."""
+        return True
+
     @abstractmethod
     def settings(self) -> dict[str, Any]:
         """The settings that define this method's runs (a change makes finished cells stale)."""

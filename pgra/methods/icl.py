@@ -2,7 +2,7 @@
 
 ``icl`` uses the experiment's ``icl.selection``; ``icl_random``, ``icl_kate`` and ``icl_skill_knn`` pin the
 strategy, so one grid compares them as separate rows. The seed reaches random selections (and Skill-KNN's
-shuffled rewrite prompts).
+shuffled rewrite prompts); a run the seed cannot change (KATE, Skill-KNN ``single``) is made once per task.
 """
 
 from __future__ import annotations
@@ -30,6 +30,16 @@ class ICL(Method):
     def splits(self) -> tuple[str, ...]:
         """``icl.splits`` (nothing is trained, so dev is optional), always with test."""
         return tuple(dict.fromkeys([*self.inputs.settings.icl.splits, "test"]))
+
+    def depends_on_seed(self) -> bool:
+        """Only through the demonstration selection (the LM scores every label; nothing is sampled): random
+        draws do; KATE and the code order do not; Skill-KNN does only when its m rewrites shuffle the annotated
+        demonstrations with the seed (``Selector.uses_seed``). An unknown strategy counts as seeded."""
+        from ..selection import STRATEGIES
+
+        cfg = self.config(Path("."), 0)
+        strategy = STRATEGIES.get(cfg.selection)
+        return strategy is None or strategy.uses_seed(cfg.num_demos, cfg.demos)
 
     def settings(self) -> dict[str, Any]:
         from ..icl.run import icl_settings

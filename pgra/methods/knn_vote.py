@@ -94,6 +94,9 @@ class KnnVote(Method):
             "encoder": index.dense.encoder, "pooler": index.dense.pooler, "max_length": index.dense.max_length}
         return {"k": s.knn_vote.k, "retriever": index.retriever, "index": retriever}
 
+    def depends_on_seed(self) -> bool:
+        return False  # nearest neighbours of a deterministic index, ties to the nearest: nothing is drawn
+
     def fit(self, out: Path, seed: int) -> FitResult:
         from ..retrieval.index import build_index
 

@@ -102,6 +102,13 @@ class Selector(ABC):
         """Strategy-specific preparation after ``fit`` stored the task and training set (none by default)."""
         return None
 
+    @classmethod
+    def uses_seed(cls, num_demos: int, settings: SelectorSettings) -> bool:
+        """Whether ``seed`` can change what this strategy selects under these settings (False lets an experiment
+        run an in-context learning method once, not once per seed). Seeded draws keep this default; no
+        demonstrations at all need no seed."""
+        return num_demos > 0
+
     @abstractmethod
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
         """Positions in the fitted training set, per query, in prompt order (the last next to the query)."""

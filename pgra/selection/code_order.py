@@ -10,6 +10,10 @@ class CodeOrderSelector(GlobalSelector):
 
     name = "code"
 
+    @classmethod
+    def uses_seed(cls, num_demos: int, settings) -> bool:
+        return False  # the training file's order
+
     def draw(self) -> list[int]:
         if self.num_demos == 0:
             return []

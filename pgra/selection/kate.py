@@ -16,6 +16,10 @@ class KateSelector(Selector):
 
     name = "kate"
 
+    @classmethod
+    def uses_seed(cls, num_demos: int, settings) -> bool:
+        return False  # nearest neighbours, ties broken by position: no draw
+
     def _fit(self) -> None:
         if not self.settings.encoder:
             raise InputError("kate needs a sentence encoder", field="demo_encoder")

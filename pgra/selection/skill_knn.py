@@ -39,6 +39,12 @@ class SkillKnnSelector(Selector):
 
     name = "skill_knn"
 
+    @classmethod
+    def uses_seed(cls, num_demos: int, settings) -> bool:
+        """Only the m-rewrite variants shuffle the annotated demonstrations with the seed (rewrite 0 keeps the
+        file order, and ``single`` makes only that one)."""
+        return num_demos > 0 and settings.variant != "single" and settings.rewrites > 1
+
     @property
     def n_rewrites(self) -> int:
         return 1 if self.settings.variant == "single" else self.settings.rewrites
