@@ -60,14 +60,14 @@ test-transformers4: prepare .venv-tf4/.stamp
 lint: setup
 	$(BIN)/ruff check pgra tests scripts bench
 
-# The offline demo as a real experiment: index -> retrieve -> rerank -> four methods on wiki_topic -> results table
+# The offline demo as a real experiment: index -> retrieve -> rerank -> every method on MR -> results table
 # (runs/demo-experiment/results.md), its analyses (label consistency, where FiD and PGRA differ, a case study:
-# runs/demo-experiment/analysis/), then the finished PGRA run labels a new sentence through all its stages.
+# runs/demo-experiment/analysis/), then the finished PGRA run labels a new movie-review sentence through all its stages.
 demo: prepare
-	$(BIN)/pgra tasks show wiki_topic
+	$(BIN)/pgra tasks show mr
 	$(BIN)/pgra experiment --config configs/demo/experiment.yaml
 	$(BIN)/pgra analyze --config configs/demo/experiment.yaml
-	$(BIN)/pgra predict --run runs/demo-experiment/wiki_topic/pgra/seed-1 --text "The planet orbits the sun once a year."
+	$(BIN)/pgra predict --run runs/demo-experiment/mr/pgra/seed-1 --text "A warm, funny and beautifully acted film that stays with you long after it ends."
 
 bench: prepare
 	$(BIN)/python bench/bench_bm25.py

@@ -55,7 +55,7 @@ CELL_FILE = "cell.json"
 STAGE_KEY_FILE = ".stage_key"
 CELL_KEY_FILE = ".cell_key"
 # what task_overrides / method_overrides may change (the index is shared by every task; methods share stages)
-TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote", "icl")
+TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote", "linear_probe", "icl")
 METHOD_OVERRIDABLE = ("reader", "knn_vote", "icl")
 # settings that never change a result
 _COSMETIC = ("show_progress", "device", "log_with", "keep_checkpoints", "chunk_size")

@@ -414,3 +414,22 @@ def test_icl_rows_and_per_query_reranking_in_a_grid(grid, tmp_path, tiny_bert, c
         for g, s in zip(got, saved, strict=True):
             assert all(abs(g["scores"][lab] - p) < 1e-4 for lab, p in s["scores"].items())
     assert main(["evaluate", "--run", str(out / "icl_kate" / "seed-1")]) == 0
+
+
+def test_demo_and_laptop_configs_run_every_method_on_mr_and_paper_configs_train_every_weight():
+    from pgra.config import load_config
+    from pgra.experiment import cell_settings
+    from pgra.methods import METHODS
+
+    root = Path(__file__).resolve().parents[1] / "configs"
+    every = sorted(m for m in METHODS if m != "icl")  # `icl` is the generic row of the three pinned strategies
+    demo = load_config(ExperimentConfig, root / "demo" / "experiment.yaml")
+    assert demo.tasks == ["mr"] and sorted(demo.methods) == every and demo.retrieve.split_sizes["train"] >= 500
+    assert demo.reader.freeze_encoder and demo.reader.early_stopping_patience > 0
+    laptop = load_config(ExperimentConfig, root / "laptop" / "experiment.yaml")
+    assert laptop.tasks == ["mr", "wiki_topic"] and sorted(laptop.methods) == every and laptop.seeds == [1, 2, 3]
+    assert laptop.retrieve.split_sizes["train"] >= 2000 and laptop.retrieve.split_sizes["test"] >= 1000
+    for task in laptop.tasks:  # each task's Skill-KNN rewrites are annotated for that task
+        assert task in cell_settings(laptop, task, "icl_skill_knn").icl.demos.annotations
+    paper = load_config(ExperimentConfig, root / "paper" / "experiment_table2.yaml")
+    assert not any(cell_settings(paper, t, "pgra").reader.freeze_encoder for t in paper.tasks)

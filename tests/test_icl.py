@@ -123,3 +123,19 @@ def test_icl_bad_inputs(candidates, tmp_path, tiny_opt, tiny_bert):
         run_icl(_icl_cfg(candidates, tmp_path, tiny_opt, tiny_bert, splits=["validation"]))
     with pytest.raises(InputError, match="needs a sentence encoder"):
         run_icl(_icl_cfg(candidates, tmp_path, tiny_opt, "", demos=SelectorSettings()))
+
+
+def test_icl_pool_draws_demonstrations_from_a_fixed_sample(candidates, tmp_path, tiny_opt, tiny_bert):
+    from pgra.icl.run import icl_settings
+
+    train_ids = [str(r["id"]) for r in _lines(candidates / "train.jsonl")]
+    pools = []
+    for seed in (1, 2):
+        out = tmp_path / f"icl-{seed}"
+        run_icl(_icl_cfg(candidates, tmp_path, tiny_opt, tiny_bert, out=str(out), pool=5, seed=seed, splits=["test"]))
+        pools.append(set(load_run(out).texts))
+        used = {i for line in _lines(out / "predictions_test.jsonl") for i in line["evidence"]}
+        assert used <= pools[-1]
+    assert len(pools[0]) == 5 and pools[0] == pools[1] and pools[0] <= set(train_ids)  # whatever the run's seed
+    cfg = _icl_cfg(candidates, tmp_path, tiny_opt, tiny_bert)
+    assert icl_settings(cfg) != icl_settings(ICLConfig(**{**cfg.__dict__, "pool": 5}))  # a pool is another run

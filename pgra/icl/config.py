@@ -21,6 +21,9 @@ class ICLConfig:
     num_demos: int = option(8, min=0, help="demonstrations per input (m)")
     seed: int = option(13, help="seed of random selections")
     demos: SelectorSettings = option(default_factory=SelectorSettings, help="strategy settings")
+    pool: int = option(0, min=0, help="draw demonstrations from a fixed sample of this many training inputs (the "
+                                      "same whatever the seed; Skill-KNN rewrites only these); 0 = all")
+    pool_seed: int = option(13, help="seed of the pool's sample")
     length_normalise: bool = option(False, help="score a label by its mean token log-probability (default: sum)")
     splits: list[str] = option(default_factory=lambda: ["dev", "test"], help="comma-separated splits to predict")
     device: str = option("auto", help="auto, cpu, cuda ...")

@@ -6,6 +6,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..artifacts import MANIFEST, read_json, read_manifest, sha256_file, write_json, write_manifest
 from ..config import check_config, from_dict, to_dict
 from ..errors import InputError, StaleArtifactError
@@ -32,6 +34,9 @@ def _classifier(cfg: ICLConfig, task: TaskSpec, data: Path, manifest: dict[str, 
     if not train_file.exists():
         raise InputError(f"{data} has no train split to draw demonstrations from", path=train_file)
     train = [Example(str(r["id"]), r["text"], r.get("label")) for r in read_records(train_file, labels=task.labels)]
+    if cfg.pool and cfg.pool < len(train):  # a fixed sample, in file order
+        keep = np.sort(np.random.default_rng(cfg.pool_seed).choice(len(train), cfg.pool, replace=False))
+        train = [train[i] for i in keep]
     index = manifest.get("index") or manifest.get("candidates", {}).get("index")
     return ICLClassifier(cfg, task, train, with_index_encoder(cfg.demos, index))
 
