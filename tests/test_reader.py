@@ -107,10 +107,8 @@ def test_a_bf16_checkpoint_trains_with_fp32_weights(reranked, tmp_path, tiny_t5)
     assert {v.dtype for v in weights.values()} == {torch.float32}
 
 
-def test_killed_training_resumes_to_the_same_weights(reranked, tmp_path, tiny_t5, monkeypatch):
-    base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=7,
-                eval_every=0, save_every=3, learning_rate=1e-3, show_progress=False)
-    train(TrainConfig(out=str(tmp_path / "a"), **base))
+def _die_after_first_checkpoint(monkeypatch) -> None:
+    """Make training raise KeyboardInterrupt right after its first resumable checkpoint is complete."""
     real = train_mod._checkpoint
     calls = {"n": 0}
 
@@ -118,9 +116,16 @@ def test_killed_training_resumes_to_the_same_weights(reranked, tmp_path, tiny_t5
         real(*args, **kwargs)
         calls["n"] += 1
         if calls["n"] == 1:
-            raise KeyboardInterrupt  # killed right after the step-3 checkpoint (mid-epoch: 4 batches/epoch)
+            raise KeyboardInterrupt
 
     monkeypatch.setattr(train_mod, "_checkpoint", dying_checkpoint)
+
+
+def test_killed_training_resumes_to_the_same_weights(reranked, tmp_path, tiny_t5, monkeypatch):
+    base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=7,
+                eval_every=0, save_every=3, learning_rate=1e-3, show_progress=False)
+    train(TrainConfig(out=str(tmp_path / "a"), **base))
+    _die_after_first_checkpoint(monkeypatch)  # killed right after the step-3 checkpoint (mid-epoch: 4 batches/epoch)
     with pytest.raises(KeyboardInterrupt):
         train(TrainConfig(out=str(tmp_path / "b"), **base))
     assert not (tmp_path / "b" / "manifest.json").exists()
@@ -304,16 +309,7 @@ def test_killed_frozen_encoder_training_resumes_to_the_same_weights(reranked, tm
     base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=7,
                 eval_every=0, save_every=3, learning_rate=1e-3, show_progress=False, freeze_encoder=True)
     train(TrainConfig(out=str(tmp_path / "a"), **base))
-    real = train_mod._checkpoint
-    calls = {"n": 0}
-
-    def dying_checkpoint(*args, **kwargs):
-        real(*args, **kwargs)
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(train_mod, "_checkpoint", dying_checkpoint)
+    _die_after_first_checkpoint(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         train(TrainConfig(out=str(tmp_path / "b"), **base))
     train(TrainConfig(out=str(tmp_path / "b"), **base))

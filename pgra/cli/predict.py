@@ -27,13 +27,17 @@ def run(opts: PredictOptions) -> None:
     if not opts.run:
         raise InputError("no run given (--run)", field="run")
     texts = read_texts(opts.text, opts.input_file, "input", "--text", "--input-file")
-    results = Pipeline.load(opts.run, device=opts.device).predict(texts, batch_size=opts.batch_size)
+    pipeline = Pipeline.load(opts.run, device=opts.device)
+    results = pipeline.predict(texts, batch_size=opts.batch_size)
+    words = pipeline.task.demo_words  # what a label means ("1" -> "positive"), when it is not the label itself
     for r in results:
         if opts.json:
             print(json.dumps(r, ensure_ascii=False))
             continue
         p = r["scores"].get(r["prediction"]) if r["scores"] and r["prediction"] is not None else None
-        print(f"{r['prediction']}" + (f" (p={p:.3f})" if p is not None else "") + f"  {r['text']}")
+        label = r["prediction"]
+        named = f"{label} ({words[label]})" if label in words and words[label] != label else f"{label}"
+        print(named + (f" p={p:.3f}" if p is not None else "") + f"  {r['text']}")
         for e in r["evidence"][: opts.evidence]:
             score = f"{e['score']:.4f}" if isinstance(e["score"], float) else "-"
             print(f"    [{e['id']}] {score}  {e['text']}")
