@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .artifacts import MANIFEST, read_json, read_manifest
+from .artifacts import MANIFEST, read_json, read_manifest, verify_run
 from .errors import InputError, StaleArtifactError
 from .methods import load_run
 from .methods.base import Predictor
@@ -25,7 +25,8 @@ from .methods.base import Predictor
 class _Reranking:
     """The reranking a ``pgra rerank`` folder did, replayable on new texts."""
 
-    def __init__(self, reranked: Path, corpus, device: str | None) -> None:
+    def __init__(self, reranked: Path, corpus, device: str | None, trust_remote_code: bool = False) -> None:
+        from .loading import remote_code_allowed
         from .rerank.cache import EmbeddingCache
         from .rerank.embedder import LMEmbedder
         from .rerank.reranker import evidence_cache_key, prompt_key
@@ -35,11 +36,14 @@ class _Reranking:
         cfg = m["config"]
         self.task = task_from_manifest(m, reranked / MANIFEST)
         self.k, self.top_d, self.prefix, self.corpus = int(m["k"]), int(m["top_d"]), m["prompt_prefix"], corpus
+        # the LM runs its own code only when the caller allows it, never because the manifest says so
+        trust = remote_code_allowed(m["lm"], trust_remote_code, cfg.get("trust_remote_code"), "reranking LM",
+                                    reranked / MANIFEST)
         self.embedder = LMEmbedder(m["lm"], device=device, dtype=cfg["dtype"],
                                    attn_implementation=cfg["attn_implementation"],
                                    max_tokens_per_batch=cfg["max_tokens_per_batch"],
                                    max_batch_size=cfg["max_batch_size"], max_context=cfg["max_context"] or None,
-                                   trust_remote_code=cfg["trust_remote_code"])
+                                   trust_remote_code=trust)
         if self.embedder.fingerprint != m["lm_fingerprint"]:
             raise StaleArtifactError(f"the LM at {m['lm']} is not the one {reranked} was reranked with (its files "
                                      "changed)")
@@ -130,14 +134,17 @@ class Pipeline:
         return self.predictor.task
 
     @classmethod
-    def load(cls, run_dir: str | Path, device: str | None = None) -> Pipeline:
-        """Load a finished run (a reader run or a kNN-vote cell) and the index, LM and settings it used."""
+    def load(cls, run_dir: str | Path, device: str | None = None, trust_remote_code: bool = False) -> Pipeline:
+        """Load a finished run (a reader run or a kNN-vote cell) and the index, LM and settings it used.
+        ``trust_remote_code``: let the encoder and LMs run their own code; what the run's manifests recorded never
+        does (a model that ran with its own code is refused without it)."""
         from .methods.reader_method import ReaderPredictor
         from .retrieval.index import Index
         from .retrieval.retrieve import read_candidates_manifest
 
         run = Path(run_dir)
-        predictor = load_run(run, device=device)
+        verify_run(run)  # a truncated best/model.safetensors: one error line, not a loader's traceback
+        predictor = load_run(run, device=device, trust_remote_code=trust_remote_code)
         if not isinstance(predictor, ReaderPredictor):  # e.g. the kNN vote searches its own index
             return cls(predictor)
         n = predictor.n_passages
@@ -149,11 +156,11 @@ class Pipeline:
         if manifest["kind"] == "reranked":
             reranked, data = data, Path(manifest["candidates"]["path"])
         cand = read_candidates_manifest(data)
-        index = Index(cand["index"]["path"], device=device)
+        index = Index(cand["index"]["path"], device=device, trust_remote_code=trust_remote_code)
         if index.corpus.fingerprint != cand["index"]["corpus_content_sha256"]:
             raise StaleArtifactError(f"index {cand['index']['path']} holds another corpus than the one {data} was "
                                      "retrieved from")
-        reranking = _Reranking(reranked, index.corpus, device) if reranked is not None else None
+        reranking = _Reranking(reranked, index.corpus, device, trust_remote_code) if reranked is not None else None
         return cls(predictor, index, int(cand["k"]), bool(cand["config"].get("exclude_query_text")), reranking, n)
 
     def retrieve(self, texts: list[str]) -> list[list[dict[str, Any]]]:

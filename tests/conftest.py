@@ -187,6 +187,25 @@ def tiny_t5(tmp_path_factory) -> Path:
     return write_tiny_t5(tmp_path_factory.mktemp("tiny-t5"))
 
 
+@pytest.fixture(scope="session")
+def tiny_bert2bert_dropout(tiny_bert, tmp_path_factory) -> Path:
+    """An EncoderDecoderModel warm-started from the tiny BERT on both sides, with BERT's dropout (0.1) kept, as
+    ``pgra prepare-demo`` builds the demo's bert2bert-minilm reader."""
+    from transformers import EncoderDecoderModel
+
+    from pgra.reader.fid import load_tokenizer
+
+    model = EncoderDecoderModel.from_encoder_decoder_pretrained(str(tiny_bert), str(tiny_bert))
+    assert model.config.decoder.hidden_dropout_prob > 0 and model.config.encoder.attention_probs_dropout_prob > 0
+    tok = load_tokenizer(str(tiny_bert))
+    model.config.decoder_start_token_id, model.config.pad_token_id = tok.cls_token_id, tok.pad_token_id
+    model.config.eos_token_id = tok.sep_token_id
+    path = tmp_path_factory.mktemp("tiny-b2b-dropout")
+    model.save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+    return path
+
+
 # the reader tests' task and a small reranked folder (also used by test_tracking.py)
 TASK = TaskSpec(name="sky", labels=["sky", "town"], rerank_template="Sky or town?\n{text}",
                 demo_words={"sky": "sky", "town": "town"}, reader_words={"sky": "sun", "town": "city"},

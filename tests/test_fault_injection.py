@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from safetensors.torch import load_file
 
 from pgra.cli import main
@@ -34,7 +35,8 @@ def _digest(folder: Path, names: list[str]) -> dict[str, str]:
 
 def _ok(argv: list[str], capsys) -> str:
     assert main(argv) == 0, capsys.readouterr().err
-    return capsys.readouterr().err
+    captured = capsys.readouterr()
+    return captured.out + captured.err
 
 
 def test_index_build_killed_resumes_to_the_same_index(tmp_path, corpus_txt, tiny_bert, capsys):
@@ -84,23 +86,54 @@ def test_rerank_killed_resumes_to_the_same_evidence(tmp_path, candidates, tiny_o
         assert _digest(tmp_path / out, names) == _digest(tmp_path / "ref", names), point
 
 
-def test_training_killed_resumes_to_the_same_reader(tmp_path, reranked, tiny_t5, capsys):
-    def argv(out):
-        return ["train", "--data", str(reranked), "--out", str(tmp_path / out), "--model", str(tiny_t5),
-                "--n-passages", "2", "--max-length", "48", "--batch-size", "4", "--max-steps", "7",
-                "--eval-every", "0", "--save-every", "3", "--learning-rate", "1e-3", "--no-show-progress"]
-    _ok(argv("ref"), capsys)
-    a = load_file(str(tmp_path / "ref" / "best" / "model.safetensors"))
-    names = ["train_log.jsonl", "predictions_test.jsonl"]
-    # mid-checkpoint (state saved, marker not); between checkpoints (steps logged past the last checkpoint)
-    for point in ("train.checkpoint@2", "train.step@5"):
-        out = f"t-{point}"
-        _killed(argv(out), point)
-        assert not (tmp_path / out / "manifest.json").exists()
-        _ok(argv(out), capsys)
-        b = load_file(str(tmp_path / out / "best" / "model.safetensors"))
-        assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a), point
-        assert _digest(tmp_path / out, names) == _digest(tmp_path / "ref", names), point
+def _reader_argv(data: Path, model: Path, out: Path, save_every: int = 3) -> list[str]:
+    return ["train", "--data", str(data), "--out", str(out), "--model", str(model), "--n-passages", "2",
+            "--max-length", "48", "--batch-size", "4", "--max-steps", "7", "--eval-every", "0", "--save-every",
+            str(save_every), "--learning-rate", "1e-3", "--no-show-progress"]
+
+
+@pytest.mark.parametrize("arch", ["t5", "bert2bert"])
+def test_training_killed_resumes_to_the_same_reader(tmp_path, reranked, arch, request, capsys):
+    """A tiny T5 (no dropout) and a bert2bert reader with BERT's dropout, as the demo's: killed mid-checkpoint,
+    between checkpoints, and at an epoch boundary (4 batches an epoch), resumed runs are byte-identical to an
+    uninterrupted one (weights, training log, predictions)."""
+    model = request.getfixturevalue("tiny_t5" if arch == "t5" else "tiny_bert2bert_dropout")
+    _ok(_reader_argv(reranked, model, tmp_path / "ref"), capsys)
+    names = ["best/model.safetensors", "train_log.jsonl", "predictions_test.jsonl"]
+    ref = _digest(tmp_path / "ref", names)
+    # mid-checkpoint (state saved, marker not); between checkpoints (steps logged past the last checkpoint);
+    # resumed at the start of the second epoch (checkpoint at step 4)
+    for point, save_every in (("train.checkpoint@2", 3), ("train.step@5", 3), ("train.step@6", 4)):
+        out = tmp_path / f"t-{point}-{save_every}"
+        _killed(_reader_argv(reranked, model, out, save_every), point)
+        assert not (out / "manifest.json").exists()
+        err = _ok(_reader_argv(reranked, model, out, save_every), capsys)
+        assert "resuming from" in err
+        assert _digest(out, names) == ref, point
+
+
+def test_interrupted_bert2bert_training_resumes_in_process_to_the_same_reader(tmp_path, reranked,
+                                                                               tiny_bert2bert_dropout, monkeypatch,
+                                                                               capsys):
+    """Ctrl-C (KeyboardInterrupt, exit 130) between checkpoints, then the same command in the same process."""
+    import pgra.reader.train as train_mod
+
+    _ok(_reader_argv(reranked, tiny_bert2bert_dropout, tmp_path / "ref"), capsys)
+    real, hits = train_mod.fault_point, {"n": 0}
+
+    def interrupt(name):
+        real(name)
+        if name == "train.step":
+            hits["n"] += 1
+            if hits["n"] == 5:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_mod, "fault_point", interrupt)
+    assert main(_reader_argv(reranked, tiny_bert2bert_dropout, tmp_path / "b")) == 130
+    monkeypatch.setattr(train_mod, "fault_point", real)
+    _ok(_reader_argv(reranked, tiny_bert2bert_dropout, tmp_path / "b"), capsys)
+    names = ["best/model.safetensors", "train_log.jsonl", "predictions_test.jsonl"]
+    assert _digest(tmp_path / "b", names) == _digest(tmp_path / "ref", names)
 
 
 def test_experiment_grid_killed_resumes_to_the_same_cells(tmp_path, corpus_txt, sky_task, capsys):
@@ -108,17 +141,23 @@ def test_experiment_grid_killed_resumes_to_the_same_cells(tmp_path, corpus_txt, 
 
     import yaml
 
+    # two tasks (the kNN vote is seed-independent: one cell per task whatever the seeds)
+    other = tmp_path / "sky2.yaml"
+    other.write_text(yaml.safe_dump({**yaml.safe_load(sky_task.read_text()), "name": "sky2"}))
+
     def argv(name):
-        cfg = {"out": str(tmp_path / name), "tasks": [str(sky_task)], "methods": ["knn_vote"], "seeds": [1, 2],
-               "index": {"corpus": str(corpus_txt), "out": str(tmp_path / f"{name}-index"), "retriever": "bm25"},
+        cfg = {"out": str(tmp_path / name), "tasks": [str(sky_task), str(other)], "methods": ["knn_vote"],
+               "seeds": [1, 2], "index": {"corpus": str(corpus_txt), "out": str(tmp_path / f"{name}-index"),
+                                          "retriever": "bm25"},
                "retrieve": {"k": 8}, "knn_vote": {"k": 3}, "show_progress": False}
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(cfg))
         return ["experiment", "--config", str(path)]
 
     _ok(argv("ref"), capsys)
-    cells = [f"sky/knn_vote/seed-{s}/{f}" for s in (1, 2) for f in ("predictions_dev.jsonl", "predictions_test.jsonl")]
-    ref_results = json.loads((tmp_path / "ref" / "sky" / "knn_vote" / "seed-2" / "cell.json").read_text())["results"]
+    cells = [f"{t}/knn_vote/seed-1/{f}" for t in ("sky", "sky2") for f in ("predictions_dev.jsonl",
+                                                                             "predictions_test.jsonl")]
+    ref_results = json.loads((tmp_path / "ref" / "sky2" / "knn_vote" / "seed-1" / "cell.json").read_text())["results"]
     # mid-write of the candidates stage, and of the second cell's completion mark
     for point in ("write:dev.jsonl", "write:cell.json@2"):
         name = "g-" + point.replace(":", "-").replace("@", "-")
@@ -126,8 +165,12 @@ def test_experiment_grid_killed_resumes_to_the_same_cells(tmp_path, corpus_txt, 
         assert not (tmp_path / name / "results.json").exists()
         _ok(argv(name), capsys)
         assert _digest(tmp_path / name, cells) == _digest(tmp_path / "ref", cells), point
-        cell = json.loads((tmp_path / name / "sky" / "knn_vote" / "seed-2" / "cell.json").read_text())
+        folder = tmp_path / name / "sky2" / "knn_vote" / "seed-1"
+        cell = json.loads((folder / "cell.json").read_text())
         assert cell["results"] == ref_results, point
+        # each predictions file's checksum is recorded for the report
+        names = [f"predictions_{s}.jsonl" for s in ("dev", "test")]
+        assert cell["predictions_sha256"] == {n[12:-6]: d for n, d in _digest(folder, names).items()}, point
 
 
 def test_simcse_training_killed_resumes_to_the_same_encoder(tmp_path, corpus_txt, tiny_bert, capsys):

@@ -29,6 +29,8 @@ def _cell(root: Path, task: str, method: str, seed: int, n_right: int, still=Fal
               "scores": {"0": float(p == "0"), "1": float(p == "1")}, "evidence": []}
              for i, (g, p) in enumerate(zip(GOLD, _preds(n_right), strict=True))]
     (d / "predictions_test.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    dev = [{**x, "id": f"d{i}", "prediction": "1"} for i, x in enumerate(lines[:4])]  # 2 of 4 right
+    (d / "predictions_dev.jsonl").write_text("".join(json.dumps(x) + "\n" for x in dev))
     spec = get_task(task)
     (d / "cell.json").write_text(json.dumps({
         "kind": "cell", "task": task, "task_spec": to_dict(spec), "method": method, "seed": seed,
@@ -189,3 +191,46 @@ def test_demonstration_diagnostics_by_hand(tmp_path):
     md = (root / "results.md").read_text()
     assert "## Demonstrations and LM cost" in md
     assert "| icl_kate | sst2 | 2.0 | 0 75%, 1 25% |" in md and "| 15 | 200 |" in md
+
+
+def _one_error_line(argv: list[str], capsys) -> str:
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.startswith("error: ")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_report_recomputes_from_the_predictions_and_refuses_changed_files(runs, capsys):
+    """The report's numbers come from the predictions files: an older cell (no checksums) whose file no longer
+    gives its recorded results, or a cell whose file's SHA-256 differs from the recorded one, is refused by
+    name; nothing reports the numbers cell.json remembered."""
+    import hashlib
+
+    cell = runs / "sst2" / "fid" / "seed-1"
+    preds = cell / "predictions_test.jsonl"
+    good = preds.read_text()
+    lines = good.splitlines()
+    # an edit that keeps the inputs but flips the first (right) prediction: 5/10 instead of the recorded 6/10
+    first = json.loads(lines[0])
+    first["prediction"] = "0" if first["label"] == "1" else "1"
+    preds.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    line = _one_error_line(["report", str(runs), "--bootstrap", "200"], capsys)
+    assert str(preds) in line and "accuracy 0.5000" in line and "changed after the cell finished" in line
+    assert not (runs / "results.md").exists()
+    # the same cell with checksums recorded: a truncated file is refused by its checksum
+    preds.write_text(good)
+    record = json.loads((cell / "cell.json").read_text())
+    record["predictions_sha256"] = {s: hashlib.sha256((cell / f"predictions_{s}.jsonl").read_bytes()).hexdigest()
+                                    for s in ("dev", "test")}
+    (cell / "cell.json").write_text(json.dumps(record))
+    assert build_report(runs, n_resamples=200)["summary"]["fid"]["sst2"]["mean"] == pytest.approx(0.7)
+    preds.write_text("\n".join(lines[:-3]) + "\n")
+    line = _one_error_line(["report", str(runs), "--bootstrap", "200"], capsys)
+    assert str(preds) in line and "SHA-256 differs" in line
+    # a predictions file of a recorded split that is gone
+    preds.write_text(good)
+    (cell / "predictions_dev.jsonl").unlink()
+    line = _one_error_line(["report", str(runs), "--bootstrap", "200"], capsys)
+    assert str(cell / "predictions_dev.jsonl") in line and "missing" in line

@@ -21,6 +21,7 @@ class SearchOptions:
     corpus: str = option("", help="check that this corpus file is the one the index was built from")
     device: str = option("auto", help="auto, cpu, cuda ...")
     verify: bool = option(True, help="checksum the index files before searching")
+    trust_remote_code: bool = option(False, help="let the index's encoder run its own code (a manifest never can)")
 
 
 def run(opts: SearchOptions) -> None:
@@ -31,7 +32,8 @@ def run(opts: SearchOptions) -> None:
         raise InputError("pass the index folder with --index", field="index")
     queries = read_texts(opts.query, opts.queries_file, "query", "--query", "--queries-file")
     corpus = CorpusSource(opts.corpus) if opts.corpus else None
-    index = Index(opts.index, encoder=opts.encoder or None, corpus=corpus, verify=opts.verify, device=opts.device)
+    index = Index(opts.index, encoder=opts.encoder or None, corpus=corpus, verify=opts.verify, device=opts.device,
+                  trust_remote_code=opts.trust_remote_code)
     for qi, (query, hits) in enumerate(zip(queries, index.search_hits(queries, opts.k), strict=True)):
         if opts.json:
             for rank, hit in enumerate(hits, start=1):

@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, read_manifest, write_json
+from ..artifacts import MANIFEST, read_manifest, verify_run, write_json
 from ..errors import InputError
 from ..interchange import read_records, write_records
 from ..methods import load_run
@@ -17,10 +17,12 @@ DATA_KINDS = ("candidates", "reranked")
 
 
 def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None = None, out: str | Path | None = None,
-                 batch_size: int = 16, device: str | None = None) -> dict[str, Any]:
-    """Predict ``data/<split>.jsonl`` with the run (default data: the run's own), write and score it."""
+                 batch_size: int = 16, device: str | None = None, trust_remote_code: bool = False) -> dict[str, Any]:
+    """Predict ``data/<split>.jsonl`` with the run (default data: the run's own), write and score it
+    (``trust_remote_code``: the caller lets the run's models run their own code; the run's manifest never does)."""
     run = Path(run)
-    predictor = load_run(run, device)
+    verify_run(run)  # a truncated best/model.safetensors: one error line, not a loader's traceback
+    predictor = load_run(run, device, trust_remote_code=trust_remote_code)
     if hasattr(predictor, "batch_size"):
         predictor.batch_size = batch_size
     folder = Path(data) if data else predictor.default_data()

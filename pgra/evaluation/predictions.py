@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import iter_jsonl
+from ..artifacts import iter_jsonl, sha256_file
 from ..errors import InputError
 from ..methods.base import PREDICTION_FIELDS
 from ..tasks import TaskSpec
@@ -37,7 +38,11 @@ def read_predictions(path: str | Path, task: TaskSpec | None = None) -> list[dic
 
 def score_lines(task: TaskSpec, path: str | Path) -> dict[str, Any]:
     """``{metric: value, "examples": n, "invalid_predictions": k}`` of a predictions file with gold labels."""
-    lines = read_predictions(path, task)
+    return score_records(task, read_predictions(path, task), path)
+
+
+def score_records(task: TaskSpec, lines: list[dict[str, Any]], path: str | Path) -> dict[str, Any]:
+    """:func:`score_lines` of the lines already read from ``path``."""
     unlabelled = sum(rec["label"] is None for rec in lines)
     if unlabelled:
         raise InputError(f"{unlabelled} inputs have no gold label; cannot score", path=path, field="label")
@@ -53,4 +58,53 @@ def inputs_fingerprint(lines: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode()).hexdigest()
 
 
-__all__ = ["INVALID", "inputs_fingerprint", "read_predictions", "score_lines"]
+# the cell.json field recording each predictions file's SHA-256 when the cell finished
+PREDICTIONS_SHA256 = "predictions_sha256"
+
+
+def checked_cell_results(cell: Path, record: dict[str, Any], task: TaskSpec
+                         ) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """A finished cell's results per split, recomputed from the predictions files next to ``cell`` (its
+    ``cell.json``, read as ``record``), and those files' lines. A file whose SHA-256 differs from the one the
+    cell recorded (edited, truncated or replaced since the cell finished) is refused by name; a cell written
+    before checksums were recorded is refused when its files no longer give the results it recorded."""
+    recorded_sha = record.get(PREDICTIONS_SHA256) or {}
+    results: dict[str, dict[str, Any]] = {}
+    lines_of: dict[str, list[dict[str, Any]]] = {}
+    redo = f"re-run the cell (delete {cell} and run the experiment again)"
+    for split, recorded in (record.get("results") or {}).items():
+        path = cell.parent / f"predictions_{split}.jsonl"
+        if not path.is_file():
+            raise InputError(f"missing: {cell.name} records {split} results but their predictions are gone; {redo}",
+                             path=path)
+        want = recorded_sha.get(split)
+        if want is not None and sha256_file(path) != want:
+            raise InputError(f"its SHA-256 differs from the one {cell.name} recorded when the cell finished: the "
+                             f"file was edited, truncated or replaced, and its results are not reported; {redo}",
+                             path=path)
+        lines = read_predictions(path, task)
+        result = score_records(task, lines, path)
+        recorded = recorded if isinstance(recorded, dict) else {}
+        old, n_old = recorded.get(task.metric), recorded.get("examples")
+        same = isinstance(old, (int, float)) and n_old == result["examples"] and \
+            math.isclose(float(old), result[task.metric], rel_tol=1e-9, abs_tol=1e-12)
+        if want is None and not same:
+            raise InputError(f"its {result['examples']} predictions give {task.metric} {result[task.metric]:.4f}; "
+                             f"{cell.name} recorded {old} over {n_old} inputs: the file changed after the cell "
+                             f"finished; {redo}", path=path)
+        results[split], lines_of[split] = result, lines
+    return results, lines_of
+
+
+def checked_cell_metric(cell: Path, split: str, task: TaskSpec) -> float:
+    """A finished cell's metric on ``split``, recomputed from its checked predictions (:func:`checked_cell_results`)."""
+    from ..artifacts import read_json
+
+    record = read_json(cell)
+    if split not in (record.get("results") or {}):
+        raise InputError(f"cell has no '{split}' results", path=cell, field="results")
+    return checked_cell_results(cell, record, task)[0][split][task.metric]
+
+
+__all__ = ["INVALID", "PREDICTIONS_SHA256", "checked_cell_metric", "checked_cell_results", "inputs_fingerprint", "read_predictions",
+           "score_lines", "score_records"]

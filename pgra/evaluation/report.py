@@ -23,7 +23,7 @@ from typing import Any
 from ..artifacts import read_json, write_json, write_text
 from ..errors import InputError
 from .metrics import mean_std
-from .predictions import inputs_fingerprint, read_predictions
+from .predictions import checked_cell_results, inputs_fingerprint
 
 CELL_GLOB = "*/*/seed-*/cell.json"
 STILL_IMPROVING = "↑"
@@ -62,7 +62,14 @@ class CellResult:
 
 
 def collect_cells(directory: str | Path, split: str = "test") -> list[CellResult]:
-    """Every finished cell under ``directory`` with its predictions on ``split``, checked for shared inputs."""
+    """Every finished cell under ``directory`` with its predictions on ``split``, checked for shared inputs. Each
+    cell's results are recomputed from its predictions files, which must be the ones it finished with
+    (:func:`~pgra.evaluation.predictions.checked_cell_results`): an edited or truncated file is refused by name,
+    never reported with the numbers its cell.json recorded."""
+    from ..config import from_dict
+    from ..tasks import get_task
+    from ..tasks.spec import TaskSpec
+
     directory = Path(directory)
     paths = sorted(directory.glob(CELL_GLOB))
     if not paths:
@@ -73,8 +80,10 @@ def collect_cells(directory: str | Path, split: str = "test") -> list[CellResult
         record = read_json(path)
         if split not in record.get("results", {}):
             raise InputError(f"cell has no '{split}' results", path=path, field="results")
-        predictions = read_predictions(path.parent / f"predictions_{split}.jsonl")
-        cells.append(CellResult(path, record, predictions))
+        spec = record.get("task_spec")
+        task = from_dict(TaskSpec, spec, source=str(path)) if spec else get_task(record["task"])
+        results, lines = checked_cell_results(path, record, task)
+        cells.append(CellResult(path, {**record, "results": results}, lines[split]))
     _check_shared_inputs(cells, split)
     return cells
 

@@ -17,7 +17,7 @@ from ..methods.base import prediction_line
 from ..rerank.prompts import build_prompt
 from ..selection import get_selector
 from ..selection.base import SelectorSettings
-from ..tasks import Example, TaskSpec
+from ..tasks import Example, TaskSpec, check_label_ids
 from .config import ICLConfig
 from .scoring import LabelScorer, ScoreStats
 
@@ -46,11 +46,16 @@ class ICLClassifier:
         """The label-scoring LM, loaded on first use (after the selection freed its own models)."""
         if self._scorer is None:
             cfg = self.cfg
-            self._scorer = LabelScorer(cfg.lm, device=cfg.device, dtype=cfg.dtype,
-                                       attn_implementation=cfg.attn_implementation,
-                                       max_tokens_per_batch=cfg.max_tokens_per_batch,
-                                       max_batch_size=cfg.max_batch_size, max_context=cfg.max_context or None,
-                                       trust_remote_code=cfg.trust_remote_code)
+            scorer = LabelScorer(cfg.lm, device=cfg.device, dtype=cfg.dtype,
+                                 attn_implementation=cfg.attn_implementation,
+                                 max_tokens_per_batch=cfg.max_tokens_per_batch,
+                                 max_batch_size=cfg.max_batch_size, max_context=cfg.max_context or None,
+                                 trust_remote_code=cfg.trust_remote_code)
+            # label words the LM's tokenizer cannot tell apart (the same tokens, or unknown) are refused
+            tok = scorer.tokenizer
+            check_label_ids(self.task, tok, [tok(" " + w, add_special_tokens=False)["input_ids"] for w in self.words],
+                            "demo_words", cfg.lm)
+            self._scorer = scorer
         return self._scorer
 
     def prepare(self, records: Sequence[dict[str, Any]]) -> None:

@@ -25,7 +25,7 @@ class ICLConfig:
                                       "same whatever the seed; Skill-KNN rewrites only these); 0 = all")
     pool_seed: int = option(13, help="seed of the pool's sample")
     length_normalise: bool = option(False, help="score a label by its mean token log-probability (default: sum)")
-    splits: list[str] = option(default_factory=lambda: ["dev", "test"], help="comma-separated splits to predict")
+    splits: list[str] = option(names=True, default_factory=lambda: ["dev", "test"], help="comma-separated splits to predict")
     device: str = option("auto", help="auto, cpu, cuda ...")
     dtype: str = option("auto", choices=choices.DTYPES, help="auto = bf16/fp16 on GPU, fp32 on CPU")
     attn_implementation: str = option("auto", help="auto = eager on CPU, sdpa on GPU")

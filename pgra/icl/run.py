@@ -8,10 +8,19 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import MANIFEST, read_json, read_manifest, sha256_file, write_json, write_manifest
+from ..artifacts import (
+    MANIFEST,
+    check_disjoint,
+    read_json_object,
+    read_manifest,
+    sha256_file,
+    write_json,
+    write_manifest,
+)
 from ..config import check_config, from_dict, to_dict
 from ..errors import InputError, StaleArtifactError
 from ..interchange import read_records, write_records
+from ..loading import remote_code_allowed
 from ..lock import locks_output
 from ..methods.base import Predictor
 from ..selection.base import settings_key, with_index_encoder
@@ -26,7 +35,7 @@ def _data_manifest(data: Path) -> dict[str, Any]:
     if not (data / MANIFEST).exists():
         raise InputError(f"{data} has no {MANIFEST}: pass a folder written by `pgra retrieve` (or rerank)",
                          field="data")
-    return read_json(data / MANIFEST)
+    return read_json_object(data / MANIFEST)
 
 
 def _classifier(cfg: ICLConfig, task: TaskSpec, data: Path, manifest: dict[str, Any]) -> ICLClassifier:
@@ -41,7 +50,7 @@ def _classifier(cfg: ICLConfig, task: TaskSpec, data: Path, manifest: dict[str, 
     return ICLClassifier(cfg, task, train, with_index_encoder(cfg.demos, index))
 
 
-@locks_output()
+@locks_output(kind=KIND)
 def run_icl(cfg: ICLConfig) -> dict[str, dict[str, Any]]:
     """Select demonstrations, predict every split in ``cfg.splits`` into ``cfg.out``; returns metrics per split."""
     from ..evaluation.predictions import score_lines
@@ -51,6 +60,8 @@ def run_icl(cfg: ICLConfig) -> dict[str, dict[str, Any]]:
         raise InputError("icl needs --data and --out", field="data" if not cfg.data else "out")
     data, out = Path(cfg.data), Path(cfg.out)
     manifest = _data_manifest(data)
+    index = manifest.get("index") or manifest.get("candidates", {}).get("index")
+    check_disjoint({"out": cfg.out}, {"index": index.get("path") if isinstance(index, dict) else None})
     task = task_from_manifest(manifest, data / MANIFEST)
     missing = [s for s in cfg.splits if not (data / f"{s}.jsonl").exists()]
     if missing:
@@ -75,11 +86,14 @@ def run_icl(cfg: ICLConfig) -> dict[str, dict[str, Any]]:
 class ICLPredictor(Predictor):
     """A finished ``icl`` run: the same LM, strategy and training set, ready to predict new records."""
 
-    def __init__(self, run: Path, device: str | None = None) -> None:
+    def __init__(self, run: Path, device: str | None = None, trust_remote_code: bool = False) -> None:
         self.run = Path(run)
         m = read_manifest(self.run, KIND)
         self.task = task_from_manifest(m, self.run / MANIFEST)
         cfg = from_dict(ICLConfig, m["config"], source=str(self.run / MANIFEST))
+        # the LM runs its own code only when the caller allows it, never because the run's manifest says so
+        cfg = replace(cfg, trust_remote_code=remote_code_allowed(cfg.lm, trust_remote_code, cfg.trust_remote_code,
+                                                                 "run's LM", self.run / MANIFEST))
         if device:
             cfg = replace(cfg, device=device)
         self.data = Path(m["data"])

@@ -21,8 +21,9 @@ RUN_KINDS: dict[str, type[Method]] = {"reader": FiD, KnnVote.name: KnnVote, Line
                                       "icl": ICL}
 
 
-def load_run(run, device: str | None = None) -> Predictor:
-    """The fitted method in a finished run folder, chosen by its manifest's kind (reader, knn_vote ...)."""
+def load_run(run, device: str | None = None, trust_remote_code: bool = False) -> Predictor:
+    """The fitted method in a finished run folder, chosen by its manifest's kind (reader, knn_vote ...).
+    ``trust_remote_code``: the caller lets its models run their own code (what the run recorded never does)."""
     from pathlib import Path
 
     from ..artifacts import MANIFEST, read_json
@@ -34,7 +35,7 @@ def load_run(run, device: str | None = None) -> Predictor:
     kind = read_json(run / MANIFEST).get("kind")
     if kind not in RUN_KINDS:
         raise InputError(f"{run} is a '{kind}' folder, not a run ({', '.join(RUN_KINDS)})", path=run)
-    return RUN_KINDS[kind].load(run, device=device)
+    return RUN_KINDS[kind].load(run, device=device, trust_remote_code=trust_remote_code)
 
 
 def get_method(name: str) -> type[Method]:

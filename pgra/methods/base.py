@@ -128,5 +128,6 @@ class Method(ABC):
 
     @classmethod
     @abstractmethod
-    def load(cls, out: Path, device: str | None = None) -> Predictor:
-        """The fitted run in ``out``, ready to predict."""
+    def load(cls, out: Path, device: str | None = None, trust_remote_code: bool = False) -> Predictor:
+        """The fitted run in ``out``, ready to predict (``trust_remote_code``: the caller lets its models run their
+        own code; what ``out`` recorded never does)."""

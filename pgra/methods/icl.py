@@ -60,10 +60,10 @@ class ICL(Method):
         return FitResult(predicted_splits=list(self.splits()), cost=read_json(out / "manifest.json")["cost"])
 
     @classmethod
-    def load(cls, out: Path, device: str | None = None) -> Predictor:
+    def load(cls, out: Path, device: str | None = None, trust_remote_code: bool = False) -> Predictor:
         from ..icl.run import ICLPredictor
 
-        return ICLPredictor(out, device=device)
+        return ICLPredictor(out, device=device, trust_remote_code=trust_remote_code)
 
 
 class ICLRandom(ICL):

@@ -43,7 +43,7 @@ def vote(task: TaskSpec, neighbour_labels: list[str]) -> tuple[str, dict[str, fl
 class KnnVotePredictor(Predictor):
     """A fitted kNN vote: the training-input index and its labels."""
 
-    def __init__(self, run: Path, device: str | None = None) -> None:
+    def __init__(self, run: Path, device: str | None = None, trust_remote_code: bool = False) -> None:
         from ..retrieval.index import Index
 
         self.run = Path(run)
@@ -52,7 +52,7 @@ class KnnVotePredictor(Predictor):
         self.k = int(manifest["k"])
         self.labels: dict[str, str] = read_json(self.run / "train_labels.json")
         self.texts: dict[str, str] = read_json(self.run / "train_texts.json")
-        self.index = Index(manifest["train_index"], device=device)
+        self.index = Index(manifest["train_index"], device=device, trust_remote_code=trust_remote_code)
         self._data = manifest.get("data")
 
     def neighbours(self, records: list[dict[str, Any]]) -> list[list[str]]:
@@ -125,5 +125,5 @@ class KnnVote(Method):
         return FitResult()
 
     @classmethod
-    def load(cls, out: Path, device: str | None = None) -> Predictor:
-        return KnnVotePredictor(out, device=device)
+    def load(cls, out: Path, device: str | None = None, trust_remote_code: bool = False) -> Predictor:
+        return KnnVotePredictor(out, device=device, trust_remote_code=trust_remote_code)

@@ -181,6 +181,6 @@ class LinearProbe(Method):
         return FitResult()
 
     @classmethod
-    def load(cls, out: Path, device: str | None = None) -> Predictor:
-        return LinearProbePredictor(out, device=device)
+    def load(cls, out: Path, device: str | None = None, trust_remote_code: bool = False) -> Predictor:
+        return LinearProbePredictor(out, device=device)  # its encoder never runs code of its own
 

@@ -74,8 +74,8 @@ class ReaderMethod(Method):
         return result
 
     @classmethod
-    def load(cls, out: Path, device: str | None = None) -> Predictor:
-        return ReaderPredictor(out, device=device)
+    def load(cls, out: Path, device: str | None = None, trust_remote_code: bool = False) -> Predictor:
+        return ReaderPredictor(out, device=device)  # a reader never runs code of its own
 
 
 def reader_fit_result(out: Path, metric: str, splits: list[str]) -> FitResult:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..artifacts import iter_jsonl, sha256_file
+from ..artifacts import iter_jsonl, require_file, sha256_file
 from ..errors import InputError
 from .spec import DataSpec, TaskSpec
 
@@ -53,13 +53,24 @@ def resolve_data_path(spec: DataSpec, data_dir: str | Path) -> Path | str:
     return p if p.is_absolute() else Path(data_dir) / p
 
 
+def task_paths(task: TaskSpec, data_dir: str | Path) -> list[str]:
+    """What a task reads on disk: its YAML file, its data folder and data files (a stage's output may not
+    overlap them: :func:`pgra.artifacts.check_disjoint`)."""
+    paths = [task.source] if task.source != "builtin" else []
+    base = resolve_data_path(task.data, data_dir)
+    if isinstance(base, Path):
+        paths += [str(base), *(str(base / f) for f in task.data.files.values())]
+    return paths
+
+
 # ---------------------------------------------------------------- raw row readers: (line, {field: value})
 
+_DATA_HINT = "run `pgra download-data` or check the task's data.path"
+
+
 def _open_text(path: Path):
-    if not path.is_file():
-        raise InputError("data file not found (run `pgra download-data` or check the task's data.path)",
-                         path=path)
-    return open(path, encoding="utf-8", newline="")
+    require_file(path, "data file", hint=_DATA_HINT)
+    return open(path, encoding="utf-8-sig", newline="")  # a UTF-8 byte order mark is not part of the first row
 
 
 def _read_lmbff(path: Path, layout: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -103,9 +114,7 @@ def _read_lmbff(path: Path, layout: str) -> Iterator[tuple[int, dict[str, Any]]]
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    if not path.is_file():
-        raise InputError("data file not found (run `pgra download-data` or check the task's data.path)",
-                         path=path)
+    require_file(path, "data file", hint=_DATA_HINT)
     return iter_jsonl(path)
 
 
@@ -280,3 +289,32 @@ def check_label_words(task: TaskSpec, tokenizer: Any, which: str = "reader_words
             warnings.append(f"task '{task.name}' ({task.source}), field '{which}': label '{label}' word "
                             f"'{word}' is split into {len(pieces)} tokens {pieces}")
     return warnings
+
+
+def check_label_ids(task: TaskSpec, tokenizer: Any, ids: Sequence[Sequence[int]], which: str = "reader_words",
+                    model: str = "") -> None:
+    """Refuse label words the model cannot tell apart: ``ids`` (one token-id sequence per label, in
+    ``task.labels`` order, as the model scores them) must be distinct and hold no unknown token. Words that
+    differ as strings can still be the same tokens (two emoji that are both ``[UNK]``), and then every
+    prediction would be the first label."""
+    where = task.source if task.source != "builtin" else None
+    words = getattr(task, which)
+    of = f" for the tokenizer of {model}" if model else ""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is not None:
+        bad = [lab for lab, row in zip(task.labels, ids, strict=True) if unk in row]
+        if bad:
+            shown = ", ".join(f"label '{lab}' word '{words[lab]}'" for lab in bad)
+            verb = "contains" if len(bad) == 1 else "contain"
+            raise InputError(f"task '{task.name}': {shown} {verb} the unknown token "
+                             f"{getattr(tokenizer, 'unk_token', unk)!s}{of}: the model cannot read or write it; "
+                             "choose words in the model's vocabulary", path=where, field=which)
+    seen: dict[tuple[int, ...], str] = {}
+    for lab, row in zip(task.labels, ids, strict=True):
+        key = tuple(int(i) for i in row)
+        if key in seen:
+            first = seen[key]
+            raise InputError(f"task '{task.name}': label '{first}' word '{words[first]}' and label '{lab}' word "
+                             f"'{words[lab]}' are the same tokens {list(key)}{of}: the model cannot tell them "
+                             "apart; choose words that differ as tokens", path=where, field=which)
+        seen[key] = lab
