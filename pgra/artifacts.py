@@ -12,16 +12,18 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
+import stat
 import tempfile
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import IncompleteArtifactError, StaleArtifactError
+from .errors import IncompleteArtifactError, InputError, StaleArtifactError, shorten
 from .faults import fault_point
 
 MANIFEST = "manifest.json"
@@ -47,6 +49,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp_path.chmod(0o666 & ~_umask())  # mkstemp makes 0600; an artifact gets the user's usual permissions
     try:
         yield tmp_path
+        if tmp_path.exists():  # a library may have replaced the file with its own (safetensors writes 0600)
+            apply_umask(tmp_path)
         fault_point(f"write:{path.name}")  # tests: killed with the file written but not yet in place
         os.replace(tmp_path, path)
     finally:
@@ -63,6 +67,7 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
     tmp.chmod(0o777 & ~_umask())
     try:
         yield tmp
+        apply_umask(tmp)  # what libraries wrote inside (save_pretrained's 0600 safetensors) gets the umask too
         if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)
@@ -71,14 +76,213 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
             shutil.rmtree(tmp)
 
 
+def apply_umask(path: str | Path) -> None:
+    """Give ``path`` (and, for a folder, everything under it) the permissions of the process's umask, as a
+    plain ``open`` would have made them: libraries that write 0600 files (safetensors) or folders do not leave
+    a run folder the team cannot read. Executable bits are kept on files that have them."""
+    mask = _umask()
+    path = Path(path)
+    todo = [path]
+    todo += list(path.rglob("*")) if path.is_dir() and not path.is_symlink() else []
+    for p in todo:
+        if p.is_symlink():
+            continue
+        mode = p.stat().st_mode
+        if stat.S_ISDIR(mode):
+            p.chmod(0o777 & ~mask)
+        elif stat.S_ISREG(mode):
+            p.chmod((0o777 if mode & 0o111 else 0o666) & ~mask)
+
+
+# ---------------------------------------------------------------- what an input or output path is
+
+def describe_path(path: str | Path) -> str:
+    """What is at ``path``, for an error message: ``a file``, ``a folder``, ``a FIFO (named pipe)``, ... or
+    ``not found``."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "not found"
+    except NotADirectoryError:
+        return "not found (a folder above it is a file)"
+    except OSError as e:
+        return f"not accessible ({e.strerror})"
+    for test, what in ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def require_file(path: str | Path, what: str = "file", field: str | None = None, hint: str = "") -> Path:
+    """``path`` if it is a regular file; else an InputError saying what it is instead (not found, a folder, a
+    FIFO ...): opening a FIFO would wait forever, and a folder is not a file that went missing."""
+    path = Path(path)
+    found = describe_path(path)
+    if found == "a file":
+        return path
+    said = f"{what} {found}" if found.startswith("not ") else f"this is {found}, not a {what}"
+    raise InputError(said + (f" ({hint})" if hint else ""), path=path, field=field)
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+def safe_name(name: str, field: str = "name", source: str | Path | None = None, what: str = "a name") -> str:
+    """``name`` if it can be one component of a path pgra writes (a task's folder in an experiment, a method's
+    ...): letters, digits, ``-``, ``_`` and ``.``, not starting with a dot, at most 100 characters. Anything
+    else (``../x``, ``/abs``, ``a/b``, ``.``, ``..``, a space) is an InputError naming the field."""
+    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or len(name) > 100:
+        raise InputError(f"{what} {shorten(name)} cannot be used as a folder name: use letters, digits, '-', '_' "
+                         "and '.' (not first), at most 100 characters", path=source, field=field)
+    return name
+
+
+def path_under(root: str | Path, *parts: str) -> Path:
+    """``root / parts...``, proved to stay inside ``root`` once resolved (symbolic links included); an
+    InputError otherwise."""
+    root = Path(root)
+    path = root.joinpath(*parts)
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise InputError(f"{path} would lie outside {root}", path=root)
+    return path
+
+
+def _values(value: Any) -> Iterator[str]:
+    if isinstance(value, (str, Path)):
+        if str(value):
+            yield str(value)
+    elif isinstance(value, Iterable) and not isinstance(value, (bytes, Mapping)):
+        for v in value:
+            yield from _values(v)
+
+
+def check_disjoint(outputs: Mapping[str, Any], inputs: Mapping[str, Any], may_hold: Collection[str] = ()) -> None:
+    """The one check that a stage's output folders do not overlap its inputs: an output that is, holds or lies
+    inside an existing input path (a corpus file, an index, a data folder, a task's data, a model folder ...)
+    is an InputError naming both fields, before anything is written. ``outputs`` and ``inputs`` map a field
+    name to a path (or a list of paths; empty values and paths that do not exist, such as hub ids, are
+    skipped). ``may_hold``: inputs an output may lie inside (``evaluate`` writes into its run's
+    ``evaluations/``), though it may still not be or hold them."""
+    for out_field, out in outputs.items():
+        for out_value in _values(out):
+            o = Path(out_value).expanduser().resolve()
+            for in_field, value in inputs.items():
+                for in_value in _values(value):
+                    p = Path(in_value).expanduser()
+                    if not (p.exists() or p.is_symlink()):
+                        continue
+                    i = p.resolve()
+                    if i == o:
+                        how = "is"
+                    elif i.is_relative_to(o):
+                        how = "holds"
+                    elif o.is_relative_to(i) and in_field not in may_hold:
+                        how = "lies inside"
+                    else:
+                        continue
+                    raise InputError(f"{out_value} {how} the input {in_value} (field '{in_field}'); an output may "
+                                     "not be, hold or lie inside an input, which writing it would change or "
+                                     "delete: choose an output folder apart from every input", field=out_field)
+
+
+def _manifest_head(kind: str) -> bytes:
+    """How a manifest of ``kind`` begins on disk (write_manifest puts ``kind`` first)."""
+    return json.dumps({"kind": kind}, indent=2).encode()[:-2]
+
+
+def claim_output(out: str | Path, kinds: str | Collection[str], field: str = "out") -> None:
+    """Refuse to write into ``out`` unless every ``manifest.json`` there is this stage's own: a finished
+    artifact of another kind (an index given as a candidates' ``--out``), a manifest that is not a JSON object,
+    or a file named ``manifest.json`` pgra did not write (a user's corpus) is an InputError, so a stage only
+    ever deletes or replaces what it wrote. A manifest of ``kinds`` cut off mid-write is the stage's own."""
+    accepted = [kinds] if isinstance(kinds, str) else list(kinds)
+    path = Path(out) / MANIFEST
+    if not (path.exists() or path.is_symlink()):
+        return
+    what = " or ".join(f"'{k}'" for k in accepted)
+    if not path.is_file() or path.is_symlink():
+        raise InputError(f"{path} is {describe_path(path)}, not a manifest pgra wrote, so {out} is not a folder "
+                         f"of this stage ({what}): choose another output folder", field=field)
+    raw = path.read_bytes()
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        heads = [_manifest_head(k) for k in accepted]
+        if any(raw.startswith(h) or h.startswith(raw) for h in heads):
+            return  # our own manifest, cut off mid-write: the stage drops it and rebuilds
+        raise InputError(f"{path} is not a manifest pgra wrote (not JSON), so {out} is not a folder of this "
+                         f"stage ({what}); nothing was changed: choose another output folder", field=field) from None
+    if isinstance(manifest, dict) and manifest.get("kind") in accepted:
+        return
+    if isinstance(manifest, dict):
+        found = f"a {shorten(manifest.get('kind'), 60)} artifact" if "kind" in manifest else \
+            "a manifest.json pgra did not write"
+    else:
+        found = f"a manifest.json that is not a JSON object ({type(manifest).__name__})"
+    raise InputError(f"{out} holds {found} (this stage writes {what} artifacts); writing there would replace "
+                     "it: choose another output folder", field=field)
+
+
+def check_own_folder(folder: str | Path, patterns: Collection[str], what: str, field: str = "out") -> None:
+    """Refuse a ``folder`` a stage would replace unless it holds only files named like ``patterns`` (glob
+    patterns; the stage's temporary files are allowed too): a user's own ``corpus/`` is never deleted."""
+    import fnmatch
+
+    folder = Path(folder)
+    if not (folder.exists() or folder.is_symlink()):
+        return
+    if not folder.is_dir() or folder.is_symlink():
+        raise InputError(f"{folder} is {describe_path(folder)}, not {what}; nothing was changed: choose another "
+                         "output folder", field=field)
+    for p in folder.iterdir():
+        own = p.is_file() and not p.is_symlink() and (
+            any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns) or
+            (p.name.startswith(".") and p.name.endswith(".tmp")))
+        if not own:
+            raise InputError(f"{folder} is not {what} (it holds {p.name!r}, which pgra did not write); it would be "
+                             "replaced: nothing was changed, choose another output folder", field=field)
+
+
+def verify_safetensors(folder: str | Path) -> None:
+    """Check every ``*.safetensors`` file directly in ``folder`` against its own header (the header's length
+    and the end of its last tensor): a truncated weights file is an IncompleteArtifactError naming it,
+    before a library fails on it with a traceback. Reads only the headers."""
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        size = path.stat().st_size
+        try:
+            with open(path, "rb") as f:
+                n = int.from_bytes(f.read(8), "little")
+                if size < 8 or n <= 0 or 8 + n > size:
+                    raise ValueError(f"its header claims {n} bytes")
+                header = json.loads(f.read(n).decode("utf-8"))
+            end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError, AttributeError) as e:
+            raise IncompleteArtifactError(f"{path}: unreadable weights file ({e}): truncated or corrupted; train "
+                                          "the run again (a re-run resumes from its last checkpoint)") from None
+        if 8 + n + end != size:
+            raise IncompleteArtifactError(f"{path}: {size} bytes, its header says {8 + n + end}: truncated or "
+                                          "corrupted weights; train the run again (a re-run resumes from its "
+                                          "last checkpoint)")
+
+
+def verify_run(run: str | Path) -> None:
+    """Before a finished run's model is loaded (``evaluate``, ``predict``): its manifest, when there, is a JSON
+    object, and its weights files (in the run folder and in ``best/``) are whole; an IncompleteArtifactError
+    names the damaged file instead of a library's traceback."""
+    run = Path(run)
+    if (run / MANIFEST).is_file():
+        read_json_object(run / MANIFEST)
+    for folder in (run, run / "best"):
+        if folder.is_dir():
+            verify_safetensors(folder)
+
+
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each non-blank line; bad JSON or a non-object names the file and line."""
-    from .errors import InputError
-
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("file not found", path=path)
-    with open(path, encoding="utf-8") as f:
+    path = require_file(path)
+    with open(path, encoding="utf-8-sig") as f:  # a UTF-8 byte order mark is not part of the first line
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -128,6 +332,17 @@ def read_json(path: str | Path) -> Any:
         raise IncompleteArtifactError(f"{path}: file is missing") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise IncompleteArtifactError(f"{path}: corrupted JSON ({e})") from None
+
+
+def read_json_object(path: str | Path) -> dict[str, Any]:
+    """Read a JSON file that must hold an object (a manifest, a marker): valid JSON of another shape (a list,
+    a number) is an IncompleteArtifactError naming the file, not an AttributeError later."""
+    obj = read_json(path)
+    if not isinstance(obj, dict):
+        raise IncompleteArtifactError(f"{path}: holds a JSON {type(obj).__name__}, not an object: not a manifest "
+                                      "pgra wrote (replaced or corrupted); rebuild it with the command that "
+                                      "made it")
+    return obj
 
 
 def sha256_file(path: str | Path) -> str:
@@ -217,7 +432,7 @@ def read_manifest(directory: str | Path, kinds: str | Collection[str]) -> dict[s
         raise IncompleteArtifactError(
             f"{directory}: no {MANIFEST}; this {what} was never finished (interrupted run?). "
             f"Re-run the command that builds it to resume or rebuild it.")
-    manifest = read_json(path)
+    manifest = read_json_object(path)
     if manifest.get("kind") not in accepted:
         wanted = "a " + " or a ".join(f"'{k}'" for k in accepted)
         raise StaleArtifactError(f"{path}: this is a '{manifest.get('kind')}' artifact, not {wanted}")

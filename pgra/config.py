@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from pathlib import Path
@@ -17,17 +18,21 @@ from typing import Any, TypeVar
 
 import yaml
 
-from .errors import InputError
+from .errors import InputError, clip, shorten
 
 T = TypeVar("T")
 BASE_KEY = "base"
+MAX_YAML_NODES = 100_000  # a YAML document expanding (aliases included) to more nodes is refused
+IO_ROLES = ("in", "out", "base", "store")
+# undeclared fields with these names are input paths when they name something on disk (a model folder)
+_INPUT_NAMES = ("model", "lm", "encoder", "corpus")
 
 
 def option(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, help: str = "",
            choices: Any = None, suggest: Any = None, flag: str | bool | None = None, short: str | None = None,
            positional: bool = False, append: bool = False, metavar: str | None = None,
            min: float | None = None, max: float | None = None, above: float | None = None,
-           exists: str | None = None, unique: bool = False) -> Any:
+           exists: str | None = None, unique: bool = False, io: str | None = None, names: bool = False) -> Any:
     """A config field together with its command-line declaration.
 
     ``choices``: allowed values (a tuple, or a zero-argument callable reading a registry), checked when a
@@ -39,7 +44,14 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     smallest / largest allowed value of a number and ``above``: a bound it must exceed (a learning rate > 0),
     all checked like ``choices``. ``exists``: ``"dir"`` or ``"file"``, a path that must exist when given
     (checked by :func:`check_config`, i.e. when a stage starts, not when a recorded config is read back).
-    ``unique``: a list whose items must all differ (checked like ``choices``).
+    ``unique``: a list whose items must all differ (checked like ``choices``). ``io``: the part a path plays
+    in the stage: ``"in"`` (read: an output folder may not be, hold or lie inside it), ``"base"`` (read, and
+    an output may lie inside it: ``evaluate``'s run), ``"out"`` (written: a folder, or not there yet) or
+    ``"store"`` (read and written, shared between runs: a cache folder). Fields declared with ``exists`` are
+    inputs, a field named ``out`` is an output, and an undeclared ``model`` / ``lm`` / ``encoder`` / ``corpus``
+    is an input; :func:`check_config` refuses an output that overlaps an input (:func:`pgra.artifacts.check_disjoint`).
+    ``names``: a string (or list of strings) that becomes part of a file or folder name (split names:
+    ``<out>/<split>.jsonl``), checked with :func:`pgra.artifacts.safe_name`.
 
         @dataclass
         class SearchConfig:
@@ -47,7 +59,9 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     """
     meta = {"help": help, "choices": choices, "suggest": suggest, "flag": flag, "short": short,
             "positional": positional, "append": append, "metavar": metavar, "min": min, "max": max,
-            "above": above, "exists": exists, "unique": unique}
+            "above": above, "exists": exists, "unique": unique, "io": io, "names": names}
+    if io is not None and io not in IO_ROLES:
+        raise ValueError(f"io must be one of {IO_ROLES}, not {io!r}")
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -73,7 +87,7 @@ def _field_types(cls: type) -> dict[str, Any]:
 def _unknown_key(key: str, known: list[str], source: str) -> InputError:
     close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else f" Known keys: {', '.join(sorted(known))}."
-    return InputError(f"unknown config key '{key}'.{hint}", path=source, field=key)
+    return InputError(f"unknown config key {shorten(key)}.{hint}", path=source, field=clip(key, 100))
 
 
 def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
@@ -85,20 +99,26 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
         return _coerce(value, args[0], key, source)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise InputError(f"expected a mapping, got {value!r}", path=source, field=key)
+            raise InputError(f"expected a mapping, got {shorten(value)}", path=source, field=key)
         return from_dict(tp, value, source=source, prefix=f"{key}.")
     if origin is typing.Literal:
         if value not in typing.get_args(tp):
-            raise InputError(f"must be one of {list(typing.get_args(tp))}, got {value!r}", path=source, field=key)
+            raise InputError(f"must be one of {list(typing.get_args(tp))}, got {shorten(value)}", path=source,
+                             field=key)
         return value
     if origin in (list, tuple):
         if isinstance(value, str):
             value = [v for v in value.split(",") if v != ""]
+        elif isinstance(value, (int, float)):  # `seeds=2` (or YAML `seeds: 2`) is the one-item list `seeds=2,`
+            value = [value]
+        elif not isinstance(value, (list, tuple)):
+            raise InputError(f"expected a list (comma-separated on the command line, e.g. {key}=a,b), got "
+                             f"{shorten(value)}", path=source, field=key)
         (item_tp, *_) = typing.get_args(tp) or (Any,)
         return [_coerce(v, item_tp, key, source) for v in value]
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
-            raise InputError(f"expected a mapping, got {value!r}", path=source, field=key)
+            raise InputError(f"expected a mapping, got {shorten(value)}", path=source, field=key)
         return dict(value)
     try:
         if tp is bool and isinstance(value, str):
@@ -112,7 +132,7 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
                 raise ValueError(value)
             return tp(value)
     except (TypeError, ValueError):
-        raise InputError(f"expected {tp.__name__}, got {value!r}", path=source, field=key) from None
+        raise InputError(f"expected {tp.__name__}, got {shorten(value)}", path=source, field=key) from None
     return value
 
 
@@ -127,36 +147,98 @@ def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None,
     if allowed is not None:
         bad = [v for v in (value if isinstance(value, list) else [value]) if v not in allowed]
         if bad:
-            raise InputError(f"must be one of {allowed}, got {bad[0]!r}", path=source, field=key)
+            raise InputError(f"must be one of {allowed}, got {shorten(bad[0])}", path=source, field=key)
+    for v in value if isinstance(value, list) else [value]:  # NaN passes every comparison: refused outright
+        if isinstance(v, float) and not math.isfinite(v):
+            raise InputError(f"must be a finite number, got {v!r}", path=source, field=key)
     if f.metadata.get("unique") and isinstance(value, list):
         repeated = [v for i, v in enumerate(value) if v in value[:i]]
         if repeated:
-            raise InputError(f"lists {repeated[0]!r} more than once ({value}); each value may appear once",
-                             path=source, field=key)
+            raise InputError(f"lists {shorten(repeated[0])} more than once ({shorten(value)}); each value may "
+                             "appear once", path=source, field=key)
     if _number(value):
         low, high, above = (f.metadata.get(k) for k in ("min", "max", "above"))
         for bound, bad, words in ((low, lambda b: value < b, "at least"), (high, lambda b: value > b, "at most"),
                                   (above, lambda b: value <= b, "greater than")):
             if bound is not None and bad(bound):
                 raise InputError(f"must be {words} {bound:g}, got {value!r}", path=source, field=key)
+    if f.metadata.get("names"):
+        from .artifacts import safe_name
+
+        for v in value if isinstance(value, list) else [value]:
+            if v != "":
+                safe_name(v, key, source, "name")
     kind = f.metadata.get("exists")
     if paths and kind and isinstance(value, str) and value:
+        from .artifacts import describe_path
+
         path = Path(value).expanduser()
         ok = path.is_dir() if kind == "dir" else path.is_file() if kind == "file" else path.exists()
         if not ok:
             what = {"dir": "folder", "file": "file"}.get(kind, "path")
-            raise InputError(f"no such {what}: {value}", path=source, field=key)
+            found = describe_path(path)
+            said = f"no such {what}: {value}" if found.startswith("not found") else \
+                f"{value} is {found}, not a {what}" if not found.startswith("not ") else f"{value}: {found}"
+            raise InputError(said, path=source, field=key)
+    if paths and io_role(f) in ("out", "store") and isinstance(value, str) and value:
+        from .artifacts import describe_path
+
+        found = describe_path(Path(value).expanduser())
+        if found not in ("a folder", "not found"):
+            raise InputError(f"{value} is {found}, not a folder (this option names a folder pgra writes): "
+                             "choose another path", path=source, field=key)
+
+
+def io_role(f: dataclasses.Field) -> str | None:
+    """The part a config field's path plays: ``in``, ``base``, ``out``, ``store`` or None (not a path)."""
+    role = f.metadata.get("io")
+    if role:
+        return role
+    if f.metadata.get("exists"):
+        return "in"
+    if f.name == "out":
+        return "out"
+    return "in" if f.name in _INPUT_NAMES else None
+
+
+def _check_overlap(cfg: Any, prefix: str = "") -> tuple[dict[str, Any], set[str]]:
+    """Refuse an output folder of ``cfg`` (or of a section of it) that overlaps an input of that section or of
+    the sections inside it; returns the inputs of this subtree and those outputs may lie inside."""
+    outputs: dict[str, Any] = {}
+    inputs: dict[str, Any] = {}
+    may_hold: set[str] = set()
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            ins, holds = _check_overlap(value, f"{prefix}{f.name}.")
+            inputs.update(ins)
+            may_hold |= holds
+            continue
+        role = io_role(f)
+        if role == "out":
+            outputs[prefix + f.name] = value
+        elif role in ("in", "base"):
+            inputs[prefix + f.name] = value
+            if role == "base":
+                may_hold.add(prefix + f.name)
+    from .artifacts import check_disjoint
+
+    check_disjoint(outputs, inputs, may_hold)
+    return inputs, may_hold
 
 
 def check_config(cfg: Any, prefix: str = "") -> None:
     """Check a config when a stage starts (built in Python, from YAML or from flags): every field's choices,
-    range and, for paths declared with ``exists``, that the path is there."""
+    range and, for paths declared with ``exists``, that the path is there; and that no output folder is,
+    holds or lies inside an input (see ``io`` in :func:`option`)."""
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         if dataclasses.is_dataclass(value):
             check_config(value, f"{prefix}{f.name}.")
             continue
         _check_field(f, value, prefix + f.name, None, paths=True)
+    if not prefix:
+        _check_overlap(cfg)
 
 
 def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", prefix: str = "") -> T:
@@ -165,6 +247,8 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", pref
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
     for key, value in data.items():
+        if not isinstance(key, str):
+            raise InputError(f"config keys are names, got {shorten(key)}", path=source, field=prefix.rstrip(".") or None)
         if key not in types_:
             raise _unknown_key(prefix + key, [prefix + k for k in types_], source)
         kwargs[key] = _coerce(value, types_[key], prefix + key, source)
@@ -187,7 +271,11 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
         if "=" not in item:
             raise InputError(f"override '{item}' is not of the form key=value", field=item)
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw) if raw != "" else ""
+        try:
+            value = safe_load_yaml(raw) if raw != "" else ""
+        except yaml.YAMLError as e:
+            raise InputError(f"invalid value {shorten(raw)} ({clip(str(e).splitlines()[0])})",
+                             field=key.strip()) from None
         node = out
         *parents, leaf = key.strip().split(".")
         for p in parents:
@@ -207,15 +295,62 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    """One YAML file's mapping, as written (no ``base`` resolution)."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError("config file not found", path=path)
+class YAMLTooLargeError(yaml.YAMLError):
+    """A document that expands (aliases included) to more than MAX_YAML_NODES nodes."""
+
+
+def _expanded_size(root: yaml.Node, limit: int) -> int:
+    """How many nodes ``root`` stands for once every alias is expanded (counted without expanding: each
+    node's size is computed once), stopping past ``limit``."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if id(node) in sizes:
+            continue
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        if not ready:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+            continue
+        sizes[id(node)] = min(limit + 1, 1 + sum(sizes[id(c)] for c in children))
+    return sizes[id(root)]
+
+
+def safe_load_yaml(text: str, limit: int = MAX_YAML_NODES) -> Any:
+    """``yaml.safe_load`` bounded: a document whose aliases expand it past ``limit`` nodes (a "billion laughs"
+    of a few hundred bytes) is a YAMLTooLargeError before anything is built. Anchors and aliases within the
+    bound work as usual."""
+    loader = yaml.SafeLoader(text)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_size(node, limit)
+        if size > limit:
+            raise YAMLTooLargeError(f"the document expands to more than {limit:,} values (aliases of aliases?); "
+                                    "refused")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """One YAML file's mapping, as written (no ``base`` resolution); bounded (see :func:`safe_load_yaml`)."""
+    from .artifacts import require_file
+
+    path = require_file(path, "config file")
+    try:
+        data = safe_load_yaml(path.read_text(encoding="utf-8-sig")) or {}
     except yaml.YAMLError as e:
-        raise InputError(f"invalid YAML: {e}", path=path) from None
+        raise InputError(f"invalid YAML: {clip(str(e), 400)}", path=path) from None
+    except RecursionError:
+        raise InputError("invalid YAML: nested too deeply", path=path) from None
     if not isinstance(data, dict):
         raise InputError("a config file must hold a mapping at top level", path=path)
     return data

@@ -18,12 +18,24 @@ from typing import Any
 
 import numpy as np
 
-from .artifacts import atomic_dir, load_npy, read_json, save_npy, sha256_file, write_json
+from .artifacts import (
+    atomic_dir,
+    describe_path,
+    load_npy,
+    read_json,
+    read_json_object,
+    require_file,
+    save_npy,
+    sha256_file,
+    write_json,
+)
 from .errors import IncompleteArtifactError, InputError
 from .progress import progress
 
 CorpusId = int | str
 FORMATS = ("auto", "txt", "jsonl", "hf")
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (Windows editors write one): not part of the first text
+_FILE_HINT = "a txt corpus (one sentence a line), a .jsonl file, or an HF dataset folder or id"
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,10 @@ class CorpusSource:
     skip_blank_lines: bool = False  # txt only: skip instead of failing; ids stay line numbers
 
     def resolved_format(self) -> str:
+        found = describe_path(self.path)
+        if found not in ("a file", "a folder") and not found.startswith("not found"):
+            # a FIFO or a device would be read forever (or taken for a hub id): say what it is
+            raise InputError(f"this is {found}, not a corpus file ({_FILE_HINT})", path=self.path, field="corpus")
         if self.format != "auto":
             if self.format not in FORMATS:
                 raise InputError(f"unknown corpus format '{self.format}', use one of {FORMATS}", field="format")
@@ -53,8 +69,7 @@ class CorpusSource:
         """Fingerprint of the raw source (file SHA-256, or the dataset's own fingerprint)."""
         fmt = self.resolved_format()
         if fmt in ("txt", "jsonl"):
-            if not Path(self.path).is_file():
-                raise InputError("corpus file not found", path=self.path)
+            require_file(self.path, "corpus file", hint=_FILE_HINT)
             return "sha256:" + sha256_file(self.path)
         from .hfdata import open_hf_dataset
 
@@ -63,12 +78,12 @@ class CorpusSource:
 
 
 def _iter_txt(src: CorpusSource) -> Iterator[tuple[CorpusId, str]]:
-    path = Path(src.path)
-    if not path.is_file():
-        raise InputError("corpus file not found", path=path)
+    path = require_file(src.path, "corpus file", hint=_FILE_HINT)
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f):
             raw = raw.rstrip(b"\n").rstrip(b"\r")
+            if lineno == 0:
+                raw = raw.removeprefix(BOM)
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -83,15 +98,15 @@ def _iter_txt(src: CorpusSource) -> Iterator[tuple[CorpusId, str]]:
 
 
 def _iter_jsonl(src: CorpusSource) -> Iterator[tuple[CorpusId, str]]:
-    path = Path(src.path)
-    if not path.is_file():
-        raise InputError("corpus file not found", path=path)
+    path = require_file(src.path, "corpus file", hint=_FILE_HINT)
     opener = open
     if path.suffix == ".gz":
         import gzip
         opener = gzip.open
     with opener(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
+            if lineno == 1:
+                raw = raw.removeprefix(BOM)
             if not raw.strip():
                 continue
             try:
@@ -140,7 +155,7 @@ class CorpusStore:
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
-        self.meta = read_json(self.directory / "corpus.json")
+        self.meta = read_json_object(self.directory / "corpus.json")
         self.offsets = load_npy(self.directory / "offsets.npy", mmap=True)
         n = int(self.meta["size"])
         if self.offsets.shape != (n + 1,):
@@ -210,7 +225,7 @@ def build_store(src: CorpusSource, out_dir: str | Path, show_progress: bool = Tr
     source_fp = source_fingerprint or src.fingerprint()
     if (out_dir / "corpus.json").exists():
         try:
-            meta = read_json(out_dir / "corpus.json")
+            meta = read_json_object(out_dir / "corpus.json")
             if meta.get("source_fingerprint") == source_fp and meta.get("source", {}) == _source_meta(src):
                 return CorpusStore(out_dir)
         except IncompleteArtifactError as e:

@@ -36,3 +36,38 @@ class StaleArtifactError(PgraError):
 
 class IncompleteArtifactError(PgraError):
     """An artifact directory holds a partial, interrupted or corrupted result."""
+
+
+ECHO_LIMIT = 200  # characters of a user's value repeated in an error message
+
+
+def clip(text: str, limit: int = ECHO_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def shorten(value: object, limit: int = ECHO_LIMIT) -> str:
+    """``repr(value)`` cut to ``limit`` characters: an error line never echoes a 480 KB value back."""
+    return clip(repr(value), limit)
+
+
+def os_error_message(error: OSError, writing: str | Path | None = None) -> str:
+    """One line for an operating-system error (a full disk, a permission, a read-only or missing folder),
+    naming the path (the error's own, else the output folder being written) and what to do about it."""
+    import errno
+
+    where = f"{error.filename}: " if error.filename else f"while writing {writing}: " if writing else ""
+    code = error.errno
+    reason = error.strerror or str(error) or type(error).__name__
+    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        hint = "free some space (or write elsewhere) and run the same command again: finished work is kept and a " \
+               "re-run resumes"
+    elif code in (errno.EACCES, errno.EPERM):
+        hint = "check the permissions of that path (ls -l), or choose another path"
+    elif code == errno.EROFS:
+        hint = "that file system is read-only: choose another path"
+    elif code in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+        hint = "a file stands where a folder is needed, or the reverse: choose another path"
+    else:
+        hint = "check the path and the disk, then run the same command again"
+    return clip(f"{where}{reason} ({hint})", 600)

@@ -33,8 +33,12 @@ from . import choices
 from .analysis.config import AnalysisConfig
 from .artifacts import (
     MANIFEST,
+    check_disjoint,
     library_versions,
+    path_under,
     read_json,
+    read_json_object,
+    safe_name,
     sha256_file,
     source_commit,
     write_json,
@@ -66,7 +70,7 @@ class ExperimentConfig:
     """A grid of tasks x methods x seeds and the settings of every stage (YAML; ``key=value`` reaches all)."""
 
     out: str = option("", help="experiment folder: <out>/<task>/<method>/seed-<n>/")
-    tasks: list[str] = option(default_factory=lambda: ["wiki_topic"], suggest=choices.task_names, unique=True,
+    tasks: list[str] = option(default_factory=lambda: ["wiki_topic"], io="in", suggest=choices.task_names, unique=True,
                               help="comma-separated tasks (registered names or task YAML files)")
     methods: list[str] = option(default_factory=lambda: ["no_retrieval", "fid", "pgra", "knn_vote"],
                                 choices=choices.methods, unique=True, help="comma-separated methods")
@@ -74,7 +78,7 @@ class ExperimentConfig:
                               help="comma-separated seeds (one cell per seed; a method the seed cannot change "
                                    "runs once, at the first seed)")
     reference: str = option("fid", help="method the report tests every other method against")
-    data_dir: str = option("data", help="root of the task data")
+    data_dir: str = option("data", io="in", help="root of the task data")
     index: IndexConfig = option(default_factory=IndexConfig, flag=False, help="index section (key=value: index.FIELD=...)")
     retrieve: RetrieveConfig = option(default_factory=RetrieveConfig, flag=False, help="retrieve section (key=value: retrieve.FIELD=...)")
     rerank: RerankConfig = option(default_factory=RerankConfig, flag=False, help="rerank section (key=value: rerank.FIELD=...)")
@@ -171,7 +175,12 @@ class Experiment:
 
         self.cfg = cfg
         self.out = Path(cfg.out)
-        self.tasks = {t: get_task(t) for t in cfg.tasks}  # a task YAML is read once
+        self.tasks = {t: get_task(t) for t in cfg.tasks}  # a task YAML is read once (its name checked: a folder)
+        from .tasks import task_paths
+
+        data_dirs = {t: cell_settings(cfg, t).data_dir for t in cfg.tasks}
+        check_disjoint({"out": cfg.out}, {"tasks": [p for t, spec in self.tasks.items()
+                                                    for p in task_paths(spec, data_dirs[t])]})
         self.candidates_from = candidates_from
 
     # ----- stages shared by the cells of a task -----
@@ -181,16 +190,19 @@ class Experiment:
     def stage_dir(self, task: str, stage: str) -> Path:
         if stage == "candidates" and self.candidates_from is not None:
             return self.candidates_from.stage_dir(task, stage)
-        return self.out / self._task_name(task) / stage
+        return path_under(self.out, self._task_name(task), stage)
 
     def cell_dir(self, task: str, method: str, seed: int) -> Path:
         """``<out>/<task>/<method>/seed-<n>``."""
-        return self.out / self._task_name(task) / method / f"seed-{seed}"
+        return path_under(self.out, self._task_name(task), safe_name(method, "methods", what="method name"),
+                          f"seed-{seed}")
 
     def retrieve_config(self, task: str) -> RetrieveConfig:
         s = cell_settings(self.cfg, task)
+        # the index this config builds may run its encoder's code (this run's own config says so): so may retrieval
+        trust = s.retrieve.trust_remote_code or (s.index.retriever == "dense" and s.index.dense.trust_remote_code)
         return replace(s.retrieve, task=task, index=s.index.out, out=str(self.stage_dir(task, "candidates")),
-                       data_dir=s.data_dir, show_progress=s.show_progress)
+                       data_dir=s.data_dir, show_progress=s.show_progress, trust_remote_code=trust)
 
     def rerank_config(self, task: str) -> RerankConfig:
         s = cell_settings(self.cfg, task)
@@ -200,10 +212,10 @@ class Experiment:
 
     def _index_key(self) -> str:
         manifest = Path(self.cfg.index.out) / MANIFEST
-        return read_json(manifest)["build_key"] if manifest.exists() else "unbuilt"
+        return read_json_object(manifest).get("build_key", "unbuilt") if manifest.exists() else "unbuilt"
 
     def stage_keys(self, task: str) -> dict[str, str]:
-        candidates = _key({"retrieve": _defining(self.retrieve_config(task), ("out",)),
+        candidates = _key({"retrieve": _defining(self.retrieve_config(task), ("out", "trust_remote_code")),
                            "index": self._index_key()})
         rerank = self.rerank_config(task)
         reranked = _key({"rerank": {**_defining(rerank, ("out", "candidates")), "demos": settings_key(rerank.demos)},
@@ -321,7 +333,7 @@ class Experiment:
 
     def run_cell(self, cell: CellPlan, ctx) -> dict[str, Any]:
         """Fit the cell's method, predict dev and test, and write ``cell.json`` (the cell's completion mark)."""
-        from .evaluation.predictions import score_lines
+        from .evaluation.predictions import PREDICTIONS_SHA256, score_lines
         from .interchange import read_records, write_records
 
         if cell.status == "stale" and ctx.is_main:
@@ -342,17 +354,18 @@ class Experiment:
             ctx.barrier()
             return {}
         predictor = None
-        results, data = {}, {}
+        results, data, checksums = {}, {}, {}
         cost = fit.cost
         for split in method.splits():
             data_file = method.data_dir / f"{split}.jsonl"
             data[split] = sha256_file(data_file)
             path = cell.directory / f"predictions_{split}.jsonl"
             if split not in fit.predicted_splits:
-                predictor = predictor or type(method).load(cell.directory)
+                predictor = predictor or type(method).load(cell.directory, trust_remote_code=_trusts_code(method))
                 write_records(path, predictor.predict(list(read_records(data_file, labels=task.labels))))
                 cost = predictor.cost() or cost
             results[split] = score_lines(task, path)
+            checksums[split] = sha256_file(path)  # the report refuses a predictions file changed after this
         evaluations = fit.evaluations
         still = None
         if method.trained and evaluations:
@@ -363,6 +376,7 @@ class Experiment:
                   "steps": fit.steps, "best_step": fit.best_step, "evaluations": evaluations,
                   "still_improving": still, "seed_independent": not method.depends_on_seed(),
                   "lm_cost": cost, "data": {"folder": str(method.data_dir.resolve()), "sha256": data},
+                  PREDICTIONS_SHA256: checksums,
                   "config": to_dict(method.inputs.settings), "git_commit": source_commit(),
                   "versions": library_versions(), "elapsed_s": round(time.time() - start, 1)}
         write_json(cell.directory / CELL_FILE, record)
@@ -417,6 +431,13 @@ def _mark_seed_independent(cell: CellPlan) -> None:
     record = read_json(path)
     if cell.seed_independent and "seed_independent" not in record:
         write_json(path, {**record, "seed_independent": True})
+
+
+def _trusts_code(method) -> bool:
+    """Whether this run's own config lets the models a fitted method loads back run their own code (the index's
+    encoder, the ICL LM); a fitted run's manifest never does."""
+    s = method.inputs.settings
+    return bool(s.index.dense.trust_remote_code or s.retrieve.trust_remote_code or s.icl.trust_remote_code)
 
 
 def _say(ctx, message: str) -> None:

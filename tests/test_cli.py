@@ -26,6 +26,8 @@ def _value_for(leaf) -> typing.Any:
     if typing.get_origin(leaf.type) in (list, tuple):
         if typing.get_args(leaf.type) == (int,):
             return [5, 9]
+        if typing.get_args(leaf.type) == (float,):
+            return [0.5, 2.5]
         return [allowed[-1]] if allowed else ["a1", "b2"]
     if typing.get_origin(leaf.type) is dict or leaf.type is dict:
         return {"k1": 3}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -103,3 +104,43 @@ def test_every_stage_function_refuses_a_folder_a_live_process_writes(tmp_path, c
     # the holder died: its stale lock is taken over, and a finished stage leaves no lock behind
     build_index(IndexConfig(corpus=str(corpus_txt), out=str(out), retriever="bm25", show_progress=False))
     assert (out / "manifest.json").exists() and not (out / LOCK_FILE).exists()
+
+
+def _live_stranger():
+    """A live process that never took any lock (as when a dead writer's pid is given to a new process)."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+@pytest.mark.parametrize("recorded", ["start time", "no start time"])
+def test_a_lock_whose_pid_now_belongs_to_another_process_is_taken_over(recorded, tmp_path, corpus_txt, capsys):
+    from pgra.lock import _start_token
+
+    if _start_token(os.getpid()) is None:
+        pytest.skip("no way to read a process's start time here (no /proc, no psutil)")
+    out = tmp_path / "idx"
+    out.mkdir()
+    stranger = _live_stranger()
+    try:
+        info = {"pid": stranger.pid, "host": socket.gethostname(), "command": "pgra build-index",
+                "started": time.time() - 3600}  # taken an hour ago by a process that has since died
+        if recorded == "start time":
+            info["pid_start"] = "ticks:1"  # the dead writer's start; the stranger started later
+        (out / LOCK_FILE).write_text(json.dumps(info))
+        assert _build(corpus_txt, out) == 0
+        err = capsys.readouterr().err
+        assert "taking over the lock" in err and f"pid {stranger.pid} now belongs to another process" in err
+    finally:
+        stranger.kill()
+        stranger.wait()
+    assert (out / "manifest.json").exists() and not (out / LOCK_FILE).exists()
+
+
+def test_a_lock_records_its_writers_start_and_a_live_writer_keeps_it(tmp_path, corpus_txt, capsys):
+    from pgra.lock import _start_token
+
+    out = tmp_path / "idx"
+    with _held(out, "pgra build-index") as holder:
+        info = json.loads((out / LOCK_FILE).read_text())
+        assert info["pid"] == holder.pid and info["pid_start"] == _start_token(holder.pid)
+        assert _build(corpus_txt, out) == 2  # its own start time matches: alive and busy
+        assert "is being written by" in capsys.readouterr().err

@@ -317,3 +317,23 @@ def test_killed_frozen_encoder_training_resumes_to_the_same_weights(reranked, tm
     assert a == (tmp_path / "b" / "best" / "model.safetensors").read_bytes()
     la = (tmp_path / "a" / "train_log.jsonl").read_text()
     assert la == (tmp_path / "b" / "train_log.jsonl").read_text()
+
+
+def test_reader_folders_follow_the_umask_and_refuse_other_artifacts(reranked, tmp_path, tiny_t5):
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "run"
+        train(TrainConfig(data=str(reranked), out=str(out), model=str(tiny_t5), n_passages=2, max_length=48,
+                          batch_size=4, max_steps=2, save_every=1, eval_every=0, show_progress=False))
+    finally:
+        os.umask(old)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert any("checkpoints" in p.parts for p in files) and (out / "best" / "model.safetensors") in files
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o644)}
+    # the Python API refuses an output folder holding another stage's artifact (here: the reranked inputs' copy)
+    import shutil
+
+    other = shutil.copytree(reranked, tmp_path / "other")
+    with pytest.raises(InputError, match="holds a 'reranked' artifact"):
+        train(TrainConfig(data=str(reranked), out=str(other), model=str(tiny_t5), n_passages=2, max_steps=1,
+                          batch_size=4, show_progress=False))

@@ -6,9 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json
 from ..errors import InputError
-from ..evaluation.predictions import read_predictions
+from ..evaluation.predictions import checked_cell_metric, read_predictions
 from ..experiment import CELL_FILE, Experiment, cell_settings
 from ..interchange import read_records
 from ..methods import get_method
@@ -70,7 +69,7 @@ class ExperimentRuns:
 
     def metric_values(self, task: str, method: str) -> list[float]:
         """The method's metric on the analysed split, one value per finished seed."""
-        return [read_json(self.cell(task, method, s) / CELL_FILE)["results"][self.split][self.task_spec(task).metric]
+        return [checked_cell_metric(self.cell(task, method, s) / CELL_FILE, self.split, self.task_spec(task))
                 for s in self.finished_seeds(task, method)]
 
     def records(self, task: str, folder: Path, split: str | None = None) -> dict[str, dict[str, Any]]:

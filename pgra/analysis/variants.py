@@ -13,6 +13,7 @@ from typing import Any
 
 from ..artifacts import read_json
 from ..config import from_dict, merge, to_dict
+from ..evaluation.predictions import checked_cell_metric
 from ..experiment import CELL_FILE, Experiment, ExperimentConfig
 from .inputs import ExperimentRuns
 
@@ -68,7 +69,7 @@ def variant_metric(runs: ExperimentRuns, variant: Experiment, task: str, method:
     for seed in variant.seeds(task, method):  # a seed-independent method: its one cell
         record = cell_folder(runs, variant, task, method, seed) / CELL_FILE
         if record.exists():
-            values.append(read_json(record)["results"][runs.split][runs.task_spec(task).metric])
+            values.append(checked_cell_metric(record, runs.split, runs.task_spec(task)))
     return values
 
 

@@ -11,7 +11,8 @@ import argparse
 import importlib
 import sys
 
-from ..errors import PgraError
+from ..errors import PgraError, os_error_message
+from ..faults import parse_fault
 from ..lock import is_main_launch, output_lock
 from .command import Command
 
@@ -52,16 +53,21 @@ def main(argv: list[str] | None = None) -> int:
     from ..verbosity import configure_output
 
     configure_output(verbose=top.verbose or ns.verbose)
+    out = ""
     try:
+        parse_fault()  # a malformed PGRA_FAULT is refused before anything runs
         cfg = command.build_config(ns)
         out = getattr(cfg, command.writes, "") if command.writes else ""
         if out and is_main_launch():
-            with output_lock(out, f"pgra {command.name}"):
+            with output_lock(out, f"pgra {command.name}", field=command.writes):
                 code = command.run(cfg)
         else:
             code = command.run(cfg)
     except PgraError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a full disk, a permission, a read-only folder: one line naming the path, no traceback
+        print(f"error: {os_error_message(e, out or None)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; finished work is kept and a re-run resumes", file=sys.stderr)

@@ -54,16 +54,13 @@ class Command:
 
 def read_texts(values: list[str], file: str, what: str, flag: str, file_flag: str) -> list[str]:
     """Texts given with a repeatable flag plus the non-blank lines of a file; at least one (else an InputError)."""
-    from pathlib import Path
-
+    from ..artifacts import require_file
     from ..errors import InputError
 
     texts = list(values)
     if file:
-        path = Path(file)
-        if not path.is_file():
-            raise InputError(f"{what} file not found", path=path)
-        texts += [t for t in path.read_text(encoding="utf-8").splitlines() if t.strip()]
+        path = require_file(file, f"{what} file", field=file_flag.lstrip("-").replace("-", "_"))
+        texts += [t for t in path.read_text(encoding="utf-8-sig").splitlines() if t.strip()]
     if not texts:
         raise InputError(f"no {what}: pass {flag} TEXT (repeatable) or {file_flag} FILE", field=flag.lstrip("-"))
     return texts

@@ -18,6 +18,8 @@ class PredictOptions:
     evidence: int = option(3, min=0, help="evidence sentences shown per input (text output)")
     batch_size: int = option(64, min=1, help="inputs per batch")
     device: str = option("auto", help="auto, cpu, cuda ...")
+    trust_remote_code: bool = option(False, help="let the run's encoder and LMs run their own code (its manifests "
+                                                 "never can)")
 
 
 def run(opts: PredictOptions) -> None:
@@ -27,7 +29,7 @@ def run(opts: PredictOptions) -> None:
     if not opts.run:
         raise InputError("no run given (--run)", field="run")
     texts = read_texts(opts.text, opts.input_file, "input", "--text", "--input-file")
-    pipeline = Pipeline.load(opts.run, device=opts.device)
+    pipeline = Pipeline.load(opts.run, device=opts.device, trust_remote_code=opts.trust_remote_code)
     results = pipeline.predict(texts, batch_size=opts.batch_size)
     words = pipeline.task.demo_words  # what a label means ("1" -> "positive"), when it is not the label itself
     for r in results:

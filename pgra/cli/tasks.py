@@ -15,9 +15,9 @@ from .command import Command
 @dataclass
 class TasksOptions:
     action: str = option("list", positional=True, choices=("list", "show", "export"), help="what to do")
-    name: str = option("", positional=True, suggest=choices.task_names,
+    name: str = option("", positional=True, io="in", suggest=choices.task_names,
                        help="registered task name or path of a task YAML file")
-    data_dir: str = option("data", help="root of the task data")
+    data_dir: str = option("data", io="in", help="root of the task data")
     out: str = option("", help="export: folder to write the splits to")
 
 
@@ -74,13 +74,15 @@ def show_task(task: Any, data_dir: str) -> None:
 
 def export_task(task: Any, data_dir: str, out: str) -> None:
     """Write a task's splits as interchange JSONL with a manifest."""
-    from ..artifacts import write_manifest
+    from ..artifacts import check_disjoint, claim_output, write_manifest
     from ..config import to_dict
     from ..interchange import example_record, write_records
-    from ..tasks import load_task
+    from ..tasks import load_task, task_paths
 
     if not out:
         raise InputError("`pgra tasks export` needs --out DIR", field="out")
+    check_disjoint({"out": out}, {"name": task_paths(task, data_dir)})  # never onto the task's own data
+    claim_output(out, "task-data")
     data = load_task(task, data_dir)
     out_dir = Path(out)
     (out_dir / "manifest.json").unlink(missing_ok=True)

@@ -14,7 +14,7 @@ class TrainConfig:
 
     data: str = option("", exists="dir", help="a reranked (or candidates) folder with {train,dev,test}.jsonl")
     out: str = option("", help="run folder (checkpoints, best/, metrics.json)")
-    model: str = option("t5-base", help="encoder-decoder name or folder (t5-base, models/bert2bert-minilm ...)")
+    model: str = option("t5-base", io="in", help="encoder-decoder name or folder (t5-base, models/bert2bert-minilm ...)")
     task: str = option("", suggest=choices.task_names, help="default: the task recorded with the data")
     n_passages: int = option(16, min=0, help="d evidence sentences per input; 0 = no retrieval")
     input_format: str = option("intended", choices=choices.reader_formats,
@@ -45,5 +45,5 @@ class TrainConfig:
     seed: int = option(42, help="seed of initialisation order, data order and dropout")
     log_with: str = option("none", choices=("none", "tensorboard", "wandb"),
                            help="tracker (wandb offline unless WANDB_MODE says otherwise)")
-    test_split: str = option("test", help="split evaluated with the best checkpoint after dev")
+    test_split: str = option("test", help="split evaluated with the best checkpoint after dev (empty: none)")
     show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")

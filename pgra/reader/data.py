@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
+from ..tasks.loaders import check_label_ids
 from ..tasks.spec import READER_FORMATS, TaskSpec
 from ..tokens import fit_text, pad_sequences
 
@@ -35,6 +36,8 @@ class ReaderFormatter:
         self.eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
         self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.targets = [self.target_ids(task.reader_words[lab]) for lab in task.labels]
+        # the targets the reader is trained on and scored by must differ, and hold no unknown token
+        check_label_ids(task, tokenizer, self.targets, "reader_words", getattr(tokenizer, "name_or_path", ""))
         self.target_tensor, self.target_mask = pad_sequences(self.targets, self.pad)
         self._warned_short = False
 

@@ -9,7 +9,7 @@ writes the predictions, metrics and manifest. :func:`train` runs the three.
 Global batch = ``batch_size`` whatever the number of processes (accelerate's split_batches). Resumable:
 every ``save_every`` steps the full state (weights as safetensors, optimizer, scheduler, RNG) is saved with
 ``trainer_state.json``; a re-run continues from the latest checkpoint, skipping the batches already seen, and
-reaches the same weights as an uninterrupted run.
+reaches the same weights as an uninterrupted run (each batch's dropout is drawn from its own seed).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Sampler
 from ..artifacts import (
     MANIFEST,
     VERIFY_HASH_LIMIT,
+    apply_umask,
     atomic_dir,
     file_record,
     read_manifest,
@@ -68,6 +69,11 @@ class EpochSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return self.n
+
+
+def batch_seed(seed: int, position: int) -> int:
+    """The torch seed of the ``position``-th training batch (counted over epochs, micro-batches included)."""
+    return int(np.random.SeedSequence([seed & (2**64 - 1), position]).generate_state(1, np.uint64)[0]) >> 1
 
 
 def load_split(data_dir: Path, split: str, task: TaskSpec, limit: int = 0) -> list[dict[str, Any]]:
@@ -152,6 +158,15 @@ def _optimizer(reader: FiDReader, cfg: TrainConfig):
     return optimizer, get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
 
 
+def _check_test_split(data_dir: Path, split: str) -> None:
+    """The split evaluated after training must be in the data folder (empty: no test evaluation)."""
+    if split and not (data_dir / f"{split}.jsonl").is_file():
+        present = sorted(p.stem for p in data_dir.glob("*.jsonl") if p.is_file())
+        raise InputError(f"the data folder {data_dir} has no split '{split}' (it has {', '.join(present) or 'none'}); "
+                         "name one of those, or pass test_split= (empty) to train without a test evaluation",
+                         field="test_split")
+
+
 def setup(cfg: TrainConfig) -> TrainingSetup:
     """Check the data, build the accelerator, model, loaders and optimizer, and restore a checkpoint if any."""
     check_config(cfg)
@@ -162,6 +177,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     data_dir, out = Path(cfg.data), Path(cfg.out)
     manifest = read_manifest(data_dir, DATA_KINDS)
     task = task_from_manifest(manifest, data_dir / MANIFEST, cfg.task)
+    _check_test_split(data_dir, cfg.test_split)
     if cfg.log_with == "wandb":  # offline and inside the run folder unless the user's environment says otherwise
         os.environ.setdefault("WANDB_MODE", "offline")
         Path(cfg.out).mkdir(parents=True, exist_ok=True)
@@ -174,6 +190,8 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     train_records = load_split(data_dir, "train", task, cfg.max_train_examples)
     dev_records = load_split(data_dir, "dev", task, cfg.max_eval_examples)
     tokenizer = load_tokenizer(cfg.model)
+    # label words the tokenizer cannot tell apart are refused before the model loads
+    fmt = ReaderFormatter(task, tokenizer, cfg.n_passages, cfg.max_length, cfg.input_format)
     reader = FiDReader.from_pretrained(cfg.model, dtype=torch.float32)  # fp32 master weights
     if cfg.gradient_checkpointing:
         enable = getattr(reader.model, "activation_checkpointing_enable", None) or \
@@ -181,7 +199,6 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
         enable()
     if cfg.freeze_encoder:
         reader.freeze_encoder()
-    fmt = ReaderFormatter(task, tokenizer, cfg.n_passages, cfg.max_length, cfg.input_format)
     for w in check_label_words(task, tokenizer):
         acc.print(f"warning: {w}")
     sampler = EpochSampler(len(train_records), cfg.seed)
@@ -250,7 +267,12 @@ def train_loop(s: TrainingSetup) -> None:
             if hasattr(obj, "set_epoch"):
                 obj.set_epoch(epoch)
         s.reader.train()
-        for batch in loader:
+        for position, batch in enumerate(loader, start=epoch * len(s.train_dl) + offset):
+            # the dropout of every batch is drawn from its own seed: nothing else that draws from the global
+            # RNG (a data loader's iterator takes a seed from it on creation, so a resumed run's skip_first_batches
+            # loader would shift every later mask; an evaluation) changes it, and a resumed run equals an
+            # uninterrupted one whatever its model's dropout
+            torch.manual_seed(batch_seed(cfg.seed, position))
             with acc.accumulate(s.reader):
                 if "index" in batch:  # frozen encoder: its stored outputs
                     states, mask = s.encoded_train.batch(batch["index"], acc.device)
@@ -300,9 +322,7 @@ def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
         unset_hf_deepspeed_config()
     if acc.is_main_process:
         best = FiDReader.from_pretrained(str(s.out / "best"), dtype=torch.float32).to(acc.device)
-        for split in ("dev", cfg.test_split):
-            if not (s.data_dir / f"{split}.jsonl").exists():
-                continue
+        for split in dict.fromkeys(x for x in ("dev", cfg.test_split) if x):  # test_split was checked in setup
             records = load_split(s.data_dir, split, s.task)
             metric, preds = evaluate(best, s.fmt, records, cfg.eval_batch_size, cfg.predict_mode, acc)
             results[split] = {s.task.metric: metric, "examples": len(records),
@@ -317,7 +337,7 @@ def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
     return results
 
 
-@locks_output()
+@locks_output(kind="reader")
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Train, select the best checkpoint on dev, evaluate it on test; returns the metrics per split."""
     s = setup(cfg)
@@ -402,6 +422,8 @@ def _checkpoint(acc, out: Path, state: dict[str, Any], cfg: TrainConfig, resume_
     acc.wait_for_everyone()
     acc.save_state(str(directory), safe_serialization=True)
     acc.wait_for_everyone()  # every rank's files are written before the marker records them
+    if acc.is_main_process:
+        apply_umask(directory)  # accelerate writes 0600 files: the run folder follows the user's umask
     fault_point("train.checkpoint")  # tests: killed with the state saved, before the marker that completes it
     if acc.is_main_process:
         files = {str(p.relative_to(directory)): file_record(p, hash_limit=VERIFY_HASH_LIMIT)

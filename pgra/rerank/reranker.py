@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import MANIFEST, file_record, write_json, write_manifest
+from ..artifacts import MANIFEST, check_disjoint, file_record, write_json, write_manifest
 from ..config import check_config, to_dict
 from ..corpus import CorpusStore
 from ..distributed import DistContext, gather_objects, init_distributed, main_computes
@@ -221,7 +221,7 @@ def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[
             "cost": asdict(selector.cost)}
 
 
-@locks_output()
+@locks_output(kind=RERANKED_KIND)
 def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     """Rerank every requested split of a candidates folder; returns the output folder."""
     check_config(cfg)
@@ -229,6 +229,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
     ctx = ctx or init_distributed()
     cand = read_candidates_manifest(cfg.candidates)
+    check_disjoint({"out": cfg.out}, {"index": cfg.index or cand["index"]["path"]})  # recorded with the candidates
     task = task_from_manifest(cand, Path(cfg.candidates) / MANIFEST, cfg.task)
     store = _open_corpus(cfg, cand)
     cand_dir, out = Path(cfg.candidates), Path(cfg.out)

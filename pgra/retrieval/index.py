@@ -28,10 +28,13 @@ from .. import choices
 from ..artifacts import (
     MANIFEST,
     atomic_path,
+    check_own_folder,
+    describe_path,
     file_record,
     load_npy,
     model_fingerprint,
     read_json,
+    read_json_object,
     read_manifest,
     save_npy,
     verify_file,
@@ -44,6 +47,7 @@ from ..corpus import CorpusSource, CorpusStore, build_store
 from ..distributed import DistContext, init_distributed, main_computes
 from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
 from ..faults import fault_point
+from ..loading import remote_code_allowed
 from ..lock import locks_output
 from ..progress import progress
 from .bm25 import BM25Config, BM25Index
@@ -51,6 +55,9 @@ from .dense import INDEX_TYPES, FaissParams, build_faiss, load_faiss, save_faiss
 from .encoder import POOLERS, DenseEncoder
 
 INDEX_KIND = "index"
+# what build-index writes inside its folder (and so may replace): anything else there is the user's
+OWN_PARTS = {"corpus": ("texts.bin", "offsets.npy", "corpus.json", "ids.json"),
+             "bm25": ("*.npy", "*.json"), ".build": ("plan.json", "emb_*.npy")}
 
 
 @dataclass
@@ -128,12 +135,13 @@ def _build_key(cfg: IndexConfig, corpus_fp: str, encoder_fp: str | None) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-@locks_output()
+@locks_output(kind=INDEX_KIND)
 def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
     """Build (or resume, or confirm up to date) the index described by ``cfg``; returns its folder."""
     cfg.validate()
     ctx = dist_ctx or init_distributed()
     out = Path(cfg.out)
+    _check_own_parts(out)
     src = cfg.source()
     encoder_fp = None
     if cfg.retriever == "dense":  # an encoder that cannot load is refused before anything is written
@@ -169,7 +177,7 @@ def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
     if ctx.is_main:
         (out / MANIFEST).unlink(missing_ok=True)
         plan_path = build_dir / "plan.json"
-        if plan_path.exists() and read_json(plan_path).get("build_key") != key:
+        if plan_path.exists() and read_json_object(plan_path).get("build_key") != key:
             shutil.rmtree(build_dir)  # a partial build of other settings; _check_existing allowed it
         build_dir.mkdir(parents=True, exist_ok=True)
         write_json(plan_path, {"build_key": key, "size": len(store)})
@@ -203,6 +211,19 @@ def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
     return out
 
 
+def _check_own_parts(out: Path) -> None:
+    """Refuse an output folder whose ``corpus/``, ``bm25/``, ``.build/`` or ``index.faiss`` is not what an index
+    build writes there (a user's own ``corpus/`` folder beside the corpus file): a build replaces only its own
+    parts. (Its manifest is checked by the lock: :func:`pgra.artifacts.claim_output`.)"""
+    what = {"corpus": "an index's corpus store", "bm25": "an index's BM25 arrays", ".build": "a partial index build"}
+    for sub, patterns in OWN_PARTS.items():
+        check_own_folder(out / sub, patterns, what[sub])
+    faiss_file = out / "index.faiss"
+    if (faiss_file.exists() or faiss_file.is_symlink()) and (not faiss_file.is_file() or faiss_file.is_symlink()):
+        raise InputError(f"{faiss_file} is {describe_path(faiss_file)}, not an index's faiss file; nothing was "
+                         "changed: choose another output folder", field="out")
+
+
 def _clear(out: Path) -> None:
     """Remove every part of an earlier index or partial build from ``out`` (for ``--overwrite``)."""
     (out / MANIFEST).unlink(missing_ok=True)
@@ -227,7 +248,7 @@ def _up_to_date(out: Path, key: str, store: CorpusStore) -> bool:
     of files up to VERIFY_HASH_LIMIT); a damaged index is reported and counts as not built."""
     if not (out / MANIFEST).exists():
         return False
-    manifest = read_json(out / MANIFEST)
+    manifest = read_json_object(out / MANIFEST)
     if manifest.get("build_key") != key:
         return False
     try:
@@ -250,14 +271,14 @@ def _check_existing(out: Path, cfg: IndexConfig, source_fp: str, encoder_fp: str
     if not manifest_path.exists() and not plan_path.exists():
         return
     store_meta_path = out / "corpus" / "corpus.json"
-    store_meta = read_json(store_meta_path) if store_meta_path.exists() else {}
+    store_meta = read_json_object(store_meta_path) if store_meta_path.exists() else {}
     corpus_fp = store_meta.get("content_sha256")
     if store_meta and store_meta.get("source_fingerprint") != source_fp:
         raise StaleArtifactError(
             f"{out} holds an index (or a partial build) of another corpus than {cfg.corpus}; "
             "choose another --out or pass --overwrite")
     key = _build_key(cfg, corpus_fp, encoder_fp) if corpus_fp else None
-    existing = read_json(manifest_path) if manifest_path.exists() else read_json(plan_path)
+    existing = read_json_object(manifest_path) if manifest_path.exists() else read_json_object(plan_path)
     if existing.get("build_key") != key:
         what = "an index" if manifest_path.exists() else "a partial build"
         raise StaleArtifactError(
@@ -327,7 +348,9 @@ def _build_bm25(cfg: IndexConfig, store: CorpusStore, out: Path) -> dict[str, An
 class Index:
     """A loaded first-stage index: ``search(texts, k)`` returns corpus positions and scores.
 
-    Checked on load against its manifest (files, encoder, corpus)::
+    Checked on load against its manifest (files, encoder, corpus). The encoder runs code of its own only when
+    the caller passes ``trust_remote_code=True``: the manifest's ``trust_remote_code`` never allows it (an index
+    is a shared file), and an encoder with code of its own that the index was built with is refused without it::
 
         index = pgra.Index("indexes/demo-minilm")
         hits = index.search_hits(["The planet orbits the sun"], k=5)[0]
@@ -335,8 +358,11 @@ class Index:
     """
 
     def __init__(self, directory: str | Path, encoder: str | None = None, corpus: CorpusSource | None = None,
-                 verify: bool = True, device: str | None = None, use_gpu_faiss: bool = True) -> None:
+                 verify: bool = True, device: str | None = None, use_gpu_faiss: bool = True,
+                 trust_remote_code: bool = False) -> None:
         self.directory = Path(directory)
+        # the caller's own permission: what the manifest recorded never lets an encoder run its code
+        self._trust = bool(trust_remote_code)
         self.manifest = read_manifest(self.directory, INDEX_KIND)
         for name, record in self.manifest["files"].items():
             verify_file(self.directory, name, record, full=verify)
@@ -389,10 +415,11 @@ class Index:
             if self._encoder_override is None and Path(path).is_dir():
                 self._check_encoder(path)
             dense = self.manifest["config"]["dense"]
+            trust = remote_code_allowed(path, self._trust, dense.get("trust_remote_code"), "index's encoder",
+                                        self.directory / MANIFEST)
             self._encoder = DenseEncoder(path, pooler=self.manifest["pooler"],
                                          max_length=self.manifest["max_length"], batch_size=dense["batch_size"],
-                                         device=self._device, dtype=dense["dtype"],
-                                         trust_remote_code=dense["trust_remote_code"])
+                                         device=self._device, dtype=dense["dtype"], trust_remote_code=trust)
         return self._encoder
 
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import choices
-from ..artifacts import MANIFEST, file_record, write_manifest
+from ..artifacts import MANIFEST, check_disjoint, file_record, write_manifest
 from ..config import check_config, option, to_dict
 from ..distributed import DistContext, init_distributed
 from ..errors import InputError
@@ -23,7 +23,7 @@ from ..faults import fault_point
 from ..interchange import example_record, read_records, write_records
 from ..lock import locks_output
 from ..progress import progress
-from ..tasks import get_task, load_task
+from ..tasks import get_task, load_task, task_paths
 from .index import Index
 
 CANDIDATES_KIND = "candidates"
@@ -33,12 +33,12 @@ CANDIDATES_KIND = "candidates"
 class RetrieveConfig:
     """Everything ``pgra retrieve`` needs."""
 
-    task: str = option("", suggest=choices.task_names, help="registered task name or task YAML")
+    task: str = option("", io="in", suggest=choices.task_names, help="registered task name or task YAML")
     index: str = option("", exists="dir", help="index folder from build-index")
     out: str = option("", help="candidates folder to write")
     k: int = option(150, flag="-k", min=1, help="candidates per input")
-    splits: list[str] = option(default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
-    data_dir: str = option("data", help="root of the task data")
+    splits: list[str] = option(names=True, default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
+    data_dir: str = option("data", io="in", help="root of the task data")
     query_batch_size: int = option(256, min=1, help="queries per search batch")
     exclude_query_text: bool = option(False, help="drop candidates whose text equals the query")
     max_examples: int = option(0, min=0, help="N inputs per split (smoke runs, demos); 0 = all")
@@ -48,10 +48,11 @@ class RetrieveConfig:
                             help="which N inputs: the first N, or N drawn at random (seeded; file order kept)")
     subsample_seed: int = option(13, help="seed of the random subsample")
     device: str = option("auto", help="auto, cpu, cuda ...")
+    trust_remote_code: bool = option(False, help="let the index's encoder run its own code (its manifest never can)")
     show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
 
 
-@locks_output()
+@locks_output(kind=CANDIDATES_KIND)
 def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     """Write the candidates of every requested split; returns the output folder."""
     check_config(cfg)
@@ -60,8 +61,9 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
             raise InputError(f"no {name} given (--{name})", field=name)
     ctx = ctx or init_distributed()
     task = get_task(cfg.task)
+    check_disjoint({"out": cfg.out}, {"task": task_paths(task, cfg.data_dir)})
     data = load_task(task, cfg.data_dir, splits=tuple(cfg.splits))
-    index = Index(cfg.index, device=cfg.device)
+    index = Index(cfg.index, device=cfg.device, trust_remote_code=cfg.trust_remote_code)
     out = Path(cfg.out)
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)

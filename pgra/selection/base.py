@@ -38,9 +38,9 @@ class SelectorSettings:
                          help="kate: cosine or negative Euclidean distance")
     reverse: bool = option(False, flag="--demo-reverse",
                            help="most similar demonstration first (default: last, next to the query)")
-    annotations: str = option("", flag="--skill-annotations",
+    annotations: str = option("", io="in", flag="--skill-annotations",
                               help="skill_knn: JSONL of annotated {\"input\", \"skill\"} demonstrations")
-    rewrite_lm: str = option("", flag="--skill-lm", help="skill_knn: causal LM that rewrites; default: the "
+    rewrite_lm: str = option("", io="in", flag="--skill-lm", help="skill_knn: causal LM that rewrites; default: the "
                                                          "stage's LM")
     instruction: str = option("Describe the skill needed to classify each sentence, without giving its answer.",
                               help="skill_knn: the line before the annotated demonstrations")
@@ -50,7 +50,7 @@ class SelectorSettings:
     rewrites: int = option(5, min=1, help="skill_knn: rewrites per input for the two variants (m)")
     max_new_tokens: int = option(32, min=1, help="skill_knn: longest rewrite in tokens")
     batch_size: int = option(16, min=1, help="skill_knn: inputs per generation batch")
-    cache_dir: str = option("cache/selection", help="encoded training sets and rewrites, kept across runs")
+    cache_dir: str = option("cache/selection", io="store", help="encoded training sets and rewrites, kept across runs")
 
 
 @dataclass

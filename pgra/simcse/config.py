@@ -24,7 +24,7 @@ class SimCSEConfig:
     max_steps: int = option(1000, min=1, help="optimizer steps")
     warmup_steps: int = option(0, min=0, help="linear warm-up steps (then linear decay to 0)")
     weight_decay: float = option(0.0, min=0, help="AdamW weight decay")
-    temperature: float = option(0.05, help="softmax temperature of the contrastive loss")
+    temperature: float = option(0.05, above=0, help="softmax temperature of the contrastive loss")
     dropout: float = option(-1.0, help="hidden and attention dropout; -1 = the model's own (0.1 for BERT)")
     heldout: int = option(1000, min=2, help="corpus sentences held out for alignment / uniformity")
     eval_batch_size: int = option(128, min=1, help="sentences per evaluation batch")

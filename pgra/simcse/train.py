@@ -27,7 +27,15 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ..artifacts import MANIFEST, model_fingerprint, read_json, write_json, write_manifest, write_text
+from ..artifacts import (
+    MANIFEST,
+    apply_umask,
+    model_fingerprint,
+    read_json,
+    write_json,
+    write_manifest,
+    write_text,
+)
 from ..config import check_config
 from ..corpus import CorpusSource, CorpusStore, build_store
 from ..errors import InputError
@@ -232,6 +240,7 @@ def finish(s: SimCSESetup) -> dict[str, Any]:
         model.encoder.save_pretrained(tmp)
         s.tokenizer.save_pretrained(tmp)
         save_file({k: v.detach().cpu().contiguous() for k, v in model.mlp.state_dict().items()}, tmp / HEAD_FILE)
+        apply_umask(tmp)  # safetensors writes 0600: the encoder folder gets the umask like the rest
         for f in tmp.iterdir():
             os.replace(f, out / f.name)
         tmp.rmdir()
@@ -252,7 +261,7 @@ def finish(s: SimCSESetup) -> dict[str, Any]:
     return metrics
 
 
-@locks_output()
+@locks_output(kind=KIND)
 def train_simcse(cfg: SimCSEConfig) -> dict[str, Any]:
     """Train, save the encoder folder, measure alignment / uniformity; returns the metrics (main process)."""
     s = setup(cfg)
