@@ -187,23 +187,35 @@ def tiny_t5(tmp_path_factory) -> Path:
     return write_tiny_t5(tmp_path_factory.mktemp("tiny-t5"))
 
 
-@pytest.fixture(scope="session")
-def tiny_bert2bert_dropout(tiny_bert, tmp_path_factory) -> Path:
-    """An EncoderDecoderModel warm-started from the tiny BERT on both sides, with BERT's dropout (0.1) kept, as
-    ``pgra prepare-demo`` builds the demo's bert2bert-minilm reader."""
+def _write_tiny_bert2bert(tiny_bert: Path, path: Path, dropout: bool) -> Path:
+    """An EncoderDecoderModel warm-started from the tiny BERT on both sides, with BERT's dropout (0.1) kept as
+    ``pgra prepare-demo`` builds the demo's bert2bert-minilm, or with every dropout 0."""
     from transformers import EncoderDecoderModel
 
     from pgra.reader.fid import load_tokenizer
 
-    model = EncoderDecoderModel.from_encoder_decoder_pretrained(str(tiny_bert), str(tiny_bert))
-    assert model.config.decoder.hidden_dropout_prob > 0 and model.config.encoder.attention_probs_dropout_prob > 0
+    zero = {} if dropout else {f"{side}_{kind}_dropout_prob": 0.0 for side in ("encoder", "decoder")
+                                for kind in ("hidden", "attention_probs")}
+    model = EncoderDecoderModel.from_encoder_decoder_pretrained(str(tiny_bert), str(tiny_bert), **zero)
+    assert (model.config.decoder.hidden_dropout_prob > 0) == dropout
     tok = load_tokenizer(str(tiny_bert))
     model.config.decoder_start_token_id, model.config.pad_token_id = tok.cls_token_id, tok.pad_token_id
     model.config.eos_token_id = tok.sep_token_id
-    path = tmp_path_factory.mktemp("tiny-b2b-dropout")
     model.save_pretrained(str(path))
     tok.save_pretrained(str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_bert2bert(tiny_bert, tmp_path_factory) -> Path:
+    """The tiny bert2bert reader with dropout 0."""
+    return _write_tiny_bert2bert(tiny_bert, tmp_path_factory.mktemp("tiny-b2b"), dropout=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert2bert_dropout(tiny_bert, tmp_path_factory) -> Path:
+    """The tiny bert2bert reader with BERT's dropout, like the demo's."""
+    return _write_tiny_bert2bert(tiny_bert, tmp_path_factory.mktemp("tiny-b2b-dropout"), dropout=True)
 
 
 # the reader tests' task and a small reranked folder (also used by test_tracking.py)
@@ -289,3 +301,15 @@ def copy_in_dtype(src: Path, dst: Path, dtype: str) -> Path:
         save_file({k: v.to(getattr(torch, dtype)).contiguous() for k, v in load_file(f).items()}, f,
                   metadata={"format": "pt"})
     return dst
+
+
+def one_error_line(argv: list[str], capsys) -> str:
+    """Run the CLI on ``argv``: exit 2 with exactly one `error:` line and no traceback; returns that line."""
+    from pgra.cli import main
+
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.startswith("error: ")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]

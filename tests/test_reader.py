@@ -214,23 +214,6 @@ def test_early_stopping_when_dev_stops_improving(reranked, tmp_path, tiny_t5):
     assert manifest["steps"] == 3 and manifest["best_step"] == 1
 
 
-@pytest.fixture(scope="module")
-def tiny_bert2bert(tiny_bert, tmp_path_factory) -> Path:
-    """An EncoderDecoderModel warm-started from the tiny BERT on both sides (dropout 0)."""
-    from transformers import EncoderDecoderModel
-
-    model = EncoderDecoderModel.from_encoder_decoder_pretrained(
-        str(tiny_bert), str(tiny_bert), encoder_hidden_dropout_prob=0.0, encoder_attention_probs_dropout_prob=0.0,
-        decoder_hidden_dropout_prob=0.0, decoder_attention_probs_dropout_prob=0.0)
-    tok = load_tokenizer(str(tiny_bert))
-    model.config.decoder_start_token_id, model.config.pad_token_id = tok.cls_token_id, tok.pad_token_id
-    model.config.eos_token_id = tok.sep_token_id
-    path = tmp_path_factory.mktemp("tiny-b2b")
-    model.save_pretrained(str(path))
-    tok.save_pretrained(str(path))
-    return path
-
-
 def test_every_parameter_of_a_bert2bert_reader_gets_a_gradient(tiny_bert2bert):
     """DDP refuses parameters the loss never reaches: an EncoderDecoderModel's encoder pooler is dropped."""
     tok = load_tokenizer(str(tiny_bert2bert))

@@ -15,16 +15,7 @@ from pgra.errors import InputError
 from pgra.reader.data import ReaderFormatter
 from pgra.reader.fid import load_tokenizer
 from pgra.tasks import check_label_ids
-from tests.conftest import TASK
-
-
-def _one_error_line(argv: list[str], capsys) -> str:
-    capsys.readouterr()
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = [x for x in err.splitlines() if x.startswith("error: ")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+from tests.conftest import TASK, one_error_line
 
 
 @pytest.mark.parametrize(("words", "message"), [
@@ -68,14 +59,14 @@ def _data_with(tmp_path: Path, reranked: Path, **task_changes) -> Path:
 def test_train_refuses_label_words_of_one_token_before_the_model_loads(tmp_path, reranked, tiny_bert2bert_dropout,
                                                                        capsys):
     data = _data_with(tmp_path, reranked, reader_words={"sky": "🙂", "town": "🙃"})
-    line = _one_error_line(["train", "--data", str(data), "--out", str(tmp_path / "o"), "--model",
+    line = one_error_line(["train", "--data", str(data), "--out", str(tmp_path / "o"), "--model",
                             str(tiny_bert2bert_dropout), "--max-steps", "1", "--batch-size", "2"], capsys)
     assert "field 'reader_words'" in line and "'🙂'" in line and "'🙃'" in line
     assert not (tmp_path / "o" / "checkpoints").exists()
 
 
 def test_train_refuses_a_test_split_the_data_lacks(tmp_path, reranked, tiny_t5, capsys):
-    line = _one_error_line(["train", "--data", str(reranked), "--out", str(tmp_path / "o"), "--model", str(tiny_t5),
+    line = one_error_line(["train", "--data", str(reranked), "--out", str(tmp_path / "o"), "--model", str(tiny_t5),
                             "--max-steps", "1", "--batch-size", "4", "--test-split", "bogus"], capsys)
     assert "field 'test_split'" in line and "'bogus'" in line and "dev, test, train" in line
     assert not (tmp_path / "o").exists()

@@ -11,6 +11,7 @@ from pgra.errors import InputError
 from pgra.evaluation.report import build_report, collect_cells, format_markdown
 from pgra.evaluation.significance import paired_bootstrap
 from pgra.tasks import get_task
+from tests.conftest import one_error_line
 
 GOLD = ["1", "0"] * 5  # ten test inputs
 
@@ -193,14 +194,6 @@ def test_demonstration_diagnostics_by_hand(tmp_path):
     assert "| icl_kate | sst2 | 2.0 | 0 75%, 1 25% |" in md and "| 15 | 200 |" in md
 
 
-def _one_error_line(argv: list[str], capsys) -> str:
-    capsys.readouterr()
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = [x for x in err.splitlines() if x.startswith("error: ")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
-
 
 def test_report_recomputes_from_the_predictions_and_refuses_changed_files(runs, capsys):
     """The report's numbers come from the predictions files: an older cell (no checksums) whose file no longer
@@ -216,7 +209,7 @@ def test_report_recomputes_from_the_predictions_and_refuses_changed_files(runs, 
     first = json.loads(lines[0])
     first["prediction"] = "0" if first["label"] == "1" else "1"
     preds.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
-    line = _one_error_line(["report", str(runs), "--bootstrap", "200"], capsys)
+    line = one_error_line(["report", str(runs), "--bootstrap", "200"], capsys)
     assert str(preds) in line and "accuracy 0.5000" in line and "changed after the cell finished" in line
     assert not (runs / "results.md").exists()
     # the same cell with checksums recorded: a truncated file is refused by its checksum
@@ -227,10 +220,10 @@ def test_report_recomputes_from_the_predictions_and_refuses_changed_files(runs, 
     (cell / "cell.json").write_text(json.dumps(record))
     assert build_report(runs, n_resamples=200)["summary"]["fid"]["sst2"]["mean"] == pytest.approx(0.7)
     preds.write_text("\n".join(lines[:-3]) + "\n")
-    line = _one_error_line(["report", str(runs), "--bootstrap", "200"], capsys)
+    line = one_error_line(["report", str(runs), "--bootstrap", "200"], capsys)
     assert str(preds) in line and "SHA-256 differs" in line
     # a predictions file of a recorded split that is gone
     preds.write_text(good)
     (cell / "predictions_dev.jsonl").unlink()
-    line = _one_error_line(["report", str(runs), "--bootstrap", "200"], capsys)
+    line = one_error_line(["report", str(runs), "--bootstrap", "200"], capsys)
     assert str(cell / "predictions_dev.jsonl") in line and "missing" in line
