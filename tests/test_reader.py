@@ -157,13 +157,15 @@ def test_bad_reader_inputs(reranked, tmp_path, tiny_t5, tiny_opt, capsys):
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("arch", ["t5", "bert2bert"])
+@pytest.mark.parametrize("arch", ["t5", "bert2bert", "bert2bert-frozen"])
 def test_two_process_ddp_losses_match_single_process(reranked, tmp_path, arch, request):
     model = request.getfixturevalue("tiny_t5" if arch == "t5" else "tiny_bert2bert")
     # the label words are one token each in both tiny vocabularies: equal target lengths make the mean of the
     # two processes' token-mean losses equal the single process's token-mean loss
     args = ["--data", str(reranked), "--model", str(model), "--n-passages", "2", "--batch-size", "4",
             "--max-steps", "4", "--eval-every", "0", "--learning-rate", "1e-3", "max_length=48"]
+    if arch.endswith("frozen"):  # each process reads its share of the stored encoder outputs
+        args.append("freeze_encoder=true")
     assert main(["train", "--out", str(tmp_path / "single"), *args]) == 0
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            str(ROOT / "scripts" / "train.py"), "--out", str(tmp_path / "ddp"), *args]
