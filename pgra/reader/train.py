@@ -217,7 +217,8 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
         show = cfg.show_progress and acc.is_main_process
         inner = acc.unwrap_model(reader)
         encoded_train = EncodedInputs.compute(inner, fmt, train_records, cfg.eval_batch_size, show, "encoding train")
-        encoded_dev = EncodedInputs.compute(inner, fmt, dev_records, cfg.eval_batch_size, show, "encoding dev")
+        if cfg.eval_every and cfg.predict_mode == "scoring":  # only dev evaluations during training read them
+            encoded_dev = EncodedInputs.compute(inner, fmt, dev_records, cfg.eval_batch_size, show, "encoding dev")
     resume_key = {**_resume_key(cfg), "data_sha256": {s: sha256_file(data_dir / f"{s}.jsonl")
                                                        for s in ("train", "dev")}}
     state = {"step": 0, "best_metric": -math.inf, "best_step": 0, "evals_without_improvement": 0, "history": []}
