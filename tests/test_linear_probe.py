@@ -99,3 +99,16 @@ def test_linear_probe_refuses_bad_settings(probe_data, tmp_path):
     bad = from_dict(ExperimentConfig, {"index": {"out": "unused"}, "linear_probe": {"c_grid": [1.0, -2.0]}})
     with pytest.raises(InputError, match="c_grid"):
         LinearProbe(MethodInputs(TASK, probe_data, None, bad)).fit(tmp_path / "b", 1)
+
+
+def test_without_dev_the_probe_fits_once_at_the_grids_median(monkeypatch):
+    from sklearn.linear_model import LogisticRegression
+
+    from pgra.methods.linear_probe import fit_probe
+
+    fits = []
+    real_fit = LogisticRegression.fit
+    monkeypatch.setattr(LogisticRegression, "fit", lambda self, *a, **k: fits.append(self.C) or real_fit(self, *a, **k))
+    x = np.random.default_rng(0).normal(size=(20, 4))
+    probe = fit_probe(TASK, x, ["sky", "town"] * 10, None, None, [10.0, 0.01, 1.0, 0.1], 100)
+    assert fits == [0.1] and probe["c"] == 0.1 and probe["dev_scores"] == {}

@@ -97,7 +97,7 @@ def make_encoder(settings: dict[str, Any], device: str | None = None):
 
 def fit_probe(task: TaskSpec, train_x: np.ndarray, train_y: list[str], dev_x: np.ndarray | None,
               dev_y: list[str] | None, c_grid: list[float], max_iter: int) -> dict[str, Any]:
-    """Standardise, fit one regression per C, keep the best on dev (the last C's fit when there is no dev)."""
+    """Standardise, fit one regression per C, keep the best on dev (without dev: one fit, at the grid's median C)."""
     from sklearn.linear_model import LogisticRegression
 
     from ..evaluation.metrics import compute_metric
@@ -108,10 +108,12 @@ def fit_probe(task: TaskSpec, train_x: np.ndarray, train_y: list[str], dev_x: np
     xs = (train_x - mean) / scale
     best: dict[str, Any] | None = None
     scores: dict[str, float] = {}
-    for c in sorted(c_grid):
+    no_dev = dev_x is None or not dev_y
+    grid = sorted(c_grid)
+    for c in [grid[(len(grid) - 1) // 2]] if no_dev else grid:  # nothing to choose with: fit once
         model = LogisticRegression(C=c, max_iter=max_iter)
         model.fit(xs, train_y)
-        if dev_x is None or not dev_y:
+        if no_dev:
             best = {"c": c, "model": model}
             continue
         classes = [str(k) for k in model.classes_]
