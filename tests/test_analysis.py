@@ -5,6 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from pgra.analysis.calibration import (
+    confidence_pairs,
+    expected_calibration_error,
+    reliability_bins,
+    seed_flips,
+)
 from pgra.analysis.case_study import choose_inputs
 from pgra.analysis.consistency import consistency_share
 from pgra.analysis.differences import overlap_at_d, overlap_table, rank_shift
@@ -47,6 +53,30 @@ def test_rank_shift_by_hand():
     s = rank_shift(records, 2)  # the top 2 of each: ranks 1, 5 and 3, 5
     assert s["histogram"] == {1: 1, 3: 1, 5: 2} and s["kept"] == 4
     assert s["mean_rank"] == pytest.approx(3.5) and s["promoted"] == pytest.approx(0.75)
+
+
+def test_calibration_error_brier_and_flips_by_hand():
+    lines = [{"label": "a", "prediction": "a", "scores": {"a": 0.9, "b": 0.1}},   # conf .9, right
+             {"label": "b", "prediction": "a", "scores": {"a": 0.8, "b": 0.2}},   # conf .8, wrong
+             {"label": "b", "prediction": "b", "scores": {"a": 1.0, "b": 3.0}},   # normalised: conf .75, right
+             {"label": "a", "prediction": "a", "scores": {"a": 1.0, "b": 0.0}},   # conf 1.0 (last bin), right
+             {"label": "a", "prediction": "b"}]                                   # no scores: left out
+    pairs = confidence_pairs(lines)
+    assert [(c, ok) for c, ok, _ in pairs] == [(0.9, True), (0.8, False), (0.75, True), (1.0, True)]
+    # Brier: (.1^2+.1^2), (.8^2+.8^2), (.25^2+.25^2), 0
+    assert [b for *_, b in pairs] == pytest.approx([0.02, 1.28, 0.125, 0.0])
+    bins = reliability_bins(pairs, 4)  # [0,.25) [.25,.5) [.5,.75) [.75,1]: everything in the last bin
+    assert [b["inputs"] for b in bins] == [0, 0, 0, 4] and bins[0]["accuracy"] is None
+    assert bins[3]["confidence"] == pytest.approx(3.45 / 4) and bins[3]["accuracy"] == 0.75
+    assert expected_calibration_error(pairs, 4) == pytest.approx(abs(0.75 - 3.45 / 4))
+    # 10 bins: .75 -> [.7,.8); .8 -> [.8,.9); .9 and 1.0 -> [.9,1]: |1-.75|/4 + |0-.8|/4 + |1-.95|*2/4
+    assert [b["inputs"] for b in reliability_bins(pairs, 10)][7:] == [1, 1, 2]
+    assert expected_calibration_error(pairs, 10) == pytest.approx(0.25 / 4 + 0.8 / 4 + 0.05 * 2 / 4)
+    assert expected_calibration_error([], 10) is None
+    # seeds: input x flips (a/a/b), y never does, z only under two seeds (left out)
+    flips = seed_flips([{"x": "a", "y": "a", "z": "a"}, {"x": "a", "y": "a"}, {"x": "b", "y": "a", "z": "b"}])
+    assert flips["inputs"] == 2 and flips["flipped"] == 1 and flips["share"] == 0.5
+    assert flips["pairwise"] == pytest.approx((0 + 0.5 + 0.5) / 3)
 
 
 def test_case_study_choice_and_sweep_points():
@@ -102,11 +132,11 @@ def test_analyze_writes_every_table_and_figure(finished, capsys):
 
     cfg_file.write_text(yaml.safe_dump(cfg))
     before = len(embedded)
-    assert main(["analyze", "--config", str(cfg_file), "analysis.analyses=consistency,differences,case_study,sweep",
+    assert main(["analyze", "--config", str(cfg_file), "analysis.analyses=consistency,differences,calibration,case_study,sweep",
                  "analysis.sweep.k=2,3,4,8", "analysis.sweep.d=1,2", "analysis.case_study.n=2"]) == 0
     analysis = out / "analysis"
     for name in ("label_consistency.png", "sweep_k.png", "sweep_d.png", "overlap.png", "rank_shift.png",
-                 "analysis.md", "case_study.md"):
+                 "reliability_sky.png", "analysis.md", "case_study.md"):
         assert (analysis / name).stat().st_size > 0, name
     assert (analysis / "label_consistency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     data = json.loads((analysis / "analysis.json").read_text())
@@ -158,6 +188,14 @@ def test_analyze_writes_every_table_and_figure(finished, capsys):
     assert new and len(new) == len(set(new)) and not set(new) & set(embedded[:before])
     assert sweep[(8, 2)]["embedded_texts"] == len(new)
     assert all(r["embedded_texts"] == 0 for key, r in sweep.items() if key != (8, 2))
+
+    # calibration recomputed from one cell's predictions
+    cal = {r["method"]: r for r in data["tables"]["calibration"]}
+    assert set(cal) == {"no_retrieval", "fid", "pgra"} and cal["fid"]["flips"] is None  # one seed
+    pairs = confidence_pairs(_lines(task_dir / "pgra" / "seed-1" / "predictions_test.jsonl"))
+    assert cal["pgra"]["ece"] == pytest.approx(expected_calibration_error(pairs, 10)) and cal["pgra"]["ece_std"] == 0
+    assert cal["pgra"]["inputs"] == len(pairs) == len(pgra)
+    assert "## Calibration" in (analysis / "analysis.md").read_text()
 
     # the case study names inputs with every method's prediction; results.md links every figure
     case = (analysis / "case_study.md").read_text()

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..config import option
 
-ANALYSES = ("consistency", "sweep", "retrievers", "differences", "case_study")
+ANALYSES = ("consistency", "sweep", "retrievers", "differences", "calibration", "case_study")
 
 
 @dataclass
@@ -43,6 +43,13 @@ class CaseStudyConfig:
 
 
 @dataclass
+class CalibrationConfig:
+    """Expected calibration error, Brier score, reliability diagrams and seed flips of every method."""
+
+    n_bins: int = option(10, min=2, help="equal-width confidence bins of the calibration error and the diagrams")
+
+
+@dataclass
 class AnalysisConfig:
     """What ``pgra analyze`` computes for an experiment, next to its ``results.md``."""
 
@@ -54,4 +61,5 @@ class AnalysisConfig:
     retrievers: dict[str, Any] = option(
         default_factory=dict,
         help="first-stage retrievers compared with the experiment's: {name: {index settings}} (FiD and PGRA each)")
+    calibration: CalibrationConfig = option(default_factory=CalibrationConfig, help="calibration of the scores")
     case_study: CaseStudyConfig = option(default_factory=CaseStudyConfig, help="case study")

@@ -98,4 +98,25 @@ def histogram(path: Path, counts: dict[str, dict[int, int]], title: str, xlabel:
     return _save(fig, path)
 
 
-__all__ = ["grouped_bars", "histogram", "lines"]
+def reliability(path: Path, curves: dict[str, tuple[list[float], list[float], list[int]]], title: str) -> Path:
+    """A reliability diagram: per series, the accuracy of each non-empty confidence bin against its mean
+    confidence (marker area grows with the bin's inputs), and the diagonal of perfect calibration."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    ax.plot([0, 100], [0, 100], color="black", linestyle="--", linewidth=1, label="perfectly calibrated")
+    for name, (conf, acc, n) in curves.items():
+        total = sum(n) or 1
+        (line,) = ax.plot([100 * c for c in conf], [100 * a for a in acc], linewidth=1, alpha=0.7)
+        ax.scatter([100 * c for c in conf], [100 * a for a in acc], s=[10 + 300 * k / total for k in n], label=name,
+                   color=line.get_color())
+    ax.set_xlim(0, 102)
+    ax.set_ylim(0, 102)
+    ax.set_title(title)
+    ax.set_xlabel("confidence: probability of the predicted label (%)")
+    ax.set_ylabel("accuracy in the bin (%)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+__all__ = ["grouped_bars", "histogram", "lines", "reliability"]

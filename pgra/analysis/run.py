@@ -176,6 +176,45 @@ def _differences(w: _Writer, rows: list[dict[str, Any]]) -> None:
                  "the dashed line: sentences FiD does not read.")
 
 
+def _calibration(w: _Writer, rows: list[dict[str, Any]]) -> None:
+    from .plots import reliability
+
+    w.tables["calibration"] = rows
+    n_bins = rows[0]["n_bins"] if rows else 10
+    w.md += ["## Calibration", "",
+             "How far each method's printed probabilities are from its accuracy. Confidence: the probability a "
+             f"method gives its own prediction (scores normalised over the labels). ECE: expected calibration error "
+             f"over {n_bins} equal-width confidence bins, per seed (mean ± std when several). Brier: mean squared "
+             "distance of the label probabilities from the gold one-hot. Seed flips: inputs whose prediction is not "
+             "the same under every seed (`(det.)`: one run, the seed cannot change it; `one seed`: only one seed finished); pairwise: the mean share of "
+             "inputs on which two seeds disagree.", "",
+             "| task | method | seeds | accuracy (%) | confidence (%) | ECE (%) | Brier | seed flips (%) | "
+             "pairwise (%) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        f = r["flips"]
+        if f:
+            flips = (f"{_pct(f['share'])} ({f['flipped']}/{f['inputs']})", _pct(f["pairwise"]))
+        else:
+            flips = ("(det.)",) * 2 if r.get("seed_independent") else ("one seed",) * 2
+        several = len(r["scored_seeds"]) > 1
+        ece = _pct(r["ece"]) + (f" ± {_pct(r['ece_std'])}" if several else "")
+        brier = "–" if r["brier"] is None else f"{r['brier']:.3f}" + (f" ± {r['brier_std']:.3f}" if several else "")
+        w.md.append(f"| {r['task']} | {r['method']} | {len(r['seeds'])} | {_pct(r['accuracy'])} | "
+                    f"{_pct(r['confidence'])} | {ece} | {brier} | {flips[0]} | {flips[1]} |")
+    w.md.append("")
+    for task in dict.fromkeys(r["task"] for r in rows):
+        curves = {}
+        for r in rows:
+            filled = [b for b in r["bins"] if r["task"] == task and b["inputs"]]
+            if filled:
+                curves[r["method"]] = ([b["confidence"] for b in filled], [b["accuracy"] for b in filled],
+                                       [b["inputs"] for b in filled])
+        if curves:
+            path = reliability(w.runs.out / f"reliability_{task}.png", curves, f"Reliability diagram: {task}")
+            w.figure(path, f"Reliability ({task})", f"Accuracy against confidence per method on {task} "
+                     f"({w.runs.split}, {n_bins} bins, seeds pooled; marker size: inputs in the bin).")
+
+
 def analyze(cfg, ctx=None) -> ExperimentRuns:
     """Run the configured analyses of the experiment ``cfg`` (an ``ExperimentConfig``) and write them."""
     from ..distributed import init_distributed
@@ -209,6 +248,10 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
         from .differences import method_differences
 
         results["differences"] = method_differences(runs)
+    if "calibration" in chosen:
+        from .calibration import calibration
+
+        results["calibration"] = calibration(runs)
     if "case_study" in chosen:
         from .case_study import case_study
 
@@ -220,7 +263,7 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
     tables = {name: results.get(name, kept.get(name)) for name in ANALYSES if name in results or name in kept}
     w = _Writer(runs)
     for name, render in (("consistency", _consistency), ("sweep", _sweeps), ("retrievers", _retrievers),
-                         ("differences", _differences)):
+                         ("differences", _differences), ("calibration", _calibration)):
         if tables.get(name):
             render(w, tables[name])
     if "case_study" in tables and (runs.out / "case_study.md").exists():

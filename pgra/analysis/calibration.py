@@ -1,0 +1,110 @@
+"""Are the probabilities the methods print worth anything: calibration error, Brier score and seed flips.
+
+Every method writes ``scores`` (a probability per label) beside its prediction. Its *confidence* on an input
+is the probability it gives its own prediction, after the scores are normalised to sum to 1. The expected
+calibration error (Guo et al. 2017) sorts the inputs into ``n_bins`` equal-width confidence bins
+(``[0, 1/n), ..., [(n-1)/n, 1]``) and averages ``|accuracy - mean confidence|`` over the bins, weighted by
+their share of the inputs. The Brier score is the mean over inputs of ``sum_c (p_c - [c is gold])^2``. A
+seed flip is an input whose prediction is not the same under every seed of a method.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from .inputs import ExperimentRuns
+
+
+def _probabilities(line: dict[str, Any]) -> dict[str, float] | None:
+    scores = line.get("scores")
+    if not isinstance(scores, dict) or not scores:
+        return None
+    total = sum(float(v) for v in scores.values())
+    if not total > 0:
+        return None
+    return {str(k): float(v) / total for k, v in scores.items()}
+
+
+def confidence_pairs(lines: list[dict[str, Any]]) -> list[tuple[float, bool, float]]:
+    """Per prediction line with scores: (confidence, prediction is gold, Brier term)."""
+    out = []
+    for line in lines:
+        p = _probabilities(line)
+        if p is None:
+            continue
+        gold, pred = str(line["label"]), str(line["prediction"])
+        brier = sum((q - (label == gold)) ** 2 for label, q in p.items()) + (0.0 if gold in p else 1.0)
+        out.append((p.get(pred, 0.0), pred == gold, brier))
+    return out
+
+
+def reliability_bins(pairs: list[tuple[float, bool, Any]], n_bins: int) -> list[dict[str, Any]]:
+    """Equal-width confidence bins: per bin its bounds, inputs, mean confidence and accuracy (None if empty)."""
+    members: list[list[tuple[float, bool]]] = [[] for _ in range(n_bins)]
+    for conf, correct, *_ in pairs:
+        members[min(int(conf * n_bins), n_bins - 1)].append((conf, correct))
+    return [{"lo": j / n_bins, "hi": (j + 1) / n_bins, "inputs": len(m),
+             "confidence": sum(c for c, _ in m) / len(m) if m else None,
+             "accuracy": sum(ok for _, ok in m) / len(m) if m else None} for j, m in enumerate(members)]
+
+
+def expected_calibration_error(pairs: list[tuple[float, bool, Any]], n_bins: int) -> float | None:
+    """``sum_b |B_b|/n * |accuracy(B_b) - confidence(B_b)|`` over equal-width bins (None without inputs)."""
+    if not pairs:
+        return None
+    return sum(b["inputs"] / len(pairs) * abs(b["accuracy"] - b["confidence"])
+               for b in reliability_bins(pairs, n_bins) if b["inputs"])
+
+
+def seed_flips(predictions: list[dict[str, str]]) -> dict[str, Any]:
+    """Over the inputs every seed predicted: how many get more than one prediction, and the mean share of
+    inputs on which two seeds disagree (over every pair of seeds)."""
+    shared = set.intersection(*(set(p) for p in predictions)) if predictions else set()
+    flipped = sum(len({p[i] for p in predictions}) > 1 for i in shared)
+    pairs = [(a, b) for j, a in enumerate(predictions) for b in predictions[j + 1:]]
+    pairwise = [sum(a[i] != b[i] for i in shared) / len(shared) for a, b in pairs] if shared else []
+    return {"inputs": len(shared), "flipped": flipped, "share": flipped / len(shared) if shared else None,
+            "pairwise": sum(pairwise) / len(pairwise) if pairwise else None}
+
+
+def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def method_calibration(runs: ExperimentRuns, task: str, method: str, n_bins: int) -> dict[str, Any] | None:
+    """One row of the calibration table: ECE and Brier per seed (mean, std), the pooled reliability bins,
+    and the seed flips (None for a method with one seed)."""
+    seeds = runs.finished_seeds(task, method)
+    if not seeds:
+        return None
+    per_seed = {s: runs.predictions(task, method, s) for s in seeds}
+    pairs = {s: confidence_pairs(lines) for s, lines in per_seed.items()}
+    scored = [s for s in seeds if pairs[s]]
+    ece = [expected_calibration_error(pairs[s], n_bins) for s in scored]
+    brier = [statistics.fmean(b for *_, b in pairs[s]) for s in scored]
+    pooled = [x for s in scored for x in pairs[s]]
+    flips = (seed_flips([{str(x["id"]): str(x["prediction"]) for x in per_seed[s]} for s in seeds])
+             if len(seeds) > 1 else None)
+    ece_mean, ece_std = _mean_std(ece)
+    brier_mean, brier_std = _mean_std(brier)
+    seed_independent = not runs.experiment.method(task, method).depends_on_seed()
+    return {"task": runs.task_name(task), "method": method, "seeds": seeds, "scored_seeds": scored,
+            "seed_independent": seed_independent,
+            "inputs": len(pooled), "accuracy": statistics.fmean(ok for _, ok, _ in pooled) if pooled else None,
+            "confidence": statistics.fmean(c for c, *_ in pooled) if pooled else None,
+            "ece": ece_mean, "ece_std": ece_std, "brier": brier_mean, "brier_std": brier_std,
+            "n_bins": n_bins, "bins": reliability_bins(pooled, n_bins), "flips": flips}
+
+
+def calibration(runs: ExperimentRuns) -> list[dict[str, Any]]:
+    """The calibration table of every (task, method) with a finished cell."""
+    n_bins = runs.cfg.analysis.calibration.n_bins
+    rows = [method_calibration(runs, task, method, n_bins) for task in runs.cfg.tasks for method in runs.cfg.methods]
+    return [r for r in rows if r is not None]
+
+
+__all__ = ["calibration", "confidence_pairs", "expected_calibration_error", "method_calibration",
+           "reliability_bins", "seed_flips"]
