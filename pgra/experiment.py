@@ -215,8 +215,12 @@ class Experiment:
         return read_json_object(manifest).get("build_key", "unbuilt") if manifest.exists() else "unbuilt"
 
     def stage_keys(self, task: str) -> dict[str, str]:
-        candidates = _key({"retrieve": _defining(self.retrieve_config(task), ("out", "trust_remote_code")),
-                           "index": self._index_key()})
+        retrieve = self.retrieve_config(task)
+        defining = _defining(retrieve, ("out", "trust_remote_code", "exclude_ids"))
+        if retrieve.exclude_ids:  # by content (a key without it, when unset, stays what it was before the option)
+            path = Path(retrieve.exclude_ids)
+            defining["exclude_ids"] = sha256_file(path) if path.is_file() else f"missing: {path}"
+        candidates = _key({"retrieve": defining, "index": self._index_key()})
         rerank = self.rerank_config(task)
         reranked = _key({"rerank": {**_defining(rerank, ("out", "candidates")), "demos": settings_key(rerank.demos)},
                          "candidates": candidates})

@@ -155,6 +155,22 @@ def test_two_process_retrieve_equals_single_process(candidates, tmp_path, sky_ta
     for split in ("train", "dev", "test"):
         assert (tmp_path / "multi" / f"{split}.jsonl").read_text() == (candidates / f"{split}.jsonl").read_text()
     assert not (tmp_path / "multi" / ".parts").exists()
+    # excluded corpus ids: the same candidates and removal counts as one process
+    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+
+    first = [json.loads(x)["ctxs"][0]["id"] for x in (candidates / "test.jsonl").read_text().splitlines()]
+    (tmp_path / "ids.txt").write_text(f"{first[0]}\n{first[-1]}\n")
+    proc = subprocess.run(cmd[:-4] + ["--out", str(tmp_path / "multi-x"), "-k", "10", "--exclude-ids",
+                                      str(tmp_path / "ids.txt")],
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    single = retrieve(RetrieveConfig(task=str(sky_task), index=manifest["index"]["path"], out=str(tmp_path / "one-x"),
+                                     k=10, exclude_ids=str(tmp_path / "ids.txt"), show_progress=False))
+    for split in ("train", "dev", "test"):
+        assert (tmp_path / "multi-x" / f"{split}.jsonl").read_text() == (single / f"{split}.jsonl").read_text()
+    excluded = [json.loads((d / "manifest.json").read_text())["excluded"] for d in (tmp_path / "multi-x", single)]
+    assert excluded[0]["removed_from_top_k"] == excluded[1]["removed_from_top_k"]
+    assert excluded[0]["removed_from_top_k"]["test"] >= 2  # both were some test input's first candidate
 
 
 def test_warm_cache_rerank_never_loads_the_lm(candidates, tmp_path, tiny_opt, monkeypatch):

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..config import option
 
-ANALYSES = ("consistency", "sweep", "retrievers", "differences", "calibration", "case_study")
+ANALYSES = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "case_study")
 
 
 @dataclass
@@ -50,6 +50,16 @@ class CalibrationConfig:
 
 
 @dataclass
+class LeakageConfig:
+    """Test and dev inputs with an exact or near duplicate in the retrieval corpus, and who read it."""
+
+    threshold: float = option(0.95, min=0, max=1, help="cosine (index encoder) at or above which a corpus "
+                                                       "sentence is a near duplicate of an input (dense indexes)")
+    splits: list[str] = option(default_factory=lambda: ["dev", "test"], help="splits audited")
+    examples: int = option(5, min=0, help="flagged inputs shown per task and split")
+
+
+@dataclass
 class AnalysisConfig:
     """What ``pgra analyze`` computes for an experiment, next to its ``results.md``."""
 
@@ -62,4 +72,5 @@ class AnalysisConfig:
         default_factory=dict,
         help="first-stage retrievers compared with the experiment's: {name: {index settings}} (FiD and PGRA each)")
     calibration: CalibrationConfig = option(default_factory=CalibrationConfig, help="calibration of the scores")
+    leakage: LeakageConfig = option(default_factory=LeakageConfig, help="leakage audit")
     case_study: CaseStudyConfig = option(default_factory=CaseStudyConfig, help="case study")

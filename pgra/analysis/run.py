@@ -215,6 +215,39 @@ def _calibration(w: _Writer, rows: list[dict[str, Any]]) -> None:
                      f"({w.runs.split}, {n_bins} bins, seeds pooled; marker size: inputs in the bin).")
 
 
+def _cos(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def _leakage(w: _Writer, rows: list[dict[str, Any]]) -> None:
+    w.tables["leakage"] = rows
+    w.md += ["## Leakage audit", "",
+             "Inputs with an exact duplicate in the retrieval corpus (equal after NFKC, case folding and dropping "
+             "all but letters and digits) or a near one (cosine under the index's encoder at or above the "
+             "threshold, among the first stage's k candidates; dense indexes only), and how many (input, seed) "
+             "pairs of each evidence-reading method read a duplicate of their own input. The flagged corpus ids "
+             "are in `<task>/leakage_ids.txt`; `retrieve.exclude_ids` drops them from a task's candidates.", "",
+             "| task | split | inputs | exact | near (cos ≥ t, in top k) | flagged ids | read by | excluded |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        near = "– (BM25)" if r["near"] is None else \
+            f"{r['near']} (t={r['threshold']}, k={r['k']}; highest cos {_cos(r['max_cosine'])})"
+        read = "; ".join(f"{m}: {v['read_duplicate']}/{v['pairs']}" for m, v in r["methods"].items()) or "–"
+        excl = r["excluded"]
+        excluded = f"{excl['ids']} ids, {sum(excl['removed_from_top_k'].values())} removed" if excl else "no"
+        w.md.append(f"| {r['task']} | {r['split']} | {r['inputs']} | {r['exact']} | {near} | {r['flagged_ids']} | "
+                    f"{read} | {excluded} |")
+    w.md.append("")
+    for r in rows:
+        for ex in r["examples"]:
+            near = "; ".join(f"{n['id']} (cos {n['cosine']:.3f}): {n['text']}" for n in ex["near"])
+            w.md.append(f"- {r['task']}/{r['split']} `{ex['id']}`: {ex['text']}" +
+                        (f" — exact: {', '.join(ex['exact'])}" if ex["exact"] else "") + (f" — near: {near}" if near
+                                                                                          else ""))
+    if any(r["examples"] for r in rows):
+        w.md.append("")
+
+
 def analyze(cfg, ctx=None) -> ExperimentRuns:
     """Run the configured analyses of the experiment ``cfg`` (an ``ExperimentConfig``) and write them."""
     from ..distributed import init_distributed
@@ -248,6 +281,10 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
         from .differences import method_differences
 
         results["differences"] = method_differences(runs)
+    if "leakage" in chosen:
+        from .leakage import leakage
+
+        results["leakage"] = leakage(runs)
     if "calibration" in chosen:
         from .calibration import calibration
 
@@ -263,7 +300,8 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
     tables = {name: results.get(name, kept.get(name)) for name in ANALYSES if name in results or name in kept}
     w = _Writer(runs)
     for name, render in (("consistency", _consistency), ("sweep", _sweeps), ("retrievers", _retrievers),
-                         ("differences", _differences), ("calibration", _calibration)):
+                         ("differences", _differences), ("calibration", _calibration),
+                         ("leakage", _leakage)):
         if tables.get(name):
             render(w, tables[name])
     if "case_study" in tables and (runs.out / "case_study.md").exists():

@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 
 from .. import choices
-from ..artifacts import MANIFEST, check_disjoint, file_record, write_manifest
+from ..artifacts import (
+    MANIFEST,
+    check_disjoint,
+    file_record,
+    read_json,
+    sha256_file,
+    write_json,
+    write_manifest,
+)
 from ..config import check_config, option, to_dict
 from ..distributed import DistContext, init_distributed
 from ..errors import InputError
@@ -41,6 +49,8 @@ class RetrieveConfig:
     data_dir: str = option("data", io="in", help="root of the task data")
     query_batch_size: int = option(256, min=1, help="queries per search batch")
     exclude_query_text: bool = option(False, help="drop candidates whose text equals the query")
+    exclude_ids: str = option("", io="in", help="file of corpus ids (one a line, e.g. the leakage audit's "
+                                                 "analysis/<task>/leakage_ids.txt) never returned as candidates")
     max_examples: int = option(0, min=0, help="N inputs per split (smoke runs, demos); 0 = all")
     split_sizes: dict[str, int] = option(default_factory=dict, flag=False,
                                          help="N per split, overriding max_examples (e.g. {train: 48, test: 96})")
@@ -71,7 +81,9 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     ctx.barrier()
     parts = out / ".parts"
     counts: dict[str, int] = {}
-    k = cfg.k + (1 if cfg.exclude_query_text else 0)
+    excluded = read_excluded_ids(cfg.exclude_ids) if cfg.exclude_ids else set()
+    removed: dict[str, int] = {}
+    k = cfg.k + (1 if cfg.exclude_query_text else 0) + len(excluded)  # exact: every excluded id may be a hit
     for split in cfg.splits:
         n = int(cfg.split_sizes.get(split, cfg.max_examples))
         if n < 0:
@@ -80,6 +92,7 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
         counts[split] = len(examples)
         mine = list(ctx.shard(len(examples)))
         records = []
+        removed[split] = 0
         bar = progress(total=len(mine), desc=f"retrieving {split}", unit=" queries",
                        disable=not (cfg.show_progress and ctx.is_main))
         for start in range(0, len(mine), cfg.query_batch_size):
@@ -88,14 +101,20 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
             for ex, ctxs in zip(batch, hits, strict=True):
                 if cfg.exclude_query_text:
                     ctxs = [c for c in ctxs if c["text"].strip() != ex.text.strip()]
+                if excluded:  # removed: excluded ids that were among the top k
+                    removed[split] += sum(str(c["id"]) in excluded for c in ctxs[: cfg.k])
+                    ctxs = [c for c in ctxs if str(c["id"]) not in excluded]
                 records.append(example_record(ex, ctxs[: cfg.k]))
             bar.update(len(batch))
         bar.close()
         write_records(parts / f"{split}.{ctx.rank:05d}.jsonl", records)
         fault_point("retrieve.split")
+    write_json(parts / f"removed.{ctx.rank:05d}.json", removed)
     ctx.barrier()
     if not ctx.is_main:
         return out
+    removed = {split: sum(read_json(parts / f"removed.{r:05d}.json")[split] for r in range(ctx.world_size))
+               for split in cfg.splits}
     for split in cfg.splits:
         shards = [list(read_records(parts / f"{split}.{r:05d}.jsonl")) for r in range(ctx.world_size)]
         merged = [shards[i % ctx.world_size][i // ctx.world_size] for i in range(counts[split])]
@@ -108,6 +127,8 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
                   "retriever": m["retriever"], "encoder": m.get("encoder"), "pooler": m.get("pooler"),
                   "corpus_content_sha256": m["corpus"]["content_sha256"], "corpus_size": m["size"]},
         "data_provenance": data.provenance, "config": asdict(cfg),
+        "excluded": ({"file": str(Path(cfg.exclude_ids).resolve()), "sha256": sha256_file(cfg.exclude_ids),
+                      "ids": len(excluded), "removed_from_top_k": removed} if cfg.exclude_ids else None),
         "files": {f"{split}.jsonl": file_record(out / f"{split}.jsonl") for split in cfg.splits},
     })
     return out
@@ -125,10 +146,23 @@ def subsample(examples: list, n: int, how: str = "first", seed: int = 13) -> lis
     return [examples[i] for i in keep.tolist()]
 
 
+def read_excluded_ids(path: str | Path) -> set[str]:
+    """The corpus ids of an exclusion file: one a line (blank lines and ``#`` comments skipped), as strings."""
+    from ..artifacts import require_file
+
+    source = require_file(path, "exclusion file", field="exclude_ids")
+    try:
+        lines = source.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise InputError(f"{source} is not UTF-8 text: {e}", path=source, field="exclude_ids") from None
+    return {line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")}
+
+
 def read_candidates_manifest(directory: str | Path) -> dict[str, Any]:
     from ..artifacts import read_manifest
 
     return read_manifest(directory, CANDIDATES_KIND)
 
 
-__all__ = ["CANDIDATES_KIND", "RetrieveConfig", "read_candidates_manifest", "retrieve", "subsample"]
+__all__ = ["CANDIDATES_KIND", "RetrieveConfig", "read_candidates_manifest", "read_excluded_ids", "retrieve",
+           "subsample"]

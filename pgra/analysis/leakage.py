@@ -1,0 +1,136 @@
+"""Leakage audit: is a task's test (or dev) input in the retrieval corpus, and did a reader read it?
+
+An input has an *exact* duplicate when a corpus sentence equals it after normalisation (Unicode NFKC,
+case folded, everything but letters and digits dropped); it has a *near* duplicate when a corpus sentence's
+cosine under the index's own encoder is at least ``threshold``. Near duplicates come from the experiment's
+candidates: the first stage already searched the index's vectors with every input, so its scores are those
+cosines (dense indexes only: BM25 scores are not cosines, and only exact duplicates are audited there). A
+near duplicate ranked below the candidates' k is not seen; the table says k.
+
+Per method that reads corpus evidence (fid, pgra), the audit counts the (input, seed) pairs whose evidence
+held a duplicate of that same input. The flagged corpus ids go to ``analysis/<task>/leakage_ids.txt``, which
+``retrieve.exclude_ids`` reads to drop them from the task's candidates.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import path_under, write_text
+from ..corpus import CorpusStore
+from ..retrieval.retrieve import read_candidates_manifest
+from .inputs import ExperimentRuns
+
+IDS_FILE = "leakage_ids.txt"
+_NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def normalise(text: str) -> str:
+    """The form exact duplicates are compared in: NFKC, case folded, only letters and digits, single spaces."""
+    return " ".join(_NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).split())
+
+
+def exact_duplicates(queries: dict[str, str], corpus: list[tuple[Any, str]] | Any) -> dict[str, list[str]]:
+    """Per query id, the ids of the corpus sentences equal to it after :func:`normalise` (one pass over the
+    corpus; only the queries' normal forms are held in memory)."""
+    wanted: dict[str, list[str]] = {}
+    for qid, text in queries.items():
+        form = normalise(text)
+        if form:
+            wanted.setdefault(form, []).append(qid)
+    found: dict[str, list[str]] = {}
+    for cid, text in corpus:
+        for qid in wanted.get(normalise(text), ()):
+            found.setdefault(qid, []).append(str(cid))
+    return found
+
+
+def near_duplicates(records: list[dict[str, Any]], threshold: float) -> dict[str, list[tuple[str, float]]]:
+    """Per input id, the candidates whose first-stage score (a cosine) is at least ``threshold``."""
+    out: dict[str, list[tuple[str, float]]] = {}
+    for rec in records:
+        hits = [(str(c["id"]), float(c["score"])) for c in rec.get("ctxs", []) if float(c["score"]) >= threshold]
+        if hits:
+            out[str(rec["id"])] = hits
+    return out
+
+
+def _corpus_rows(store: CorpusStore, batch: int = 65536):
+    for start in range(0, len(store), batch):
+        positions = range(start, min(start + batch, len(store)))
+        yield from zip(store.external_ids(list(positions)), store.texts(positions), strict=True)
+
+
+def read_evidence(runs: ExperimentRuns, task: str, method: str, split: str) -> list[list[dict[str, Any]]]:
+    """Per finished seed of ``method``, its prediction lines on ``split``."""
+    analysed, runs.split = runs.split, split
+    try:
+        return [runs.predictions(task, method, s) for s in runs.finished_seeds(task, method)]
+    finally:
+        runs.split = analysed
+
+
+def audit_task(runs: ExperimentRuns, task: str) -> list[dict[str, Any]]:
+    """The audit rows (one per split) of ``task``; writes the flagged ids file."""
+    cfg = runs.cfg.analysis.leakage
+    folder = runs.experiment.stage_dir(task, "candidates")
+    manifest = read_candidates_manifest(folder)
+    index = manifest["index"]
+    dense = index["retriever"] == "dense"
+    splits = [s for s in cfg.splits if (folder / f"{s}.jsonl").exists()]
+    records = {s: list(runs.stage_records(task, "candidates", s).values()) for s in splits}
+    store = CorpusStore(Path(index["path"]) / "corpus")
+    try:
+        exact = exact_duplicates({f"{s}\t{r['id']}": r["text"] for s in splits for r in records[s]},
+                                 _corpus_rows(store))
+    finally:
+        store.close()
+    rows, flagged_all = [], set()
+    for split in splits:
+        near = near_duplicates(records[split], cfg.threshold) if dense else {}
+        flagged: dict[str, set[str]] = {}
+        for rec in records[split]:
+            qid = str(rec["id"])
+            ids = set(exact.get(f"{split}\t{qid}", [])) | {cid for cid, _ in near.get(qid, [])}
+            if ids:
+                flagged[qid] = ids
+        flagged_all |= {cid for ids in flagged.values() for cid in ids}
+        by_id = {str(r["id"]): r for r in records[split]}
+        examples = []
+        for qid in list(flagged)[: cfg.examples]:
+            ctx_text = {str(c["id"]): c["text"] for c in by_id[qid].get("ctxs", [])}
+            examples.append({"id": qid, "text": by_id[qid]["text"], "exact": exact.get(f"{split}\t{qid}", []),
+                             "near": [{"id": cid, "cosine": score, "text": ctx_text[cid]}
+                                      for cid, score in near.get(qid, [])[:3]]})
+        methods = {}
+        for method in runs.methods("corpus"):
+            seeds = read_evidence(runs, task, method, split)
+            pairs = sum(len(lines) for lines in seeds)
+            read = sum(bool(flagged.get(str(x["id"]), set()) & {str(e) for e in x.get("evidence", [])})
+                       for lines in seeds for x in lines)
+            methods[method] = {"seeds": len(seeds), "pairs": pairs, "read_duplicate": read}
+        exact_inputs = sum(f"{split}\t{r['id']}" in exact for r in records[split])
+        rows.append({"task": runs.task_name(task), "split": split, "inputs": len(records[split]),
+                     "exact": exact_inputs, "near": len(near) if dense else None,
+                     "flagged_inputs": len(flagged), "threshold": cfg.threshold, "k": manifest["k"],
+                     "max_cosine": max((float(c["score"]) for r in records[split] for c in r.get("ctxs", [])[:1]),
+                                       default=None) if dense else None,
+                     "retriever": index["retriever"], "corpus_size": index.get("corpus_size"),
+                     "excluded": manifest.get("excluded"), "methods": methods, "examples": examples})
+    ids_file = path_under(runs.out, runs.task_name(task), IDS_FILE)
+    write_text(ids_file, "".join(f"{cid}\n" for cid in sorted(flagged_all)))
+    for row in rows:
+        row["ids_file"] = str(ids_file)
+        row["flagged_ids"] = len(flagged_all)
+    return rows
+
+
+def leakage(runs: ExperimentRuns) -> list[dict[str, Any]]:
+    """The leakage audit of every task of the experiment."""
+    return [row for task in runs.cfg.tasks for row in audit_task(runs, task)]
+
+
+__all__ = ["IDS_FILE", "audit_task", "exact_duplicates", "leakage", "near_duplicates", "normalise"]
