@@ -79,6 +79,31 @@ def test_calibration_error_brier_and_flips_by_hand():
     assert flips["pairwise"] == pytest.approx((0 + 0.5 + 0.5) / 3)
 
 
+def test_leave_one_out_variants_and_effects_by_hand():
+    from pgra.analysis.attribution import effects, leave_one_out, sample_ids, summarise
+
+    rec = {"id": "q", "text": "t", "label": "x", "ctxs": _ctx(1, 2, 3)}
+    variants = leave_one_out(rec, 2)
+    assert [[c["text"] for c in v["ctxs"]] for v in variants] == [["t1", "t2"], ["", "t2"], ["t1", ""], ["", ""]]
+    assert len({v["id"] for v in variants}) == 4 and rec["ctxs"][0]["text"] == "t1"  # the record is untouched
+    lines = [{"scores": {"x": p, "y": 1 - p}} for p in (0.8, 0.5, 0.9, 0.4)]
+    e = effects(rec, lines, 2)
+    assert e["full"] == 0.8 and e["none"] == 0.4 and e["effects"] == pytest.approx([0.3, -0.1])
+    rows = [{"input": "q", "evidence": "1", "first_stage_rank": 3, "reranker_rank": 1, "verdict": "promoted",
+             "effect": 0.3, "full": 0.8, "none": 0.4},
+            {"input": "q", "evidence": "2", "first_stage_rank": 1, "reranker_rank": 2, "verdict": "kept",
+             "effect": -0.1, "full": 0.8, "none": 0.4},
+            {"input": "r", "evidence": "5", "first_stage_rank": 1, "reranker_rank": 1, "verdict": "kept",
+             "effect": 0.2, "full": 0.6, "none": 0.5}]
+    s = summarise(rows)
+    assert s["inputs"] == 2 and s["sentences"] == 3 and s["mean_effect"] == pytest.approx(0.4 / 3)
+    assert s["all_evidence_effect"] == pytest.approx((0.4 + 0.1) / 2)
+    assert s["by_first_stage_rank"]["1"] == {"sentences": 2, "mean_effect": pytest.approx(0.05)}
+    assert s["by_verdict"]["promoted"]["mean_effect"] == 0.3 and s["by_reranker_rank"]["1"]["sentences"] == 2
+    assert sample_ids(list("abcdef"), 3, 0) == sample_ids(list("abcdef"), 3, 0)
+    assert sample_ids(list("abc"), 0, 0) == list("abc") and len(sample_ids(list("abcdef"), 3, 1)) == 3
+
+
 def test_case_study_choice_and_sweep_points():
     inputs = [f"q{i}" for i in range(10)]
     chosen = choose_inputs([], inputs, 3, seed=0, preferred=["q7", "q2"])
@@ -215,6 +240,56 @@ def test_analyze_writes_every_table_and_figure(finished, capsys):
     assert again["tables"]["consistency"] == data["tables"]["consistency"]
     assert [f["file"] for f in again["figures"]] == [f["file"] for f in data["figures"]]
     assert "## Label consistency" in (analysis / "analysis.md").read_text()
+
+
+def test_attribution_on_saved_checkpoints(finished, monkeypatch):
+    from pgra.analysis.attribution import attribute_cell, attribution
+    from pgra.analysis.inputs import ExperimentRuns
+    from pgra.methods.reader_method import ReaderMethod
+
+    cfg, _ = finished
+    cfg = {**cfg, "analysis": {"attribution": {"n": 3}}}
+    runs = ExperimentRuns(Experiment(from_dict(ExperimentConfig, cfg)))
+    task = runs.cfg.tasks[0]
+    out = Path(cfg["out"]) / "sky"
+    ids = [r["id"] for r in _lines(out / "candidates" / "test.jsonl")][:3]
+    # the real reader: with every sentence read, the gold probability is the one its predictions file printed
+    rows = attribute_cell(runs, task, "fid", 1, ids, {})
+    printed = {x["id"]: x["scores"][x["label"]] / sum(x["scores"].values())
+               for x in _lines(out / "fid" / "seed-1" / "predictions_test.jsonl")}
+    assert len(rows) == 3 * 2 and all(r["full"] == pytest.approx(printed[r["input"]], abs=1e-5) for r in rows)
+    assert [r["first_stage_rank"] for r in rows] == [1, 2] * 3 and all(r["verdict"] is None for r in rows)
+
+    # a planted decisive sentence: a reader that is sure of the gold label only when it reads that sentence
+    decisive = _lines(out / "reranked" / "test.jsonl")[0]["ctxs"][1]["text"]
+
+    spec = runs.task_spec(task)
+
+    class Planted:
+        task = spec
+
+        def predict(self, records):
+            lines = []
+            for r in records:
+                texts = [c["text"] for c in r["ctxs"]]
+                p = 0.9 if decisive in texts else 0.3 + 0.01 * sum(bool(t) for t in texts)
+                other = [lab for lab in self.task.labels if lab != r["label"]][0]
+                lines.append({"id": r["id"], "label": r["label"], "prediction": r["label"],
+                              "scores": {r["label"]: p, other: 1 - p}})
+            return lines
+
+    monkeypatch.setattr(ReaderMethod, "load", classmethod(lambda cls, out, **kw: Planted()))
+    table = {r["method"]: r for r in attribution(runs)}
+    assert set(table) == {"fid", "pgra"} and table["pgra"]["inputs"] == 3
+    rows = attribute_cell(runs, task, "pgra", 1, ids, {})
+    text = {str(c["id"]): c["text"] for r in _lines(out / "reranked" / "test.jsonl") for c in r["ctxs"]}
+    planted = [r for r in rows if text[r["evidence"]] == decisive]
+    assert planted and max(rows, key=lambda r: r["effect"]) in planted
+    assert all(r["effect"] == pytest.approx(0.9 - 0.31) for r in planted)  # sure only with it; 0.31 without
+    assert all(r["effect"] <= 0.01 + 1e-9 for r in rows if r not in planted)  # any other sentence: 0.01 or 0
+    # PGRA's verdicts follow the first-stage ranks of its evidence; FiD's, whether the reranker keeps it
+    assert all(r["verdict"] == ("promoted" if r["first_stage_rank"] > 2 else "kept") for r in
+               attribute_cell(runs, task, "pgra", 1, ids, {"x": []}))
 
 
 def test_retriever_comparison_and_missing_labeller(finished, tmp_path, tiny_bert, capsys):

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..config import option
 
-ANALYSES = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "case_study")
+ANALYSES = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "case_study")
 
 
 @dataclass
@@ -60,6 +60,15 @@ class LeakageConfig:
 
 
 @dataclass
+class AttributionConfig:
+    """Leave-one-out effects of each evidence sentence on the gold label's probability (fid and pgra cells)."""
+
+    n: int = option(200, min=0, help="inputs drawn (seeded) from the analysed split; 0 = all")
+    seed: int = option(0, help="seed of the draw (the same inputs for every method and seed)")
+    batch_size: int = option(64, min=1, help="reader inputs per batch (each input runs d + 2 times)")
+
+
+@dataclass
 class AnalysisConfig:
     """What ``pgra analyze`` computes for an experiment, next to its ``results.md``."""
 
@@ -73,4 +82,5 @@ class AnalysisConfig:
         help="first-stage retrievers compared with the experiment's: {name: {index settings}} (FiD and PGRA each)")
     calibration: CalibrationConfig = option(default_factory=CalibrationConfig, help="calibration of the scores")
     leakage: LeakageConfig = option(default_factory=LeakageConfig, help="leakage audit")
+    attribution: AttributionConfig = option(default_factory=AttributionConfig, help="evidence attribution")
     case_study: CaseStudyConfig = option(default_factory=CaseStudyConfig, help="case study")

@@ -231,7 +231,7 @@ def _leakage(w: _Writer, rows: list[dict[str, Any]]) -> None:
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         near = "– (BM25)" if r["near"] is None else \
-            f"{r['near']} (t={r['threshold']}, k={r['k']}; highest cos {_cos(r['max_cosine'])})"
+            f"{r['near']} (t={r['threshold']}, k={r['k']}; highest cos {_cos(r.get('max_cosine'))})"
         read = "; ".join(f"{m}: {v['read_duplicate']}/{v['pairs']}" for m, v in r["methods"].items()) or "–"
         excl = r["excluded"]
         excluded = f"{excl['ids']} ids, {sum(excl['removed_from_top_k'].values())} removed" if excl else "no"
@@ -246,6 +246,42 @@ def _leakage(w: _Writer, rows: list[dict[str, Any]]) -> None:
                                                                                           else ""))
     if any(r["examples"] for r in rows):
         w.md.append("")
+
+
+def _signed(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:+.1f}"
+
+
+def _attribution(w: _Writer, rows: list[dict[str, Any]]) -> None:
+    from .plots import lines
+
+    w.tables["attribution"] = rows
+    w.md += ["## Evidence attribution", "",
+             "Effect of an evidence sentence: the gold label's probability with every sentence read minus the "
+             "probability with that sentence left out (blanked), in percentage points, averaged over the sampled "
+             "inputs and the seeds; `all`: every sentence read minus none read. The reranker's verdict: among "
+             "PGRA's evidence, sentences it promoted from beyond the first stage's top d or kept from it; among "
+             "FiD's, sentences the reranker keeps in its top d or demotes out of it.", "",
+             "| task | method | seeds | inputs | all evidence | per sentence | by verdict | by first-stage rank | "
+             "by reranker rank |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        fmt = (lambda groups: ", ".join(f"{k}: {_signed(v['mean_effect'])} ({v['sentences']})"  # noqa: E731
+                                        for k, v in groups.items()) or "–")
+        w.md.append(f"| {r['task']} | {r['method']} | {len(r['seeds'])} | {r['inputs']} | "
+                    f"{_signed(r['all_evidence_effect'])} | {_signed(r['mean_effect'])} | {fmt(r['by_verdict'])} | "
+                    f"{fmt(r['by_first_stage_rank'])} | {fmt(r['by_reranker_rank'])} |")
+    w.md.append("")
+    xs, ys = {}, {}
+    for r in rows:
+        ranks = sorted(r["by_first_stage_rank"], key=int)
+        name = f"{r['task']} {r['method']}"
+        xs[name] = [int(k) for k in ranks]
+        ys[name] = [r["by_first_stage_rank"][k]["mean_effect"] for k in ranks]
+    if xs:
+        path = lines(w.runs.out / "attribution.png", xs, ys, "Effect of an evidence sentence by first-stage rank",
+                     "first-stage rank of the sentence", "gold probability lost without it (points)")
+        w.figure(path, "Evidence attribution", "Mean drop of the gold label's probability when one evidence "
+                 "sentence is left out, by the sentence's first-stage rank, per task and reader.")
 
 
 def analyze(cfg, ctx=None) -> ExperimentRuns:
@@ -281,6 +317,10 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
         from .differences import method_differences
 
         results["differences"] = method_differences(runs)
+    if "attribution" in chosen:
+        from .attribution import attribution
+
+        results["attribution"] = attribution(runs)
     if "leakage" in chosen:
         from .leakage import leakage
 
@@ -301,7 +341,7 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
     w = _Writer(runs)
     for name, render in (("consistency", _consistency), ("sweep", _sweeps), ("retrievers", _retrievers),
                          ("differences", _differences), ("calibration", _calibration),
-                         ("leakage", _leakage)):
+                         ("leakage", _leakage), ("attribution", _attribution)):
         if tables.get(name):
             render(w, tables[name])
     if "case_study" in tables and (runs.out / "case_study.md").exists():

@@ -1,0 +1,124 @@
+"""Evidence attribution: which evidence sentences move a reader's prediction.
+
+For a sample of inputs, a reader cell (fid, pgra) predicts again with each of its d evidence sentences left
+out in turn (its text blanked in place, as the formatter pads a short evidence list) and with all of them left
+out. A sentence's *effect* is the gold label's probability with every sentence read minus the probability
+without it: positive when the sentence helped. Effects are averaged by the sentence's first-stage rank and by
+its place in the reranker's top d, and split by what the reranker did to it: among PGRA's evidence, sentences
+it *promoted* from beyond the first stage's top d against those it *kept*; among FiD's (the first stage's top
+d), sentences the reranker also keeps against those it *demotes* out of its top d.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from ..interchange import read_records
+from .inputs import ExperimentRuns
+
+READERS_WITH_EVIDENCE = ("fid", "pgra")
+
+
+def leave_one_out(record: dict[str, Any], d: int) -> list[dict[str, Any]]:
+    """``record`` with its first ``d`` evidence sentences (1) all read, (2..d+1) each blanked in turn, (d+2)
+    all blanked; every variant keeps d positions."""
+    ctxs = list(record.get("ctxs", []))[:d]
+    blank = [{**c, "text": ""} for c in ctxs]
+    variants = [ctxs] + [ctxs[:i] + [blank[i]] + ctxs[i + 1:] for i in range(len(ctxs))] + [blank]
+    return [{**record, "id": f"{record['id']}#{j}", "ctxs": v} for j, v in enumerate(variants)]
+
+
+def effects(record: dict[str, Any], lines: list[dict[str, Any]], d: int) -> dict[str, Any]:
+    """From the predictions of :func:`leave_one_out`'s variants: the gold probability with all evidence, with
+    none, and each sentence's effect (all minus without it)."""
+    gold = str(record["label"])
+    p = [float(line["scores"].get(gold, 0.0)) / (sum(map(float, line["scores"].values())) or 1.0) for line in lines]
+    n = len(record.get("ctxs", [])[:d])
+    return {"full": p[0], "none": p[n + 1], "effects": [p[0] - p[1 + i] for i in range(n)]}
+
+
+def sample_ids(ids: list[str], n: int, seed: int) -> list[str]:
+    """``n`` of ``ids`` drawn with ``seed`` (all when there are fewer), in their file order."""
+    if n <= 0 or n >= len(ids):
+        return list(ids)
+    chosen = set(random.Random(seed).sample(ids, n))
+    return [i for i in ids if i in chosen]
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def attribute_cell(runs: ExperimentRuns, task: str, method: str, seed: int, ids: list[str],
+                   reranked_top: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """Per sampled input and evidence sentence of one cell: its ranks, the reranker's verdict and its effect."""
+    m = runs.experiment.method(task, method)
+    d = m.n_passages()
+    by_id = {str(r["id"]): r for r in read_records(m.data_dir / f"{runs.split}.jsonl",
+                                                    labels=runs.task_spec(task).labels)}
+    predictor = type(m).load(runs.require_cell(task, method, seed, "the attribution"))
+    if hasattr(predictor, "batch_size"):
+        predictor.batch_size = runs.cfg.analysis.attribution.batch_size
+    records = [by_id[i] for i in ids if i in by_id]
+    variants = [leave_one_out(r, d) for r in records]
+    lines = predictor.predict([v for vs in variants for v in vs])
+    rows, at = [], 0
+    for rec, vs in zip(records, variants, strict=True):
+        e = effects(rec, lines[at:at + len(vs)], d)
+        at += len(vs)
+        top = reranked_top.get(str(rec["id"]), [])
+        for i, c in enumerate(rec.get("ctxs", [])[:d]):
+            first = int(c.get("retrieval_rank", i + 1))
+            rerank_rank = top.index(str(c["id"])) + 1 if str(c["id"]) in top else None
+            verdict = (("promoted" if first > d else "kept") if method == "pgra" else
+                       ("kept" if rerank_rank is not None else "demoted") if reranked_top else None)
+            rows.append({"input": str(rec["id"]), "evidence": str(c["id"]), "first_stage_rank": first,
+                         "reranker_rank": rerank_rank, "verdict": verdict, "effect": e["effects"][i],
+                         "full": e["full"], "none": e["none"]})
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean effects by first-stage rank, by reranker rank and by the reranker's verdict; the mean effect of all
+    evidence together (full minus none, per input)."""
+    by_first, by_rerank, by_verdict = defaultdict(list), defaultdict(list), defaultdict(list)
+    inputs: dict[str, float] = {}
+    for r in rows:
+        by_first[r["first_stage_rank"]].append(r["effect"])
+        if r["reranker_rank"] is not None:
+            by_rerank[r["reranker_rank"]].append(r["effect"])
+        if r["verdict"]:
+            by_verdict[r["verdict"]].append(r["effect"])
+        inputs[r["input"]] = r["full"] - r["none"]
+    def table(groups: dict[Any, list[float]]) -> dict[str, dict[str, Any]]:
+        return {str(k): {"sentences": len(v), "mean_effect": _mean(v)} for k, v in sorted(groups.items())}
+
+    return {"sentences": len(rows), "inputs": len(inputs), "mean_effect": _mean([r["effect"] for r in rows]),
+            "all_evidence_effect": _mean(list(inputs.values())), "by_first_stage_rank": table(by_first),
+            "by_reranker_rank": table(by_rerank), "by_verdict": table(by_verdict)}
+
+
+def attribution(runs: ExperimentRuns) -> list[dict[str, Any]]:
+    """Per task and evidence-reading reader of the grid: the summary of every finished seed's attributions."""
+    cfg = runs.cfg.analysis.attribution
+    out = []
+    for task in runs.cfg.tasks:
+        reranked_top: dict[str, list[str]] = {}
+        if runs.experiment.needs_reranking:
+            d = runs.n_passages(task, "pgra") if "pgra" in runs.cfg.methods else None
+            reranked_top = {i: [str(c["id"]) for c in r.get("ctxs", [])[:d]]
+                            for i, r in runs.stage_records(task, "reranked").items()}
+        ids = sample_ids(list(runs.stage_records(task, "candidates")), cfg.n, cfg.seed)
+        for method in (m for m in runs.cfg.methods if m in READERS_WITH_EVIDENCE):
+            seeds = runs.finished_seeds(task, method)
+            rows = [r for s in seeds for r in attribute_cell(runs, task, method, s, ids, reranked_top)]
+            if rows:
+                out.append({"task": runs.task_name(task), "method": method, "seeds": seeds,
+                            "d": runs.n_passages(task, method), **summarise(rows)})
+    return out
+
+
+__all__ = ["attribute_cell", "attribution", "effects", "leave_one_out", "sample_ids", "summarise"]
