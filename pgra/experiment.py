@@ -45,6 +45,7 @@ from .artifacts import (
     write_text,
 )
 from .config import check_config, from_dict, merge, option, to_dict
+from .cost import merge_work, metered
 from .errors import InputError
 from .icl.config import ICLConfig
 from .lock import locks_output
@@ -57,6 +58,7 @@ from .selection.base import settings_key
 
 CELL_FILE = "cell.json"
 STAGE_KEY_FILE = ".stage_key"
+STAGE_COST_FILE = "cost.json"  # what building the stage spent (pgra.cost.metered), with its stage key
 CELL_KEY_FILE = ".cell_key"
 # what task_overrides / method_overrides may change (the index is shared by every task; methods share stages)
 TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote", "linear_probe", "icl")
@@ -250,10 +252,13 @@ class Experiment:
                 _say(ctx, f"[{self._task_name(task)}] {stage}: done, reused")
                 continue
             _say(ctx, f"[{self._task_name(task)}] {stage}: running")
-            run(make_cfg(task), ctx)
+            with metered(ctx) as cost:
+                run(make_cfg(task), ctx)
             ctx.barrier()
             if ctx.is_main:
-                write_text(self.stage_dir(task, stage) / STAGE_KEY_FILE, self.stage_keys(task)[stage])
+                key = self.stage_keys(task)[stage]
+                write_json(self.stage_dir(task, stage) / STAGE_COST_FILE, {"stage_key": key, **cost})
+                write_text(self.stage_dir(task, stage) / STAGE_KEY_FILE, key)
             ctx.barrier()
 
     # ----- cells -----
@@ -353,23 +358,25 @@ class Experiment:
         method = self.method(cell.task, cell.method)
         task = method.inputs.task
         start = time.time()
-        fit = method.fit(cell.directory, cell.seed)
+        with metered(ctx) as fit_cost:
+            fit = method.fit(cell.directory, cell.seed)
         if not ctx.is_main:
             ctx.barrier()
             return {}
-        predictor = None
-        results, data, checksums = {}, {}, {}
-        cost = fit.cost
-        for split in method.splits():
-            data_file = method.data_dir / f"{split}.jsonl"
-            data[split] = sha256_file(data_file)
-            path = cell.directory / f"predictions_{split}.jsonl"
-            if split not in fit.predicted_splits:
-                predictor = predictor or type(method).load(cell.directory, trust_remote_code=_trusts_code(method))
-                write_records(path, predictor.predict(list(read_records(data_file, labels=task.labels))))
-                cost = predictor.cost() or cost
-            results[split] = score_lines(task, path)
-            checksums[split] = sha256_file(path)  # the report refuses a predictions file changed after this
+        with metered() as spent:  # predictions the fit did not write (main process only)
+            predictor = None
+            results, data, checksums = {}, {}, {}
+            cost = fit.cost
+            for split in method.splits():
+                data_file = method.data_dir / f"{split}.jsonl"
+                data[split] = sha256_file(data_file)
+                path = cell.directory / f"predictions_{split}.jsonl"
+                if split not in fit.predicted_splits:
+                    predictor = predictor or type(method).load(cell.directory, trust_remote_code=_trusts_code(method))
+                    write_records(path, predictor.predict(list(read_records(data_file, labels=task.labels))))
+                    cost = predictor.cost() or cost
+                results[split] = score_lines(task, path)
+                checksums[split] = sha256_file(path)  # the report refuses a predictions file changed after this
         evaluations = fit.evaluations
         still = None
         if method.trained and evaluations:
@@ -383,6 +390,8 @@ class Experiment:
                   PREDICTIONS_SHA256: checksums,
                   "config": to_dict(method.inputs.settings), "git_commit": source_commit(),
                   "versions": library_versions(), "elapsed_s": round(time.time() - start, 1)}
+        record["cost"] = {"elapsed_s": record["elapsed_s"], "resumed": cell.status == "resume",
+                          "hardware": fit_cost["hardware"], "work": merge_work([fit_cost["work"], spent["work"]])}
         write_json(cell.directory / CELL_FILE, record)
         self._track(cell, record)
         summary = ", ".join(f"{s} {r[task.metric]:.4f}" for s, r in results.items())

@@ -157,7 +157,7 @@ def test_analyze_writes_every_table_and_figure(finished, capsys):
 
     cfg_file.write_text(yaml.safe_dump(cfg))
     before = len(embedded)
-    assert main(["analyze", "--config", str(cfg_file), "analysis.analyses=consistency,differences,calibration,case_study,sweep",
+    assert main(["analyze", "--config", str(cfg_file), "analysis.analyses=consistency,differences,calibration,cost,case_study,sweep",
                  "analysis.sweep.k=2,3,4,8", "analysis.sweep.d=1,2", "analysis.case_study.n=2"]) == 0
     analysis = out / "analysis"
     for name in ("label_consistency.png", "sweep_k.png", "sweep_d.png", "overlap.png", "rank_shift.png",
@@ -221,6 +221,28 @@ def test_analyze_writes_every_table_and_figure(finished, capsys):
     assert cal["pgra"]["ece"] == pytest.approx(expected_calibration_error(pairs, 10)) and cal["pgra"]["ece_std"] == 0
     assert cal["pgra"]["inputs"] == len(pairs) == len(pgra)
     assert "## Calibration" in (analysis / "analysis.md").read_text()
+
+    # cost: the table adds up to the stages' and cells' own records
+    from pgra.cost import estimated_flops, parameter_counts
+
+    stage = {s: json.loads((task_dir / s / "cost.json").read_text()) for s in ("candidates", "reranked")}
+    reranked = json.loads((task_dir / "reranked" / "manifest.json").read_text())
+    assert stage["reranked"]["work"] == [{"model": cfg["rerank"]["lm"], "part": "all", "mode": "forward",
+                                          "tokens": reranked["embedding"]["tokens_run"]}]
+    assert stage["candidates"]["work"] == []  # BM25 runs no model
+    cell = json.loads((task_dir / "pgra" / "seed-1" / "cell.json").read_text())
+    parts = {(w["part"], w["mode"]) for w in cell["cost"]["work"]}
+    assert {("encoder", "trained"), ("decoder", "trained"), ("encoder", "forward"), ("decoder", "forward")} <= parts
+    row = next(r for r in data["tables"]["cost"] if r["method"] == "pgra")
+    assert row["elapsed_s"] == pytest.approx(cell["elapsed_s"] + stage["candidates"]["elapsed_s"] +
+                                             stage["reranked"]["elapsed_s"])
+    params = {w["model"]: parameter_counts(w["model"]) for w in cell["cost"]["work"] + stage["reranked"]["work"]}
+    assert row["flops"] == pytest.approx(estimated_flops(cell["cost"]["work"], params) +
+                                         estimated_flops(stage["reranked"]["work"], params))
+    assert row["tokens"] == sum(w["tokens"] for w in cell["cost"]["work"] + stage["reranked"]["work"])
+    no_ret = next(r for r in data["tables"]["cost"] if r["method"] == "no_retrieval")
+    assert no_ret["stages"] == [] and no_ret["stage_elapsed_s"] == 0
+    assert (analysis / "cost_sky.png").stat().st_size > 0
 
     # the case study names inputs with every method's prediction; results.md links every figure
     case = (analysis / "case_study.md").read_text()

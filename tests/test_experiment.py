@@ -366,6 +366,11 @@ def test_two_process_grid_equals_single_process(grid, tmp_path, tiny_bert):
         la = [r["loss"] for r in _lines(one / m / "seed-1" / "train_log.jsonl")]
         lb = [r["loss"] for r in _lines(two / m / "seed-1" / "train_log.jsonl")]
         assert len(la) == len(lb) == 4 and la == pytest.approx(lb, abs=5e-2)
+        # what the two processes trained, summed, is what the single process trained (pgra.cost)
+        trained = [{(w["model"], w["part"]): w["tokens"] for w in json.loads((d / m / "seed-1" / CELL_FILE)
+                                                                              .read_text())["cost"]["work"]
+                    if w["mode"] == "trained"} for d in (one, two)]
+        assert trained[0] == trained[1] and len(trained[0]) == 2
 
 
 def test_icl_rows_and_per_query_reranking_in_a_grid(grid, tmp_path, tiny_bert, capsys):

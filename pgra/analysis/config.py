@@ -7,7 +7,7 @@ from typing import Any
 
 from ..config import option
 
-ANALYSES = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "case_study")
+ANALYSES = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "cost", "case_study")
 
 
 @dataclass

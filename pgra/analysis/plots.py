@@ -119,4 +119,27 @@ def reliability(path: Path, curves: dict[str, tuple[list[float], list[float], li
     return _save(fig, path)
 
 
-__all__ = ["grouped_bars", "histogram", "lines", "reliability"]
+def pareto(path: Path, points: list[tuple[str, float, float, bool]], title: str, xlabel: str, ylabel: str,
+           log_x: bool = True) -> Path:
+    """Score against cost, one labelled point per method (``(name, cost, score, dominated)``); the methods no
+    other beats on both are filled and joined by the frontier line, dominated ones hollow."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    front = sorted((x, 100 * y) for _, x, y, d in points if not d)
+    if front:
+        ax.step([x for x, _ in front], [y for _, y in front], where="post", color="gray", linewidth=1,
+                label="frontier (not dominated)")
+    for name, x, y, dom in points:
+        ax.scatter([x], [100 * y], s=40, facecolors="none" if dom else "C0", edgecolors="C0")
+        ax.annotate(name, (x, 100 * y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    if log_x and all(x > 0 for _, x, _, _ in points):
+        ax.set_xscale("log")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+__all__ = ["grouped_bars", "histogram", "lines", "pareto", "reliability"]

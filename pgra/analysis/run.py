@@ -284,6 +284,46 @@ def _attribution(w: _Writer, rows: list[dict[str, Any]]) -> None:
                  "sentence is left out, by the sentence's first-stage rank, per task and reader.")
 
 
+def _flops(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2e}"
+
+
+def _cost(w: _Writer, rows: list[dict[str, Any]]) -> None:
+    from .plots import pareto
+
+    w.tables["cost"] = rows
+    w.md += ["## Cost", "",
+             "What each score cost: the method's cell (mean over seeds) plus the shared stages it needs (retrieval "
+             "for the readers of corpus evidence, reranking for PGRA), counted in full. FLOPs: 2 x parameters per "
+             "forward token and 6 x per trained token, from the tokens every model ran and its parameter count "
+             "(attention over the sequence left out; `–`: a model or stage without a record). Dominated: another "
+             "method scores at least as well for at most the cost (by FLOPs; by wall-clock).", "",
+             "| task | method | metric (%) | wall-clock (s) | of which stages | tokens | est. FLOPs | "
+             "dominated (FLOPs) | dominated (time) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        dom = (lambda xs: "–" if xs is None else (", ".join(xs) or "no"))  # noqa: E731
+        tokens = "–" if r["tokens"] is None else f"{r['tokens']:,.0f}"
+        seconds = "–" if r["elapsed_s"] is None else f"{r['elapsed_s']:,.0f}"
+        stages = f"{r['stage_elapsed_s']:,.0f}" if r["stages"] else "–" if r["missing_stages"] else "0"
+        w.md.append(f"| {r['task']} | {r['method']} | {_pct(r['metric'])} | {seconds} | {stages} | {tokens} | "
+                    f"{_flops(r['flops'])} | {dom(r['dominated_by_flops'])} | {dom(r['dominated_by_time'])} |")
+    hardware = {str(r["hardware"]) for r in rows if r.get("hardware")}
+    w.md += ["", f"Hardware: {'; '.join(sorted(hardware)) or 'not recorded'}.", ""]
+    for task in dict.fromkeys(r["task"] for r in rows):
+        sel = [r for r in rows if r["task"] == task]
+        use_flops = all(r["flops"] is not None for r in sel)
+        key, dom_key = ("flops", "dominated_by_flops") if use_flops else ("elapsed_s", "dominated_by_time")
+        points = [(r["method"], r[key], r["metric"], bool(r[dom_key])) for r in sel
+                  if r["metric"] is not None and r[key] is not None]
+        if not points:
+            continue
+        path = pareto(w.runs.out / f"cost_{task}.png", points, f"Score against cost: {task}",
+                      "estimated FLOPs" if use_flops else "wall-clock seconds", f"{w.runs.split} metric (%)")
+        w.figure(path, f"Cost ({task})", f"{w.runs.split} metric against "
+                 f"{'estimated FLOPs' if use_flops else 'wall-clock seconds'} per method on {task} (hollow: "
+                 "dominated by another method).")
+
+
 def analyze(cfg, ctx=None) -> ExperimentRuns:
     """Run the configured analyses of the experiment ``cfg`` (an ``ExperimentConfig``) and write them."""
     from ..distributed import init_distributed
@@ -317,6 +357,10 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
         from .differences import method_differences
 
         results["differences"] = method_differences(runs)
+    if "cost" in chosen:
+        from .costs import cost_table
+
+        results["cost"] = cost_table(runs)
     if "attribution" in chosen:
         from .attribution import attribution
 
@@ -341,7 +385,8 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
     w = _Writer(runs)
     for name, render in (("consistency", _consistency), ("sweep", _sweeps), ("retrievers", _retrievers),
                          ("differences", _differences), ("calibration", _calibration),
-                         ("leakage", _leakage), ("attribution", _attribution)):
+                         ("leakage", _leakage), ("attribution", _attribution),
+                         ("cost", _cost)):
         if tables.get(name):
             render(w, tables[name])
     if "case_study" in tables and (runs.out / "case_study.md").exists():

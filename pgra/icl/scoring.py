@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..cost import meter
 from ..device import resolve_device, resolve_dtype
 from ..errors import InputError
 from ..kv import build_cache, cache_layers
@@ -65,6 +66,11 @@ class LabelScorer:
         self._model = None
         self.stats = ScoreStats()
 
+    def _count(self, tokens: int) -> None:
+        """Tokens the LM ran: this object's stats and the process-wide cost meter."""
+        self.stats.tokens_run += tokens
+        meter.add(self.lm, tokens)
+
     @property
     def model(self):
         if self._model is None:
@@ -107,7 +113,7 @@ class LabelScorer:
         """Sum of log-probabilities of the last ``n_target`` tokens of one whole sequence."""
         t = torch.as_tensor([ids], device=self.device)
         logp, _ = self._forward(n_target + 1, input_ids=t, attention_mask=torch.ones_like(t), use_cache=False)
-        self.stats.tokens_run += len(ids)
+        self._count(len(ids))
         targets = t[0, -n_target:]
         return float(logp[0, :-1].gather(1, targets[:, None]).sum())
 
@@ -157,7 +163,7 @@ class LabelScorer:
         pos = (mask.cumsum(1) - 1).clamp(min=0)
         first, out = self._forward(1, input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                                    position_ids=pos.to(self.device), use_cache=True)
-        self.stats.tokens_run += int(mask.sum())
+        self._count(int(mask.sum()))
         first = first[:, -1]
         pairs = []  # (row in batch, word) whose word has more than one token
         for r, i in enumerate(batch):
@@ -185,7 +191,7 @@ class LabelScorer:
             c_pos = start_pos[:, None] + torch.arange(width)[None, :]
             lp, _ = self._forward(width, input_ids=c_ids.to(self.device), attention_mask=full_mask.to(self.device),
                                   position_ids=c_pos.to(self.device), past_key_values=cache, use_cache=True)
-            self.stats.tokens_run += int(c_mask.sum())
+            self._count(int(c_mask.sum()))
             for q, (r, j) in enumerate(chunk):
                 c = conts[batch[r]][j]
                 targets = torch.as_tensor(c[1:], device=self.device)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ..cost import meter
 from ..progress import progress
 from .data import ReaderFormatter
 
@@ -47,6 +48,7 @@ class EncodedInputs:
             hidden = encoder(input_ids=ids.view(b * p, length).to(device),
                              attention_mask=mask.view(b * p, length).to(device)).last_hidden_state
             hidden = hidden.float().cpu().view(b, p, length, -1)
+            meter.add(getattr(reader, "name_or_path", "reader"), int(mask.sum()), "encoder")
             for i in range(b):
                 used = int(mask[i].sum(-1).max())  # right padding: every passage's tokens lie in [0, used)
                 states.append(hidden[i, :, :used].clone())

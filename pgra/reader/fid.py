@@ -29,6 +29,7 @@ class FiDReader(torch.nn.Module):
         if not getattr(model.config, "is_encoder_decoder", False):
             raise InputError(f"{type(model).__name__} is not an encoder-decoder model", field="model")
         self.model = model
+        self.name_or_path = str(getattr(model.config, "_name_or_path", "") or "reader")  # the cost meter's key
         encoder = model.get_encoder()
         if getattr(encoder, "pooler", None) is not None:
             # FiD never uses a pooled encoder output (BERT encoders of an EncoderDecoderModel get one back on
@@ -135,7 +136,9 @@ class FiDReader(torch.nn.Module):
             warnings.warn(f"{name_or_path}: {len(missing)} weights are not in the checkpoint and start random "
                           f"(e.g. {', '.join(sorted(missing)[:3])}); fine for a new reader, wrong for a trained one",
                           stacklevel=2)
-        return cls(model)
+        reader = cls(model)
+        reader.name_or_path = str(name_or_path)
+        return reader
 
 
 def unexpected_missing(missing_keys) -> list[str]:

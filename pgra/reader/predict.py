@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..artifacts import MANIFEST, read_json, read_manifest
+from ..cost import meter
 from ..errors import InputError
 from ..evaluation.metrics import compute_metric
 from ..tasks import TaskSpec, get_task, task_from_manifest
@@ -61,12 +62,17 @@ def predict_records(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[
                 ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
                 if mode == "scoring":
                     scores = reader.score_targets(ids, mask, targets, target_mask)
+            name = getattr(reader, "name_or_path", "reader")
+            if encoded is None:
+                meter.add(name, int(mask.sum()), "encoder")
             if mode == "scoring":
+                meter.add(name, (end - start) * int(target_mask.sum()), "decoder")
                 probs = torch.softmax(scores.float(), dim=-1).cpu()
                 out.labels += [fmt.task.labels[i] for i in probs.argmax(-1).tolist()]
                 out.probabilities += [dict(zip(fmt.task.labels, row, strict=True)) for row in probs.tolist()]
             else:
                 generated = reader.generate(ids, mask, max_new_tokens=max(len(t) for t in fmt.targets))
+                meter.add(name, generated.numel(), "decoder")
                 out.labels += [fmt.word_of(t) for t in fmt.tok.batch_decode(generated, skip_special_tokens=False)]
                 out.probabilities += [None] * ids.shape[0]
     return out

@@ -40,6 +40,7 @@ from ..artifacts import (
     write_text,
 )
 from ..config import check_config, to_dict
+from ..cost import meter
 from ..errors import IncompleteArtifactError, InputError
 from ..faults import fault_point
 from ..interchange import read_records, write_records
@@ -275,10 +276,13 @@ def train_loop(s: TrainingSetup) -> None:
             # uninterrupted one whatever its model's dropout
             torch.manual_seed(batch_seed(cfg.seed, position))
             with acc.accumulate(s.reader):
+                name = cfg.model
+                meter.add(name, int((batch["labels"] != -100).sum()), "decoder", "trained")
                 if "index" in batch:  # frozen encoder: its stored outputs
                     states, mask = s.encoded_train.batch(batch["index"], acc.device)
                     loss = s.reader(attention_mask=mask, labels=batch["labels"], encoder_states=states).loss
                 else:
+                    meter.add(name, int(batch["attention_mask"].sum()), "encoder", "trained")
                     loss = s.reader(batch["input_ids"], batch["attention_mask"], labels=batch["labels"]).loss
                 acc.backward(loss)
                 if acc.sync_gradients and cfg.max_grad_norm > 0:

@@ -23,6 +23,7 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from ..artifacts import model_fingerprint
+from ..cost import meter
 from ..device import resolve_device, resolve_dtype
 from ..errors import InputError
 from ..kv import SEAM_BACKOFF, build_cache, cache_layers
@@ -111,6 +112,11 @@ class LMEmbedder:
         self._prefix_attention: bool | None = None  # decided on the first batch (_shared_prefix_matches)
         self.stats = EmbedStats()
 
+    def _count(self, tokens: int) -> None:
+        """Tokens the LM ran: this object's stats and the process-wide cost meter."""
+        self.stats.tokens_run += tokens
+        meter.add(self.name_or_path, tokens)
+
     @property
     def model(self):
         """The LM without its output head (hidden states only), loaded on first use."""
@@ -189,7 +195,7 @@ class LMEmbedder:
             kwargs["position_ids"] = (mask.cumsum(1) - 1).clamp(min=0).to(self.device)
         hidden = self._last_hidden(model(**kwargs))
         last = (mask.sum(1) - 1) if padding_side == "right" else torch.full((len(seqs),), width - 1)
-        self.stats.tokens_run += int(mask.sum())
+        self._count(int(mask.sum()))
         return hidden[torch.arange(len(seqs)), last.to(self.device)]
 
     # ------------------------------------------------------------------ public API
@@ -283,7 +289,7 @@ class LMEmbedder:
     def _prefix_cache(self, shared: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         ids = torch.as_tensor([shared], device=self.device)
         out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
-        self.stats.tokens_run += len(shared)
+        self._count(len(shared))
         return cache_layers(out.past_key_values)
 
     def _run_suffixes(self, suffixes: list[list[int]], prefix_kv, split: int) -> torch.Tensor:
@@ -293,7 +299,7 @@ class LMEmbedder:
             self._prefix_attention = self._shared_prefix_matches(suffixes[:4], prefix_kv, split)
         run = self._forward_shared if self._prefix_attention else self._forward_cached
         vec = run(suffixes, prefix_kv, split)
-        self.stats.tokens_run += sum(len(s) for s in suffixes)
+        self._count(sum(len(s) for s in suffixes))
         return vec
 
     def _shared_prefix_matches(self, suffixes: list[list[int]], prefix_kv, split: int) -> bool:

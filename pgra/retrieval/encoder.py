@@ -10,6 +10,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from ..artifacts import model_fingerprint
+from ..cost import meter
 from ..device import resolve_device, resolve_dtype
 from ..errors import InputError
 from ..loading import load_pretrained
@@ -94,6 +95,7 @@ class DenseEncoder:
             if has_types:
                 batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
             pooled = self._pool(self.model(**batch), batch["attention_mask"]).float()
+            meter.add(self.name_or_path, int(mask.sum()))
             if normalize:
                 pooled = torch.nn.functional.normalize(pooled, dim=-1)
             out[idx] = pooled.cpu().numpy()

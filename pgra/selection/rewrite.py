@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..artifacts import iter_jsonl, model_fingerprint
+from ..cost import meter
 from ..errors import InputError
 from ..progress import progress
 
@@ -208,6 +209,7 @@ class SkillRewriter:
         for batch in progress(batches, desc=f"skill rewrites (variant {variant})", unit="batch",
                               disable=not self.show_progress or not batches):
             made = self._generate([prompts[i] for i in batch])
+            meter.add(self.lm, sum(r.prompt_tokens + r.new_tokens for r in made))
             entries = []
             for i, r in zip(batch, made, strict=True):
                 out[i] = r

@@ -1,0 +1,112 @@
+"""Cost-aware comparison: what each method's score cost, and which methods another beats on both.
+
+A method's cost on a task is its cell's (mean over seeds) plus the shared stages it needs, counted in full as
+a user running only that method would pay them: the first-stage retrieval for a reader of corpus evidence,
+and the reranking for PGRA (the index is built once per corpus and left out). Each stage and cell records
+its wall-clock seconds, its hardware and the tokens every model ran (:mod:`pgra.cost`); FLOPs are estimated
+from those tokens and the models' parameter counts. A method is *dominated* when another method of the task
+scores at least as well for at most the cost, better in one of the two.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import read_json
+from ..cost import estimated_flops, merge_work, parameter_counts
+from ..experiment import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
+from ..methods import get_method
+from .inputs import ExperimentRuns
+
+
+def stage_cost(runs: ExperimentRuns, task: str, stage: str) -> dict[str, Any] | None:
+    """The cost record of a task's stage folder, when it belongs to the stage's current build."""
+    folder = runs.experiment.stage_dir(task, stage)
+    path, key = folder / STAGE_COST_FILE, folder / STAGE_KEY_FILE
+    if not (path.exists() and key.exists()):
+        return None
+    record = read_json(path)
+    return record if record.get("stage_key") == key.read_text().strip() else None
+
+
+def stages_needed(method: str) -> list[str]:
+    """The shared stages whose work a method's score depends on."""
+    cls = get_method(method)
+    return (["candidates"] if cls.evidence == "corpus" else []) + (["reranked"] if cls.data == "reranked" else [])
+
+
+class _Params:
+    """Parameter counts per model, read once."""
+
+    def __init__(self) -> None:
+        self.cache: dict[str, dict[str, int] | None] = {}
+
+    def __call__(self, work: list[dict[str, Any]]) -> dict[str, dict[str, int] | None]:
+        for w in work:
+            if w["model"] not in self.cache:
+                self.cache[w["model"]] = parameter_counts(w["model"]) if Path(w["model"]).is_dir() else None
+        return self.cache
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -> dict[str, Any] | None:
+    """One row: the method's score and what it cost (cell mean over seeds plus the stages it needs)."""
+    seeds = runs.finished_seeds(task, method)
+    if not seeds:
+        return None
+    cells = [read_json(runs.cell(task, method, s) / CELL_FILE) for s in seeds]
+    costs = [c.get("cost") for c in cells]
+    recorded = all(c is not None for c in costs)
+    cell_seconds = [float(c.get("elapsed_s", 0.0)) for c in cells]
+    stages = {s: stage_cost(runs, task, s) for s in stages_needed(method)}
+    stage_seconds = sum(float(c["elapsed_s"]) for c in stages.values() if c)
+    cell_flops: list[float | None] = [estimated_flops(c["work"], params(c["work"])) if c else None for c in costs]
+    stage_flops = [estimated_flops(c["work"], params(c["work"])) if c else None for c in stages.values()]
+    known = recorded and all(f is not None for f in cell_flops + stage_flops) and all(stages.values())
+    cell_tokens = [sum(w["tokens"] for w in c["work"]) for c in costs if c]
+    stage_work = merge_work([c["work"] for c in stages.values() if c])
+    values = runs.metric_values(task, method)
+    return {"task": runs.task_name(task), "method": method, "seeds": seeds, "metric": _mean(values),
+            "elapsed_s": _mean(cell_seconds) + stage_seconds if all(stages.values()) else None,
+            "cell_elapsed_s": _mean(cell_seconds),
+            "stage_elapsed_s": stage_seconds, "stages": [s for s, c in stages.items() if c],
+            "missing_stages": [s for s, c in stages.items() if not c],
+            "tokens": (_mean(cell_tokens) or 0) + sum(w["tokens"] for w in stage_work) if recorded else None,
+            "flops": (_mean([f for f in cell_flops if f is not None]) or 0.0) + sum(f or 0.0 for f in stage_flops)
+            if known else None,
+            "work": {"cells": [c["work"] for c in costs if c], "stages": stage_work},
+            "hardware": next((c["hardware"] for c in costs if c), None),
+            "resumed": any(c.get("resumed") for c in costs if c)}
+
+
+def dominated(rows: list[dict[str, Any]], cost_key: str) -> dict[str, list[str]]:
+    """Per method of one task, the methods that score at least as well for at most its cost (``cost_key``),
+    strictly better in one (rows without a score or that cost are neither)."""
+    ok = [r for r in rows if r["metric"] is not None and r.get(cost_key) is not None]
+    out: dict[str, list[str]] = {}
+    for r in ok:
+        out[r["method"]] = [o["method"] for o in ok if o is not r and o["metric"] >= r["metric"]
+                            and o[cost_key] <= r[cost_key] and (o["metric"] > r["metric"] or o[cost_key] < r[cost_key])]
+    return out
+
+
+def cost_table(runs: ExperimentRuns) -> list[dict[str, Any]]:
+    """Every (task, method) row with its cost and the methods that dominate it by FLOPs and by wall-clock."""
+    params = _Params()
+    out = []
+    for task in runs.cfg.tasks:
+        rows = [r for m in runs.cfg.methods if (r := method_cost(runs, task, m, params)) is not None]
+        by_flops, by_time = dominated(rows, "flops"), dominated(rows, "elapsed_s")
+        for r in rows:
+            r["dominated_by_flops"] = by_flops.get(r["method"])
+            r["dominated_by_time"] = by_time.get(r["method"])
+        out += rows
+    return out
+
+
+__all__ = ["cost_table", "dominated", "method_cost", "stage_cost", "stages_needed"]

@@ -1,0 +1,136 @@
+"""What a stage or cell spent: tokens each model ran, the hardware, and FLOPs estimated from parameter counts.
+
+Every model pgra runs adds the tokens it processes to one process-wide :data:`meter`, keyed by the model
+(its name or folder), the part that ran (``all``, or a reader's ``encoder`` / ``decoder``) and the mode
+(``forward``, or ``trained``: forward and backward). A stage or cell reads the meter's difference over its run
+(:func:`metered`), summed over the processes. FLOPs are estimated the usual way (Kaplan et al. 2020): 2 x
+parameters per forward token, 6 x per trained token, embeddings included, attention over the sequence
+length left out; parameters are counted from the model's safetensors headers (no weights are loaded).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import struct
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+MODES = ("forward", "trained")
+FLOPS_PER_TOKEN = {"forward": 2, "trained": 6}
+
+
+class TokenMeter:
+    """Tokens run per (model, part, mode) in this process."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str, str]] = Counter()
+
+    def add(self, model: str, tokens: int, part: str = "all", mode: str = "forward") -> None:
+        if tokens:
+            self.counts[(str(model), part, mode)] += int(tokens)
+
+    def snapshot(self) -> Counter[tuple[str, str, str]]:
+        return Counter(self.counts)
+
+
+meter = TokenMeter()
+
+
+def work_since(before: Counter[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    """The meter's work since ``before`` as ``[{"model", "part", "mode", "tokens"}]`` (sorted)."""
+    diff = meter.counts - before
+    return [{"model": m, "part": p, "mode": mode, "tokens": n} for (m, p, mode), n in sorted(diff.items())]
+
+
+def merge_work(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The work records of several processes (or runs), summed per (model, part, mode)."""
+    total: Counter[tuple[str, str, str]] = Counter()
+    for work in parts:
+        for w in work:
+            total[(w["model"], w["part"], w["mode"])] += int(w["tokens"])
+    return [{"model": m, "part": p, "mode": mode, "tokens": n} for (m, p, mode), n in sorted(total.items())]
+
+
+def hardware() -> dict[str, Any]:
+    """The device the work ran on: accelerator name (or ``cpu``), CPU model, cores and torch threads."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    return {"device": device, "cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+
+
+@contextlib.contextmanager
+def metered(ctx=None) -> Iterator[dict[str, Any]]:
+    """Measure a block: on exit the yielded dict holds ``elapsed_s``, ``hardware`` and ``work`` (the tokens every
+    model ran in it, summed over the processes of ``ctx`` when given; every process must enter it)."""
+    record: dict[str, Any] = {}
+    before, start = meter.snapshot(), time.time()
+    yield record
+    work = work_since(before)
+    if ctx is not None and getattr(ctx, "world_size", 1) > 1:
+        from .distributed import gather_objects
+
+        work = merge_work(gather_objects(ctx, work))
+    record.update(elapsed_s=round(time.time() - start, 1), hardware=hardware(), work=work)
+
+
+def _safetensors_shapes(path: Path) -> dict[str, list[int]]:
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        if n > 100_000_000:
+            raise ValueError(f"{path}: safetensors header of {n} bytes")
+        header = json.loads(f.read(n))
+    return {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
+
+
+def parameter_counts(model: str | Path) -> dict[str, int] | None:
+    """Parameters of a model folder from its safetensors headers: ``all``, and ``encoder`` / ``decoder`` by the
+    weights' name prefixes (shared embeddings and heads count to ``all`` only); None without safetensors."""
+    folder = Path(model)
+    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+    if not files:
+        return None
+    counts: Counter[str] = Counter()
+    for file in files:
+        try:
+            shapes = _safetensors_shapes(file)
+        except (OSError, ValueError):
+            return None
+        for name, shape in shapes.items():
+            n = 1
+            for dim in shape:
+                n *= int(dim)
+            counts["all"] += n
+            for part in ("encoder", "decoder"):
+                if name.startswith(f"{part}."):
+                    counts[part] += n
+    return dict(counts)
+
+
+def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int] | None]) -> float | None:
+    """Sum of ``FLOPS_PER_TOKEN[mode] x parameters(model, part) x tokens`` over ``work``; None when a model's
+    parameters are unknown (``params``: model -> :func:`parameter_counts`)."""
+    total = 0.0
+    for w in work:
+        counts = params.get(w["model"])
+        if counts is None:
+            return None
+        n = counts.get(w["part"]) or counts.get("all", 0)
+        total += FLOPS_PER_TOKEN[w["mode"]] * n * int(w["tokens"])
+    return total
+
+
+__all__ = ["FLOPS_PER_TOKEN", "TokenMeter", "estimated_flops", "hardware", "merge_work", "meter", "metered",
+           "parameter_counts", "work_since"]

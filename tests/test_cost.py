@@ -1,0 +1,71 @@
+"""What stages and cells spend (pgra.cost): the token meter against each model's own counts, parameter
+counts against the loaded models, FLOPs and dominance by hand."""
+
+import pytest
+import torch
+
+from pgra.analysis.costs import dominated
+from pgra.cost import estimated_flops, merge_work, meter, metered, parameter_counts, work_since
+from tests.conftest import SENTENCES
+
+
+def test_parameter_counts_match_the_loaded_models(tiny_t5, tiny_bert):
+    from transformers import AutoModel, AutoModelForSeq2SeqLM
+
+    t5 = AutoModelForSeq2SeqLM.from_pretrained(str(tiny_t5))
+    counts = parameter_counts(tiny_t5)
+    assert counts["all"] == sum(p.numel() for p in t5.parameters())  # tied embeddings once
+    assert counts["encoder"] == sum(p.numel() for n, p in t5.named_parameters() if n.startswith("encoder."))
+    assert counts["decoder"] == sum(p.numel() for n, p in t5.named_parameters() if n.startswith("decoder."))
+    bert = AutoModel.from_pretrained(str(tiny_bert))
+    assert parameter_counts(tiny_bert)["all"] == sum(p.numel() for p in bert.parameters())
+    assert parameter_counts(tiny_t5.parent / "nothing-here") is None
+
+
+def test_flops_and_merging_by_hand():
+    work = [{"model": "a", "part": "all", "mode": "forward", "tokens": 10},
+            {"model": "r", "part": "encoder", "mode": "trained", "tokens": 3},
+            {"model": "r", "part": "decoder", "mode": "forward", "tokens": 5}]
+    params = {"a": {"all": 100}, "r": {"all": 50, "encoder": 20, "decoder": 30}}
+    assert estimated_flops(work, params) == 2 * 100 * 10 + 6 * 20 * 3 + 2 * 30 * 5
+    assert estimated_flops(work, {**params, "a": None}) is None
+    assert merge_work([work[:2], work[:1]])[0] == {"model": "a", "part": "all", "mode": "forward", "tokens": 20}
+
+
+def test_dominance_by_hand():
+    rows = [{"method": "cheap_good", "metric": 0.8, "flops": 1.0}, {"method": "dear_good", "metric": 0.8, "flops": 5.0},
+            {"method": "dear_best", "metric": 0.9, "flops": 9.0}, {"method": "cheap_bad", "metric": 0.5, "flops": 1.0},
+            {"method": "unknown", "metric": 0.99, "flops": None}]
+    d = dominated(rows, "flops")
+    assert d == {"cheap_good": [], "dear_good": ["cheap_good"], "dear_best": [], "cheap_bad": ["cheap_good"]}
+
+
+def test_the_meter_counts_what_each_model_ran(tiny_opt, tiny_bert):
+    from pgra.icl.scoring import LabelScorer
+    from pgra.rerank.embedder import LMEmbedder
+    from pgra.retrieval.encoder import DenseEncoder
+
+    before = meter.snapshot()
+    scorer = LabelScorer(str(tiny_opt), dtype="fp32", max_tokens_per_batch=300, max_batch_size=3)
+    scorer.score([f"{s} It is about" for s in SENTENCES], ["the sky", "a town"])
+    emb = LMEmbedder(str(tiny_opt), dtype="fp32", max_tokens_per_batch=600, max_batch_size=5)
+    emb.embed_full(SENTENCES[:5], batch_size=2)
+    enc = DenseEncoder(str(tiny_bert), pooler="mean", batch_size=3, max_length=16)
+    enc.encode(SENTENCES)
+    lengths = [len(x) for x in enc.tokenizer(SENTENCES, truncation=True, max_length=16)["input_ids"]]
+    assert work_since(before) == [
+        {"model": str(tiny_bert), "part": "all", "mode": "forward", "tokens": sum(lengths)},
+        {"model": str(tiny_opt), "part": "all", "mode": "forward",
+         "tokens": scorer.stats.tokens_run + emb.stats.tokens_run}]
+
+
+def test_metered_block_records_time_hardware_and_work():
+    with metered() as cost:
+        meter.add("m", 7)
+        meter.add("m", 2, "decoder", "trained")
+    assert cost["work"] == [{"model": "m", "part": "all", "mode": "forward", "tokens": 7},
+                            {"model": "m", "part": "decoder", "mode": "trained", "tokens": 2}]
+    assert cost["elapsed_s"] >= 0 and cost["hardware"]["device"] == ("cpu" if not torch.cuda.is_available() else
+                                                                    torch.cuda.get_device_name(0))
+    with pytest.raises(KeyError):
+        estimated_flops([{"model": "m", "part": "all", "mode": "sideways", "tokens": 1}], {"m": {"all": 1}})
