@@ -14,6 +14,10 @@ def run(cfg) -> None:
             g = metrics[when]
             print(f"{when:>6} training: alignment {g['alignment']:.4f}, uniformity {g['uniformity']:.4f} "
                   f"({g['sentences']} held-out sentences, cls_before_pooler)")
+        if "retrieval" in metrics:
+            from ..simcse.quality import format_rows
+
+            print(format_rows(metrics["retrieval"]["before"] + metrics["retrieval"]["after"]))
         print(f"encoder ready: {cfg.out} (index it with --encoder {cfg.out} --pooler cls_before_pooler)")
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from .. import choices
 from ..config import option
+from .quality import RetrievalEvalConfig
 
 
 @dataclass
@@ -33,3 +34,6 @@ class SimCSEConfig:
     mixed_precision: str = option("no", choices=choices.MIXED_PRECISION, help="no, fp16 or bf16")
     seed: int = option(42, help="seed of the MLP head, the held-out split, data order and dropout")
     show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
+    retrieval_eval: RetrievalEvalConfig = option(
+        default_factory=RetrievalEvalConfig,
+        help="retrieval measured before and after training (same-group recall@k, kNN accuracy; pgra eval-encoder)")

@@ -161,7 +161,8 @@ def setup(cfg: SimCSEConfig) -> SimCSESetup:
     sampler = EpochSampler(len(train_pos), cfg.seed)
     train_dl = DataLoader(train_pos, batch_size=cfg.batch_size, sampler=sampler, collate_fn=collate,
                           drop_last=True)
-    resume_key = {**_resume_key(cfg), "corpus": store.fingerprint, "encoder": model_fingerprint(cfg.encoder)}
+    trains = {k: v for k, v in _resume_key(cfg).items() if k != "retrieval_eval"}  # measured after training only
+    resume_key = {**trains, "corpus": store.fingerprint, "encoder": model_fingerprint(cfg.encoder)}
     before = state_dir / "geometry_before.json"
     if acc.is_main_process and not before.exists():
         write_json(before, geometry(model.to(acc.device), collate, heldout, cfg.eval_batch_size, cfg.seed,
@@ -247,6 +248,8 @@ def finish(s: SimCSESetup) -> dict[str, Any]:
         after = geometry(model, s.collate, s.heldout, cfg.eval_batch_size, cfg.seed, acc.device)
         metrics = {"heldout_sentences": len(s.heldout), "pooler": "cls_before_pooler",
                    "before": read_json(s.state_dir / "geometry_before.json"), "after": after}
+        if cfg.retrieval_eval.groups or cfg.retrieval_eval.task:
+            metrics["retrieval"] = retrieval_before_after(cfg.encoder, str(out), cfg.retrieval_eval)
         write_json(out / "metrics.json", metrics)
         history = s.state["history"]
         write_manifest(out, {
@@ -259,6 +262,15 @@ def finish(s: SimCSESetup) -> dict[str, Any]:
             "geometry": {"before": metrics["before"], "after": after}, "config": asdict(cfg)})
     acc.wait_for_everyone()
     return metrics
+
+
+def retrieval_before_after(start: str, trained: str, cfg) -> dict[str, list[dict[str, Any]]]:
+    """Same-group recall@k (and kNN accuracy) of the start and the trained encoder under both inference poolers."""
+    from .quality import measure, read_inputs
+
+    inputs = read_inputs(cfg)
+    return {when: [measure(path, pooler, cfg, inputs) for pooler in ("cls_before_pooler", "mean")]
+            for when, path in (("before", start), ("after", trained))}
 
 
 @locks_output(kind=KIND)
