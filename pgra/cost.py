@@ -5,7 +5,9 @@ Every model pgra runs adds the tokens it processes to one process-wide :data:`me
 (``forward``, or ``trained``: forward and backward). A stage or cell reads the meter's difference over its run
 (:func:`metered`), summed over the processes. FLOPs are estimated the usual way (Kaplan et al. 2020): 2 x
 parameters per forward token, 6 x per trained token, embeddings included, attention over the sequence
-length left out; parameters are counted from the model's safetensors headers (no weights are loaded).
+length left out; parameters are counted from the model's safetensors headers (no weights are loaded). Work
+every process repeats (a frozen encoder's pass over the inputs, dev evaluations) counts once per process: the
+compute spent, which grows with the processes, not the compute the result needs.
 """
 
 from __future__ import annotations

@@ -100,6 +100,10 @@ def test_leave_one_out_variants_and_effects_by_hand():
     assert s["all_evidence_effect"] == pytest.approx((0.4 + 0.1) / 2)
     assert s["by_first_stage_rank"]["1"] == {"sentences": 2, "mean_effect": pytest.approx(0.05)}
     assert s["by_verdict"]["promoted"]["mean_effect"] == 0.3 and s["by_reranker_rank"]["1"]["sentences"] == 2
+    # two seeds of one input: each seed's all-evidence effect counts
+    two = summarise([{**rows[2], "seed": 1}, {**rows[2], "seed": 2, "full": 0.9, "none": 0.5}])
+    assert two["all_evidence_effect"] == pytest.approx((0.1 + 0.4) / 2) and two["input_seed_pairs"] == 2
+    assert two["inputs"] == 1
     assert sample_ids(list("abcdef"), 3, 0) == sample_ids(list("abcdef"), 3, 0)
     assert sample_ids(list("abc"), 0, 0) == list("abc") and len(sample_ids(list("abcdef"), 3, 1)) == 3
 

@@ -45,7 +45,7 @@ def test_planted_duplicate_is_found_read_and_excluded(tmp_path, sky_task, tiny_o
 
     planted = "  " + SKY[7].upper().replace(".", " !!")  # test input s7, changed in case and punctuation
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join([*SENTENCES, planted]) + "\n", encoding="utf-8")
+    corpus.write_text("\n".join([*SENTENCES, planted, SKY[8]]) + "\n", encoding="utf-8")  # + s8 verbatim
     planted_id = str(len(SENTENCES))  # a txt corpus's ids are its line numbers
     cfg = _config(tmp_path, corpus, sky_task, tiny_opt, tiny_t5, methods=["fid"], seeds=[1])
     cfg["index"] = {"corpus": str(corpus), "out": str(tmp_path / "index"), "retriever": "dense",
@@ -59,7 +59,12 @@ def test_planted_duplicate_is_found_read_and_excluded(tmp_path, sky_task, tiny_o
     out = Path(cfg["out"])
     rows = {r["split"]: r for r in json.loads((out / "analysis" / "analysis.json").read_text())["tables"]["leakage"]}
     test = rows["test"]
-    assert test["exact"] == 1 and test["examples"][0]["id"] == "s7" and test["examples"][0]["exact"] == [planted_id]
+    assert test["exact"] == 2
+    examples = {e["id"]: e for e in test["examples"]}
+    assert examples["s7"]["exact"] == [planted_id] and examples["s8"]["exact"] == [str(len(SENTENCES) + 1)]
+    # the verbatim copy is a near duplicate too: the index's own encoder gives it cosine 1
+    assert [n["id"] for n in examples["s8"]["near"]][:1] == [str(len(SENTENCES) + 1)]
+    assert examples["s8"]["near"][0]["cosine"] == pytest.approx(1.0, abs=1e-4)
     assert rows["dev"]["exact"] == 0 and test["excluded"] is None
     # near duplicates: every candidate scored at or above the threshold, recomputed from the candidates file
     cands = _lines(out / "sky" / "candidates" / "test.jsonl")
@@ -68,9 +73,11 @@ def test_planted_duplicate_is_found_read_and_excluded(tmp_path, sky_task, tiny_o
     assert planted_id in ids
     # fid read the planted sentence for s7 (the hand count from its predictions)
     preds = _lines(out / "sky" / "fid" / "seed-1" / "predictions_test.jsonl")
-    flagged = {"s7": {planted_id}}
-    read = sum(bool(flagged.get(x["id"], set()) & set(map(str, x["evidence"]))) for x in preds)
-    assert read == 1 and test["methods"]["fid"] == {"seeds": 1, "pairs": len(preds), "read_duplicate": read}
+    flagged = {r["id"]: {str(c["id"]) for c in r["ctxs"] if c["score"] >= 0.999} for r in cands}
+    flagged["s7"].add(planted_id)
+    flagged["s8"].add(str(len(SENTENCES) + 1))
+    read = sum(bool(flagged[x["id"]] & set(map(str, x["evidence"]))) for x in preds)
+    assert read >= 2 and test["methods"]["fid"] == {"seeds": 1, "pairs": len(preds), "read_duplicate": read}
     assert "## Leakage audit" in (out / "analysis" / "analysis.md").read_text()
 
     # excluding the flagged ids re-runs the first stage (a new stage key) and drops them from every candidate list
@@ -86,6 +93,32 @@ def test_planted_duplicate_is_found_read_and_excluded(tmp_path, sky_task, tiny_o
     assert manifest["excluded"]["ids"] == len(ids) and manifest["excluded"]["removed_from_top_k"]["test"] >= 1
     assert main(["analyze", "--config", str(cfg_file)]) == 0
     again = {r["split"]: r for r in json.loads((out / "analysis" / "analysis.json").read_text())["tables"]["leakage"]}
-    assert again["test"]["exact"] == 1  # still in the corpus ...
+    assert again["test"]["exact"] == 2  # still in the corpus ...
     assert again["test"]["methods"]["fid"]["read_duplicate"] == 0  # ... but no longer read
     assert again["test"]["excluded"]["ids"] == len(ids)
+    # ... and the audit keeps flagging what the candidates no longer show: the exclusion file, its stage key and
+    # the candidates stay as they are on the next run
+    assert sorted((out / "analysis" / "sky" / "leakage_ids.txt").read_text().split()) == sorted(ids)
+    key, stamp = ((out / "sky" / "candidates" / name) for name in (".stage_key", "manifest.json"))
+    before = (key.read_text(), stamp.stat().st_mtime_ns)
+    assert main(["experiment", "--config", str(cfg_file)]) == 0
+    assert (key.read_text(), stamp.stat().st_mtime_ns) == before
+
+
+def test_excluding_more_ids_than_k_equals_filtering_the_full_ranking(candidates, tmp_path, sky_task):
+    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+
+    index = json.loads((candidates / "manifest.json").read_text())["index"]["path"]
+    full = retrieve(RetrieveConfig(task=str(sky_task), index=index, out=str(tmp_path / "full"), k=40,
+                                   show_progress=False))
+    ranked = {r["id"]: [str(c["id"]) for c in r["ctxs"]] for r in _lines(full / "test.jsonl")}
+    first = next(iter(ranked.values()))
+    ids = tmp_path / "ids.txt"  # the first query's top 5 and two others: more than k=3, a short first search
+    ids.write_text("\n".join(first[:5] + first[10:12]) + "\n")
+    excluded = set(first[:5] + first[10:12])
+    out = retrieve(RetrieveConfig(task=str(sky_task), index=index, out=str(tmp_path / "x"), k=3,
+                                  exclude_ids=str(ids), show_progress=False))
+    for r in _lines(out / "test.jsonl"):
+        assert [str(c["id"]) for c in r["ctxs"]] == [i for i in ranked[r["id"]] if i not in excluded][:3]
+    removed = json.loads((out / "manifest.json").read_text())["excluded"]["removed_from_top_k"]["test"]
+    assert removed == sum(len(set(v[:3]) & excluded) for v in ranked.values())

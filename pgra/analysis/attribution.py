@@ -16,6 +16,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from ..errors import InputError
 from ..interchange import read_records
 from .inputs import ExperimentRuns
 
@@ -35,6 +36,9 @@ def effects(record: dict[str, Any], lines: list[dict[str, Any]], d: int) -> dict
     """From the predictions of :func:`leave_one_out`'s variants: the gold probability with all evidence, with
     none, and each sentence's effect (all minus without it)."""
     gold = str(record["label"])
+    if any(not line.get("scores") for line in lines):
+        raise InputError(f"input {record['id']}: the reader printed no label probabilities (predict_mode: generate); "
+                         "the attribution needs predict_mode: scoring", field="reader.predict_mode")
     p = [float(line["scores"].get(gold, 0.0)) / (sum(map(float, line["scores"].values())) or 1.0) for line in lines]
     n = len(record.get("ctxs", [])[:d])
     return {"full": p[0], "none": p[n + 1], "effects": [p[0] - p[1 + i] for i in range(n)]}
@@ -75,7 +79,7 @@ def attribute_cell(runs: ExperimentRuns, task: str, method: str, seed: int, ids:
             rerank_rank = top.index(str(c["id"])) + 1 if str(c["id"]) in top else None
             verdict = (("promoted" if first > d else "kept") if method == "pgra" else
                        ("kept" if rerank_rank is not None else "demoted") if reranked_top else None)
-            rows.append({"input": str(rec["id"]), "evidence": str(c["id"]), "first_stage_rank": first,
+            rows.append({"seed": seed, "input": str(rec["id"]), "evidence": str(c["id"]), "first_stage_rank": first,
                          "reranker_rank": rerank_rank, "verdict": verdict, "effect": e["effects"][i],
                          "full": e["full"], "none": e["none"]})
     return rows
@@ -85,18 +89,19 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean effects by first-stage rank, by reranker rank and by the reranker's verdict; the mean effect of all
     evidence together (full minus none, per input)."""
     by_first, by_rerank, by_verdict = defaultdict(list), defaultdict(list), defaultdict(list)
-    inputs: dict[str, float] = {}
+    inputs: dict[tuple[Any, str], float] = {}  # per (seed, input)
     for r in rows:
         by_first[r["first_stage_rank"]].append(r["effect"])
         if r["reranker_rank"] is not None:
             by_rerank[r["reranker_rank"]].append(r["effect"])
         if r["verdict"]:
             by_verdict[r["verdict"]].append(r["effect"])
-        inputs[r["input"]] = r["full"] - r["none"]
+        inputs[(r.get("seed"), r["input"])] = r["full"] - r["none"]
     def table(groups: dict[Any, list[float]]) -> dict[str, dict[str, Any]]:
         return {str(k): {"sentences": len(v), "mean_effect": _mean(v)} for k, v in sorted(groups.items())}
 
-    return {"sentences": len(rows), "inputs": len(inputs), "mean_effect": _mean([r["effect"] for r in rows]),
+    return {"sentences": len(rows), "inputs": len({i for _, i in inputs}), "input_seed_pairs": len(inputs),
+            "mean_effect": _mean([r["effect"] for r in rows]),
             "all_evidence_effect": _mean(list(inputs.values())), "by_first_stage_rank": table(by_first),
             "by_reranker_rank": table(by_rerank), "by_verdict": table(by_verdict)}
 
@@ -108,7 +113,7 @@ def attribution(runs: ExperimentRuns) -> list[dict[str, Any]]:
     for task in runs.cfg.tasks:
         reranked_top: dict[str, list[str]] = {}
         if runs.experiment.needs_reranking:
-            d = runs.n_passages(task, "pgra") if "pgra" in runs.cfg.methods else None
+            d = runs.settings(task).rerank.top_d  # the reranker's top d: what PGRA reads
             reranked_top = {i: [str(c["id"]) for c in r.get("ctxs", [])[:d]]
                             for i, r in runs.stage_records(task, "reranked").items()}
         ids = sample_ids(list(runs.stage_records(task, "candidates")), cfg.n, cfg.seed)

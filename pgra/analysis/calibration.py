@@ -93,7 +93,8 @@ def method_calibration(runs: ExperimentRuns, task: str, method: str, n_bins: int
     seed_independent = not runs.experiment.method(task, method).depends_on_seed()
     return {"task": runs.task_name(task), "method": method, "seeds": seeds, "scored_seeds": scored,
             "seed_independent": seed_independent,
-            "inputs": len(pooled), "accuracy": statistics.fmean(ok for _, ok, _ in pooled) if pooled else None,
+            "inputs": len(pooled), "accuracy": statistics.fmean(str(x["prediction"]) == str(x["label"]) for s in seeds
+                                                                for x in per_seed[s]) if any(per_seed.values()) else None,
             "confidence": statistics.fmean(c for c, *_ in pooled) if pooled else None,
             "ece": ece_mean, "ece_std": ece_std, "brier": brier_mean, "brier_std": brier_std,
             "n_bins": n_bins, "bins": reliability_bins(pooled, n_bins), "flips": flips}

@@ -46,8 +46,20 @@ class _Params:
     def __call__(self, work: list[dict[str, Any]]) -> dict[str, dict[str, int] | None]:
         for w in work:
             if w["model"] not in self.cache:
-                self.cache[w["model"]] = parameter_counts(w["model"]) if Path(w["model"]).is_dir() else None
+                self.cache[w["model"]] = parameter_counts(local_folder(w["model"]))
         return self.cache
+
+
+def local_folder(model: str) -> str:
+    """A model folder, or the local copy of a hub id in the Hugging Face cache (never downloads)."""
+    if Path(model).is_dir():
+        return model
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(model, local_files_only=True)
+    except Exception:  # not a hub id, or not cached here: no parameter count
+        return model
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -76,7 +88,8 @@ def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -
             "cell_elapsed_s": _mean(cell_seconds),
             "stage_elapsed_s": stage_seconds, "stages": [s for s, c in stages.items() if c],
             "missing_stages": [s for s, c in stages.items() if not c],
-            "tokens": (_mean(cell_tokens) or 0) + sum(w["tokens"] for w in stage_work) if recorded else None,
+            "tokens": (_mean(cell_tokens) or 0) + sum(w["tokens"] for w in stage_work)
+            if recorded and all(stages.values()) else None,
             "flops": (_mean([f for f in cell_flops if f is not None]) or 0.0) + sum(f or 0.0 for f in stage_flops)
             if known else None,
             "work": {"cells": [c["work"] for c in costs if c], "stages": stage_work},

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..artifacts import path_under, write_text
 from ..corpus import CorpusStore
-from ..retrieval.retrieve import read_candidates_manifest
+from ..retrieval.retrieve import read_candidates_manifest, read_excluded_ids
 from .inputs import ExperimentRuns
 
 IDS_FILE = "leakage_ids.txt"
@@ -120,6 +120,9 @@ def audit_task(runs: ExperimentRuns, task: str) -> list[dict[str, Any]]:
                                        default=None) if dense else None,
                      "retriever": index["retriever"], "corpus_size": index.get("corpus_size"),
                      "excluded": manifest.get("excluded"), "methods": methods, "examples": examples})
+    excluded = manifest.get("excluded")
+    if excluded and Path(excluded["file"]).is_file():  # ids the candidates already left out stay flagged (they
+        flagged_all |= read_excluded_ids(excluded["file"])  # are gone from them, so the audit cannot see them again)
     ids_file = path_under(runs.out, runs.task_name(task), IDS_FILE)
     write_text(ids_file, "".join(f"{cid}\n" for cid in sorted(flagged_all)))
     for row in rows:

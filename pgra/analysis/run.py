@@ -296,7 +296,8 @@ def _cost(w: _Writer, rows: list[dict[str, Any]]) -> None:
              "What each score cost: the method's cell (mean over seeds) plus the shared stages it needs (retrieval "
              "for the readers of corpus evidence, reranking for PGRA), counted in full. FLOPs: 2 x parameters per "
              "forward token and 6 x per trained token, from the tokens every model ran and its parameter count "
-             "(attention over the sequence left out; `–`: a model or stage without a record). Dominated: another "
+             "(attention over the sequence left out; `–`: a model or stage without a record; `(resumed)`: a cell resumed "
+             "after a stop records the work after it only). Dominated: another "
              "method scores at least as well for at most the cost (by FLOPs; by wall-clock).", "",
              "| task | method | metric (%) | wall-clock (s) | of which stages | tokens | est. FLOPs | "
              "dominated (FLOPs) | dominated (time) |", "|---|---|---|---|---|---|---|---|---|"]
@@ -305,6 +306,7 @@ def _cost(w: _Writer, rows: list[dict[str, Any]]) -> None:
         tokens = "–" if r["tokens"] is None else f"{r['tokens']:,.0f}"
         seconds = "–" if r["elapsed_s"] is None else f"{r['elapsed_s']:,.0f}"
         stages = f"{r['stage_elapsed_s']:,.0f}" if r["stages"] else "–" if r["missing_stages"] else "0"
+        seconds += " (resumed)" if r.get("resumed") else ""
         w.md.append(f"| {r['task']} | {r['method']} | {_pct(r['metric'])} | {seconds} | {stages} | {tokens} | "
                     f"{_flops(r['flops'])} | {dom(r['dominated_by_flops'])} | {dom(r['dominated_by_time'])} |")
     hardware = {str(r["hardware"]) for r in rows if r.get("hardware")}

@@ -369,12 +369,16 @@ def format_markdown(report: dict[str, Any]) -> str:
 
 def write_report(directory: str | Path, reference: str = "fid", split: str = "test", n_resamples: int = 10000,
                  seed: int = 0) -> Path:
-    """Write ``results.md`` and ``results.json`` into ``directory``; returns the markdown's path."""
+    """Write ``results.md``, ``results.json`` and ``results.html`` (the page to explore the grid in a browser) into
+    ``directory``; returns the markdown's path."""
     directory = Path(directory)
     report = build_report(directory, reference, split, n_resamples, seed)
     write_json(directory / "results.json", report)
     md = directory / "results.md"
     write_text(md, format_markdown(report) + figure_index(directory))
+    from .page import write_page
+
+    write_page(directory, report)
     return md
 
 

@@ -83,7 +83,6 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     counts: dict[str, int] = {}
     excluded = read_excluded_ids(cfg.exclude_ids) if cfg.exclude_ids else set()
     removed: dict[str, int] = {}
-    k = cfg.k + (1 if cfg.exclude_query_text else 0) + len(excluded)  # exact: every excluded id may be a hit
     for split in cfg.splits:
         n = int(cfg.split_sizes.get(split, cfg.max_examples))
         if n < 0:
@@ -97,14 +96,9 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
                        disable=not (cfg.show_progress and ctx.is_main))
         for start in range(0, len(mine), cfg.query_batch_size):
             batch = [examples[i] for i in mine[start:start + cfg.query_batch_size]]
-            hits = index.search_hits([ex.text for ex in batch], k)
-            for ex, ctxs in zip(batch, hits, strict=True):
-                if cfg.exclude_query_text:
-                    ctxs = [c for c in ctxs if c["text"].strip() != ex.text.strip()]
-                if excluded:  # removed: excluded ids that were among the top k
-                    removed[split] += sum(str(c["id"]) in excluded for c in ctxs[: cfg.k])
-                    ctxs = [c for c in ctxs if str(c["id"]) not in excluded]
-                records.append(example_record(ex, ctxs[: cfg.k]))
+            for ex, (ctxs, gone) in zip(batch, _search(index, [ex.text for ex in batch], cfg, excluded), strict=True):
+                removed[split] += gone
+                records.append(example_record(ex, ctxs))
             bar.update(len(batch))
         bar.close()
         write_records(parts / f"{split}.{ctx.rank:05d}.jsonl", records)
@@ -131,6 +125,29 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
                       "ids": len(excluded), "removed_from_top_k": removed} if cfg.exclude_ids else None),
         "files": {f"{split}.jsonl": file_record(out / f"{split}.jsonl") for split in cfg.splits},
     })
+    return out
+
+
+def _search(index: Index, texts: list[str], cfg: RetrieveConfig, excluded: set[str]) -> list[tuple[list, int]]:
+    """Per query: its top ``cfg.k`` candidates without its own text (``exclude_query_text``) and the excluded
+    ids, and how many excluded ids were among its top k. Each query first asks for k plus as many extra hits as
+    there are excluded ids, at most k more; a query left short asks again for every excluded id more."""
+    own = 1 if cfg.exclude_query_text else 0
+    full = cfg.k + own + len(excluded)
+    first = min(full, cfg.k + own + min(len(excluded), cfg.k))
+
+    def clean(text: str, hits: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+        if cfg.exclude_query_text:
+            hits = [c for c in hits if c["text"].strip() != text.strip()]
+        gone = sum(str(c["id"]) in excluded for c in hits[: cfg.k])
+        return [c for c in hits if str(c["id"]) not in excluded][: cfg.k], gone
+
+    hits = index.search_hits(texts, first)
+    out = [clean(t, h) for t, h in zip(texts, hits, strict=True)]
+    short = [i for i, (kept, _) in enumerate(out) if len(kept) < cfg.k and len(hits[i]) == first < full]
+    if short:
+        for i, h in zip(short, index.search_hits([texts[i] for i in short], full), strict=True):
+            out[i] = clean(texts[i], h)
     return out
 
 

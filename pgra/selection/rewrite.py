@@ -161,6 +161,7 @@ class SkillRewriter:
                 if layers else None
             out = model(input_ids=ids.to(device), attention_mask=mask, position_ids=pos, past_key_values=cache,
                         use_cache=True, **self._keep(1))
+            meter.add(self.lm, split + int(tail_mask.sum()))  # what ran: the shared head once, every tail
             next_pos = pos[:, -1] + 1
             made: list[list[int]] = [[] for _ in range(n)]
             done = [False] * n
@@ -175,6 +176,7 @@ class SkillRewriter:
                 mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
                 out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=next_pos[:, None],
                             past_key_values=out.past_key_values, use_cache=True, **self._keep(1))
+                meter.add(self.lm, n)  # one new token per row (finished rows run too)
                 next_pos = next_pos + 1
         return [Rewrite(tok.decode(m, skip_special_tokens=True).split("\n")[0].strip(), len(s), len(m))
                 for s, m in zip(seqs, made, strict=True)]
@@ -209,7 +211,6 @@ class SkillRewriter:
         for batch in progress(batches, desc=f"skill rewrites (variant {variant})", unit="batch",
                               disable=not self.show_progress or not batches):
             made = self._generate([prompts[i] for i in batch])
-            meter.add(self.lm, sum(r.prompt_tokens + r.new_tokens for r in made))
             entries = []
             for i, r in zip(batch, made, strict=True):
                 out[i] = r

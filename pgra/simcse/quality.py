@@ -106,9 +106,9 @@ def knn_accuracy(train: np.ndarray, train_labels: list[str], train_texts: list[s
     correct = 0
     for i, row in enumerate(sims):
         order = np.argsort(-row, kind="stable")
-        voters = [train_labels[j] for j in order[: k + 1] if train_texts[j].strip() != dev_texts[i].strip()][:k]
-        correct += vote(task, voters)[0] == dev_labels[i]
-    return correct / len(dev_labels)
+        voters = [train_labels[j] for j in order if train_texts[j].strip() != dev_texts[i].strip()][:k]
+        correct += bool(voters) and vote(task, voters)[0] == dev_labels[i]
+    return correct / len(dev_labels) if dev_labels else float("nan")
 
 
 @dataclass
@@ -180,6 +180,8 @@ def compare_encoders(cfg: EvalEncoderConfig) -> list[dict[str, Any]]:
     check_config(cfg)
     if not cfg.encoders:
         raise InputError("no encoders given (--encoders)", field="encoders")
+    if not cfg.poolers:
+        raise InputError("no poolers given (--poolers)", field="poolers")
     inputs = read_inputs(cfg.eval)
     rows = [measure(e, p, cfg.eval, inputs, cfg.device) for e in cfg.encoders for p in cfg.poolers]
     if cfg.out:

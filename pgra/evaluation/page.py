@@ -1,0 +1,130 @@
+"""``results.html``: one self-contained page to explore a finished experiment in a browser (no server, no network).
+
+It holds the results and difference tables (sortable, each cell linking to its runs), the analyses' figures
+inline, an input browser (every test input of every task: filters by task, by "methods disagree", by "wrong
+for method X" and by text; for one input every method's prediction with its label probabilities, the evidence
+each reader read with its reranker probability and first-stage rank, the demonstrations and voters with their
+labels) and the experiment's provenance. The data sits in the page as JSON; when it is larger than
+``INLINE_LIMIT`` it goes to ``results_data.js`` beside the page (a script the page loads from disk, which a
+browser allows where it refuses to fetch a JSON file). The page reads its state from the URL's ``#`` part
+(``#task=mr&disagree=1&wrong=fid&q=film&open=test-3``), so a view can be linked, and tested headless.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import read_json, write_text
+from ..interchange import read_records
+from .page_assets import PAGE_TEMPLATE
+
+PAGE = "results.html"
+DATA_SCRIPT = "results_data.js"
+INLINE_LIMIT = 4_000_000  # bytes of JSON kept inside the page
+
+
+def _rel(path: str | Path, directory: Path) -> str:
+    p = Path(path)
+    try:
+        return p.resolve().relative_to(directory.resolve()).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+def _records(folder: Path, name: str, cache: dict[Path, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    path = folder / name
+    if path not in cache:
+        cache[path] = {str(r["id"]): r for r in read_records(path)} if path.exists() else {}
+    return cache[path]
+
+
+def _evidence(line: dict[str, Any], record: dict[str, Any] | None, train: dict[str, dict[str, Any]],
+              texts: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    """The evidence of one prediction as ``[key, score, first-stage rank]`` rows; texts go to ``texts``."""
+    ctxs = {str(c["id"]): (i, c) for i, c in enumerate((record or {}).get("ctxs", []))}
+    rows = []
+    for eid in line.get("evidence", []):
+        eid = str(eid)
+        if eid in ctxs:  # a corpus sentence the reader read
+            i, c = ctxs[eid]
+            key = f"c:{eid}"
+            texts.setdefault(key, {"text": c["text"]})
+            rank = c.get("retrieval_rank", i + 1)
+            rows.append([key, round(float(c["score"]), 4) if c.get("score") is not None else None, rank])
+        elif eid in train:  # a demonstration or a voter
+            key = f"t:{eid}"
+            texts.setdefault(key, {"text": train[eid]["text"], "label": str(train[eid]["label"])})
+            rows.append([key, None, None])
+        else:
+            rows.append([f"?:{eid}", None, None])
+    return rows
+
+
+def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """Everything the page shows, from ``results.json``'s report and the cells' files."""
+    split = report["split"]
+    cache: dict[Path, dict[str, dict[str, Any]]] = {}
+    inputs: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in report["tasks"]}
+    texts: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in report["tasks"]}
+    cells = []
+    for cell in report["cells"]:
+        task, method, seed = cell["task"], cell["method"], cell["seed"]
+        run = Path(cell["path"])
+        if not run.is_absolute() and not run.exists():
+            run = directory / _rel(run, directory)
+        cells.append({"task": task, "method": method, "seed": seed, "path": _rel(run, directory)})
+        data = Path(cell.get("data", {}).get("folder") or "")
+        records = _records(data, f"{split}.jsonl", cache) if data.name else {}
+        train = _records(data, "train.jsonl", cache) if data.name else {}
+        path = run / f"predictions_{split}.jsonl"
+        if not path.exists():
+            continue
+        for line in read_records(path):
+            iid = str(line["id"])
+            entry = inputs[task].setdefault(iid, {"id": iid, "text": line.get("text", ""), "label": str(line["label"]),
+                                                  "p": {}})
+            scores = {k: round(float(v), 4) for k, v in (line.get("scores") or {}).items()}
+            entry["p"].setdefault(method, []).append(
+                [seed, None if line["prediction"] is None else str(line["prediction"]), scores,
+                 _evidence(line, records.get(iid), train, texts[task])])
+    figures = []
+    index = directory / "analysis" / "figures.json"
+    for fig in (read_json(index).get("figures", []) if index.exists() else []):
+        png = directory / "analysis" / fig["file"]
+        if png.exists():
+            figures.append({"title": fig["title"], "caption": fig["caption"],
+                            "src": "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()})
+    first = report["cells"][0] if report["cells"] else {}
+    return {"directory": str(report.get("directory", directory)), "split": split, "reference": report["reference"],
+            "floor": report.get("floor"), "tasks": report["tasks"], "methods": report["methods"],
+            "summary": report["summary"], "significance": report["significance"], "bootstrap": report["bootstrap"],
+            "cells": cells, "figures": figures,
+            "provenance": {"commits": sorted({str(c.get("git_commit")) for c in report["cells"]}),
+                           "versions": first.get("versions", {}), "config": first.get("config", {})},
+            "inputs": {t: list(v.values()) for t, v in inputs.items()}, "texts": texts}
+
+
+def write_page(directory: str | Path, report: dict[str, Any]) -> Path:
+    """Write ``results.html`` (and ``results_data.js`` for a large grid) into ``directory``."""
+    directory = Path(directory)
+    payload = json.dumps(page_data(directory, report), ensure_ascii=False, separators=(",", ":"))
+    payload = payload.replace("</", "<\\/")  # never closes the script element it sits in
+    script = directory / DATA_SCRIPT
+    if len(payload.encode()) > INLINE_LIMIT:
+        write_text(script, "window.PGRA_DATA = " + payload + ";\n")
+        data = f'<script src="{DATA_SCRIPT}"></script>'
+    else:
+        script.unlink(missing_ok=True)
+        data = f"<script>window.PGRA_DATA = {payload};</script>"
+    title = html.escape(f"pgra results: {directory.resolve().name}")
+    head, tail = PAGE_TEMPLATE.split("{{DATA}}")  # the data goes in last: nothing inside it is replaced
+    page = head.replace("{{TITLE}}", title) + data + tail
+    write_text(directory / PAGE, page)
+    return directory / PAGE
+
+
+__all__ = ["DATA_SCRIPT", "INLINE_LIMIT", "PAGE", "page_data", "write_page"]
