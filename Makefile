@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
 
-.PHONY: setup prepare demo test test-transformers4 lint bench clean
+.PHONY: setup prepare demo test test-transformers4 lint bench chromium screenshot clean
 
 # 1. virtual environment; 2. torch first (the CPU wheel; other specs pull CUDA packages)
 $(VENV)/.stamp-venv:
@@ -61,13 +61,23 @@ lint: setup
 	$(BIN)/ruff check pgra tests scripts bench
 
 # The offline demo as a real experiment: index -> retrieve -> rerank -> every method on MR -> results table
-# (runs/demo-experiment/results.md), its analyses (label consistency, where FiD and PGRA differ, a case study:
+# (runs/demo-experiment/results.md and results.html, the page to explore it in a browser), its analyses (label consistency, where FiD and PGRA differ, a case study:
 # runs/demo-experiment/analysis/), then the finished PGRA run labels a new movie-review sentence through all its stages.
 demo: prepare
 	$(BIN)/pgra tasks show mr
 	$(BIN)/pgra experiment --config configs/demo/experiment.yaml
 	$(BIN)/pgra analyze --config configs/demo/experiment.yaml
 	$(BIN)/pgra predict --run runs/demo-experiment/mr/pgra/seed-1 --text "A warm, funny and beautifully acted film that stays with you long after it ends."
+
+# Headless Chromium (Debian's package) for the browser test of results.html (the suite skips it when absent) and
+# the README's screenshot of the demo's page.
+chromium:
+	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
+
+OPEN ?=
+screenshot: chromium
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --virtual-time-budget=5000 --window-size=1400,2400 \
+	  --screenshot=docs/results_page.png "file://$(CURDIR)/runs/demo-experiment/results.html#task=mr&disagree=1&wrong=pgra&open=$(OPEN)"
 
 bench: prepare
 	$(BIN)/python bench/bench_bm25.py

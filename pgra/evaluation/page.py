@@ -98,11 +98,17 @@ def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
         if png.exists():
             figures.append({"title": fig["title"], "caption": fig["caption"],
                             "src": "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()})
+    label_words: dict[str, dict[str, str]] = {}
+    for cell in report["cells"]:  # the task's own words for its labels (MR's 0 / 1: negative / positive)
+        record = directory / _rel(cell["path"], directory) / "cell.json"
+        if cell["task"] not in label_words and record.exists():
+            spec = read_json(record).get("task_spec", {})
+            label_words[cell["task"]] = {str(k): str(v) for k, v in (spec.get("demo_words") or {}).items()}
     first = report["cells"][0] if report["cells"] else {}
     return {"directory": str(report.get("directory", directory)), "split": split, "reference": report["reference"],
             "floor": report.get("floor"), "tasks": report["tasks"], "methods": report["methods"],
             "summary": report["summary"], "significance": report["significance"], "bootstrap": report["bootstrap"],
-            "cells": cells, "figures": figures,
+            "cells": cells, "figures": figures, "label_words": label_words,
             "provenance": {"commits": sorted({str(c.get("git_commit")) for c in report["cells"]}),
                            "versions": first.get("versions", {}), "config": first.get("config", {})},
             "inputs": {t: list(v.values()) for t, v in inputs.items()}, "texts": texts}

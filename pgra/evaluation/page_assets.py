@@ -15,7 +15,11 @@ td.num { text-align: right; white-space: nowrap; } .below { color: #a33; } .sig 
 .controls { display: flex; gap: 1em; flex-wrap: wrap; align-items: center; margin: .5em 0; }
 .ok { color: #176a2c; } .bad { color: #b3261e; } .muted { color: #777; }
 #inputs tr.row { cursor: pointer; } #inputs tr.row:hover { background: #f5f8ff; } #inputs tr.open { background: #e8f0ff; }
-#detail { border: 1px solid #99b; padding: .6em 1em; margin-top: .8em; background: #fafbff; }
+.browser { display: flex; gap: 1em; align-items: flex-start; }
+.browser > .list { flex: 3; min-width: 0; overflow-x: auto; }
+#inputs th { font-size: .8em; } #inputs td:nth-child(2) { min-width: 16em; }
+#detail { flex: 2; border: 1px solid #99b; padding: .6em 1em; background: #fafbff; position: sticky; top: .5em;
+          max-height: 95vh; overflow: auto; }
 .method { margin: .6em 0; } .evidence { margin: .2em 0 .2em 1.2em; font-size: .9em; }
 figure { display: inline-block; margin: .5em 1em .5em 0; max-width: 620px; vertical-align: top; }
 figure img { max-width: 100%; border: 1px solid #ddd; } figcaption { font-size: .85em; color: #555; }
@@ -29,8 +33,6 @@ pre { background: #f6f6f6; padding: .6em; overflow: auto; max-height: 30em; font
 <div id="results"></div>
 <h2>Differences from the reference</h2>
 <div id="differences"></div>
-<h2>Figures</h2>
-<div id="figures"></div>
 <h2>Inputs</h2>
 <div class="controls">
   <label>task <select id="task"></select></label>
@@ -39,9 +41,12 @@ pre { background: #f6f6f6; padding: .6em; overflow: auto; max-height: 30em; font
   <label>text <input type="search" id="q" placeholder="search inputs"></label>
   <span id="count"></span>
 </div>
-<div id="pager"></div>
-<table id="inputs"></table>
-<div id="detail" hidden></div>
+<div class="browser">
+  <div class="list"><div id="pager"></div><table id="inputs"></table></div>
+  <div id="detail" hidden></div>
+</div>
+<h2>Figures</h2>
+<div id="figures"></div>
 <h2>Provenance</h2>
 <div id="provenance"></div>
 {{DATA}}
@@ -52,6 +57,10 @@ const PAGE_SIZE = 50;
 const state = {task: D.tasks[0] || "", disagree: false, wrong: "", q: "", open: "", page: 0};
 const el = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+const named = (task, label) => {
+  const words = (D.label_words || {})[task] || {};
+  return label === null || label === undefined ? "none" : (words[label] && words[label] !== label ? `${label} (${words[label]})` : String(label));
+};
 const pct = (x) => (x === null || x === undefined || Number.isNaN(x)) ? "–" : (100 * x).toFixed(1);
 
 function readHash() {
@@ -187,15 +196,15 @@ function renderDetail() {
   const x = (D.inputs[state.task] || []).find((i) => i.id === state.open);
   if (!x) { box.hidden = true; box.innerHTML = ""; return; }
   const texts = D.texts[state.task] || {};
-  let html = `<h3 id="detail-id">${esc(x.id)}</h3><p id="detail-text">${esc(x.text)}</p><p>gold: <b id="detail-gold">${esc(x.label)}</b></p>`;
+  let html = `<h3 id="detail-id">${esc(x.id)}</h3><p id="detail-text">${esc(x.text)}</p><p>gold: <b id="detail-gold">${esc(named(state.task, x.label))}</b></p>`;
   for (const m of methodsOf(x)) {
     for (const [seed, pred, scores, evidence] of x.p[m].slice().sort((a, b) => a[0] - b[0])) {
       const probs = Object.entries(scores).map(([k, v]) => `${esc(k)}: ${v.toFixed(3)}`).join(", ");
       html += `<div class="method" data-method="${esc(m)}" data-seed="${seed}"><b>${esc(m)}</b> seed ${seed}: ` +
-        `<span class="${pred === x.label ? "ok" : "bad"} prediction">${esc(pred ?? "none")}</span> <span class="muted">(${probs})</span>`;
+        `<span class="${pred === x.label ? "ok" : "bad"} prediction">${esc(named(state.task, pred))}</span> <span class="muted">(${probs})</span>`;
       for (const [key, score, rank] of evidence) {
         const t = texts[key] || {text: key};
-        const kind = key.startsWith("t:") ? `demonstration, label <b>${esc(t.label)}</b>` :
+        const kind = key.startsWith("t:") ? `demonstration, label <b>${esc(named(state.task, t.label))}</b>` :
           `score ${score === null ? "–" : score.toFixed(3)}, first-stage rank ${rank ?? "–"}`;
         html += `<div class="evidence">• ${esc(t.text)} <span class="muted">(${kind})</span></div>`;
       }
