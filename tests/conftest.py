@@ -84,11 +84,15 @@ def tiny_bert_no_pooler(tmp_path_factory) -> Path:
     return _write_tiny_bert(tmp_path_factory.mktemp("tiny-bert-nopool"), with_pooler=False)
 
 
-@pytest.fixture()
-def corpus_txt(tmp_path) -> Path:
-    path = tmp_path / "corpus.txt"
+def write_corpus(directory: Path) -> Path:
+    path = directory / "corpus.txt"
     path.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     return path
+
+
+@pytest.fixture()
+def corpus_txt(tmp_path) -> Path:
+    return write_corpus(tmp_path)
 
 
 def demo_asset(rel: str) -> Path:
@@ -255,8 +259,8 @@ TOWN = ["The king lived in the city.", "The river runs by the town.", "The queen
         "The city has a famous film festival."]
 
 
-@pytest.fixture()
-def sky_task(tmp_path) -> Path:
+def write_sky_task(tmp_path: Path) -> Path:
+    """The sky / town task: its data under ``tmp_path/skydata`` and its YAML spec."""
     rows = [(f"s{i}", t, "sky") for i, t in enumerate(SKY)] + [(f"t{i}", t, "town") for i, t in enumerate(TOWN)]
     train, test = rows[:7] + rows[10:17], rows[7:10] + rows[17:]
     (tmp_path / "skydata").mkdir()
@@ -271,6 +275,11 @@ def sky_task(tmp_path) -> Path:
     path = tmp_path / "sky.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
+
+
+@pytest.fixture()
+def sky_task(tmp_path) -> Path:
+    return write_sky_task(tmp_path)
 
 
 @pytest.fixture()

@@ -11,6 +11,7 @@ import pytest
 from pgra.config import from_dict
 from pgra.evaluation import page as page_mod
 from pgra.experiment import Experiment, ExperimentConfig
+from tests.conftest import write_corpus, write_sky_task
 from tests.test_experiment import _config
 
 MARK = "window.PGRA_DATA = "
@@ -25,12 +26,22 @@ def _data(html: str) -> dict:
     return json.loads(html[start:html.index(";</script>", start)].replace("<\\/", "</"))
 
 
-@pytest.fixture()
-def grid_dir(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5):
-    cfg = _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, methods=["no_retrieval", "fid", "pgra", "knn_vote"],
-                  seeds=[1, 2])
+@pytest.fixture(scope="module")
+def finished_grid(tmp_path_factory, tiny_opt, tiny_t5) -> Path:
+    """One finished grid (no_retrieval, fid, pgra over 2 seeds; knn_vote) shared by this module's tests."""
+    root = tmp_path_factory.mktemp("page-grid")
+    cfg = _config(root, write_corpus(root), write_sky_task(root), tiny_opt, tiny_t5,
+                  methods=["no_retrieval", "fid", "pgra", "knn_vote"], seeds=[1, 2])
     assert not Experiment(from_dict(ExperimentConfig, cfg)).run()
     return Path(cfg["out"])
+
+
+@pytest.fixture()
+def grid_dir(finished_grid, tmp_path) -> Path:
+    """A copy of the finished grid a test may change (cell paths in results.json stay the original's)."""
+    copy = tmp_path / "exp"
+    shutil.copytree(finished_grid, copy)
+    return copy
 
 
 def test_page_holds_every_prediction_with_its_evidence(grid_dir, monkeypatch):

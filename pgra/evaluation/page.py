@@ -35,6 +35,13 @@ def _rel(path: str | Path, directory: Path) -> str:
         return p.as_posix()
 
 
+def _inside(directory: Path, expected: Path, recorded: str | Path) -> Path:
+    """``directory/expected`` when it exists (the experiment's own layout, wherever the folder now is), else the
+    path the report recorded."""
+    own = directory / expected
+    return own if own.exists() else Path(recorded)
+
+
 def _records(folder: Path, name: str, cache: dict[Path, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     path = folder / name
     if path not in cache:
@@ -73,11 +80,10 @@ def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
     cells = []
     for cell in report["cells"]:
         task, method, seed = cell["task"], cell["method"], cell["seed"]
-        run = Path(cell["path"])
-        if not run.is_absolute() and not run.exists():
-            run = directory / _rel(run, directory)
+        run = _inside(directory, Path(task, method, f"seed-{seed}"), cell["path"])  # a moved folder reads its own
         cells.append({"task": task, "method": method, "seed": seed, "path": _rel(run, directory)})
-        data = Path(cell.get("data", {}).get("folder") or "")
+        recorded = cell.get("data", {}).get("folder") or ""
+        data = _inside(directory, Path(task, Path(recorded).name), recorded) if recorded else Path("")
         records = _records(data, f"{split}.jsonl", cache) if data.name else {}
         train = _records(data, "train.jsonl", cache) if data.name else {}
         path = run / f"predictions_{split}.jsonl"
@@ -100,7 +106,7 @@ def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
                             "src": "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()})
     label_words: dict[str, dict[str, str]] = {}
     for cell in report["cells"]:  # the task's own words for its labels (MR's 0 / 1: negative / positive)
-        record = directory / _rel(cell["path"], directory) / "cell.json"
+        record = _inside(directory, Path(cell["task"], cell["method"], f"seed-{cell['seed']}"), cell["path"]) / "cell.json"
         if cell["task"] not in label_words and record.exists():
             spec = read_json(record).get("task_spec", {})
             label_words[cell["task"]] = {str(k): str(v) for k, v in (spec.get("demo_words") or {}).items()}
