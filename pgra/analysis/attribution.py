@@ -17,7 +17,6 @@ from collections import defaultdict
 from typing import Any
 
 from ..errors import InputError
-from ..interchange import read_records
 from .inputs import ExperimentRuns
 
 READERS_WITH_EVIDENCE = ("fid", "pgra")
@@ -61,8 +60,7 @@ def attribute_cell(runs: ExperimentRuns, task: str, method: str, seed: int, ids:
     """Per sampled input and evidence sentence of one cell: its ranks, the reranker's verdict and its effect."""
     m = runs.experiment.method(task, method)
     d = m.n_passages()
-    by_id = {str(r["id"]): r for r in read_records(m.data_dir / f"{runs.split}.jsonl",
-                                                    labels=runs.task_spec(task).labels)}
+    by_id = runs.records(task, m.data_dir)  # read once per folder, shared by every seed and method
     predictor = type(m).load(runs.require_cell(task, method, seed, "the attribution"))
     if hasattr(predictor, "batch_size"):
         predictor.batch_size = runs.cfg.analysis.attribution.batch_size
