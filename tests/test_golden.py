@@ -1,0 +1,128 @@
+"""Refactoring guard: two small grids (BM25 and dense first stage, every method, PGRA with per-query KATE
+demonstrations, then `pgra analyze`) must leave the same stage keys, cell keys, cache keys and artifact contents
+as the code recorded in ``fixtures/golden_grid.json``.
+
+Contents are compared after normalisation that keeps every id, label, order and key but rounds floats to 4
+decimals (other CPUs round the last bits of a float differently) and drops what a machine or a clock decides:
+wall-clock times, library versions, the git commit, absolute paths. A mismatch names the file.
+
+Regenerate the record (only when a change of results is intended, and say so in the commit):
+``PGRA_UPDATE_GOLDEN=1 pytest tests/test_golden.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from pgra.config import from_dict
+from pgra.experiment import Experiment, ExperimentConfig
+
+GOLDEN = Path(__file__).parent / "fixtures" / "golden_grid.json"
+VOLATILE = {"elapsed_s", "versions", "git_commit", "cost", "wall_s", "seconds", "created", "created_at", "time",
+            "host", "hardware", "pid", "started", "timestamp", "elapsed", "lm_fingerprint_time"}
+SKIP_FILES = {"cost.json", "train_log.jsonl", "results.html", "results_data.js", ".pgra-lock", "run.log"}
+SKIP_SUFFIXES = {".png", ".safetensors", ".bin", ".pt", ".npy", ".faiss", ".index", ".lock"}
+
+
+def _normal(value, root: str):
+    if isinstance(value, dict):
+        return {k: _normal(v, root) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_normal(v, root) for v in value]
+    if isinstance(value, float):
+        return round(value, 4) + 0.0
+    if isinstance(value, str):
+        return value.replace(root, "<root>")
+    return value
+
+
+def _digest(path: Path, root: str) -> str:
+    text = path.read_text()
+    if path.suffix == ".json":
+        text = json.dumps(_normal(json.loads(text), root), sort_keys=True)
+    elif path.suffix == ".jsonl":
+        text = "\n".join(json.dumps(_normal(json.loads(x), root), sort_keys=True) for x in text.splitlines())
+    else:
+        text = text.replace(root, "<root>")
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def fingerprint(root: Path) -> dict[str, str]:
+    """Every text artifact under ``root`` (normalised digest) and every cache folder's name (its key)."""
+    out: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_dir():
+            if path.parent.name in ("embeddings", "sel", "cache"):
+                out[rel + "/"] = "dir"
+            continue
+        if path.name in SKIP_FILES or path.suffix in SKIP_SUFFIXES or "/checkpoints/" in f"/{rel}":
+            continue
+        if "/best/" in f"/{rel}" and path.suffix != ".json":
+            continue
+        try:
+            out[rel] = _digest(path, str(root))
+        except UnicodeDecodeError:
+            continue
+    return out
+
+
+def _grid(root: Path, corpus_txt, sky_task, tiny_opt, tiny_t5, tiny_bert, retriever: str) -> dict:
+    skills = root / "skills.jsonl"
+    skills.write_text('{"input": "The sun is bright.", "skill": "Describing light in the sky."}\n'
+                      '{"input": "The town has a market.", "skill": "Describing a place where people live."}\n')
+    demos = {"encoder": str(tiny_bert), "pooler": "mean", "cache_dir": str(root / "sel"),
+             "annotations": str(skills), "max_new_tokens": 6}
+    index = {"corpus": str(corpus_txt), "out": str(root / "index"), "retriever": retriever}
+    if retriever == "dense":
+        index["dense"] = {"encoder": str(tiny_bert), "pooler": "mean", "shard_size": 7}
+    return {
+        "out": str(root / "exp"), "tasks": [str(sky_task)], "seeds": [1], "reference": "fid",
+        "methods": ["no_retrieval", "fid", "pgra", "knn_vote", "linear_probe", "icl_random", "icl_kate",
+                    "icl_skill_knn"],
+        "index": index, "retrieve": {"k": 8},
+        "rerank": {"lm": str(tiny_opt), "top_d": 3, "num_demos": 2, "cache_dir": str(root / "cache"),
+                   "max_tokens_per_batch": 700, "demo_selection": "kate" if retriever == "dense" else "paper",
+                   "demos": demos},
+        "reader": {"model": str(tiny_t5), "n_passages": 3, "max_length": 48, "batch_size": 4, "max_steps": 4,
+                   "eval_every": 2, "eval_batch_size": 8, "learning_rate": 1e-3},
+        "knn_vote": {"k": 3}, "linear_probe": {"encoder": str(tiny_bert)},
+        "icl": {"lm": str(tiny_opt), "num_demos": 2, "demos": demos, "splits": ["test"],
+                "max_tokens_per_batch": 700},
+        "analysis": {"analyses": ["consistency", "differences", "case_study", "calibration", "leakage", "attribution", "cost"],
+                     "attribution": {"n": 3}},
+        "show_progress": False, "report": True,
+    }
+
+
+def _run(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, tiny_bert) -> dict[str, str]:
+    import yaml
+
+    from pgra.cli import main
+
+    record: dict[str, str] = {}
+    for retriever in ("bm25", "dense"):
+        root = tmp_path / retriever
+        root.mkdir()
+        grid = _grid(root, corpus_txt, sky_task, tiny_opt, tiny_t5, tiny_bert, retriever)
+        assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+        path = root / "exp.yaml"
+        path.write_text(yaml.safe_dump(grid))
+        assert main(["analyze", "--config", str(path)]) == 0
+        record.update({f"{retriever}/{k}": v for k, v in fingerprint(root).items()
+                       if not k.startswith(("exp.yaml", "skills.jsonl"))})
+    return record
+
+
+def test_the_grids_leave_the_recorded_keys_and_artifacts(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5,
+                                                          tiny_bert):
+    got = _run(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, tiny_bert)
+    if os.environ.get("PGRA_UPDATE_GOLDEN"):
+        GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    want = json.loads(GOLDEN.read_text())
+    assert sorted(got) == sorted(want), {"new": sorted(set(got) - set(want)), "gone": sorted(set(want) - set(got))}
+    changed = sorted(k for k in want if got[k] != want[k])
+    assert not changed, f"artifacts whose content changed: {changed}"
