@@ -32,7 +32,8 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
            choices: Any = None, suggest: Any = None, flag: str | bool | None = None, short: str | None = None,
            positional: bool = False, append: bool = False, metavar: str | None = None,
            min: float | None = None, max: float | None = None, above: float | None = None,
-           exists: str | None = None, unique: bool = False, io: str | None = None, names: bool = False) -> Any:
+           exists: str | None = None, unique: bool = False, io: str | None = None, names: bool = False,
+           cosmetic: bool = False) -> Any:
     """A config field together with its command-line declaration.
 
     ``choices``: allowed values (a tuple, or a zero-argument callable reading a registry), checked when a
@@ -51,7 +52,9 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     inputs, a field named ``out`` is an output, and an undeclared ``model`` / ``lm`` / ``encoder`` / ``corpus``
     is an input; :func:`check_config` refuses an output that overlaps an input (:func:`pgra.artifacts.check_disjoint`).
     ``names``: a string (or list of strings) that becomes part of a file or folder name (split names:
-    ``<out>/<split>.jsonl``), checked with :func:`pgra.artifacts.safe_name`.
+    ``<out>/<split>.jsonl``), checked with :func:`pgra.artifacts.safe_name`. ``cosmetic``: the field never
+    changes a result (progress bars, the device, a batch size that only trades memory for time, a cache folder):
+    :func:`result_settings` leaves it out, so every key of a stage, cell or checkpoint ignores it.
 
         @dataclass
         class SearchConfig:
@@ -59,12 +62,20 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     """
     meta = {"help": help, "choices": choices, "suggest": suggest, "flag": flag, "short": short,
             "positional": positional, "append": append, "metavar": metavar, "min": min, "max": max,
-            "above": above, "exists": exists, "unique": unique, "io": io, "names": names}
+            "above": above, "exists": exists, "unique": unique, "io": io, "names": names,
+            "cosmetic": cosmetic}
     if io is not None and io not in IO_ROLES:
         raise ValueError(f"io must be one of {IO_ROLES}, not {io!r}")
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def result_settings(cfg: Any, without: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields of config ``cfg`` that define its result, as a dict in field order: all but those declared
+    ``option(cosmetic=True)`` and the names in ``without`` (what the caller keys separately: paths, the seed)."""
+    cosmetic = {f.name for f in dataclasses.fields(cfg) if f.metadata.get("cosmetic")}
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in cosmetic and k not in without}
 
 
 def resolve_values(spec: Any) -> list[Any] | None:

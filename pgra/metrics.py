@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from sklearn.metrics import f1_score, matthews_corrcoef
 
-from ..tasks.spec import METRICS
+from .tasks.spec import METRICS
 
 
 def accuracy(gold: Sequence[str], pred: Sequence[str]) -> float:

@@ -18,8 +18,9 @@ import numpy as np
 
 from .artifacts import MANIFEST, read_json, read_manifest, verify_run
 from .errors import InputError, StaleArtifactError
+from .itself import without_itself
 from .methods import load_run
-from .methods.base import Predictor
+from .predictions import Predictor
 
 
 class _Reranking:
@@ -168,7 +169,7 @@ class Pipeline:
         extra = 1 if self.exclude_query_text else 0
         hits = self.index.search_hits(texts, self.k + extra)
         if self.exclude_query_text:
-            hits = [[c for c in h if c["text"].strip() != t.strip()] for t, h in zip(texts, hits, strict=True)]
+            hits = [without_itself(t, h) for t, h in zip(texts, hits, strict=True)]
         hits = [h[: self.k] for h in hits]
         return self.reranking.rerank(texts, hits) if self.reranking is not None else hits
 

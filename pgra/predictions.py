@@ -1,20 +1,63 @@
-"""Reading and scoring ``predictions_<split>.jsonl`` files (the methods' one predictions schema)."""
+"""The one predictions schema every method writes, the :class:`Predictor` that writes it, and reading and
+scoring ``predictions_<split>.jsonl`` files.
+
+Every prediction is one line of ``predictions_<split>.jsonl``::
+
+    {"id", "text", "label", "prediction", "scores": {label: probability}, "evidence": [ids]}
+
+``evidence`` holds the ids of the evidence sentences (or, for in-context learning, the demonstrations) the
+prediction used, in the order the method used them. Methods that show labelled demonstrations (in-context
+learning, the kNN vote's voters, PGRA's reranker prompt) add ``demo_labels``: their labels, for the report's
+diagnostics.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import iter_jsonl, sha256_file
-from ..errors import InputError
-from ..methods.base import PREDICTION_FIELDS
-from ..tasks import TaskSpec
+from .artifacts import iter_jsonl, sha256_file
+from .errors import InputError
 from .metrics import compute_metric
+from .tasks import TaskSpec
 
 INVALID = "<invalid>"
+PREDICTION_FIELDS = ("id", "text", "label", "prediction", "scores", "evidence")
+
+
+def prediction_line(record: dict[str, Any], prediction: str | None, scores: dict[str, float] | None,
+                    evidence: list[Any]) -> dict[str, Any]:
+    """One predictions-schema line for an interchange ``record`` (gold ``label`` is None when unlabelled)."""
+    return {"id": record["id"], "text": record["text"], "label": record.get("label"), "prediction": prediction,
+            "scores": scores, "evidence": list(evidence)}
+
+
+class Predictor(ABC):
+    """A fitted method, loaded from its run folder."""
+
+    task: TaskSpec
+
+    @abstractmethod
+    def predict(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Predictions-schema lines for interchange ``records`` (with ``ctxs`` where the method reads them)."""
+
+    def default_data(self) -> Path | None:
+        """The folder the run read its inputs from (``pgra evaluate``'s default ``--data``)."""
+        return None
+
+    def cost(self) -> dict[str, Any] | None:
+        """LM work of the predictions made so far (``{"lm_calls", "lm_tokens", ...}``); None when none."""
+        return None
+
+    def evidence_of(self, record: dict[str, Any], line: dict[str, Any]) -> list[dict[str, Any]]:
+        """``{"id", "text", "score"}`` of the evidence ``line`` used, in its order (from the record's ``ctxs``)."""
+        by_id = {str(c["id"]): c for c in record.get("ctxs", [])}
+        return [{"id": by_id[str(i)]["id"], "text": by_id[str(i)]["text"], "score": by_id[str(i)].get("score")}
+                for i in line["evidence"]]
 
 
 def read_predictions(path: str | Path, task: TaskSpec | None = None) -> list[dict[str, Any]]:
@@ -98,7 +141,7 @@ def checked_cell_results(cell: Path, record: dict[str, Any], task: TaskSpec
 
 def checked_cell_metric(cell: Path, split: str, task: TaskSpec) -> float:
     """A finished cell's metric on ``split``, recomputed from its checked predictions (:func:`checked_cell_results`)."""
-    from ..artifacts import read_json
+    from .artifacts import read_json
 
     record = read_json(cell)
     if split not in (record.get("results") or {}):
@@ -106,5 +149,5 @@ def checked_cell_metric(cell: Path, split: str, task: TaskSpec) -> float:
     return checked_cell_results(cell, record, task)[0][split][task.metric]
 
 
-__all__ = ["INVALID", "PREDICTIONS_SHA256", "checked_cell_metric", "checked_cell_results", "inputs_fingerprint", "read_predictions",
+__all__ = ["INVALID", "PREDICTIONS_SHA256", "PREDICTION_FIELDS", "Predictor", "prediction_line", "checked_cell_metric", "checked_cell_results", "inputs_fingerprint", "read_predictions",
            "score_lines", "score_records"]

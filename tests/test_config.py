@@ -63,3 +63,17 @@ def test_numbers_below_their_minimum_are_refused_at_load(tmp_path, capsys):
     with pytest.raises(InputError, match="field 'max_steps': must be at least 1, got 0"):
         check_config(TrainConfig(max_steps=0))
     check_config(RetrieveConfig())  # the defaults are valid
+
+
+def test_cosmetic_fields_are_left_out_of_the_settings_that_define_a_result():
+    """``option(cosmetic=True)`` is read by every key function (stages, cells, checkpoints, selection caches)."""
+    from pgra.config import result_settings
+    from pgra.reader.config import TrainConfig
+    from pgra.selection.base import SelectorSettings, settings_key
+
+    base = result_settings(TrainConfig())
+    assert result_settings(TrainConfig(show_progress=False, log_with="wandb", keep_checkpoints=3)) == base
+    assert result_settings(TrainConfig(learning_rate=0.5)) != base
+    assert "out" in base and "out" not in result_settings(TrainConfig(), without=("out",))
+    assert settings_key(SelectorSettings(cache_dir="elsewhere", batch_size=3)) == settings_key(SelectorSettings())
+    assert settings_key(SelectorSettings(pooler="cls")) != settings_key(SelectorSettings())

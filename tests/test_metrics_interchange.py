@@ -4,8 +4,8 @@ import time
 import pytest
 
 from pgra.errors import InputError, PgraError
-from pgra.evaluation.metrics import compute_metric, mean_std
 from pgra.interchange import example_record, read_records, write_records
+from pgra.metrics import compute_metric, mean_std
 from pgra.tasks import Example
 
 

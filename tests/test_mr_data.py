@@ -21,7 +21,7 @@ import pytest
 
 from pgra.artifacts import sha256_file
 from pgra.demo import mr
-from pgra.demo.prepare import MARKER
+from pgra.demo.assets import MARKER
 from pgra.errors import InputError, PgraError
 from pgra.tasks import get_task, load_task
 

@@ -109,7 +109,7 @@ def test_a_bf16_checkpoint_trains_with_fp32_weights(reranked, tmp_path, tiny_t5)
 
 def _die_after_first_checkpoint(monkeypatch) -> None:
     """Make training raise KeyboardInterrupt right after its first resumable checkpoint is complete."""
-    real = train_mod._checkpoint
+    real = train_mod.save_checkpoint
     calls = {"n": 0}
 
     def dying_checkpoint(*args, **kwargs):
@@ -118,7 +118,7 @@ def _die_after_first_checkpoint(monkeypatch) -> None:
         if calls["n"] == 1:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(train_mod, "_checkpoint", dying_checkpoint)
+    monkeypatch.setattr(train_mod, "save_checkpoint", dying_checkpoint)
 
 
 def test_killed_training_resumes_to_the_same_weights(reranked, tmp_path, tiny_t5, monkeypatch):

@@ -11,8 +11,8 @@ import pytest
 
 from pgra.artifacts import MANIFEST, read_json
 from pgra.cli import main
-from pgra.reader.train import read_checkpoint
 from pgra.retrieval.index import Index
+from pgra.training import read_checkpoint
 
 
 def _build(argv_extra, corpus_txt, out, capsys):

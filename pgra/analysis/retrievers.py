@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..evaluation.metrics import mean_std
+from ..metrics import mean_std
+from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .variants import run_variant, variant_config, variant_metric
+from .writer import Writer, pct
 
 COMPARED = ("fid", "pgra")
 
@@ -59,6 +61,39 @@ def _row(runs: ExperimentRuns, task: str, retriever: str, method: str, values: l
     mean, std = mean_std(values) if values else (float("nan"), 0.0)
     return {"task": runs.task_name(task), "retriever": retriever, "method": method, "mean": mean, "std": std,
             "seeds": len(values), "index": index, "metric": runs.task_spec(task).metric}
+
+
+def render(w: Writer, rows: list[dict[str, Any]]) -> None:
+    from .plots import grouped_bars
+
+    w.tables["retrievers"] = rows
+    w.md += ["## First-stage retrievers", "", "FiD and PGRA over each retriever's candidates (the paper's Figure 6).",
+             "", "| task | retriever | method | metric (%) | seeds |", "|---|---|---|---|---|"]
+    for r in rows:
+        w.md.append(f"| {r['task']} | {r['retriever']} | {r['method']} | {pct(r['mean'])} ± {pct(r['std'])} | "
+                    f"{r['seeds']} |")
+    w.md.append("")
+    retrievers = list(dict.fromkeys(r["retriever"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    avg, err = {}, {}
+    for m in methods:
+        avg[m], err[m] = [], []
+        for name in retrievers:
+            sel = [r for r in rows if r["method"] == m and r["retriever"] == name and r["seeds"]]
+            avg[m].append(sum(r["mean"] for r in sel) / len(sel) if sel else float("nan"))
+            err[m].append(sel[0]["std"] if len(sel) == 1 else 0.0)
+    tasks = sorted({r["task"] for r in rows})
+    scope = tasks[0] if len(tasks) == 1 else f"average over {len(tasks)} tasks"
+    path = grouped_bars(w.runs.out / "retrievers.png", retrievers, avg, f"FiD and PGRA by first-stage retriever ({scope})",
+                        f"{w.runs.split} metric (%)", "first-stage retriever", err)
+    w.figure(path, "Retriever comparison", f"{w.runs.split} metric of FiD and PGRA over each first-stage retriever "
+             f"({scope}; error bars: std over seeds).")
+
+
+register_analysis(Analysis("retrievers", compute=lambda runs, ctx: compare_retrievers(runs, ctx), render=render,
+                           config=dict[str, Any],
+                           help="first-stage retrievers compared with the experiment's: {name: {index settings}} (FiD and PGRA each)",
+                           every_process=True))
 
 
 __all__ = ["compare_retrievers", "retriever_name"]

@@ -11,14 +11,29 @@ cached per query and candidate list, so each k embeds again; the sweep warns.)
 from __future__ import annotations
 
 import warnings
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..artifacts import MANIFEST, read_json
+from ..config import option
 from ..errors import InputError
-from ..evaluation.metrics import mean_std
+from ..metrics import mean_std
+from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .variants import run_variant, variant_config, variant_metric
+from .writer import Writer, pct
+
+
+@dataclass
+class SweepConfig:
+    """PGRA with other k and d (the paper's Figures 4 and 5); the other value stays the experiment's."""
+
+    k: list[int] = option(default_factory=lambda: [16, 50, 100, 150],
+                          help="candidates reranked per input (at most the retrieved k)")
+    d: list[int] = option(default_factory=lambda: [4, 8, 16, 24], help="evidence sentences the reader reads")
+    seeds: list[int] = option(default_factory=list, help="seeds of each point (default: the experiment's)")
 
 
 def sweep_points(ks: list[int], ds: list[int], k0: int, d0: int, k_max: int) -> list[tuple[int, int]]:
@@ -81,6 +96,43 @@ def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
 def _which(k: int, d: int, k0: int, d0: int, cfg) -> list[str]:
     sweeps = cfg.analysis.sweep
     return [name for name, on in (("k", d == d0 and k in sweeps.k), ("d", k == k0 and d in sweeps.d)) if on]
+
+
+def render(w: Writer, rows: list[dict[str, Any]]) -> None:
+    from .plots import lines
+
+    w.tables["sweep"] = rows
+    w.md += ["## k and d sweeps (PGRA)", "",
+             "Each point reranks the first k candidates and reads the top d (the paper's Figures 4 and 5); "
+             "`embedded` counts the texts the reranker's LM embedded for that point (0: all from the cache; "
+             "`experiment` marks a point that is the experiment's own cell).", "",
+             "| task | k | d | metric (%) | seeds | embedded |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        where = "experiment" if r["experiment_cell"] else r["embedded_texts"]
+        w.md.append(f"| {r['task']} | {r['k']} | {r['d']} | {pct(r['mean'])} ± {pct(r['std'])} | {r['seeds']} | "
+                    f"{where} |")
+    w.md += ["", f"Texts embedded by the sweep: {sum(r['embedded_texts'] for r in rows)}.", ""]
+    for axis, fixed in (("k", "d"), ("d", "k")):
+        sel = [r for r in rows if axis in r["sweep"]]
+        if not sel:
+            continue
+        xs, ys, es = defaultdict(list), defaultdict(list), defaultdict(list)
+        for r in sorted(sel, key=lambda r: r[axis]):
+            label = f"{r['task']} ({fixed}={r[fixed]})"
+            xs[label].append(r[axis])
+            ys[label].append(r["mean"])
+            es[label].append(r["std"])
+        metric = sel[0]["metric"]
+        path = lines(w.runs.out / f"sweep_{axis}.png", dict(xs), dict(ys),
+                     f"PGRA against {axis} ({'candidates reranked' if axis == 'k' else 'evidence read'})",
+                     f"{axis} ({'candidates reranked per input' if axis == 'k' else 'evidence sentences per input'})",
+                     f"{w.runs.split} {metric} (%)", dict(es))
+        w.figure(path, f"Sweep over {axis}", f"PGRA's {w.runs.split} {metric} (mean ± std over seeds) against {axis}, "
+                 f"{fixed} fixed at the experiment's value.")
+
+
+register_analysis(Analysis("sweep", compute=lambda runs, ctx: run_sweeps(runs, ctx), render=render,
+                           config=SweepConfig, help='k and d sweeps of PGRA', every_process=True))
 
 
 __all__ = ["run_sweeps", "sweep_points"]

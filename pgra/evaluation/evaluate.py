@@ -11,7 +11,7 @@ from ..artifacts import MANIFEST, read_manifest, verify_run, write_json
 from ..errors import InputError
 from ..interchange import read_records, write_records
 from ..methods import load_run
-from .predictions import score_lines
+from ..predictions import score_lines
 
 DATA_KINDS = ("candidates", "reranked")
 

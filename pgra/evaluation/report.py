@@ -22,10 +22,10 @@ from typing import Any
 
 from ..artifacts import read_json, write_json, write_text
 from ..errors import InputError
-from .metrics import mean_std
-from .predictions import checked_cell_results, inputs_fingerprint
+from ..experiment.layout import CELL_GLOB
+from ..metrics import mean_std
+from ..predictions import checked_cell_results, inputs_fingerprint
 
-CELL_GLOB = "*/*/seed-*/cell.json"
 STILL_IMPROVING = "↑"
 DETERMINISTIC = "(det.)"
 # the floor every trained reader should beat: a logistic regression on frozen sentence embeddings (no retrieval,
@@ -64,7 +64,7 @@ class CellResult:
 def collect_cells(directory: str | Path, split: str = "test") -> list[CellResult]:
     """Every finished cell under ``directory`` with its predictions on ``split``, checked for shared inputs. Each
     cell's results are recomputed from its predictions files, which must be the ones it finished with
-    (:func:`~pgra.evaluation.predictions.checked_cell_results`): an edited or truncated file is refused by name,
+    (:func:`~pgra.predictions.checked_cell_results`): an edited or truncated file is refused by name,
     never reported with the numbers its cell.json recorded."""
     from ..config import from_dict
     from ..tasks import get_task

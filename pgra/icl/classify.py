@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..methods.base import prediction_line
+from ..predictions import prediction_line
 from ..rerank.prompts import build_prompt
 from ..selection import get_selector
 from ..selection.base import SelectorSettings

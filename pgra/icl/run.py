@@ -22,7 +22,7 @@ from ..errors import InputError, StaleArtifactError
 from ..interchange import read_records, write_records
 from ..loading import remote_code_allowed
 from ..lock import locks_output
-from ..methods.base import Predictor
+from ..predictions import Predictor
 from ..selection.base import settings_key, with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
 from .classify import ICLClassifier
@@ -53,7 +53,7 @@ def _classifier(cfg: ICLConfig, task: TaskSpec, data: Path, manifest: dict[str, 
 @locks_output(kind=KIND)
 def run_icl(cfg: ICLConfig) -> dict[str, dict[str, Any]]:
     """Select demonstrations, predict every split in ``cfg.splits`` into ``cfg.out``; returns metrics per split."""
-    from ..evaluation.predictions import score_lines
+    from ..predictions import score_lines
 
     check_config(cfg)
     if not cfg.data or not cfg.out:

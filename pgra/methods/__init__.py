@@ -1,12 +1,13 @@
 """Every compared method behind one interface (:class:`Method`), one file each, in one registry.
 
 ``METHODS`` maps a name to its class; the CLI reads its choices from it. A new method is one file whose class
-is added here. Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
+is added here, or registered with :func:`register_method` (a plug-in, a test). Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
 """
 
 from __future__ import annotations
 
-from .base import PREDICTION_FIELDS, FitResult, Method, MethodInputs, Predictor, prediction_line
+from ..predictions import Predictor
+from .base import FitResult, Method, MethodInputs
 from .fid import FiD
 from .icl import ICL, ICLKate, ICLRandom, ICLSkillKnn
 from .knn_vote import KnnVote, KnnVoteConfig
@@ -19,6 +20,15 @@ METHODS: dict[str, type[Method]] = {
 # manifest kind of a fitted run -> the method class that loads it
 RUN_KINDS: dict[str, type[Method]] = {"reader": FiD, KnnVote.name: KnnVote, LinearProbe.name: LinearProbe,
                                       "icl": ICL}
+
+
+def register_method(cls: type[Method], run_kind: str | None = None) -> type[Method]:
+    """Add a method class to the registry under its ``name`` (and ``run_kind``, the ``kind`` its fitted runs'
+    manifests record, when :func:`load_run` should load them); returns it, so it works as a decorator."""
+    METHODS[cls.name] = cls
+    if run_kind:
+        RUN_KINDS[run_kind] = cls
+    return cls
 
 
 def load_run(run, device: str | None = None, trust_remote_code: bool = False) -> Predictor:
@@ -47,5 +57,5 @@ def get_method(name: str) -> type[Method]:
     return METHODS[name]
 
 
-__all__ = ["METHODS", "PREDICTION_FIELDS", "RUN_KINDS", "FitResult", "KnnVoteConfig", "LinearProbeConfig", "Method", "MethodInputs",
-           "Predictor", "get_method", "load_run", "prediction_line"]
+__all__ = ["METHODS", "RUN_KINDS", "FitResult", "KnnVoteConfig", "LinearProbeConfig", "Method", "MethodInputs",
+           "get_method", "load_run", "register_method"]

@@ -1,15 +1,8 @@
-"""The interface every compared method implements, and the one predictions schema they all write.
+"""The interface every compared method implements.
 
 A method is built from an experiment's settings for one task (:class:`MethodInputs`), ``fit`` trains it into a
-run folder on the task's training data (resumable), and ``load`` gives a :class:`Predictor` of a fitted run
-that predicts any records of the task. Every prediction is one line of ``predictions_<split>.jsonl``::
-
-    {"id", "text", "label", "prediction", "scores": {label: probability}, "evidence": [ids]}
-
-``evidence`` holds the ids of the evidence sentences (or, for in-context learning, the demonstrations) the
-prediction used, in the order the method used them. Methods that show labelled demonstrations (in-context
-learning, the kNN vote's voters, PGRA's reranker prompt) add ``demo_labels``: their labels, for the report's
-diagnostics.
+run folder on the task's training data (resumable), and ``load`` gives a :class:`~pgra.predictions.Predictor` of
+a fitted run that predicts any records of the task, in the one predictions schema (:mod:`pgra.predictions`).
 """
 
 from __future__ import annotations
@@ -17,19 +10,30 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from ..predictions import Predictor
 
 if TYPE_CHECKING:
+    from ..icl.config import ICLConfig
+    from ..reader.config import TrainConfig
+    from ..retrieval.index import IndexConfig
     from ..tasks import TaskSpec
+    from .knn_vote import KnnVoteConfig
+    from .linear_probe import LinearProbeConfig
 
-PREDICTION_FIELDS = ("id", "text", "label", "prediction", "scores", "evidence")
 
+class MethodSettings(Protocol):
+    """What a method reads of a cell's settings: the sections of the experiment config (which has these
+    attributes; a method never imports the experiment layer above it)."""
 
-def prediction_line(record: dict[str, Any], prediction: str | None, scores: dict[str, float] | None,
-                    evidence: list[Any]) -> dict[str, Any]:
-    """One predictions-schema line for an interchange ``record`` (gold ``label`` is None when unlabelled)."""
-    return {"id": record["id"], "text": record["text"], "label": record.get("label"), "prediction": prediction,
-            "scores": scores, "evidence": list(evidence)}
+    index: IndexConfig
+    reader: TrainConfig
+    knn_vote: KnnVoteConfig
+    linear_probe: LinearProbeConfig
+    icl: ICLConfig
+    log_with: str
+    show_progress: bool
 
 
 @dataclass
@@ -39,7 +43,7 @@ class MethodInputs:
     task: TaskSpec
     candidates: Path                 # first-stage candidates of every split (``pgra retrieve``)
     reranked: Path | None            # the reranked candidates (``pgra rerank``); None when not built
-    settings: Any                    # the cell's ExperimentConfig (reader, index, knn_vote ... sections)
+    settings: MethodSettings         # the cell's ExperimentConfig (reader, index, knn_vote ... sections)
 
 
 @dataclass
@@ -51,30 +55,6 @@ class FitResult:
     evaluations: list[dict[str, float]] = field(default_factory=list)  # [{"step", "dev"}] in step order
     predicted_splits: list[str] = field(default_factory=list)  # predictions_<split>.jsonl fit already wrote
     cost: dict[str, Any] | None = None  # LM work: {"lm_calls", "lm_tokens", ...} (None: the method runs no LM)
-
-
-class Predictor(ABC):
-    """A fitted method, loaded from its run folder."""
-
-    task: TaskSpec
-
-    @abstractmethod
-    def predict(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Predictions-schema lines for interchange ``records`` (with ``ctxs`` where the method reads them)."""
-
-    def default_data(self) -> Path | None:
-        """The folder the run read its inputs from (``pgra evaluate``'s default ``--data``)."""
-        return None
-
-    def cost(self) -> dict[str, Any] | None:
-        """LM work of the predictions made so far (``{"lm_calls", "lm_tokens", ...}``); None when none."""
-        return None
-
-    def evidence_of(self, record: dict[str, Any], line: dict[str, Any]) -> list[dict[str, Any]]:
-        """``{"id", "text", "score"}`` of the evidence ``line`` used, in its order (from the record's ``ctxs``)."""
-        by_id = {str(c["id"]): c for c in record.get("ctxs", [])}
-        return [{"id": by_id[str(i)]["id"], "text": by_id[str(i)]["text"], "score": by_id[str(i)].get("score")}
-                for i in line["evidence"]]
 
 
 class Method(ABC):

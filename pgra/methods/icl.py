@@ -11,7 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .base import FitResult, Method, Predictor
+from ..predictions import Predictor
+from .base import FitResult, Method
 
 
 class ICL(Method):

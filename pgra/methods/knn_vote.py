@@ -17,8 +17,10 @@ from ..artifacts import read_json, read_manifest, write_json, write_manifest
 from ..config import option, to_dict
 from ..errors import InputError
 from ..interchange import read_records, write_records
+from ..itself import without_itself
+from ..predictions import Predictor, prediction_line
 from ..tasks import TaskSpec, task_from_manifest
-from .base import FitResult, Method, Predictor, prediction_line
+from .base import FitResult, Method
 
 KIND = "knn_vote"
 
@@ -60,9 +62,7 @@ class KnnVotePredictor(Predictor):
         hits = self.index.search_hits([r["text"] for r in records], min(self.k + 1, len(self.labels)))
         out = []
         for rec, row in zip(records, hits, strict=True):
-            own = rec["text"].strip()
-            ids = [str(h["id"]) for h in row if h["text"].strip() != own]
-            out.append(ids[: self.k])
+            out.append([str(h["id"]) for h in without_itself(rec["text"], row)][: self.k])
         return out
 
     def predict(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:

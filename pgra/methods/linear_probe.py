@@ -22,8 +22,9 @@ from ..artifacts import read_manifest, write_manifest
 from ..config import option, to_dict
 from ..errors import InputError
 from ..interchange import read_records
+from ..predictions import Predictor, prediction_line
 from ..tasks import TaskSpec, task_from_manifest
-from .base import FitResult, Method, Predictor, prediction_line
+from .base import FitResult, Method
 
 KIND = "linear_probe"
 WEIGHTS = "probe.safetensors"
@@ -100,7 +101,7 @@ def fit_probe(task: TaskSpec, train_x: np.ndarray, train_y: list[str], dev_x: np
     """Standardise, fit one regression per C, keep the best on dev (without dev: one fit, at the grid's median C)."""
     from sklearn.linear_model import LogisticRegression
 
-    from ..evaluation.metrics import compute_metric
+    from ..metrics import compute_metric
 
     mean = train_x.mean(axis=0)
     scale = train_x.std(axis=0)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..artifacts import MANIFEST, iter_jsonl, read_json
-from .base import FitResult, Method, Predictor
+from ..config import result_settings
+from ..predictions import Predictor
+from .base import FitResult, Method
 
 # settings of a reader cell that do not change what it learns
-_NOT_DEFINING = ("data", "out", "seed", "show_progress", "log_with", "keep_checkpoints")
+_PER_CELL = ("data", "out", "seed")  # the cell gives these (its data folder, its folder, its seed)
 
 
 class ReaderPredictor(Predictor):
@@ -54,7 +56,7 @@ class ReaderMethod(Method):
                        task="", log_with=s.log_with, show_progress=s.show_progress)
 
     def settings(self) -> dict[str, Any]:
-        reader = {k: v for k, v in asdict(self.inputs.settings.reader).items() if k not in _NOT_DEFINING}
+        reader = result_settings(self.inputs.settings.reader, without=_PER_CELL)
         return {"reader": {**reader, "n_passages": self.n_passages()}, "data": self.data}
 
     def fit(self, out: Path, seed: int) -> FitResult:

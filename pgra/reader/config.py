@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from .. import choices
 from ..config import option
+from ..tracking import TRACKERS
 
 
 @dataclass
@@ -29,7 +30,7 @@ class TrainConfig:
     max_grad_norm: float = option(1.0, min=0, help="gradient clipping; 0 = off")
     eval_every: int = option(500, min=0, help="dev evaluation every N steps; 0 = only at the end")
     save_every: int = option(0, min=0, help="resumable checkpoint every N steps; 0 = at every evaluation")
-    keep_checkpoints: int = option(1, min=1, help="resumable checkpoints kept")
+    keep_checkpoints: int = option(1, cosmetic=True, min=1, help="resumable checkpoints kept")
     early_stopping_patience: int = option(0, min=0, help="evaluations without improvement before stopping; 0 = off")
     eval_batch_size: int = option(16, min=1, help="inputs per evaluation batch")
     max_eval_examples: int = option(0, min=0, help="dev inputs used during training; 0 = all")
@@ -43,7 +44,7 @@ class TrainConfig:
     predict_mode: str = option("scoring", choices=("scoring", "generate"),
                                help="scoring = every label word's likelihood; generate = decode (the paper's)")
     seed: int = option(42, help="seed of initialisation order, data order and dropout")
-    log_with: str = option("none", choices=("none", "tensorboard", "wandb"),
+    log_with: str = option("none", cosmetic=True, choices=TRACKERS,
                            help="tracker (wandb offline unless WANDB_MODE says otherwise)")
     test_split: str = option("test", help="split evaluated with the best checkpoint after dev (empty: none)")
-    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
+    show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")

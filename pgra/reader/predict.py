@@ -18,7 +18,7 @@ import torch
 from ..artifacts import MANIFEST, read_json, read_manifest
 from ..cost import meter
 from ..errors import InputError
-from ..evaluation.metrics import compute_metric
+from ..metrics import compute_metric
 from ..tasks import TaskSpec, get_task, task_from_manifest
 from .data import ReaderFormatter
 from .encoded import EncodedInputs
@@ -87,7 +87,7 @@ def score_predictions(task: TaskSpec, records: list[dict[str, Any]], labels: lis
 def prediction_lines(records: list[dict[str, Any]], preds: Predictions, n_passages: int) -> list[dict[str, Any]]:
     """``predictions_<split>.jsonl`` lines in the methods' schema (id, text, label, prediction, scores, evidence);
     with ``demo_labels`` when the records carry the reranker's demonstrations and the reader read evidence."""
-    from ..methods.base import prediction_line
+    from ..predictions import prediction_line
 
     lines = []
     for rec, label, probs in zip(records, preds.labels, preds.probabilities, strict=True):

@@ -17,36 +17,38 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader
 
 from ..artifacts import (
     MANIFEST,
-    VERIFY_HASH_LIMIT,
-    apply_umask,
     atomic_dir,
-    file_record,
     read_manifest,
     sha256_file,
-    verify_files,
     write_json,
     write_manifest,
     write_text,
 )
 from ..config import check_config, to_dict
 from ..cost import meter
-from ..errors import IncompleteArtifactError, InputError
+from ..errors import InputError
 from ..faults import fault_point
 from ..interchange import read_records, write_records
 from ..lock import locks_output
 from ..progress import progress
 from ..tasks import TaskSpec, check_label_words, task_from_manifest
+from ..training import (
+    EpochSampler,
+    adamw_with_schedule,
+    resume_settings,
+    resume_state,
+    save_checkpoint,
+)
 from .config import TrainConfig
 from .data import ReaderFormatter
 from .encoded import EncodedInputs
@@ -54,22 +56,6 @@ from .fid import FiDReader, load_tokenizer
 from .predict import Predictions, predict_records, prediction_lines, score_predictions
 
 DATA_KINDS = ("reranked", "candidates")  # `pgra rerank` or `pgra retrieve` folders
-
-
-class EpochSampler(Sampler[int]):
-    """A seeded permutation per epoch (the same on every process; accelerate shards the batches)."""
-
-    def __init__(self, n: int, seed: int) -> None:
-        self.n, self.seed, self.epoch = n, seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __iter__(self):
-        return iter(np.random.default_rng([self.seed, self.epoch]).permutation(self.n).tolist())
-
-    def __len__(self) -> int:
-        return self.n
 
 
 def batch_seed(seed: int, position: int) -> int:
@@ -147,18 +133,6 @@ def _accelerator(cfg: TrainConfig, use_deepspeed: bool):
                        dataloader_config=DataLoaderConfiguration(split_batches=True))
 
 
-def _optimizer(reader: FiDReader, cfg: TrainConfig):
-    """AdamW without weight decay on biases and layer norms, and the linear schedule."""
-    from transformers import get_linear_schedule_with_warmup
-
-    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
-    trained = [(n, p) for n, p in reader.named_parameters() if p.requires_grad]  # not a frozen encoder
-    groups = [{"params": [p for n, p in trained if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
-              {"params": [p for n, p in trained if any(k in n for k in no_decay)], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate)
-    return optimizer, get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
-
-
 def _check_test_split(data_dir: Path, split: str) -> None:
     """The split evaluated after training must be in the data folder (empty: no test evaluation)."""
     if split and not (data_dir / f"{split}.jsonl").is_file():
@@ -211,7 +185,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     if len(train_dl) == 0:
         raise InputError(f"{len(train_records)} training examples, fewer than one batch of {cfg.batch_size}",
                          field="batch_size")
-    optimizer, scheduler = _optimizer(reader, cfg)
+    optimizer, scheduler = adamw_with_schedule(reader, cfg)
     reader, optimizer, train_dl, scheduler = acc.prepare(reader, optimizer, train_dl, scheduler)
     encoded_train = encoded_dev = None
     if cfg.freeze_encoder:  # every process encodes every input once (in a fixed order: a resumed run agrees)
@@ -220,7 +194,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
         encoded_train = EncodedInputs.compute(inner, fmt, train_records, cfg.eval_batch_size, show, "encoding train")
         if cfg.eval_every and cfg.predict_mode == "scoring":  # only dev evaluations during training read them
             encoded_dev = EncodedInputs.compute(inner, fmt, dev_records, cfg.eval_batch_size, show, "encoding dev")
-    resume_key = {**_resume_key(cfg), "data_sha256": {s: sha256_file(data_dir / f"{s}.jsonl")
+    resume_key = {**resume_settings(cfg), "data_sha256": {s: sha256_file(data_dir / f"{s}.jsonl")
                                                        for s in ("train", "dev")}}
     state = {"step": 0, "best_metric": -math.inf, "best_step": 0, "evals_without_improvement": 0, "history": []}
     state = resume_state(acc, out, resume_key) or state
@@ -308,7 +282,7 @@ def train_loop(s: TrainingSetup) -> None:
             if cfg.log_with != "none":
                 acc.log(record, step=step)
             if step % save_every == 0 or step >= cfg.max_steps or stop:
-                _checkpoint(acc, s.out, state, cfg, s.resume_key)
+                save_checkpoint(acc, s.out, state, cfg.keep_checkpoints, s.resume_key)
             if step >= cfg.max_steps or stop:
                 break
     bar.close()
@@ -353,60 +327,6 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     return results
 
 
-def _step(ckpt: Path) -> int:
-    return int(ckpt.name.split("_")[1])
-
-
-def _checkpoints(out: Path) -> list[Path]:
-    """Checkpoint folders (complete or not), oldest first."""
-    return sorted((out / "checkpoints").glob("step_*"), key=_step)
-
-
-def _complete_checkpoints(out: Path) -> list[Path]:
-    """Checkpoints whose marker (``trainer_state.json``) was written, oldest first."""
-    return [c for c in _checkpoints(out) if (c / "trainer_state.json").exists()]
-
-
-def read_checkpoint(ckpt: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """A complete checkpoint's marker (``trainer_state.json``) and what is wrong with the checkpoint: an unreadable
-    marker, or a file whose size (or, up to 256 MiB, checksum) differs from what the marker recorded. The
-    marker is None when unreadable; the damage is None when the checkpoint is whole."""
-    try:
-        saved = json.loads((ckpt / "trainer_state.json").read_text(encoding="utf-8"))
-        records = saved.get("files", {})
-        int(saved["state"]["step"])  # a marker without its step is unreadable too
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        return None, f"its trainer_state.json is unreadable ({type(e).__name__})"
-    try:
-        verify_files(ckpt, records)
-    except IncompleteArtifactError as e:
-        return saved, str(e).replace(f"{ckpt}/", "")
-    return saved, None
-
-
-def resume_state(acc, out: Path, resume_key: dict[str, Any]) -> dict[str, Any] | None:
-    """Load the latest whole checkpoint under ``out/checkpoints`` into ``acc``'s objects and return its trainer
-    state (None when there is none). A damaged one is skipped for the one before it, saying so; one written
-    with another ``resume_key`` is refused."""
-    for ckpt in reversed(_complete_checkpoints(out)):
-        saved, damage = read_checkpoint(ckpt)
-        if damage:
-            acc.print(f"{ckpt}: {damage}; skipping this damaged checkpoint")
-            continue
-        if saved.get("config") != resume_key:
-            raise InputError(f"{ckpt} was written with another config or other data; use another --out or "
-                             "delete it", field="out")
-        acc.load_state(str(ckpt))
-        acc.print(f"resuming from {ckpt} (step {saved['state']['step']})")
-        return saved["state"]
-    return None
-
-
-def _resume_key(cfg: TrainConfig) -> dict[str, Any]:
-    """The settings a checkpoint must share to be resumed (everything but logging and progress)."""
-    return {k: v for k, v in asdict(cfg).items() if k not in ("show_progress", "log_with", "keep_checkpoints")}
-
-
 def _save_model(acc, reader, tokenizer, directory: Path, cfg: TrainConfig, task: TaskSpec, step: int) -> None:
     """Save the reader as a plain ``save_pretrained`` folder; every process calls this (ZeRO-3 gathers)."""
     state_dict = acc.get_state_dict(reader)
@@ -417,26 +337,4 @@ def _save_model(acc, reader, tokenizer, directory: Path, cfg: TrainConfig, task:
                 tmp, tokenizer, {"task": task.name, "task_spec": to_dict(task), "n_passages": cfg.n_passages,
                                  "input_format": cfg.input_format, "max_length": cfg.max_length, "step": step},
                 state_dict=inner)
-    acc.wait_for_everyone()
-
-
-def _checkpoint(acc, out: Path, state: dict[str, Any], cfg: TrainConfig, resume_key: dict[str, Any]) -> None:
-    directory = out / "checkpoints" / f"step_{state['step']}"
-    if acc.is_main_process and directory.exists():  # a damaged one from a run that was not resumed from it
-        shutil.rmtree(directory)
-    acc.wait_for_everyone()
-    acc.save_state(str(directory), safe_serialization=True)
-    acc.wait_for_everyone()  # every rank's files are written before the marker records them
-    if acc.is_main_process:
-        apply_umask(directory)  # accelerate writes 0600 files: the run folder follows the user's umask
-    fault_point("train.checkpoint")  # tests: killed with the state saved, before the marker that completes it
-    if acc.is_main_process:
-        files = {str(p.relative_to(directory)): file_record(p, hash_limit=VERIFY_HASH_LIMIT)
-                 for p in sorted(directory.rglob("*")) if p.is_file()}
-        write_json(directory / "trainer_state.json", {"state": state, "config": resume_key, "files": files})
-        ckpts = _checkpoints(out)
-        # one past this step was skipped as damaged when this run resumed: it must not outlive this one
-        later = [c for c in ckpts if _step(c) > state["step"]]
-        for old in later + [c for c in ckpts if c not in later][: -cfg.keep_checkpoints]:
-            shutil.rmtree(old, ignore_errors=True)
     acc.wait_for_everyone()

@@ -29,6 +29,7 @@ from ..distributed import DistContext, init_distributed
 from ..errors import InputError
 from ..faults import fault_point
 from ..interchange import example_record, read_records, write_records
+from ..itself import without_itself
 from ..lock import locks_output
 from ..progress import progress
 from ..tasks import get_task, load_task, task_paths
@@ -57,9 +58,9 @@ class RetrieveConfig:
     subsample: str = option("first", choices=("first", "random"),
                             help="which N inputs: the first N, or N drawn at random (seeded; file order kept)")
     subsample_seed: int = option(13, help="seed of the random subsample")
-    device: str = option("auto", help="auto, cpu, cuda ...")
+    device: str = option("auto", cosmetic=True, help="auto, cpu, cuda ...")
     trust_remote_code: bool = option(False, help="let the index's encoder run its own code (its manifest never can)")
-    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
+    show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")
 
 
 @locks_output(kind=CANDIDATES_KIND)
@@ -138,7 +139,7 @@ def _search(index: Index, texts: list[str], cfg: RetrieveConfig, excluded: set[s
 
     def clean(text: str, hits: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
         if cfg.exclude_query_text:
-            hits = [c for c in hits if c["text"].strip() != text.strip()]
+            hits = without_itself(text, hits)
         gone = sum(str(c["id"]) in excluded for c in hits[: cfg.k])
         return [c for c in hits if str(c["id"]) not in excluded][: cfg.k], gone
 

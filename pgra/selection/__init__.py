@@ -26,6 +26,13 @@ STRATEGIES: dict[str, type[Selector]] = {
     c.name: c for c in (PaperSelector, CodeOrderSelector, RandomSelector, KateSelector, SkillKnnSelector)}
 
 
+def register_selector(cls: type[Selector]) -> type[Selector]:
+    """Add a strategy class to the registry under its ``name`` (the ``demo_selection`` / ``icl.selection`` value
+    that picks it); returns it, so it works as a decorator."""
+    STRATEGIES[cls.name] = cls
+    return cls
+
+
 def get_selector(name: str, num_demos: int = 8, seed: int = 13, settings: SelectorSettings | None = None,
                  lm: str = "", device: str | None = None, show_progress: bool = False,
                  dtype: str | None = None) -> Selector:
@@ -41,5 +48,5 @@ def get_selector(name: str, num_demos: int = 8, seed: int = 13, settings: Select
 
 
 __all__ = ["STRATEGIES", "CodeOrderSelector", "GlobalSelector", "KateSelector", "PaperSelector", "RandomSelector",
-           "SelectionCost", "Selector", "SelectorSettings", "SkillKnnSelector", "get_selector", "same_input",
+           "SelectionCost", "Selector", "SelectorSettings", "SkillKnnSelector", "get_selector", "register_selector", "same_input",
            "settings_key", "with_index_encoder"]

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from .. import choices
 from ..config import option
 from ..errors import InputError
+from ..itself import same_text
 from ..tasks.loaders import Example
 from ..tasks.spec import TaskSpec
 
@@ -49,8 +50,8 @@ class SelectorSettings:
                                "(consistency: cosine of mean embeddings; distinctiveness: max cosine over pairs)")
     rewrites: int = option(5, min=1, help="skill_knn: rewrites per input for the two variants (m)")
     max_new_tokens: int = option(32, min=1, help="skill_knn: longest rewrite in tokens")
-    batch_size: int = option(16, min=1, help="skill_knn: inputs per generation batch")
-    cache_dir: str = option("cache/selection", io="store", help="encoded training sets and rewrites, kept across runs")
+    batch_size: int = option(16, cosmetic=True, min=1, help="skill_knn: inputs per generation batch")
+    cache_dir: str = option("cache/selection", cosmetic=True, io="store", help="encoded training sets and rewrites, kept across runs")
 
 
 @dataclass
@@ -65,9 +66,8 @@ class SelectionCost:
 
 
 def same_input(query: Example, candidate: Example) -> bool:
-    """The never-itself rule: the same text (stripped). Ids are not compared: datasets number each split from 0
-    (GLUE's ``idx``), so a dev input may share its id with an unrelated training input."""
-    return query.text.strip() == candidate.text.strip()
+    """The never-itself rule (:mod:`pgra.itself`) for two examples."""
+    return same_text(query.text, candidate.text)
 
 
 class Selector(ABC):
@@ -161,12 +161,12 @@ def order_by_similarity(ranked: list[int], reverse: bool) -> list[int]:
 def settings_key(settings: SelectorSettings) -> dict[str, Any]:
     """What in ``settings`` defines a selection (no cache folder or batch size), with the annotation file's
     content hash: for the cache keys of the runs that use it."""
-    from dataclasses import asdict
     from pathlib import Path
 
     from ..artifacts import sha256_file
+    from ..config import result_settings
 
-    key = {k: v for k, v in asdict(settings).items() if k not in ("cache_dir", "batch_size")}
+    key = result_settings(settings)
     if settings.annotations and Path(settings.annotations).is_file():
         key["annotations_sha256"] = sha256_file(settings.annotations)
     return key

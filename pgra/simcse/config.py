@@ -30,10 +30,10 @@ class SimCSEConfig:
     heldout: int = option(1000, min=2, help="corpus sentences held out for alignment / uniformity")
     eval_batch_size: int = option(128, min=1, help="sentences per evaluation batch")
     save_every: int = option(0, min=0, help="resumable checkpoint every N steps; 0 = only at the end")
-    keep_checkpoints: int = option(1, min=1, help="resumable checkpoints kept")
+    keep_checkpoints: int = option(1, cosmetic=True, min=1, help="resumable checkpoints kept")
     mixed_precision: str = option("no", choices=choices.MIXED_PRECISION, help="no, fp16 or bf16")
     seed: int = option(42, help="seed of the MLP head, the held-out split, data order and dropout")
-    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
+    show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")
     retrieval_eval: RetrievalEvalConfig = option(
         default_factory=RetrievalEvalConfig,
         help="retrieval measured before and after training (same-group recall@k, kNN accuracy; pgra eval-encoder)")

@@ -43,8 +43,8 @@ from ..faults import fault_point
 from ..loading import load_pretrained
 from ..lock import locks_output
 from ..progress import progress
-from ..reader.train import EpochSampler, _checkpoint, _optimizer, _resume_key, resume_state
 from ..tokens import pad_sequences
+from ..training import EpochSampler, adamw_with_schedule, resume_settings, resume_state, save_checkpoint
 from .config import SimCSEConfig
 from .geometry import alignment, uniformity
 from .model import SimCSEModel, contrastive_loss, gather_with_grad
@@ -161,13 +161,13 @@ def setup(cfg: SimCSEConfig) -> SimCSESetup:
     sampler = EpochSampler(len(train_pos), cfg.seed)
     train_dl = DataLoader(train_pos, batch_size=cfg.batch_size, sampler=sampler, collate_fn=collate,
                           drop_last=True)
-    trains = {k: v for k, v in _resume_key(cfg).items() if k != "retrieval_eval"}  # measured after training only
+    trains = {k: v for k, v in resume_settings(cfg).items() if k != "retrieval_eval"}  # measured after training only
     resume_key = {**trains, "corpus": store.fingerprint, "encoder": model_fingerprint(cfg.encoder)}
     before = state_dir / "geometry_before.json"
     if acc.is_main_process and not before.exists():
         write_json(before, geometry(model.to(acc.device), collate, heldout, cfg.eval_batch_size, cfg.seed,
                                     acc.device))
-    optimizer, scheduler = _optimizer(model, cfg)
+    optimizer, scheduler = adamw_with_schedule(model, cfg)
     model, optimizer, train_dl, scheduler = acc.prepare(model, optimizer, train_dl, scheduler)
     state: dict[str, Any] = {"step": 0, "history": []}
     state = resume_state(acc, state_dir, resume_key) or state
@@ -220,7 +220,7 @@ def train_loop(s: SimCSESetup, stop_after: int = 0) -> None:
                     f.write(json.dumps(record) + "\n")
             fault_point("simcse.step")
             if step % save_every == 0 or step >= end:
-                _checkpoint(acc, s.state_dir, state, cfg, s.resume_key)
+                save_checkpoint(acc, s.state_dir, state, cfg.keep_checkpoints, s.resume_key)
             if step >= end:
                 break
     bar.close()

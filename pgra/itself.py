@@ -1,0 +1,20 @@
+"""The never-itself rule, in one place: a query never gets its own text back as evidence, a demonstration or a
+voter. Texts are compared stripped; ids are not compared, because datasets number each split from 0 (GLUE's
+``idx``), so a dev input may share its id with an unrelated training input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def same_text(query: str, candidate: str) -> bool:
+    """Whether ``candidate`` is the query itself (the same text, stripped)."""
+    return query.strip() == candidate.strip()
+
+
+def without_itself(query: str, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``hits`` (each with a ``text``) without those that are the query itself, in their order."""
+    return [h for h in hits if not same_text(query, h["text"])]
+
+
+__all__ = ["same_text", "without_itself"]
