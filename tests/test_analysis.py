@@ -12,6 +12,7 @@ from pgra.analysis.calibration import (
     seed_flips,
 )
 from pgra.analysis.case_study import choose_inputs
+from pgra.analysis.config import analyze_config
 from pgra.analysis.consistency import consistency_share
 from pgra.analysis.differences import overlap_at_d, overlap_table, rank_shift
 from pgra.analysis.sweep import sweep_points
@@ -391,7 +392,7 @@ def test_paper_analysis_section_builds_its_variants(tmp_path):
     from pgra.config import load_config
 
     root = Path(__file__).resolve().parents[1]
-    cfg = load_config(ExperimentConfig, root / "configs" / "paper" / "experiment_table2.yaml")
+    cfg = load_config(analyze_config(), root / "configs" / "paper" / "experiment_table2.yaml")
     assert cfg.analysis.sweep.k == [16, 50, 100, 150] and len(cfg.analysis.consistency.rerank_lms) == 4
     for name, spec in cfg.analysis.retrievers.items():
         v = variant_config(cfg, tmp_path / name, ["fid", "pgra"], cfg.seeds, index=spec)
@@ -402,7 +403,7 @@ def test_paper_analysis_section_builds_its_variants(tmp_path):
 
     s = cell_settings(v, "sst2", "pgra")
     assert (s.rerank.k, s.rerank.top_d, s.reader.n_passages, s.reader.learning_rate) == (16, 8, 8, 8.0e-5)
-    demo = load_config(ExperimentConfig, root / "configs" / "demo" / "analysis_retrievers.yaml")
+    demo = load_config(analyze_config(), root / "configs" / "demo" / "analysis_retrievers.yaml")
     assert demo.analysis.analyses == ["retrievers"] and demo.out == "runs/demo-experiment"
     simcse = variant_config(demo, tmp_path / "simcse", ["fid", "pgra"], [1], index=demo.analysis.retrievers["simcse"])
     assert simcse.index.dense.pooler == "cls_before_pooler" and simcse.index.out == "indexes/demo-simcse"

@@ -1,9 +1,10 @@
-"""The paper's analyses of an experiment (``pgra analyze``): label consistency, k and d sweeps, retrievers,
-where FiD and PGRA differ, and a case study, as tables and PNG figures next to ``results.md``."""
+"""The analyses of an experiment (``pgra analyze``): label consistency, k and d sweeps, retrievers, where FiD and
+PGRA differ, calibration, leakage, attribution, cost and a case study, as tables and PNG figures next to
+``results.md``. One file per analysis, each registered (:mod:`pgra.analysis.base`)."""
 
-from .config import ANALYSES, AnalysisConfig
+from .base import ANALYSES, Analysis, register_analysis
 
-__all__ = ["ANALYSES", "AnalysisConfig", "analyze"]
+__all__ = ["ANALYSES", "Analysis", "analyze", "register_analysis"]
 
 
 def __getattr__(name: str):

@@ -14,10 +14,24 @@ from __future__ import annotations
 import random
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
+from ..config import option
 from ..errors import InputError
+from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .writer import Writer, signed
+
+
+@dataclass
+class AttributionConfig:
+    """Leave-one-out effects of each evidence sentence on the gold label's probability (fid and pgra cells)."""
+
+    n: int = option(200, min=0, help="inputs drawn (seeded) from the analysed split; 0 = all")
+    seed: int = option(0, help="seed of the draw (the same inputs for every method and seed)")
+    batch_size: int = option(64, min=1, help="reader inputs per batch (each input runs d + 2 times)")
+
 
 READERS_WITH_EVIDENCE = ("fid", "pgra")
 
@@ -122,6 +136,42 @@ def attribution(runs: ExperimentRuns) -> list[dict[str, Any]]:
                 out.append({"task": runs.task_name(task), "method": method, "seeds": seeds,
                             "d": runs.n_passages(task, method), **summarise(rows)})
     return out
+
+
+def render(w: Writer, rows: list[dict[str, Any]]) -> None:
+    from .plots import lines
+
+    w.tables["attribution"] = rows
+    w.md += ["## Evidence attribution", "",
+             "Effect of an evidence sentence: the gold label's probability with every sentence read minus the "
+             "probability with that sentence left out (blanked), in percentage points, averaged over the sampled "
+             "inputs and the seeds; `all`: every sentence read minus none read. The reranker's verdict: among "
+             "PGRA's evidence, sentences it promoted from beyond the first stage's top d or kept from it; among "
+             "FiD's, sentences the reranker keeps in its top d or demotes out of it.", "",
+             "| task | method | seeds | inputs | all evidence | per sentence | by verdict | by first-stage rank | "
+             "by reranker rank |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        fmt = (lambda groups: ", ".join(f"{k}: {signed(v['mean_effect'])} ({v['sentences']})"  # noqa: E731
+                                        for k, v in groups.items()) or "–")
+        w.md.append(f"| {r['task']} | {r['method']} | {len(r['seeds'])} | {r['inputs']} | "
+                    f"{signed(r['all_evidence_effect'])} | {signed(r['mean_effect'])} | {fmt(r['by_verdict'])} | "
+                    f"{fmt(r['by_first_stage_rank'])} | {fmt(r['by_reranker_rank'])} |")
+    w.md.append("")
+    xs, ys = {}, {}
+    for r in rows:
+        ranks = sorted(r["by_first_stage_rank"], key=int)
+        name = f"{r['task']} {r['method']}"
+        xs[name] = [int(k) for k in ranks]
+        ys[name] = [r["by_first_stage_rank"][k]["mean_effect"] for k in ranks]
+    if xs:
+        path = lines(w.runs.out / "attribution.png", xs, ys, "Effect of an evidence sentence by first-stage rank",
+                     "first-stage rank of the sentence", "gold probability lost without it (points)")
+        w.figure(path, "Evidence attribution", "Mean drop of the gold label's probability when one evidence "
+                 "sentence is left out, by the sentence's first-stage rank, per task and reader.")
+
+
+register_analysis(Analysis("attribution", compute=lambda runs, ctx: attribution(runs), render=render,
+                           config=AttributionConfig, help="evidence attribution"))
 
 
 __all__ = ["attribute_cell", "attribution", "effects", "leave_one_out", "sample_ids", "summarise"]

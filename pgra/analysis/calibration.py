@@ -11,9 +11,20 @@ seed flip is an input whose prediction is not the same under every seed of a met
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from typing import Any
 
+from ..config import option
+from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .writer import Writer, pct
+
+
+@dataclass
+class CalibrationConfig:
+    """Expected calibration error, Brier score, reliability diagrams and seed flips of every method."""
+
+    n_bins: int = option(10, min=2, help="equal-width confidence bins of the calibration error and the diagrams")
 
 
 def _probabilities(line: dict[str, Any]) -> dict[str, float] | None:
@@ -105,6 +116,49 @@ def calibration(runs: ExperimentRuns) -> list[dict[str, Any]]:
     n_bins = runs.cfg.analysis.calibration.n_bins
     rows = [method_calibration(runs, task, method, n_bins) for task in runs.cfg.tasks for method in runs.cfg.methods]
     return [r for r in rows if r is not None]
+
+
+def render(w: Writer, rows: list[dict[str, Any]]) -> None:
+    from .plots import reliability
+
+    w.tables["calibration"] = rows
+    n_bins = rows[0]["n_bins"] if rows else 10
+    w.md += ["## Calibration", "",
+             "How far each method's printed probabilities are from its accuracy. Confidence: the probability a "
+             f"method gives its own prediction (scores normalised over the labels). ECE: expected calibration error "
+             f"over {n_bins} equal-width confidence bins, per seed (mean ± std when several). Brier: mean squared "
+             "distance of the label probabilities from the gold one-hot. Seed flips: inputs whose prediction is not "
+             "the same under every seed (`(det.)`: one run, the seed cannot change it; `one seed`: only one seed finished); pairwise: the mean share of "
+             "inputs on which two seeds disagree.", "",
+             "| task | method | seeds | accuracy (%) | confidence (%) | ECE (%) | Brier | seed flips (%) | "
+             "pairwise (%) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        f = r["flips"]
+        if f:
+            flips = (f"{pct(f['share'])} ({f['flipped']}/{f['inputs']})", pct(f["pairwise"]))
+        else:
+            flips = ("(det.)",) * 2 if r.get("seed_independent") else ("one seed",) * 2
+        several = len(r["scored_seeds"]) > 1
+        ece = pct(r["ece"]) + (f" ± {pct(r['ece_std'])}" if several else "")
+        brier = "–" if r["brier"] is None else f"{r['brier']:.3f}" + (f" ± {r['brier_std']:.3f}" if several else "")
+        w.md.append(f"| {r['task']} | {r['method']} | {len(r['seeds'])} | {pct(r['accuracy'])} | "
+                    f"{pct(r['confidence'])} | {ece} | {brier} | {flips[0]} | {flips[1]} |")
+    w.md.append("")
+    for task in dict.fromkeys(r["task"] for r in rows):
+        curves = {}
+        for r in rows:
+            filled = [b for b in r["bins"] if r["task"] == task and b["inputs"]]
+            if filled:
+                curves[r["method"]] = ([b["confidence"] for b in filled], [b["accuracy"] for b in filled],
+                                       [b["inputs"] for b in filled])
+        if curves:
+            path = reliability(w.runs.out / f"reliability_{task}.png", curves, f"Reliability diagram: {task}")
+            w.figure(path, f"Reliability ({task})", f"Accuracy against confidence per method on {task} "
+                     f"({w.runs.split}, {n_bins} bins, seeds pooled; marker size: inputs in the bin).")
+
+
+register_analysis(Analysis("calibration", compute=lambda runs, ctx: calibration(runs), render=render,
+                           config=CalibrationConfig, help="calibration of the scores"))
 
 
 __all__ = ["calibration", "confidence_pairs", "expected_calibration_error", "method_calibration",

@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
+from ..artifacts import write_text
+from ..config import option
 from ..errors import InputError
 from ..methods import get_method
+from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .writer import Writer
+
+
+@dataclass
+class CaseStudyConfig:
+    """Inputs shown with every method's prediction and top evidence (the paper's Table 9)."""
+
+    ids: list[str] = option(default_factory=list, help="input ids to show (default: n drawn at random)")
+    n: int = option(5, min=1, help="inputs drawn at random when no ids are given")
+    seed: int = option(0, help="seed of the random draw")
+    top: int = option(3, min=1, help="evidence sentences shown per method")
+    prefer_disagreement: bool = option(True, help="draw from the inputs where FiD and PGRA disagree when any do")
 
 
 def choose_inputs(ids: list[str], candidates: list[str], n: int, seed: int, preferred: list[str]) -> list[str]:
@@ -99,6 +115,21 @@ def case_study(runs: ExperimentRuns) -> tuple[str, list[dict[str, Any]]]:
             lines.append("")
             rows.append(row)
     return "\n".join(lines), rows
+def write_case_study(runs: ExperimentRuns) -> list[dict[str, Any]]:
+    """Write ``case_study.md`` into the analysis folder; its rows."""
+    text, rows = case_study(runs)
+    write_text(runs.out / "case_study.md", text + "\n")
+    return rows
+
+
+def render(w: Writer, rows: list[dict[str, Any]]) -> None:
+    if (w.runs.out / "case_study.md").exists():
+        w.tables["case_study"] = rows
+        w.md += ["## Case study", "", "[case_study.md](case_study.md)", ""]
+
+
+register_analysis(Analysis("case_study", compute=lambda runs, ctx: write_case_study(runs), render=render,
+                           config=CaseStudyConfig, help="case study", render_empty=True))
 
 
 __all__ = ["case_study", "choose_inputs"]

@@ -1,86 +1,71 @@
-"""``AnalysisConfig``: the ``analysis:`` section of an experiment config, read by ``pgra analyze``."""
+"""The ``analysis:`` section of an experiment config, built from the registered analyses, and ``AnalyzeConfig``:
+the experiment config with that section typed (what ``pgra experiment`` and ``pgra analyze`` read).
+
+``analysis.analyses`` chooses among the registered analyses, ``analysis.split`` is the split they read, and each
+analysis with options has its own section ``analysis.<name>`` declared in its file. The classes are made from the
+registry when asked for (:func:`analyze_config`), so an analysis registered later (a plug-in, a test) is
+configurable like the built-in ones.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import make_dataclass
 from typing import Any
 
-from ..config import option
+from ..config import from_dict, option, to_dict
+from ..experiment import ExperimentConfig
+from .base import ANALYSES, analysis_names, load_builtin
 
-ANALYSES = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "cost", "case_study")
-
-
-@dataclass
-class ConsistencyConfig:
-    """Pseudo-label consistency (the paper's Figure 2 / Table 10)."""
-
-    labeller_seed: int = option(0, help="seed of the no_retrieval cell that labels the evidence (0 = first seed)")
-    rerank_lms: list[str] = option(default_factory=list,
-                                   help="more reranker LMs (paths or hub ids): each reranks the candidates again "
-                                        "and its top d is labelled too (Table 10's OPT sizes)")
-    batch_size: int = option(64, min=1, help="evidence sentences per labelling batch")
+DEFAULT_ANALYSES = ["consistency", "differences", "case_study"]
+_classes: dict[tuple[Any, ...], tuple[type, type]] = {}
 
 
-@dataclass
-class SweepConfig:
-    """PGRA with other k and d (the paper's Figures 4 and 5); the other value stays the experiment's."""
-
-    k: list[int] = option(default_factory=lambda: [16, 50, 100, 150],
-                          help="candidates reranked per input (at most the retrieved k)")
-    d: list[int] = option(default_factory=lambda: [4, 8, 16, 24], help="evidence sentences the reader reads")
-    seeds: list[int] = option(default_factory=list, help="seeds of each point (default: the experiment's)")
-
-
-@dataclass
-class CaseStudyConfig:
-    """Inputs shown with every method's prediction and top evidence (the paper's Table 9)."""
-
-    ids: list[str] = option(default_factory=list, help="input ids to show (default: n drawn at random)")
-    n: int = option(5, min=1, help="inputs drawn at random when no ids are given")
-    seed: int = option(0, help="seed of the random draw")
-    top: int = option(3, min=1, help="evidence sentences shown per method")
-    prefer_disagreement: bool = option(True, help="draw from the inputs where FiD and PGRA disagree when any do")
-
-
-@dataclass
-class CalibrationConfig:
-    """Expected calibration error, Brier score, reliability diagrams and seed flips of every method."""
-
-    n_bins: int = option(10, min=2, help="equal-width confidence bins of the calibration error and the diagrams")
+def _classes_now() -> tuple[type, type]:
+    load_builtin()
+    sections = tuple((a.name, a.config, a.help) for a in ANALYSES.values() if a.config is not None)
+    if sections not in _classes:
+        fields: list[tuple[str, Any, Any]] = [
+            ("analyses", list[str], option(default_factory=lambda: list(DEFAULT_ANALYSES),
+                                           choices=analysis_names, help="comma-separated analyses to run")),
+            ("split", str, option("test", choices=("dev", "test"), help="split the analyses read"))]
+        fields += [(name, tp, option(default_factory=ANALYSES[name].default_options(), help=help_))
+                   for name, tp, help_ in sections]
+        analysis = make_dataclass("AnalysisConfig", fields)
+        analysis.__module__ = __name__
+        analysis.__doc__ = "What ``pgra analyze`` computes for an experiment, next to its ``results.md``."
+        analyze = make_dataclass(
+            "AnalyzeConfig", [("analysis", analysis, option(default_factory=analysis, flag=False,
+                                                            help="what `pgra analyze` computes (key=value: "
+                                                                 "analysis.FIELD=...)"))],
+            bases=(ExperimentConfig,))
+        analyze.__module__, analyze.__doc__ = __name__, ExperimentConfig.__doc__
+        _classes[sections] = (analysis, analyze)
+    return _classes[sections]
 
 
-@dataclass
-class LeakageConfig:
-    """Test and dev inputs with an exact or near duplicate in the retrieval corpus, and who read it."""
-
-    threshold: float = option(0.95, min=0, max=1, help="cosine (index encoder) at or above which a corpus "
-                                                       "sentence is a near duplicate of an input (dense indexes)")
-    splits: list[str] = option(default_factory=lambda: ["dev", "test"], help="splits audited")
-    examples: int = option(5, min=0, help="flagged inputs shown per task and split")
+def analysis_config() -> type:
+    """The dataclass of the ``analysis:`` section for the analyses registered now."""
+    return _classes_now()[0]
 
 
-@dataclass
-class AttributionConfig:
-    """Leave-one-out effects of each evidence sentence on the gold label's probability (fid and pgra cells)."""
-
-    n: int = option(200, min=0, help="inputs drawn (seeded) from the analysed split; 0 = all")
-    seed: int = option(0, help="seed of the draw (the same inputs for every method and seed)")
-    batch_size: int = option(64, min=1, help="reader inputs per batch (each input runs d + 2 times)")
+def analyze_config() -> type:
+    """:class:`~pgra.experiment.ExperimentConfig` with its ``analysis`` section typed by the registered analyses."""
+    return _classes_now()[1]
 
 
-@dataclass
-class AnalysisConfig:
-    """What ``pgra analyze`` computes for an experiment, next to its ``results.md``."""
+def as_analyze_config(cfg: ExperimentConfig) -> Any:
+    """``cfg`` with its ``analysis`` section checked and typed (an ``ExperimentConfig`` read without it has it as a
+    plain mapping)."""
+    cls = analyze_config()
+    return cfg if isinstance(cfg, cls) else from_dict(cls, to_dict(cfg), source="<experiment config>")
 
-    analyses: list[str] = option(default_factory=lambda: ["consistency", "differences", "case_study"],
-                                 choices=ANALYSES, help="comma-separated analyses to run")
-    split: str = option("test", choices=("dev", "test"), help="split the analyses read")
-    consistency: ConsistencyConfig = option(default_factory=ConsistencyConfig, help="label consistency")
-    sweep: SweepConfig = option(default_factory=SweepConfig, help="k and d sweeps of PGRA")
-    retrievers: dict[str, Any] = option(
-        default_factory=dict,
-        help="first-stage retrievers compared with the experiment's: {name: {index settings}} (FiD and PGRA each)")
-    calibration: CalibrationConfig = option(default_factory=CalibrationConfig, help="calibration of the scores")
-    leakage: LeakageConfig = option(default_factory=LeakageConfig, help="leakage audit")
-    attribution: AttributionConfig = option(default_factory=AttributionConfig, help="evidence attribution")
-    case_study: CaseStudyConfig = option(default_factory=CaseStudyConfig, help="case study")
+
+def __getattr__(name: str) -> type:
+    if name == "AnalyzeConfig":
+        return analyze_config()
+    if name == "AnalysisConfig":
+        return analysis_config()
+    raise AttributeError(name)
+
+
+__all__ = ["analysis_config", "analyze_config", "as_analyze_config"]

@@ -8,14 +8,29 @@ any further reranker LMs.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..artifacts import read_json, write_json, write_text
+from ..config import option
 from ..errors import InputError
 from ..experiment import CELL_FILE
+from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .writer import Writer, pct
+
+
+@dataclass
+class ConsistencyConfig:
+    """Pseudo-label consistency (the paper's Figure 2 / Table 10)."""
+
+    labeller_seed: int = option(0, help="seed of the no_retrieval cell that labels the evidence (0 = first seed)")
+    rerank_lms: list[str] = option(default_factory=list,
+                                   help="more reranker LMs (paths or hub ids): each reranks the candidates again "
+                                        "and its top d is labelled too (Table 10's OPT sizes)")
+    batch_size: int = option(64, min=1, help="evidence sentences per labelling batch")
+
 
 FIRST_STAGE = "first stage (FiD)"
 
@@ -111,6 +126,32 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
             pseudo = labeller.label(_sentences(records, d))
             rows.append({"task": name, "source": source, "lm": lm, "d": d, **consistency_share(records, d, pseudo)})
     return rows
+
+
+def render(w: Writer, rows: list[dict[str, Any]]) -> None:
+    from .plots import grouped_bars
+
+    w.tables["consistency"] = rows
+    w.md += ["## Label consistency", "",
+             "Share of evidence sentences whose pseudo-label (from the no-retrieval reader) equals their input's "
+             "gold label, over every (input, evidence) pair (the paper's Figure 2 / Table 10).", "",
+             "| task | evidence | d | consistent | evidence pairs | share (%) |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        w.md.append(f"| {r['task']} | {r['source']} | {r['d']} | {r['consistent']} | {r['evidence']} | "
+                    f"{pct(r['share'])} |")
+    w.md.append("")
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    sources = list(dict.fromkeys(r["source"] for r in rows))
+    share = {(r["task"], r["source"]): r["share"] for r in rows}
+    series = {s: [share.get((t, s), float("nan")) for t in tasks] for s in sources}
+    path = grouped_bars(w.runs.out / "label_consistency.png", tasks, series,
+                        "Pseudo-label consistency of the evidence", "consistent evidence (%)", "task")
+    w.figure(path, "Label consistency", "Share of evidence whose no-retrieval pseudo-label equals the input's gold "
+             "label, per task and evidence source.")
+
+
+register_analysis(Analysis("consistency", compute=lambda runs, ctx: label_consistency(runs, ctx), render=render,
+                           config=ConsistencyConfig, help='label consistency', every_process=True))
 
 
 __all__ = ["FIRST_STAGE", "PseudoLabeller", "consistency_share", "extra_reranked", "label_consistency"]

@@ -16,9 +16,11 @@ from typing import Any
 
 from ..artifacts import read_json
 from ..cost import estimated_flops, merge_work, parameter_counts
-from ..experiment import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
+from ..experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from ..methods import get_method
+from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .writer import Writer, pct
 
 
 def stage_cost(runs: ExperimentRuns, task: str, stage: str) -> dict[str, Any] | None:
@@ -120,6 +122,51 @@ def cost_table(runs: ExperimentRuns) -> list[dict[str, Any]]:
             r["dominated_by_time"] = by_time.get(r["method"])
         out += rows
     return out
+
+
+def _flops(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2e}"
+
+
+def render(w: Writer, rows: list[dict[str, Any]]) -> None:
+    from .plots import pareto
+
+    w.tables["cost"] = rows
+    w.md += ["## Cost", "",
+             "What each score cost: the method's cell (mean over seeds) plus the shared stages it needs (retrieval "
+             "for the readers of corpus evidence, reranking for PGRA), counted in full. FLOPs: 2 x parameters per "
+             "forward token and 6 x per trained token, from the tokens every model ran and its parameter count "
+             "(attention over the sequence left out; `–`: a model or stage without a record; `(resumed)`: a cell resumed "
+             "after a stop records the work after it only). Dominated: another "
+             "method scores at least as well for at most the cost (by FLOPs; by wall-clock).", "",
+             "| task | method | metric (%) | wall-clock (s) | of which stages | tokens | est. FLOPs | "
+             "dominated (FLOPs) | dominated (time) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        dom = (lambda xs: "–" if xs is None else (", ".join(xs) or "no"))  # noqa: E731
+        tokens = "–" if r["tokens"] is None else f"{r['tokens']:,.0f}"
+        seconds = "–" if r["elapsed_s"] is None else f"{r['elapsed_s']:,.0f}"
+        stages = f"{r['stage_elapsed_s']:,.0f}" if r["stages"] else "–" if r["missing_stages"] else "0"
+        seconds += " (resumed)" if r.get("resumed") else ""
+        w.md.append(f"| {r['task']} | {r['method']} | {pct(r['metric'])} | {seconds} | {stages} | {tokens} | "
+                    f"{_flops(r['flops'])} | {dom(r['dominated_by_flops'])} | {dom(r['dominated_by_time'])} |")
+    hardware = {str(r["hardware"]) for r in rows if r.get("hardware")}
+    w.md += ["", f"Hardware: {'; '.join(sorted(hardware)) or 'not recorded'}.", ""]
+    for task in dict.fromkeys(r["task"] for r in rows):
+        sel = [r for r in rows if r["task"] == task]
+        use_flops = all(r["flops"] is not None for r in sel)
+        key, dom_key = ("flops", "dominated_by_flops") if use_flops else ("elapsed_s", "dominated_by_time")
+        points = [(r["method"], r[key], r["metric"], bool(r[dom_key])) for r in sel
+                  if r["metric"] is not None and r[key] is not None]
+        if not points:
+            continue
+        path = pareto(w.runs.out / f"cost_{task}.png", points, f"Score against cost: {task}",
+                      "estimated FLOPs" if use_flops else "wall-clock seconds", f"{w.runs.split} metric (%)")
+        w.figure(path, f"Cost ({task})", f"{w.runs.split} metric against "
+                 f"{'estimated FLOPs' if use_flops else 'wall-clock seconds'} per method on {task} (hollow: "
+                 "dominated by another method).")
+
+
+register_analysis(Analysis("cost", compute=lambda runs, ctx: cost_table(runs), render=render))
 
 
 __all__ = ["cost_table", "dominated", "method_cost", "stage_cost", "stages_needed"]

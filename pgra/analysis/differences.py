@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .writer import Writer, pct
 
 
 def overlap_at_d(a: list[Any], b: list[Any], d: int) -> float:
@@ -64,6 +66,62 @@ def method_differences(runs: ExperimentRuns) -> list[dict[str, Any]]:
             row["rank_shift"] = rank_shift(list(runs.stage_records(task, "reranked").values()), d)
         out.append(row)
     return out
+
+
+def render(w: Writer, rows: list[dict[str, Any]]) -> None:
+    from .plots import grouped_bars, histogram
+
+    w.tables["differences"] = rows
+    w.md += ["## Where FiD and PGRA differ", ""]
+    if not any(r.get("overlap") or r.get("rank_shift") for r in rows):
+        w.md += ["Nothing to compare: the experiment has no finished fid and pgra cells of a shared seed.", ""]
+    overlap_series: dict[str, list[float]] = {}
+    overlap_notes: dict[str, list[str]] = {}
+    groups: list[str] = []
+    for r in rows:
+        o = r.get("overlap")
+        if o:
+            d = o["d"]
+            w.md += [f"**{r['task']}** (seeds {', '.join(map(str, r['seeds']))}; {o['pairs']} input-seed pairs): mean "
+                     f"overlap@{d} {pct(o['mean_overlap'])}% — {pct(o['mean_overlap_agreeing'])}% where the "
+                     f"predictions agree, {pct(o['mean_overlap_differing'])}% where they differ "
+                     f"({o['differing']} pairs).", "",
+                     f"| overlap@{d} | inputs | predictions differ | share differing (%) |", "|---|---|---|---|"]
+            for b in o["rows"]:
+                w.md.append(f"| {b['shared']}/{d} | {b['inputs']} | {b['differing']} | {pct(b['share_differing'])} |")
+            w.md.append("")
+            groups = [f"{b['shared']}/{d}" for b in o["rows"]]
+            overlap_series[r["task"]] = [b["share_differing"] if b["share_differing"] is not None else float("nan")
+                                         for b in o["rows"]]
+            overlap_notes[r["task"]] = [f"{b['differing']}/{b['inputs']}" for b in o["rows"]]
+        s = r.get("rank_shift")
+        if s:  # histogram keys are strings once read back from analysis.json
+            s = {**s, "histogram": {int(k): v for k, v in sorted(s["histogram"].items(), key=lambda kv: int(kv[0]))}}
+            w.md += [f"**{r['task']}**: the reranker's top {s['d']} ({s['kept']} sentences) come from first-stage "
+                     f"rank {s['mean_rank']:.2f} on average; {pct(s['promoted'])}% from beyond the first stage's top "
+                     f"{s['d']} (FiD never reads those).", "",
+                     "| first-stage rank | " + " | ".join(map(str, s["histogram"])) + " |",
+                     "|---|" + "---|" * len(s["histogram"]),
+                     "| kept | " + " | ".join(str(v) for v in s["histogram"].values()) + " |", ""]
+    if overlap_series and len(set(map(len, overlap_series.values()))) == 1:
+        path = grouped_bars(w.runs.out / "overlap.png", groups, overlap_series,
+                            "Predictions that differ, by evidence overlap of FiD and PGRA",
+                            "FiD and PGRA predictions differ (%)", "overlap@d (evidence sentences shared)",
+                            notes=overlap_notes)
+        w.figure(path, "Evidence overlap and disagreement", "Share of inputs where FiD and PGRA predict differently, "
+                 "by how many of their d evidence sentences they share (bar labels: differing / inputs).")
+    shifts = {r["task"]: {int(k): v for k, v in r["rank_shift"]["histogram"].items()} for r in rows
+              if r.get("rank_shift")}
+    if shifts:
+        d = next(r["rank_shift"]["d"] for r in rows if r.get("rank_shift"))
+        path = histogram(w.runs.out / "rank_shift.png", shifts, "First-stage rank of the evidence PGRA keeps",
+                         "first-stage rank", "kept evidence (%)", marker=d + 0.5,
+                         marker_label=f"FiD reads ranks 1..{d}")
+        w.figure(path, "Rank shift", "First-stage rank of each evidence sentence in the reranker's top d; right of "
+                 "the dashed line: sentences FiD does not read.")
+
+
+register_analysis(Analysis("differences", compute=lambda runs, ctx: method_differences(runs), render=render))
 
 
 __all__ = ["method_differences", "overlap_at_d", "overlap_table", "rank_shift"]

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..evaluation.predictions import checked_cell_metric, read_predictions
 from ..experiment import CELL_FILE, Experiment, cell_settings
 from ..interchange import read_records
 from ..methods import get_method
+from ..predictions import checked_cell_metric, read_predictions
+from .config import as_analyze_config
 
 ANALYSIS_DIR = "analysis"
 
@@ -22,10 +23,14 @@ class ExperimentRuns:
     experiment: Experiment
     split: str = "test"
     _records: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(default_factory=dict, repr=False)
+    _cfg: Any = field(default=None, repr=False)
 
     @property
     def cfg(self):
-        return self.experiment.cfg
+        """The experiment's config with its ``analysis`` section typed (:func:`~pgra.analysis.config.as_analyze_config`)."""
+        if self._cfg is None:
+            self._cfg = as_analyze_config(self.experiment.cfg)
+        return self._cfg
 
     @property
     def out(self) -> Path:

@@ -16,13 +16,28 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..artifacts import path_under, write_text
+from ..config import option
 from ..corpus import CorpusStore
 from ..retrieval.retrieve import read_candidates_manifest, read_excluded_ids
+from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .writer import Writer
+
+
+@dataclass
+class LeakageConfig:
+    """Test and dev inputs with an exact or near duplicate in the retrieval corpus, and who read it."""
+
+    threshold: float = option(0.95, min=0, max=1, help="cosine (index encoder) at or above which a corpus "
+                                                       "sentence is a near duplicate of an input (dense indexes)")
+    splits: list[str] = option(default_factory=lambda: ["dev", "test"], help="splits audited")
+    examples: int = option(5, min=0, help="flagged inputs shown per task and split")
+
 
 IDS_FILE = "leakage_ids.txt"
 _NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
@@ -134,6 +149,43 @@ def audit_task(runs: ExperimentRuns, task: str) -> list[dict[str, Any]]:
 def leakage(runs: ExperimentRuns) -> list[dict[str, Any]]:
     """The leakage audit of every task of the experiment."""
     return [row for task in runs.cfg.tasks for row in audit_task(runs, task)]
+
+
+def _cos(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def render(w: Writer, rows: list[dict[str, Any]]) -> None:
+    w.tables["leakage"] = rows
+    w.md += ["## Leakage audit", "",
+             "Inputs with an exact duplicate in the retrieval corpus (equal after NFKC, case folding and dropping "
+             "all but letters and digits) or a near one (cosine under the index's encoder at or above the "
+             "threshold, among the first stage's k candidates; dense indexes only), and how many (input, seed) "
+             "pairs of each evidence-reading method read a duplicate of their own input. The flagged corpus ids "
+             "are in `<task>/leakage_ids.txt`; `retrieve.exclude_ids` drops them from a task's candidates.", "",
+             "| task | split | inputs | exact | near (cos ≥ t, in top k) | flagged ids | read by | excluded |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        near = "– (BM25)" if r["near"] is None else \
+            f"{r['near']} (t={r['threshold']}, k={r['k']}; highest cos {_cos(r.get('max_cosine'))})"
+        read = "; ".join(f"{m}: {v['read_duplicate']}/{v['pairs']}" for m, v in r["methods"].items()) or "–"
+        excl = r["excluded"]
+        excluded = f"{excl['ids']} ids, {sum(excl['removed_from_top_k'].values())} removed" if excl else "no"
+        w.md.append(f"| {r['task']} | {r['split']} | {r['inputs']} | {r['exact']} | {near} | {r['flagged_ids']} | "
+                    f"{read} | {excluded} |")
+    w.md.append("")
+    for r in rows:
+        for ex in r["examples"]:
+            near = "; ".join(f"{n['id']} (cos {n['cosine']:.3f}): {n['text']}" for n in ex["near"])
+            w.md.append(f"- {r['task']}/{r['split']} `{ex['id']}`: {ex['text']}" +
+                        (f" — exact: {', '.join(ex['exact'])}" if ex["exact"] else "") + (f" — near: {near}" if near
+                                                                                          else ""))
+    if any(r["examples"] for r in rows):
+        w.md.append("")
+
+
+register_analysis(Analysis("leakage", compute=lambda runs, ctx: leakage(runs), render=render,
+                           config=LeakageConfig, help="leakage audit"))
 
 
 __all__ = ["IDS_FILE", "audit_task", "exact_duplicates", "leakage", "near_duplicates", "normalise"]

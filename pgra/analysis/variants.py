@@ -13,8 +13,8 @@ from typing import Any
 
 from ..artifacts import read_json
 from ..config import from_dict, merge, to_dict
-from ..evaluation.predictions import checked_cell_metric
 from ..experiment import CELL_FILE, Experiment, ExperimentConfig
+from ..predictions import checked_cell_metric
 from .inputs import ExperimentRuns
 
 
@@ -34,7 +34,7 @@ def variant_config(cfg: ExperimentConfig, out: Path, methods: list[str], seeds: 
             for m in methods:
                 if m in data["method_overrides"]:
                     data["method_overrides"][m] = merge(data["method_overrides"][m], {"reader": per_task["reader"]})
-    return from_dict(ExperimentConfig, data, source=f"<analysis variant {out}>")
+    return from_dict(type(cfg), data, source=f"<analysis variant {out}>")
 
 
 def run_variant(runs: ExperimentRuns, vcfg: ExperimentConfig, ctx, share_candidates: bool) -> Experiment:

@@ -16,7 +16,7 @@ def run(cfg) -> int:
 
 
 COMMAND = Command("analyze", "the paper's analyses of an experiment: tables and PNG figures",
-                  "pgra.experiment:ExperimentConfig", run,
+                  "pgra.analysis.config:AnalyzeConfig", run,
                   description="Read a finished experiment (the same config as `pgra experiment`) and write its "
                               "analyses into OUT/analysis/: label consistency, k and d sweeps, retriever "
                               "comparison, where FiD and PGRA differ, a case study (analysis.analyses chooses; "

@@ -13,7 +13,7 @@ def run(cfg) -> int:
 
 
 COMMAND = Command("experiment", "run a tasks x methods x seeds grid (resumable) and report it",
-                  "pgra.experiment:ExperimentConfig", run,
+                  "pgra.analysis.config:AnalyzeConfig", run,
                   description="Run every method of the config on every task and seed into "
                               "OUT/<task>/<method>/seed-<n>/, reusing finished stages and cells and resuming a "
                               "killed one; --dry-run prints the plan. Ends with results.md (pgra report).", writes="out")

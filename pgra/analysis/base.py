@@ -1,0 +1,71 @@
+"""The interface of an analysis and its registry.
+
+An analysis is one file: its options (a dataclass, the section ``analysis.<name>`` of the experiment config), a
+function that computes its rows from a finished experiment, and one that renders them (markdown and figures) with
+a :class:`~pgra.analysis.writer.Writer`; the file registers them with :func:`register_analysis`. ``pgra analyze``
+runs the registered analyses the config chooses, in registration order, and the config's ``analysis`` section is
+built from the registry (:func:`pgra.analysis.config.analyze_config`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .inputs import ExperimentRuns
+    from .writer import Writer
+
+Rows = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One analysis: ``compute(runs, ctx)`` gives its rows (a JSON table), ``render(writer, rows)`` writes them.
+
+    ``every_process``: it runs models, so it runs on every process of a distributed launch (its stages shard);
+    otherwise it runs on the main process only. ``config``: the type of its options section (a dataclass, or
+    ``dict[str, Any]``), read as ``runs.cfg.analysis.<name>``; None when it has no options.
+    """
+
+    name: str
+    compute: Callable[[ExperimentRuns, Any], Rows]
+    render: Callable[[Writer, Rows], None]
+    config: Any = None
+    help: str = ""
+    every_process: bool = False
+    render_empty: bool = False  # render (a link, a note) even when it has no rows
+
+    def default_options(self) -> Callable[[], Any]:
+        """The default factory of its options section."""
+        return typing.get_origin(self.config) or self.config
+
+
+ANALYSES: dict[str, Analysis] = {}
+# the analyses that ship with pgra, one module each (importing one registers it), in the order they are shown
+BUILTIN = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "costs",
+           "case_study")
+
+
+def register_analysis(analysis: Analysis) -> Analysis:
+    """Add ``analysis`` to the registry (replacing one of the same name); returns it."""
+    ANALYSES[analysis.name] = analysis
+    return analysis
+
+
+def load_builtin() -> None:
+    """Import (so register) the built-in analyses."""
+    for module in BUILTIN:
+        importlib.import_module(f"{__package__}.{module}")
+
+
+def analysis_names() -> tuple[str, ...]:
+    """The registered analyses, in the order ``pgra analyze`` runs and shows them."""
+    load_builtin()
+    return tuple(ANALYSES)
+
+
+__all__ = ["ANALYSES", "BUILTIN", "Analysis", "Rows", "analysis_names", "load_builtin", "register_analysis"]

@@ -1,0 +1,40 @@
+"""What an analysis renders into: markdown sections of ``analysis.md``, JSON tables and PNG figures."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .inputs import ExperimentRuns
+
+
+def pct(x: float | None) -> str:
+    """A fraction as a percentage with one decimal (``–`` for a missing value)."""
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
+
+
+def signed(x: float | None) -> str:
+    """A fraction as signed percentage points (``–`` for a missing value)."""
+    return "–" if x is None else f"{100 * x:+.1f}"
+
+
+class Writer:
+    """Collects markdown sections (``md``), JSON tables (``tables``) and figures of the analyses."""
+
+    def __init__(self, runs: ExperimentRuns) -> None:
+        self.runs = runs
+        self.md: list[str] = [f"# Analyses of {runs.experiment.out}", "",
+                              f"Split: {runs.split}. Figures are PNG files beside this one.", ""]
+        self.tables: dict[str, Any] = {}
+        self.figures: list[dict[str, str]] = []
+
+    def figure(self, path: Path, title: str, caption: str) -> None:
+        """Add the PNG at ``path`` (written beside ``analysis.md``) with its title and caption."""
+        name = path.name
+        self.figures.append({"file": name, "title": title, "caption": caption})
+        self.md += [f"![{title}]({name})", "", f"*{caption}*", ""]
+
+
+__all__ = ["Writer", "pct", "signed"]

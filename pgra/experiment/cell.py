@@ -1,0 +1,98 @@
+"""One cell of the grid: fit the method, predict the splits the fit did not, score them and write ``cell.json``."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..artifacts import library_versions, sha256_file, source_commit, write_json, write_text
+from ..config import to_dict
+from ..cost import merge_work, metered
+from ..interchange import read_records, write_records
+from ..methods import Method
+from ..predictions import PREDICTIONS_SHA256, score_lines
+from .layout import CELL_FILE, CELL_KEY_FILE, CellPlan
+
+
+def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: str = "none") -> dict[str, Any]:
+    """Fit the cell's method (built by ``make_method`` once the folder is ready), predict dev and test, and write
+    ``cell.json`` (the cell's completion mark); ``{}`` on the processes other than the main one."""
+    if cell.status == "stale" and ctx.is_main:
+        print(f"[{cell.label}] settings changed: rerunning from scratch")
+        shutil.rmtree(cell.directory)
+    ctx.barrier()
+    say(ctx, f"[{cell.label}] {'resuming' if cell.status == 'resume' else 'running'}")
+    if ctx.is_main:
+        cell.directory.mkdir(parents=True, exist_ok=True)
+        write_text(cell.directory / CELL_KEY_FILE, cell.key)
+        (cell.directory / "error.log").unlink(missing_ok=True)
+    ctx.barrier()
+    method = make_method()
+    task = method.inputs.task
+    start = time.time()
+    with metered(ctx) as fit_cost:
+        fit = method.fit(cell.directory, cell.seed)
+    if not ctx.is_main:
+        ctx.barrier()
+        return {}
+    with metered() as spent:  # predictions the fit did not write (main process only)
+        predictor = None
+        results, data, checksums = {}, {}, {}
+        cost = fit.cost
+        for split in method.splits():
+            data_file = method.data_dir / f"{split}.jsonl"
+            data[split] = sha256_file(data_file)
+            path = cell.directory / f"predictions_{split}.jsonl"
+            if split not in fit.predicted_splits:
+                predictor = predictor or type(method).load(cell.directory, trust_remote_code=_trusts_code(method))
+                write_records(path, predictor.predict(list(read_records(data_file, labels=task.labels))))
+                cost = predictor.cost() or cost
+            results[split] = score_lines(task, path)
+            checksums[split] = sha256_file(path)  # the report refuses a predictions file changed after this
+    evaluations = fit.evaluations
+    still = None
+    if method.trained and evaluations:
+        still = fit.best_step == evaluations[-1]["step"]
+    record = {"kind": "cell", "key": cell.key, "task": task.name, "task_spec": to_dict(task),
+              "method": cell.method, "seed": cell.seed,
+              "metric": task.metric, "results": results, "settings": method.settings(),
+              "steps": fit.steps, "best_step": fit.best_step, "evaluations": evaluations,
+              "still_improving": still, "seed_independent": not method.depends_on_seed(),
+              "lm_cost": cost, "data": {"folder": str(method.data_dir.resolve()), "sha256": data},
+              PREDICTIONS_SHA256: checksums,
+              "config": to_dict(method.inputs.settings), "git_commit": source_commit(),
+              "versions": library_versions(), "elapsed_s": round(time.time() - start, 1)}
+    record["cost"] = {"elapsed_s": record["elapsed_s"], "resumed": cell.status == "resume",
+                      "hardware": fit_cost["hardware"], "work": merge_work([fit_cost["work"], spent["work"]])}
+    write_json(cell.directory / CELL_FILE, record)
+    _track(cell, record, log_with)
+    summary = ", ".join(f"{s} {r[task.metric]:.4f}" for s, r in results.items())
+    print(f"[{cell.label}] {summary}" + (" (still improving)" if still else ""))
+    ctx.barrier()
+    return record
+
+
+def _trusts_code(method) -> bool:
+    """Whether this run's own config lets the models a fitted method loads back run their own code (the index's
+    encoder, the ICL LM); a fitted run's manifest never does."""
+    s = method.inputs.settings
+    return bool(s.index.dense.trust_remote_code or s.retrieve.trust_remote_code or s.icl.trust_remote_code)
+
+
+def _track(cell: CellPlan, record: dict[str, Any], log_with: str) -> None:
+    if log_with == "none":
+        return
+    from ..tracking import open_tracker
+
+    config = {"task": cell.task, "method": cell.method, "seed": cell.seed, **record["settings"].get("reader", {})}
+    metric = record["metric"]
+    with open_tracker(log_with, cell.directory, cell.label.replace("/", "-"), config) as tracker:
+        tracker.log({f"{split}/{metric}": r[metric] for split, r in record["results"].items()}, step=record["steps"])
+
+
+def say(ctx, message: str) -> None:
+    """Print ``message`` once (on the main process)."""
+    if ctx.is_main:
+        print(message, flush=True)

@@ -1,0 +1,83 @@
+"""``ExperimentConfig``: the grid (tasks x methods x seeds) and the settings of every stage, and the settings of
+one cell with its task and method overrides merged in.
+
+The ``analysis`` section is read by ``pgra analyze``: its fields are declared by the registered analyses
+(:mod:`pgra.analysis.config` types it); the commands build their configs with that typed subclass, so a cell's
+settings keep the type they were given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import choices
+from ..config import from_dict, merge, option, to_dict
+from ..errors import InputError
+from ..icl.config import ICLConfig
+from ..methods import KnnVoteConfig, LinearProbeConfig
+from ..reader.config import TrainConfig
+from ..rerank.config import RerankConfig
+from ..retrieval.index import IndexConfig
+from ..retrieval.retrieve import RetrieveConfig
+from ..tracking import TRACKERS
+
+# what task_overrides / method_overrides may change (the index is shared by every task; methods share stages)
+TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote", "linear_probe", "icl")
+METHOD_OVERRIDABLE = ("reader", "knn_vote", "icl")
+@dataclass
+class ExperimentConfig:
+    """A grid of tasks x methods x seeds and the settings of every stage (YAML; ``key=value`` reaches all)."""
+
+    out: str = option("", help="experiment folder: <out>/<task>/<method>/seed-<n>/")
+    tasks: list[str] = option(default_factory=lambda: ["wiki_topic"], io="in", suggest=choices.task_names, unique=True,
+                              help="comma-separated tasks (registered names or task YAML files)")
+    methods: list[str] = option(default_factory=lambda: ["no_retrieval", "fid", "pgra", "knn_vote"],
+                                choices=choices.methods, unique=True, help="comma-separated methods")
+    seeds: list[int] = option(default_factory=lambda: [1], unique=True,
+                              help="comma-separated seeds (one cell per seed; a method the seed cannot change "
+                                   "runs once, at the first seed)")
+    reference: str = option("fid", help="method the report tests every other method against")
+    data_dir: str = option("data", io="in", help="root of the task data")
+    index: IndexConfig = option(default_factory=IndexConfig, flag=False, help="index section (key=value: index.FIELD=...)")
+    retrieve: RetrieveConfig = option(default_factory=RetrieveConfig, flag=False, help="retrieve section (key=value: retrieve.FIELD=...)")
+    rerank: RerankConfig = option(default_factory=RerankConfig, flag=False, help="rerank section (key=value: rerank.FIELD=...)")
+    reader: TrainConfig = option(default_factory=TrainConfig, flag=False, help="reader section (key=value: reader.FIELD=...)")
+    knn_vote: KnnVoteConfig = option(default_factory=KnnVoteConfig, flag=False, help="knn_vote section (key=value: knn_vote.FIELD=...)")
+    linear_probe: LinearProbeConfig = option(default_factory=LinearProbeConfig, flag=False,
+                                             help="linear_probe section (key=value: linear_probe.FIELD=...)")
+    icl: ICLConfig = option(default_factory=ICLConfig, flag=False, help="in-context learning section (key=value: icl.FIELD=...)")
+    task_overrides: dict[str, Any] = option(default_factory=dict, flag=False,
+                                            help="per task: {task: {reader: {...}, rerank: {...}, ...}}")
+    method_overrides: dict[str, Any] = option(default_factory=dict, flag=False,
+                                              help="per method: {method: {reader: {...}, knn_vote: {...}}}")
+    analysis: dict[str, Any] = option(default_factory=dict, flag=False,
+                                      help="what `pgra analyze` computes (key=value: analysis.FIELD=...; its sections "
+                                           "are declared by the analyses, pgra.analysis.config)")
+    log_with: str = option("none", choices=TRACKERS,
+                           help="tracker of every cell (wandb offline unless WANDB_MODE says otherwise)")
+    report: bool = option(True, help="write results.md / results.json when the grid ends")
+    dry_run: bool = option(False, help="print the plan and which cells are done; run nothing")
+    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
+
+
+def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -> ExperimentConfig:
+    """The settings of one task (and method): the config with its task and method overrides merged in (of ``cfg``'s
+    own type)."""
+    base = {k: v for k, v in to_dict(cfg).items() if k not in ("task_overrides", "method_overrides")}
+    for scope, name, allowed in (("task_overrides", task, TASK_OVERRIDABLE),
+                                 ("method_overrides", method, METHOD_OVERRIDABLE)):
+        extra = getattr(cfg, scope).get(name) if name else None
+        if not extra:
+            continue
+        if not isinstance(extra, dict):
+            raise InputError(f"{scope}.{name} must be a mapping", field=f"{scope}.{name}")
+        bad = [k for k in extra if k not in allowed]
+        if bad:
+            raise InputError(f"{scope}.{name} may set {', '.join(allowed)}; not {', '.join(bad)}",
+                             field=f"{scope}.{name}.{bad[0]}")
+        base = merge(base, extra)
+    return from_dict(type(cfg), base, source=f"<experiment config: {task}/{method or '-'}>")
+
+
+__all__ = ["METHOD_OVERRIDABLE", "TASK_OVERRIDABLE", "ExperimentConfig", "cell_settings"]

@@ -1,0 +1,84 @@
+"""Where an experiment keeps its files, and the keys that decide whether a stage or a cell is reused.
+
+Layout of ``out``::
+
+    <out>/<task>/candidates/            first-stage top-k of every split (shared by all methods and seeds)
+    <out>/<task>/reranked/              the reranker's top-d (built when a method reads it)
+    <out>/<task>/<method>/seed-<n>/     one cell: the method's run, predictions_{dev,test}.jsonl, cell.json
+
+A stage folder holds ``.stage_key`` (its key: the settings plus the keys of what it reads) and ``cost.json``; a cell
+holds ``.cell_key`` from its start and ``cell.json`` (its completion mark, with the key) when it finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import read_json, write_json
+
+CELL_FILE = "cell.json"
+CELL_KEY_FILE = ".cell_key"
+STAGE_KEY_FILE = ".stage_key"
+STAGE_COST_FILE = "cost.json"  # what building the stage spent (pgra.cost.metered), with its stage key
+CELL_GLOB = f"*/*/seed-*/{CELL_FILE}"
+# settings that never change a result
+COSMETIC = ("show_progress", "device", "log_with", "keep_checkpoints", "chunk_size")
+
+
+@dataclass
+class CellPlan:
+    task: str
+    method: str
+    seed: int
+    directory: Path
+    key: str
+    status: str  # done | resume | stale | todo
+    seed_independent: bool = False  # the method's one cell of the task (at the grid's first seed)
+
+    @property
+    def label(self) -> str:
+        """``<task>/<method>/seed-<n>`` (the task's name, also for a task given as a YAML file)."""
+        return "/".join(self.directory.parts[-3:])
+
+
+def finished_cells(out: Path) -> Iterator[Path]:
+    """The ``cell.json`` of every finished cell under the experiment folder ``out``, in path order."""
+    return iter(sorted(Path(out).glob(CELL_GLOB)))
+
+
+def key_of(payload: Any) -> str:
+    """The key of a stage or cell: a short SHA-256 of its JSON payload."""
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def defining(cfg: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields of a stage config that define its result (all but the cosmetic ones and ``drop``)."""
+    return {k: v for k, v in asdict(cfg).items() if k not in COSMETIC + drop}
+
+
+def cell_status(directory: Path, key: str) -> str:
+    """``done``, ``resume`` (started with this key), ``stale`` (another key, or files of unknown origin) or ``todo``."""
+    cell = directory / CELL_FILE
+    if cell.exists():
+        return "done" if read_json(cell).get("key") == key else "stale"
+    key_file = directory / CELL_KEY_FILE
+    if key_file.exists():
+        return "resume" if key_file.read_text().strip() == key else "stale"
+    return "stale" if directory.exists() and any(directory.iterdir()) else "todo"
+
+
+def mark_seed_independent(directory: Path) -> None:
+    """Record ``seed_independent`` in a finished cell written before cells carried it (the report reads it)."""
+    path = directory / CELL_FILE
+    record = read_json(path)
+    if "seed_independent" not in record:
+        write_json(path, {**record, "seed_independent": True})
+
+
+__all__ = ["CELL_FILE", "CELL_GLOB", "CELL_KEY_FILE", "COSMETIC", "CellPlan", "STAGE_COST_FILE", "STAGE_KEY_FILE", "cell_status",
+           "defining", "finished_cells", "key_of", "mark_seed_independent"]

@@ -1,0 +1,116 @@
+"""The house's floors: every import in ``pgra/`` (module level or inside a function) runs down or sideways, never
+up, and no modules import each other in a cycle. The floors are the README's architecture section."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pgra"
+# lowest first; a module belongs to the floor of its longest matching prefix
+FLOORS: list[tuple[str, ...]] = [
+    # the ground floor: files, configs, tasks, the predictions schema and metrics, models' shared plumbing
+    ("pgra.errors", "pgra.faults", "pgra.verbosity", "pgra.choices", "pgra.artifacts", "pgra.distributed",
+     "pgra.device", "pgra.progress", "pgra.tokens", "pgra.kv", "pgra.loading", "pgra.hfdata", "pgra.tracking",
+     "pgra.config", "pgra.lock", "pgra.cost", "pgra.download", "pgra.corpus", "pgra.interchange", "pgra.tasks",
+     "pgra.metrics", "pgra.predictions", "pgra.itself", "pgra.training", "pgra.causal_lm", "pgra.lm"),
+    ("pgra.retrieval",),                      # stage 1: encoders, indexes, search
+    ("pgra.selection",),                      # demonstrations (KATE reuses the retrieval encoder)
+    ("pgra.rerank", "pgra.reader"),           # stage 2 (the prompt-guided reranker) and the FiD reader
+    ("pgra.icl",),                            # in-context learning over selected demonstrations
+    ("pgra.methods",),                        # every compared method behind one interface
+    ("pgra.simcse",),                         # training a retriever's encoder (judged with a method's kNN vote)
+    ("pgra.experiment.config", "pgra.experiment.layout", "pgra.experiment.cell"),
+    ("pgra.evaluation",),                     # reports read the experiment's layout
+    ("pgra.experiment", "pgra.pipeline"),     # the grid (ends with the report); prediction from a run
+    ("pgra.analysis",),
+    ("pgra.demo",),
+    ("pgra.cli", "pgra"),                     # the commands and the package's public names
+]
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:`` (annotations only: never run)."""
+    nodes: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+            nodes.update(id(n) for child in node.body for n in ast.walk(child))
+    return nodes
+
+
+def imports(runtime_only: bool = False) -> dict[str, set[str]]:
+    """Every pgra module -> the pgra modules it imports (``from x import name`` counts as x.name when that is a
+    module, else as x); ``runtime_only`` leaves out the imports under ``if TYPE_CHECKING:``."""
+    modules = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        tree = ast.parse(path.read_text())
+        skip = _type_only(tree) if runtime_only else set()
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                found = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in modules]
+                targets.update(found if len(found) == len(node.names) else [target, *found])
+            elif isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def floor(module: str) -> int:
+    best, level = -1, -1
+    for i, prefixes in enumerate(FLOORS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best:
+                best, level = len(p), i
+    assert level >= 0, f"{module} is on no floor: add it to FLOORS (and the README's architecture section)"
+    return level
+
+
+def test_no_import_runs_upward():
+    graph = imports()
+    upward = sorted(f"{a} (floor {floor(a)}) imports {b} (floor {floor(b)})" for a, targets in graph.items()
+                    for b in targets if floor(b) > floor(a) and not a.startswith(b + "."))
+    assert not upward, "\n".join(upward)
+
+
+def test_no_import_cycle():
+    graph = imports(runtime_only=True)
+    # a package's __init__ re-exports its modules: an import of the package from inside it is an import of the
+    # module that defines the name, so edges into an __init__ from its own package are left out
+    edges = {a: {b for b in bs if not a.startswith(b + ".")} for a, bs in graph.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_floors_name_every_package():
+    packages = {p.parent.relative_to(PACKAGE.parent).as_posix().replace("/", ".") for p in PACKAGE.rglob("__init__.py")}
+    for package in packages:
+        floor(package)

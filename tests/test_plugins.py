@@ -1,0 +1,66 @@
+"""Every kind of part plugs in as one file registered from outside the package: a toy method, a toy demonstration
+strategy and a toy analysis (tests/toys/) run through `pgra experiment` and `pgra analyze` like the built-in ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pgra.cli import main
+
+
+@pytest.fixture()
+def toys():
+    from pgra.analysis import ANALYSES, register_analysis
+    from pgra.methods import METHODS, register_method
+    from pgra.selection import STRATEGIES, register_selector
+    from tests.toys import toy_analysis, toy_method, toy_selection
+
+    register_method(toy_method.Majority)
+    register_selector(toy_selection.Longest)
+    register_analysis(toy_analysis.ANALYSIS)
+    yield
+    METHODS.pop("toy_majority")
+    STRATEGIES.pop("toy_longest")
+    ANALYSES.pop("toy_length")
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_toy_method_strategy_and_analysis_run_through_the_commands(toys, tmp_path, corpus_txt, sky_task, tiny_opt,
+                                                                    capsys):
+    grid = {"out": str(tmp_path / "exp"), "tasks": [str(sky_task)], "methods": ["toy_majority", "icl"], "seeds": [1],
+            "reference": "toy_majority",
+            "index": {"corpus": str(corpus_txt), "out": str(tmp_path / "index"), "retriever": "bm25"},
+            "retrieve": {"k": 4},
+            "icl": {"lm": str(tiny_opt), "selection": "toy_longest", "num_demos": 2, "splits": ["test"],
+                    "max_tokens_per_batch": 700},
+            "analysis": {"analyses": ["toy_length"], "toy_length": {"words": 6}}, "show_progress": False}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    assert main(["experiment", "--config", str(path)]) == 0
+    out = tmp_path / "exp" / "sky"
+    train = _lines(out / "candidates" / "train.jsonl")
+    majority = max(["sky", "town"], key=lambda lab: sum(r["label"] == lab for r in train))
+    toy = _lines(out / "toy_majority" / "seed-1" / "predictions_test.jsonl")
+    assert toy and all(x["prediction"] == majority for x in toy)
+    longest = [r["id"] for r in sorted(train, key=lambda r: -len(r["text"]))[:2]]
+    icl = _lines(out / "icl" / "seed-1" / "predictions_test.jsonl")
+    assert all([str(i) for i in x["evidence"]] == [str(i) for i in longest] for x in icl)
+    assert "| toy_majority |" in (tmp_path / "exp" / "results.md").read_text()
+
+    assert main(["analyze", "--config", str(path)]) == 0
+    tables = json.loads((tmp_path / "exp" / "analysis" / "analysis.json").read_text())["tables"]
+    short = [x for x in toy if len(x["text"].split()) <= 6]
+    want = sum(x["prediction"] == x["label"] for x in short) / len(short)
+    row = next(r for r in tables["toy_length"] if r["method"] == "toy_majority" and r["half"] == "short")
+    assert row["inputs"] == len(short) and row["accuracy"] == pytest.approx(want)
+    assert "## Accuracy by input length" in (tmp_path / "exp" / "analysis" / "analysis.md").read_text()
+    # an option the toy analysis does not declare is refused by name, like a built-in one's
+    assert main(["analyze", "--config", str(path), "analysis.toy_length.word=3"]) == 2
+    assert "analysis.toy_length.word" in capsys.readouterr().err
