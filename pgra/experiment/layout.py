@@ -15,19 +15,18 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..artifacts import read_json, write_json
+from ..config import result_settings
 
 CELL_FILE = "cell.json"
 CELL_KEY_FILE = ".cell_key"
 STAGE_KEY_FILE = ".stage_key"
 STAGE_COST_FILE = "cost.json"  # what building the stage spent (pgra.cost.metered), with its stage key
 CELL_GLOB = f"*/*/seed-*/{CELL_FILE}"
-# settings that never change a result
-COSMETIC = ("show_progress", "device", "log_with", "keep_checkpoints", "chunk_size")
 
 
 @dataclass
@@ -58,7 +57,7 @@ def key_of(payload: Any) -> str:
 
 def defining(cfg: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     """The fields of a stage config that define its result (all but the cosmetic ones and ``drop``)."""
-    return {k: v for k, v in asdict(cfg).items() if k not in COSMETIC + drop}
+    return result_settings(cfg, without=drop)
 
 
 def cell_status(directory: Path, key: str) -> str:
@@ -80,5 +79,5 @@ def mark_seed_independent(directory: Path) -> None:
         write_json(path, {**record, "seed_independent": True})
 
 
-__all__ = ["CELL_FILE", "CELL_GLOB", "CELL_KEY_FILE", "COSMETIC", "CellPlan", "STAGE_COST_FILE", "STAGE_KEY_FILE", "cell_status",
+__all__ = ["CELL_FILE", "CELL_GLOB", "CELL_KEY_FILE", "CellPlan", "STAGE_COST_FILE", "STAGE_KEY_FILE", "cell_status",
            "defining", "finished_cells", "key_of", "mark_seed_independent"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from ..artifacts import (
     write_json,
     write_manifest,
 )
-from ..config import check_config, from_dict, to_dict
+from ..config import check_config, from_dict, result_settings, to_dict
 from ..errors import InputError, StaleArtifactError
 from ..interchange import read_records, write_records
 from ..loading import remote_code_allowed
@@ -120,7 +120,6 @@ class ICLPredictor(Predictor):
 
 def icl_settings(cfg: ICLConfig) -> dict[str, Any]:
     """The settings that define an ICL run's predictions (no paths, seeds or progress bars)."""
-    drop = ("data", "out", "seed", "splits", "show_progress", "device")
-    settings = {k: v for k, v in asdict(cfg).items() if k not in drop}
+    settings = result_settings(cfg, without=("data", "out", "seed", "splits"))
     settings["demos"] = settings_key(cfg.demos)
     return settings
