@@ -141,15 +141,13 @@ def attribution(runs: ExperimentRuns) -> list[dict[str, Any]]:
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     from .plots import lines
 
-    w.tables["attribution"] = rows
-    w.md += ["## Evidence attribution", "",
-             "Effect of an evidence sentence: the gold label's probability with every sentence read minus the "
-             "probability with that sentence left out (blanked), in percentage points, averaged over the sampled "
-             "inputs and the seeds; `all`: every sentence read minus none read. The reranker's verdict: among "
-             "PGRA's evidence, sentences it promoted from beyond the first stage's top d or kept from it; among "
-             "FiD's, sentences the reranker keeps in its top d or demotes out of it.", "",
-             "| task | method | seeds | inputs | all evidence | per sentence | by verdict | by first-stage rank | "
-             "by reranker rank |", "|---|---|---|---|---|---|---|---|---|"]
+    w.section("attribution", rows, "Evidence attribution",
+              ("Effect of an evidence sentence: the gold label's probability with every sentence read minus the "
+               "probability with that sentence left out (blanked), in percentage points, averaged over the sampled "
+               "inputs and the seeds; `all`: every sentence read minus none read. The reranker's verdict: among "
+               "PGRA's evidence, sentences it promoted from beyond the first stage's top d or kept from it; among "
+               "FiD's, sentences the reranker keeps in its top d or demotes out of it."),
+              ["task", "method", "seeds", "inputs", "all evidence", "per sentence", "by verdict", "by first-stage rank", "by reranker rank"])
     for r in rows:
         fmt = (lambda groups: ", ".join(f"{k}: {signed(v['mean_effect'])} ({v['sentences']})"  # noqa: E731
                                         for k, v in groups.items()) or "–")

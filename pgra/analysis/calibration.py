@@ -121,17 +121,15 @@ def calibration(runs: ExperimentRuns) -> list[dict[str, Any]]:
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     from .plots import reliability
 
-    w.tables["calibration"] = rows
     n_bins = rows[0]["n_bins"] if rows else 10
-    w.md += ["## Calibration", "",
-             "How far each method's printed probabilities are from its accuracy. Confidence: the probability a "
-             f"method gives its own prediction (scores normalised over the labels). ECE: expected calibration error "
-             f"over {n_bins} equal-width confidence bins, per seed (mean ± std when several). Brier: mean squared "
-             "distance of the label probabilities from the gold one-hot. Seed flips: inputs whose prediction is not "
-             "the same under every seed (`(det.)`: one run, the seed cannot change it; `one seed`: only one seed finished); pairwise: the mean share of "
-             "inputs on which two seeds disagree.", "",
-             "| task | method | seeds | accuracy (%) | confidence (%) | ECE (%) | Brier | seed flips (%) | "
-             "pairwise (%) |", "|---|---|---|---|---|---|---|---|---|"]
+    w.section("calibration", rows, "Calibration",
+              ("How far each method's printed probabilities are from its accuracy. Confidence: the probability a "
+               f"method gives its own prediction (scores normalised over the labels). ECE: expected calibration error "
+               f"over {n_bins} equal-width confidence bins, per seed (mean ± std when several). Brier: mean squared "
+               "distance of the label probabilities from the gold one-hot. Seed flips: inputs whose prediction is not "
+               "the same under every seed (`(det.)`: one run, the seed cannot change it; `one seed`: only one seed finished); pairwise: the mean share of "
+               "inputs on which two seeds disagree."),
+              ["task", "method", "seeds", "accuracy (%)", "confidence (%)", "ECE (%)", "Brier", "seed flips (%)", "pairwise (%)"])
     for r in rows:
         f = r["flips"]
         if f:

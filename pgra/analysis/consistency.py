@@ -131,11 +131,10 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     from .plots import grouped_bars
 
-    w.tables["consistency"] = rows
-    w.md += ["## Label consistency", "",
-             "Share of evidence sentences whose pseudo-label (from the no-retrieval reader) equals their input's "
-             "gold label, over every (input, evidence) pair (the paper's Figure 2 / Table 10).", "",
-             "| task | evidence | d | consistent | evidence pairs | share (%) |", "|---|---|---|---|---|---|"]
+    w.section("consistency", rows, "Label consistency",
+              ("Share of evidence sentences whose pseudo-label (from the no-retrieval reader) equals their input's "
+               "gold label, over every (input, evidence) pair (the paper's Figure 2 / Table 10)."),
+              ["task", "evidence", "d", "consistent", "evidence pairs", "share (%)"])
     for r in rows:
         w.md.append(f"| {r['task']} | {r['source']} | {r['d']} | {r['consistent']} | {r['evidence']} | "
                     f"{pct(r['share'])} |")

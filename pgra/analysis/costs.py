@@ -131,16 +131,14 @@ def _flops(x: float | None) -> str:
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     from .plots import pareto
 
-    w.tables["cost"] = rows
-    w.md += ["## Cost", "",
-             "What each score cost: the method's cell (mean over seeds) plus the shared stages it needs (retrieval "
-             "for the readers of corpus evidence, reranking for PGRA), counted in full. FLOPs: 2 x parameters per "
-             "forward token and 6 x per trained token, from the tokens every model ran and its parameter count "
-             "(attention over the sequence left out; `–`: a model or stage without a record; `(resumed)`: a cell resumed "
-             "after a stop records the work after it only). Dominated: another "
-             "method scores at least as well for at most the cost (by FLOPs; by wall-clock).", "",
-             "| task | method | metric (%) | wall-clock (s) | of which stages | tokens | est. FLOPs | "
-             "dominated (FLOPs) | dominated (time) |", "|---|---|---|---|---|---|---|---|---|"]
+    w.section("cost", rows, "Cost",
+              ("What each score cost: the method's cell (mean over seeds) plus the shared stages it needs (retrieval "
+               "for the readers of corpus evidence, reranking for PGRA), counted in full. FLOPs: 2 x parameters per "
+               "forward token and 6 x per trained token, from the tokens every model ran and its parameter count "
+               "(attention over the sequence left out; `–`: a model or stage without a record; `(resumed)`: a cell resumed "
+               "after a stop records the work after it only). Dominated: another "
+               "method scores at least as well for at most the cost (by FLOPs; by wall-clock)."),
+              ["task", "method", "metric (%)", "wall-clock (s)", "of which stages", "tokens", "est. FLOPs", "dominated (FLOPs)", "dominated (time)"])
     for r in rows:
         dom = (lambda xs: "–" if xs is None else (", ".join(xs) or "no"))  # noqa: E731
         tokens = "–" if r["tokens"] is None else f"{r['tokens']:,.0f}"

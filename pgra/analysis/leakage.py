@@ -156,15 +156,13 @@ def _cos(x: float | None) -> str:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    w.tables["leakage"] = rows
-    w.md += ["## Leakage audit", "",
-             "Inputs with an exact duplicate in the retrieval corpus (equal after NFKC, case folding and dropping "
-             "all but letters and digits) or a near one (cosine under the index's encoder at or above the "
-             "threshold, among the first stage's k candidates; dense indexes only), and how many (input, seed) "
-             "pairs of each evidence-reading method read a duplicate of their own input. The flagged corpus ids "
-             "are in `<task>/leakage_ids.txt`; `retrieve.exclude_ids` drops them from a task's candidates.", "",
-             "| task | split | inputs | exact | near (cos ≥ t, in top k) | flagged ids | read by | excluded |",
-             "|---|---|---|---|---|---|---|---|"]
+    w.section("leakage", rows, "Leakage audit",
+              ("Inputs with an exact duplicate in the retrieval corpus (equal after NFKC, case folding and dropping "
+               "all but letters and digits) or a near one (cosine under the index's encoder at or above the "
+               "threshold, among the first stage's k candidates; dense indexes only), and how many (input, seed) "
+               "pairs of each evidence-reading method read a duplicate of their own input. The flagged corpus ids "
+               "are in `<task>/leakage_ids.txt`; `retrieve.exclude_ids` drops them from a task's candidates."),
+              ["task", "split", "inputs", "exact", "near (cos ≥ t, in top k)", "flagged ids", "read by", "excluded"])
     for r in rows:
         near = "– (BM25)" if r["near"] is None else \
             f"{r['near']} (t={r['threshold']}, k={r['k']}; highest cos {_cos(r.get('max_cosine'))})"

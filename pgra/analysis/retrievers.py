@@ -66,9 +66,9 @@ def _row(runs: ExperimentRuns, task: str, retriever: str, method: str, values: l
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     from .plots import grouped_bars
 
-    w.tables["retrievers"] = rows
-    w.md += ["## First-stage retrievers", "", "FiD and PGRA over each retriever's candidates (the paper's Figure 6).",
-             "", "| task | retriever | method | metric (%) | seeds |", "|---|---|---|---|---|"]
+    w.section("retrievers", rows, "First-stage retrievers",
+              ("FiD and PGRA over each retriever's candidates (the paper's Figure 6)."),
+              ["task", "retriever", "method", "metric (%)", "seeds"])
     for r in rows:
         w.md.append(f"| {r['task']} | {r['retriever']} | {r['method']} | {pct(r['mean'])} ± {pct(r['std'])} | "
                     f"{r['seeds']} |")

@@ -101,12 +101,11 @@ def _which(k: int, d: int, k0: int, d0: int, cfg) -> list[str]:
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     from .plots import lines
 
-    w.tables["sweep"] = rows
-    w.md += ["## k and d sweeps (PGRA)", "",
-             "Each point reranks the first k candidates and reads the top d (the paper's Figures 4 and 5); "
-             "`embedded` counts the texts the reranker's LM embedded for that point (0: all from the cache; "
-             "`experiment` marks a point that is the experiment's own cell).", "",
-             "| task | k | d | metric (%) | seeds | embedded |", "|---|---|---|---|---|---|"]
+    w.section("sweep", rows, "k and d sweeps (PGRA)",
+              ("Each point reranks the first k candidates and reads the top d (the paper's Figures 4 and 5); "
+               "`embedded` counts the texts the reranker's LM embedded for that point (0: all from the cache; "
+               "`experiment` marks a point that is the experiment's own cell)."),
+              ["task", "k", "d", "metric (%)", "seeds", "embedded"])
     for r in rows:
         where = "experiment" if r["experiment_cell"] else r["embedded_texts"]
         w.md.append(f"| {r['task']} | {r['k']} | {r['d']} | {pct(r['mean'])} ± {pct(r['std'])} | {r['seeds']} | "

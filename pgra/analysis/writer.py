@@ -30,6 +30,12 @@ class Writer:
         self.tables: dict[str, Any] = {}
         self.figures: list[dict[str, str]] = []
 
+    def section(self, name: str, rows: list[dict[str, Any]], title: str, text: str, columns: list[str]) -> None:
+        """Start analysis ``name``'s section: its JSON table ``rows``, a heading, a paragraph and the head of a
+        markdown table with ``columns`` (the renderer appends the rows)."""
+        self.tables[name] = rows
+        self.md += [f"## {title}", "", text, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
     def figure(self, path: Path, title: str, caption: str) -> None:
         """Add the PNG at ``path`` (written beside ``analysis.md``) with its title and caption."""
         name = path.name
