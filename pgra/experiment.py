@@ -52,7 +52,7 @@ from .lock import locks_output
 from .methods import KnnVoteConfig, LinearProbeConfig, MethodInputs, get_method
 from .reader.config import TrainConfig
 from .rerank.config import RerankConfig
-from .retrieval.index import IndexConfig
+from .retrieval.config import IndexConfig
 from .retrieval.retrieve import RetrieveConfig
 from .selection.base import settings_key
 
@@ -202,7 +202,7 @@ class Experiment:
     def retrieve_config(self, task: str) -> RetrieveConfig:
         s = cell_settings(self.cfg, task)
         # the index this config builds may run its encoder's code (this run's own config says so): so may retrieval
-        trust = s.retrieve.trust_remote_code or (s.index.retriever == "dense" and s.index.dense.trust_remote_code)
+        trust = s.retrieve.trust_remote_code or s.index.trusts_remote_code()
         return replace(s.retrieve, task=task, index=s.index.out, out=str(self.stage_dir(task, "candidates")),
                        data_dir=s.data_dir, show_progress=s.show_progress, trust_remote_code=trust)
 
@@ -297,7 +297,7 @@ class Experiment:
     def run(self, ctx=None) -> list[CellPlan]:
         """Run the grid; returns the failed cells (also listed on stderr)."""
         from .distributed import init_distributed
-        from .retrieval.index import build_index
+        from .retrieval.build import build_index
 
         ctx = ctx or init_distributed()
         if self.cfg.dry_run:
@@ -450,7 +450,7 @@ def _trusts_code(method) -> bool:
     """Whether this run's own config lets the models a fitted method loads back run their own code (the index's
     encoder, the ICL LM); a fitted run's manifest never does."""
     s = method.inputs.settings
-    return bool(s.index.dense.trust_remote_code or s.retrieve.trust_remote_code or s.icl.trust_remote_code)
+    return bool(s.index.trusts_remote_code() or s.retrieve.trust_remote_code or s.icl.trust_remote_code)
 
 
 def _say(ctx, message: str) -> None:

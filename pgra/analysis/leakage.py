@@ -21,6 +21,7 @@ from typing import Any
 
 from ..artifacts import path_under, write_text
 from ..corpus import CorpusStore
+from ..retrieval.base import recorded_retriever
 from ..retrieval.retrieve import read_candidates_manifest, read_excluded_ids
 from .inputs import ExperimentRuns
 
@@ -79,7 +80,8 @@ def audit_task(runs: ExperimentRuns, task: str) -> list[dict[str, Any]]:
     folder = runs.experiment.stage_dir(task, "candidates")
     manifest = read_candidates_manifest(folder)
     index = manifest["index"]
-    dense = index["retriever"] == "dense"
+    retriever = recorded_retriever(index)
+    dense = bool(retriever and retriever.cosine_scores)  # its scores are cosines: near duplicates are seen
     splits = [s for s in cfg.splits if (folder / f"{s}.jsonl").exists()]
     records = {s: list(runs.stage_records(task, "candidates", s).values()) for s in splits}
     store = CorpusStore(Path(index["path"]) / "corpus")

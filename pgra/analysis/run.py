@@ -15,6 +15,7 @@ from typing import Any
 from ..artifacts import library_versions, read_json, source_commit, write_json, write_text
 from ..config import check_config, to_dict
 from ..errors import InputError
+from ..retrieval.base import retriever_title
 from .config import ANALYSES
 from .inputs import ExperimentRuns
 
@@ -230,7 +231,7 @@ def _leakage(w: _Writer, rows: list[dict[str, Any]]) -> None:
              "| task | split | inputs | exact | near (cos ≥ t, in top k) | flagged ids | read by | excluded |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        near = "– (BM25)" if r["near"] is None else \
+        near = f"– ({retriever_title(r['retriever'])})" if r["near"] is None else \
             f"{r['near']} (t={r['threshold']}, k={r['k']}; highest cos {_cos(r.get('max_cosine'))})"
         read = "; ".join(f"{m}: {v['read_duplicate']}/{v['pairs']}" for m, v in r["methods"].items()) or "–"
         excl = r["excluded"]

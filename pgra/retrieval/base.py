@@ -189,6 +189,13 @@ def recorded_retriever(record: dict[str, Any]) -> type[Retriever] | None:
     return RETRIEVERS.get(str(record.get("retriever")))
 
 
+def recorded_encoder(record: dict[str, Any] | None) -> tuple[str, str | None] | None:
+    """``(encoder, pooler)`` of the query encoder of a built index (its manifest, or a candidates manifest's
+    ``index`` record), or None: none recorded, or a retriever without one (:meth:`Retriever.encoder_of`)."""
+    cls = recorded_retriever(record) if record else None
+    return cls.encoder_of(record) if cls else None
+
+
 def retriever_title(name: str) -> str:
     """How reports name the retriever ``name`` (itself when it is not registered)."""
     cls = recorded_retriever({"retriever": name})
@@ -196,5 +203,5 @@ def retriever_title(name: str) -> str:
 
 
 __all__ = ["BUILTIN", "INDEX_KIND", "RETRIEVERS", "LoadOptions", "QueryEncoder", "Retriever", "Searcher",
-           "get_retriever", "load_builtin", "recorded_retriever", "register_retriever", "retriever_class",
+           "get_retriever", "load_builtin", "recorded_encoder", "recorded_retriever", "register_retriever", "retriever_class",
            "retriever_names", "retriever_title"]
