@@ -28,12 +28,12 @@ __version__ = "0.1.0"
 _EXPORTS = {
     # configs
     "load_config": "pgra.config",
-    "IndexConfig": "pgra.retrieval.index",
+    "IndexConfig": "pgra.retrieval.config",
     "RetrieveConfig": "pgra.retrieval.retrieve",
     "RerankConfig": "pgra.rerank.config",
     "TrainConfig": "pgra.reader.config",
     # stage functions
-    "build_index": "pgra.retrieval.index",
+    "build_index": "pgra.retrieval.build",
     "retrieve": "pgra.retrieval.retrieve",
     "rerank": "pgra.rerank.reranker",
     "train": "pgra.reader.train",
@@ -44,6 +44,9 @@ _EXPORTS = {
     "TaskSpec": "pgra.tasks",
     # stage 1
     "Index": "pgra.retrieval.index",
+    "Retriever": "pgra.retrieval.base",
+    "register_retriever": "pgra.retrieval.base",
+    "RETRIEVERS": "pgra.retrieval",
     "DenseEncoder": "pgra.retrieval.encoder",
     # stage 2
     "LMEmbedder": "pgra.rerank.embedder",

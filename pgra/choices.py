@@ -24,5 +24,6 @@ demo_selections = registry_names("pgra.selection", "STRATEGIES")
 poolers = registry_names("pgra.retrieval.encoder", "POOLERS")
 index_types = registry_names("pgra.retrieval.dense", "INDEX_TYPES")
 bm25_methods = registry_names("pgra.retrieval.bm25", "METHODS")
+retrievers = registry_names("pgra.retrieval", "RETRIEVERS")  # the built-in ones and any registered since
 reader_formats = registry_names("pgra.tasks.spec", "READER_FORMATS")
 methods = registry_names("pgra.methods", "METHODS")

@@ -23,6 +23,7 @@ from typing import Any
 from ..artifacts import path_under, write_text
 from ..config import option
 from ..corpus import CorpusStore
+from ..retrieval.base import recorded_retriever, retriever_title
 from ..retrieval.retrieve import read_candidates_manifest, read_excluded_ids
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
@@ -94,7 +95,8 @@ def audit_task(runs: ExperimentRuns, task: str) -> list[dict[str, Any]]:
     folder = runs.experiment.stage_dir(task, "candidates")
     manifest = read_candidates_manifest(folder)
     index = manifest["index"]
-    dense = index["retriever"] == "dense"
+    retriever = recorded_retriever(index)
+    dense = bool(retriever and retriever.cosine_scores)  # its scores are cosines: near duplicates are seen
     splits = [s for s in cfg.splits if (folder / f"{s}.jsonl").exists()]
     records = {s: list(runs.stage_records(task, "candidates", s).values()) for s in splits}
     store = CorpusStore(Path(index["path"]) / "corpus")
@@ -164,7 +166,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                "are in `<task>/leakage_ids.txt`; `retrieve.exclude_ids` drops them from a task's candidates."),
               ["task", "split", "inputs", "exact", "near (cos ≥ t, in top k)", "flagged ids", "read by", "excluded"])
     for r in rows:
-        near = "– (BM25)" if r["near"] is None else \
+        near = f"– ({retriever_title(r['retriever'])})" if r["near"] is None else \
             f"{r['near']} (t={r['threshold']}, k={r['k']}; highest cos {_cos(r.get('max_cosine'))})"
         read = "; ".join(f"{m}: {v['read_duplicate']}/{v['pairs']}" for m, v in r["methods"].items()) or "–"
         excl = r["excluded"]

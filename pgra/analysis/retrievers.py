@@ -8,7 +8,6 @@ embedding cache is shared, so evidence sentences two retrievers both find are em
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
@@ -22,10 +21,10 @@ COMPARED = ("fid", "pgra")
 
 
 def retriever_name(index) -> str:
-    """A short name of an index config: ``bm25`` or the dense encoder's folder name."""
-    if index.retriever == "bm25":
-        return "bm25"
-    return Path(str(index.dense.encoder).rstrip("/")).name or str(index.dense.encoder)
+    """A short name of an index config, its retriever's (``bm25``, a dense encoder's folder name ...)."""
+    from ..retrieval.base import get_retriever
+
+    return get_retriever(index).display_name()
 
 
 def compare_retrievers(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:

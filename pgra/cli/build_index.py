@@ -9,15 +9,14 @@ from .command import Command, run_distributed
 
 
 def run(cfg) -> None:
-    from ..retrieval.index import build_index
+    from ..retrieval.base import recorded_retriever
+    from ..retrieval.build import build_index
 
     ctx, out = run_distributed(build_index, cfg)
     if ctx.is_main:
         m = read_json(Path(out) / "manifest.json")
-        extra = (f"{m['encoder']} ({m['pooler']}), dim {m['dim']}, {m['index_type']}"
-                 if m["retriever"] == "dense" else f"BM25 {m['bm25']['method']}")
-        print(f"index ready: {out} ({m['size']} texts; {extra})")
+        print(f"index ready: {out} ({m['size']} texts; {recorded_retriever(m).describe(m)})")
 
 
 COMMAND = Command("build-index", "stage 1: index a corpus with a dense encoder + faiss, or BM25",
-                  "pgra.retrieval.index:IndexConfig", run, writes="out")
+                  "pgra.retrieval.config:IndexConfig", run, writes="out")

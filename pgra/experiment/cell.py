@@ -78,7 +78,7 @@ def _trusts_code(method) -> bool:
     """Whether this run's own config lets the models a fitted method loads back run their own code (the index's
     encoder, the ICL LM); a fitted run's manifest never does."""
     s = method.inputs.settings
-    return bool(s.index.dense.trust_remote_code or s.retrieve.trust_remote_code or s.icl.trust_remote_code)
+    return bool(s.index.trusts_remote_code() or s.retrieve.trust_remote_code or s.icl.trust_remote_code)
 
 
 def _track(cell: CellPlan, record: dict[str, Any], log_with: str) -> None:

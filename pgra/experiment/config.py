@@ -18,7 +18,7 @@ from ..icl.config import ICLConfig
 from ..methods import KnnVoteConfig, LinearProbeConfig
 from ..reader.config import TrainConfig
 from ..rerank.config import RerankConfig
-from ..retrieval.index import IndexConfig
+from ..retrieval.config import IndexConfig
 from ..retrieval.retrieve import RetrieveConfig
 from ..tracking import TRACKERS
 

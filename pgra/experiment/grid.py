@@ -110,7 +110,7 @@ class Experiment:
     def retrieve_config(self, task: str) -> RetrieveConfig:
         s = cell_settings(self.cfg, task)
         # the index this config builds may run its encoder's code (this run's own config says so): so may retrieval
-        trust = s.retrieve.trust_remote_code or (s.index.retriever == "dense" and s.index.dense.trust_remote_code)
+        trust = s.retrieve.trust_remote_code or s.index.trusts_remote_code()
         return replace(s.retrieve, task=task, index=s.index.out, out=str(self.stage_dir(task, "candidates")),
                        data_dir=s.data_dir, show_progress=s.show_progress, trust_remote_code=trust)
 
@@ -205,7 +205,7 @@ class Experiment:
     def run(self, ctx=None) -> list[CellPlan]:
         """Run the grid; returns the failed cells (also listed on stderr)."""
         from ..distributed import init_distributed
-        from ..retrieval.index import build_index
+        from ..retrieval.build import build_index
 
         ctx = ctx or init_distributed()
         if self.cfg.dry_run:

@@ -9,7 +9,7 @@ label whose nearest voter ranks first. ``scores`` are the vote shares.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,17 +88,17 @@ class KnnVote(Method):
     evidence = "training"  # the voting neighbours
 
     def settings(self) -> dict[str, Any]:
+        from ..retrieval.base import get_retriever
+
         s = self.inputs.settings
-        index = s.index
-        retriever = asdict(index.bm25) if index.retriever == "bm25" else {
-            "encoder": index.dense.encoder, "pooler": index.dense.pooler, "max_length": index.dense.max_length}
-        return {"k": s.knn_vote.k, "retriever": index.retriever, "index": retriever}
+        return {"k": s.knn_vote.k, "retriever": s.index.retriever,
+                "index": get_retriever(s.index).search_settings()}
 
     def depends_on_seed(self) -> bool:
         return False  # nearest neighbours of a deterministic index, ties to the nearest: nothing is drawn
 
     def fit(self, out: Path, seed: int) -> FitResult:
-        from ..retrieval.index import build_index
+        from ..retrieval.build import build_index
 
         k = self.inputs.settings.knn_vote.k
         if k < 1:

@@ -140,13 +140,13 @@ class LinearProbe(Method):
 
     def encoder_settings(self) -> dict[str, Any]:
         s = self.inputs.settings
-        cfg, dense = s.linear_probe, s.index.dense
-        encoder = cfg.encoder or (dense.encoder if s.index.retriever == "dense" else "")
+        cfg, defaults = s.linear_probe, s.index.encoder_defaults()
+        encoder = cfg.encoder or defaults.encoder
         if not encoder:
-            raise InputError("linear_probe needs a dense encoder: the index is BM25, so set linear_probe.encoder",
-                             field="linear_probe.encoder")
-        return {"encoder": encoder, "pooler": cfg.pooler or dense.pooler, "max_length": dense.max_length,
-                "batch_size": dense.batch_size}
+            raise InputError(f"linear_probe needs a dense encoder: the index's retriever ({s.index.retriever}) "
+                             "has none, so set linear_probe.encoder", field="linear_probe.encoder")
+        return {"encoder": encoder, "pooler": cfg.pooler or defaults.pooler, "max_length": defaults.max_length,
+                "batch_size": defaults.batch_size}
 
     def settings(self) -> dict[str, Any]:
         cfg = self.inputs.settings.linear_probe

@@ -173,10 +173,14 @@ def settings_key(settings: SelectorSettings) -> dict[str, Any]:
 
 
 def with_index_encoder(settings: SelectorSettings, index: dict[str, Any] | None) -> SelectorSettings:
-    """``settings`` whose empty ``encoder`` defaults to a dense index's encoder and pooler (a candidates
-    manifest's ``index`` record)."""
+    """``settings`` whose empty ``encoder`` defaults to the index's query encoder and pooler, when its retriever
+    has one (a candidates manifest's ``index`` record)."""
     from dataclasses import replace
 
-    if settings.encoder or not index or index.get("retriever") != "dense" or not index.get("encoder"):
+    from ..retrieval.base import recorded_encoder
+
+    found = None if settings.encoder else recorded_encoder(index)
+    if found is None:
         return settings
-    return replace(settings, encoder=index["encoder"], pooler=index.get("pooler", settings.pooler))
+    encoder, pooler = found
+    return replace(settings, encoder=encoder, pooler=settings.pooler if pooler is None else pooler)

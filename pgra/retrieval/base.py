@@ -1,0 +1,207 @@
+"""The interface of a first-stage retriever and its registry.
+
+A retriever is one file: a :class:`Retriever` subclass (its settings are a section of
+:class:`~pgra.retrieval.config.IndexConfig`, e.g. ``dense.*`` or ``bm25.*``) that builds its files in an index
+folder and loads them back as a :class:`Searcher`; the file registers it with :func:`register_retriever`. The
+config's ``retriever`` value picks it by ``name`` (the choices come from the registry), and nothing outside
+``pgra.retrieval`` asks which one it has: kNN vote, the selection, the analyses and the CLI ask the retriever
+(or, for a built index, :func:`recorded_retriever` of its manifest's ``retriever`` name).
+
+Every index folder holds ``manifest.json`` and ``corpus/`` (written by :func:`pgra.retrieval.build.build_index`);
+a retriever adds its own files (:attr:`Retriever.parts`, :attr:`Retriever.files`) and may keep resume state in
+``.build/`` (:attr:`Retriever.work_files`) while it builds.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ..corpus import CorpusStore
+    from ..distributed import DistContext
+    from .config import IndexConfig
+
+INDEX_KIND = "index"  # the manifest kind of an index folder
+
+
+@dataclass(frozen=True)
+class QueryEncoder:
+    """The sentence encoder a retriever embeds queries with (and the settings it runs it at)."""
+
+    encoder: str
+    pooler: str
+    max_length: int
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How a caller loads an index: ``encoder`` = the index's encoder at a new location (checked against the
+    manifest), ``trust_remote_code`` = the caller's own permission (a manifest never gives it)."""
+
+    encoder: str | None = None
+    device: str | None = None
+    use_gpu: bool = True
+    trust_remote_code: bool = False
+
+
+class Searcher(ABC):
+    """A built index's retriever, loaded: top-k corpus positions and scores for a batch of queries."""
+
+    @abstractmethod
+    def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k ``(scores, positions)`` arrays of shape ``(len(queries), min(k, N))``, best first; a position is
+        -1 where fewer than k were found."""
+
+    @property
+    def encoder(self) -> Any:
+        """The query encoder (a :class:`~pgra.retrieval.encoder.DenseEncoder`) of a retriever that has one."""
+        raise InputError(f"a {type(self).__name__} has no query encoder", field="retriever")
+
+
+class Retriever(ABC):
+    """One kind of first-stage retriever, configured by an :class:`~pgra.retrieval.config.IndexConfig`.
+
+    Building: :meth:`validate`, :meth:`prepare` (before anything is written), :meth:`key_fields` (what must match
+    for a finished index or partial build to be reused), :meth:`build`. Loading: :meth:`load` (a classmethod, from
+    the folder and its manifest) gives the :class:`Searcher`. What callers ask instead of the retriever's name:
+    :meth:`display_name`, :meth:`search_settings`, :meth:`query_encoder`, :meth:`trusts_remote_code`, and for a
+    built index :meth:`describe`, :meth:`encoder_of`, :attr:`cosine_scores`, :attr:`title`.
+    """
+
+    name: ClassVar[str] = ""  # the config's ``retriever`` value and the manifest's
+    title: ClassVar[str] = ""  # how reports name the kind (empty: the name)
+    cosine_scores: ClassVar[bool] = False  # its scores are cosines (the leakage audit's near duplicates)
+    # what it writes in an index folder, with what a user's folder of that name is not: sub-folder -> (file
+    # patterns, description), top-level file -> description, file patterns of its resume state in ``.build/``
+    parts: ClassVar[dict[str, tuple[tuple[str, ...], str]]] = {}
+    files: ClassVar[dict[str, str]] = {}
+    work_files: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, cfg: IndexConfig) -> None:
+        self.cfg = cfg
+
+    # ----- building -----
+    def validate(self) -> None:  # noqa: B027 (a hook: nothing to check by default)
+        """Refuse settings it cannot build with (an InputError naming the field)."""
+
+    def prepare(self) -> None:  # noqa: B027 (a hook: no models by default)
+        """Check, before anything is written, that its models load (and fingerprint them for :meth:`key_fields`)."""
+
+    @abstractmethod
+    def key_fields(self) -> dict[str, Any]:
+        """Its part of the build key (after :meth:`prepare`): every setting its index depends on."""
+
+    @abstractmethod
+    def build(self, store: CorpusStore, out: Path, work: Path, ctx: DistContext) -> tuple[dict[str, Any],
+                                                                                         dict[str, Any]]:
+        """Write its files for the corpus ``store`` into the index folder ``out`` (``work``: the build's resume
+        folder). Runs on every process; returns, on the main one, the manifest's file records and the fields it
+        adds to the manifest (on the others, what it likes: it is not read)."""
+
+    # ----- what callers ask -----
+    def display_name(self) -> str:
+        """A short name for reports and comparisons (``bm25``, an encoder's folder name)."""
+        return self.name
+
+    def search_settings(self) -> dict[str, Any]:
+        """The settings that decide which neighbours a query finds, for the keys of runs that search an index of
+        it themselves (the kNN vote's cells)."""
+        return {}
+
+    def query_encoder(self) -> QueryEncoder | None:
+        """The sentence encoder it embeds queries with, or None (a lexical retriever)."""
+        return None
+
+    def trusts_remote_code(self) -> bool:
+        """Whether this config lets its models run their own code."""
+        return False
+
+    # ----- a built index -----
+    @classmethod
+    @abstractmethod
+    def load(cls, directory: Path, manifest: dict[str, Any], options: LoadOptions) -> Searcher:
+        """Load the index in ``directory`` (its manifest already read and its files verified)."""
+
+    @classmethod
+    def describe(cls, manifest: dict[str, Any]) -> str:
+        """One line on a built index (``pgra build-index`` prints it)."""
+        return cls.title or cls.name
+
+    @classmethod
+    def encoder_of(cls, record: dict[str, Any]) -> tuple[str, str | None] | None:
+        """``(encoder, pooler)`` of an index's query encoder, from its manifest or a candidates manifest's
+        ``index`` record; None when it has none."""
+        return None
+
+
+RETRIEVERS: dict[str, type[Retriever]] = {}
+# the retrievers that ship with pgra, one module each (importing one registers it)
+BUILTIN = ("dense_retriever", "bm25_retriever")
+
+
+def register_retriever(cls: type[Retriever]) -> type[Retriever]:
+    """Add a retriever class to the registry under its ``name`` (replacing one of the same name); returns it, so
+    it works as a decorator."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    RETRIEVERS[cls.name] = cls
+    return cls
+
+
+def load_builtin() -> None:
+    """Import (so register) the built-in retrievers."""
+    for module in BUILTIN:
+        importlib.import_module(f"{__package__}.{module}")
+
+
+def retriever_names() -> tuple[str, ...]:
+    """The registered retrievers' names (the config's choices)."""
+    load_builtin()
+    return tuple(RETRIEVERS)
+
+
+def retriever_class(name: str, field: str = "retriever") -> type[Retriever]:
+    """The retriever class registered as ``name``."""
+    names = retriever_names()
+    if name not in RETRIEVERS:
+        raise InputError(f"unknown retriever '{name}', use {' or '.join(names)}", field=field)
+    return RETRIEVERS[name]
+
+
+def get_retriever(cfg: IndexConfig) -> Retriever:
+    """The retriever an index config describes (its ``retriever`` name, with its settings)."""
+    return retriever_class(cfg.retriever)(cfg)
+
+
+def recorded_retriever(record: dict[str, Any]) -> type[Retriever] | None:
+    """The retriever class of a built index's manifest or a candidates manifest's ``index`` record (None for a
+    retriever that is not registered here)."""
+    load_builtin()
+    return RETRIEVERS.get(str(record.get("retriever")))
+
+
+def recorded_encoder(record: dict[str, Any] | None) -> tuple[str, str | None] | None:
+    """``(encoder, pooler)`` of the query encoder of a built index (its manifest, or a candidates manifest's
+    ``index`` record), or None: none recorded, or a retriever without one (:meth:`Retriever.encoder_of`)."""
+    cls = recorded_retriever(record) if record else None
+    return cls.encoder_of(record) if cls else None
+
+
+def retriever_title(name: str) -> str:
+    """How reports name the retriever ``name`` (itself when it is not registered)."""
+    cls = recorded_retriever({"retriever": name})
+    return (cls.title or cls.name) if cls else name
+
+
+__all__ = ["BUILTIN", "INDEX_KIND", "RETRIEVERS", "LoadOptions", "QueryEncoder", "Retriever", "Searcher",
+           "get_retriever", "load_builtin", "recorded_encoder", "recorded_retriever", "register_retriever", "retriever_class",
+           "retriever_names", "retriever_title"]

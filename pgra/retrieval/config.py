@@ -1,0 +1,60 @@
+"""The config of ``pgra build-index`` (and of an experiment's ``index`` section): the corpus, the output folder,
+the retriever's name and one settings section per built-in retriever (``dense.*``, ``bm25.*``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import choices
+from ..config import check_config, option
+from ..corpus import CorpusSource
+from ..errors import InputError
+from .base import QueryEncoder, get_retriever
+from .bm25 import BM25Config
+from .dense_retriever import DenseConfig
+
+
+@dataclass
+class IndexConfig:
+    """Everything ``pgra build-index`` needs (YAML in ``configs/``; CLI flags override)."""
+
+    corpus: str = option("", help="txt (one sentence a line), .jsonl ({id, text}) or an HF dataset")
+    corpus_format: str = option("auto", choices=("auto", "txt", "jsonl", "hf"), help="auto = by file name")
+    text_field: str = option("text", help="text field of a JSONL/HF corpus")
+    id_field: str = option("id", help="id field of a JSONL/HF corpus")
+    split: str = option("train", help="split of an HF dataset corpus")
+    skip_blank_lines: bool = option(False, help="skip blank lines of a txt corpus (ids stay line numbers)")
+    out: str = option("", help="index folder to write")
+    retriever: str = option("dense", choices=choices.retrievers,
+                            help="a registered first-stage retriever: dense (an encoder + faiss), bm25 ...")
+    dense: DenseConfig = field(default_factory=DenseConfig)
+    bm25: BM25Config = field(default_factory=BM25Config)
+    overwrite: bool = option(False, help="replace an index or partial build made with other inputs")
+    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
+
+    def source(self) -> CorpusSource:
+        """The corpus to index."""
+        return CorpusSource(path=self.corpus, format=self.corpus_format, text_field=self.text_field,
+                            id_field=self.id_field, split=self.split, skip_blank_lines=self.skip_blank_lines)
+
+    def validate(self) -> None:
+        """Refuse a config that cannot build (an InputError naming the field)."""
+        check_config(self)
+        if not self.corpus:
+            raise InputError("no corpus given (--corpus)", field="corpus")
+        if not self.out:
+            raise InputError("no output folder given (--out)", field="out")
+        get_retriever(self).validate()  # an unknown name is refused here
+
+    def encoder_defaults(self) -> QueryEncoder:
+        """The encoder settings a method that embeds inputs itself (the linear probe) starts from: the retriever's
+        query encoder, or (a retriever without one) no encoder with the ``dense`` section's other settings."""
+        d = self.dense
+        return get_retriever(self).query_encoder() or QueryEncoder("", d.pooler, d.max_length, d.batch_size)
+
+    def trusts_remote_code(self) -> bool:
+        """Whether this config lets the index's models run their own code."""
+        return get_retriever(self).trusts_remote_code()
+
+
+__all__ = ["BM25Config", "DenseConfig", "IndexConfig"]
