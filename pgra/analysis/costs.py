@@ -20,7 +20,7 @@ from ..experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from ..methods import get_method
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
-from .writer import Writer, pct
+from .writer import Writer, number, pct
 
 
 def stage_cost(runs: ExperimentRuns, task: str, stage: str) -> dict[str, Any] | None:
@@ -124,9 +124,6 @@ def cost_table(runs: ExperimentRuns) -> list[dict[str, Any]]:
     return out
 
 
-def _flops(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2e}"
-
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     from .plots import pareto
@@ -146,7 +143,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
         stages = f"{r['stage_elapsed_s']:,.0f}" if r["stages"] else "–" if r["missing_stages"] else "0"
         seconds += " (resumed)" if r.get("resumed") else ""
         w.md.append(f"| {r['task']} | {r['method']} | {pct(r['metric'])} | {seconds} | {stages} | {tokens} | "
-                    f"{_flops(r['flops'])} | {dom(r['dominated_by_flops'])} | {dom(r['dominated_by_time'])} |")
+                    f"{number(r['flops'], '.2e')} | {dom(r['dominated_by_flops'])} | {dom(r['dominated_by_time'])} |")
     hardware = {str(r["hardware"]) for r in rows if r.get("hardware")}
     w.md += ["", f"Hardware: {'; '.join(sorted(hardware)) or 'not recorded'}.", ""]
     for task in dict.fromkeys(r["task"] for r in rows):

@@ -27,7 +27,7 @@ from ..retrieval.base import recorded_retriever, retriever_title
 from ..retrieval.retrieve import read_candidates_manifest, read_excluded_ids
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
-from .writer import Writer
+from .writer import Writer, number
 
 
 @dataclass
@@ -153,9 +153,6 @@ def leakage(runs: ExperimentRuns) -> list[dict[str, Any]]:
     return [row for task in runs.cfg.tasks for row in audit_task(runs, task)]
 
 
-def _cos(x: float | None) -> str:
-    return "–" if x is None else f"{x:.3f}"
-
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     w.section("leakage", rows, "Leakage audit",
@@ -167,7 +164,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
               ["task", "split", "inputs", "exact", "near (cos ≥ t, in top k)", "flagged ids", "read by", "excluded"])
     for r in rows:
         near = f"– ({retriever_title(r['retriever'])})" if r["near"] is None else \
-            f"{r['near']} (t={r['threshold']}, k={r['k']}; highest cos {_cos(r.get('max_cosine'))})"
+            f"{r['near']} (t={r['threshold']}, k={r['k']}; highest cos {number(r.get('max_cosine'), '.3f')})"
         read = "; ".join(f"{m}: {v['read_duplicate']}/{v['pairs']}" for m, v in r["methods"].items()) or "–"
         excl = r["excluded"]
         excluded = f"{excl['ids']} ids, {sum(excl['removed_from_top_k'].values())} removed" if excl else "no"

@@ -15,6 +15,11 @@ def pct(x: float | None) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
 
 
+def number(x: float | None, spec: str) -> str:
+    """``x`` formatted with ``spec`` (``–`` for a missing value)."""
+    return "–" if x is None else format(x, spec)
+
+
 def signed(x: float | None) -> str:
     """A fraction as signed percentage points (``–`` for a missing value)."""
     return "–" if x is None else f"{100 * x:+.1f}"
@@ -43,4 +48,4 @@ class Writer:
         self.md += [f"![{title}]({name})", "", f"*{caption}*", ""]
 
 
-__all__ = ["Writer", "pct", "signed"]
+__all__ = ["Writer", "number", "pct", "signed"]
