@@ -64,3 +64,14 @@ def test_toy_method_strategy_and_analysis_run_through_the_commands(toys, tmp_pat
     # an option the toy analysis does not declare is refused by name, like a built-in one's
     assert main(["analyze", "--config", str(path), "analysis.toy_length.word=3"]) == 2
     assert "analysis.toy_length.word" in capsys.readouterr().err
+
+
+def test_the_built_in_analyses_keep_their_order_whatever_imports_them_first():
+    """analysis.md shows the analyses in one order: the registry does not follow the order modules were imported."""
+    import subprocess
+    import sys
+
+    code = ("import pgra.analysis.case_study, pgra.analysis.costs, pgra.analysis.calibration\n"
+            "from pgra.analysis.base import analysis_names\nprint(','.join(analysis_names()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "consistency,sweep,retrievers,differences,calibration,leakage,attribution,cost,case_study"

@@ -48,11 +48,17 @@ ANALYSES: dict[str, Analysis] = {}
 # the analyses that ship with pgra, one module each (importing one registers it), in the order they are shown
 BUILTIN = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "costs",
            "case_study")
+SHOWN = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "cost",
+         "case_study")  # the analyses those modules register, in that order
 
 
 def register_analysis(analysis: Analysis) -> Analysis:
-    """Add ``analysis`` to the registry (replacing one of the same name); returns it."""
+    """Add ``analysis`` to the registry (replacing one of the same name); returns it. The built-in analyses keep
+    their order (``SHOWN``) whatever order their modules were imported in; others follow in registration order."""
     ANALYSES[analysis.name] = analysis
+    ordered = sorted(ANALYSES.values(), key=lambda a: SHOWN.index(a.name) if a.name in SHOWN else len(SHOWN))
+    ANALYSES.clear()
+    ANALYSES.update((a.name, a) for a in ordered)
     return analysis
 
 
