@@ -69,3 +69,44 @@ def test_search_and_save_load(tmp_path):
     for row, ids, sc in zip(full, p1, s1, strict=True):
         assert ids.tolist() == topk_positions(row, 5).tolist() and np.array_equal(sc, row[ids])
         assert (np.diff(sc) <= 0).all()
+
+
+def _zipf_corpus(n, seed, vocab_size=400):
+    """Sentences whose words follow a Zipf law (a few very common words, many rare ones), like real text."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, vocab_size + 1)
+    p /= p.sum()
+    words = np.array([f"t{i}" for i in range(vocab_size)])
+    return [" ".join(rng.choice(words, size=rng.integers(1, 30), p=p)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("method", ["okapi", "lucene", "bm25+"])
+@pytest.mark.parametrize("k", [1, 7, 150, 899, 2000])
+def test_compiled_search_equals_brute_force_top_k(method, k):
+    # the compiled kernel returns exactly the top k of the full score matrix: same ids, same scores bit for bit,
+    # same order (score, then position), for rare-word, common-word, repeated-word, unknown-word and empty
+    # queries (ties at 0 filled by position), in odd batch sizes, k up to past the corpus
+    pytest.importorskip("numba")
+    docs = _zipf_corpus(899, seed=3)
+    idx = BM25Index.build(docs, BM25Config(method=method, query_batch_size=5), show_progress=False)
+    rng = np.random.default_rng(4)
+    queries = docs[:40] + ["t0 t1 t2", "t399 t398", "t0 t0 t0 t377", "unknown words only", "t5", "", "t1 t1"]
+    queries += [" ".join(rng.choice([f"t{i}" for i in range(400)], size=12)) for _ in range(20)]
+    scores, ids = idx.search(queries, k, compiled=True)
+    slow_scores, slow_ids = idx.search(queries, k, compiled=False)
+    assert np.array_equal(ids, slow_ids) and np.array_equal(scores, slow_scores)
+    full = idx.scores(queries)
+    for row, got_ids, got_scores in zip(full, ids, scores, strict=True):
+        expected = topk_positions(row, min(k, len(docs)))
+        assert got_ids.tolist() == expected.tolist()
+        assert np.array_equal(got_scores, row[expected])
+
+
+def test_compiled_search_on_a_loaded_memory_mapped_index(tmp_path):
+    pytest.importorskip("numba")
+    docs = _zipf_corpus(300, seed=6)
+    BM25Index.build(docs, BM25Config(), show_progress=False).save(tmp_path / "bm25")
+    idx = BM25Index.load(tmp_path / "bm25")
+    got = idx.search(docs[:9], 11, compiled=True)
+    want = idx.search(docs[:9], 11, compiled=False)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

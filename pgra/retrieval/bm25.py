@@ -23,6 +23,7 @@ from ..artifacts import load_npy, read_json, save_npy, write_json
 from ..config import option
 from ..errors import InputError
 from ..progress import progress
+from . import bm25_kernel
 
 METHODS = ("okapi", "lucene", "robertson", "atire", "bm25l", "bm25+")
 _WORD = re.compile(r"(?u)\b\w\w+\b")
@@ -153,15 +154,24 @@ class BM25Index:
             out += (q @ self.nonoccurrence)[:, None]
         return out
 
-    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k ``(scores, positions)`` per query, ordered by score then position."""
+    def search(self, queries: Sequence[str], k: int, compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k ``(scores, positions)`` per query, ordered by score then position. ``compiled`` (default: when
+        numba is installed) runs :mod:`.bm25_kernel`, which returns the same ids and scores bit for bit."""
         k = min(k, self.num_docs)
         all_scores = np.empty((len(queries), k), dtype=np.float64)
         all_ids = np.empty((len(queries), k), dtype=np.int64)
+        compiled = bm25_kernel.available() if compiled is None else compiled
         bs = self.cfg.query_batch_size
+        rows = np.empty((min(bs, len(queries)), self.num_docs), dtype=self.weights.dtype) if compiled else None
         for start in range(0, len(queries), bs):
-            block = self.scores(queries[start:start + bs])
-            for r, row in enumerate(block):
+            batch = queries[start:start + bs]
+            if compiled:
+                q = self.query_matrix(batch)
+                shift = q @ self.nonoccurrence if self.nonoccurrence is not None else np.zeros(len(batch))
+                scores, ids = bm25_kernel.search_batch(self.weights, q, shift, k, rows)
+                all_scores[start:start + len(batch)], all_ids[start:start + len(batch)] = scores, ids
+                continue
+            for r, row in enumerate(self.scores(batch)):
                 ids = topk_positions(row, k)
                 all_ids[start + r], all_scores[start + r] = ids, row[ids]
         return all_scores, all_ids
