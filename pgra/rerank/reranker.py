@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..artifacts import MANIFEST, check_disjoint, file_record, write_json, write_manifest
+from ..causal_lm import LMCost
 from ..config import check_config, to_dict
 from ..corpus import CorpusStore
 from ..distributed import DistContext, gather_objects, init_distributed, main_computes
@@ -42,6 +43,12 @@ from .prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
 from .scoring import reranked_ctxs
 
 RERANKED_KIND = "reranked"
+
+
+def reranked_cost(manifest: dict[str, Any]) -> LMCost:
+    """The LM work behind a reranked folder (its manifest): the embedding plus the demonstrations' selection."""
+    e = manifest["embedding"]
+    return LMCost(e["texts"], e["tokens_run"]) + LMCost.from_dict(manifest.get("selection_cost"))
 
 
 def _open_corpus(cfg: RerankConfig, cand: dict[str, Any]) -> CorpusStore:
@@ -112,9 +119,7 @@ def _open_cache(ctx: DistContext, root: str, key: dict[str, Any], size: int, dim
 
 
 def _embedder(cfg: RerankConfig) -> LMEmbedder:
-    return LMEmbedder(cfg.lm, device=cfg.device, dtype=cfg.dtype, attn_implementation=cfg.attn_implementation,
-                      max_tokens_per_batch=cfg.max_tokens_per_batch, max_batch_size=cfg.max_batch_size,
-                      max_context=cfg.max_context or None, trust_remote_code=cfg.trust_remote_code)
+    return LMEmbedder(cfg.lm, **cfg.lm_settings(), trust_remote_code=cfg.trust_remote_code)
 
 
 def demo_records(demos: list[Example]) -> list[dict[str, Any]]:
@@ -248,7 +253,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         data["train"] = [r for r in data["train"] if str(r["id"]) not in demo_ids]
         vectors, info = _shared_prompt(cfg, ctx, task, store, cand, data, splits, embedder, demos)
         prefix = demo_prefix(task, demos)
-    stats = gather_objects(ctx, asdict(embedder.stats))
+    stats = gather_objects(ctx, embedder.stats.record())
     ctx.barrier()
     if not ctx.is_main:
         return out
@@ -269,7 +274,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         warnings.warn(f"{short} queries had fewer than d={cfg.top_d} candidates; they keep all they have",
                       stacklevel=2)
     write_json(out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
-    total = {k: sum(s[k] for s in stats) for k in ("texts", "tokens_run", "truncated", "uncached")}
+    total = {k: sum(s[k] for s in stats) for k in stats[0]}
     write_manifest(out, {
         "kind": RERANKED_KIND, "task": to_dict(task), "lm": cfg.lm, "lm_fingerprint": embedder.fingerprint,
         "demo_selection": selection["describe"], "per_query_demonstrations": selection["per_query"],
