@@ -149,13 +149,13 @@ def bench_reranker(name: str, args, device, dtype, rng) -> dict:
     suffixes = [rng.integers(1000, vocab, size=int(n) + 6).tolist()
                 for n in sentence_lengths(args.rerank_texts, rng)]
     emb.embed_suffix_ids(shared, suffixes[:8])  # warm-up
-    emb.stats.tokens_run = 0
+    emb.cost.tokens = 0
     sync(device)
     start = time.perf_counter()
     emb.embed_suffix_ids(shared, suffixes)
     sync(device)
     seconds = time.perf_counter() - start
-    tokens = emb.stats.tokens_run
+    tokens = emb.cost.tokens
     out = {"model": name, "params": params(model), "texts": len(suffixes), "seconds": seconds,
            "texts_per_s": len(suffixes) / seconds, "tokens_per_s": tokens / seconds,
            "flops_per_s": 2 * params(model) * tokens / seconds, "prefix_tokens": len(shared),

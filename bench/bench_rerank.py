@@ -52,11 +52,11 @@ def main() -> None:
     emb = LMEmbedder(args.lm)
     pairs = [(qi, int(p)) for qi in range(len(queries)) for p in positions[qi]]
     unique_rows = np.unique(positions)
-    head = len(emb._ids(shared_head(prefix, task.render)))
+    head = len(emb.ids(shared_head(prefix, task.render)))
     distinct = [q.text for q in queries] + index.corpus.texts(unique_rows)
     floor = head + sum(len(emb.prompt_ids(prefix, task.render, ANSWER_CUE, t)) - head for t in distinct)
     print(f"workload: {len(queries)} queries x {args.k} candidates = {len(pairs)} candidate slots, "
-          f"{len(unique_rows)} distinct sentences; demonstrations {len(emb._ids(prefix))} tokens, shared head "
+          f"{len(unique_rows)} distinct sentences; demonstrations {len(emb.ids(prefix))} tokens, shared head "
           f"(demonstrations + template before the text) {head} tokens; token floor {floor}")
 
     # naive: full prompt for the query and every candidate of every query, batch 4, in query order
@@ -76,7 +76,7 @@ def main() -> None:
     try:
         runs = []
         for label in ("cold", "warm"):
-            emb.stats.tokens_run = 0
+            emb.cost.tokens = 0
             t = time.perf_counter()
             cache = EmbeddingCache(cache_root, {"bench": 1}, len(index.corpus), emb.dim)
             todo = cache.missing(unique_rows)
@@ -90,7 +90,7 @@ def main() -> None:
             for qi in range(len(queries)):
                 s = cache.get(positions[qi]) @ q[qi]
                 np.argsort(-s, kind="stable")[:16]
-            runs.append((label, time.perf_counter() - t, emb.stats.tokens_run))
+            runs.append((label, time.perf_counter() - t, emb.cost.tokens))
     finally:
         shutil.rmtree(cache_root)
 

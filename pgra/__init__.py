@@ -11,6 +11,7 @@ The public API: one function per stage with its config dataclass, and the object
 
     cfg = pgra.load_config(pgra.RerankConfig, "configs/demo/rerank_smollm2.yaml", {"top_d": 4})
     pgra.rerank(cfg)                                               # any stage, from Python
+    top = pgra.Reranker.load(cfg.out, index.corpus).rerank(texts, hits)  # in memory (hits: index.search_hits)
 
     pipe = pgra.Pipeline.load("runs/demo-experiment/wiki_topic/pgra/seed-1")   # an experiment's run
     print(pipe.predict(["The planet orbits the sun"])[0])          # label, probabilities, evidence
@@ -54,6 +55,7 @@ _EXPORTS = {
     "demo_prefix": "pgra.rerank.prompts",
     "ANSWER_CUE": "pgra.rerank.prompts",
     "score_candidates": "pgra.rerank.scoring",
+    "Reranker": "pgra.rerank.core",
     # demonstration selection and in-context learning
     "get_selector": "pgra.selection",
     "SelectorSettings": "pgra.selection",

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 DTYPES = ("auto", "fp32", "fp16", "bf16")
 MIXED_PRECISION = ("no", "fp16", "bf16")
+
+
+def import_builtin(package: str, modules: Iterable[str]) -> None:
+    """Import (so register) a registry's built-in ``modules`` of ``package``: one file per registered part."""
+    for module in modules:
+        importlib.import_module(f"{package}.{module}")
 
 
 def registry_names(module: str, attr: str) -> Callable[[], list[str]]:

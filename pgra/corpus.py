@@ -29,6 +29,7 @@ from .artifacts import (
     sha256_file,
     write_json,
 )
+from .config import option
 from .errors import IncompleteArtifactError, InputError
 from .progress import progress
 
@@ -36,6 +37,20 @@ CorpusId = int | str
 FORMATS = ("auto", "txt", "jsonl", "hf")
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (Windows editors write one): not part of the first text
 _FILE_HINT = "a txt corpus (one sentence a line), a .jsonl file, or an HF dataset folder or id"
+
+
+@dataclass
+class CorpusOptions:
+    """Where a stage's corpus comes from: the config fields the index build and SimCSE training share (flat keys
+    and flags, first among each config's own)."""
+
+    corpus: str = option("", help="txt (one sentence a line), .jsonl ({id, text}) or an HF dataset")
+    corpus_format: str = option("auto", choices=FORMATS, help="auto = by file name")
+    text_field: str = option("text", help="text field of a JSONL/HF corpus")
+
+    def corpus_source(self, **more: Any) -> CorpusSource:
+        """The corpus to read (``more``: the other :class:`CorpusSource` fields the stage has)."""
+        return CorpusSource(path=self.corpus, format=self.corpus_format, text_field=self.text_field, **more)
 
 
 @dataclass(frozen=True)

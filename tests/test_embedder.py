@@ -112,7 +112,7 @@ def test_texts_merging_across_the_seam_continue_from_a_shorter_head_and_stay_exa
     render = lambda t: "The answer is posit" + t  # noqa: E731
     texts = ["ive .", " dull film .", "ive and slow .", " x", " a gripping film ."]
     seqs = [emb.prompt_ids(prefix, render, ANSWER_CUE, t) for t in texts]
-    head = emb._ids(shared_head(prefix, render))
+    head = emb.ids(shared_head(prefix, render))
     groups, fallback = seam_groups(seqs, head)
     assert len(groups) == 2 and len(head) in groups and not fallback  # both kinds occur
     fast = emb.embed(texts, prefix, render, ANSWER_CUE)

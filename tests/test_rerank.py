@@ -175,12 +175,12 @@ def test_two_process_retrieve_equals_single_process(candidates, tmp_path, sky_ta
 
 def test_warm_cache_rerank_never_loads_the_lm(candidates, tmp_path, tiny_opt, monkeypatch):
     rerank(_cfg(candidates, tmp_path, tiny_opt))
-    from pgra.rerank import embedder as embedder_mod
+    import transformers
 
     def no_load(*args, **kwargs):
         raise AssertionError("the LM weights were loaded although every embedding was cached")
 
-    monkeypatch.setattr(embedder_mod.AutoModel, "from_pretrained", no_load)
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", no_load)
     out = rerank(_cfg(candidates, tmp_path, tiny_opt, top_d=3, out=str(tmp_path / "sweep")))
     assert json.loads((out / "manifest.json").read_text())["top_d"] == 3
 
@@ -216,3 +216,29 @@ def test_per_query_demonstrations_match_the_naive_formula(candidates, tmp_path, 
             _same_ranking([c["id"] for c in res["ctxs"]], [rec["ctxs"][j]["id"] for j in top], prob_of, tol=2e-4)
     again = rerank(replace(cfg, out=str(tmp_path / "again")))  # the per-query cache: nothing runs twice
     assert json.loads((again / "manifest.json").read_text())["embedding"]["tokens_run"] == 0
+
+
+@pytest.mark.parametrize("strategy", ["paper", "kate"])
+def test_in_memory_reranker_replays_the_stage(candidates, tmp_path, tiny_opt, tiny_bert, strategy):
+    """``Reranker.load(folder).rerank(texts, candidates)`` gives the stage's top d: with the evidence cache, without
+    it, without a corpus (the candidates' own texts), and with per-query demonstrations."""
+    from pgra.corpus import CorpusStore
+    from pgra.rerank.core import Reranker
+    from pgra.selection import SelectorSettings
+
+    settings = SelectorSettings(encoder=str(tiny_bert), pooler="mean", cache_dir=str(tmp_path / "sel"))
+    out = rerank(_cfg(candidates, tmp_path, tiny_opt, demo_selection=strategy, num_demos=3, demos=settings, k=6))
+    store = CorpusStore(Path(json.loads((candidates / "manifest.json").read_text())["index"]["path"]) / "corpus")
+    cands = [json.loads(x) for x in (candidates / "test.jsonl").read_text().splitlines()]
+    want = [json.loads(x)["ctxs"] for x in (out / "test.jsonl").read_text().splitlines()]
+    cached = Reranker.load(out, store)
+    assert cached.k == 6 and cached.top_d == 4 and cached.per_query == (strategy == "kate")
+    assert (cached.evidence_cache is not None) == (strategy == "paper")
+    uncached = Reranker.load(out, store)
+    uncached.evidence_cache = None
+    for reranker in (cached, uncached, Reranker.load(out, None)):
+        got = reranker.rerank([r["text"] for r in cands], [r["ctxs"] for r in cands])
+        for g, w in zip(got, want, strict=True):
+            assert [c["id"] for c in g] == [c["id"] for c in w]
+            assert [c["retrieval_rank"] for c in g] == [c["retrieval_rank"] for c in w]
+            np.testing.assert_allclose([c["score"] for c in g], [c["score"] for c in w], atol=1e-5)

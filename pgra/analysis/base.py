@@ -9,11 +9,12 @@ built from the registry (:func:`pgra.analysis.config.analyze_config`).
 
 from __future__ import annotations
 
-import importlib
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ..choices import import_builtin
 
 if TYPE_CHECKING:
     from .inputs import ExperimentRuns
@@ -64,8 +65,7 @@ def register_analysis(analysis: Analysis) -> Analysis:
 
 def load_builtin() -> None:
     """Import (so register) the built-in analyses."""
-    for module in BUILTIN:
-        importlib.import_module(f"{__package__}.{module}")
+    import_builtin(__package__, BUILTIN)
 
 
 def analysis_names() -> tuple[str, ...]:

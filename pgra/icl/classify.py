@@ -13,13 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from ..causal_lm import LMCost
 from ..predictions import prediction_line
 from ..rerank.prompts import build_prompt
 from ..selection import get_selector
 from ..selection.base import SelectorSettings
 from ..tasks import Example, TaskSpec, check_label_ids
 from .config import ICLConfig
-from .scoring import LabelScorer, ScoreStats
+from .scoring import LabelScorer
 
 
 def label_probabilities(logp: np.ndarray, counts: np.ndarray, length_normalise: bool) -> np.ndarray:
@@ -46,11 +47,7 @@ class ICLClassifier:
         """The label-scoring LM, loaded on first use (after the selection freed its own models)."""
         if self._scorer is None:
             cfg = self.cfg
-            scorer = LabelScorer(cfg.lm, device=cfg.device, dtype=cfg.dtype,
-                                 attn_implementation=cfg.attn_implementation,
-                                 max_tokens_per_batch=cfg.max_tokens_per_batch,
-                                 max_batch_size=cfg.max_batch_size, max_context=cfg.max_context or None,
-                                 trust_remote_code=cfg.trust_remote_code)
+            scorer = LabelScorer(cfg.lm, **cfg.lm_settings(), trust_remote_code=cfg.trust_remote_code)
             # label words the LM's tokenizer cannot tell apart (the same tokens, or unknown) are refused
             tok = scorer.tokenizer
             check_label_ids(self.task, tok, [tok(" " + w, add_special_tokens=False)["input_ids"] for w in self.words],
@@ -97,7 +94,7 @@ class ICLClassifier:
 
     def cost(self) -> dict[str, int]:
         """LM inputs read and tokens run: the selection's (Skill-KNN's rewrites) plus the label scoring."""
-        sel = self.selector.cost
-        sc = self._scorer.stats if self._scorer is not None else ScoreStats()
-        return {"lm_calls": sel.lm_calls + sc.prompts + sc.uncached_pairs, "lm_tokens": sel.lm_tokens + sc.tokens_run,
-                "selection": asdict(sel), "demos_dropped": self.demos_dropped}
+        selection = asdict(self.selector.cost)
+        scoring = self._scorer.cost if self._scorer is not None else LMCost()
+        return {**(LMCost.from_dict(selection) + scoring).as_dict(), "selection": selection,
+                "demos_dropped": self.demos_dropped}

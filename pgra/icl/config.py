@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import choices
+from ..causal_lm import LMConfig
 from ..config import option
 from ..selection.base import SelectorSettings
 
 
 @dataclass
-class ICLConfig:
-    """Everything ``pgra icl`` needs: the causal LM, how demonstrations are selected, how labels are scored."""
+class _Selection:
+    """The options before the LM block (a config's fields keep one order: flags, YAML dumps and manifests)."""
 
     data: str = option("", exists="dir", help="a task folder with {train,dev,test}.jsonl (e.g. `pgra retrieve`'s candidates)")
     out: str = option("", help="run folder (manifest, predictions_<split>.jsonl, metrics.json)")
@@ -26,11 +27,12 @@ class ICLConfig:
     pool_seed: int = option(13, help="seed of the pool's sample")
     length_normalise: bool = option(False, help="score a label by its mean token log-probability (default: sum)")
     splits: list[str] = option(names=True, default_factory=lambda: ["dev", "test"], help="comma-separated splits to predict")
-    device: str = option("auto", cosmetic=True, help="auto, cpu, cuda ...")
-    dtype: str = option("auto", choices=choices.DTYPES, help="auto = bf16/fp16 on GPU, fp32 on CPU")
-    attn_implementation: str = option("auto", help="auto = eager on CPU, sdpa on GPU")
-    max_tokens_per_batch: int = option(4096, min=1, help="token budget of one LM batch")
-    max_batch_size: int = option(16, min=1, help="inputs per LM batch at most")
-    max_context: int = option(0, min=0, help="LM context in tokens; 0 = the LM's own")
+
+
+@dataclass
+class ICLConfig(LMConfig, _Selection):
+    """Everything ``pgra icl`` needs: the data, the causal LM and how demonstrations are selected, the LM block
+    (:class:`pgra.causal_lm.LMConfig`, shared with the reranker), then the stage's own options."""
+
     trust_remote_code: bool = option(False, help="allow the LM's own code (off: never run hub code)")
     show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")

@@ -9,87 +9,58 @@ sequence), so the result equals the naive computation (:meth:`LabelScorer.score_
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from ..cost import meter
-from ..device import resolve_device, resolve_dtype
+from ..causal_lm import CausalLM, LMCost
 from ..errors import InputError
 from ..kv import build_cache, cache_layers
-from ..loading import load_pretrained
 from ..progress import progress
 from ..tokens import pad_sequences
 
 
 @dataclass
-class ScoreStats:
-    """What the LM ran: forward calls, tokens processed, pairs that needed a whole-sequence run."""
+class ScoreStats(LMCost):
+    """The scorer's cost record (:class:`pgra.causal_lm.LMCost`: ``calls`` = prompts scored plus pairs run whole,
+    ``tokens`` = tokens the LM ran) and its own counters: forward passes, prompts, pairs that needed a
+    whole-sequence run."""
 
-    lm_calls: int = 0
-    tokens_run: int = 0
+    forwards: int = 0
     prompts: int = 0
     uncached_pairs: int = 0
 
+    @property
+    def tokens_run(self) -> int:
+        return self.tokens
 
-class LabelScorer:
+
+class LabelScorer(CausalLM):
     """Summed log-probabilities of label words after prompts (``score``), with the naive reference beside it.
 
         scorer = pgra.LabelScorer("models/smollm2-135m")
         logp, n_tokens = scorer.score(["Is the sky blue? The answer is"], ["yes", "no"])
     """
 
+    cost: ScoreStats
+
     def __init__(self, lm: str, device: str | None = None, dtype: str | None = None,
                  attn_implementation: str | None = None, max_tokens_per_batch: int = 4096, max_batch_size: int = 16,
                  max_context: int | None = None, trust_remote_code: bool = False) -> None:
-        from transformers import AutoConfig, AutoTokenizer
-
-        self.lm = str(lm)
-        self.device = resolve_device(device)
-        self.dtype = resolve_dtype(dtype, self.device)
-        if attn_implementation in (None, "auto"):
-            attn_implementation = "eager" if self.device.type == "cpu" else "sdpa"
-        self._attn, self._trust = attn_implementation, trust_remote_code
-        self.tokenizer = load_pretrained(AutoTokenizer, self.lm, "LM's tokenizer", "lm",
-                                         trust_remote_code=trust_remote_code)
-        config = load_pretrained(AutoConfig, self.lm, "LM", "lm", trust_remote_code=trust_remote_code)
-        if getattr(config, "is_encoder_decoder", False):
-            raise InputError(f"{self.lm} is an encoder-decoder model; in-context learning needs a causal LM",
-                             field="lm")
-        limits = [getattr(config, a, None) for a in ("max_position_embeddings", "n_positions")]
-        limits = [x for x in limits if isinstance(x, int) and x > 0]
-        self.max_context = max_context or (min(limits) if limits else 2048)
-        self.max_tokens_per_batch, self.max_batch_size = max_tokens_per_batch, max_batch_size
-        self._model = None
-        self.stats = ScoreStats()
-
-    def _count(self, tokens: int) -> None:
-        """Tokens the LM ran: this object's stats and the process-wide cost meter."""
-        self.stats.tokens_run += tokens
-        meter.add(self.lm, tokens)
+        super().__init__(lm, device, dtype, attn_implementation or "auto", max_tokens_per_batch, max_batch_size,
+                         max_context, trust_remote_code, needs="in-context learning")
+        self.cost = ScoreStats()
 
     @property
-    def model(self):
-        if self._model is None:
-            from transformers import AutoModelForCausalLM
-
-            self._model = load_pretrained(AutoModelForCausalLM, self.lm, "causal LM", "lm", dtype=self.dtype,
-                                          attn_implementation=self._attn,
-                                          trust_remote_code=self._trust).to(self.device).eval()
-            params = inspect.signature(self._model.forward).parameters
-            self._keep = "logits_to_keep" in params
-        return self._model
+    def lm(self) -> str:
+        return self.name_or_path
 
     @property
-    def _pad_id(self) -> int:
-        tok = self.tokenizer
-        return tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
-
-    def ids(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=True)["input_ids"]
+    def stats(self) -> ScoreStats:
+        """The cost record (``tokens_run``, ``prompts``, ``uncached_pairs`` ...)."""
+        return self.cost
 
     def word_tokens(self, prompt_ids: list[int], prompt: str, word: str) -> list[int] | None:
         """The label word's tokens after the prompt's, from the joint tokenisation; None when that does not
@@ -102,10 +73,10 @@ class LabelScorer:
     def _forward(self, keep: int, **kwargs) -> torch.Tensor:
         """Log-probabilities (float32) of the last ``keep`` positions."""
         model = self.model
-        if self._keep:
+        if self.accepts("logits_to_keep"):
             kwargs["logits_to_keep"] = keep
         out = model(**kwargs)
-        self.stats.lm_calls += 1
+        self.cost.forwards += 1
         return torch.log_softmax(out.logits[:, -keep:].float(), dim=-1), out
 
     @torch.inference_mode()
@@ -113,21 +84,9 @@ class LabelScorer:
         """Sum of log-probabilities of the last ``n_target`` tokens of one whole sequence."""
         t = torch.as_tensor([ids], device=self.device)
         logp, _ = self._forward(n_target + 1, input_ids=t, attention_mask=torch.ones_like(t), use_cache=False)
-        self._count(len(ids))
+        self.count(len(ids))
         targets = t[0, -n_target:]
         return float(logp[0, :-1].gather(1, targets[:, None]).sum())
-
-    def _batches(self, lengths: list[int], extra: int) -> list[list[int]]:
-        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-        batches, cur = [], []
-        for i in order:
-            width = lengths[cur[0]] if cur else lengths[i]
-            if cur and ((len(cur) + 1) * (width + extra) > self.max_tokens_per_batch
-                        or len(cur) >= self.max_batch_size):
-                batches.append(cur)
-                cur = []
-            cur.append(i)
-        return batches + ([cur] if cur else [])
 
     @torch.inference_mode()
     def score(self, prompts: Sequence[str], words: Sequence[str],
@@ -143,9 +102,10 @@ class LabelScorer:
             if len(s) + longest > self.max_context:
                 raise InputError(f"prompt {i + 1} has {len(s)} tokens; with its label words that is more than "
                                  f"{self.lm}'s context of {self.max_context}", field="num_demos")
-        self.stats.prompts += n
+        self.cost.prompts += n
+        self.cost.calls += n
         bar = progress(total=n, desc="label scoring", unit=" inputs", disable=not show_progress)
-        for batch in self._batches([len(s) for s in seqs], longest):
+        for batch in self.batches([len(s) for s in seqs], longest):
             self._score_batch(batch, seqs, conts, logp, counts)
             bar.update(len(batch))
         bar.close()
@@ -155,15 +115,16 @@ class LabelScorer:
                     joint = self.ids(prompts[i] + " " + words[j])
                     target = max(1, len(joint) - len(seqs[i]))
                     logp[i, j], counts[i, j] = self._whole(joint, target), target
-                    self.stats.uncached_pairs += 1
+                    self.cost.uncached_pairs += 1
+                    self.cost.calls += 1
         return logp, counts
 
     def _score_batch(self, batch: list[int], seqs, conts, logp: np.ndarray, counts: np.ndarray) -> None:
-        ids, mask = pad_sequences([seqs[i] for i in batch], self._pad_id, side="left")
+        ids, mask = pad_sequences([seqs[i] for i in batch], self.pad_id, side="left")
         pos = (mask.cumsum(1) - 1).clamp(min=0)
         first, out = self._forward(1, input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                                    position_ids=pos.to(self.device), use_cache=True)
-        self._count(int(mask.sum()))
+        self.count(int(mask.sum()))
         first = first[:, -1]
         pairs = []  # (row in batch, word) whose word has more than one token
         for r, i in enumerate(batch):
@@ -183,7 +144,7 @@ class LabelScorer:
             chunk = pairs[start:start + per_chunk]
             rows = torch.as_tensor([r for r, _ in chunk], device=self.device)
             inputs = [conts[batch[r]][j][:-1] for r, j in chunk]
-            c_ids, c_mask = pad_sequences(inputs, self._pad_id)
+            c_ids, c_mask = pad_sequences(inputs, self.pad_id)
             width = c_ids.shape[1]
             cache = build_cache([(k.index_select(0, rows), v.index_select(0, rows)) for k, v in layers])
             full_mask = torch.cat([mask.index_select(0, rows.cpu()), c_mask], dim=1)
@@ -191,7 +152,7 @@ class LabelScorer:
             c_pos = start_pos[:, None] + torch.arange(width)[None, :]
             lp, _ = self._forward(width, input_ids=c_ids.to(self.device), attention_mask=full_mask.to(self.device),
                                   position_ids=c_pos.to(self.device), past_key_values=cache, use_cache=True)
-            self._count(int(c_mask.sum()))
+            self.count(int(c_mask.sum()))
             for q, (r, j) in enumerate(chunk):
                 c = conts[batch[r]][j]
                 targets = torch.as_tensor(c[1:], device=self.device)

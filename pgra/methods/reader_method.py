@@ -69,10 +69,9 @@ class ReaderMethod(Method):
             return FitResult()
         result = reader_fit_result(out, self.inputs.task.metric, ["dev", cfg.test_split])
         if self.needs_reranking:  # the LM work behind the evidence: what the rerank stage ran
-            m = read_json(self.data_dir / MANIFEST)
-            e, sel = m["embedding"], m.get("selection_cost", {})
-            result.cost = {"lm_calls": e["texts"] + sel.get("lm_calls", 0),
-                           "lm_tokens": e["tokens_run"] + sel.get("lm_tokens", 0), "shared_by_seeds": True}
+            from ..rerank.reranker import reranked_cost
+
+            result.cost = {**reranked_cost(read_json(self.data_dir / MANIFEST)).as_dict(), "shared_by_seeds": True}
         return result
 
     @classmethod

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import choices
+from ..causal_lm import lm_config
 from ..config import option
 from ..selection.base import SelectorSettings
 
 
 @dataclass
-class RerankConfig:
-    """Everything ``pgra rerank`` needs."""
+class _Prompting:
+    """The options before the LM block (a config's fields keep one order: flags, YAML dumps and manifests)."""
 
     candidates: str = option("", exists="dir", help="folder written by `pgra retrieve`")
     out: str = option("", help="reranked folder to write")
@@ -30,12 +31,13 @@ class RerankConfig:
     cache_dir: str = option("cache/embeddings", io="store", help="persistent evidence-embedding cache")
     prefix_cache: bool = option(True, help="reuse the demonstrations' KV cache (off: whole prompts, the paper "
                                            "code's way)")
-    device: str = option("auto", cosmetic=True, help="auto, cpu, cuda ...")
-    dtype: str = option("auto", choices=choices.DTYPES, help="auto = bf16/fp16 on GPU, fp32 on CPU")
-    attn_implementation: str = option("auto", help="auto = eager on CPU, sdpa on GPU; or flash_attention_2 ...")
-    max_tokens_per_batch: int = option(16384, min=1, help="token budget of one LM batch (prefix tokens count)")
-    max_batch_size: int = option(64, min=1, help="texts per LM batch at most")
-    max_context: int = option(0, min=0, help="LM context in tokens; 0 = the LM's own")
+
+
+@dataclass
+class RerankConfig(lm_config(max_tokens_per_batch=16384, max_batch_size=64), _Prompting):
+    """Everything ``pgra rerank`` needs: the candidates and the prompt, the LM block
+    (:class:`pgra.causal_lm.LMConfig`, shared with in-context learning), then the stage's own options."""
+
     chunk_size: int = option(1024, cosmetic=True, min=1, help="texts embedded between cache writes (resume granularity)")
     trust_remote_code: bool = option(False, help="allow the LM's own code (off: never run hub code)")
     show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")

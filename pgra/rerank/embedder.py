@@ -14,20 +14,16 @@ for tests and benchmarks.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from ..artifacts import model_fingerprint
-from ..cost import meter
-from ..device import resolve_device, resolve_dtype
+from ..causal_lm import CausalLM, LMCost, expand_cache
 from ..errors import InputError
-from ..kv import SEAM_BACKOFF, build_cache, cache_layers
-from ..loading import load_pretrained
+from ..kv import SEAM_BACKOFF
 from ..progress import progress
 from ..tokens import fit_text, pad_sequences
 from . import prefix_attention
@@ -67,16 +63,28 @@ def seam_groups(seqs: Sequence[list[int]], head: list[int]) -> tuple[dict[int, l
 
 
 @dataclass
-class EmbedStats:
-    """Counters reported in manifests and benchmarks."""
+class EmbedStats(LMCost):
+    """The embedder's cost record (:class:`pgra.causal_lm.LMCost`: ``calls`` = texts embedded, ``tokens`` = tokens
+    the LM ran, the prefix once + suffixes, or full prompts) and what manifests and benchmarks also report."""
 
-    texts: int = 0
-    tokens_run: int = 0  # tokens the LM actually processed (prefix once + suffixes, or full prompts)
     truncated: int = 0  # texts cut to fit the LM's context
     uncached: int = 0  # texts whose joint tokenisation did not extend the cached prefix
 
+    @property
+    def texts(self) -> int:
+        return self.calls
 
-class LMEmbedder:
+    @property
+    def tokens_run(self) -> int:
+        return self.tokens
+
+    def record(self) -> dict[str, int]:
+        """What a reranked manifest's ``embedding`` reports."""
+        return {"texts": self.texts, "tokens_run": self.tokens_run, "truncated": self.truncated,
+                "uncached": self.uncached}
+
+
+class LMEmbedder(CausalLM):
     """Causal-LM hidden-state embedder with prefix KV reuse (the reranker's Eq. 3 vectors).
 
         embedder = pgra.LMEmbedder("models/smollm2-135m")
@@ -84,48 +92,23 @@ class LMEmbedder:
         vectors = embedder.embed(["The planet orbits the sun"], pgra.demo_prefix(task, []), task.render, pgra.ANSWER_CUE)
     """
 
+    cost: EmbedStats
+
     def __init__(self, model_name_or_path: str, device: str | None = None, dtype: str | None = None,
                  attn_implementation: str | None = None, max_tokens_per_batch: int = 16384,
                  max_batch_size: int = 64, max_context: int | None = None, trust_remote_code: bool = False,
                  ) -> None:
-        self.name_or_path = str(model_name_or_path)
-        self.device = resolve_device(device)
-        self.dtype = resolve_dtype(dtype, self.device)
-        if attn_implementation in (None, "auto"):
-            # eager on CPU: sdpa was ~10x slower for these small batches; sdpa on GPU
-            attn_implementation = "eager" if self.device.type == "cpu" else "sdpa"
-        self._attn, self._trust = attn_implementation, trust_remote_code
-        self.tokenizer = load_pretrained(AutoTokenizer, self.name_or_path, "LM's tokenizer", "lm",
-                                         trust_remote_code=trust_remote_code)
-        self.config = load_pretrained(AutoConfig, self.name_or_path, "LM", "lm", trust_remote_code=trust_remote_code)
-        if getattr(self.config, "is_encoder_decoder", False):
-            raise InputError(f"{self.name_or_path} is an encoder-decoder model; the reranker needs a causal LM",
-                             field="lm")
+        super().__init__(model_name_or_path, device, dtype, attn_implementation or "auto", max_tokens_per_batch,
+                         max_batch_size, max_context, trust_remote_code, head="none", needs="the reranker")
+        self.cost = EmbedStats()
         self.dim = output_dim(self.config)
-        self.max_tokens_per_batch = max_tokens_per_batch
-        self.max_batch_size = max_batch_size
-        limits = [getattr(self.config, a, None) for a in ("max_position_embeddings", "n_positions")]
-        limits = [x for x in limits if isinstance(x, int) and x > 0]
-        self.max_context = max_context or (min(limits) if limits else 2048)
-        self._model = None  # loaded on first use: a warm cache never needs the weights
         self._fingerprint: str | None = None
         self._prefix_attention: bool | None = None  # decided on the first batch (_shared_prefix_matches)
-        self.stats = EmbedStats()
-
-    def _count(self, tokens: int) -> None:
-        """Tokens the LM ran: this object's stats and the process-wide cost meter."""
-        self.stats.tokens_run += tokens
-        meter.add(self.name_or_path, tokens)
 
     @property
-    def model(self):
-        """The LM without its output head (hidden states only), loaded on first use."""
-        if self._model is None:
-            self._model = load_pretrained(AutoModel, self.name_or_path, "causal LM", "lm", dtype=self.dtype,
-                                                    attn_implementation=self._attn,
-                                                    trust_remote_code=self._trust).to(self.device).eval()
-            self._accepts_position_ids = "position_ids" in inspect.signature(self._model.forward).parameters
-        return self._model
+    def stats(self) -> EmbedStats:
+        """The cost record (``texts``, ``tokens_run``, ``truncated``, ``uncached``)."""
+        return self.cost
 
     @property
     def fingerprint(self) -> str:
@@ -135,18 +118,15 @@ class LMEmbedder:
 
     # ------------------------------------------------------------------ tokenisation
 
-    def _ids(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=True)["input_ids"]
-
     def prompt_ids(self, prefix: str, render: Callable[[str], str], cue: str, text: str) -> list[int]:
         """Token ids of ``prefix + render(text) + cue``; the text (never prefix or cue) is cut to fit."""
         def build(t: str) -> list[int]:
-            return self._ids(prefix + render(t) + cue)
+            return self.ids(prefix + render(t) + cue)
 
         ids = build(text)
         if len(ids) <= self.max_context:
             return ids
-        self.stats.truncated += 1
+        self.cost.truncated += 1
         ids, fits = fit_text(self.tokenizer, text, build, self.max_context)
         if not fits:
             raise InputError(f"the demonstration prefix and answer cue alone take {len(ids)} tokens, more "
@@ -155,11 +135,6 @@ class LMEmbedder:
         return ids
 
     # ------------------------------------------------------------------ forward helpers
-
-    @property
-    def _pad_id(self) -> int:
-        pad = getattr(self.tokenizer, "pad_token_id", None)  # from_model may have no tokenizer (token ids only)
-        return pad if pad is not None else 0
 
     def _last_hidden(self, out) -> torch.Tensor:
         hidden = getattr(out, "last_hidden_state", None)
@@ -170,32 +145,18 @@ class LMEmbedder:
                              f"{self.dim} its config implies", field="lm")
         return hidden
 
-    def _batches(self, lengths: Sequence[int], order: Sequence[int], extra: int = 0) -> list[list[int]]:
-        """Group ``order`` (sorted by length, longest first) under the token budget (prefix tokens count)."""
-        batches, cur, width = [], [], 0
-        for i in order:
-            w = max(width, lengths[i])
-            if cur and ((len(cur) + 1) * (w + extra) > self.max_tokens_per_batch or len(cur) >= self.max_batch_size):
-                batches.append(cur)
-                cur, w = [], lengths[i]
-            cur.append(i)
-            width = w
-        if cur:
-            batches.append(cur)
-        return batches
-
     @torch.inference_mode()
     def _run_padded(self, seqs: list[list[int]], padding_side: str = "right") -> torch.Tensor:
         """Last-token hidden states of whole sequences in one padded batch."""
         model = self.model
-        ids, mask = pad_sequences(seqs, self._pad_id, side=padding_side)
+        ids, mask = pad_sequences(seqs, self.pad_id, side=padding_side)
         width = ids.shape[1]
         kwargs = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device), "use_cache": False}
-        if self._accepts_position_ids:
+        if self.accepts("position_ids"):
             kwargs["position_ids"] = (mask.cumsum(1) - 1).clamp(min=0).to(self.device)
         hidden = self._last_hidden(model(**kwargs))
         last = (mask.sum(1) - 1) if padding_side == "right" else torch.full((len(seqs),), width - 1)
-        self._count(int(mask.sum()))
+        self.count(int(mask.sum()))
         return hidden[torch.arange(len(seqs)), last.to(self.device)]
 
     # ------------------------------------------------------------------ public API
@@ -204,7 +165,7 @@ class LMEmbedder:
                    padding_side: str = "right", sort_by_length: bool = False,
                    show_progress: bool = False) -> np.ndarray:
         """Embed whole prompts (strings or token ids) in padded batches: no prefix reuse."""
-        seqs = [self._ids(p) if isinstance(p, str) else list(p) for p in prompts]
+        seqs = [self.ids(p) if isinstance(p, str) else list(p) for p in prompts]
         out = np.empty((len(seqs), self.dim), dtype=np.float32)
         order = np.argsort([-len(s) for s in seqs], kind="stable") if sort_by_length else np.arange(len(seqs))
         for start in progress(range(0, len(seqs), batch_size), desc="embedding (full prompts)",
@@ -212,7 +173,7 @@ class LMEmbedder:
             idx = order[start:start + batch_size]
             vec = self._run_padded([seqs[i] for i in idx], padding_side)
             out[idx] = torch.nn.functional.normalize(vec.float(), dim=-1).cpu().numpy()
-        self.stats.texts += len(seqs)
+        self.cost.calls += len(seqs)
         return out
 
     @torch.inference_mode()
@@ -223,20 +184,20 @@ class LMEmbedder:
         if not texts:
             return out
         seqs = [self.prompt_ids(prefix, render, cue, t) for t in texts]
-        own = self._ids(shared_head(prefix, render))
+        own = self.ids(shared_head(prefix, render))
         groups, fallback = seam_groups(seqs, own)
-        self.stats.uncached += len(fallback)
+        self.cost.uncached += len(fallback)
         bar = progress(total=len(seqs), desc=desc, unit=" texts", disable=not show_progress)
         if groups:
             # one KV cache of the longest shared head; a text whose tokens merge across the seam continues from
             # a shorter slice of it (a causal LM's first tokens' keys and values do not depend on what follows)
             longest = max(groups)
-            head_kv = self._prefix_cache(own[:longest])
+            head_kv = self.head_cache(own[:longest])
             for split, members in sorted(groups.items(), reverse=True):
                 kv = [(k[:, :, :split], v[:, :, :split]) for k, v in head_kv]
                 out[members] = self.embed_suffix_ids(own[:split], [seqs[i][split:] for i in members], bar,
                                                      prefix_kv=kv)
-        self.stats.texts += len(fallback)
+        self.cost.calls += len(fallback)
         for i in fallback:
             out[i] = torch.nn.functional.normalize(self._run_padded([seqs[i]]).float(), dim=-1).cpu().numpy()[0]
             bar.update(1)
@@ -253,15 +214,13 @@ class LMEmbedder:
         if not len(suffixes):
             return out
         if prefix_kv is None:
-            prefix_kv = self._prefix_cache(list(shared))
-        lengths = [len(x) for x in suffixes]
-        order = sorted(range(len(suffixes)), key=lambda i: -lengths[i])
-        for batch in self._batches(lengths, order, extra=len(shared)):
+            prefix_kv = self.head_cache(list(shared))
+        for batch in self.batches([len(x) for x in suffixes], extra=len(shared)):
             vec = self._run_suffixes([list(suffixes[i]) for i in batch], prefix_kv, len(shared))
             out[batch] = torch.nn.functional.normalize(vec.float(), dim=-1).cpu().numpy()
             if bar is not None:
                 bar.update(len(batch))
-        self.stats.texts += len(suffixes)
+        self.cost.calls += len(suffixes)
         return out
 
     @classmethod
@@ -271,26 +230,12 @@ class LMEmbedder:
         benchmarks build the paper's architectures from configs with random weights. Without a ``tokenizer`` only
         :meth:`embed_suffix_ids` (token ids) works."""
         self = cls.__new__(cls)
-        param = next(model.parameters())
-        self.name_or_path = getattr(model.config, "name_or_path", "") or type(model).__name__
-        self.device, self.dtype = param.device, param.dtype
-        self._attn, self._trust = getattr(model.config, "_attn_implementation", None), False
-        self.tokenizer, self.config = tokenizer, model.config
+        self.adopt(model, tokenizer, max_tokens_per_batch, max_batch_size, max_context)
+        self.cost = EmbedStats()
         self.dim = output_dim(model.config)
-        self.max_tokens_per_batch, self.max_batch_size = max_tokens_per_batch, max_batch_size
-        self.max_context = max_context or int(getattr(model.config, "max_position_embeddings", 2048))
-        self._model = model.eval()
-        self._accepts_position_ids = "position_ids" in inspect.signature(model.forward).parameters
         self._prefix_attention = None
         self._fingerprint = f"in-memory:{self.name_or_path}"
-        self.stats = EmbedStats()
         return self
-
-    def _prefix_cache(self, shared: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        ids = torch.as_tensor([shared], device=self.device)
-        out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
-        self._count(len(shared))
-        return cache_layers(out.past_key_values)
 
     def _run_suffixes(self, suffixes: list[list[int]], prefix_kv, split: int) -> torch.Tensor:
         """Last-token hidden states of ``head + suffix`` per suffix, continuing from the head's ``prefix_kv``:
@@ -299,11 +244,11 @@ class LMEmbedder:
             self._prefix_attention = self._shared_prefix_matches(suffixes[:4], prefix_kv, split)
         run = self._forward_shared if self._prefix_attention else self._forward_cached
         vec = run(suffixes, prefix_kv, split)
-        self._count(sum(len(s) for s in suffixes))
+        self.count(sum(len(s) for s in suffixes))
         return vec
 
     def _shared_prefix_matches(self, suffixes: list[list[int]], prefix_kv, split: int) -> bool:
-        if not (self._accepts_position_ids and prefix_attention.register()):
+        if not (self.accepts("position_ids") and prefix_attention.register()):
             return False
         try:
             fast = self._forward_shared(suffixes, prefix_kv, split).float()
@@ -316,19 +261,19 @@ class LMEmbedder:
 
     def _forward_cached(self, suffixes: list[list[int]], prefix_kv, split: int) -> torch.Tensor:
         n = len(suffixes)
-        ids, suffix_mask = pad_sequences(suffixes, self._pad_id)
+        ids, suffix_mask = pad_sequences(suffixes, self.pad_id)
         width = ids.shape[1]
         mask = torch.cat([torch.ones((n, split), dtype=torch.long), suffix_mask], dim=1)
-        cache = build_cache([(k.expand(n, *k.shape[1:]), v.expand(n, *v.shape[1:])) for k, v in prefix_kv])
+        cache = expand_cache(prefix_kv, n)
         kwargs = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device),
                   "past_key_values": cache, "use_cache": True}
-        if self._accepts_position_ids:
+        if self.accepts("position_ids"):
             kwargs["position_ids"] = (split + torch.arange(width)).unsqueeze(0).expand(n, -1).to(self.device)
         return self._last_tokens(self._last_hidden(self.model(**kwargs)), suffixes)
 
     def _forward_shared(self, suffixes: list[list[int]], prefix_kv, split: int) -> torch.Tensor:
         n = len(suffixes)
-        ids, suffix_mask = pad_sequences(suffixes, self._pad_id)
+        ids, suffix_mask = pad_sequences(suffixes, self.pad_id)
         position_ids = (split + torch.arange(ids.shape[1])).unsqueeze(0).expand(n, -1)
         with prefix_attention.shared_prefix(self.model, prefix_kv):
             out = self.model(input_ids=ids.to(self.device), attention_mask=suffix_mask.to(self.device),

@@ -8,7 +8,9 @@ corpus), so later runs, k/d sweeps and other splits never embed the same sentenc
 Per-query strategies (``random``, ``kate``, ``skill_knn``) give each query its own demonstrations: the query
 and its candidates share that query's prefix (its KV cache computed once per query), and the cache rows of a
 split are each query followed by its candidates, keyed by every query's demonstrations. Multi-process: ranks
-embed disjoint rows (or queries) of the caches, rank 0 scores and writes.
+embed disjoint rows (or queries) of the caches, rank 0 scores and writes. The embedding and the scoring are the
+in-memory :class:`pgra.rerank.core.Reranker`'s (the one ``Pipeline`` replays); this module keeps the caches,
+the processes and the folder.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..artifacts import MANIFEST, check_disjoint, file_record, write_json, write_manifest
+from ..causal_lm import LMCost
 from ..config import check_config, to_dict
 from ..corpus import CorpusStore
 from ..distributed import DistContext, gather_objects, init_distributed, main_computes
@@ -37,11 +40,14 @@ from ..selection.base import with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
 from .cache import EmbeddingCache
 from .config import RerankConfig
-from .embedder import LMEmbedder
-from .prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
-from .scoring import reranked_ctxs
+from .core import RERANKED_KIND, Reranker, evidence_cache_key, prompt_key
+from .prompts import demo_prefix, render_demo
 
-RERANKED_KIND = "reranked"
+
+def reranked_cost(manifest: dict[str, Any]) -> LMCost:
+    """The LM work behind a reranked folder (its manifest): the embedding plus the demonstrations' selection."""
+    e = manifest["embedding"]
+    return LMCost(e["texts"], e["tokens_run"]) + LMCost.from_dict(manifest.get("selection_cost"))
 
 
 def _open_corpus(cfg: RerankConfig, cand: dict[str, Any]) -> CorpusStore:
@@ -69,21 +75,8 @@ def _load_split(path: Path, task: TaskSpec, k: int) -> list[dict[str, Any]]:
     return records
 
 
-def prompt_key(embedder: LMEmbedder, lm_name: str, task: TaskSpec, demos: list[Example]) -> dict[str, Any]:
-    """What an embedding depends on besides its text: the LM, its precision and context, and the prompt."""
-    return {"lm": embedder.fingerprint, "lm_name": lm_name, "dtype": str(embedder.dtype),
-            "max_context": embedder.max_context, "header": HEADER, "cue": ANSWER_CUE,
-            "template": task.rerank_template, "demos": [render_demo(task, d) for d in demos]}
-
-
-def evidence_cache_key(base_key: dict[str, Any], corpus_fingerprint: str) -> dict[str, Any]:
-    """The key of the evidence-embedding cache (one row per corpus position)."""
-    return {**base_key, "rows": "corpus", "corpus": corpus_fingerprint}
-
-
-def _embed_rows(embedder: LMEmbedder, cache: EmbeddingCache, rows: np.ndarray, texts_of, prefix: str,
-                task: TaskSpec, cfg: RerankConfig, ctx: DistContext, desc: str,
-                missing: np.ndarray | None = None) -> None:
+def _embed_rows(reranker: Reranker, cache: EmbeddingCache, rows: np.ndarray, texts_of, demos: list[Example],
+                cfg: RerankConfig, ctx: DistContext, desc: str, missing: np.ndarray | None = None) -> None:
     """Embed the missing rows of this rank's round-robin share of ``rows`` into ``cache``, chunk by chunk
     (``missing``: what :meth:`EmbeddingCache.missing` already returned for ``rows``, so as not to read them twice)."""
     share = rows[ctx.rank::ctx.world_size]  # shard first: other ranks are already writing their shares
@@ -92,13 +85,8 @@ def _embed_rows(embedder: LMEmbedder, cache: EmbeddingCache, rows: np.ndarray, t
     n_chunks = (len(mine) + cfg.chunk_size - 1) // cfg.chunk_size
     for c, start in enumerate(range(0, len(mine), cfg.chunk_size)):
         chunk = mine[start:start + cfg.chunk_size]
-        texts = texts_of(chunk)
-        if cfg.prefix_cache:
-            vecs = embedder.embed(texts, prefix, task.render, ANSWER_CUE, show_progress=show,
-                                  desc=f"{desc} (chunk {c + 1}/{n_chunks}, {len(mine)} texts)")
-        else:
-            ids = [embedder.prompt_ids(prefix, task.render, ANSWER_CUE, t) for t in texts]
-            vecs = embedder.embed_full(ids, batch_size=4, show_progress=show)
+        vecs = reranker.embed(texts_of(chunk), demos, show_progress=show,
+                              desc=f"{desc} (chunk {c + 1}/{n_chunks}, {len(mine)} texts)")
         cache.put(chunk, vecs)
         fault_point("rerank.chunk")
 
@@ -111,20 +99,14 @@ def _open_cache(ctx: DistContext, root: str, key: dict[str, Any], size: int, dim
     return EmbeddingCache(root, key, size, dim, create=False, report=ctx.is_main)
 
 
-def _embedder(cfg: RerankConfig) -> LMEmbedder:
-    return LMEmbedder(cfg.lm, device=cfg.device, dtype=cfg.dtype, attn_implementation=cfg.attn_implementation,
-                      max_tokens_per_batch=cfg.max_tokens_per_batch, max_batch_size=cfg.max_batch_size,
-                      max_context=cfg.max_context or None, trust_remote_code=cfg.trust_remote_code)
-
-
 def demo_records(demos: list[Example]) -> list[dict[str, Any]]:
     """The ``demonstrations`` field of a reranked record: each demonstration's id and label, in prompt order."""
     return [{"id": d.id, "label": d.label} for d in demos]
 
 
-def _shared_prompt(cfg, ctx, task, store, cand, data, splits, embedder, demos):
+def _shared_prompt(cfg, ctx, task, store, cand, data, splits, reranker, demos):
     """One prompt prefix for every text: evidence embedded once per corpus row, queries once per split."""
-    prefix = demo_prefix(task, demos)
+    embedder = reranker.embedder
     base_key = prompt_key(embedder, cfg.lm, task, demos)
     evidence = _open_cache(ctx, cfg.cache_dir, evidence_cache_key(base_key, cand["index"]["corpus_content_sha256"]),
                            len(store), embedder.dim)
@@ -133,15 +115,15 @@ def _shared_prompt(cfg, ctx, task, store, cand, data, splits, embedder, demos):
     all_rows = np.unique(np.concatenate([rows for split in splits for rows in rows_of[split]]))
     missing = evidence.missing(all_rows)  # reads every marked row once (damaged rows count as missing)
     hits_before = len(all_rows) - len(missing)
-    _embed_rows(embedder, evidence, all_rows, store.texts, prefix, task, cfg, ctx, "evidence", missing)
+    _embed_rows(reranker, evidence, all_rows, store.texts, demos, cfg, ctx, "evidence", missing)
     query_caches = {}
     for split in splits:
         texts = [r["text"] for r in data[split]]
         qkey = {**base_key, "rows": f"queries:{split}",
                 "texts": hashlib.sha256("\x00".join(texts).encode()).hexdigest()}
         qc = _open_cache(ctx, cfg.cache_dir, qkey, len(texts), embedder.dim)
-        _embed_rows(embedder, qc, np.arange(len(texts)), lambda rows, t=texts: [t[i] for i in rows], prefix, task,
-                    cfg, ctx, f"queries ({split})")
+        _embed_rows(reranker, qc, np.arange(len(texts)), lambda rows, t=texts: [t[i] for i in rows], demos, cfg, ctx,
+                    f"queries ({split})")
         query_caches[split] = qc
 
     def vectors(split: str, qi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -163,8 +145,9 @@ def per_query_cache_key(base_key: dict[str, Any], task: TaskSpec, split: str, re
             "corpus": corpus_fingerprint}
 
 
-def _per_query_prompts(cfg, ctx, task, store, cand, data, splits, embedder, demos_of):
+def _per_query_prompts(cfg, ctx, task, store, cand, data, splits, reranker, demos_of):
     """A prompt per query (its own demonstrations): the query and its candidates share that query's prefix."""
+    embedder = reranker.embedder
     base_key = prompt_key(embedder, cfg.lm, task, [])
     show = cfg.show_progress and ctx.is_main
     caches, offsets = {}, {}
@@ -181,12 +164,7 @@ def _per_query_prompts(cfg, ctx, task, store, cand, data, splits, embedder, demo
             rec = records[qi]
             texts = [rec["text"], *store.texts(np.fromiter((store.position(c["id"]) for c in rec["ctxs"]),
                                                            dtype=np.int64))]
-            prefix = demo_prefix(task, demos_of[split][qi])
-            if cfg.prefix_cache:
-                vecs = embedder.embed(texts, prefix, task.render, ANSWER_CUE)
-            else:
-                vecs = embedder.embed_full([embedder.prompt_ids(prefix, task.render, ANSWER_CUE, t) for t in texts])
-            cache.put(np.arange(off[qi], off[qi + 1]), vecs)
+            cache.put(np.arange(off[qi], off[qi + 1]), reranker.embed(texts, demos_of[split][qi]))
             bar.update(1)
         bar.close()
         caches[split] = cache
@@ -238,17 +216,18 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     splits = [s for s in cfg.splits if s in cand["counts"]]
     data = {s: _load_split(cand_dir / f"{s}.jsonl", task, cfg.k) for s in dict.fromkeys(["train", *splits])}
     selection = main_computes(ctx, lambda: _select(cfg, task, cand, data, splits))
-    embedder = _embedder(cfg)
     demos, demos_of = selection["demos"], selection["demos_of"]
+    reranker = Reranker.from_config(cfg, task, demos)
+    embedder = reranker.embedder
     if selection["per_query"]:  # never itself: the training queries keep their rows
-        vectors, info = _per_query_prompts(cfg, ctx, task, store, cand, data, splits, embedder, demos_of)
+        vectors, info = _per_query_prompts(cfg, ctx, task, store, cand, data, splits, reranker, demos_of)
         prefix = None
     else:
         demo_ids = {d.id for d in demos}
         data["train"] = [r for r in data["train"] if str(r["id"]) not in demo_ids]
-        vectors, info = _shared_prompt(cfg, ctx, task, store, cand, data, splits, embedder, demos)
+        vectors, info = _shared_prompt(cfg, ctx, task, store, cand, data, splits, reranker, demos)
         prefix = demo_prefix(task, demos)
-    stats = gather_objects(ctx, asdict(embedder.stats))
+    stats = gather_objects(ctx, embedder.stats.record())
     ctx.barrier()
     if not ctx.is_main:
         return out
@@ -257,19 +236,20 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     (out / MANIFEST).unlink(missing_ok=True)
     counts, short = {}, 0
     for split in splits:
-        records = []
-        for qi, rec in enumerate(data[split]):
-            short += int(len(rec["ctxs"]) < cfg.top_d)
-            q, e = vectors(split, qi)
-            ctxs = reranked_ctxs(rec["ctxs"], q, e, cfg.top_d)
-            records.append({**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs,
-                            "demonstrations": demo_records(demos_of[split][qi])})
+        recs = data[split]
+        short += sum(len(rec["ctxs"]) < cfg.top_d for rec in recs)
+        ranked = reranker.rerank([r["text"] for r in recs], [r["ctxs"] for r in recs],
+                                 vectors=lambda qi, split=split: vectors(split, qi))
+        # (a shared prompt's demonstrations left train after demos_of was made: index it by position)
+        records = [{**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs,
+                    "demonstrations": demo_records(demos_of[split][qi])}
+                   for qi, (rec, ctxs) in enumerate(zip(recs, ranked, strict=True))]
         counts[split] = write_records(out / f"{split}.jsonl", records)
     if short:
         warnings.warn(f"{short} queries had fewer than d={cfg.top_d} candidates; they keep all they have",
                       stacklevel=2)
     write_json(out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
-    total = {k: sum(s[k] for s in stats) for k in ("texts", "tokens_run", "truncated", "uncached")}
+    total = {k: sum(s[k] for s in stats) for k in stats[0]}
     write_manifest(out, {
         "kind": RERANKED_KIND, "task": to_dict(task), "lm": cfg.lm, "lm_fingerprint": embedder.fingerprint,
         "demo_selection": selection["describe"], "per_query_demonstrations": selection["per_query"],

@@ -14,7 +14,6 @@ a retriever adds its own files (:attr:`Retriever.parts`, :attr:`Retriever.files`
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from ..choices import import_builtin
 from ..errors import InputError
 
 if TYPE_CHECKING:
@@ -159,8 +159,7 @@ def register_retriever(cls: type[Retriever]) -> type[Retriever]:
 
 def load_builtin() -> None:
     """Import (so register) the built-in retrievers."""
-    for module in BUILTIN:
-        importlib.import_module(f"{__package__}.{module}")
+    import_builtin(__package__, BUILTIN)
 
 
 def retriever_names() -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from .. import choices
 from ..config import check_config, option
-from ..corpus import CorpusSource
+from ..corpus import CorpusOptions, CorpusSource
 from ..errors import InputError
 from .base import QueryEncoder, get_retriever
 from .bm25 import BM25Config
@@ -15,12 +15,11 @@ from .dense_retriever import DenseConfig
 
 
 @dataclass
-class IndexConfig:
-    """Everything ``pgra build-index`` needs (YAML in ``configs/``; CLI flags override)."""
+class IndexConfig(CorpusOptions):
+    """Everything ``pgra build-index`` needs (YAML in ``configs/``; CLI flags override): the corpus
+    (:class:`pgra.corpus.CorpusOptions`, shared with SimCSE training) and how to read it, the output folder, the
+    retriever."""
 
-    corpus: str = option("", help="txt (one sentence a line), .jsonl ({id, text}) or an HF dataset")
-    corpus_format: str = option("auto", choices=("auto", "txt", "jsonl", "hf"), help="auto = by file name")
-    text_field: str = option("text", help="text field of a JSONL/HF corpus")
     id_field: str = option("id", help="id field of a JSONL/HF corpus")
     split: str = option("train", help="split of an HF dataset corpus")
     skip_blank_lines: bool = option(False, help="skip blank lines of a txt corpus (ids stay line numbers)")
@@ -34,8 +33,7 @@ class IndexConfig:
 
     def source(self) -> CorpusSource:
         """The corpus to index."""
-        return CorpusSource(path=self.corpus, format=self.corpus_format, text_field=self.text_field,
-                            id_field=self.id_field, split=self.split, skip_blank_lines=self.skip_blank_lines)
+        return self.corpus_source(id_field=self.id_field, split=self.split, skip_blank_lines=self.skip_blank_lines)
 
     def validate(self) -> None:
         """Refuse a config that cannot build (an InputError naming the field)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import warnings
 from collections.abc import Sequence
@@ -24,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..artifacts import iter_jsonl, model_fingerprint
-from ..cost import meter
+from ..causal_lm import CausalLM, LMCost, expand_cache, token_batches
 from ..errors import InputError
 from ..progress import progress
 
@@ -71,10 +72,11 @@ class SkillRewriter:
         self.fingerprint = model_fingerprint(lm)
         self.path = Path(cache_dir) / "rewrites" / f"{self.fingerprint[:24]}.jsonl"
         self.cache = self._load_cache()
-        self._model = None
+        self._lm: CausalLM | None = None  # loaded when an uncached rewrite is asked for
         self.empty = 0
         self.accounted: set[str] = set()  # prompts already counted in the cost below: each counts once
-        self.calls = self.tokens = self.cached = 0
+        self.cost = LMCost()  # each distinct rewrite once, a cached one at what it cost when made
+        self.cached = 0
 
     # ----- cache -----
     def _load_cache(self) -> dict[str, dict]:
@@ -110,58 +112,48 @@ class SkillRewriter:
 
     # ----- generation -----
     def release(self) -> None:
-        """Drop the LM (it loads again when an uncached rewrite is asked for)."""
-        import gc
+        """Drop the LM's weights (they load again when an uncached rewrite is asked for)."""
+        if self._lm is not None:
+            self._lm.release()
 
-        self._model = None
-        gc.collect()
+    @property
+    def _model(self):
+        """The LM's weights when loaded, else None."""
+        return self._lm._model if self._lm is not None else None
 
-    def _load(self):
-        if self._model is None:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-
-            from ..device import resolve_device, resolve_dtype
-            from ..loading import load_pretrained
-
-            device = resolve_device(self.device)
-            self.tokenizer = load_pretrained(AutoTokenizer, self.lm, "rewriting LM's tokenizer", "rewrite_lm")
-            self.tokenizer.padding_side = "left"
-            if self.tokenizer.pad_token_id is None:
-                self.tokenizer.pad_token = self.tokenizer.eos_token
-            self._model = load_pretrained(AutoModelForCausalLM, self.lm, "rewriting LM", "rewrite_lm",
-                                          dtype=resolve_dtype(self.dtype, device)).to(device).eval()
-        return self._model
+    def language_model(self) -> CausalLM:
+        """The rewriting LM (tokenizer and config now, weights on first use), as the config gave it: its own
+        attention implementation, never its own code."""
+        if self._lm is None:
+            self._lm = CausalLM(self.lm, device=self.device, dtype=self.dtype, attn_implementation=None,
+                                role="rewriting LM", field="rewrite_lm", needs="Skill-KNN's rewriting")
+        return self._lm
 
     def _generate(self, prompts: list[str]) -> list[Rewrite]:
         """Greedy answers of one batch, up to the first newline, reusing the shared prompt head's KV cache."""
         import torch
 
-        from ..kv import build_cache, cache_layers
         from ..tokens import pad_sequences
 
-        model = self._load()
-        tok, device = self.tokenizer, model.device
-        seqs = [tok(p)["input_ids"] for p in prompts]
+        lm = self.language_model()
+        model, tok, device = lm.model, lm.tokenizer, lm.device
+        seqs = [lm.ids(p) for p in prompts]
         head = self._head_ids(prompts[0])
         split = len(head)
         if not all(len(s) > split and s[:split] == head for s in seqs):  # the seam merged: no shared head
             split, head = 0, []
         n = len(seqs)
+        keep = {"logits_to_keep": 1} if lm.accepts("logits_to_keep") else {}  # only the last position's logits
         with torch.inference_mode():
-            layers = None
-            if split:
-                ids = torch.as_tensor([head], device=device)
-                layers = cache_layers(model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
-                                      .past_key_values)
+            layers = lm.head_cache(head) if split else None  # the shared head runs once
             tails = [s[split:] for s in seqs]
-            ids, tail_mask = pad_sequences(tails, tok.pad_token_id, side="left")
+            ids, tail_mask = pad_sequences(tails, lm.pad_id, side="left")
             mask = torch.cat([torch.ones((n, split), dtype=torch.long), tail_mask], dim=1).to(device)
             pos = (split + tail_mask.cumsum(1) - 1).clamp(min=0).to(device)
-            cache = build_cache([(k.expand(n, *k.shape[1:]), v.expand(n, *v.shape[1:])) for k, v in layers]) \
-                if layers else None
+            cache = expand_cache(layers, n) if layers else None
             out = model(input_ids=ids.to(device), attention_mask=mask, position_ids=pos, past_key_values=cache,
-                        use_cache=True, **self._keep(1))
-            meter.add(self.lm, split + int(tail_mask.sum()))  # what ran: the shared head once, every tail
+                        use_cache=True, **keep)
+            lm.count(int(tail_mask.sum()))  # every tail
             next_pos = pos[:, -1] + 1
             made: list[list[int]] = [[] for _ in range(n)]
             done = [False] * n
@@ -175,24 +167,18 @@ class SkillRewriter:
                     break
                 mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
                 out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=next_pos[:, None],
-                            past_key_values=out.past_key_values, use_cache=True, **self._keep(1))
-                meter.add(self.lm, n)  # one new token per row (finished rows run too)
+                            past_key_values=out.past_key_values, use_cache=True, **keep)
+                lm.count(n)  # one new token per row (finished rows run too)
                 next_pos = next_pos + 1
         return [Rewrite(tok.decode(m, skip_special_tokens=True).split("\n")[0].strip(), len(s), len(m))
                 for s, m in zip(seqs, made, strict=True)]
-
-    def _keep(self, n: int) -> dict:
-        """``logits_to_keep`` where the model takes it (full logits of every position are not needed)."""
-        import inspect
-
-        return {"logits_to_keep": n} if "logits_to_keep" in inspect.signature(self._model.forward).parameters else {}
 
     def _head_ids(self, prompt: str) -> list[int]:
         """Tokens of the prompt head every input shares (instruction + annotations), a few short of the seam."""
         from ..kv import SEAM_BACKOFF
 
         head = prompt[: prompt.rindex("Sentence: ")]
-        ids = self.tokenizer(head)["input_ids"]
+        ids = self.language_model().ids(head)
         return ids[: max(0, len(ids) - SEAM_BACKOFF)]
 
     def rewrite(self, texts: Sequence[str], variant: int = 0) -> list[Rewrite]:
@@ -206,8 +192,9 @@ class SkillRewriter:
                 out[i] = Rewrite(hit["rewrite"], hit["prompt_tokens"], hit["new_tokens"], cached=True)
             else:
                 todo.append(i)
-        todo.sort(key=lambda i: -len(prompts[i]))
-        batches = [todo[s:s + self.batch_size] for s in range(0, len(todo), self.batch_size)]
+        # longest prompt (in characters) first, batch_size prompts a batch
+        batches = [[todo[j] for j in b] for b in token_batches([len(prompts[i]) for i in todo], math.inf,
+                                                                self.batch_size)]
         for batch in progress(batches, desc=f"skill rewrites (variant {variant})", unit="batch",
                               disable=not self.show_progress or not batches):
             made = self._generate([prompts[i] for i in batch])
@@ -225,8 +212,8 @@ class SkillRewriter:
             first = key not in self.accounted
             if first:  # the cost of each distinct rewrite once, cached ones at what they cost when made
                 self.accounted.add(key)
-                self.calls, self.tokens, self.cached = (self.calls + 1, self.tokens + r.prompt_tokens + r.new_tokens,
-                                                        self.cached + r.cached)
+                self.cost += LMCost(1, r.prompt_tokens + r.new_tokens)
+                self.cached += r.cached
             if not r.text:
                 if not self.empty:
                     warnings.warn("a skill rewrite came back empty; using the raw input instead (counted as "

@@ -71,7 +71,7 @@ class SkillKnnSelector(Selector):
         selected again adds nothing), cached ones at what they cost when made."""
         out = [[r.text for r in self.rewriter.rewrite(texts, v)] for v in range(self.n_rewrites)]
         r = self.rewriter
-        self.cost.lm_calls, self.cost.lm_tokens, self.cost.rewrites_cached = r.calls, r.tokens, r.cached
+        self.cost.lm_calls, self.cost.lm_tokens, self.cost.rewrites_cached = r.cost.calls, r.cost.tokens, r.cached
         self.cost.rewrites_empty = r.empty
         return out
 

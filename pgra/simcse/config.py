@@ -6,16 +6,15 @@ from dataclasses import dataclass
 
 from .. import choices
 from ..config import option
+from ..corpus import CorpusOptions
 from .quality import RetrievalEvalConfig
 
 
 @dataclass
-class SimCSEConfig:
-    """Everything ``pgra train-simcse`` needs (the SimCSE paper's unsupervised settings are the defaults)."""
+class SimCSEConfig(CorpusOptions):
+    """Everything ``pgra train-simcse`` needs (the SimCSE paper's unsupervised settings are the defaults): the
+    corpus (:class:`pgra.corpus.CorpusOptions`, shared with the index build), the encoder, training."""
 
-    corpus: str = option("", help="txt (one sentence a line), .jsonl ({id, text}) or an HF dataset")
-    corpus_format: str = option("auto", choices=("auto", "txt", "jsonl", "hf"), help="auto = by file name")
-    text_field: str = option("text", help="text field of a JSONL/HF corpus")
     split: str = option("train", help="split of an HF dataset corpus")
     encoder: str = option("bert-base-uncased", help="starting HF encoder (name or folder)")
     out: str = option("", help="output folder: a plain HF encoder folder (+ manifest, metrics, .simcse/ state)")

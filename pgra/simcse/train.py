@@ -37,7 +37,7 @@ from ..artifacts import (
     write_text,
 )
 from ..config import check_config
-from ..corpus import CorpusSource, CorpusStore, build_store
+from ..corpus import CorpusStore, build_store
 from ..errors import InputError
 from ..faults import fault_point
 from ..loading import load_pretrained
@@ -146,7 +146,7 @@ def setup(cfg: SimCSEConfig) -> SimCSESetup:
     if cfg.batch_size % acc.num_processes:
         raise InputError(f"batch_size {cfg.batch_size} must be divisible by the {acc.num_processes} processes",
                          field="batch_size")
-    src = CorpusSource(cfg.corpus, cfg.corpus_format, text_field=cfg.text_field, split=cfg.split)
+    src = cfg.corpus_source(split=cfg.split)
     with acc.main_process_first():  # the main process writes the store; the others then reuse it
         store = build_store(src, state_dir / "corpus", show_progress=cfg.show_progress and acc.is_main_process)
     perm = np.random.default_rng(cfg.seed).permutation(len(store))
