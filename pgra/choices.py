@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 DTYPES = ("auto", "fp32", "fp16", "bf16")
 MIXED_PRECISION = ("no", "fp16", "bf16")
 
 
-def import_builtin(package: str, modules: Iterable[str]) -> None:
-    """Import (so register) a registry's built-in ``modules`` of ``package``: one file per registered part."""
-    for module in modules:
-        importlib.import_module(f"{package}.{module}")
+class Builtins:
+    """A registry's built-in parts: ``modules`` of ``package``, one file per registered part, which register
+    themselves in ``registry`` when imported."""
+
+    def __init__(self, package: str, modules: Iterable[str], registry: Mapping[str, Any]) -> None:
+        self.package, self.modules, self.registry = package, tuple(modules), registry
+
+    def load(self) -> None:
+        """Import (so register) the built-in parts."""
+        for module in self.modules:
+            importlib.import_module(f"{self.package}.{module}")
+
+    def names(self) -> tuple[str, ...]:
+        """The registered names, the built-in ones loaded first (and any registered since), in registry order."""
+        self.load()
+        return tuple(self.registry)
 
 
 def registry_names(module: str, attr: str) -> Callable[[], list[str]]:

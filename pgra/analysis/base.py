@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..choices import import_builtin
+from ..choices import Builtins
 
 if TYPE_CHECKING:
     from .inputs import ExperimentRuns
@@ -63,15 +63,9 @@ def register_analysis(analysis: Analysis) -> Analysis:
     return analysis
 
 
-def load_builtin() -> None:
-    """Import (so register) the built-in analyses."""
-    import_builtin(__package__, BUILTIN)
-
-
-def analysis_names() -> tuple[str, ...]:
-    """The registered analyses, in the order ``pgra analyze`` runs and shows them."""
-    load_builtin()
-    return tuple(ANALYSES)
+_BUILTINS = Builtins(__package__, BUILTIN, ANALYSES)
+load_builtin = _BUILTINS.load  # import (so register) the built-in analyses
+analysis_names = _BUILTINS.names  # the registered analyses, in the order ``pgra analyze`` runs and shows them
 
 
 __all__ = ["ANALYSES", "BUILTIN", "Analysis", "Rows", "analysis_names", "load_builtin", "register_analysis"]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..choices import import_builtin
+from ..choices import Builtins
 from ..errors import InputError
 
 if TYPE_CHECKING:
@@ -157,15 +157,9 @@ def register_retriever(cls: type[Retriever]) -> type[Retriever]:
     return cls
 
 
-def load_builtin() -> None:
-    """Import (so register) the built-in retrievers."""
-    import_builtin(__package__, BUILTIN)
-
-
-def retriever_names() -> tuple[str, ...]:
-    """The registered retrievers' names (the config's choices)."""
-    load_builtin()
-    return tuple(RETRIEVERS)
+_BUILTINS = Builtins(__package__, BUILTIN, RETRIEVERS)
+load_builtin = _BUILTINS.load  # import (so register) the built-in retrievers
+retriever_names = _BUILTINS.names  # the registered retrievers' names (the config's choices)
 
 
 def retriever_class(name: str, field: str = "retriever") -> type[Retriever]:
