@@ -69,6 +69,11 @@ class LMCost:
     calls: int = 0
     tokens: int = 0
 
+    @property
+    def tokens_run(self) -> int:
+        """``tokens``, under the name manifests and benchmarks report it by."""
+        return self.tokens
+
     def __add__(self, other: LMCost) -> LMCost:
         return LMCost(self.calls + other.calls, self.tokens + other.tokens)
 

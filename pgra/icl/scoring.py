@@ -32,10 +32,6 @@ class ScoreStats(LMCost):
     prompts: int = 0
     uncached_pairs: int = 0
 
-    @property
-    def tokens_run(self) -> int:
-        return self.tokens
-
 
 class LabelScorer(CausalLM):
     """Summed log-probabilities of label words after prompts (``score``), with the naive reference beside it.

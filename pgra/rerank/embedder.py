@@ -74,10 +74,6 @@ class EmbedStats(LMCost):
     def texts(self) -> int:
         return self.calls
 
-    @property
-    def tokens_run(self) -> int:
-        return self.tokens
-
     def record(self) -> dict[str, int]:
         """What a reranked manifest's ``embedding`` reports."""
         return {"texts": self.texts, "tokens_run": self.tokens_run, "truncated": self.truncated,
