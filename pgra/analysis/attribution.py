@@ -138,6 +138,11 @@ def attribution(runs: ExperimentRuns) -> list[dict[str, Any]]:
     return out
 
 
+def _by_group(groups: dict[str, dict[str, Any]]) -> str:
+    """A summary table's groups in one cell: ``group: mean effect (sentences)``, comma-separated."""
+    return ", ".join(f"{k}: {signed(v['mean_effect'])} ({v['sentences']})" for k, v in groups.items()) or "–"
+
+
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     from .plots import lines
 
@@ -147,14 +152,10 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                "inputs and the seeds; `all`: every sentence read minus none read. The reranker's verdict: among "
                "PGRA's evidence, sentences it promoted from beyond the first stage's top d or kept from it; among "
                "FiD's, sentences the reranker keeps in its top d or demotes out of it."),
-              ["task", "method", "seeds", "inputs", "all evidence", "per sentence", "by verdict", "by first-stage rank", "by reranker rank"])
-    for r in rows:
-        fmt = (lambda groups: ", ".join(f"{k}: {signed(v['mean_effect'])} ({v['sentences']})"  # noqa: E731
-                                        for k, v in groups.items()) or "–")
-        w.md.append(f"| {r['task']} | {r['method']} | {len(r['seeds'])} | {r['inputs']} | "
-                    f"{signed(r['all_evidence_effect'])} | {signed(r['mean_effect'])} | {fmt(r['by_verdict'])} | "
-                    f"{fmt(r['by_first_stage_rank'])} | {fmt(r['by_reranker_rank'])} |")
-    w.md.append("")
+              ["task", "method", "seeds", "inputs", "all evidence", "per sentence", "by verdict", "by first-stage rank", "by reranker rank"],
+              lambda r: (r["task"], r["method"], len(r["seeds"]), r["inputs"], signed(r["all_evidence_effect"]),
+                         signed(r["mean_effect"]), _by_group(r["by_verdict"]), _by_group(r["by_first_stage_rank"]),
+                         _by_group(r["by_reranker_rank"])))
     xs, ys = {}, {}
     for r in rows:
         ranks = sorted(r["by_first_stage_rank"], key=int)

@@ -118,6 +118,19 @@ def calibration(runs: ExperimentRuns) -> list[dict[str, Any]]:
     return [r for r in rows if r is not None]
 
 
+def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
+    """A calibration row's cells in the table."""
+    f = r["flips"]
+    if f:
+        flips = (f"{pct(f['share'])} ({f['flipped']}/{f['inputs']})", pct(f["pairwise"]))
+    else:
+        flips = ("(det.)",) * 2 if r.get("seed_independent") else ("one seed",) * 2
+    several = len(r["scored_seeds"]) > 1
+    ece = pct(r["ece"]) + (f" ± {pct(r['ece_std'])}" if several else "")
+    brier = "–" if r["brier"] is None else f"{r['brier']:.3f}" + (f" ± {r['brier_std']:.3f}" if several else "")
+    return r["task"], r["method"], len(r["seeds"]), pct(r["accuracy"]), pct(r["confidence"]), ece, brier, *flips
+
+
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     from .plots import reliability
 
@@ -129,19 +142,8 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                "distance of the label probabilities from the gold one-hot. Seed flips: inputs whose prediction is not "
                "the same under every seed (`(det.)`: one run, the seed cannot change it; `one seed`: only one seed finished); pairwise: the mean share of "
                "inputs on which two seeds disagree."),
-              ["task", "method", "seeds", "accuracy (%)", "confidence (%)", "ECE (%)", "Brier", "seed flips (%)", "pairwise (%)"])
-    for r in rows:
-        f = r["flips"]
-        if f:
-            flips = (f"{pct(f['share'])} ({f['flipped']}/{f['inputs']})", pct(f["pairwise"]))
-        else:
-            flips = ("(det.)",) * 2 if r.get("seed_independent") else ("one seed",) * 2
-        several = len(r["scored_seeds"]) > 1
-        ece = pct(r["ece"]) + (f" ± {pct(r['ece_std'])}" if several else "")
-        brier = "–" if r["brier"] is None else f"{r['brier']:.3f}" + (f" ± {r['brier_std']:.3f}" if several else "")
-        w.md.append(f"| {r['task']} | {r['method']} | {len(r['seeds'])} | {pct(r['accuracy'])} | "
-                    f"{pct(r['confidence'])} | {ece} | {brier} | {flips[0]} | {flips[1]} |")
-    w.md.append("")
+              ["task", "method", "seeds", "accuracy (%)", "confidence (%)", "ECE (%)", "Brier", "seed flips (%)", "pairwise (%)"],
+              _cells)
     for task in dict.fromkeys(r["task"] for r in rows):
         curves = {}
         for r in rows:

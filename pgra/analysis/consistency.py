@@ -134,11 +134,8 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     w.section("consistency", rows, "Label consistency",
               ("Share of evidence sentences whose pseudo-label (from the no-retrieval reader) equals their input's "
                "gold label, over every (input, evidence) pair (the paper's Figure 2 / Table 10)."),
-              ["task", "evidence", "d", "consistent", "evidence pairs", "share (%)"])
-    for r in rows:
-        w.md.append(f"| {r['task']} | {r['source']} | {r['d']} | {r['consistent']} | {r['evidence']} | "
-                    f"{pct(r['share'])} |")
-    w.md.append("")
+              ["task", "evidence", "d", "consistent", "evidence pairs", "share (%)"],
+              lambda r: (r["task"], r["source"], r["d"], r["consistent"], r["evidence"], pct(r["share"])))
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     sources = list(dict.fromkeys(r["source"] for r in rows))
     share = {(r["task"], r["source"]): r["share"] for r in rows}

@@ -125,6 +125,17 @@ def cost_table(runs: ExperimentRuns) -> list[dict[str, Any]]:
 
 
 
+def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
+    """A cost row's cells in the table."""
+    dom = (lambda xs: "–" if xs is None else (", ".join(xs) or "no"))  # noqa: E731
+    tokens = "–" if r["tokens"] is None else f"{r['tokens']:,.0f}"
+    seconds = "–" if r["elapsed_s"] is None else f"{r['elapsed_s']:,.0f}"
+    stages = f"{r['stage_elapsed_s']:,.0f}" if r["stages"] else "–" if r["missing_stages"] else "0"
+    seconds += " (resumed)" if r.get("resumed") else ""
+    return (r["task"], r["method"], pct(r["metric"]), seconds, stages, tokens, number(r["flops"], ".2e"),
+            dom(r["dominated_by_flops"]), dom(r["dominated_by_time"]))
+
+
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     from .plots import pareto
 
@@ -135,17 +146,10 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                "(attention over the sequence left out; `–`: a model or stage without a record; `(resumed)`: a cell resumed "
                "after a stop records the work after it only). Dominated: another "
                "method scores at least as well for at most the cost (by FLOPs; by wall-clock)."),
-              ["task", "method", "metric (%)", "wall-clock (s)", "of which stages", "tokens", "est. FLOPs", "dominated (FLOPs)", "dominated (time)"])
-    for r in rows:
-        dom = (lambda xs: "–" if xs is None else (", ".join(xs) or "no"))  # noqa: E731
-        tokens = "–" if r["tokens"] is None else f"{r['tokens']:,.0f}"
-        seconds = "–" if r["elapsed_s"] is None else f"{r['elapsed_s']:,.0f}"
-        stages = f"{r['stage_elapsed_s']:,.0f}" if r["stages"] else "–" if r["missing_stages"] else "0"
-        seconds += " (resumed)" if r.get("resumed") else ""
-        w.md.append(f"| {r['task']} | {r['method']} | {pct(r['metric'])} | {seconds} | {stages} | {tokens} | "
-                    f"{number(r['flops'], '.2e')} | {dom(r['dominated_by_flops'])} | {dom(r['dominated_by_time'])} |")
+              ["task", "method", "metric (%)", "wall-clock (s)", "of which stages", "tokens", "est. FLOPs", "dominated (FLOPs)", "dominated (time)"],
+              _cells)
     hardware = {str(r["hardware"]) for r in rows if r.get("hardware")}
-    w.md += ["", f"Hardware: {'; '.join(sorted(hardware)) or 'not recorded'}.", ""]
+    w.md += [f"Hardware: {'; '.join(sorted(hardware)) or 'not recorded'}.", ""]
     for task in dict.fromkeys(r["task"] for r in rows):
         sel = [r for r in rows if r["task"] == task]
         use_flops = all(r["flops"] is not None for r in sel)

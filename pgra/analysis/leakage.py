@@ -154,6 +154,16 @@ def leakage(runs: ExperimentRuns) -> list[dict[str, Any]]:
 
 
 
+def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
+    """An audit row's cells in the table."""
+    near = f"– ({retriever_title(r['retriever'])})" if r["near"] is None else \
+        f"{r['near']} (t={r['threshold']}, k={r['k']}; highest cos {number(r.get('max_cosine'), '.3f')})"
+    read = "; ".join(f"{m}: {v['read_duplicate']}/{v['pairs']}" for m, v in r["methods"].items()) or "–"
+    excl = r["excluded"]
+    excluded = f"{excl['ids']} ids, {sum(excl['removed_from_top_k'].values())} removed" if excl else "no"
+    return r["task"], r["split"], r["inputs"], r["exact"], near, r["flagged_ids"], read, excluded
+
+
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     w.section("leakage", rows, "Leakage audit",
               ("Inputs with an exact duplicate in the retrieval corpus (equal after NFKC, case folding and dropping "
@@ -161,16 +171,8 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                "threshold, among the first stage's k candidates; dense indexes only), and how many (input, seed) "
                "pairs of each evidence-reading method read a duplicate of their own input. The flagged corpus ids "
                "are in `<task>/leakage_ids.txt`; `retrieve.exclude_ids` drops them from a task's candidates."),
-              ["task", "split", "inputs", "exact", "near (cos ≥ t, in top k)", "flagged ids", "read by", "excluded"])
-    for r in rows:
-        near = f"– ({retriever_title(r['retriever'])})" if r["near"] is None else \
-            f"{r['near']} (t={r['threshold']}, k={r['k']}; highest cos {number(r.get('max_cosine'), '.3f')})"
-        read = "; ".join(f"{m}: {v['read_duplicate']}/{v['pairs']}" for m, v in r["methods"].items()) or "–"
-        excl = r["excluded"]
-        excluded = f"{excl['ids']} ids, {sum(excl['removed_from_top_k'].values())} removed" if excl else "no"
-        w.md.append(f"| {r['task']} | {r['split']} | {r['inputs']} | {r['exact']} | {near} | {r['flagged_ids']} | "
-                    f"{read} | {excluded} |")
-    w.md.append("")
+              ["task", "split", "inputs", "exact", "near (cos ≥ t, in top k)", "flagged ids", "read by", "excluded"],
+              _cells)
     for r in rows:
         for ex in r["examples"]:
             near = "; ".join(f"{n['id']} (cos {n['cosine']:.3f}): {n['text']}" for n in ex["near"])

@@ -105,12 +105,10 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
               ("Each point reranks the first k candidates and reads the top d (the paper's Figures 4 and 5); "
                "`embedded` counts the texts the reranker's LM embedded for that point (0: all from the cache; "
                "`experiment` marks a point that is the experiment's own cell)."),
-              ["task", "k", "d", "metric (%)", "seeds", "embedded"])
-    for r in rows:
-        where = "experiment" if r["experiment_cell"] else r["embedded_texts"]
-        w.md.append(f"| {r['task']} | {r['k']} | {r['d']} | {pct(r['mean'])} ± {pct(r['std'])} | {r['seeds']} | "
-                    f"{where} |")
-    w.md += ["", f"Texts embedded by the sweep: {sum(r['embedded_texts'] for r in rows)}.", ""]
+              ["task", "k", "d", "metric (%)", "seeds", "embedded"],
+              lambda r: (r["task"], r["k"], r["d"], f"{pct(r['mean'])} ± {pct(r['std'])}", r["seeds"],
+                         "experiment" if r["experiment_cell"] else r["embedded_texts"]))
+    w.md += [f"Texts embedded by the sweep: {sum(r['embedded_texts'] for r in rows)}.", ""]
     for axis, fixed in (("k", "d"), ("d", "k")):
         sel = [r for r in rows if axis in r["sweep"]]
         if not sel:

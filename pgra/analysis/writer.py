@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,11 +36,15 @@ class Writer:
         self.tables: dict[str, Any] = {}
         self.figures: list[dict[str, str]] = []
 
-    def section(self, name: str, rows: list[dict[str, Any]], title: str, text: str, columns: list[str]) -> None:
-        """Start analysis ``name``'s section: its JSON table ``rows``, a heading, a paragraph and the head of a
-        markdown table with ``columns`` (the renderer appends the rows)."""
+    def section(self, name: str, rows: list[dict[str, Any]], title: str, text: str, columns: list[str],
+                cells: Callable[[dict[str, Any]], Sequence[Any]]) -> None:
+        """Start analysis ``name``'s section: its JSON table ``rows``, a heading, a paragraph and a markdown table
+        with ``columns``, a line per row of the cells ``cells(row)`` gives, then a blank line (the renderer
+        appends the rest)."""
         self.tables[name] = rows
         self.md += [f"## {title}", "", text, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        self.md += ["| " + " | ".join(map(str, cells(r))) + " |" for r in rows]
+        self.md.append("")
 
     def figure(self, path: Path, title: str, caption: str) -> None:
         """Add the PNG at ``path`` (written beside ``analysis.md``) with its title and caption."""
