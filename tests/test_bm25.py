@@ -110,3 +110,11 @@ def test_compiled_search_on_a_loaded_memory_mapped_index(tmp_path):
     got = idx.search(docs[:9], 11, compiled=True)
     want = idx.search(docs[:9], 11, compiled=False)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_search_for_no_documents_returns_empty_rows():
+    # k=0 (or a request on an empty batch) must not reach the compiled heap, which reads its first slot
+    idx = BM25Index.build(_zipf_corpus(50, seed=7), BM25Config(), show_progress=False)
+    scores, ids = idx.search(["t0 t1", "t2"], 0)
+    assert scores.shape == ids.shape == (2, 0)
+    assert idx.search([], 5)[0].shape == (0, 5)

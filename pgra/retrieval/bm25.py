@@ -157,9 +157,11 @@ class BM25Index:
     def search(self, queries: Sequence[str], k: int, compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k ``(scores, positions)`` per query, ordered by score then position. ``compiled`` (default: when
         numba is installed) runs :mod:`.bm25_kernel`, which returns the same ids and scores bit for bit."""
-        k = min(k, self.num_docs)
+        k = max(0, min(k, self.num_docs))
         all_scores = np.empty((len(queries), k), dtype=np.float64)
         all_ids = np.empty((len(queries), k), dtype=np.int64)
+        if k <= 0 or not len(queries):  # nothing to rank (the compiled heap needs k >= 1)
+            return all_scores, all_ids
         compiled = bm25_kernel.available() if compiled is None else compiled
         bs = self.cfg.query_batch_size
         rows = np.empty((min(bs, len(queries)), self.num_docs), dtype=self.weights.dtype) if compiled else None
