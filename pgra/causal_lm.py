@@ -35,7 +35,9 @@ class LMConfig:
     own). The defaults are in-context learning's; :func:`lm_config` gives other batch defaults."""
 
     device: str = option("auto", cosmetic=True, help="auto, cpu, cuda ...")
-    dtype: str = option("auto", choices=choices.DTYPES, help="auto = bf16/fp16 on GPU, fp32 on CPU")
+    dtype: str = option("auto", choices=choices.DTYPES,
+                        help="auto = bf16/fp16 on GPU, fp32 on CPU; bf16-if-native = auto but bf16 on CPUs with "
+                             "avx512_bf16 or AMX")
     attn_implementation: str = option("auto", help="auto = eager on CPU, sdpa on GPU; or flash_attention_2 ...")
     max_tokens_per_batch: int = option(4096, **_BUDGET)
     max_batch_size: int = option(16, **_ROWS)

@@ -6,7 +6,7 @@ import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-DTYPES = ("auto", "fp32", "fp16", "bf16")
+DTYPES = ("auto", "fp32", "fp16", "bf16", "bf16-if-native")
 MIXED_PRECISION = ("no", "fp16", "bf16")
 
 

@@ -144,3 +144,28 @@ def test_artifacts_get_the_permissions_of_the_umask(tmp_path):
         assert stat.S_IMODE((tmp_path / "b.json").stat().st_mode) == 0o600
     finally:
         os.umask(old)
+
+
+@pytest.mark.parametrize("flags, want", [({"avx2", "avx512f"}, torch.float32), ({"avx512f", "avx512_bf16"}, torch.bfloat16),
+                                         ({"amx_tile", "amx_bf16"}, torch.bfloat16), (set(), torch.float32)])
+def test_bf16_if_native_picks_bf16_only_on_cpus_with_bf16_hardware(monkeypatch, flags, want):
+    from pgra import device
+
+    monkeypatch.setattr(device, "cpu_flags", lambda: flags)
+    cpu = torch.device("cpu")
+    assert device.resolve_dtype("bf16-if-native", cpu) == want
+    assert device.resolve_dtype("auto", cpu) == device.resolve_dtype(None, cpu) == torch.float32  # auto stays fp32
+    assert device.resolve_dtype("bf16", cpu) == torch.bfloat16 and device.resolve_dtype("fp32", cpu) == torch.float32
+
+
+def test_cpu_flags_reads_this_machines_flags():
+    from pathlib import Path
+
+    from pgra.device import cpu_flags
+
+    info = Path("/proc/cpuinfo")
+    if not info.exists():
+        assert cpu_flags() == set()
+        return
+    line = next(x for x in info.read_text().splitlines() if x.startswith("flags"))
+    assert cpu_flags() == set(line.split(":", 1)[1].split())

@@ -45,7 +45,9 @@ class DenseConfig:
                              help="flat = exact cosine (the paper's); ivf / hnsw approximate")
     faiss: FaissParams = field(default_factory=FaissParams)
     device: str = option("auto", flag="--device", help="auto, cpu, cuda, cuda:1 ...")
-    dtype: str = option("auto", choices=choices.DTYPES, help="auto = bf16/fp16 on GPU, fp32 on CPU")
+    dtype: str = option("auto", choices=choices.DTYPES,
+                        help="auto = bf16/fp16 on GPU, fp32 on CPU; bf16-if-native = auto but bf16 on CPUs with "
+                             "avx512_bf16 or AMX")
     shard_size: int = option(65536, flag="--shard-size", min=1, help="texts per resumable shard")
     use_gpu_faiss: bool = option(True, help="train/search faiss on the GPU when faiss-gpu is installed")
     trust_remote_code: bool = option(False, help="allow the encoder's own code (off: never run hub code)")
