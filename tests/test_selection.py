@@ -1,5 +1,6 @@
 """Demonstration selection: each strategy on small hand-checked examples (order and the never-itself rule)."""
 
+import hashlib
 import json
 import warnings
 
@@ -219,3 +220,23 @@ def test_cached_greedy_rewrites_equal_plain_generation(tiny_lm, tmp_path):
                                  pad_token_id=tok.pad_token_id)
         want = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True).split("\n")[0].strip()
         assert r.text == (want or text.strip())
+
+
+def test_rewrites_in_another_precision_are_cached_apart(tmp_path, monkeypatch):
+    """A bf16 rewrite is not an fp32 one: the cache keeps them apart (fp32's keys as before)."""
+    monkeypatch.setattr("pgra.selection.rewrite.model_fingerprint", lambda lm: "fake-lm")
+    made: list[str] = []
+
+    def generate(self, prompts):
+        made.extend(prompts)
+        return [Rewrite(f"{self.dtype}-skill", 5, 1) for _ in prompts]
+
+    monkeypatch.setattr(SkillRewriter, "_generate", generate)
+    ann = read_annotations(_annotations(tmp_path))
+    fp32 = SkillRewriter("lm", ann, "I", cache_dir=tmp_path, device="cpu", dtype="fp32")
+    assert fp32._key("p") == hashlib.sha256(b"32\x00p").hexdigest()  # the key fp32 rewrites always had
+    assert [r.text for r in fp32.rewrite(["one"])] == ["fp32-skill"]
+    bf16 = SkillRewriter("lm", ann, "I", cache_dir=tmp_path, device="cpu", dtype="bf16")
+    assert [r.text for r in bf16.rewrite(["one"])] == ["bf16-skill"] and len(made) == 2  # not fp32's from the cache
+    again = SkillRewriter("lm", ann, "I", cache_dir=tmp_path, device="cpu", dtype="auto")  # fp32 on CPU
+    assert [(r.text, r.cached) for r in again.rewrite(["one"])] == [("fp32-skill", True)] and len(made) == 2

@@ -20,6 +20,7 @@ import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -107,8 +108,19 @@ class SkillRewriter:
         demos = "".join(f"Sentence: {a.input}\nSkill: {a.skill}\n\n" for a in self.order(variant))
         return f"{self.instruction}\n\n{demos}Sentence: {text.strip()}\nSkill:"
 
+    @cached_property
+    def _precision(self) -> str:
+        """The precision the rewrites run in, as part of their cache key: other precisions give other rewrites
+        (fp32's keys carry none, as before)."""
+        import torch
+
+        from ..device import resolve_device, resolve_dtype
+
+        precision = resolve_dtype(self.dtype, resolve_device(self.device))
+        return "" if precision == torch.float32 else f"{precision}\x00"
+
     def _key(self, prompt: str) -> str:
-        return hashlib.sha256(f"{self.max_new_tokens}\x00{prompt}".encode()).hexdigest()
+        return hashlib.sha256(f"{self.max_new_tokens}\x00{self._precision}{prompt}".encode()).hexdigest()
 
     # ----- generation -----
     def release(self) -> None:
