@@ -13,6 +13,7 @@ tokens for inference, 6 x for training; attention not counted, so the fractions 
 
     python bench/bench_gpu_scale.py                         # a GPU: the paper's sizes
     python bench/bench_gpu_scale.py --tiny --device cpu     # tiny configs on CPU (the test suite runs this)
+    python bench/bench_gpu_scale.py --rerankers= --readers=t5-base --profile 5   # where a reader step's time goes
 """
 
 from __future__ import annotations
@@ -194,12 +195,33 @@ def bench_reader(name: str, args, device, rng) -> dict:
         step()
     sync(device)
     per_step = (time.perf_counter() - start) / args.steps
+    profile = profile_steps(step, device, args.profile) if args.profile else None
     enc_params = params(model.get_encoder())
     flops = 6 * enc_params * b * p * length + 6 * (params(model) - enc_params) * b * 5
     out = {"model": name, "params": params(model), "batch": b, "passages": p, "passage_tokens": length,
            "s_per_step": per_step, "flops_per_s": flops / per_step,
-           "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None}
+           "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None,
+           "profile": profile}
     return out  # the model and optimizer go with this frame; main empties the CUDA cache
+
+
+def profile_steps(step, device: torch.device, steps: int, top: int = 15) -> list[dict]:
+    """Where a training step's time goes: ``steps`` more steps under torch.profiler, the ``top`` operators by their
+    own (self) time on the device that runs them (CUDA kernels on a GPU, CPU otherwise), each with its share of
+    the profiled total and its call count."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        sync(device)
+    attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    events = [e for e in prof.key_averages() if getattr(e, attr, 0) > 0]
+    total = sum(getattr(e, attr) for e in events) or 1.0
+    events.sort(key=lambda e: getattr(e, attr), reverse=True)
+    return [{"op": e.key, "self_ms_per_step": getattr(e, attr) / 1e3 / steps, "share": getattr(e, attr) / total,
+             "calls_per_step": e.count / steps} for e in events[:top]]
 
 
 def _free(device: torch.device) -> None:
@@ -241,6 +263,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--passage-tokens", type=int, default=128)
     ap.add_argument("--warmup-steps", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                    help="also profile this many reader steps and print the operators taking the most time")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="bench/out/gpu_scale.json")
     args = ap.parse_args(argv)
@@ -275,6 +299,9 @@ def main(argv: list[str] | None = None) -> dict:
         mem = f", {r['peak_memory_gib']:.1f} GiB" if r["peak_memory_gib"] else ""
         print(f"reader {r['model']:<9} {r['s_per_step']:.3f} s/step (batch {r['batch']}, d={r['passages']}, "
               f"{r['passage_tokens']} tokens{mem}) {frac(r)} of peak", flush=True)
+        for op in r["profile"] or []:
+            print(f"  {op['share']:6.1%} {op['self_ms_per_step']:9.2f} ms/step {op['calls_per_step']:7.0f} calls  "
+                  f"{op['op']}", flush=True)
         _free(device)
     cost = grid_cost(encoding, rerank[-1], readers[0])
     for r in [encoding, *rerank, *readers]:
