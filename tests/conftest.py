@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import string
 from pathlib import Path
 
@@ -45,6 +46,14 @@ SENTENCES = [
     "The art of the king was famous.",
     "The sun rises in the east.",
 ]
+
+
+def launch_failure(proc) -> str:
+    """Why a torchrun launch failed: every rank's own ``error:`` line and traceback tail first (the last lines of
+    stderr are usually the launcher's report about the rank that died, not the rank's reason), then the tail."""
+    lines = proc.stderr.splitlines()
+    reasons = [x for x in lines if re.sub(r"^\[rank\d+\]:\s*", "", x).startswith("error:") or "Error: " in x]
+    return "\n".join(["rank errors:", *reasons[:20], "stderr tail:", proc.stderr[-3000:]])
 
 
 def _write_tiny_bert(path: Path, with_pooler: bool = True, seed: int = 0) -> Path:

@@ -356,7 +356,7 @@ def test_two_process_analyze_equals_single_process(finished, tmp_path):
     import yaml
 
     from pgra.analysis.run import analyze
-    from tests.conftest import _write_tiny_causal_lm
+    from tests.conftest import _write_tiny_causal_lm, launch_failure
 
     cfg, embedded = finished
     other_lm = _write_tiny_causal_lm(tmp_path / "tiny-gpt2", "gpt2")
@@ -369,7 +369,7 @@ def test_two_process_analyze_equals_single_process(finished, tmp_path):
            str(root / "scripts" / "analyze.py"), "--config", str(path)]
     proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, launch_failure(proc)
     analysis = Path(cfg["out"]) / "analysis"
     two = json.loads((analysis / "analysis.json").read_text())["tables"]
     sources = [r["source"] for r in two["consistency"]]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pgra.retrieval.index import DenseConfig, IndexConfig, build_index
+from tests.conftest import launch_failure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +24,7 @@ def test_two_process_dense_build_equals_single_process(corpus_txt, tmp_path, tin
            str(ROOT / "scripts" / "build_index.py"), "--corpus", str(corpus_txt), "--encoder", str(tiny_bert),
            "--out", str(tmp_path / "multi"), "--batch-size", "4", "--shard-size", "5"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, launch_failure(proc)
     a = faiss.read_index(str(single / "index.faiss"))
     b = faiss.read_index(str(tmp_path / "multi" / "index.faiss"))
     np.testing.assert_allclose(a.reconstruct_n(0, a.ntotal), b.reconstruct_n(0, b.ntotal), atol=1e-6)

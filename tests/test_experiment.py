@@ -11,6 +11,7 @@ from pgra.experiment import CELL_FILE, Experiment, ExperimentConfig
 from pgra.methods import knn_vote as knn_mod
 from pgra.methods.knn_vote import vote
 from pgra.tasks import get_task
+from tests.conftest import launch_failure
 
 METHODS = ["no_retrieval", "fid", "pgra", "knn_vote"]
 
@@ -345,7 +346,7 @@ def test_two_process_grid_equals_single_process(grid, tmp_path, tiny_bert):
            str(root / "scripts" / "experiment.py"), "--config", str(path)]
     proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, launch_failure(proc)
     one, two = Path(grid["out"]) / "sky", tmp_path / "multi" / "sky"
     for split in ("train", "dev", "test"):
         assert (one / "candidates" / f"{split}.jsonl").read_text() == (two / "candidates" / f"{split}.jsonl").read_text()

@@ -14,7 +14,7 @@ from pgra.reader import train as train_mod
 from pgra.reader.data import ReaderFormatter
 from pgra.reader.fid import FiDReader, load_tokenizer
 from pgra.reader.train import TrainConfig, train
-from tests.conftest import SENTENCES, TASK, _records, copy_in_dtype
+from tests.conftest import SENTENCES, TASK, _records, copy_in_dtype, launch_failure
 
 ROOT = Path(__file__).resolve().parents[1]
 def test_fid_with_one_passage_equals_the_plain_model(tiny_t5):
@@ -171,7 +171,7 @@ def test_two_process_ddp_losses_match_single_process(reranked, tmp_path, arch, r
            str(ROOT / "scripts" / "train.py"), "--out", str(tmp_path / "ddp"), *args]
     proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, launch_failure(proc)
     single = [json.loads(x)["loss"] for x in (tmp_path / "single" / "train_log.jsonl").read_text().splitlines()]
     ddp = [json.loads(x)["loss"] for x in (tmp_path / "ddp" / "train_log.jsonl").read_text().splitlines()]
     assert len(ddp) == 4
@@ -199,7 +199,7 @@ def test_deepspeed_smoke_one_cpu_process(reranked, tmp_path, tiny_t5, zero):
            str(ROOT / "configs" / "accelerate" / f"deepspeed_zero{zero}.yaml"), "--num_processes", "1",
            str(ROOT / "scripts" / "train.py"), "--out", str(tmp_path / "ds"), *args]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, launch_failure(proc)
     plain = [json.loads(x)["loss"] for x in (tmp_path / "plain" / "train_log.jsonl").read_text().splitlines()]
     ds = [json.loads(x)["loss"] for x in (tmp_path / "ds" / "train_log.jsonl").read_text().splitlines()]
     assert len(ds) == 3 and max(abs(a - b) for a, b in zip(plain, ds, strict=True)) < 1e-4

@@ -15,7 +15,7 @@ from pgra.rerank.reranker import RerankConfig, rerank
 from pgra.retrieval.index import IndexConfig, build_index
 from pgra.selection import get_selector
 from pgra.tasks import Example, get_task
-from tests.conftest import SENTENCES
+from tests.conftest import SENTENCES, launch_failure
 
 ROOT = Path(__file__).resolve().parents[1]
 def test_retrieve_writes_interchange_files(candidates):
@@ -132,7 +132,7 @@ def test_two_process_rerank_equals_single_process(candidates, tmp_path, tiny_opt
            "--demo-selection", strategy, "--demo-encoder", str(tiny_bert), f"demos.cache_dir={tmp_path / 'sel'}"]
     proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, launch_failure(proc)
     for split in ("train", "dev", "test"):
         a = [json.loads(x) for x in (single / f"{split}.jsonl").read_text().splitlines()]
         b = [json.loads(x) for x in (tmp_path / "multi" / f"{split}.jsonl").read_text().splitlines()]
@@ -151,7 +151,7 @@ def test_two_process_retrieve_equals_single_process(candidates, tmp_path, sky_ta
            "--out", str(tmp_path / "multi"), "-k", "10"]
     proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, launch_failure(proc)
     for split in ("train", "dev", "test"):
         assert (tmp_path / "multi" / f"{split}.jsonl").read_text() == (candidates / f"{split}.jsonl").read_text()
     assert not (tmp_path / "multi" / ".parts").exists()
@@ -163,7 +163,7 @@ def test_two_process_retrieve_equals_single_process(candidates, tmp_path, sky_ta
     proc = subprocess.run(cmd[:-4] + ["--out", str(tmp_path / "multi-x"), "-k", "10", "--exclude-ids",
                                       str(tmp_path / "ids.txt")],
                           env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, launch_failure(proc)
     single = retrieve(RetrieveConfig(task=str(sky_task), index=manifest["index"]["path"], out=str(tmp_path / "one-x"),
                                      k=10, exclude_ids=str(tmp_path / "ids.txt"), show_progress=False))
     for split in ("train", "dev", "test"):

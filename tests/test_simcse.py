@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from pgra.simcse.config import SimCSEConfig
 from pgra.simcse.geometry import alignment, uniformity
 from pgra.simcse.train import setup, train_loop, train_simcse
-from tests.conftest import SENTENCES, copy_in_dtype
+from tests.conftest import SENTENCES, copy_in_dtype, launch_failure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,7 +101,7 @@ def test_two_processes_give_the_one_process_loss(corpus, tiny_bert, tmp_path):
            "--out", str(tmp_path / "two"), "--batch-size", "8", "--heldout", "8", "--max-steps", "6",
            "--learning-rate", "1e-3", "--dropout", "0", "--no-show-progress"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, launch_failure(proc)
     assert json.loads((tmp_path / "two" / "manifest.json").read_text())["processes"] == 2
     one, two = _log(tmp_path / "one"), _log(tmp_path / "two")
     assert len(two) == 6 and two == pytest.approx(one, abs=1e-4)
