@@ -118,6 +118,7 @@ def output_lock(directory: str | Path, command: str = "", field: str = "out") ->
     path = directory / LOCK_FILE
     me = {"pid": os.getpid(), "host": socket.gethostname(), "command": command or " ".join(sys.argv[:3]),
           "started": time.time(), "pid_start": _start_token(os.getpid())}
+    held = False  # this process already holds it (a stage run inside another)
     for _ in range(3):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
@@ -127,8 +128,8 @@ def output_lock(directory: str | Path, command: str = "", field: str = "out") ->
                 continue  # released meanwhile: try again
             if info.get("pid") == me["pid"] and info.get("host") == me["host"] and \
                     info.get("pid_start", me["pid_start"]) == me["pid_start"]:
-                yield path  # this process already holds it (a stage run inside another)
-                return
+                held = True  # (yielded outside this handler: an error of the block is not chained to it)
+                break
             same_host = info.get("host") == me["host"]
             gone = same_host and isinstance(info.get("pid"), int) and \
                 (not _alive(info["pid"]) or _reused_pid(info))
@@ -155,6 +156,9 @@ def output_lock(directory: str | Path, command: str = "", field: str = "out") ->
                     folder.rmdir()
                 except OSError:
                     break
+        return
+    if held:
+        yield path
         return
     raise OutputBusyError(f"{directory}: could not take the lock {path} (other processes keep taking it)")
 

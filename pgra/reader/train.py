@@ -286,8 +286,12 @@ def train_loop(s: TrainingSetup) -> None:
             if step >= cfg.max_steps or stop:
                 break
     bar.close()
+    # no evaluation ran: the final weights are the model. Decided before the barrier, when no rank can have
+    # written best/ yet: a rank that looked after rank 0 had saved it skipped _save_model's barrier, and rank 0
+    # waited there for a peer that had exited (a 2-process run under load failed so)
+    save_final = not (s.out / "best").exists()
     acc.wait_for_everyone()
-    if not (s.out / "best").exists():  # no evaluation ran: the final weights are the model
+    if save_final:
         _save_model(acc, s.reader, s.tokenizer, s.out / "best", cfg, s.task, state["step"])
 
 
