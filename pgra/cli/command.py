@@ -72,6 +72,8 @@ def run_distributed(fn: Callable[..., Any], cfg: Any) -> tuple[Any, Any]:
 
     ctx = init_distributed()
     try:
-        return ctx, fn(cfg, ctx)
+        result = fn(cfg, ctx)
+        ctx.barrier()  # every rank is done with its collectives before any tears the group down (a 2-node
+        return ctx, result  # rerank once aborted at exit: "terminate called without an active exception")
     finally:
         shutdown_distributed()
