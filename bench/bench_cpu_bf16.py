@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from pgra.config import from_dict
+from pgra.device import cpu_flags
 from pgra.icl.classify import ICLClassifier
 from pgra.icl.config import ICLConfig
 from pgra.rerank.core import Reranker
@@ -42,15 +43,6 @@ from pgra.tasks import get_task, load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 BAR_AGREEMENT, BAR_PROB = 0.99, 1e-2
-
-
-def cpu_flags() -> list[str]:
-    """The CPU's bf16-relevant flags (Linux)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split()
-    except (OSError, IndexError):
-        return []
-    return sorted(f for f in flags if "bf16" in f or f.startswith("amx"))
 
 
 def rerank_run(args, task, queries, candidates, demos, dtype: str) -> tuple[float, list[list[dict]]]:
@@ -108,7 +100,8 @@ def main() -> None:
     demos = get_selector("paper", 8, seed=13).fit(task, train).demo_examples
     records = [{"id": ex.id, "text": ex.text, "label": ex.label} for ex in test]
 
-    result: dict = {"cpu": platform.processor() or platform.machine(), "bf16_flags": cpu_flags(),
+    bf16_flags = sorted(f for f in cpu_flags() if "bf16" in f or f.startswith("amx"))
+    result: dict = {"cpu": platform.processor() or platform.machine(), "bf16_flags": bf16_flags,
                     "threads": args.threads, "inputs": len(test), "k": args.k, "top_d": args.top_d,
                     "demos": args.demos, "torch": torch.__version__}
     runs = {}
