@@ -42,3 +42,18 @@ def test_grid_cost_by_hand():
     # 6 tasks at batch 8 and 2 at batch 4 (half the step time), 3 seeds, FiD + PGRA + a 1/16 no-retrieval step
     steps = 5000 * 0.36 * 3 * (2 + 1 / 16)
     assert cost["reader_hours"] == pytest.approx((6 * steps + 2 * steps / 2) / 3600)
+
+
+def test_cpu_bf16_bench_compares_by_hand():
+    spec = importlib.util.spec_from_file_location("bench_cpu_bf16", ROOT / "bench" / "bench_cpu_bf16.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ctx = lambda *pairs: [{"id": i, "score": s} for i, s in pairs]  # noqa: E731
+    fp32 = [ctx(("a", 0.30), ("b", 0.26)), ctx(("c", 0.5), ("d", 0.4))]
+    bf16 = [ctx(("b", 0.27), ("a", 0.29)), ctx(("c", 0.45), ("e", 0.4))]  # same set in another order; one swapped
+    got = mod.compare_rerank(fp32, bf16)
+    assert got["top_d_agreement"] == 0.5 and got["max_prob_diff"] == pytest.approx(0.05)  # c: 0.5 vs 0.45
+    line = lambda pred, p: {"prediction": pred, "scores": {"x": p, "y": 1 - p}}  # noqa: E731
+    got = mod.compare_icl([line("x", 0.9), line("y", 0.2), line("x", 0.6)], [line("x", 0.88), line("x", 0.55),
+                                                                             line("x", 0.6)])
+    assert got["label_agreement"] == pytest.approx(2 / 3) and got["max_prob_diff"] == pytest.approx(0.35)
