@@ -14,6 +14,7 @@ tokens for inference, 6 x for training; attention not counted, so the fractions 
     python bench/bench_gpu_scale.py                         # a GPU: the paper's sizes
     python bench/bench_gpu_scale.py --tiny --device cpu     # tiny configs on CPU (the test suite runs this)
     python bench/bench_gpu_scale.py --rerankers= --readers=t5-base --profile 5   # where a reader step's time goes
+    python bench/bench_gpu_scale.py --rerankers= --readers=t5-base --reader-variants eager,fused,compile,fused+compile
 """
 
 from __future__ import annotations
@@ -164,18 +165,35 @@ def bench_reranker(name: str, args, device, dtype, rng) -> dict:
     return out
 
 
-def bench_reader(name: str, args, device, rng) -> dict:
-    from pgra.reader.fid import FiDReader
+READER_VARIANTS = ("eager", "fused", "compile", "fused+compile")  # pgra's TrainConfig adamw_impl / compile
 
+
+def bench_reader(name: str, args, device, variant: str = "eager") -> dict:
+    """One FiD training step of reader ``name`` through pgra's own optimizer and compile paths (``variant``: eager
+    = today's default; fused = ``adamw_impl: fused``; compile = ``compile: true``); the same random batches for
+    every variant (seeded), so their losses compare."""
+    from types import SimpleNamespace
+
+    from pgra.reader.fid import FiDReader
+    from pgra.reader.train import compile_for_training
+    from pgra.training import adamw_with_schedule
+
+    rng = np.random.default_rng(args.seed)
+    torch.manual_seed(args.seed)
     model = build(name, args.tiny, device, torch.float32)
     model.train()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     fid = FiDReader(model)
-    opt = torch.optim.AdamW(fid.parameters(), lr=1e-4, weight_decay=0.01)
+    impl = "fused" if "fused" in variant else "auto"
+    opt, _ = adamw_with_schedule(fid, SimpleNamespace(learning_rate=1e-4, weight_decay=0.01, warmup_steps=0,
+                                                      max_steps=10**6, adamw_impl=impl))
+    if "compile" in variant:
+        compile_for_training(fid)
     b, p, length = args.reader_batch, D, args.passage_tokens
     vocab = model.config.vocab_size
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    losses: list[float] = []
 
     def step() -> None:
         ids = torch.as_tensor(rng.integers(100, vocab, size=(b, p, length)), device=device)
@@ -186,10 +204,13 @@ def bench_reader(name: str, args, device, rng) -> dict:
         torch.nn.utils.clip_grad_norm_(fid.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
 
+    start = time.perf_counter()
     for _ in range(args.warmup_steps):
         step()
     sync(device)
+    warmup_s = time.perf_counter() - start
     start = time.perf_counter()
     for _ in range(args.steps):
         step()
@@ -198,8 +219,9 @@ def bench_reader(name: str, args, device, rng) -> dict:
     profile = profile_steps(step, device, args.profile) if args.profile else None
     enc_params = params(model.get_encoder())
     flops = 6 * enc_params * b * p * length + 6 * (params(model) - enc_params) * b * 5
-    out = {"model": name, "params": params(model), "batch": b, "passages": p, "passage_tokens": length,
-           "s_per_step": per_step, "flops_per_s": flops / per_step,
+    out = {"model": name, "variant": variant, "params": params(model), "batch": b, "passages": p,
+           "passage_tokens": length, "s_per_step": per_step, "warmup_s": warmup_s, "flops_per_s": flops / per_step,
+           "losses": [float(x) for x in losses[: args.warmup_steps + args.steps]],
            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None,
            "profile": profile}
     return out  # the model and optimizer go with this frame; main empties the CUDA cache
@@ -242,7 +264,8 @@ def grid_cost(encoding: dict, rerank: dict, reader: dict) -> dict:
     batch_scale = {t: bs / reader["batch"] for t, (_, _, bs) in TASKS.items()}
     reader_h = sum(STEPS * reader["s_per_step"] * s * SEEDS * (2 + 1 / D) for s in batch_scale.values()) / 3600
     return {"index_hours": index_h, "rerank_hours": rerank_h, "rerank_texts": texts, "reader_hours": reader_h,
-            "total_hours": index_h + rerank_h + reader_h, "reranker": rerank["model"], "reader": reader["model"]}
+            "total_hours": index_h + rerank_h + reader_h, "reranker": rerank["model"], "reader": reader["model"],
+            "reader_variant": reader.get("variant", "eager")}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -263,6 +286,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--passage-tokens", type=int, default=128)
     ap.add_argument("--warmup-steps", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--reader-variants", default="eager",
+                    help=f"comma-separated, each measured against the first: {', '.join(READER_VARIANTS)}")
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
                     help="also profile this many reader steps and print the operators taking the most time")
     ap.add_argument("--seed", type=int, default=0)
@@ -293,17 +318,28 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"rerank {r['model']:<9} {r['texts_per_s']:>9,.1f} texts/s {r['tokens_per_s']:>11,.0f} tokens/s "
               f"{frac(r):>6} of peak (token budget {r['token_budget']:,})", flush=True)
         _free(device)
+    variants = [v for v in args.reader_variants.split(",") if v]
+    unknown = set(variants) - set(READER_VARIANTS)
+    if unknown or not variants:
+        ap.error(f"--reader-variants: unknown {sorted(unknown)}; use {', '.join(READER_VARIANTS)}")
     for m in (m for m in args.readers.split(",") if m):
-        r = bench_reader(m, args, device, rng)
-        readers.append(r)
-        mem = f", {r['peak_memory_gib']:.1f} GiB" if r["peak_memory_gib"] else ""
-        print(f"reader {r['model']:<9} {r['s_per_step']:.3f} s/step (batch {r['batch']}, d={r['passages']}, "
-              f"{r['passage_tokens']} tokens{mem}) {frac(r)} of peak", flush=True)
-        for op in r["profile"] or []:
-            print(f"  {op['share']:6.1%} {op['self_ms_per_step']:9.2f} ms/step {op['calls_per_step']:7.0f} calls  "
-                  f"{op['op']}", flush=True)
-        _free(device)
-    cost = grid_cost(encoding, rerank[-1], readers[0])
+        for variant in variants:
+            r = bench_reader(m, args, device, variant)
+            ref = next((x for x in readers if x["model"] == m), r)  # the model's first variant is the reference
+            r["speedup"] = ref["s_per_step"] / r["s_per_step"]
+            r["max_loss_diff"] = max(abs(a - b) for a, b in zip(r["losses"], ref["losses"], strict=True))
+            readers.append(r)
+            mem = f", {r['peak_memory_gib']:.1f} GiB" if r["peak_memory_gib"] else ""
+            print(f"reader {r['model']:<9} {variant:<13} {r['s_per_step']:.3f} s/step (batch {r['batch']}, "
+                  f"d={r['passages']}, {r['passage_tokens']} tokens{mem}) {frac(r)} of peak; "
+                  f"{r['speedup']:.2f}x {ref['variant']}, losses within {r['max_loss_diff']:.1e}, "
+                  f"warm-up {r['warmup_s']:.1f} s", flush=True)
+            for op in r["profile"] or []:
+                print(f"  {op['share']:6.1%} {op['self_ms_per_step']:9.2f} ms/step {op['calls_per_step']:7.0f} "
+                      f"calls  {op['op']}", flush=True)
+            _free(device)
+    fastest = min((r for r in readers if r["model"] == readers[0]["model"]), key=lambda r: r["s_per_step"])
+    cost = grid_cost(encoding, rerank[-1], fastest)
     for r in [encoding, *rerank, *readers]:
         r["peak_fraction"] = r["flops_per_s"] / peak if peak else None
     result = {"device": name, "dtype": str(dtype), "tiny": args.tiny, "torch": torch.__version__,
@@ -311,7 +347,7 @@ def main(argv: list[str] | None = None) -> dict:
               "table2_grid": cost}
     print(f"Table 2 grid on this device: {cost['total_hours']:.1f} GPU h = index {cost['index_hours']:.2f} + rerank "
           f"({cost['reranker']}, {cost['rerank_texts']:,} texts) {cost['rerank_hours']:.1f} + readers "
-          f"({cost['reader']}) {cost['reader_hours']:.1f}")
+          f"({cost['reader']}, {cost['reader_variant']}) {cost['reader_hours']:.1f}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     return result

@@ -8,6 +8,7 @@ from typing import Any
 
 DTYPES = ("auto", "fp32", "fp16", "bf16", "bf16-if-native")
 MIXED_PRECISION = ("no", "fp16", "bf16")
+ADAMW_IMPLS = ("auto", "foreach", "fused")
 
 
 class Builtins:

@@ -33,7 +33,7 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
            positional: bool = False, append: bool = False, metavar: str | None = None,
            min: float | None = None, max: float | None = None, above: float | None = None,
            exists: str | None = None, unique: bool = False, io: str | None = None, names: bool = False,
-           cosmetic: bool = False) -> Any:
+           cosmetic: bool = False, omit_default: bool = False) -> Any:
     """A config field together with its command-line declaration.
 
     ``choices``: allowed values (a tuple, or a zero-argument callable reading a registry), checked when a
@@ -55,6 +55,8 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     ``<out>/<split>.jsonl``), checked with :func:`pgra.artifacts.safe_name`. ``cosmetic``: the field never
     changes a result (progress bars, the device, a batch size that only trades memory for time, a cache folder):
     :func:`result_settings` leaves it out, so every key of a stage, cell or checkpoint ignores it.
+    ``omit_default``: the field changes a result but :func:`result_settings` leaves it out while it holds its
+    default, so adding a setting (whose default does what the code did before) keeps every existing key valid.
 
         @dataclass
         class SearchConfig:
@@ -63,7 +65,7 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     meta = {"help": help, "choices": choices, "suggest": suggest, "flag": flag, "short": short,
             "positional": positional, "append": append, "metavar": metavar, "min": min, "max": max,
             "above": above, "exists": exists, "unique": unique, "io": io, "names": names,
-            "cosmetic": cosmetic}
+            "cosmetic": cosmetic, "omit_default": omit_default}
     if io is not None and io not in IO_ROLES:
         raise ValueError(f"io must be one of {IO_ROLES}, not {io!r}")
     if default_factory is not dataclasses.MISSING:
@@ -73,9 +75,12 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
 
 def result_settings(cfg: Any, without: tuple[str, ...] = ()) -> dict[str, Any]:
     """The fields of config ``cfg`` that define its result, as a dict in field order: all but those declared
-    ``option(cosmetic=True)`` and the names in ``without`` (what the caller keys separately: paths, the seed)."""
-    cosmetic = {f.name for f in dataclasses.fields(cfg) if f.metadata.get("cosmetic")}
-    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in cosmetic and k not in without}
+    ``option(cosmetic=True)``, those declared ``option(omit_default=True)`` while they hold their default, and the
+    names in ``without`` (what the caller keys separately: paths, the seed)."""
+    fields = dataclasses.fields(cfg)
+    left_out = {f.name for f in fields if f.metadata.get("cosmetic")}
+    left_out |= {f.name for f in fields if f.metadata.get("omit_default") and getattr(cfg, f.name) == f.default}
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in left_out and k not in without}
 
 
 def resolve_values(spec: Any) -> list[Any] | None:

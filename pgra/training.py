@@ -37,14 +37,17 @@ class EpochSampler(Sampler[int]):
 
 def adamw_with_schedule(model: torch.nn.Module, cfg: Any):
     """AdamW without weight decay on biases and layer norms, and the linear warm-up and decay schedule (``cfg``:
-    ``learning_rate``, ``weight_decay``, ``warmup_steps``, ``max_steps``)."""
+    ``learning_rate``, ``weight_decay``, ``warmup_steps``, ``max_steps``; optional ``adamw_impl``: ``auto``, ``foreach``
+    or ``fused``)."""
     from transformers import get_linear_schedule_with_warmup
 
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
     trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]  # not a frozen encoder
     groups = [{"params": [p for n, p in trained if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
               {"params": [p for n, p in trained if any(k in n for k in no_decay)], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate)
+    impl = getattr(cfg, "adamw_impl", "auto")
+    kernels = {"foreach": {"foreach": True}, "fused": {"fused": True}}.get(impl, {})
+    optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate, **kernels)
     return optimizer, get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
 
 

@@ -19,7 +19,7 @@ def _module():
 def test_gpu_scale_bench_at_tiny_sizes_on_cpu(tmp_path):
     out = tmp_path / "gpu_scale.json"
     result = _module().main(["--tiny", "--device", "cpu", "--rerankers", "opt-350m,opt-13b", "--readers", "t5-base",
-                             "--profile", "2", "--out", str(out)])
+                             "--reader-variants", "eager,fused", "--profile", "2", "--out", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
     assert result["device"] == "cpu" and result["tiny"] and result["bf16_peak_flops"] is None
     assert [r["model"] for r in result["rerank"]] == ["opt-350m", "opt-13b"]
@@ -29,7 +29,11 @@ def test_gpu_scale_bench_at_tiny_sizes_on_cpu(tmp_path):
     assert 0 < len(profile) <= 15 and all(p["self_ms_per_step"] > 0 and p["calls_per_step"] > 0 for p in profile)
     assert [p["self_ms_per_step"] for p in profile] == sorted((p["self_ms_per_step"] for p in profile), reverse=True)
     assert 0 < sum(p["share"] for p in profile) <= 1 + 1e-9 and any("addmm" in p["op"] or "mm" in p["op"] for p in profile)
+    eager, fused = result["readers"]  # each variant on the same seeded batches, through pgra's own optimizer
+    assert (eager["variant"], fused["variant"]) == ("eager", "fused") and eager["speedup"] == 1.0
+    assert fused["max_loss_diff"] < 1e-5 and len(fused["losses"]) == 3 and fused["speedup"] > 0
     cost = result["table2_grid"]
+    assert cost["reader_variant"] in ("eager", "fused")
     assert cost["total_hours"] == pytest.approx(cost["index_hours"] + cost["rerank_hours"] + cost["reader_hours"])
 
 

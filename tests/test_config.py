@@ -77,3 +77,16 @@ def test_cosmetic_fields_are_left_out_of_the_settings_that_define_a_result():
     assert "out" in base and "out" not in result_settings(TrainConfig(), without=("out",))
     assert settings_key(SelectorSettings(cache_dir="elsewhere", batch_size=3)) == settings_key(SelectorSettings())
     assert settings_key(SelectorSettings(pooler="cls")) != settings_key(SelectorSettings())
+
+
+def test_settings_added_later_stay_out_of_keys_at_their_default():
+    """``option(omit_default=True)``: a setting enters the keys only when set away from its default, so the keys of
+    results made before it existed stay valid."""
+    from pgra.config import result_settings
+    from pgra.reader.config import TrainConfig
+
+    base = result_settings(TrainConfig())
+    assert not {"adamw_impl", "compile", "eval_dtype"} & set(base)
+    for change in ({"adamw_impl": "fused"}, {"compile": True}, {"eval_dtype": "bf16"}):
+        settings = result_settings(TrainConfig(**change))
+        assert settings == {**base, **change}

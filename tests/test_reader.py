@@ -322,3 +322,68 @@ def test_reader_folders_follow_the_umask_and_refuse_other_artifacts(reranked, tm
     with pytest.raises(InputError, match="holds a 'reranked' artifact"):
         train(TrainConfig(data=str(reranked), out=str(other), model=str(tiny_t5), n_passages=2, max_steps=1,
                           batch_size=4, show_progress=False))
+
+
+def _losses(run: Path) -> list[float]:
+    return [json.loads(x)["loss"] for x in (run / "train_log.jsonl").read_text().splitlines()]
+
+
+def _with_dropout(model: Path, out: Path, rate: float = 0.1) -> Path:
+    """A copy of a tiny reader whose dropout is on (the fixture's is off)."""
+    import shutil
+
+    shutil.copytree(model, out)
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, "dropout_rate": rate}))
+    return out
+
+
+@pytest.mark.parametrize("impl", ["foreach", "fused"])
+def test_adamw_kernels_train_like_the_default(reranked, tmp_path, tiny_t5, impl):
+    """``adamw_impl`` foreach and fused: the same losses and weights as the default loop, within float rounding."""
+    base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=4,
+                eval_every=0, learning_rate=1e-3, show_progress=False, test_split="")
+    train(TrainConfig(out=str(tmp_path / "auto"), **base))
+    train(TrainConfig(out=str(tmp_path / impl), adamw_impl=impl, **base))
+    assert _losses(tmp_path / impl) == pytest.approx(_losses(tmp_path / "auto"), abs=1e-6)
+    ref, got = (load_file(tmp_path / r / "best" / "model.safetensors") for r in ("auto", impl))
+    assert max((ref[k] - got[k]).abs().max().item() for k in ref) < 1e-6
+    assert json.loads((tmp_path / impl / "manifest.json").read_text())["config"]["adamw_impl"] == impl
+
+
+def test_compiled_reader_trains_like_eager_with_dropout(reranked, tmp_path, tiny_t5):
+    """``compile=True``: the same losses (dropout on: each batch's masks come from its seed in both) and weights
+    as eager mode within float rounding, under the same state-dict names."""
+    model = _with_dropout(tiny_t5, tmp_path / "model")
+    base = dict(data=str(reranked), model=str(model), n_passages=2, max_length=48, batch_size=4, max_steps=3,
+                eval_every=0, learning_rate=1e-3, show_progress=False, test_split="")
+    train(TrainConfig(out=str(tmp_path / "eager"), **base))
+    train(TrainConfig(out=str(tmp_path / "compiled"), compile=True, **base))
+    eager, compiled = _losses(tmp_path / "eager"), _losses(tmp_path / "compiled")
+    assert compiled == pytest.approx(eager, abs=1e-5)
+    ref, got = (load_file(tmp_path / r / "best" / "model.safetensors") for r in ("eager", "compiled"))
+    assert set(ref) == set(got) and max((ref[k] - got[k]).abs().max().item() for k in ref) < 1e-5
+    train(TrainConfig(out=str(tmp_path / "no-dropout"), **{**base, "model": str(tiny_t5)}))
+    assert _losses(tmp_path / "no-dropout") != pytest.approx(eager, abs=1e-3)  # the masks did change the loss
+
+
+def test_reader_predicts_in_bf16_when_asked(reranked, tmp_path, tiny_t5):
+    """``eval_dtype=bf16``: the run's dev and test predictions come from a bf16 copy of best/, within 1e-2 of fp32's;
+    ``Reader.load`` predicts in the run's recorded precision unless told another."""
+    from pgra.reader.predict import Reader
+
+    base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=3,
+                eval_every=0, learning_rate=1e-3, show_progress=False)
+    train(TrainConfig(out=str(tmp_path / "fp32"), **base))
+    train(TrainConfig(out=str(tmp_path / "bf16"), eval_dtype="bf16", **base))
+    lines = lambda run: [json.loads(x) for x in (tmp_path / run / "predictions_test.jsonl").read_text().splitlines()]  # noqa: E731
+    for a, b in zip(lines("fp32"), lines("bf16"), strict=True):
+        assert max(abs(a["scores"][k] - b["scores"][k]) for k in a["scores"]) < 1e-2
+    assert lines("fp32") != lines("bf16")  # bf16 rounding shows in the probabilities
+    records = [json.loads(x) for x in (reranked / "test.jsonl").read_text().splitlines()]
+    recorded = Reader.load(tmp_path / "bf16")
+    assert next(recorded.model.parameters()).dtype == torch.bfloat16
+    assert [g["scores"] for g in recorded.predict(records)] == [s["scores"] for s in lines("bf16")]
+    as_fp32 = Reader.load(tmp_path / "bf16", dtype="fp32")
+    assert next(as_fp32.model.parameters()).dtype == torch.float32
+    assert next(Reader.load(tmp_path / "fp32").model.parameters()).dtype == torch.float32

@@ -36,6 +36,15 @@ class TrainConfig:
     max_eval_examples: int = option(0, min=0, help="dev inputs used during training; 0 = all")
     max_train_examples: int = option(0, min=0, help="training inputs used; 0 = all")
     mixed_precision: str = option("no", choices=choices.MIXED_PRECISION, help="no, fp16 or bf16")
+    adamw_impl: str = option("auto", choices=choices.ADAMW_IMPLS, omit_default=True,
+                             help="AdamW's kernels: auto (torch's choice: foreach on a GPU, one loop per tensor on "
+                                  "CPU), foreach, or fused (one kernel for all parameters; GPU and CPU)")
+    compile: bool = option(False, omit_default=True,
+                           help="torch.compile the reader (inductor; needs a C compiler on CPU): faster steps after "
+                                "a one-time compilation; losses equal eager within float rounding")
+    eval_dtype: str = option("fp32", choices=choices.DTYPES, omit_default=True,
+                             help="precision of the best checkpoint's final dev and test predictions: fp32, bf16, "
+                                  "bf16-if-native (bf16 on CPUs with bf16 hardware), auto (bf16 on a GPU)")
     freeze_encoder: bool = option(False, help="train the decoder only; the encoder's outputs are computed once per "
                                               "(input, evidence) pair and reused (fast on CPU; not the paper's)")
     gradient_checkpointing: bool = option(False, help="recompute activations to save memory")

@@ -125,9 +125,13 @@ class Reader:
         return self.formatter.task
 
     @classmethod
-    def load(cls, run_dir: str | Path, device: str | None = None, predict_mode: str = "scoring") -> Reader:
-        """Load ``run_dir/best`` (or ``run_dir`` itself when it is a checkpoint folder with ``fid_config.json``)."""
-        from ..device import resolve_device
+    def load(cls, run_dir: str | Path, device: str | None = None, predict_mode: str = "scoring",
+             dtype: str | None = None) -> Reader:
+        """Load ``run_dir/best`` (or ``run_dir`` itself when it is a checkpoint folder with ``fid_config.json``).
+
+        ``dtype``: the precision it predicts in (``fp32``, ``bf16``, ``bf16-if-native``, ``auto``); None = the
+        run's own ``eval_dtype`` (what its recorded dev and test predictions used; fp32 when it recorded none)."""
+        from ..device import resolve_device, resolve_dtype
 
         run = Path(run_dir)
         best = run / "best" if (run / "best" / FID_CONFIG).exists() else run
@@ -136,7 +140,11 @@ class Reader:
                              path=run)
         fid_config = read_json(best / FID_CONFIG)
         task = _run_task(run, best, fid_config)
-        model = FiDReader.from_pretrained(str(best)).to(resolve_device(device))
+        if dtype is None:
+            recorded = read_manifest(run, "reader") if run != best and (run / MANIFEST).exists() else {}
+            dtype = recorded.get("config", {}).get("eval_dtype", "fp32")
+        target = resolve_device(device)
+        model = FiDReader.from_pretrained(str(best), dtype=torch.float32).to(target, resolve_dtype(dtype, target))
         fmt = ReaderFormatter(task, load_tokenizer(str(best)), fid_config["n_passages"],
                               fid_config["max_length"], fid_config["input_format"])
         return cls(model, fmt, predict_mode, best)
