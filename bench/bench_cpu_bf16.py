@@ -10,13 +10,17 @@ inputs, one after the other:
   same, and the largest difference of a kept candidate's reranker probability;
 - **in-context learning**: the same N test inputs classified from m random demonstrations of a fixed pool
   (``pgra.icl.classify.ICLClassifier``); agreement = share of equal predicted labels, and the largest difference
-  of a label probability.
+  of a label probability;
+- **the readers' inference** (``--readers``, default the demo's FiD and PGRA cells, after ``make demo``): each
+  trained reader loaded with ``pgra.Reader.load(run, dtype=...)`` scores its own dev and test inputs (every
+  label word's likelihood, as ``eval_dtype`` does); agreement as for in-context learning.
 
 It prints the seconds of each, the speed ratio (fp32 / bf16) and whether bf16 meets the bar for the default
 (agreement at least 99% on both, probabilities within 1e-2): the CPU's flags (``avx512_bf16``, ``amx_bf16``)
 are printed with it, since bf16 has no fast path without them.
 
-    python bench/bench_cpu_bf16.py [--inputs 200] [--k 4] [--top-d 2] [--demos 4] [--json bench/results/cpu_bf16.json]
+    python bench/bench_cpu_bf16.py [--inputs 200] [--k 4] [--top-d 2] [--demos 4] [--stages rerank,icl,reader]
+                                   [--readers RUN,RUN] [--json bench/results/cpu_bf16.json]
 """
 
 from __future__ import annotations
@@ -63,6 +67,27 @@ def icl_run(args, task, train, records, dtype: str) -> tuple[float, list[dict]]:
     return time.perf_counter() - t, out
 
 
+def reader_run(run: Path, records: list[dict], dtype: str, repeats: int = 3) -> tuple[float, list[dict]]:
+    from pgra.reader.predict import Reader
+
+    reader = Reader.load(run, device="cpu", dtype=dtype)
+    reader.predict(records[:8])  # warm-up
+    best, out = float("inf"), []
+    for _ in range(repeats):  # a pass takes seconds: the fastest of a few
+        t = time.perf_counter()
+        out = reader.predict(records, batch_size=64)
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def reader_records(run: Path) -> list[dict]:
+    """A reader run's own dev and test inputs (the data folder its manifest records)."""
+    from pgra.artifacts import iter_jsonl, read_json
+
+    data = Path(read_json(run / "manifest.json")["data"])
+    return [r for split in ("dev", "test") for _, r in iter_jsonl(data / f"{split}.jsonl")]
+
+
 def compare_rerank(a: list[list[dict]], b: list[list[dict]]) -> dict[str, float]:
     same = [set(c["id"] for c in x) == set(c["id"] for c in y) for x, y in zip(a, b, strict=True)]
     diff = 0.0
@@ -87,6 +112,10 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=4, help="candidates reranked per input (the demo's 4)")
     ap.add_argument("--top-d", type=int, default=2, help="evidence kept per input (the demo's 2)")
     ap.add_argument("--demos", type=int, default=4, help="in-context demonstrations (the demo's 4)")
+    ap.add_argument("--stages", default="rerank,icl,reader", help="comma-separated: rerank, icl, reader")
+    ap.add_argument("--readers", default=",".join(str(ROOT / f"runs/demo-experiment/mr/{m}/seed-1")
+                                                  for m in ("fid", "pgra")),
+                    help="trained reader runs (comma-separated); those without a manifest are skipped")
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--json", default="", help="also write the numbers to this file")
     args = ap.parse_args()
@@ -104,29 +133,40 @@ def main() -> None:
     result: dict = {"cpu": platform.processor() or platform.machine(), "bf16_flags": bf16_flags,
                     "threads": args.threads, "inputs": len(test), "k": args.k, "top_d": args.top_d,
                     "demos": args.demos, "torch": torch.__version__}
-    runs = {}
+    stages = [s for s in args.stages.split(",") if s]
+    readers = [Path(r) for r in args.readers.split(",") if r and (Path(r) / "manifest.json").exists()]
+    compares = {"rerank": compare_rerank, "icl": compare_icl}
+    runs: dict = {"fp32": {}, "bf16": {}}
     for dtype in ("fp32", "bf16"):
-        runs[dtype] = {"rerank": rerank_run(args, task, queries, candidates, demos, dtype),
-                       "icl": icl_run(args, task, train, records, dtype)}
-    for stage, compare in (("rerank", compare_rerank), ("icl", compare_icl)):
+        if "rerank" in stages:
+            runs[dtype]["rerank"] = rerank_run(args, task, queries, candidates, demos, dtype)
+        if "icl" in stages:
+            runs[dtype]["icl"] = icl_run(args, task, train, records, dtype)
+        if "reader" in stages:
+            for run in readers:
+                name = f"reader {run.parts[-2]}"  # the method of a cell folder <task>/<method>/seed-N
+                runs[dtype][name] = reader_run(run, reader_records(run), dtype)
+                compares[name] = compare_icl
+                result.setdefault("readers", {})[name] = str(run)
+    for stage in runs["fp32"]:
         (t32, out32), (t16, out16) = runs["fp32"][stage], runs["bf16"][stage]
-        agree = compare(out32, out16)
-        result[stage] = {"fp32_s": t32, "bf16_s": t16, "speedup": t32 / t16, **agree}
-    agreements = [result["rerank"]["top_d_agreement"], result["icl"]["label_agreement"]]
-    diffs = [result["rerank"]["max_prob_diff"], result["icl"]["max_prob_diff"]]
-    faster = all(result[s]["speedup"] > 1 for s in ("rerank", "icl"))
-    result["meets_bar"] = bool(faster and min(agreements) >= BAR_AGREEMENT and max(diffs) <= BAR_PROB)
+        agree = compares[stage](out32, out16)
+        result[stage] = {"fp32_s": t32, "bf16_s": t16, "speedup": t32 / t16, "inputs": len(out32), **agree}
+    measured = list(runs["fp32"])
+    agreements = [result[s].get("top_d_agreement", result[s].get("label_agreement")) for s in measured]
+    diffs = [result[s]["max_prob_diff"] for s in measured]
+    result["meets_bar"] = {s: bool(result[s]["speedup"] > 1 and a >= BAR_AGREEMENT and d <= BAR_PROB)
+                           for s, a, d in zip(measured, agreements, diffs, strict=True)}
 
     print(f"CPU bf16 flags: {', '.join(result['bf16_flags']) or 'none'}; {args.threads} threads; "
           f"{len(test)} MR test inputs, k={args.k}, d={args.top_d}, m={args.demos}")
-    print("| stage | fp32 s | bf16 s | fp32 / bf16 | agreement | max prob diff |")
-    print("|---|---|---|---|---|---|")
-    for stage, key in (("rerank", "top_d_agreement"), ("icl", "label_agreement")):
+    print("| stage | inputs | fp32 s | bf16 s | fp32 / bf16 | agreement | max prob diff | bf16 as default |")
+    print("|---|---|---|---|---|---|---|---|")
+    for stage, agree in zip(measured, agreements, strict=True):
         r = result[stage]
-        print(f"| {stage} | {r['fp32_s']:.1f} | {r['bf16_s']:.1f} | {r['speedup']:.2f}x | {100 * r[key]:.1f}% "
-              f"| {r['max_prob_diff']:.4f} |")
-    print(f"bf16 as the CPU default (faster, agreement >= {100 * BAR_AGREEMENT:.0f}%, probabilities within "
-          f"{BAR_PROB}): {'yes' if result['meets_bar'] else 'no'}")
+        print(f"| {stage} | {r['inputs']} | {r['fp32_s']:.1f} | {r['bf16_s']:.1f} | {r['speedup']:.2f}x | "
+              f"{100 * agree:.1f}% | {r['max_prob_diff']:.4f} | {'yes' if result['meets_bar'][stage] else 'no'} |")
+    print(f"bar for the default: faster, agreement >= {100 * BAR_AGREEMENT:.0f}%, probabilities within {BAR_PROB}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 

@@ -4,7 +4,7 @@ Each d runs in its own process (peak RSS is per process): bert2bert-MiniLM, glob
 passage, AdamW; wiki_topic training inputs with their MiniLM evidence. The encoder runs on batch x d
 passages, so its cost should grow linearly in d while the decoder's stays flat.
 
-    python bench/bench_reader.py [--steps 6] [--ds 1,4,8,16]
+    python bench/bench_reader.py [--steps 6] [--ds 1,4,8,16] [--index indexes/demo-minilm] [--json out.json]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_one(d: int, steps: int, batch: int, max_length: int) -> dict:
+def run_one(d: int, steps: int, batch: int, max_length: int, index: str) -> dict:
     import torch
 
     from pgra.reader.data import ReaderFormatter
@@ -31,7 +31,7 @@ def run_one(d: int, steps: int, batch: int, max_length: int) -> dict:
     torch.manual_seed(0)
     task = get_task("wiki_topic")
     train = load_task(task, ROOT / "data", splits=("train",))["train"][: batch * (steps + 1)]
-    hits = Index(ROOT / "indexes/demo-minilm").search_hits([ex.text for ex in train], max(d, 1))
+    hits = Index(index).search_hits([ex.text for ex in train], max(d, 1))
     records = [{"id": ex.id, "text": ex.text, "label": ex.label, "ctxs": h} for ex, h in zip(train, hits, strict=True)]
     model = str(ROOT / "models/bert2bert-minilm")
     reader = FiDReader.from_pretrained(model).train()
@@ -58,15 +58,17 @@ def main() -> None:
     ap.add_argument("--ds", default="1,4,8,16")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--max-length", type=int, default=48)
+    ap.add_argument("--index", default=str(ROOT / "indexes/demo-minilm"), help="the demo's MiniLM index")
+    ap.add_argument("--json", default="", help="also write the rows to this file")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one is not None:
-        print(json.dumps(run_one(args.one, args.steps, args.batch, args.max_length)))
+        print(json.dumps(run_one(args.one, args.steps, args.batch, args.max_length, args.index)))
         return
     rows = []
     for d in [int(x) for x in args.ds.split(",")]:
         out = subprocess.run([sys.executable, __file__, "--one", str(d), "--steps", str(args.steps), "--batch",
-                              str(args.batch), "--max-length", str(args.max_length)], capture_output=True,
+                              str(args.batch), "--max-length", str(args.max_length), "--index", args.index], capture_output=True,
                              text=True, check=True).stdout
         rows.append(json.loads(out.strip().splitlines()[-1]))
     base = rows[0]
@@ -82,6 +84,8 @@ def main() -> None:
         slope, icpt = np.polyfit(ds, ts, 1)
         resid = np.max(np.abs(ts - (slope * ds + icpt)) / ts)
         print(f"linear fit: {icpt:.2f} s + {slope:.3f} s per passage per step; max relative residual {resid:.1%}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

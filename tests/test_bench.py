@@ -61,3 +61,25 @@ def test_cpu_bf16_bench_compares_by_hand():
     got = mod.compare_icl([line("x", 0.9), line("y", 0.2), line("x", 0.6)], [line("x", 0.88), line("x", 0.55),
                                                                              line("x", 0.6)])
     assert got["label_agreement"] == pytest.approx(2 / 3) and got["max_prob_diff"] == pytest.approx(0.35)
+
+
+def test_scaling_plot_fits_and_draws_hand_made_rows(tmp_path):
+    spec = importlib.util.spec_from_file_location("plot_scaling", ROOT / "bench" / "plot_scaling.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.line_fit([1, 2, 3], [5, 7, 9]) == pytest.approx((3.0, 2.0))
+    assert mod.size_at(24, 0.5, 2.0) == pytest.approx(11.75) and mod.size_at(24, 1.0, 0.0) is None
+    # memory 0.5 GiB + 3 GiB per million sentences: 24 GiB at 7.83M; build 1 s + 10 s per million
+    sizes = [30_000, 100_000, 300_000, 1_000_000]
+    dense = [{"docs": n, "dtype": "bf16", "build_s": 1 + 1e-5 * n, "build_peak_rss_gib": 0.5 + 3e-6 * n,
+              "search_s": 1000 * (0.1 + 4e-6 * n) / 1e3, "queries": 1000} for n in sizes]
+    (tmp_path / "dense_scale.json").write_text(json.dumps(dense))
+    (tmp_path / "rerank_scale.json").write_text(json.dumps([{"k": k, "inputs": 8, "distinct": 7 * k,
+                                                              "seconds": 0.1 * k} for k in (10, 50, 150)]))
+    (tmp_path / "reader_scale.json").write_text(json.dumps([{"d": d, "s_per_step": 0.5 + 0.25 * d,
+                                                              "peak_rss_gib": 1 + 0.1 * d} for d in (1, 4, 16)]))
+    lines = mod.plot(tmp_path, tmp_path / "scaling.png", 24.0)
+    assert (tmp_path / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert lines == ["MiniLM bf16: build 1.0 s + 10.0 s per million sentences; peak memory 0.50 GiB + 3.00 GiB per "
+                     "million; search 0.10 ms + 4.00 ms per million per query; 24 GiB reached at about 7.8M "
+                     "sentences"]
