@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
 
-.PHONY: setup prepare demo test test-transformers4 lint bench chromium screenshot clean
+.PHONY: setup prepare demo test test-transformers4 lint bench bench-scale chromium screenshot clean
 
 # 1. virtual environment; 2. torch first (the CPU wheel; other specs pull CUDA packages)
 $(VENV)/.stamp-venv:
@@ -84,6 +84,15 @@ bench: prepare
 	$(BIN)/python bench/bench_dense.py
 	$(BIN)/python bench/bench_rerank.py
 	$(BIN)/python bench/bench_reader.py
+
+# the scaling curves of bench/README.md (about 1.5 h on 2 cores; after `make demo`, whose index they read)
+bench-scale: prepare
+	$(BIN)/python bench/bench_bm25_scale.py --json bench/results/bm25_scale.json
+	$(BIN)/python bench/bench_dense_scale.py --dtypes fp32,bf16 --sizes 30000,100000 --json bench/results/dense_scale_small.json
+	$(BIN)/python bench/bench_dense_scale.py --dtypes bf16 --sizes 300000,1000000 --json bench/results/dense_scale_large.json
+	$(BIN)/python bench/bench_rerank_scale.py --json bench/results/rerank_scale.json
+	$(BIN)/python bench/bench_reader.py --json bench/results/reader_scale.json
+	$(BIN)/python bench/plot_scaling.py
 
 clean:
 	rm -rf $(VENV) .venv-tf4 models data/demo indexes/demo-* runs/wiki_topic/demo runs/demo-experiment cache .pytest_cache

@@ -2,7 +2,7 @@
 
 Reads the rows the scaling benchmarks wrote (``--json``) and draws, against corpus size, the index build time,
 its peak memory and the search time per query (BM25 ``okapi`` / ``lucene`` from ``bench_bm25_scale.py``, dense
-MiniLM from ``bench_dense_scale.py``), reranking time against k (``bench_rerank_scale.py``) and the reader's step
+MiniLM from ``bench_dense_scale.py``, every ``dense_scale*.json``), reranking time against k (``bench_rerank_scale.py``) and the reader's step
 time against d (``bench_reader.py``). Each series gets a least-squares line; for the corpus-size series it prints
 the size at which the build's peak memory reaches ``--memory-gib`` (24 GiB: this project's machine).
 
@@ -45,8 +45,8 @@ def corpus_series(results: Path) -> dict[str, dict[str, list[float]]]:
         for method in ("okapi", "lucene"):
             add(f"BM25 {method}", row["docs"], row[f"{method}_build_s"], row["peak_rss_gib"],
                 1e3 * row[f"{method}_compiled_s"] / row["queries"])
-    dense = results / "dense_scale.json"
-    for row in json.loads(dense.read_text()) if dense.exists() else []:
+    rows = [row for path in sorted(results.glob("dense_scale*.json")) for row in json.loads(path.read_text())]
+    for row in sorted(rows, key=lambda r: r["docs"]):
         add(f"MiniLM {row['dtype']}", row["docs"], row["build_s"], row["build_peak_rss_gib"],
             1e3 * row["search_s"] / row["queries"])
     return series
