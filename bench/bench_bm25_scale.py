@@ -96,6 +96,24 @@ def measure(size: int, queries: list[str], k: int, out: mp.Queue) -> None:
     out.put(row)
 
 
+def measure_in_child(target, *args) -> dict:
+    """``target(*args, queue)`` in a spawned process of its own (its peak memory is its own); the dict it puts on the
+    queue. Raises when the process died without one (an error, or killed for memory)."""
+    import queue
+
+    q = mp.get_context("spawn").Queue()
+    p = mp.get_context("spawn").Process(target=target, args=(*args, q))
+    p.start()
+    while True:
+        try:
+            row = q.get(timeout=5)
+            p.join()
+            return row
+        except queue.Empty:
+            if not p.is_alive():
+                raise RuntimeError(f"the measuring process exited with code {p.exitcode} without a result") from None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="30000,100000,300000,1000000")
@@ -106,17 +124,12 @@ def main() -> None:
     args = ap.parse_args()
     queries = [json.loads(x)["text"] for x in Path(args.queries_file).read_text().splitlines()][: args.queries]
     rows = []
-    ctx = mp.get_context("spawn")
     print("| sentences | method | build | search / query: compiled (2 threads) | compiled, 1 thread | "
           "sparse product (speed-up) | bm25s (speed-up) | compiled = sparse product | "
           "= bm25s (same top-k scores) | peak RSS |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for size in (int(s) for s in args.sizes.split(",")):
-        q = ctx.Queue()
-        p = ctx.Process(target=measure, args=(size, queries, args.k, q))
-        p.start()
-        row = q.get()
-        p.join()
+        row = measure_in_child(measure, size, queries, args.k)
         rows.append(row)
         n = row["queries"]
         for m in ("okapi", "lucene"):

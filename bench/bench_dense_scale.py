@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import resource
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,16 +25,13 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_bm25_scale import make_corpus, measure_in_child  # noqa: E402
 
 
-def measure(size: int, dtype: str, queries: list[str], k: int, keep: str, hnsw: bool, out: mp.Queue) -> None:
+def measure(size: int, dtype: str, queries: list[str], k: int, keep: str, hnsw: bool, out) -> None:
     """One size at one encoder precision, in a child process: build, search; puts a dict on ``out``."""
-    import sys
-
     import torch
-
-    sys.path.insert(0, str(ROOT / "bench"))
-    from bench_bm25_scale import make_corpus
 
     from pgra.retrieval.dense import build_faiss, search_faiss
     from pgra.retrieval.index import DenseConfig, Index, IndexConfig, build_index
@@ -82,20 +79,6 @@ def measure(size: int, dtype: str, queries: list[str], k: int, keep: str, hnsw: 
     out.put(row)
 
 
-def _result(p, q) -> dict:
-    """The child's row; raises when the child died without one (an error, or killed for memory)."""
-    import queue
-
-    while True:
-        try:
-            row = q.get(timeout=5)
-            p.join()
-            return row
-        except queue.Empty:
-            if not p.is_alive():
-                raise RuntimeError(f"the measuring process exited with code {p.exitcode} without a result") from None
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="30000,100000,300000,1000000")
@@ -108,7 +91,6 @@ def main() -> None:
     args = ap.parse_args()
     queries = [json.loads(x)["text"] for x in Path(args.queries_file).read_text().splitlines()][: args.queries]
     rows = []
-    ctx = mp.get_context("spawn")
     keep = tempfile.mkdtemp(prefix="dense_ids_")
     print("| sentences | encoder | build | of which faiss flat | peak RSS (build) | index on disk | "
           "search / query (faiss flat) | query encoding / query | HNSW build | HNSW search / query (recall) | "
@@ -116,10 +98,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for size in (int(s) for s in args.sizes.split(",")):
         for dtype in args.dtypes.split(","):
-            q = ctx.Queue()
-            p = ctx.Process(target=measure, args=(size, dtype, queries, args.k, keep, args.hnsw, q))
-            p.start()
-            row = _result(p, q)
+            row = measure_in_child(measure, size, dtype, queries, args.k, keep, args.hnsw)
             ref = Path(keep) / f"ids_{size}_fp32.npy"
             if dtype != "fp32" and ref.exists():
                 a, b = np.load(ref), np.load(Path(keep) / f"ids_{size}_{dtype}.npy")
