@@ -29,6 +29,8 @@ def test_gpu_scale_bench_at_tiny_sizes_on_cpu(tmp_path):
     assert 0 < len(profile) <= 15 and all(p["self_ms_per_step"] > 0 and p["calls_per_step"] > 0 for p in profile)
     assert [p["self_ms_per_step"] for p in profile] == sorted((p["self_ms_per_step"] for p in profile), reverse=True)
     assert 0 < sum(p["share"] for p in profile) <= 1 + 1e-9 and any("addmm" in p["op"] or "mm" in p["op"] for p in profile)
+    encoding = result["encoding"]["profile"]  # the encoder's batches are profiled too
+    assert 0 < len(encoding) <= 15 and all(p["calls_per_step"] > 0 for p in encoding)
     eager, fused = result["readers"]  # each variant on the same seeded batches, through pgra's own optimizer
     assert (eager["variant"], fused["variant"]) == ("eager", "fused") and eager["speedup"] == 1.0
     assert fused["max_loss_diff"] < 1e-5 and len(fused["losses"]) == 3 and fused["speedup"] > 0

@@ -49,3 +49,18 @@ def test_cls_pooler_refuses_model_without_pooler_weights(tiny_bert_no_pooler):
 def test_unknown_pooler(tiny_bert):
     with pytest.raises(InputError, match="unknown pooler"):
         DenseEncoder(str(tiny_bert), pooler="max")
+
+
+def test_encode_ids_and_an_in_memory_model_encode_like_encode(tiny_bert):
+    """``encode_ids`` (what ``encode`` runs after tokenizing) and ``DenseEncoder.from_model`` (a loaded model, no
+    tokenizer: the GPU benchmark's path) give ``encode``'s vectors, in input order, for odd batch sizes."""
+    texts = ["a b c", "the planet orbits the sun", "x", "a river runs through the old town", "b"] * 3
+    enc = DenseEncoder(str(tiny_bert), pooler="mean", max_length=16, batch_size=4)
+    ref = enc.encode(texts)
+    ids = enc.tokenizer(texts, truncation=True, max_length=16)["input_ids"]
+    for bs in (1, 3, 7, 100):
+        assert np.allclose(enc.encode_ids(ids, enc.tokenizer.pad_token_id, batch_size=bs), ref, atol=1e-6)
+    loaded = DenseEncoder.from_model(enc.model, pooler="mean", batch_size=5)
+    assert loaded.dim == enc.dim and loaded.tokenizer is None
+    assert np.allclose(loaded.encode_ids(ids, enc.tokenizer.pad_token_id), ref, atol=1e-6)
+    assert enc.encode_ids([]).shape == (0, enc.dim) and enc.encode([]).shape == (0, enc.dim)

@@ -58,6 +58,18 @@ class DenseEncoder:
         self.dim = int(self.model.config.hidden_size)
         self._fingerprint: str | None = None
 
+    @classmethod
+    def from_model(cls, model: torch.nn.Module, pooler: Pooler = "cls", batch_size: int = 64,
+                   name: str = "encoder") -> DenseEncoder:
+        """An encoder around a model already loaded (on its device, in its dtype) and no tokenizer: it encodes
+        token ids (:meth:`encode_ids`), e.g. a benchmark's randomly initialised BERT-base."""
+        encoder = cls.__new__(cls)
+        weight = next(model.parameters())
+        encoder.name_or_path, encoder.pooler, encoder.max_length, encoder.batch_size = name, pooler, 0, batch_size
+        encoder.device, encoder.dtype, encoder.tokenizer = weight.device, weight.dtype, None
+        encoder.model, encoder.dim, encoder._fingerprint = model.eval(), int(model.config.hidden_size), None
+        return encoder
+
     @property
     def fingerprint(self) -> str:
         """Fingerprint of the encoder's files (see :func:`pgra.artifacts.model_fingerprint`)."""
@@ -79,24 +91,38 @@ class DenseEncoder:
                show_progress: bool = False, normalize: bool = True) -> np.ndarray:
         """Return float32 array ``(len(texts), dim)`` of L2-normalised (or, with ``normalize=False``, raw pooled)
         embeddings, in input order."""
-        bs = batch_size or self.batch_size
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return out
-        enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length, padding=False)
-        ids = enc["input_ids"]
-        order = np.argsort([-len(x) for x in ids], kind="stable")
+            return np.empty((0, self.dim), dtype=np.float32)
+        ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_length, padding=False)["input_ids"]
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        has_types = "token_type_ids" in enc
+        return self.encode_ids(ids, pad_id, batch_size, show_progress, normalize)
+
+    @torch.inference_mode()
+    def encode_ids(self, ids: Sequence[Sequence[int]], pad_id: int = 0, batch_size: int | None = None,
+                   show_progress: bool = False, normalize: bool = True) -> np.ndarray:
+        """:meth:`encode` on token ids: length-sorted batches of ``batch_size``. On a GPU the vectors stay on it
+        until the last batch is queued (one copy back, the host never waits for a batch)."""
+        bs = batch_size or self.batch_size
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
+        if not len(ids):
+            return out
+        order = np.argsort([-len(x) for x in ids], kind="stable")
+        uses_types = "token_type_ids" in getattr(self.tokenizer, "model_input_names", ())
+        pooled_batches = []
         for start in progress(range(0, len(order), bs), desc="encoding", unit="batch", disable=not show_progress):
             idx = order[start:start + bs]
-            input_ids, mask = pad_sequences([ids[i] for i in idx], pad_id)
-            batch = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
-            if has_types:
+            input_ids, mask = pad_sequences([list(ids[i]) for i in idx], pad_id)
+            batch = {"input_ids": input_ids.to(self.device, non_blocking=True),
+                     "attention_mask": mask.to(self.device, non_blocking=True)}
+            if uses_types:
                 batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
             pooled = self._pool(self.model(**batch), batch["attention_mask"]).float()
             meter.add(self.name_or_path, int(mask.sum()))
-            if normalize:
-                pooled = torch.nn.functional.normalize(pooled, dim=-1)
-            out[idx] = pooled.cpu().numpy()
+            pooled = torch.nn.functional.normalize(pooled, dim=-1) if normalize else pooled
+            if self.device.type == "cpu":
+                out[idx] = pooled.numpy()
+            else:  # copying each batch back would make the host wait for the device at every batch
+                pooled_batches.append(pooled)
+        if pooled_batches:
+            out[order] = torch.cat(pooled_batches).cpu().numpy()
         return out
