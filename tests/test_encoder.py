@@ -59,7 +59,10 @@ def test_encode_ids_and_an_in_memory_model_encode_like_encode(tiny_bert):
     ref = enc.encode(texts)
     ids = enc.tokenizer(texts, truncation=True, max_length=16)["input_ids"]
     for bs in (1, 3, 7, 100):
-        assert np.allclose(enc.encode_ids(ids, enc.tokenizer.pad_token_id, batch_size=bs), ref, atol=1e-6)
+        for kept in (None, 1, 5, 8, 1000):  # rows held before one copy back (a GPU's path; None: CPU's every batch)
+            enc.rows_on_device = kept
+            assert np.allclose(enc.encode_ids(ids, enc.tokenizer.pad_token_id, batch_size=bs), ref, atol=1e-6)
+    enc.rows_on_device = None
     loaded = DenseEncoder.from_model(enc.model, pooler="mean", batch_size=5)
     assert loaded.dim == enc.dim and loaded.tokenizer is None
     assert np.allclose(loaded.encode_ids(ids, enc.tokenizer.pad_token_id), ref, atol=1e-6)

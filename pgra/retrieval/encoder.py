@@ -19,6 +19,7 @@ from ..tokens import pad_sequences
 
 Pooler = Literal["cls", "cls_before_pooler", "mean"]
 POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "mean")
+GPU_ROWS = 65536  # vectors an encoder keeps on a GPU before copying them back in one transfer
 
 
 class DenseEncoder:
@@ -33,6 +34,8 @@ class DenseEncoder:
         vectors = encoder.encode(["The planet orbits the sun", "A river runs through the town"])
         print(vectors.shape, vectors @ vectors[0])   # (2, 384), cosines
     """
+
+    rows_on_device: int | None = None  # vectors kept on the device before one copy back; None: 0 on CPU, GPU_ROWS
 
     def __init__(self, model_name_or_path: str, pooler: Pooler = "cls", max_length: int = 512,
                  batch_size: int = 64, device: str | None = None, dtype: str | None = None,
@@ -101,14 +104,17 @@ class DenseEncoder:
     def encode_ids(self, ids: Sequence[Sequence[int]], pad_id: int = 0, batch_size: int | None = None,
                    show_progress: bool = False, normalize: bool = True) -> np.ndarray:
         """:meth:`encode` on token ids: length-sorted batches of ``batch_size``. On a GPU the vectors stay on it
-        until the last batch is queued (one copy back, the host never waits for a batch)."""
+        for :data:`GPU_ROWS` rows at a time (one copy back each, so the host does not wait for every batch)."""
         bs = batch_size or self.batch_size
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         if not len(ids):
             return out
         order = np.argsort([-len(x) for x in ids], kind="stable")
         uses_types = "token_type_ids" in getattr(self.tokenizer, "model_input_names", ())
-        pooled_batches = []
+        keep = self.rows_on_device if self.rows_on_device is not None else \
+            (0 if self.device.type == "cpu" else GPU_ROWS)
+        pending: list[torch.Tensor] = []
+        pending_rows = 0
         for start in progress(range(0, len(order), bs), desc="encoding", unit="batch", disable=not show_progress):
             idx = order[start:start + bs]
             input_ids, mask = pad_sequences([list(ids[i]) for i in idx], pad_id)
@@ -118,11 +124,11 @@ class DenseEncoder:
                 batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
             pooled = self._pool(self.model(**batch), batch["attention_mask"]).float()
             meter.add(self.name_or_path, int(mask.sum()))
-            pooled = torch.nn.functional.normalize(pooled, dim=-1) if normalize else pooled
-            if self.device.type == "cpu":
-                out[idx] = pooled.numpy()
-            else:  # copying each batch back would make the host wait for the device at every batch
-                pooled_batches.append(pooled)
-        if pooled_batches:
-            out[order] = torch.cat(pooled_batches).cpu().numpy()
+            pending.append(torch.nn.functional.normalize(pooled, dim=-1) if normalize else pooled)
+            pending_rows += len(idx)
+            done = start + len(idx)
+            # copied back once `keep` rows are waiting: on a GPU the host then does not wait for every batch
+            if pending_rows >= keep or done == len(order):
+                out[order[done - pending_rows:done]] = torch.cat(pending).cpu().numpy()
+                pending, pending_rows = [], 0
         return out
