@@ -88,8 +88,8 @@ bench: prepare
 # the scaling curves of bench/README.md (about 1.5 h on 2 cores; after `make demo`, whose index they read)
 bench-scale: prepare
 	$(BIN)/python bench/bench_bm25_scale.py --json bench/results/bm25_scale.json
-	$(BIN)/python bench/bench_dense_scale.py --dtypes fp32,bf16 --sizes 30000,100000 --json bench/results/dense_scale_small.json
-	$(BIN)/python bench/bench_dense_scale.py --dtypes bf16 --sizes 300000,1000000 --json bench/results/dense_scale_large.json
+	$(BIN)/python bench/bench_dense_scale.py --dtypes fp32,bf16 --sizes 30000 --json bench/results/dense_scale_30k.json
+	$(BIN)/python bench/bench_dense_scale.py --dtypes bf16 --sizes 100000,300000,1000000 --json bench/results/dense_scale_large.json
 	$(BIN)/python bench/bench_rerank_scale.py --json bench/results/rerank_scale.json
 	$(BIN)/python bench/bench_reader.py --json bench/results/reader_scale.json
 	$(BIN)/python bench/plot_scaling.py

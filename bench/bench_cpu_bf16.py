@@ -125,15 +125,16 @@ def main() -> None:
     data = load_task(task, args.data, splits=("train", "test"))
     train, test = data["train"], data["test"][: args.inputs]
     queries = [ex.text for ex in test]
-    candidates = Index(args.index).search_hits(queries, args.k)
-    demos = get_selector("paper", 8, seed=13).fit(task, train).demo_examples
+    stages = [s for s in args.stages.split(",") if s]
+    if "rerank" in stages:  # only reranking reads the index and the shared demonstrations
+        candidates = Index(args.index).search_hits(queries, args.k)
+        demos = get_selector("paper", 8, seed=13).fit(task, train).demo_examples
     records = [{"id": ex.id, "text": ex.text, "label": ex.label} for ex in test]
 
     bf16_flags = sorted(f for f in cpu_flags() if "bf16" in f or f.startswith("amx"))
     result: dict = {"cpu": platform.processor() or platform.machine(), "bf16_flags": bf16_flags,
                     "threads": args.threads, "inputs": len(test), "k": args.k, "top_d": args.top_d,
                     "demos": args.demos, "torch": torch.__version__}
-    stages = [s for s in args.stages.split(",") if s]
     readers = [Path(r) for r in args.readers.split(",") if r and (Path(r) / "manifest.json").exists()]
     compares = {"rerank": compare_rerank, "icl": compare_icl}
     runs: dict = {"fp32": {}, "bf16": {}}

@@ -67,3 +67,10 @@ def test_encode_ids_and_an_in_memory_model_encode_like_encode(tiny_bert):
     assert loaded.dim == enc.dim and loaded.tokenizer is None
     assert np.allclose(loaded.encode_ids(ids, enc.tokenizer.pad_token_id), ref, atol=1e-6)
     assert enc.encode_ids([]).shape == (0, enc.dim) and enc.encode([]).shape == (0, enc.dim)
+
+
+def test_an_encoder_without_a_tokenizer_says_to_encode_ids(tiny_bert):
+    enc = DenseEncoder(str(tiny_bert), pooler="mean", max_length=16)
+    loaded = DenseEncoder.from_model(enc.model, pooler="mean")
+    with pytest.raises(InputError, match="without a tokenizer.*encode_ids"):
+        loaded.encode(["a b c"])

@@ -387,3 +387,20 @@ def test_reader_predicts_in_bf16_when_asked(reranked, tmp_path, tiny_t5):
     as_fp32 = Reader.load(tmp_path / "bf16", dtype="fp32")
     assert next(as_fp32.model.parameters()).dtype == torch.float32
     assert next(Reader.load(tmp_path / "fp32").model.parameters()).dtype == torch.float32
+
+
+def test_reader_load_refuses_an_unknown_precision(reranked, tmp_path, tiny_t5):
+    """A precision passed in, or edited into the run's manifest by hand, is refused naming where it came from."""
+    from pgra.reader.predict import Reader
+
+    out = tmp_path / "run"
+    train(TrainConfig(data=str(reranked), out=str(out), model=str(tiny_t5), n_passages=2, max_length=48,
+                      batch_size=4, max_steps=1, eval_every=0, show_progress=False, test_split=""))
+    with pytest.raises(InputError, match=r"field 'dtype'.*unknown precision 'fp8'"):
+        Reader.load(out, dtype="fp8")
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["config"]["eval_dtype"] = "../half"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match=r"manifest.json \(field 'config.eval_dtype'\).*'\.\./half'"):
+        Reader.load(out)
+    assert next(Reader.load(out / "best").model.parameters()).dtype == torch.float32  # best/ alone: fp32

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from .. import choices
 from ..artifacts import MANIFEST, read_json, read_manifest
 from ..cost import meter
 from ..errors import InputError
@@ -98,9 +99,9 @@ def prediction_lines(records: list[dict[str, Any]], preds: Predictions, n_passag
     return lines
 
 
-def _run_task(run: Path, best: Path, fid_config: dict[str, Any]) -> TaskSpec:
-    if run != best and (run / MANIFEST).exists():  # a finished run records its task in full
-        return task_from_manifest(read_manifest(run, "reader"), run / MANIFEST)
+def _run_task(run: Path, best: Path, fid_config: dict[str, Any], manifest: dict[str, Any] | None) -> TaskSpec:
+    if manifest is not None:  # a finished run records its task in full
+        return task_from_manifest(manifest, run / MANIFEST)
     if "task_spec" in fid_config:
         from ..config import from_dict
 
@@ -139,10 +140,15 @@ class Reader:
             raise InputError(f"no {FID_CONFIG} in {run} or {run / 'best'}: not a trained `pgra train` run",
                              path=run)
         fid_config = read_json(best / FID_CONFIG)
-        task = _run_task(run, best, fid_config)
-        if dtype is None:
-            recorded = read_manifest(run, "reader") if run != best and (run / MANIFEST).exists() else {}
-            dtype = recorded.get("config", {}).get("eval_dtype", "fp32")
+        manifest = read_manifest(run, "reader") if run != best and (run / MANIFEST).exists() else None
+        task = _run_task(run, best, fid_config, manifest)
+        if dtype is None:  # the run's own precision (a hand-edited value is refused below, naming the manifest)
+            dtype = (manifest or {}).get("config", {}).get("eval_dtype", "fp32")
+            source = {"path": run / MANIFEST, "field": "config.eval_dtype"} if manifest else {"field": "dtype"}
+        else:
+            source = {"field": "dtype"}
+        if dtype not in choices.DTYPES:
+            raise InputError(f"unknown precision {dtype!r}; use one of {', '.join(choices.DTYPES)}", **source)
         target = resolve_device(device)
         model = FiDReader.from_pretrained(str(best), dtype=torch.float32).to(target, resolve_dtype(dtype, target))
         fmt = ReaderFormatter(task, load_tokenizer(str(best)), fid_config["n_passages"],

@@ -96,6 +96,9 @@ class DenseEncoder:
         embeddings, in input order."""
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
+        if self.tokenizer is None:
+            raise InputError(f"encoder '{self.name_or_path}' was made from a loaded model without a tokenizer "
+                             "(DenseEncoder.from_model): it encodes token ids, with encode_ids")
         ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_length, padding=False)["input_ids"]
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         return self.encode_ids(ids, pad_id, batch_size, show_progress, normalize)
