@@ -256,3 +256,27 @@ def test_any_lock_file_path_can_be_held(tmp_path):
         assert f"OutputBusyError: cell 3 is being written by process {os.getpid()}" in other.stderr
         assert "job A" in other.stderr and "again" not in other.stderr
     assert sorted(os.listdir(tmp_path)) == []
+
+
+@pytest.mark.parametrize("link", ["retried on NFS", "not supported"])
+def test_the_lock_is_taken_where_link_misbehaves(link, tmp_path, monkeypatch):
+    """NFS may retry a ``link`` whose first try succeeded and report that the name exists (the temp file's link
+    count says it is ours); a filesystem without hard links falls back to exclusive create-then-write."""
+    import errno
+
+    import pgra.lock as lock
+
+    real_link = os.link
+
+    def bad_link(src, dst):
+        if link == "retried on NFS":
+            real_link(src, dst)
+            raise FileExistsError(errno.EEXIST, "File exists", str(dst))
+        raise PermissionError(errno.EPERM, "Operation not permitted", str(dst))
+
+    monkeypatch.setattr(lock.os, "link", bad_link)
+    out = tmp_path / "out"
+    with lock.output_lock(out, "job A"):
+        assert json.loads((out / LOCK_FILE).read_text())["command"] == "job A"
+        assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]
+    assert not out.exists()
