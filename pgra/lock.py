@@ -1,23 +1,48 @@
 """One writer per output folder: a lock file naming the process that writes it.
 
 ``pgra build-index / retrieve / rerank / train / icl / experiment / train-simcse`` and the same stage functions
-called from Python (:func:`locks_output`) hold ``<out>/.pgra-lock`` (JSON: pid, host,
-command, start time) while they run. A second process on the same folder (a job resubmitted on a cluster
-while the first still runs) refuses, naming the folder and the other process, instead of interleaving writes.
-A lock left by a process that died on this host is taken over, and so is one whose pid now belongs to another
-process (a reused pid: the lock records its writer's start time, and a process that started after the lock was
-taken cannot be its writer); a lock from another host is never guessed dead (delete the file once that job is
-gone).
+called from Python (:func:`locks_output`) hold ``<out>/.pgra-lock`` (JSON: pid, host, command, start time) while
+they run. A second process on the same folder (a job resubmitted on a cluster while the first still runs)
+refuses, naming the folder and the other process, instead of interleaving writes. A lock left by a process that
+died on this host is taken over, and so is one whose pid now belongs to another process (a reused pid: the lock
+records its writer's start time, and a process that started after the lock was taken cannot be its writer); a
+lock from another host is never guessed dead (delete the file once that job is gone). :func:`hold_lock` does the
+same for any lock file path.
+
+How it stays one writer when many processes start at once:
+
+- **Creation is atomic with its content.** The lock is written whole to a unique temp file beside it, then
+  hard-linked to the lock's name (``link`` fails if the name exists, on local filesystems and NFS alike), so no
+  reader ever sees an empty or half-written lock from this protocol. On NFS a retried ``link`` whose first try
+  succeeded reports "exists": the temp file's link count (2) tells that case apart. Where hard links are not
+  supported, the lock falls back to ``O_CREAT | O_EXCL`` and then writing (readers cope: next point).
+- **An empty or unreadable lock is not taken for dead.** It may be a lock still being written (an older pgra,
+  or the fallback above): a reader waits up to :data:`SETTLE_S` for it to be written, then refuses while it is
+  younger than :data:`GRACE_S`; only an older one is stale (its writer died while writing it). Its age comes
+  from the file's mtime (on NFS the server's clock: a client clock far ahead could judge it early).
+- **A takeover removes exactly the stale lock it judged.** The reader keeps the lock file it read open (so its
+  inode cannot be reused), judges it stale, takes an exclusive ``flock`` on that open file, and removes the name
+  only if the name still refers to that same file, holding the same bytes. Every removal (takeover or release)
+  happens under the ``flock`` of the file removed, and creation never replaces an existing name, so between the
+  check and the removal nobody else can remove or replace it. A lock written meanwhile by a live process (after
+  another process took the stale one over) is left alone: the reader tries again, finds it, and refuses. After
+  removing a stale lock, the taker competes for the free name like everyone else (and says it took over only if
+  it wins). On NFS ``flock`` is emulated with byte-range locks, which need the file open for writing (so it is
+  opened read-write when allowed); where no ``flock`` works at all, the same check runs unguarded (a narrow race
+  remains there).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import functools
 import json
 import os
+import secrets
 import socket
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +50,15 @@ from pathlib import Path
 
 from .errors import InputError, PgraError
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: takeovers run unguarded
+    fcntl = None  # type: ignore[assignment]
+
 LOCK_FILE = ".pgra-lock"
+GRACE_S = 60.0  # an empty or unreadable lock file older than this was left by a writer that died writing it
+SETTLE_S = 1.0  # how long a reader waits for an empty or unreadable lock file to be written before judging it
+_ATTEMPTS = 10  # create / judge / take-over rounds before giving up (a round is lost only to another process)
 
 
 class OutputBusyError(PgraError):
@@ -93,14 +126,231 @@ def _describe(info: dict) -> str:
             f"{started})")
 
 
-def _read(path: Path) -> dict | None:
+@dataclasses.dataclass
+class _Seen:
+    """A lock file as read, kept open while it is judged (so that its inode cannot be reused meanwhile)."""
+
+    fd: int
+    data: bytes
+    info: dict | None  # None: empty, or not a JSON object
+    age: float  # seconds since it was written
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 1 << 16, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _open(path: Path) -> _Seen | None:
+    """The lock file at ``path``, opened and read; None when there is none."""
+    nonblock = getattr(os, "O_NONBLOCK", 0)  # a FIFO in its place is reported, not waited on
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            fd = os.open(path, os.O_RDWR | nonblock)  # writable: NFS grants an exclusive flock only to a writer
+        except PermissionError:  # another user's lock
+            fd = os.open(path, os.O_RDONLY | nonblock)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError):
-        return {}  # cut off while being written: its writer died at once
-    return info if isinstance(info, dict) else {}
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        data = _read_fd(fd)
+        age = time.time() - st.st_mtime
+    except OSError:
+        os.close(fd)
+        raise
+    try:
+        info = json.loads(data.decode("utf-8"))
+    except ValueError:  # (UnicodeDecodeError included)
+        info = None
+    return _Seen(fd, data, info if isinstance(info, dict) else None, age)
+
+
+def _settled(path: Path) -> _Seen | None:
+    """:func:`_open`, re-reading an empty or unreadable lock for up to :data:`SETTLE_S` while it is younger than
+    :data:`GRACE_S` (its writer may be writing it)."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        seen = _open(path)
+        if seen is None or seen.info is not None or seen.age >= GRACE_S or time.monotonic() >= deadline:
+            return seen
+        seen.close()
+        time.sleep(0.02)
+
+
+def _create(path: Path, data: bytes) -> tuple[int, int] | None:
+    """Create ``path`` holding ``data``, atomically: written whole to a unique temp file that is then hard-linked
+    to ``path``. The new file's (device, inode); None when ``path`` exists."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    try:
+        try:
+            _write_fd(fd, data)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            if os.stat(tmp).st_nlink < 2:  # 2: NFS retried a link that had succeeded, and the retry found it
+                return None
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK):
+                raise
+            return _create_in_place(path, data)  # no hard links on this filesystem
+        st = os.stat(tmp)
+        return st.st_dev, st.st_ino
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _create_in_place(path: Path, data: bytes) -> tuple[int, int] | None:
+    """:func:`_create` without hard links: exclusive create, then write (readers may see it empty meanwhile)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except FileExistsError:
+        return None
+    try:
+        _write_fd(fd, data)
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return st.st_dev, st.st_ino
+
+
+def _flock(fd: int) -> bool:
+    """Take an exclusive flock on ``fd`` (waiting: removers hold it for microseconds); False where none works."""
+    if fcntl is None:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:  # no locking on this filesystem (or NFS and a read-only file)
+        return False
+    return True
+
+
+def _remove_if_unchanged(path: Path, seen: _Seen) -> bool:
+    """Remove ``path`` if it still is the very file ``seen`` read, with the same bytes; False when it is gone or
+    another file has its name. Every removal runs under the removed file's flock (module docstring)."""
+    guarded = _flock(seen.fd)
+    try:
+        try:
+            now = os.stat(path)
+        except FileNotFoundError:
+            return False
+        st = os.fstat(seen.fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or _read_fd(seen.fd) != seen.data:
+            return False
+        os.unlink(path)
+        return True
+    finally:
+        if guarded:
+            fcntl.flock(seen.fd, fcntl.LOCK_UN)
+
+
+def _busy(label: str, info: dict, path: Path, same_host: bool) -> OutputBusyError:
+    hint = "wait for it to finish" if same_host else f"wait for it to finish, or delete {path} if that job is gone"
+    return OutputBusyError(f"{label} is being written by {_describe(info)}; {hint}, or choose another output "
+                           "folder")
+
+
+def _judge(seen: _Seen, me: dict, path: Path, label: str) -> str:
+    """Why the lock ``seen`` is stale (said when taking it over); raise :class:`OutputBusyError` when its writer
+    may be alive: a live process on this host, any process on another host, or a fresh empty/unreadable lock."""
+    info = seen.info
+    if info is not None and info.get("host") != me["host"]:
+        raise _busy(label, info, path, same_host=False)
+    pid = None if info is None else info.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        what = "empty" if not seen.data.strip() else "unreadable"
+        if seen.age < GRACE_S:
+            raise OutputBusyError(f"{label}: its lock {path} is {what} (written {seen.age:.0f} s ago), perhaps "
+                                  "by another process taking the lock this moment; try again in a minute, or "
+                                  "delete it if no process writes there")
+        return f"an {what} lock file written {seen.age / 60:.0f} min ago (its writer died while writing it)"
+    alive = _alive(pid)
+    if alive and not _reused_pid(info):
+        raise _busy(label, info, path, same_host=True)
+    why = f"which is no longer running (pid {pid} now belongs to another process)" if alive else \
+        "which is no longer running"
+    return f"the lock of {_describe(info)}, {why}"
+
+
+def _acquire(path: Path, me: dict, label: str) -> tuple[tuple[int, int], bytes] | None:
+    """Take the lock file ``path`` for ``me``: the created file's (device, inode) and bytes; None when this
+    process holds it already."""
+    data = json.dumps(me).encode("utf-8")
+    took_over = ""
+    for _ in range(_ATTEMPTS):
+        ident = _create(path, data)
+        if ident is not None:
+            if took_over:
+                print(f"{label}: taking over {took_over}", file=sys.stderr)
+            return ident, data
+        try:
+            seen = _settled(path)
+        except OSError as e:
+            raise OutputBusyError(f"{label}: cannot read its lock {path} ({e.strerror or e}); delete it if no "
+                                  "process writes there") from None
+        if seen is None:
+            continue  # released meanwhile: try again
+        try:
+            info = seen.info or {}
+            if info.get("pid") == me["pid"] and info.get("host") == me["host"] and \
+                    info.get("pid_start", me["pid_start"]) == me["pid_start"]:
+                return None
+            reason = _judge(seen, me, path, label)
+            if _remove_if_unchanged(path, seen):
+                took_over = reason
+        finally:
+            seen.close()
+    raise OutputBusyError(f"{label}: could not take the lock {path} (other processes keep taking it)")
+
+
+@contextlib.contextmanager
+def hold_lock(path: str | Path, command: str = "", label: str | None = None) -> Iterator[Path]:
+    """Hold the lock file ``path`` (its folder must exist) for the block; raise :class:`OutputBusyError` if a live
+    process holds it. Re-entrant within one process. ``label``: what the lock guards, in messages (its folder)."""
+    path = Path(path)
+    label = str(path.parent) if label is None else label
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "command": command or " ".join(sys.argv[:3]),
+          "started": time.time(), "pid_start": _start_token(os.getpid())}
+    mine = _acquire(path, me, label)
+    if mine is None:  # this process holds it already (a stage run inside another)
+        yield path
+        return
+    try:
+        yield path
+    finally:
+        _release(path, *mine)
+
+
+def _release(path: Path, ident: tuple[int, int], data: bytes) -> None:
+    """Remove the lock this process created, if it is still there (and still its own)."""
+    try:
+        seen = _open(path)
+    except OSError:
+        return
+    if seen is None:
+        return
+    try:
+        st = os.fstat(seen.fd)
+        if (st.st_dev, st.st_ino) == ident and seen.data == data:
+            _remove_if_unchanged(path, seen)
+    finally:
+        seen.close()
 
 
 @contextlib.contextmanager
@@ -115,52 +365,15 @@ def output_lock(directory: str | Path, command: str = "", field: str = "out") ->
                          field=field)
     created = [p for p in (directory, *directory.parents) if not p.exists()]  # removed again if left empty
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / LOCK_FILE
-    me = {"pid": os.getpid(), "host": socket.gethostname(), "command": command or " ".join(sys.argv[:3]),
-          "started": time.time(), "pid_start": _start_token(os.getpid())}
-    held = False  # this process already holds it (a stage run inside another)
-    for _ in range(3):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
-        except FileExistsError:
-            info = _read(path)
-            if info is None:
-                continue  # released meanwhile: try again
-            if info.get("pid") == me["pid"] and info.get("host") == me["host"] and \
-                    info.get("pid_start", me["pid_start"]) == me["pid_start"]:
-                held = True  # (yielded outside this handler: an error of the block is not chained to it)
-                break
-            same_host = info.get("host") == me["host"]
-            gone = same_host and isinstance(info.get("pid"), int) and \
-                (not _alive(info["pid"]) or _reused_pid(info))
-            if info and not gone:
-                hint = "wait for it to finish" if same_host else \
-                    f"wait for it to finish, or delete {path} if that job is gone"
-                raise OutputBusyError(f"{directory} is being written by {_describe(info)}; {hint}, or choose "
-                                      "another output folder") from None
-            why = "which is no longer running" if not info or not _alive(info["pid"]) else \
-                f"which is no longer running (pid {info['pid']} now belongs to another process)"
-            print(f"{directory}: taking over the lock of {_describe(info) if info else 'a dead process'}, {why}",
-                  file=sys.stderr)
-            path.unlink(missing_ok=True)
-            continue
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(me, f)
-        try:
+    try:
+        with hold_lock(directory / LOCK_FILE, command, label=str(directory)) as path:
             yield path
-        finally:
-            if (_read(path) or {}).get("pid") == me["pid"]:
-                path.unlink(missing_ok=True)
-            for folder in created:  # a run refused before writing anything leaves no empty folders behind
-                try:
-                    folder.rmdir()
-                except OSError:
-                    break
-        return
-    if held:
-        yield path
-        return
-    raise OutputBusyError(f"{directory}: could not take the lock {path} (other processes keep taking it)")
+    finally:
+        for folder in created:  # a run refused before writing anything leaves no empty folders behind
+            try:
+                folder.rmdir()
+            except OSError:
+                break
 
 
 def is_main_launch() -> bool:

@@ -144,3 +144,139 @@ def test_a_lock_records_its_writers_start_and_a_live_writer_keeps_it(tmp_path, c
         assert info["pid"] == holder.pid and info["pid_start"] == _start_token(holder.pid)
         assert _build(corpus_txt, out) == 2  # its own start time matches: alive and busy
         assert "is being written by" in capsys.readouterr().err
+
+
+def _quick_settle(monkeypatch):
+    monkeypatch.setattr("pgra.lock.SETTLE_S", 0.1, raising=False)  # (raising=False: runs against older lock.py)
+
+
+@pytest.mark.parametrize("content", ["", '{"pid": 12'])
+def test_a_fresh_empty_or_cut_off_lock_is_not_deleted(content, tmp_path, monkeypatch):
+    """An empty lock may be one another process is writing this very moment (an older pgra creates it, then
+    writes it): while it is fresh it is kept and the run refused, naming it."""
+    from pgra.lock import output_lock
+
+    _quick_settle(monkeypatch)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_FILE).write_text(content)
+    refused = pytest.raises(OutputBusyError, match=f"its lock {out / LOCK_FILE} is (empty|unreadable)")
+    with refused, output_lock(out, "job B"):
+        pass
+    assert (out / LOCK_FILE).read_text() == content
+
+
+def test_an_old_empty_lock_is_taken_over(tmp_path, monkeypatch, capsys):
+    from pgra.lock import output_lock
+
+    _quick_settle(monkeypatch)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_FILE).write_text("")
+    old = time.time() - 3600  # its writer died an hour ago, between creating and writing it
+    os.utime(out / LOCK_FILE, (old, old))
+    with output_lock(out, "job B"):
+        assert json.loads((out / LOCK_FILE).read_text())["command"] == "job B"
+    assert "taking over an empty lock file written 60 min ago" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def _live_lock(proc, command):
+    from pgra.lock import _start_token
+
+    return {"pid": proc.pid, "host": socket.gethostname(), "command": command, "started": time.time(),
+            "pid_start": _start_token(proc.pid)}
+
+
+def test_an_empty_lock_written_while_waiting_is_judged_by_its_content(tmp_path, monkeypatch):
+    import threading
+
+    from pgra.lock import output_lock
+
+    monkeypatch.setattr("pgra.lock.SETTLE_S", 5.0, raising=False)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_FILE).write_text("")
+    stranger = _live_stranger()
+    try:
+        writer = threading.Timer(0.2, (out / LOCK_FILE).write_text, [json.dumps(_live_lock(stranger, "job A"))])
+        writer.start()
+        refused = pytest.raises(OutputBusyError, match=f"is being written by process {stranger.pid} .*job A")
+        with refused, output_lock(out, "job B"):
+            pass
+        writer.join()
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_a_takeover_leaves_alone_a_lock_a_live_process_wrote_after_the_stale_one_was_read(tmp_path, monkeypatch):
+    """Two processes find the same dead process's lock; one takes it over and holds the folder before the other
+    acts on what it read: the other must not delete the live lock (it refuses, naming its holder)."""
+    import pgra.lock as lock
+
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (out / LOCK_FILE).write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "command": "job A",
+                                             "started": time.time() - 60}))
+    stranger = _live_stranger()
+    live = json.dumps(_live_lock(stranger, "job C"))
+    real_alive = lock._alive
+
+    def alive(pid):  # this process has read the stale lock and is judging it: meanwhile another one takes over
+        if pid == dead.pid and (out / LOCK_FILE).read_text() != live:
+            (out / LOCK_FILE).unlink()
+            (out / LOCK_FILE).write_text(live)
+        return real_alive(pid)
+
+    monkeypatch.setattr(lock, "_alive", alive)
+    try:
+        refused = pytest.raises(OutputBusyError, match=f"is being written by process {stranger.pid} .*job C")
+        with refused, lock.output_lock(out, "job B"):
+            pass
+        assert (out / LOCK_FILE).read_text() == live
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_any_lock_file_path_can_be_held(tmp_path):
+    """The lower-level lock (for locks other than an output folder's): re-entrant, refused to another process,
+    removed after the block."""
+    from pgra.lock import hold_lock
+
+    path = tmp_path / "cell.lock"
+    with hold_lock(path, "job A"), hold_lock(path, "job A again"):
+        other = subprocess.run([sys.executable, "-c", "from pgra.lock import hold_lock\n"
+                                f"with hold_lock({str(path)!r}, 'job B', label='cell 3'): pass"],
+                               capture_output=True, text=True)
+        assert other.returncode != 0
+        assert f"OutputBusyError: cell 3 is being written by process {os.getpid()}" in other.stderr
+        assert "job A" in other.stderr and "again" not in other.stderr
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+@pytest.mark.parametrize("link", ["retried on NFS", "not supported"])
+def test_the_lock_is_taken_where_link_misbehaves(link, tmp_path, monkeypatch):
+    """NFS may retry a ``link`` whose first try succeeded and report that the name exists (the temp file's link
+    count says it is ours); a filesystem without hard links falls back to exclusive create-then-write."""
+    import errno
+
+    import pgra.lock as lock
+
+    real_link = os.link
+
+    def bad_link(src, dst):
+        if link == "retried on NFS":
+            real_link(src, dst)
+            raise FileExistsError(errno.EEXIST, "File exists", str(dst))
+        raise PermissionError(errno.EPERM, "Operation not permitted", str(dst))
+
+    monkeypatch.setattr(lock.os, "link", bad_link)
+    out = tmp_path / "out"
+    with lock.output_lock(out, "job A"):
+        assert json.loads((out / LOCK_FILE).read_text())["command"] == "job A"
+        assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]
+    assert not out.exists()
