@@ -187,7 +187,8 @@ def _plant_markup(grid: Path, report: dict) -> str:
     """Put ``XSS`` in every kind of value the page shows: an input's id, text and gold label, a prediction and a
     label of its probabilities, the corpus sentences and their first-stage ranks (``retrieval_rank`` of the data
     folders' ``test.jsonl``), the demonstrations' texts and labels, the task's words for its labels, the figures, and
-    the report's numbers, names and provenance (``report``, changed in place). Returns the input's new id."""
+    the report's numbers, metric name, floor, directory and provenance (``report``, changed in place). Returns
+    the input's new id."""
     sky = grid / "sky"
     target = next(x for x in _lines(sky / "pgra" / "seed-1" / "predictions_test.jsonl") if x["evidence"])["id"]
     new_id = target + XSS
