@@ -1,29 +1,42 @@
 """results.html: the self-contained page of a finished grid (data against the cells' files, escaping, paging the
 data into a script beside it) and, where Chromium is installed, what a headless browser shows."""
 
+import html as html_mod
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
 from pgra.config import from_dict
 from pgra.evaluation import page as page_mod
+from pgra.evaluation.report import format_markdown
 from pgra.experiment import Experiment, ExperimentConfig
+from pgra.markdown import md_cell, md_table
 from tests.conftest import write_corpus, write_sky_task
 from tests.test_experiment import _config
 
 MARK = "window.PGRA_DATA = "
+#: markup in the data: an image whose error handler marks the page (``data-xss="42"`` on the body) if it ever runs,
+#: written to break out of an attribute value too
+XSS = "\"'><img src=x onerror=\"document.body.dataset.xss=6*7\">"
 
 
 def _lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
-def _data(html: str) -> dict:
+def _embedded(html: str) -> str:
+    """The JSON the page's data script holds."""
     start = html.index(MARK) + len(MARK)
-    return json.loads(html[start:html.index(";</script>", start)].replace("<\\/", "</"))
+    return html[start:html.index(";</script>", start)]
+
+
+def _data(html: str) -> dict:
+    return json.loads(_embedded(html))
 
 
 @pytest.fixture(scope="module")
@@ -92,20 +105,56 @@ def test_page_holds_every_prediction_with_its_evidence(grid_dir, monkeypatch):
     assert script.startswith(MARK) and json.loads(script[len(MARK):].rstrip().rstrip(";"))["tasks"] == ["sky"]
 
 
-def test_text_that_looks_like_markup_stays_data(grid_dir):
+def _rewrite(path: Path, change) -> None:
+    """Rewrite the JSON lines file ``path`` with ``change`` applied to each record (in place)."""
+    records = _lines(path)
+    for r in records:
+        change(r)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _plant_inputs(grid: Path, fields: dict[str, dict]) -> None:
+    """Set ``fields[id]`` on the input ``id`` in every cell's predictions of the grid's task ``sky``."""
+    for preds in (grid / "sky").glob("*/seed-*/predictions_test.jsonl"):
+        _rewrite(preds, lambda r: r.update(fields.get(r["id"], {})))
+
+
+def test_text_that_looks_like_markup_stays_data(grid_dir, monkeypatch):
+    """The embedded JSON holds no ``<``, ``>``, ``&`` or line separator (U+2028/9) as such, only as unicode escapes:
+    nothing in it can close its script element or open a comment or a script in it; it reads back the same."""
     report = json.loads((grid_dir / "results.json").read_text())
     preds = grid_dir / "sky" / "fid" / "seed-1" / "predictions_test.jsonl"
     lines = _lines(preds)
-    lines[0]["text"] = "</script><script>alert(1)</script> {{DATA}} {{TITLE}}"
-    preds.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    planted = ["</script><script>alert(1)</script> {{DATA}} {{TITLE}}", "<!-- <script> a & b > c \u2028 d \u2029 e",
+               XSS]
+    _plant_inputs(grid_dir, {x["id"]: {"text": text} for x, text in zip(lines, planted, strict=False)})
     page_mod.write_page(grid_dir, report)
     html = (grid_dir / "results.html").read_text(encoding="utf-8")
     assert html.count("</script>") == 2  # the data's and the page script's own
-    assert _data(html)["inputs"]["sky"][0]["text"].startswith("</script><script>alert(1)")
+    embedded = _embedded(html)
+    assert not set(embedded) & set("<>&\u2028\u2029") and "\\u003c!--" in embedded
+    texts = {x["id"]: x["text"] for x in _data(html)["inputs"]["sky"]}
+    assert [texts[x["id"]] for x in lines[:3]] == planted
+    assert _data(html) == json.loads(json.dumps(page_mod.page_data(grid_dir, report)))  # the same data, read back
+
+    monkeypatch.setattr(page_mod, "INLINE_LIMIT", 1000)  # the script beside the page: the same escapes
+    page_mod.write_page(grid_dir, report)
+    script = (grid_dir / page_mod.DATA_SCRIPT).read_text(encoding="utf-8")
+    body = script[len(MARK):].rstrip().rstrip(";")
+    assert script.startswith(MARK) and not set(body) & set("<>&\u2028\u2029")
+    assert [{x["id"]: x["text"] for x in json.loads(body)["inputs"]["sky"]}[x["id"]] for x in lines[:3]] == planted
 
 
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def _dump_dom(url: str, profile: Path) -> str:
+    """The DOM headless Chromium holds once ``url`` has loaded and its scripts have run."""
+    proc = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+                           f"--user-data-dir={profile}", "--dump-dom", url], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
 
 
 def _browse_disagreements(page: Path, task: str, profile: Path) -> None:
@@ -119,11 +168,7 @@ def _browse_disagreements(page: Path, task: str, profile: Path) -> None:
     disagree = [x for x in inputs if len({sorted(x["p"][m])[0][1] for m in x["p"]}) > 1]
     assert disagree, "no input where the methods disagree"
     chosen = disagree[0]
-    url = page.resolve().as_uri() + f"#task={task}&disagree=1&open={chosen['id']}"
-    proc = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
-                           f"--user-data-dir={profile}", "--dump-dom", url], capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    dom = proc.stdout
+    dom = _dump_dom(page.resolve().as_uri() + f"#task={task}&disagree=1&open={chosen['id']}", profile)
     assert f"{len(disagree)} of {len(inputs)} inputs" in dom  # the filter ran
     assert f'<h3 id="detail-id">{chosen["id"]}</h3>' in dom  # the input opened
     for method, runs in chosen["p"].items():
@@ -136,6 +181,138 @@ def _browse_disagreements(page: Path, task: str, profile: Path) -> None:
 @pytest.mark.skipif(_chromium() is None, reason="Chromium not installed (make chromium)")
 def test_headless_browser_filters_and_opens_an_input(grid_dir, tmp_path):
     _browse_disagreements(grid_dir / "results.html", "sky", tmp_path / "profile")
+
+
+def _plant_markup(grid: Path, report: dict) -> str:
+    """Put ``XSS`` in every kind of value the page shows: an input's id, text and gold label, a prediction and a
+    label of its probabilities, the corpus sentences and their first-stage ranks (``retrieval_rank`` of the data
+    folders' ``test.jsonl``), the demonstrations' texts and labels, the task's words for its labels, the figures, and
+    the report's numbers, metric name, floor, directory and provenance (``report``, changed in place). Returns
+    the input's new id."""
+    sky = grid / "sky"
+    target = next(x for x in _lines(sky / "pgra" / "seed-1" / "predictions_test.jsonl") if x["evidence"])["id"]
+    new_id = target + XSS
+
+    def prediction(r: dict) -> None:
+        if r["id"] == target:
+            r.update(id=new_id, text=XSS + " the input", label=XSS, scores={**r["scores"], XSS: 0.5})
+
+    def record(r: dict) -> None:  # a data folder's test input with its corpus sentences
+        r.update(id=new_id if r["id"] == target else r["id"])
+        for c in r.get("ctxs", []):
+            c.update(retrieval_rank=XSS, text=XSS + c["text"])
+
+    for preds in sky.glob("*/seed-*/predictions_test.jsonl"):
+        _rewrite(preds, prediction)
+    _rewrite(sky / "pgra" / "seed-1" / "predictions_test.jsonl",
+             lambda r: r.update(prediction=XSS) if r["id"] == new_id else None)
+    for path in sky.glob("*/test.jsonl"):
+        _rewrite(path, record)
+    for path in sky.glob("*/train.jsonl"):  # the demonstrations and voters
+        _rewrite(path, lambda r: r.update(text=XSS + r["text"], label=XSS))
+    for path in sky.glob("*/seed-*/cell.json"):
+        cell = json.loads(path.read_text())
+        cell["task_spec"]["demo_words"] = {"sky": XSS, "town": XSS}
+        path.write_text(json.dumps(cell))
+    (grid / "analysis").mkdir(exist_ok=True)
+    (grid / "analysis" / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (grid / "analysis" / "figures.json").write_text(json.dumps({"figures": [{"file": "plot.png", "title": XSS,
+                                                                             "caption": XSS}]}))
+    report.update(directory=XSS, floor=XSS)
+    report["bootstrap"]["n_resamples"] = XSS
+    for cell in report["cells"]:
+        cell["git_commit"] = XSS
+        cell["config"] = {**(cell.get("config") or {}), "note": XSS}
+    for tasks in report["summary"].values():
+        tasks["sky"].update(n=XSS, mean=XSS, metric=XSS)
+    for tasks in report["significance"].values():
+        tasks["sky"]["delta"] = XSS
+    return new_id
+
+
+@pytest.mark.skipif(_chromium() is None, reason="Chromium not installed (make chromium)")
+def test_headless_browser_runs_no_markup_from_the_data(grid_dir, tmp_path):
+    """Markup in any value of the data shows as text: its image is never made and its handler never runs (it
+    would mark the body), with the input that holds it open (the view that showed the first-stage rank raw)."""
+    report = json.loads((grid_dir / "results.json").read_text())
+    new_id = _plant_markup(grid_dir, report)
+    page_mod.write_page(grid_dir, report)
+    url = (grid_dir / "results.html").resolve().as_uri() + "#" + urlencode({"task": "sky", "open": new_id})
+    dom = _dump_dom(url, tmp_path / "profile")
+    assert "data-xss" not in dom and not re.search(r"<img[^>]*src=.x", dom)  # nothing ran, no image of the data
+    shown = html_mod.escape(XSS, quote=False)  # the text as the DOM holds it
+    assert f'<h3 id="detail-id">{html_mod.escape(new_id, quote=False)}</h3>' in dom  # the input opened
+    assert f'<p id="detail-text">{shown} the input</p>' in dom and f'<b id="detail-gold">{shown}</b>' in dom
+    assert f"first-stage rank {shown}" in dom and f"label <b>{shown}</b>" in dom  # evidence and demonstrations
+    assert f"{shown}: 0.500" in dom and f"sky ({shown})" in dom  # a probability's label, the task's label words
+    assert f"below {shown}" in dom and f"({shown} resamples)" in dom and f"<code>{shown}</code>" in dom
+    assert f"<b>{shown}</b>: {shown}</figcaption>" in dom and "results-table" in dom and "diff-table" in dom
+
+
+@pytest.mark.skipif(_chromium() is None, reason="Chromium not installed (make chromium)")
+def test_headless_browser_renders_a_text_that_opens_a_comment(grid_dir, tmp_path):
+    """An input text with ``<!-- <script>`` (which kept the page's data script from ever closing: nothing rendered)
+    shows as text, and the page around it renders."""
+    report = json.loads((grid_dir / "results.json").read_text())
+    target = _lines(grid_dir / "sky" / "fid" / "seed-1" / "predictions_test.jsonl")[0]["id"]
+    text = "<!-- <script> a film"  # no "-->" after it: the old page never closed its data script
+    _plant_inputs(grid_dir, {target: {"text": text}})
+    page_mod.write_page(grid_dir, report)
+    dom = _dump_dom((grid_dir / "results.html").resolve().as_uri() + f"#task=sky&open={target}",
+                    tmp_path / "profile")
+    assert f'<h3 id="detail-id">{target}</h3>' in dom  # the input opened
+    assert f'<p id="detail-text">{html_mod.escape(text, quote=False)}</p>' in dom
+    assert "results-table" in dom and "diff-table" in dom and "pgra commit(s)" in dom
+
+
+def _md_tables(md: str) -> list[list[list[str]]]:
+    """The tables of markdown ``md`` as rows of cells, split where GitHub's tables split (a pipe without a
+    backslash before it)."""
+    tables, current = [], []
+    for line in [*md.splitlines(), ""]:
+        if line.startswith("|"):
+            current.append([c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]])
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+def test_markdown_cells_escape_pipes_and_line_breaks():
+    assert md_cell("a|b\nc\r\nd\re") == "a\\|b<br>c<br>d<br>e"
+    assert md_cell("a\\|b") == "a\\\\\\|b" and md_cell("a\\b") == "a\\b"  # a backslash before a pipe stays text
+    assert md_table(["x|y", "z"], [[1, "p\nq"]]) == ["| x\\|y | z |", "|---|---|", "| 1 | p<br>q |"]
+
+
+def test_results_md_tables_keep_their_shape_with_odd_names(grid_dir):
+    """A task name and a label with ``|`` and a newline stay in their cells of every table of results.md."""
+    report = json.loads((grid_dir / "results.json").read_text())
+    odd, label = "sky|a\nb", "pos|itive\nlabel"
+    report["tasks"] = [odd]
+    for part in ("summary", "significance", "diagnostics"):
+        for tasks in report[part].values():
+            if "sky" in tasks:
+                tasks[odd] = tasks.pop("sky")
+    demos = [e["demonstrations"] for tasks in report["diagnostics"].values() for e in tasks.values()
+             if e.get("demonstrations")]
+    assert demos
+    for d in demos:
+        d["label_histogram"] = {label: 0.75, "town": 0.25}
+    md = format_markdown(report)
+    tables = _md_tables(md)
+    assert len(tables) == 3  # results, differences, demonstrations
+    for table in tables:
+        assert all(len(row) == len(table[0]) for row in table), table
+        assert set("".join(table[1])) == {"-"}
+    assert tables[0][0][1].startswith(md_cell(odd)) and any(md_cell(label) in c for row in tables[2] for c in row)
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:  # the split above is the check
+        return
+    tokens = MarkdownIt("commonmark").enable("table").parse(md)
+    assert sum(t.type == "table_open" for t in tokens) == 3
+    cells = [t.content for t in tokens if t.type == "inline"]
+    assert "sky|a<br>b" in cells and "pos|itive<br>label 75%, town 25%" in cells
 
 
 @pytest.mark.integration

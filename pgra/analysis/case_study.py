@@ -9,6 +9,7 @@ from typing import Any
 from ..artifacts import write_text
 from ..config import option
 from ..errors import InputError
+from ..markdown import md_cell, md_row, md_table
 from ..methods import get_method
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
@@ -45,7 +46,7 @@ def choose_inputs(ids: list[str], candidates: list[str], n: int, seed: int, pref
 
 
 def _cell_text(text: str, limit: int = 160) -> str:
-    text = " ".join(str(text).split()).replace("|", "\\|")
+    text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -102,16 +103,16 @@ def case_study(runs: ExperimentRuns) -> tuple[str, list[dict[str, Any]]]:
         lines += [f"## {runs.task_name(task)}", ""]
         for i in chosen:
             first = preds[methods[0]][i]
-            lines += [f"### input {i}: gold `{first['label']}`", "", f"> {_cell_text(first['text'], 500)}", "",
-                      "| method | prediction | evidence (top) |", "|---|---|---|"]
+            lines += [f"### input {_cell_text(i)}: gold `{_cell_text(first['label'])}`", "",
+                      f"> {_cell_text(first['text'], 500)}", "", *md_table(["method", "prediction", "evidence (top)"], [])]
             row = {"task": runs.task_name(task), "id": i, "text": first["text"], "label": first["label"], "methods": {}}
             for m in methods:
                 line = preds[m][i]
                 mark = "✓" if line["prediction"] == line["label"] else "✗"
                 evidence = _evidence(runs, task, m, line, cfg.top)
                 row["methods"][m] = {"prediction": line["prediction"], "evidence": [e for _, e in evidence]}
-                shown = "<br>".join(f"{k}. {e}" for k, e in evidence) or "–"
-                lines.append(f"| {m} | {line['prediction']} {mark} | {shown} |")
+                shown = "<br>".join(md_cell(f"{k}. {e}") for k, e in evidence) or "–"  # each escaped, then joined
+                lines.append(md_row([m, f"{line['prediction']} {mark}"]) + f" {shown} |")
             lines.append("")
             rows.append(row)
     return "\n".join(lines), rows

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..markdown import md_table
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, pct
@@ -86,9 +87,9 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                      f"overlap@{d} {pct(o['mean_overlap'])}% — {pct(o['mean_overlap_agreeing'])}% where the "
                      f"predictions agree, {pct(o['mean_overlap_differing'])}% where they differ "
                      f"({o['differing']} pairs).", "",
-                     f"| overlap@{d} | inputs | predictions differ | share differing (%) |", "|---|---|---|---|"]
-            for b in o["rows"]:
-                w.md.append(f"| {b['shared']}/{d} | {b['inputs']} | {b['differing']} | {pct(b['share_differing'])} |")
+                     *md_table([f"overlap@{d}", "inputs", "predictions differ", "share differing (%)"],
+                               ([f"{b['shared']}/{d}", b["inputs"], b["differing"], pct(b["share_differing"])]
+                                for b in o["rows"]))]
             w.md.append("")
             groups = [f"{b['shared']}/{d}" for b in o["rows"]]
             overlap_series[r["task"]] = [b["share_differing"] if b["share_differing"] is not None else float("nan")
@@ -100,9 +101,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
             w.md += [f"**{r['task']}**: the reranker's top {s['d']} ({s['kept']} sentences) come from first-stage "
                      f"rank {s['mean_rank']:.2f} on average; {pct(s['promoted'])}% from beyond the first stage's top "
                      f"{s['d']} (FiD never reads those).", "",
-                     "| first-stage rank | " + " | ".join(map(str, s["histogram"])) + " |",
-                     "|---|" + "---|" * len(s["histogram"]),
-                     "| kept | " + " | ".join(str(v) for v in s["histogram"].values()) + " |", ""]
+                     *md_table(["first-stage rank", *s["histogram"]], [["kept", *s["histogram"].values()]]), ""]
     if overlap_series and len(set(map(len, overlap_series.values()))) == 1:
         path = grouped_bars(w.runs.out / "overlap.png", groups, overlap_series,
                             "Predictions that differ, by evidence overlap of FiD and PGRA",

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..markdown import md_table
+
 if TYPE_CHECKING:
     from .inputs import ExperimentRuns
 
@@ -42,8 +44,7 @@ class Writer:
         with ``columns``, a line per row of the cells ``cells(row)`` gives, then a blank line (the renderer
         appends the rest)."""
         self.tables[name] = rows
-        self.md += [f"## {title}", "", text, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-        self.md += ["| " + " | ".join(map(str, cells(r))) + " |" for r in rows]
+        self.md += [f"## {title}", "", text, "", *md_table(columns, (cells(r) for r in rows))]
         self.md.append("")
 
     def figure(self, path: Path, title: str, caption: str) -> None:

@@ -120,11 +120,23 @@ def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
             "inputs": {t: list(v.values()) for t, v in inputs.items()}, "texts": texts}
 
 
+#: what a script's JSON writes as a unicode escape: ``<`` ``>`` ``&`` (no ``</script>``, ``<!--`` or ``<script`` in
+#: the data, which the HTML tokenizer would act on inside the script element) and the line separators U+2028 and
+#: U+2029 (a line break inside a string literal to older JavaScript engines)
+_SCRIPT_ESCAPES = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
+
+
+def script_json(value: Any) -> str:
+    """``value`` as JSON safe to embed in a ``<script>`` element or a script file: the characters of
+    ``_SCRIPT_ESCAPES`` written as unicode escapes, which only a JSON string can hold (``json.loads`` reads the
+    same value back)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
+
+
 def write_page(directory: str | Path, report: dict[str, Any]) -> Path:
     """Write ``results.html`` (and ``results_data.js`` for a large grid) into ``directory``."""
     directory = Path(directory)
-    payload = json.dumps(page_data(directory, report), ensure_ascii=False, separators=(",", ":"))
-    payload = payload.replace("</", "<\\/")  # never closes the script element it sits in
+    payload = script_json(page_data(directory, report))
     script = directory / DATA_SCRIPT
     if len(payload.encode()) > INLINE_LIMIT:
         write_text(script, "window.PGRA_DATA = " + payload + ";\n")
@@ -139,4 +151,4 @@ def write_page(directory: str | Path, report: dict[str, Any]) -> Path:
     return directory / PAGE
 
 
-__all__ = ["DATA_SCRIPT", "INLINE_LIMIT", "PAGE", "page_data", "write_page"]
+__all__ = ["DATA_SCRIPT", "INLINE_LIMIT", "PAGE", "page_data", "script_json", "write_page"]

@@ -52,16 +52,31 @@ pre { background: #f6f6f6; padding: .6em; overflow: auto; max-height: 30em; font
 {{DATA}}
 <script>
 "use strict";
+// Every value from the data reaches the DOM escaped: markup is built only with the tag H`...`, which escapes each
+// value it interpolates (a value that H itself built stays markup), and put() is the one place that sets innerHTML.
 const D = window.PGRA_DATA;
 const PAGE_SIZE = 50;
 const state = {task: D.tasks[0] || "", disagree: false, wrong: "", q: "", open: "", page: 0};
 const el = (id) => document.getElementById(id);
-const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
-const named = (task, label) => {
-  const words = (D.label_words || {})[task] || {};
-  return label === null || label === undefined ? "none" : (words[label] && words[label] !== label ? `${label} (${words[label]})` : String(label));
+const esc = (s) => String(s).replace(/[&<>"'`]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;", "`": "&#96;"}[c]));
+class Markup { constructor(text) { this.text = text; } }
+const piece = (v) => v instanceof Markup ? v.text : Array.isArray(v) ? v.map(piece).join("") : esc(v);
+const H = (strings, ...values) => new Markup(strings.reduce((out, s, i) => out + piece(values[i - 1]) + s));
+const cat = (...parts) => new Markup(parts.map(piece).join(""));
+const put = (node, markup) => {
+  if (!(markup instanceof Markup)) throw new TypeError("markup must be built with H");
+  node.innerHTML = markup.text;
 };
-const pct = (x) => (x === null || x === undefined || Number.isNaN(x)) ? "–" : (100 * x).toFixed(1);
+const own = (o, k) => o !== null && typeof o === "object" && Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined;
+// a link to a file of the experiment: a path that would read as a URL scheme (javascript:...) stays a relative path
+const href = (path) => /^[a-z][a-z0-9+.-]*:/i.test(String(path)) ? "./" + path : String(path);
+const isNum = (x) => typeof x === "number" && Number.isFinite(x);
+const fixed = (x, digits) => isNum(x) ? x.toFixed(digits) : "–";
+const pct = (x) => isNum(x) ? (100 * x).toFixed(1) : "–";
+const named = (task, label) => {
+  const word = own(own(D.label_words, task), label);
+  return label === null || label === undefined ? "none" : (word !== undefined && word !== label ? `${label} (${word})` : String(label));
+};
 
 function readHash() {
   const h = new URLSearchParams(location.hash.slice(1));
@@ -105,63 +120,64 @@ function sortable(table) {
 }
 
 function renderResults() {
-  const head = ["method", ...D.tasks.map((t) => t + " (" + ((D.summary[D.methods[0]] || {})[t] || {}).metric + ")"), "avg"];
-  let html = "<table id='results-table'><thead><tr>" + head.map((h) => `<th class="sortable">${esc(h)}</th>`).join("") + "</tr></thead><tbody>";
-  for (const m of D.methods) {
-    const s = D.summary[m] || {};
-    html += `<tr><td data-v="${esc(m)}">${esc(m)}</td>`;
-    for (const t of D.tasks) {
-      const v = s[t];
-      if (!v) { html += "<td data-v='-1' class='num'>–</td>"; continue; }
+  const metric = (t) => (own(own(D.summary, D.methods[0]), t) || {}).metric;
+  const head = ["method", ...D.tasks.map((t) => `${t} (${metric(t)})`), "avg"];
+  const rows = D.methods.map((m) => {
+    const s = own(D.summary, m) || {};
+    const cells = D.tasks.map((t) => {
+      const v = own(s, t);
+      if (!v) return H`<td data-v="-1" class="num">–</td>`;
       const cell = firstCell(t, m);
       const text = `${pct(v.mean)}${v.n > 1 ? " ± " + pct(v.std) : ""} (${v.seed_independent ? "det." : v.n})`;
-      const link = cell ? `<a href="${esc(cell.path)}/cell.json" title="the cell's record">${text}</a>` : text;
-      html += `<td class="num${v.below_linear_probe ? " below" : ""}" data-v="${v.mean}">${link}${v.below_linear_probe ? " ▽" : ""}</td>`;
-    }
-    html += `<td class="num" data-v="${(s.average || {}).mean ?? -1}">${pct((s.average || {}).mean)}</td></tr>`;
-  }
-  el("results").innerHTML = html + "</tbody></table><p class='muted'>Mean ± standard deviation over seeds (seeds; det.: " +
-    "seed-independent, one run), in percent" + (D.floor ? "; ▽: below " + esc(D.floor) : "") + ". Click a header to sort, a value to open its cell.</p>";
+      const link = cell ? H`<a href="${href(cell.path + "/cell.json")}" title="the cell's record">${text}</a>` : text;
+      return H`<td class="num${v.below_linear_probe ? " below" : ""}" data-v="${v.mean}">${link}${v.below_linear_probe ? " ▽" : ""}</td>`;
+    });
+    const avg = (own(s, "average") || {}).mean;
+    return H`<tr><td data-v="${m}">${m}</td>${cells}<td class="num" data-v="${avg ?? -1}">${pct(avg)}</td></tr>`;
+  });
+  put(el("results"), cat(H`<table id="results-table"><thead><tr>${head.map((h) => H`<th class="sortable">${h}</th>`)}</tr></thead>`,
+    H`<tbody>${rows}</tbody></table><p class="muted">Mean ± standard deviation over seeds (seeds; det.: `,
+    H`seed-independent, one run), in percent${D.floor ? H`; ▽: below ${D.floor}` : ""}. Click a header to sort, a value to open its cell.</p>`));
   sortable(el("results-table"));
 }
 
 function renderDifferences() {
-  let html = "<table id='diff-table'><thead><tr><th class='sortable'>method</th>" +
-    D.tasks.map((t) => `<th class="sortable">${esc(t)}: Δ (p)</th>`).join("") + "</tr></thead><tbody>";
-  for (const m of D.methods) {
-    if (m === D.reference) continue;
-    const s = D.significance[m] || {};
-    html += `<tr><td data-v="${esc(m)}">${esc(m)}</td>`;
-    for (const t of D.tasks) {
-      const v = s[t];
-      if (!v) { html += "<td class='num' data-v='0'>–</td>"; continue; }
+  const rows = D.methods.filter((m) => m !== D.reference).map((m) => {
+    const s = own(D.significance, m) || {};
+    const cells = D.tasks.map((t) => {
+      const v = own(s, t);
+      if (!v) return H`<td class="num" data-v="0">–</td>`;
       const sig = v.p_value < 0.05;
-      html += `<td class="num${sig ? " sig" : ""}" data-v="${v.delta}">${v.delta >= 0 ? "+" : ""}${pct(v.delta)} (p=${v.p_value.toFixed(3)})${sig ? "*" : ""}</td>`;
-    }
-    html += "</tr>";
-  }
-  el("differences").innerHTML = html + `</tbody></table><p class="muted">Difference from ${esc(D.reference)} in points, ` +
-    `paired bootstrap over inputs and seeds (${esc(D.bootstrap.n_resamples)} resamples); *: p &lt; 0.05.</p>`;
+      return H`<td class="num${sig ? " sig" : ""}" data-v="${v.delta}">${v.delta >= 0 ? "+" : ""}${pct(v.delta)} (p=${fixed(v.p_value, 3)})${sig ? "*" : ""}</td>`;
+    });
+    return H`<tr><td data-v="${m}">${m}</td>${cells}</tr>`;
+  });
+  put(el("differences"), cat(H`<table id="diff-table"><thead><tr><th class="sortable">method</th>`,
+    H`${D.tasks.map((t) => H`<th class="sortable">${t}: Δ (p)</th>`)}</tr></thead><tbody>${rows}</tbody></table>`,
+    H`<p class="muted">Difference from ${D.reference} in points, paired bootstrap over inputs and seeds `,
+    H`(${(D.bootstrap || {}).n_resamples} resamples); *: p &lt; 0.05.</p>`));
   sortable(el("diff-table"));
 }
 
 function renderFigures() {
-  el("figures").innerHTML = D.figures.length ? D.figures.map((f) =>
-    `<figure><img alt="${esc(f.title)}" src="${f.src}"><figcaption><b>${esc(f.title)}</b>: ${esc(f.caption)}</figcaption></figure>`).join("")
-    : "<p class='muted'>No analyses yet: run <code>pgra analyze</code>.</p>";
+  const png = (src) => String(src).startsWith("data:image/png;base64,") ? src : "";
+  put(el("figures"), D.figures.length ? H`${D.figures.map((f) =>
+    H`<figure><img alt="${f.title}" src="${png(f.src)}"><figcaption><b>${f.title}</b>: ${f.caption}</figcaption></figure>`)}`
+    : H`<p class="muted">No analyses yet: run <code>pgra analyze</code>.</p>`);
 }
 
 function firstPrediction(input, method) {
-  const runs = input.p[method];
+  const runs = own(input.p, method);
   return runs && runs.length ? runs.slice().sort((a, b) => a[0] - b[0])[0][1] : undefined;
 }
-function methodsOf(input) { return D.methods.filter((m) => input.p[m]); }
+function methodsOf(input) { return D.methods.filter((m) => own(input.p, m)); }
+function inputsOf(task) { return own(D.inputs, task) || []; }
 function filtered() {
   const q = state.q.toLowerCase();
-  return (D.inputs[state.task] || []).filter((x) => {
+  return inputsOf(state.task).filter((x) => {
     if (state.disagree && new Set(methodsOf(x).map((m) => firstPrediction(x, m))).size < 2) return false;
     if (state.wrong && (firstPrediction(x, state.wrong) === undefined || firstPrediction(x, state.wrong) === x.label)) return false;
-    if (q && !x.text.toLowerCase().includes(q) && !x.id.toLowerCase().includes(q)) return false;
+    if (q && !String(x.text).toLowerCase().includes(q) && !String(x.id).toLowerCase().includes(q)) return false;
     return true;
   });
 }
@@ -170,56 +186,50 @@ function renderInputs() {
   const rows = filtered();
   const pages = Math.max(1, Math.ceil(rows.length / PAGE_SIZE));
   state.page = Math.min(state.page, pages - 1);
-  el("count").textContent = `${rows.length} of ${(D.inputs[state.task] || []).length} inputs`;
-  el("pager").innerHTML = pages > 1 ? `<button id="prev" ${state.page ? "" : "disabled"}>previous</button> page ${state.page + 1} of ${pages} ` +
-    `<button id="next" ${state.page < pages - 1 ? "" : "disabled"}>next</button>` : "";
+  el("count").textContent = `${rows.length} of ${inputsOf(state.task).length} inputs`;
+  put(el("pager"), pages > 1 ? cat(H`<button id="prev" ${state.page ? "" : H`disabled`}>previous</button> page ${state.page + 1} of ${pages} `,
+    H`<button id="next" ${state.page < pages - 1 ? "" : H`disabled`}>next</button>`) : H``);
   if (pages > 1) {
     el("prev").onclick = () => { state.page--; update(); };
     el("next").onclick = () => { state.page++; update(); };
   }
-  const methods = D.methods.filter((m) => (D.inputs[state.task] || []).some((x) => x.p[m]));
-  let html = "<thead><tr><th>id</th><th>input</th><th>gold</th>" + methods.map((m) => `<th>${esc(m)}</th>`).join("") + "</tr></thead><tbody>";
-  for (const x of rows.slice(state.page * PAGE_SIZE, (state.page + 1) * PAGE_SIZE)) {
-    html += `<tr class="row${x.id === state.open ? " open" : ""}" data-id="${esc(x.id)}"><td>${esc(x.id)}</td><td>${esc(x.text)}</td><td>${esc(x.label)}</td>`;
-    for (const m of methods) {
+  const methods = D.methods.filter((m) => inputsOf(state.task).some((x) => own(x.p, m)));
+  const body = rows.slice(state.page * PAGE_SIZE, (state.page + 1) * PAGE_SIZE).map((x) => {
+    const cells = methods.map((m) => {
       const p = firstPrediction(x, m);
-      html += p === undefined ? "<td class='muted'>–</td>" : `<td class="${p === x.label ? "ok" : "bad"}">${esc(p ?? "none")}</td>`;
-    }
-    html += "</tr>";
-  }
-  el("inputs").innerHTML = html + "</tbody>";
+      return p === undefined ? H`<td class="muted">–</td>` : H`<td class="${p === x.label ? "ok" : "bad"}">${p ?? "none"}</td>`;
+    });
+    return H`<tr class="row${x.id === state.open ? " open" : ""}" data-id="${x.id}"><td>${x.id}</td><td>${x.text}</td><td>${x.label}</td>${cells}</tr>`;
+  });
+  put(el("inputs"), H`<thead><tr><th>id</th><th>input</th><th>gold</th>${methods.map((m) => H`<th>${m}</th>`)}</tr></thead><tbody>${body}</tbody>`);
   el("inputs").querySelectorAll("tr.row").forEach((tr) => tr.addEventListener("click", () => { state.open = tr.dataset.id; update(); }));
 }
 
 function renderDetail() {
   const box = el("detail");
-  const x = (D.inputs[state.task] || []).find((i) => i.id === state.open);
-  if (!x) { box.hidden = true; box.innerHTML = ""; return; }
-  const texts = D.texts[state.task] || {};
-  let html = `<h3 id="detail-id">${esc(x.id)}</h3><p id="detail-text">${esc(x.text)}</p><p>gold: <b id="detail-gold">${esc(named(state.task, x.label))}</b></p>`;
-  for (const m of methodsOf(x)) {
-    for (const [seed, pred, scores, evidence] of x.p[m].slice().sort((a, b) => a[0] - b[0])) {
-      const probs = Object.entries(scores).map(([k, v]) => `${esc(k)}: ${v.toFixed(3)}`).join(", ");
-      html += `<div class="method" data-method="${esc(m)}" data-seed="${seed}"><b>${esc(m)}</b> seed ${seed}: ` +
-        `<span class="${pred === x.label ? "ok" : "bad"} prediction">${esc(named(state.task, pred))}</span> <span class="muted">(${probs})</span>`;
-      for (const [key, score, rank] of evidence) {
-        const t = texts[key] || {text: key};
-        const kind = key.startsWith("t:") ? `demonstration, label <b>${esc(named(state.task, t.label))}</b>` :
-          `score ${score === null ? "–" : score.toFixed(3)}, first-stage rank ${rank ?? "–"}`;
-        html += `<div class="evidence">• ${esc(t.text)} <span class="muted">(${kind})</span></div>`;
-      }
-      html += "</div>";
-    }
-  }
-  box.innerHTML = html;
+  const x = inputsOf(state.task).find((i) => i.id === state.open);
+  if (!x) { box.hidden = true; box.textContent = ""; return; }
+  const texts = own(D.texts, state.task) || {};
+  const runs = methodsOf(x).map((m) => x.p[m].slice().sort((a, b) => a[0] - b[0]).map(([seed, pred, scores, evidence]) => {
+    const probs = Object.entries(scores || {}).map(([k, v]) => `${k}: ${fixed(v, 3)}`).join(", ");
+    const items = (evidence || []).map(([key, score, rank]) => {
+      const t = own(texts, key) || {text: key};
+      const kind = String(key).startsWith("t:") ? H`demonstration, label <b>${named(state.task, t.label)}</b>` :
+        H`score ${fixed(score, 3)}, first-stage rank ${rank ?? "–"}`;
+      return H`<div class="evidence">• ${t.text} <span class="muted">(${kind})</span></div>`;
+    });
+    return cat(H`<div class="method" data-method="${m}" data-seed="${seed}"><b>${m}</b> seed ${seed}: `,
+      H`<span class="${pred === x.label ? "ok" : "bad"} prediction">${named(state.task, pred)}</span> <span class="muted">(${probs})</span>${items}</div>`);
+  }));
+  put(box, H`<h3 id="detail-id">${x.id}</h3><p id="detail-text">${x.text}</p><p>gold: <b id="detail-gold">${named(state.task, x.label)}</b></p>${runs}`);
   box.hidden = false;
 }
 
 function renderProvenance() {
-  const p = D.provenance;
-  el("provenance").innerHTML = `<p>pgra commit(s): <code>${p.commits.map(esc).join(", ")}</code>; split: ${esc(D.split)}; ` +
-    `experiment: <code>${esc(D.directory)}</code></p><details><summary>versions</summary><pre>${esc(JSON.stringify(p.versions, null, 2))}</pre></details>` +
-    `<details><summary>config</summary><pre>${esc(JSON.stringify(p.config, null, 2))}</pre></details>`;
+  const p = D.provenance || {};
+  put(el("provenance"), cat(H`<p>pgra commit(s): <code>${(p.commits || []).join(", ")}</code>; split: ${D.split}; `,
+    H`experiment: <code>${D.directory}</code></p><details><summary>versions</summary><pre>${JSON.stringify(p.versions, null, 2)}</pre></details>`,
+    H`<details><summary>config</summary><pre>${JSON.stringify(p.config, null, 2)}</pre></details>`));
 }
 
 function update() { writeHash(); renderInputs(); renderDetail(); }
@@ -227,8 +237,9 @@ function update() { writeHash(); renderInputs(); renderDetail(); }
 function init() {
   readHash();
   el("subtitle").textContent = `${D.tasks.length} task(s), ${D.methods.length} method(s), ${D.cells.length} cell(s); split ${D.split}; reference ${D.reference}`;
-  el("task").innerHTML = D.tasks.map((t) => `<option${t === state.task ? " selected" : ""}>${esc(t)}</option>`).join("");
-  el("wrong").innerHTML += D.methods.map((m) => `<option value="${esc(m)}"${m === state.wrong ? " selected" : ""}>${esc(m)}</option>`).join("");
+  put(el("task"), H`${D.tasks.map((t) => H`<option value="${t}"${t === state.task ? H` selected` : ""}>${t}</option>`)}`);
+  put(el("wrong"), cat(H`<option value="">any method or none</option>`,
+    H`${D.methods.map((m) => H`<option value="${m}"${m === state.wrong ? H` selected` : ""}>${m}</option>`)}`));
   el("disagree").checked = state.disagree;
   el("q").value = state.q;
   el("task").onchange = (e) => { state.task = e.target.value; state.open = ""; state.page = 0; update(); };

@@ -23,6 +23,7 @@ from typing import Any
 from ..artifacts import read_json, write_json, write_text
 from ..errors import InputError
 from ..experiment.layout import CELL_GLOB
+from ..markdown import md_row, md_table
 from ..metrics import mean_std
 from ..predictions import checked_cell_results, inputs_fingerprint
 
@@ -264,15 +265,15 @@ def _format_diagnostics(report: dict[str, Any]) -> list[str]:
              "labels: a balanced prompt such as PGRA's ties them all), how often the gold label is among them; "
              "and the LM inputs and tokens the method ran (Skill-KNN's rewrites and PGRA's reranking included; "
              "cached work counts what it cost when made, except reranking, which counts what its stage ran).", "",
-             "| method | task | demos / input | demonstration labels | prediction = majority | gold among them | "
-             "LM inputs | LM tokens |", "|" + "---|" * 8]
+             *md_table(["method", "task", "demos / input", "demonstration labels", "prediction = majority",
+                        "gold among them", "LM inputs", "LM tokens"], [])]
     for method in report["methods"]:
         for task, e in diag.get(method, {}).items():
             d = e.get("demonstrations")
             cells = [f"{d['demos_per_input']:.1f}", format_histogram(d["label_histogram"]),
                      _pct(d["majority_agreement"]), _pct(d["gold_in_demos"])] if d else ["–"] * 4
             cost = [f"{e['lm_calls']:,.0f}", f"{e['lm_tokens']:,.0f}"] if "lm_calls" in e else ["–", "–"]
-            lines.append(f"| {method} | {task} | " + " | ".join(cells + cost) + " |")
+            lines.append(md_row([method, task, *cells, *cost]))
     return lines
 
 
@@ -296,7 +297,7 @@ def format_markdown(report: dict[str, Any]) -> str:
     header = ["method", *[f"{t} ({'MCC' if metrics[t] == 'mcc' else metrics[t]})" for t in tasks], "avg"]
     lines = [f"# Results on {report['split']} ({report['directory']})", "",
              "Mean ± standard deviation over seeds (number of seeds), in percent.", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+             *md_table(header, [])]
     flagged = deterministic = below = False
     for method in report["methods"]:
         cells = []
@@ -320,7 +321,7 @@ def format_markdown(report: dict[str, Any]) -> str:
             cells.append(text)
         avg = summary[method].get("average")
         cells.append(_pct(avg["mean"]) if avg else "–")
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        lines.append(md_row([method, *cells]))
     notes = []
     if deterministic:
         notes.append(f"{DETERMINISTIC} deterministic: the seed cannot change this method's predictions, so it ran "
@@ -343,10 +344,10 @@ def format_markdown(report: dict[str, Any]) -> str:
         lines += ["", f"## Difference from {ref} (percentage points) and p-value",
                   "", f"Paired bootstrap over the shared {report['split']} inputs and seeds ({b['n_resamples']} "
                   "resamples, two-sided); * p < 0.05.", "",
-                  "| method | " + " | ".join(tasks) + " | avg |", "|" + "---|" * (len(tasks) + 2)]
+                  *md_table(["method", *tasks, "avg"], [])]
         for method in report["methods"]:
             if method == ref:
-                lines.append(f"| {method} | " + " | ".join("reference" for _ in tasks) + " | reference |")
+                lines.append(md_row([method, *("reference" for _ in tasks), "reference"]))
                 continue
             row = tests.get(method, {})
             cells = []
@@ -357,7 +358,7 @@ def format_markdown(report: dict[str, Any]) -> str:
                     continue
                 star = "*" if r["p_value"] < 0.05 else ""
                 cells.append(f"{100 * r['delta']:+.1f} (p={r['p_value']:.3f}){star}")
-            lines.append(f"| {method} | " + " | ".join(cells) + " |")
+            lines.append(md_row([method, *cells]))
     elif ref not in report["methods"]:
         lines += ["", f"No significance tests: the reference method '{ref}' has no runs here (--reference)."]
     lines += _format_diagnostics(report)

@@ -26,6 +26,7 @@ from .. import choices
 from ..artifacts import iter_jsonl, require_file, write_json
 from ..config import check_config, option
 from ..errors import InputError
+from ..markdown import md_row, md_table
 
 
 @dataclass
@@ -196,12 +197,12 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     recall = sorted({k for r in rows for k in r if k.startswith("recall@")}, key=lambda k: int(k.split("@")[1]))
     knn = any("knn_accuracy" in r for r in rows)
     head = ["encoder", "pooler", *recall] + ([f"kNN accuracy (k={rows[0].get('knn_k')})"] if knn else [])
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = md_table(head, [])
     for r in rows:
         cells = [r["encoder"], r["pooler"], *(f"{100 * r[k]:.1f}" for k in recall)]
         if knn:
             cells.append(f"{100 * r['knn_accuracy']:.1f}" if "knn_accuracy" in r else "–")
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md_row(cells))
     return "\n".join(lines)
 
 
