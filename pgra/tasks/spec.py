@@ -56,7 +56,7 @@ class TaskSpec:
     FiD reader's target words (LM-BFF's); ``reader_template`` has ``{evidence}``, ``{text}`` and ``{mask}``.
     """
 
-    name: str
+    name: str = option(path_segment=True, help="the task's folder in an experiment")
     labels: list[str]
     rerank_template: str
     demo_words: dict[str, str]
