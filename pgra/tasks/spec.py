@@ -5,8 +5,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 
-from ..artifacts import safe_name
-from ..config import option
+from ..config import check_path_segments, option
 from ..errors import InputError
 
 METRICS = ("accuracy", "mcc", "macro_f1")
@@ -75,7 +74,7 @@ class TaskSpec:
 
     def validate(self) -> None:
         where = self.source if self.source != "builtin" else None
-        safe_name(self.name, "name", where, "task name")  # it names the task's folder in an experiment
+        check_path_segments(self.name, "name", where)  # it names the task's folder in an experiment
         if not self.labels:
             raise InputError(f"task '{self.name}' has no labels", path=where, field="labels")
         if len(set(self.labels)) != len(self.labels):
