@@ -32,8 +32,8 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
            choices: Any = None, suggest: Any = None, flag: str | bool | None = None, short: str | None = None,
            positional: bool = False, append: bool = False, metavar: str | None = None,
            min: float | None = None, max: float | None = None, above: float | None = None,
-           exists: str | None = None, unique: bool = False, io: str | None = None, names: bool = False,
-           cosmetic: bool = False, omit_default: bool = False) -> Any:
+           exists: str | None = None, unique: bool = False, io: str | None = None,
+           path_segment: bool | str = False, cosmetic: bool = False, omit_default: bool = False) -> Any:
     """A config field together with its command-line declaration.
 
     ``choices``: allowed values (a tuple, or a zero-argument callable reading a registry), checked when a
@@ -51,8 +51,9 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     ``"store"`` (read and written, shared between runs: a cache folder). Fields declared with ``exists`` are
     inputs, a field named ``out`` is an output, and an undeclared ``model`` / ``lm`` / ``encoder`` / ``corpus``
     is an input; :func:`check_config` refuses an output that overlaps an input (:func:`pgra.artifacts.check_disjoint`).
-    ``names``: a string (or list of strings) that becomes part of a file or folder name (split names:
-    ``<out>/<split>.jsonl``), checked with :func:`pgra.artifacts.safe_name`. ``cosmetic``: the field never
+    ``path_segment``: the value becomes one component of a file or folder name (a split: ``<out>/<split>.jsonl``; a
+    method: ``<out>/<task>/<method>/``): a string, each item of a list or each key of a mapping, checked by
+    :func:`check_path_segments` (``"optional"``: a string field whose empty value means none). ``cosmetic``: the field never
     changes a result (progress bars, the device, a batch size that only trades memory for time, a cache folder):
     :func:`result_settings` leaves it out, so every key of a stage, cell or checkpoint ignores it.
     ``omit_default``: the field changes a result but :func:`result_settings` leaves it out while it holds its
@@ -64,7 +65,7 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     """
     meta = {"help": help, "choices": choices, "suggest": suggest, "flag": flag, "short": short,
             "positional": positional, "append": append, "metavar": metavar, "min": min, "max": max,
-            "above": above, "exists": exists, "unique": unique, "io": io, "names": names,
+            "above": above, "exists": exists, "unique": unique, "io": io, "path_segment": path_segment,
             "cosmetic": cosmetic, "omit_default": omit_default}
     if io is not None and io not in IO_ROLES:
         raise ValueError(f"io must be one of {IO_ROLES}, not {io!r}")
@@ -178,12 +179,8 @@ def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None,
                                   (above, lambda b: value <= b, "greater than")):
             if bound is not None and bad(bound):
                 raise InputError(f"must be {words} {bound:g}, got {value!r}", path=source, field=key)
-    if f.metadata.get("names"):
-        from .artifacts import safe_name
-
-        for v in value if isinstance(value, list) else [value]:
-            if v != "":
-                safe_name(v, key, source, "name")
+    if f.metadata.get("path_segment"):
+        check_path_segments(value, key, source, empty_ok=f.metadata["path_segment"] == "optional")
     kind = f.metadata.get("exists")
     if paths and kind and isinstance(value, str) and value:
         from .artifacts import describe_path
@@ -203,6 +200,26 @@ def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None,
         if found not in ("a folder", "not found"):
             raise InputError(f"{value} is {found}, not a folder (this option names a folder pgra writes): "
                              "choose another path", path=source, field=key)
+
+
+def check_path_segments(value: Any, field: str, source: str | Path | None = None, empty_ok: bool = False) -> None:
+    """The one check of a value that becomes a component of a path pgra reads or writes (a split, a method, an
+    analysis's retriever ...): a string, each item of a list and each key of a mapping must be a safe name
+    (:func:`pgra.artifacts.safe_name`: no ``/``, ``\\``, ``..``, absolute path, NUL or empty name); an integer (a
+    seed's ``seed-<n>``) is one by itself. ``empty_ok``: an empty string (not an empty item) means none."""
+    from .artifacts import safe_name
+
+    if isinstance(value, dict):
+        values, what = list(value), "a key"
+    elif isinstance(value, (list, tuple)):
+        values, what = list(value), "an item"
+    else:
+        if empty_ok and value == "":
+            return
+        values, what = [value], "a name"
+    for v in values:
+        if not (isinstance(v, int) and not isinstance(v, bool)):
+            safe_name(v, field, source, what)
 
 
 def io_role(f: dataclasses.Field) -> str | None:

@@ -29,7 +29,9 @@ class Analysis:
 
     ``every_process``: it runs models, so it runs on every process of a distributed launch (its stages shard);
     otherwise it runs on the main process only. ``config``: the type of its options section (a dataclass, or
-    ``dict[str, Any]``), read as ``runs.cfg.analysis.<name>``; None when it has no options.
+    ``dict[str, Any]``), read as ``runs.cfg.analysis.<name>``; None when it has no options. ``path_segment``: the
+    keys of a mapping ``config`` become folder names (``analysis/retrievers/<name>/``), declared so on its option
+    (``option(path_segment=True)``, checked with every config).
     """
 
     name: str
@@ -39,6 +41,7 @@ class Analysis:
     help: str = ""
     every_process: bool = False
     render_empty: bool = False  # render (a link, a note) even when it has no rows
+    path_segment: bool = False
 
     def default_options(self) -> Callable[[], Any]:
         """The default factory of its options section."""

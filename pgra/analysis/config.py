@@ -22,14 +22,14 @@ _classes: dict[tuple[Any, ...], tuple[type, type]] = {}
 
 def _classes_now() -> tuple[type, type]:
     load_builtin()
-    sections = tuple((a.name, a.config, a.help) for a in ANALYSES.values() if a.config is not None)
+    sections = tuple((a.name, a.config, a.help, a.path_segment) for a in ANALYSES.values() if a.config is not None)
     if sections not in _classes:
         fields: list[tuple[str, Any, Any]] = [
             ("analyses", list[str], option(default_factory=lambda: list(DEFAULT_ANALYSES),
                                            choices=analysis_names, help="comma-separated analyses to run")),
-            ("split", str, option("test", choices=("dev", "test"), help="split the analyses read"))]
-        fields += [(name, tp, option(default_factory=ANALYSES[name].default_options(), help=help_))
-                   for name, tp, help_ in sections]
+            ("split", str, option("test", choices=("dev", "test"), path_segment=True, help="split the analyses read"))]
+        fields += [(name, tp, option(default_factory=ANALYSES[name].default_options(), help=help_, path_segment=segment))
+                   for name, tp, help_, segment in sections]
         analysis = make_dataclass("AnalysisConfig", fields)
         analysis.__module__ = __name__
         analysis.__doc__ = "What ``pgra analyze`` computes for an experiment, next to its ``results.md``."

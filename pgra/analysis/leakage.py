@@ -36,7 +36,7 @@ class LeakageConfig:
 
     threshold: float = option(0.95, min=0, max=1, help="cosine (index encoder) at or above which a corpus "
                                                        "sentence is a near duplicate of an input (dense indexes)")
-    splits: list[str] = option(default_factory=lambda: ["dev", "test"], help="splits audited")
+    splits: list[str] = option(default_factory=lambda: ["dev", "test"], path_segment=True, help="splits audited")
     examples: int = option(5, min=0, help="flagged inputs shown per task and split")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..artifacts import path_under
 from ..errors import InputError
 from ..metrics import mean_std
 from .base import Analysis, register_analysis
@@ -40,7 +41,7 @@ def compare_retrievers(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
             raise InputError(f"'{name}' is the experiment's own retriever; give the compared one another name",
                              field=f"analysis.retrievers.{name}")
         index = {"out": f"{cfg.index.out.rstrip('/')}-{name}", **spec}
-        vcfg = variant_config(cfg, runs.out / "retrievers" / name, methods, cfg.seeds, index=index)
+        vcfg = variant_config(cfg, path_under(runs.out, "retrievers", name), methods, cfg.seeds, index=index)
         variants[name] = run_variant(runs, vcfg, ctx, share_candidates=False)
     if not ctx.is_main:
         return []
@@ -89,7 +90,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
 register_analysis(Analysis("retrievers", compute=lambda runs, ctx: compare_retrievers(runs, ctx), render=render,
                            config=dict[str, Any],
                            help="first-stage retrievers compared with the experiment's: {name: {index settings}} (FiD and PGRA each)",
-                           every_process=True))
+                           every_process=True, path_segment=True))
 
 
 __all__ = ["compare_retrievers", "retriever_name"]

@@ -33,7 +33,7 @@ class SweepConfig:
     k: list[int] = option(default_factory=lambda: [16, 50, 100, 150],
                           help="candidates reranked per input (at most the retrieved k)")
     d: list[int] = option(default_factory=lambda: [4, 8, 16, 24], help="evidence sentences the reader reads")
-    seeds: list[int] = option(default_factory=list, help="seeds of each point (default: the experiment's)")
+    seeds: list[int] = option(default_factory=list, path_segment=True, help="seeds of each point (default: the experiment's)")
 
 
 def sweep_points(ks: list[int], ds: list[int], k0: int, d0: int, k_max: int) -> list[tuple[int, int]]:

@@ -11,7 +11,7 @@ from .command import Command
 @dataclass
 class EvaluateOptions:
     run: str = option("", exists="dir", io="base", help="a finished run (pgra train --out, or an experiment cell)")
-    split: str = option("test", names=True, help="split to evaluate")
+    split: str = option("test", path_segment=True, help="split to evaluate")
     data: str = option("", exists="dir", help="a candidates or reranked folder of the same task (default: the run's own)")
     out: str = option("", help="where predictions and metrics go (default: RUN/evaluations/<data>-<hash>)")
     batch_size: int = option(16, min=1, help="inputs per batch")

@@ -12,7 +12,7 @@ from .command import Command
 @dataclass
 class PeekOptions:
     path: str = option("", positional=True, help="a .jsonl file, or a candidates/reranked folder")
-    split: str = option("test", help="split file to read from a folder")
+    split: str = option("test", path_segment=True, help="split file to read from a folder")
     inputs: int = option(2, short="-n", min=0, help="inputs to show")
     evidence: int = option(3, short="-d", min=0, help="evidence sentences per input")
 

@@ -12,7 +12,7 @@ from .command import Command
 class ReportOptions:
     directory: str = option("", exists="dir", positional=True, metavar="DIR", help="experiment folder (pgra experiment --out)")
     reference: str = option("fid", help="method every other method is tested against")
-    split: str = option("test", help="split reported")
+    split: str = option("test", path_segment=True, help="split reported")
     bootstrap: int = option(10000, min=1, help="bootstrap resamples of the significance test")
     seed: int = option(0, help="seed of the bootstrap")
 

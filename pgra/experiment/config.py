@@ -33,8 +33,9 @@ class ExperimentConfig:
     tasks: list[str] = option(default_factory=lambda: ["wiki_topic"], io="in", suggest=choices.task_names, unique=True,
                               help="comma-separated tasks (registered names or task YAML files)")
     methods: list[str] = option(default_factory=lambda: ["no_retrieval", "fid", "pgra", "knn_vote"],
-                                choices=choices.methods, unique=True, help="comma-separated methods")
-    seeds: list[int] = option(default_factory=lambda: [1], unique=True,
+                                choices=choices.methods, unique=True, path_segment=True,
+                                help="comma-separated methods")
+    seeds: list[int] = option(default_factory=lambda: [1], unique=True, path_segment=True,
                               help="comma-separated seeds (one cell per seed; a method the seed cannot change "
                                    "runs once, at the first seed)")
     reference: str = option("fid", help="method the report tests every other method against")

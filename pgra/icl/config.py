@@ -26,7 +26,7 @@ class _Selection:
                                       "same whatever the seed; Skill-KNN rewrites only these); 0 = all")
     pool_seed: int = option(13, help="seed of the pool's sample")
     length_normalise: bool = option(False, help="score a label by its mean token log-probability (default: sum)")
-    splits: list[str] = option(names=True, default_factory=lambda: ["dev", "test"], help="comma-separated splits to predict")
+    splits: list[str] = option(path_segment=True, default_factory=lambda: ["dev", "test"], help="comma-separated splits to predict")
 
 
 @dataclass

@@ -55,5 +55,5 @@ class TrainConfig:
     seed: int = option(42, help="seed of initialisation order, data order and dropout")
     log_with: str = option("none", cosmetic=True, choices=TRACKERS,
                            help="tracker (wandb offline unless WANDB_MODE says otherwise)")
-    test_split: str = option("test", help="split evaluated with the best checkpoint after dev (empty: none)")
+    test_split: str = option("test", path_segment="optional", help="split evaluated with the best checkpoint after dev (empty: none)")
     show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")

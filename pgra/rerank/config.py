@@ -27,7 +27,7 @@ class _Prompting:
                                       "file order (both: one prompt for all); random, kate, skill_knn = per query")
     seed: int = option(13, help="seed of the demonstration draw")
     demos: SelectorSettings = option(default_factory=SelectorSettings, help="settings of the per-query strategies")
-    splits: list[str] = option(names=True, default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
+    splits: list[str] = option(path_segment=True, default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
     cache_dir: str = option("cache/embeddings", io="store", help="persistent evidence-embedding cache")
     prefix_cache: bool = option(True, help="reuse the demonstrations' KV cache (off: whole prompts, the paper "
                                            "code's way)")

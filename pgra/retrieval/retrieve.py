@@ -46,7 +46,7 @@ class RetrieveConfig:
     index: str = option("", exists="dir", help="index folder from build-index")
     out: str = option("", help="candidates folder to write")
     k: int = option(150, flag="-k", min=1, help="candidates per input")
-    splits: list[str] = option(names=True, default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
+    splits: list[str] = option(path_segment=True, default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
     data_dir: str = option("data", io="in", help="root of the task data")
     query_batch_size: int = option(256, min=1, help="queries per search batch")
     exclude_query_text: bool = option(False, help="drop candidates whose text equals the query")

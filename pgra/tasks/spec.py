@@ -5,8 +5,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 
-from ..artifacts import safe_name
-from ..config import option
+from ..config import check_path_segments, option
 from ..errors import InputError
 
 METRICS = ("accuracy", "mcc", "macro_f1")
@@ -56,7 +55,7 @@ class TaskSpec:
     FiD reader's target words (LM-BFF's); ``reader_template`` has ``{evidence}``, ``{text}`` and ``{mask}``.
     """
 
-    name: str
+    name: str = option(path_segment=True, help="the task's folder in an experiment")
     labels: list[str]
     rerank_template: str
     demo_words: dict[str, str]
@@ -75,7 +74,7 @@ class TaskSpec:
 
     def validate(self) -> None:
         where = self.source if self.source != "builtin" else None
-        safe_name(self.name, "name", where, "task name")  # it names the task's folder in an experiment
+        check_path_segments(self.name, "name", where)  # it names the task's folder in an experiment
         if not self.labels:
             raise InputError(f"task '{self.name}' has no labels", path=where, field="labels")
         if len(set(self.labels)) != len(self.labels):
