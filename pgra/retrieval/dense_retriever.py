@@ -22,7 +22,7 @@ from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
 from ..faults import fault_point
 from ..progress import progress
 from .base import LoadOptions, QueryEncoder, Retriever, Searcher, register_retriever
-from .dense import INDEX_TYPES, FaissParams, build_faiss, load_faiss, save_faiss, search_faiss
+from .dense import INDEX_TYPES, FaissParams, build_faiss, import_faiss, load_faiss, save_faiss, search_faiss
 
 if TYPE_CHECKING:
     from ..corpus import CorpusStore
@@ -86,6 +86,7 @@ class DenseRetriever(Retriever):
             raise InputError(f"unknown index type '{d.index_type}', use one of {INDEX_TYPES}", field="index_type")
         if d.shard_size < 1:
             raise InputError("shard_size must be positive", field="dense.shard_size")
+        import_faiss()  # a missing faiss is said before the corpus is encoded
 
     def prepare(self) -> None:
         """An encoder that cannot load is refused before anything is written."""
