@@ -94,5 +94,18 @@ def check_run_data(run: str | Path, folder: str | Path, hint: str) -> None:
     check_unchanged(folder, recorded_fingerprint(run), str(run), hint)
 
 
-__all__ = ["check_run_data", "check_unchanged", "data_fields", "folder_fingerprint", "recorded_fingerprint",
+def check_cell_data(cell: str | Path, record: dict[str, Any]) -> None:
+    """Refuse a finished experiment cell (its folder and ``cell.json`` record) whose data folder, still there, now
+    holds other data than the cell read: the folder's other cells (or a report of them) would mix two inputs."""
+    data = record.get("data") if isinstance(record.get("data"), dict) else {}
+    if not data.get("fingerprint") or not data.get("folder"):
+        return  # a cell made before cells recorded it
+    folder = recorded_folder(cell, data["folder"], data.get("relative"))
+    if (folder / MANIFEST).is_file():
+        check_unchanged(folder, str(data["fingerprint"]), str(cell),
+                        "its results come from other inputs than the cells made since; re-run its experiment to "
+                        "redo it on this folder, or keep experiments with another index or task data in another out")
+
+
+__all__ = ["check_cell_data", "check_run_data", "check_unchanged", "data_fields", "folder_fingerprint", "recorded_fingerprint",
            "recorded_folder", "relative_path", "run_data"]

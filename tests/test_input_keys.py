@@ -99,6 +99,9 @@ def test_a_cell_whose_data_a_later_experiment_rebuilt_is_refused(tmp_path, corpu
         line = one_error_line(argv, capsys)
         assert f"{run} read {run.parent.parent / 'candidates'}" in line and "fingerprint" in line, line
         assert "re-run the experiment" in line
+    # the report would put a cell on the old candidates beside the knn_vote cell on the new ones
+    line = one_error_line(["report", grid["out"]], capsys)
+    assert f"{run} read {run.parent.parent / 'candidates'}" in line and "another out" in line, line
     # another folder given explicitly is the caller's choice
     assert main(["evaluate", "--run", str(run), "--data", str(run.parent.parent / "candidates")]) == 0
 
