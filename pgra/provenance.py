@@ -2,8 +2,8 @@
 
 A run records the folder it read (a candidates or reranked folder) three ways: its absolute path, its path
 relative to the run (a moved or copied experiment folder finds its own copy) and its fingerprint (the checksums
-its manifest lists). ``pgra evaluate`` and ``pgra predict`` refuse a folder whose fingerprint is no longer the one
-the run read: a later experiment with another index or other task data rebuilt it in place.
+its manifest lists). ``pgra evaluate``, ``pgra predict`` and ``pgra report`` refuse a folder whose fingerprint is
+no longer the one the run read: a later experiment with another index or other task data rebuilt it in place.
 """
 
 from __future__ import annotations
@@ -78,15 +78,15 @@ def recorded_fingerprint(run: str | Path) -> str | None:
 
 
 def check_unchanged(folder: str | Path, recorded: str | None, reader: str, hint: str) -> None:
-    """Refuse ``folder`` when it no longer holds what ``reader`` read (fingerprint ``recorded``; None: unknown)."""
+    """Refuse ``folder`` when it no longer holds what ``reader`` read (fingerprint ``recorded``; None: unknown). A
+    folder without a manifest is left to its reader, whose error says it is missing or unfinished."""
     if not recorded:
         return
     now = folder_fingerprint(folder)
-    if now != recorded:
-        held = "has no manifest" if now == "missing" else f"now holds {now}"
+    if now not in (recorded, "missing"):
         raise StaleArtifactError(
-            f"{reader} read {folder} with fingerprint {recorded}; that folder {held} (rebuilt since, e.g. by a later "
-            f"experiment with another index or other task data in the same folder): {hint}")
+            f"{reader} read {folder} with fingerprint {recorded}; that folder now holds {now} (rebuilt since, e.g. by "
+            f"a later experiment with another index or other task data in the same folder): {hint}")
 
 
 def check_run_data(run: str | Path, folder: str | Path, hint: str) -> None:
@@ -100,12 +100,10 @@ def check_cell_data(cell: str | Path, record: dict[str, Any]) -> None:
     data = record.get("data") if isinstance(record.get("data"), dict) else {}
     if not data.get("fingerprint") or not data.get("folder"):
         return  # a cell made before cells recorded it
-    folder = recorded_folder(cell, data["folder"], data.get("relative"))
-    if (folder / MANIFEST).is_file():
-        check_unchanged(folder, str(data["fingerprint"]), str(cell),
-                        "its results come from other inputs than the cells made since; re-run its experiment to "
-                        "redo it on this folder, or keep experiments with another index or task data in another out")
+    check_unchanged(recorded_folder(cell, data["folder"], data.get("relative")), str(data["fingerprint"]), str(cell),
+                    "its results come from other inputs than the cells made since; re-run its experiment to redo it on "
+                    "this folder, or keep experiments with another index or task data in another out")
 
 
-__all__ = ["check_cell_data", "check_run_data", "check_unchanged", "data_fields", "folder_fingerprint", "recorded_fingerprint",
-           "recorded_folder", "relative_path", "run_data"]
+__all__ = ["check_cell_data", "check_run_data", "check_unchanged", "data_fields", "folder_fingerprint",
+           "recorded_fingerprint", "recorded_folder", "relative_path", "run_data"]
