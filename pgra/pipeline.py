@@ -20,6 +20,7 @@ from .errors import InputError, StaleArtifactError
 from .itself import without_itself
 from .methods import load_run
 from .predictions import Predictor
+from .provenance import check_run_data, run_data
 
 if TYPE_CHECKING:
     from .rerank.core import Reranker
@@ -55,11 +56,14 @@ class Pipeline:
         n = predictor.n_passages
         if n == 0:
             return cls(predictor)
-        data = Path(read_manifest(run, "reader")["data"])
+        data = run_data(run, read_manifest(run, "reader"))
+        check_run_data(run, data, "re-run the experiment (or pgra train) to predict with evidence from this folder")
         reranked = None
         manifest = read_manifest(data, ("reranked", "candidates"))
         if manifest["kind"] == "reranked":
-            reranked, data = data, Path(manifest["candidates"]["path"])
+            from .rerank.core import candidates_of
+
+            reranked, data = data, candidates_of(data, manifest)
         cand = read_candidates_manifest(data)
         index = Index(cand["index"]["path"], device=device, trust_remote_code=trust_remote_code)
         if index.corpus.fingerprint != cand["index"]["corpus_content_sha256"]:

@@ -39,7 +39,9 @@ SKIP_SUFFIXES = {".png", ".safetensors", ".bin", ".pt", ".npy", ".faiss", ".inde
 # checksums of output files that hold floats: their last bits differ between CPUs (AVX-512 against AVX2), so the
 # hash does; the files themselves are compared above after rounding. (Input checksums, such as a corpus's
 # content_sha256 or an annotation file's, stay compared.)
-OUTPUT_HASHES = {"sha256", "predictions_sha256", "data_sha256", "inputs_sha256", "train_sha256"}
+# (The fingerprint a run records of the data folder it read hashes that folder's file checksums: the same.)
+OUTPUT_HASHES = {"sha256", "predictions_sha256", "data_sha256", "inputs_sha256", "train_sha256", "fingerprint",
+                 "data_fingerprint"}
 
 
 def _normal(value, root: str):

@@ -12,6 +12,7 @@ from ..errors import InputError
 from ..interchange import read_records, write_records
 from ..methods import load_run
 from ..predictions import score_lines
+from ..provenance import check_run_data
 
 DATA_KINDS = ("candidates", "reranked")
 
@@ -28,6 +29,9 @@ def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None =
     folder = Path(data) if data else predictor.default_data()
     if folder is None:
         raise InputError(f"{run} does not record its data folder; pass --data", field="data")
+    if not data:  # the run's own folder must still hold what the run read
+        check_run_data(run, folder, "re-run the experiment, or evaluate with --data pointing at a folder that "
+                                    "holds the original")
     manifest = read_manifest(folder, DATA_KINDS)
     task = predictor.task
     theirs = manifest.get("task", {})

@@ -26,6 +26,7 @@ from ..experiment.layout import CELL_GLOB
 from ..markdown import md_row, md_table
 from ..metrics import mean_std
 from ..predictions import checked_cell_results, inputs_fingerprint
+from ..provenance import check_cell_data
 
 STILL_IMPROVING = "↑"
 DETERMINISTIC = "(det.)"
@@ -84,6 +85,7 @@ def collect_cells(directory: str | Path, split: str = "test") -> list[CellResult
         spec = record.get("task_spec")
         task = from_dict(TaskSpec, spec, source=str(path)) if spec else get_task(record["task"])
         results, lines = checked_cell_results(path, record, task)
+        check_cell_data(path.parent, record)  # its data folder was not rebuilt since (by a later experiment)
         cells.append(CellResult(path, {**record, "results": results}, lines[split]))
     _check_shared_inputs(cells, split)
     return cells

@@ -13,6 +13,7 @@ from ..cost import merge_work, metered
 from ..interchange import read_records, write_records
 from ..methods import Method
 from ..predictions import PREDICTIONS_SHA256, score_lines
+from ..provenance import folder_fingerprint, relative_path
 from .layout import CELL_FILE, CELL_KEY_FILE, CellPlan
 
 
@@ -60,7 +61,9 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
               "metric": task.metric, "results": results, "settings": method.settings(),
               "steps": fit.steps, "best_step": fit.best_step, "evaluations": evaluations,
               "still_improving": still, "seed_independent": not method.depends_on_seed(),
-              "lm_cost": cost, "data": {"folder": str(method.data_dir.resolve()), "sha256": data},
+              "lm_cost": cost, "data": {"folder": str(method.data_dir.resolve()),
+                                         "relative": relative_path(method.data_dir, cell.directory),
+                                         "fingerprint": folder_fingerprint(method.data_dir), "sha256": data},
               PREDICTIONS_SHA256: checksums,
               "config": to_dict(method.inputs.settings), "git_commit": source_commit(),
               "versions": library_versions(), "elapsed_s": round(time.time() - start, 1)}

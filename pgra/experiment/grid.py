@@ -86,12 +86,14 @@ class Experiment:
         self.cfg = cfg
         self.out = Path(cfg.out)
         self.tasks = {t: get_task(t) for t in cfg.tasks}  # a task YAML is read once (its name checked: a folder)
+        _check_task_names(self.tasks)
         from ..tasks import task_paths
 
         data_dirs = {t: cell_settings(cfg, t).data_dir for t in cfg.tasks}
         check_disjoint({"out": cfg.out}, {"tasks": [p for t, spec in self.tasks.items()
                                                     for p in task_paths(spec, data_dirs[t])]})
         self.candidates_from = candidates_from
+        self._contents: dict[str, dict[str, Any]] = {}
 
     # ----- stages shared by the cells of a task -----
     def _task_name(self, task: str) -> str:
@@ -120,6 +122,14 @@ class Experiment:
                        out=str(self.stage_dir(task, "reranked")), task="", index=s.index.out,
                        show_progress=s.show_progress)
 
+    def task_content(self, task: str) -> dict[str, Any]:
+        """What of ``task`` changes results (its spec and data files' checksums), read once per experiment."""
+        if task not in self._contents:
+            from ..tasks import task_content
+
+            self._contents[task] = task_content(self.tasks[task], cell_settings(self.cfg, task).data_dir)
+        return self._contents[task]
+
     def _index_key(self) -> str:
         manifest = Path(self.cfg.index.out) / MANIFEST
         return read_json_object(manifest).get("build_key", "unbuilt") if manifest.exists() else "unbuilt"
@@ -130,7 +140,9 @@ class Experiment:
         if retrieve.exclude_ids:  # by content (a key without it, when unset, stays what it was before the option)
             path = Path(retrieve.exclude_ids)
             settings["exclude_ids"] = sha256_file(path) if path.is_file() else f"missing: {path}"
-        candidates = key_of({"retrieve": settings, "index": self._index_key()})
+        # the task's content: its labels, label words, templates, metric and data files (every later stage and cell
+        # reads them through the candidates, so their keys change with it)
+        candidates = key_of({"retrieve": settings, "index": self._index_key(), "task": self.task_content(task)})
         rerank = self.rerank_config(task)
         reranked = key_of({"rerank": {**defining(rerank, ("out", "candidates")), "demos": settings_key(rerank.demos)},
                          "candidates": candidates})
@@ -269,6 +281,16 @@ class Experiment:
         counts = {s: sum(c.status == s for c in cells) for s in ("done", "resume", "stale", "todo")}
         lines.append("cells: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         return "\n".join(lines)
+
+
+def _check_task_names(tasks: dict[str, Any]) -> None:
+    """Two tasks of a grid may not share a name: the name is the task's folder under ``out``."""
+    seen: dict[str, str] = {}
+    for given, spec in tasks.items():
+        if spec.name in seen:
+            raise InputError(f"tasks '{seen[spec.name]}' and '{given}' are both named '{spec.name}' (a task's name is "
+                             "its folder in the experiment): give one of them another name", field="tasks")
+        seen[spec.name] = given
 
 
 def _report_failure(where: str, error: BaseException, directory: Path | None = None) -> None:

@@ -21,8 +21,8 @@ from typing import Any
 
 from ..artifacts import read_json, write_json
 from ..config import result_settings
+from ..provenance import CELL_FILE
 
-CELL_FILE = "cell.json"
 CELL_KEY_FILE = ".cell_key"
 STAGE_KEY_FILE = ".stage_key"
 STAGE_COST_FILE = "cost.json"  # what building the stage spent (pgra.cost.metered), with its stage key

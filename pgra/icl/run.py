@@ -23,6 +23,7 @@ from ..interchange import read_records, write_records
 from ..loading import remote_code_allowed
 from ..lock import locks_output
 from ..predictions import Predictor
+from ..provenance import data_fields, run_data
 from ..selection.base import settings_key, with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
 from .classify import ICLClassifier
@@ -78,7 +79,7 @@ def run_icl(cfg: ICLConfig) -> dict[str, dict[str, Any]]:
         results[split] = score_lines(task, path)
     write_json(out / "metrics.json", {"task": task.name, "metric": task.metric, "results": results})
     write_manifest(out, {"kind": KIND, "task": to_dict(task), "config": to_dict(replace(cfg, demos=clf.selector.settings)),
-                         "selection": clf.selector.describe(), "data": str(data.resolve()),
+                         "selection": clf.selector.describe(), **data_fields(data, out),
                          "train_sha256": sha256_file(data / "train.jsonl"), "cost": clf.cost(), "results": results})
     return results
 
@@ -96,7 +97,7 @@ class ICLPredictor(Predictor):
                                                                  "run's LM", self.run / MANIFEST))
         if device:
             cfg = replace(cfg, device=device)
-        self.data = Path(m["data"])
+        self.data = run_data(self.run, m)
         train = self.data / "train.jsonl"
         if not train.exists() or sha256_file(train) != m["train_sha256"]:
             raise StaleArtifactError(f"the training split {train} the run {self.run} selected demonstrations from "

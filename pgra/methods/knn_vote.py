@@ -19,6 +19,7 @@ from ..errors import InputError
 from ..interchange import read_records, write_records
 from ..itself import without_itself
 from ..predictions import Predictor, prediction_line
+from ..provenance import data_fields, recorded_folder, relative_path, run_data
 from ..tasks import TaskSpec, task_from_manifest
 from .base import FitResult, Method
 
@@ -54,8 +55,8 @@ class KnnVotePredictor(Predictor):
         self.k = int(manifest["k"])
         self.labels: dict[str, str] = read_json(self.run / "train_labels.json")
         self.texts: dict[str, str] = read_json(self.run / "train_texts.json")
-        self.index = Index(manifest["train_index"], device=device, trust_remote_code=trust_remote_code)
-        self._data = manifest.get("data")
+        self.index = Index(recorded_folder(self.run, manifest["train_index"], manifest.get("train_index_relative")), device=device, trust_remote_code=trust_remote_code)
+        self._data = run_data(self.run, manifest)
 
     def neighbours(self, records: list[dict[str, Any]]) -> list[list[str]]:
         """The ids of the k nearest training inputs of each record, nearest first, never the record itself."""
@@ -74,7 +75,7 @@ class KnnVotePredictor(Predictor):
         return lines
 
     def default_data(self) -> Path | None:
-        return Path(self._data) if self._data else None
+        return self._data
 
     def evidence_of(self, record: dict[str, Any], line: dict[str, Any]) -> list[dict[str, Any]]:
         """The voting training inputs, nearest first (no reranker score)."""
@@ -120,8 +121,9 @@ class KnnVote(Method):
         write_json(out / "train_labels.json", {str(r["id"]): str(r["label"]) for r in labelled})
         write_json(out / "train_texts.json", {str(r["id"]): r["text"] for r in labelled})
         write_manifest(out, {"kind": KIND, "task": to_dict(self.inputs.task), "k": k,
-                             "train_index": str((shared / "index").resolve()), "train_inputs": len(labelled),
-                             "data": str(self.data_dir.resolve()), "seed": seed})
+                             "train_index": str((shared / "index").resolve()),
+                             "train_index_relative": relative_path(shared / "index", out), "train_inputs": len(labelled),
+                             **data_fields(self.data_dir, out), "seed": seed})
         return FitResult()
 
     @classmethod

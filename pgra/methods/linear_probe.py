@@ -23,6 +23,7 @@ from ..config import option, to_dict
 from ..errors import InputError
 from ..interchange import read_records
 from ..predictions import Predictor, prediction_line
+from ..provenance import data_fields, run_data
 from ..tasks import TaskSpec, task_from_manifest
 from .base import FitResult, Method
 
@@ -64,7 +65,7 @@ class LinearProbePredictor(Predictor):
         self.encoder_settings = manifest["encoder"]
         self.classes: list[str] = manifest["classes"]
         self.arrays = load_file(str(self.run / WEIGHTS))
-        self._data = manifest.get("data")
+        self._data = run_data(self.run, manifest)
         self.device = device
         self._encoder = None
 
@@ -86,7 +87,7 @@ class LinearProbePredictor(Predictor):
         return lines
 
     def default_data(self) -> Path | None:
-        return Path(self._data) if self._data else None
+        return self._data
 
 
 def make_encoder(settings: dict[str, Any], device: str | None = None):
@@ -180,7 +181,7 @@ class LinearProbe(Method):
             save_file({k: np.ascontiguousarray(v) for k, v in probe["arrays"].items()}, str(tmp))
         write_manifest(out, {"kind": KIND, "task": to_dict(task), "encoder": settings, "c": probe["c"],
                              "dev_scores": probe["dev_scores"], "classes": probe["classes"],
-                             "train_inputs": len(train), "data": str(self.data_dir.resolve()), "seed": seed})
+                             "train_inputs": len(train), **data_fields(self.data_dir, out), "seed": seed})
         return FitResult()
 
     @classmethod

@@ -9,6 +9,7 @@ from typing import Any
 from ..artifacts import MANIFEST, iter_jsonl, read_json
 from ..config import result_settings
 from ..predictions import Predictor
+from ..provenance import run_data
 from .base import FitResult, Method
 
 # settings of a reader cell that do not change what it learns
@@ -38,8 +39,7 @@ class ReaderPredictor(Predictor):
         return prediction_lines(records, preds, self.n_passages)
 
     def default_data(self) -> Path | None:
-        manifest = self.run / MANIFEST
-        return Path(read_json(manifest)["data"]) if manifest.exists() else None
+        return run_data(self.run)
 
 
 class ReaderMethod(Method):

@@ -46,6 +46,7 @@ from ..faults import fault_point
 from ..interchange import read_records, write_records
 from ..lock import locks_output
 from ..progress import progress
+from ..provenance import data_fields
 from ..tasks import TaskSpec, check_label_words, task_from_manifest
 from ..training import (
     EpochSampler,
@@ -345,7 +346,7 @@ def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
         write_json(s.out / "metrics.json", {"task": s.task.name, "metric": s.task.metric,
                                             "best_step": s.state["best_step"], "results": results})
         write_manifest(s.out, {"kind": "reader", "task": to_dict(s.task), "model": cfg.model,
-                               "data": str(s.data_dir.resolve()), "data_kind": s.data_manifest["kind"],
+                               **data_fields(s.data_dir, s.out), "data_kind": s.data_manifest["kind"],
                                "steps": s.state["step"], "best_step": s.state["best_step"], "results": results,
                                "config": asdict(cfg)})
     return results

@@ -27,6 +27,7 @@ from ..corpus import CorpusStore
 from ..errors import StaleArtifactError
 from ..interchange import read_records
 from ..loading import remote_code_allowed
+from ..provenance import check_unchanged, recorded_folder
 from ..selection import get_selector
 from ..selection.base import Selector, with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
@@ -91,7 +92,7 @@ class Reranker:
                                      "changed)")
         kwargs: dict[str, Any] = {"prefix_cache": cfg.prefix_cache, "corpus": corpus}
         if m.get("per_query_demonstrations"):  # each text gets its own demonstrations, as the run's queries did
-            kwargs["selector"] = _refit_selector(m, cfg, task)
+            kwargs["selector"] = _refit_selector(reranked, m, cfg, task)
         else:
             kwargs["demos"] = [Example(str(d["id"]), d["text"], d["label"])
                                for d in read_json(reranked / "demonstrations.json")]
@@ -167,9 +168,19 @@ class Reranker:
         return rows, vecs
 
 
-def _refit_selector(manifest: dict[str, Any], cfg: RerankConfig, task: TaskSpec) -> Selector:
+def candidates_of(reranked: Path, manifest: dict[str, Any]) -> Path:
+    """The candidates folder a reranked folder was made from (relative to it when there: a moved experiment),
+    refused when it no longer holds what the reranker read."""
+    record = manifest["candidates"]
+    folder = recorded_folder(reranked, record["path"], record.get("relative"))
+    check_unchanged(folder, record.get("fingerprint"), str(reranked),
+                    "re-run the experiment (or pgra rerank) to rebuild both folders")
+    return folder
+
+
+def _refit_selector(reranked: Path, manifest: dict[str, Any], cfg: RerankConfig, task: TaskSpec) -> Selector:
     """A reranked folder's per-query selector, fitted again on the training split it selected from."""
-    train_file = Path(manifest["candidates"]["path"]) / "train.jsonl"
+    train_file = candidates_of(reranked, manifest) / "train.jsonl"
     train = [Example(str(r["id"]), r["text"], r.get("label")) for r in read_records(train_file, labels=task.labels)]
     settings = with_index_encoder(replace(cfg.demos), manifest["candidates"]["index"])
     return get_selector(cfg.demo_selection, cfg.num_demos, cfg.seed, settings, lm=cfg.lm).fit(task, train)

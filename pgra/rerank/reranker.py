@@ -34,6 +34,7 @@ from ..faults import fault_point
 from ..interchange import read_records, write_records
 from ..lock import locks_output
 from ..progress import progress
+from ..provenance import folder_fingerprint, relative_path
 from ..retrieval.retrieve import read_candidates_manifest
 from ..selection import get_selector
 from ..selection.base import with_index_encoder
@@ -256,7 +257,8 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         "demonstrations": [d.id for d in demos], "prompt_prefix": prefix, "k": cfg.k or cand["k"],
         "top_d": cfg.top_d, "counts": counts, "queries_with_fewer_than_d": short,
         "embedding": {**total, **info}, "selection_cost": selection["cost"],
-        "candidates": {"path": str(cand_dir.resolve()), "index": cand["index"]},
+        "candidates": {"path": str(cand_dir.resolve()), "relative": relative_path(cand_dir, out),
+                       "fingerprint": folder_fingerprint(cand_dir), "index": cand["index"]},
         "config": asdict(cfg),
         "files": {n: file_record(out / n) for n in [f"{sp}.jsonl" for sp in splits] + ["demonstrations.json"]},
     })

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..artifacts import iter_jsonl, require_file, sha256_file
+from ..config import to_dict
 from ..errors import InputError
 from .spec import DataSpec, TaskSpec
 
@@ -61,6 +62,28 @@ def task_paths(task: TaskSpec, data_dir: str | Path) -> list[str]:
     if isinstance(base, Path):
         paths += [str(base), *(str(base / f) for f in task.data.files.values())]
     return paths
+
+
+# what of a task does not change a result: its description, and where the spec came from (a YAML task's path is
+# in the stage settings already)
+_COSMETIC = ("description", "source")
+
+
+def task_content(task: TaskSpec, data_dir: str | Path) -> dict[str, Any]:
+    """Everything of a task that changes a result, for the keys of the stages and cells that read it: its spec
+    (labels, label words, templates, metric, data settings) and the SHA-256 of every data file it reads (a
+    dataset on the Hugging Face Hub is named, not hashed: its revision is the dataset's)."""
+    spec = {k: v for k, v in to_dict(task).items() if k not in _COSMETIC}
+    base = resolve_data_path(task.data, data_dir)
+    if not isinstance(base, Path):
+        return {"spec": spec, "data": str(base)}
+    if task.data.format == "hf":
+        files = sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else []
+        names = {p.relative_to(base).as_posix(): p for p in files}
+    else:
+        names = {split: base / name for split, name in task.data.files.items()}
+    return {"spec": spec, "data_sha256": {n: sha256_file(p) if p.is_file() else "missing"
+                                          for n, p in sorted(names.items())}}
 
 
 # ---------------------------------------------------------------- raw row readers: (line, {field: value})
