@@ -23,6 +23,7 @@ from .errors import InputError, clip, shorten
 T = TypeVar("T")
 BASE_KEY = "base"
 MAX_YAML_NODES = 100_000  # a YAML document expanding (aliases included) to more nodes is refused
+MAX_YAML_DEPTH = 100  # brackets nested deeper ([[[[...) are refused while scanning, before PyYAML recurses
 IO_ROLES = ("in", "out", "base", "store")
 # undeclared fields with these names are input paths when they name something on disk (a model folder)
 _INPUT_NAMES = ("model", "lm", "encoder", "corpus")
@@ -348,11 +349,22 @@ def _expanded_size(root: yaml.Node, limit: int) -> int:
     return sizes[id(root)]
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that stops at MAX_YAML_DEPTH nested brackets: PyYAML composes recursively, and a few
+    thousand ``[`` take seconds to reach Python's recursion limit."""
+
+    def fetch_more_tokens(self) -> None:
+        if self.flow_level > MAX_YAML_DEPTH:
+            raise YAMLTooLargeError(f"the document is nested too deeply (more than {MAX_YAML_DEPTH} levels of "
+                                    "brackets); refused")
+        super().fetch_more_tokens()
+
+
 def safe_load_yaml(text: str, limit: int = MAX_YAML_NODES) -> Any:
     """``yaml.safe_load`` bounded: a document whose aliases expand it past ``limit`` nodes (a "billion laughs"
     of a few hundred bytes) is a YAMLTooLargeError before anything is built. Anchors and aliases within the
     bound work as usual."""
-    loader = yaml.SafeLoader(text)
+    loader = _BoundedLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 # derandomize: a fixed sequence of examples (no database, no random seed); deadline=None: a loaded CI machine
 # is slow now and then, which is not a failure
-FUZZ = settings(max_examples=int(os.environ.get("PGRA_FUZZ_EXAMPLES", "60")), deadline=None, derandomize=True,
+FUZZ = settings(max_examples=int(os.environ.get("PGRA_FUZZ_EXAMPLES", "40")), deadline=None, derandomize=True,
                 database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 # strings a loader treats specially somewhere: YAML/JSON look-alikes, booleans, null words, paths that escape a
