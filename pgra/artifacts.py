@@ -7,6 +7,7 @@ starts rewriting a directory, so a killed run never leaves a partial result that
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import json
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import IncompleteArtifactError, InputError, StaleArtifactError, shorten
+from .errors import IncompleteArtifactError, InputError, StaleArtifactError, clip, shorten
 from .faults import fault_point
 
 MANIFEST = "manifest.json"
@@ -107,6 +108,8 @@ def describe_path(path: str | Path) -> str:
         return "not found (a folder above it is a file)"
     except OSError as e:
         return f"not accessible ({e.strerror})"
+    except ValueError:  # a NUL character: no file system has such a name
+        return "not found (the name holds a NUL character)"
     for test, what in ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
                        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device")):
@@ -279,17 +282,39 @@ def verify_run(run: str | Path) -> None:
             verify_safetensors(folder)
 
 
+def parse_json(text: str | bytes, path: str | Path, line: int | None = None) -> Any:
+    """One JSON document of user input; anything unreadable is an InputError naming the file (and line): bad
+    JSON, bytes that are not UTF-8, nesting too deep for the parser, an integer of more than 4,300 digits."""
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"invalid JSON ({e})", path=path, line=line) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text ({e.reason} at byte {e.start})", path=path, line=line) from None
+    except RecursionError:
+        raise InputError("invalid JSON (nested too deeply)", path=path, line=line) from None
+    except ValueError as e:  # int('9' * 5000): Python refuses to convert integers past 4,300 digits
+        raise InputError(f"invalid JSON ({clip(str(e))})", path=path, line=line) from None
+
+
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each non-blank line; bad JSON or a non-object names the file and line."""
+    """``(line number, object)`` for each non-blank line; bad JSON (or bytes that are not UTF-8) or a non-object
+    names the file and line."""
     path = require_file(path)
-    with open(path, encoding="utf-8-sig") as f:  # a UTF-8 byte order mark is not part of the first line
+    with open(path, "rb") as f:  # bytes: a line that is not UTF-8 is named by its number
         for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
+            if line_no == 1 and line.startswith(codecs.BOM_UTF8):  # a byte order mark is not part of the line
+                line = line[len(codecs.BOM_UTF8):]
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"invalid JSON ({e})", path=path, line=line_no) from None
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(f"not UTF-8 text ({e.reason} at byte {e.start} of the line)", path=path,
+                                 line=line_no) from None
+            if not text.strip():
+                continue
+            obj = parse_json(text, path, line_no)
             if not isinstance(obj, dict):
                 raise InputError("expected a JSON object", path=path, line=line_no)
             yield line_no, obj

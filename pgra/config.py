@@ -23,6 +23,7 @@ from .errors import InputError, clip, shorten
 T = TypeVar("T")
 BASE_KEY = "base"
 MAX_YAML_NODES = 100_000  # a YAML document expanding (aliases included) to more nodes is refused
+MAX_YAML_DEPTH = 100  # brackets nested deeper ([[[[...) are refused while scanning, before PyYAML recurses
 IO_ROLES = ("in", "out", "base", "store")
 # undeclared fields with these names are input paths when they name something on disk (a model folder)
 _INPUT_NAMES = ("model", "lm", "encoder", "corpus")
@@ -136,7 +137,13 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
             raise InputError(f"expected a mapping, got {shorten(value)}", path=source, field=key)
-        return dict(value)
+        key_tp, value_tp = typing.get_args(tp) or (Any, Any)  # dict[str, str]: `train: 5` is "5", `train: ~` an error
+        out = {}
+        for k, v in value.items():
+            if v is None and value_tp in (str, int, float, bool):
+                raise InputError(f"expected {value_tp.__name__}, got None", path=source, field=f"{key}.{clip(str(k), 100)}")
+            out[_coerce(k, key_tp, key, source)] = _coerce(v, value_tp, f"{key}.{clip(str(k), 100)}", source)
+        return out
     try:
         if tp is bool and isinstance(value, str):
             if value.lower() in {"true", "1", "yes", "on"}:
@@ -148,7 +155,7 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
             if tp is int and isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)
             return tp(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: float(10**400)
         raise InputError(f"expected {tp.__name__}, got {shorten(value)}", path=source, field=key) from None
     return value
 
@@ -311,8 +318,12 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
                              field=key.strip()) from None
         node = out
         *parents, leaf = key.strip().split(".")
-        for p in parents:
+        for i, p in enumerate(parents):
             node = node.setdefault(p, {})
+            if not isinstance(node, dict):  # `a=1 a.b=2`: a cannot be both a value and a section
+                above = ".".join(parents[: i + 1])
+                raise InputError(f"an earlier override sets '{clip(above, 100)}' to {shorten(node)}; it cannot also "
+                                 "hold keys", field=clip(key.strip(), 100))
         node[leaf] = value
     return out
 
@@ -355,11 +366,22 @@ def _expanded_size(root: yaml.Node, limit: int) -> int:
     return sizes[id(root)]
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that stops at MAX_YAML_DEPTH nested brackets: PyYAML composes recursively, and a few
+    thousand ``[`` take seconds to reach Python's recursion limit."""
+
+    def fetch_more_tokens(self) -> None:
+        if self.flow_level > MAX_YAML_DEPTH:
+            raise YAMLTooLargeError(f"the document is nested too deeply (more than {MAX_YAML_DEPTH} levels of "
+                                    "brackets); refused")
+        super().fetch_more_tokens()
+
+
 def safe_load_yaml(text: str, limit: int = MAX_YAML_NODES) -> Any:
     """``yaml.safe_load`` bounded: a document whose aliases expand it past ``limit`` nodes (a "billion laughs"
     of a few hundred bytes) is a YAMLTooLargeError before anything is built. Anchors and aliases within the
     bound work as usual."""
-    loader = yaml.SafeLoader(text)
+    loader = _BoundedLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -369,6 +391,8 @@ def safe_load_yaml(text: str, limit: int = MAX_YAML_NODES) -> Any:
             raise YAMLTooLargeError(f"the document expands to more than {limit:,} values (aliases of aliases?); "
                                     "refused")
         return loader.construct_document(node)
+    except RecursionError:  # PyYAML composes and constructs recursively: `[[[[...` thousands deep
+        raise YAMLTooLargeError("the document is nested too deeply; refused") from None
     finally:
         loader.dispose()
 
@@ -382,8 +406,8 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         data = safe_load_yaml(path.read_text(encoding="utf-8-sig")) or {}
     except yaml.YAMLError as e:
         raise InputError(f"invalid YAML: {clip(str(e), 400)}", path=path) from None
-    except RecursionError:
-        raise InputError("invalid YAML: nested too deeply", path=path) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text ({e.reason} at byte {e.start})", path=path) from None
     if not isinstance(data, dict):
         raise InputError("a config file must hold a mapping at top level", path=path)
     return data
@@ -406,11 +430,15 @@ def resolve_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, An
         bases = [bases]
     if not isinstance(bases, list) or not all(isinstance(b, str) and b for b in bases):
         raise InputError("'base' must be a file name or a list of file names", path=path, field=BASE_KEY)
+    from .artifacts import describe_path
+
     merged: dict[str, Any] = {}
     for base in bases:
         base_path = path.parent / base
-        if not base_path.is_file():
-            raise InputError(f"base config '{base}' not found (looked for {base_path})", path=path,
+        found = describe_path(base_path)  # not Path.is_file: that raises on a name too long for the file system
+        if found != "a file":
+            said = found if found.startswith("not ") else f"is {found}, not a file"
+            raise InputError(f"base config {shorten(base)} {said} (looked for {clip(str(base_path))})", path=path,
                              field=BASE_KEY)
         merged = merge(merged, resolve_yaml(base_path, (*_seen, path)))
     return merge(merged, data)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .artifacts import atomic_path, iter_jsonl
-from .errors import InputError
+from .errors import InputError, shorten
 from .tasks.loaders import Example
 
 
@@ -47,15 +47,37 @@ def read_records(path: str | Path, labels: list[str] | None = None) -> Iterator[
                 raise InputError("missing field", path=path, line=line_no, field=key)
         if not isinstance(rec["text"], str) or not rec["text"].strip():
             raise InputError("empty text", path=path, line=line_no, field="text")
+        if not _is_id(rec["id"]):
+            raise InputError(f"an id is a string or an integer, not {shorten(rec['id'], 60)}", path=path,
+                             line=line_no, field="id")
         rid = str(rec["id"])
         if rid in seen:
             raise InputError(f"duplicate id '{rid}'", path=path, line=line_no, field="id")
         seen.add(rid)
         if labels is not None and "label" in rec and str(rec["label"]) not in labels:
-            raise InputError(f"unknown label '{rec['label']}' (labels: {labels})", path=path, line=line_no,
-                             field="label")
-        for j, ctx in enumerate(rec.get("ctxs", [])):
-            if not isinstance(ctx, dict) or "id" not in ctx or "text" not in ctx:
-                raise InputError(f"ctxs[{j}] must have 'id' and 'text'", path=path, line=line_no,
-                                 field="ctxs")
+            raise InputError(f"unknown label {shorten(rec['label'], 60)} (labels: {labels})", path=path,
+                             line=line_no, field="label")
+        _check_ctxs(rec.get("ctxs", []), path, line_no)
         yield rec
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+def _check_ctxs(ctxs: Any, path: Path, line_no: int) -> None:
+    """A record's evidence as every stage reads it: a list of objects, each with an id (a string or an integer),
+    a text (a string) and, when given, a numeric score."""
+    if not isinstance(ctxs, list):
+        raise InputError(f"must be a list of evidence objects, not {shorten(ctxs, 60)}", path=path, line=line_no,
+                         field="ctxs")
+    for j, ctx in enumerate(ctxs):
+        if not isinstance(ctx, dict) or "id" not in ctx or "text" not in ctx:
+            raise InputError(f"ctxs[{j}] must have 'id' and 'text'", path=path, line=line_no, field="ctxs")
+        if not _is_id(ctx["id"]) or not isinstance(ctx["text"], str):
+            raise InputError(f"ctxs[{j}] needs a string or integer 'id' and a string 'text'", path=path,
+                             line=line_no, field="ctxs")
+        score = ctx.get("score")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+            raise InputError(f"ctxs[{j}].score must be a number, not {shorten(score, 60)}", path=path,
+                             line=line_no, field="ctxs")

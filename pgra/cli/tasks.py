@@ -65,7 +65,10 @@ def show_task(task: Any, data_dir: str) -> None:
             seen.add(ex.label)
         if len(demos) == min(2, task.num_labels):
             break
-    query = next(ex for ex in train if ex not in demos)
+    query = next((ex for ex in train if ex not in demos), None)
+    if query is None:  # train is one example of each label shown (or fewer): no sentence left to classify
+        print(f"\n(no example prompt: train has {len(train)} example(s), all shown as demonstrations)")
+        return
     print(f"\nexample reranker prompt ({len(demos)} demonstrations from train, then a training sentence):")
     print("-" * 60)
     print(build_prompt(task, demos, query.text))

@@ -6,8 +6,9 @@ InputError naming the file, line and field. Nothing is silently mapped to a defa
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import csv
-import json
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -16,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import iter_jsonl, require_file, sha256_file
+from ..artifacts import iter_jsonl, parse_json, require_file, sha256_file
 from ..config import to_dict
-from ..errors import InputError
+from ..errors import InputError, clip, shorten
 from .spec import DataSpec, TaskSpec
 
 SPLITS = ("train", "dev", "test")
@@ -96,44 +97,53 @@ def _open_text(path: Path):
     return open(path, encoding="utf-8-sig", newline="")  # a UTF-8 byte order mark is not part of the first row
 
 
-def _read_lmbff(path: Path, layout: str) -> Iterator[tuple[int, dict[str, Any]]]:
+@contextlib.contextmanager
+def _text_errors(path: Path) -> Iterator[None]:
+    """Bytes that are not UTF-8, or a row the csv module cannot split (an unclosed quote running past the field
+    size limit), read inside this block: an InputError naming the file."""
     try:
-        with _open_text(path) as f:
-            if layout == "sst2_tsv":
-                reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-                header = next(reader, None)
-                if header is None:
-                    return
-                if "sentence" not in header or "label" not in header:
-                    raise InputError(f"header {header} lacks a 'sentence' or 'label' column", path=path, line=1,
-                                     field="sentence" if "sentence" not in header else "label")
-                s, lab = header.index("sentence"), header.index("label")
-                for i, row in enumerate(reader, start=2):
-                    if not row:
-                        continue
-                    if len(row) <= max(s, lab):
-                        raise InputError(f"{len(row)} columns, header has {len(header)}", path=path, line=i)
-                    yield i, {"text": row[s], "label": row[lab]}
-            elif layout == "cola_tsv":
-                for i, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
-                    if not row:
-                        continue
-                    if len(row) < 4:
-                        raise InputError(f"{len(row)} columns, CoLA rows have 4 (source, label, mark, sentence)",
-                                         path=path, line=i, field="sentence")
-                    yield i, {"text": row[3], "label": row[1]}
-            elif layout == "csv":
-                for i, row in enumerate(csv.reader(f), start=1):
-                    if not row:
-                        continue
-                    if len(row) < 2:
-                        raise InputError("expected 'label,sentence'", path=path, line=i, field="sentence")
-                    yield i, {"text": ",".join(row[1:]) if len(row) > 2 else row[1], "label": row[0]}
-            else:
-                raise InputError(f"unknown LM-BFF layout '{layout}' (sst2_tsv, cola_tsv, csv)", path=path,
-                                 field="lmbff_layout")
+        yield
     except UnicodeDecodeError as e:
         raise InputError(f"undecodable bytes (not UTF-8): {e}", path=path) from None
+    except csv.Error as e:
+        raise InputError(f"unreadable CSV ({e})", path=path) from None
+
+
+def _read_lmbff(path: Path, layout: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    with _text_errors(path), _open_text(path) as f:
+        if layout == "sst2_tsv":
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            header = next(reader, None)
+            if header is None:
+                return
+            if "sentence" not in header or "label" not in header:
+                raise InputError(f"header {header} lacks a 'sentence' or 'label' column", path=path, line=1,
+                                 field="sentence" if "sentence" not in header else "label")
+            s, lab = header.index("sentence"), header.index("label")
+            for i, row in enumerate(reader, start=2):
+                if not row:
+                    continue
+                if len(row) <= max(s, lab):
+                    raise InputError(f"{len(row)} columns, header has {len(header)}", path=path, line=i)
+                yield i, {"text": row[s], "label": row[lab]}
+        elif layout == "cola_tsv":
+            for i, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
+                if not row:
+                    continue
+                if len(row) < 4:
+                    raise InputError(f"{len(row)} columns, CoLA rows have 4 (source, label, mark, sentence)",
+                                     path=path, line=i, field="sentence")
+                yield i, {"text": row[3], "label": row[1]}
+        elif layout == "csv":
+            for i, row in enumerate(csv.reader(f), start=1):
+                if not row:
+                    continue
+                if len(row) < 2:
+                    raise InputError("expected 'label,sentence'", path=path, line=i, field="sentence")
+                yield i, {"text": ",".join(row[1:]) if len(row) > 2 else row[1], "label": row[0]}
+        else:
+            raise InputError(f"unknown LM-BFF layout '{layout}' (sst2_tsv, cola_tsv, csv)", path=path,
+                             field="lmbff_layout")
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -142,27 +152,39 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _read_json(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with _open_text(path) as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise InputError(f"invalid JSON ({e})", path=path) from None
+    require_file(path, "data file", hint=_DATA_HINT)
+    raw = path.read_bytes()
+    data = parse_json(raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw, path)
     if not isinstance(data, list):
         raise InputError("expected a JSON list of objects", path=path)
-    yield from enumerate(data, start=1)
+    for i, row in enumerate(data, start=1):  # "line" i: the i-th item of the list
+        if not isinstance(row, dict):
+            raise InputError(f"item {i} of the list is {shorten(row, 60)}, not an object", path=path, line=i)
+        yield i, row
 
 
 def _read_delimited(path: Path, delimiter: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    with _open_text(path) as f:
-        yield from enumerate(csv.DictReader(f, delimiter=delimiter), start=2)
+    with _text_errors(path), _open_text(path) as f:
+        reader = csv.DictReader(f, delimiter=delimiter)
+        for line, row in enumerate(reader, start=2):
+            if None in row:  # DictReader files the values past the header's columns under None
+                header = len(reader.fieldnames or [])
+                sep = "tab" if delimiter == "\t" else "comma"
+                raise InputError(f"{header + len(row[None])} columns, the header has {header} (a {sep} in a value "
+                                 "that is not quoted?)", path=path, line=line)
+            yield line, row
 
 
 def _read_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if not path.is_file():
-        raise InputError("data file not found", path=path)
-    yield from enumerate(pq.read_table(path).to_pylist(), start=1)
+    require_file(path, "data file", hint=_DATA_HINT)
+    try:
+        table = pq.read_table(path)
+    except pa.ArrowException as e:  # not Parquet, truncated, corrupted
+        raise InputError(f"not a readable Parquet file ({clip(str(e))})", path=path) from None
+    yield from enumerate(table.to_pylist(), start=1)
 
 
 def _read_hf(spec: DataSpec, location: Path | str, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
