@@ -26,6 +26,7 @@ MAX_YAML_NODES = 100_000  # a YAML document expanding (aliases included) to more
 IO_ROLES = ("in", "out", "base", "store")
 # undeclared fields with these names are input paths when they name something on disk (a model folder)
 _INPUT_NAMES = ("model", "lm", "encoder", "corpus")
+SEED_MAX = 2**32 - 1  # every seed option is declared option(min=0, max=SEED_MAX): what numpy's and torch's seeding take
 
 
 def option(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, help: str = "",
@@ -136,13 +137,12 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
         if not isinstance(value, dict):
             raise InputError(f"expected a mapping, got {shorten(value)}", path=source, field=key)
         return dict(value)
+    if tp is bool and not isinstance(value, bool):  # "no" (quoted) or 0 is no boolean: never read as one
+        raise InputError(f"expected true or false (a YAML boolean, unquoted), got {shorten(value)}", path=source,
+                         field=key)
+    if tp in (int, float) and isinstance(value, bool):  # `k: true` is no number
+        raise InputError(f"expected {tp.__name__}, got {shorten(value)}", path=source, field=key)
     try:
-        if tp is bool and isinstance(value, str):
-            if value.lower() in {"true", "1", "yes", "on"}:
-                return True
-            if value.lower() in {"false", "0", "no", "off"}:
-                return False
-            raise ValueError(value)
         if tp in (int, float, str) and not isinstance(value, tp):
             if tp is int and isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)
@@ -172,12 +172,16 @@ def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None,
         if repeated:
             raise InputError(f"lists {shorten(repeated[0])} more than once ({shorten(value)}); each value may "
                              "appear once", path=source, field=key)
-    if _number(value):
-        low, high, above = (f.metadata.get(k) for k in ("min", "max", "above"))
-        for bound, bad, words in ((low, lambda b: value < b, "at least"), (high, lambda b: value > b, "at most"),
-                                  (above, lambda b: value <= b, "greater than")):
-            if bound is not None and bad(bound):
-                raise InputError(f"must be {words} {bound:g}, got {value!r}", path=source, field=key)
+    low, high, above = (f.metadata.get(k) for k in ("min", "max", "above"))
+    for v in (value if isinstance(value, list) else [value]):  # a list's bounds hold for each item (seeds)
+        if not _number(v):
+            continue
+        for bound, bad, words in ((low, low is not None and v < low, "at least"),
+                                  (high, high is not None and v > high, "at most"),
+                                  (above, above is not None and v <= above, "greater than")):
+            if bad:
+                shown = bound if isinstance(bound, int) else f"{bound:g}"
+                raise InputError(f"must be {words} {shown}, got {v!r}", path=source, field=key)
     if f.metadata.get("names"):
         from .artifacts import safe_name
 
