@@ -24,7 +24,7 @@ from ..artifacts import read_json, write_json, write_text
 from ..errors import InputError
 from ..experiment.layout import CELL_GLOB
 from ..metrics import mean_std
-from ..predictions import checked_cell_results, inputs_fingerprint
+from ..predictions import checked_cell_results, inputs_fingerprint, read_cell
 
 STILL_IMPROVING = "↑"
 DETERMINISTIC = "(det.)"
@@ -77,8 +77,8 @@ def collect_cells(directory: str | Path, split: str = "test") -> list[CellResult
                          path=directory)
     cells = []
     for path in paths:
-        record = read_json(path)
-        if split not in record.get("results", {}):
+        record = read_cell(path)  # a hand-edited cell.json (a string seed, a list): one error line naming it
+        if split not in record["results"]:
             raise InputError(f"cell has no '{split}' results", path=path, field="results")
         spec = record.get("task_spec")
         task = from_dict(TaskSpec, spec, source=str(path)) if spec else get_task(record["task"])
