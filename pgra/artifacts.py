@@ -126,6 +126,19 @@ def require_file(path: str | Path, what: str = "file", field: str | None = None,
     raise InputError(said + (f" ({hint})" if hint else ""), path=path, field=field)
 
 
+def read_utf8(path: str | Path, what: str = "file", field: str | None = None) -> str:
+    """The text of the regular file ``path`` (UTF-8, a leading BOM dropped); a file of other bytes (Latin-1,
+    UTF-16, binary) is an InputError naming the file, the line of the first undecodable byte and ``field``."""
+    path = require_file(path, what, field=field)
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        at = e.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)
+        raise InputError(f"undecodable bytes (not UTF-8) at byte {at}: save the {what} as UTF-8", path=path,
+                         line=raw[:at].count(b"\n") + 1, field=field) from None
+
+
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 
 
