@@ -295,8 +295,13 @@ def verify_run(run: str | Path) -> None:
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each non-blank line; bad JSON or a non-object names the file and line."""
     path = require_file(path)
-    with open(path, encoding="utf-8-sig") as f:  # a UTF-8 byte order mark is not part of the first line
-        for line_no, line in enumerate(f, start=1):
+    with open(path, "rb") as f:  # decoded line by line: a byte that is not UTF-8 is named with its line
+        for line_no, raw in enumerate(f, start=1):
+            try:  # a UTF-8 byte order mark is not part of the first line
+                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(f"undecodable bytes (not UTF-8) at byte {e.start} of the line", path=path,
+                                 line=line_no) from None
             if not line.strip():
                 continue
             try:

@@ -362,11 +362,12 @@ def safe_load_yaml(text: str, limit: int = MAX_YAML_NODES) -> Any:
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """One YAML file's mapping, as written (no ``base`` resolution); bounded (see :func:`safe_load_yaml`)."""
-    from .artifacts import require_file
+    from .artifacts import read_utf8
 
-    path = require_file(path, "config file")
+    text = read_utf8(path, "config file")
+    path = Path(path)
     try:
-        data = safe_load_yaml(path.read_text(encoding="utf-8-sig")) or {}
+        data = safe_load_yaml(text) or {}
     except yaml.YAMLError as e:
         raise InputError(f"invalid YAML: {clip(str(e), 400)}", path=path) from None
     except RecursionError:

@@ -76,6 +76,7 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     check_disjoint({"out": cfg.out}, {"task": task_paths(task, cfg.data_dir)})
     data = load_task(task, cfg.data_dir, splits=tuple(cfg.splits))
     index = Index(cfg.index, device=cfg.device, trust_remote_code=cfg.trust_remote_code)
+    excluded = read_excluded_ids(cfg.exclude_ids) if cfg.exclude_ids else set()  # a bad file: nothing written yet
     out = Path(cfg.out)
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
@@ -83,7 +84,6 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     ctx.barrier()
     parts = out / ".parts"
     counts: dict[str, int] = {}
-    excluded = read_excluded_ids(cfg.exclude_ids) if cfg.exclude_ids else set()
     removed: dict[str, int] = {}
     for split in cfg.splits:
         n = int(cfg.split_sizes.get(split, cfg.max_examples))
