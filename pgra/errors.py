@@ -89,4 +89,3 @@ def os_error_of(error: BaseException) -> OSError | None:
         return None
     at = re.search(r'at path "([^"]+)"', str(error))  # a temporary file in the folder being written
     return OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(Path(at.group(1)).parent) if at else None)
-

@@ -63,13 +63,14 @@ class Pipeline:
         if manifest["kind"] == "reranked":
             reranked, data = data, Path(manifest["candidates"]["path"])
         cand = read_candidates_manifest(data)
+        excluded = recorded_exclusions(cand, data)  # refused before any model loads when its file changed
         index = Index(cand["index"]["path"], device=device, trust_remote_code=trust_remote_code)
         if index.corpus.fingerprint != cand["index"]["corpus_content_sha256"]:
             raise StaleArtifactError(f"index {cand['index']['path']} holds another corpus than the one {data} was "
                                      "retrieved from")
         reranking = Reranker.load(reranked, index.corpus, device, trust_remote_code) if reranked is not None else None
         return cls(predictor, index, int(cand["k"]), bool(cand["config"].get("exclude_query_text")), reranking, n,
-                   recorded_exclusions(cand, data))
+                   excluded)
 
     def retrieve(self, texts: list[str]) -> list[list[dict[str, Any]]]:
         """The evidence each text gets (first stage, then the reranker when the run used one)."""
