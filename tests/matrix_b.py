@@ -196,3 +196,57 @@ def train_on_full_disk(w: dict) -> list[str]:
     w["mp"].setattr(safetensors.torch, "serialize_file", full)
     return ["train", "--data", str(w["cands"]), "--model", str(model), "--out", str(w["tmp"] / "o"), "--max-steps",
             "1"]
+
+
+def latin1_csv_task(w: dict) -> Path:
+    """The sky task as CSV files whose train.csv has a Latin-1 3rd line (the header is line 1)."""
+    import csv
+    import io
+
+    import yaml
+
+    data = w["tmp"] / "latin-csv"
+    data.mkdir()
+    for split in ("train", "test"):
+        rows = [json.loads(x) for x in (w["tmp"] / "skydata" / f"{split}.jsonl").read_text().splitlines()]
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(["text", "label"])
+        writer.writerows([r["text"], r["label"]] for r in rows)
+        raw = text.getvalue().encode()
+        if split == "train":
+            lines = raw.splitlines(keepends=True)
+            lines[2] = lines[2].replace(b"The", "Thé".encode("latin-1"), 1)
+            raw = b"".join(lines)
+        (data / f"{split}.csv").write_bytes(raw)
+    spec = yaml.safe_load(w["task"].read_text())
+    spec["data"] = {"format": "csv", "path": "latin-csv", "files": {"train": "train.csv", "test": "test.csv"},
+                    "dev_fraction": 0.15}
+    path = w["tmp"] / "latin-csv-task.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def cell_with_latin1_predictions(w: dict) -> Path:
+    """An experiment folder whose one cell (written before cells recorded checksums) has test predictions with a
+    Latin-1 2nd line."""
+    folder = edited_cell(w, {"predictions_sha256": None})
+    path = folder / "sky" / "fid" / "seed-1" / "predictions_test.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b"input", "inpüt".encode("latin-1"), 1)
+    path.write_bytes(b"".join(lines))
+    return folder
+
+
+def latin1_data(w: dict) -> Path:
+    """A copy of the candidates folder (its manifest without file checksums) whose train.jsonl has a Latin-1 2nd
+    line."""
+    d = w["tmp"] / "latin-cands"
+    shutil.copytree(w["cands"], d)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest.pop("files")
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    lines = (d / "train.jsonl").read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b"The", "Thé".encode("latin-1"), 1)
+    (d / "train.jsonl").write_bytes(b"".join(lines))
+    return d

@@ -481,6 +481,10 @@ CASES: list[tuple[str, Callable[[dict], list[str]], Any]] = [
     ("config file not UTF-8", lambda w: ["train", "--config", str(B.latin1(w, "c.yaml", b"# note\n"))], "c.yaml"),
     ("task YAML not UTF-8", lambda w: _retrieve(w, w["tmp"] / "o", task=B.latin1(w, "t.yaml", b"# task\n")), "t.yaml"),
     ("task data file not UTF-8", lambda w: _retrieve(w, w["tmp"] / "o", task=B.latin1_task(w)), "train.jsonl:2"),
+    ("task CSV data not UTF-8", lambda w: _retrieve(w, w["tmp"] / "o", task=B.latin1_csv_task(w)), "train.csv:3"),
+    ("train data not UTF-8", lambda w: _train(w, w["tmp"] / "o", data=B.latin1_data(w)), "train.jsonl:2"),
+    ("report: predictions not UTF-8", lambda w: ["report", str(B.cell_with_latin1_predictions(w))],
+     "predictions_test.jsonl:2"),
     ("peek a file not UTF-8", lambda w: ["peek", str(B.latin1(w, "p.jsonl", b'{"id": 1, "text": "a", "ctxs": []}\n'))],
      "p.jsonl"),
     # seeds outside 0 .. 2**32 - 1, on every command that takes one (flags, key=value, YAML, lists, nested)

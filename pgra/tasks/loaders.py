@@ -7,6 +7,7 @@ InputError naming the file, line and field. Nothing is silently mapped to a defa
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import iter_jsonl, require_file, sha256_file
+from ..artifacts import iter_jsonl, read_utf8, require_file, sha256_file
 from ..errors import InputError
 from .spec import DataSpec, TaskSpec
 
@@ -68,9 +69,11 @@ def task_paths(task: TaskSpec, data_dir: str | Path) -> list[str]:
 _DATA_HINT = "run `pgra download-data` or check the task's data.path"
 
 
-def _open_text(path: Path):
+def _open_text(path: Path) -> io.StringIO:
     require_file(path, "data file", hint=_DATA_HINT)
-    return open(path, encoding="utf-8-sig", newline="")  # a UTF-8 byte order mark is not part of the first row
+    # decoded whole (a UTF-8 byte order mark is not part of the first row; a byte that is not UTF-8 is named with
+    # its line), newlines kept as written for csv
+    return io.StringIO(read_utf8(path, "data file"), newline="")
 
 
 def _read_lmbff(path: Path, layout: str) -> Iterator[tuple[int, dict[str, Any]]]:
