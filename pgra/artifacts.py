@@ -7,7 +7,6 @@ starts rewriting a directory, so a killed run never leaves a partial result that
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import hashlib
 import json
@@ -127,6 +126,19 @@ def require_file(path: str | Path, what: str = "file", field: str | None = None,
         return path
     said = f"{what} {found}" if found.startswith("not ") else f"this is {found}, not a {what}"
     raise InputError(said + (f" ({hint})" if hint else ""), path=path, field=field)
+
+
+def read_utf8(path: str | Path, what: str = "file", field: str | None = None) -> str:
+    """The text of the regular file ``path`` (UTF-8, a leading BOM dropped); a file of other bytes (Latin-1,
+    UTF-16, binary) is an InputError naming the file, the line of the first undecodable byte and ``field``."""
+    path = require_file(path, what, field=field)
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        at = e.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)
+        raise InputError(f"undecodable bytes (not UTF-8) at byte {at}: save the {what} as UTF-8", path=path,
+                         line=raw[:at].count(b"\n") + 1, field=field) from None
 
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
@@ -303,18 +315,16 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each non-blank line; bad JSON (or bytes that are not UTF-8) or a non-object
     names the file and line."""
     path = require_file(path)
-    with open(path, "rb") as f:  # bytes: a line that is not UTF-8 is named by its number
-        for line_no, line in enumerate(f, start=1):
-            if line_no == 1 and line.startswith(codecs.BOM_UTF8):  # a byte order mark is not part of the line
-                line = line[len(codecs.BOM_UTF8):]
-            try:
-                text = line.decode("utf-8")
+    with open(path, "rb") as f:  # decoded line by line: a byte that is not UTF-8 is named with its line
+        for line_no, raw in enumerate(f, start=1):
+            try:  # a UTF-8 byte order mark is not part of the first line
+                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
             except UnicodeDecodeError as e:
-                raise InputError(f"not UTF-8 text ({e.reason} at byte {e.start} of the line)", path=path,
+                raise InputError(f"undecodable bytes (not UTF-8) at byte {e.start} of the line", path=path,
                                  line=line_no) from None
-            if not text.strip():
+            if not line.strip():
                 continue
-            obj = parse_json(text, path, line_no)
+            obj = parse_json(line, path, line_no)
             if not isinstance(obj, dict):
                 raise InputError("expected a JSON object", path=path, line=line_no)
             yield line_no, obj

@@ -27,6 +27,7 @@ MAX_YAML_DEPTH = 100  # brackets nested deeper ([[[[...) are refused while scann
 IO_ROLES = ("in", "out", "base", "store")
 # undeclared fields with these names are input paths when they name something on disk (a model folder)
 _INPUT_NAMES = ("model", "lm", "encoder", "corpus")
+SEED_MAX = 2**32 - 1  # every seed option is declared option(min=0, max=SEED_MAX): what numpy's and torch's seeding take
 
 
 def option(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, help: str = "",
@@ -144,13 +145,12 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
                 raise InputError(f"expected {value_tp.__name__}, got None", path=source, field=f"{key}.{clip(str(k), 100)}")
             out[_coerce(k, key_tp, key, source)] = _coerce(v, value_tp, f"{key}.{clip(str(k), 100)}", source)
         return out
+    if tp is bool and not isinstance(value, bool):  # "no" (quoted) or 0 is no boolean: never read as one
+        raise InputError(f"expected true or false (a YAML boolean, unquoted), got {shorten(value)}", path=source,
+                         field=key)
+    if tp in (int, float) and isinstance(value, bool):  # `k: true` is no number
+        raise InputError(f"expected {tp.__name__}, got {shorten(value)}", path=source, field=key)
     try:
-        if tp is bool and isinstance(value, str):
-            if value.lower() in {"true", "1", "yes", "on"}:
-                return True
-            if value.lower() in {"false", "0", "no", "off"}:
-                return False
-            raise ValueError(value)
         if tp in (int, float, str) and not isinstance(value, tp):
             if tp is int and isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)
@@ -180,12 +180,16 @@ def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None,
         if repeated:
             raise InputError(f"lists {shorten(repeated[0])} more than once ({shorten(value)}); each value may "
                              "appear once", path=source, field=key)
-    if _number(value):
-        low, high, above = (f.metadata.get(k) for k in ("min", "max", "above"))
-        for bound, bad, words in ((low, lambda b: value < b, "at least"), (high, lambda b: value > b, "at most"),
-                                  (above, lambda b: value <= b, "greater than")):
-            if bound is not None and bad(bound):
-                raise InputError(f"must be {words} {bound:g}, got {value!r}", path=source, field=key)
+    low, high, above = (f.metadata.get(k) for k in ("min", "max", "above"))
+    for v in (value if isinstance(value, list) else [value]):  # a list's bounds hold for each item (seeds)
+        if not _number(v):
+            continue
+        for bound, bad, words in ((low, low is not None and v < low, "at least"),
+                                  (high, high is not None and v > high, "at most"),
+                                  (above, above is not None and v <= above, "greater than")):
+            if bad:
+                shown = bound if isinstance(bound, int) else f"{bound:g}"
+                raise InputError(f"must be {words} {shown}, got {v!r}", path=source, field=key)
     if f.metadata.get("path_segment"):
         check_path_segments(value, key, source, empty_ok=f.metadata["path_segment"] == "optional")
     kind = f.metadata.get("exists")
@@ -399,11 +403,12 @@ def safe_load_yaml(text: str, limit: int = MAX_YAML_NODES) -> Any:
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """One YAML file's mapping, as written (no ``base`` resolution); bounded (see :func:`safe_load_yaml`)."""
-    from .artifacts import require_file
+    from .artifacts import read_utf8
 
-    path = require_file(path, "config file")
+    text = read_utf8(path, "config file")
+    path = Path(path)
     try:
-        data = safe_load_yaml(path.read_text(encoding="utf-8-sig")) or {}
+        data = safe_load_yaml(text) or {}
     except yaml.YAMLError as e:
         raise InputError(f"invalid YAML: {clip(str(e), 400)}", path=path) from None
     except UnicodeDecodeError as e:

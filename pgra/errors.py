@@ -71,3 +71,21 @@ def os_error_message(error: OSError, writing: str | Path | None = None) -> str:
     else:
         hint = "check the path and the disk, then run the same command again"
     return clip(f"{where}{reason} ({hint})", 600)
+
+
+def os_error_of(error: BaseException) -> OSError | None:
+    """``error`` as an OSError when it is one, or when a library wraps one in its own type (safetensors'
+    ``SafetensorError: Error while serializing: I/O error: No space left on device (os error 28)``, raised by
+    every ``save_pretrained``): the same one line as any OS error (:func:`os_error_message`). None otherwise."""
+    import os
+    import re
+
+    if isinstance(error, OSError):
+        return error
+    if type(error).__name__ != "SafetensorError":
+        return None
+    code = re.search(r"\(os error (\d+)\)", str(error))
+    if code is None:
+        return None
+    at = re.search(r'at path "([^"]+)"', str(error))  # a temporary file in the folder being written
+    return OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(Path(at.group(1)).parent) if at else None)

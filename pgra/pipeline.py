@@ -12,12 +12,12 @@ evidence embeddings come from its cache when present (only missing sentences run
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .artifacts import read_manifest, verify_run
 from .errors import InputError, StaleArtifactError
-from .itself import without_itself
 from .methods import load_run
 from .predictions import Predictor
 from .provenance import check_run_data, run_data
@@ -30,9 +30,11 @@ class Pipeline:
     """A finished run with the stages in front of it: raw texts in, labels, probabilities and evidence out."""
 
     def __init__(self, predictor: Predictor, index=None, k: int = 0, exclude_query_text: bool = False,
-                 reranking: Reranker | None = None, n_evidence: int = 0) -> None:
+                 reranking: Reranker | None = None, n_evidence: int = 0, excluded: Collection[str] = frozenset()
+                 ) -> None:
         self.predictor, self.index, self.k = predictor, index, k
         self.exclude_query_text, self.reranking, self.n_evidence = exclude_query_text, reranking, n_evidence
+        self.excluded = frozenset(excluded)  # corpus ids the run's retrieval never returned (exclude_ids)
 
     @property
     def task(self):
@@ -46,7 +48,7 @@ class Pipeline:
         from .methods.reader_method import ReaderPredictor
         from .rerank.core import Reranker
         from .retrieval.index import Index
-        from .retrieval.retrieve import read_candidates_manifest
+        from .retrieval.retrieve import read_candidates_manifest, recorded_exclusions
 
         run = Path(run_dir)
         verify_run(run)  # a truncated best/model.safetensors: one error line, not a loader's traceback
@@ -65,20 +67,21 @@ class Pipeline:
 
             reranked, data = data, candidates_of(data, manifest)
         cand = read_candidates_manifest(data)
+        excluded = recorded_exclusions(cand, data)  # refused before any model loads when its file changed
         index = Index(cand["index"]["path"], device=device, trust_remote_code=trust_remote_code)
         if index.corpus.fingerprint != cand["index"]["corpus_content_sha256"]:
             raise StaleArtifactError(f"index {cand['index']['path']} holds another corpus than the one {data} was "
                                      "retrieved from")
         reranking = Reranker.load(reranked, index.corpus, device, trust_remote_code) if reranked is not None else None
-        return cls(predictor, index, int(cand["k"]), bool(cand["config"].get("exclude_query_text")), reranking, n)
+        return cls(predictor, index, int(cand["k"]), bool(cand["config"].get("exclude_query_text")), reranking, n,
+                   excluded)
 
     def retrieve(self, texts: list[str]) -> list[list[dict[str, Any]]]:
         """The evidence each text gets (first stage, then the reranker when the run used one)."""
-        extra = 1 if self.exclude_query_text else 0
-        hits = self.index.search_hits(texts, self.k + extra)
-        if self.exclude_query_text:
-            hits = [without_itself(t, h) for t, h in zip(texts, hits, strict=True)]
-        hits = [h[: self.k] for h in hits]
+        from .retrieval.retrieve import search_candidates
+
+        found = search_candidates(self.index, texts, self.k, self.exclude_query_text, self.excluded)
+        hits = [kept for kept, _ in found]  # the retrieve stage's own search, the run's exclusions included
         return self.reranking.rerank(texts, hits) if self.reranking is not None else hits
 
     def predict(self, texts: list[str], batch_size: int = 64) -> list[dict[str, Any]]:

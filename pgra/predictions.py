@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .artifacts import iter_jsonl, sha256_file
-from .errors import InputError
+from .errors import InputError, shorten
 from .metrics import compute_metric
 from .tasks import TaskSpec
 
@@ -105,6 +105,55 @@ def inputs_fingerprint(lines: list[dict[str, Any]]) -> str:
 PREDICTIONS_SHA256 = "predictions_sha256"
 
 
+def _cell_field_error(record: dict[str, Any], name: str) -> str | None:
+    """What is wrong with field ``name`` of a cell record (None: it is fine, or absent and optional)."""
+    from .config import SEED_MAX
+    from .tasks.spec import METRICS
+
+    value = record.get(name)
+    if name in ("task", "method"):
+        return None if isinstance(value, str) and value else f"must be a non-empty string, got {shorten(value)}"
+    if name == "seed":
+        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= SEED_MAX
+        return None if ok else f"must be a whole number from 0 to {SEED_MAX}, got {shorten(value)}"
+    if name == "metric":
+        return None if value in METRICS else f"must be one of {list(METRICS)}, got {shorten(value)}"
+    if name == "results":
+        ok = isinstance(value, dict) and all(isinstance(r, dict) for r in value.values())
+        return None if ok else f"must map each split to its results, got {shorten(value)}"
+    if name in ("seed_independent", "still_improving"):  # still_improving: null when not checked
+        ok = isinstance(value, bool) or (value is None and name == "still_improving")
+        return None if ok or name not in record else f"must be true or false, got {shorten(value)}"
+    if name in ("task_spec", PREDICTIONS_SHA256):
+        ok = value is None or isinstance(value, dict)
+        return None if ok else f"must be an object, got {shorten(value)}"
+    return None
+
+
+CELL_FIELDS = ("task", "method", "seed", "metric", "results", "seed_independent", "still_improving", "task_spec",
+               PREDICTIONS_SHA256)
+
+
+def read_cell(path: str | Path) -> dict[str, Any]:
+    """A finished cell's ``cell.json``, checked: an object whose fields the report reads have their types and
+    ranges (a string seed, an unknown metric, a list are an InputError naming the file and the field). Fields
+    it does not know (added by newer versions) are kept unchecked."""
+    from .artifacts import read_json_object
+
+    path = Path(path)
+    record = read_json_object(path)
+    redo = f"(edited by hand? re-run the cell: delete {path.parent} and run the experiment again)"
+    for name in CELL_FIELDS:
+        problem = _cell_field_error(record, name)
+        if problem is not None:
+            raise InputError(f"{problem} {redo}", path=path, field=name)
+    spec = record.get("task_spec")
+    if isinstance(spec, dict) and spec.get("metric", record["metric"]) != record["metric"]:
+        raise InputError(f"says metric {shorten(record['metric'])} but its task_spec says "
+                         f"{shorten(spec.get('metric'))} {redo}", path=path, field="metric")
+    return record
+
+
 def checked_cell_results(cell: Path, record: dict[str, Any], task: TaskSpec
                          ) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """A finished cell's results per split, recomputed from the predictions files next to ``cell`` (its
@@ -141,13 +190,11 @@ def checked_cell_results(cell: Path, record: dict[str, Any], task: TaskSpec
 
 def checked_cell_metric(cell: Path, split: str, task: TaskSpec) -> float:
     """A finished cell's metric on ``split``, recomputed from its checked predictions (:func:`checked_cell_results`)."""
-    from .artifacts import read_json
-
-    record = read_json(cell)
-    if split not in (record.get("results") or {}):
+    record = read_cell(cell)
+    if split not in record["results"]:
         raise InputError(f"cell has no '{split}' results", path=cell, field="results")
     return checked_cell_results(cell, record, task)[0][split][task.metric]
 
 
-__all__ = ["INVALID", "PREDICTIONS_SHA256", "PREDICTION_FIELDS", "Predictor", "prediction_line", "checked_cell_metric", "checked_cell_results", "inputs_fingerprint", "read_predictions",
+__all__ = ["INVALID", "PREDICTIONS_SHA256", "PREDICTION_FIELDS", "Predictor", "prediction_line", "checked_cell_metric", "checked_cell_results", "inputs_fingerprint", "read_cell", "read_predictions",
            "score_lines", "score_records"]

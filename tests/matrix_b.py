@@ -133,3 +133,120 @@ def changed_cell(w: dict, checksums: bool) -> tuple[Path, Path]:
         path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     (cell / "cell.json").write_text(json.dumps(record))
     return w["tmp"] / "b-exp", path
+
+
+# --- issue 41: non-UTF-8 files, hand-edited cell.json, a full disk under safetensors ---
+
+LATIN1 = "sun\ncafé au lait\n".encode("latin-1")  # line 2 holds \xe9: not UTF-8
+
+
+def latin1(w: dict, name: str, head: bytes = b"") -> Path:
+    """A file ``tmp/name`` whose 2nd line (after ``head``'s lines) is Latin-1, not UTF-8."""
+    path = w["tmp"] / name
+    path.write_bytes(head + LATIN1)
+    return path
+
+
+def latin1_task(w: dict) -> Path:
+    """The sky task over a copy of its data whose train.jsonl has a Latin-1 2nd line."""
+    import yaml
+
+    data = w["tmp"] / "latin-data"
+    shutil.copytree(w["tmp"] / "skydata", data)
+    lines = (data / "train.jsonl").read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b"The", "Thé".encode("latin-1"), 1)
+    (data / "train.jsonl").write_bytes(b"".join(lines))
+    spec = yaml.safe_load(w["task"].read_text())
+    spec["data"]["path"] = "latin-data"
+    path = w["tmp"] / "latin-task.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def edited_cell(w: dict, change: dict | None = None, text: str | None = None) -> Path:
+    """An experiment folder with one finished, unchanged cell whose ``cell.json`` was then edited by hand: the
+    fields in ``change`` set (a value None removes the field), or the whole file replaced by ``text``."""
+    folder, path = changed_cell(w, checksums=True)
+    lines = [json.loads(x) for x in (path.parent / "cell.json").read_text().splitlines()]
+    record = lines[0]
+    good = [{"id": f"t{i}", "text": f"input {i}", "label": record["task_spec"]["labels"][i % 2],
+             "prediction": record["task_spec"]["labels"][i % 2], "scores": {}, "evidence": []} for i in range(6)]
+    path.write_text("".join(json.dumps(x) + "\n" for x in good))  # the predictions the cell recorded
+    record["predictions_sha256"] = {"test": hashlib.sha256(path.read_bytes()).hexdigest()}
+    for key, value in (change or {}).items():
+        if value is None:
+            record.pop(key, None)
+        else:
+            record[key] = value
+    (path.parent / "cell.json").write_text(text if text is not None else json.dumps(record))
+    return folder
+
+
+def train_on_full_disk(w: dict) -> list[str]:
+    """``pgra train`` of the tiny reader where every safetensors save fails as on a full disk: safetensors' own
+    error type, with the message its Rust code gives (a save on a full tmpfs reads the same)."""
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    model = bert2bert(w)  # built before the disk fills
+
+    def full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    w["mp"].setattr(safetensors.torch, "serialize_file", full)
+    return ["train", "--data", str(w["cands"]), "--model", str(model), "--out", str(w["tmp"] / "o"), "--max-steps",
+            "1"]
+
+
+def latin1_csv_task(w: dict) -> Path:
+    """The sky task as CSV files whose train.csv has a Latin-1 3rd line (the header is line 1)."""
+    import csv
+    import io
+
+    import yaml
+
+    data = w["tmp"] / "latin-csv"
+    data.mkdir()
+    for split in ("train", "test"):
+        rows = [json.loads(x) for x in (w["tmp"] / "skydata" / f"{split}.jsonl").read_text().splitlines()]
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(["text", "label"])
+        writer.writerows([r["text"], r["label"]] for r in rows)
+        raw = text.getvalue().encode()
+        if split == "train":
+            lines = raw.splitlines(keepends=True)
+            lines[2] = lines[2].replace(b"The", "Thé".encode("latin-1"), 1)
+            raw = b"".join(lines)
+        (data / f"{split}.csv").write_bytes(raw)
+    spec = yaml.safe_load(w["task"].read_text())
+    spec["data"] = {"format": "csv", "path": "latin-csv", "files": {"train": "train.csv", "test": "test.csv"},
+                    "dev_fraction": 0.15}
+    path = w["tmp"] / "latin-csv-task.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def cell_with_latin1_predictions(w: dict) -> Path:
+    """An experiment folder whose one cell (written before cells recorded checksums) has test predictions with a
+    Latin-1 2nd line."""
+    folder = edited_cell(w, {"predictions_sha256": None})
+    path = folder / "sky" / "fid" / "seed-1" / "predictions_test.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b"input", "inpüt".encode("latin-1"), 1)
+    path.write_bytes(b"".join(lines))
+    return folder
+
+
+def latin1_data(w: dict) -> Path:
+    """A copy of the candidates folder (its manifest without file checksums) whose train.jsonl has a Latin-1 2nd
+    line."""
+    d = w["tmp"] / "latin-cands"
+    shutil.copytree(w["cands"], d)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest.pop("files")
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    lines = (d / "train.jsonl").read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b"The", "Thé".encode("latin-1"), 1)
+    (d / "train.jsonl").write_bytes(b"".join(lines))
+    return d

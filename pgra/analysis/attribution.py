@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import option
+from ..config import SEED_MAX, option
 from ..errors import InputError
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
@@ -29,7 +29,8 @@ class AttributionConfig:
     """Leave-one-out effects of each evidence sentence on the gold label's probability (fid and pgra cells)."""
 
     n: int = option(200, min=0, help="inputs drawn (seeded) from the analysed split; 0 = all")
-    seed: int = option(0, help="seed of the draw (the same inputs for every method and seed)")
+    seed: int = option(0, min=0, max=SEED_MAX,
+                       help="seed of the draw (the same inputs for every method and seed)")
     batch_size: int = option(64, min=1, help="reader inputs per batch (each input runs d + 2 times)")
 
 

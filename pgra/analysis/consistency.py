@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import read_json, write_json, write_text
-from ..config import option
+from ..config import SEED_MAX, option
 from ..errors import InputError
 from ..experiment import CELL_FILE
 from .base import Analysis, register_analysis
@@ -25,7 +25,8 @@ from .writer import Writer, pct
 class ConsistencyConfig:
     """Pseudo-label consistency (the paper's Figure 2 / Table 10)."""
 
-    labeller_seed: int = option(0, help="seed of the no_retrieval cell that labels the evidence (0 = first seed)")
+    labeller_seed: int = option(0, min=0, max=SEED_MAX,
+                                help="seed of the no_retrieval cell that labels the evidence (0 = first seed)")
     rerank_lms: list[str] = option(default_factory=list,
                                    help="more reranker LMs (paths or hub ids): each reranks the candidates again "
                                         "and its top d is labelled too (Table 10's OPT sizes)")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import MANIFEST, read_json
-from ..config import option
+from ..config import SEED_MAX, option
 from ..errors import InputError
 from ..metrics import mean_std
 from .base import Analysis, register_analysis
@@ -33,7 +33,8 @@ class SweepConfig:
     k: list[int] = option(default_factory=lambda: [16, 50, 100, 150],
                           help="candidates reranked per input (at most the retrieved k)")
     d: list[int] = option(default_factory=lambda: [4, 8, 16, 24], help="evidence sentences the reader reads")
-    seeds: list[int] = option(default_factory=list, path_segment=True, help="seeds of each point (default: the experiment's)")
+    seeds: list[int] = option(default_factory=list, min=0, max=SEED_MAX, path_segment=True,
+                              help="seeds of each point (default: the experiment's)")
 
 
 def sweep_points(ks: list[int], ds: list[int], k0: int, d0: int, k_max: int) -> list[tuple[int, int]]:

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from ..errors import PgraError, os_error_message
+from ..errors import PgraError, os_error_message, os_error_of
 from ..faults import parse_fault
 from ..lock import is_main_launch, output_lock
 from .command import Command
@@ -66,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     except PgraError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except OSError as e:  # a full disk, a permission, a read-only folder: one line naming the path, no traceback
-        print(f"error: {os_error_message(e, out or None)}", file=sys.stderr)
+    except Exception as e:  # a full disk, a permission, a read-only folder: one line naming the path, no traceback
+        error = os_error_of(e)  # an OSError, or one a library wrapped (safetensors' save on a full disk)
+        if error is None:
+            raise
+        print(f"error: {os_error_message(error, out or None)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; finished work is kept and a re-run resumes", file=sys.stderr)

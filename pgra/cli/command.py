@@ -53,14 +53,18 @@ class Command:
 
 
 def read_texts(values: list[str], file: str, what: str, flag: str, file_flag: str) -> list[str]:
-    """Texts given with a repeatable flag plus the non-blank lines of a file; at least one (else an InputError)."""
-    from ..artifacts import require_file
+    """Texts given with a repeatable flag (none empty) plus the non-blank lines of a UTF-8 file; at least one
+    (else an InputError naming the flag or the file)."""
+    from ..artifacts import read_utf8
     from ..errors import InputError
 
     texts = list(values)
+    blank = next((i for i, t in enumerate(texts, start=1) if not t.strip()), None)
+    if blank is not None:  # an empty query would search (and an empty input read) nothing at all
+        raise InputError(f"{what} {blank} is empty or only whitespace", field=flag.lstrip("-"))
     if file:
-        path = require_file(file, f"{what} file", field=file_flag.lstrip("-").replace("-", "_"))
-        texts += [t for t in path.read_text(encoding="utf-8-sig").splitlines() if t.strip()]
+        text = read_utf8(file, f"{what} file", field=file_flag.lstrip("-").replace("-", "_"))
+        texts += [t for t in text.splitlines() if t.strip()]
     if not texts:
         raise InputError(f"no {what}: pass {flag} TEXT (repeatable) or {file_flag} FILE", field=flag.lstrip("-"))
     return texts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import option
+from ..config import SEED_MAX, option
 from .command import Command
 
 
@@ -14,7 +14,7 @@ class ReportOptions:
     reference: str = option("fid", help="method every other method is tested against")
     split: str = option("test", path_segment=True, help="split reported")
     bootstrap: int = option(10000, min=1, help="bootstrap resamples of the significance test")
-    seed: int = option(0, help="seed of the bootstrap")
+    seed: int = option(0, min=0, max=SEED_MAX, help="seed of the bootstrap")
 
 
 def run(opts: ReportOptions) -> None:

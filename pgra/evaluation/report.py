@@ -25,7 +25,7 @@ from ..errors import InputError
 from ..experiment.layout import CELL_GLOB
 from ..markdown import md_row, md_table
 from ..metrics import mean_std
-from ..predictions import checked_cell_results, inputs_fingerprint
+from ..predictions import checked_cell_results, inputs_fingerprint, read_cell
 from ..provenance import check_cell_data
 
 STILL_IMPROVING = "↑"
@@ -79,8 +79,8 @@ def collect_cells(directory: str | Path, split: str = "test") -> list[CellResult
                          path=directory)
     cells = []
     for path in paths:
-        record = read_json(path)
-        if split not in record.get("results", {}):
+        record = read_cell(path)  # a hand-edited cell.json (a string seed, a list): one error line naming it
+        if split not in record["results"]:
             raise InputError(f"cell has no '{split}' results", path=path, field="results")
         spec = record.get("task_spec")
         task = from_dict(TaskSpec, spec, source=str(path)) if spec else get_task(record["task"])

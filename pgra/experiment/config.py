@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import choices
-from ..config import from_dict, merge, option, to_dict
+from ..config import SEED_MAX, from_dict, merge, option, to_dict
 from ..errors import InputError
 from ..icl.config import ICLConfig
 from ..methods import KnnVoteConfig, LinearProbeConfig
@@ -35,7 +35,7 @@ class ExperimentConfig:
     methods: list[str] = option(default_factory=lambda: ["no_retrieval", "fid", "pgra", "knn_vote"],
                                 choices=choices.methods, unique=True, path_segment=True,
                                 help="comma-separated methods")
-    seeds: list[int] = option(default_factory=lambda: [1], unique=True, path_segment=True,
+    seeds: list[int] = option(default_factory=lambda: [1], min=0, max=SEED_MAX, unique=True, path_segment=True,
                               help="comma-separated seeds (one cell per seed; a method the seed cannot change "
                                    "runs once, at the first seed)")
     reference: str = option("fid", help="method the report tests every other method against")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .. import choices
 from ..causal_lm import LMConfig
-from ..config import option
+from ..config import SEED_MAX, option
 from ..selection.base import SelectorSettings
 
 
@@ -20,11 +20,11 @@ class _Selection:
     selection: str = option("kate", choices=choices.demo_selections,
                             help="how each input's demonstrations are chosen")
     num_demos: int = option(8, min=0, help="demonstrations per input (m)")
-    seed: int = option(13, help="seed of random selections")
+    seed: int = option(13, min=0, max=SEED_MAX, help="seed of random selections")
     demos: SelectorSettings = option(default_factory=SelectorSettings, help="strategy settings")
     pool: int = option(0, min=0, help="draw demonstrations from a fixed sample of this many training inputs (the "
                                       "same whatever the seed; Skill-KNN rewrites only these); 0 = all")
-    pool_seed: int = option(13, help="seed of the pool's sample")
+    pool_seed: int = option(13, min=0, max=SEED_MAX, help="seed of the pool's sample")
     length_normalise: bool = option(False, help="score a label by its mean token log-probability (default: sum)")
     splits: list[str] = option(path_segment=True, default_factory=lambda: ["dev", "test"], help="comma-separated splits to predict")
 

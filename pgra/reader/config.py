@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import choices
-from ..config import option
+from ..config import SEED_MAX, option
 from ..tracking import TRACKERS
 
 
@@ -52,7 +52,7 @@ class TrainConfig:
                                                       "reaches")
     predict_mode: str = option("scoring", choices=("scoring", "generate"),
                                help="scoring = every label word's likelihood; generate = decode (the paper's)")
-    seed: int = option(42, help="seed of initialisation order, data order and dropout")
+    seed: int = option(42, min=0, max=SEED_MAX, help="seed of initialisation order, data order and dropout")
     log_with: str = option("none", cosmetic=True, choices=TRACKERS,
                            help="tracker (wandb offline unless WANDB_MODE says otherwise)")
     test_split: str = option("test", path_segment="optional", help="split evaluated with the best checkpoint after dev (empty: none)")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .. import choices
 from ..causal_lm import lm_config
-from ..config import option
+from ..config import SEED_MAX, option
 from ..selection.base import SelectorSettings
 
 
@@ -25,7 +25,7 @@ class _Prompting:
     demo_selection: str = option("paper", choices=choices.demo_selections,
                                  help="paper = seeded random, balanced over labels; code = the released code's "
                                       "file order (both: one prompt for all); random, kate, skill_knn = per query")
-    seed: int = option(13, help="seed of the demonstration draw")
+    seed: int = option(13, min=0, max=SEED_MAX, help="seed of the demonstration draw")
     demos: SelectorSettings = option(default_factory=SelectorSettings, help="settings of the per-query strategies")
     splits: list[str] = option(path_segment=True, default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
     cache_dir: str = option("cache/embeddings", io="store", help="persistent evidence-embedding cache")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ..config import option
+from ..config import SEED_MAX, option
 from ..errors import IncompleteArtifactError, InputError
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class FaissParams:
     hnsw_m: int = option(32, min=2, help="HNSW neighbours per node")
     ef_construction: int = option(200, min=1, help="HNSW build-time search width")
     ef_search: int = option(256, min=1, help="HNSW query-time search width")
-    seed: int = option(0, help="seed of the IVF training sample")
+    seed: int = option(0, min=0, max=SEED_MAX, help="seed of the IVF training sample")
 
 
 def import_faiss():

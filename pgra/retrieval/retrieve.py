@@ -8,6 +8,7 @@ search round-robin shards of each split and rank 0 merges them in input order.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,9 @@ from ..artifacts import (
     write_json,
     write_manifest,
 )
-from ..config import check_config, option, to_dict
+from ..config import SEED_MAX, check_config, option, to_dict
 from ..distributed import DistContext, init_distributed
-from ..errors import InputError
+from ..errors import InputError, StaleArtifactError
 from ..faults import fault_point
 from ..interchange import example_record, read_records, write_records
 from ..itself import without_itself
@@ -57,7 +58,7 @@ class RetrieveConfig:
                                          help="N per split, overriding max_examples (e.g. {train: 48, test: 96})")
     subsample: str = option("first", choices=("first", "random"),
                             help="which N inputs: the first N, or N drawn at random (seeded; file order kept)")
-    subsample_seed: int = option(13, help="seed of the random subsample")
+    subsample_seed: int = option(13, min=0, max=SEED_MAX, help="seed of the random subsample")
     device: str = option("auto", cosmetic=True, help="auto, cpu, cuda ...")
     trust_remote_code: bool = option(False, help="let the index's encoder run its own code (its manifest never can)")
     show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")
@@ -75,6 +76,7 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     check_disjoint({"out": cfg.out}, {"task": task_paths(task, cfg.data_dir)})
     data = load_task(task, cfg.data_dir, splits=tuple(cfg.splits))
     index = Index(cfg.index, device=cfg.device, trust_remote_code=cfg.trust_remote_code)
+    excluded = read_excluded_ids(cfg.exclude_ids) if cfg.exclude_ids else set()  # a bad file: nothing written yet
     out = Path(cfg.out)
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
@@ -82,7 +84,6 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     ctx.barrier()
     parts = out / ".parts"
     counts: dict[str, int] = {}
-    excluded = read_excluded_ids(cfg.exclude_ids) if cfg.exclude_ids else set()
     removed: dict[str, int] = {}
     for split in cfg.splits:
         n = int(cfg.split_sizes.get(split, cfg.max_examples))
@@ -97,7 +98,9 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
                        disable=not (cfg.show_progress and ctx.is_main))
         for start in range(0, len(mine), cfg.query_batch_size):
             batch = [examples[i] for i in mine[start:start + cfg.query_batch_size]]
-            for ex, (ctxs, gone) in zip(batch, _search(index, [ex.text for ex in batch], cfg, excluded), strict=True):
+            texts = [ex.text for ex in batch]
+            found = search_candidates(index, texts, cfg.k, cfg.exclude_query_text, excluded)
+            for ex, (ctxs, gone) in zip(batch, found, strict=True):
                 removed[split] += gone
                 records.append(example_record(ex, ctxs))
             bar.update(len(batch))
@@ -129,23 +132,25 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     return out
 
 
-def _search(index: Index, texts: list[str], cfg: RetrieveConfig, excluded: set[str]) -> list[tuple[list, int]]:
-    """Per query: its top ``cfg.k`` candidates without its own text (``exclude_query_text``) and the excluded
-    ids, and how many excluded ids were among its top k. Each query first asks for k plus as many extra hits as
-    there are excluded ids, at most k more; a query left short asks again for every excluded id more."""
-    own = 1 if cfg.exclude_query_text else 0
-    full = cfg.k + own + len(excluded)
-    first = min(full, cfg.k + own + min(len(excluded), cfg.k))
+def search_candidates(index: Index, texts: list[str], k: int, exclude_query_text: bool = False,
+                      excluded: Collection[str] = frozenset()) -> list[tuple[list, int]]:
+    """The first stage's search, as ``pgra retrieve`` runs it (and :class:`pgra.Pipeline` after it): per query,
+    its top ``k`` candidates without its own text (``exclude_query_text``) and the ``excluded`` ids, and how many
+    excluded ids were among its top k. Each query first asks for k plus as many extra hits as there are excluded
+    ids, at most k more; a query left short asks again for every excluded id more."""
+    own = 1 if exclude_query_text else 0
+    full = k + own + len(excluded)
+    first = min(full, k + own + min(len(excluded), k))
 
     def clean(text: str, hits: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-        if cfg.exclude_query_text:
+        if exclude_query_text:
             hits = without_itself(text, hits)
-        gone = sum(str(c["id"]) in excluded for c in hits[: cfg.k])
-        return [c for c in hits if str(c["id"]) not in excluded][: cfg.k], gone
+        gone = sum(str(c["id"]) in excluded for c in hits[:k])
+        return [c for c in hits if str(c["id"]) not in excluded][:k], gone
 
     hits = index.search_hits(texts, first)
     out = [clean(t, h) for t, h in zip(texts, hits, strict=True)]
-    short = [i for i, (kept, _) in enumerate(out) if len(kept) < cfg.k and len(hits[i]) == first < full]
+    short = [i for i, (kept, _) in enumerate(out) if len(kept) < k and len(hits[i]) == first < full]
     if short:
         for i, h in zip(short, index.search_hits([texts[i] for i in short], full), strict=True):
             out[i] = clean(texts[i], h)
@@ -166,14 +171,26 @@ def subsample(examples: list, n: int, how: str = "first", seed: int = 13) -> lis
 
 def read_excluded_ids(path: str | Path) -> set[str]:
     """The corpus ids of an exclusion file: one a line (blank lines and ``#`` comments skipped), as strings."""
-    from ..artifacts import require_file
+    from ..artifacts import read_utf8
 
-    source = require_file(path, "exclusion file", field="exclude_ids")
-    try:
-        lines = source.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        raise InputError(f"{source} is not UTF-8 text: {e}", path=source, field="exclude_ids") from None
+    lines = read_utf8(path, "exclusion file", field="exclude_ids").splitlines()
     return {line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")}
+
+
+def recorded_exclusions(manifest: dict[str, Any], folder: str | Path) -> set[str]:
+    """The ids a candidates folder's retrieval excluded (its manifest's ``excluded`` record: none when it
+    excluded none), read again from the recorded file, which must still hold what it held then."""
+    record = manifest.get("excluded")
+    if not record:
+        return set()
+    path = Path(record["file"])
+    if not path.is_file():
+        raise InputError(f"{folder} was retrieved without the ids in {path}, which is gone: put it back (the run "
+                         "must never return evidence it excluded)", path=Path(folder) / MANIFEST, field="excluded")
+    if sha256_file(path) != record["sha256"]:
+        raise StaleArtifactError(f"{path} changed since {folder} was retrieved without its ids: restore it, or "
+                                 "retrieve again")
+    return read_excluded_ids(path)
 
 
 def read_candidates_manifest(directory: str | Path) -> dict[str, Any]:
@@ -182,5 +199,5 @@ def read_candidates_manifest(directory: str | Path) -> dict[str, Any]:
     return read_manifest(directory, CANDIDATES_KIND)
 
 
-__all__ = ["CANDIDATES_KIND", "RetrieveConfig", "read_candidates_manifest", "read_excluded_ids", "retrieve",
-           "subsample"]
+__all__ = ["CANDIDATES_KIND", "RetrieveConfig", "read_candidates_manifest", "read_excluded_ids",
+           "recorded_exclusions", "retrieve", "search_candidates", "subsample"]

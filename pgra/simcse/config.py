@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import choices
-from ..config import option
+from ..config import SEED_MAX, option
 from ..corpus import CorpusOptions
 from .quality import RetrievalEvalConfig
 
@@ -31,7 +31,7 @@ class SimCSEConfig(CorpusOptions):
     save_every: int = option(0, min=0, help="resumable checkpoint every N steps; 0 = only at the end")
     keep_checkpoints: int = option(1, cosmetic=True, min=1, help="resumable checkpoints kept")
     mixed_precision: str = option("no", choices=choices.MIXED_PRECISION, help="no, fp16 or bf16")
-    seed: int = option(42, help="seed of the MLP head, the held-out split, data order and dropout")
+    seed: int = option(42, min=0, max=SEED_MAX, help="seed of the MLP head, the held-out split, data order and dropout")
     show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")
     retrieval_eval: RetrievalEvalConfig = option(
         default_factory=RetrievalEvalConfig,

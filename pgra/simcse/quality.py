@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import choices
 from ..artifacts import iter_jsonl, require_file, write_json
-from ..config import check_config, option
+from ..config import SEED_MAX, check_config, option
 from ..errors import InputError
 from ..markdown import md_row, md_table
 
@@ -45,7 +45,7 @@ class RetrievalEvalConfig:
     knn_k: int = option(16, min=1, help="training inputs that vote")
     max_length: int = option(128, min=1, help="tokens per encoded sentence")
     batch_size: int = option(128, min=1, help="sentences per encoding batch")
-    seed: int = option(13, help="seed of the query draw")
+    seed: int = option(13, min=0, max=SEED_MAX, help="seed of the query draw")
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import csv
+import io
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import iter_jsonl, parse_json, require_file, sha256_file
+from ..artifacts import iter_jsonl, parse_json, read_utf8, require_file, sha256_file
 from ..config import to_dict
 from ..errors import InputError, clip, shorten
 from .spec import DataSpec, TaskSpec
@@ -92,9 +93,11 @@ def task_content(task: TaskSpec, data_dir: str | Path) -> dict[str, Any]:
 _DATA_HINT = "run `pgra download-data` or check the task's data.path"
 
 
-def _open_text(path: Path):
+def _open_text(path: Path) -> io.StringIO:
     require_file(path, "data file", hint=_DATA_HINT)
-    return open(path, encoding="utf-8-sig", newline="")  # a UTF-8 byte order mark is not part of the first row
+    # decoded whole (a UTF-8 byte order mark is not part of the first row; a byte that is not UTF-8 is named with
+    # its line), newlines kept as written for csv
+    return io.StringIO(read_utf8(path, "data file"), newline="")
 
 
 @contextlib.contextmanager

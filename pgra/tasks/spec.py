@@ -5,7 +5,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 
-from ..config import check_path_segments, option
+from ..config import SEED_MAX, check_path_segments, option
 from ..errors import InputError
 
 METRICS = ("accuracy", "mcc", "macro_f1")
@@ -43,7 +43,7 @@ class DataSpec:
     label_map: dict[str, str] = field(default_factory=dict)  # raw value in the data -> task label
     dev_fraction: float = option(0.1, above=0, max=0.5,
                                  help="carved from train (seeded, stratified) when there is no dev split")
-    dev_seed: int = 13
+    dev_seed: int = option(13, min=0, max=SEED_MAX, help="seed of the dev split carved from train")
 
 
 @dataclass
