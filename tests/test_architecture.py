@@ -13,16 +13,15 @@ FLOORS: list[tuple[str, ...]] = [
     ("pgra.errors", "pgra.faults", "pgra.verbosity", "pgra.choices", "pgra.artifacts", "pgra.distributed",
      "pgra.device", "pgra.progress", "pgra.tokens", "pgra.kv", "pgra.loading", "pgra.hfdata", "pgra.tracking",
      "pgra.config", "pgra.lock", "pgra.cost", "pgra.download", "pgra.corpus", "pgra.interchange", "pgra.tasks",
-     "pgra.metrics", "pgra.predictions", "pgra.itself", "pgra.training", "pgra.causal_lm", "pgra.lm"),
+     "pgra.metrics", "pgra.predictions", "pgra.itself", "pgra.training", "pgra.causal_lm", "pgra.lm", "pgra.markdown"),
     ("pgra.retrieval",),                      # stage 1: encoders, indexes, search
     ("pgra.selection",),                      # demonstrations (KATE reuses the retrieval encoder)
     ("pgra.rerank", "pgra.reader"),           # stage 2 (the prompt-guided reranker) and the FiD reader
     ("pgra.icl",),                            # in-context learning over selected demonstrations
     ("pgra.methods",),                        # every compared method behind one interface
     ("pgra.simcse",),                         # training a retriever's encoder (judged with a method's kNN vote)
-    ("pgra.experiment.config", "pgra.experiment.layout", "pgra.experiment.cell"),
-    ("pgra.evaluation",),                     # reports read the experiment's layout
-    ("pgra.experiment", "pgra.pipeline"),     # the grid (ends with the report); prediction from a run
+    ("pgra.experiment", "pgra.pipeline"),     # the grid (config, layout, one cell, estimates, run); prediction from a run
+    ("pgra.evaluation",),                     # reports read the experiment's layout (the command writes them)
     ("pgra.analysis",),
     ("pgra.demo",),
     ("pgra.cli", "pgra"),                     # the commands and the package's public names

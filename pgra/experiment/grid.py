@@ -24,7 +24,6 @@ from ..artifacts import (
     check_disjoint,
     path_under,
     read_json_object,
-    safe_name,
     sha256_file,
     write_json,
     write_text,
@@ -44,9 +43,9 @@ from .layout import (
     STAGE_COST_FILE,
     STAGE_KEY_FILE,
     CellPlan,
+    cell_folder,
     cell_status,
     defining,
-    finished_cells,
     key_of,
     mark_seed_independent,
 )
@@ -104,8 +103,7 @@ class Experiment:
 
     def cell_dir(self, task: str, method: str, seed: int) -> Path:
         """``<out>/<task>/<method>/seed-<n>``."""
-        return path_under(self.out, self._task_name(task), safe_name(method, "methods", what="method name"),
-                          f"seed-{seed}")
+        return cell_folder(self.out, self._task_name(task), method, seed)
 
     def retrieve_config(self, task: str) -> RetrieveConfig:
         s = cell_settings(self.cfg, task)
@@ -203,7 +201,8 @@ class Experiment:
         return cells
 
     def run(self, ctx=None) -> list[CellPlan]:
-        """Run the grid; returns the failed cells (also listed on stderr)."""
+        """Run the grid; returns the failed cells (also listed on stderr). The command writes the report after it
+        (:func:`pgra.cli.experiment.run_and_report`)."""
         from ..distributed import init_distributed
         from ..retrieval.build import build_index
 
@@ -237,11 +236,6 @@ class Experiment:
                         raise
                     _report_failure(f"[{cell.label}]", e, cell.directory)
                     failed.append(cell)
-        if ctx.is_main and self.cfg.report and any(finished_cells(self.out)):
-            from ..evaluation.report import write_report
-
-            md = write_report(self.out, reference=self.cfg.reference)
-            print(md.read_text(encoding="utf-8"))
         if failed and ctx.is_main:
             print(f"{len(failed)} cell(s) failed:", file=sys.stderr)
             for c in failed:
