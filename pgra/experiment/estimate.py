@@ -51,6 +51,8 @@ class Estimate:
     def text(self) -> str:
         if self.seconds is None:
             return f"cost unknown ({self.source})"
+        if self.source == "done":
+            return "done: nothing to spend"
         return f"~{format_seconds(self.seconds)} {self.device} ({self.source})"
 
 
