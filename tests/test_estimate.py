@@ -156,3 +156,22 @@ def test_reuse_or_run_records_cost_and_key_then_reuses(tmp_path):
     assert reuse_or_run(folder, ".k", "key-2", build, DistContext()) is False and calls == [1, 1]
     (folder / MANIFEST).unlink()  # an unfinished build is never reused
     assert reuse_or_run(folder, ".k", "key-2", build, DistContext()) is False and len(calls) == 3
+
+
+def test_table2_plan_is_the_bench_readmes():
+    """bench/plan_table2.py: its parts add up, the cells are the LPT schedule of 72 reader cells, and the numbers
+    bench/README.md quotes are what it computes."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("plan_table2", root / "bench" / "plan_table2.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    p = module.plan(8)
+    assert p["cells"] == 72 and p["total_s"] == pytest.approx(p["index_s"] + p["candidates_s"] + p["rerank_s"] +
+                                                             p["cells_s"])
+    assert p["cells_lower_bound_s"] <= p["cells_s"] <= p["cells_lower_bound_s"] + p["longest_cell_s"]
+    readme = (root / "bench" / "README.md").read_text()
+    for quoted in (f"{p['total_s'] / 3600:.2f} h", f"{p['rerank_s'] / 60:.1f} min", f"{p['cells_s'] / 60:.1f} min",
+                   f"{p['gpus_for_one_hour']} GPUs"):
+        assert quoted in readme, quoted
