@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from pgra.cli import main
+from pgra.cli.experiment import run_and_report
 from pgra.config import from_dict
 from pgra.experiment import CELL_FILE, Experiment, ExperimentConfig
 from pgra.methods import knn_vote as knn_mod
@@ -52,7 +53,7 @@ def test_grid_runs_resumes_and_reports(grid, tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(reader_method.ReaderMethod, "fit", flaky_fit)
     cfg = from_dict(ExperimentConfig, grid)
-    failed = Experiment(cfg).run()
+    failed = run_and_report(cfg)  # the grid, then its report (the command's)
     assert [(c.method, c.seed) for c in failed] == [("pgra", 2)]
     out = Path(grid["out"]) / "sky"
     assert "injected failure" in (out / "pgra" / "seed-2" / "error.log").read_text()
@@ -88,7 +89,7 @@ def test_grid_runs_resumes_and_reports(grid, tmp_path, monkeypatch, capsys):
     real_train = train_mod.train
     monkeypatch.setattr(train_mod, "train", lambda c: calls.append(c.out) or real_train(c))
     capsys.readouterr()
-    assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+    assert run_and_report(from_dict(ExperimentConfig, grid)) == []
     assert calls == [str(out / "pgra" / "seed-2")]
     assert all(done[k].stat().st_mtime_ns == t for k, t in stamps.items())
     printed = capsys.readouterr().out
@@ -167,7 +168,7 @@ def test_seed_independent_methods_are_planned_once(grid, tmp_path, capsys):
 
 def test_seed_independent_cell_is_marked_and_reported_as_deterministic(grid):
     grid.update(methods=["knn_vote"], seeds=[1, 2])
-    assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+    assert run_and_report(from_dict(ExperimentConfig, grid)) == []
     out = Path(grid["out"])
     cell = out / "sky" / "knn_vote" / "seed-1" / CELL_FILE
     assert json.loads(cell.read_text())["seed_independent"] is True

@@ -11,10 +11,11 @@ from urllib.parse import urlencode
 
 import pytest
 
+from pgra.cli.experiment import run_and_report
 from pgra.config import from_dict
 from pgra.evaluation import page as page_mod
 from pgra.evaluation.report import format_markdown
-from pgra.experiment import Experiment, ExperimentConfig
+from pgra.experiment import ExperimentConfig
 from pgra.markdown import md_cell, md_table
 from tests.conftest import write_corpus, write_sky_task
 from tests.test_experiment import _config
@@ -45,7 +46,7 @@ def finished_grid(tmp_path_factory, tiny_opt, tiny_t5) -> Path:
     root = tmp_path_factory.mktemp("page-grid")
     cfg = _config(root, write_corpus(root), write_sky_task(root), tiny_opt, tiny_t5,
                   methods=["no_retrieval", "fid", "pgra", "knn_vote"], seeds=[1, 2])
-    assert not Experiment(from_dict(ExperimentConfig, cfg)).run()
+    assert not run_and_report(from_dict(ExperimentConfig, cfg))
     return Path(cfg["out"])
 
 

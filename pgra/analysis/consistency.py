@@ -12,10 +12,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json, write_json, write_text
+from ..artifacts import read_json, write_json
 from ..config import SEED_MAX, option
 from ..errors import InputError
 from ..experiment import CELL_FILE
+from ..experiment.reuse import reuse_or_run
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, pct
@@ -84,7 +85,6 @@ def _lm_name(lm: str) -> str:
 
 def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx) -> Path:
     """Rerank the experiment's candidates of ``task`` with another LM (reused when done); returns the folder."""
-    from ..artifacts import MANIFEST
     from ..rerank.reranker import rerank
 
     exp = runs.experiment
@@ -92,11 +92,7 @@ def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx) -> Path:
                   out=str(runs.out / runs.task_name(task) / f"rerank-{_lm_name(lm)}"))
     out = Path(cfg.out)
     key = exp.stage_keys(task)["reranked"] + ":" + lm  # the experiment's reranking with another LM
-    stamp = out / ".analysis_key"
-    if not ((out / MANIFEST).exists() and stamp.exists() and stamp.read_text().strip() == key):
-        rerank(cfg, ctx)
-        if ctx.is_main:
-            write_text(stamp, key)
+    reuse_or_run(out, ".analysis_key", key, lambda: rerank(cfg, ctx), ctx)
     return out
 
 

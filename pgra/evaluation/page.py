@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import read_json, write_text
+from ..experiment.layout import cell_path
 from ..interchange import read_records
 from .page_assets import PAGE_TEMPLATE
 
@@ -80,7 +81,7 @@ def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
     cells = []
     for cell in report["cells"]:
         task, method, seed = cell["task"], cell["method"], cell["seed"]
-        run = _inside(directory, Path(task, method, f"seed-{seed}"), cell["path"])  # a moved folder reads its own
+        run = _inside(directory, cell_path(task, method, seed), cell["path"])  # a moved folder reads its own
         cells.append({"task": task, "method": method, "seed": seed, "path": _rel(run, directory)})
         recorded = cell.get("data", {}).get("folder") or ""
         data = _inside(directory, Path(task, Path(recorded).name), recorded) if recorded else Path("")
@@ -106,7 +107,7 @@ def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
                             "src": "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()})
     label_words: dict[str, dict[str, str]] = {}
     for cell in report["cells"]:  # the task's own words for its labels (MR's 0 / 1: negative / positive)
-        record = _inside(directory, Path(cell["task"], cell["method"], f"seed-{cell['seed']}"), cell["path"]) / "cell.json"
+        record = _inside(directory, cell_path(cell["task"], cell["method"], cell["seed"]), cell["path"]) / "cell.json"
         if cell["task"] not in label_words and record.exists():
             spec = read_json(record).get("task_spec", {})
             label_words[cell["task"]] = {str(k): str(v) for k, v in (spec.get("demo_words") or {}).items()}

@@ -24,13 +24,10 @@ from ..artifacts import (
     check_disjoint,
     path_under,
     read_json_object,
-    safe_name,
     sha256_file,
-    write_json,
     write_text,
 )
 from ..config import check_config
-from ..cost import metered
 from ..errors import InputError
 from ..lock import locks_output
 from ..methods import MethodInputs, get_method
@@ -40,16 +37,17 @@ from ..selection.base import settings_key
 from .cell import run_cell
 from .cell import say as _say
 from .config import ExperimentConfig, cell_settings
+from .estimate import plan_costs
 from .layout import (
-    STAGE_COST_FILE,
     STAGE_KEY_FILE,
     CellPlan,
+    cell_folder,
     cell_status,
     defining,
-    finished_cells,
     key_of,
     mark_seed_independent,
 )
+from .reuse import finished_with, reuse_or_run
 
 
 class Experiment:
@@ -106,8 +104,7 @@ class Experiment:
 
     def cell_dir(self, task: str, method: str, seed: int) -> Path:
         """``<out>/<task>/<method>/seed-<n>``."""
-        return path_under(self.out, self._task_name(task), safe_name(method, "methods", what="method name"),
-                          f"seed-{seed}")
+        return cell_folder(self.out, self._task_name(task), method, seed)
 
     def retrieve_config(self, task: str) -> RetrieveConfig:
         s = cell_settings(self.cfg, task)
@@ -149,10 +146,7 @@ class Experiment:
         return {"candidates": candidates, "reranked": reranked}
 
     def stage_done(self, task: str, stage: str) -> bool:
-        directory = self.stage_dir(task, stage)
-        key_file = directory / STAGE_KEY_FILE
-        return (directory / MANIFEST).exists() and key_file.exists() and \
-            key_file.read_text().strip() == self.stage_keys(task)[stage]
+        return finished_with(self.stage_dir(task, stage), STAGE_KEY_FILE, self.stage_keys(task)[stage])
 
     @property
     def needs_reranking(self) -> bool:
@@ -172,14 +166,8 @@ class Experiment:
                 _say(ctx, f"[{self._task_name(task)}] {stage}: done, reused")
                 continue
             _say(ctx, f"[{self._task_name(task)}] {stage}: running")
-            with metered(ctx) as cost:
-                run(make_cfg(task), ctx)
-            ctx.barrier()
-            if ctx.is_main:
-                key = self.stage_keys(task)[stage]
-                write_json(self.stage_dir(task, stage) / STAGE_COST_FILE, {"stage_key": key, **cost})
-                write_text(self.stage_dir(task, stage) / STAGE_KEY_FILE, key)
-            ctx.barrier()
+            reuse_or_run(self.stage_dir(task, stage), STAGE_KEY_FILE, self.stage_keys(task)[stage],
+                         lambda run=run, make_cfg=make_cfg: run(make_cfg(task), ctx), ctx)
 
     # ----- cells -----
     def method(self, task: str, method: str):
@@ -215,7 +203,8 @@ class Experiment:
         return cells
 
     def run(self, ctx=None) -> list[CellPlan]:
-        """Run the grid; returns the failed cells (also listed on stderr)."""
+        """Run the grid; returns the failed cells (also listed on stderr). The command writes the report after it
+        (:func:`pgra.cli.experiment.run_and_report`)."""
         from ..distributed import init_distributed
         from ..retrieval.build import build_index
 
@@ -249,11 +238,6 @@ class Experiment:
                         raise
                     _report_failure(f"[{cell.label}]", e, cell.directory)
                     failed.append(cell)
-        if ctx.is_main and self.cfg.report and any(finished_cells(self.out)):
-            from ..evaluation.report import write_report
-
-            md = write_report(self.out, reference=self.cfg.reference)
-            print(md.read_text(encoding="utf-8"))
         if failed and ctx.is_main:
             print(f"{len(failed)} cell(s) failed:", file=sys.stderr)
             for c in failed:
@@ -264,23 +248,29 @@ class Experiment:
         """Fit the cell's method, predict dev and test, and write ``cell.json`` (the cell's completion mark)."""
         return run_cell(cell, lambda: self.method(cell.task, cell.method), ctx, self.cfg.log_with)
 
-    def describe(self) -> str:
-        """The plan as text: stages and cells with their status."""
+    def describe(self, workers: int | None = None) -> str:
+        """The plan as text: stages and cells with their status and expected cost (:mod:`.estimate`: where each
+        number came from), and the wall-clock on ``workers`` (default: the process count)."""
         lines = [f"experiment {self.out}: {len(self.cfg.tasks)} task(s) x {len(self.cfg.methods)} method(s) x "
                  f"{len(self.cfg.seeds)} seed(s)"]
         index_done = (Path(self.cfg.index.out) / MANIFEST).exists()
         lines.append(f"  index {self.cfg.index.out}: {'built (checked when run)' if index_done else 'to build'}")
         cells = self.plan()
+        costs = plan_costs(self, cells, workers)
+        cost = {e.label: e for e in costs.stages + costs.cells}
         for task in self.cfg.tasks:
             stages = ["candidates"] + (["reranked"] if self.needs_reranking else [])
             lines.append(f"  {task}: " + ", ".join(f"{s} {'done' if self.stage_done(task, s) else 'to run'}"
                                                    for s in stages))
+            for s in stages:
+                lines.append(f"    {s:<24} {cost[f'{self._task_name(task)}/{s}'].text()}")
             for c in (c for c in cells if c.task == task):
                 once = "  (seed-independent: one run)" if c.seed_independent else ""
                 lines.append(f"    {c.method:<14} seed {c.seed:<4} {c.status:<7} {c.directory}{once}")
+                lines.append(f"      {cost[c.label].text()}")
         counts = {s: sum(c.status == s for c in cells) for s in ("done", "resume", "stale", "todo")}
         lines.append("cells: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
-        return "\n".join(lines)
+        return "\n".join(lines + costs.summary())
 
 
 def _check_task_names(tasks: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json, write_json
+from ..artifacts import path_under, read_json, safe_name, write_json
 from ..config import result_settings
 from ..provenance import CELL_FILE
 
@@ -43,6 +43,19 @@ class CellPlan:
     def label(self) -> str:
         """``<task>/<method>/seed-<n>`` (the task's name, also for a task given as a YAML file)."""
         return "/".join(self.directory.parts[-3:])
+
+
+def cell_path(task: str, method: str, seed: int) -> Path:
+    """``<task>/<method>/seed-<n>``, relative to the experiment folder: the one place a cell's folder is named
+    (``task`` is the task's name; the task and the method become folder names, checked by
+    :func:`pgra.artifacts.safe_name`)."""
+    return Path(safe_name(task, "tasks", what="task name"), safe_name(method, "methods", what="method name"),
+                f"seed-{seed}")
+
+
+def cell_folder(out: Path | str, task: str, method: str, seed: int) -> Path:
+    """``<out>/<task>/<method>/seed-<n>`` (:func:`cell_path` under ``out``, proved to stay inside it)."""
+    return path_under(out, *cell_path(task, method, seed).parts)
 
 
 def finished_cells(out: Path) -> Iterator[Path]:
@@ -79,5 +92,5 @@ def mark_seed_independent(directory: Path) -> None:
         write_json(path, {**record, "seed_independent": True})
 
 
-__all__ = ["CELL_FILE", "CELL_GLOB", "CELL_KEY_FILE", "CellPlan", "STAGE_COST_FILE", "STAGE_KEY_FILE", "cell_status",
+__all__ = ["CELL_FILE", "CELL_GLOB", "CELL_KEY_FILE", "CellPlan", "STAGE_COST_FILE", "STAGE_KEY_FILE", "cell_folder", "cell_path", "cell_status",
            "defining", "finished_cells", "key_of", "mark_seed_independent"]

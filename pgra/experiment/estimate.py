@@ -1,0 +1,350 @@
+"""What a grid will cost before it runs: per stage and cell, and the wall-clock on N workers.
+
+Each estimate says where it came from (:attr:`Estimate.source`), the first that applies of:
+
+1. ``done``: the stage or cell is finished with its key (nothing to spend);
+2. ``recorded``: a cost record in the experiment folder (a stage's ``cost.json``, a cell's ``cell.json`` ``cost``):
+   the same stage of the task built before (other settings), or a cell of the same task, method and settings
+   (another seed); else the same stage or method on another task, scaled by the ratio of their input counts
+   (the lines of the train, dev and test files of the task's candidates folder, or of its data files);
+3. ``bench``: a fit of this repository's ``bench/results/*.json``: the reader's seconds per step against d
+   (``reader_scale.json``: 0.24 s + 0.20 s per passage at batch 8 on a 2-core CPU; on a GPU the H100's T5-base
+   step at d=16, scaled by d/16) and the reranker's seconds per candidate sentence (``rerank_scale.json``, or the
+   H100's texts/s); the estimate names the benchmark's model and device, which may not be the grid's;
+4. none: no record and no fit (a kNN vote, in-context learning): left out of the totals, and counted.
+
+The wall-clock assumes the stages run one after another, each sharded over the workers (its single-process
+seconds divided by their number), then the cells side by side, one per worker, costliest first
+(:func:`plan_wallclock`: longest-processing-time greedy).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..artifacts import read_json
+from .layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
+
+if TYPE_CHECKING:
+    from .grid import Experiment
+    from .layout import CellPlan
+
+STAGES = ("candidates", "reranked")
+SPLIT_FILES = ("train.jsonl", "dev.jsonl", "test.jsonl")
+
+
+@dataclass
+class Estimate:
+    """The expected cost of one stage or cell: ``seconds`` (None: unknown) on ``device`` (``gpu`` / ``cpu``),
+    and where the number came from."""
+
+    label: str
+    seconds: float | None
+    source: str
+    device: str = "cpu"
+
+    def text(self) -> str:
+        if self.seconds is None:
+            return f"cost unknown ({self.source})"
+        if self.source == "done":
+            return "done: nothing to spend"
+        return f"~{format_seconds(self.seconds)} {self.device} ({self.source})"
+
+
+def format_seconds(seconds: float) -> str:
+    """``42 s``, ``12.5 min`` or ``3.20 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+# ----------------------------------------------------------------------------------------------- scheduling
+
+def lpt_order(costs: list[float]) -> list[int]:
+    """The indices of ``costs``, costliest first (ties in their given order): the order a scheduler hands out
+    jobs in."""
+    return sorted(range(len(costs)), key=lambda i: -costs[i])
+
+
+def lpt_assign(costs: list[float], workers: int) -> list[int]:
+    """The worker (0..workers-1) each job runs on: jobs costliest first, each to the worker that frees first
+    (the lowest-numbered among equals)."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    loads = [(0.0, w) for w in range(workers)]
+    assigned = [0] * len(costs)
+    for i in lpt_order(costs):
+        load, w = heapq.heappop(loads)
+        assigned[i] = w
+        heapq.heappush(loads, (load + costs[i], w))
+    return assigned
+
+
+def plan_wallclock(costs: list[float], workers: int) -> float:
+    """Wall-clock of ``costs`` (seconds of independent jobs) on ``workers`` workers under longest-processing-time
+    greedy scheduling (costliest first, each to the least loaded worker): the largest worker's load."""
+    loads = [0.0] * max(workers, 1)
+    for i, w in enumerate(lpt_assign(costs, workers)):
+        loads[w] += costs[i]
+    return max(loads) if costs else 0.0
+
+
+# ----------------------------------------------------------------------------------------------- bench fits
+
+def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares ``y = a + b x``."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
+    return my - b * mx, b
+
+
+@dataclass
+class BenchFits:
+    """Cost fits from ``bench/results``: reader seconds per step ``reader_a + reader_b x d`` at ``reader_batch``,
+    reranking seconds ``rerank_a + rerank_b x candidate sentences``; each None when its file is missing."""
+
+    device: str
+    reader: tuple[float, float] | None = None
+    reader_batch: int = 8
+    reader_source: str = ""
+    rerank: tuple[float, float] | None = None
+    rerank_source: str = ""
+
+    @classmethod
+    def load(cls, results: Path | None = None, device: str | None = None) -> BenchFits:
+        """The fits for ``device`` (``gpu`` / ``cpu``; default: whether CUDA is available) from ``results``
+        (default: this checkout's ``bench/results``)."""
+        results = Path(results) if results is not None else Path(__file__).resolve().parents[2] / "bench" / "results"
+        if device is None:
+            import torch
+
+            device = "gpu" if torch.cuda.is_available() else "cpu"
+        fits = cls(device)
+        if device == "gpu":
+            path = results / "gpu_scale_h100_shared_prefix.json"
+            if path.is_file():
+                run = json.loads(path.read_text())
+                reader = run["readers"][0]
+                per_passage = reader["s_per_step"] / reader["passages"]
+                fits.reader, fits.reader_batch = (0.0, per_passage), int(reader["batch"])
+                fits.reader_source = (f"bench {path.name}: {reader['model']} {reader['s_per_step']:.3f} s/step at "
+                                      f"d={reader['passages']} on an H100, x d/{reader['passages']}")
+                lm = max(run["rerank"], key=lambda r: r["params"])
+                fits.rerank = (0.0, 1.0 / lm["texts_per_s"])
+                fits.rerank_source = f"bench {path.name}: {lm['model']} {lm['texts_per_s']:.0f} texts/s on an H100"
+            return fits
+        path = results / "reader_scale.json"
+        if path.is_file():
+            rows = json.loads(path.read_text())
+            fits.reader = _line([r["d"] for r in rows], [r["s_per_step"] for r in rows])
+            fits.reader_source = (f"bench {path.name}: {fits.reader[0]:.2f} s + {fits.reader[1]:.2f} s per passage "
+                                  "per step, bert2bert-MiniLM at batch 8, 2-core CPU")
+        path = results / "rerank_scale.json"
+        if path.is_file():
+            rows = json.loads(path.read_text())
+            fits.rerank = _line([r["distinct"] for r in rows], [r["seconds"] for r in rows])
+            fits.rerank_source = (f"bench {path.name}: {fits.rerank[0]:.1f} s + {1000 * fits.rerank[1]:.0f} ms per "
+                                  "candidate, SmolLM2-135M fp32, 2-core CPU")
+        return fits
+
+    def reader_seconds(self, steps: int, passages: int, batch: int) -> float | None:
+        """A reader cell's training time: ``steps`` x the step time at ``passages``, scaled by ``batch``."""
+        if self.reader is None:
+            return None
+        a, b = self.reader
+        return steps * (a + b * max(passages, 1)) * batch / self.reader_batch
+
+    def rerank_seconds(self, candidates: int) -> float | None:
+        """Reranking ``candidates`` candidate sentences (an upper bound: shared candidates embed once)."""
+        if self.rerank is None:
+            return None
+        a, b = self.rerank
+        return a + b * candidates
+
+
+# ----------------------------------------------------------------------------------------------- estimates
+
+def _device(record: dict[str, Any]) -> str:
+    name = str((record.get("hardware") or {}).get("device", "cpu"))
+    return "cpu" if name == "cpu" else "gpu"
+
+
+def _scaled(seconds: float, label: str, inputs: int | None, their_inputs: int | None) -> tuple[float, str] | None:
+    if not inputs or not their_inputs:
+        return None
+    return seconds * inputs / their_inputs, f"recorded: {label}, x {inputs}/{their_inputs} inputs"
+
+
+def estimate_cell(task: str, method: str, settings: dict[str, Any], records: list[tuple[str, dict[str, Any]]],
+                  inputs: dict[str, int | None], fits: BenchFits | None = None) -> Estimate:
+    """A cell's cost from ``records`` (``(label, cell.json)`` of finished cells): the same task, method and
+    settings (their mean), else the same method on another task scaled by input counts (``inputs``: task name ->
+    count), else the bench fit for a reader (``settings["reader"]``), else unknown."""
+    label = f"{task}/{method}"
+    settings = json.loads(json.dumps(settings, sort_keys=True, default=str))  # as cell.json holds them
+    usable = [(lab, r) for lab, r in records if r.get("method") == method and r.get("cost")
+              and not r["cost"].get("resumed")]
+    same = [(lab, r) for lab, r in usable if r.get("task") == task and r.get("settings") == settings]
+    if same:
+        seconds = sum(float(r["cost"]["elapsed_s"]) for _, r in same) / len(same)
+        names = ", ".join(lab for lab, _ in same)
+        return Estimate(label, seconds, f"recorded: {names}", _device(same[0][1]["cost"]))
+    for lab, r in usable:
+        if r.get("task") != task:
+            scaled = _scaled(float(r["cost"]["elapsed_s"]), lab, inputs.get(task), inputs.get(r.get("task", "")))
+            if scaled:
+                return Estimate(label, scaled[0], scaled[1], _device(r["cost"]))
+    reader = settings.get("reader")
+    if fits is not None and reader:
+        seconds = fits.reader_seconds(int(reader.get("max_steps", 0)), int(reader.get("n_passages", 0)),
+                                      int(reader.get("batch_size", fits.reader_batch)))
+        if seconds is not None:
+            return Estimate(label, seconds, fits.reader_source, fits.device)
+    return Estimate(label, None, "no record of this method, no bench fit")
+
+
+def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, str, dict[str, Any]]],
+                   inputs: dict[str, int | None], fits: BenchFits | None = None, candidates: int | None = None
+                   ) -> Estimate:
+    """A shared stage's cost: 0 when ``done``; else its own earlier record, or the same stage of another task
+    scaled by input counts (``records``: ``(task, stage, cost.json)``); else for ``reranked`` the bench fit over
+    ``candidates`` (inputs x k); else unknown."""
+    label = f"{task}/{stage}"
+    if done:
+        return Estimate(label, 0.0, "done")
+    same = [r for t, s, r in records if s == stage and t == task]
+    if same:
+        return Estimate(label, float(same[0]["elapsed_s"]), f"recorded: {label} (earlier settings)", _device(same[0]))
+    for t, s, r in records:
+        if s == stage and t != task:
+            scaled = _scaled(float(r["elapsed_s"]), f"{t}/{s}", inputs.get(task), inputs.get(t))
+            if scaled:
+                return Estimate(label, scaled[0], scaled[1], _device(r))
+    if stage == "reranked" and fits is not None and candidates:
+        seconds = fits.rerank_seconds(candidates)
+        if seconds is not None:
+            return Estimate(label, seconds, f"{fits.rerank_source}, {candidates} candidates", fits.device)
+    return Estimate(label, None, "no record of this stage, no bench fit")
+
+
+@dataclass
+class Plan:
+    """The estimates of a grid and its wall-clock on ``workers``."""
+
+    stages: list[Estimate]
+    cells: list[Estimate]
+    workers: int
+
+    @property
+    def known(self) -> list[Estimate]:
+        return [e for e in self.stages + self.cells if e.seconds is not None]
+
+    def hours(self, device: str) -> float:
+        return sum(e.seconds for e in self.known if e.device == device) / 3600  # type: ignore[misc]
+
+    def wallclock(self) -> tuple[float, float]:
+        """(stages, cells) seconds on the workers: stages one after another, each sharded over the workers; cells
+        side by side, costliest first."""
+        stages = sum(e.seconds or 0.0 for e in self.stages) / self.workers
+        return stages, plan_wallclock([e.seconds or 0.0 for e in self.cells], self.workers)
+
+    def summary(self) -> list[str]:
+        stages, cells = self.wallclock()
+        unknown = len(self.stages) + len(self.cells) - len(self.known)
+        lines = [f"expected cost: {format_seconds(sum(e.seconds for e in self.known))} of work "  # type: ignore[misc]
+                 f"({self.hours('gpu'):.2f} GPU h, {self.hours('cpu'):.2f} CPU h)",
+                 f"wall-clock on {self.workers} worker(s): stages {format_seconds(stages)} (each sharded over the "
+                 f"workers) + cells {format_seconds(cells)} (side by side, costliest first) = "
+                 f"{format_seconds(stages + cells)}"]
+        if unknown:
+            lines.append(f"  {unknown} stage(s)/cell(s) without an estimate, not counted")
+        return lines
+
+
+def default_workers() -> int:
+    """The process count of the launch (``WORLD_SIZE``), 1 without a launcher."""
+    return max(int(os.environ.get("WORLD_SIZE", "1") or 1), 1)
+
+
+def count_lines(paths: list[Path]) -> int | None:
+    """The lines of ``paths`` together; None when none of them is a file."""
+    files = [p for p in paths if p.is_file()]
+    if not files:
+        return None
+    total = 0
+    for p in files:
+        with open(p, "rb") as f:
+            total += sum(1 for _ in f)
+    return total
+
+
+def task_inputs(exp: Experiment, name: str, task: str | None = None) -> int | None:
+    """The inputs of a task of the experiment folder: the lines of its candidates folder's split files, else (a
+    task of the config, ``task``) of its data files, each split at most its ``retrieve.split_sizes``."""
+    counted = count_lines([exp.out / name / "candidates" / f for f in SPLIT_FILES])
+    if counted is not None or task is None:
+        return counted
+    from ..tasks.loaders import resolve_data_path
+    from .config import cell_settings
+
+    settings = cell_settings(exp.cfg, task)
+    spec = exp.tasks[task]
+    base = resolve_data_path(spec.data, settings.data_dir)
+    if not isinstance(base, Path):
+        return None
+    total = None
+    for split, file in spec.data.files.items():
+        n = count_lines([base / file])
+        if n is not None:
+            cap = settings.retrieve.split_sizes.get(split, settings.retrieve.max_examples)
+            total = (total or 0) + (min(n, int(cap)) if cap else n)
+    return total
+
+
+def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: int | None = None,
+               fits: BenchFits | None = None) -> Plan:
+    """The estimates of every stage and planned cell of ``exp`` (``workers``: default the config's ``workers`` when it
+    has one, else the process count)."""
+    cells = cells if cells is not None else exp.plan()
+    fits = fits if fits is not None else BenchFits.load()
+    out = exp.out
+    cell_records = [("/".join(p.parent.parts[-3:]), read_json(p)) for p in finished_cells(out)]
+    stage_records = []
+    for stage in STAGES:
+        for path in sorted(out.glob(f"*/{stage}/{STAGE_COST_FILE}")):
+            if (path.parent / STAGE_KEY_FILE).exists():
+                stage_records.append((path.parent.parent.name, stage, read_json(path)))
+    names = {t: exp.tasks[t].name for t in exp.cfg.tasks}
+    inputs: dict[str, int | None] = {name: task_inputs(exp, name, t) for t, name in names.items()}
+    for name in {r.get("task", "") for _, r in cell_records} | {t for t, _, _ in stage_records}:
+        if name and name not in inputs:
+            inputs[name] = task_inputs(exp, name)
+    stages = []
+    for t, name in names.items():
+        k = exp.rerank_config(t).k or exp.retrieve_config(t).k
+        for stage in STAGES[: 2 if exp.needs_reranking else 1]:
+            n = inputs.get(name)
+            stages.append(estimate_stage(name, stage, exp.stage_done(t, stage), stage_records, inputs, fits,
+                                         candidates=n * k if n and k else None))
+    estimates = []
+    for c in cells:
+        if c.status == "done":
+            estimates.append(Estimate(c.label, 0.0, "done"))
+            continue
+        e = estimate_cell(names[c.task], c.method, exp.method(c.task, c.method).settings(), cell_records, inputs, fits)
+        e.label = c.label
+        estimates.append(e)
+    return Plan(stages, estimates, workers or int(getattr(exp.cfg, "workers", 0) or 0) or default_workers())
+
+
+__all__ = ["BenchFits", "Estimate", "Plan", "default_workers", "estimate_cell", "estimate_stage", "format_seconds",
+           "lpt_assign", "lpt_order", "plan_costs", "plan_wallclock", "task_inputs"]

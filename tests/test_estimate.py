@@ -1,0 +1,177 @@
+"""The plan before the spend: cost estimates from hand-made cost records and bench fits, each with its source,
+the longest-processing-time schedule, and the ``--dry-run`` text that shows them."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pgra.cli import main
+from pgra.config import from_dict
+from pgra.experiment import Experiment, ExperimentConfig
+from pgra.experiment.estimate import (
+    BenchFits,
+    estimate_cell,
+    estimate_stage,
+    lpt_assign,
+    lpt_order,
+    plan_wallclock,
+)
+from pgra.experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
+from tests.conftest import write_corpus, write_sky_task
+from tests.test_experiment import _config
+
+H100 = {"device": "NVIDIA H100 80GB HBM3"}
+READER = {"reader": {"max_steps": 100, "n_passages": 4, "batch_size": 16}, "data": "candidates"}
+
+
+def _cell(task, method, seconds, settings=READER, resumed=False, device=H100):
+    return {"task": task, "method": method, "settings": settings,
+            "cost": {"elapsed_s": seconds, "resumed": resumed, "hardware": device}}
+
+
+def test_lpt_schedule_exact():
+    assert lpt_order([1.0, 3.0, 2.0, 3.0]) == [1, 3, 2, 0]  # costliest first, ties in their order
+    # LPT, not the optimum: 5,4 | 3,3,3 would take 9; greedy gives 5+3 | 4+3+3 = 10
+    assert lpt_assign([5, 4, 3, 3, 3], 2) == [0, 1, 1, 0, 1]
+    assert plan_wallclock([5, 4, 3, 3, 3], 2) == 10
+    assert plan_wallclock([5, 4, 3, 3, 3], 1) == 18
+    assert plan_wallclock([5, 4, 3], 8) == 5
+    assert plan_wallclock([], 4) == 0
+    assert plan_wallclock([7, 7, 7, 7, 2, 2, 2, 2], 4) == 9
+    with pytest.raises(ValueError):
+        plan_wallclock([1.0], 0)
+
+
+def test_cell_estimates_and_their_sources():
+    inputs = {"mr": 200, "sst2": 600}
+    records = [("mr/fid/seed-1", _cell("mr", "fid", 100.0)), ("mr/fid/seed-2", _cell("mr", "fid", 200.0)),
+               ("mr/fid/seed-3", _cell("mr", "fid", 5.0, resumed=True)),  # a resumed run's time is partial
+               ("sst2/fid/seed-1", _cell("sst2", "fid", 300.0, device={"device": "cpu"})),
+               ("sst2/pgra/seed-1", _cell("sst2", "pgra", 900.0, device={"device": "cpu"}))]
+    same = estimate_cell("mr", "fid", READER, records, inputs)
+    assert (same.seconds, same.device, same.source) == (150.0, "gpu", "recorded: mr/fid/seed-1, mr/fid/seed-2")
+    scaled = estimate_cell("mr", "pgra", READER, records, inputs)
+    assert (scaled.seconds, scaled.device) == (300.0, "cpu")
+    assert scaled.source == "recorded: sst2/pgra/seed-1, x 200/600 inputs"
+    # other settings on the same task: not that record; the fit (100 steps x (0.24 + 0.2 x 4) s x 16/8)
+    fits = BenchFits("cpu", reader=(0.24, 0.2), reader_batch=8, reader_source="bench fit X")
+    other = {"reader": {**READER["reader"], "max_steps": 100}, "data": "reranked"}
+    fitted = estimate_cell("cr", "no_retrieval", other, records, {"cr": None}, fits)
+    assert fitted.seconds == pytest.approx(208.0) and fitted.source == "bench fit X" and fitted.device == "cpu"
+    unknown = estimate_cell("mr", "knn_vote", {"knn_vote": {"k": 3}}, records, inputs, fits)
+    assert unknown.seconds is None and unknown.text() == "cost unknown (no record of this method, no bench fit)"
+    assert same.text() == "~2.5 min gpu (recorded: mr/fid/seed-1, mr/fid/seed-2)"
+
+
+def test_stage_estimates_and_their_sources():
+    records = [("sst2", "candidates", {"elapsed_s": 60.0, "hardware": {"device": "cpu"}}),
+               ("sst2", "reranked", {"elapsed_s": 3000.0, "hardware": H100}),
+               ("mr", "candidates", {"elapsed_s": 12.0, "hardware": {"device": "cpu"}})]
+    inputs = {"mr": 200, "sst2": 600, "cr": 300}
+    assert estimate_stage("mr", "reranked", True, records, inputs).source == "done"
+    own = estimate_stage("mr", "candidates", False, records, inputs)
+    assert (own.seconds, own.source) == (12.0, "recorded: mr/candidates (earlier settings)")
+    scaled = estimate_stage("cr", "reranked", False, records, inputs)
+    assert (scaled.seconds, scaled.device, scaled.source) == (1500.0, "gpu", "recorded: sst2/reranked, x 300/600 inputs")
+    fits = BenchFits("cpu", rerank=(4.0, 0.05), rerank_source="bench fit R")
+    fitted = estimate_stage("cr", "reranked", False, [], inputs, fits, candidates=1000)
+    assert fitted.seconds == pytest.approx(54.0) and fitted.source == "bench fit R, 1000 candidates"
+    assert estimate_stage("cr", "candidates", False, [], inputs, fits, candidates=1000).seconds is None
+
+
+def test_bench_fits_read_the_results():
+    results = Path(__file__).resolve().parents[1] / "bench" / "results"
+    cpu = BenchFits.load(results, "cpu")
+    rows = json.loads((results / "reader_scale.json").read_text())
+    a, b = cpu.reader
+    assert a + b * 16 == pytest.approx(rows[-1]["s_per_step"], rel=0.05) and b == pytest.approx(0.20, abs=0.01)
+    assert "reader_scale.json" in cpu.reader_source and "2-core CPU" in cpu.reader_source
+    assert cpu.rerank[1] == pytest.approx(0.057, abs=0.002) and "SmolLM2-135M" in cpu.rerank_source
+    gpu = BenchFits.load(results, "gpu")
+    run = json.loads((results / "gpu_scale_h100_shared_prefix.json").read_text())
+    assert gpu.reader_seconds(5000, 16, 8) == pytest.approx(5000 * run["readers"][0]["s_per_step"])
+    assert gpu.rerank_seconds(463) == pytest.approx(463 / run["rerank"][-1]["texts_per_s"])
+    assert "opt-13b" in gpu.rerank_source and "H100" in gpu.reader_source
+    assert BenchFits.load(results / "none", "cpu").reader is None
+
+
+@pytest.fixture()
+def planned(tmp_path) -> dict:
+    """A fid grid over 2 seeds whose seed-1 cell is done (a hand-made record of 100 s on an H100) and whose
+    candidates stage has a cost record of an earlier build (30 s on CPU)."""
+    cfg = _config(tmp_path, write_corpus(tmp_path), write_sky_task(tmp_path), "lm", "reader", methods=["fid"])
+    exp = Experiment(from_dict(ExperimentConfig, cfg))
+    cell = next(c for c in exp.plan() if c.seed == 1)
+    cell.directory.mkdir(parents=True)
+    record = {**_cell("sky", "fid", 100.0, settings=exp.method(cell.task, "fid").settings()), "key": cell.key}
+    (cell.directory / CELL_FILE).write_text(json.dumps(record))
+    stage = exp.stage_dir(cell.task, "candidates")
+    stage.mkdir(parents=True)
+    (stage / STAGE_COST_FILE).write_text(json.dumps({"stage_key": "old", "elapsed_s": 30.0,
+                                                     "hardware": {"device": "cpu"}, "work": []}))
+    (stage / STAGE_KEY_FILE).write_text("old")
+    return cfg
+
+
+def test_dry_run_shows_costs_their_sources_and_the_wallclock(planned, tmp_path, capsys):
+    exp = Experiment(from_dict(ExperimentConfig, planned))
+    text = exp.describe(workers=2)
+    lines = text.splitlines()
+    assert "    candidates               ~30 s cpu (recorded: sky/candidates (earlier settings))" in lines
+    seed2 = lines.index(next(x for x in lines if "seed 2" in x))
+    assert lines[seed2 - 1] == "      done: nothing to spend"
+    assert lines[seed2 + 1] == "      ~100 s gpu (recorded: sky/fid/seed-1)"
+    assert lines[-2:] == ["expected cost: 2.2 min of work (0.03 GPU h, 0.01 CPU h)",
+                          "wall-clock on 2 worker(s): stages 15 s (each sharded over the workers) + cells 100 s "
+                          "(side by side, costliest first) = 115 s"]
+    # the command: one process, one worker
+    import yaml
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(planned))
+    assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "~100 s gpu (recorded: sky/fid/seed-1)" in out
+    assert "wall-clock on 1 worker(s): stages 30 s (each sharded over the workers) + cells 100 s" in out
+
+
+def test_reuse_or_run_records_cost_and_key_then_reuses(tmp_path):
+    from pgra.artifacts import MANIFEST
+    from pgra.distributed import DistContext
+    from pgra.experiment.reuse import reuse_or_run
+
+    folder, calls = tmp_path / "stage", []
+
+    def build():
+        calls.append(1)
+        folder.mkdir(exist_ok=True)
+        (folder / MANIFEST).write_text("{}")
+
+    assert reuse_or_run(folder, ".k", "key-1", build, DistContext()) is False
+    cost = json.loads((folder / STAGE_COST_FILE).read_text())
+    assert cost["stage_key"] == "key-1" and {"elapsed_s", "hardware", "work"} <= set(cost)
+    assert (folder / ".k").read_text().strip() == "key-1"
+    assert reuse_or_run(folder, ".k", "key-1", build, DistContext()) is True and calls == [1]
+    assert reuse_or_run(folder, ".k", "key-2", build, DistContext()) is False and calls == [1, 1]
+    (folder / MANIFEST).unlink()  # an unfinished build is never reused
+    assert reuse_or_run(folder, ".k", "key-2", build, DistContext()) is False and len(calls) == 3
+
+
+def test_table2_plan_is_the_bench_readmes():
+    """bench/plan_table2.py: its parts add up, the cells are the LPT schedule of 72 reader cells, and the numbers
+    bench/README.md quotes are what it computes."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("plan_table2", root / "bench" / "plan_table2.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    p = module.plan(8)
+    assert p["cells"] == 72 and p["total_s"] == pytest.approx(p["index_s"] + p["candidates_s"] + p["rerank_s"] +
+                                                             p["cells_s"])
+    assert p["cells_lower_bound_s"] <= p["cells_s"] <= p["cells_lower_bound_s"] + p["longest_cell_s"]
+    readme = (root / "bench" / "README.md").read_text()
+    for quoted in (f"{p['total_s'] / 3600:.2f} h", f"{p['rerank_s'] / 60:.1f} min", f"{p['cells_s'] / 60:.1f} min",
+                   f"{p['gpus_for_one_hour']} GPUs"):
+        assert quoted in readme, quoted
