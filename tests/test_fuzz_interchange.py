@@ -94,7 +94,7 @@ def _read(tmp_path: Path, content: bytes) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    (b'{"id": 0, "text": "a"}\n{"id": 1, "text": "b\xff"}\n', r"test\.jsonl:2: not UTF-8"),
+    (b'{"id": 0, "text": "a"}\n{"id": 1, "text": "b\xff"}\n', r"test\.jsonl:2: undecodable bytes \(not UTF-8\)"),
     (b"[" * 3000, r"test\.jsonl:1: invalid JSON \(nested too deeply\)"),
     (b'{"id": ' + b"9" * 5000 + b', "text": "a"}', r"test\.jsonl:1: invalid JSON \(Exceeds the limit"),
     (b'{"id": 0, "text": "a", "ctxs": 0}', r":1 \(field 'ctxs'\): must be a list"),

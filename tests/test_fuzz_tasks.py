@@ -225,11 +225,11 @@ def _task(tmp_path: Path, fmt: str, train: bytes, files: Any = "train.jsonl") ->
 
 
 @pytest.mark.parametrize(("fmt", "train", "message"), [
-    ("jsonl", b'{"id": 1, "text": "Fine.", "label": "pos"}\n\x80\n', r"train\.jsonl:2: not UTF-8"),
+    ("jsonl", b'{"id": 1, "text": "Fine.", "label": "pos"}\n\x80\n', r"train\.jsonl:2: undecodable bytes \(not UTF-8\)"),
     ("jsonl", b"[" * 3000, r"train\.jsonl:1: invalid JSON \(nested too deeply\)"),
     ("json", b'[{"id": 1, "text": "Fine.", "label": "pos"}, 5]', r"train\.jsonl:2: item 2 of the list is 5"),
     ("json", b'[{"id": 1, "text": "Fine\xff"}]', r"train\.jsonl: not UTF-8"),
-    ("csv", b"id,text,label\n1,Fine\xff,pos\n", r"train\.jsonl: undecodable bytes"),
+    ("csv", b"id,text,label\n1,Fine\xff,pos\n", r"train\.jsonl:2: undecodable bytes \(not UTF-8\)"),
     ("tsv", b"id\ttext\tlabel\n1\t\"" + b"x" * 70 + b"\n", r"train\.jsonl: unreadable CSV"),
     ("parquet", b"PAR1 not really", r"train\.jsonl: not a readable Parquet file"),
 ])
