@@ -192,7 +192,7 @@ def locks_output(field: str = "out", kind: str | None = None) -> Callable:
                     from .artifacts import claim_output
 
                     claim_output(out, kind, field)
-                with claimed(out, kind or "output", field):  # pgra writes only into a folder it made
+                with claimed(out, kind or "output", field, cfg):  # pgra writes only into a folder it made
                     return fn(*args, **kwargs)
         return run
     return wrap

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,13 @@ EVIDENCE: dict[str, tuple[str, ...]] = {
     "simcse": (".simcse",),
     "index": (".build/plan.json",),
     "experiment": ("*/*/seed-*/.cell_key", "*/*/seed-*/cell.json", "*/candidates/.stage_key"),
+    "analysis": ("analysis.json", "figures.json"),
 }
 MAX_NAMED = 5  # entries an error names before "and N more"
+# a stage's own, more precise refusal of a folder it did not make, run before the general one:
+# ``PART_CHECKS[kind](folder, cfg)`` raises an InputError or returns (the index names a user's ``corpus/``,
+# retrieve a folder that is its task's data)
+PART_CHECKS: dict[str, Callable[[Path, Any], None]] = {}
 
 
 def is_temp(name: str) -> bool:
@@ -108,9 +113,9 @@ def drop_temp(folder: Path) -> None:
                 p.unlink(missing_ok=True)
 
 
-def claim_folder(folder: str | Path, kind: str, field: str = "out") -> bool:
+def claim_folder(folder: str | Path, kind: str, field: str = "out", cfg: Any = None) -> bool:
     """Refuse to write into ``folder`` unless it is new, empty or pgra's (:func:`made_by_pgra`): an InputError
-    names what it holds, and nothing is changed. Records pgra's ownership of a new or empty folder (or one an
+    names what it holds, and nothing is changed (``cfg``: the stage's config, for its :data:`PART_CHECKS`). Records pgra's ownership of a new or empty folder (or one an
     older pgra made) and drops pgra's leftover temporary files. Returns True when it wrote a new record."""
     folder = Path(folder)
     if not (folder.exists() or folder.is_symlink()):
@@ -124,6 +129,8 @@ def claim_folder(folder: str | Path, kind: str, field: str = "out") -> bool:
     held = entries(folder)
     ours = made_by_pgra(folder, kind)
     if held and not ours:
+        if kind in PART_CHECKS:
+            PART_CHECKS[kind](folder, cfg)
         raise InputError(f"{folder} holds {_names(held)}, which pgra did not write (it writes only into a new or "
                          f"empty folder, or one it made: {RECORD}); nothing was changed: move them away or choose "
                          "another output folder", field=field)
@@ -134,11 +141,11 @@ def claim_folder(folder: str | Path, kind: str, field: str = "out") -> bool:
 
 
 @contextlib.contextmanager
-def claimed(folder: str | Path, kind: str, field: str = "out") -> Iterator[None]:
+def claimed(folder: str | Path, kind: str, field: str = "out", cfg: Any = None) -> Iterator[None]:
     """:func:`claim_folder` for the block; a block that writes nothing (a refused run, a dry run) leaves no record
     behind, so no folder of its own either."""
     folder = Path(folder)
-    new = claim_folder(folder, kind, field)
+    new = claim_folder(folder, kind, field, cfg)
     try:
         yield
     finally:
@@ -213,5 +220,5 @@ def check_only_own(folder: str | Path, kind: str, patterns: Collection[str], act
                          field=field)
 
 
-__all__ = ["EVIDENCE", "RECORD", "check_folders", "check_only_own", "check_replaceable", "claim_folder", "claimed", "drop_temp",
+__all__ = ["EVIDENCE", "PART_CHECKS", "RECORD", "check_folders", "check_only_own", "check_replaceable", "claim_folder", "claimed", "drop_temp",
            "entries", "is_temp", "made_by_pgra", "read_record", "record_files", "unknown_entries"]

@@ -72,7 +72,7 @@ def test_leftover_temporary_files_are_removed_only_in_pgras_own_folders(tmp_path
 
 # ---------------------------------------------------------------- train, train-simcse, tasks export
 
-def test_train_refuses_a_users_best_folder_and_a_linked_best(reranked, tmp_path, tiny_t5, capsys):
+def test_train_and_evaluate_refuse_a_users_files_and_a_linked_best(reranked, tmp_path, tiny_t5, capsys):
     out = tmp_path / "run"
     (out / "best").mkdir(parents=True)
     (out / "best" / "model.safetensors").write_bytes(b"the user's own model")
@@ -86,6 +86,13 @@ def test_train_refuses_a_users_best_folder_and_a_linked_best(reranked, tmp_path,
     assert main(_train_argv(reranked, run, tiny_t5)) == 0
     assert (run / RECORD).exists() and (run / "best" / "model.safetensors").exists()
     assert main(_train_argv(reranked, run, tiny_t5)) == 0
+    # `pgra evaluate --out` a folder holding the user's own metrics: refused; its default folder: written
+    evals = tmp_path / "evals"
+    evals.mkdir()
+    (evals / "metrics_test.json").write_text("mine")
+    line = one_error_line(["evaluate", "--run", str(run), "--out", str(evals)], capsys)
+    assert "'metrics_test.json'" in line and (evals / "metrics_test.json").read_text() == "mine"
+    assert main(["evaluate", "--run", str(run)]) == 0 and main(["evaluate", "--run", str(run)]) == 0
     elsewhere = tmp_path / "elsewhere"
     shutil.move(run / "best", elsewhere)
     (run / "best").symlink_to(elsewhere)
@@ -104,6 +111,26 @@ def test_train_simcse_refuses_another_model_folder(tmp_path, tiny_bert, corpus_t
                            str(model), "max_steps=1"], capsys)
     assert "which pgra did not write" in line and "field 'out'" in line
     assert _snapshot(model) == before
+
+
+def test_a_killed_export_leaves_a_temporary_file_the_next_run_removes(tmp_path, sky_task):
+    import os
+    import subprocess
+    import sys
+
+    from pgra.faults import ENV, KILLED_EXIT
+
+    out = tmp_path / "exported"
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, ENV: "write:dev.jsonl", "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", "import sys; from pgra.cli import main; sys.exit(main(sys.argv[1:]))",
+                           "tasks", "export", str(sky_task), "--out", str(out)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == KILLED_EXIT, proc.stderr[-2000:]
+    (left,) = [p for p in out.iterdir() if p.name.startswith(".dev.jsonl.")]  # written, never renamed
+    assert is_temp(left.name)
+    assert main(["tasks", "export", str(sky_task), "--out", str(out)]) == 0
+    assert not left.exists() and (out / "dev.jsonl").exists() and not [p for p in out.iterdir() if is_temp(p.name)]
 
 
 def test_tasks_export_refuses_a_users_files_and_re_exports_its_own(tmp_path, sky_task, capsys):
