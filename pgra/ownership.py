@@ -115,8 +115,9 @@ def drop_temp(folder: Path) -> None:
 
 def claim_folder(folder: str | Path, kind: str, field: str = "out", cfg: Any = None) -> bool:
     """Refuse to write into ``folder`` unless it is new, empty or pgra's (:func:`made_by_pgra`): an InputError
-    names what it holds, and nothing is changed (``cfg``: the stage's config, for its :data:`PART_CHECKS`). Records pgra's ownership of a new or empty folder (or one an
-    older pgra made) and drops pgra's leftover temporary files. Returns True when it wrote a new record."""
+    names what it holds, and nothing is changed (``cfg``: the stage's config, for its :data:`PART_CHECKS`).
+    Records pgra's ownership of a new or empty folder (or one an older pgra made) and drops pgra's leftover
+    temporary files. Returns True when it wrote a new record."""
     folder = Path(folder)
     if not (folder.exists() or folder.is_symlink()):
         folder.mkdir(parents=True)
@@ -203,22 +204,23 @@ def unknown_entries(folder: str | Path, patterns: Collection[str], files_only: b
 
 def check_only_own(folder: str | Path, kind: str, patterns: Collection[str], action: str,
                    field: str = "out") -> None:
-    """Refuse to ``action`` (delete, replace) ``folder`` unless pgra made it and it holds nothing but names
-    ``patterns`` allows: an InputError names the rest, and nothing is changed."""
+    """Refuse to ``action`` (``delete this folder ...``) ``folder`` unless pgra made it and it holds nothing but
+    names ``patterns`` allows: an InputError names the rest, and nothing is changed."""
     folder = Path(folder)
     if not folder.is_dir() or folder.is_symlink():
         if folder.exists() or folder.is_symlink():
-            raise InputError(f"{folder} is {describe_path(folder)}, not a folder pgra wrote; nothing was changed",
-                             field=field)
+            what = "a symbolic link" if folder.is_symlink() else describe_path(folder)
+            raise InputError(f"{folder} is {what}, not a folder pgra wrote; nothing was changed", field=field)
         return
     foreign = [p for p in unknown_entries(folder, patterns) if not _empty_dir(p)]
     if not foreign and not made_by_pgra(folder, kind):
         foreign = entries(folder)
     if foreign:
-        raise InputError(f"{folder} holds {_names(foreign)}, which pgra did not write; pgra would {action} it, so "
+        raise InputError(f"{folder} holds {_names(foreign)}, which pgra did not write; pgra would {action}, so "
                          "nothing was changed: move them away (or delete the folder yourself) and run again",
                          field=field)
 
 
-__all__ = ["EVIDENCE", "PART_CHECKS", "RECORD", "check_folders", "check_only_own", "check_replaceable", "claim_folder", "claimed", "drop_temp",
-           "entries", "is_temp", "made_by_pgra", "read_record", "record_files", "unknown_entries"]
+__all__ = ["EVIDENCE", "PART_CHECKS", "RECORD", "check_folders", "check_only_own", "check_replaceable", "claim_folder",
+           "claimed", "drop_temp", "entries", "is_temp", "made_by_pgra", "read_record", "record_files",
+           "unknown_entries"]

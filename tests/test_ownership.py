@@ -122,7 +122,8 @@ def test_a_killed_export_leaves_a_temporary_file_the_next_run_removes(tmp_path, 
 
     out = tmp_path / "exported"
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, ENV: "write:dev.jsonl", "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, ENV: "write:dev.jsonl",
+           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", "import sys; from pgra.cli import main; sys.exit(main(sys.argv[1:]))",
                            "tasks", "export", str(sky_task), "--out", str(out)], env=env, capture_output=True,
                           text=True, timeout=300)

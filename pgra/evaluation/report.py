@@ -423,4 +423,5 @@ def figure_index(directory: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["REPORT_FILES", "CellResult", "build_report", "check_report_files", "collect_cells", "figure_index", "format_markdown", "write_report"]
+__all__ = ["REPORT_FILES", "CellResult", "build_report", "check_report_files", "collect_cells", "figure_index",
+           "format_markdown", "write_report"]

@@ -25,7 +25,7 @@ CELL_NAMES = (CELL_FILE, CELL_KEY_FILE, "error.log", MANIFEST, "metrics.json", "
 def check_stale_cell(cell: CellPlan) -> None:
     """Refuse to delete a stale cell's folder unless it holds nothing but pgra's own files (an InputError names
     the others; nothing is changed)."""
-    check_only_own(cell.directory, "cell", CELL_NAMES, "delete it to rerun the cell from scratch")
+    check_only_own(cell.directory, "cell", CELL_NAMES, "delete this folder to rerun the cell from scratch")
 
 
 def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: str = "none") -> dict[str, Any]:
