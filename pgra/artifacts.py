@@ -225,22 +225,6 @@ def claim_output(out: str | Path, kinds: str | Collection[str], field: str = "ou
                      "it: choose another output folder", field=field)
 
 
-def check_own_folder(folder: str | Path, patterns: Collection[str], what: str, field: str = "out") -> None:
-    """Refuse a ``folder`` a stage would replace unless it holds only files named like ``patterns`` (glob
-    patterns; pgra's temporary files are allowed too): a user's own ``corpus/`` is never deleted."""
-    from .ownership import unknown_entries
-
-    folder = Path(folder)
-    if not (folder.exists() or folder.is_symlink()):
-        return
-    if not folder.is_dir() or folder.is_symlink():
-        raise InputError(f"{folder} is {describe_path(folder)}, not {what}; nothing was changed: choose another "
-                         "output folder", field=field)
-    for p in unknown_entries(folder, patterns, files_only=True)[:1]:
-        raise InputError(f"{folder} is not {what} (it holds {p.name!r}, which pgra did not write); it would be "
-                         "replaced: nothing was changed, choose another output folder", field=field)
-
-
 def verify_safetensors(folder: str | Path) -> None:
     """Check every ``*.safetensors`` file directly in ``folder`` against its own header (the header's length
     and the end of its last tensor): a truncated weights file is an IncompleteArtifactError naming it,

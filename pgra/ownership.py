@@ -23,9 +23,9 @@ from typing import Any
 
 from .artifacts import MANIFEST, describe_path, read_json, sha256_file, write_json
 from .errors import IncompleteArtifactError, InputError
-from .lock import LOCK_FILE
 
 RECORD = ".pgra-owned.json"
+LOCK_FILE = ".pgra-lock"  # pgra.lock.LOCK_FILE (not imported: pgra.lock imports this module)
 # atomic_path's temporary file (``.<name>.<8 chars>.tmp``) and atomic_dir's temporary folder (``.<name>.<8 chars>``)
 _TEMP = re.compile(r"\.[^/]+\.[a-z0-9_]{8}(\.tmp)?")
 # a folder an older pgra made before it wrote the record: names (glob patterns, under the folder) only a pgra
@@ -202,6 +202,20 @@ def unknown_entries(folder: str | Path, patterns: Collection[str], files_only: b
         not any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns))]
 
 
+def check_own_folder(folder: str | Path, patterns: Collection[str], what: str, field: str = "out") -> None:
+    """Refuse a ``folder`` a stage would replace unless it holds only files named like ``patterns`` (glob
+    patterns; pgra's temporary files are allowed too): a user's own ``corpus/`` is never deleted."""
+    folder = Path(folder)
+    if not (folder.exists() or folder.is_symlink()):
+        return
+    if not folder.is_dir() or folder.is_symlink():
+        raise InputError(f"{folder} is {describe_path(folder)}, not {what}; nothing was changed: choose another "
+                         "output folder", field=field)
+    for p in unknown_entries(folder, patterns, files_only=True)[:1]:
+        raise InputError(f"{folder} is not {what} (it holds {p.name!r}, which pgra did not write); it would be "
+                         "replaced: nothing was changed, choose another output folder", field=field)
+
+
 def check_only_own(folder: str | Path, kind: str, patterns: Collection[str], action: str,
                    field: str = "out") -> None:
     """Refuse to ``action`` (``delete this folder ...``) ``folder`` unless pgra made it and it holds nothing but
@@ -221,6 +235,6 @@ def check_only_own(folder: str | Path, kind: str, patterns: Collection[str], act
                          field=field)
 
 
-__all__ = ["EVIDENCE", "PART_CHECKS", "RECORD", "check_folders", "check_only_own", "check_replaceable", "claim_folder",
+__all__ = ["EVIDENCE", "PART_CHECKS", "RECORD", "check_folders", "check_only_own", "check_own_folder", "check_replaceable", "claim_folder",
            "claimed", "drop_temp", "entries", "is_temp", "made_by_pgra", "read_record", "record_files",
            "unknown_entries"]

@@ -44,6 +44,9 @@ def test_claim_refuses_a_folder_pgra_did_not_make_and_records_its_own(tmp_path):
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "train_log.jsonl").write_text("")
     assert claim_folder(tmp_path / "old", "reader")
+    from pgra import lock, ownership
+
+    assert ownership.LOCK_FILE == lock.LOCK_FILE  # the lock's name, spelled out (pgra.lock imports ownership)
 
 
 def test_leftover_temporary_files_are_removed_only_in_pgras_own_folders(tmp_path, corpus_txt):

@@ -23,7 +23,6 @@ from typing import Any
 
 from ..artifacts import (
     MANIFEST,
-    check_own_folder,
     describe_path,
     read_json,
     read_json_object,
@@ -36,7 +35,7 @@ from ..distributed import DistContext, init_distributed, main_computes
 from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
 from ..faults import fault_point
 from ..lock import locks_output
-from ..ownership import PART_CHECKS
+from ..ownership import PART_CHECKS, check_own_folder
 from .base import INDEX_KIND, RETRIEVERS, Retriever, get_retriever, load_builtin
 from .config import IndexConfig
 
