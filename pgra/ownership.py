@@ -87,8 +87,15 @@ def _write_record(folder: Path, record: dict[str, Any]) -> None:
 
 
 def _own_manifest(folder: Path, kind: str) -> bool:
-    """A ``manifest.json`` is there (:func:`pgra.artifacts.claim_output` already refused one of another kind)."""
-    return (folder / MANIFEST).is_file()
+    """A finished artifact of ``kind`` is there (its ``manifest.json``, of that kind, pgra wrote)."""
+    path = folder / MANIFEST
+    if not path.is_file() or path.is_symlink():
+        return False
+    try:
+        manifest = read_json(path)
+    except IncompleteArtifactError:
+        return False
+    return isinstance(manifest, dict) and manifest.get("kind") == kind
 
 
 def made_by_pgra(folder: str | Path, kind: str) -> bool:
