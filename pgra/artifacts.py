@@ -240,26 +240,6 @@ def claim_output(out: str | Path, kinds: str | Collection[str], field: str = "ou
                      "it: choose another output folder", field=field)
 
 
-def check_own_folder(folder: str | Path, patterns: Collection[str], what: str, field: str = "out") -> None:
-    """Refuse a ``folder`` a stage would replace unless it holds only files named like ``patterns`` (glob
-    patterns; the stage's temporary files are allowed too): a user's own ``corpus/`` is never deleted."""
-    import fnmatch
-
-    folder = Path(folder)
-    if not (folder.exists() or folder.is_symlink()):
-        return
-    if not folder.is_dir() or folder.is_symlink():
-        raise InputError(f"{folder} is {describe_path(folder)}, not {what}; nothing was changed: choose another "
-                         "output folder", field=field)
-    for p in folder.iterdir():
-        own = p.is_file() and not p.is_symlink() and (
-            any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns) or
-            (p.name.startswith(".") and p.name.endswith(".tmp")))
-        if not own:
-            raise InputError(f"{folder} is not {what} (it holds {p.name!r}, which pgra did not write); it would be "
-                             "replaced: nothing was changed, choose another output folder", field=field)
-
-
 def verify_safetensors(folder: str | Path) -> None:
     """Check every ``*.safetensors`` file directly in ``folder`` against its own header (the header's length
     and the end of its last tensor): a truncated weights file is an IncompleteArtifactError naming it,

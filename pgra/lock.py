@@ -385,7 +385,8 @@ def locks_output(field: str = "out", kind: str | None = None) -> Callable:
     """Decorate a stage function ``fn(cfg, ...)`` to hold the lock of ``cfg.<field>`` while it runs (rank 0
     only; re-entrant, so the CLI's lock and the function's are one). ``kind``: the manifest kind the stage
     writes; a folder holding another artifact (or a ``manifest.json`` pgra did not write) is refused before
-    anything in it is touched (:func:`pgra.artifacts.claim_output`)."""
+    anything in it is touched (:func:`pgra.artifacts.claim_output`), and so is a non-empty folder pgra did not make
+    (:func:`pgra.ownership.claimed`)."""
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def run(*args, **kwargs):
@@ -398,10 +399,13 @@ def locks_output(field: str = "out", kind: str | None = None) -> Callable:
 
                 check_config(cfg)
             with output_lock(out, f"{fn.__module__}.{fn.__name__}", field=field):
+                from .ownership import claimed
+
                 if kind:
                     from .artifacts import claim_output
 
                     claim_output(out, kind, field)
-                return fn(*args, **kwargs)
+                with claimed(out, kind or "output", field, cfg):  # pgra writes only into a folder it made
+                    return fn(*args, **kwargs)
         return run
     return wrap

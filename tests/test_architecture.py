@@ -12,8 +12,8 @@ FLOORS: list[tuple[str, ...]] = [
     # the ground floor: files, configs, tasks, the predictions schema and metrics, models' shared plumbing
     ("pgra.errors", "pgra.faults", "pgra.verbosity", "pgra.choices", "pgra.artifacts", "pgra.distributed",
      "pgra.device", "pgra.progress", "pgra.tokens", "pgra.kv", "pgra.loading", "pgra.hfdata", "pgra.tracking",
-     "pgra.config", "pgra.lock", "pgra.cost", "pgra.download", "pgra.corpus", "pgra.interchange", "pgra.tasks",
-     "pgra.metrics", "pgra.predictions", "pgra.itself", "pgra.training", "pgra.causal_lm", "pgra.lm",
+     "pgra.config", "pgra.lock", "pgra.ownership", "pgra.cost", "pgra.download", "pgra.corpus", "pgra.interchange",
+     "pgra.tasks", "pgra.metrics", "pgra.predictions", "pgra.itself", "pgra.training", "pgra.causal_lm", "pgra.lm",
      "pgra.provenance", "pgra.markdown"),
     ("pgra.retrieval",),                      # stage 1: encoders, indexes, search
     ("pgra.selection",),                      # demonstrations (KATE reuses the retrieval encoder)

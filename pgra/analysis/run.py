@@ -35,6 +35,12 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
     if not runs.experiment.out.exists():
         raise InputError(f"experiment folder {runs.experiment.out} does not exist: run `pgra experiment` first",
                          path=runs.experiment.out)
+    if ctx.is_main:  # before any work: the analysis folder is pgra's, and the report it remakes is pgra's own
+        from ..evaluation.report import check_report_files
+        from ..ownership import claim_folder
+
+        claim_folder(runs.out, "analysis")
+        check_report_files(runs.experiment.out)
     chosen = [ANALYSES[name] for name in ANALYSES if name in cfg.analysis.analyses]
     # analyses that run models run on every process (their stages shard); tables and figures on the main one
     results: dict[str, Any] = {a.name: a.compute(runs, ctx) for a in chosen if a.every_process}

@@ -18,6 +18,10 @@ def run_and_report(cfg, ctx=None) -> list:
     from ..experiment.layout import finished_cells
     from ..lock import is_main_launch
 
+    if cfg.report and not cfg.dry_run:  # before anything runs: a report file pgra did not write is refused
+        from ..evaluation.report import check_report_files
+
+        check_report_files(Path(cfg.out))
     failed = run_experiment(cfg, ctx)
     main = ctx.is_main if ctx is not None else is_main_launch()
     if main and cfg.report and not cfg.dry_run and any(finished_cells(Path(cfg.out))):

@@ -80,6 +80,7 @@ def export_task(task: Any, data_dir: str, out: str) -> None:
     from ..artifacts import check_disjoint, claim_output, write_manifest
     from ..config import to_dict
     from ..interchange import example_record, write_records
+    from ..ownership import claimed
     from ..tasks import load_task, task_paths
 
     if not out:
@@ -88,11 +89,12 @@ def export_task(task: Any, data_dir: str, out: str) -> None:
     claim_output(out, "task-data")
     data = load_task(task, data_dir)
     out_dir = Path(out)
-    (out_dir / "manifest.json").unlink(missing_ok=True)
-    counts = {split: write_records(out_dir / f"{split}.jsonl", (example_record(ex) for ex in examples))
-              for split, examples in data.splits.items()}
-    write_manifest(out_dir, {"kind": "task-data", "task": to_dict(task), "counts": counts,
-                             "provenance": data.provenance})
+    with claimed(out_dir, "task-data"):  # a folder pgra did not make (a user's own train.jsonl) is refused
+        (out_dir / "manifest.json").unlink(missing_ok=True)
+        counts = {split: write_records(out_dir / f"{split}.jsonl", (example_record(ex) for ex in examples))
+                  for split, examples in data.splits.items()}
+        write_manifest(out_dir, {"kind": "task-data", "task": to_dict(task), "counts": counts,
+                                 "provenance": data.provenance})
     print(f"exported {task.name} to {out_dir}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
 

@@ -11,6 +11,7 @@ from ..artifacts import MANIFEST, read_manifest, verify_run, write_json
 from ..errors import InputError
 from ..interchange import read_records, write_records
 from ..methods import load_run
+from ..ownership import claim_folder
 from ..predictions import score_lines
 from ..provenance import check_run_data
 
@@ -51,6 +52,7 @@ def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None =
     tag = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:8]
     target = Path(out) if out else run / "evaluations" / f"{folder.name}-{tag}"
     predictions = target / f"predictions_{split}.jsonl"
+    claim_folder(target, "evaluation")  # a folder pgra did not make (holding a user's files) is refused
     write_records(predictions, predictor.predict(records))
     result: dict[str, Any] = {"split": split, "metric": task.metric, "data": str(folder.resolve()),
                               "run": str(run.resolve()), "predictions": str(predictions)}

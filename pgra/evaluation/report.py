@@ -21,13 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import read_json, write_json, write_text
-from ..errors import InputError
+from ..errors import IncompleteArtifactError, InputError
 from ..experiment.layout import CELL_GLOB
 from ..markdown import md_row, md_table
 from ..metrics import mean_std
+from ..ownership import record_files
 from ..predictions import checked_cell_results, inputs_fingerprint, read_cell
 from ..provenance import check_cell_data
 
+REPORT_FILES = ("results.json", "results.md", "results.html", "results_data.js")  # what write_report writes
 STILL_IMPROVING = "↑"
 DETERMINISTIC = "(det.)"
 # the floor every trained reader should beat: a logistic regression on frozen sentence embeddings (no retrieval,
@@ -375,6 +377,7 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
     """Write ``results.md``, ``results.json`` and ``results.html`` (the page to explore the grid in a browser) into
     ``directory``; returns the markdown's path."""
     directory = Path(directory)
+    check_report_files(directory, "directory")
     report = build_report(directory, reference, split, n_resamples, seed)
     write_json(directory / "results.json", report)
     md = directory / "results.md"
@@ -382,7 +385,29 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
     from .page import write_page
 
     write_page(directory, report)
+    record_files(directory, REPORT_FILES, kind="experiment")  # this run's bytes: the next report may replace them
     return md
+
+
+def check_report_files(directory: str | Path, field: str = "out") -> None:
+    """Refuse (an InputError naming it, nothing written) when a report file in ``directory`` is not the one pgra
+    last wrote there: a ``results.md`` written or edited by hand is kept. A report an older pgra wrote before
+    it recorded its files (its ``results.json`` is pgra's report) is replaced."""
+    from ..ownership import check_replaceable, read_record
+
+    directory = Path(directory)
+    if not (read_record(directory) or {}).get("files") and _older_report(directory / "results.json"):
+        return
+    check_replaceable(directory, REPORT_FILES, field=field)
+
+
+def _older_report(path: Path) -> bool:
+    try:
+        report = read_json(path)
+    except IncompleteArtifactError:
+        return False
+    return isinstance(report, dict) and isinstance(report.get("bootstrap"), dict) and \
+        "protocol" in report["bootstrap"] and "rows" in report and "significance" in report
 
 
 def figure_index(directory: Path) -> str:
@@ -401,4 +426,5 @@ def figure_index(directory: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CellResult", "build_report", "collect_cells", "figure_index", "format_markdown", "write_report"]
+__all__ = ["REPORT_FILES", "CellResult", "build_report", "check_report_files", "collect_cells", "figure_index",
+           "format_markdown", "write_report"]

@@ -7,26 +7,39 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..artifacts import library_versions, sha256_file, source_commit, write_json, write_text
+from ..artifacts import MANIFEST, library_versions, sha256_file, source_commit, write_json, write_text
 from ..config import to_dict
 from ..cost import merge_work, metered
 from ..interchange import read_records, write_records
 from ..methods import Method
+from ..ownership import check_only_own, claim_folder
 from ..predictions import PREDICTIONS_SHA256, score_lines
 from ..provenance import folder_fingerprint, relative_path
 from .layout import CELL_FILE, CELL_KEY_FILE, CellPlan
+
+# what a cell folder may hold for pgra to delete it when stale: the cell's marks and what its methods write
+CELL_NAMES = (CELL_FILE, CELL_KEY_FILE, "error.log", MANIFEST, "metrics.json", "train_log.jsonl", "predictions_*.jsonl",
+              "best", "checkpoints", "probe.safetensors", "train_labels.json", "train_texts.json", "tensorboard",
+              "wandb", "pgra")
+
+
+def check_stale_cell(cell: CellPlan) -> None:
+    """Refuse to delete a stale cell's folder unless it holds nothing but pgra's own files (an InputError names
+    the others; nothing is changed)."""
+    check_only_own(cell.directory, "cell", CELL_NAMES, "delete this folder to rerun the cell from scratch")
 
 
 def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: str = "none") -> dict[str, Any]:
     """Fit the cell's method (built by ``make_method`` once the folder is ready), predict dev and test, and write
     ``cell.json`` (the cell's completion mark); ``{}`` on the processes other than the main one."""
     if cell.status == "stale" and ctx.is_main:
+        check_stale_cell(cell)
         print(f"[{cell.label}] settings changed: rerunning from scratch")
         shutil.rmtree(cell.directory)
     ctx.barrier()
     say(ctx, f"[{cell.label}] {'resuming' if cell.status == 'resume' else 'running'}")
     if ctx.is_main:
-        cell.directory.mkdir(parents=True, exist_ok=True)
+        claim_folder(cell.directory, "cell")
         write_text(cell.directory / CELL_KEY_FILE, cell.key)
         (cell.directory / "error.log").unlink(missing_ok=True)
     ctx.barrier()

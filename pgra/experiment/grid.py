@@ -34,7 +34,7 @@ from ..methods import MethodInputs, get_method
 from ..rerank.config import RerankConfig
 from ..retrieval.retrieve import RetrieveConfig
 from ..selection.base import settings_key
-from .cell import run_cell
+from .cell import check_stale_cell, run_cell
 from .cell import say as _say
 from .config import ExperimentConfig, cell_settings
 from .estimate import plan_costs
@@ -213,6 +213,7 @@ class Experiment:
             if ctx.is_main:
                 print(self.describe())
             return []
+        self.check_ownership()
         _say(ctx, f"index {self.cfg.index.out}")
         build_index(replace(self.cfg.index, show_progress=self.cfg.show_progress), ctx)
         failed: list[CellPlan] = []
@@ -243,6 +244,14 @@ class Experiment:
             for c in failed:
                 print(f"  {c.label} (see {c.directory / 'error.log'})", file=sys.stderr)
         return failed
+
+    def check_ownership(self) -> None:
+        """Before anything runs: refuse (an InputError naming the files, nothing changed) a stale cell whose folder
+        holds files pgra did not write. (The command checks the report files it will replace:
+        :func:`pgra.cli.experiment.run_and_report`.)"""
+        for cell in self.plan():
+            if cell.status == "stale":
+                check_stale_cell(cell)
 
     def run_cell(self, cell: CellPlan, ctx) -> dict[str, Any]:
         """Fit the cell's method, predict dev and test, and write ``cell.json`` (the cell's completion mark)."""
@@ -291,7 +300,7 @@ def _report_failure(where: str, error: BaseException, directory: Path | None = N
         write_text(directory / "error.log", text)
 
 
-@locks_output()
+@locks_output(kind="experiment")
 def run_experiment(cfg: ExperimentConfig, ctx=None) -> list[CellPlan]:
     """Run (or with ``dry_run`` describe) the grid; returns the failed cells."""
     return Experiment(cfg).run(ctx)

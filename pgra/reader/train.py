@@ -45,6 +45,7 @@ from ..errors import InputError
 from ..faults import fault_point
 from ..interchange import read_records, write_records
 from ..lock import locks_output
+from ..ownership import check_folders
 from ..progress import progress
 from ..provenance import data_fields
 from ..tasks import TaskSpec, check_label_words, task_from_manifest
@@ -155,6 +156,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     if not cfg.data or not cfg.out:
         raise InputError("train needs data and out", field="data" if not cfg.data else "out")
     data_dir, out = Path(cfg.data), Path(cfg.out)
+    check_folders(out, ("best", "checkpoints"))  # replaced during training: a link or a file is refused now
     manifest = read_manifest(data_dir, DATA_KINDS)
     task = task_from_manifest(manifest, data_dir / MANIFEST, cfg.task)
     _check_test_split(data_dir, cfg.test_split)

@@ -23,7 +23,6 @@ from typing import Any
 
 from ..artifacts import (
     MANIFEST,
-    check_own_folder,
     describe_path,
     read_json,
     read_json_object,
@@ -36,6 +35,7 @@ from ..distributed import DistContext, init_distributed, main_computes
 from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
 from ..faults import fault_point
 from ..lock import locks_output
+from ..ownership import PART_CHECKS, check_own_folder
 from .base import INDEX_KIND, RETRIEVERS, Retriever, get_retriever, load_builtin
 from .config import IndexConfig
 
@@ -142,6 +142,9 @@ def _check_own_parts(out: Path) -> None:
         if (path.exists() or path.is_symlink()) and (not path.is_file() or path.is_symlink()):
             raise InputError(f"{path} is {describe_path(path)}, not {what}; nothing was changed: choose another "
                              "output folder", field="out")
+
+
+PART_CHECKS[INDEX_KIND] = lambda out, cfg: _check_own_parts(out)  # a folder pgra did not make: names the part
 
 
 def _clear(out: Path) -> None:

@@ -32,6 +32,7 @@ from ..faults import fault_point
 from ..interchange import example_record, read_records, write_records
 from ..itself import without_itself
 from ..lock import locks_output
+from ..ownership import PART_CHECKS
 from ..progress import progress
 from ..tasks import get_task, load_task, task_paths
 from .index import Index
@@ -62,6 +63,14 @@ class RetrieveConfig:
     device: str = option("auto", cosmetic=True, help="auto, cpu, cuda ...")
     trust_remote_code: bool = option(False, help="let the index's encoder run its own code (its manifest never can)")
     show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")
+
+
+def _check_task_apart(out: Path, cfg: RetrieveConfig) -> None:
+    """Refuse an output folder that is, holds or lies inside the task's own data (naming the task)."""
+    check_disjoint({"out": str(out)}, {"task": task_paths(get_task(cfg.task), cfg.data_dir)})
+
+
+PART_CHECKS[CANDIDATES_KIND] = _check_task_apart  # before "a folder pgra did not make": the more precise error
 
 
 @locks_output(kind=CANDIDATES_KIND)
