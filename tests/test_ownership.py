@@ -206,9 +206,9 @@ def test_report_files_pgra_did_not_write_are_refused_its_own_are_remade(knn_grid
     exp = tmp_path / "exp"
     exp.mkdir()
     (exp / "results.md").write_text("# my own notes\n")
-    # a non-empty folder pgra did not make is refused as an experiment's --out
+    # a report file pgra did not write, in a folder pgra did not make, is refused before the grid runs
     line = one_error_line(["experiment", "--config", str(knn_grid)], capsys)
-    assert "'results.md'" in line and (exp / "results.md").read_text() == "# my own notes\n"
+    assert "results.md was not written by pgra" in line and (exp / "results.md").read_text() == "# my own notes\n"
     (exp / "results.md").unlink()
     assert main(["experiment", "--config", str(knn_grid)]) == 0
     assert main(["report", str(exp)]) == 0  # its own report is made again
