@@ -153,7 +153,7 @@ def test_seed_independent_methods_are_planned_once(grid, tmp_path, capsys):
     knn_line = next(x for x in described.splitlines() if x.strip().startswith("knn_vote"))
     assert "seed 2" in knn_line and "(seed-independent: one run)" in knn_line
     assert not any("seed-independent" in x for x in described.splitlines() if x.strip().startswith("fid"))
-    assert described.splitlines()[-1] == "cells: 0 done, 0 resume, 0 stale, 9 todo"
+    assert "cells: 0 done, 0 resume, 0 stale, 9 todo" in described.splitlines()
     assert (old / CELL_FILE).read_text() == "{}"
     # the m-rewrite variants shuffle the annotated demonstrations with the seed: one cell per seed (not with m=1)
     for demos, want in (({"variant": "consistency"}, [2, 1, 3]), ({"variant": "consistency", "rewrites": 1}, [2]),
@@ -389,7 +389,7 @@ def test_icl_rows_and_per_query_reranking_in_a_grid(grid, tmp_path, tiny_bert, c
     grid.update(methods=["pgra", "icl_random", "icl_kate", "icl_skill_knn"], seeds=[1, 2], reference="pgra",
                 icl={"lm": grid["rerank"]["lm"], "num_demos": 3, "demos": demos, "splits": ["test"],
                      "max_tokens_per_batch": 700})
-    assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+    assert run_and_report(from_dict(ExperimentConfig, grid)) == []
     out = Path(grid["out"]) / "sky"
     for m in ("icl_random", "icl_kate", "icl_skill_knn"):
         cell = json.loads((out / m / "seed-1" / CELL_FILE).read_text())
