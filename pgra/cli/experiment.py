@@ -16,4 +16,6 @@ COMMAND = Command("experiment", "run a tasks x methods x seeds grid (resumable) 
                   "pgra.analysis.config:AnalyzeConfig", run,
                   description="Run every method of the config on every task and seed into "
                               "OUT/<task>/<method>/seed-<n>/, reusing finished stages and cells and resuming a "
-                              "killed one; --dry-run prints the plan. Ends with results.md (pgra report).", writes="out")
+                              "killed one; --dry-run prints the plan. Ends with results.md (pgra report). Several runs (workers of --launcher, torchrun ranks, Slurm array "
+                              "tasks) over one OUT share it: each stage and cell is claimed by one of them.",
+                  writes="out", locks=False)

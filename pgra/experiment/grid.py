@@ -32,7 +32,6 @@ from ..artifacts import (
 from ..config import check_config
 from ..cost import metered
 from ..errors import InputError
-from ..lock import locks_output
 from ..methods import MethodInputs, get_method
 from ..rerank.config import RerankConfig
 from ..retrieval.retrieve import RetrieveConfig
@@ -46,9 +45,7 @@ from .layout import (
     CellPlan,
     cell_status,
     defining,
-    finished_cells,
     key_of,
-    mark_seed_independent,
 )
 
 
@@ -147,27 +144,34 @@ class Experiment:
         """Whether a method of the grid reads the reranked folder (then every task builds one)."""
         return any(get_method(m).data == "reranked" for m in self.cfg.methods)
 
+    def stages_needed(self) -> list[str]:
+        """The stages every task builds: ``candidates``, and ``reranked`` when a method reads it."""
+        return ["candidates"] + (["reranked"] if self.needs_reranking else [])
+
     def build_stages(self, task: str, ctx) -> None:
         """Run (or reuse) the candidates and, when needed, the reranked folder of ``task``."""
-        from ..rerank.reranker import rerank
-        from ..retrieval.retrieve import retrieve
-
-        for stage, run, make_cfg in (("candidates", retrieve, self.retrieve_config),
-                                     ("reranked", rerank, self.rerank_config)):
-            if stage == "reranked" and not self.needs_reranking:
-                continue
+        for stage in self.stages_needed():
             if self.stage_done(task, stage):
                 _say(ctx, f"[{self._task_name(task)}] {stage}: done, reused")
                 continue
-            _say(ctx, f"[{self._task_name(task)}] {stage}: running")
-            with metered(ctx) as cost:
-                run(make_cfg(task), ctx)
-            ctx.barrier()
-            if ctx.is_main:
-                key = self.stage_keys(task)[stage]
-                write_json(self.stage_dir(task, stage) / STAGE_COST_FILE, {"stage_key": key, **cost})
-                write_text(self.stage_dir(task, stage) / STAGE_KEY_FILE, key)
-            ctx.barrier()
+            self.build_stage(task, stage, ctx)
+
+    def build_stage(self, task: str, stage: str, ctx) -> None:
+        """Run one stage of ``task`` (every rank of ``ctx`` together) and record its key and cost."""
+        from ..rerank.reranker import rerank
+        from ..retrieval.retrieve import retrieve
+
+        run, make_cfg = {"candidates": (retrieve, self.retrieve_config),
+                         "reranked": (rerank, self.rerank_config)}[stage]
+        _say(ctx, f"[{self._task_name(task)}] {stage}: running")
+        with metered(ctx) as cost:
+            run(make_cfg(task), ctx)
+        ctx.barrier()
+        if ctx.is_main:
+            key = self.stage_keys(task)[stage]
+            write_json(self.stage_dir(task, stage) / STAGE_COST_FILE, {"stage_key": key, **cost})
+            write_text(self.stage_dir(task, stage) / STAGE_KEY_FILE, key)
+        ctx.barrier()
 
     # ----- cells -----
     def method(self, task: str, method: str):
@@ -203,50 +207,17 @@ class Experiment:
         return cells
 
     def run(self, ctx=None) -> list[CellPlan]:
-        """Run the grid; returns the failed cells (also listed on stderr)."""
+        """Run this job's share of the grid (claiming stages and cells, so that other jobs over the same folder
+        share it: :mod:`pgra.experiment.workers`); returns the cells it saw fail (also listed on stderr)."""
         from ..distributed import init_distributed
-        from ..retrieval.build import build_index
+        from .workers import GridRun
 
         ctx = ctx or init_distributed()
         if self.cfg.dry_run:
             if ctx.is_main:
                 print(self.describe())
             return []
-        _say(ctx, f"index {self.cfg.index.out}")
-        build_index(replace(self.cfg.index, show_progress=self.cfg.show_progress), ctx)
-        failed: list[CellPlan] = []
-        for task in self.cfg.tasks:
-            try:
-                self.build_stages(task, ctx)
-            except Exception as e:  # the grid goes on with the next task
-                if ctx.world_size > 1:
-                    raise
-                _report_failure(f"[{self._task_name(task)}] stages", e)
-                failed += [c for c in self.plan([task]) if c.status != "done"]
-                continue
-            for cell in self.plan([task]):
-                if cell.status == "done":
-                    _say(ctx, f"[{cell.label}] done, reused")
-                    if ctx.is_main and cell.seed_independent:
-                        mark_seed_independent(cell.directory)
-                    continue
-                try:
-                    self.run_cell(cell, ctx)
-                except Exception as e:  # the grid goes on with the next cell
-                    if ctx.world_size > 1:
-                        raise
-                    _report_failure(f"[{cell.label}]", e, cell.directory)
-                    failed.append(cell)
-        if ctx.is_main and self.cfg.report and any(finished_cells(self.out)):
-            from ..evaluation.report import write_report
-
-            md = write_report(self.out, reference=self.cfg.reference)
-            print(md.read_text(encoding="utf-8"))
-        if failed and ctx.is_main:
-            print(f"{len(failed)} cell(s) failed:", file=sys.stderr)
-            for c in failed:
-                print(f"  {c.label} (see {c.directory / 'error.log'})", file=sys.stderr)
-        return failed
+        return GridRun(self, ctx).run()
 
     def run_cell(self, cell: CellPlan, ctx) -> dict[str, Any]:
         """Fit the cell's method, predict dev and test, and write ``cell.json`` (the cell's completion mark)."""
@@ -279,10 +250,15 @@ def _report_failure(where: str, error: BaseException, directory: Path | None = N
         write_text(directory / "error.log", text)
 
 
-@locks_output()
 def run_experiment(cfg: ExperimentConfig, ctx=None) -> list[CellPlan]:
-    """Run (or with ``dry_run`` describe) the grid; returns the failed cells."""
-    return Experiment(cfg).run(ctx)
+    """Run (or with ``dry_run`` describe) the grid, or with ``launcher`` start ``workers`` jobs that run it; returns
+    the failed cells. No lock on ``out``: jobs sharing it claim its stages and cells (:mod:`.claims`)."""
+    experiment = Experiment(cfg)
+    if cfg.launcher != "none" and not cfg.dry_run:
+        from .launch import launch
+
+        return launch(experiment)
+    return experiment.run(ctx)
 
 
 __all__ = ["Experiment", "run_experiment"]

@@ -1,0 +1,108 @@
+"""``pgra experiment --launcher local|slurm --workers W``: start W workers that share one grid.
+
+Each worker is a plain ``pgra experiment`` job over the same ``out`` (launcher ``none``): it claims the index,
+stages and cells (:mod:`pgra.experiment.claims`), so every cell runs once and the last worker writes the report.
+``local``: W local processes, each given one GPU (``CUDA_VISIBLE_DEVICES`` round-robin over the visible ones; none
+without CUDA). ``slurm``: W Slurm jobs submitted through submitit (the ``slurm`` section: partition, time, GPUs per
+worker, ...); ``slurm.cluster=local`` runs the same jobs through submitit's LocalExecutor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from ..errors import InputError
+from .claims import WORKER_ENV
+from .workers import experiment_from_payload, experiment_payload, single_process_env, visible_devices
+
+
+def launch(experiment) -> list:
+    """Run ``experiment``'s grid with ``cfg.workers`` workers of ``cfg.launcher``; the cells that failed (read back
+    from the folder: those with an ``error.log`` and no ``cell.json``)."""
+    cfg = experiment.cfg
+    worker = replace(cfg, launcher="none")
+    payload = experiment_payload(type(experiment)(worker, candidates_from=experiment.candidates_from))
+    codes = _local(payload, cfg.workers) if cfg.launcher == "local" else _slurm(payload, cfg)
+    if codes is None:
+        return []
+    failed = [c for c in experiment.plan() if c.status != "done" and (c.directory / "error.log").exists()]
+    if any(codes) and not failed:
+        raise InputError(f"{sum(1 for c in codes if c)} of {len(codes)} worker(s) failed (exit codes {codes}); "
+                         "see their output", field="launcher")
+    return failed
+
+
+def _local(payload: dict, workers: int) -> list[int]:
+    """``workers`` local processes, one GPU each (round-robin); their exit codes."""
+    devices = visible_devices()
+    with tempfile.TemporaryDirectory(prefix="pgra-workers-") as tmp:
+        spec = Path(tmp) / "experiment.json"
+        spec.write_text(json.dumps(payload))
+        procs = []
+        for i in range(workers):
+            env = single_process_env(i if devices else None, f"local-{i}")
+            procs.append(subprocess.Popen([sys.executable, "-m", "pgra.experiment.launch", str(spec)], env=env))
+        return [p.wait() for p in procs]
+
+
+def _slurm(payload: dict, cfg) -> list[int] | None:
+    """``cfg.workers`` Slurm jobs (submitit); their exit codes, or None when not waiting for them."""
+    try:
+        import submitit
+    except ImportError:
+        raise InputError("--launcher slurm needs submitit: pip install 'pgra[slurm]' (submitit>=1.5)",
+                         field="launcher") from None
+    s = cfg.slurm
+    folder = Path(s.folder or Path(cfg.out) / ".submitit")
+    executor = submitit.AutoExecutor(folder=folder / "%j", cluster=s.cluster)
+    params = {"timeout_min": s.time_min, "cpus_per_task": s.cpus_per_worker, "gpus_per_node": s.gpus_per_worker,
+              "name": "pgra-experiment", "tasks_per_node": 1, "nodes": 1}
+    if s.mem_gb:
+        params["mem_gb"] = s.mem_gb
+    if s.partition:
+        params["slurm_partition"] = s.partition
+    if s.cluster == "local":  # the LocalExecutor runs each job on this machine's visible GPUs
+        params["gpus_per_node"] = min(s.gpus_per_worker, len(visible_devices()))
+    executor.update_parameters(**params)
+    jobs = [executor.submit(run_worker, payload, f"slurm-{i}") for i in range(cfg.workers)]
+    print(f"submitted {len(jobs)} worker(s): {', '.join(str(j.job_id) for j in jobs)} (logs in {folder})", flush=True)
+    if not s.wait:
+        return None
+    codes = []
+    for job in jobs:
+        try:
+            codes.append(int(job.result()))
+        except Exception as e:  # a job that died (killed, timed out): the others finish its cells
+            print(f"worker job {job.job_id} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                  file=sys.stderr)
+            codes.append(1)
+    return codes
+
+
+def run_worker(payload: dict, name: str) -> int:
+    """One worker: the grid of ``payload`` (:func:`pgra.experiment.workers.experiment_payload`) as one job; 1 when
+    a cell it ran failed."""
+    os.environ[WORKER_ENV] = name
+    return 1 if experiment_from_payload(payload).run() else 0
+
+
+def _main(spec_file: str) -> int:
+    from ..errors import PgraError
+
+    try:
+        return run_worker(json.loads(Path(spec_file).read_text()), os.environ.get(WORKER_ENV, "local"))
+    except PgraError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+__all__ = ["launch", "run_worker"]
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1]))
