@@ -13,6 +13,7 @@ from ..cost import merge_work, metered
 from ..interchange import read_records, write_records
 from ..methods import Method
 from ..predictions import PREDICTIONS_SHA256, score_lines
+from .claims import worker_identity
 from .layout import CELL_FILE, CELL_KEY_FILE, CellPlan
 
 
@@ -63,7 +64,8 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
               "lm_cost": cost, "data": {"folder": str(method.data_dir.resolve()), "sha256": data},
               PREDICTIONS_SHA256: checksums,
               "config": to_dict(method.inputs.settings), "git_commit": source_commit(),
-              "versions": library_versions(), "elapsed_s": round(time.time() - start, 1)}
+              "versions": library_versions(), "elapsed_s": round(time.time() - start, 1),
+              "ran_by": worker_identity()}
     record["cost"] = {"elapsed_s": record["elapsed_s"], "resumed": cell.status == "resume",
                       "hardware": fit_cost["hardware"], "work": merge_work([fit_cost["work"], spent["work"]])}
     write_json(cell.directory / CELL_FILE, record)

@@ -93,8 +93,9 @@ class ExperimentConfig:
                                         help="a claim of a job on another host whose heartbeat is older than this is "
                                              "taken over (on this host: when its process is gone)")
     claim_poll_s: float = option(10.0, above=0, help="how often a job waits for a stage another job builds")
-    stage_wait_s: float = option(24 * 3600.0, min=0,
-                                 help="how long a job waits for stages other jobs build before leaving them to them")
+    wait_s: float = option(24 * 3600.0, min=0,
+                           help="how long a job with nothing left to claim waits for the stages and cells other jobs "
+                                "hold (taking over those whose job died) before leaving them to those jobs")
 
 
 def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -> ExperimentConfig:

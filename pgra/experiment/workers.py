@@ -107,12 +107,20 @@ class GridRun:
                     todo.remove(task)
                 if state == "ready":
                     ready.append(task)
-            self.cells(ready)
-            if not todo:
+            ran, held = self.cells(ready)
+            if not todo and not held:
                 break
-            if time.monotonic() - waited_since > self.cfg.stage_wait_s:
-                say(self.ctx, f"stages of {', '.join(todo)} still built by other jobs after {self.cfg.stage_wait_s:.0f}"
-                              " s: their cells are left to those jobs")
+            if ran:  # time passed: what others held may be free (or their holder dead) now
+                waited_since = time.monotonic()
+                continue
+            # nothing to claim: wait for the stages and cells other jobs hold (taking over those whose job died);
+            # decided on rank 0 while ranks still build stages together
+            waited = time.monotonic() - waited_since
+            give_up = main_computes(self.ctx, lambda w=waited: w > self.cfg.wait_s) if todo else \
+                waited > self.cfg.wait_s
+            if give_up:
+                left = ", ".join(todo) or f"{held} cell(s)"
+                print(f"{left} still held by other jobs after {self.cfg.wait_s:.0f} s: left to them", flush=True)
                 break
             time.sleep(self.cfg.claim_poll_s)
         self.finish()
@@ -146,7 +154,7 @@ class GridRun:
 
         target = Path(self.cfg.index.out)
         say(self.ctx, f"index {target}")
-        deadline = time.monotonic() + self.cfg.stage_wait_s
+        deadline = time.monotonic() + self.cfg.wait_s
         while True:
             decision, claim = self._claim_on_main(target, f"index {target}")
             if decision == "run":
@@ -158,7 +166,7 @@ class GridRun:
                 return
             if time.monotonic() > deadline:
                 raise PgraError(f"the index {target} is still being built by another job after "
-                                f"{self.cfg.stage_wait_s:.0f} s")
+                                f"{self.cfg.wait_s:.0f} s")
             self._say_once(f"index {target}: being built by another job, waiting")
             time.sleep(self.cfg.claim_poll_s)
 
@@ -193,20 +201,22 @@ class GridRun:
         return "ready"
 
     # ----- cells -----
-    def cells(self, tasks: list[str]) -> None:
-        """Run the cells of ``tasks`` that no job finished, holds or (since this job started) saw fail."""
+    def cells(self, tasks: list[str]) -> tuple[int, int]:
+        """Run the cells of ``tasks`` that no job finished, holds or (since this job started) saw fail: how many
+        this job ran, and how many other jobs held."""
+        ran = held = 0
         if not tasks:
-            return
+            return ran, held
         for cell in cost_order(self.exp.plan(tasks), self.exp.out):
             if cell.status == "done":
                 self._reused(cell)
                 continue
             if self._failed_lately(cell):
                 continue
-            if self.cells_mode:
-                self._run_alone(cell)
-            else:
-                self._run_together(cell)
+            claimed = self._run_alone(cell) if self.cells_mode else self._run_together(cell)
+            ran += claimed is True
+            held += claimed is None
+        return ran, held
 
     def _reused(self, cell: CellPlan) -> None:
         if cell.label in self._said:
@@ -225,30 +235,32 @@ class GridRun:
             return False
 
     def _claim_cell(self, cell: CellPlan):
-        """The cell's claim and its status now (None when another job holds it, finished it or saw it fail)."""
+        """The cell's claim and its status now: ``(None, None)`` when another job holds it, ``(None, cell)`` when
+        another job finished it or saw it fail meanwhile."""
         stack = try_claim(cell.directory, cell.label, self.stale_after)
         if stack is None:
-            return None, cell
+            return None, None
         status = cell_status(cell.directory, cell.key)
         if status == "done" or self._failed_lately(cell):
             stack.close()
             return None, cell
         return stack, replace(cell, status=status)
 
-    def _run_together(self, cell: CellPlan) -> None:
-        """One cell run by every rank of this job (one process, or one DDP job); rank 0 holds the claim."""
+    def _run_together(self, cell: CellPlan) -> bool | None:
+        """One cell run by every rank of this job (one process, or one DDP job); rank 0 holds the claim. True when
+        it ran, None when another job holds it, False when another finished it meanwhile."""
         box: list = []
 
         def decide():
             stack, now = self._claim_cell(cell)
             if stack is None:
-                return None
+                return None if now is None else "gone"
             box.append(stack)
             return now.status
 
         status = main_computes(self.ctx, decide)
-        if status is None:
-            return
+        if status is None or status == "gone":
+            return None if status is None else False
         try:
             self.exp.run_cell(replace(cell, status=status), self.ctx)
         except Exception as e:  # the grid goes on with the next cell
@@ -261,12 +273,14 @@ class GridRun:
         finally:
             for stack in box:
                 stack.close()
+        return True
 
-    def _run_alone(self, cell: CellPlan) -> None:
-        """One cell run by this rank alone, in a child process that sees no process group and one device."""
+    def _run_alone(self, cell: CellPlan) -> bool | None:
+        """One cell run by this rank alone, in a child process that sees no process group and one device (returns
+        as :meth:`_run_together`)."""
         stack, now = self._claim_cell(cell)
         if stack is None:
-            return
+            return None if now is None else False
         with stack, tempfile.TemporaryDirectory(prefix="pgra-cell-") as tmp:
             spec = Path(tmp) / "cell.json"
             spec.write_text(json.dumps({**experiment_payload(self.exp), "cell": {
@@ -282,6 +296,7 @@ class GridRun:
                 write_text(log, f"the cell's process ended with exit code {code}\n")
             print(f"[{now.label}] failed (see {log})", file=sys.stderr, flush=True)
             self.failed.append(cell)
+        return True
 
     # ----- the end -----
     def finish(self) -> None:
