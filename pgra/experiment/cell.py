@@ -63,7 +63,7 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
               "still_improving": still, "seed_independent": not method.depends_on_seed(),
               "lm_cost": cost, "data": {"folder": str(method.data_dir.resolve()), "sha256": data},
               PREDICTIONS_SHA256: checksums,
-              "config": to_dict(method.inputs.settings), "git_commit": source_commit(),
+              "config": recorded_config(method.inputs.settings), "git_commit": source_commit(),
               "versions": library_versions(), "elapsed_s": round(time.time() - start, 1),
               "ran_by": worker_identity()}
     record["cost"] = {"elapsed_s": record["elapsed_s"], "resumed": cell.status == "resume",
@@ -74,6 +74,13 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
     print(f"[{cell.label}] {summary}" + (" (still improving)" if still else ""))
     ctx.barrier()
     return record
+
+
+def recorded_config(settings) -> dict[str, Any]:
+    """A cell's settings as ``cell.json`` records them: all but how the grid was run (``RUNTIME_FIELDS``)."""
+    from .config import RUNTIME_FIELDS
+
+    return {k: v for k, v in to_dict(settings).items() if k not in RUNTIME_FIELDS}
 
 
 def _trusts_code(method) -> bool:

@@ -26,6 +26,8 @@ from ..tracking import TRACKERS
 TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote", "linear_probe", "icl")
 METHOD_OVERRIDABLE = ("reader", "knn_vote", "icl")
 PARALLEL = ("cells", "ddp")
+# how the grid is run, never what a cell computes: left out of a cell's recorded config (and of every key)
+RUNTIME_FIELDS = ("parallel", "launcher", "workers", "slurm", "claim_stale_after_s", "claim_poll_s", "wait_s")
 LAUNCHERS = ("none", "local", "slurm")
 
 
@@ -35,7 +37,8 @@ class SlurmConfig:
 
     partition: str = option("", help="partition of the workers (empty: the cluster's default)")
     time_min: int = option(24 * 60, min=1, help="time limit of a worker in minutes")
-    gpus_per_worker: int = option(1, min=0, help="GPUs of a worker (cells run side by side on them when >1)")
+    gpus_per_worker: int = option(1, min=0, help="GPUs of a worker (it runs one cell at a time, on the first: "
+                                                  "more GPUs are more workers)")
     cpus_per_worker: int = option(8, min=1, help="CPU cores of a worker")
     mem_gb: float = option(0.0, min=0, help="memory of a worker in GB (0: the partition's default)")
     cluster: str = option("slurm", choices=("slurm", "local"),
@@ -117,5 +120,5 @@ def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -
     return from_dict(type(cfg), base, source=f"<experiment config: {task}/{method or '-'}>")
 
 
-__all__ = ["LAUNCHERS", "METHOD_OVERRIDABLE", "PARALLEL", "TASK_OVERRIDABLE", "ExperimentConfig", "SlurmConfig",
+__all__ = ["LAUNCHERS", "METHOD_OVERRIDABLE", "PARALLEL", "RUNTIME_FIELDS", "TASK_OVERRIDABLE", "ExperimentConfig", "SlurmConfig",
            "cell_settings"]
