@@ -20,7 +20,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("pgra.icl",),                            # in-context learning over selected demonstrations
     ("pgra.methods",),                        # every compared method behind one interface
     ("pgra.simcse",),                         # training a retriever's encoder (judged with a method's kNN vote)
-    ("pgra.experiment.config", "pgra.experiment.layout", "pgra.experiment.cell"),
+    ("pgra.experiment.config", "pgra.experiment.layout", "pgra.experiment.claims", "pgra.experiment.cell"),
     ("pgra.evaluation",),                     # reports read the experiment's layout
     ("pgra.experiment", "pgra.pipeline"),     # the grid (ends with the report); prediction from a run
     ("pgra.analysis",),

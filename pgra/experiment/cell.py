@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import time
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..artifacts import library_versions, sha256_file, source_commit, write_json, write_text
@@ -99,6 +102,16 @@ def _track(cell: CellPlan, record: dict[str, Any], log_with: str) -> None:
     metric = record["metric"]
     with open_tracker(log_with, cell.directory, cell.label.replace("/", "-"), config) as tracker:
         tracker.log({f"{split}/{metric}": r[metric] for split, r in record["results"].items()}, step=record["steps"])
+
+
+def report_failure(where: str, error: BaseException, directory: Path | None = None) -> None:
+    """Say on stderr that ``where`` failed and, given the cell's ``directory``, keep the traceback in its
+    ``error.log``."""
+    text = "".join(traceback.format_exception(error))
+    print(f"{where} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_text(directory / "error.log", text)
 
 
 def say(ctx, message: str) -> None:

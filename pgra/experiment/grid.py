@@ -13,8 +13,6 @@ cell is reported and the grid goes on; the run exits non-zero listing the failur
 
 from __future__ import annotations
 
-import sys
-import traceback
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +34,7 @@ from ..methods import MethodInputs, get_method
 from ..rerank.config import RerankConfig
 from ..retrieval.retrieve import RetrieveConfig
 from ..selection.base import settings_key
+from .cell import report_failure as _report_failure  # noqa: F401 (its old home)
 from .cell import run_cell
 from .cell import say as _say
 from .config import ExperimentConfig, cell_settings
@@ -242,23 +241,4 @@ class Experiment:
         return "\n".join(lines)
 
 
-def _report_failure(where: str, error: BaseException, directory: Path | None = None) -> None:
-    text = "".join(traceback.format_exception(error))
-    print(f"{where} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-    if directory is not None:
-        directory.mkdir(parents=True, exist_ok=True)
-        write_text(directory / "error.log", text)
-
-
-def run_experiment(cfg: ExperimentConfig, ctx=None) -> list[CellPlan]:
-    """Run (or with ``dry_run`` describe) the grid, or with ``launcher`` start ``workers`` jobs that run it; returns
-    the failed cells. No lock on ``out``: jobs sharing it claim its stages and cells (:mod:`.claims`)."""
-    experiment = Experiment(cfg)
-    if cfg.launcher != "none" and not cfg.dry_run:
-        from .launch import launch
-
-        return launch(experiment)
-    return experiment.run(ctx)
-
-
-__all__ = ["Experiment", "run_experiment"]
+__all__ = ["Experiment"]

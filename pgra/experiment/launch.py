@@ -9,6 +9,7 @@ worker, ...); ``slurm.cluster=local`` runs the same jobs through submitit's Loca
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -16,10 +17,26 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from ..errors import InputError
+from ..config import from_dict
+from ..distributed import DistContext
+from ..errors import InputError, PgraError
+from .cell import report_failure
 from .claims import WORKER_ENV
-from .workers import experiment_from_payload, experiment_payload, single_process_env, visible_devices
+from .config import ExperimentConfig
+from .grid import Experiment
+from .layout import CellPlan
+from .workers import experiment_payload, single_process_env, visible_devices
+
+
+def run_experiment(cfg: ExperimentConfig, ctx=None) -> list[CellPlan]:
+    """Run (or with ``dry_run`` describe) the grid, or with ``launcher`` start ``workers`` jobs that run it; returns
+    the failed cells. No lock on ``out``: jobs sharing it claim its stages and cells (:mod:`.claims`)."""
+    experiment = Experiment(cfg)
+    if cfg.launcher != "none" and not cfg.dry_run:
+        return launch(experiment)
+    return experiment.run(ctx)
 
 
 def launch(experiment) -> list:
@@ -47,7 +64,8 @@ def _local(payload: dict, workers: int) -> list[int]:
         procs = []
         for i in range(workers):
             env = single_process_env(i if devices else None, f"local-{i}")
-            procs.append(subprocess.Popen([sys.executable, "-m", "pgra.experiment.launch", str(spec)], env=env))
+            procs.append(subprocess.Popen([sys.executable, "-m", "pgra.experiment.launch", "grid", str(spec)],
+                                          env=env))
         return [p.wait() for p in procs]
 
 
@@ -92,17 +110,45 @@ def run_worker(payload: dict, name: str) -> int:
     return 1 if experiment_from_payload(payload).run() else 0
 
 
-def _main(spec_file: str) -> int:
-    from ..errors import PgraError
+def experiment_from_payload(payload: dict[str, Any]):
+    """The :class:`~pgra.experiment.grid.Experiment` of :func:`experiment_payload`."""
+    def config(spec):
+        module, _, name = spec["class"].partition(":")
+        return from_dict(getattr(importlib.import_module(module), name), spec["values"], source="<worker payload>")
 
+    source = payload.get("candidates_from")
+    return Experiment(config(payload["config"]),
+                      candidates_from=None if source is None else Experiment(config(source)))
+
+
+def run_cell_process(spec_file: str) -> int:
+    """A cell-parallel worker's cell (the child process of :meth:`~.workers.GridRun._run_alone`): 0 when it finished."""
+    spec = json.loads(Path(spec_file).read_text())
+    exp = experiment_from_payload(spec)
+    want = spec["cell"]
+    cell = next(c for c in exp.plan([want["task"]]) if c.method == want["method"] and c.seed == want["seed"])
+    if cell.key != want["key"]:
+        raise PgraError(f"[{cell.label}] key {cell.key} differs from the grid's {want['key']}")
     try:
+        exp.run_cell(cell, DistContext())
+    except Exception as e:
+        report_failure(f"[{cell.label}]", e, cell.directory)
+        return 1
+    return 0
+
+
+def _main(what: str, spec_file: str) -> int:
+    """``python -m pgra.experiment.launch grid|cell SPEC``: a local worker, or a cell-parallel rank's cell."""
+    try:
+        if what == "cell":
+            return run_cell_process(spec_file)
         return run_worker(json.loads(Path(spec_file).read_text()), os.environ.get(WORKER_ENV, "local"))
     except PgraError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
 
-__all__ = ["launch", "run_worker"]
+__all__ = ["experiment_from_payload", "launch", "run_cell_process", "run_experiment", "run_worker"]
 
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1]))
+    sys.exit(_main(sys.argv[1], sys.argv[2]))

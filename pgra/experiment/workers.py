@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import read_json, write_text
-from ..config import from_dict, to_dict
+from ..config import to_dict
 from ..distributed import DistContext, main_computes
 from ..errors import PgraError
 from ..methods import get_method
-from .cell import say
+from .cell import report_failure, say
 from .claims import WORKER_ENV, is_claimed, try_claim
 from .layout import CellPlan, cell_status, finished_cells, mark_seed_independent
 
@@ -193,9 +193,7 @@ class GridRun:
         except Exception as e:  # the grid goes on with the next task
             if self.ctx.world_size > 1:
                 raise
-            from .grid import _report_failure
-
-            _report_failure(f"[{exp._task_name(task)}] stages", e)
+            report_failure(f"[{exp._task_name(task)}] stages", e)
             self.failed += [c for c in exp.plan([task]) if c.status != "done"]
             return "failed"
         return "ready"
@@ -266,9 +264,7 @@ class GridRun:
         except Exception as e:  # the grid goes on with the next cell
             if self.ctx.world_size > 1:
                 raise
-            from .grid import _report_failure
-
-            _report_failure(f"[{cell.label}]", e, cell.directory)
+            report_failure(f"[{cell.label}]", e, cell.directory)
             self.failed.append(cell)
         finally:
             for stack in box:
@@ -288,7 +284,8 @@ class GridRun:
             local = int(os.environ.get("LOCAL_RANK", self.ctx.rank))
             env = single_process_env(local if visible_devices() else None,
                                      os.environ.get(WORKER_ENV) or f"rank {self.ctx.rank}")
-            code = subprocess.run([sys.executable, "-m", "pgra.experiment.workers", str(spec)], env=env).returncode
+            code = subprocess.run([sys.executable, "-m", "pgra.experiment.launch", "cell", str(spec)],
+                                  env=env).returncode
         if code != 0:
             log = cell.directory / "error.log"
             if not self._failed_lately(cell):  # killed before it could say why
@@ -340,41 +337,4 @@ def experiment_payload(exp) -> dict[str, Any]:
     return {"config": config(exp.cfg), "candidates_from": None if source is None else config(source.cfg)}
 
 
-def experiment_from_payload(payload: dict[str, Any]):
-    """The :class:`~pgra.experiment.grid.Experiment` of :func:`experiment_payload`."""
-    import importlib
-
-    from .grid import Experiment
-
-    def config(spec):
-        module, _, name = spec["class"].partition(":")
-        return from_dict(getattr(importlib.import_module(module), name), spec["values"], source="<worker payload>")
-
-    source = payload.get("candidates_from")
-    return Experiment(config(payload["config"]),
-                      candidates_from=None if source is None else Experiment(config(source)))
-
-
-def run_cell_process(spec_file: str) -> int:
-    """A cell-parallel worker's cell (the child process of :meth:`GridRun._run_alone`): 0 when it finished."""
-    from .grid import _report_failure
-
-    spec = json.loads(Path(spec_file).read_text())
-    exp = experiment_from_payload(spec)
-    want = spec["cell"]
-    cell = next(c for c in exp.plan([want["task"]]) if c.method == want["method"] and c.seed == want["seed"])
-    if cell.key != want["key"]:
-        raise PgraError(f"[{cell.label}] key {cell.key} differs from the grid's {want['key']}")
-    try:
-        exp.run_cell(cell, DistContext())
-    except Exception as e:
-        _report_failure(f"[{cell.label}]", e, cell.directory)
-        return 1
-    return 0
-
-
-__all__ = ["DIST_ENV", "GridRun", "cost_order", "experiment_from_payload", "experiment_payload", "run_cell_process",
-           "single_process_env", "visible_devices"]
-
-if __name__ == "__main__":
-    sys.exit(run_cell_process(sys.argv[1]))
+__all__ = ["DIST_ENV", "GridRun", "cost_order", "experiment_payload", "single_process_env", "visible_devices"]
