@@ -24,7 +24,7 @@ from typing import Any
 
 from ..artifacts import read_json, write_text
 from ..config import to_dict
-from ..distributed import DistContext, main_computes
+from ..distributed import DistContext, gather_objects, main_computes
 from ..errors import PgraError
 from ..methods import get_method
 from .cell import report_failure, say
@@ -110,6 +110,8 @@ class GridRun:
             ran, held = self.cells(ready)
             if not todo and not held:
                 break
+            if todo and self.ctx.world_size > 1:  # the ranks go back to the stages together
+                ran = any(gather_objects(self.ctx, ran))
             if ran:  # time passed: what others held may be free (or their holder dead) now
                 waited_since = time.monotonic()
                 continue
