@@ -221,3 +221,14 @@ def test_cost_order_and_parallel_option_leave_keys_alone(setup):
     assert [(c.task, c.method) for c in ordered] == [(str(t), m) for m in METHODS for t in base["tasks"]]
     ordered = cost_order(cells["cells"][::-1], root / "ref")  # readers first, then the given order
     assert [(c.task, c.method) for c in ordered] == [(str(t), m) for m in METHODS for t in base["tasks"][::-1]]
+
+
+def test_slurm_launcher_without_submitit_says_how_to_install_it(setup, monkeypatch, capsys):
+    from tests.conftest import one_error_line
+
+    root, base = setup
+    monkeypatch.setitem(sys.modules, "submitit", None)  # not installed
+    path = _config(root, base, "no-submitit")
+    line = one_error_line(["experiment", "--config", str(path), "--launcher", "slurm", "--workers", "2"], capsys)
+    assert "--launcher slurm needs submitit: pip install 'pgra[slurm]'" in line
+    assert not (root / "no-submitit").exists()
