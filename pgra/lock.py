@@ -7,7 +7,10 @@ refuses, naming the folder and the other process, instead of interleaving writes
 died on this host is taken over, and so is one whose pid now belongs to another process (a reused pid: the lock
 records its writer's start time, and a process that started after the lock was taken cannot be its writer); a
 lock from another host is never guessed dead (delete the file once that job is gone). :func:`hold_lock` does the
-same for any lock file path.
+same for any lock file path; given ``stale_after``, it also touches the lock every ``stale_after / 4`` seconds (a
+heartbeat) and takes over another host's lock whose heartbeat is older than ``stale_after`` (the claims of
+``pgra experiment`` jobs sharing one folder, :mod:`pgra.experiment.claims`). A lock records the Slurm job
+(``SLURM_JOB_ID``, ``_ARRAY_TASK_ID``) when there is one.
 
 How it stays one writer when many processes start at once:
 
@@ -44,6 +47,7 @@ import secrets
 import socket
 import stat
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -120,9 +124,17 @@ def _reused_pid(info: dict) -> bool:
     return started is not None and isinstance(taken, (int, float)) and started > taken + 2
 
 
+def job_id() -> str:
+    """The Slurm job of this process (``<job>`` or ``<array job>_<task>``); empty outside Slurm."""
+    job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID", "")
+    task = os.environ.get("SLURM_ARRAY_TASK_ID", "")
+    return f"{job}_{task}" if job and task else job
+
+
 def _describe(info: dict) -> str:
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.get("started", 0)))
-    return (f"process {info.get('pid')} on host {info.get('host')} (`{info.get('command', '?')}`, started "
+    job = f", job {info['job']}" if info.get("job") else ""
+    return (f"process {info.get('pid')} on host {info.get('host')}{job} (`{info.get('command', '?')}`, started "
             f"{started})")
 
 
@@ -266,11 +278,14 @@ def _busy(label: str, info: dict, path: Path, same_host: bool) -> OutputBusyErro
                            "folder")
 
 
-def _judge(seen: _Seen, me: dict, path: Path, label: str) -> str:
+def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | None = None) -> str:
     """Why the lock ``seen`` is stale (said when taking it over); raise :class:`OutputBusyError` when its writer
-    may be alive: a live process on this host, any process on another host, or a fresh empty/unreadable lock."""
+    may be alive: a live process on this host, a process on another host (any, or with ``stale_after`` one whose
+    heartbeat is younger than that), or a fresh empty/unreadable lock."""
     info = seen.info
     if info is not None and info.get("host") != me["host"]:
+        if stale_after is not None and seen.age > stale_after:
+            return f"the lock of {_describe(info)}, whose heartbeat stopped {seen.age:.0f} s ago"
         raise _busy(label, info, path, same_host=False)
     pid = None if info is None else info.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool):
@@ -288,7 +303,7 @@ def _judge(seen: _Seen, me: dict, path: Path, label: str) -> str:
     return f"the lock of {_describe(info)}, {why}"
 
 
-def _acquire(path: Path, me: dict, label: str) -> tuple[tuple[int, int], bytes] | None:
+def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None) -> tuple[tuple[int, int], bytes] | None:
     """Take the lock file ``path`` for ``me``: the created file's (device, inode) and bytes; None when this
     process holds it already."""
     data = json.dumps(me).encode("utf-8")
@@ -311,7 +326,7 @@ def _acquire(path: Path, me: dict, label: str) -> tuple[tuple[int, int], bytes] 
             if info.get("pid") == me["pid"] and info.get("host") == me["host"] and \
                     info.get("pid_start", me["pid_start"]) == me["pid_start"]:
                 return None
-            reason = _judge(seen, me, path, label)
+            reason = _judge(seen, me, path, label, stale_after)
             if _remove_if_unchanged(path, seen):
                 took_over = reason
         finally:
@@ -320,21 +335,43 @@ def _acquire(path: Path, me: dict, label: str) -> tuple[tuple[int, int], bytes] 
 
 
 @contextlib.contextmanager
-def hold_lock(path: str | Path, command: str = "", label: str | None = None) -> Iterator[Path]:
+def hold_lock(path: str | Path, command: str = "", label: str | None = None,
+              stale_after: float | None = None) -> Iterator[Path]:
     """Hold the lock file ``path`` (its folder must exist) for the block; raise :class:`OutputBusyError` if a live
-    process holds it. Re-entrant within one process. ``label``: what the lock guards, in messages (its folder)."""
+    process holds it. Re-entrant within one process. ``label``: what the lock guards, in messages (its folder).
+    ``stale_after``: seconds after which another host's lock without a heartbeat is taken over; this lock's own
+    heartbeat (its mtime touched every ``stale_after / 4`` s) runs while it is held."""
     path = Path(path)
     label = str(path.parent) if label is None else label
     me = {"pid": os.getpid(), "host": socket.gethostname(), "command": command or " ".join(sys.argv[:3]),
           "started": time.time(), "pid_start": _start_token(os.getpid())}
-    mine = _acquire(path, me, label)
+    if job_id():
+        me["job"] = job_id()
+    mine = _acquire(path, me, label, stale_after)
     if mine is None:  # this process holds it already (a stage run inside another)
         yield path
         return
+    stop = threading.Event()
+    beat = None
+    if stale_after is not None:
+        beat = threading.Thread(target=_heartbeat, args=(path, mine[0], stale_after / 4, stop), daemon=True)
+        beat.start()
     try:
         yield path
     finally:
+        stop.set()
+        if beat is not None:
+            beat.join()
         _release(path, *mine)
+
+
+def _heartbeat(path: Path, ident: tuple[int, int], every: float, stop: threading.Event) -> None:
+    """Touch the lock ``path`` every ``every`` seconds while it is still this process's file (until ``stop``)."""
+    while not stop.wait(every):
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            if (st.st_dev, st.st_ino) == ident:
+                os.utime(path)
 
 
 def _release(path: Path, ident: tuple[int, int], data: bytes) -> None:

@@ -2,7 +2,8 @@
 """Run an experiment grid: `accelerate launch scripts/experiment.py --config configs/paper/experiment_table2.yaml`.
 
 Also `torchrun --nproc_per_node N scripts/experiment.py ...` or plain `python scripts/experiment.py ...`; same flags
-as `pgra experiment`. Every process runs the grid; each stage shards its work over the processes.
+as `pgra experiment`. The stages shard their work over the processes; the cells run side by side, one process
+(one device) each (`parallel: cells`), or each as one DDP job over all of them (`parallel: ddp`).
 """
 
 import sys

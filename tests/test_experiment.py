@@ -338,7 +338,9 @@ def test_two_process_grid_equals_single_process(grid, tmp_path, tiny_bert):
                      "demos": {"encoder": str(tiny_bert), "pooler": "mean", "cache_dir": str(tmp_path / "sel")}})
     grid["reader"].update(eval_every=0)
     assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
-    multi = {**grid, "out": str(tmp_path / "multi"), "index": {**grid["index"], "out": str(tmp_path / "index2")},
+    # parallel: ddp (each cell one DDP job over both processes; tests/test_grid_jobs.py runs cells side by side)
+    multi = {**grid, "parallel": "ddp", "out": str(tmp_path / "multi"),
+             "index": {**grid["index"], "out": str(tmp_path / "index2")},
              "rerank": {**grid["rerank"], "cache_dir": str(tmp_path / "cache2")},
              "icl": {**grid["icl"], "demos": {**grid["icl"]["demos"], "cache_dir": str(tmp_path / "sel2")}}}
     path = tmp_path / "multi.yaml"

@@ -31,7 +31,7 @@ GOLDEN = Path(__file__).parent / "fixtures" / "golden_grid.json"
 MODELS = Path(__file__).parent / "fixtures" / "golden_models"
 VOLATILE = {"elapsed_s", "versions", "git_commit", "cost", "wall_s", "seconds", "created", "created_at", "time",
             "host", "hardware", "pid", "started", "timestamp", "elapsed", "lm_fingerprint_time",
-            "transformers_version"}
+            "transformers_version", "ran_by"}
 SKIP_FILES = {"cost.json", "train_log.jsonl", "results.html", "results_data.js", ".pgra-lock", "run.log",
               ".pgra-owned.json"}  # ownership records: checksums of reports that hold their folder's path
 SKIP_SUFFIXES = {".png", ".safetensors", ".bin", ".pt", ".npy", ".faiss", ".index", ".lock"}

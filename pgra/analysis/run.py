@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..artifacts import library_versions, read_json, source_commit, write_json, write_text
-from ..config import check_config, to_dict
+from ..config import check_config
 from ..errors import InputError
 from ..experiment import Experiment
+from ..experiment.cell import recorded_config
 from ..experiment.layout import finished_cells
 from .base import ANALYSES
 from .config import as_analyze_config
@@ -68,7 +69,7 @@ def _write(runs: ExperimentRuns, cfg, results: dict[str, Any]) -> None:
             ANALYSES[name].render(w, rows)
     write_text(runs.out / "analysis.md", "\n".join(w.md) + "\n")
     write_json(runs.out / "analysis.json", {"split": runs.split, "analyses": list(w.tables), "tables": w.tables,
-                                            "figures": w.figures, "config": to_dict(cfg),
+                                            "figures": w.figures, "config": recorded_config(cfg),
                                             "git_commit": source_commit(), "versions": library_versions()})
     pages = [{"file": "analysis.md", "title": "Analyses (all tables)"}]
     if "case_study" in w.tables:

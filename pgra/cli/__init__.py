@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         parse_fault()  # a malformed PGRA_FAULT is refused before anything runs
         cfg = command.build_config(ns)
         out = getattr(cfg, command.writes, "") if command.writes else ""
-        if out and is_main_launch():
+        if out and command.locks and is_main_launch():
             with output_lock(out, f"pgra {command.name}", field=command.writes):
                 code = command.run(cfg)
         else:

@@ -22,6 +22,7 @@ class Command:
     from_yaml: bool = True  # --config FILE and key=value overrides
     description: str = ""
     writes: str = ""  # the config field naming the output folder this command writes (locked while it runs)
+    locks: bool = True  # False: jobs share the folder ``writes`` names, claiming its parts (``pgra experiment``)
 
     def config_class(self) -> type:
         module, _, cls = self.config.partition(":")

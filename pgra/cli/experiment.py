@@ -9,27 +9,29 @@ from __future__ import annotations
 from .command import Command
 
 
+def write_and_print_report(out, reference: str) -> None:
+    """Write the grid's results.md / results.json / results.html and print results.md: what the job that finishes a
+    grid last does (the experiment layer calls it, never importing the evaluation layer)."""
+    from pathlib import Path
+
+    from ..evaluation.report import write_report
+
+    md = write_report(Path(out), reference=reference)
+    print(md.read_text(encoding="utf-8"))
+
+
 def run_and_report(cfg, ctx=None) -> list:
-    """Run the grid (or with ``dry_run`` print its plan); then, on the main process, when ``cfg.report`` and a
-    cell finished, write results.md / results.json / results.html and print results.md. Returns the failed cells."""
+    """Run the grid (or with ``dry_run`` print its plan); the job that finishes it last writes the report when
+    ``cfg.report`` (:func:`write_and_print_report`). Returns the failed cells."""
     from pathlib import Path
 
     from ..experiment import run_experiment
-    from ..experiment.layout import finished_cells
-    from ..lock import is_main_launch
 
     if cfg.report and not cfg.dry_run:  # before anything runs: a report file pgra did not write is refused
         from ..evaluation.report import check_report_files
 
         check_report_files(Path(cfg.out))
-    failed = run_experiment(cfg, ctx)
-    main = ctx.is_main if ctx is not None else is_main_launch()
-    if main and cfg.report and not cfg.dry_run and any(finished_cells(Path(cfg.out))):
-        from ..evaluation.report import write_report
-
-        md = write_report(Path(cfg.out), reference=cfg.reference)
-        print(md.read_text(encoding="utf-8"))
-    return failed
+    return run_experiment(cfg, ctx, report_writer=write_and_print_report if cfg.report else None)
 
 
 def run(cfg) -> int:
@@ -41,4 +43,6 @@ COMMAND = Command("experiment", "run a tasks x methods x seeds grid (resumable) 
                   description="Run every method of the config on every task and seed into "
                               "OUT/<task>/<method>/seed-<n>/, reusing finished stages and cells and resuming a "
                               "killed one; --dry-run prints the plan with its expected cost. Ends with results.md "
-                              "(pgra report).", writes="out")
+                              "(pgra report). Several runs (workers of --launcher, torchrun ranks, Slurm array tasks) "
+                              "over one OUT share it: each stage and cell is claimed by one of them.",
+                  writes="out", locks=False)

@@ -5,7 +5,8 @@ fit, predict, score, record) and ``grid`` (Experiment: plan and run the grid, re
 """
 
 from .config import ExperimentConfig, cell_settings
-from .grid import Experiment, run_experiment
+from .grid import Experiment
+from .launch import run_experiment
 from .layout import CELL_FILE, CellPlan
 
 __all__ = ["CELL_FILE", "CellPlan", "Experiment", "ExperimentConfig", "cell_settings", "run_experiment"]

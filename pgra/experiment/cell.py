@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import time
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..artifacts import MANIFEST, library_versions, sha256_file, source_commit, write_json, write_text
@@ -15,6 +18,7 @@ from ..methods import Method
 from ..ownership import check_only_own, claim_folder
 from ..predictions import PREDICTIONS_SHA256, score_lines
 from ..provenance import folder_fingerprint, relative_path
+from .claims import worker_identity
 from .layout import CELL_FILE, CELL_KEY_FILE, CellPlan
 
 # what a cell folder may hold for pgra to delete it when stale: the cell's marks and what its methods write
@@ -78,8 +82,9 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
                                          "relative": relative_path(method.data_dir, cell.directory),
                                          "fingerprint": folder_fingerprint(method.data_dir), "sha256": data},
               PREDICTIONS_SHA256: checksums,
-              "config": to_dict(method.inputs.settings), "git_commit": source_commit(),
-              "versions": library_versions(), "elapsed_s": round(time.time() - start, 1)}
+              "config": recorded_config(method.inputs.settings), "git_commit": source_commit(),
+              "versions": library_versions(), "elapsed_s": round(time.time() - start, 1),
+              "ran_by": worker_identity()}
     record["cost"] = {"elapsed_s": record["elapsed_s"], "resumed": cell.status == "resume",
                       "hardware": fit_cost["hardware"], "work": merge_work([fit_cost["work"], spent["work"]])}
     write_json(cell.directory / CELL_FILE, record)
@@ -88,6 +93,13 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
     print(f"[{cell.label}] {summary}" + (" (still improving)" if still else ""))
     ctx.barrier()
     return record
+
+
+def recorded_config(settings) -> dict[str, Any]:
+    """A cell's settings as ``cell.json`` records them: all but how the grid was run (``RUNTIME_FIELDS``)."""
+    from .config import RUNTIME_FIELDS
+
+    return {k: v for k, v in to_dict(settings).items() if k not in RUNTIME_FIELDS}
 
 
 def _trusts_code(method) -> bool:
@@ -106,6 +118,16 @@ def _track(cell: CellPlan, record: dict[str, Any], log_with: str) -> None:
     metric = record["metric"]
     with open_tracker(log_with, cell.directory, cell.label.replace("/", "-"), config) as tracker:
         tracker.log({f"{split}/{metric}": r[metric] for split, r in record["results"].items()}, step=record["steps"])
+
+
+def report_failure(where: str, error: BaseException, directory: Path | None = None) -> None:
+    """Say on stderr that ``where`` failed and, given the cell's ``directory``, keep the traceback in its
+    ``error.log``."""
+    text = "".join(traceback.format_exception(error))
+    print(f"{where} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_text(directory / "error.log", text)
 
 
 def say(ctx, message: str) -> None:

@@ -25,6 +25,28 @@ from ..tracking import TRACKERS
 # what task_overrides / method_overrides may change (the index is shared by every task; methods share stages)
 TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote", "linear_probe", "icl")
 METHOD_OVERRIDABLE = ("reader", "knn_vote", "icl")
+PARALLEL = ("cells", "ddp")
+# how the grid is run, never what a cell computes: left out of a cell's recorded config (and of every key)
+RUNTIME_FIELDS = ("parallel", "launcher", "workers", "slurm", "claim_stale_after_s", "claim_poll_s", "wait_s")
+LAUNCHERS = ("none", "local", "slurm")
+
+
+@dataclass
+class SlurmConfig:
+    """The Slurm jobs of ``--launcher slurm`` (one worker each, submitted through submitit)."""
+
+    partition: str = option("", help="partition of the workers (empty: the cluster's default)")
+    time_min: int = option(24 * 60, min=1, help="time limit of a worker in minutes")
+    gpus_per_worker: int = option(1, min=0, help="GPUs of a worker (it runs one cell at a time, on the first: "
+                                                  "more GPUs are more workers)")
+    cpus_per_worker: int = option(8, min=1, help="CPU cores of a worker")
+    mem_gb: float = option(0.0, min=0, help="memory of a worker in GB (0: the partition's default)")
+    cluster: str = option("slurm", choices=("slurm", "local"),
+                          help="local: submitit's LocalExecutor (the same workers as local processes, no Slurm)")
+    folder: str = option("", help="submitit's folder (job logs and pickles); default <out>/.submitit")
+    wait: bool = option(True, help="wait for the workers to finish (else print their job ids and return)")
+
+
 @dataclass
 class ExperimentConfig:
     """A grid of tasks x methods x seeds and the settings of every stage (YAML; ``key=value`` reaches all)."""
@@ -60,6 +82,24 @@ class ExperimentConfig:
     report: bool = option(True, help="write results.md / results.json when the grid ends")
     dry_run: bool = option(False, help="print the plan and which cells are done; run nothing")
     show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
+    parallel: str = option("cells", choices=PARALLEL,
+                           help="under N processes (torchrun, accelerate launch): cells runs whole cells side by side, "
+                                "one process (one device) each; ddp runs each cell as one job over all processes (a "
+                                "reader too big for one device). The stages split their work over all processes "
+                                "either way")
+    launcher: str = option("none", choices=LAUNCHERS,
+                           help="run --workers workers that share the grid: local processes (one device each, "
+                                "round-robin) or Slurm jobs (submitit; the slurm section)")
+    workers: int = option(1, min=1, help="how many workers --launcher starts")
+    slurm: SlurmConfig = option(default_factory=SlurmConfig, flag=False,
+                                help="slurm section of --launcher slurm (key=value: slurm.FIELD=...)")
+    claim_stale_after_s: float = option(600.0, above=0,
+                                        help="a claim of a job on another host whose heartbeat is older than this is "
+                                             "taken over (on this host: when its process is gone)")
+    claim_poll_s: float = option(10.0, above=0, help="how often a job waits for a stage another job builds")
+    wait_s: float = option(24 * 3600.0, min=0,
+                           help="how long a job with nothing left to claim waits for the stages and cells other jobs "
+                                "hold (taking over those whose job died) before leaving them to those jobs")
 
 
 def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -> ExperimentConfig:
@@ -81,4 +121,5 @@ def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -
     return from_dict(type(cfg), base, source=f"<experiment config: {task}/{method or '-'}>")
 
 
-__all__ = ["METHOD_OVERRIDABLE", "TASK_OVERRIDABLE", "ExperimentConfig", "cell_settings"]
+__all__ = ["LAUNCHERS", "METHOD_OVERRIDABLE", "PARALLEL", "RUNTIME_FIELDS", "TASK_OVERRIDABLE", "ExperimentConfig", "SlurmConfig",
+           "cell_settings"]

@@ -13,8 +13,7 @@ cell is reported and the grid goes on; the run exits non-zero listing the failur
 
 from __future__ import annotations
 
-import sys
-import traceback
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,9 @@ from ..artifacts import (
     path_under,
     read_json_object,
     sha256_file,
-    write_text,
 )
 from ..config import check_config
 from ..errors import InputError
-from ..lock import locks_output
 from ..methods import MethodInputs, get_method
 from ..rerank.config import RerankConfig
 from ..retrieval.retrieve import RetrieveConfig
@@ -45,7 +42,6 @@ from .layout import (
     cell_status,
     defining,
     key_of,
-    mark_seed_independent,
 )
 from .reuse import finished_with, reuse_or_run
 
@@ -53,9 +49,12 @@ from .reuse import finished_with, reuse_or_run
 class Experiment:
     """The grid described by an :class:`ExperimentConfig`: plan it, run it."""
 
-    def __init__(self, cfg: ExperimentConfig, candidates_from: Experiment | None = None) -> None:
+    def __init__(self, cfg: ExperimentConfig, candidates_from: Experiment | None = None,
+                 report_writer: Callable[[Path, str], None] | None = None) -> None:
         """``candidates_from``: another experiment whose candidates folders this one reads (an analysis's variant
-        of the grid shares the first stage of the experiment it varies)."""
+        of the grid shares the first stage of the experiment it varies). ``report_writer(out, reference)``: what the
+        job that finishes the grid last calls to write the report (the command's; the experiment layer never
+        imports the evaluation layer above it)."""
         check_config(cfg)
         if not cfg.out:
             raise InputError("no experiment folder given (--out)", field="out")
@@ -91,6 +90,7 @@ class Experiment:
         check_disjoint({"out": cfg.out}, {"tasks": [p for t, spec in self.tasks.items()
                                                     for p in task_paths(spec, data_dirs[t])]})
         self.candidates_from = candidates_from
+        self.report_writer = report_writer
         self._contents: dict[str, dict[str, Any]] = {}
 
     # ----- stages shared by the cells of a task -----
@@ -153,21 +153,21 @@ class Experiment:
         """Whether a method of the grid reads the reranked folder (then every task builds one)."""
         return any(get_method(m).data == "reranked" for m in self.cfg.methods)
 
-    def build_stages(self, task: str, ctx) -> None:
-        """Run (or reuse) the candidates and, when needed, the reranked folder of ``task``."""
+    def stages_needed(self) -> list[str]:
+        """The stages every task builds: ``candidates``, and ``reranked`` when a method reads it."""
+        return ["candidates"] + (["reranked"] if self.needs_reranking else [])
+
+    def build_stage(self, task: str, stage: str, ctx) -> None:
+        """Run one stage of ``task`` (every rank of ``ctx`` together), recording its cost and key
+        (:func:`~pgra.experiment.reuse.reuse_or_run`: reused when it finished with the same key)."""
         from ..rerank.reranker import rerank
         from ..retrieval.retrieve import retrieve
 
-        for stage, run, make_cfg in (("candidates", retrieve, self.retrieve_config),
-                                     ("reranked", rerank, self.rerank_config)):
-            if stage == "reranked" and not self.needs_reranking:
-                continue
-            if self.stage_done(task, stage):
-                _say(ctx, f"[{self._task_name(task)}] {stage}: done, reused")
-                continue
-            _say(ctx, f"[{self._task_name(task)}] {stage}: running")
-            reuse_or_run(self.stage_dir(task, stage), STAGE_KEY_FILE, self.stage_keys(task)[stage],
-                         lambda run=run, make_cfg=make_cfg: run(make_cfg(task), ctx), ctx)
+        run, make_cfg = {"candidates": (retrieve, self.retrieve_config),
+                         "reranked": (rerank, self.rerank_config)}[stage]
+        _say(ctx, f"[{self._task_name(task)}] {stage}: running")
+        reuse_or_run(self.stage_dir(task, stage), STAGE_KEY_FILE, self.stage_keys(task)[stage],
+                     lambda: run(make_cfg(task), ctx), ctx)
 
     # ----- cells -----
     def method(self, task: str, method: str):
@@ -203,10 +203,11 @@ class Experiment:
         return cells
 
     def run(self, ctx=None) -> list[CellPlan]:
-        """Run the grid; returns the failed cells (also listed on stderr). The command writes the report after it
-        (:func:`pgra.cli.experiment.run_and_report`)."""
+        """Run this job's share of the grid (claiming stages and cells, so that other jobs over the same folder
+        share it: :mod:`pgra.experiment.workers`); returns the cells it saw fail (also listed on stderr). The job
+        that finishes last writes the report with ``report_writer`` when one is given (the command's)."""
         from ..distributed import init_distributed
-        from ..retrieval.build import build_index
+        from .workers import GridRun
 
         ctx = ctx or init_distributed()
         if self.cfg.dry_run:
@@ -214,36 +215,7 @@ class Experiment:
                 print(self.describe())
             return []
         self.check_ownership()
-        _say(ctx, f"index {self.cfg.index.out}")
-        build_index(replace(self.cfg.index, show_progress=self.cfg.show_progress), ctx)
-        failed: list[CellPlan] = []
-        for task in self.cfg.tasks:
-            try:
-                self.build_stages(task, ctx)
-            except Exception as e:  # the grid goes on with the next task
-                if ctx.world_size > 1:
-                    raise
-                _report_failure(f"[{self._task_name(task)}] stages", e)
-                failed += [c for c in self.plan([task]) if c.status != "done"]
-                continue
-            for cell in self.plan([task]):
-                if cell.status == "done":
-                    _say(ctx, f"[{cell.label}] done, reused")
-                    if ctx.is_main and cell.seed_independent:
-                        mark_seed_independent(cell.directory)
-                    continue
-                try:
-                    self.run_cell(cell, ctx)
-                except Exception as e:  # the grid goes on with the next cell
-                    if ctx.world_size > 1:
-                        raise
-                    _report_failure(f"[{cell.label}]", e, cell.directory)
-                    failed.append(cell)
-        if failed and ctx.is_main:
-            print(f"{len(failed)} cell(s) failed:", file=sys.stderr)
-            for c in failed:
-                print(f"  {c.label} (see {c.directory / 'error.log'})", file=sys.stderr)
-        return failed
+        return GridRun(self, ctx).run()
 
     def check_ownership(self) -> None:
         """Before anything runs: refuse (an InputError naming the files, nothing changed) a stale cell whose folder
@@ -292,18 +264,4 @@ def _check_task_names(tasks: dict[str, Any]) -> None:
         seen[spec.name] = given
 
 
-def _report_failure(where: str, error: BaseException, directory: Path | None = None) -> None:
-    text = "".join(traceback.format_exception(error))
-    print(f"{where} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-    if directory is not None:
-        directory.mkdir(parents=True, exist_ok=True)
-        write_text(directory / "error.log", text)
-
-
-@locks_output(kind="experiment")
-def run_experiment(cfg: ExperimentConfig, ctx=None) -> list[CellPlan]:
-    """Run (or with ``dry_run`` describe) the grid; returns the failed cells."""
-    return Experiment(cfg).run(ctx)
-
-
-__all__ = ["Experiment", "run_experiment"]
+__all__ = ["Experiment"]

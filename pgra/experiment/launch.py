@@ -1,0 +1,169 @@
+"""``pgra experiment --launcher local|slurm --workers W``: start W workers that share one grid.
+
+Each worker is a plain ``pgra experiment`` job over the same ``out`` (launcher ``none``): it claims the index,
+stages and cells (:mod:`pgra.experiment.claims`), so every cell runs once and the last worker writes the report.
+``local``: W local processes, each given one GPU (``CUDA_VISIBLE_DEVICES`` round-robin over the visible ones; none
+without CUDA). ``slurm``: W Slurm jobs submitted through submitit (the ``slurm`` section: partition, time, GPUs per
+worker, ...); ``slurm.cluster=local`` runs the same jobs through submitit's LocalExecutor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import claim_output
+from ..config import from_dict
+from ..distributed import DistContext
+from ..errors import InputError, PgraError
+from ..lock import is_main_launch
+from ..ownership import claimed
+from .cell import report_failure
+from .claims import WORKER_ENV
+from .config import ExperimentConfig
+from .grid import Experiment
+from .layout import CellPlan
+from .workers import experiment_payload, single_process_env, visible_devices
+
+
+def run_experiment(cfg: ExperimentConfig, ctx=None,
+                   report_writer: Callable[[Path, str], None] | None = None) -> list[CellPlan]:
+    """Run (or with ``dry_run`` describe) the grid, or with ``launcher`` start ``workers`` jobs that run it; returns
+    the failed cells. No lock on ``out``: jobs sharing it claim its stages and cells (:mod:`.claims`); ``out`` must
+    be new, empty or pgra's (:func:`pgra.ownership.claimed`). ``report_writer(out, reference)``: called by the job
+    that finishes last (:meth:`~pgra.experiment.grid.Experiment.run`)."""
+    experiment = Experiment(cfg, report_writer=report_writer)
+    if cfg.dry_run:
+        return experiment.run(ctx)
+    claim_output(cfg.out, "experiment", "out")
+    with claimed(cfg.out, "experiment", "out", cfg) if is_main_launch() else contextlib.nullcontext():
+        if cfg.launcher != "none":
+            return launch(experiment)
+        return experiment.run(ctx)
+
+
+def launch(experiment) -> list:
+    """Run ``experiment``'s grid with ``cfg.workers`` workers of ``cfg.launcher``; the cells that failed (read back
+    from the folder: those with an ``error.log`` and no ``cell.json``)."""
+    cfg = experiment.cfg
+    worker = replace(cfg, launcher="none")
+    payload = experiment_payload(type(experiment)(worker, candidates_from=experiment.candidates_from))
+    codes = _local(payload, cfg.workers) if cfg.launcher == "local" else _slurm(payload, cfg)
+    if codes is None:
+        return []
+    failed = [c for c in experiment.plan() if c.status != "done" and (c.directory / "error.log").exists()]
+    if any(codes) and not failed:
+        raise InputError(f"{sum(1 for c in codes if c)} of {len(codes)} worker(s) failed (exit codes {codes}); "
+                         "see their output", field="launcher")
+    return failed
+
+
+def _local(payload: dict, workers: int) -> list[int]:
+    """``workers`` local processes, one GPU each (round-robin); their exit codes."""
+    devices = visible_devices()
+    with tempfile.TemporaryDirectory(prefix="pgra-workers-") as tmp:
+        spec = Path(tmp) / "experiment.json"
+        spec.write_text(json.dumps(payload))
+        procs = []
+        for i in range(workers):
+            env = single_process_env(i if devices else None, f"local-{i}")
+            procs.append(subprocess.Popen([sys.executable, "-m", "pgra.experiment.launch", "grid", str(spec)],
+                                          env=env))
+        return [p.wait() for p in procs]
+
+
+def _slurm(payload: dict, cfg) -> list[int] | None:
+    """``cfg.workers`` Slurm jobs (submitit); their exit codes, or None when not waiting for them."""
+    try:
+        import submitit
+    except ImportError:
+        raise InputError("--launcher slurm needs submitit: pip install 'pgra[slurm]' (submitit>=1.5)",
+                         field="launcher") from None
+    s = cfg.slurm
+    folder = Path(s.folder or Path(cfg.out) / ".submitit")
+    executor = submitit.AutoExecutor(folder=folder / "%j", cluster=s.cluster)
+    params = {"timeout_min": s.time_min, "cpus_per_task": s.cpus_per_worker, "gpus_per_node": s.gpus_per_worker,
+              "name": "pgra-experiment", "tasks_per_node": 1, "nodes": 1}
+    if s.mem_gb:
+        params["mem_gb"] = s.mem_gb
+    if s.partition:
+        params["slurm_partition"] = s.partition
+    if s.cluster == "local":  # the LocalExecutor runs each job on this machine's visible GPUs
+        params["gpus_per_node"] = min(s.gpus_per_worker, len(visible_devices()))
+    executor.update_parameters(**params)
+    jobs = [executor.submit(run_worker, payload, f"slurm-{i}") for i in range(cfg.workers)]
+    print(f"submitted {len(jobs)} worker(s): {', '.join(str(j.job_id) for j in jobs)} (logs in {folder})", flush=True)
+    if not s.wait:
+        return None
+    codes = []
+    for job in jobs:
+        try:
+            codes.append(int(job.result()))
+        except Exception as e:  # a job that died (killed, timed out): the others finish its cells
+            print(f"worker job {job.job_id} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                  file=sys.stderr)
+            codes.append(1)
+    return codes
+
+
+def run_worker(payload: dict, name: str) -> int:
+    """One worker: the grid of ``payload`` (:func:`pgra.experiment.workers.experiment_payload`) as one job; 1 when
+    a cell it ran failed."""
+    os.environ[WORKER_ENV] = name
+    return 1 if experiment_from_payload(payload).run() else 0
+
+
+def experiment_from_payload(payload: dict[str, Any]):
+    """The :class:`~pgra.experiment.grid.Experiment` of :func:`experiment_payload`."""
+    def config(spec):
+        module, _, name = spec["class"].partition(":")
+        return from_dict(getattr(importlib.import_module(module), name), spec["values"], source="<worker payload>")
+
+    source, writer = payload.get("candidates_from"), payload.get("report_writer")
+    if writer is not None:
+        module, _, name = writer.partition(":")
+        writer = getattr(importlib.import_module(module), name)
+    return Experiment(config(payload["config"]),
+                      candidates_from=None if source is None else Experiment(config(source)), report_writer=writer)
+
+
+def run_cell_process(spec_file: str) -> int:
+    """A cell-parallel worker's cell (the child process of :meth:`~.workers.GridRun._run_alone`): 0 when it finished."""
+    spec = json.loads(Path(spec_file).read_text())
+    exp = experiment_from_payload(spec)
+    want = spec["cell"]
+    cell = next(c for c in exp.plan([want["task"]]) if c.method == want["method"] and c.seed == want["seed"])
+    if cell.key != want["key"]:
+        raise PgraError(f"[{cell.label}] key {cell.key} differs from the grid's {want['key']}")
+    try:
+        exp.run_cell(cell, DistContext())
+    except Exception as e:
+        report_failure(f"[{cell.label}]", e, cell.directory)
+        return 1
+    return 0
+
+
+def _main(what: str, spec_file: str) -> int:
+    """``python -m pgra.experiment.launch grid|cell SPEC``: a local worker, or a cell-parallel rank's cell."""
+    try:
+        if what == "cell":
+            return run_cell_process(spec_file)
+        return run_worker(json.loads(Path(spec_file).read_text()), os.environ.get(WORKER_ENV, "local"))
+    except PgraError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+__all__ = ["experiment_from_payload", "launch", "run_cell_process", "run_experiment", "run_worker"]
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1], sys.argv[2]))

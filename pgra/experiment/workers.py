@@ -1,0 +1,341 @@
+"""How one job runs its share of a grid: the index, the stages, then the cells, each under a claim
+(:mod:`pgra.experiment.claims`), so that any number of jobs over one experiment folder finish it together.
+
+Under N processes (torchrun, accelerate launch) the index and the stages split their work over all ranks (rank 0
+holds their claim). The cells then run either side by side (``parallel: cells``, the default): every rank claims
+cells on its own and runs each in a child process that looks like a single process (no process group, one device:
+its ``LOCAL_RANK``'s GPU), so a cell's key, predictions and metrics are those of a 1-process run; or one after
+another as one DDP job over all ranks (``parallel: ddp``, for a reader too big for one device). Cells run costliest
+first (:func:`cost_order`). A job skips what another live job holds, waits for stages other jobs build, and the
+last job to finish writes the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import read_json, write_text
+from ..config import to_dict
+from ..distributed import DistContext, gather_objects, main_computes
+from ..errors import PgraError
+from ..methods import get_method
+from .cell import report_failure, say
+from .claims import WORKER_ENV, is_claimed, try_claim
+from .layout import CellPlan, cell_status, finished_cells, mark_seed_independent
+
+# what torchrun / accelerate launch tell a process about its process group (a cell's child process gets none)
+DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+            "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+            "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
+            "TORCHELASTIC_ERROR_FILE")
+
+
+def single_process_env(device: int | None = None, worker: str = "") -> dict[str, str]:
+    """This process's environment without the process group's variables; ``device``: the one visible GPU (an index
+    into the GPUs visible now)."""
+    env = {k: v for k, v in os.environ.items() if k not in DIST_ENV}
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible_devices()[device % len(visible_devices())]
+    if worker:
+        env[WORKER_ENV] = worker
+    return env
+
+
+def visible_devices() -> list[str]:
+    """The GPUs this process may use (``CUDA_VISIBLE_DEVICES``'s entries, else 0..count-1); empty without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed:
+        return [d.strip() for d in listed.split(",") if d.strip()]
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def cost_order(cells: list[CellPlan], out: Path) -> list[CellPlan]:
+    """``cells`` costliest first, deterministically: trained methods (readers) before fixed rules, then by what the
+    method's finished cells in ``out`` took (their ``cell.json`` ``elapsed_s``, mean), then in plan order."""
+    spent: dict[str, list[float]] = {}
+    for path in finished_cells(out):
+        try:
+            record = read_json(path)
+        except (OSError, ValueError, PgraError):
+            continue
+        if isinstance(record.get("elapsed_s"), (int, float)):
+            spent.setdefault(str(record.get("method")), []).append(float(record["elapsed_s"]))
+
+    def cost(item: tuple[int, CellPlan]) -> tuple[int, float, int]:
+        i, cell = item
+        seconds = spent.get(cell.method, [])
+        return (-int(get_method(cell.method).trained), -(sum(seconds) / len(seconds) if seconds else 0.0), i)
+
+    return [c for _, c in sorted(enumerate(cells), key=cost)]
+
+
+class GridRun:
+    """One job's run of an experiment's grid (every rank of the job builds one and calls :meth:`run`)."""
+
+    def __init__(self, experiment, ctx: DistContext) -> None:
+        self.exp, self.ctx, self.cfg = experiment, ctx, experiment.cfg
+        self.cells_mode = ctx.world_size > 1 and self.cfg.parallel == "cells"
+        self.started = time.time()
+        self.failed: list[CellPlan] = []
+        self._said: set[str] = set()
+
+    @property
+    def stale_after(self) -> float:
+        return self.cfg.claim_stale_after_s
+
+    def run(self) -> list[CellPlan]:
+        """Build (or wait for) the index, then every task's stages and cells; the cells this job saw fail."""
+        self.index()
+        todo, ready = list(self.cfg.tasks), []
+        waited_since = time.monotonic()
+        while True:
+            for task in list(todo):
+                state = self.stages(task)
+                if state != "held":
+                    todo.remove(task)
+                if state == "ready":
+                    ready.append(task)
+            ran, held = self.cells(ready)
+            if not todo and not held:
+                break
+            if todo and self.ctx.world_size > 1:  # the ranks go back to the stages together
+                ran = any(gather_objects(self.ctx, ran))
+            if ran:  # time passed: what others held may be free (or their holder dead) now
+                waited_since = time.monotonic()
+                continue
+            # nothing to claim: wait for the stages and cells other jobs hold (taking over those whose job died);
+            # decided on rank 0 while ranks still build stages together
+            waited = time.monotonic() - waited_since
+            give_up = main_computes(self.ctx, lambda w=waited: w > self.cfg.wait_s) if todo else \
+                waited > self.cfg.wait_s
+            if give_up:
+                left = ", ".join(todo) or f"{held} cell(s)"
+                print(f"{left} still held by other jobs after {self.cfg.wait_s:.0f} s: left to them", flush=True)
+                break
+            time.sleep(self.cfg.claim_poll_s)
+        self.finish()
+        return self.failed
+
+    # ----- the index and the stages (all ranks together; rank 0 holds the claim) -----
+    def _claim_on_main(self, target: Path, label: str, done=lambda: False) -> tuple[str, list]:
+        """Rank 0 claims ``target``: ``("run", [claim])`` (the claim on rank 0 only), ``("held", [])`` or
+        ``("done", [])`` when ``done()`` holds once claimed (another job finished it meanwhile)."""
+        box: list = []
+
+        def decide() -> str:
+            if done():
+                return "done"
+            try:
+                stack = try_claim(target, label, self.stale_after)
+            except OSError:  # a read-only shared folder: nothing to claim (the stage's own lock still guards it)
+                return "run"
+            if stack is None:
+                return "held"
+            if done():
+                stack.close()
+                return "done"
+            box.append(stack)
+            return "run"
+
+        return main_computes(self.ctx, decide), box
+
+    def index(self) -> None:
+        from ..retrieval.build import build_index
+
+        target = Path(self.cfg.index.out)
+        say(self.ctx, f"index {target}")
+        deadline = time.monotonic() + self.cfg.wait_s
+        while True:
+            decision, claim = self._claim_on_main(target, f"index {target}")
+            if decision == "run":
+                try:
+                    build_index(replace(self.cfg.index, show_progress=self.cfg.show_progress), self.ctx)
+                finally:
+                    for stack in claim:
+                        stack.close()
+                return
+            if time.monotonic() > deadline:
+                raise PgraError(f"the index {target} is still being built by another job after "
+                                f"{self.cfg.wait_s:.0f} s")
+            self._say_once(f"index {target}: being built by another job, waiting")
+            time.sleep(self.cfg.claim_poll_s)
+
+    def stages(self, task: str) -> str:
+        """Build (or reuse) ``task``'s stages: ``ready``, ``held`` (another job builds one) or ``failed``."""
+        exp = self.exp
+        try:
+            for stage in exp.stages_needed():
+                if exp.stage_done(task, stage):
+                    self._say_once(f"[{exp._task_name(task)}] {stage}: done, reused")
+                    continue
+                decision, claim = self._claim_on_main(exp.stage_dir(task, stage), f"{task} {stage}",
+                                                      lambda s=stage: exp.stage_done(task, s))
+                if decision == "held":
+                    self._say_once(f"[{exp._task_name(task)}] {stage}: being built by another job")
+                    return "held"
+                if decision == "done":
+                    continue
+                try:
+                    exp.build_stage(task, stage, self.ctx)
+                finally:
+                    for stack in claim:
+                        stack.close()
+        except Exception as e:  # the grid goes on with the next task
+            if self.ctx.world_size > 1:
+                raise
+            report_failure(f"[{exp._task_name(task)}] stages", e)
+            self.failed += [c for c in exp.plan([task]) if c.status != "done"]
+            return "failed"
+        return "ready"
+
+    # ----- cells -----
+    def cells(self, tasks: list[str]) -> tuple[int, int]:
+        """Run the cells of ``tasks`` that no job finished, holds or (since this job started) saw fail: how many
+        this job ran, and how many other jobs held."""
+        ran = held = 0
+        if not tasks:
+            return ran, held
+        for cell in cost_order(self.exp.plan(tasks), self.exp.out):
+            if cell.status == "done":
+                self._reused(cell)
+                continue
+            if self._failed_lately(cell):
+                continue
+            claimed = self._run_alone(cell) if self.cells_mode else self._run_together(cell)
+            ran += claimed is True
+            held += claimed is None
+        return ran, held
+
+    def _reused(self, cell: CellPlan) -> None:
+        if cell.label in self._said:
+            return
+        self._said.add(cell.label)
+        say(self.ctx, f"[{cell.label}] done, reused")
+        if (self.ctx.is_main or self.cells_mode) and cell.seed_independent:
+            mark_seed_independent(cell.directory)
+
+    def _failed_lately(self, cell: CellPlan) -> bool:
+        """Whether the cell failed since this job started (here or in another job): not retried by this job."""
+        log = cell.directory / "error.log"
+        try:
+            return log.stat().st_mtime >= self.started
+        except OSError:
+            return False
+
+    def _claim_cell(self, cell: CellPlan):
+        """The cell's claim and its status now: ``(None, None)`` when another job holds it, ``(None, cell)`` when
+        another job finished it or saw it fail meanwhile."""
+        stack = try_claim(cell.directory, cell.label, self.stale_after)
+        if stack is None:
+            return None, None
+        status = cell_status(cell.directory, cell.key)
+        if status == "done" or self._failed_lately(cell):
+            stack.close()
+            return None, cell
+        return stack, replace(cell, status=status)
+
+    def _run_together(self, cell: CellPlan) -> bool | None:
+        """One cell run by every rank of this job (one process, or one DDP job); rank 0 holds the claim. True when
+        it ran, None when another job holds it, False when another finished it meanwhile."""
+        box: list = []
+
+        def decide():
+            stack, now = self._claim_cell(cell)
+            if stack is None:
+                return None if now is None else "gone"
+            box.append(stack)
+            return now.status
+
+        status = main_computes(self.ctx, decide)
+        if status is None or status == "gone":
+            return None if status is None else False
+        try:
+            self.exp.run_cell(replace(cell, status=status), self.ctx)
+        except Exception as e:  # the grid goes on with the next cell
+            if self.ctx.world_size > 1:
+                raise
+            report_failure(f"[{cell.label}]", e, cell.directory)
+            self.failed.append(cell)
+        finally:
+            for stack in box:
+                stack.close()
+        return True
+
+    def _run_alone(self, cell: CellPlan) -> bool | None:
+        """One cell run by this rank alone, in a child process that sees no process group and one device (returns
+        as :meth:`_run_together`)."""
+        stack, now = self._claim_cell(cell)
+        if stack is None:
+            return None if now is None else False
+        with stack, tempfile.TemporaryDirectory(prefix="pgra-cell-") as tmp:
+            spec = Path(tmp) / "cell.json"
+            spec.write_text(json.dumps({**experiment_payload(self.exp), "cell": {
+                "task": cell.task, "method": cell.method, "seed": cell.seed, "key": cell.key}}))
+            local = int(os.environ.get("LOCAL_RANK", self.ctx.rank))
+            env = single_process_env(local if visible_devices() else None,
+                                     os.environ.get(WORKER_ENV) or f"rank {self.ctx.rank}")
+            code = subprocess.run([sys.executable, "-m", "pgra.experiment.launch", "cell", str(spec)],
+                                  env=env).returncode
+        if code != 0:
+            log = cell.directory / "error.log"
+            if not self._failed_lately(cell):  # killed before it could say why
+                cell.directory.mkdir(parents=True, exist_ok=True)
+                write_text(log, f"the cell's process ended with exit code {code}\n")
+            print(f"[{now.label}] failed (see {log})", file=sys.stderr, flush=True)
+            self.failed.append(cell)
+        return True
+
+    # ----- the end -----
+    def finish(self) -> None:
+        """The report, written by the last job to finish (no live claim left on a stage or cell), and the list of
+        this job's failures."""
+        exp, ctx = self.exp, self.ctx
+        if self.cells_mode or ctx.is_main:
+            writer = exp.report_writer
+            if writer is not None and any(finished_cells(exp.out)) and not self._others_busy():
+                report = try_claim(exp.out / "report", "the report", self.stale_after)
+                if report is not None:
+                    with report:
+                        writer(exp.out, exp.cfg.reference)
+            if self.failed:
+                print(f"{len(self.failed)} cell(s) failed:", file=sys.stderr)
+                for c in self.failed:
+                    print(f"  {c.label} (see {c.directory / 'error.log'})", file=sys.stderr)
+
+    def _others_busy(self) -> bool:
+        exp = self.exp
+        for task in exp.cfg.tasks:
+            if any(is_claimed(exp.stage_dir(task, s), f"{task} {s}", self.stale_after) for s in exp.stages_needed()):
+                return True
+        return any(is_claimed(c.directory, c.label, self.stale_after) for c in exp.plan() if c.status != "done")
+
+    def _say_once(self, message: str) -> None:
+        if message not in self._said:
+            self._said.add(message)
+            say(self.ctx, message)
+
+
+def experiment_payload(exp) -> dict[str, Any]:
+    """What a child process needs to rebuild ``exp``: its config (and that of the experiment whose candidates it
+    reads), by class and value."""
+    def config(cfg) -> dict[str, Any]:
+        return {"class": f"{type(cfg).__module__}:{type(cfg).__qualname__}", "values": to_dict(cfg)}
+
+    source, writer = exp.candidates_from, exp.report_writer
+    return {"config": config(exp.cfg), "candidates_from": None if source is None else config(source.cfg),
+            "report_writer": None if writer is None else f"{writer.__module__}:{writer.__qualname__}"}
+
+
+__all__ = ["DIST_ENV", "GridRun", "cost_order", "experiment_payload", "single_process_env", "visible_devices"]

@@ -1,0 +1,234 @@
+"""One grid, many processes: cells side by side under torchrun, independent jobs sharing one experiment folder
+through claims (a killed job's cell taken over and resumed), and the local / submitit launchers. Every cell runs
+once, and its key, predictions and metrics are those of a 1-process run.
+
+A reader's float scores are compared to float32 rounding, not byte for byte: within one process they already
+depend on the cells that process ran before (a 1-process grid whose process ran one reader cell more before a
+given cell ends that cell's step-2 loss 1e-7 apart), so a cell run in a fresh process (as a cell-parallel rank
+runs it) or after another job's cells matches a sequential run to that rounding. Keys, predicted labels,
+evidence and metrics are compared exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pgra.faults import ENV, KILLED_EXIT
+from tests.conftest import launch_failure, write_corpus, write_sky_task
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = ["sky", "sky2", "sky3", "sky4"]
+METHODS = ["fid", "knn_vote"]  # 4 tasks x 2 methods x seed 1 = 8 cells, 4 of them readers
+PREDICTIONS = ("predictions_dev.jsonl", "predictions_test.jsonl")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory, tiny_t5):
+    """The task, corpus and index shared by the grids of this module, and a 1-process reference run."""
+    root = tmp_path_factory.mktemp("jobs")
+    sky = write_sky_task(root)
+    tasks = [sky]
+    for name in TASKS[1:]:  # the same data under other names
+        tasks.append(root / f"{name}.yaml")
+        tasks[-1].write_text(yaml.safe_dump({**yaml.safe_load(sky.read_text()), "name": name}))
+    base = {"tasks": [str(t) for t in tasks], "methods": METHODS, "seeds": [1],
+            "index": {"corpus": str(write_corpus(root)), "out": str(root / "index"), "retriever": "bm25"},
+            "retrieve": {"k": 6}, "knn_vote": {"k": 3}, "show_progress": False, "report": True,
+            "claim_poll_s": 0.5,
+            "reader": {"model": str(tiny_t5), "n_passages": 2, "max_length": 32, "batch_size": 4, "max_steps": 3,
+                       "eval_every": 0, "save_every": 1, "eval_batch_size": 8, "learning_rate": 1e-3}}
+    ref = _config(root, base, "ref")
+    proc = _pgra(["experiment", "--config", str(ref)])
+    assert proc.wait(timeout=600) == 0
+    return root, base
+
+
+def _config(root: Path, base: dict, name: str, **kw) -> Path:
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({**base, "out": str(root / name), **kw}))
+    return path
+
+
+def _env(**extra) -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1",  # the same threads everywhere: byte-identical floats
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **extra}
+
+
+def _pgra(argv: list[str], log: Path | None = None, **env) -> subprocess.Popen:
+    out = open(log, "w") if log else None  # noqa: SIM115 (closed with the process)
+    return subprocess.Popen([sys.executable, "-c", "import sys; from pgra.cli import main; sys.exit(main(sys.argv[1:]))",
+                             *argv], env=_env(**env), stdout=out,
+                            stderr=subprocess.STDOUT if out else None, text=True)
+
+
+def _cells(out: Path) -> dict[str, Path]:
+    return {"/".join(p.parent.parts[-3:]): p.parent for p in sorted(out.glob("*/*/seed-*/cell.json"))}
+
+
+def _same_as_reference(root: Path, name: str) -> dict[str, dict]:
+    """Every cell of ``name`` finished with the reference's key, predictions and metrics; the cell records."""
+    ref, got = _cells(root / "ref"), _cells(root / name)
+    assert sorted(got) == sorted(ref) and len(ref) == 8
+    records = {}
+    for label, folder in got.items():
+        _same_cell(folder, ref[label], label)
+        records[label] = json.loads((folder / "cell.json").read_text())
+        assert records[label]["results"] == json.loads((ref[label] / "cell.json").read_text())["results"], label
+    assert (root / name / "results.md").exists()
+    return records
+
+
+def _same_cell(folder: Path, ref: Path, label: str) -> None:
+    """The cell ``folder`` has ``ref``'s key and predictions (scores to float32 rounding)."""
+    assert (folder / ".cell_key").read_bytes() == (ref / ".cell_key").read_bytes(), label
+    for f in PREDICTIONS:
+        got = [json.loads(x) for x in (folder / f).read_text().splitlines()]
+        want = [json.loads(x) for x in (ref / f).read_text().splitlines()]
+        assert [{k: v for k, v in r.items() if k != "scores"} for r in got] == \
+            [{k: v for k, v in r.items() if k != "scores"} for r in want], (label, f)
+        for a, b in zip(got, want, strict=True):
+            assert a["scores"] == pytest.approx(b["scores"], rel=1e-5, abs=1e-7), (label, f)
+
+
+def _started(text: str) -> list[str]:
+    """The cells a run's output says it started (``[label] running`` / ``resuming``)."""
+    return re.findall(r"^\[(\S+/seed-\d+)\] (?:running|resuming)$", text, flags=re.M)
+
+
+@pytest.mark.distributed
+def test_torchrun_runs_cells_side_by_side_like_one_process(setup):
+    root, base = setup
+    path = _config(root, base, "ranks")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4",
+           str(ROOT / "scripts" / "experiment.py"), "--config", str(path)]
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, launch_failure(proc)
+    records = _same_as_reference(root, "ranks")
+    started = _started(proc.stdout)
+    assert sorted(started) == sorted(records)  # each cell once
+    workers = {r["ran_by"]["worker"] for r in records.values()}
+    assert len(workers) >= 2 and workers <= {f"rank {i}" for i in range(4)}, workers  # side by side
+    assert len({r["ran_by"]["pid"] for r in records.values()}) == 8  # each in a single process of its own
+    assert not list((root / "ranks").glob("**/.*.claim"))
+
+
+def test_a_killed_job_s_cell_is_taken_over_and_resumed(setup):
+    root, base = setup
+    path = _config(root, base, "three")
+    logs = [root / f"three-{i}.log" for i in range(3)]
+    procs = [_pgra(["experiment", "--config", str(path)], log, **({ENV: "train.step@2"} if i == 0 else {}))
+             for i, log in enumerate(logs)]
+    codes = [p.wait(timeout=600) for p in procs]
+    texts = [log.read_text() for log in logs]
+    assert codes == [KILLED_EXIT, 0, 0], [t[-2000:] for t in texts]
+    killed = _started(texts[0])[-1]  # the reader cell it was training
+    assert "[fault injection] killed at train.step" in texts[0]
+    records = _same_as_reference(root, "three")
+    assert f"taking over the lock of process {procs[0].pid}" in texts[1] + texts[2]
+    assert f"[{killed}] resuming" in texts[1] + texts[2]
+    assert records[killed]["cost"]["resumed"] and records[killed]["ran_by"]["pid"] != procs[0].pid
+    others = [c for t in texts[1:] for c in _started(t)]
+    assert sorted(others + _started(texts[0])[:-1]) == sorted(records)  # every other cell once
+
+
+@pytest.mark.parametrize("launcher", ["local", "slurm"])
+def test_launcher_runs_workers_that_finish_the_grid(setup, launcher):
+    if launcher == "slurm":
+        pytest.importorskip("submitit")
+    root, base = setup
+    name = f"launch-{launcher}"
+    grid = {"local": {"tasks": base["tasks"][:2]}, "slurm": {"tasks": base["tasks"][:2], "methods": ["knn_vote"]}}
+    path = _config(root, base, name, **grid[launcher],
+                   slurm={"cluster": "local", "gpus_per_worker": 0, "cpus_per_worker": 1})
+    log = root / f"{name}.log"
+    proc = _pgra(["experiment", "--config", str(path), "--launcher", launcher, "--workers", "2"], log)
+    assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+    cells = _cells(root / name)
+    methods = grid[launcher].get("methods", METHODS)
+    assert sorted(cells) == sorted(f"{t}/{m}/seed-1" for t in TASKS[:2] for m in methods)
+    if launcher == "local":  # two `pgra experiment` processes started together: each cell once over both
+        assert sorted(_started(log.read_text())) == sorted(cells)
+    ref = _cells(root / "ref")
+    for label, folder in cells.items():
+        _same_cell(folder, ref[label], label)
+    workers = {json.loads((f / "cell.json").read_text())["ran_by"]["worker"] for f in cells.values()}
+    assert workers <= {f"{launcher}-0", f"{launcher}-1"}, workers
+    assert (root / name / "results.md").exists()
+    if launcher == "slurm":  # every worker ran (its log in submitit's folder)
+        assert len(list((root / name / ".submitit").glob("*/*_result.pkl"))) == 2
+
+
+def test_claims_skip_live_holders_and_take_over_dead_ones(tmp_path):
+    from pgra.experiment.claims import claim_path, is_claimed, try_claim
+
+    cell = tmp_path / "sky" / "fid" / "seed-1"
+    held = try_claim(cell, "cell", stale_after=600)
+    assert held is not None and claim_path(cell).exists()
+    child = subprocess.run([sys.executable, "-c", "import sys; from pgra.lock import OutputBusyError, hold_lock\n"
+                            f"try:\n    with hold_lock({str(claim_path(cell))!r}, stale_after=600): sys.exit(1)\n"
+                            "except OutputBusyError: sys.exit(0)"], env=_env(), timeout=120)
+    assert child.returncode == 0  # another process cannot take a live holder's claim
+    held.close()
+    assert not claim_path(cell).exists()
+    # another host's claim: kept while its heartbeat is fresh, taken over once older than stale_after
+    info = {"pid": 1, "host": "node-17", "command": "pgra experiment", "started": time.time(), "job": "42_3"}
+    claim_path(cell).write_text(json.dumps(info))
+    assert is_claimed(cell, "cell", stale_after=60)
+    old = time.time() - 120
+    os.utime(claim_path(cell), (old, old))
+    assert is_claimed(cell, "cell", stale_after=None)  # plain locks never guess another host dead
+    assert not is_claimed(cell, "cell", stale_after=60)
+    assert not claim_path(cell).exists()
+
+
+def test_a_held_claim_beats_and_records_the_slurm_job(tmp_path, monkeypatch):
+    from pgra.lock import hold_lock
+
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "42")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    path = tmp_path / ".x.claim"
+    with hold_lock(path, "test", stale_after=0.2):
+        info = json.loads(path.read_text())
+        assert info["job"] == "42_3" and info["host"] == socket.gethostname()
+        old = time.time() - 100
+        os.utime(path, (old, old))
+        time.sleep(0.3)
+        assert time.time() - path.stat().st_mtime < 5  # the heartbeat touched it
+
+
+def test_cost_order_and_parallel_option_leave_keys_alone(setup):
+    from pgra.config import from_dict
+    from pgra.experiment import Experiment, ExperimentConfig
+    from pgra.experiment.workers import cost_order
+
+    root, base = setup
+    cells = {}
+    for parallel in ("cells", "ddp"):
+        exp = Experiment(from_dict(ExperimentConfig, {**base, "out": str(root / "ref"), "parallel": parallel}))
+        cells[parallel] = exp.plan()
+    assert [c.key for c in cells["cells"]] == [c.key for c in cells["ddp"]]
+    assert [c.method for c in cells["cells"]] == METHODS * 4  # planned task by task
+    ordered = cost_order(cells["cells"], root / "ref")
+    assert [(c.task, c.method) for c in ordered] == [(str(t), m) for m in METHODS for t in base["tasks"]]
+    ordered = cost_order(cells["cells"][::-1], root / "ref")  # readers first, then the given order
+    assert [(c.task, c.method) for c in ordered] == [(str(t), m) for m in METHODS for t in base["tasks"][::-1]]
+
+
+def test_slurm_launcher_without_submitit_says_how_to_install_it(setup, monkeypatch, capsys):
+    from tests.conftest import one_error_line
+
+    root, base = setup
+    monkeypatch.setitem(sys.modules, "submitit", None)  # not installed
+    path = _config(root, base, "no-submitit")
+    line = one_error_line(["experiment", "--config", str(path), "--launcher", "slurm", "--workers", "2"], capsys)
+    assert "--launcher slurm needs submitit: pip install 'pgra[slurm]'" in line
+    assert not (root / "no-submitit").exists()
