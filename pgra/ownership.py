@@ -153,12 +153,16 @@ def claimed(folder: str | Path, kind: str, field: str = "out", cfg: Any = None) 
     """:func:`claim_folder` for the block; a block that writes nothing (a refused run, a dry run) leaves no record
     behind, so no folder of its own either."""
     folder = Path(folder)
+    existed = folder.exists() or folder.is_symlink()
     new = claim_folder(folder, kind, field, cfg)
     try:
         yield
     finally:
         if new and folder.is_dir() and not entries(folder):
             (folder / RECORD).unlink(missing_ok=True)
+            if not existed:  # the folder this block made for nothing
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
 
 def check_folders(folder: str | Path, names: Collection[str], field: str = "out") -> None:

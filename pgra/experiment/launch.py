@@ -56,7 +56,8 @@ def launch(experiment) -> list:
     from the folder: those with an ``error.log`` and no ``cell.json``)."""
     cfg = experiment.cfg
     worker = replace(cfg, launcher="none")
-    payload = experiment_payload(type(experiment)(worker, candidates_from=experiment.candidates_from))
+    payload = experiment_payload(type(experiment)(worker, candidates_from=experiment.candidates_from,
+                                                  report_writer=experiment.report_writer))
     codes = _local(payload, cfg.workers) if cfg.launcher == "local" else _slurm(payload, cfg)
     if codes is None:
         return []
