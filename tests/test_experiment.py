@@ -442,3 +442,13 @@ def test_demo_and_laptop_configs_run_every_method_on_mr_and_paper_configs_train_
         assert task in cell_settings(laptop, task, "icl_skill_knn").icl.demos.annotations
     paper = load_config(ExperimentConfig, root / "paper" / "experiment_table2.yaml")
     assert not any(cell_settings(paper, t, "pgra").reader.freeze_encoder for t in paper.tasks)
+
+
+def test_a_cell_json_edited_into_no_object_plans_as_stale(tmp_path):
+    """A hand-edited cell.json that is a JSON list (or a string) is not the cell's completion mark: the plan calls the
+    cell stale instead of failing with a traceback (the report refuses such a file by name)."""
+    from pgra.experiment.layout import cell_status
+
+    for text in ("[1, 2]", '"done"', '{"key": "k1"}'):
+        (tmp_path / CELL_FILE).write_text(text)
+        assert cell_status(tmp_path, "k1") == ("done" if text.startswith("{") else "stale")

@@ -17,6 +17,7 @@ from ..config import SEED_MAX, option
 from ..errors import InputError
 from ..experiment import CELL_FILE
 from ..experiment.reuse import reuse_or_run
+from ..predictions import read_cell
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, pct
@@ -53,7 +54,7 @@ class PseudoLabeller:
 
     def __init__(self, cell: Path, cache_file: Path, batch_size: int = 64) -> None:
         self.cell, self.cache_file, self.batch_size = cell, cache_file, batch_size
-        self.key = read_json(cell / CELL_FILE)["key"]
+        self.key = read_cell(cell / CELL_FILE).get("key")
         cached = read_json(cache_file) if cache_file.exists() else {}
         self.labels: dict[str, str] = cached.get("labels", {}) if cached.get("labeller") == self.key else {}
         self.labelled_now = 0

@@ -18,6 +18,7 @@ from ..artifacts import read_json
 from ..cost import estimated_flops, merge_work, parameter_counts
 from ..experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from ..methods import get_method
+from ..predictions import read_cell
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, number, pct
@@ -73,7 +74,7 @@ def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -
     seeds = runs.finished_seeds(task, method)
     if not seeds:
         return None
-    cells = [read_json(runs.cell(task, method, s) / CELL_FILE) for s in seeds]
+    cells = [read_cell(runs.cell(task, method, s) / CELL_FILE) for s in seeds]
     costs = [c.get("cost") for c in cells]
     recorded = all(c is not None for c in costs)
     cell_seconds = [float(c.get("elapsed_s", 0.0)) for c in cells]

@@ -77,7 +77,8 @@ def cell_status(directory: Path, key: str) -> str:
     """``done``, ``resume`` (started with this key), ``stale`` (another key, or files of unknown origin) or ``todo``."""
     cell = directory / CELL_FILE
     if cell.exists():
-        return "done" if read_json(cell).get("key") == key else "stale"
+        record = read_json(cell)  # a cell.json that is no JSON object (edited by hand) is not this cell's
+        return "done" if isinstance(record, dict) and record.get("key") == key else "stale"
     key_file = directory / CELL_KEY_FILE
     if key_file.exists():
         return "resume" if key_file.read_text().strip() == key else "stale"
