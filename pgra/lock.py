@@ -206,7 +206,9 @@ def _settled(path: Path) -> _Seen | None:
 def _create(path: Path, data: bytes) -> tuple[int, int] | None:
     """Create ``path`` holding ``data``, atomically: written whole to a unique temp file that is then hard-linked
     to ``path``. The new file's (device, inode); None when ``path`` exists."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # not the ``.tmp`` of atomic writes: pgra.ownership drops those from a folder it claims, and another job may
+    # claim this folder while this file waits to be linked
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
     fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
     try:
         try:

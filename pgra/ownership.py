@@ -28,6 +28,9 @@ RECORD = ".pgra-owned.json"
 LOCK_FILE = ".pgra-lock"  # pgra.lock.LOCK_FILE (not imported: pgra.lock imports this module)
 # atomic_path's temporary file (``.<name>.<8 chars>.tmp``) and atomic_dir's temporary folder (``.<name>.<8 chars>``)
 _TEMP = re.compile(r"\.[^/]+\.[a-z0-9_]{8}(\.tmp)?")
+# a lock being created (pgra.lock: ``<lock>.<pid>.<8 hex>.new``, linked to its name within microseconds): pgra's,
+# never dropped (another job's lock may be on its way)
+_LOCK_TEMP = re.compile(r"\.[^/]+\.\d+\.[0-9a-f]{8}\.new")
 # a folder an older pgra made before it wrote the record: names (glob patterns, under the folder) only a pgra
 # stage writes; a cell's or an experiment stage's marks count for every kind (a cell's run is a stage's output)
 EVIDENCE: dict[str, tuple[str, ...]] = {
@@ -52,7 +55,7 @@ def is_temp(name: str) -> bool:
 
 def _pgra_name(p: Path) -> bool:
     """The record, the lock, or a temporary file or folder of pgra's own naming."""
-    return p.name in (RECORD, LOCK_FILE) or is_temp(p.name)
+    return p.name in (RECORD, LOCK_FILE) or is_temp(p.name) or bool(_LOCK_TEMP.fullmatch(p.name))
 
 
 def _empty_dir(p: Path) -> bool:

@@ -49,6 +49,34 @@ def test_claim_refuses_a_folder_pgra_did_not_make_and_records_its_own(tmp_path):
     assert ownership.LOCK_FILE == lock.LOCK_FILE  # the lock's name, spelled out (pgra.lock imports ownership)
 
 
+def test_a_lock_on_its_way_is_pgras_and_never_dropped(tmp_path, monkeypatch):
+    """Another job's lock between its write and its link (``.<lock>.<pid>.<hex>.new``) is neither a user's file nor
+    a leftover: claiming the folder meanwhile keeps it (dropping it made that job's link fail)."""
+    from pgra.lock import hold_lock
+
+    folder = tmp_path / "out"
+    claim_folder(folder, "output")
+    on_its_way = folder / ".report.claim.4242.0a1b2c3d.new"
+    on_its_way.write_text("{}")
+    assert claim_folder(folder, "output") is False and on_its_way.exists()
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / on_its_way.name).write_text("{}")
+    assert claim_folder(fresh, "output") is True  # nothing of a user's in it
+    import os
+
+    import pgra.lock as lock_mod
+    from pgra.ownership import entries
+
+    names, link = [], os.link
+    monkeypatch.setattr(lock_mod.os, "link", lambda src, dst: (names.append(Path(src).name), link(src, dst))[1])
+    with hold_lock(folder / ".x.claim", "test"):  # the lock's own temporary name is of that form
+        pass
+    assert names and not is_temp(names[0])  # claim_folder's drop_temp leaves it alone
+    (folder / names[0]).write_text("{}")
+    assert (folder / names[0]) not in entries(folder)  # and it is no user's file
+
+
 def test_leftover_temporary_files_are_removed_only_in_pgras_own_folders(tmp_path, corpus_txt):
     from pgra.retrieval.index import IndexConfig, build_index
 
