@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..choices import Builtins
 from ..errors import InputError
+from ..registry import Registry
 
 if TYPE_CHECKING:
     from ..corpus import CorpusStore
@@ -143,31 +143,17 @@ class Retriever(ABC):
         return None
 
 
-RETRIEVERS: dict[str, type[Retriever]] = {}
 # the retrievers that ship with pgra, one module each (importing one registers it)
 BUILTIN = ("dense_retriever", "bm25_retriever")
-
-
-def register_retriever(cls: type[Retriever]) -> type[Retriever]:
-    """Add a retriever class to the registry under its ``name`` (replacing one of the same name); returns it, so
-    it works as a decorator."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} has no name")
-    RETRIEVERS[cls.name] = cls
-    return cls
-
-
-_BUILTINS = Builtins(__package__, BUILTIN, RETRIEVERS)
-load_builtin = _BUILTINS.load  # import (so register) the built-in retrievers
-retriever_names = _BUILTINS.names  # the registered retrievers' names (the config's choices)
+RETRIEVERS: Registry[type[Retriever]] = Registry("retriever", __package__, BUILTIN, field="retriever")
+register_retriever = RETRIEVERS.register  # add a retriever class under its ``name``; works as a decorator
+load_builtin = RETRIEVERS.load_builtin  # import (so register) the built-in retrievers
+retriever_names = RETRIEVERS.names  # the registered retrievers' names (the config's choices)
 
 
 def retriever_class(name: str, field: str = "retriever") -> type[Retriever]:
     """The retriever class registered as ``name``."""
-    names = retriever_names()
-    if name not in RETRIEVERS:
-        raise InputError(f"unknown retriever '{name}', use {' or '.join(names)}", field=field)
-    return RETRIEVERS[name]
+    return RETRIEVERS.part(name, field)
 
 
 def get_retriever(cfg: IndexConfig) -> Retriever:
