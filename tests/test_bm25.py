@@ -118,3 +118,24 @@ def test_search_for_no_documents_returns_empty_rows():
     scores, ids = idx.search(["t0 t1", "t2"], 0)
     assert scores.shape == ids.shape == (2, 0)
     assert idx.search([], 5)[0].shape == (0, 5)
+
+
+def test_compiled_search_leaves_torch_s_thread_count_alone():
+    # numba's OpenMP layer sets the process's OpenMP threads to every core when a parallel region starts, which
+    # torch reads: a search between two torch computations changed the second's thread count (and its floats'
+    # last digits: a grid cell run after the retrieve stage differed from the same cell in a fresh process)
+    numba = pytest.importorskip("numba")
+    torch = pytest.importorskip("torch")
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one core: numba has no other thread count to leak")
+    docs = _zipf_corpus(200, seed=8)
+    idx = BM25Index.build(docs, BM25Config(query_batch_size=7), show_progress=False)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        got = idx.search(docs[:20], 5, compiled=True)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    want = idx.search(docs[:20], 5, compiled=False)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

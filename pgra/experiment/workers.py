@@ -61,6 +61,20 @@ def visible_devices() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
+def torch_threads() -> int | None:
+    """torch's intra-op thread count now (None when torch is not imported)."""
+    torch = sys.modules.get("torch")
+    return None if torch is None else torch.get_num_threads()
+
+
+def restore_torch_threads(threads: int | None) -> None:
+    """Give torch ``threads`` intra-op threads again: a cell's floats depend on how many threads its reductions
+    split over, and a cell run inline must compute what the same cell computes in a fresh process."""
+    torch = sys.modules.get("torch")
+    if threads is not None and torch is not None and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
 def cost_order(cells: list[CellPlan], out: Path) -> list[CellPlan]:
     """``cells`` costliest first, deterministically: trained methods (readers) before fixed rules, then by what the
     method's finished cells in ``out`` took (their ``cell.json`` ``elapsed_s``, mean), then in plan order."""
@@ -88,6 +102,7 @@ class GridRun:
         self.exp, self.ctx, self.cfg = experiment, ctx, experiment.cfg
         self.cells_mode = ctx.world_size > 1 and self.cfg.parallel == "cells"
         self.started = time.time()
+        self.threads = torch_threads()  # what a cell's fresh child process starts with too
         self.failed: list[CellPlan] = []
         self._said: set[str] = set()
 
@@ -262,6 +277,7 @@ class GridRun:
         if status is None or status == "gone":
             return None if status is None else False
         try:
+            restore_torch_threads(self.threads)  # a stage's library may have changed them (numba's OpenMP does)
             self.exp.run_cell(replace(cell, status=status), self.ctx)
         except Exception as e:  # the grid goes on with the next cell
             if self.ctx.world_size > 1:

@@ -10,6 +10,10 @@ order: score, then position.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 try:  # optional: `pip install numba` (in the `fast` and `dev` extras)
@@ -83,6 +87,28 @@ if numba is not None:
     _search = numba.njit(cache=True, nogil=True, parallel=True)(_search)
 
 
+@contextmanager
+def torch_threads_kept() -> Iterator[None]:
+    """Run a parallel numba region within torch's thread budget and give torch its thread count back after it.
+
+    numba's OpenMP threading layer sets the process's OpenMP thread count to its own (every core) when it starts a
+    parallel region, and torch reads that count: a BM25 search would change how many threads the next torch
+    computation in the process uses, and so the last digits of its floats (a grid's cell run after the retrieve
+    stage in one process would differ from the same cell in a fresh process)."""
+    torch = sys.modules.get("torch")  # only when torch is in use: this module does not need it
+    if torch is None:
+        yield
+        return
+    threads = torch.get_num_threads()
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+        torch.set_num_threads(threads)
+
+
 def search_batch(weights, q, shift: np.ndarray, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Top-k ``(scores, ids)`` of each query row of ``q`` (CSR, distinct sorted terms with their counts) over the
     term-by-document ``weights`` (CSR); ``shift`` is added to each query's scores; ``rows``: a scratch array of
@@ -90,9 +116,10 @@ def search_batch(weights, q, shift: np.ndarray, k: int, rows: np.ndarray) -> tup
     n = q.shape[0]
     scores = np.empty((n, k), dtype=weights.dtype)
     ids = np.empty((n, k), dtype=np.int64)
-    _search(np.asarray(weights.indptr), np.asarray(weights.indices), np.asarray(weights.data),
-            np.asarray(q.indptr), np.asarray(q.indices), np.asarray(q.data, dtype=weights.dtype),
-            np.asarray(shift, dtype=weights.dtype), k, rows[:n], scores, ids)
+    with torch_threads_kept():
+        _search(np.asarray(weights.indptr), np.asarray(weights.indices), np.asarray(weights.data),
+                np.asarray(q.indptr), np.asarray(q.indices), np.asarray(q.data, dtype=weights.dtype),
+                np.asarray(shift, dtype=weights.dtype), k, rows[:n], scores, ids)
     return scores, ids
 
 
