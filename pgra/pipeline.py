@@ -5,8 +5,8 @@ LM, demonstrations, k and d and its candidates folder; a candidates folder names
 reranking is the stage's own in-memory :class:`pgra.rerank.core.Reranker`, loaded from the reranked folder;
 evidence embeddings come from its cache when present (only missing sentences run the LM)::
 
-    pipe = pgra.Pipeline.load("runs/demo-experiment/wiki_topic/pgra/seed-1")
-    out = pipe.predict(["The planet orbits the sun"])[0]
+    pipe = pgra.Pipeline.load("runs/demo-experiment/mr/pgra/seed-1")
+    out = pipe.predict(["A warm, funny and beautifully acted film."])[0]
     out["prediction"], out["scores"], out["evidence"][0]    # label, probability per label, {id, text, score}
 """
 

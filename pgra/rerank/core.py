@@ -6,9 +6,9 @@ probability as ``score`` and its ``retrieval_score`` and ``retrieval_rank``. The
 one from its config and calls it on every split with the embeddings its caches hold; ``Pipeline`` loads the one
 a reranked folder describes (:meth:`Reranker.load`) and calls it on raw texts::
 
-    reranker = pgra.Reranker.load("runs/demo-experiment/wiki_topic/reranked", index.corpus)
-    hits = index.search_hits(["The planet orbits the sun"], k=reranker.k)
-    top = reranker.rerank(["The planet orbits the sun"], hits)[0]    # [{id, text, score, retrieval_rank ...}]
+    reranker = pgra.Reranker.load("runs/demo-experiment/mr/reranked", index.corpus)
+    hits = index.search_hits(["A warm, funny and beautifully acted film."], k=reranker.k)
+    top = reranker.rerank(["A warm, funny and beautifully acted film."], hits)[0]    # [{id, text, score, retrieval_rank ...}]
 """
 
 from __future__ import annotations
