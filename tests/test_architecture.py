@@ -21,7 +21,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("pgra.icl",),                            # in-context learning over selected demonstrations
     ("pgra.methods",),                        # every compared method behind one interface
     ("pgra.simcse",),                         # training a retriever's encoder (judged with a method's kNN vote)
-    ("pgra.experiment", "pgra.pipeline"),     # the grid (config, layout, one cell, estimates, run); prediction from a run
+    ("pgra.experiment", "pgra.pipeline", "pgra.export"),  # the grid; prediction from a run; a run exported
     ("pgra.evaluation",),                     # reports read the experiment's layout (the command writes them)
     ("pgra.analysis",),
     ("pgra.demo",),
