@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
 
-.PHONY: setup prepare demo test test-transformers4 lint bench bench-scale bench-gpu chromium browser screenshot clean
+.PHONY: setup prepare demo test test-transformers4 lint docs bench bench-scale bench-gpu chromium browser screenshot clean
 
 # 1. virtual environment; 2. torch first (the CPU wheel; other specs pull CUDA packages)
 $(VENV)/.stamp-venv:
@@ -61,6 +61,10 @@ test-transformers4: prepare .venv-tf4/.stamp
 lint: setup
 	$(BIN)/ruff check pgra tests scripts bench
 
+# the documentation site from docs/ (mkdocs.yml) into site/; --strict: every link and anchor must resolve
+docs: $(VENV)/.stamp-pkg
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+
 # The offline demo as a real experiment: index -> retrieve -> rerank -> every method on MR -> results table
 # (runs/demo-experiment/results.md and results.html, the page to explore it in a browser), its analyses (label consistency, where FiD and PGRA differ, a case study:
 # runs/demo-experiment/analysis/), then the finished PGRA run labels a new movie-review sentence through all its stages.
@@ -109,4 +113,4 @@ bench-scale: prepare
 	$(BIN)/python bench/plot_scaling.py
 
 clean:
-	rm -rf $(VENV) .venv-tf4 models data/demo indexes/demo-* runs/wiki_topic/demo runs/demo-experiment cache .pytest_cache
+	rm -rf $(VENV) .venv-tf4 site models data/demo indexes/demo-* runs/wiki_topic/demo runs/demo-experiment cache .pytest_cache

@@ -1,5 +1,5 @@
 """The house's floors: every import in ``pgra/`` (module level or inside a function) runs down or sideways, never
-up, and no modules import each other in a cycle. The floors are the README's architecture section."""
+up, and no modules import each other in a cycle. The floors are docs/architecture.md's."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def floor(module: str) -> int:
         for p in prefixes:
             if (module == p or module.startswith(p + ".")) and len(p) > best:
                 best, level = len(p), i
-    assert level >= 0, f"{module} is on no floor: add it to FLOORS (and the README's architecture section)"
+    assert level >= 0, f"{module} is on no floor: add it to FLOORS (and docs/architecture.md)"
     return level
 
 

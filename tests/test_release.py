@@ -96,15 +96,17 @@ def _headings(paths: list[Path]) -> set[str]:
 
 
 def test_quoted_readme_sections_exist():
-    """A file that sends the reader to the README's "Some section" names a heading of the README or a docs page
-    (bench/README's for a bench/README pointer)."""
+    """A file that sends the reader to the README's (or a docs page's) "Some section" names a heading there: the
+    README or a docs page for a README pointer (its sections moved to docs/), bench/README's for a bench/README
+    pointer, the page itself for a docs/<page>.md pointer."""
     main = _headings([ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))])
-    bench = _headings([ROOT / "bench" / "README.md"])
-    pattern = re.compile(r"(bench/)?README(?:\.md)?'?s?\s*[\"“*]([^\"”*\n]{3,60})[\"”*]")
+    pattern = re.compile(r"(bench/README|README|docs/[\w-]+\.md)(?:\.md)?'?s?\s*[\"“*]([^\"”*\n]{3,60})[\"”*]")
     bad = []
     for path in _doc_files():
         for m in pattern.finditer(path.read_text(errors="replace")):
-            heads = bench if m.group(1) else main
+            where = m.group(1)
+            heads = (main if where == "README" else _headings([ROOT / "bench" / "README.md"]) if where.startswith("bench")
+                     else _headings([ROOT / where]) if (ROOT / where).is_file() else set())
             name = m.group(2).strip().lower()
             if name not in heads and f"the {name}" not in heads:
                 bad.append(f"{path.relative_to(ROOT)}: {m.group(0)}")
@@ -130,6 +132,7 @@ def test_readme_bibtex_matches_citation_cff():
     assert f"version = {{{pgra.__version__}}}" in block
     for author in cff["preferred-citation"]["authors"]:
         assert f"{author['family-names']}, {author['given-names']}" in block
+    assert block in (ROOT / "docs" / "citing.md").read_text()  # the site's copy of the README's section
 
 
 
