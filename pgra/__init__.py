@@ -75,6 +75,11 @@ _EXPORTS = {
     "write_report": "pgra.evaluation.report",
     "evaluate_run": "pgra.evaluation.evaluate",
     "Pipeline": "pgra.pipeline",
+    "export_run": "pgra.export",
+    "load_targets": "pgra.evaluation.targets",
+    # formats
+    "read_fid": "pgra.interchange",
+    "write_fid": "pgra.interchange",
     # errors
     "PgraError": "pgra.errors",
     "InputError": "pgra.errors",
