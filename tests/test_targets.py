@@ -83,3 +83,14 @@ def test_a_bad_targets_file_is_one_error_line(runs, tmp_path, capsys, content, f
 
 def test_tolerance_needs_compare(runs, capsys):  # noqa: F811
     assert "--compare" in one_error_line(["report", str(runs), "--tolerance", "1"], capsys)
+
+
+def test_the_results_page_shows_the_paper_under_each_mean(runs, tmp_path):  # noqa: F811
+    from tests.test_page import _chromium, _dump_dom
+
+    if _chromium() is None:
+        pytest.skip("Chromium not installed (make chromium)")
+    assert main(["report", str(runs), "--bootstrap", "200", "--compare", "paper", "--tolerance", "20"]) == 0
+    dom = _dump_dom((runs / "results.html").as_uri(), tmp_path / "profile")
+    table = dom.split('id="results-table"', 1)[1].split("</table>", 1)[0]
+    assert "paper 92.2 (-22.2) †" in table and "paper 59.2 (-19.2)<" in table.replace("</span>", "<")
