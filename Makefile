@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
 
-.PHONY: setup prepare demo test test-transformers4 lint bench bench-scale chromium browser screenshot clean
+.PHONY: setup prepare demo test test-transformers4 lint docs bench bench-scale bench-gpu chromium browser screenshot clean
 
 # 1. virtual environment; 2. torch first (the CPU wheel; other specs pull CUDA packages)
 $(VENV)/.stamp-venv:
@@ -61,6 +61,10 @@ test-transformers4: prepare .venv-tf4/.stamp
 lint: setup
 	$(BIN)/ruff check pgra tests scripts bench
 
+# the documentation site from docs/ (mkdocs.yml) into site/; --strict: every link and anchor must resolve
+docs: $(VENV)/.stamp-pkg
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+
 # The offline demo as a real experiment: index -> retrieve -> rerank -> every method on MR -> results table
 # (runs/demo-experiment/results.md and results.html, the page to explore it in a browser), its analyses (label consistency, where FiD and PGRA differ, a case study:
 # runs/demo-experiment/analysis/), then the finished PGRA run labels a new movie-review sentence through all its stages.
@@ -85,11 +89,19 @@ screenshot: chromium
 	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --virtual-time-budget=5000 --window-size=1400,2400 \
 	  --screenshot=docs/results_page.png "file://$(CURDIR)/runs/demo-experiment/results.html#task=mr&disagree=1&wrong=pgra&open=$(OPEN)"
 
+# the quick benchmarks (after `make demo`: its index and its trained readers); bench-scale: the scaling curves;
+# bench-gpu: the paper's scale (needs a GPU). Every bench/ script is in one of the three (a test checks).
 bench: prepare
 	$(BIN)/python bench/bench_bm25.py
 	$(BIN)/python bench/bench_dense.py
 	$(BIN)/python bench/bench_rerank.py
 	$(BIN)/python bench/bench_reader.py
+	$(BIN)/python bench/bench_reader_frozen.py
+	$(BIN)/python bench/bench_cpu_bf16.py
+	$(BIN)/python bench/plan_table2.py
+
+bench-gpu: prepare
+	$(BIN)/python bench/bench_gpu_scale.py
 
 # the scaling curves of bench/README.md (about 1.5 h on 2 cores; after `make demo`, whose index they read)
 bench-scale: prepare
@@ -101,4 +113,4 @@ bench-scale: prepare
 	$(BIN)/python bench/plot_scaling.py
 
 clean:
-	rm -rf $(VENV) .venv-tf4 models data/demo indexes/demo-* runs/wiki_topic/demo runs/demo-experiment cache .pytest_cache
+	rm -rf $(VENV) .venv-tf4 site models data/demo indexes/demo-* runs/wiki_topic/demo runs/demo-experiment cache .pytest_cache

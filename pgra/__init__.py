@@ -13,8 +13,8 @@ The public API: one function per stage with its config dataclass, and the object
     pgra.rerank(cfg)                                               # any stage, from Python
     top = pgra.Reranker.load(cfg.out, index.corpus).rerank(texts, hits)  # in memory (hits: index.search_hits)
 
-    pipe = pgra.Pipeline.load("runs/demo-experiment/wiki_topic/pgra/seed-1")   # an experiment's run
-    print(pipe.predict(["The planet orbits the sun"])[0])          # label, probabilities, evidence
+    pipe = pgra.Pipeline.load("runs/demo-experiment/mr/pgra/seed-1")   # an experiment's run (`make demo`)
+    print(pipe.predict(["A warm, funny and beautifully acted film."])[0])   # label, probabilities, evidence
 
 Names are imported on first use, so ``import pgra`` (and ``pgra -h``) stays fast.
 """
@@ -75,6 +75,11 @@ _EXPORTS = {
     "write_report": "pgra.evaluation.report",
     "evaluate_run": "pgra.evaluation.evaluate",
     "Pipeline": "pgra.pipeline",
+    "export_run": "pgra.export",
+    "load_targets": "pgra.evaluation.targets",
+    # formats
+    "read_fid": "pgra.interchange",
+    "write_fid": "pgra.interchange",
     # errors
     "PgraError": "pgra.errors",
     "InputError": "pgra.errors",

@@ -196,6 +196,13 @@ class CausalLM:
         return argument in self._arguments[1]
 
     @property
+    def cache_kwarg(self) -> str:
+        """The name the model's ``forward`` takes a KV cache under: ``cache`` (transformers 5.x, where
+        ``past_key_values`` is deprecated and removed in 5.40) or ``past_key_values`` (4.x, and models whose own
+        code knows only that name)."""
+        return "cache" if self.accepts("cache") else "past_key_values"
+
+    @property
     def pad_id(self) -> int:
         """The id padding is filled with (never attended to): the tokenizer's pad, else its end of sequence, else 0."""
         tok = self.tokenizer
@@ -222,13 +229,13 @@ class CausalLM:
         """The per-layer KV cache of one token sequence every row shares (a prompt head), run once and counted."""
         import torch
 
-        from .kv import cache_layers
+        from .kv import cache_layers, output_cache
 
         t = torch.as_tensor([ids], device=self.device)
         keep = {"logits_to_keep": 1} if self._head == "lm" and self.accepts("logits_to_keep") else {}
         out = self.model(input_ids=t, attention_mask=torch.ones_like(t), use_cache=True, **keep)
         self.count(len(ids))
-        return cache_layers(out.past_key_values)
+        return cache_layers(output_cache(out))
 
 
 def expand_cache(layers: list, n: int):

@@ -1,12 +1,19 @@
-"""The JSONL format passed between stages (compatible with FiD and the paper's code).
+"""The JSONL format passed between stages, and FiD's JSON format beside it.
 
 One query a line: ``{"id", "text", "label", "ctxs": [{"id", "text", "score"}, ...]}``; ``label`` is absent
 for unlabelled inputs and ``ctxs`` absent before retrieval.
+
+FiD (Izacard & Grave) and the PGRA paper's code read one JSON array per split instead:
+``[{"id", "question", "answers": [...], "target", "ctxs": [{"id", "title", "text", "score"}, ...]}, ...]``.
+:func:`read_fid` turns such a file into these records (``question`` -> ``text``; ``target``, else the first of
+``answers``, -> ``label``, given as the label or one of the task's label words, T5 sentinels stripped) and
+:func:`write_fid` writes records in it (the label as the task's reader word in ``answers`` and ``target``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,23 +49,29 @@ def read_records(path: str | Path, labels: list[str] | None = None) -> Iterator[
         raise InputError("interchange file not found", path=path)
     seen: set[str] = set()
     for line_no, rec in iter_jsonl(path):
-        for key in ("id", "text"):
-            if key not in rec:
-                raise InputError("missing field", path=path, line=line_no, field=key)
-        if not isinstance(rec["text"], str) or not rec["text"].strip():
-            raise InputError("empty text", path=path, line=line_no, field="text")
-        if not _is_id(rec["id"]):
-            raise InputError(f"an id is a string or an integer, not {shorten(rec['id'], 60)}", path=path,
-                             line=line_no, field="id")
-        rid = str(rec["id"])
-        if rid in seen:
-            raise InputError(f"duplicate id '{rid}'", path=path, line=line_no, field="id")
-        seen.add(rid)
-        if labels is not None and "label" in rec and str(rec["label"]) not in labels:
-            raise InputError(f"unknown label {shorten(rec['label'], 60)} (labels: {labels})", path=path,
-                             line=line_no, field="label")
-        _check_ctxs(rec.get("ctxs", []), path, line_no)
+        check_record(rec, path, line_no, seen, labels)
         yield rec
+
+
+def check_record(rec: dict[str, Any], path: Path, line_no: int, seen: set[str], labels: list[str] | None) -> None:
+    """One record as every stage reads it (``seen``: the ids so far, updated); an :class:`InputError` names the
+    file, the line (a JSON array's item number) and the field."""
+    for key in ("id", "text"):
+        if key not in rec:
+            raise InputError("missing field", path=path, line=line_no, field=key)
+    if not isinstance(rec["text"], str) or not rec["text"].strip():
+        raise InputError("empty text", path=path, line=line_no, field="text")
+    if not _is_id(rec["id"]):
+        raise InputError(f"an id is a string or an integer, not {shorten(rec['id'], 60)}", path=path,
+                         line=line_no, field="id")
+    rid = str(rec["id"])
+    if rid in seen:
+        raise InputError(f"duplicate id '{rid}'", path=path, line=line_no, field="id")
+    seen.add(rid)
+    if labels is not None and "label" in rec and str(rec["label"]) not in labels:
+        raise InputError(f"unknown label {shorten(rec['label'], 60)} (labels: {labels})", path=path,
+                         line=line_no, field="label")
+    _check_ctxs(rec.get("ctxs", []), path, line_no)
 
 
 def _is_id(value: Any) -> bool:
@@ -81,3 +94,107 @@ def _check_ctxs(ctxs: Any, path: Path, line_no: int) -> None:
         if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
             raise InputError(f"ctxs[{j}].score must be a number, not {shorten(score, 60)}", path=path,
                              line=line_no, field="ctxs")
+
+
+_SENTINEL = re.compile(r"<extra_id_\d+>")
+
+
+def _label_of(value: Any, words: dict[str, str], path: Path, item: int, field: str) -> str:
+    """A FiD answer as a label: the label itself or one of its words (case-insensitive, T5 sentinels and the
+    spaces around them stripped: ``"<extra_id_0> great <extra_id_1>"`` is ``great``)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(f"an answer is a string, not {shorten(value, 60)}", path=path, line=item, field=field)
+    text = _SENTINEL.sub(" ", str(value)).strip()
+    if not words:
+        return text
+    label = words.get(text) or words.get(text.lower())
+    if label is None:
+        raise InputError(f"answer {shorten(value, 60)} is no label or label word of the task "
+                         f"({sorted(set(words))})", path=path, line=item, field=field)
+    return label
+
+
+def read_fid(path: str | Path, labels: list[str] | None = None, words: dict[str, str] | None = None
+             ) -> list[dict[str, Any]]:
+    """A FiD / PGRA JSON array as interchange records, validated as :func:`read_records` does (``line`` in an
+    error is the item's number, from 1). ``labels`` and ``words`` (a word -> label map, e.g. the task's reader
+    and demonstration words) turn each ``target`` / ``answers[0]`` into a label; an item without either is
+    unlabelled. A missing ``id`` is the item's index; a passage without one is ``<id>:<j>``; a ``title`` is kept
+    beside the text (the reader reads the text only)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("FiD file not found", path=path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"not a JSON file: {shorten(str(e), 200)}", path=path) from None
+    if not isinstance(data, list):
+        raise InputError("a FiD file is a JSON array of examples", path=path)
+    lookup = {str(lab): str(lab) for lab in labels or []}
+    for word, label in (words or {}).items():
+        lookup.setdefault(word, label)
+        lookup.setdefault(word.lower(), label)
+    seen: set[str] = set()
+    out = []
+    for i, item in enumerate(data):
+        n = i + 1
+        if not isinstance(item, dict):
+            raise InputError("an example is a JSON object", path=path, line=n)
+        if "question" not in item:
+            raise InputError("missing field", path=path, line=n, field="question")
+        rec: dict[str, Any] = {"id": item.get("id", i), "text": item["question"]}
+        answer = item.get("target")
+        if answer is None and item.get("answers"):
+            answers = item["answers"]
+            answer = answers[0] if isinstance(answers, list) else answers
+        if answer is not None:
+            rec["label"] = _label_of(answer, lookup, path, n, "target" if "target" in item else "answers")
+        if "ctxs" in item:
+            rec["ctxs"] = _fid_ctxs(item["ctxs"], rec["id"], path, n)
+        check_record(rec, path, n, seen, labels)
+        out.append(rec)
+    return out
+
+
+def _fid_ctxs(ctxs: Any, qid: Any, path: Path, item: int) -> Any:
+    if not isinstance(ctxs, list):
+        return ctxs  # check_record names it
+    out = []
+    for j, ctx in enumerate(ctxs):
+        if not isinstance(ctx, dict):
+            return ctxs
+        c: dict[str, Any] = {"id": ctx.get("id", f"{qid}:{j}"), "text": ctx.get("text")}
+        score = ctx.get("score")
+        if isinstance(score, str):  # DPR's retrieval files write scores as strings
+            try:
+                score = float(score)
+            except ValueError:
+                raise InputError(f"ctxs[{j}].score must be a number, not {shorten(score, 60)}", path=path,
+                                 line=item, field="ctxs") from None
+        if score is not None:
+            c["score"] = score
+        if ctx.get("title"):
+            c["title"] = ctx["title"]
+        out.append(c)
+    return out
+
+
+def fid_record(rec: dict[str, Any], words: dict[str, str] | None = None) -> dict[str, Any]:
+    """One interchange record in FiD's format; ``words`` (label -> word) writes the label as its word."""
+    out: dict[str, Any] = {"id": rec["id"], "question": rec["text"]}
+    if rec.get("label") is not None:
+        word = (words or {}).get(str(rec["label"]), str(rec["label"]))
+        out["target"], out["answers"] = word, [word]
+    if "ctxs" in rec:
+        out["ctxs"] = [{"id": c["id"], "title": c.get("title", ""), "text": c["text"],
+                        **({"score": c["score"]} if c.get("score") is not None else {})} for c in rec["ctxs"]]
+    return out
+
+
+def write_fid(path: str | Path, records: Iterable[dict[str, Any]], words: dict[str, str] | None = None) -> int:
+    """Write records as one FiD JSON array, atomically; returns the count."""
+    items = [fid_record(rec, words) for rec in records]
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        json.dump(items, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    return len(items)

@@ -18,6 +18,12 @@ def cache_layers(past) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(k, v) for k, v in past]
 
 
+def output_cache(out):
+    """The KV cache a forward returned: ``out.cache`` where transformers renamed it (5.x, whose
+    ``out.past_key_values`` is a deprecated alias), else ``out.past_key_values`` (4.x)."""
+    return out["cache"] if "cache" in out else out.past_key_values  # noqa: SIM401 - .get would read the alias
+
+
 def build_cache(layers: list[tuple[torch.Tensor, torch.Tensor]]):
     """A ``DynamicCache`` holding ``layers`` (to continue from them)."""
     from transformers import DynamicCache

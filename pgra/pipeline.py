@@ -5,8 +5,8 @@ LM, demonstrations, k and d and its candidates folder; a candidates folder names
 reranking is the stage's own in-memory :class:`pgra.rerank.core.Reranker`, loaded from the reranked folder;
 evidence embeddings come from its cache when present (only missing sentences run the LM)::
 
-    pipe = pgra.Pipeline.load("runs/demo-experiment/wiki_topic/pgra/seed-1")
-    out = pipe.predict(["The planet orbits the sun"])[0]
+    pipe = pgra.Pipeline.load("runs/demo-experiment/mr/pgra/seed-1")
+    out = pipe.predict(["A warm, funny and beautifully acted film."])[0]
     out["prediction"], out["scores"], out["evidence"][0]    # label, probability per label, {id, text, score}
 """
 
@@ -41,10 +41,14 @@ class Pipeline:
         return self.predictor.task
 
     @classmethod
-    def load(cls, run_dir: str | Path, device: str | None = None, trust_remote_code: bool = False) -> Pipeline:
-        """Load a finished run (a reader run or a kNN-vote cell) and the index, LM and settings it used.
-        ``trust_remote_code``: let the encoder and LMs run their own code; what the run's manifests recorded never
-        does (a model that ran with its own code is refused without it)."""
+    def load(cls, run_dir: str | Path, device: str | None = None, trust_remote_code: bool = False,
+             index: str | Path | None = None, lm: str | Path | None = None) -> Pipeline:
+        """Load a finished run (a reader run or a kNN-vote cell), or a folder ``pgra export`` wrote, and the
+        index, LM and settings it used. ``trust_remote_code``: let the encoder and LMs run their own code; what the
+        run's manifests recorded never does (a model that ran with its own code is refused without it).
+        ``index`` / ``lm``: an export's index and reranking LM where they are on this machine (when it holds no
+        copy), refused when they hold other files than the run used."""
+        from .export import EXPORT_FILE, load_export
         from .methods.reader_method import ReaderPredictor
         from .rerank.core import Reranker
         from .retrieval.index import Index
@@ -58,6 +62,8 @@ class Pipeline:
         n = predictor.n_passages
         if n == 0:
             return cls(predictor)
+        if (run / EXPORT_FILE).is_file():
+            return cls(predictor, n_evidence=n, **load_export(run, device, trust_remote_code, index, lm))
         data = run_data(run, read_manifest(run, "reader"))
         check_run_data(run, data, "re-run the experiment (or pgra train) to predict with evidence from this folder")
         reranked = None

@@ -29,13 +29,6 @@ EXPECTED_WARNINGS: tuple[tuple[type[Warning], str, str, str], ...] = (
      "transformers.models.encoder_decoder.modeling_encoder_decoder",
      "Version v4.12.0 introduces a better way to train encoder-decoder models by computing the loss inside the "
      "encoder-decoder framework rather than in the decoder itself."),
-    # transformers 5 renames the forward's `past_key_values` to `cache` and warns on every cached forward: the
-    # reranker's and ICL's shared prefix, the Skill-KNN rewrites (4.x knows only the old name, so pgra keeps it);
-    # the warning points at the wrapper that called the forward: transformers' own, or torch's Module.__call__
-    *((FutureWarning, r"`past_key_values` is deprecated and will be removed in version [\d.]+ for `\w+\.forward`\. "
-       r"Use `cache` instead", module,
-       "`past_key_values` is deprecated and will be removed in version 5.40.0 for `OPTModel.forward`. Use `cache` "
-       "instead.") for module in ("transformers.utils.generic", "torch.nn.modules.module")),
 )
 _QUIET_ENV = {  # read at import time by libraries not imported yet (and by child processes)
     "TRANSFORMERS_VERBOSITY": "error",

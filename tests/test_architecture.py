@@ -1,5 +1,5 @@
 """The house's floors: every import in ``pgra/`` (module level or inside a function) runs down or sideways, never
-up, and no modules import each other in a cycle. The floors are the README's architecture section."""
+up, and no modules import each other in a cycle. The floors are docs/architecture.md's."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("pgra.icl",),                            # in-context learning over selected demonstrations
     ("pgra.methods",),                        # every compared method behind one interface
     ("pgra.simcse",),                         # training a retriever's encoder (judged with a method's kNN vote)
-    ("pgra.experiment", "pgra.pipeline"),     # the grid (config, layout, one cell, estimates, run); prediction from a run
+    ("pgra.experiment", "pgra.pipeline", "pgra.export"),  # the grid; prediction from a run; a run exported
     ("pgra.evaluation",),                     # reports read the experiment's layout (the command writes them)
     ("pgra.analysis",),
     ("pgra.demo",),
@@ -73,7 +73,7 @@ def floor(module: str) -> int:
         for p in prefixes:
             if (module == p or module.startswith(p + ".")) and len(p) > best:
                 best, level = len(p), i
-    assert level >= 0, f"{module} is on no floor: add it to FLOORS (and the README's architecture section)"
+    assert level >= 0, f"{module} is on no floor: add it to FLOORS (and docs/architecture.md)"
     return level
 
 

@@ -15,6 +15,10 @@ class ReportOptions:
     split: str = option("test", path_segment=True, help="split reported")
     bootstrap: int = option(10000, min=1, help="bootstrap resamples of the significance test")
     seed: int = option(0, min=0, max=SEED_MAX, help="seed of the bootstrap")
+    compare: str = option("", metavar="FILE", help="published numbers to compare with: a targets YAML file, or "
+                          "'paper' for configs/paper/targets.yaml (the PGRA paper's Table 2 / Table 8)")
+    tolerance: float = option(-1.0, help="with --compare: mark cells further than this many points from the "
+                              "published value (negative: the file's tolerances)")
 
 
 def run(opts: ReportOptions) -> None:
@@ -25,7 +29,14 @@ def run(opts: ReportOptions) -> None:
         raise InputError("no experiment folder given", field="directory")
     if opts.bootstrap < 1:
         raise InputError("bootstrap must be at least 1", field="bootstrap")
-    md = write_report(opts.directory, opts.reference, opts.split, opts.bootstrap, opts.seed)
+    targets = None
+    if opts.compare:
+        from ..evaluation.targets import load_targets
+
+        targets = load_targets(opts.compare, opts.tolerance if opts.tolerance >= 0 else None)
+    elif opts.tolerance >= 0:
+        raise InputError("--tolerance needs --compare FILE", field="tolerance")
+    md = write_report(opts.directory, opts.reference, opts.split, opts.bootstrap, opts.seed, targets)
     print(md.read_text(encoding="utf-8"))
     print(f"written: {md} and {md.with_name('results.json')}")
 

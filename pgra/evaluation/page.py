@@ -115,7 +115,7 @@ def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
     return {"directory": str(report.get("directory", directory)), "split": split, "reference": report["reference"],
             "floor": report.get("floor"), "tasks": report["tasks"], "methods": report["methods"],
             "summary": report["summary"], "significance": report["significance"], "bootstrap": report["bootstrap"],
-            "cells": cells, "figures": figures, "label_words": label_words,
+            "cells": cells, "figures": figures, "label_words": label_words, "compare": report.get("compare"),
             "provenance": {"commits": sorted({str(c.get("git_commit")) for c in report["cells"]}),
                            "versions": first.get("versions", {}), "config": first.get("config", {})},
             "inputs": {t: list(v.values()) for t, v in inputs.items()}, "texts": texts}

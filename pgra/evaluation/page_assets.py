@@ -130,7 +130,9 @@ function renderResults() {
       const cell = firstCell(t, m);
       const text = `${pct(v.mean)}${v.n > 1 ? " ± " + pct(v.std) : ""} (${v.seed_independent ? "det." : v.n})`;
       const link = cell ? H`<a href="${href(cell.path + "/cell.json")}" title="the cell's record">${text}</a>` : text;
-      return H`<td class="num${v.below_linear_probe ? " below" : ""}" data-v="${v.mean}">${link}${v.below_linear_probe ? " ▽" : ""}</td>`;
+      const c = own(own(own(D.compare || {}, "cells") || {}, m) || {}, t);
+      const paper = c ? H`<br><span class="muted" title="published value; ours − published">paper ${c.paper.toFixed(1)} (${c.difference >= 0 ? "+" : ""}${c.difference.toFixed(1)})${c.outside ? " †" : ""}</span>` : "";
+      return H`<td class="num${v.below_linear_probe ? " below" : ""}" data-v="${v.mean}">${link}${v.below_linear_probe ? " ▽" : ""}${paper}</td>`;
     });
     const avg = (own(s, "average") || {}).mean;
     return H`<tr><td data-v="${m}">${m}</td>${cells}<td class="num" data-v="${avg ?? -1}">${pct(avg)}</td></tr>`;

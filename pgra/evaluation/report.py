@@ -366,6 +366,9 @@ def format_markdown(report: dict[str, Any]) -> str:
     elif ref not in report["methods"]:
         lines += ["", f"No significance tests: the reference method '{ref}' has no runs here (--reference)."]
     lines += _format_diagnostics(report)
+    from .targets import format_comparison
+
+    lines += format_comparison(report)
     commits = sorted({str(c["git_commit"]) for c in report["cells"]})
     lines += ["", f"{len(report['cells'])} runs; pgra commit(s): {', '.join(commits)}. Configs, seeds, versions and "
               "data fingerprints: results.json."]
@@ -373,12 +376,17 @@ def format_markdown(report: dict[str, Any]) -> str:
 
 
 def write_report(directory: str | Path, reference: str = "fid", split: str = "test", n_resamples: int = 10000,
-                 seed: int = 0) -> Path:
+                 seed: int = 0, targets: dict[str, Any] | None = None) -> Path:
     """Write ``results.md``, ``results.json`` and ``results.html`` (the page to explore the grid in a browser) into
-    ``directory``; returns the markdown's path."""
+    ``directory``; returns the markdown's path. ``targets`` (:func:`pgra.evaluation.targets.load_targets`) adds
+    the published numbers beside each cell (``compare``)."""
     directory = Path(directory)
     check_report_files(directory, "directory")
     report = build_report(directory, reference, split, n_resamples, seed)
+    if targets is not None:
+        from .targets import compare
+
+        report["compare"] = compare(report, targets)
     write_json(directory / "results.json", report)
     md = directory / "results.md"
     write_text(md, format_markdown(report) + figure_index(directory))

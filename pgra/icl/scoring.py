@@ -17,7 +17,7 @@ import torch
 
 from ..causal_lm import CausalLM, LMCost
 from ..errors import InputError
-from ..kv import build_cache, cache_layers
+from ..kv import build_cache, cache_layers, output_cache
 from ..progress import progress
 from ..tokens import pad_sequences
 
@@ -132,7 +132,7 @@ class LabelScorer(CausalLM):
                     pairs.append((r, j))
         if not pairs:
             return
-        layers = cache_layers(out.past_key_values)
+        layers = cache_layers(output_cache(out))
         width_p = ids.shape[1]
         longest = max(len(conts[batch[r]][j]) for r, j in pairs) - 1
         per_chunk = max(1, self.max_tokens_per_batch // (width_p + longest))
@@ -147,7 +147,7 @@ class LabelScorer(CausalLM):
             start_pos = mask.sum(1).index_select(0, rows.cpu())
             c_pos = start_pos[:, None] + torch.arange(width)[None, :]
             lp, _ = self._forward(width, input_ids=c_ids.to(self.device), attention_mask=full_mask.to(self.device),
-                                  position_ids=c_pos.to(self.device), past_key_values=cache, use_cache=True)
+                                  position_ids=c_pos.to(self.device), use_cache=True, **{self.cache_kwarg: cache})
             self.count(int(c_mask.sum()))
             for q, (r, j) in enumerate(chunk):
                 c = conts[batch[r]][j]

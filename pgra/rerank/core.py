@@ -6,9 +6,9 @@ probability as ``score`` and its ``retrieval_score`` and ``retrieval_rank``. The
 one from its config and calls it on every split with the embeddings its caches hold; ``Pipeline`` loads the one
 a reranked folder describes (:meth:`Reranker.load`) and calls it on raw texts::
 
-    reranker = pgra.Reranker.load("runs/demo-experiment/wiki_topic/reranked", index.corpus)
-    hits = index.search_hits(["The planet orbits the sun"], k=reranker.k)
-    top = reranker.rerank(["The planet orbits the sun"], hits)[0]    # [{id, text, score, retrieval_rank ...}]
+    reranker = pgra.Reranker.load("runs/demo-experiment/mr/reranked", index.corpus)
+    hits = index.search_hits(["A warm, funny and beautifully acted film."], k=reranker.k)
+    top = reranker.rerank(["A warm, funny and beautifully acted film."], hits)[0]    # [{id, text, score, retrieval_rank ...}]
 """
 
 from __future__ import annotations
@@ -75,13 +75,16 @@ class Reranker:
 
     @classmethod
     def load(cls, reranked: str | Path, corpus: CorpusStore | None, device: str | None = None,
-             trust_remote_code: bool = False) -> Reranker:
+             trust_remote_code: bool = False, lm: str | Path | None = None) -> Reranker:
         """The reranking a ``pgra rerank`` folder did, to replay on new texts: its LM (refused if its files
         changed), k and d, its demonstrations (a per-query strategy fitted again on the training split it selected
         from) and, when still there, its evidence cache. ``trust_remote_code``: let the LM run its own code; what
-        the manifest recorded never does."""
+        the manifest recorded never does. ``lm``: the LM's folder when it is no longer where the manifest says (an
+        exported run's copy); it must be the same files."""
         reranked = Path(reranked)
         m = read_manifest(reranked, RERANKED_KIND)
+        if lm is not None:
+            m = {**m, "lm": str(lm)}
         task = task_from_manifest(m, reranked / MANIFEST)
         trust = remote_code_allowed(m["lm"], trust_remote_code, m["config"].get("trust_remote_code"), "reranking LM",
                                     reranked / MANIFEST)

@@ -262,7 +262,7 @@ class LMEmbedder(CausalLM):
         mask = torch.cat([torch.ones((n, split), dtype=torch.long), suffix_mask], dim=1)
         cache = expand_cache(prefix_kv, n)
         kwargs = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device),
-                  "past_key_values": cache, "use_cache": True}
+                  self.cache_kwarg: cache, "use_cache": True}
         if self.accepts("position_ids"):
             kwargs["position_ids"] = (split + torch.arange(width)).unsqueeze(0).expand(n, -1).to(self.device)
         return self._last_tokens(self._last_hidden(self.model(**kwargs)), suffixes)

@@ -28,6 +28,7 @@ import numpy as np
 from ..artifacts import iter_jsonl, model_fingerprint
 from ..causal_lm import CausalLM, LMCost, expand_cache, token_batches
 from ..errors import InputError
+from ..kv import output_cache
 from ..progress import progress
 
 
@@ -163,8 +164,8 @@ class SkillRewriter:
             mask = torch.cat([torch.ones((n, split), dtype=torch.long), tail_mask], dim=1).to(device)
             pos = (split + tail_mask.cumsum(1) - 1).clamp(min=0).to(device)
             cache = expand_cache(layers, n) if layers else None
-            out = model(input_ids=ids.to(device), attention_mask=mask, position_ids=pos, past_key_values=cache,
-                        use_cache=True, **keep)
+            out = model(input_ids=ids.to(device), attention_mask=mask, position_ids=pos, use_cache=True, **keep,
+                        **{lm.cache_kwarg: cache})
             lm.count(int(tail_mask.sum()))  # every tail
             next_pos = pos[:, -1] + 1
             made: list[list[int]] = [[] for _ in range(n)]
@@ -179,7 +180,7 @@ class SkillRewriter:
                     break
                 mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
                 out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=next_pos[:, None],
-                            past_key_values=out.past_key_values, use_cache=True, **keep)
+                            use_cache=True, **keep, **{lm.cache_kwarg: output_cache(out)})
                 lm.count(n)  # one new token per row (finished rows run too)
                 next_pos = next_pos + 1
         return [Rewrite(tok.decode(m, skip_special_tokens=True).split("\n")[0].strip(), len(s), len(m))

@@ -92,7 +92,7 @@ ALIASES = {"sst-2": "sst2", "sst-5": "sst5", "CoLA": "cola", "SST-2": "sst2", "S
 
 
 def task_from_yaml(path: str | Path) -> TaskSpec:
-    """A custom task described in one YAML file (see the README's 'Custom tasks')."""
+    """A custom task described in one YAML file (see docs/tasks.md "Custom tasks")."""
     path = Path(path)
     data: dict[str, Any] = load_yaml(path)
     if "name" not in data:

@@ -1,0 +1,133 @@
+"""Published numbers to reproduce (``pgra report DIR --compare FILE``): each cell's mean beside the paper's.
+
+A targets file (``configs/paper/targets.yaml`` holds the PGRA paper's Table 2 / Table 8) maps a method and a task
+(or ``average``) to a value in percent, optionally ``{value, tolerance}``; a file-level ``tolerance`` (points)
+applies to the others. The report gains ``compare``: per method and task the paper's value, ours, the difference
+(ours - paper, in points) and, where a tolerance is known, whether the difference is outside it. The averages
+are compared only when the grid ran exactly the file's tasks.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..markdown import md_row, md_table
+
+PAPER = "paper"  # --compare paper: configs/paper/targets.yaml of this source checkout
+OUTSIDE = "†"  # the mark of a cell outside the tolerance
+_TOP_KEYS = {"source", "tolerance", "methods"}
+
+
+def paper_targets_path() -> Path:
+    """``configs/paper/targets.yaml`` beside the ``pgra`` package (a source checkout or an editable install)."""
+    return Path(__file__).resolve().parents[2] / "configs" / "paper" / "targets.yaml"
+
+
+def _tolerance(value: Any, path: Path, field: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise InputError(f"a tolerance is a number of points >= 0 or null, not {value!r}", path=path, field=field)
+    return float(value)
+
+
+def load_targets(spec: str | Path, tolerance: float | None = None) -> dict[str, Any]:
+    """Read a targets file (``paper``: the packaged paper's); ``tolerance`` (points) overrides every value's.
+
+    Returns ``{"file", "source", "methods": {method: {task: {"value", "tolerance"}}}}``; a malformed file is an
+    :class:`InputError` naming the field."""
+    from ..config import load_yaml
+
+    path = paper_targets_path() if str(spec) == PAPER else Path(spec)
+    if not path.is_file():
+        raise InputError("targets file not found" + (" (--compare paper reads configs/paper/targets.yaml of a "
+                                                     "source checkout: pass that file's path)" if str(spec) == PAPER
+                                                     else ""), path=path, field="compare")
+    data = load_yaml(path)
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise InputError(f"unknown key(s) {unknown} (allowed: {sorted(_TOP_KEYS)})", path=path, field=unknown[0])
+    default = _tolerance(data.get("tolerance"), path, "tolerance")
+    methods = data.get("methods")
+    if not isinstance(methods, dict) or not methods:
+        raise InputError("'methods' must map method names to {task: value}", path=path, field="methods")
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for method, per_task in methods.items():
+        if not isinstance(per_task, dict):
+            raise InputError("must map task names to values", path=path, field=f"methods.{method}")
+        for task, entry in per_task.items():
+            field = f"methods.{method}.{task}"
+            tol = default
+            if isinstance(entry, dict):
+                extra = sorted(set(entry) - {"value", "tolerance"})
+                if extra or "value" not in entry:
+                    raise InputError("an entry is a number or {value, tolerance}", path=path, field=field)
+                tol = _tolerance(entry.get("tolerance"), path, f"{field}.tolerance")
+                entry = entry["value"]
+            if isinstance(entry, bool) or not isinstance(entry, (int, float)) or not -100 <= entry <= 100:
+                raise InputError(f"a value is a number in percent (-100 .. 100), not {entry!r}", path=path,
+                                 field=field)
+            out.setdefault(str(method), {})[str(task)] = {
+                "value": float(entry), "tolerance": tolerance if tolerance is not None else tol}
+    return {"file": str(path), "source": str(data.get("source") or ""), "methods": out}
+
+
+def compare(report: dict[str, Any], targets: dict[str, Any]) -> dict[str, Any]:
+    """The report's ``compare`` section: every (method, task) with both a target and a result here."""
+    cells: dict[str, dict[str, dict[str, Any]]] = {}
+    missing = []
+    for method, per_task in targets["methods"].items():
+        ours = report["summary"].get(method, {})
+        same_tasks = set(report["tasks"]) == set(per_task) - {"average"}
+        for task, target in per_task.items():
+            if task not in ours or (task == "average" and not same_tasks):  # an average of other tasks differs
+                missing.append(f"{method}/{task}")
+                continue
+            mean = 100 * ours[task]["mean"]
+            diff = mean - target["value"]
+            tol = target["tolerance"]
+            cells.setdefault(method, {})[task] = {
+                "paper": target["value"], "ours": round(mean, 4), "difference": round(diff, 4), "tolerance": tol,
+                "outside": None if tol is None else abs(diff) > tol + 1e-9}
+    return {"file": targets["file"], "source": targets["source"], "cells": cells, "not_run": missing}
+
+
+def format_comparison(report: dict[str, Any]) -> list[str]:
+    """The markdown section of ``results.md`` for ``report["compare"]`` (none without it)."""
+    comp = report.get("compare")
+    if not comp:
+        return []
+    lines = ["", f"## Against the published numbers ({comp['file']})", ""]
+    if comp["source"]:
+        lines += [f"Source: {comp['source']}.", ""]
+    if not comp["cells"]:
+        return [*lines, "No method and task of this grid has a published number in the file."]
+    tasks = [t for t in report["tasks"] if any(t in per for per in comp["cells"].values())]
+    columns = tasks + (["average"] if any("average" in per for per in comp["cells"].values()) else [])
+    lines += ["Each cell: ours − published, in points (the published value); "
+              f"{OUTSIDE} outside the tolerance.", "", *md_table(["method", *columns], [])]
+    for method in [m for m in report["methods"] if m in comp["cells"]]:
+        row = []
+        for t in columns:
+            c = comp["cells"][method].get(t)
+            row.append("–" if c is None else
+                       f"{c['difference']:+.1f} ({c['paper']:.1f}){' ' + OUTSIDE if c['outside'] else ''}")
+        lines.append(md_row([method, *row]))
+    tolerances = {c["tolerance"] for per in comp["cells"].values() for c in per.values()}
+    if tolerances == {None}:
+        lines += ["", "No tolerance: the source gives no run-to-run spread, so no cell is marked (set one in the "
+                      "file or with --tolerance)."]
+    else:
+        known = sorted(t for t in tolerances if t is not None)
+        lines += ["", "Tolerance: ±" + ", ±".join(f"{t:g}" for t in known) + " points"
+                  + ("; cells without one are not marked." if None in tolerances else ".")]
+    outside = sum(bool(c["outside"]) for per in comp["cells"].values() for c in per.values())
+    if outside:
+        lines += [f"{outside} cell(s) outside the tolerance."]
+    return lines
+
+
+__all__ = ["OUTSIDE", "PAPER", "compare", "format_comparison", "load_targets", "paper_targets_path"]
