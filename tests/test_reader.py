@@ -157,7 +157,7 @@ def test_bad_reader_inputs(reranked, tmp_path, tiny_t5, tiny_opt, capsys):
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("arch", ["t5", "bert2bert", "bert2bert-frozen"])
+@pytest.mark.parametrize("arch", ["t5", "bert2bert", "bert2bert-frozen", "bert2bert-top1"])
 def test_two_process_ddp_losses_match_single_process(reranked, tmp_path, arch, request):
     model = request.getfixturevalue("tiny_t5" if arch == "t5" else "tiny_bert2bert")
     # the label words are one token each in both tiny vocabularies: equal target lengths make the mean of the
@@ -166,6 +166,8 @@ def test_two_process_ddp_losses_match_single_process(reranked, tmp_path, arch, r
             "--max-steps", "4", "--eval-every", "0", "--learning-rate", "1e-3", "max_length=48"]
     if arch.endswith("frozen"):  # each process reads its share of the stored encoder outputs
         args.append("freeze_encoder=true")
+    if arch.endswith("top1"):  # the top encoder layer trains under DDP on the stored states of the lower one
+        args.append("train_top_layers=1")
     assert main(["train", "--out", str(tmp_path / "single"), *args]) == 0
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            str(ROOT / "scripts" / "train.py"), "--out", str(tmp_path / "ddp"), *args]
@@ -342,7 +344,7 @@ def test_train_top_layers_at_its_ends_is_freeze_encoder_and_the_unfrozen_reader(
     whole-model forward), so their losses and weights are equal bit for bit, whatever the CPU's kernels (the
     tolerance is 0; checked under ATEN_CPU_CAPABILITY=avx2 too). Dropout is on: the top ends of the encoder train
     with it."""
-    from pgra.config import result_settings
+    from pgra.config import result_settings, to_dict
 
     base = dict(data=str(reranked), model=str(tiny_bert2bert_dropout), n_passages=2, max_length=48, batch_size=4,
                 max_steps=3, eval_every=2, learning_rate=1e-3, show_progress=False, test_split="")
@@ -357,8 +359,11 @@ def test_train_top_layers_at_its_ends_is_freeze_encoder_and_the_unfrozen_reader(
     init = load_file(str(tiny_bert2bert_dropout / "model.safetensors"))
     words = "encoder.embeddings.word_embeddings.weight"
     assert not torch.equal(_weights(tmp_path / "top2")[words], init[words])  # the whole reader trained
-    # unset, the option is left out of every key: today's freeze_encoder runs keep theirs
+    # unset, the option is left out of every key and recorded config: today's freeze_encoder runs keep theirs
     assert "train_top_layers" not in result_settings(TrainConfig(freeze_encoder=True))
+    assert "train_top_layers" not in to_dict(TrainConfig(freeze_encoder=True))
+    assert "train_top_layers" not in json.loads((tmp_path / "frozen" / "manifest.json").read_text())["config"]
+    assert json.loads((tmp_path / "top0" / "manifest.json").read_text())["config"]["train_top_layers"] == 0
 
 
 def test_train_top_layers_trains_the_top_layers_on_states_stored_once(reranked, tmp_path, tiny_bert2bert_dropout,

@@ -375,7 +375,7 @@ def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
         write_manifest(s.out, {"kind": "reader", "task": to_dict(s.task), "model": cfg.model,
                                **data_fields(s.data_dir, s.out), "data_kind": s.data_manifest["kind"],
                                "steps": s.state["step"], "best_step": s.state["best_step"], "results": results,
-                               "config": asdict(cfg)})
+                               "config": to_dict(cfg)})
     return results
 
 
