@@ -86,7 +86,21 @@ def test_settings_added_later_stay_out_of_keys_at_their_default():
     from pgra.reader.config import TrainConfig
 
     base = result_settings(TrainConfig())
-    assert not {"adamw_impl", "compile", "eval_dtype"} & set(base)
-    for change in ({"adamw_impl": "fused"}, {"compile": True}, {"eval_dtype": "bf16"}):
+    assert not {"adamw_impl", "compile", "eval_dtype", "train_top_layers"} & set(base)
+    for change in ({"adamw_impl": "fused"}, {"compile": True}, {"eval_dtype": "bf16"}, {"train_top_layers": 0}):
         settings = result_settings(TrainConfig(**change))
         assert settings == {**base, **change}
+
+
+def test_settings_recorded_only_when_set():
+    """``option(record_default=False)``: the recorded config (manifests, cell.json) holds the setting only when set,
+    in a nested section too, so artifacts made before it existed stay byte-identical."""
+    from pgra.config import to_dict
+    from pgra.experiment.config import ExperimentConfig
+    from pgra.reader.config import TrainConfig
+
+    assert "train_top_layers" not in to_dict(TrainConfig())
+    assert "train_top_layers" not in to_dict(ExperimentConfig())["reader"]
+    assert to_dict(TrainConfig(train_top_layers=0))["train_top_layers"] == 0
+    assert to_dict(ExperimentConfig(reader=TrainConfig(train_top_layers=2)))["reader"]["train_top_layers"] == 2
+    assert "adamw_impl" in to_dict(TrainConfig())  # omit_default alone: recorded at its default

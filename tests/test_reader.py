@@ -157,7 +157,7 @@ def test_bad_reader_inputs(reranked, tmp_path, tiny_t5, tiny_opt, capsys):
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("arch", ["t5", "bert2bert", "bert2bert-frozen"])
+@pytest.mark.parametrize("arch", ["t5", "bert2bert", "bert2bert-frozen", "bert2bert-top1"])
 def test_two_process_ddp_losses_match_single_process(reranked, tmp_path, arch, request):
     model = request.getfixturevalue("tiny_t5" if arch == "t5" else "tiny_bert2bert")
     # the label words are one token each in both tiny vocabularies: equal target lengths make the mean of the
@@ -166,6 +166,8 @@ def test_two_process_ddp_losses_match_single_process(reranked, tmp_path, arch, r
             "--max-steps", "4", "--eval-every", "0", "--learning-rate", "1e-3", "max_length=48"]
     if arch.endswith("frozen"):  # each process reads its share of the stored encoder outputs
         args.append("freeze_encoder=true")
+    if arch.endswith("top1"):  # the top encoder layer trains under DDP on the stored states of the lower one
+        args.append("train_top_layers=1")
     assert main(["train", "--out", str(tmp_path / "single"), *args]) == 0
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            str(ROOT / "scripts" / "train.py"), "--out", str(tmp_path / "ddp"), *args]
@@ -247,29 +249,53 @@ def test_reader_load_predicts_what_the_run_saved(reranked, tmp_path, tiny_t5):
         Reader.load(tmp_path)
 
 
+@pytest.mark.parametrize("top_layers", [0, 1])
 @pytest.mark.parametrize("arch", ["t5", "bert2bert"])
-def test_stored_encoder_outputs_score_like_the_encoder(arch, request):
+def test_stored_encoder_outputs_score_like_the_encoder(arch, top_layers, request):
     """freeze_encoder's stored outputs (records padded one by one, batched in another order) give the scores and
-    loss that running the encoder on the padded batch gives."""
+    loss that running the encoder on the padded batch gives; so do train_top_layers' stored states of the lower
+    layers with the top layer run on them."""
     from pgra.reader.encoded import EncodedInputs
 
     model = request.getfixturevalue("tiny_t5" if arch == "t5" else "tiny_bert2bert")
-    reader = FiDReader.from_pretrained(str(model)).eval()
+    reader = FiDReader.from_pretrained(str(model))
+    reader.freeze_encoder(top_layers)
+    reader.eval()
     fmt = ReaderFormatter(TASK, load_tokenizer(str(model)), n_passages=2, max_length=48)
     records = _records(7)
     encoded = EncodedInputs.compute(reader, fmt, records, batch_size=3)  # 3 batches, the last of one record
     batch = fmt.collate(records)
     direct = reader.score_targets(batch["input_ids"], batch["attention_mask"], fmt.target_tensor, fmt.target_mask)
-    states, mask = encoded.batch(range(7))
-    stored = reader.score_encoded(states, mask, fmt.target_tensor, fmt.target_mask)
+    states, mask = encoded.passages(range(7))
+    enc, fused = reader.encode_stored(states, mask)
+    stored = reader.score_encoded(enc.last_hidden_state, fused, fmt.target_tensor, fmt.target_mask)
     torch.testing.assert_close(stored, direct, atol=1e-5, rtol=1e-5)
     order = [5, 0, 3]
-    states, mask = encoded.batch(order)
+    states, mask = encoded.passages(order)
     labels = fmt.label_batch([records[i] for i in order])["labels"]
     sub = fmt.collate([records[i] for i in order])
-    torch.testing.assert_close(reader(attention_mask=mask, labels=labels, encoder_states=states).loss,
+    torch.testing.assert_close(reader(attention_mask=mask, labels=labels, stored_states=states).loss,
                                reader(sub["input_ids"], sub["attention_mask"], labels=labels).loss,
                                atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["t5", "bert2bert"])
+def test_encoder_split_equals_the_whole_encoder(arch, request):
+    """Each architecture's split: the top ``L - k`` layers run on the bottom ``k`` layers' states return the whole
+    encoder's states, for every k (the same modules run the same kernels on the same tensors: equal bits)."""
+    from pgra.reader.split import encoder_split
+
+    model = request.getfixturevalue("tiny_t5" if arch == "t5" else "tiny_bert2bert")
+    reader = FiDReader.from_pretrained(str(model)).eval()
+    batch = ReaderFormatter(TASK, load_tokenizer(str(model)), n_passages=2, max_length=48).collate(_records(5))
+    ids, mask = batch["input_ids"].flatten(0, 1), batch["attention_mask"].flatten(0, 1)
+    encoder = reader.model.get_encoder()
+    whole = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+    split = encoder_split(encoder)
+    assert len(split.layers(encoder)) == 2
+    for k in range(3):
+        got = split.top(encoder, split.bottom(encoder, ids, mask, k), mask, k)
+        assert torch.equal(got[mask.bool()], whole[mask.bool()]), k
 
 
 def test_frozen_encoder_trains_the_decoder_only(reranked, tmp_path, tiny_bert2bert):
@@ -290,9 +316,12 @@ def test_frozen_encoder_trains_the_decoder_only(reranked, tmp_path, tiny_bert2be
     assert best["dev_accuracy"] == metrics["results"]["dev"]["accuracy"]
 
 
-def test_killed_frozen_encoder_training_resumes_to_the_same_weights(reranked, tmp_path, tiny_t5, monkeypatch):
-    base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=7,
-                eval_every=0, save_every=3, learning_rate=1e-3, show_progress=False, freeze_encoder=True)
+@pytest.mark.parametrize("frozen", [{"freeze_encoder": True}, {"train_top_layers": 1}])
+def test_killed_frozen_encoder_training_resumes_to_the_same_weights(reranked, tmp_path, tiny_t5, monkeypatch, frozen):
+    # train_top_layers: the top layer trains with dropout on (each batch's masks come from its own seed)
+    model = _with_dropout(tiny_t5, tmp_path / "model") if "train_top_layers" in frozen else tiny_t5
+    base = dict(data=str(reranked), model=str(model), n_passages=2, max_length=48, batch_size=4, max_steps=7,
+                eval_every=0, save_every=3, learning_rate=1e-3, show_progress=False, **frozen)
     train(TrainConfig(out=str(tmp_path / "a"), **base))
     _die_after_first_checkpoint(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
@@ -302,6 +331,93 @@ def test_killed_frozen_encoder_training_resumes_to_the_same_weights(reranked, tm
     assert a == (tmp_path / "b" / "best" / "model.safetensors").read_bytes()
     la = (tmp_path / "a" / "train_log.jsonl").read_text()
     assert la == (tmp_path / "b" / "train_log.jsonl").read_text()
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(run / "best" / "model.safetensors"))
+
+
+def test_train_top_layers_at_its_ends_is_freeze_encoder_and_the_unfrozen_reader(reranked, tmp_path,
+                                                                               tiny_bert2bert_dropout):
+    """train_top_layers=0 is freeze_encoder=true; train_top_layers = the encoder's layer count (2) is the reader with
+    every weight trained. Both pairs run the same code on the same tensors (the same stored states; the same
+    whole-model forward), so their losses and weights are equal bit for bit, whatever the CPU's kernels (the
+    tolerance is 0; checked under ATEN_CPU_CAPABILITY=avx2 too). Dropout is on: the top ends of the encoder train
+    with it."""
+    from pgra.config import result_settings, to_dict
+
+    base = dict(data=str(reranked), model=str(tiny_bert2bert_dropout), n_passages=2, max_length=48, batch_size=4,
+                max_steps=3, eval_every=2, learning_rate=1e-3, show_progress=False, test_split="")
+    for name, extra in (("frozen", {"freeze_encoder": True}), ("top0", {"train_top_layers": 0}),
+                        ("full", {}), ("top2", {"train_top_layers": 2})):
+        train(TrainConfig(out=str(tmp_path / name), **base, **extra))
+    assert _losses(tmp_path / "top0") == _losses(tmp_path / "frozen")
+    assert _losses(tmp_path / "top2") == _losses(tmp_path / "full") != _losses(tmp_path / "frozen")
+    for a, b in (("top0", "frozen"), ("top2", "full")):
+        wa, wb = _weights(tmp_path / a), _weights(tmp_path / b)
+        assert all(torch.equal(wa[k], wb[k]) for k in wa), (a, b)
+    init = load_file(str(tiny_bert2bert_dropout / "model.safetensors"))
+    words = "encoder.embeddings.word_embeddings.weight"
+    assert not torch.equal(_weights(tmp_path / "top2")[words], init[words])  # the whole reader trained
+    # unset, the option is left out of every key and recorded config: today's freeze_encoder runs keep theirs
+    assert "train_top_layers" not in result_settings(TrainConfig(freeze_encoder=True))
+    assert "train_top_layers" not in to_dict(TrainConfig(freeze_encoder=True))
+    assert "train_top_layers" not in json.loads((tmp_path / "frozen" / "manifest.json").read_text())["config"]
+    assert json.loads((tmp_path / "top0" / "manifest.json").read_text())["config"]["train_top_layers"] == 0
+
+
+def test_train_top_layers_trains_the_top_layers_on_states_stored_once(reranked, tmp_path, tiny_bert2bert_dropout,
+                                                                     monkeypatch):
+    """train_top_layers=1 of 2: the lower encoder layer and the word embeddings keep their weights, the top layer and
+    the decoder's change; the lower layer runs once per (input, evidence) pair over three epochs (train and dev
+    encoded once; the final evaluation loads best/ anew), the top layer at every step and dev evaluation."""
+    rows = {0: 0, 1: 0}  # the (input, evidence) pairs through each encoder layer of the reader that trains
+    real, loaded = train_mod.FiDReader.from_pretrained, []
+
+    def counted(*args, **kwargs):
+        reader = real(*args, **kwargs)
+        if not loaded:  # the first load is the reader that trains; the final evaluation loads best/
+            for i, layer in enumerate(reader.model.get_encoder().encoder.layer):
+                layer.register_forward_hook(lambda m, a, out, i=i: rows.__setitem__(i, rows[i] + a[0].shape[0]))
+        loaded.append(reader)
+        return reader
+
+    monkeypatch.setattr(train_mod.FiDReader, "from_pretrained", counted)
+    out = tmp_path / "run"
+    cfg = TrainConfig(data=str(reranked), out=str(out), model=str(tiny_bert2bert_dropout), n_passages=2,
+                      max_length=48, batch_size=4, max_steps=12, eval_every=4, learning_rate=1e-3,
+                      show_progress=False, train_top_layers=1, eval_batch_size=5)
+    train(cfg)
+    n_train, n_dev = (len((reranked / f"{s}.jsonl").read_text().splitlines()) for s in ("train", "dev"))
+    assert cfg.max_steps * cfg.batch_size == 3 * n_train  # three epochs
+    assert rows[0] == (n_train + n_dev) * 2  # each input's 2 passages through the lower layer once
+    assert rows[1] == (cfg.max_steps * cfg.batch_size + 3 * n_dev) * 2  # every step and dev evaluation
+    init = load_file(str(tiny_bert2bert_dropout / "model.safetensors"))
+    after = _weights(out)
+    lower = [k for k in init if k.startswith(("encoder.encoder.layer.0.", "encoder.embeddings."))]
+    upper = [k for k in init if k.startswith("encoder.encoder.layer.1.")]
+    decoder = [k for k in init if k.startswith("decoder.bert.encoder.")]
+    assert lower and upper and decoder
+    assert all(torch.equal(init[k], after[k]) for k in lower)
+    assert all(not torch.equal(init[k], after[k]) for k in upper if k.endswith(".weight"))
+    assert any(not torch.equal(init[k], after[k]) for k in decoder)
+    # the dev score during training (stored lower states, the top layer run on them) is the final evaluation's
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    metrics = json.loads((out / "metrics.json").read_text())
+    best = next(r for r in log if r["step"] == metrics["best_step"])
+    assert best["dev_accuracy"] == metrics["results"]["dev"]["accuracy"]
+
+
+def test_train_top_layers_refuses_what_it_cannot_do(reranked, tmp_path, tiny_t5, capsys):
+    args = ["train", "--data", str(reranked), "--model", str(tiny_t5), "--max-steps", "1", "--batch-size", "4",
+            "--no-show-progress"]
+    assert main([*args, "--out", str(tmp_path / "a"), "train_top_layers=3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "field 'train_top_layers'" in err[0]
+    assert "has 2 encoder layers" in err[0]
+    with pytest.raises(InputError, match="set one of them"):
+        train(TrainConfig(data=str(reranked), out=str(tmp_path / "b"), model=str(tiny_t5), max_steps=1,
+                          batch_size=4, show_progress=False, freeze_encoder=True, train_top_layers=1))
 
 
 def test_reader_folders_follow_the_umask_and_refuse_other_artifacts(reranked, tmp_path, tiny_t5):

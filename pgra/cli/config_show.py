@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import yaml
 
-from ..config import from_dict, merge, option, parse_overrides, resolve_yaml, to_dict
+from ..config import from_dict, merge, option, parse_overrides, resolve_yaml
 from ..errors import InputError, PgraError
 from .command import Command
 
@@ -54,7 +55,7 @@ def run(opts: ConfigShowOptions) -> None:
     if len(names) == 1 and opts.full:
         cfg = from_dict(COMMANDS[names[0]].config_class(), data, source=opts.config)
         print(f"# {opts.config}, resolved for `pgra {names[0]}` (defaults filled in)")
-        data = to_dict(cfg)
+        data = dataclasses.asdict(cfg)  # every field, those recorded only when set (to_dict) too
     elif not names:
         raise InputError("no command's config accepts all of these keys (pass --command to see which key fails)",
                          path=opts.config)

@@ -47,6 +47,11 @@ class TrainConfig:
                                   "bf16-if-native (bf16 on CPUs with bf16 hardware), auto (bf16 on a GPU)")
     freeze_encoder: bool = option(False, help="train the decoder only; the encoder's outputs are computed once per "
                                               "(input, evidence) pair and reused (fast on CPU; not the paper's)")
+    train_top_layers: int | None = option(None, min=0, omit_default=True, record_default=False,
+                                          help="train the encoder's top N layers (and the decoder) on the stored "
+                                               "outputs of the frozen layers below them: 0 = freeze_encoder, the "
+                                               "encoder's layer count = every weight trained; unset: "
+                                               "freeze_encoder decides")
     gradient_checkpointing: bool = option(False, help="recompute activations to save memory")
     find_unused_parameters: bool = option(False, help="DDP: set for models with parameters the loss never "
                                                       "reaches")

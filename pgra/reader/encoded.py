@@ -3,8 +3,10 @@
 With ``freeze_encoder`` the encoder's weights never change and it runs without dropout, so what it returns for
 an input is fixed: :meth:`EncodedInputs.compute` runs it once over a split (in a fixed order, so a resumed run
 computes the same values) and every training step and dev evaluation reads the stored states instead. Training
-then costs the decoder's forward and backward only. Memory: inputs x passages x tokens x hidden x 4 bytes
-(2,000 inputs x 5 passages x 40 tokens x 384 = 0.6 GB); meant for laptop-scale runs.
+then costs the decoder's forward and backward only. With ``train_top_layers`` the stored states are those of the
+frozen lower layers, and every step runs the top layers that train on them (:meth:`FiDReader.encode_stored`).
+Memory: inputs x passages x tokens x hidden x 4 bytes (2,000 inputs x 5 passages x 40 tokens x 384 = 0.6 GB);
+meant for laptop-scale runs.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ class EncodedInputs:
     @torch.no_grad()
     def compute(cls, reader: Any, fmt: ReaderFormatter, records: Sequence[dict[str, Any]], batch_size: int,
                 show_progress: bool = False, desc: str = "encoding") -> EncodedInputs:
-        """Run ``reader``'s encoder (in eval mode) over every record's passages, ``batch_size`` records at a time."""
-        encoder = reader.model.get_encoder()
-        was_training = encoder.training
-        encoder.eval()
+        """Run ``reader``'s frozen encoder layers (in eval mode: :meth:`FiDReader.stored_states`) over every record's
+        passages, ``batch_size`` records at a time."""
+        was_training = reader.training
+        reader.eval()
         device = next(reader.parameters()).device
         states: list[torch.Tensor] = []
         masks: list[torch.Tensor] = []
@@ -45,8 +47,7 @@ class EncodedInputs:
             batch = fmt.collate(chunk)
             ids, mask = batch["input_ids"], batch["attention_mask"]
             b, p, length = ids.shape
-            hidden = encoder(input_ids=ids.view(b * p, length).to(device),
-                             attention_mask=mask.view(b * p, length).to(device)).last_hidden_state
+            hidden = reader.stored_states(ids.view(b * p, length).to(device), mask.view(b * p, length).to(device))
             hidden = hidden.float().cpu().view(b, p, length, -1)
             meter.add(getattr(reader, "name_or_path", "reader"), int(mask.sum()), "encoder")
             for i in range(b):
@@ -55,13 +56,13 @@ class EncodedInputs:
                 masks.append(mask[i, :, :used].clone())
             bar.update(len(chunk))
         bar.close()
-        encoder.train(was_training)
+        reader.train(was_training)
         return cls(states, masks)
 
-    def batch(self, indices: Sequence[int] | torch.Tensor, device: torch.device | str | None = None,
-              ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Fused states ``(B, P*L, H)`` and mask ``(B, P*L)`` of the records at ``indices`` (as ``FiDReader.encode``
-        lays them out, each passage padded to the batch's longest)."""
+    def passages(self, indices: Sequence[int] | torch.Tensor, device: torch.device | str | None = None,
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """States ``(B, P, L, H)`` and mask ``(B, P, L)`` of the records at ``indices``, each passage padded to the
+        batch's longest."""
         idx = [int(i) for i in indices]
         p, hidden = self.states[idx[0]].shape[0], self.states[idx[0]].shape[-1]
         width = max(self.states[i].shape[1] for i in idx)
@@ -71,5 +72,12 @@ class EncodedInputs:
             n = self.states[i].shape[1]
             states[row, :, :n] = self.states[i]
             mask[row, :, :n] = self.masks[i]
-        return (states.view(len(idx), p * width, hidden).to(device or "cpu"),
-                mask.view(len(idx), p * width).to(device or "cpu"))
+        return states.to(device or "cpu"), mask.to(device or "cpu")
+
+    def batch(self, indices: Sequence[int] | torch.Tensor, device: torch.device | str | None = None,
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fused states ``(B, P*L, H)`` and mask ``(B, P*L)`` of the records at ``indices`` (as ``FiDReader.encode``
+        lays them out, each passage padded to the batch's longest); the whole encoder's stored outputs only."""
+        states, mask = self.passages(indices, device)
+        b, p, width, hidden = states.shape
+        return states.view(b, p * width, hidden), mask.view(b, p * width)

@@ -50,34 +50,78 @@ class FiDReader(torch.nn.Module):
         return (BaseModelOutput(last_hidden_state=hidden.reshape(b, p * length, hidden.shape[-1])),
                 attention_mask.reshape(b, p * length))
 
-    def freeze_encoder(self) -> None:
-        """Train the decoder's layers only: the encoder's weights get no gradient and it always runs in eval mode
-        (no dropout), so its output for a given input is fixed and can be computed once (:class:`EncodedInputs`).
-        The word embeddings stay fixed too (T5 shares them with the encoder; the output projection over the
-        vocabulary is most of a small decoder's weights and of its backward pass)."""
+    def freeze_encoder(self, top_layers: int = 0) -> None:
+        """Train the decoder's layers (and the encoder's top ``top_layers`` layers) only: the rest of the encoder
+        gets no gradient and always runs in eval mode (no dropout), so what it returns for a given input is fixed
+        and can be computed once (:class:`EncodedInputs`, through :meth:`stored_states`). The word embeddings stay
+        fixed too (T5 shares them with the encoder; the output projection over the vocabulary is most of a small
+        decoder's weights and of its backward pass). ``top_layers`` below the encoder's layer count only; the
+        whole encoder trained is the reader without this call."""
         self.frozen_encoder = True
-        frozen = [self.model.get_encoder(), self.model.get_input_embeddings()]
+        encoder = self.model.get_encoder()
+        frozen = [encoder, self.model.get_input_embeddings()]
         decoder = self.model.get_decoder()
         frozen += [decoder.get_input_embeddings(), self.model.get_output_embeddings()]
         for module in frozen:
             if module is not None:
                 for p in module.parameters():
                     p.requires_grad_(False)
-        self.model.get_encoder().eval()
+        self.top_layers = top_layers
+        if top_layers:
+            from .split import encoder_split
+
+            self.split = encoder_split(encoder)
+            self.lower_layers = len(self.split.layers(encoder)) - top_layers
+            if self.lower_layers < 1:
+                raise ValueError(f"top_layers={top_layers} leaves no frozen encoder layer")
+            for module in self.split.top_modules(encoder, self.lower_layers):
+                for p in module.parameters():
+                    p.requires_grad_(True)
+        self._frozen_modes(self.training)
+
+    def _frozen_modes(self, mode: bool) -> None:
+        """The frozen layers in eval mode, the encoder's top layers that train in ``mode``."""
+        encoder = self.model.get_encoder()
+        encoder.eval()
+        if getattr(self, "top_layers", 0):
+            for module in self.split.top_modules(encoder, self.lower_layers):
+                module.train(mode)
 
     def train(self, mode: bool = True) -> FiDReader:
         super().train(mode)
         if getattr(self, "frozen_encoder", False):
-            self.model.get_encoder().eval()
+            self._frozen_modes(mode)
         return self
+
+    def stored_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """What a frozen encoder's run keeps of ``(N, L)`` inputs: the hidden states ``(N, L, H)`` of the encoder's
+        frozen layers (all of them, or the ones below the ``top_layers`` that train)."""
+        encoder = self.model.get_encoder()
+        if getattr(self, "top_layers", 0):
+            return self.split.bottom(encoder, input_ids, attention_mask, self.lower_layers)
+        return encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    def encode_stored(self, states: torch.Tensor, attention_mask: torch.Tensor) -> tuple[BaseModelOutput,
+                                                                                         torch.Tensor]:
+        """Fused encoder outputs ``(B, P*L, H)`` and mask from stored states ``(B, P, L, H)`` (:meth:`stored_states`
+        of each passage) and their mask ``(B, P, L)``: the top layers that train run on them, if any."""
+        b, p, length, hidden = states.shape
+        if getattr(self, "top_layers", 0):
+            states = self.split.top(self.model.get_encoder(), states.reshape(b * p, length, hidden),
+                                    attention_mask.reshape(b * p, length), self.lower_layers)
+        return (BaseModelOutput(last_hidden_state=states.reshape(b, p * length, hidden)),
+                attention_mask.reshape(b, p * length))
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, decoder_input_ids: torch.Tensor | None = None,
-                encoder_states: torch.Tensor | None = None):
+                encoder_states: torch.Tensor | None = None, stored_states: torch.Tensor | None = None):
         """The seq2seq loss/logits; ``encoder_states`` ``(B, P*L, H)`` (with the fused ``attention_mask``)
-        replaces running the encoder on ``input_ids``."""
+        replaces running the encoder on ``input_ids``, and so do ``stored_states`` ``(B, P, L, H)`` (with the
+        ``(B, P, L)`` mask: :meth:`encode_stored`)."""
         if encoder_states is not None:
             enc, mask = BaseModelOutput(last_hidden_state=encoder_states), attention_mask
+        elif stored_states is not None:
+            enc, mask = self.encode_stored(stored_states, attention_mask)
         else:
             enc, mask = self.encode(input_ids, attention_mask)
         return self.model(encoder_outputs=enc, attention_mask=mask, labels=labels,

@@ -42,7 +42,7 @@ def predict_records(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[
     """Predict ``records`` (interchange dicts with ``text`` and ``ctxs``) with ``reader``, batch by batch.
 
     ``autocast``: a factory of a fresh mixed-precision context per batch (e.g. ``accelerator.autocast``).
-    ``encoded``: the records' encoder outputs computed once (a frozen encoder; scoring mode), in record order.
+    ``encoded``: the records' stored states of the frozen encoder layers (scoring mode), in record order.
     """
     if encoded is not None and (mode != "scoring" or len(encoded) != len(records)):
         raise ValueError("precomputed encoder outputs need scoring mode and one entry per record")
@@ -55,9 +55,11 @@ def predict_records(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[
     for start in range(0, len(records), batch_size):
         end = min(start + batch_size, len(records))
         with autocast() if autocast is not None else contextlib.nullcontext():
-            if encoded is not None:
-                states, fused_mask = encoded.batch(range(start, end), device)
-                scores = reader.score_encoded(states, fused_mask, targets, target_mask)
+            if encoded is not None:  # the stored states of the frozen layers; the top layers run here, if any
+                states, mask = encoded.passages(range(start, end), device)
+                with torch.no_grad():
+                    enc, fused_mask = reader.encode_stored(states, mask)
+                scores = reader.score_encoded(enc.last_hidden_state, fused_mask, targets, target_mask)
             else:
                 batch = fmt.collate(records[start:end])
                 ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)

@@ -107,7 +107,7 @@ class TrainingSetup:
     state: dict[str, Any]
     resume_key: dict[str, Any]
     use_deepspeed: bool
-    encoded_train: EncodedInputs | None = None  # freeze_encoder: the training inputs' encoder outputs
+    encoded_train: EncodedInputs | None = None  # the training inputs' stored states of the frozen encoder layers
     encoded_dev: EncodedInputs | None = None
     train_records: list[dict[str, Any]] = field(default_factory=list)
 
@@ -137,6 +137,28 @@ def compile_for_training(reader: FiDReader) -> None:
 
     inductor_config.fallback_random = True
     reader.compile()
+
+
+def stored_top_layers(cfg: TrainConfig, reader: FiDReader) -> int | None:
+    """How many of the encoder's top layers train on the stored outputs of the frozen ones below them (0: the whole
+    encoder is frozen, ``freeze_encoder``), or None when nothing is stored (every weight trains: the default, and
+    ``train_top_layers`` = the encoder's layer count)."""
+    n = cfg.train_top_layers
+    if n is None:
+        return 0 if cfg.freeze_encoder else None
+    if cfg.freeze_encoder and n:
+        raise InputError(f"freeze_encoder=true trains no encoder layer and train_top_layers={n} trains {n}: set "
+                         "one of them (train_top_layers=0 is freeze_encoder)", field="train_top_layers")
+    if n == 0:
+        return 0
+    from .split import encoder_split
+
+    encoder = reader.model.get_encoder()
+    layers = len(encoder_split(encoder).layers(encoder))
+    if n > layers:
+        raise InputError(f"the reader {cfg.model} has {layers} encoder layers; train_top_layers={n} asks for more "
+                         f"(at most {layers}: every weight trained)", field="train_top_layers")
+    return None if n == layers else n
 
 
 def _check_test_split(data_dir: Path, split: str) -> None:
@@ -176,8 +198,9 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
         enable = getattr(reader.model, "activation_checkpointing_enable", None) or \
             reader.model.gradient_checkpointing_enable  # transformers 5.x name, then 4.x
         enable()
-    if cfg.freeze_encoder:
-        reader.freeze_encoder()
+    top_layers = stored_top_layers(cfg, reader)
+    if top_layers is not None:
+        reader.freeze_encoder(top_layers)
     if cfg.compile:
         compile_for_training(reader)
     for w in check_label_words(task, tokenizer):
@@ -195,7 +218,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
         plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = -(-cfg.batch_size // acc.num_processes)
     reader, optimizer, scheduler = acc.prepare(reader, optimizer, scheduler)
     encoded_train = encoded_dev = None
-    if cfg.freeze_encoder:  # every process encodes every input once (in a fixed order: a resumed run agrees)
+    if top_layers is not None:  # every process encodes every input once (in a fixed order: a resumed run agrees)
         show = cfg.show_progress and acc.is_main_process
         inner = acc.unwrap_model(reader)
         encoded_train = EncodedInputs.compute(inner, fmt, train_records, cfg.eval_batch_size, show, "encoding train")
@@ -279,9 +302,11 @@ def train_loop(s: TrainingSetup) -> None:
                 batch, weight = _rank_batch(s, positions, share)
                 if weight:
                     meter.add(cfg.model, int((batch["labels"] != -100).sum()), "decoder", "trained")
-                if "index" in batch:  # frozen encoder: its stored outputs
-                    states, mask = s.encoded_train.batch(batch["index"], acc.device)
-                    loss = s.reader(attention_mask=mask, labels=batch["labels"], encoder_states=states).loss
+                if "index" in batch:  # frozen encoder layers: their stored outputs (the top layers run on them)
+                    states, mask = s.encoded_train.passages(batch["index"], acc.device)
+                    if weight and cfg.train_top_layers:
+                        meter.add(cfg.model, int(mask.sum()), "encoder top layers", "trained")
+                    loss = s.reader(attention_mask=mask, labels=batch["labels"], stored_states=states).loss
                 else:
                     if weight:
                         meter.add(cfg.model, int(batch["attention_mask"].sum()), "encoder", "trained")
@@ -350,7 +375,7 @@ def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
         write_manifest(s.out, {"kind": "reader", "task": to_dict(s.task), "model": cfg.model,
                                **data_fields(s.data_dir, s.out), "data_kind": s.data_manifest["kind"],
                                "steps": s.state["step"], "best_step": s.state["best_step"], "results": results,
-                               "config": asdict(cfg)})
+                               "config": to_dict(cfg)})
     return results
 
 
