@@ -35,7 +35,7 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
            positional: bool = False, append: bool = False, metavar: str | None = None,
            min: float | None = None, max: float | None = None, above: float | None = None,
            exists: str | None = None, unique: bool = False, io: str | None = None,
-           path_segment: bool | str = False, cosmetic: bool = False, omit_default: bool = False) -> Any:
+           path_segment: bool | str = False, cosmetic: bool = False, omit_default: bool | str = False) -> Any:
     """A config field together with its command-line declaration.
 
     ``choices``: allowed values (a tuple, or a zero-argument callable reading a registry), checked when a
@@ -59,7 +59,9 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     changes a result (progress bars, the device, a batch size that only trades memory for time, a cache folder):
     :func:`result_settings` leaves it out, so every key of a stage, cell or checkpoint ignores it.
     ``omit_default``: the field changes a result but :func:`result_settings` leaves it out while it holds its
-    default, so adding a setting (whose default does what the code did before) keeps every existing key valid.
+    default, so adding a setting (whose default does what the code did before) keeps every existing key valid;
+    ``omit_default="recorded"`` also leaves it out of :func:`to_dict` (every recorded config: manifests, ``cell.json``)
+    while it holds its default, so existing records stay byte-identical (a section such as ``rerank.mmr``).
 
         @dataclass
         class SearchConfig:
@@ -82,8 +84,15 @@ def result_settings(cfg: Any, without: tuple[str, ...] = ()) -> dict[str, Any]:
     names in ``without`` (what the caller keys separately: paths, the seed)."""
     fields = dataclasses.fields(cfg)
     left_out = {f.name for f in fields if f.metadata.get("cosmetic")}
-    left_out |= {f.name for f in fields if f.metadata.get("omit_default") and getattr(cfg, f.name) == f.default}
-    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in left_out and k not in without}
+    left_out |= {f.name for f in fields if f.metadata.get("omit_default") and at_default(cfg, f)}
+    return {k: v for k, v in to_dict(cfg).items() if k not in left_out and k not in without}
+
+
+def at_default(cfg: Any, f: dataclasses.Field) -> bool:
+    """Whether field ``f`` of config ``cfg`` holds its declared default (a ``default_factory``'s value too)."""
+    default = f.default_factory() if f.default is dataclasses.MISSING and \
+        f.default_factory is not dataclasses.MISSING else f.default
+    return getattr(cfg, f.name) == default
 
 
 def resolve_values(spec: Any) -> list[Any] | None:
@@ -304,8 +313,20 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", pref
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
-    """A plain dict of a dataclass config (for manifests and YAML dumps)."""
-    return dataclasses.asdict(cfg)
+    """A plain dict of a dataclass config (for manifests and YAML dumps), without the fields declared
+    ``option(omit_default="recorded")`` while they hold their default (:func:`from_dict` gives them back)."""
+    out = dataclasses.asdict(cfg)
+    _drop_unrecorded(cfg, out)
+    return out
+
+
+def _drop_unrecorded(cfg: Any, out: dict[str, Any]) -> None:
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.metadata.get("omit_default") == "recorded" and at_default(cfg, f):
+            out.pop(f.name, None)
+        elif dataclasses.is_dataclass(value) and isinstance(out.get(f.name), dict):
+            _drop_unrecorded(value, out[f.name])
 
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:

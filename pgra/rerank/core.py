@@ -24,7 +24,7 @@ import numpy as np
 from ..artifacts import MANIFEST, read_json, read_manifest
 from ..config import from_dict
 from ..corpus import CorpusStore
-from ..errors import StaleArtifactError
+from ..errors import InputError, StaleArtifactError
 from ..interchange import read_records
 from ..loading import remote_code_allowed
 from ..provenance import check_unchanged, recorded_folder
@@ -82,6 +82,9 @@ class Reranker:
         the manifest recorded never does."""
         reranked = Path(reranked)
         m = read_manifest(reranked, RERANKED_KIND)
+        if m.get("reranker", "prompt_guided") != "prompt_guided":
+            raise InputError(f"{reranked} was reranked by '{m['reranker']}'; only prompt-guided folders are replayed "
+                             "on new texts", path=reranked / MANIFEST, field="reranker")
         task = task_from_manifest(m, reranked / MANIFEST)
         trust = remote_code_allowed(m["lm"], trust_remote_code, m["config"].get("trust_remote_code"), "reranking LM",
                                     reranked / MANIFEST)
