@@ -234,7 +234,7 @@ def test_a_grid_with_several_rerankers(tmp_path, corpus_txt, sky_task, tiny_opt,
                    "max_tokens_per_batch": 700},
         "reader": {"model": str(tiny_t5), "n_passages": 3, "max_length": 48, "batch_size": 4, "max_steps": 2,
                    "eval_every": 2, "eval_batch_size": 8, "learning_rate": 1e-3},
-        "analysis": {"analyses": ["consistency", "differences"]}, "show_progress": False, "report": False,
+        "analysis": {"analyses": ["consistency", "differences", "cost"]}, "show_progress": False, "report": False,
     }
     exp = Experiment(from_dict(analyze_config(), grid))
     assert exp.stages_needed() == ["candidates", "reranked", "reranked-random", "reranked-toy_reverse"]
@@ -250,6 +250,7 @@ def test_a_grid_with_several_rerankers(tmp_path, corpus_txt, sky_task, tiny_opt,
     cell = json.loads((task_dir / "fid_toy" / "seed-1" / "cell.json").read_text())
     assert cell["data"]["folder"] == str((task_dir / "reranked-toy_reverse").resolve())
     # another reranker's options change its own stage's key, never the prompt-guided one's
+    keys = exp.stage_keys(str(sky_task))  # (the index is built now: its key is in every stage's)
     other = Experiment(from_dict(analyze_config(), {**grid, "rerank": {**grid["rerank"], "random": {"seed": 9}}}))
     keys2 = other.stage_keys(str(sky_task))
     assert keys2["reranked"] == keys["reranked"] and keys2["reranked-random"] != keys["reranked-random"]
@@ -258,13 +259,19 @@ def test_a_grid_with_several_rerankers(tmp_path, corpus_txt, sky_task, tiny_opt,
     path.write_text(yaml.safe_dump(grid))
     assert main(["analyze", "--config", str(path)]) == 0
     analysis = json.loads((tmp_path / "exp" / "analysis" / "analysis.json").read_text())
-    compared = {r["reranker"]: r for r in analysis["tables"]["rerankers"]} if "tables" in analysis else \
-        {r["reranker"]: r for r in analysis["rerankers"]}
+    compared = {r["reranker"]: r for r in analysis["tables"]["rerankers"]}
     assert set(compared) == {"first stage", "prompt_guided", "random", "toy_reverse"}
     assert compared["first stage"]["overlap"] == 1.0
     # the toy keeps first-stage ranks 8, 7, 6: none of the first stage's top 3
     assert compared["toy_reverse"]["overlap"] == 0.0 and compared["toy_reverse"]["promoted"] == 1.0
-    for r in compared.values():  # label consistency counted by hand from the stage's folder
-        assert r["evidence"] == 3 * r["inputs"]
+    pseudo = json.loads((tmp_path / "exp" / "analysis" / "sky" / "pseudo_labels.json").read_text())["labels"]
+    for reranker, folder in (("random", "reranked-random"), ("toy_reverse", "reranked-toy_reverse")):
+        recs = _lines(task_dir / folder / "test.jsonl")  # label consistency counted by hand from the stage's folder
+        pairs = [(pseudo[str(c["id"])], r["label"]) for r in recs for c in r["ctxs"][:3]]
+        assert compared[reranker]["evidence"] == len(pairs) == 3 * len(recs)
+        assert compared[reranker]["consistent"] == sum(a == b for a, b in pairs)
     md = (tmp_path / "exp" / "analysis" / "analysis.md").read_text()
     assert "## Rerankers compared" in md and "fid_toy" in md
+    cost = {r["method"]: r for r in analysis["tables"]["cost"]}  # each reader counts the stage it read
+    assert cost["fid_random"]["stages"] == ["candidates", "reranked-random"]
+    assert cost["pgra"]["stages"] == ["candidates", "reranked"]
