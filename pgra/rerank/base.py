@@ -7,9 +7,9 @@ so a subclass only scores. Its options are a dataclass of its own (:attr:`Rerank
 picks it by ``name``. The file registers it with ``@RERANKERS.register``; a plug-in does the same from outside
 ``pgra/`` (its options then need the config classes made again: :func:`pgra.rerank.config.rerank_config`).
 
-``pgra rerank`` runs the prompt-guided reranker's own stage (its demonstrations and embedding caches,
-:mod:`pgra.rerank.prompt_guided`) and every other through the one generic stage (:mod:`pgra.rerank.stage`): load,
-score each split, write ``<split>.jsonl`` and a ``reranked`` manifest with the reranker's cost.
+``pgra rerank`` (:func:`pgra.rerank.reranker.rerank`) runs the prompt-guided reranker's own stage (its
+demonstrations and embedding caches) and every other through the one generic stage (:mod:`pgra.rerank.stage`):
+load, score each split, write ``<split>.jsonl`` and a ``reranked`` manifest with the reranker's cost.
 """
 
 from __future__ import annotations
@@ -87,14 +87,6 @@ class Reranker(ABC):
     def rerank(self, queries: Sequence[str], candidates: Sequence[Sequence[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
         """Per query, its candidates' top d by :meth:`scores`, best first (fewer when it has fewer)."""
         return [ranked(c, s, self.top_d) for c, s in zip(candidates, self.scores(queries, candidates), strict=True)]
-
-    @classmethod
-    def run_stage(cls, cfg: Any, ctx: Any = None):
-        """``pgra rerank`` with this reranker: the generic stage (:func:`pgra.rerank.stage.run_stage`); returns the
-        output folder."""
-        from .stage import run_stage
-
-        return run_stage(cls, cfg, ctx)
 
     @classmethod
     def key_settings(cls, cfg: Any) -> dict[str, Any]:

@@ -64,11 +64,5 @@ class PromptGuided(Reranker):
         others = tuple(f.name for f in fields(cfg) if f.name in RERANKERS and f.name != cls.name)
         return {**result_settings(cfg, without=("out", "candidates", *others)), "demos": settings_key(cfg.demos)}
 
-    @classmethod
-    def run_stage(cls, cfg: Any, ctx: Any = None):
-        from .reranker import rerank
-
-        return rerank(cfg, ctx)
-
 
 __all__ = ["PromptGuided"]

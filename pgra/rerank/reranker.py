@@ -42,7 +42,7 @@ from .cache import EmbeddingCache
 from .config import RerankConfig
 from .core import RERANKED_KIND, Reranker, evidence_cache_key, prompt_key
 from .prompts import demo_prefix, render_demo
-from .stage import load_split, open_corpus
+from .stage import load_split, open_corpus, run_stage
 from .stage import reranked_cost as reranked_cost  # re-exported: its home is pgra.rerank.stage
 
 _open_corpus, _load_split = open_corpus, load_split  # (their homes: pgra.rerank.stage)
@@ -178,7 +178,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     output folder (the prompt-guided reranker's stage is this function's body; any other runs the generic stage)."""
     check_config(cfg)
     if cfg.reranker != DEFAULT:
-        return reranker_class(cfg.reranker, "rerank.reranker").run_stage(cfg, ctx)
+        return run_stage(reranker_class(cfg.reranker, "rerank.reranker"), cfg, ctx)
     if not cfg.candidates or not cfg.out:
         raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
     ctx = ctx or init_distributed()

@@ -21,6 +21,7 @@ from ..errors import InputError, StaleArtifactError
 from ..interchange import read_records, write_records
 from ..provenance import folder_fingerprint, relative_path
 from ..tasks import TaskSpec, task_from_manifest
+from .base import DEFAULT
 
 RERANKED_KIND = "reranked"
 
@@ -65,8 +66,6 @@ def reranked_cost(manifest: dict[str, Any]) -> LMCost:
 
 def reranker_of(manifest: dict[str, Any]) -> str:
     """The reranker a reranked folder's manifest records (folders written before the family: prompt_guided)."""
-    from .base import DEFAULT
-
     return str(manifest.get("reranker", DEFAULT))
 
 
