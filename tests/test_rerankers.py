@@ -275,3 +275,21 @@ def test_a_grid_with_several_rerankers(tmp_path, corpus_txt, sky_task, tiny_opt,
     cost = {r["method"]: r for r in analysis["tables"]["cost"]}  # each reader counts the stage it read
     assert cost["fid_random"]["stages"] == ["candidates", "reranked-random"]
     assert cost["pgra"]["stages"] == ["candidates", "reranked"]
+
+
+def test_prompt_guided_through_the_interface_scores_as_the_stage_does(tiny_opt):
+    """The registered prompt-guided reranker (in memory, given demonstrations) keeps what the in-memory reranker
+    the stage and Pipeline use keeps, with the same probabilities."""
+    from pgra.rerank.core import Reranker as StageReranker
+    from pgra.rerank.prompt_guided import PromptGuided
+    from pgra.tasks import Example
+    from tests.conftest import SENTENCES, TASK
+
+    cfg = from_dict(RerankConfig, {"lm": str(tiny_opt), "top_d": 2, "max_tokens_per_batch": 700})
+    demos = [Example("d1", SENTENCES[0], TASK.labels[0]), Example("d2", SENTENCES[1], TASK.labels[1])]
+    queries = [SENTENCES[2], SENTENCES[5]]
+    cands = [[{"id": j, "text": SENTENCES[j], "score": 1.0 - j / 10} for j in range(3, 7)] for _ in queries]
+    got = PromptGuided(cfg, TASK, demos=demos).rerank(queries, cands)
+    want = StageReranker.from_config(cfg, TASK, demos).rerank(queries, cands)
+    assert [[c["id"] for c in r] for r in got] == [[c["id"] for c in r] for r in want]
+    np.testing.assert_allclose([c["score"] for r in got for c in r], [c["score"] for r in want for c in r], atol=1e-6)
