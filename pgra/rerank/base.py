@@ -63,7 +63,8 @@ class Reranker(ABC):
     def __init__(self, cfg: Any, task: TaskSpec, corpus: CorpusStore | None = None,
                  candidates: dict[str, Any] | None = None) -> None:
         self.cfg, self.task, self.corpus, self.candidates = cfg, task, corpus, candidates or {}
-        self.settings = getattr(cfg, self.name) if self.options is not None else None
+        # (a plug-in registered after the config class was made has no section there: its defaults)
+        self.settings = (getattr(cfg, self.name, None) or self.options()) if self.options is not None else None
         self.top_d = int(cfg.top_d)
 
     def load(self) -> None:  # noqa: B027 (a hook: nothing to load by default)
