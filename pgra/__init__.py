@@ -56,6 +56,8 @@ _EXPORTS = {
     "ANSWER_CUE": "pgra.rerank.prompts",
     "score_candidates": "pgra.rerank.scoring",
     "Reranker": "pgra.rerank.core",
+    "RERANKERS": "pgra.rerank.base",
+    "register_reranker": "pgra.rerank.base",
     # demonstration selection and in-context learning
     "get_selector": "pgra.selection",
     "SelectorSettings": "pgra.selection",

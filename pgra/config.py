@@ -85,8 +85,15 @@ def result_settings(cfg: Any, without: tuple[str, ...] = ()) -> dict[str, Any]:
     names in ``without`` (what the caller keys separately: paths, the seed)."""
     fields = dataclasses.fields(cfg)
     left_out = {f.name for f in fields if f.metadata.get("cosmetic")}
-    left_out |= {f.name for f in fields if f.metadata.get("omit_default") and getattr(cfg, f.name) == f.default}
-    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in left_out and k not in without}
+    left_out |= {f.name for f in fields if f.metadata.get("omit_default") and at_default(cfg, f)}
+    return {k: v for k, v in to_dict(cfg).items() if k not in left_out and k not in without}
+
+
+def at_default(cfg: Any, f: dataclasses.Field) -> bool:
+    """Whether field ``f`` of config ``cfg`` holds its declared default (a ``default_factory``'s value too)."""
+    default = f.default_factory() if f.default is dataclasses.MISSING and \
+        f.default_factory is not dataclasses.MISSING else f.default
+    return getattr(cfg, f.name) == default
 
 
 def resolve_values(spec: Any) -> list[Any] | None:
@@ -317,7 +324,7 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 def _drop_unrecorded(cfg: Any, out: dict[str, Any]) -> None:
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        if f.metadata.get("record_default") is False and value == f.default:
+        if f.metadata.get("record_default") is False and at_default(cfg, f):
             out.pop(f.name, None)
         elif dataclasses.is_dataclass(value) and isinstance(out.get(f.name), dict):
             _drop_unrecorded(value, out[f.name])

@@ -14,11 +14,11 @@ FLOORS: list[tuple[str, ...]] = [
      "pgra.device", "pgra.progress", "pgra.tokens", "pgra.kv", "pgra.loading", "pgra.hfdata", "pgra.tracking",
      "pgra.config", "pgra.lock", "pgra.ownership", "pgra.cost", "pgra.download", "pgra.corpus", "pgra.interchange",
      "pgra.tasks", "pgra.metrics", "pgra.predictions", "pgra.itself", "pgra.training", "pgra.causal_lm", "pgra.lm",
-     "pgra.provenance", "pgra.markdown"),
+     "pgra.provenance", "pgra.markdown", "pgra.registry"),
     ("pgra.retrieval",),                      # stage 1: encoders, indexes, search
     ("pgra.selection",),                      # demonstrations (KATE reuses the retrieval encoder)
     ("pgra.rerank", "pgra.reader"),           # stage 2 (the prompt-guided reranker) and the FiD reader
-    ("pgra.icl",),                            # in-context learning over selected demonstrations
+    ("pgra.icl", "pgra.rerank.query_likelihood"),  # in-context learning; UPR scores with its label scorer
     ("pgra.methods",),                        # every compared method behind one interface
     ("pgra.simcse",),                         # training a retriever's encoder (judged with a method's kNN vote)
     ("pgra.experiment", "pgra.pipeline", "pgra.export"),  # the grid; prediction from a run; a run exported

@@ -431,7 +431,9 @@ def test_demo_and_laptop_configs_run_every_method_on_mr_and_paper_configs_train_
     from pgra.methods import METHODS
 
     root = Path(__file__).resolve().parents[1] / "configs"
-    every = sorted(m for m in METHODS if m != "icl")  # `icl` is the generic row of the three pinned strategies
+    # `icl` is the generic row of the three pinned strategies; the readers of the other rerankers (fid_upr ...) are
+    # the comparison docs/rerankers.md adds by an override (the demo keeps its time)
+    every = sorted(m for m in METHODS if m != "icl" and (METHODS[m].data != "reranked" or METHODS[m] is METHODS["pgra"]))
     demo = load_config(ExperimentConfig, root / "demo" / "experiment.yaml")
     assert demo.tasks == ["mr"] and sorted(demo.methods) == every and demo.retrieve.split_sizes["train"] >= 500
     assert demo.reader.freeze_encoder and demo.reader.early_stopping_patience > 0

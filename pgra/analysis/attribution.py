@@ -125,7 +125,7 @@ def attribution(runs: ExperimentRuns) -> list[dict[str, Any]]:
     out = []
     for task in runs.cfg.tasks:
         reranked_top: dict[str, list[str]] = {}
-        if runs.experiment.needs_reranking:
+        if "reranked" in runs.experiment.reranked_stages():
             d = runs.settings(task).rerank.top_d  # the reranker's top d: what PGRA reads
             reranked_top = {i: [str(c["id"]) for c in r.get("ctxs", [])[:d]]
                             for i, r in runs.stage_records(task, "reranked").items()}

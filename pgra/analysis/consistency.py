@@ -18,6 +18,7 @@ from ..errors import InputError
 from ..experiment import CELL_FILE
 from ..experiment.reuse import reuse_or_run
 from ..predictions import read_cell
+from ..rerank.base import DEFAULT, reranker_class
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, pct
@@ -113,17 +114,41 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
         d_fid = runs.n_passages(task, "fid")
         sources.append((FIRST_STAGE, None, list(runs.stage_records(task, "candidates").values()), d_fid))
         d_pgra = runs.n_passages(task, "pgra")
-        if runs.experiment.needs_reranking:
+        reranker_of = {FIRST_STAGE: "first stage"}
+        if DEFAULT in runs.experiment.rerankers_needed():
             lm = runs.settings(task).rerank.lm
             sources.append((f"PGRA ({_lm_name(lm)})", lm, list(runs.stage_records(task, "reranked").values()), d_pgra))
+            reranker_of[sources[-1][0]] = DEFAULT
         for lm, folder in extra.items():
             sources.append((f"PGRA ({_lm_name(lm)})", lm, list(runs.records(task, folder).values()), d_pgra))
+        # the grid's other reranked stages (fid_upr, fid_mmr ...): one row each, and the comparison of the rerankers
+        others = runs.other_rerankers()
+        for reranker, stage, method in others:
+            title = reranker_class(reranker).title or reranker
+            reranker_of[title] = reranker
+            sources.append((title, None, list(runs.stage_records(task, stage).values()), runs.n_passages(task, method)))
+        first = {r["id"]: r for r in sources[0][2]}
         for source, lm, records, d in sources:
             if any("label" not in r for r in records):
                 raise InputError(f"label consistency needs gold labels on the {runs.split} split", field="analysis.split")
             pseudo = labeller.label(_sentences(records, d))
-            rows.append({"task": name, "source": source, "lm": lm, "d": d, **consistency_share(records, d, pseudo)})
+            row = {"task": name, "source": source, "lm": lm, "d": d, **consistency_share(records, d, pseudo)}
+            if others and source in reranker_of:  # (a grid of the prompt-guided reranker alone: rows as before)
+                row.update({"reranker": reranker_of[source], **first_stage_overlap(records, first, d)})
+            rows.append(row)
     return rows
+
+
+def first_stage_overlap(records: list[dict[str, Any]], first: dict[str, dict[str, Any]], d: int) -> dict[str, Any]:
+    """How much of each input's top ``d`` the first stage's own top ``d`` holds (``overlap``: mean share) and the
+    share of kept sentences promoted from beyond it (``promoted``)."""
+    shared = kept = 0
+    for rec in records:
+        mine = [str(c["id"]) for c in rec.get("ctxs", [])[:d]]
+        theirs = {str(c["id"]) for c in first[rec["id"]].get("ctxs", [])[:d]}
+        shared += sum(i in theirs for i in mine)
+        kept += len(mine)
+    return {"overlap": shared / kept if kept else float("nan"), "promoted": 1 - shared / kept if kept else float("nan")}
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
@@ -134,6 +159,13 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                "gold label, over every (input, evidence) pair (the paper's Figure 2 / Table 10)."),
               ["task", "evidence", "d", "consistent", "evidence pairs", "share (%)"],
               lambda r: (r["task"], r["source"], r["d"], r["consistent"], r["evidence"], pct(r["share"])))
+    compared = [r for r in rows if "reranker" in r]
+    if compared:
+        w.section("rerankers", compared, "Rerankers compared",
+                  ("Per reranked stage of the grid: the label consistency of the top d it keeps (as above) and how "
+                   "much of it the first stage's own top d already holds (overlap) or it promoted from beyond it."),
+                  ["task", "reranker", "d", "label consistency (%)", "overlap with first stage (%)", "promoted (%)"],
+                  lambda r: (r["task"], r["reranker"], r["d"], pct(r["share"]), pct(r["overlap"]), pct(r["promoted"])))
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     sources = list(dict.fromkeys(r["source"] for r in rows))
     share = {(r["task"], r["source"]): r["share"] for r in rows}
@@ -148,4 +180,5 @@ register_analysis(Analysis("consistency", compute=lambda runs, ctx: label_consis
                            config=ConsistencyConfig, help='label consistency', every_process=True))
 
 
-__all__ = ["FIRST_STAGE", "PseudoLabeller", "consistency_share", "extra_reranked", "label_consistency"]
+__all__ = ["FIRST_STAGE", "PseudoLabeller", "consistency_share", "extra_reranked", "first_stage_overlap",
+           "label_consistency"]

@@ -37,7 +37,10 @@ def stage_cost(runs: ExperimentRuns, task: str, stage: str) -> dict[str, Any] | 
 def stages_needed(method: str) -> list[str]:
     """The shared stages whose work a method's score depends on."""
     cls = get_method(method)
-    return (["candidates"] if cls.evidence == "corpus" else []) + (["reranked"] if cls.data == "reranked" else [])
+    from ..experiment.layout import reranked_stage
+
+    return (["candidates"] if cls.evidence == "corpus" else []) + \
+        ([reranked_stage(cls.reranker)] if cls.data == "reranked" else [])
 
 
 class _Params:

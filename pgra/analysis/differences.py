@@ -63,8 +63,21 @@ def method_differences(runs: ExperimentRuns) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"task": runs.task_name(task), "seeds": seeds}
         if pairs:
             row["overlap"] = overlap_table(pairs, d)
-        if runs.experiment.needs_reranking:
+        if "reranked" in runs.experiment.reranked_stages():
             row["rank_shift"] = rank_shift(list(runs.stage_records(task, "reranked").values()), d)
+        others = {}
+        for reranker, stage, method in runs.other_rerankers():  # the grid's other rerankers, each against FiD
+            d_m = runs.n_passages(task, method)
+            both = [s for s in runs.finished_seeds(task, "fid") if s in runs.finished_seeds(task, method)]
+            pairs = []
+            for seed in both:
+                fid = {str(x["id"]): x for x in runs.predictions(task, "fid", seed)}
+                pairs += [(fid[str(x["id"])], x) for x in runs.predictions(task, method, seed) if str(x["id"]) in fid]
+            others[method] = {"reranker": reranker, "seeds": both,
+                              "rank_shift": rank_shift(list(runs.stage_records(task, stage).values()), d_m),
+                              **({"overlap": overlap_table(pairs, d_m)} if pairs else {})}
+        if others:  # (a grid of the prompt-guided reranker alone: rows as before)
+            row["rerankers"] = others
         out.append(row)
     return out
 
@@ -102,6 +115,15 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                      f"rank {s['mean_rank']:.2f} on average; {pct(s['promoted'])}% from beyond the first stage's top "
                      f"{s['d']} (FiD never reads those).", "",
                      *md_table(["first-stage rank", *s["histogram"]], [["kept", *s["histogram"].values()]]), ""]
+    for r in rows:
+        for method, o in r.get("rerankers", {}).items():
+            s, ov = o["rank_shift"], o.get("overlap")
+            line = (f"**{r['task']}, {method}** ({o['reranker']}): its top {s['d']} come from first-stage rank "
+                    f"{s['mean_rank']:.2f} on average, {pct(s['promoted'])}% from beyond the first stage's top {s['d']}")
+            if ov:
+                line += (f"; against FiD, mean overlap@{ov['d']} {pct(ov['mean_overlap'])}%, predictions differ on "
+                         f"{ov['differing']} of {ov['pairs']} input-seed pairs")
+            w.md += [line + ".", ""]
     if overlap_series and len(set(map(len, overlap_series.values()))) == 1:
         path = grouped_bars(w.runs.out / "overlap.png", groups, overlap_series,
                             "Predictions that differ, by evidence overlap of FiD and PGRA",

@@ -93,6 +93,20 @@ class ExperimentRuns:
             raise InputError(f"{folder} has no {split or self.split}.jsonl: run `pgra experiment` first", path=folder)
         return self.records(task, folder, split)
 
+    def other_rerankers(self) -> list[tuple[str, str, str]]:
+        """``(reranker, stage, method)`` of each reranked stage of the grid besides the prompt-guided one (``mmr``,
+        ``reranked-mmr``, ``fid_mmr``: the first method that reads it), in method order."""
+        from ..experiment.layout import reranked_stage
+        from ..methods import get_method
+        from ..rerank.base import DEFAULT
+
+        out: dict[str, tuple[str, str, str]] = {}
+        for m in self.cfg.methods:
+            cls = get_method(m)
+            if cls.data == "reranked" and cls.reranker != DEFAULT and cls.reranker not in out:
+                out[cls.reranker] = (cls.reranker, reranked_stage(cls.reranker), m)
+        return list(out.values())
+
     def settings(self, task: str, method: str | None = None):
         """The experiment's settings for a task (and method), overrides merged."""
         return cell_settings(self.cfg, task, method)

@@ -319,7 +319,7 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
     out = exp.out
     cell_records = [("/".join(p.parent.parts[-3:]), read_json(p)) for p in finished_cells(out)]
     stage_records = []
-    for stage in STAGES:
+    for stage in dict.fromkeys([*STAGES, *exp.stages_needed()]):
         for path in sorted(out.glob(f"*/{stage}/{STAGE_COST_FILE}")):
             if (path.parent / STAGE_KEY_FILE).exists():
                 stage_records.append((path.parent.parent.name, stage, read_json(path)))
@@ -331,7 +331,7 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
     stages = []
     for t, name in names.items():
         k = exp.rerank_config(t).k or exp.retrieve_config(t).k
-        for stage in STAGES[: 2 if exp.needs_reranking else 1]:
+        for stage in exp.stages_needed():
             n = inputs.get(name)
             stages.append(estimate_stage(name, stage, exp.stage_done(t, stage), stage_records, inputs, fits,
                                          candidates=n * k if n and k else None))

@@ -28,9 +28,9 @@ from ..artifacts import (
 from ..config import check_config
 from ..errors import InputError
 from ..methods import MethodInputs, get_method
+from ..rerank.base import DEFAULT, reranker_class
 from ..rerank.config import RerankConfig
 from ..retrieval.retrieve import RetrieveConfig
-from ..selection.base import settings_key
 from .cell import check_stale_cell, run_cell
 from .cell import say as _say
 from .config import ExperimentConfig, cell_settings
@@ -42,6 +42,7 @@ from .layout import (
     cell_status,
     defining,
     key_of,
+    reranked_stage,
 )
 from .reuse import finished_with, reuse_or_run
 
@@ -113,11 +114,12 @@ class Experiment:
         return replace(s.retrieve, task=task, index=s.index.out, out=str(self.stage_dir(task, "candidates")),
                        data_dir=s.data_dir, show_progress=s.show_progress, trust_remote_code=trust)
 
-    def rerank_config(self, task: str) -> RerankConfig:
+    def rerank_config(self, task: str, reranker: str = DEFAULT) -> RerankConfig:
+        """The rerank stage of ``task`` with ``reranker`` (its folder ``reranked`` or ``reranked-<name>``)."""
         s = cell_settings(self.cfg, task)
         return replace(s.rerank, candidates=str(self.stage_dir(task, "candidates")),
-                       out=str(self.stage_dir(task, "reranked")), task="", index=s.index.out,
-                       show_progress=s.show_progress)
+                       out=str(self.stage_dir(task, reranked_stage(reranker))), task="", index=s.index.out,
+                       show_progress=s.show_progress, reranker=reranker)
 
     def task_content(self, task: str) -> dict[str, Any]:
         """What of ``task`` changes results (its spec and data files' checksums), read once per experiment."""
@@ -140,22 +142,32 @@ class Experiment:
         # the task's content: its labels, label words, templates, metric and data files (every later stage and cell
         # reads them through the candidates, so their keys change with it)
         candidates = key_of({"retrieve": settings, "index": self._index_key(), "task": self.task_content(task)})
-        rerank = self.rerank_config(task)
-        reranked = key_of({"rerank": {**defining(rerank, ("out", "candidates")), "demos": settings_key(rerank.demos)},
-                         "candidates": candidates})
-        return {"candidates": candidates, "reranked": reranked}
+        keys = {"candidates": candidates}
+        for name in dict.fromkeys([DEFAULT, *self.rerankers_needed()]):  # the prompt-guided key as it always was
+            keys[reranked_stage(name)] = key_of({"rerank": reranker_class(name).key_settings(
+                self.rerank_config(task, name)), "candidates": candidates})
+        return keys
 
     def stage_done(self, task: str, stage: str) -> bool:
         return finished_with(self.stage_dir(task, stage), STAGE_KEY_FILE, self.stage_keys(task)[stage])
 
     @property
     def needs_reranking(self) -> bool:
-        """Whether a method of the grid reads the reranked folder (then every task builds one)."""
+        """Whether a method of the grid reads a reranked folder (then every task builds the ones they read)."""
         return any(get_method(m).data == "reranked" for m in self.cfg.methods)
 
+    def rerankers_needed(self) -> list[str]:
+        """The rerankers whose top-d a method of the grid reads, in method order (each its own stage)."""
+        return list(dict.fromkeys(get_method(m).reranker for m in self.cfg.methods
+                                  if get_method(m).data == "reranked"))
+
+    def reranked_stages(self) -> list[str]:
+        """The reranked stages the grid builds (``reranked`` for the prompt-guided one, ``reranked-<name>``)."""
+        return [reranked_stage(r) for r in self.rerankers_needed()]
+
     def stages_needed(self) -> list[str]:
-        """The stages every task builds: ``candidates``, and ``reranked`` when a method reads it."""
-        return ["candidates"] + (["reranked"] if self.needs_reranking else [])
+        """The stages every task builds: ``candidates``, and each reranked stage a method reads."""
+        return ["candidates", *self.reranked_stages()]
 
     def build_stage(self, task: str, stage: str, ctx) -> None:
         """Run one stage of ``task`` (every rank of ``ctx`` together), recording its cost and key
@@ -163,19 +175,24 @@ class Experiment:
         from ..rerank.reranker import rerank
         from ..retrieval.retrieve import retrieve
 
-        run, make_cfg = {"candidates": (retrieve, self.retrieve_config),
-                         "reranked": (rerank, self.rerank_config)}[stage]
+        if stage == "candidates":
+            run, cfg = retrieve, self.retrieve_config(task)
+        else:
+            run, cfg = rerank, self.rerank_config(task, {reranked_stage(r): r for r in self.rerankers_needed()}[stage])
         _say(ctx, f"[{self._task_name(task)}] {stage}: running")
         reuse_or_run(self.stage_dir(task, stage), STAGE_KEY_FILE, self.stage_keys(task)[stage],
-                     lambda: run(make_cfg(task), ctx), ctx)
+                     lambda: run(cfg, ctx), ctx)
 
     # ----- cells -----
     def method(self, task: str, method: str):
         settings = cell_settings(self.cfg, task, method)
-        reranked = self.stage_dir(task, "reranked")
+        cls = get_method(method)
+        # a method that reads a reranked folder gets its reranker's; the others (as before) the prompt-guided one's
+        reranker = cls.reranker if cls.data == "reranked" else DEFAULT
+        built = cls.data == "reranked" or DEFAULT in self.rerankers_needed()
         inputs = MethodInputs(self.tasks[task], self.stage_dir(task, "candidates"),
-                              reranked if self.needs_reranking else None, settings)
-        return get_method(method)(inputs)
+                              self.stage_dir(task, reranked_stage(reranker)) if built else None, settings)
+        return cls(inputs)
 
     def seeds(self, task: str, method: str) -> list[int]:
         """The seeds ``method`` runs at on ``task``: every seed of the grid, or only the first when the seed cannot
@@ -194,7 +211,7 @@ class Experiment:
             keys = self.stage_keys(task)
             for name in self.cfg.methods:
                 method = self.method(task, name)
-                upstream = keys["reranked" if method.needs_reranking else "candidates"]
+                upstream = keys[reranked_stage(method.reranker) if method.needs_reranking else "candidates"]
                 independent = not method.depends_on_seed()
                 for seed in self._seeds(method):
                     directory = self.cell_dir(task, name, seed)
@@ -240,7 +257,7 @@ class Experiment:
         costs = plan_costs(self, cells, workers)
         cost = {e.label: e for e in costs.stages + costs.cells}
         for task in self.cfg.tasks:
-            stages = ["candidates"] + (["reranked"] if self.needs_reranking else [])
+            stages = self.stages_needed()
             lines.append(f"  {task}: " + ", ".join(f"{s} {'done' if self.stage_done(task, s) else 'to run'}"
                                                    for s in stages))
             for s in stages:

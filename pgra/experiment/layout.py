@@ -3,7 +3,8 @@
 Layout of ``out``::
 
     <out>/<task>/candidates/            first-stage top-k of every split (shared by all methods and seeds)
-    <out>/<task>/reranked/              the reranker's top-d (built when a method reads it)
+    <out>/<task>/reranked/              the prompt-guided reranker's top-d (built when a method reads it)
+    <out>/<task>/reranked-<reranker>/   another reranker's top-d (``fid_upr`` reads ``reranked-query_likelihood``)
     <out>/<task>/<method>/seed-<n>/     one cell: the method's run, predictions_{dev,test}.jsonl, cell.json
 
 A stage folder holds ``.stage_key`` (its key: the settings plus the keys of what it reads) and ``cost.json``; a cell
@@ -43,6 +44,14 @@ class CellPlan:
     def label(self) -> str:
         """``<task>/<method>/seed-<n>`` (the task's name, also for a task given as a YAML file)."""
         return "/".join(self.directory.parts[-3:])
+
+
+def reranked_stage(reranker: str) -> str:
+    """The stage (and folder) name of a reranker's top-d: ``reranked`` for the prompt-guided one (as always),
+    ``reranked-<name>`` for another."""
+    from ..rerank.base import DEFAULT
+
+    return "reranked" if reranker == DEFAULT else f"reranked-{safe_name(reranker, 'rerank.reranker', what='reranker name')}"
 
 
 def cell_path(task: str, method: str, seed: int) -> Path:
@@ -94,4 +103,4 @@ def mark_seed_independent(directory: Path) -> None:
 
 
 __all__ = ["CELL_FILE", "CELL_GLOB", "CELL_KEY_FILE", "CellPlan", "STAGE_COST_FILE", "STAGE_KEY_FILE", "cell_folder", "cell_path", "cell_status",
-           "defining", "finished_cells", "key_of", "mark_seed_independent"]
+           "defining", "finished_cells", "key_of", "mark_seed_independent", "reranked_stage"]

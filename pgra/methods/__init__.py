@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..predictions import Predictor
 from .base import FitResult, Method, MethodInputs
 from .fid import FiD
+from .fid_reranked import RERANKED_READERS
 from .icl import ICL, ICLKate, ICLRandom, ICLSkillKnn
 from .knn_vote import KnnVote, KnnVoteConfig
 from .linear_probe import LinearProbe, LinearProbeConfig
@@ -16,7 +17,8 @@ from .no_retrieval import NoRetrieval
 from .pgra import PGRA
 
 METHODS: dict[str, type[Method]] = {
-    m.name: m for m in (NoRetrieval, FiD, PGRA, KnnVote, LinearProbe, ICL, ICLRandom, ICLKate, ICLSkillKnn)}
+    m.name: m for m in (NoRetrieval, FiD, PGRA, KnnVote, LinearProbe, ICL, ICLRandom, ICLKate, ICLSkillKnn,
+                        *RERANKED_READERS)}
 # manifest kind of a fitted run -> the method class that loads it
 RUN_KINDS: dict[str, type[Method]] = {"reader": FiD, KnnVote.name: KnnVote, LinearProbe.name: LinearProbe,
                                       "icl": ICL}

@@ -61,11 +61,13 @@ class Method(ABC):
     """One compared method. Subclasses set ``name``, ``data`` and implement ``fit`` and ``load``.
 
     ``data`` names the task folder whose records the method predicts: ``candidates`` (first-stage top-k per
-    input) or ``reranked`` (the reranker's top-d); ``needs_reranking`` makes the experiment build the latter.
+    input) or ``reranked`` (the top-d of the reranker ``reranker`` names); ``needs_reranking`` makes the experiment
+    build it.
     """
 
     name: ClassVar[str]
     data: ClassVar[str] = "candidates"
+    reranker: ClassVar[str] = "prompt_guided"  # whose reranked folder a ``reranked`` method reads (a registered reranker)
     trained: ClassVar[bool] = True  # has a dev history (a reader); False for fixed rules such as a kNN vote
     # what a prediction's ``evidence`` ids name: "corpus" sentences (the readers' ctxs), "training" inputs
     # (demonstrations, voters) or "none"

@@ -69,7 +69,7 @@ class ReaderMethod(Method):
             return FitResult()
         result = reader_fit_result(out, self.inputs.task.metric, ["dev", cfg.test_split])
         if self.needs_reranking:  # the LM work behind the evidence: what the rerank stage ran
-            from ..rerank.reranker import reranked_cost
+            from ..rerank.stage import reranked_cost
 
             result.cost = {**reranked_cost(read_json(self.data_dir / MANIFEST)).as_dict(), "shared_by_seeds": True}
         return result

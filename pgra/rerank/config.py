@@ -1,8 +1,16 @@
-"""The reranker's configuration (one dataclass; CLI flags are generated from it)."""
+"""The reranker's configuration (one dataclass; CLI flags are generated from it).
+
+``reranker`` picks the registered reranker (:mod:`pgra.rerank.base`); each reranker with options has its own
+section ``rerank.<name>`` declared in its file (``rerank.mmr.lambda_`` ...), added here from the registry. The
+choice and the sections are declared ``option(omit_default=True, record_default=False)``: at their defaults they
+are in no key and no recorded config, so every prompt-guided stage keeps the key and manifest it had before
+rerankers were a family.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
+from typing import Any
 
 from .. import choices
 from ..causal_lm import lm_config
@@ -34,10 +42,40 @@ class _Prompting:
 
 
 @dataclass
-class RerankConfig(lm_config(max_tokens_per_batch=16384, max_batch_size=64), _Prompting):
+class PromptGuidedConfig(lm_config(max_tokens_per_batch=16384, max_batch_size=64), _Prompting):
     """Everything ``pgra rerank`` needs: the candidates and the prompt, the LM block
     (:class:`pgra.causal_lm.LMConfig`, shared with in-context learning), then the stage's own options."""
 
     chunk_size: int = option(1024, cosmetic=True, min=1, help="texts embedded between cache writes (resume granularity)")
     trust_remote_code: bool = option(False, help="allow the LM's own code (off: never run hub code)")
     show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")
+
+
+def _family_fields() -> list[tuple[str, Any, Any]]:
+    """The ``reranker`` choice and one section per registered reranker with options."""
+    from .base import DEFAULT, RERANKERS
+
+    RERANKERS.load_builtin()
+    fields: list[tuple[str, Any, Any]] = [
+        ("reranker", str, option(DEFAULT, choices=RERANKERS.names, omit_default=True, record_default=False,
+                                 help="the reranker: prompt_guided (the paper's), cross_encoder, query_likelihood "
+                                      "(UPR), mmr, random or a registered plug-in (docs/rerankers.md)"))]
+    for cls in RERANKERS.values():
+        if cls.options is not None:
+            fields.append((cls.name, cls.options, option(default_factory=cls.options, flag=False,
+                                                         omit_default=True, record_default=False,
+                                                         help=f"options of the {cls.name} reranker (key=value: "
+                                                              f"rerank.{cls.name}.FIELD=...)")))
+    return fields
+
+
+def rerank_config() -> type:
+    """A rerank config class with a section for every reranker registered now (a plug-in's options included);
+    :data:`RerankConfig` is the one made from the built-in rerankers."""
+    cls = make_dataclass("RerankConfig", _family_fields(), bases=(PromptGuidedConfig,))
+    cls.__module__ = __name__
+    cls.__doc__ = PromptGuidedConfig.__doc__
+    return cls
+
+
+RerankConfig = rerank_config()

@@ -24,7 +24,7 @@ import numpy as np
 from ..artifacts import MANIFEST, read_json, read_manifest
 from ..config import from_dict
 from ..corpus import CorpusStore
-from ..errors import StaleArtifactError
+from ..errors import InputError, StaleArtifactError
 from ..interchange import read_records
 from ..loading import remote_code_allowed
 from ..provenance import check_unchanged, recorded_folder
@@ -83,6 +83,9 @@ class Reranker:
         exported run's copy); it must be the same files."""
         reranked = Path(reranked)
         m = read_manifest(reranked, RERANKED_KIND)
+        if m.get("reranker", "prompt_guided") != "prompt_guided":
+            raise InputError(f"{reranked} was reranked by '{m['reranker']}'; only prompt-guided folders are replayed "
+                             "on new texts", path=reranked / MANIFEST, field="reranker")
         if lm is not None:
             m = {**m, "lm": str(lm)}
         task = task_from_manifest(m, reranked / MANIFEST)

@@ -25,13 +25,11 @@ from typing import Any
 import numpy as np
 
 from ..artifacts import MANIFEST, check_disjoint, file_record, write_json, write_manifest
-from ..causal_lm import LMCost
 from ..config import check_config, to_dict
-from ..corpus import CorpusStore
 from ..distributed import DistContext, gather_objects, init_distributed, main_computes
-from ..errors import InputError, StaleArtifactError
+from ..errors import InputError
 from ..faults import fault_point
-from ..interchange import read_records, write_records
+from ..interchange import write_records
 from ..lock import locks_output
 from ..progress import progress
 from ..provenance import folder_fingerprint, relative_path
@@ -39,41 +37,15 @@ from ..retrieval.retrieve import read_candidates_manifest
 from ..selection import get_selector
 from ..selection.base import with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
+from .base import DEFAULT, reranker_class
 from .cache import EmbeddingCache
 from .config import RerankConfig
 from .core import RERANKED_KIND, Reranker, evidence_cache_key, prompt_key
 from .prompts import demo_prefix, render_demo
+from .stage import load_split, open_corpus, run_stage
+from .stage import reranked_cost as reranked_cost  # re-exported: its home is pgra.rerank.stage
 
-
-def reranked_cost(manifest: dict[str, Any]) -> LMCost:
-    """The LM work behind a reranked folder (its manifest): the embedding plus the demonstrations' selection."""
-    e = manifest["embedding"]
-    return LMCost(e["texts"], e["tokens_run"]) + LMCost.from_dict(manifest.get("selection_cost"))
-
-
-def _open_corpus(cfg: RerankConfig, cand: dict[str, Any]) -> CorpusStore:
-    index_dir = Path(cfg.index or cand["index"]["path"])
-    if not (index_dir / "corpus" / "corpus.json").exists():
-        raise InputError(f"index folder {index_dir} (needed for corpus ids) not found; pass --index",
-                         field="index")
-    store = CorpusStore(index_dir / "corpus")
-    if store.fingerprint != cand["index"]["corpus_content_sha256"]:
-        raise StaleArtifactError(
-            f"the candidates in {cfg.candidates} were retrieved from another corpus than the one of index "
-            f"{index_dir} (corpus fingerprints {cand['index']['corpus_content_sha256'][:12]}... vs "
-            f"{store.fingerprint[:12]}...)")
-    return store
-
-
-def _load_split(path: Path, task: TaskSpec, k: int) -> list[dict[str, Any]]:
-    records = []
-    for line, rec in enumerate(read_records(path, labels=task.labels), start=1):
-        if not rec.get("ctxs"):
-            raise InputError("query has no candidates", path=path, line=line, field="ctxs")
-        if k:
-            rec["ctxs"] = rec["ctxs"][:k]
-        records.append(rec)
-    return records
+_open_corpus, _load_split = open_corpus, load_split  # (their homes: pgra.rerank.stage)
 
 
 def _embed_rows(reranker: Reranker, cache: EmbeddingCache, rows: np.ndarray, texts_of, demos: list[Example],
@@ -202,8 +174,11 @@ def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[
 
 @locks_output(kind=RERANKED_KIND)
 def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
-    """Rerank every requested split of a candidates folder; returns the output folder."""
+    """Rerank every requested split of a candidates folder with the reranker ``cfg.reranker`` names; returns the
+    output folder (the prompt-guided reranker's stage is this function's body; any other runs the generic stage)."""
     check_config(cfg)
+    if cfg.reranker != DEFAULT:
+        return run_stage(reranker_class(cfg.reranker, "rerank.reranker"), cfg, ctx)
     if not cfg.candidates or not cfg.out:
         raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
     ctx = ctx or init_distributed()
@@ -259,7 +234,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         "embedding": {**total, **info}, "selection_cost": selection["cost"],
         "candidates": {"path": str(cand_dir.resolve()), "relative": relative_path(cand_dir, out),
                        "fingerprint": folder_fingerprint(cand_dir), "index": cand["index"]},
-        "config": asdict(cfg),
+        "config": to_dict(cfg),
         "files": {n: file_record(out / n) for n in [f"{sp}.jsonl" for sp in splits] + ["demonstrations.json"]},
     })
     return out

@@ -1,0 +1,112 @@
+"""The interface of a second-stage reranker and its registry.
+
+A reranker is one file: a :class:`Reranker` subclass that scores each query's first-stage candidates
+(:meth:`Reranker.scores`); the base sorts by score and keeps the top d (:meth:`Reranker.rerank`, :func:`ranked`),
+so a subclass only scores. Its options are a dataclass of its own (:attr:`Reranker.options`), the section
+``rerank.<name>`` of a rerank config (made from this registry, :mod:`pgra.rerank.config`); ``rerank.reranker``
+picks it by ``name``. The file registers it with ``@RERANKERS.register``; a plug-in does the same from outside
+``pgra/`` (its options then need the config classes made again: :func:`pgra.rerank.config.rerank_config`).
+
+``pgra rerank`` (:func:`pgra.rerank.reranker.rerank`) runs the prompt-guided reranker's own stage (its
+demonstrations and embedding caches) and every other through the one generic stage (:mod:`pgra.rerank.stage`):
+load, score each split, write ``<split>.jsonl`` and a ``reranked`` manifest with the reranker's cost.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import asdict, is_dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from ..registry import Registry
+
+if TYPE_CHECKING:
+    from ..causal_lm import LMCost
+    from ..corpus import CorpusStore
+    from ..tasks import TaskSpec
+
+DEFAULT = "prompt_guided"
+# the rerankers that ship with pgra, one module each (importing one registers it)
+BUILTIN = ("prompt_guided", "cross_encoder", "query_likelihood", "mmr", "random")
+
+
+def ranked(ctxs: Sequence[dict[str, Any]], scores: np.ndarray, top_d: int) -> list[dict[str, Any]]:
+    """The top-``top_d`` of a query's candidate ``ctxs`` by ``scores`` (ties keep first-stage order), best first,
+    each with its score as ``score`` and its first-stage ``retrieval_score`` and ``retrieval_rank``."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.shape != (len(ctxs),):
+        raise ValueError(f"{len(ctxs)} candidates but scores of shape {scores.shape}")
+    order = np.argsort(-scores, kind="stable")[:top_d]
+    return [{**ctxs[j], "score": float(scores[j]), "retrieval_score": ctxs[j].get("score"),
+             "retrieval_rank": int(j) + 1} for j in order]
+
+
+class Reranker(ABC):
+    """One kind of reranker: ``scores(queries, candidates)`` gives each query's candidates a score (higher is
+    better); :meth:`rerank` sorts and keeps the top d. ``load`` loads its models (once, before scoring); ``cost``
+    is its LM work (:class:`~pgra.causal_lm.LMCost`).
+
+    Built from a rerank config (``cfg``: its ``top_d``, ``k``, its section ``cfg.<name>`` and, for those that run
+    an LM, the LM block), the task, the corpus store of the index the candidates came from and the candidates
+    manifest (its ``index`` record: where the first stage's files are).
+    """
+
+    name: ClassVar[str] = ""  # the config's ``rerank.reranker`` value, the manifest's ``reranker``
+    title: ClassVar[str] = ""  # how reports name it (empty: the name)
+    options: ClassVar[type | None] = None  # the dataclass of its section ``rerank.<name>`` (None: no options)
+    # the fields of the rerank config its results depend on besides its own section (its stage key)
+    uses: ClassVar[tuple[str, ...]] = ("k", "top_d", "splits")
+
+    def __init__(self, cfg: Any, task: TaskSpec, corpus: CorpusStore | None = None,
+                 candidates: dict[str, Any] | None = None) -> None:
+        self.cfg, self.task, self.corpus, self.candidates = cfg, task, corpus, candidates or {}
+        # (a plug-in registered after the config class was made has no section there: its defaults)
+        self.settings = (getattr(cfg, self.name, None) or self.options()) if self.options is not None else None
+        self.top_d = int(cfg.top_d)
+
+    def load(self) -> None:  # noqa: B027 (a hook: nothing to load by default)
+        """Load its models (called once before the first :meth:`scores`)."""
+
+    @abstractmethod
+    def scores(self, queries: Sequence[str], candidates: Sequence[Sequence[dict[str, Any]]]) -> list[np.ndarray]:
+        """Per query, one score per candidate (``candidates[i]``: dicts with ``id``, ``text`` and the first-stage
+        ``score``), higher is better."""
+
+    def cost(self) -> LMCost:
+        """The LM work it did so far (none by default)."""
+        from ..causal_lm import LMCost
+
+        return LMCost()
+
+    def describe(self) -> dict[str, Any]:
+        """What its manifest records about it besides the config (its models' fingerprints ...)."""
+        return {}
+
+    def rerank(self, queries: Sequence[str], candidates: Sequence[Sequence[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+        """Per query, its candidates' top d by :meth:`scores`, best first (fewer when it has fewer)."""
+        return [ranked(c, s, self.top_d) for c, s in zip(candidates, self.scores(queries, candidates), strict=True)]
+
+    @classmethod
+    def key_settings(cls, cfg: Any) -> dict[str, Any]:
+        """What its stage key holds of the rerank config ``cfg``: its name, the fields in :attr:`uses` and its
+        section."""
+        section = getattr(cfg, cls.name, None) if cls.options is not None else None
+        return {"reranker": cls.name, **{f: getattr(cfg, f) for f in cls.uses},
+                **({cls.name: asdict(section)} if is_dataclass(section) else {})}
+
+
+RERANKERS: Registry[type[Reranker]] = Registry("reranker", __package__, BUILTIN, field="rerank.reranker")
+register_reranker = RERANKERS.register  # add a reranker class under its ``name``; works as a decorator
+reranker_names = RERANKERS.names  # the registered rerankers' names (the config's choices)
+
+
+def reranker_class(name: str, field: str = "reranker") -> type[Reranker]:
+    """The reranker class registered as ``name``."""
+    return RERANKERS.part(name, field)
+
+
+__all__ = ["BUILTIN", "DEFAULT", "RERANKERS", "Reranker", "ranked", "register_reranker", "reranker_class",
+           "reranker_names"]

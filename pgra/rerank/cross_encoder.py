@@ -1,0 +1,108 @@
+"""``cross_encoder``: a sequence-classification model reads each (query, candidate) pair and scores it, with
+sentence-transformers' ``CrossEncoder`` conventions, on any ``AutoModelForSequenceClassification`` checkpoint in a
+local folder (an MS MARCO MiniLM cross-encoder, a BERT fine-tuned on pairs ...); nothing is downloaded at run time.
+
+The conventions (``CrossEncoder.predict``): the tokenizer gets the pair as two texts (``[CLS] q [SEP] c [SEP]``
+for BERT), truncated ``longest_first`` to ``max_length``, padded per batch; a one-label model's score is the
+sigmoid of its logit, a model with several labels scores the softmax probability of label ``label`` (default the
+last: "relevant" of a two-way classifier). Why these conventions and not the ``rerankers`` library:
+docs/rerankers.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import option
+from ..errors import InputError
+from .base import RERANKERS, Reranker
+
+
+@dataclass
+class CrossEncoderOptions:
+    """Options of the ``cross_encoder`` reranker (``rerank.cross_encoder.*``)."""
+
+    model: str = option("", help="local folder of a sequence-classification checkpoint (e.g. a sentence-"
+                                 "transformers cross-encoder)")
+    max_length: int = option(512, min=8, help="tokens of a (query, candidate) pair at most (longest_first)")
+    label: int = option(-1, help="with several labels: the one whose softmax probability is the score")
+    batch_size: int = option(32, min=1, cosmetic=True, help="pairs per forward pass")
+
+
+def pair_scores(logits: np.ndarray, label: int = -1) -> np.ndarray:
+    """Scores from a batch of logits ``(pairs, labels)``: sigmoid of a single logit, else softmax[label]."""
+    z = np.asarray(logits, dtype=np.float64)
+    if z.shape[1] == 1:
+        return 1.0 / (1.0 + np.exp(-z[:, 0]))
+    z = np.exp(z - z.max(axis=1, keepdims=True))
+    return (z / z.sum(axis=1, keepdims=True))[:, label]
+
+
+@RERANKERS.register
+class CrossEncoder(Reranker):
+    name = "cross_encoder"
+    title = "cross-encoder"
+    options = CrossEncoderOptions
+    uses = ("k", "top_d", "splits", "dtype")
+
+    def load(self) -> None:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from ..artifacts import model_fingerprint
+        from ..device import resolve_device, resolve_dtype
+        from ..loading import load_pretrained
+
+        folder = self.settings.model
+        if not folder or not Path(folder).expanduser().is_dir():
+            raise InputError(f"the cross-encoder must be a local model folder (pgra downloads nothing at run time), "
+                             f"got {folder!r}", field="rerank.cross_encoder.model")
+        self.device = resolve_device(self.cfg.device)
+        dtype = resolve_dtype(self.cfg.dtype, self.device)
+        self.tokenizer = load_pretrained(AutoTokenizer, folder, "cross-encoder's tokenizer",
+                                         "rerank.cross_encoder.model", local_files_only=True)
+        self.model = load_pretrained(AutoModelForSequenceClassification, folder, "cross-encoder",
+                                     "rerank.cross_encoder.model", local_files_only=True,
+                                     dtype=dtype).to(self.device).eval()
+        self.fingerprint = model_fingerprint(folder)
+        self._calls = self._tokens = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {"model": self.settings.model, "model_fingerprint": self.fingerprint}
+
+    def logits(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        """The model's logits ``(pairs, labels)`` for ``(queries[i], texts[i])`` pairs, in batches."""
+        import torch
+
+        from ..cost import meter
+
+        out = []
+        for start in range(0, len(texts), self.settings.batch_size):
+            q, t = list(queries[start:start + self.settings.batch_size]), list(texts[start:start + self.settings.batch_size])
+            enc = self.tokenizer(q, t, padding=True, truncation="longest_first", max_length=self.settings.max_length,
+                                 return_tensors="pt").to(self.device)
+            with torch.inference_mode():
+                out.append(self.model(**enc).logits.float().cpu().numpy())
+            tokens = int(enc["attention_mask"].sum())
+            self._calls, self._tokens = self._calls + len(t), self._tokens + tokens
+            meter.add(self.settings.model, tokens)
+        return np.concatenate(out) if out else np.zeros((0, 1))
+
+    def scores(self, queries: Sequence[str], candidates: Sequence[Sequence[dict[str, Any]]]) -> list[np.ndarray]:
+        pairs_q = [q for q, cs in zip(queries, candidates, strict=True) for _ in cs]
+        pairs_t = [c["text"] for cs in candidates for c in cs]
+        flat = pair_scores(self.logits(pairs_q, pairs_t), self.settings.label)
+        bounds = np.cumsum([0, *(len(cs) for cs in candidates)])
+        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def cost(self):
+        from ..causal_lm import LMCost
+
+        return LMCost(getattr(self, "_calls", 0), getattr(self, "_tokens", 0))
+
+
+__all__ = ["CrossEncoder", "CrossEncoderOptions", "pair_scores"]

@@ -1,0 +1,126 @@
+"""The generic reranking stage: any registered :class:`~pgra.rerank.base.Reranker` but the prompt-guided one (whose
+stage keeps its demonstrations and caches, :mod:`pgra.rerank.reranker`).
+
+Reads a candidates folder, cuts each query's candidates to the first k, lets the reranker score them split by
+split, and writes ``<split>.jsonl`` (each query's top d, best first, with ``score``, ``retrieval_score`` and
+``retrieval_rank``) and a ``reranked`` manifest: the reranker's name and options, its LM cost (``cost``), the
+candidates it read. Readers, ``pgra evaluate`` and the analyses read it like a prompt-guided folder. Under several
+processes rank 0 does the work (the other ranks wait).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import MANIFEST, check_disjoint, file_record, read_json, write_manifest
+from ..causal_lm import LMCost
+from ..config import check_config, to_dict
+from ..corpus import CorpusStore
+from ..errors import InputError, StaleArtifactError
+from ..interchange import read_records, write_records
+from ..provenance import folder_fingerprint, relative_path
+from ..tasks import TaskSpec, task_from_manifest
+from .base import DEFAULT
+
+RERANKED_KIND = "reranked"
+
+
+def open_corpus(cfg: Any, cand: dict[str, Any]) -> CorpusStore:
+    """The corpus store of the index the candidates were retrieved from (``cfg.index`` or the recorded one),
+    refused when it is another corpus."""
+    index_dir = Path(cfg.index or cand["index"]["path"])
+    if not (index_dir / "corpus" / "corpus.json").exists():
+        raise InputError(f"index folder {index_dir} (needed for corpus ids) not found; pass --index",
+                         field="index")
+    store = CorpusStore(index_dir / "corpus")
+    if store.fingerprint != cand["index"]["corpus_content_sha256"]:
+        raise StaleArtifactError(
+            f"the candidates in {cfg.candidates} were retrieved from another corpus than the one of index "
+            f"{index_dir} (corpus fingerprints {cand['index']['corpus_content_sha256'][:12]}... vs "
+            f"{store.fingerprint[:12]}...)")
+    return store
+
+
+def load_split(path: Path, task: TaskSpec, k: int) -> list[dict[str, Any]]:
+    """A candidates split's records, each cut to its first ``k`` candidates (0: all); a query without candidates
+    is an InputError naming its line."""
+    records = []
+    for line, rec in enumerate(read_records(path, labels=task.labels), start=1):
+        if not rec.get("ctxs"):
+            raise InputError("query has no candidates", path=path, line=line, field="ctxs")
+        if k:
+            rec["ctxs"] = rec["ctxs"][:k]
+        records.append(rec)
+    return records
+
+
+def reranked_cost(manifest: dict[str, Any]) -> LMCost:
+    """The LM work behind a reranked folder (its manifest): a prompt-guided folder's embedding plus its
+    demonstrations' selection, another reranker's recorded ``cost``."""
+    if "embedding" not in manifest:
+        return LMCost.from_dict(manifest.get("cost"))
+    e = manifest["embedding"]
+    return LMCost(e["texts"], e["tokens_run"]) + LMCost.from_dict(manifest.get("selection_cost"))
+
+
+def reranker_of(manifest: dict[str, Any]) -> str:
+    """The reranker a reranked folder's manifest records (folders written before the family: prompt_guided)."""
+    return str(manifest.get("reranker", DEFAULT))
+
+
+def run_stage(cls: type, cfg: Any, ctx: Any = None) -> Path:
+    """Rerank every requested split of ``cfg.candidates`` with the reranker class ``cls`` into ``cfg.out``."""
+    from ..distributed import init_distributed
+    from ..retrieval.retrieve import read_candidates_manifest
+
+    check_config(cfg)
+    if not cfg.candidates or not cfg.out:
+        raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
+    ctx = ctx or init_distributed()
+    cand = read_candidates_manifest(cfg.candidates)
+    check_disjoint({"out": cfg.out}, {"index": cfg.index or cand["index"]["path"]})
+    cand_dir, out = Path(cfg.candidates), Path(cfg.out)
+    task = task_from_manifest(cand, cand_dir / MANIFEST, cfg.task)
+    store = open_corpus(cfg, cand)
+    splits = [s for s in cfg.splits if s in cand["counts"]]
+    if not splits:
+        raise InputError(f"{cand_dir} holds none of the splits {cfg.splits}", field="splits")
+    data = {s: load_split(cand_dir / f"{s}.jsonl", task, cfg.k) for s in splits}  # every input checked first
+    if not ctx.is_main:
+        return out
+    reranker = cls(cfg, task, store, cand)
+    reranker.load()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)
+    counts, short = {}, 0
+    for split in splits:
+        recs = data[split]
+        short += sum(len(r["ctxs"]) < cfg.top_d for r in recs)
+        top = reranker.rerank([r["text"] for r in recs], [r["ctxs"] for r in recs])
+        counts[split] = write_records(out / f"{split}.jsonl", [{**{k: v for k, v in r.items() if k != "ctxs"},
+                                                                 "ctxs": c} for r, c in zip(recs, top, strict=True)])
+    write_manifest(out, {
+        "kind": RERANKED_KIND, "task": to_dict(task), "reranker": cls.name, "reranker_settings": cls.key_settings(cfg),
+        **reranker.describe(), "k": cfg.k or cand["k"], "top_d": cfg.top_d, "counts": counts,
+        "queries_with_fewer_than_d": short, "cost": reranker.cost().as_dict(),
+        "candidates": {"path": str(cand_dir.resolve()), "relative": relative_path(cand_dir, out),
+                       "fingerprint": folder_fingerprint(cand_dir), "index": cand["index"]},
+        "config": to_dict(cfg), "files": {f"{s}.jsonl": file_record(out / f"{s}.jsonl") for s in splits},
+    })
+    return out
+
+
+def summary(out: str | Path) -> str:
+    """The line ``pgra rerank`` prints about a finished folder."""
+    m = read_json(Path(out) / MANIFEST)
+    counts = ", ".join(f"{k} {v}" for k, v in m["counts"].items())
+    head = f"reranked: {out} ({reranker_of(m)}, top-{m['top_d']} of {m['k']}; {counts}"
+    if "embedding" in m:
+        e = m["embedding"]
+        return head + (f"; {e['evidence_rows']} evidence sentences, {e['evidence_cache_hits']} from the cache, "
+                       f"{e['tokens_run']} LM tokens run, {e['truncated']} truncated)")
+    return head + f"; {m['cost']['lm_tokens']} LM tokens run)"
+
+
+__all__ = ["RERANKED_KIND", "load_split", "open_corpus", "reranked_cost", "reranker_of", "run_stage", "summary"]
