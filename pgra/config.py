@@ -35,7 +35,8 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
            positional: bool = False, append: bool = False, metavar: str | None = None,
            min: float | None = None, max: float | None = None, above: float | None = None,
            exists: str | None = None, unique: bool = False, io: str | None = None,
-           path_segment: bool | str = False, cosmetic: bool = False, omit_default: bool = False) -> Any:
+           path_segment: bool | str = False, cosmetic: bool = False, omit_default: bool = False,
+           recorded_default: bool = True) -> Any:
     """A config field together with its command-line declaration.
 
     ``choices``: allowed values (a tuple, or a zero-argument callable reading a registry), checked when a
@@ -60,6 +61,8 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     :func:`result_settings` leaves it out, so every key of a stage, cell or checkpoint ignores it.
     ``omit_default``: the field changes a result but :func:`result_settings` leaves it out while it holds its
     default, so adding a setting (whose default does what the code did before) keeps every existing key valid.
+    ``recorded_default=False``: while it holds its default, :func:`to_dict` (manifests, cell records) leaves the field
+    out too, so adding it leaves every artifact written before byte for byte what it was.
 
         @dataclass
         class SearchConfig:
@@ -68,7 +71,7 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     meta = {"help": help, "choices": choices, "suggest": suggest, "flag": flag, "short": short,
             "positional": positional, "append": append, "metavar": metavar, "min": min, "max": max,
             "above": above, "exists": exists, "unique": unique, "io": io, "path_segment": path_segment,
-            "cosmetic": cosmetic, "omit_default": omit_default}
+            "cosmetic": cosmetic, "omit_default": omit_default, "recorded_default": recorded_default}
     if io is not None and io not in IO_ROLES:
         raise ValueError(f"io must be one of {IO_ROLES}, not {io!r}")
     if default_factory is not dataclasses.MISSING:
@@ -304,8 +307,23 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", pref
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
-    """A plain dict of a dataclass config (for manifests and YAML dumps)."""
-    return dataclasses.asdict(cfg)
+    """A plain dict of a dataclass config (for manifests and YAML dumps), without the fields declared
+    ``option(recorded_default=False)`` that hold their default (at any depth)."""
+    return _drop_unrecorded(cfg, dataclasses.asdict(cfg))
+
+
+def _drop_unrecorded(cfg: Any, data: dict[str, Any]) -> dict[str, Any]:
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.metadata.get("recorded_default") is False and value == _default_of(f):
+            data.pop(f.name, None)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type) and isinstance(data.get(f.name), dict):
+            _drop_unrecorded(value, data[f.name])
+    return data
+
+
+def _default_of(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:

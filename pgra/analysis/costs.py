@@ -37,7 +37,8 @@ def stage_cost(runs: ExperimentRuns, task: str, stage: str) -> dict[str, Any] | 
 def stages_needed(method: str) -> list[str]:
     """The shared stages whose work a method's score depends on."""
     cls = get_method(method)
-    return (["candidates"] if cls.evidence == "corpus" else []) + (["reranked"] if cls.data == "reranked" else [])
+    return (["candidates"] if cls.evidence == "corpus" and cls.data != "full_search" else []) + \
+        ([cls.data] if cls.data in ("reranked", "full_search") else [])
 
 
 class _Params:

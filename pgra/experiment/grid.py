@@ -45,6 +45,8 @@ from .layout import (
 )
 from .reuse import finished_with, reuse_or_run
 
+FULL_SEARCH = "full_search"  # pgra_full's stage: each input's top d of the whole corpus (pgra.rerank.corpus_pass)
+
 
 class Experiment:
     """The grid described by an :class:`ExperimentConfig`: plan it, run it."""
@@ -119,6 +121,10 @@ class Experiment:
                        out=str(self.stage_dir(task, "reranked")), task="", index=s.index.out,
                        show_progress=s.show_progress)
 
+    def full_search_config(self, task: str) -> RerankConfig:
+        """The rerank section's settings for ``pgra_full``'s search of the whole corpus (its own folder)."""
+        return replace(self.rerank_config(task), out=str(self.stage_dir(task, FULL_SEARCH)))
+
     def task_content(self, task: str) -> dict[str, Any]:
         """What of ``task`` changes results (its spec and data files' checksums), read once per experiment."""
         if task not in self._contents:
@@ -143,7 +149,10 @@ class Experiment:
         rerank = self.rerank_config(task)
         reranked = key_of({"rerank": {**defining(rerank, ("out", "candidates")), "demos": settings_key(rerank.demos)},
                          "candidates": candidates})
-        return {"candidates": candidates, "reranked": reranked}
+        # pgra_full's search of the whole corpus: the reranker's settings but k, over the same candidates' queries
+        full = key_of({"full_search": {**defining(rerank, ("out", "candidates", "k")),
+                                       "demos": settings_key(rerank.demos)}, "candidates": candidates})
+        return {"candidates": candidates, "reranked": reranked, FULL_SEARCH: full}
 
     def stage_done(self, task: str, stage: str) -> bool:
         return finished_with(self.stage_dir(task, stage), STAGE_KEY_FILE, self.stage_keys(task)[stage])
@@ -154,17 +163,20 @@ class Experiment:
         return any(get_method(m).data == "reranked" for m in self.cfg.methods)
 
     def stages_needed(self) -> list[str]:
-        """The stages every task builds: ``candidates``, and ``reranked`` when a method reads it."""
-        return ["candidates"] + (["reranked"] if self.needs_reranking else [])
+        """The stages every task builds: ``candidates``, and ``reranked`` / ``full_search`` when a method reads it."""
+        read = {get_method(m).data for m in self.cfg.methods}
+        return ["candidates"] + [s for s in ("reranked", FULL_SEARCH) if s in read]
 
     def build_stage(self, task: str, stage: str, ctx) -> None:
         """Run one stage of ``task`` (every rank of ``ctx`` together), recording its cost and key
         (:func:`~pgra.experiment.reuse.reuse_or_run`: reused when it finished with the same key)."""
+        from ..rerank.full_search import full_search
         from ..rerank.reranker import rerank
         from ..retrieval.retrieve import retrieve
 
         run, make_cfg = {"candidates": (retrieve, self.retrieve_config),
-                         "reranked": (rerank, self.rerank_config)}[stage]
+                         "reranked": (rerank, self.rerank_config),
+                         FULL_SEARCH: (full_search, self.full_search_config)}[stage]
         _say(ctx, f"[{self._task_name(task)}] {stage}: running")
         reuse_or_run(self.stage_dir(task, stage), STAGE_KEY_FILE, self.stage_keys(task)[stage],
                      lambda: run(make_cfg(task), ctx), ctx)
@@ -174,7 +186,8 @@ class Experiment:
         settings = cell_settings(self.cfg, task, method)
         reranked = self.stage_dir(task, "reranked")
         inputs = MethodInputs(self.tasks[task], self.stage_dir(task, "candidates"),
-                              reranked if self.needs_reranking else None, settings)
+                              reranked if self.needs_reranking else None, settings,
+                              full_search=self.stage_dir(task, FULL_SEARCH) if FULL_SEARCH in self.stages_needed() else None)
         return get_method(method)(inputs)
 
     def seeds(self, task: str, method: str) -> list[int]:
@@ -194,7 +207,7 @@ class Experiment:
             keys = self.stage_keys(task)
             for name in self.cfg.methods:
                 method = self.method(task, name)
-                upstream = keys["reranked" if method.needs_reranking else "candidates"]
+                upstream = keys[method.data]
                 independent = not method.depends_on_seed()
                 for seed in self._seeds(method):
                     directory = self.cell_dir(task, name, seed)
@@ -240,7 +253,7 @@ class Experiment:
         costs = plan_costs(self, cells, workers)
         cost = {e.label: e for e in costs.stages + costs.cells}
         for task in self.cfg.tasks:
-            stages = ["candidates"] + (["reranked"] if self.needs_reranking else [])
+            stages = self.stages_needed()
             lines.append(f"  {task}: " + ", ".join(f"{s} {'done' if self.stage_done(task, s) else 'to run'}"
                                                    for s in stages))
             for s in stages:
