@@ -32,8 +32,11 @@ def all_candidates(tmp_path, corpus_txt, sky_task) -> Path:
 
     index = build_index(IndexConfig(corpus=str(corpus_txt), out=str(tmp_path / "bm25"), retriever="bm25",
                                     show_progress=False))
-    return retrieve(RetrieveConfig(task=str(sky_task), index=str(index), out=str(tmp_path / "cands"),
-                                   k=len(SENTENCES), show_progress=False))
+    out = retrieve(RetrieveConfig(task=str(sky_task), index=str(index), out=str(tmp_path / "cands"),
+                                  k=len(SENTENCES), show_progress=False))
+    for split in SPLITS:  # every input's candidates are the whole corpus
+        assert all(len(json.loads(x)["ctxs"]) == len(SENTENCES) for x in (out / f"{split}.jsonl").read_text().splitlines())
+    return out
 
 
 def _cfg(candidates, tmp_path, lm, out, cache, **kw) -> RerankConfig:
@@ -83,7 +86,7 @@ def test_after_the_pass_every_k_equals_the_per_candidate_path_without_an_lm_call
     want_rows = len(SENTENCES) if mode == "corpus" else record["evidence_rows"]
     assert record["evidence_rows"] == want_rows <= len(SENTENCES) and record["cached_before"] == 0
     assert record["texts"] == want_rows + record["queries"] and record["tokens_run"] > 0
-    for k in (2, 10, len(SENTENCES)):  # k = the whole corpus
+    for k in (3, len(SENTENCES)):  # k = the whole corpus
         lm_calls.update(calls=0, texts=0)
         got = rerank(_cfg(all_candidates, tmp_path, tiny_opt, f"k{k}", "cache", k=k))
         assert lm_calls == {"calls": 0, "texts": 0}, k  # the cache answers every row, no LM runs
