@@ -76,6 +76,10 @@ def test_the_option_stays_out_of_keys_and_records_at_its_default():
 
     assert "corpus_pass" not in to_dict(ExperimentConfig())["rerank"]
     assert to_dict(ExperimentConfig(rerank=on))["rerank"]["corpus_pass"] == "corpus"
+    from pgra.analysis.costs import stages_needed
+
+    # the cost analysis charges pgra_full its search (not the first stage it never reads), pgra as before
+    assert stages_needed("pgra_full") == ["full_search"] and stages_needed("pgra") == ["candidates", "reranked"]
 
 
 @pytest.mark.parametrize("mode", ["corpus", "candidates"])

@@ -431,7 +431,10 @@ def test_demo_and_laptop_configs_run_every_method_on_mr_and_paper_configs_train_
     from pgra.methods import METHODS
 
     root = Path(__file__).resolve().parents[1] / "configs"
-    every = sorted(m for m in METHODS if m != "icl")  # `icl` is the generic row of the three pinned strategies
+    # `icl` is the generic row of the three pinned strategies; `pgra_full` embeds the whole corpus (about 28 min
+    # in fp32 on 2 cores: bench/README), beyond the demo's time, and the laptop experiment adds it with the settings
+    # its re-run chooses (issue 40, part 4)
+    every = sorted(m for m in METHODS if m not in ("icl", "pgra_full"))
     demo = load_config(ExperimentConfig, root / "demo" / "experiment.yaml")
     assert demo.tasks == ["mr"] and sorted(demo.methods) == every and demo.retrieve.split_sizes["train"] >= 500
     assert demo.reader.freeze_encoder and demo.reader.early_stopping_patience > 0
