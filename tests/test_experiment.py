@@ -432,8 +432,11 @@ def test_demo_and_laptop_configs_run_every_method_on_mr_and_paper_configs_train_
 
     root = Path(__file__).resolve().parents[1] / "configs"
     # `icl` is the generic row of the three pinned strategies; the readers of the other rerankers (fid_upr ...) are
-    # the comparison docs/rerankers.md adds by an override (the demo keeps its time)
-    every = sorted(m for m in METHODS if m != "icl" and (METHODS[m].data != "reranked" or METHODS[m] is METHODS["pgra"]))
+    # the comparison docs/rerankers.md adds by an override (the demo keeps its time); `pgra_full` embeds the whole
+    # corpus (about 28 min in fp32 on 2 cores: bench/README), beyond the demo's time, and the laptop experiment adds
+    # it with the settings its re-run chooses (issue 40, part 4)
+    every = sorted(m for m in METHODS if m not in ("icl", "pgra_full")
+                   and (METHODS[m].data != "reranked" or METHODS[m] is METHODS["pgra"]))
     demo = load_config(ExperimentConfig, root / "demo" / "experiment.yaml")
     assert demo.tasks == ["mr"] and sorted(demo.methods) == every and demo.retrieve.split_sizes["train"] >= 500
     assert demo.reader.freeze_encoder and demo.reader.early_stopping_patience > 0

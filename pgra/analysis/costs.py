@@ -39,6 +39,8 @@ def stages_needed(method: str) -> list[str]:
     cls = get_method(method)
     from ..experiment.layout import reranked_stage
 
+    if cls.data == "full_search":  # no first stage: the search of the whole corpus only
+        return ["full_search"]
     return (["candidates"] if cls.evidence == "corpus" else []) + \
         ([reranked_stage(cls.reranker)] if cls.data == "reranked" else [])
 

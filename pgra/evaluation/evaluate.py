@@ -15,7 +15,7 @@ from ..ownership import claim_folder
 from ..predictions import score_lines
 from ..provenance import check_run_data
 
-DATA_KINDS = ("candidates", "reranked")
+DATA_KINDS = ("candidates", "reranked", "full_search")
 
 
 def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None = None, out: str | Path | None = None,

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .grid import Experiment
     from .layout import CellPlan
 
-STAGES = ("candidates", "reranked")
+STAGES = ("candidates", "reranked", "full_search")
 SPLIT_FILES = ("train.jsonl", "dev.jsonl", "test.jsonl")
 
 
@@ -229,11 +229,17 @@ def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, s
             scaled = _scaled(float(r["elapsed_s"]), f"{t}/{s}", inputs.get(task), inputs.get(t))
             if scaled:
                 return Estimate(label, scaled[0], scaled[1], _device(r))
-    if stage == "reranked" and fits is not None and candidates:
+    if stage in ("reranked", "full_search") and fits is not None and candidates:
         seconds = fits.rerank_seconds(candidates)
         if seconds is not None:
             return Estimate(label, seconds, f"{fits.rerank_source}, {candidates} candidates", fits.device)
     return Estimate(label, None, "no record of this stage, no bench fit")
+
+
+def _corpus_size(exp: Experiment) -> int | None:
+    """The sentences of the experiment's index (what ``full_search`` embeds), None before it is built."""
+    manifest = Path(exp.cfg.index.out) / "manifest.json"
+    return int(read_json(manifest).get("size") or 0) or None if manifest.exists() else None
 
 
 @dataclass
@@ -333,8 +339,9 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
         k = exp.rerank_config(t).k or exp.retrieve_config(t).k
         for stage in exp.stages_needed():
             n = inputs.get(name)
+            embedded = _corpus_size(exp) if stage == "full_search" else (n * k if n and k else None)
             stages.append(estimate_stage(name, stage, exp.stage_done(t, stage), stage_records, inputs, fits,
-                                         candidates=n * k if n and k else None))
+                                         candidates=embedded))
     estimates = []
     for c in cells:
         if c.status == "done":

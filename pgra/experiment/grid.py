@@ -46,6 +46,8 @@ from .layout import (
 )
 from .reuse import finished_with, reuse_or_run
 
+FULL_SEARCH = "full_search"  # pgra_full's stage: each input's top d of the whole corpus (pgra.rerank.corpus_pass)
+
 
 class Experiment:
     """The grid described by an :class:`ExperimentConfig`: plan it, run it."""
@@ -121,6 +123,10 @@ class Experiment:
                        out=str(self.stage_dir(task, reranked_stage(reranker))), task="", index=s.index.out,
                        show_progress=s.show_progress, reranker=reranker)
 
+    def full_search_config(self, task: str) -> RerankConfig:
+        """The rerank section's settings for ``pgra_full``'s search of the whole corpus (its own folder)."""
+        return replace(self.rerank_config(task), out=str(self.stage_dir(task, FULL_SEARCH)))
+
     def task_content(self, task: str) -> dict[str, Any]:
         """What of ``task`` changes results (its spec and data files' checksums), read once per experiment."""
         if task not in self._contents:
@@ -146,6 +152,10 @@ class Experiment:
         for name in dict.fromkeys([DEFAULT, *self.rerankers_needed()]):  # the prompt-guided key as it always was
             keys[reranked_stage(name)] = key_of({"rerank": reranker_class(name).key_settings(
                 self.rerank_config(task, name)), "candidates": candidates})
+        # pgra_full's search of the whole corpus: the prompt-guided reranker's settings but k, over the same
+        # candidates' queries
+        guided = {k: v for k, v in reranker_class(DEFAULT).key_settings(self.rerank_config(task)).items() if k != "k"}
+        keys[FULL_SEARCH] = key_of({"full_search": guided, "candidates": candidates})
         return keys
 
     def stage_done(self, task: str, stage: str) -> bool:
@@ -166,17 +176,22 @@ class Experiment:
         return [reranked_stage(r) for r in self.rerankers_needed()]
 
     def stages_needed(self) -> list[str]:
-        """The stages every task builds: ``candidates``, and each reranked stage a method reads."""
-        return ["candidates", *self.reranked_stages()]
+        """The stages every task builds: ``candidates``, each reranked stage a method reads, and ``full_search``
+        when a method reads it."""
+        full = [FULL_SEARCH] if any(get_method(m).data == FULL_SEARCH for m in self.cfg.methods) else []
+        return ["candidates", *self.reranked_stages(), *full]
 
     def build_stage(self, task: str, stage: str, ctx) -> None:
         """Run one stage of ``task`` (every rank of ``ctx`` together), recording its cost and key
         (:func:`~pgra.experiment.reuse.reuse_or_run`: reused when it finished with the same key)."""
+        from ..rerank.full_search import full_search
         from ..rerank.reranker import rerank
         from ..retrieval.retrieve import retrieve
 
         if stage == "candidates":
             run, cfg = retrieve, self.retrieve_config(task)
+        elif stage == FULL_SEARCH:
+            run, cfg = full_search, self.full_search_config(task)
         else:
             run, cfg = rerank, self.rerank_config(task, {reranked_stage(r): r for r in self.rerankers_needed()}[stage])
         _say(ctx, f"[{self._task_name(task)}] {stage}: running")
@@ -191,7 +206,9 @@ class Experiment:
         reranker = cls.reranker if cls.data == "reranked" else DEFAULT
         built = cls.data == "reranked" or DEFAULT in self.rerankers_needed()
         inputs = MethodInputs(self.tasks[task], self.stage_dir(task, "candidates"),
-                              self.stage_dir(task, reranked_stage(reranker)) if built else None, settings)
+                              self.stage_dir(task, reranked_stage(reranker)) if built else None, settings,
+                              full_search=self.stage_dir(task, FULL_SEARCH) if FULL_SEARCH in self.stages_needed()
+                              else None)
         return cls(inputs)
 
     def seeds(self, task: str, method: str) -> list[int]:
@@ -211,7 +228,7 @@ class Experiment:
             keys = self.stage_keys(task)
             for name in self.cfg.methods:
                 method = self.method(task, name)
-                upstream = keys[reranked_stage(method.reranker) if method.needs_reranking else "candidates"]
+                upstream = keys[reranked_stage(method.reranker) if method.needs_reranking else method.data]
                 independent = not method.depends_on_seed()
                 for seed in self._seeds(method):
                     directory = self.cell_dir(task, name, seed)

@@ -15,9 +15,10 @@ from .knn_vote import KnnVote, KnnVoteConfig
 from .linear_probe import LinearProbe, LinearProbeConfig
 from .no_retrieval import NoRetrieval
 from .pgra import PGRA
+from .pgra_full import PGRAFull
 
 METHODS: dict[str, type[Method]] = {
-    m.name: m for m in (NoRetrieval, FiD, PGRA, KnnVote, LinearProbe, ICL, ICLRandom, ICLKate, ICLSkillKnn,
+    m.name: m for m in (NoRetrieval, FiD, PGRA, PGRAFull, KnnVote, LinearProbe, ICL, ICLRandom, ICLKate, ICLSkillKnn,
                         *RERANKED_READERS)}
 # manifest kind of a fitted run -> the method class that loads it
 RUN_KINDS: dict[str, type[Method]] = {"reader": FiD, KnnVote.name: KnnVote, LinearProbe.name: LinearProbe,

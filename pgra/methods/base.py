@@ -44,6 +44,7 @@ class MethodInputs:
     candidates: Path                 # first-stage candidates of every split (``pgra retrieve``)
     reranked: Path | None            # the reranked candidates (``pgra rerank``); None when not built
     settings: MethodSettings         # the cell's ExperimentConfig (reader, index, knn_vote ... sections)
+    full_search: Path | None = None  # each input's top d of the whole corpus (pgra_full); None when not built
 
 
 @dataclass
@@ -61,8 +62,8 @@ class Method(ABC):
     """One compared method. Subclasses set ``name``, ``data`` and implement ``fit`` and ``load``.
 
     ``data`` names the task folder whose records the method predicts: ``candidates`` (first-stage top-k per
-    input) or ``reranked`` (the top-d of the reranker ``reranker`` names); ``needs_reranking`` makes the experiment
-    build it.
+    input), ``reranked`` (the top-d of the reranker ``reranker`` names) or ``full_search`` (the top-d of the whole
+    corpus under the prompt-guided reranker's prompt); the experiment builds the folders its methods read.
     """
 
     name: ClassVar[str]
@@ -85,7 +86,8 @@ class Method(ABC):
     @property
     def data_dir(self) -> Path:
         """The folder whose ``{split}.jsonl`` this method trains on and predicts."""
-        folder = self.inputs.reranked if self.needs_reranking else self.inputs.candidates
+        folder = {"reranked": self.inputs.reranked, "full_search": self.inputs.full_search}.get(
+            self.data, self.inputs.candidates)
         if folder is None:
             raise ValueError(f"method {self.name} needs the reranked candidates, which were not built")
         return folder

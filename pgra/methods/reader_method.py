@@ -68,7 +68,7 @@ class ReaderMethod(Method):
         if not init_distributed().is_main:  # the main process wrote the metrics and predictions
             return FitResult()
         result = reader_fit_result(out, self.inputs.task.metric, ["dev", cfg.test_split])
-        if self.needs_reranking:  # the LM work behind the evidence: what the rerank stage ran
+        if self.data != "candidates":  # the LM work behind the evidence: what the rerank (or search) stage ran
             from ..rerank.stage import reranked_cost
 
             result.cost = {**reranked_cost(read_json(self.data_dir / MANIFEST)).as_dict(), "shared_by_seeds": True}

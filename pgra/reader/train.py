@@ -63,7 +63,7 @@ from .encoded import EncodedInputs
 from .fid import FiDReader, load_tokenizer
 from .predict import Predictions, predict_records, prediction_lines, score_predictions
 
-DATA_KINDS = ("reranked", "candidates")  # `pgra rerank` or `pgra retrieve` folders
+DATA_KINDS = ("reranked", "candidates", "full_search")  # `pgra rerank`, `pgra retrieve` or pgra_full's search
 
 
 def batch_seed(seed: int, position: int) -> int:

@@ -17,6 +17,8 @@ from ..causal_lm import lm_config
 from ..config import SEED_MAX, option
 from ..selection.base import SelectorSettings
 
+CORPUS_PASSES = ("off", "candidates", "corpus")  # what the corpus pass embeds (pgra.rerank.corpus_pass)
+
 
 @dataclass
 class _Prompting:
@@ -47,6 +49,10 @@ class PromptGuidedConfig(lm_config(max_tokens_per_batch=16384, max_batch_size=64
     (:class:`pgra.causal_lm.LMConfig`, shared with in-context learning), then the stage's own options."""
 
     chunk_size: int = option(1024, cosmetic=True, min=1, help="texts embedded between cache writes (resume granularity)")
+    corpus_pass: str = option("off", choices=CORPUS_PASSES, cosmetic=True, record_default=False,
+                              help="embed up front, once per prompt: candidates = every split's retrieved candidates "
+                                   "and queries (then any k up to the retrieved one runs no LM), corpus = every "
+                                   "corpus sentence too (any k, pgra_full); off = only what this k reads")
     trust_remote_code: bool = option(False, help="allow the LM's own code (off: never run hub code)")
     show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")
 

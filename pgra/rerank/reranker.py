@@ -26,9 +26,9 @@ import numpy as np
 
 from ..artifacts import MANIFEST, check_disjoint, file_record, write_json, write_manifest
 from ..config import check_config, to_dict
+from ..corpus import CorpusStore
 from ..distributed import DistContext, gather_objects, init_distributed, main_computes
 from ..errors import InputError
-from ..faults import fault_point
 from ..interchange import write_records
 from ..lock import locks_output
 from ..progress import progress
@@ -38,38 +38,17 @@ from ..selection import get_selector
 from ..selection.base import with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
 from .base import DEFAULT, reranker_class
-from .cache import EmbeddingCache
 from .config import RerankConfig
 from .core import RERANKED_KIND, Reranker, evidence_cache_key, prompt_key
+from .corpus_pass import embed_rows as _embed_rows
+from .corpus_pass import open_cache as _open_cache
+from .corpus_pass import query_caches_of, run_corpus_pass
 from .prompts import demo_prefix, render_demo
-from .stage import load_split, open_corpus, run_stage
+from .stage import load_split as _load_split
+from .stage import open_corpus, run_stage
 from .stage import reranked_cost as reranked_cost  # re-exported: its home is pgra.rerank.stage
 
-_open_corpus, _load_split = open_corpus, load_split  # (their homes: pgra.rerank.stage)
-
-
-def _embed_rows(reranker: Reranker, cache: EmbeddingCache, rows: np.ndarray, texts_of, demos: list[Example],
-                cfg: RerankConfig, ctx: DistContext, desc: str, missing: np.ndarray | None = None) -> None:
-    """Embed the missing rows of this rank's round-robin share of ``rows`` into ``cache``, chunk by chunk
-    (``missing``: what :meth:`EmbeddingCache.missing` already returned for ``rows``, so as not to read them twice)."""
-    share = rows[ctx.rank::ctx.world_size]  # shard first: other ranks are already writing their shares
-    mine = cache.missing(share) if missing is None else np.intersect1d(share, missing)
-    show = cfg.show_progress and ctx.is_main
-    n_chunks = (len(mine) + cfg.chunk_size - 1) // cfg.chunk_size
-    for c, start in enumerate(range(0, len(mine), cfg.chunk_size)):
-        chunk = mine[start:start + cfg.chunk_size]
-        vecs = reranker.embed(texts_of(chunk), demos, show_progress=show,
-                              desc=f"{desc} (chunk {c + 1}/{n_chunks}, {len(mine)} texts)")
-        cache.put(chunk, vecs)
-        fault_point("rerank.chunk")
-
-
-def _open_cache(ctx: DistContext, root: str, key: dict[str, Any], size: int, dim: int) -> EmbeddingCache:
-    """Rank 0 creates the cache folder; the others open it after a barrier."""
-    if ctx.is_main:
-        EmbeddingCache(root, key, size, dim)
-    ctx.barrier()
-    return EmbeddingCache(root, key, size, dim, create=False, report=ctx.is_main)
+_open_corpus = open_corpus  # (its home: pgra.rerank.stage)
 
 
 def demo_records(demos: list[Example]) -> list[dict[str, Any]]:
@@ -89,15 +68,7 @@ def _shared_prompt(cfg, ctx, task, store, cand, data, splits, reranker, demos):
     missing = evidence.missing(all_rows)  # reads every marked row once (damaged rows count as missing)
     hits_before = len(all_rows) - len(missing)
     _embed_rows(reranker, evidence, all_rows, store.texts, demos, cfg, ctx, "evidence", missing)
-    query_caches = {}
-    for split in splits:
-        texts = [r["text"] for r in data[split]]
-        qkey = {**base_key, "rows": f"queries:{split}",
-                "texts": hashlib.sha256("\x00".join(texts).encode()).hexdigest()}
-        qc = _open_cache(ctx, cfg.cache_dir, qkey, len(texts), embedder.dim)
-        _embed_rows(reranker, qc, np.arange(len(texts)), lambda rows, t=texts: [t[i] for i in rows], demos, cfg, ctx,
-                    f"queries ({split})")
-        query_caches[split] = qc
+    query_caches = query_caches_of(cfg, ctx, task, data, splits, reranker, demos)
 
     def vectors(split: str, qi: int) -> tuple[np.ndarray, np.ndarray]:
         return query_caches[split].get(np.array([qi]))[0], evidence.get(rows_of[split][qi])
@@ -172,6 +143,25 @@ def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[
             "cost": asdict(selector.cost)}
 
 
+def stage_inputs(cfg: RerankConfig) -> tuple[dict[str, Any], TaskSpec, CorpusStore, dict[str, list[dict[str, Any]]],
+                                              list[str]]:
+    """What a stage over a candidates folder reads, checked: its manifest, the task, the corpus, the records of
+    train and of the requested splits (each cut to the first k candidates) and those splits."""
+    check_config(cfg)
+    if not cfg.candidates or not cfg.out:
+        raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
+    cand = read_candidates_manifest(cfg.candidates)
+    check_disjoint({"out": cfg.out}, {"index": cfg.index or cand["index"]["path"]})  # recorded with the candidates
+    task = task_from_manifest(cand, Path(cfg.candidates) / MANIFEST, cfg.task)
+    store = _open_corpus(cfg, cand)
+    cand_dir = Path(cfg.candidates)
+    if "train" not in cand["counts"]:
+        raise InputError(f"{cand_dir} has no train split to draw demonstrations from", field="splits")
+    splits = [s for s in cfg.splits if s in cand["counts"]]
+    data = {s: _load_split(cand_dir / f"{s}.jsonl", task, cfg.k) for s in dict.fromkeys(["train", *splits])}
+    return cand, task, store, data, splits
+
+
 @locks_output(kind=RERANKED_KIND)
 def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     """Rerank every requested split of a candidates folder with the reranker ``cfg.reranker`` names; returns the
@@ -179,28 +169,25 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     check_config(cfg)
     if cfg.reranker != DEFAULT:
         return run_stage(reranker_class(cfg.reranker, "rerank.reranker"), cfg, ctx)
-    if not cfg.candidates or not cfg.out:
-        raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
+    cand, task, store, data, splits = stage_inputs(cfg)
     ctx = ctx or init_distributed()
-    cand = read_candidates_manifest(cfg.candidates)
-    check_disjoint({"out": cfg.out}, {"index": cfg.index or cand["index"]["path"]})  # recorded with the candidates
-    task = task_from_manifest(cand, Path(cfg.candidates) / MANIFEST, cfg.task)
-    store = _open_corpus(cfg, cand)
     cand_dir, out = Path(cfg.candidates), Path(cfg.out)
-    if "train" not in cand["counts"]:
-        raise InputError(f"{cand_dir} has no train split to draw demonstrations from", field="splits")
-    splits = [s for s in cfg.splits if s in cand["counts"]]
-    data = {s: _load_split(cand_dir / f"{s}.jsonl", task, cfg.k) for s in dict.fromkeys(["train", *splits])}
     selection = main_computes(ctx, lambda: _select(cfg, task, cand, data, splits))
     demos, demos_of = selection["demos"], selection["demos_of"]
     reranker = Reranker.from_config(cfg, task, demos)
     embedder = reranker.embedder
+    corpus_pass = None
     if selection["per_query"]:  # never itself: the training queries keep their rows
+        if cfg.corpus_pass != "off":
+            raise InputError(f"corpus_pass {cfg.corpus_pass} needs one prompt for every text; "
+                             f"demo_selection {cfg.demo_selection} gives each query its own", field="corpus_pass")
         vectors, info = _per_query_prompts(cfg, ctx, task, store, cand, data, splits, reranker, demos_of)
         prefix = None
     else:
         demo_ids = {d.id for d in demos}
         data["train"] = [r for r in data["train"] if str(r["id"]) not in demo_ids]
+        if cfg.corpus_pass != "off":  # every row any k reads, embedded up front (then nothing below embeds)
+            corpus_pass = run_corpus_pass(cfg, ctx, task, store, cand, reranker, demos)
         vectors, info = _shared_prompt(cfg, ctx, task, store, cand, data, splits, reranker, demos)
         prefix = demo_prefix(task, demos)
     stats = gather_objects(ctx, embedder.stats.record())
@@ -236,5 +223,6 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
                        "fingerprint": folder_fingerprint(cand_dir), "index": cand["index"]},
         "config": to_dict(cfg),
         "files": {n: file_record(out / n) for n in [f"{sp}.jsonl" for sp in splits] + ["demonstrations.json"]},
+        **({"corpus_pass": corpus_pass} if corpus_pass else {}),
     })
     return out

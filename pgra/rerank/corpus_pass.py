@@ -1,0 +1,111 @@
+"""The corpus pass: every evidence sentence a task's reranking can read, embedded once under its prompt; and the
+stage's plumbing it shares (reading a candidates split, filling the keyed caches chunk by chunk over ranks).
+
+``rerank.corpus_pass`` (``pgra rerank --corpus-pass``): ``candidates`` embeds the union of every split's retrieved
+candidates (all k of them, every split of the candidates folder) and every split's queries; ``corpus`` embeds every
+corpus sentence as well. The rows go into the same keyed evidence and query caches the per-candidate path fills
+(:mod:`pgra.rerank.reranker`), split over ranks, chunk by chunk (a killed pass resumes from its last chunk), with
+one progress line and its ETA. After it, reranking at any k up to the retrieved one (``corpus``: any retrieval,
+any k) reads the caches and runs no LM. The union of candidates is never larger than the corpus; ``corpus`` is
+for what the candidates cannot cover: a later retrieval at a larger k, and ``pgra_full``.
+
+``pgra_full``'s stage (:mod:`pgra.rerank.full_search`) searches the corpus pass's vectors of every corpus sentence
+with each input's prompted embedding: the reranker at k = the corpus, without a first stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..corpus import CorpusStore
+from ..distributed import DistContext, gather_objects
+from ..faults import fault_point
+from ..progress import progress
+from ..tasks import Example, TaskSpec
+from .cache import EmbeddingCache
+from .config import RerankConfig
+from .core import Reranker, evidence_cache_key, prompt_key
+from .stage import load_split
+
+
+def embed_rows(reranker: Reranker, cache: EmbeddingCache, rows: np.ndarray, texts_of, demos: list[Example],
+               cfg: RerankConfig, ctx: DistContext, desc: str, missing: np.ndarray | None = None) -> None:
+    """Embed the missing rows of this rank's round-robin share of ``rows`` into ``cache``, chunk by chunk
+    (``missing``: what :meth:`EmbeddingCache.missing` already returned for ``rows``, so as not to read them twice)."""
+    share = rows[ctx.rank::ctx.world_size]  # shard first: other ranks are already writing their shares
+    mine = cache.missing(share) if missing is None else np.intersect1d(share, missing)
+    show = cfg.show_progress and ctx.is_main
+    n_chunks = (len(mine) + cfg.chunk_size - 1) // cfg.chunk_size
+    # one line for the whole share, its ETA from the chunks done (each chunk's own bar would time one chunk)
+    bar = progress(total=len(mine), desc=f"{desc} ({n_chunks} chunks)", unit=" texts", disable=not show)
+    for start in range(0, len(mine), cfg.chunk_size):
+        chunk = mine[start:start + cfg.chunk_size]
+        vecs = reranker.embed(texts_of(chunk), demos)
+        cache.put(chunk, vecs)
+        bar.update(len(chunk))
+        fault_point("rerank.chunk")
+    bar.close()
+
+
+def open_cache(ctx: DistContext, root: str, key: dict[str, Any], size: int, dim: int) -> EmbeddingCache:
+    """Rank 0 creates the cache folder; the others open it after a barrier."""
+    if ctx.is_main:
+        EmbeddingCache(root, key, size, dim)
+    ctx.barrier()
+    return EmbeddingCache(root, key, size, dim, create=False, report=ctx.is_main)
+
+
+def query_caches_of(cfg: RerankConfig, ctx: DistContext, task: TaskSpec, data: dict[str, list[dict[str, Any]]],
+                    splits: list[str], reranker: Reranker, demos: list[Example]) -> dict[str, EmbeddingCache]:
+    """Each split's query cache under the shared prompt (keyed by the split's texts), its missing rows embedded."""
+    base_key = prompt_key(reranker.embedder, cfg.lm, task, demos)
+    caches = {}
+    for split in splits:
+        texts = [r["text"] for r in data[split]]
+        qkey = {**base_key, "rows": f"queries:{split}",
+                "texts": hashlib.sha256("\x00".join(texts).encode()).hexdigest()}
+        qc = open_cache(ctx, cfg.cache_dir, qkey, len(texts), reranker.embedder.dim)
+        embed_rows(reranker, qc, np.arange(len(texts)), lambda rows, t=texts: [t[i] for i in rows], demos, cfg, ctx,
+                   f"queries ({split})")
+        caches[split] = qc
+    return caches
+
+
+def pass_rows(mode: str, store: CorpusStore, data: dict[str, list[dict[str, Any]]]) -> np.ndarray:
+    """The corpus rows a pass of ``mode`` embeds: every row (``corpus``) or every candidate of ``data``'s splits."""
+    if mode == "corpus":
+        return np.arange(len(store), dtype=np.int64)
+    rows = [store.position(c["id"]) for recs in data.values() for r in recs for c in r["ctxs"]]
+    return np.unique(np.asarray(rows, dtype=np.int64))
+
+
+def run_corpus_pass(cfg: RerankConfig, ctx: DistContext, task: TaskSpec, store: CorpusStore, cand: dict[str, Any],
+                    reranker: Reranker, demos: list[Example]) -> dict[str, Any]:
+    """Embed the evidence rows of ``cfg.corpus_pass`` and every split's queries under the shared prompt of
+    ``demos`` into the caches (what is cached already is read, not embedded); returns the pass's record: what it
+    covered and the LM work it ran, summed over ranks (``texts``, ``tokens_run``)."""
+    start, before = time.time(), reranker.embedder.stats.record()
+    folder = Path(cfg.candidates)
+    data = {s: load_split(folder / f"{s}.jsonl", task, 0) for s in cand["counts"]}  # every k, every split
+    demo_ids = {d.id for d in demos}
+    if "train" in data:  # the demonstrations are no training queries (as in the stage)
+        data["train"] = [r for r in data["train"] if str(r["id"]) not in demo_ids]
+    rows = pass_rows(cfg.corpus_pass, store, data)
+    key = evidence_cache_key(prompt_key(reranker.embedder, cfg.lm, task, demos), cand["index"]["corpus_content_sha256"])
+    evidence = open_cache(ctx, cfg.cache_dir, key, len(store), reranker.embedder.dim)
+    missing = evidence.missing(rows)
+    embed_rows(reranker, evidence, rows, store.texts, demos, cfg, ctx, f"corpus pass ({cfg.corpus_pass})", missing)
+    query_caches_of(cfg, ctx, task, data, list(data), reranker, demos)
+    after = reranker.embedder.stats.record()
+    spent = gather_objects(ctx, {k: after[k] - before[k] for k in ("texts", "tokens_run")})
+    return {"mode": cfg.corpus_pass, "evidence_rows": int(len(rows)), "cached_before": int(len(rows) - len(missing)),
+            "queries": int(sum(len(r) for r in data.values())), "texts": sum(s["texts"] for s in spent),
+            "tokens_run": sum(s["tokens_run"] for s in spent), "seconds": round(time.time() - start, 1)}
+
+
+__all__ = ["embed_rows", "load_split", "open_cache", "pass_rows", "query_caches_of", "run_corpus_pass"]
