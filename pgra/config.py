@@ -8,6 +8,7 @@ relative to itself) whose keys it overrides.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import math
@@ -35,7 +36,7 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
            positional: bool = False, append: bool = False, metavar: str | None = None,
            min: float | None = None, max: float | None = None, above: float | None = None,
            exists: str | None = None, unique: bool = False, io: str | None = None,
-           path_segment: bool | str = False, cosmetic: bool = False, omit_default: bool = False) -> Any:
+           path_segment: bool | str = False, cosmetic: bool = False, omit_default: bool | str = False) -> Any:
     """A config field together with its command-line declaration.
 
     ``choices``: allowed values (a tuple, or a zero-argument callable reading a registry), checked when a
@@ -59,7 +60,9 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     changes a result (progress bars, the device, a batch size that only trades memory for time, a cache folder):
     :func:`result_settings` leaves it out, so every key of a stage, cell or checkpoint ignores it.
     ``omit_default``: the field changes a result but :func:`result_settings` leaves it out while it holds its
-    default, so adding a setting (whose default does what the code did before) keeps every existing key valid.
+    default, so adding a setting (whose default does what the code did before) keeps every existing key valid;
+    ``omit_default="everywhere"``: so do the records of a config (manifests, ``cell.json``) and the keys that hash
+    nested settings (:func:`recorded_settings`), so those stay as they were too.
 
         @dataclass
         class SearchConfig:
@@ -84,6 +87,31 @@ def result_settings(cfg: Any, without: tuple[str, ...] = ()) -> dict[str, Any]:
     left_out = {f.name for f in fields if f.metadata.get("cosmetic")}
     left_out |= {f.name for f in fields if f.metadata.get("omit_default") and getattr(cfg, f.name) == f.default}
     return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in left_out and k not in without}
+
+
+def recorded_settings(cfg: Any, cosmetic: bool = True) -> dict[str, Any]:
+    """``dataclasses.asdict(cfg)`` with nested configs, less every field declared
+    ``option(omit_default="everywhere")`` while it holds its default (and, with ``cosmetic=False``, less the
+    cosmetic fields): what a manifest records and a build key hashes, so an option added with a default that does
+    what the code did before leaves both as they were."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if (f.metadata.get("omit_default") == "everywhere" and value == f.default) or \
+                (not cosmetic and f.metadata.get("cosmetic")):
+            continue
+        out[f.name] = _recorded_value(value, cosmetic)
+    return out
+
+
+def _recorded_value(value: Any, cosmetic: bool) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return recorded_settings(value, cosmetic)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_recorded_value(v, cosmetic) for v in value)
+    if isinstance(value, dict):
+        return type(value)((k, _recorded_value(v, cosmetic)) for k, v in value.items())
+    return copy.deepcopy(value)
 
 
 def resolve_values(spec: Any) -> list[Any] | None:
