@@ -18,6 +18,15 @@ from pgra.retrieval.dense_retriever import DenseConfig
 from pgra.retrieval.shards import VectorShards
 
 
+@pytest.fixture(autouse=True)
+def _one_faiss_thread():
+    """faiss's OpenMP threads on tiny data only contend with each other (and on a shared machine, with others)."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(before)
+
+
 def _unit(n: int, d: int, seed: int) -> np.ndarray:
     x = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)
@@ -186,3 +195,49 @@ def test_a_bounded_build_searches_as_the_in_memory_one(corpus_txt, tmp_path, tin
                  faiss=FaissParams(nlist=2, nprobe=2))
     assert (ivf / IVFDATA_FILE).exists()
     np.testing.assert_array_equal(Index(ivf).search(queries, 9)[1], want[1])  # every cell probed: exact
+
+
+def _clustered(n: int, d: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((20, d))
+    x = (centres[rng.integers(0, 20, n)] + 0.3 * rng.standard_normal((n, d))).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_a_compressed_index_records_its_recall_and_rescoring_raises_it(tmp_path):
+    from pgra.retrieval.shards import search_index
+
+    base = _clustered(800, 32, 8)
+    params = FaissParams(nlist=8, nprobe=8, pq_m=4, pq_nbits=5, recall_queries=100, recall_k=20)
+    _, files, plain = _write(tmp_path / "pq", base, index_type="ivfpq", faiss=params)
+    assert set(files) == {FAISS_FILE} and 0.3 < plain["recall"]["recall"] < 0.95
+    assert plain["recall"]["k"] == 20 and plain["recall"]["queries"] == 100
+    out, files, rescored = _write(tmp_path / "rescored", base, index_type="ivfpq", faiss=params, rescore=4)
+    assert rescored["recall"]["recall"] >= 0.95 > plain["recall"]["recall"]
+    assert f"vectors/{shard_name(0)}" in files  # kept for re-scoring
+    index = load_faiss(out / FAISS_FILE, params)
+    stored = VectorShards([out / name for name in rescored["vectors"]["shards"]])
+    scores, ids = search_index(index, base[:5], 10, stored, 4)
+    np.testing.assert_allclose(scores, np.einsum("qd,qkd->qk", base[:5], base[ids]), atol=1e-6)  # exact scores
+    sq8 = _write(tmp_path / "sq8", base, index_type="ivfsq8", faiss=params)[2]
+    assert sq8["recall"]["recall"] >= 0.9
+
+
+def test_an_index_below_its_recall_floor_is_refused(tmp_path):
+    from pgra.errors import InputError
+
+    params = FaissParams(nlist=16, nprobe=1, recall_queries=50, recall_k=10, min_recall=0.99)
+    with pytest.raises(InputError, match="below min_recall 0.99") as e:
+        _write(tmp_path, _unit(600, 16, 9), index_type="ivf", faiss=params)
+    assert e.value.field == "dense.faiss.min_recall"
+
+
+def test_opq_and_the_pq_defaults(tmp_path):
+    assert FaissParams().pq_subquantizers(384) == 48 and FaissParams().pq_subquantizers(30) == 3
+    with pytest.raises(Exception, match="does not divide"):
+        FaissParams(pq_m=5).pq_subquantizers(32)
+    params = FaissParams(nlist=4, pq_m=4, pq_nbits=4, opq=True, recall_queries=50, recall_k=10)
+    out, _, fields = _write(tmp_path, _clustered(300, 16, 10), index_type="ivfpq", faiss=params,
+                            bounded_memory=True)
+    index = load_faiss(out / FAISS_FILE, params, on_disk=True)
+    assert isinstance(index, faiss.IndexPreTransform) and fields["recall"]["recall"] > 0.3

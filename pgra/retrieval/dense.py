@@ -48,6 +48,8 @@ class FaissParams:
                                  help="approximate indexes: corpus sentences (a seeded sample) searched at build "
                                       "time to record recall@k against exact search in the manifest; 0 = none")
     recall_k: int = option(150, min=1, cosmetic=True, omit_default="everywhere", help="the k of the recorded recall@k")
+    min_recall: float = option(0.0, min=0, max=1, cosmetic=True, omit_default="everywhere",
+                               help="refuse to finish an approximate index whose recorded recall@k is lower")
 
     def pq_subquantizers(self, dim: int) -> int:
         """The ``pq_m`` used at dimension ``dim`` (its value, or the largest divisor of dim up to dim/8)."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..artifacts import atomic_path, file_record
-from ..errors import IncompleteArtifactError
+from ..errors import IncompleteArtifactError, InputError
 from .dense import IVF_TYPES, build_faiss, empty_index, import_faiss, save_faiss, train_index, train_positions
 from .shards import VectorShards, held_out_recall, search_index
 
@@ -63,9 +63,14 @@ def write_dense_index(d: DenseConfig, n: int, build_dir: Path, out: Path, show: 
             stored = shards if d.rescore else None
             fields["recall"] = held_out_recall(lambda q, k: search_index(index, q, k, stored, d.rescore), shards,
                                                d.faiss.recall_queries, d.faiss.recall_k, d.faiss.seed)
+            r = fields["recall"]
             if show:
-                r = fields["recall"]
                 print(f"recall@{r['k']} against exact search: {r['recall']:.4f} ({r['queries']} held-out queries)")
+            if r["recall"] < d.faiss.min_recall:
+                raise InputError(f"the '{d.index_type}' index finds {r['recall']:.4f} of the exact top {r['k']} "
+                                 f"(held-out corpus sentences), below min_recall {d.faiss.min_recall}: probe more "
+                                 "cells (nprobe), compress less (pq_m, pq_nbits) or re-score (dense.rescore)",
+                                 field="dense.faiss.min_recall")
     if sharded_flat or d.rescore:
         target = out / VECTORS_DIR
         shutil.rmtree(target, ignore_errors=True)
