@@ -241,3 +241,25 @@ def test_opq_and_the_pq_defaults(tmp_path):
                             bounded_memory=True)
     index = load_faiss(out / FAISS_FILE, params, on_disk=True)
     assert isinstance(index, faiss.IndexPreTransform) and fields["recall"]["recall"] > 0.3
+
+
+@pytest.mark.parametrize("kind", ["flat", "ivf", "ivfsq8"])
+def test_a_memory_mapped_index_searches_as_the_loaded_one(tmp_path, kind):
+    params = FaissParams(nlist=8, nprobe=4, recall_queries=0)
+    base, queries = _unit(3000, 64, 11), _unit(10, 64, 12)
+    out, files, _ = _write(tmp_path, base, index_type=kind, faiss=params)
+    assert set(files) == {FAISS_FILE}  # today's single-file layout
+    loaded = load_faiss(out / FAISS_FILE, params)
+    mapped = load_faiss(out / FAISS_FILE, params, mmap=True)
+    want, got = loaded.search(queries, 10), mapped.search(queries, 10)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_the_mmap_option_is_read_from_the_manifest_and_overridden_by_the_caller(corpus_txt, tmp_path, tiny_bert):
+    from pgra.retrieval.index import Index
+
+    out = _build(corpus_txt, tmp_path / "idx", tiny_bert, bounded_memory=True, mmap=True)
+    assert json.loads((out / "manifest.json").read_text())["config"]["dense"]["mmap"] is True
+    assert isinstance(Index(out).searcher.vectors.arrays[0], np.memmap)
+    assert not isinstance(Index(out, mmap=False).searcher.vectors.arrays[0], np.memmap)
