@@ -263,3 +263,85 @@ def test_the_mmap_option_is_read_from_the_manifest_and_overridden_by_the_caller(
     assert json.loads((out / "manifest.json").read_text())["config"]["dense"]["mmap"] is True
     assert isinstance(Index(out).searcher.vectors.arrays[0], np.memmap)
     assert not isinstance(Index(out, mmap=False).searcher.vectors.arrays[0], np.memmap)
+
+
+class _FakeGpuFaiss:
+    """The faiss calls a GPU search makes, recorded (no GPU here)."""
+
+    METRIC_INNER_PRODUCT = 0
+    IO_FLAG_ONDISK_SAME_DIR, IO_FLAG_MMAP, IO_FLAG_MMAP_IFC = 4, 8, 512
+    IndexHNSW = type("IndexHNSW", (), {})
+    StandardGpuResources = type("StandardGpuResources", (), {})
+
+    class GpuMultipleClonerOptions:
+        shard = False
+
+    def __init__(self, n_gpus: int) -> None:
+        self.n_gpus, self.calls = n_gpus, []
+
+    def get_num_gpus(self) -> int:
+        return self.n_gpus
+
+    def read_index(self, path, flags=0):
+        self.calls.append(("read_index", flags))
+        return "cpu-index"
+
+    def try_extract_index_ivf(self, index):
+        return None
+
+    def index_cpu_to_gpu(self, resources, device, index):
+        self.calls.append(("index_cpu_to_gpu", device, index))
+        return f"gpu{device}"
+
+    def index_cpu_to_gpus_list(self, index, co=None, gpus=None):
+        self.calls.append(("index_cpu_to_gpus_list", index, co.shard, list(gpus)))
+        return "sharded"
+
+
+@pytest.mark.parametrize("env,call", [
+    ({}, ("index_cpu_to_gpus_list", "cpu-index", True, [0, 1, 2])),  # one process: split over every GPU
+    ({"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, ("index_cpu_to_gpu", 1, "cpu-index")),  # a rank: its own GPU
+    ({"LOCAL_RANK": "4", "LOCAL_WORLD_SIZE": "8"}, ("index_cpu_to_gpu", 1, "cpu-index")),
+])
+def test_a_loaded_index_is_split_over_the_nodes_gpus_or_put_on_the_ranks_own(monkeypatch, env, call):
+    from pgra.retrieval import dense
+
+    fake = _FakeGpuFaiss(3)
+    monkeypatch.setattr(dense, "import_faiss", lambda: fake)
+    for name in ("LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    dense.load_faiss("index.faiss", use_gpu=True)
+    assert fake.calls == [("read_index", 0), call]
+    fake.calls.clear()
+    assert dense.load_faiss("index.faiss", use_gpu=True, mmap=True) == "cpu-index"  # mapped: searched on CPU
+    assert fake.calls == [("read_index", 512)]
+
+
+@pytest.mark.distributed
+def test_two_ranks_each_holding_half_the_index_retrieve_as_one_process(corpus_txt, tmp_path, tiny_bert, sky_task):
+    """`torchrun` (gloo, 2 processes): each rank searches its own vector shards, the top-k merged across ranks."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import launch_failure
+
+    index = _build(corpus_txt, tmp_path / "idx", tiny_bert, bounded_memory=True)
+    assert len(json.loads((index / "manifest.json").read_text())["vectors"]["shards"]) >= 3
+    root = Path(__file__).resolve().parents[1]
+    args = [str(root / "scripts" / "retrieve.py"), "--task", str(sky_task), "--index", str(index), "-k", "10",
+            "--no-show-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # the same float rounding in both runs' encoders
+    for cmd in ([sys.executable, *args, "--out", str(tmp_path / "one")],
+                [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args,
+                 "--out", str(tmp_path / "two"), "--split-index-over-ranks"]):
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, launch_failure(proc)
+    one = tmp_path / "one"
+    for split in ("train", "dev", "test"):
+        assert (tmp_path / "two" / f"{split}.jsonl").read_text() == (one / f"{split}.jsonl").read_text()
+    manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
+    assert manifest["config"]["split_index_over_ranks"] is True
+    assert "split_index_over_ranks" not in json.loads((one / "manifest.json").read_text())["config"]
