@@ -195,6 +195,12 @@ def test_a_bounded_build_searches_as_the_in_memory_one(corpus_txt, tmp_path, tin
                  faiss=FaissParams(nlist=2, nprobe=2))
     assert (ivf / IVFDATA_FILE).exists()
     np.testing.assert_array_equal(Index(ivf).search(queries, 9)[1], want[1])  # every cell probed: exact
+    from pgra.retrieval.dense_retriever import DenseRetriever
+
+    manifest = json.loads((ivf / "manifest.json").read_text())
+    assert manifest["recall"]["recall"] == 1.0  # every cell probed
+    assert "recall@" in DenseRetriever.describe(manifest) and "recall" not in DenseRetriever.describe(
+        json.loads((tmp_path / "plain" / "manifest.json").read_text()))
 
 
 def _clustered(n: int, d: int, seed: int) -> np.ndarray:

@@ -190,7 +190,9 @@ class DenseRetriever(Retriever):
     @classmethod
     def describe(cls, manifest: dict[str, Any]) -> str:
         m = manifest
-        return f"{m['encoder']} ({m['pooler']}), dim {m['dim']}, {m['index_type']}"
+        recall = m.get("recall")  # an approximate index's, measured at build time
+        measured = f", recall@{recall['k']} {recall['recall']:.3f} against exact" if recall else ""
+        return f"{m['encoder']} ({m['pooler']}), dim {m['dim']}, {m['index_type']}{measured}"
 
     @classmethod
     def encoder_of(cls, record: dict[str, Any]) -> tuple[str, str | None] | None:
