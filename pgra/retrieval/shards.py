@@ -137,8 +137,13 @@ def search_index(index, queries: np.ndarray, k: int, stored: VectorShards | None
     if stored is None or factor <= 0:
         return search_faiss(index, queries, k)
     k = min(k, index.ntotal)
-    _, candidates = search_faiss(index, queries, k * factor)
-    return rescore(stored, queries, candidates, k)
+    parts = []
+    for start in range(0, len(queries), 64):  # 64 queries' candidate vectors in memory at a time
+        q = queries[start:start + 64]
+        parts.append(rescore(stored, q, search_faiss(index, q, k * factor)[1], k))
+    if not parts:
+        return search_faiss(index, queries, k)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def held_out_recall(search, shards: VectorShards, n_queries: int, k: int, seed: int) -> dict[str, float | int]:
