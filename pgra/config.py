@@ -8,6 +8,7 @@ relative to itself) whose keys it overrides.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import math
@@ -61,8 +62,9 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
     :func:`result_settings` leaves it out, so every key of a stage, cell or checkpoint ignores it.
     ``omit_default``: the field changes a result but :func:`result_settings` leaves it out while it holds its
     default, so adding a setting (whose default does what the code did before) keeps every existing key valid.
-    ``record_default=False`` (with ``omit_default``): :func:`to_dict` leaves the field out too while it holds its
-    default, so the configs recorded in manifests and ``cell.json`` stay byte-identical to those made before it.
+    ``record_default=False`` (with ``omit_default``): :func:`to_dict` / :func:`recorded_settings` leave the field
+    out too while it holds its default, so the configs recorded in manifests and ``cell.json`` (and the build keys
+    that hash nested settings) stay byte-identical to those made before it.
 
         @dataclass
         class SearchConfig:
@@ -94,6 +96,30 @@ def at_default(cfg: Any, f: dataclasses.Field) -> bool:
     default = f.default_factory() if f.default is dataclasses.MISSING and \
         f.default_factory is not dataclasses.MISSING else f.default
     return getattr(cfg, f.name) == default
+
+
+def recorded_settings(cfg: Any, cosmetic: bool = True) -> dict[str, Any]:
+    """``dataclasses.asdict(cfg)`` with nested configs, less every field declared ``option(record_default=False)``
+    while it holds its default (and, with ``cosmetic=False``, less the cosmetic fields): what a manifest records
+    (:func:`to_dict`) and a build key hashes, so an option added with a default that does what the code did before
+    leaves both as they were."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        if (f.metadata.get("record_default") is False and at_default(cfg, f)) or \
+                (not cosmetic and f.metadata.get("cosmetic")):
+            continue
+        out[f.name] = _recorded_value(getattr(cfg, f.name), cosmetic)
+    return out
+
+
+def _recorded_value(value: Any, cosmetic: bool) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return recorded_settings(value, cosmetic)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_recorded_value(v, cosmetic) for v in value)
+    if isinstance(value, dict):
+        return type(value)((k, _recorded_value(v, cosmetic)) for k, v in value.items())
+    return copy.deepcopy(value)
 
 
 def resolve_values(spec: Any) -> list[Any] | None:
@@ -315,19 +341,9 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", pref
 
 def to_dict(cfg: Any) -> dict[str, Any]:
     """A plain dict of a dataclass config (for manifests and YAML dumps), without the fields declared
-    ``option(record_default=False)`` while they hold their default (in nested sections too)."""
-    out = dataclasses.asdict(cfg)
-    _drop_unrecorded(cfg, out)
-    return out
-
-
-def _drop_unrecorded(cfg: Any, out: dict[str, Any]) -> None:
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if f.metadata.get("record_default") is False and at_default(cfg, f):
-            out.pop(f.name, None)
-        elif dataclasses.is_dataclass(value) and isinstance(out.get(f.name), dict):
-            _drop_unrecorded(value, out[f.name])
+    ``option(record_default=False)`` while they hold their default (in nested sections too):
+    :func:`recorded_settings`."""
+    return recorded_settings(cfg)
 
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:

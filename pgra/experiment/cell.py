@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import MANIFEST, library_versions, sha256_file, source_commit, write_json, write_text
-from ..config import to_dict
+from ..config import recorded_settings, to_dict
 from ..cost import merge_work, metered
 from ..interchange import read_records, write_records
 from ..methods import Method
@@ -99,7 +99,7 @@ def recorded_config(settings) -> dict[str, Any]:
     """A cell's settings as ``cell.json`` records them: all but how the grid was run (``RUNTIME_FIELDS``)."""
     from .config import RUNTIME_FIELDS
 
-    return {k: v for k, v in to_dict(settings).items() if k not in RUNTIME_FIELDS}
+    return {k: v for k, v in recorded_settings(settings).items() if k not in RUNTIME_FIELDS}
 
 
 def _trusts_code(method) -> bool:

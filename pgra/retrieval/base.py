@@ -51,10 +51,14 @@ class LoadOptions:
     device: str | None = None
     use_gpu: bool = True
     trust_remote_code: bool = False
+    mmap: bool | None = None  # search from disk (None: as the index was built to be loaded)
+    ranks: Any = None  # a DistContext whose ranks each hold a part of an index that can be split (None: all of it)
 
 
 class Searcher(ABC):
     """A built index's retriever, loaded: top-k corpus positions and scores for a batch of queries."""
+
+    spans_ranks: bool = False  # each rank holds a part: every rank must search the same queries together
 
     @abstractmethod
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:

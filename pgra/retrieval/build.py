@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from ..artifacts import (
     write_json,
     write_manifest,
 )
+from ..config import recorded_settings
 from ..corpus import CorpusStore, build_store
 from ..distributed import DistContext, init_distributed, main_computes
 from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
@@ -112,7 +112,7 @@ def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
         "kind": INDEX_KIND, "build_key": key, "retriever": cfg.retriever, "size": len(store),
         "corpus": {"source": store.meta["source"], "source_fingerprint": store.meta["source_fingerprint"],
                    "content_sha256": store.fingerprint, "size": len(store)},
-        "files": files, "config": asdict(cfg), **fields,
+        "files": files, "config": recorded_settings(cfg), **fields,
     }
     fault_point("index.manifest")
     write_manifest(out, manifest)

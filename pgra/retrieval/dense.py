@@ -1,4 +1,5 @@
-"""faiss indexes over unit vectors: exact inner product (default), IVF, HNSW; on GPU when faiss-gpu is present.
+"""faiss indexes over unit vectors: exact inner product (default), IVF, HNSW, compressed IVF (IVF-PQ with an optional
+OPQ rotation, IVF-SQ8); on GPU when faiss-gpu is present.
 
 Inner product on L2-normalised vectors is cosine similarity, and ranks exactly as the paper's L2 search does.
 faiss comes from one of pgra's extras, ``cpu`` (faiss-cpu) or ``gpu`` (faiss-gpu-cu12): both install the
@@ -21,8 +22,9 @@ from ..errors import IncompleteArtifactError, InputError
 if TYPE_CHECKING:
     import faiss
 
-IndexType = Literal["flat", "ivf", "hnsw"]
-INDEX_TYPES: tuple[str, ...] = ("flat", "ivf", "hnsw")
+IndexType = Literal["flat", "ivf", "hnsw", "ivfpq", "ivfsq8"]
+INDEX_TYPES: tuple[str, ...] = ("flat", "ivf", "hnsw", "ivfpq", "ivfsq8")
+IVF_TYPES: tuple[str, ...] = ("ivf", "ivfpq", "ivfsq8")  # trained on a sample; inverted lists mergeable on disk
 
 
 @dataclass
@@ -36,6 +38,27 @@ class FaissParams:
     ef_construction: int = option(200, min=1, help="HNSW build-time search width")
     ef_search: int = option(256, min=1, help="HNSW query-time search width")
     seed: int = option(0, min=0, max=SEED_MAX, help="seed of the IVF training sample")
+    # added later: left out of build keys and manifests while at their defaults (:func:`pgra.config.recorded_settings`)
+    pq_m: int = option(0, min=0, omit_default=True, record_default=False,
+                       help="ivfpq: sub-quantisers (bytes a vector at 8 bits); 0 = the largest divisor of the dim "
+                            "up to dim/8")
+    pq_nbits: int = option(8, min=1, max=16, omit_default=True, record_default=False, help="ivfpq: bits per sub-quantiser code")
+    opq: bool = option(False, omit_default=True, record_default=False, help="ivfpq: learn an OPQ rotation before the quantisers")
+    recall_queries: int = option(256, min=0, cosmetic=True, omit_default=True, record_default=False,
+                                 help="approximate indexes: corpus sentences (a seeded sample) searched at build "
+                                      "time to record recall@k against exact search in the manifest; 0 = none")
+    recall_k: int = option(150, min=1, cosmetic=True, omit_default=True, record_default=False, help="the k of the recorded recall@k")
+    min_recall: float = option(0.0, min=0, max=1, cosmetic=True, omit_default=True, record_default=False,
+                               help="refuse to finish an approximate index whose recorded recall@k is lower")
+
+    def pq_subquantizers(self, dim: int) -> int:
+        """The ``pq_m`` used at dimension ``dim`` (its value, or the largest divisor of dim up to dim/8)."""
+        if self.pq_m:
+            if dim % self.pq_m:
+                raise InputError(f"pq_m {self.pq_m} does not divide the vectors' dimension {dim}",
+                                 field="dense.faiss.pq_m")
+            return self.pq_m
+        return max(m for m in range(1, max(1, dim // 8) + 1) if dim % m == 0)
 
 
 def import_faiss():
@@ -76,35 +99,66 @@ def _to_gpu(index: faiss.Index, train_only: bool = False) -> faiss.Index:
     return faiss.index_cpu_to_gpus_list(index, co=options, gpus=devices)
 
 
+def ivf_nlist(n: int, params: FaissParams) -> int:
+    """IVF cells for ``n`` vectors: ``nlist``, or 4 * sqrt(N); at most N."""
+    return min(params.nlist or max(1, int(4 * np.sqrt(n))), n)
+
+
+def train_positions(n: int, params: FaissParams) -> np.ndarray | None:
+    """The sorted corpus positions of the seeded IVF training sample, or None for all ``n`` vectors."""
+    if n <= params.train_size:
+        return None
+    return np.sort(np.random.default_rng(params.seed).choice(n, params.train_size, replace=False))
+
+
+def empty_index(dim: int, n: int, index_type: str, params: FaissParams) -> faiss.Index:
+    """An untrained, empty inner-product index of ``index_type`` for ``n`` vectors of dimension ``dim``."""
+    faiss = import_faiss()
+    ip = faiss.METRIC_INNER_PRODUCT
+    if index_type == "flat":
+        return faiss.IndexFlatIP(dim)
+    if index_type == "ivf":
+        return faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_nlist(n, params), ip)
+    if index_type == "ivfsq8":
+        return faiss.index_factory(dim, f"IVF{ivf_nlist(n, params)},SQ8", ip)
+    if index_type == "ivfpq":
+        m = params.pq_subquantizers(dim)
+        rotation = f"OPQ{m}," if params.opq else ""
+        return faiss.index_factory(dim, f"{rotation}IVF{ivf_nlist(n, params)},PQ{m}x{params.pq_nbits}", ip)
+    if index_type == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, params.hnsw_m, ip)
+        index.hnsw.efConstruction = params.ef_construction
+        index.hnsw.efSearch = params.ef_search
+        return index
+    raise InputError(f"unknown index type '{index_type}', use one of {INDEX_TYPES}", field="index_type")
+
+
+def train_index(index: faiss.Index, sample: np.ndarray, params: FaissParams, use_gpu: bool = False) -> faiss.Index:
+    """``index`` trained on ``sample`` (IVF types: the coarse quantiser, on the GPU when asked and present, and the
+    codes' quantisers); its ``nprobe`` set. Other types are returned as they are."""
+    faiss = import_faiss()
+    if not isinstance(index, faiss.IndexIVF) and faiss.try_extract_index_ivf(index) is None:
+        return index
+    sample = np.ascontiguousarray(sample, dtype=np.float32)
+    if use_gpu and gpu_available() and isinstance(index, faiss.IndexIVFFlat):
+        gpu = _to_gpu(index, train_only=True)
+        gpu.train(sample)
+        index = faiss.index_gpu_to_cpu(gpu)
+    else:
+        index.train(sample)
+    faiss.extract_index_ivf(index).nprobe = params.nprobe
+    return index
+
+
 def build_faiss(vectors: np.ndarray, index_type: IndexType = "flat", params: FaissParams | None = None,
                 use_gpu: bool = False) -> faiss.Index:
-    """Build an inner-product index over ``vectors`` (float32, unit norm). Returns a CPU index."""
-    faiss = import_faiss()
+    """Build an inner-product index over ``vectors`` (float32, unit norm) held in memory. Returns a CPU index."""
     params = params or FaissParams()
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     n, dim = vectors.shape
-    if index_type == "flat":
-        index = faiss.IndexFlatIP(dim)
-    elif index_type == "ivf":
-        nlist = params.nlist or max(1, int(4 * np.sqrt(n)))
-        nlist = min(nlist, n)
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
-        rng = np.random.default_rng(params.seed)
-        sample = vectors if n <= params.train_size else vectors[np.sort(rng.choice(n, params.train_size,
-                                                                                   replace=False))]
-        if use_gpu and gpu_available():
-            gpu = _to_gpu(index, train_only=True)
-            gpu.train(sample)
-            index = faiss.index_gpu_to_cpu(gpu)
-        else:
-            index.train(sample)
-        index.nprobe = params.nprobe
-    elif index_type == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = params.ef_construction
-        index.hnsw.efSearch = params.ef_search
-    else:
-        raise InputError(f"unknown index type '{index_type}', use one of {INDEX_TYPES}", field="index_type")
+    index = empty_index(dim, n, index_type, params)
+    keep = train_positions(n, params)
+    index = train_index(index, vectors if keep is None else vectors[keep], params, use_gpu)
     index.add(vectors)
     return index
 
@@ -113,19 +167,28 @@ def save_faiss(index: faiss.Index, path: str | Path) -> None:
     import_faiss().write_index(index, str(path))
 
 
-def load_faiss(path: str | Path, params: FaissParams | None = None, use_gpu: bool = False) -> faiss.Index:
-    """Read an index file (a truncated or corrupted file raises IncompleteArtifactError naming it)."""
+def load_faiss(path: str | Path, params: FaissParams | None = None, use_gpu: bool = False,
+               mmap: bool = False, on_disk: bool = False) -> faiss.Index:
+    """Read an index file (a truncated or corrupted file raises IncompleteArtifactError naming it). ``on_disk``: an
+    IVF index merged on disk, whose lists are read from the ``.ivfdata`` file beside it (memory-mapped, wherever the
+    folder moved); ``mmap`` maps the file's own vectors or lists too instead of reading them into memory (an index
+    larger than RAM, searched on CPU)."""
     faiss = import_faiss()
+    if on_disk:
+        flags = faiss.IO_FLAG_ONDISK_SAME_DIR
+    else:
+        flags = getattr(faiss, "IO_FLAG_MMAP_IFC", faiss.IO_FLAG_MMAP) if mmap else 0  # flat codes, IVF lists
     try:
-        index = faiss.read_index(str(path))
+        index = faiss.read_index(str(path), flags)
     except RuntimeError as e:
         raise IncompleteArtifactError(f"{path}: unreadable faiss index ({str(e).splitlines()[0]})") from None
     params = params or FaissParams()
-    if isinstance(index, faiss.IndexIVF):
-        index.nprobe = params.nprobe
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is not None:
+        ivf.nprobe = params.nprobe
     if isinstance(index, faiss.IndexHNSW):
         index.hnsw.efSearch = params.ef_search
-    if use_gpu and gpu_available() and not isinstance(index, faiss.IndexHNSW):
+    if use_gpu and not mmap and gpu_available() and not isinstance(index, faiss.IndexHNSW):
         index = _to_gpu(index)
     return index
 

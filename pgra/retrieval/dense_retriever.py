@@ -1,35 +1,39 @@
 """The dense retriever: a sentence encoder (:mod:`.encoder`) + a faiss index over the corpus's unit vectors
 (:mod:`.dense`). Settings: the ``dense.*`` section of an index config.
 
-Its index folder adds ``index.faiss`` (positions 0..N-1). The corpus is encoded in fixed shards of ``shard_size``
-texts, each saved to ``.build/emb_*.npy`` when done: a killed build resumes from the finished shards, and
-``torchrun``/``accelerate launch`` ranks encode shards round-robin before rank 0 merges them, so the index is the
-same for any number of processes and any number of interruptions.
+Its index folder adds ``index.faiss`` (positions 0..N-1; with ``bounded_memory``, IVF lists merged on disk in
+``index.ivfdata``, or for ``flat`` the vector shards themselves in ``vectors/``; see :mod:`.dense_build`). The corpus
+is encoded in fixed shards of ``shard_size`` texts, each saved to ``.build/emb_*.npy`` when done: a killed build
+resumes from the finished shards, and ``torchrun``/``accelerate launch`` ranks encode shards round-robin before
+rank 0 indexes them, so the index is the same for any number of processes and any number of interruptions.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import choices
-from ..artifacts import MANIFEST, atomic_path, file_record, load_npy, model_fingerprint, save_npy
-from ..config import option
+from ..artifacts import MANIFEST, load_npy, model_fingerprint, save_npy
+from ..config import option, recorded_settings, result_settings
 from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
 from ..faults import fault_point
 from ..progress import progress
 from .base import LoadOptions, QueryEncoder, Retriever, Searcher, register_retriever
-from .dense import INDEX_TYPES, FaissParams, build_faiss, import_faiss, load_faiss, save_faiss, search_faiss
+from .dense import INDEX_TYPES, FaissParams, import_faiss, load_faiss
+from .dense_build import FAISS_FILE, IVFDATA_FILE, VECTORS_DIR, shard_name, write_dense_index
+from .shards import VectorShards, merge_over_ranks, search_index
 
 if TYPE_CHECKING:
     from ..corpus import CorpusStore
     from ..distributed import DistContext
     from .encoder import DenseEncoder
 
-FAISS_FILE = "index.faiss"
+# options added after indexes were built: in the build key (and the manifest's config) only when set
+_ADDED = ("bounded_memory", "rescore")
 
 
 @dataclass
@@ -51,6 +55,16 @@ class DenseConfig:
     shard_size: int = option(65536, flag="--shard-size", min=1, help="texts per resumable shard")
     use_gpu_faiss: bool = option(True, help="train/search faiss on the GPU when faiss-gpu is installed")
     trust_remote_code: bool = option(False, help="allow the encoder's own code (off: never run hub code)")
+    bounded_memory: bool = option(False, omit_default=True, record_default=False,
+                                  help="never hold the corpus's vectors in memory: flat keeps the encoded shards "
+                                       "as the index (searched shard by shard), IVF types add each shard into "
+                                       "lists merged on disk, hnsw adds shard by shard")
+    rescore: int = option(0, min=0, omit_default=True, record_default=False,
+                          help="re-score an approximate index's top k x rescore candidates exactly from the stored "
+                               "vectors (kept in vectors/); 0 = off")
+    mmap: bool = option(False, cosmetic=True, omit_default=True, record_default=False,
+                        help="search from disk: the faiss file and stored vectors memory-mapped, not read into RAM "
+                             "(an index larger than memory; Index(mmap=...) overrides)")
 
 
 def _encoder_path(name: str) -> str:
@@ -59,7 +73,7 @@ def _encoder_path(name: str) -> str:
 
 
 def _shard_path(build_dir: Path, i: int) -> Path:
-    return build_dir / f"emb_{i:05d}.npy"
+    return build_dir / shard_name(i)
 
 
 @register_retriever
@@ -68,8 +82,9 @@ class DenseRetriever(Retriever):
 
     name = "dense"
     cosine_scores = True
-    files = {FAISS_FILE: "an index's faiss file"}
-    work_files = ("emb_*.npy",)
+    files = {FAISS_FILE: "an index's faiss file", IVFDATA_FILE: "an index's on-disk inverted lists"}
+    parts = {VECTORS_DIR: (("emb_*.npy",), "an index's stored vectors")}
+    work_files = ("emb_*.npy", "ivf_*.index")
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
@@ -86,6 +101,9 @@ class DenseRetriever(Retriever):
             raise InputError(f"unknown index type '{d.index_type}', use one of {INDEX_TYPES}", field="index_type")
         if d.shard_size < 1:
             raise InputError("shard_size must be positive", field="dense.shard_size")
+        if d.rescore and d.index_type == "flat":
+            raise InputError("rescore re-scores an approximate index's candidates: a flat index's scores are "
+                             "exact already (use ivf, ivfpq, ivfsq8 or hnsw, or rescore 0)", field="dense.rescore")
         import_faiss()  # a missing faiss is said before the corpus is encoded
 
     def prepare(self) -> None:
@@ -100,8 +118,10 @@ class DenseRetriever(Retriever):
 
     def key_fields(self) -> dict[str, Any]:
         d = self.settings
+        added = {k: v for k, v in result_settings(d).items() if k in _ADDED}
         return {"encoder": self.encoder_fingerprint, "pooler": d.pooler, "max_length": d.max_length,
-                "index_type": d.index_type, "shard_size": d.shard_size, "faiss": asdict(d.faiss), "dtype": d.dtype}
+                "index_type": d.index_type, "shard_size": d.shard_size,
+                "faiss": recorded_settings(d.faiss, cosmetic=False), "dtype": d.dtype, **added}
 
     def build(self, store: CorpusStore, out: Path, work: Path, ctx: DistContext) -> tuple[dict[str, Any],
                                                                                          dict[str, Any]]:
@@ -109,10 +129,10 @@ class DenseRetriever(Retriever):
         ctx.barrier()
         if not ctx.is_main:
             return {}, {}
-        files, dim = self._merge_shards(store, work, out)
         d = self.settings
+        files, fields = write_dense_index(d, len(store), work, out, self.cfg.show_progress)
         return files, {"encoder": _encoder_path(d.encoder), "encoder_fingerprint": self.encoder_fingerprint,
-                       "pooler": d.pooler, "max_length": d.max_length, "index_type": d.index_type, "dim": dim}
+                       "pooler": d.pooler, "max_length": d.max_length, "index_type": d.index_type, **fields}
 
     def _encode_shards(self, store: CorpusStore, build_dir: Path, ctx: DistContext) -> None:
         """Encode this process's unfinished shards (round-robin over processes), each saved when done."""
@@ -147,21 +167,6 @@ class DenseRetriever(Retriever):
             bar.update(len(texts))
         bar.close()
 
-    def _merge_shards(self, store: CorpusStore, build_dir: Path, out: Path) -> tuple[dict[str, Any], int]:
-        """Build and save the faiss index over every shard's vectors; its file record and the vectors' dim."""
-        d = self.settings
-        n = len(store)
-        n_shards = (n + d.shard_size - 1) // d.shard_size
-        vectors = np.concatenate([load_npy(_shard_path(build_dir, i)) for i in range(n_shards)])
-        if vectors.shape[0] != n:
-            raise IncompleteArtifactError(f"{build_dir}: shards hold {vectors.shape[0]} vectors for {n} texts")
-        if self.cfg.show_progress:
-            print(f"building faiss '{d.index_type}' index over {n} x {vectors.shape[1]} vectors")
-        index = build_faiss(vectors, d.index_type, d.faiss, use_gpu=d.use_gpu_faiss)
-        with atomic_path(out / FAISS_FILE) as tmp:
-            save_faiss(index, tmp)
-        return {FAISS_FILE: file_record(out / FAISS_FILE)}, int(vectors.shape[1])
-
     def display_name(self) -> str:
         """The encoder's folder (or hub) name."""
         encoder = str(self.settings.encoder)
@@ -185,7 +190,9 @@ class DenseRetriever(Retriever):
     @classmethod
     def describe(cls, manifest: dict[str, Any]) -> str:
         m = manifest
-        return f"{m['encoder']} ({m['pooler']}), dim {m['dim']}, {m['index_type']}"
+        recall = m.get("recall")  # an approximate index's, measured at build time
+        measured = f", recall@{recall['k']} {recall['recall']:.3f} against exact" if recall else ""
+        return f"{m['encoder']} ({m['pooler']}), dim {m['dim']}, {m['index_type']}{measured}"
 
     @classmethod
     def encoder_of(cls, record: dict[str, Any]) -> tuple[str, str | None] | None:
@@ -205,12 +212,32 @@ class DenseSearcher(Searcher):
         self._encoder: DenseEncoder | None = None
         if options.encoder is not None:
             self._check_encoder(options.encoder)
-        params = FaissParams(**manifest["config"]["dense"]["faiss"])
-        self.faiss = load_faiss(directory / FAISS_FILE, params, use_gpu=options.use_gpu)
-        if self.faiss.ntotal != manifest["size"] or self.faiss.d != manifest["dim"]:
-            raise IncompleteArtifactError(f"{directory / FAISS_FILE}: holds {self.faiss.ntotal} vectors of dim "
-                                          f"{self.faiss.d}, the manifest says {manifest['size']} of dim "
-                                          f"{manifest['dim']}")
+        dense = manifest["config"]["dense"]
+        params = FaissParams(**dense["faiss"])
+        mmap = bool(dense.get("mmap", False) if options.mmap is None else options.mmap)
+        stored = manifest.get("vectors")  # the stored vector shards (a bounded flat index, or for re-scoring)
+        self.vectors = VectorShards([directory / name for name in stored["shards"]], mmap=mmap) if stored else None
+        self.rescore = int(dense.get("rescore", 0))
+        self.faiss = None
+        if FAISS_FILE in manifest["files"]:
+            self.faiss = load_faiss(directory / FAISS_FILE, params, use_gpu=options.use_gpu, mmap=mmap,
+                                    on_disk=IVFDATA_FILE in manifest["files"])
+            what, total, dim = directory / FAISS_FILE, self.faiss.ntotal, self.faiss.d
+        elif self.vectors is not None:
+            what, total, dim = directory / VECTORS_DIR, len(self.vectors), self.vectors.dim
+        else:
+            raise IncompleteArtifactError(f"{directory / MANIFEST}: records neither {FAISS_FILE} nor {VECTORS_DIR}/")
+        if total != manifest["size"] or dim != manifest["dim"]:
+            raise IncompleteArtifactError(f"{what}: holds {total} vectors of dim {dim}, the manifest says "
+                                          f"{manifest['size']} of dim {manifest['dim']}")
+        # a flat index kept as shards may be split over the ranks of a process group: each searches its own shards
+        ranks = options.ranks
+        self.ranks = ranks if self.faiss is None and ranks is not None and ranks.world_size > 1 else None
+
+    @property
+    def spans_ranks(self) -> bool:
+        """Whether every rank of the process group must search the same queries together (each holds a part)."""
+        return self.ranks is not None
 
     def _check_encoder(self, encoder: str) -> None:
         fp = model_fingerprint(encoder)
@@ -243,7 +270,20 @@ class DenseSearcher(Searcher):
         return self._encoder
 
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        return search_faiss(self.faiss, self.encoder.encode(queries), k)
+        return self.search_vectors(self.encoder.encode(queries), k)
+
+    def search_vectors(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k ``(scores, positions)`` of query vectors: the faiss index (its candidates re-scored exactly when
+        the index was built with ``rescore``), or the stored shards searched one by one (on this rank's shards
+        only, merged across ranks, when the index spans a process group)."""
+        if self.faiss is not None:
+            return search_index(self.faiss, queries, k, self.vectors, self.rescore)
+        vectors = self.vectors
+        k = min(k, len(vectors))
+        if self.ranks is None:
+            return vectors.search(queries, k)
+        mine = self.ranks.shard(len(vectors.arrays))
+        return merge_over_ranks(self.ranks, *vectors.search(queries, k, shards=mine), k)
 
 
 __all__ = ["FAISS_FILE", "DenseConfig", "DenseRetriever", "DenseSearcher"]

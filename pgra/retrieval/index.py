@@ -27,7 +27,9 @@ class Index:
 
     Checked on load against its manifest (files, encoder, corpus). The encoder runs code of its own only when
     the caller passes ``trust_remote_code=True``: the manifest's ``trust_remote_code`` never allows it (an index
-    is a shared file), and an encoder with code of its own that the index was built with is refused without it::
+    is a shared file), and an encoder with code of its own that the index was built with is refused without it.
+    ``mmap`` searches it from disk (None: as built, ``dense.mmap``); ``ranks`` (a DistContext) splits an index that
+    can be split (a flat one kept as shards) over the process group, every rank then searching the same queries::
 
         index = pgra.Index("indexes/demo-minilm")
         hits = index.search_hits(["The planet orbits the sun"], k=5)[0]
@@ -36,7 +38,7 @@ class Index:
 
     def __init__(self, directory: str | Path, encoder: str | None = None, corpus: CorpusSource | None = None,
                  verify: bool = True, device: str | None = None, use_gpu_faiss: bool = True,
-                 trust_remote_code: bool = False) -> None:
+                 trust_remote_code: bool = False, mmap: bool | None = None, ranks: Any = None) -> None:
         self.directory = Path(directory)
         self.manifest = read_manifest(self.directory, INDEX_KIND)
         for name, record in self.manifest["files"].items():
@@ -50,7 +52,7 @@ class Index:
         self.retriever: str = self.manifest["retriever"]
         # the caller's own permission: what the manifest recorded never lets an encoder run its code
         options = LoadOptions(encoder=encoder, device=device, use_gpu=use_gpu_faiss,
-                              trust_remote_code=bool(trust_remote_code))
+                              trust_remote_code=bool(trust_remote_code), mmap=mmap, ranks=ranks)
         cls = recorded_retriever(self.manifest)
         if cls is None:
             raise InputError(f"index {self.directory} was built by retriever '{self.retriever}', which is not "
@@ -65,6 +67,11 @@ class Index:
                 f"corpus {corpus.path} does not match index {self.directory}, which was built from "
                 f"{self.manifest['corpus']['source']['path']} (fingerprints {fp[:19]}... vs "
                 f"{self.manifest['corpus']['source_fingerprint'][:19]}...)")
+
+    @property
+    def spans_ranks(self) -> bool:
+        """Whether its ranks each hold a part, so that every rank must search the same queries together."""
+        return bool(getattr(self.searcher, "spans_ranks", False))
 
     @property
     def encoder(self) -> Any:

@@ -2,14 +2,16 @@
 
 Output folder: ``{split}.jsonl`` (one query a line with its k ``ctxs``) + ``manifest.json`` recording the
 index (path, build key, corpus fingerprint), the task, k and the data's provenance. Multi-process: ranks
-search round-robin shards of each split and rank 0 merges them in input order.
+search round-robin shards of each split and rank 0 merges them in input order; with ``split_index_over_ranks`` (a
+flat index built with ``dense.bounded_memory``) each rank holds a part of the index instead, every rank searches
+every query over its part and the top-k are merged across ranks (the same candidates as one process).
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Collection
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from ..artifacts import (
     write_json,
     write_manifest,
 )
-from ..config import SEED_MAX, check_config, option, to_dict
+from ..config import SEED_MAX, check_config, option, recorded_settings, to_dict
 from ..distributed import DistContext, init_distributed
 from ..errors import InputError, StaleArtifactError
 from ..faults import fault_point
@@ -63,6 +65,10 @@ class RetrieveConfig:
     device: str = option("auto", cosmetic=True, help="auto, cpu, cuda ...")
     trust_remote_code: bool = option(False, help="let the index's encoder run its own code (its manifest never can)")
     show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")
+    split_index_over_ranks: bool = option(False, cosmetic=True, omit_default=True, record_default=False,
+                                          help="multi-process: each rank holds a part of a flat index built with "
+                                               "dense.bounded_memory (its vector shards round-robin) and the top-k "
+                                               "are merged across ranks; off: each rank holds all of it")
 
 
 def _check_task_apart(out: Path, cfg: RetrieveConfig) -> None:
@@ -84,7 +90,12 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     task = get_task(cfg.task)
     check_disjoint({"out": cfg.out}, {"task": task_paths(task, cfg.data_dir)})
     data = load_task(task, cfg.data_dir, splits=tuple(cfg.splits))
-    index = Index(cfg.index, device=cfg.device, trust_remote_code=cfg.trust_remote_code)
+    index = Index(cfg.index, device=cfg.device, trust_remote_code=cfg.trust_remote_code,
+                  ranks=ctx if cfg.split_index_over_ranks else None)
+    if cfg.split_index_over_ranks and ctx.world_size > 1 and not index.spans_ranks:
+        raise InputError(f"index {cfg.index} cannot be split over ranks: only a flat index built with "
+                         "dense.bounded_memory keeps its vectors as shards", field="split_index_over_ranks")
+    qctx = DistContext() if index.spans_ranks else ctx  # who splits the queries: no one when ranks split the index
     excluded = read_excluded_ids(cfg.exclude_ids) if cfg.exclude_ids else set()  # a bad file: nothing written yet
     out = Path(cfg.out)
     if ctx.is_main:
@@ -100,7 +111,7 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
             raise InputError(f"the size of split {split} must be >= 0 (0 = all), got {n}", field="split_sizes")
         examples = subsample(data[split], n, cfg.subsample, cfg.subsample_seed)
         counts[split] = len(examples)
-        mine = list(ctx.shard(len(examples)))
+        mine = list(qctx.shard(len(examples)))
         records = []
         removed[split] = 0
         bar = progress(total=len(mine), desc=f"retrieving {split}", unit=" queries",
@@ -114,17 +125,20 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
                 records.append(example_record(ex, ctxs))
             bar.update(len(batch))
         bar.close()
-        write_records(parts / f"{split}.{ctx.rank:05d}.jsonl", records)
+        if ctx.is_main or not index.spans_ranks:  # a split index: every rank found the same, rank 0 writes
+            write_records(parts / f"{split}.{qctx.rank:05d}.jsonl", records)
         fault_point("retrieve.split")
-    write_json(parts / f"removed.{ctx.rank:05d}.json", removed)
+    if ctx.is_main or not index.spans_ranks:
+        write_json(parts / f"removed.{qctx.rank:05d}.json", removed)
     ctx.barrier()
     if not ctx.is_main:
         return out
-    removed = {split: sum(read_json(parts / f"removed.{r:05d}.json")[split] for r in range(ctx.world_size))
+    writers = qctx.world_size
+    removed = {split: sum(read_json(parts / f"removed.{r:05d}.json")[split] for r in range(writers))
                for split in cfg.splits}
     for split in cfg.splits:
-        shards = [list(read_records(parts / f"{split}.{r:05d}.jsonl")) for r in range(ctx.world_size)]
-        merged = [shards[i % ctx.world_size][i // ctx.world_size] for i in range(counts[split])]
+        shards = [list(read_records(parts / f"{split}.{r:05d}.jsonl")) for r in range(writers)]
+        merged = [shards[i % writers][i // writers] for i in range(counts[split])]
         write_records(out / f"{split}.jsonl", merged)
     shutil.rmtree(parts, ignore_errors=True)
     m = index.manifest
@@ -133,7 +147,7 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
         "index": {"path": str(Path(cfg.index).resolve()), "build_key": m["build_key"],
                   "retriever": m["retriever"], "encoder": m.get("encoder"), "pooler": m.get("pooler"),
                   "corpus_content_sha256": m["corpus"]["content_sha256"], "corpus_size": m["size"]},
-        "data_provenance": data.provenance, "config": asdict(cfg),
+        "data_provenance": data.provenance, "config": recorded_settings(cfg),
         "excluded": ({"file": str(Path(cfg.exclude_ids).resolve()), "sha256": sha256_file(cfg.exclude_ids),
                       "ids": len(excluded), "removed_from_top_k": removed} if cfg.exclude_ids else None),
         "files": {f"{split}.jsonl": file_record(out / f"{split}.jsonl") for split in cfg.splits},
