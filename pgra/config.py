@@ -98,9 +98,17 @@ def field_choices(f: dataclasses.Field) -> list[Any] | None:
     return resolve_values(f.metadata.get("choices"))
 
 
+def section_type(tp: Any) -> Any:
+    """The dataclass a section's declared type stands for: the type itself, or, for a section made from a registry
+    (a class with a ``__section__`` classmethod, e.g. :class:`pgra.selection.SelectorSettings`), the dataclass of
+    the parts registered now (a plug-in registered later is configurable like a built-in part)."""
+    made = getattr(tp, "__section__", None)
+    return made() if made is not None else tp
+
+
 def _field_types(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+    return {f.name: section_type(hints[f.name]) for f in dataclasses.fields(cls)}
 
 
 def _unknown_key(key: str, known: list[str], source: str) -> InputError:

@@ -26,7 +26,7 @@ class FakeEncoder:
 
     calls = 0
 
-    def __init__(self, settings, device=None, show_progress=False):
+    def __init__(self, settings, device=None, show_progress=False, loaded=None):
         self.encoder = type("E", (), {"fingerprint": "fake"})()
 
     def encode(self, texts, cache=True):

@@ -67,6 +67,7 @@ class DenseRetriever(Retriever):
     """A dense encoder + faiss (exact inner product on unit vectors = cosine, or IVF / HNSW)."""
 
     name = "dense"
+    options = DenseConfig
     cosine_scores = True
     files = {FAISS_FILE: "an index's faiss file"}
     work_files = ("emb_*.npy",)

@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from .. import choices
 from ..artifacts import load_npy, save_npy, write_json
+from ..config import option
 from ..errors import IncompleteArtifactError
-from .base import SelectorSettings
+
+
+@dataclass
+class EncoderOptions:
+    """The options of every strategy that embeds inputs with a sentence encoder (one shared set of options)."""
+
+    encoder: str = option("", flag="--demo-encoder",
+                          help="strategies that embed inputs (kate, skill_knn, mmr, votek, dpp, topk_cone): sentence "
+                               "encoder (name or folder); default: the index's encoder")
+    pooler: str = option("mean", flag="--demo-pooler", choices=choices.poolers,
+                         help="pooler of --demo-encoder (the index's own with the index's encoder)")
+    max_length: int = option(128, min=1, help="tokens per encoded input (of --demo-encoder)")
+    cache_dir: str = option("cache/selection", cosmetic=True, io="store",
+                            help="encoded training sets and rewrites, kept across runs")
 
 
 class CachedEncoder:
@@ -21,10 +39,16 @@ class CachedEncoder:
     encoder's files, pooler, length limit and the texts themselves.
     """
 
-    def __init__(self, settings: SelectorSettings, device: str | None = None, show_progress: bool = False) -> None:
+    def __init__(self, settings: Any, device: str | None = None, show_progress: bool = False,
+                 loaded: Any = None) -> None:
+        self.settings, self.show_progress = settings, show_progress
+        if loaded is not None and is_encoder_of(loaded, settings):
+            # the index's encoder, already loaded: its weights are used (not loaded again) at this length limit
+            self.encoder = copy.copy(loaded)
+            self.encoder.max_length = settings.max_length
+            return
         from ..retrieval.encoder import DenseEncoder
 
-        self.settings, self.show_progress = settings, show_progress
         self.encoder = DenseEncoder(settings.encoder, pooler=settings.pooler, max_length=settings.max_length,
                                     device=device)
 
@@ -53,6 +77,16 @@ class CachedEncoder:
         write_json(folder / "key.json", key)
         save_npy(path, vectors)
         return vectors
+
+
+def is_encoder_of(encoder: Any, settings: Any) -> bool:
+    """Whether a loaded :class:`~pgra.retrieval.encoder.DenseEncoder` is the model ``settings`` name (its folder
+    or name, resolved, and its pooler)."""
+    def resolved(name: str) -> str:
+        return str(Path(name).resolve()) if Path(name).is_dir() else name
+
+    return (resolved(str(getattr(encoder, "name_or_path", ""))) == resolved(str(settings.encoder))
+            and getattr(encoder, "pooler", None) == settings.pooler)
 
 
 def similarities(queries: np.ndarray, train: np.ndarray, metric: str) -> np.ndarray:
