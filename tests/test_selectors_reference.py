@@ -39,8 +39,10 @@ class FakeEncoder:
 @pytest.fixture()
 def fake_encoder(monkeypatch):
     import pgra.selection.encoded as encoded
+    import pgra.selection.kate as kate
 
     monkeypatch.setattr(encoded, "CachedEncoder", FakeEncoder)
+    monkeypatch.setattr(kate, "CachedEncoder", FakeEncoder)
 
 
 def _unit(v):
@@ -67,3 +69,67 @@ def test_bm25_is_rank_bm25_okapi_top_m():
     assert 1 not in got[2]  # never the query itself (q2 is the text of training input 1)
     rev = get_selector("bm25", 3, settings=SelectorSettings(reverse=True)).fit(TASK, TRAIN).select(QUERIES)
     assert rev == [r[::-1] for r in got]
+
+
+def _settings(**kw):
+    return SelectorSettings(encoder="fake", **kw)
+
+
+def _mmr_gain(q, i, chosen, lam):
+    redundancy = max((_cos(VECTORS[TEXTS[i]], VECTORS[TEXTS[j]]) for j in chosen), default=0.0)
+    return lam * _cos(VECTORS[q.text], VECTORS[TEXTS[i]]) - (1 - lam) * redundancy
+
+
+def _logdet(kernel, rows):
+    sign, value = np.linalg.slogdet(kernel[np.ix_(rows, rows)])
+    return value if sign > 0 else -np.inf
+
+
+def test_mmr_is_the_greedy_marginal_relevance(fake_encoder):
+    for lam in (0.0, 0.3, 0.7, 1.0):
+        got = get_selector("mmr", 4, settings=_settings(mmr_lambda=lam)).fit(TASK, TRAIN).select(QUERIES)
+        for q, row in zip(QUERIES, got, strict=True):
+            chosen: list[int] = []
+            for _ in range(4):  # Carbonell and Goldstein's definition, written out
+                gains = {i: _mmr_gain(q, i, chosen, lam) for i in _allowed(q) if i not in chosen}
+                chosen.append(max(gains, key=lambda i: (gains[i], -i)))
+            assert row == chosen[::-1], (lam, q.text)
+    kate = get_selector("kate", 4, settings=_settings()).fit(TASK, TRAIN)
+    assert get_selector("mmr", 4, settings=_settings(mmr_lambda=1.0)).fit(TASK, TRAIN).select(QUERIES) == \
+        kate.select(QUERIES)  # relevance alone is KATE
+
+
+def test_votek_is_su_et_al_selective_annotation_then_nearest(fake_encoder):
+    k, pool, rho = 3, 5, 10.0
+    sel = get_selector("votek", 2, settings=_settings(votek_k=k, votek_pool=pool, votek_rho=rho)).fit(TASK, TRAIN)
+    n = len(TEXTS)
+    knn = {v: sorted((u for u in range(n) if u != v), key=lambda u: (-_cos(VECTORS[TEXTS[v]], VECTORS[TEXTS[u]]),
+                                                                     u))[:k] for v in range(n)}
+    chosen: list[int] = []
+    for _ in range(pool):  # Algorithm 1 of Su et al. 2022 (the graph stage)
+        scores = {u: sum(rho ** -len([x for x in chosen if x in knn[v]]) for v in range(n)
+                         if v not in chosen and v != u and u in knn[v]) for u in range(n) if u not in chosen}
+        chosen.append(max(scores, key=lambda u: (scores[u], -u)))
+    assert sel.pool == sorted(chosen) and sel.pool != list(range(pool))
+    for q, row in zip(QUERIES, sel.select(QUERIES), strict=True):
+        near = sorted((i for i in _allowed(q) if i in chosen), key=lambda i: (-_cos(VECTORS[q.text],
+                                                                                    VECTORS[TEXTS[i]]), i))[:2]
+        assert row == near[::-1]
+
+
+def test_dpp_is_the_greedy_map_of_ceils_kernel(fake_encoder):
+    cands, scale, m = 8, 0.2, 3
+    got = get_selector("dpp", m, settings=_settings(dpp_candidates=cands, dpp_scale=scale)).fit(TASK, TRAIN)
+    for q, row in zip(QUERIES, got.select(QUERIES), strict=True):
+        near = sorted(_allowed(q), key=lambda i: (-_cos(VECTORS[q.text], VECTORS[TEXTS[i]]), i))[:cands]
+        rel = np.array([(_cos(VECTORS[q.text], VECTORS[TEXTS[i]]) + 1) / 2 for i in near])
+        r = np.exp((rel - rel.max()) / (2 * scale))
+        kernel = np.array([[r[a] * _cos(VECTORS[TEXTS[i]], VECTORS[TEXTS[j]]) * r[b] for b, j in enumerate(near)]
+                           for a, i in enumerate(near)])
+        chosen: list[int] = []
+        for _ in range(m):  # greedy MAP: the candidate that most increases log det L_S
+            gains = {a: _logdet(kernel, [*chosen, a]) for a in range(cands) if a not in chosen}
+            chosen.append(max(gains, key=lambda a: (gains[a], -a)))
+        assert row == [near[a] for a in chosen][::-1], q.text
+    kate = get_selector("kate", m, settings=_settings()).fit(TASK, TRAIN).select(QUERIES)
+    assert got.select(QUERIES) != kate  # diversity changed some query's demonstrations

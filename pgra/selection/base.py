@@ -142,7 +142,7 @@ def order_by_similarity(ranked: list[int], reverse: bool) -> list[int]:
 
 
 # the strategies that ship with pgra, one module each (importing one registers it), in the order they are listed
-BUILTIN = ("paper", "code_order", "random_draw", "kate", "skill_knn", "bm25")
+BUILTIN = ("paper", "code_order", "random_draw", "kate", "skill_knn", "bm25", "mmr", "votek", "dpp")
 STRATEGIES: Registry[type[Selector]] = Registry("demonstration selection", __package__, BUILTIN,
                                                 field="demo_selection")
 register_selector = STRATEGIES.register  # add a strategy class under its ``name``; works as a decorator

@@ -16,6 +16,8 @@ from .. import choices
 from ..artifacts import load_npy, save_npy, write_json
 from ..config import option
 from ..errors import IncompleteArtifactError
+from ..tasks.loaders import Example
+from .base import Selector
 
 
 @dataclass
@@ -105,3 +107,37 @@ def top_allowed(scores: np.ndarray, allowed: list[int], m: int) -> list[int]:
     allowed_arr = np.asarray(allowed, dtype=np.int64)
     order = np.argsort(-scores[allowed_arr], kind="stable")[:m]
     return allowed_arr[order].tolist()
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """Rows of ``x`` scaled to unit length (float64)."""
+    x = np.asarray(x, np.float64)
+    return x / np.clip(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12, None)
+
+
+class EncodedSelector(Selector):
+    """A strategy over the sentence encoder's embeddings of the training inputs (``settings.encoder``, or the
+    index's already loaded): ``fit`` encodes the training set once (cached on disk) into :attr:`train_units`
+    (unit rows); :meth:`query_units` encodes queries."""
+
+    def _fit(self) -> None:
+        from ..errors import InputError
+
+        if not self.settings.encoder:
+            raise InputError(f"{self.name} needs a sentence encoder", field="demo_encoder")
+        self.encoder = CachedEncoder(self.settings, self.device, self.show_progress, self.loaded_encoder)
+        self.train_units = unit_rows(self.encoder.encode([ex.text for ex in self.train]))
+        self._fit_encoded()
+
+    def _fit_encoded(self) -> None:
+        """Preparation once the training set is encoded (none by default)."""
+        return None
+
+    def query_units(self, queries: Sequence[Example]) -> np.ndarray:
+        """Unit embeddings of ``queries`` (not cached: a split's queries are encoded once)."""
+        return unit_rows(self.encoder.encode([q.text for q in queries], cache=False))
+
+    def describe(self) -> dict:
+        s = self.settings
+        encoder = self.encoder.encoder.fingerprint if hasattr(self, "encoder") else s.encoder
+        return {**super().describe(), "encoder": encoder, "pooler": s.pooler, "max_length": s.max_length}
