@@ -133,3 +133,59 @@ def test_dpp_is_the_greedy_map_of_ceils_kernel(fake_encoder):
         assert row == [near[a] for a in chosen][::-1], q.text
     kate = get_selector("kate", m, settings=_settings()).fit(TASK, TRAIN).select(QUERIES)
     assert got.select(QUERIES) != kate  # diversity changed some query's demonstrations
+
+
+def _entropy(logp_row):
+    p = np.exp(logp_row - max(logp_row))
+    p = p / p.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def test_mdl_picks_the_candidate_set_of_least_label_entropy(fake_encoder, tiny_opt):
+    from pgra.icl.scoring import LabelScorer
+    from pgra.rerank.prompts import build_prompt
+
+    m, cands, samples = 2, 5, 4
+    sel = get_selector("mdl", m, seed=3, settings=_settings(mdl_candidates=cands, mdl_samples=samples),
+                       lm=str(tiny_opt)).fit(TASK, TRAIN)
+    got = sel.select(QUERIES)
+    naive = LabelScorer(str(tiny_opt))
+    words = [TASK.demo_words[lab] for lab in TASK.labels]
+    picked_a_drawn_set = False
+    for i, (q, row) in enumerate(zip(QUERIES, got, strict=True)):
+        near = sorted(_allowed(q), key=lambda j: (-_cos(VECTORS[q.text], VECTORS[TEXTS[j]]), j))[:cands]
+        sets = sel.candidate_sets(q, np.array([_cos(VECTORS[q.text], VECTORS[t]) for t in TEXTS]))
+        assert sets[0] == near[:m][::-1] and len(sets) == samples
+        assert all(len(set(s)) == m and set(s) <= set(near) for s in sets)
+        # Wu et al.'s codelength, in expectation over the LM's own labels: the label entropy of each prompt
+        logp, _ = naive.score_naive([build_prompt(TASK, [TRAIN[j] for j in s], q.text) for s in sets], words)
+        entropies = [_entropy(r) for r in logp]
+        best = min(range(samples), key=lambda t: (round(entropies[t], 6), t))
+        assert row == sets[best], (i, entropies)
+        picked_a_drawn_set |= best > 0
+    assert picked_a_drawn_set  # the LM's choice, not the nearest set alone
+    assert sel.cost.lm_calls == len(QUERIES) * samples and sel.cost.lm_tokens > 0
+    assert get_selector("mdl", m, seed=3, settings=_settings(mdl_candidates=cands, mdl_samples=samples),
+                        lm=str(tiny_opt)).fit(TASK, TRAIN).select(QUERIES) == got  # seeded
+    sel.release()
+    assert sel._scorer is None
+
+
+def test_topk_cone_reranks_by_the_inputs_conditional_entropy(fake_encoder, tiny_opt):
+    from pgra.icl.scoring import LabelScorer
+    from pgra.rerank.prompts import demo_prefix
+
+    m, cands = 3, 6
+    sel = get_selector("topk_cone", m, settings=_settings(cone_candidates=cands), lm=str(tiny_opt)).fit(TASK, TRAIN)
+    got = sel.select(QUERIES)
+    naive = LabelScorer(str(tiny_opt))
+    reordered = False
+    for q, row in zip(QUERIES, got, strict=True):
+        near = sorted(_allowed(q), key=lambda j: (-_cos(VECTORS[q.text], VECTORS[TEXTS[j]]), j))[:cands]
+        # -log p(x | c) / |x|: the input's rendering after the prompt holding c alone
+        logp, counts = naive.score_naive([demo_prefix(TASK, [TRAIN[c]]) for c in near], [TASK.render(q.text)])
+        ce = {c: -logp[a, 0] / counts[a, 0] for a, c in enumerate(near)}
+        ranked = sorted(near, key=lambda c: (round(ce[c], 6), near.index(c)))[:m]
+        assert row == ranked[::-1]
+        reordered |= ranked != near[:m]
+    assert reordered and sel.cost.lm_calls == len(QUERIES) * cands

@@ -142,7 +142,8 @@ def order_by_similarity(ranked: list[int], reverse: bool) -> list[int]:
 
 
 # the strategies that ship with pgra, one module each (importing one registers it), in the order they are listed
-BUILTIN = ("paper", "code_order", "random_draw", "kate", "skill_knn", "bm25", "mmr", "votek", "dpp")
+BUILTIN = ("paper", "code_order", "random_draw", "kate", "skill_knn", "bm25", "mmr", "votek", "dpp", "mdl",
+           "topk_cone")
 STRATEGIES: Registry[type[Selector]] = Registry("demonstration selection", __package__, BUILTIN,
                                                 field="demo_selection")
 register_selector = STRATEGIES.register  # add a strategy class under its ``name``; works as a decorator
