@@ -165,6 +165,7 @@ def test_mdl_picks_the_candidate_set_of_least_label_entropy(fake_encoder, tiny_o
         picked_a_drawn_set |= best > 0
     assert picked_a_drawn_set  # the LM's choice, not the nearest set alone
     assert sel.cost.lm_calls == len(QUERIES) * samples and sel.cost.lm_tokens > 0
+    assert sel.select(QUERIES[::-1]) == got[::-1] and sel.cost.lm_calls == len(QUERIES) * samples  # once each
     assert get_selector("mdl", m, seed=3, settings=_settings(mdl_candidates=cands, mdl_samples=samples),
                         lm=str(tiny_opt)).fit(TASK, TRAIN).select(QUERIES) == got  # seeded
     sel.release()
@@ -189,3 +190,34 @@ def test_topk_cone_reranks_by_the_inputs_conditional_entropy(fake_encoder, tiny_
         assert row == ranked[::-1]
         reordered |= ranked != near[:m]
     assert reordered and sel.cost.lm_calls == len(QUERIES) * cands
+
+
+@pytest.mark.parametrize("strategy,options", [("bm25", {}), ("mmr", {"mmr_lambda": 0.3}),
+                                              ("votek", {"votek_pool": 6, "votek_k": 3}),
+                                              ("dpp", {"dpp_candidates": 6}),
+                                              ("mdl", {"mdl_candidates": 4, "mdl_samples": 2}),
+                                              ("topk_cone", {"cone_candidates": 4})])
+def test_each_strategy_runs_through_pgra_icl(strategy, options, candidates, tmp_path, tiny_opt, tiny_bert):
+    """`pgra icl` with the strategy and its options as key=value: the predictions' demonstrations are the
+    selector's, the LM-based strategies' work is in the run's cost."""
+    import json
+
+    from pgra.cli import main
+
+    out = tmp_path / "icl"
+    argv = ["icl", "--data", str(candidates), "--out", str(out), "--lm", str(tiny_opt), "--selection", strategy,
+            "--num-demos", "2", "--demo-encoder", str(tiny_bert), "splits=test", "--no-show-progress",
+            f"demos.cache_dir={tmp_path / 'sel'}", *(f"demos.{k}={v}" for k, v in options.items())]
+    assert main(argv) == 0
+    lines = [json.loads(x) for x in (out / "predictions_test.jsonl").read_text().splitlines()]
+    train = [Example(str(r["id"]), r["text"], r["label"])
+             for r in map(json.loads, (candidates / "train.jsonl").read_text().splitlines())]
+    task = get_task(str(tmp_path / "sky.yaml"))
+    settings = SelectorSettings(encoder=str(tiny_bert), cache_dir=str(tmp_path / "sel"), **options)
+    want = get_selector(strategy, 2, seed=13, settings=settings, lm=str(tiny_opt)).fit(task, train).select_examples(
+        [Example(str(x["id"]), x["text"]) for x in lines])
+    assert [x["evidence"] for x in lines] == [[d.id for d in row] for row in want]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["selection"]["strategy"] == strategy
+    lm_based = strategy in ("mdl", "topk_cone")
+    assert (manifest["cost"]["selection"]["lm_calls"] > 0) == lm_based

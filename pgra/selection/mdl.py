@@ -64,9 +64,7 @@ class MDLSelector(LMScoredSelector):
             sets.append([near[i] for i in rng.choice(len(near), size=m, replace=False).tolist()])
         return sets
 
-    def select(self, queries: Sequence[Example]) -> list[list[int]]:
-        if not queries:
-            return []
+    def select_new(self, queries: Sequence[Example]) -> list[list[int]]:
         rel = self.query_units(queries) @ self.train_units.T
         sets = [self.candidate_sets(q, rel[i]) for i, q in enumerate(queries)]
         words = [self.task.demo_words[lab] for lab in self.task.labels]

@@ -48,9 +48,7 @@ class TopKConESelector(LMScoredSelector):
                                   [self.task.render(query.text)])
         return -logp[:, 0] / np.maximum(counts[:, 0], 1)
 
-    def select(self, queries: Sequence[Example]) -> list[list[int]]:
-        if not queries:
-            return []
+    def select_new(self, queries: Sequence[Example]) -> list[list[int]]:
         rel = self.query_units(queries) @ self.train_units.T
         out = []
         for i, q in enumerate(queries):
