@@ -83,7 +83,25 @@ def result_settings(cfg: Any, without: tuple[str, ...] = ()) -> dict[str, Any]:
     fields = dataclasses.fields(cfg)
     left_out = {f.name for f in fields if f.metadata.get("cosmetic")}
     left_out |= {f.name for f in fields if f.metadata.get("omit_default") and getattr(cfg, f.name) == f.default}
-    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in left_out and k not in without}
+    return {k: v for k, v in _asdict(cfg).items() if k not in left_out and k not in without}
+
+
+def _drop_unset_plugin_options(cfg: Any, out: dict[str, Any]) -> dict[str, Any]:
+    """``out`` (``cfg`` as a dict) without the ``omit_default`` options at their default of the sections made from
+    a registry (:func:`section_type`), at any depth: what the parts registered now add (a new strategy's options)
+    is recorded only when set, so a config's record does not change with the parts registered."""
+    made = hasattr(type(cfg), "__section__")
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type) and isinstance(out.get(f.name), dict):
+            _drop_unset_plugin_options(value, out[f.name])
+        elif made and f.metadata.get("omit_default") and value == f.default:
+            out.pop(f.name, None)
+    return out
+
+
+def _asdict(cfg: Any) -> dict[str, Any]:
+    return _drop_unset_plugin_options(cfg, dataclasses.asdict(cfg))
 
 
 def resolve_values(spec: Any) -> list[Any] | None:
@@ -312,8 +330,9 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", pref
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
-    """A plain dict of a dataclass config (for manifests and YAML dumps)."""
-    return dataclasses.asdict(cfg)
+    """A plain dict of a dataclass config (for manifests and YAML dumps); an option a registered part declares
+    ``omit_default`` is left out while it holds its default (see :func:`_drop_unset_plugin_options`)."""
+    return _asdict(cfg)
 
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:

@@ -108,3 +108,18 @@ def test_kate_uses_the_index_encoder_already_loaded(tiny_bert, tiny_bert_other, 
     other = DenseEncoder(str(tiny_bert_other), pooler="mean")
     get_selector("kate", 3, settings=settings, encoder=other).fit(task, train)
     assert loads  # another model is not the one the settings name: KATE loads its own
+
+
+def test_a_config_record_holds_the_new_strategies_options_only_when_set(toy):
+    """Manifests and cells record ``to_dict`` of their config: the options strategies declare ``omit_default``
+    are left out at their default, so no record changes with the strategies registered (the golden records)."""
+    from pgra.config import to_dict
+    from pgra.icl.config import ICLConfig
+
+    original = {"balanced", "encoder", "pooler", "max_length", "metric", "reverse", "annotations", "rewrite_lm",
+                "instruction", "variant", "rewrites", "max_new_tokens", "batch_size", "cache_dir"}
+    assert set(to_dict(ICLConfig())["demos"]) == original
+    demos = SelectorSettings(mmr_lambda=0.25, toy_skip=2)
+    recorded = to_dict(ICLConfig(demos=demos))["demos"]
+    assert set(recorded) == original | {"mmr_lambda", "toy_skip"} and recorded["mmr_lambda"] == 0.25
+    assert from_dict(ICLConfig, to_dict(ICLConfig(demos=demos))).demos == demos  # read back as written

@@ -259,7 +259,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         "embedding": {**total, **info}, "selection_cost": selection["cost"],
         "candidates": {"path": str(cand_dir.resolve()), "relative": relative_path(cand_dir, out),
                        "fingerprint": folder_fingerprint(cand_dir), "index": cand["index"]},
-        "config": asdict(cfg),
+        "config": to_dict(cfg),
         "files": {n: file_record(out / n) for n in [f"{sp}.jsonl" for sp in splits] + ["demonstrations.json"]},
     })
     return out
