@@ -86,6 +86,14 @@ class SelectorSettings(metaclass=_Section):
     def __section__(cls) -> type:
         return selector_settings()
 
+    @classmethod
+    def __section_parts__(cls) -> tuple[type, ...]:
+        """The option classes the section is made from (the registered strategies' ``options``)."""
+        from .base import STRATEGIES
+
+        STRATEGIES.load_builtin()
+        return tuple(dict.fromkeys(s.options for s in STRATEGIES.values() if s.options is not None))
+
 
 def __getattr__(name: str) -> type:
     if name == "DemoSettings":  # the made class, by the name it carries (copies, pickles)
