@@ -33,11 +33,13 @@ def run(task_name: str, strategies: list[str], n_train: int, n_test: int, m: int
     task = get_task(task_name)
     data = load_task(task, ROOT / "data", splits=("train", "test"))
     rng = np.random.default_rng(0)
-    train = [data.splits["train"][i] for i in sorted(rng.choice(len(data.splits["train"]), n_train, replace=False))]
-    test = [data.splits["test"][i] for i in sorted(rng.choice(len(data.splits["test"]), n_test, replace=False))]
+    pools = {split: data.splits[split] for split in ("train", "test")}
+    n = {"train": min(n_train, len(pools["train"])), "test": min(n_test, len(pools["test"]))}  # all, at most
+    train, test = ([pools[s][i] for i in sorted(rng.choice(len(pools[s]), n[s], replace=False))]
+                   for s in ("train", "test"))
     records = [{"id": ex.id, "text": ex.text, "label": ex.label} for ex in test]
     options = {"mdl_candidates": lm_candidates, "mdl_samples": 5, "cone_candidates": lm_candidates,
-               "votek_pool": min(64, n_train), "dpp_candidates": 32}
+               "votek_pool": min(64, len(train)), "dpp_candidates": 32}
     rows = []
     for name in strategies:
         for seed in (seeds if name in SEEDED else seeds[:1]):
