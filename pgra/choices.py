@@ -3,37 +3,19 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 DTYPES = ("auto", "fp32", "fp16", "bf16", "bf16-if-native")
 MIXED_PRECISION = ("no", "fp16", "bf16")
 ADAMW_IMPLS = ("auto", "foreach", "fused")
 
 
-class Builtins:
-    """A registry's built-in parts: ``modules`` of ``package``, one file per registered part, which register
-    themselves in ``registry`` when imported."""
-
-    def __init__(self, package: str, modules: Iterable[str], registry: Mapping[str, Any]) -> None:
-        self.package, self.modules, self.registry = package, tuple(modules), registry
-
-    def load(self) -> None:
-        """Import (so register) the built-in parts."""
-        for module in self.modules:
-            importlib.import_module(f"{self.package}.{module}")
-
-    def names(self) -> tuple[str, ...]:
-        """The registered names, the built-in ones loaded first (and any registered since), in registry order."""
-        self.load()
-        return tuple(self.registry)
-
-
 def registry_names(module: str, attr: str) -> Callable[[], list[str]]:
     """A callable listing the keys (or items) of ``module.attr``, imported only when called."""
 
     def names() -> list[str]:
-        return list(getattr(importlib.import_module(module), attr))
+        registry = getattr(importlib.import_module(module), attr)
+        return list(registry.names() if hasattr(registry, "names") else registry)  # a Registry loads its own
 
     names.__name__ = f"{attr.lower()}_names"
     return names

@@ -100,13 +100,15 @@ def at_default(cfg: Any, f: dataclasses.Field) -> bool:
 
 def recorded_settings(cfg: Any, cosmetic: bool = True) -> dict[str, Any]:
     """``dataclasses.asdict(cfg)`` with nested configs, less every field declared ``option(record_default=False)``
-    while it holds its default (and, with ``cosmetic=False``, less the cosmetic fields): what a manifest records
-    (:func:`to_dict`) and a build key hashes, so an option added with a default that does what the code did before
-    leaves both as they were."""
+    while it holds its default, and less the ``omit_default`` options at their default of a section made from a
+    registry (what the parts registered now add, a new strategy's options, is recorded only when set; with
+    ``cosmetic=False``, less the cosmetic fields too): what a manifest records (:func:`to_dict`) and a build key
+    hashes, so an option added with a default that does what the code did before leaves both as they were."""
     out: dict[str, Any] = {}
+    made = hasattr(type(cfg), "__section__")  # a section made from a registry (:func:`section_type`)
     for f in dataclasses.fields(cfg):
-        if (f.metadata.get("record_default") is False and at_default(cfg, f)) or \
-                (not cosmetic and f.metadata.get("cosmetic")):
+        unrecorded = f.metadata.get("record_default") is False or (made and f.metadata.get("omit_default"))
+        if (unrecorded and at_default(cfg, f)) or (not cosmetic and f.metadata.get("cosmetic")):
             continue
         out[f.name] = _recorded_value(getattr(cfg, f.name), cosmetic)
     return out
@@ -134,9 +136,17 @@ def field_choices(f: dataclasses.Field) -> list[Any] | None:
     return resolve_values(f.metadata.get("choices"))
 
 
+def section_type(tp: Any) -> Any:
+    """The dataclass a section's declared type stands for: the type itself, or, for a section made from a registry
+    (a class with a ``__section__`` classmethod, e.g. :class:`pgra.selection.SelectorSettings`), the dataclass of
+    the parts registered now (a plug-in registered later is configurable like a built-in part)."""
+    made = getattr(tp, "__section__", None)
+    return made() if made is not None else tp
+
+
 def _field_types(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+    return {f.name: section_type(hints[f.name]) for f in dataclasses.fields(cls)}
 
 
 def _unknown_key(key: str, known: list[str], source: str) -> InputError:

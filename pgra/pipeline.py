@@ -78,7 +78,12 @@ class Pipeline:
         if index.corpus.fingerprint != cand["index"]["corpus_content_sha256"]:
             raise StaleArtifactError(f"index {cand['index']['path']} holds another corpus than the one {data} was "
                                      "retrieved from")
-        reranking = Reranker.load(reranked, index.corpus, device, trust_remote_code) if reranked is not None else None
+        reranking = None
+        if reranked is not None:  # a per-query strategy embedding with the index's encoder reuses the loaded one
+            from .retrieval.base import recorded_encoder
+
+            encoder = index.encoder if recorded_encoder(index.manifest) else None
+            reranking = Reranker.load(reranked, index.corpus, device, trust_remote_code, encoder=encoder)
         return cls(predictor, index, int(cand["k"]), bool(cand["config"].get("exclude_query_text")), reranking, n,
                    excluded)
 

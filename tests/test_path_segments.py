@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from pgra.cli import COMMANDS
-from pgra.config import check_config, from_dict, to_dict
+from pgra.config import check_config, from_dict, section_type, to_dict
 from pgra.errors import InputError
 from pgra.tasks import TaskSpec, get_task
 from tests.conftest import one_error_line
@@ -37,7 +37,7 @@ def _leaves(cls: type, prefix: str = "", owner: str = ""):
     """(dotted key, owning class, field) of every leaf option of ``cls``, nested sections included."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        tp = hints[f.name]
+        tp = section_type(hints[f.name])
         inner = [t for t in (tp, *typing.get_args(tp)) if dataclasses.is_dataclass(t)]
         if inner:
             yield from _leaves(inner[0], f"{prefix}{f.name}.")
@@ -54,8 +54,10 @@ def _classes(cls: type, seen: dict[str, type]) -> dict[str, type]:
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         for t in (hints[f.name], *typing.get_args(hints[f.name])):
-            if dataclasses.is_dataclass(t) and t.__name__ not in seen:
-                _classes(t, seen)
+            parts = t.__section_parts__() if hasattr(t, "__section_parts__") else ()  # a registry's parts' options
+            for part in (section_type(t), *parts):
+                if dataclasses.is_dataclass(part) and part.__name__ not in seen:
+                    _classes(part, seen)
     return seen
 
 
@@ -151,7 +153,7 @@ def _type_of(root_cls: type, key: str):
     cls = root_cls
     *parents, leaf = key.split(".")
     for p in parents:
-        cls = typing.get_type_hints(cls)[p]
+        cls = section_type(typing.get_type_hints(cls)[p])
     return typing.get_type_hints(cls)[leaf]
 
 

@@ -39,7 +39,7 @@ def test_toy_method_strategy_and_analysis_run_through_the_commands(toys, tmp_pat
             "index": {"corpus": str(corpus_txt), "out": str(tmp_path / "index"), "retriever": "bm25"},
             "retrieve": {"k": 4},
             "icl": {"lm": str(tiny_opt), "selection": "toy_longest", "num_demos": 2, "splits": ["test"],
-                    "max_tokens_per_batch": 700},
+                    "max_tokens_per_batch": 700, "demos": {"toy_skip": 1}},  # the toy strategy's own option
             "analysis": {"analyses": ["toy_length"], "toy_length": {"words": 6}}, "show_progress": False}
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(grid))
@@ -49,7 +49,7 @@ def test_toy_method_strategy_and_analysis_run_through_the_commands(toys, tmp_pat
     majority = max(["sky", "town"], key=lambda lab: sum(r["label"] == lab for r in train))
     toy = _lines(out / "toy_majority" / "seed-1" / "predictions_test.jsonl")
     assert toy and all(x["prediction"] == majority for x in toy)
-    longest = [r["id"] for r in sorted(train, key=lambda r: -len(r["text"]))[:2]]
+    longest = [r["id"] for r in sorted(train, key=lambda r: -len(r["text"]))[1:3]]
     icl = _lines(out / "icl" / "seed-1" / "predictions_test.jsonl")
     assert all([str(i) for i in x["evidence"]] == [str(i) for i in longest] for x in icl)
     assert "| toy_majority |" in (tmp_path / "exp" / "results.md").read_text()

@@ -26,7 +26,7 @@ class FakeEncoder:
 
     calls = 0
 
-    def __init__(self, settings, device=None, show_progress=False):
+    def __init__(self, settings, device=None, show_progress=False, loaded=None):
         self.encoder = type("E", (), {"fingerprint": "fake"})()
 
     def encode(self, texts, cache=True):
@@ -49,7 +49,7 @@ def _ids(selector, queries):
 
 
 def test_registry_holds_every_strategy():
-    assert set(STRATEGIES) == {"paper", "code", "random", "kate", "skill_knn"}
+    assert set(STRATEGIES) >= {"paper", "code", "random", "kate", "skill_knn", "bm25", "mmr", "votek", "dpp"}
     assert not STRATEGIES["paper"].per_query and STRATEGIES["kate"].per_query
     with pytest.raises(InputError, match="unknown demonstration selection"):
         get_selector("nearest")

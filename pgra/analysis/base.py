@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..choices import Builtins
+from ..registry import Registry
 
 if TYPE_CHECKING:
     from .inputs import ExperimentRuns
@@ -48,27 +48,26 @@ class Analysis:
         return typing.get_origin(self.config) or self.config
 
 
-ANALYSES: dict[str, Analysis] = {}
 # the analyses that ship with pgra, one module each (importing one registers it), in the order they are shown
 BUILTIN = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "costs",
            "case_study")
 SHOWN = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "cost",
          "case_study")  # the analyses those modules register, in that order
+ANALYSES: Registry[Analysis] = Registry("analysis", __package__, BUILTIN, field="analysis.analyses")
 
 
 def register_analysis(analysis: Analysis) -> Analysis:
     """Add ``analysis`` to the registry (replacing one of the same name); returns it. The built-in analyses keep
     their order (``SHOWN``) whatever order their modules were imported in; others follow in registration order."""
-    ANALYSES[analysis.name] = analysis
+    ANALYSES.register(analysis)
     ordered = sorted(ANALYSES.values(), key=lambda a: SHOWN.index(a.name) if a.name in SHOWN else len(SHOWN))
     ANALYSES.clear()
     ANALYSES.update((a.name, a) for a in ordered)
     return analysis
 
 
-_BUILTINS = Builtins(__package__, BUILTIN, ANALYSES)
-load_builtin = _BUILTINS.load  # import (so register) the built-in analyses
-analysis_names = _BUILTINS.names  # the registered analyses, in the order ``pgra analyze`` runs and shows them
+load_builtin = ANALYSES.load_builtin  # import (so register) the built-in analyses
+analysis_names = ANALYSES.names  # the registered analyses, in the order ``pgra analyze`` runs and shows them
 
 
 __all__ = ["ANALYSES", "BUILTIN", "Analysis", "Rows", "analysis_names", "load_builtin", "register_analysis"]

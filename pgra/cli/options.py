@@ -16,7 +16,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import field_choices, from_dict, load_config, merge, parse_overrides, resolve_values
+from ..config import (
+    field_choices,
+    from_dict,
+    load_config,
+    merge,
+    parse_overrides,
+    resolve_values,
+    section_type,
+)
 
 DEST_PREFIX = "opt__"
 
@@ -67,7 +75,7 @@ def leaves(cls: type, prefix: str = "", hidden: bool = False) -> Iterator[Leaf]:
     """
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        tp = _unwrap_optional(hints[f.name])
+        tp = section_type(_unwrap_optional(hints[f.name]))
         if dataclasses.is_dataclass(tp):
             yield from leaves(tp, f"{prefix}{f.name}.", hidden or f.metadata.get("flag") is False)
         else:

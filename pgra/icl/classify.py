@@ -17,7 +17,7 @@ from ..causal_lm import LMCost
 from ..predictions import prediction_line
 from ..rerank.prompts import build_prompt
 from ..selection import get_selector
-from ..selection.base import SelectorSettings
+from ..selection.settings import SelectorSettings
 from ..tasks import Example, TaskSpec, check_label_ids
 from .config import ICLConfig
 from .scoring import LabelScorer

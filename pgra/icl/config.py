@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from .. import choices
 from ..causal_lm import LMConfig
 from ..config import SEED_MAX, option
-from ..selection.base import SelectorSettings
+from ..selection.settings import SelectorSettings
 
 
 @dataclass

@@ -1,12 +1,14 @@
 """Every compared method behind one interface (:class:`Method`), one file each, in one registry.
 
-``METHODS`` maps a name to its class; the CLI reads its choices from it. A new method is one file whose class
-is added here, or registered with :func:`register_method` (a plug-in, a test). Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
+``METHODS`` (a :class:`~pgra.registry.Registry`) maps a name to its class; the CLI reads its choices from it. A new
+method is one file whose class is added here, or registered with :func:`register_method` (a plug-in, a test); a
+method with options declares them on itself (``options``: the experiment config's section named after it). Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
 """
 
 from __future__ import annotations
 
 from ..predictions import Predictor
+from ..registry import Registry
 from .base import FitResult, Method, MethodInputs
 from .fid import FiD
 from .fid_reranked import RERANKED_READERS
@@ -17,9 +19,10 @@ from .no_retrieval import NoRetrieval
 from .pgra import PGRA
 from .pgra_full import PGRAFull
 
-METHODS: dict[str, type[Method]] = {
-    m.name: m for m in (NoRetrieval, FiD, PGRA, PGRAFull, KnnVote, LinearProbe, ICL, ICLRandom, ICLKate, ICLSkillKnn,
-                        *RERANKED_READERS)}
+METHODS: Registry[type[Method]] = Registry("method", field="methods")
+for _method in (NoRetrieval, FiD, PGRA, PGRAFull, KnnVote, LinearProbe, ICL, ICLRandom, ICLKate, ICLSkillKnn,
+                *RERANKED_READERS):
+    METHODS.register(_method)
 # manifest kind of a fitted run -> the method class that loads it
 RUN_KINDS: dict[str, type[Method]] = {"reader": FiD, KnnVote.name: KnnVote, LinearProbe.name: LinearProbe,
                                       "icl": ICL}
@@ -28,7 +31,7 @@ RUN_KINDS: dict[str, type[Method]] = {"reader": FiD, KnnVote.name: KnnVote, Line
 def register_method(cls: type[Method], run_kind: str | None = None) -> type[Method]:
     """Add a method class to the registry under its ``name`` (and ``run_kind``, the ``kind`` its fitted runs'
     manifests record, when :func:`load_run` should load them); returns it, so it works as a decorator."""
-    METHODS[cls.name] = cls
+    METHODS.register(cls)
     if run_kind:
         RUN_KINDS[run_kind] = cls
     return cls
@@ -53,11 +56,7 @@ def load_run(run, device: str | None = None, trust_remote_code: bool = False) ->
 
 def get_method(name: str) -> type[Method]:
     """The method class registered as ``name``."""
-    from ..errors import InputError
-
-    if name not in METHODS:
-        raise InputError(f"unknown method '{name}', use one of {list(METHODS)}", field="methods")
-    return METHODS[name]
+    return METHODS.part(name)
 
 
 __all__ = ["METHODS", "RUN_KINDS", "FitResult", "KnnVoteConfig", "LinearProbeConfig", "Method", "MethodInputs",

@@ -19,18 +19,15 @@ if TYPE_CHECKING:
     from ..reader.config import TrainConfig
     from ..retrieval.index import IndexConfig
     from ..tasks import TaskSpec
-    from .knn_vote import KnnVoteConfig
-    from .linear_probe import LinearProbeConfig
 
 
 class MethodSettings(Protocol):
     """What a method reads of a cell's settings: the sections of the experiment config (which has these
-    attributes; a method never imports the experiment layer above it)."""
+    attributes, and one section per method that declares ``options``, read with :meth:`Method.own_options`; a
+    method never imports the experiment layer above it)."""
 
     index: IndexConfig
     reader: TrainConfig
-    knn_vote: KnnVoteConfig
-    linear_probe: LinearProbeConfig
     icl: ICLConfig
     log_with: str
     show_progress: bool
@@ -75,9 +72,15 @@ class Method(ABC):
     evidence: ClassVar[str] = "none"
     # True when ``evidence`` is in prompt order with the input after the last item (in-context learning)
     evidence_in_prompt: ClassVar[bool] = False
+    # the dataclass of its own options, declared in its file: the experiment config's section named after it
+    options: ClassVar[type | None] = None
 
     def __init__(self, inputs: MethodInputs) -> None:
         self.inputs = inputs
+
+    def own_options(self) -> Any:
+        """Its section of the cell's settings (``settings.<name>``, of type :attr:`options`)."""
+        return getattr(self.inputs.settings, self.name)
 
     @property
     def needs_reranking(self) -> bool:

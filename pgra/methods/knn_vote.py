@@ -84,6 +84,7 @@ class KnnVotePredictor(Predictor):
 
 class KnnVote(Method):
     name = KIND
+    options = KnnVoteConfig
     data = "candidates"
     trained = False
     evidence = "training"  # the voting neighbours
@@ -101,7 +102,7 @@ class KnnVote(Method):
     def fit(self, out: Path, seed: int) -> FitResult:
         from ..retrieval.build import build_index
 
-        k = self.inputs.settings.knn_vote.k
+        k = self.own_options().k
         if k < 1:
             raise InputError("k must be at least 1", field="knn_vote.k")
         train = list(read_records(self.data_dir / "train.jsonl", labels=self.inputs.task.labels))

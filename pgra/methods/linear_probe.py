@@ -133,6 +133,7 @@ def fit_probe(task: TaskSpec, train_x: np.ndarray, train_y: list[str], dev_x: np
 
 class LinearProbe(Method):
     name = KIND
+    options = LinearProbeConfig
     data = "candidates"
     trained = False  # no dev history: C is chosen on dev, but nothing trains in steps
 
@@ -150,7 +151,7 @@ class LinearProbe(Method):
                 "batch_size": defaults.batch_size}
 
     def settings(self) -> dict[str, Any]:
-        cfg = self.inputs.settings.linear_probe
+        cfg = self.own_options()
         return {"encoder": self.encoder_settings(), "c_grid": sorted(cfg.c_grid), "max_iter": cfg.max_iter}
 
     def fit(self, out: Path, seed: int) -> FitResult:
@@ -158,7 +159,7 @@ class LinearProbe(Method):
 
         from ..artifacts import atomic_path
 
-        cfg, task = self.inputs.settings.linear_probe, self.inputs.task
+        cfg, task = self.own_options(), self.inputs.task
         if not cfg.c_grid or any(not (c > 0 and np.isfinite(c)) for c in cfg.c_grid):
             raise InputError(f"c_grid must hold positive numbers, got {cfg.c_grid}", field="linear_probe.c_grid")
         splits = {}

@@ -15,7 +15,7 @@ from typing import Any
 from .. import choices
 from ..causal_lm import lm_config
 from ..config import SEED_MAX, option
-from ..selection.base import SelectorSettings
+from ..selection.settings import SelectorSettings
 
 CORPUS_PASSES = ("off", "candidates", "corpus")  # what the corpus pass embeds (pgra.rerank.corpus_pass)
 

@@ -75,12 +75,14 @@ class Reranker:
 
     @classmethod
     def load(cls, reranked: str | Path, corpus: CorpusStore | None, device: str | None = None,
-             trust_remote_code: bool = False, lm: str | Path | None = None) -> Reranker:
+             trust_remote_code: bool = False, lm: str | Path | None = None, encoder: Any = None) -> Reranker:
         """The reranking a ``pgra rerank`` folder did, to replay on new texts: its LM (refused if its files
         changed), k and d, its demonstrations (a per-query strategy fitted again on the training split it selected
         from) and, when still there, its evidence cache. ``trust_remote_code``: let the LM run its own code; what
         the manifest recorded never does. ``lm``: the LM's folder when it is no longer where the manifest says (an
-        exported run's copy); it must be the same files."""
+        exported run's copy); it must be the same files. ``encoder``: the index's sentence encoder, already loaded,
+        which a per-query strategy that embeds inputs with that model (KATE by default) uses instead of loading it
+        again."""
         reranked = Path(reranked)
         m = read_manifest(reranked, RERANKED_KIND)
         if m.get("reranker", "prompt_guided") != "prompt_guided":
@@ -98,7 +100,7 @@ class Reranker:
                                      "changed)")
         kwargs: dict[str, Any] = {"prefix_cache": cfg.prefix_cache, "corpus": corpus}
         if m.get("per_query_demonstrations"):  # each text gets its own demonstrations, as the run's queries did
-            kwargs["selector"] = _refit_selector(reranked, m, cfg, task)
+            kwargs["selector"] = _refit_selector(reranked, m, cfg, task, encoder)
         else:
             kwargs["demos"] = [Example(str(d["id"]), d["text"], d["label"])
                                for d in read_json(reranked / "demonstrations.json")]
@@ -184,12 +186,14 @@ def candidates_of(reranked: Path, manifest: dict[str, Any]) -> Path:
     return folder
 
 
-def _refit_selector(reranked: Path, manifest: dict[str, Any], cfg: RerankConfig, task: TaskSpec) -> Selector:
+def _refit_selector(reranked: Path, manifest: dict[str, Any], cfg: RerankConfig, task: TaskSpec,
+                    encoder: Any = None) -> Selector:
     """A reranked folder's per-query selector, fitted again on the training split it selected from."""
     train_file = candidates_of(reranked, manifest) / "train.jsonl"
     train = [Example(str(r["id"]), r["text"], r.get("label")) for r in read_records(train_file, labels=task.labels)]
     settings = with_index_encoder(replace(cfg.demos), manifest["candidates"]["index"])
-    return get_selector(cfg.demo_selection, cfg.num_demos, cfg.seed, settings, lm=cfg.lm).fit(task, train)
+    return get_selector(cfg.demo_selection, cfg.num_demos, cfg.seed, settings, lm=cfg.lm,
+                        encoder=encoder).fit(task, train)
 
 
 __all__ = ["RERANKED_KIND", "Reranker", "evidence_cache_key", "prompt_key"]

@@ -89,6 +89,8 @@ class Retriever(ABC):
     parts: ClassVar[dict[str, tuple[tuple[str, ...], str]]] = {}
     files: ClassVar[dict[str, str]] = {}
     work_files: ClassVar[tuple[str, ...]] = ()
+    # the dataclass of its options, declared in its file: the index config's section named after it (``dense.*``)
+    options: ClassVar[type | None] = None
 
     def __init__(self, cfg: IndexConfig) -> None:
         self.cfg = cfg
@@ -160,6 +162,18 @@ def retriever_class(name: str, field: str = "retriever") -> type[Retriever]:
     return RETRIEVERS.part(name, field)
 
 
+def options_section(name: str) -> type:
+    """The type of the index config's section of retriever ``name``: it stands for the options that retriever
+    declares (:attr:`Retriever.options`, looked up when a config is read: :func:`pgra.config.section_type`), so the
+    config names no retriever's module."""
+
+    def section(cls: type) -> type:
+        return retriever_class(name).options
+
+    return type(f"{name}_options", (), {"__section__": classmethod(section),
+                                        "__doc__": f"The options the '{name}' retriever declares."})
+
+
 def get_retriever(cfg: IndexConfig) -> Retriever:
     """The retriever an index config describes (its ``retriever`` name, with its settings)."""
     return retriever_class(cfg.retriever)(cfg)
@@ -186,5 +200,5 @@ def retriever_title(name: str) -> str:
 
 
 __all__ = ["BUILTIN", "INDEX_KIND", "RETRIEVERS", "LoadOptions", "QueryEncoder", "Retriever", "Searcher",
-           "get_retriever", "load_builtin", "recorded_encoder", "recorded_retriever", "register_retriever", "retriever_class",
+           "get_retriever", "load_builtin", "options_section", "recorded_encoder", "recorded_retriever", "register_retriever", "retriever_class",
            "retriever_names", "retriever_title"]

@@ -27,6 +27,7 @@ class BM25Retriever(Retriever):
     """BM25 (the paper's rank_bm25 Okapi, or one of bm25s's variants) over the corpus's tokens."""
 
     name = "bm25"
+    options = BM25Config
     title = "BM25"
     parts = {BM25_DIR: (("*.npy", "*.json"), "an index's BM25 arrays")}
 

@@ -1,5 +1,6 @@
 """The config of ``pgra build-index`` (and of an experiment's ``index`` section): the corpus, the output folder,
-the retriever's name and one settings section per built-in retriever (``dense.*``, ``bm25.*``)."""
+the retriever's name and one settings section per built-in retriever (``dense.*``, ``bm25.*``), whose options each
+retriever declares on itself (:attr:`~pgra.retrieval.base.Retriever.options`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from .. import choices
 from ..config import check_config, option
 from ..corpus import CorpusOptions, CorpusSource
 from ..errors import InputError
-from .base import QueryEncoder, get_retriever
-from .bm25 import BM25Config
-from .dense_retriever import DenseConfig
+from .base import QueryEncoder, get_retriever, options_section, retriever_class
+
+DenseSection = options_section("dense")  # the options DenseRetriever declares
+BM25Section = options_section("bm25")  # the options BM25Retriever declares
 
 
 @dataclass
@@ -26,8 +28,8 @@ class IndexConfig(CorpusOptions):
     out: str = option("", help="index folder to write")
     retriever: str = option("dense", choices=choices.retrievers,
                             help="a registered first-stage retriever: dense (an encoder + faiss), bm25 ...")
-    dense: DenseConfig = field(default_factory=DenseConfig)
-    bm25: BM25Config = field(default_factory=BM25Config)
+    dense: DenseSection = field(default_factory=lambda: retriever_class("dense").options())
+    bm25: BM25Section = field(default_factory=lambda: retriever_class("bm25").options())
     overwrite: bool = option(False, help="replace an index or partial build made with other inputs")
     show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
 
@@ -55,4 +57,4 @@ class IndexConfig(CorpusOptions):
         return get_retriever(self).trusts_remote_code()
 
 
-__all__ = ["BM25Config", "DenseConfig", "IndexConfig"]
+__all__ = ["IndexConfig"]

@@ -81,6 +81,7 @@ class DenseRetriever(Retriever):
     """A dense encoder + faiss (exact inner product on unit vectors = cosine, or IVF / HNSW)."""
 
     name = "dense"
+    options = DenseConfig
     cosine_scores = True
     files = {FAISS_FILE: "an index's faiss file", IVFDATA_FILE: "an index's on-disk inverted lists"}
     parts = {VECTORS_DIR: (("emb_*.npy",), "an index's stored vectors")}

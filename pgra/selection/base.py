@@ -8,50 +8,25 @@ per-query strategies (``random``, ``kate``, ``skill_knn``) never select the quer
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .. import choices
 from ..config import option
 from ..errors import InputError
 from ..itself import same_text
+from ..registry import Registry
 from ..tasks.loaders import Example
 from ..tasks.spec import TaskSpec
-
-METRICS = ("cosine", "euclidean")
-SKILL_VARIANTS = ("single", "consistency", "distinctiveness")
+from .settings import SelectorSettings
 
 
-@dataclass
-class SelectorSettings:
-    """The strategy-specific settings (each strategy reads the ones it needs)."""
-
-    balanced: bool = option(False, flag="--demo-balanced",
-                            help="random: draw the same number per label (the paper's draw is always balanced)")
-    encoder: str = option("", flag="--demo-encoder",
-                          help="kate / skill_knn: sentence encoder (name or folder); default: the index's encoder")
-    pooler: str = option("mean", flag="--demo-pooler", choices=choices.poolers,
-                         help="kate / skill_knn: pooler of --demo-encoder (the index's own with the index's encoder)")
-    max_length: int = option(128, min=1, help="kate / skill_knn: tokens per encoded input")
-    metric: str = option("cosine", flag="--demo-metric", choices=METRICS,
-                         help="kate: cosine or negative Euclidean distance")
-    reverse: bool = option(False, flag="--demo-reverse",
-                           help="most similar demonstration first (default: last, next to the query)")
-    annotations: str = option("", io="in", flag="--skill-annotations",
-                              help="skill_knn: JSONL of annotated {\"input\", \"skill\"} demonstrations")
-    rewrite_lm: str = option("", io="in", flag="--skill-lm", help="skill_knn: causal LM that rewrites; default: the "
-                                                         "stage's LM")
-    instruction: str = option("Describe the skill needed to classify each sentence, without giving its answer.",
-                              help="skill_knn: the line before the annotated demonstrations")
-    variant: str = option("single", flag="--skill-variant", choices=SKILL_VARIANTS,
-                          help="skill_knn: one rewrite, or m rewrites with shuffled demonstration order "
-                               "(consistency: cosine of mean embeddings; distinctiveness: max cosine over pairs)")
-    rewrites: int = option(5, min=1, help="skill_knn: rewrites per input for the two variants (m)")
-    max_new_tokens: int = option(32, min=1, help="skill_knn: longest rewrite in tokens")
-    batch_size: int = option(16, cosmetic=True, min=1, help="skill_knn: inputs per generation batch")
-    cache_dir: str = option("cache/selection", cosmetic=True, io="store", help="encoded training sets and rewrites, kept across runs")
+def reverse_option() -> Any:
+    """The ``reverse`` option of the strategies that rank demonstrations by similarity (one option they share)."""
+    return option(False, flag="--demo-reverse",
+                  help="most similar demonstration first (default: last, next to the query)")
 
 
 @dataclass
@@ -71,18 +46,26 @@ def same_input(query: Example, candidate: Example) -> bool:
 
 
 class Selector(ABC):
-    """A demonstration-selection strategy: ``fit(task, train)``, then ``select(queries)``."""
+    """A demonstration-selection strategy: ``fit(task, train)``, then ``select(queries)``.
+
+    ``options``: the dataclass of the options it reads from ``self.settings`` (declared in its file, with
+    :func:`~pgra.config.option`), or None; they join the ``demos`` section (:mod:`pgra.selection.settings`).
+    ``encoder``: a sentence encoder already loaded (the index's), which a strategy that embeds inputs uses instead
+    of loading its own when it is the one its settings name.
+    """
 
     name: ClassVar[str]
     per_query: ClassVar[bool] = True
+    options: ClassVar[type | None] = None
 
-    def __init__(self, num_demos: int = 8, seed: int = 13, settings: SelectorSettings | None = None,
+    def __init__(self, num_demos: int = 8, seed: int = 13, settings: Any = None,
                  lm: str = "", device: str | None = None, show_progress: bool = False,
-                 dtype: str | None = None) -> None:
+                 dtype: str | None = None, encoder: Any = None) -> None:
         if num_demos < 0:
             raise InputError("num_demos must be >= 0", field="num_demos")
         self.num_demos, self.seed = num_demos, seed
-        self.settings = settings or SelectorSettings()
+        self.settings = settings if settings is not None else SelectorSettings()
+        self.loaded_encoder = encoder
         self.lm, self.device, self.dtype, self.show_progress = lm, device, dtype, show_progress
         self.cost = SelectionCost()
         self.task: TaskSpec | None = None
@@ -103,7 +86,7 @@ class Selector(ABC):
         return None
 
     @classmethod
-    def uses_seed(cls, num_demos: int, settings: SelectorSettings) -> bool:
+    def uses_seed(cls, num_demos: int, settings: Any) -> bool:
         """Whether ``seed`` can change what this strategy selects under these settings (False lets an experiment
         run an in-context learning method once, not once per seed). Seeded draws keep this default; no
         demonstrations at all need no seed."""
@@ -158,21 +141,31 @@ def order_by_similarity(ranked: list[int], reverse: bool) -> list[int]:
     return list(ranked) if reverse else list(reversed(ranked))
 
 
-def settings_key(settings: SelectorSettings) -> dict[str, Any]:
+# the strategies that ship with pgra, one module each (importing one registers it), in the order they are listed
+BUILTIN = ("paper", "code_order", "random_draw", "kate", "skill_knn", "bm25", "mmr", "votek", "dpp", "mdl",
+           "topk_cone")
+STRATEGIES: Registry[type[Selector]] = Registry("demonstration selection", __package__, BUILTIN,
+                                                field="demo_selection")
+register_selector = STRATEGIES.register  # add a strategy class under its ``name``; works as a decorator
+
+
+def settings_key(settings: Any) -> dict[str, Any]:
     """What in ``settings`` defines a selection (no cache folder or batch size), with the annotation file's
     content hash: for the cache keys of the runs that use it."""
     from pathlib import Path
 
     from ..artifacts import sha256_file
-    from ..config import result_settings
+    from ..config import io_role, result_settings
 
     key = result_settings(settings)
-    if settings.annotations and Path(settings.annotations).is_file():
-        key["annotations_sha256"] = sha256_file(settings.annotations)
+    for f in dataclasses.fields(settings):  # an input file's content (Skill-KNN's annotations), not its path alone
+        value = getattr(settings, f.name)
+        if io_role(f) == "in" and isinstance(value, str) and value and Path(value).is_file():
+            key[f"{f.name}_sha256"] = sha256_file(value)
     return key
 
 
-def with_index_encoder(settings: SelectorSettings, index: dict[str, Any] | None) -> SelectorSettings:
+def with_index_encoder(settings: Any, index: dict[str, Any] | None) -> Any:
     """``settings`` whose empty ``encoder`` defaults to the index's query encoder and pooler, when its retriever
     has one (a candidates manifest's ``index`` record)."""
     from dataclasses import replace

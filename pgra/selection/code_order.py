@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from .base import GlobalSelector
+from .base import STRATEGIES, GlobalSelector
 
 
+@STRATEGIES.register
 class CodeOrderSelector(GlobalSelector):
     """Walk the training file taking at most int(m/L)+1 per label, until >= m cover every label."""
 

@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from .. import choices
 from ..artifacts import load_npy, save_npy, write_json
+from ..config import option
 from ..errors import IncompleteArtifactError
-from .base import SelectorSettings
+from ..tasks.loaders import Example
+from .base import Selector
+
+
+@dataclass
+class EncoderOptions:
+    """The options of every strategy that embeds inputs with a sentence encoder (one shared set of options)."""
+
+    encoder: str = option("", flag="--demo-encoder",
+                          help="strategies that embed inputs (kate, skill_knn, mmr, votek, dpp, topk_cone): sentence "
+                               "encoder (name or folder); default: the index's encoder")
+    pooler: str = option("mean", flag="--demo-pooler", choices=choices.poolers,
+                         help="pooler of --demo-encoder (the index's own with the index's encoder)")
+    max_length: int = option(128, min=1, help="tokens per encoded input (of --demo-encoder)")
+    cache_dir: str = option("cache/selection", cosmetic=True, io="store",
+                            help="encoded training sets and rewrites, kept across runs")
 
 
 class CachedEncoder:
@@ -21,10 +41,16 @@ class CachedEncoder:
     encoder's files, pooler, length limit and the texts themselves.
     """
 
-    def __init__(self, settings: SelectorSettings, device: str | None = None, show_progress: bool = False) -> None:
+    def __init__(self, settings: Any, device: str | None = None, show_progress: bool = False,
+                 loaded: Any = None) -> None:
+        self.settings, self.show_progress = settings, show_progress
+        if loaded is not None and is_encoder_of(loaded, settings):
+            # the index's encoder, already loaded: its weights are used (not loaded again) at this length limit
+            self.encoder = copy.copy(loaded)
+            self.encoder.max_length = settings.max_length
+            return
         from ..retrieval.encoder import DenseEncoder
 
-        self.settings, self.show_progress = settings, show_progress
         self.encoder = DenseEncoder(settings.encoder, pooler=settings.pooler, max_length=settings.max_length,
                                     device=device)
 
@@ -55,6 +81,16 @@ class CachedEncoder:
         return vectors
 
 
+def is_encoder_of(encoder: Any, settings: Any) -> bool:
+    """Whether a loaded :class:`~pgra.retrieval.encoder.DenseEncoder` is the model ``settings`` name (its folder
+    or name, resolved, and its pooler)."""
+    def resolved(name: str) -> str:
+        return str(Path(name).resolve()) if Path(name).is_dir() else name
+
+    return (resolved(str(getattr(encoder, "name_or_path", ""))) == resolved(str(settings.encoder))
+            and getattr(encoder, "pooler", None) == settings.pooler)
+
+
 def similarities(queries: np.ndarray, train: np.ndarray, metric: str) -> np.ndarray:
     """``(n_queries, n_train)`` similarities: cosine, or negative Euclidean distance of the raw vectors."""
     q, t = np.asarray(queries, np.float64), np.asarray(train, np.float64)
@@ -71,3 +107,37 @@ def top_allowed(scores: np.ndarray, allowed: list[int], m: int) -> list[int]:
     allowed_arr = np.asarray(allowed, dtype=np.int64)
     order = np.argsort(-scores[allowed_arr], kind="stable")[:m]
     return allowed_arr[order].tolist()
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """Rows of ``x`` scaled to unit length (float64)."""
+    x = np.asarray(x, np.float64)
+    return x / np.clip(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12, None)
+
+
+class EncodedSelector(Selector):
+    """A strategy over the sentence encoder's embeddings of the training inputs (``settings.encoder``, or the
+    index's already loaded): ``fit`` encodes the training set once (cached on disk) into :attr:`train_units`
+    (unit rows); :meth:`query_units` encodes queries."""
+
+    def _fit(self) -> None:
+        from ..errors import InputError
+
+        if not self.settings.encoder:
+            raise InputError(f"{self.name} needs a sentence encoder", field="demo_encoder")
+        self.encoder = CachedEncoder(self.settings, self.device, self.show_progress, self.loaded_encoder)
+        self.train_units = unit_rows(self.encoder.encode([ex.text for ex in self.train]))
+        self._fit_encoded()
+
+    def _fit_encoded(self) -> None:
+        """Preparation once the training set is encoded (none by default)."""
+        return None
+
+    def query_units(self, queries: Sequence[Example]) -> np.ndarray:
+        """Unit embeddings of ``queries`` (not cached: a split's queries are encoded once)."""
+        return unit_rows(self.encoder.encode([q.text for q in queries], cache=False))
+
+    def describe(self) -> dict:
+        s = self.settings
+        encoder = self.encoder.encoder.fingerprint if hasattr(self, "encoder") else s.encoder
+        return {**super().describe(), "encoder": encoder, "pooler": s.pooler, "max_length": s.max_length}

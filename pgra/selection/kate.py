@@ -3,18 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from ..config import option
 from ..errors import InputError
 from ..tasks.loaders import Example
-from .base import Selector, order_by_similarity
-from .encoded import CachedEncoder, similarities, top_allowed
+from .base import STRATEGIES, Selector, order_by_similarity, reverse_option
+from .encoded import CachedEncoder, EncoderOptions, similarities, top_allowed
+
+METRICS = ("cosine", "euclidean")
 
 
+@dataclass
+class KateOptions(EncoderOptions):
+    """``kate``'s options: the sentence encoder, the similarity, the order."""
+
+    metric: str = option("cosine", flag="--demo-metric", choices=METRICS,
+                         help="kate: cosine or negative Euclidean distance")
+    reverse: bool = reverse_option()
+
+
+@STRATEGIES.register
 class KateSelector(Selector):
     """Nearest training examples by cosine (or negative Euclidean distance) of their encodings; the most
     similar sits next to the query unless ``reverse``. The encoded training set is cached on disk."""
 
     name = "kate"
+    options = KateOptions
 
     @classmethod
     def uses_seed(cls, num_demos: int, settings) -> bool:
@@ -23,7 +38,7 @@ class KateSelector(Selector):
     def _fit(self) -> None:
         if not self.settings.encoder:
             raise InputError("kate needs a sentence encoder", field="demo_encoder")
-        self.encoder = CachedEncoder(self.settings, self.device, self.show_progress)
+        self.encoder = CachedEncoder(self.settings, self.device, self.show_progress, self.loaded_encoder)
         self.train_vectors = self.encoder.encode([ex.text for ex in self.train])
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:

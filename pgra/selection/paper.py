@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import GlobalSelector
+from .base import STRATEGIES, GlobalSelector
 
 
 def balanced_draw(rng: np.random.Generator, labels: list[str], pools: dict[str, list[int]], m: int) -> list[int]:
@@ -23,6 +23,7 @@ def balanced_draw(rng: np.random.Generator, labels: list[str], pools: dict[str, 
     return [chosen[i] for i in rng.permutation(len(chosen))]
 
 
+@STRATEGIES.register
 class PaperSelector(GlobalSelector):
     """The paper: m random training examples, balanced over labels (seeded), in shuffled order."""
 

@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import option
 from ..tasks.loaders import Example
-from .base import Selector
+from .base import STRATEGIES, Selector
 from .paper import balanced_draw
 
+
+@dataclass
+class RandomOptions:
+    """``random``'s options."""
+
+    balanced: bool = option(False, flag="--demo-balanced",
+                            help="random: draw the same number per label (the paper's draw is always balanced)")
+
+
+@STRATEGIES.register
 
 class RandomSelector(Selector):
     """m training examples drawn per query (never the query itself); ``balanced`` spreads them over labels.
@@ -20,6 +32,7 @@ class RandomSelector(Selector):
     """
 
     name = "random"
+    options = RandomOptions
 
     def _rng(self, query: Example) -> np.random.Generator:
         return np.random.default_rng([self.seed, zlib.crc32(query.text.strip().encode())])

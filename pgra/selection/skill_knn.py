@@ -9,14 +9,37 @@ The most similar training example sits next to the query unless ``reverse``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import option
 from ..errors import InputError
 from ..tasks.loaders import Example
-from .base import Selector, order_by_similarity
-from .encoded import CachedEncoder, top_allowed
+from .base import STRATEGIES, Selector, order_by_similarity, reverse_option
+from .encoded import CachedEncoder, EncoderOptions, top_allowed
 from .rewrite import SkillRewriter, read_annotations
+
+SKILL_VARIANTS = ("single", "consistency", "distinctiveness")
+
+
+@dataclass
+class SkillKnnOptions(EncoderOptions):
+    """``skill_knn``'s options: the annotated rewrites, the rewriting LM, the variant, the sentence encoder."""
+
+    annotations: str = option("", io="in", flag="--skill-annotations",
+                              help="skill_knn: JSONL of annotated {\"input\", \"skill\"} demonstrations")
+    rewrite_lm: str = option("", io="in", flag="--skill-lm", help="skill_knn: causal LM that rewrites; default: the "
+                                                                  "stage's LM")
+    instruction: str = option("Describe the skill needed to classify each sentence, without giving its answer.",
+                              help="skill_knn: the line before the annotated demonstrations")
+    variant: str = option("single", flag="--skill-variant", choices=SKILL_VARIANTS,
+                          help="skill_knn: one rewrite, or m rewrites with shuffled demonstration order "
+                               "(consistency: cosine of mean embeddings; distinctiveness: max cosine over pairs)")
+    rewrites: int = option(5, min=1, help="skill_knn: rewrites per input for the two variants (m)")
+    max_new_tokens: int = option(32, min=1, help="skill_knn: longest rewrite in tokens")
+    batch_size: int = option(16, cosmetic=True, min=1, help="skill_knn: inputs per generation batch")
+    reverse: bool = reverse_option()
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -34,10 +57,12 @@ def skill_similarities(queries: np.ndarray, train: np.ndarray, variant: str) -> 
     return np.einsum("rqd,std->rsqt", q, t).max(axis=(0, 1))
 
 
+@STRATEGIES.register
 class SkillKnnSelector(Selector):
     """Nearest training examples by their skill descriptions."""
 
     name = "skill_knn"
+    options = SkillKnnOptions
 
     @classmethod
     def uses_seed(cls, num_demos: int, settings) -> bool:
@@ -62,7 +87,7 @@ class SkillKnnSelector(Selector):
         self.rewriter = SkillRewriter(lm, read_annotations(s.annotations), s.instruction, s.max_new_tokens,
                                       s.batch_size, s.cache_dir, seed=self.seed, device=self.device,
                                       dtype=self.dtype, show_progress=self.show_progress)
-        self.encoder = CachedEncoder(s, self.device, self.show_progress)
+        self.encoder = CachedEncoder(s, self.device, self.show_progress, self.loaded_encoder)
         self.train_rewrites = self._rewrite([ex.text for ex in self.train])
         self.train_vectors = np.stack([self.encoder.encode(r) for r in self.train_rewrites])
 
