@@ -98,6 +98,7 @@ bench: prepare
 	$(BIN)/python bench/bench_reader.py
 	$(BIN)/python bench/bench_reader_frozen.py
 	$(BIN)/python bench/bench_cpu_bf16.py
+	$(BIN)/python bench/bench_reader_top_layers.py
 	$(BIN)/python bench/plan_table2.py
 
 bench-gpu: prepare
@@ -110,6 +111,9 @@ bench-scale: prepare
 	$(BIN)/python bench/bench_dense_scale.py --dtypes bf16 --sizes 100000,300000,1000000 --json bench/results/dense_scale_large.json
 	$(BIN)/python bench/bench_rerank_scale.py --json bench/results/rerank_scale.json
 	$(BIN)/python bench/bench_reader.py --json bench/results/reader_scale.json
+	$(BIN)/python bench/bench_index_scale.py --json bench/results/index_scale.json
+	$(BIN)/python bench/bench_corpus_pass.py --json bench/results/corpus_pass.json
+	$(BIN)/python bench/bench_selectors.py --tasks mr --out bench/results/selectors_mr.json
 	$(BIN)/python bench/plot_scaling.py
 
 clean:

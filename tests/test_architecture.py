@@ -18,7 +18,9 @@ FLOORS: list[tuple[str, ...]] = [
     ("pgra.retrieval",),                      # stage 1: encoders, indexes, search
     ("pgra.selection",),                      # demonstrations (KATE reuses the retrieval encoder)
     ("pgra.rerank", "pgra.reader"),           # stage 2 (the prompt-guided reranker) and the FiD reader
-    ("pgra.icl", "pgra.rerank.query_likelihood"),  # in-context learning; UPR scores with its label scorer
+    # in-context learning; UPR and the LM-scored demonstration strategies score with its label scorer
+    ("pgra.icl", "pgra.rerank.query_likelihood", "pgra.selection.lm_scored", "pgra.selection.mdl",
+     "pgra.selection.topk_cone"),
     ("pgra.methods",),                        # every compared method behind one interface
     ("pgra.simcse",),                         # training a retriever's encoder (judged with a method's kNN vote)
     ("pgra.experiment", "pgra.pipeline", "pgra.export"),  # the grid; prediction from a run; a run exported

@@ -166,8 +166,17 @@ def _named_retrievers(path: Path) -> list[str]:
     return found
 
 
+# modules outside retrieval/ that say "bm25" for something else than the retriever
+NOT_THE_RETRIEVER = {
+    "selection/registered.py": "the bm25 demonstration strategy's module, among the built-in strategies",
+    "selection/bm25.py": "the bm25 demonstration strategy: it scores training inputs with pgra.retrieval.bm25's "
+                         "BM25Index, not through the retriever registry",
+}
+
+
 def test_no_module_outside_retrieval_names_a_retriever():
     package = Path(pgra.__file__).parent
     found = [hit for path in sorted(package.rglob("*.py")) if "retrieval" not in path.relative_to(package).parts
+             and path.relative_to(package).as_posix() not in NOT_THE_RETRIEVER
              for hit in _named_retrievers(path)]
     assert not found, "\n".join(found)

@@ -17,9 +17,11 @@ from typing import Any, ClassVar
 from ..config import option
 from ..errors import InputError
 from ..itself import same_text
-from ..registry import Registry
 from ..tasks.loaders import Example
 from ..tasks.spec import TaskSpec
+from .registered import BUILTIN as BUILTIN  # re-exported: their home is .registered
+from .registered import STRATEGIES as STRATEGIES
+from .registered import register_selector as register_selector
 from .settings import SelectorSettings
 
 
@@ -139,14 +141,6 @@ def order_by_similarity(ranked: list[int], reverse: bool) -> list[int]:
     """Prompt order of demonstrations ranked most similar first: the most similar last (next to the query), or
     first with ``reverse``."""
     return list(ranked) if reverse else list(reversed(ranked))
-
-
-# the strategies that ship with pgra, one module each (importing one registers it), in the order they are listed
-BUILTIN = ("paper", "code_order", "random_draw", "kate", "skill_knn", "bm25", "mmr", "votek", "dpp", "mdl",
-           "topk_cone")
-STRATEGIES: Registry[type[Selector]] = Registry("demonstration selection", __package__, BUILTIN,
-                                                field="demo_selection")
-register_selector = STRATEGIES.register  # add a strategy class under its ``name``; works as a decorator
 
 
 def settings_key(settings: Any) -> dict[str, Any]:

@@ -56,7 +56,7 @@ def _build(options: tuple[tuple[str, type], ...]) -> type:
 
 def selector_settings() -> type:
     """The dataclass of the ``demos`` section for the strategies registered now (built-in ones loaded first)."""
-    from .base import STRATEGIES
+    from .registered import STRATEGIES
 
     STRATEGIES.load_builtin()
     options: dict[type, str] = {}
@@ -89,7 +89,7 @@ class SelectorSettings(metaclass=_Section):
     @classmethod
     def __section_parts__(cls) -> tuple[type, ...]:
         """The option classes the section is made from (the registered strategies' ``options``)."""
-        from .base import STRATEGIES
+        from .registered import STRATEGIES
 
         STRATEGIES.load_builtin()
         return tuple(dict.fromkeys(s.options for s in STRATEGIES.values() if s.options is not None))
