@@ -1,4 +1,5 @@
-"""``pgra export --run RUN --out DIR``: a finished reader run as a self-contained folder ``Pipeline.load`` reads."""
+"""``pgra export --run RUN --out DIR [--push-to-hub REPO]``: a finished reader run as a self-contained folder
+``Pipeline.load`` reads, optionally uploaded to the Hugging Face Hub."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ class ExportOptions:
                               "corpus fingerprint: Pipeline.load(DIR, index=PATH) elsewhere)")
     copy_lm: bool = option(False, help="copy the reranking LM's folder into the folder (else its recorded path "
                            "or hub id with its fingerprint: Pipeline.load(DIR, lm=PATH) elsewhere)")
+    push_to_hub: str = option("", metavar="REPO", help="then upload the folder to this Hugging Face Hub model "
+                              "repository (USER/NAME; created when missing) with the token of HF_TOKEN or "
+                              "`hf auth login`")
+    private: bool = option(False, help="with --push-to-hub: create the repository private")
 
 
 def run(opts: ExportOptions) -> None:
@@ -25,8 +30,21 @@ def run(opts: ExportOptions) -> None:
 
     if not opts.run or not opts.out:
         raise InputError("`pgra export` needs --run RUN and --out DIR", field="run" if not opts.run else "out")
+    if opts.private and not opts.push_to_hub:
+        raise InputError("--private applies to --push-to-hub REPO only", field="private")
+    api = None
+    if opts.push_to_hub:
+        from ..hub import hub_client
+
+        api = hub_client(opts.push_to_hub)  # the package and the token, before anything is written
     out = export_run(opts.run, opts.out, opts.copy_index, opts.copy_lm)
     print(f"exported {opts.run} to {out}: load it with pgra.Pipeline.load({str(out)!r}); model card: {out}/README.md")
+    if api is not None:
+        from ..hub import push_to_hub
+
+        url = push_to_hub(out, opts.push_to_hub, opts.private, api=api)
+        print(f"uploaded {out} to {url}: pgra.Pipeline.load needs the folder, e.g. "
+              f"huggingface_hub.snapshot_download({opts.push_to_hub!r})")
 
 
 COMMAND = Command("export", "a trained run as a self-contained folder Pipeline.load reads, with a model card",
