@@ -69,10 +69,6 @@ class DPPSelector(EncodedSelector):
     name = "dpp"
     options = DPPOptions
 
-    @classmethod
-    def uses_seed(cls, num_demos: int, settings) -> bool:
-        return False
-
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
         if not queries:
             return []

@@ -118,7 +118,12 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
 class EncodedSelector(Selector):
     """A strategy over the sentence encoder's embeddings of the training inputs (``settings.encoder``, or the
     index's already loaded): ``fit`` encodes the training set once (cached on disk) into :attr:`train_units`
-    (unit rows); :meth:`query_units` encodes queries."""
+    (unit rows); :meth:`query_units` encodes queries. It ranks by the encoder and draws nothing, so the seed changes
+    nothing unless a subclass says otherwise."""
+
+    @classmethod
+    def uses_seed(cls, num_demos: int, settings) -> bool:
+        return False
 
     def _fit(self) -> None:
         from ..errors import InputError

@@ -47,10 +47,6 @@ class MMRSelector(EncodedSelector):
     name = "mmr"
     options = MMROptions
 
-    @classmethod
-    def uses_seed(cls, num_demos: int, settings) -> bool:
-        return False
-
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
         if not queries:
             return []

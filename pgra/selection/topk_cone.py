@@ -38,10 +38,6 @@ class TopKConESelector(LMScoredSelector):
     name = "topk_cone"
     options = ConEOptions
 
-    @classmethod
-    def uses_seed(cls, num_demos: int, settings) -> bool:
-        return False
-
     def conditional_entropy(self, query: Example, candidates: list[int]) -> np.ndarray:
         """Mean token cross-entropy of the query's rendering after each candidate as the one demonstration."""
         logp, counts = self.score([demo_prefix(self.task, [self.train[c]]) for c in candidates],

@@ -69,10 +69,6 @@ class VoteKSelector(EncodedSelector):
     name = "votek"
     options = VoteKOptions
 
-    @classmethod
-    def uses_seed(cls, num_demos: int, settings) -> bool:
-        return False
-
     def _fit_encoded(self) -> None:
         s = self.settings
         self.pool = sorted(vote_k(knn_graph(self.train_units, s.votek_k), max(s.votek_pool, self.num_demos),
