@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -97,7 +98,7 @@ def measure(name: str, size: int, shards: str, queries: np.ndarray, k: int, trai
     index_bytes = sum(f.stat().st_size for f in index_dir.rglob("*") if f.is_file() and
                       (FAISS_FILE not in files or f.parent == index_dir))  # stored vectors apart when kept
     stored = VectorShards([index_dir / s for s in fields["vectors"]["shards"]]) if "vectors" in fields else None
-    rows = []
+    rows, index = [], None
     for factor in ([0, RESCORE] if keep else [0]):
         t0 = time.perf_counter()
         if FAISS_FILE in files:
@@ -112,6 +113,8 @@ def measure(name: str, size: int, shards: str, queries: np.ndarray, k: int, trai
                      "index_disk_gib": round(index_bytes / 2**30, 4),
                      "stored_vectors_gib": round(size * queries.shape[1] * 4 / 2**30, 4) if factor else 0.0,
                      "search_ms_per_query": round(1000 * search_s / len(queries), 3), "ids": ids.tolist()})
+    del index, stored
+    shutil.rmtree(work)  # at 10M sentences every type's files together would not fit the disk
     out.put(rows)
 
 

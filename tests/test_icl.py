@@ -31,6 +31,23 @@ def test_label_scoring_equals_naive_full_prompts(tiny_lm):
     assert n_fast[:, 2].min() > 1 and scorer.stats.uncached_pairs == 0
 
 
+def test_ragged_continuations_equal_naive_whole_sequences(tiny_lm):
+    """score_continuations: each prompt its own continuations (none, one, several of odd lengths), each prompt
+    run once: equal to every pair run whole."""
+    prompts = [build_prompt(TASK, DEMOS[: i % 4], t) for i, t in enumerate(SENTENCES[:4] + ["x " * 30])]
+    conts = [["positive"], [], SENTENCES[:3], ["quite unexpectedly wonderful", "no"], SENTENCES[2:]]
+    scorer = LabelScorer(str(tiny_lm), dtype="fp32", max_tokens_per_batch=300, max_batch_size=2)
+    logp, counts = scorer.score_continuations(prompts, conts)
+    assert [len(x) for x in logp] == [len(c) for c in conts] and scorer.stats.prompts == len(prompts)
+    for p, c, lp, n in zip(prompts, conts, logp, counts, strict=True):
+        if c:
+            naive, n_naive = scorer.score_naive([p], c)
+            np.testing.assert_allclose(lp, naive[0], atol=1e-4)
+            np.testing.assert_array_equal(n, n_naive[0])
+    with pytest.raises(ValueError, match="2 prompts but 1"):
+        scorer.score_continuations(prompts[:2], conts[:1])
+
+
 def test_label_probabilities_sum_or_mean():
     logp = np.array([[-2.0, -3.0]])
     counts = np.array([[1, 3]])

@@ -88,11 +88,25 @@ class LabelScorer(CausalLM):
     def score(self, prompts: Sequence[str], words: Sequence[str],
               show_progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """``(log-likelihoods, token counts)``, each ``(len(prompts), len(words))``."""
-        n, n_words = len(prompts), len(words)
-        logp = np.zeros((n, n_words), dtype=np.float64)
-        counts = np.zeros((n, n_words), dtype=np.int64)
+        logp, counts = self.score_continuations(prompts, [words] * len(prompts), show_progress)
+        shape = (len(prompts), len(words))
+        return (np.array(logp, dtype=np.float64).reshape(shape), np.array(counts, dtype=np.int64).reshape(shape))
+
+    @torch.inference_mode()
+    def score_continuations(self, prompts: Sequence[str], continuations: Sequence[Sequence[str]],
+                            show_progress: bool = False) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per prompt ``i``, ``log P(" " + c | prompts[i])`` and its token count for each of *its own*
+        continuations ``c`` in ``continuations[i]``: the ragged form of :meth:`score` (which gives every prompt the
+        same words). Each prompt runs once, however many continuations share it (UPR: a candidate's prompt is
+        shared by every input that retrieved it)."""
+        n = len(prompts)
+        if len(continuations) != n:
+            raise ValueError(f"{n} prompts but {len(continuations)} lists of continuations")
+        logp = [np.zeros(len(c), dtype=np.float64) for c in continuations]
+        counts = [np.zeros(len(c), dtype=np.int64) for c in continuations]
         seqs = [self.ids(p) for p in prompts]
-        conts = [[self.word_tokens(s, p, w) for w in words] for s, p in zip(seqs, prompts, strict=True)]
+        conts = [[self.word_tokens(s, p, w) for w in ws] for s, p, ws in zip(seqs, prompts, continuations,
+                                                                              strict=True)]
         longest = max((len(c) for row in conts for c in row if c), default=1)
         for i, s in enumerate(seqs):
             if len(s) + longest > self.max_context:
@@ -100,7 +114,7 @@ class LabelScorer(CausalLM):
                                  f"{self.lm}'s context of {self.max_context}", field="num_demos")
         self.cost.prompts += n
         self.cost.calls += n
-        bar = progress(total=n, desc="label scoring", unit=" inputs", disable=not show_progress)
+        bar = progress(total=n, desc="label scoring", unit=" prompts", disable=not show_progress)
         for batch in self.batches([len(s) for s in seqs], longest):
             self._score_batch(batch, seqs, conts, logp, counts)
             bar.update(len(batch))
@@ -108,14 +122,14 @@ class LabelScorer(CausalLM):
         for i in range(n):  # pairs whose joint tokenisation merged across the seam: whole sequences
             for j, c in enumerate(conts[i]):
                 if c is None:
-                    joint = self.ids(prompts[i] + " " + words[j])
+                    joint = self.ids(prompts[i] + " " + continuations[i][j])
                     target = max(1, len(joint) - len(seqs[i]))
-                    logp[i, j], counts[i, j] = self._whole(joint, target), target
+                    logp[i][j], counts[i][j] = self._whole(joint, target), target
                     self.cost.uncached_pairs += 1
                     self.cost.calls += 1
         return logp, counts
 
-    def _score_batch(self, batch: list[int], seqs, conts, logp: np.ndarray, counts: np.ndarray) -> None:
+    def _score_batch(self, batch: list[int], seqs, conts, logp: list[np.ndarray], counts: list[np.ndarray]) -> None:
         ids, mask = pad_sequences([seqs[i] for i in batch], self.pad_id, side="left")
         pos = (mask.cumsum(1) - 1).clamp(min=0)
         first, out = self._forward(1, input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
@@ -127,7 +141,7 @@ class LabelScorer(CausalLM):
             for j, c in enumerate(conts[i]):
                 if c is None:
                     continue
-                logp[i, j], counts[i, j] = float(first[r, c[0]]), len(c)
+                logp[i][j], counts[i][j] = float(first[r, c[0]]), len(c)
                 if len(c) > 1:
                     pairs.append((r, j))
         if not pairs:
@@ -152,7 +166,7 @@ class LabelScorer(CausalLM):
             for q, (r, j) in enumerate(chunk):
                 c = conts[batch[r]][j]
                 targets = torch.as_tensor(c[1:], device=self.device)
-                logp[batch[r], j] += float(lp[q, : len(c) - 1].gather(1, targets[:, None]).sum())
+                logp[batch[r]][j] += float(lp[q, : len(c) - 1].gather(1, targets[:, None]).sum())
 
     def score_naive(self, prompts: Sequence[str], words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The reference: every ``prompt + " " + word`` as one whole sequence, no cache, no batching."""

@@ -3,9 +3,10 @@ Generation"): a candidate's score is the mean log-probability of the input given
 ``mean_t log p(x_t | prompt(e), x_<t)``, under a causal LM with ``prompt(e) = template.format(evidence=e)``.
 
 It runs on the rerank config's own LM block (``lm``, ``dtype``, ``max_tokens_per_batch`` ...) through the
-in-context learning scorer (:class:`pgra.icl.scoring.LabelScorer`): each candidate's prompt runs once in
-token-budgeted batches and its KV cache is shared by the input's tokens, the joint tokenisation is checked at the
-seam (a pair that merges runs whole), and its cost record (inputs scored, tokens run) is the stage's ``cost``.
+in-context learning scorer (:meth:`pgra.icl.scoring.LabelScorer.score_continuations`): each distinct candidate's
+prompt runs once in token-budgeted batches, however many inputs retrieved it, and its KV cache is shared by those
+inputs' tokens; the joint tokenisation is checked at the seam (a pair that merges runs whole), and the scorer's
+cost record (prompts run plus pairs run whole, tokens run) is the stage's ``cost``.
 """
 
 from __future__ import annotations
@@ -53,13 +54,26 @@ class QueryLikelihood(Reranker):
         return self.settings.template.replace("{evidence}", evidence)
 
     def scores(self, queries: Sequence[str], candidates: Sequence[Sequence[dict[str, Any]]]) -> list[np.ndarray]:
+        """Each distinct candidate's prompt runs once for every query that retrieved it (its KV cache shared by
+        their tokens): the LM work grows with the distinct candidates plus the pairs' input tokens, not with the
+        pairs' prompts."""
         if self.scorer is None:
             self.load()
-        out = []
+        prompts: dict[str, int] = {}  # a distinct prompt -> its row
+        inputs: list[list[str]] = []  # per prompt row, the queries scored after it
+        where = []  # per query, per candidate: (prompt row, position among that row's queries)
         for q, cs in zip(queries, candidates, strict=True):
-            logp, counts = self.scorer.score([self.prompt(c["text"]) for c in cs], [q])
-            out.append(logp[:, 0] / counts[:, 0])
-        return out
+            row = []
+            for c in cs:
+                i = prompts.setdefault(self.prompt(c["text"]), len(prompts))
+                if i == len(inputs):
+                    inputs.append([])
+                row.append((i, len(inputs[i])))
+                inputs[i].append(q)
+            where.append(row)
+        logp, counts = self.scorer.score_continuations(list(prompts), inputs,
+                                                       show_progress=bool(getattr(self.cfg, "show_progress", False)))
+        return [np.array([logp[i][j] / counts[i][j] for i, j in row], dtype=np.float64) for row in where]
 
     def describe(self) -> dict[str, Any]:
         from ..artifacts import model_fingerprint
