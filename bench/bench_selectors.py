@@ -29,7 +29,7 @@ SEEDED = ("random", "paper", "mdl")
 
 
 def run(task_name: str, strategies: list[str], n_train: int, n_test: int, m: int, seeds: list[int],
-        lm_candidates: int, cache: Path) -> list[dict]:
+        lm_candidates: int, cache: Path, dtype: str = "fp32") -> list[dict]:
     task = get_task(task_name)
     data = load_task(task, ROOT / "data", splits=("train", "test"))
     rng = np.random.default_rng(0)
@@ -46,7 +46,7 @@ def run(task_name: str, strategies: list[str], n_train: int, n_test: int, m: int
             settings = SelectorSettings(encoder=str(ROOT / "models" / "minilm"), pooler="mean",
                                         cache_dir=str(cache), **options)
             cfg = ICLConfig(lm=str(ROOT / "models" / "smollm2-135m"), selection=name, num_demos=m, seed=seed,
-                            demos=settings, show_progress=False, max_tokens_per_batch=8192, dtype="fp32")
+                            demos=settings, show_progress=False, max_tokens_per_batch=8192, dtype=dtype)
             start = time.perf_counter()
             clf = ICLClassifier(cfg, task, train, settings)
             clf.prepare(records)
@@ -55,6 +55,7 @@ def run(task_name: str, strategies: list[str], n_train: int, n_test: int, m: int
             acc = float(np.mean([x["prediction"] == r["label"] for x, r in zip(lines, records, strict=True)]))
             cost = clf.cost()["selection"]
             rows.append({"task": task_name, "strategy": name, "seed": seed, "accuracy": acc,
+                         "test_inputs": len(records),
                          "selection_lm_calls": cost["lm_calls"], "selection_lm_tokens": cost["lm_tokens"],
                          "selection_s": round(selected_s, 1), "total_s": round(time.perf_counter() - start, 1)})
             print(json.dumps(rows[-1]), flush=True)
@@ -70,14 +71,35 @@ def main() -> None:
     p.add_argument("--num-demos", type=int, default=4)
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--lm-candidates", type=int, default=8)
+    p.add_argument("--dtype", default="bf16-if-native", help="the ICL LM's dtype (icl.dtype)")
     p.add_argument("--out", default="")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as cache:
         rows = [r for t in a.tasks.split(",") for r in run(t, a.strategies.split(","), a.train, a.test, a.num_demos,
                                                           [int(s) for s in a.seeds.split(",")], a.lm_candidates,
-                                                          Path(cache))]
+                                                          Path(cache), a.dtype)]
     if a.out:
         Path(a.out).write_text(json.dumps({"args": vars(a), "rows": rows}, indent=1) + "\n")
+    print(table(rows))
+
+
+def table(rows: list[dict]) -> str:
+    """Per task and strategy: accuracy (the mean over seeds, their range when several), its 95% binomial interval
+    on one seed's test inputs (about ±1.96 sqrt(p(1-p)/n)), and the selection's LM cost and seconds (means)."""
+    out = ["| task | strategy | seeds | accuracy (%) | ±95% (one seed) | seed range | selection LM calls | "
+           "selection LM tokens | selection s | total s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for task in dict.fromkeys(r["task"] for r in rows):
+        for name in dict.fromkeys(r["strategy"] for r in rows if r["task"] == task):
+            rs = [r for r in rows if r["task"] == task and r["strategy"] == name]
+            acc = np.array([r["accuracy"] for r in rs])
+            half = 196 * np.sqrt(acc.mean() * (1 - acc.mean()) / rs[0]["test_inputs"])
+            spread = f"{100 * acc.min():.1f}–{100 * acc.max():.1f}" if len(rs) > 1 else "—"
+            mean = {k: np.mean([r[k] for r in rs]) for k in ("selection_lm_calls", "selection_lm_tokens",
+                                                              "selection_s", "total_s")}
+            out.append(f"| {task} | `{name}` | {len(rs)} | {100 * acc.mean():.1f} | {half:.1f} | {spread} | "
+                       f"{mean['selection_lm_calls']:.0f} | {mean['selection_lm_tokens']:.0f} | "
+                       f"{mean['selection_s']:.1f} | {mean['total_s']:.1f} |")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

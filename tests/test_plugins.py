@@ -24,6 +24,7 @@ def toys():
     register_analysis(toy_analysis.ANALYSIS)
     yield
     METHODS.pop("toy_majority")
+    METHODS.pop("icl_toy_longest", None)  # the strategy's method, made when the grid looked it up
     STRATEGIES.pop("toy_longest")
     ANALYSES.pop("toy_length")
 
@@ -34,11 +35,12 @@ def _lines(path: Path) -> list[dict]:
 
 def test_toy_method_strategy_and_analysis_run_through_the_commands(toys, tmp_path, corpus_txt, sky_task, tiny_opt,
                                                                     capsys):
-    grid = {"out": str(tmp_path / "exp"), "tasks": [str(sky_task)], "methods": ["toy_majority", "icl"], "seeds": [1],
+    grid = {"out": str(tmp_path / "exp"), "tasks": [str(sky_task)], "methods": ["toy_majority", "icl", "icl_toy_longest"],
+            "seeds": [1],
             "reference": "toy_majority",
             "index": {"corpus": str(corpus_txt), "out": str(tmp_path / "index"), "retriever": "bm25"},
             "retrieve": {"k": 4},
-            "icl": {"lm": str(tiny_opt), "selection": "toy_longest", "num_demos": 2, "splits": ["test"],
+            "icl": {"lm": str(tiny_opt), "selection": "random", "num_demos": 2, "splits": ["test"],
                     "max_tokens_per_batch": 700, "demos": {"toy_skip": 1}},  # the toy strategy's own option
             "analysis": {"analyses": ["toy_length"], "toy_length": {"words": 6}}, "show_progress": False}
     path = tmp_path / "exp.yaml"
@@ -50,8 +52,11 @@ def test_toy_method_strategy_and_analysis_run_through_the_commands(toys, tmp_pat
     toy = _lines(out / "toy_majority" / "seed-1" / "predictions_test.jsonl")
     assert toy and all(x["prediction"] == majority for x in toy)
     longest = [r["id"] for r in sorted(train, key=lambda r: -len(r["text"]))[1:3]]
-    icl = _lines(out / "icl" / "seed-1" / "predictions_test.jsonl")
+    # the strategy's own method (icl_<strategy>) pins it; `icl` follows icl.selection (random here)
+    icl = _lines(out / "icl_toy_longest" / "seed-1" / "predictions_test.jsonl")
     assert all([str(i) for i in x["evidence"]] == [str(i) for i in longest] for x in icl)
+    drawn = _lines(out / "icl" / "seed-1" / "predictions_test.jsonl")
+    assert any([str(i) for i in x["evidence"]] != [str(i) for i in longest] for x in drawn)
     assert "| toy_majority |" in (tmp_path / "exp" / "results.md").read_text()
 
     assert main(["analyze", "--config", str(path)]) == 0

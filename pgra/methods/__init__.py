@@ -2,7 +2,8 @@
 
 ``METHODS`` (a :class:`~pgra.registry.Registry`) maps a name to its class; the CLI reads its choices from it. A new
 method is one file whose class is added here, or registered with :func:`register_method` (a plug-in, a test); a
-method with options declares them on itself (``options``: the experiment config's section named after it). Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
+method with options declares them on itself (``options``: the experiment config's section named after it). Every
+registered demonstration strategy ``s`` (a plug-in's too) is also a method ``icl_<s>`` (:class:`MethodRegistry`). Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
 """
 
 from __future__ import annotations
@@ -12,14 +13,36 @@ from ..registry import Registry
 from .base import FitResult, Method, MethodInputs
 from .fid import FiD
 from .fid_reranked import RERANKED_READERS
-from .icl import ICL, ICLKate, ICLRandom, ICLSkillKnn
+from .icl import ICL, ICLKate, ICLRandom, ICLSkillKnn, icl_method
 from .knn_vote import KnnVote, KnnVoteConfig
 from .linear_probe import LinearProbe, LinearProbeConfig
 from .no_retrieval import NoRetrieval
 from .pgra import PGRA
 from .pgra_full import PGRAFull
 
-METHODS: Registry[type[Method]] = Registry("method", field="methods")
+
+class MethodRegistry(Registry[type[Method]]):
+    """The methods, and ``icl_<strategy>`` for every registered demonstration strategy that has no method of that
+    name yet (made when a name is looked up or listed, so a strategy registered later has one too)."""
+
+    def _with_strategies(self) -> None:
+        from ..selection.registered import STRATEGIES
+
+        for strategy in STRATEGIES.names():
+            if f"icl_{strategy}" not in self:
+                self.register(icl_method(strategy))
+
+    def names(self) -> tuple[str, ...]:
+        self._with_strategies()
+        return super().names()
+
+    def part(self, name: str, field: str | None = None) -> type[Method]:
+        if name not in self:
+            self._with_strategies()
+        return super().part(name, field)
+
+
+METHODS = MethodRegistry("method", field="methods")
 for _method in (NoRetrieval, FiD, PGRA, PGRAFull, KnnVote, LinearProbe, ICL, ICLRandom, ICLKate, ICLSkillKnn,
                 *RERANKED_READERS):
     METHODS.register(_method)
@@ -60,4 +83,4 @@ def get_method(name: str) -> type[Method]:
 
 
 __all__ = ["METHODS", "RUN_KINDS", "FitResult", "KnnVoteConfig", "LinearProbeConfig", "Method", "MethodInputs",
-           "get_method", "load_run", "register_method"]
+           "MethodRegistry", "get_method", "icl_method", "load_run", "register_method"]

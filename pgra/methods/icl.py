@@ -1,7 +1,8 @@
 """``icl``: in-context learning with a causal LM over selected demonstrations (random, KATE, Skill-KNN ...).
 
-``icl`` uses the experiment's ``icl.selection``; ``icl_random``, ``icl_kate`` and ``icl_skill_knn`` pin the
-strategy, so one grid compares them as separate rows. The seed reaches random selections (and Skill-KNN's
+``icl`` uses the experiment's ``icl.selection``; ``icl_<strategy>`` pins one registered strategy (``icl_random``,
+``icl_kate``, ``icl_skill_knn``, ``icl_bm25``, ``icl_mmr``, ``icl_votek`` ..., a plug-in strategy's too:
+:func:`icl_method`), so one grid compares them as separate rows. The seed reaches random selections (and Skill-KNN's
 shuffled rewrite prompts); a run the seed cannot change (KATE, Skill-KNN ``single``) is made once per task.
 """
 
@@ -80,3 +81,9 @@ class ICLKate(ICL):
 class ICLSkillKnn(ICL):
     name = "icl_skill_knn"
     strategy = "skill_knn"
+
+
+def icl_method(strategy: str) -> type[ICL]:
+    """The method ``icl_<strategy>``: in-context learning with the demonstration strategy ``strategy`` pinned."""
+    return type(f"ICL_{strategy}", (ICL,), {"name": f"icl_{strategy}", "strategy": strategy, "__module__": __name__,
+                                           "__doc__": f"In-context learning with '{strategy}' demonstrations."})
