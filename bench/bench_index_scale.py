@@ -54,7 +54,8 @@ def stored_vectors(cache: Path, n_queries: int) -> tuple[np.ndarray, np.ndarray]
     """The demo corpus's and the queries' MiniLM vectors (encoded once, then read from ``cache``)."""
     if cache.exists():
         data = np.load(cache)
-        return data["corpus"], data["queries"]
+        if len(data["queries"]) >= n_queries:
+            return data["corpus"], data["queries"][:n_queries]
     corpus = (ROOT / "data/demo/wiki_sentences.txt").read_text(encoding="utf-8").splitlines()
     rows = [json.loads(line) for line in (ROOT / "data/demo/wiki_topic/train.jsonl").read_text().splitlines()]
     vectors, queries = encode(corpus), encode([r["text"] for r in rows[:n_queries]])

@@ -294,3 +294,33 @@ def test_prompt_guided_through_the_interface_scores_as_the_stage_does(tiny_opt):
     want = StageReranker.from_config(cfg, TASK, demos).rerank(queries, cands)
     assert [[c["id"] for c in r] for r in got] == [[c["id"] for c in r] for r in want]
     np.testing.assert_allclose([c["score"] for r in got for c in r], [c["score"] for r in want for c in r], atol=1e-6)
+
+
+def test_a_killed_generic_stage_resumes_split_by_split(candidates, tmp_path, monkeypatch):
+    """The splits a killed stage finished are kept (not scored again) when it reruns with the same key; the rest
+    are scored, and the result equals an uninterrupted run's. Another key scores every split again."""
+    cls = RERANKERS["random"]
+    scored: list[int] = []
+    original = cls.scores
+    monkeypatch.setattr(cls, "scores", lambda self, q, c: scored.append(len(q)) or original(self, q, c))
+    cfg = _cfg(candidates, tmp_path / "r", "random", k=6, top_d=3, splits=["train", "dev", "test"])
+    out = rerank(cfg)
+    full = {p.name: p.read_bytes() for p in out.glob("*.jsonl")}
+    manifest = json.loads((out / "manifest.json").read_text())
+    sizes = {s: len(_lines(candidates / f"{s}.jsonl")) for s in ("train", "dev", "test")}
+    assert scored == [sizes["train"], sizes["dev"], sizes["test"]]
+    (out / "manifest.json").unlink()  # killed while scoring test: train and dev were written and recorded
+    (out / "test.jsonl").unlink()
+    scored.clear()
+    rerank(cfg)
+    assert scored == [sizes["test"]]
+    assert {p.name: p.read_bytes() for p in out.glob("*.jsonl")} == full
+    assert json.loads((out / "manifest.json").read_text())["counts"] == manifest["counts"]
+    (out / "dev.jsonl").write_text((out / "dev.jsonl").read_text().replace('"score"', '"score" ', 1))
+    scored.clear()
+    rerank(cfg)  # a recorded split whose file changed since is scored again
+    assert scored == [sizes["dev"]] and (out / "dev.jsonl").read_bytes() == full["dev.jsonl"]
+    scored.clear()
+    rerank(_cfg(candidates, tmp_path / "r", "random", k=6, top_d=3, splits=["train", "dev", "test"],
+                random={"seed": 1}))
+    assert scored == [sizes["train"], sizes["dev"], sizes["test"]]

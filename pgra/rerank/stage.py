@@ -6,6 +6,10 @@ split, and writes ``<split>.jsonl`` (each query's top d, best first, with ``scor
 ``retrieval_rank``) and a ``reranked`` manifest: the reranker's name and options, its LM cost (``cost``), the
 candidates it read. Readers, ``pgra evaluate`` and the analyses read it like a prompt-guided folder. Under several
 processes rank 0 does the work (the other ranks wait).
+
+A killed stage resumes split by split: each finished split is recorded in ``.splits_done.json`` (its file's record,
+count and LM cost, under the stage's key: the reranker's settings and the candidates' fingerprint); a rerun with
+the same key keeps a recorded split whose file is unchanged and scores only the others.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, check_disjoint, file_record, read_json, write_manifest
+from ..artifacts import MANIFEST, check_disjoint, file_record, read_json, write_json, write_manifest
 from ..causal_lm import LMCost
 from ..config import check_config, to_dict
 from ..corpus import CorpusStore
@@ -24,6 +28,7 @@ from ..tasks import TaskSpec, task_from_manifest
 from .base import DEFAULT
 
 RERANKED_KIND = "reranked"
+SPLITS_DONE = ".splits_done.json"
 
 
 def open_corpus(cfg: Any, cand: dict[str, Any]) -> CorpusStore:
@@ -93,22 +98,55 @@ def run_stage(cls: type, cfg: Any, ctx: Any = None) -> Path:
     reranker.load()
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)
-    counts, short = {}, 0
+    key = _stage_key(cls.key_settings(cfg), folder_fingerprint(cand_dir))
+    done = _splits_done(out, key)
+    counts, short, cost = {}, 0, LMCost()
     for split in splits:
-        recs = data[split]
-        short += sum(len(r["ctxs"]) < cfg.top_d for r in recs)
+        path = out / f"{split}.jsonl"
+        kept = done["splits"].get(split)
+        if kept and path.is_file() and file_record(path) == kept["file"]:  # finished before a kill: kept
+            counts[split], cost = kept["count"], cost + LMCost.from_dict(kept["cost"])
+            short += kept["short"]
+            continue
+        recs, before = data[split], reranker.cost()
         top = reranker.rerank([r["text"] for r in recs], [r["ctxs"] for r in recs])
-        counts[split] = write_records(out / f"{split}.jsonl", [{**{k: v for k, v in r.items() if k != "ctxs"},
-                                                                 "ctxs": c} for r, c in zip(recs, top, strict=True)])
+        counts[split] = write_records(path, [{**{k: v for k, v in r.items() if k != "ctxs"}, "ctxs": c}
+                                             for r, c in zip(recs, top, strict=True)])
+        spent = reranker.cost()
+        spent = LMCost(spent.calls - before.calls, spent.tokens - before.tokens)
+        done["splits"][split] = {"file": file_record(path), "count": counts[split], "cost": spent.as_dict(),
+                                 "short": sum(len(r["ctxs"]) < cfg.top_d for r in recs)}
+        short, cost = short + done["splits"][split]["short"], cost + spent
+        write_json(out / SPLITS_DONE, done)
     write_manifest(out, {
         "kind": RERANKED_KIND, "task": to_dict(task), "reranker": cls.name, "reranker_settings": cls.key_settings(cfg),
         **reranker.describe(), "k": cfg.k or cand["k"], "top_d": cfg.top_d, "counts": counts,
-        "queries_with_fewer_than_d": short, "cost": reranker.cost().as_dict(),
+        "queries_with_fewer_than_d": short, "cost": cost.as_dict(),
         "candidates": {"path": str(cand_dir.resolve()), "relative": relative_path(cand_dir, out),
                        "fingerprint": folder_fingerprint(cand_dir), "index": cand["index"]},
         "config": to_dict(cfg), "files": {f"{s}.jsonl": file_record(out / f"{s}.jsonl") for s in splits},
     })
     return out
+
+
+def _stage_key(settings: dict[str, Any], candidates: str) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps({"settings": settings, "candidates": candidates}, sort_keys=True,
+                                     default=str).encode()).hexdigest()[:20]
+
+
+def _splits_done(out: Path, key: str) -> dict[str, Any]:
+    """The splits a killed run of this stage (the same ``key``) finished, or none."""
+    path = out / SPLITS_DONE
+    try:
+        done = read_json(path) if path.is_file() else {}
+    except (OSError, ValueError):
+        done = {}
+    if not isinstance(done, dict) or done.get("key") != key or not isinstance(done.get("splits"), dict):
+        return {"key": key, "splits": {}}
+    return done
 
 
 def summary(out: str | Path) -> str:
