@@ -320,6 +320,17 @@ def test_a_killed_generic_stage_resumes_split_by_split(candidates, tmp_path, mon
     scored.clear()
     rerank(cfg)  # a recorded split whose file changed since is scored again
     assert scored == [sizes["dev"]] and (out / "dev.jsonl").read_bytes() == full["dev.jsonl"]
+    done = json.loads((out / ".splits_done.json").read_text())  # a record edited by hand: that split rescored
+    done["splits"]["train"] = {"file": "x"}
+    done["splits"]["dev"]["count"] = "many"
+    (out / ".splits_done.json").write_text(json.dumps(done))
+    scored.clear()
+    rerank(cfg)
+    assert scored == [sizes["train"], sizes["dev"]]
+    (out / ".splits_done.json").write_text("[1, 2]")
+    scored.clear()
+    rerank(cfg)
+    assert scored == [sizes["train"], sizes["dev"], sizes["test"]]
     scored.clear()
     rerank(_cfg(candidates, tmp_path / "r", "random", k=6, top_d=3, splits=["train", "dev", "test"],
                 random={"seed": 1}))

@@ -103,10 +103,9 @@ def run_stage(cls: type, cfg: Any, ctx: Any = None) -> Path:
     counts, short, cost = {}, 0, LMCost()
     for split in splits:
         path = out / f"{split}.jsonl"
-        kept = done["splits"].get(split)
-        if kept and path.is_file() and file_record(path) == kept["file"]:  # finished before a kill: kept
-            counts[split], cost = kept["count"], cost + LMCost.from_dict(kept["cost"])
-            short += kept["short"]
+        kept = _kept(done["splits"].get(split), path)
+        if kept is not None:  # finished before a kill: kept
+            counts[split], short, cost = kept["count"], short + kept["short"], cost + LMCost.from_dict(kept["cost"])
             continue
         recs, before = data[split], reranker.cost()
         top = reranker.rerank([r["text"] for r in recs], [r["ctxs"] for r in recs])
@@ -147,6 +146,17 @@ def _splits_done(out: Path, key: str) -> dict[str, Any]:
     if not isinstance(done, dict) or done.get("key") != key or not isinstance(done.get("splits"), dict):
         return {"key": key, "splits": {}}
     return done
+
+
+def _kept(record: Any, path: Path) -> dict[str, Any] | None:
+    """A split's record in ``.splits_done.json`` when it is whole and its file is the one it recorded (a record
+    edited by hand into anything else counts as no record: the split is scored again)."""
+    try:
+        if path.is_file() and file_record(path) == record["file"]:
+            return {"count": int(record["count"]), "short": int(record["short"]), "cost": dict(record["cost"])}
+    except (KeyError, TypeError, ValueError):
+        pass
+    return None
 
 
 def summary(out: str | Path) -> str:
