@@ -165,19 +165,32 @@ def bench_reranker(name: str, args, device, dtype, rng) -> dict:
     return out
 
 
-READER_VARIANTS = ("eager", "fused", "compile", "fused+compile")  # pgra's TrainConfig adamw_impl / compile
+READER_VARIANTS = ("eager", "fused", "compile", "fused+compile", "compile+cudagraphs", "fused+compile+cudagraphs")
+VARIANT_PARTS = ("eager", "fused", "compile", "cudagraphs")  # a variant: parts joined by "+"
+
+
+def variant_parts(variant: str) -> set[str]:
+    """The parts of a reader variant (``fused+compile`` -> {fused, compile}); ``cudagraphs`` is a compile mode
+    (``compile_mode: reduce-overhead``), so it implies ``compile``."""
+    parts = set(variant.split("+"))
+    unknown = parts - set(VARIANT_PARTS)
+    if unknown or not variant or ("eager" in parts and len(parts) > 1):
+        raise ValueError(f"reader variant '{variant}': parts are {', '.join(VARIANT_PARTS)} joined by '+' "
+                         "(eager alone)")
+    return parts | ({"compile"} if "cudagraphs" in parts else set())
 
 
 def bench_reader(name: str, args, device, variant: str = "eager") -> dict:
     """One FiD training step of reader ``name`` through pgra's own optimizer and compile paths (``variant``: eager
-    = today's default; fused = ``adamw_impl: fused``; compile = ``compile: true``); the same random batches for
-    every variant (seeded), so their losses compare."""
+    = today's default; fused = ``adamw_impl: fused``; compile = ``compile: true``; cudagraphs = ``compile_mode:
+    reduce-overhead``); the same random batches for every variant (seeded), so their losses compare."""
     from types import SimpleNamespace
 
     from pgra.reader.fid import FiDReader
     from pgra.reader.train import compile_for_training
     from pgra.training import adamw_with_schedule
 
+    parts = variant_parts(variant)
     rng = np.random.default_rng(args.seed)
     torch.manual_seed(args.seed)
     model = build(name, args.tiny, device, torch.float32)
@@ -185,26 +198,28 @@ def bench_reader(name: str, args, device, variant: str = "eager") -> dict:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     fid = FiDReader(model)
-    impl = "fused" if "fused" in variant else "auto"
+    impl = "fused" if "fused" in parts else "auto"
     opt, _ = adamw_with_schedule(fid, SimpleNamespace(learning_rate=1e-4, weight_decay=0.01, warmup_steps=0,
                                                       max_steps=10**6, adamw_impl=impl))
-    if "compile" in variant:
-        compile_for_training(fid)
+    if "compile" in parts:
+        compile_for_training(fid, "reduce-overhead" if "cudagraphs" in parts else "default")
     b, p, length = args.reader_batch, D, args.passage_tokens
     vocab = model.config.vocab_size
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
-    losses: list[float] = []
+    losses: list[torch.Tensor] = []
 
     def step() -> None:
         ids = torch.as_tensor(rng.integers(100, vocab, size=(b, p, length)), device=device)
         labels = torch.as_tensor(rng.integers(100, vocab, size=(b, 5)), device=device)
+        if "cudagraphs" in parts:
+            torch.compiler.cudagraph_mark_step_begin()
         with autocast:
             loss = fid(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(fid.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        losses.append(loss.detach())
+        losses.append(loss.detach().clone())  # a CUDA graph's output is overwritten by its next replay
 
     start = time.perf_counter()
     for _ in range(args.warmup_steps):
@@ -227,23 +242,133 @@ def bench_reader(name: str, args, device, variant: str = "eager") -> dict:
     return out  # the model and optimizer go with this frame; main empties the CUDA cache
 
 
-def profile_steps(step, device: torch.device, steps: int, top: int = 15) -> list[dict]:
-    """Where a training step's time goes: ``steps`` more steps under torch.profiler, the ``top`` operators by their
-    own (self) time on the device that runs them (CUDA kernels on a GPU, CPU otherwise), each with its share of
-    the profiled total and its call count."""
+def _loop_data(folder: Path, vocab: list[str], args, rng) -> Path:
+    """A reranked data folder of random words: every (input, evidence) pair longer than ``--passage-tokens`` (the
+    evidence is cut, so every batch is ``(batch, 16, passage_tokens)`` like the step benchmark's)."""
+    from pgra.artifacts import write_manifest
+    from pgra.config import to_dict
+    from pgra.tasks import TaskSpec
+
+    task = TaskSpec(name="random", labels=["a", "b"], rerank_template="{text}", demo_words={"a": "w1", "b": "w2"},
+                    reader_words={"a": "w1", "b": "w2"}, reader_template="{evidence} {text} This is {mask} .")
+    words = lambda n: " ".join(vocab[i] for i in rng.integers(10, len(vocab), size=n))  # noqa: E731
+    folder.mkdir(parents=True)
+    for split, n in (("train", 64 * args.reader_batch), ("dev", 8), ("test", 8)):
+        lines = [json.dumps({"id": f"{split}{i}", "text": words(24), "label": "ab"[i % 2],
+                             "ctxs": [{"id": j, "text": words(args.passage_tokens), "score": 0.0} for j in range(D)]})
+                 for i in range(n)]
+        (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    write_manifest(folder, {"kind": "reranked", "task": to_dict(task)})
+    return folder
+
+
+def _loop_reader(name: str, folder: Path, args, device) -> Path:
+    """Reader ``name`` (random weights) saved with a word-level tokenizer of its vocabulary's size (T5's
+    sentinels and ``</s>``; the device has no hub to fetch T5's own)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    model = build(name, args.tiny, torch.device("cpu"), torch.float32)
+    specials = ["<pad>", "</s>", "<unk>", "<extra_id_0>", "<extra_id_1>"]
+    words = specials + [f"w{i}" for i in range(model.config.vocab_size - len(specials))]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+                                   additional_special_tokens=["<extra_id_0>", "<extra_id_1>"])
+    model.config.pad_token_id, model.config.eos_token_id = 0, 1
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def bench_train_loop(name: str, args, device, variant: str = "eager") -> dict:
+    """pgra's own training loop (``pgra.reader.train.setup`` and ``train_loop``: collation and tokenization of each
+    batch, the per-step loss read back, the scheduler, accelerate's bf16 autocast) on random words, timed over
+    ``--steps`` steps after ``--warmup-steps``; checkpoints are not written (their cost is not a step's). Its
+    difference from :func:`bench_reader`'s same variant is what the loop adds to a model step."""
+    import tempfile
+
+    import pgra.reader.train as train_mod
+    from pgra.reader.config import TrainConfig
+
+    parts = variant_parts(variant)
+    rng = np.random.default_rng(args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        reader_dir = _loop_reader(name, root / "reader", args, device)
+        vocab = list(json.loads((reader_dir / "tokenizer.json").read_text())["model"]["vocab"])
+        data = _loop_data(root / "data", vocab, args, rng)
+        total = args.warmup_steps + args.steps
+        cfg = TrainConfig(data=str(data), out=str(root / "run"), model=str(reader_dir), n_passages=D,
+                          max_length=args.passage_tokens, batch_size=args.reader_batch, max_steps=total,
+                          eval_every=0, test_split="", show_progress=False, seed=args.seed,
+                          mixed_precision="bf16" if device.type == "cuda" else "no",
+                          adamw_impl="fused" if "fused" in parts else "auto", compile="compile" in parts,
+                          compile_mode="reduce-overhead" if "cudagraphs" in parts else "default")
+        saved = train_mod.save_checkpoint, train_mod._save_model
+        train_mod.save_checkpoint = train_mod._save_model = lambda *a, **k: None
+        try:
+            s = train_mod.setup(cfg)
+            s.cfg.max_steps = args.warmup_steps
+            start = time.perf_counter()
+            train_mod.train_loop(s)
+            sync(device)
+            warmup_s = time.perf_counter() - start
+            s.cfg.max_steps = total
+            start = time.perf_counter()
+            train_mod.train_loop(s)
+            sync(device)
+            per_step = (time.perf_counter() - start) / args.steps
+        finally:
+            train_mod.save_checkpoint, train_mod._save_model = saved
+        losses = [r["loss"] for r in s.state["history"]]
+    return {"model": name, "variant": variant, "batch": args.reader_batch, "passages": D,
+            "passage_tokens": args.passage_tokens, "s_per_step": per_step, "warmup_s": warmup_s, "losses": losses}
+
+
+def profile_steps(step, device: torch.device, steps: int, top: int = 15) -> dict:
+    """Where a step's time goes: ``steps`` more steps under torch.profiler; ``ops``: the ``top`` operators by their
+    own (self) time on the device that runs them (CUDA kernels on a GPU, CPU otherwise), each with its share of the
+    profiled total and its call count; ``device_ms_per_step``: that total per step (on a GPU the time its kernels
+    ran), ``wall_ms_per_step``: the profiled steps' wall-clock per step (their ratio is how busy the device was)."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    start = time.perf_counter()
     with profile(activities=activities) as prof:
         for _ in range(steps):
             step()
         sync(device)
+    wall = time.perf_counter() - start
     attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     events = [e for e in prof.key_averages() if getattr(e, attr, 0) > 0]
     total = sum(getattr(e, attr) for e in events) or 1.0
     events.sort(key=lambda e: getattr(e, attr), reverse=True)
-    return [{"op": e.key, "self_ms_per_step": getattr(e, attr) / 1e3 / steps, "share": getattr(e, attr) / total,
-             "calls_per_step": e.count / steps} for e in events[:top]]
+    ops = [{"op": e.key, "self_ms_per_step": getattr(e, attr) / 1e3 / steps, "share": getattr(e, attr) / total,
+            "calls_per_step": e.count / steps} for e in events[:top]]
+    return {"ops": ops, "device_ms_per_step": total / 1e3 / steps, "wall_ms_per_step": 1e3 * wall / steps,
+            "calls_per_step": sum(e.count for e in events) / steps}
+
+
+def _print_profile(profile: dict | None) -> None:
+    if not profile:
+        return
+    print(f"  profiled: {profile['wall_ms_per_step']:.1f} ms/step wall, device busy {profile['device_ms_per_step']:.1f} "
+          f"ms/step ({profile['calls_per_step']:.0f} device ops/step)", flush=True)
+    for op in profile["ops"]:
+        print(f"  {op['share']:6.1%} {op['self_ms_per_step']:9.2f} ms/step {op['calls_per_step']:7.0f} "
+              f"calls  {op['op']}", flush=True)
+
+
+def _measured(what: str, fn, *a, **k) -> dict | None:
+    """``fn(*a, **k)``, or None with the error printed: one stage that fails (out of memory, a compile error) does
+    not cost the run's other numbers."""
+    try:
+        return fn(*a, **k)
+    except Exception as e:  # noqa: BLE001 - a benchmark run reports every stage it can
+        print(f"{what}: FAILED {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}", flush=True)
+        return {"error": f"{type(e).__name__}: {e}"[:2000]}
 
 
 def _free(device: torch.device) -> None:
@@ -287,7 +412,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--warmup-steps", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--reader-variants", default="eager",
-                    help=f"comma-separated, each measured against the first: {', '.join(READER_VARIANTS)}")
+                    help=f"comma-separated, each measured against the first: {', '.join(READER_VARIANTS)} (parts "
+                         f"{', '.join(VARIANT_PARTS)} joined by '+')")
+    ap.add_argument("--loop-variants", default="",
+                    help="also time pgra's own training loop (collation, loss read-back, scheduler) per variant")
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
                     help="also profile this many reader steps and print the operators taking the most time")
     ap.add_argument("--seed", type=int, default=0)
@@ -297,34 +425,57 @@ def main(argv: list[str] | None = None) -> dict:
         args.encode_sentences, args.index_vectors, args.rerank_texts = 256, 5000, 64
         args.encode_batch, args.rerank_token_budget, args.steps, args.warmup_steps = 64, 4096, 2, 1
         args.reader_batch, args.passage_tokens, args.prefix_tokens = 2, 32, 64
+    variants = [v for v in args.reader_variants.split(",") if v]
+    loop_variants = [v for v in args.loop_variants.split(",") if v]
+    for v in variants + loop_variants:
+        try:
+            variant_parts(v)
+        except ValueError as e:
+            ap.error(str(e))
     device = torch.device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     rng = np.random.default_rng(args.seed)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     peak = next((v for k, v in PEAKS.items() if k in name), None)
+    result = {"device": name, "dtype": str(dtype), "tiny": args.tiny, "torch": torch.__version__,
+              "bf16_peak_flops": peak, "args": vars(args), "encoding": None, "rerank": [], "readers": [],
+              "loops": [], "table2_grid": None}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every stage: a run stopped at its time limit keeps what it measured
+        for r in [result["encoding"], *result["rerank"], *result["readers"]]:
+            if r and "flops_per_s" in r:
+                r["peak_fraction"] = r["flops_per_s"] / peak if peak else None
+        out.write_text(json.dumps(result, indent=2) + "\n")
 
     frac = lambda r: f"{100 * r['flops_per_s'] / peak:.1f}%" if peak else "n/a"  # noqa: E731
     print(f"device: {name} ({dtype}){' - TINY configs, not the paper sizes' if args.tiny else ''}", flush=True)
-    encoding = bench_encoding(args, device, dtype, rng)  # each stage printed as it ends: a partial run says something
-    print(f"encoding ({encoding['model']}): {encoding['sentences']:,} sentences, {encoding['sentences_per_s']:,.0f} "
-          f"sentences/s, {encoding['tokens_per_s']:,.0f} tokens/s, {frac(encoding)} of peak -> 1M sentences in "
-          f"{encoding['corpus_encode_hours']:.3f} h; flat index of {encoding['index_vectors']:,} vectors built in "
-          f"{encoding['index_build_s']:.1f} s, 1,000 searches top-150 in {encoding['search_1000_queries_top150_s']:.1f} s",
-          flush=True)
-    rerank, readers = [], []
+    encoding = result["encoding"] = _measured("encoding", bench_encoding, args, device, dtype, rng)
+    if "error" not in encoding:  # each stage printed as it ends: a partial run says something
+        print(f"encoding ({encoding['model']}): {encoding['sentences']:,} sentences, {encoding['sentences_per_s']:,.0f} "
+              f"sentences/s, {encoding['tokens_per_s']:,.0f} tokens/s, {frac(encoding)} of peak -> 1M sentences in "
+              f"{encoding['corpus_encode_hours']:.3f} h; flat index of {encoding['index_vectors']:,} vectors built in "
+              f"{encoding['index_build_s']:.1f} s, 1,000 searches top-150 in "
+              f"{encoding['search_1000_queries_top150_s']:.1f} s", flush=True)
+        _print_profile(encoding["profile"])
+    save()
+    _free(device)
     for m in (m for m in args.rerankers.split(",") if m):
-        r = bench_reranker(m, args, device, dtype, rng)
-        rerank.append(r)
-        print(f"rerank {r['model']:<9} {r['texts_per_s']:>9,.1f} texts/s {r['tokens_per_s']:>11,.0f} tokens/s "
-              f"{frac(r):>6} of peak (token budget {r['token_budget']:,})", flush=True)
+        r = _measured(f"rerank {m}", bench_reranker, m, args, device, dtype, rng)
+        if "error" not in r:
+            result["rerank"].append(r)
+            print(f"rerank {r['model']:<9} {r['texts_per_s']:>9,.1f} texts/s {r['tokens_per_s']:>11,.0f} tokens/s "
+                  f"{frac(r):>6} of peak (token budget {r['token_budget']:,})", flush=True)
+        save()
         _free(device)
-    variants = [v for v in args.reader_variants.split(",") if v]
-    unknown = set(variants) - set(READER_VARIANTS)
-    if unknown or not variants:
-        ap.error(f"--reader-variants: unknown {sorted(unknown)}; use {', '.join(READER_VARIANTS)}")
+    readers = result["readers"]
     for m in (m for m in args.readers.split(",") if m):
         for variant in variants:
-            r = bench_reader(m, args, device, variant)
+            r = _measured(f"reader {m} {variant}", bench_reader, m, args, device, variant)
+            _free(device)
+            if "error" in r:
+                continue
             ref = next((x for x in readers if x["model"] == m), r)  # the model's first variant is the reference
             r["speedup"] = ref["s_per_step"] / r["s_per_step"]
             r["max_loss_diff"] = max(abs(a - b) for a, b in zip(r["losses"], ref["losses"], strict=True))
@@ -334,22 +485,27 @@ def main(argv: list[str] | None = None) -> dict:
                   f"d={r['passages']}, {r['passage_tokens']} tokens{mem}) {frac(r)} of peak; "
                   f"{r['speedup']:.2f}x {ref['variant']}, losses within {r['max_loss_diff']:.1e}, "
                   f"warm-up {r['warmup_s']:.1f} s", flush=True)
-            for op in r["profile"] or []:
-                print(f"  {op['share']:6.1%} {op['self_ms_per_step']:9.2f} ms/step {op['calls_per_step']:7.0f} "
-                      f"calls  {op['op']}", flush=True)
+            _print_profile(r["profile"])
+            save()
+        for variant in loop_variants:
+            r = _measured(f"loop {m} {variant}", bench_train_loop, m, args, device, variant)
             _free(device)
-    fastest = min((r for r in readers if r["model"] == readers[0]["model"]), key=lambda r: r["s_per_step"])
-    cost = grid_cost(encoding, rerank[-1], fastest)
-    for r in [encoding, *rerank, *readers]:
-        r["peak_fraction"] = r["flops_per_s"] / peak if peak else None
-    result = {"device": name, "dtype": str(dtype), "tiny": args.tiny, "torch": torch.__version__,
-              "bf16_peak_flops": peak, "encoding": encoding, "rerank": rerank, "readers": readers,
-              "table2_grid": cost}
-    print(f"Table 2 grid on this device: {cost['total_hours']:.1f} GPU h = index {cost['index_hours']:.2f} + rerank "
-          f"({cost['reranker']}, {cost['rerank_texts']:,} texts) {cost['rerank_hours']:.1f} + readers "
-          f"({cost['reader']}, {cost['reader_variant']}) {cost['reader_hours']:.1f}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+            if "error" in r:
+                continue
+            step = next((x for x in readers if x["model"] == m and x["variant"] == variant), None)
+            r["loop_overhead_s"] = r["s_per_step"] - step["s_per_step"] if step else None
+            result["loops"].append(r)
+            extra = f" (the model step alone {step['s_per_step']:.3f})" if step else ""
+            print(f"loop   {m:<9} {variant:<13} {r['s_per_step']:.3f} s/step in pgra's training loop{extra}, "
+                  f"warm-up {r['warmup_s']:.1f} s", flush=True)
+            save()
+    if readers and result["rerank"] and "error" not in encoding:
+        fastest = min((r for r in readers if r["model"] == readers[0]["model"]), key=lambda r: r["s_per_step"])
+        cost = result["table2_grid"] = grid_cost(encoding, result["rerank"][-1], fastest)
+        print(f"Table 2 grid on this device: {cost['total_hours']:.1f} GPU h = index {cost['index_hours']:.2f} + "
+              f"rerank ({cost['reranker']}, {cost['rerank_texts']:,} texts) {cost['rerank_hours']:.1f} + readers "
+              f"({cost['reader']}, {cost['reader_variant']}) {cost['reader_hours']:.1f}")
+    save()
     return result
 
 

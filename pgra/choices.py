@@ -8,6 +8,7 @@ from collections.abc import Callable
 DTYPES = ("auto", "fp32", "fp16", "bf16", "bf16-if-native")
 MIXED_PRECISION = ("no", "fp16", "bf16")
 ADAMW_IMPLS = ("auto", "foreach", "fused")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")  # torch.compile's modes
 
 
 def registry_names(module: str, attr: str) -> Callable[[], list[str]]:

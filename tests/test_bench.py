@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -19,24 +20,54 @@ def _module():
 def test_gpu_scale_bench_at_tiny_sizes_on_cpu(tmp_path):
     out = tmp_path / "gpu_scale.json"
     result = _module().main(["--tiny", "--device", "cpu", "--rerankers", "opt-350m,opt-13b", "--readers", "t5-base",
-                             "--reader-variants", "eager,fused", "--profile", "2", "--out", str(out)])
+                             "--reader-variants", "eager,fused", "--loop-variants", "eager", "--profile", "2",
+                             "--out", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
     assert result["device"] == "cpu" and result["tiny"] and result["bf16_peak_flops"] is None
     assert [r["model"] for r in result["rerank"]] == ["opt-350m", "opt-13b"]
     assert all(r["texts_per_s"] > 0 and r["tokens_per_s"] > r["texts_per_s"] for r in result["rerank"])
     assert result["readers"][0]["s_per_step"] > 0 and result["encoding"]["sentences_per_s"] > 0
     profile = result["readers"][0]["profile"]  # where the step's time goes: the costliest operators first
-    assert 0 < len(profile) <= 15 and all(p["self_ms_per_step"] > 0 and p["calls_per_step"] > 0 for p in profile)
-    assert [p["self_ms_per_step"] for p in profile] == sorted((p["self_ms_per_step"] for p in profile), reverse=True)
-    assert 0 < sum(p["share"] for p in profile) <= 1 + 1e-9 and any("addmm" in p["op"] or "mm" in p["op"] for p in profile)
-    encoding = result["encoding"]["profile"]  # the encoder's batches are profiled too
+    ops = profile["ops"]
+    assert 0 < len(ops) <= 15 and all(p["self_ms_per_step"] > 0 and p["calls_per_step"] > 0 for p in ops)
+    assert [p["self_ms_per_step"] for p in ops] == sorted((p["self_ms_per_step"] for p in ops), reverse=True)
+    assert 0 < sum(p["share"] for p in ops) <= 1 + 1e-9 and any("addmm" in p["op"] or "mm" in p["op"] for p in ops)
+    # the listed operators are part of the device's total, and the step took at least that long
+    assert sum(p["self_ms_per_step"] for p in ops) <= profile["device_ms_per_step"] * (1 + 1e-9)
+    assert profile["calls_per_step"] >= sum(p["calls_per_step"] for p in ops)
+    encoding = result["encoding"]["profile"]["ops"]  # the encoder's batches are profiled too
     assert 0 < len(encoding) <= 15 and all(p["calls_per_step"] > 0 for p in encoding)
     eager, fused = result["readers"]  # each variant on the same seeded batches, through pgra's own optimizer
     assert (eager["variant"], fused["variant"]) == ("eager", "fused") and eager["speedup"] == 1.0
     assert fused["max_loss_diff"] < 1e-5 and len(fused["losses"]) == 3 and fused["speedup"] > 0
+    # pgra's own training loop on random words, timed beside the bare step it wraps
+    (loop,) = result["loops"]
+    assert loop["variant"] == "eager" and loop["s_per_step"] > 0 and len(loop["losses"]) == 3
+    assert all(math.isfinite(x) and x > 0 for x in loop["losses"])
+    assert loop["loop_overhead_s"] == pytest.approx(loop["s_per_step"] - eager["s_per_step"])
     cost = result["table2_grid"]
     assert cost["reader_variant"] in ("eager", "fused")
     assert cost["total_hours"] == pytest.approx(cost["index_hours"] + cost["rerank_hours"] + cost["reader_hours"])
+
+
+def test_gpu_scale_reader_variants_are_parts_joined_by_plus():
+    parts = _module().variant_parts
+    assert parts("eager") == {"eager"} and parts("fused+compile") == {"fused", "compile"}
+    assert parts("cudagraphs") == {"cudagraphs", "compile"}  # CUDA graphs are a compile mode
+    for bad in ("", "eager+fused", "fused+fast", "compiled"):
+        with pytest.raises(ValueError, match="parts are"):
+            parts(bad)
+
+
+def test_gpu_scale_bench_keeps_the_other_stages_when_one_fails(tmp_path, monkeypatch, capsys):
+    mod = _module()
+    monkeypatch.setattr(mod, "bench_reranker", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("CUDA OOM")))
+    out = tmp_path / "gpu_scale.json"
+    result = mod.main(["--tiny", "--device", "cpu", "--rerankers", "opt-350m", "--readers", "t5-base",
+                       "--out", str(out)])
+    assert "rerank opt-350m: FAILED RuntimeError: CUDA OOM" in capsys.readouterr().out
+    assert result["rerank"] == [] and result["readers"][0]["s_per_step"] > 0 and result["table2_grid"] is None
+    assert json.loads(out.read_text())["readers"][0]["variant"] == "eager"
 
 
 def test_grid_cost_by_hand():

@@ -59,6 +59,10 @@ class EncodedInputs:
         reader.train(was_training)
         return cls(states, masks)
 
+    def tokens(self, indices: Sequence[int] | torch.Tensor) -> int:
+        """How many input tokens (every passage's, padding not counted) the records at ``indices`` hold."""
+        return sum(int(self.masks[int(i)].sum()) for i in indices)
+
     def passages(self, indices: Sequence[int] | torch.Tensor, device: torch.device | str | None = None,
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """States ``(B, P, L, H)`` and mask ``(B, P, L)`` of the records at ``indices``, each passage padded to the

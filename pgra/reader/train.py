@@ -128,15 +128,15 @@ def _accelerator(cfg: TrainConfig, use_deepspeed: bool):
                        dataloader_config=DataLoaderConfiguration(split_batches=True))
 
 
-def compile_for_training(reader: FiDReader) -> None:
-    """``torch.compile`` the reader's forward in place (its state dict keeps its names). Dropout draws from torch's
-    own generator as in eager mode (inductor's ``fallback_random``), so each batch's seed still fixes its masks: a
-    compiled run's losses equal an eager run's within float rounding, and a resumed run equals an uninterrupted
-    one. Evaluation (``score_targets``, ``generate``) stays eager."""
+def compile_for_training(reader: FiDReader, mode: str = "default") -> None:
+    """``torch.compile`` the reader's forward in place (its state dict keeps its names), in torch.compile's ``mode``.
+    Dropout draws from torch's own generator as in eager mode (inductor's ``fallback_random``), so each batch's
+    seed still fixes its masks: a compiled run's losses equal an eager run's within float rounding, and a resumed
+    run equals an uninterrupted one. Evaluation (``score_targets``, ``generate``) stays eager."""
     import torch._inductor.config as inductor_config
 
     inductor_config.fallback_random = True
-    reader.compile()
+    reader.compile(mode=None if mode == "default" else mode)
 
 
 def stored_top_layers(cfg: TrainConfig, reader: FiDReader) -> int | None:
@@ -202,7 +202,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     if top_layers is not None:
         reader.freeze_encoder(top_layers)
     if cfg.compile:
-        compile_for_training(reader)
+        compile_for_training(reader, cfg.compile_mode)
     for w in check_label_words(task, tokenizer):
         acc.print(f"warning: {w}")
     sampler = EpochSampler(len(train_records), cfg.seed)
@@ -259,21 +259,28 @@ def _evaluate_dev(s: TrainingSetup, step: int) -> tuple[float, bool]:
                         and state["evals_without_improvement"] >= cfg.early_stopping_patience)
 
 
-def _rank_batch(s: TrainingSetup, positions: list[int], share: slice) -> tuple[dict[str, torch.Tensor], float]:
-    """This process's part of a global batch (``positions`` in the training records) on its device, and the part's
-    weight: its target tokens over the whole batch's (the loss is a token mean). A process with no part runs the
-    batch's first input with weight 0: it still joins every gradient all-reduce (and ZeRO-3's gathers)."""
+def _rank_batch(s: TrainingSetup, positions: list[int], share: slice,
+                ) -> tuple[dict[str, torch.Tensor], float, tuple[int, int]]:
+    """This process's part of a global batch (``positions`` in the training records) on its device (a stored-states
+    batch's record ``index`` stays on the host), the part's weight (its target tokens over the whole batch's: the
+    loss is a token mean), and its (target, encoder input) token counts: every count is taken on the host, so a
+    step never waits for the device to read one back. A process with no part runs the batch's first input with
+    weight 0: it still joins every gradient all-reduce (and ZeRO-3's gathers)."""
     mine = positions[share]
     records = [s.train_records[i] for i in mine or positions[:1]]
     if s.encoded_train is not None:
-        batch = {"index": torch.as_tensor(mine or positions[:1]), **s.fmt.label_batch(records)}
+        index = mine or positions[:1]
+        batch = {"index": torch.as_tensor(index), **s.fmt.label_batch(records)}
+        inputs = s.encoded_train.tokens(index)
     else:
         batch = s.fmt.collate(records)
-    weight = 0.0
+        inputs = int(batch["attention_mask"].sum())
+    weight, targets = 0.0, int((batch["labels"] != -100).sum())
     if mine:
         total = int((s.fmt.label_batch([s.train_records[i] for i in positions])["labels"] != -100).sum())
-        weight = int((batch["labels"] != -100).sum()) / total
-    return {k: v.to(s.acc.device) for k, v in batch.items()}, weight
+        weight = targets / total
+    return ({k: v if k == "index" else v.to(s.acc.device, non_blocking=True) for k, v in batch.items()}, weight,
+            (targets, inputs))
 
 
 def train_loop(s: TrainingSetup) -> None:
@@ -299,17 +306,19 @@ def train_loop(s: TrainingSetup) -> None:
             # runs on different process counts agree in distribution, not mask for mask)
             torch.manual_seed(batch_seed(cfg.seed, position))
             with acc.accumulate(s.reader):
-                batch, weight = _rank_batch(s, positions, share)
+                batch, weight, (target_tokens, input_tokens) = _rank_batch(s, positions, share)
                 if weight:
-                    meter.add(cfg.model, int((batch["labels"] != -100).sum()), "decoder", "trained")
+                    meter.add(cfg.model, target_tokens, "decoder", "trained")
+                if cfg.compile and cfg.compile_mode == "reduce-overhead":
+                    torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are read already
                 if "index" in batch:  # frozen encoder layers: their stored outputs (the top layers run on them)
                     states, mask = s.encoded_train.passages(batch["index"], acc.device)
                     if weight and cfg.train_top_layers:
-                        meter.add(cfg.model, int(mask.sum()), "encoder top layers", "trained")
+                        meter.add(cfg.model, input_tokens, "encoder top layers", "trained")
                     loss = s.reader(attention_mask=mask, labels=batch["labels"], stored_states=states).loss
                 else:
                     if weight:
-                        meter.add(cfg.model, int(batch["attention_mask"].sum()), "encoder", "trained")
+                        meter.add(cfg.model, input_tokens, "encoder", "trained")
                     loss = s.reader(batch["input_ids"], batch["attention_mask"], labels=batch["labels"]).loss
                 # DDP (and DeepSpeed) average the processes' gradients: times the processes, each part's weight
                 # makes the sum the global batch's token mean (accelerate divides by grad_accum)
