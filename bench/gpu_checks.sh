@@ -27,12 +27,26 @@ phase() {  # phase NAME SECONDS ARGS...: one benchmark run under its own limit, 
     echo "== $name: exit ${PIPESTATUS[0]}"
 }
 
-# 1. the issue's command (every reader variant profiled), plus pgra's own training loop around the same step
-phase issue 300 --rerankers=opt-13b --readers=t5-base --reader-variants eager,fused,compile,fused+compile \
-    --loop-variants fused+compile --profile 5
-# 2. CUDA graphs on top of the fastest compiled step (host launch overhead), against that step in the same process
-phase cudagraphs 100 --encode-sentences 20000 --index-vectors 10000 --rerankers= --readers=t5-base \
-    --reader-variants fused+compile,fused+compile+cudagraphs --profile 3
-# 3. the reranker's token budget: shared-prefix attention holds only each row's own keys and values
-phase rerank_budget 60 --encode-sentences 20000 --index-vectors 10000 --rerankers=opt-13b --rerank-kv-gib 64 \
-    --readers=
+case ${1:-first} in
+first)  # the first run of issue 39
+    # 1. the issue's command (every reader variant profiled), plus pgra's own training loop around the same step
+    phase issue 300 --rerankers=opt-13b --readers=t5-base --reader-variants eager,fused,compile,fused+compile \
+        --loop-variants fused+compile --profile 5
+    # 2. CUDA graphs on top of the fastest compiled step (host launch overhead), against that step in the same process
+    phase cudagraphs 100 --encode-sentences 20000 --index-vectors 10000 --rerankers= --readers=t5-base \
+        --reader-variants fused+compile,fused+compile+cudagraphs --profile 3
+    # 3. the reranker's token budget: shared-prefix attention holds only each row's own keys and values
+    phase rerank_budget 60 --encode-sentences 20000 --index-vectors 10000 --rerankers=opt-13b --rerank-kv-gib 64 \
+        --readers=
+    ;;
+fixes)  # the second run: the fixes the first run's profile pointed to, 20 timed steps each
+    # 4. pgra's loop reading each step's loss once the next step is queued, beside the bare step (20 steps each)
+    phase loop 270 --encode-sentences 20000 --index-vectors 10000 --rerankers= --readers=t5-base --steps 20 \
+        --warmup-steps 3 --reader-variants fused+compile,fused+compile+cudagraphs \
+        --loop-variants fused+compile,fused+compile+cudagraphs
+    # 5. encoding at steady state (the second pass over the same sentences), batches of 512 and 2,048 sentences
+    phase encode512 45 --encode-sentences 100000 --index-vectors 10000 --rerankers= --readers=
+    phase encode2048 45 --encode-sentences 100000 --encode-batch 2048 --index-vectors 10000 --rerankers= --readers=
+    ;;
+*) echo "usage: bash bench/gpu_checks.sh [first|fixes]"; exit 2 ;;
+esac

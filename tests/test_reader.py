@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -540,3 +541,38 @@ def test_reader_load_refuses_an_unknown_precision(reranked, tmp_path, tiny_t5):
     with pytest.raises(InputError, match=r"manifest.json \(field 'config.eval_dtype'\).*'\.\./half'"):
         Reader.load(out)
     assert next(Reader.load(out / "best").model.parameters()).dtype == torch.float32  # best/ alone: fp32
+
+
+def test_the_host_reads_a_steps_loss_only_once_the_next_step_is_queued(reranked, tmp_path, tiny_t5, monkeypatch):
+    """Reading a step's loss makes the host wait for that step: the loop reads it (and logs the step) after the next
+    step's forward is queued (the device never idles while the host prepares a batch), and at once only at a checkpoint or an
+    evaluation, which need the step's record. The log and the checkpoints hold every step, in order."""
+    import pgra.reader.train as train_mod
+
+    events: list[str] = []
+    cfg = TrainConfig(data=str(reranked), out=str(tmp_path / "run"), model=str(tiny_t5), n_passages=2,
+                      max_length=48, batch_size=4, max_steps=7, save_every=3, eval_every=5, learning_rate=1e-3,
+                      test_split="", show_progress=False)
+    s = train_mod.setup(cfg)
+    s.reader.register_forward_pre_hook(lambda *_: events.append("forward"))
+    # a step's record is written to the training log right after its loss is read
+    monkeypatch.setattr(train_mod, "json", SimpleNamespace(
+        dumps=lambda record: (events.append("read"), json.dumps(record))[1], loads=json.loads))
+    evaluate = train_mod._evaluate_dev
+
+    def evaluated(*a):  # what the evaluation itself runs and reads is not the loop's
+        seen = len(events)
+        result = evaluate(*a)
+        del events[seen:]
+        events.append("evaluate")
+        return result
+
+    monkeypatch.setattr(train_mod, "_evaluate_dev", evaluated)
+    train_mod.train_loop(s)
+    order = "".join({"forward": "F", "read": "R", "evaluate": "E"}[e] for e in events)
+    # steps 1..7: step 2 logs step 1 after its own forward, and so on; 3 and 6 checkpoint and 7 is the last (each
+    # logs itself at once), 5 evaluates and logs itself with its dev metric (the old loop: FRFRFR...)
+    assert order == "F" "F" "R" "F" "R" "R" "F" "F" "R" "E" "R" "F" "R" "F" "R", order
+    log = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(1, 8)) and "dev_accuracy" in log[4]
+    assert [r["step"] for r in s.state["history"]] == list(range(1, 8))

@@ -292,6 +292,26 @@ def train_loop(s: TrainingSetup) -> None:
     stop = False
     share = rank_share(cfg.batch_size, acc.num_processes, acc.process_index)
     step_loss = torch.zeros((), device=acc.device)  # this process's part of the step's loss
+    pending: tuple[int, torch.Tensor, float] | None = None  # a step whose loss the host has not read yet
+
+    def log_step(step: int, loss_sum: torch.Tensor, lr: float, evaluate: bool = False) -> bool:
+        """Read ``step``'s loss (waiting for that step only), evaluate on dev if asked, and record the step in
+        the history, the training log and the tracker; returns whether early stopping ends the run."""
+        mean_loss = loss_sum.item() / cfg.grad_accum
+        bar.set_postfix(loss=f"{mean_loss:.4f}")  # before update: a log line shows this step's loss
+        bar.update(1)
+        record = {"step": step, "loss": mean_loss, "lr": lr}
+        early_stop = False
+        if evaluate:
+            record[f"dev_{s.task.metric}"], early_stop = _evaluate_dev(s, step)
+        state["history"].append(record)
+        if acc.is_main_process:
+            with open(s.out / "train_log.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        if cfg.log_with != "none":
+            acc.log(record, step=step)
+        return early_stop
+
     while state["step"] < cfg.max_steps and not stop:
         # an optimizer step takes grad_accum global batches, counted over epochs (a step may span two)
         epoch, offset = divmod(state["step"] * cfg.grad_accum, len(s.train_dl))
@@ -333,25 +353,27 @@ def train_loop(s: TrainingSetup) -> None:
                 continue
             state["step"] += 1
             step = state["step"]
-            # the mean over the step's global batches of each one's token-mean loss
-            mean_loss = acc.gather(step_loss.reshape(1)).sum().item() / cfg.grad_accum
-            step_loss.zero_()
-            bar.set_postfix(loss=f"{mean_loss:.4f}")  # before update: a log line shows this step's loss
-            bar.update(1)
-            record = {"step": step, "loss": mean_loss, "lr": s.scheduler.get_last_lr()[0]}
-            if cfg.eval_every and step % cfg.eval_every == 0:
-                record[f"dev_{s.task.metric}"], stop = _evaluate_dev(s, step)
-            state["history"].append(record)
-            if acc.is_main_process:
-                with open(s.out / "train_log.jsonl", "a", encoding="utf-8") as f:
-                    f.write(json.dumps(record) + "\n")
+            # the sum over the step's global batches of each one's token-mean loss, left on the device: the host
+            # reads it once the next step is queued (reading it now would make the host wait for this step before
+            # it prepares the next batch, and the device idle meanwhile), or at once before an evaluation or a
+            # checkpoint, which need this step's record
+            loss_sum = acc.gather(step_loss.reshape(1)).sum()
+            step_loss = torch.zeros((), device=acc.device)
+            if pending is not None:
+                log_step(*pending)
+            pending = (step, loss_sum, s.scheduler.get_last_lr()[0])
+            evaluate = bool(cfg.eval_every and step % cfg.eval_every == 0)
+            save = step % save_every == 0 or step >= cfg.max_steps
+            if evaluate or save:
+                stop = log_step(*pending, evaluate=evaluate)
+                pending = None
             fault_point("train.step")
-            if cfg.log_with != "none":
-                acc.log(record, step=step)
-            if step % save_every == 0 or step >= cfg.max_steps or stop:
+            if save or stop:
                 save_checkpoint(acc, s.out, state, cfg.keep_checkpoints, s.resume_key)
             if step >= cfg.max_steps or stop:
                 break
+    if pending is not None:
+        log_step(*pending)
     bar.close()
     # no evaluation ran: the final weights are the model. Decided before the barrier, when no rank can have
     # written best/ yet: a rank that looked after rank 0 had saved it skipped _save_model's barrier, and rank 0
