@@ -1,15 +1,15 @@
 """The paper's Table 2 grid planned on one 8-GPU node from the H100 measurements in ``bench/results``.
 
-Measured on one H100 (random weights at the paper's shapes, ``bench/bench_gpu_scale.py``): BERT-base encoding
-(``gpu_scale_h100.json``: sentences/s over 1M sentences; the flat faiss-cpu index's build and its search of
-1,000 queries for the top 150 on the node's 16 cores), OPT-13b reranking with the shared-prefix attention and a
-T5-base FiD training step at batch 8, d=16 x 128 tokens (``gpu_scale_h100_shared_prefix.json``, through
-:class:`pgra.experiment.estimate.BenchFits`). Everything else is derived: the LM-BFF split sizes and the paper's
-batch sizes (``bench_gpu_scale.TASKS``), 5,000 steps per reader, every input's 150 candidates and the input
-itself reranked (no de-duplication: an upper bound), a reader step linear in d (the no-retrieval reader's step
-at 1/16 of d=16's), a batch-4 task's step at half a batch-8 step, and perfect data-parallel scaling of a stage's
-GPU work over the node's GPUs. The first-stage search runs on the CPU cores the processes share, so it does not
-shrink with them.
+Measured on one H100 (random weights at the paper's shapes, ``bench/bench_gpu_scale.py``; which run files,
+``gpu_plan_inputs.json`` names, read through :func:`pgra.experiment.estimate.gpu_measurements`): BERT-base
+encoding (sentences/s at steady state), the flat faiss-cpu index of 1M vectors built and searched for 1,000
+queries' top 150 on the node's 16 cores, OPT-13b reranking with the shared-prefix attention, and a T5-base FiD
+training step at batch 8, d=16 x 128 tokens in pgra's own training loop (collation, the scheduler, the loss read
+back). Everything else is derived: the LM-BFF split sizes and the paper's batch sizes (``bench_gpu_scale.TASKS``),
+5,000 steps per reader, every input's 150 candidates and the input itself reranked (no de-duplication: an upper
+bound), a reader step linear in d (the no-retrieval reader's step at 1/16 of d=16's), a batch-4 task's step at
+half a batch-8 step, and perfect data-parallel scaling of a stage's GPU work over the node's GPUs. The first-stage
+search runs on the CPU cores the processes share, so it does not shrink with them.
 
 The plan: the index (encoding sharded over the GPUs), each task's candidates and reranked stages one after
 another, each sharded over the GPUs; then the 72 reader cells (8 tasks x 3 seeds x {no retrieval, FiD, PGRA})
@@ -22,7 +22,6 @@ side by side, one per GPU, costliest first (:func:`pgra.experiment.estimate.plan
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -30,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from bench.bench_gpu_scale import CORPUS, SEEDS, STEPS, TASKS, D, K  # noqa: E402
-from pgra.experiment.estimate import BenchFits, format_seconds, plan_wallclock  # noqa: E402
+from pgra.experiment.estimate import BenchFits, format_seconds, gpu_measurements, plan_wallclock  # noqa: E402
 
 RESULTS = HERE / "results"
 HOUR = 3600.0
@@ -39,9 +38,10 @@ HOUR = 3600.0
 def plan(gpus: int = 8, results: Path = RESULTS) -> dict:
     """The Table 2 grid's planned wall-clock on ``gpus`` GPUs of one node (seconds), with its parts."""
     fits = BenchFits.load(results, "gpu")
-    encoding = json.loads((results / "gpu_scale_h100.json").read_text())["encoding"]
+    measured = gpu_measurements(results)
+    encoding, index = measured["encoding"], measured["index"]
     per_sentence = 1 / encoding["sentences_per_s"]  # BERT-base encoding on one GPU
-    search_per_query = encoding["search_1000_queries_top150_s"] / 1000  # faiss-cpu on the node's 16 cores
+    search_per_query = index["search_1000_queries_top150_s"] / 1000  # faiss-cpu on the node's 16 cores
     queries = sum(train + test for train, test, _ in TASKS.values())
     cells: list[tuple[str, float]] = []
     for task, (_, _, batch) in TASKS.items():
@@ -52,7 +52,7 @@ def plan(gpus: int = 8, results: Path = RESULTS) -> dict:
     rerank_gpu_s = sum(fits.rerank_seconds((train + test) * (K + 1)) for train, test, _ in TASKS.values())
 
     def wallclock(n: int) -> dict:
-        index_s = CORPUS * per_sentence / n + encoding["index_build_s"]
+        index_s = CORPUS * per_sentence / n + index["index_build_s"]
         candidates_s = queries * (search_per_query + per_sentence / n)
         rerank_s = rerank_gpu_s / n
         cells_s = plan_wallclock(costs, n)

@@ -86,8 +86,9 @@ def test_settings_added_later_stay_out_of_keys_at_their_default():
     from pgra.reader.config import TrainConfig
 
     base = result_settings(TrainConfig())
-    assert not {"adamw_impl", "compile", "eval_dtype", "train_top_layers"} & set(base)
-    for change in ({"adamw_impl": "fused"}, {"compile": True}, {"eval_dtype": "bf16"}, {"train_top_layers": 0}):
+    assert not {"adamw_impl", "compile", "compile_mode", "eval_dtype", "pad_to_multiple", "train_top_layers"} & set(base)
+    for change in ({"adamw_impl": "fused"}, {"compile": True}, {"eval_dtype": "bf16"}, {"train_top_layers": 0},
+                   {"compile_mode": "reduce-overhead"}, {"pad_to_multiple": 32}):
         settings = result_settings(TrainConfig(**change))
         assert settings == {**base, **change}
 
@@ -99,7 +100,7 @@ def test_settings_recorded_only_when_set():
     from pgra.experiment.config import ExperimentConfig
     from pgra.reader.config import TrainConfig
 
-    assert "train_top_layers" not in to_dict(TrainConfig())
+    assert not {"train_top_layers", "compile_mode", "pad_to_multiple"} & set(to_dict(TrainConfig()))
     assert "train_top_layers" not in to_dict(ExperimentConfig())["reader"]
     assert to_dict(TrainConfig(train_top_layers=0))["train_top_layers"] == 0
     assert to_dict(ExperimentConfig(reader=TrainConfig(train_top_layers=2)))["reader"]["train_top_layers"] == 2

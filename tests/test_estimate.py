@@ -13,6 +13,7 @@ from pgra.experiment.estimate import (
     BenchFits,
     estimate_cell,
     estimate_stage,
+    gpu_measurements,
     lpt_assign,
     lpt_order,
     plan_wallclock,
@@ -89,10 +90,15 @@ def test_bench_fits_read_the_results():
     assert "reader_scale.json" in cpu.reader_source and "2-core CPU" in cpu.reader_source
     assert cpu.rerank[1] == pytest.approx(0.057, abs=0.002) and "SmolLM2-135M" in cpu.rerank_source
     gpu = BenchFits.load(results, "gpu")
-    run = json.loads((results / "gpu_scale_h100_shared_prefix.json").read_text())
-    assert gpu.reader_seconds(5000, 16, 8) == pytest.approx(5000 * run["readers"][0]["s_per_step"])
-    assert gpu.rerank_seconds(463) == pytest.approx(463 / run["rerank"][-1]["texts_per_s"])
-    assert "opt-13b" in gpu.rerank_source and "H100" in gpu.reader_source
+    names = json.loads((results / "gpu_plan_inputs.json").read_text())  # which H100 runs the GPU plans read
+    loop = next(r for r in json.loads((results / names["reader"]["file"]).read_text())["loops"]
+                if r["variant"] == "fused+compile")  # a step of pgra's own training loop, not the bare model step
+    lm = json.loads((results / names["rerank"]["file"]).read_text())["rerank"][-1]
+    assert gpu.reader_seconds(5000, 16, 8) == pytest.approx(5000 * loop["s_per_step"])
+    assert gpu.rerank_seconds(463) == pytest.approx(463 / lm["texts_per_s"]) and lm["model"] == "opt-13b"
+    assert "opt-13b" in gpu.rerank_source and "H100" in gpu.reader_source and "training loop" in gpu.reader_source
+    assert gpu_measurements(results)["encoding"]["sentences_per_s"] > 40_000  # steady state, batches of 2,048
+    assert BenchFits.load(results / "none", "gpu").reader is None and gpu_measurements(results / "none") is None
     assert BenchFits.load(results / "none", "cpu").reader is None
 
 

@@ -576,3 +576,26 @@ def test_the_host_reads_a_steps_loss_only_once_the_next_step_is_queued(reranked,
     log = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, 8)) and "dev_accuracy" in log[4]
     assert [r["step"] for r in s.state["history"]] == list(range(1, 8))
+
+
+def test_batches_padded_to_a_multiple_train_like_unpadded_ones(reranked, tmp_path, tiny_t5):
+    """``pad_to_multiple``: every batch's width is its longest input rounded up to the multiple, never past
+    ``max_length`` (fewer shapes for compile and CUDA graphs); padding is masked, so a reader without dropout
+    trains to the same losses."""
+    from pgra.reader.fid import load_tokenizer
+    from pgra.tasks import task_from_manifest
+
+    tok = load_tokenizer(str(tiny_t5))
+    task = task_from_manifest(json.loads((reranked / "manifest.json").read_text()), reranked / "manifest.json", "")
+    records = [json.loads(x) for x in (reranked / "train.jsonl").read_text().splitlines()][:4]
+    longest = ReaderFormatter(task, tok, 2, 48).collate(records)["input_ids"].shape[-1]
+    assert longest == 32  # the fixture's inputs
+    for multiple, max_length, width in ((24, 48, 48), (20, 45, 40), (64, 45, 45), (16, 48, 32), (1, 48, 32)):
+        batch = ReaderFormatter(task, tok, 2, max_length, pad_to_multiple=multiple).collate(records)
+        assert batch["input_ids"].shape[-1] == width and batch["attention_mask"].sum() == \
+            ReaderFormatter(task, tok, 2, 48).collate(records)["attention_mask"].sum()
+    base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=3,
+                eval_every=0, learning_rate=1e-3, show_progress=False, test_split="")
+    train(TrainConfig(out=str(tmp_path / "plain"), **base))
+    train(TrainConfig(out=str(tmp_path / "padded"), pad_to_multiple=24, **base))
+    assert _losses(tmp_path / "padded") == pytest.approx(_losses(tmp_path / "plain"), abs=1e-5)

@@ -130,17 +130,15 @@ class BenchFits:
             device = "gpu" if torch.cuda.is_available() else "cpu"
         fits = cls(device)
         if device == "gpu":
-            path = results / "gpu_scale_h100_shared_prefix.json"
-            if path.is_file():
-                run = json.loads(path.read_text())
-                reader = run["readers"][0]
-                per_passage = reader["s_per_step"] / reader["passages"]
-                fits.reader, fits.reader_batch = (0.0, per_passage), int(reader["batch"])
-                fits.reader_source = (f"bench {path.name}: {reader['model']} {reader['s_per_step']:.3f} s/step at "
-                                      f"d={reader['passages']} on an H100, x d/{reader['passages']}")
-                lm = max(run["rerank"], key=lambda r: r["params"])
+            gpu = gpu_measurements(results)
+            if gpu is not None:
+                reader, lm = gpu["reader"], gpu["rerank"]
+                fits.reader, fits.reader_batch = (0.0, reader["s_per_step"] / reader["passages"]), int(reader["batch"])
+                fits.reader_source = (f"bench {reader['source']}: {reader['model']} {reader['s_per_step']:.3f} s/step "
+                                      f"at d={reader['passages']} in pgra's training loop ({reader['variant']}) on an "
+                                      f"H100, x d/{reader['passages']}")
                 fits.rerank = (0.0, 1.0 / lm["texts_per_s"])
-                fits.rerank_source = f"bench {path.name}: {lm['model']} {lm['texts_per_s']:.0f} texts/s on an H100"
+                fits.rerank_source = f"bench {lm['source']}: {lm['model']} {lm['texts_per_s']:.0f} texts/s on an H100"
             return fits
         path = results / "reader_scale.json"
         if path.is_file():
@@ -172,6 +170,31 @@ class BenchFits:
 
 
 # ----------------------------------------------------------------------------------------------- estimates
+
+GPU_PLAN_INPUTS = "gpu_plan_inputs.json"
+
+
+def gpu_measurements(results: Path) -> dict[str, dict[str, Any]] | None:
+    """The H100 measurements GPU plans use, as ``results/gpu_plan_inputs.json`` names them (None without it):
+    ``encoding`` (BERT-base sentences/s), ``index`` (the flat index of 1M vectors built and searched on the CPU
+    cores), ``rerank`` (the named reranker's texts/s) and ``reader`` (a step of pgra's own training loop in the
+    named variant); each with the ``source`` file its numbers come from."""
+    path = Path(results) / GPU_PLAN_INPUTS
+    if not path.is_file():
+        return None
+    names = json.loads(path.read_text())
+    run = {part: json.loads((path.parent / names[part]["file"]).read_text()) for part in
+           ("encoding", "index", "rerank", "reader")}
+    source = {part: names[part]["file"] for part in run}
+    rerank = next(r for r in run["rerank"]["rerank"] if r["model"] == names["rerank"]["model"])
+    reader = next(r for r in run["reader"]["loops"] if r["variant"] == names["reader"]["loop_variant"])
+    index = run["index"]["encoding"]
+    return {"encoding": {**run["encoding"]["encoding"], "source": source["encoding"]},
+            "index": {"index_vectors": index["index_vectors"], "index_build_s": index["index_build_s"],
+                      "search_1000_queries_top150_s": index["search_1000_queries_top150_s"],
+                      "source": source["index"]},
+            "rerank": {**rerank, "source": source["rerank"]}, "reader": {**reader, "source": source["reader"]}}
+
 
 def _device(record: dict[str, Any]) -> str:
     name = str((record.get("hardware") or {}).get("device", "cpu"))
@@ -354,4 +377,4 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
 
 
 __all__ = ["BenchFits", "Estimate", "Plan", "default_workers", "estimate_cell", "estimate_stage", "format_seconds",
-           "lpt_assign", "lpt_order", "plan_costs", "plan_wallclock", "task_inputs"]
+           "gpu_measurements", "lpt_assign", "lpt_order", "plan_costs", "plan_wallclock", "task_inputs"]

@@ -42,9 +42,12 @@ class TrainConfig:
     compile: bool = option(False, omit_default=True,
                            help="torch.compile the reader (inductor; needs a C compiler on CPU): faster steps after "
                                 "a one-time compilation; losses equal eager within float rounding")
-    compile_mode: str = option("default", choices=choices.COMPILE_MODES, omit_default=True,
+    compile_mode: str = option("default", choices=choices.COMPILE_MODES, omit_default=True, record_default=False,
                                help="with compile: torch.compile's mode; reduce-overhead replays each step's kernels "
-                                    "as CUDA graphs (GPU; one graph per input length, so memory grows with them)")
+                                    "as CUDA graphs (GPU; one graph per batch width: see pad_to_multiple)")
+    pad_to_multiple: int = option(1, min=1, omit_default=True, record_default=False,
+                                  help="pad each training batch's inputs to a multiple of this many tokens (within "
+                                       "max_length): fewer distinct shapes for compile and CUDA graphs to trace")
     eval_dtype: str = option("fp32", choices=choices.DTYPES, omit_default=True,
                              help="precision of the best checkpoint's final dev and test predictions: fp32, bf16, "
                                   "bf16-if-native (bf16 on CPUs with bf16 hardware), auto (bf16 on a GPU)")
