@@ -72,7 +72,7 @@ class QueryLikelihood(Reranker):
                 inputs[i].append(q)
             where.append(row)
         logp, counts = self.scorer.score_continuations(list(prompts), inputs,
-                                                       show_progress=bool(getattr(self.cfg, "show_progress", False)))
+                                                       show_progress=self.cfg.show_progress)
         return [np.array([logp[i][j] / counts[i][j] for i, j in row], dtype=np.float64) for row in where]
 
     def describe(self) -> dict[str, Any]:

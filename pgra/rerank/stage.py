@@ -14,10 +14,19 @@ the same key keeps a recorded split whose file is unchanged and scores only the 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, check_disjoint, file_record, read_json, write_json, write_manifest
+from ..artifacts import (
+    MANIFEST,
+    check_disjoint,
+    file_record,
+    read_json,
+    sha256_text,
+    write_json,
+    write_manifest,
+)
 from ..causal_lm import LMCost
 from ..config import check_config, to_dict
 from ..corpus import CorpusStore
@@ -129,11 +138,9 @@ def run_stage(cls: type, cfg: Any, ctx: Any = None) -> Path:
 
 
 def _stage_key(settings: dict[str, Any], candidates: str) -> str:
-    import hashlib
-    import json
-
-    return hashlib.sha256(json.dumps({"settings": settings, "candidates": candidates}, sort_keys=True,
-                                     default=str).encode()).hexdigest()[:20]
+    """What a killed run's finished splits are kept under: the reranker's settings and its candidates' fingerprint."""
+    return sha256_text(json.dumps({"settings": settings, "candidates": candidates}, sort_keys=True,
+                                  default=str))[:20]
 
 
 def _splits_done(out: Path, key: str) -> dict[str, Any]:
