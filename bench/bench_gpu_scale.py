@@ -265,24 +265,29 @@ def _loop_data(folder: Path, vocab: list[str], args, rng) -> Path:
     return folder
 
 
-def _loop_reader(name: str, folder: Path, args, device) -> Path:
-    """Reader ``name`` (random weights) saved with a word-level tokenizer of its vocabulary's size (T5's
-    sentinels and ``</s>``; the device has no hub to fetch T5's own)."""
+def word_tokenizer(folder: Path, vocab_size: int) -> Path:
+    """A word-level tokenizer of ``vocab_size`` words (``w0``, ``w1``, ...; T5's sentinels and ``</s>``) saved in
+    ``folder``: the device has no hub to fetch T5's own."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    model = build(name, args.tiny, torch.device("cpu"), torch.float32)
     specials = ["<pad>", "</s>", "<unk>", "<extra_id_0>", "<extra_id_1>"]
-    words = specials + [f"w{i}" for i in range(model.config.vocab_size - len(specials))]
+    words = specials + [f"w{i}" for i in range(vocab_size - len(specials))]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
                                    additional_special_tokens=["<extra_id_0>", "<extra_id_1>"])
-    model.config.pad_token_id, model.config.eos_token_id = 0, 1
-    model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
+
+
+def _loop_reader(name: str, folder: Path, args, device) -> Path:
+    """Reader ``name`` (random weights) saved with a word-level tokenizer of its vocabulary's size."""
+    model = build(name, args.tiny, torch.device("cpu"), torch.float32)
+    model.config.pad_token_id, model.config.eos_token_id = 0, 1
+    model.save_pretrained(folder)
+    return word_tokenizer(folder, model.config.vocab_size)
 
 
 def bench_train_loop(name: str, args, device, variant: str = "eager") -> dict:

@@ -116,3 +116,12 @@ def test_scaling_plot_fits_and_draws_hand_made_rows(tmp_path):
     assert lines == ["MiniLM bf16: build 1.0 s + 10.0 s per million sentences; peak memory 0.50 GiB + 3.00 GiB per "
                      "million; search 0.10 ms + 4.00 ms per million per query; 24 GiB reached at about 7.8M "
                      "sentences"]
+
+
+def test_collate_bench_reads_each_pair_once(tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_collate", ROOT / "bench" / "bench_collate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = mod.main(["--inputs", "16", "--demo", str(tmp_path / "none")])  # the random-word task only
+    (first, later), = rows.values()  # seconds a batch, epoch 1 and 2 (how much faster is the bench's to say)
+    assert list(rows) == ["random words, cut to 128 tokens"] and first > 0 and later > 0

@@ -599,3 +599,35 @@ def test_batches_padded_to_a_multiple_train_like_unpadded_ones(reranked, tmp_pat
     train(TrainConfig(out=str(tmp_path / "plain"), **base))
     train(TrainConfig(out=str(tmp_path / "padded"), pad_to_multiple=24, **base))
     assert _losses(tmp_path / "padded") == pytest.approx(_losses(tmp_path / "plain"), abs=1e-5)
+
+
+def test_training_collation_tokenizes_each_pair_once(reranked, tiny_t5):
+    """``cache_ids`` (what training uses): a batch collated again (the next epoch) is the same tensors and calls the
+    tokenizer no more; without it, every collation tokenizes again."""
+    from pgra.reader.fid import load_tokenizer
+    from pgra.tasks import task_from_manifest
+
+    task = task_from_manifest(json.loads((reranked / "manifest.json").read_text()), reranked / "manifest.json", "")
+    records = [json.loads(x) for x in (reranked / "train.jsonl").read_text().splitlines()][:4]
+    tok, calls = load_tokenizer(str(tiny_t5)), []
+    plain = ReaderFormatter(task, tok, 2, 24).collate(records)  # 24 tokens: the evidence is cut (several calls)
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(tok, name)
+
+        def __call__(self, *a, **k):
+            calls.append(1)
+            return tok(*a, **k)
+
+    fmt = ReaderFormatter(task, Counting(), 2, 24, cache_ids=True)
+    first = fmt.collate(records)
+    built = len(calls)
+    again = fmt.collate(records)
+    assert len(calls) == built > 8  # 4 inputs x 2 passages, some cut: more than one call each the first time
+    for batch in (first, again):
+        assert all(torch.equal(batch[k], plain[k]) for k in plain)
+    uncached = ReaderFormatter(task, Counting(), 2, 24)
+    before = len(calls)
+    uncached.collate(records), uncached.collate(records)
+    assert len(calls) - before == 2 * (built - len(fmt.targets))  # each time again (less the label targets)

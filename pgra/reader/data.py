@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..errors import InputError
@@ -24,13 +25,16 @@ class ReaderFormatter:
     """Turns interchange records into FiD tensors for one task and tokenizer."""
 
     def __init__(self, task: TaskSpec, tokenizer, n_passages: int, max_length: int = 128,
-                 input_format: str = "intended", pad_to_multiple: int = 1) -> None:
+                 input_format: str = "intended", pad_to_multiple: int = 1, cache_ids: bool = False) -> None:
         if input_format not in READER_FORMATS:
             raise InputError(f"unknown input format '{input_format}', use one of {list(READER_FORMATS)}",
                              field="input_format")
         self.task, self.tok = task, tokenizer
         self.n_passages, self.max_length, self.input_format = n_passages, max_length, input_format
         self.pad_to_multiple = pad_to_multiple  # a batch's width rounded up to it (at most max_length)
+        # cache_ids: each (input, evidence) pair's ids kept once built (training reads every input once an epoch;
+        # int32 arrays, about 4 bytes a token)
+        self._cached: dict[tuple[str, str], np.ndarray] | None = {} if cache_ids else None
         vocab = tokenizer.get_vocab()
         self.t5_style = "<extra_id_0>" in vocab and "<extra_id_1>" in vocab
         self.mask = "<extra_id_0>" if self.t5_style else (tokenizer.mask_token or "")
@@ -59,8 +63,17 @@ class ReaderFormatter:
     def _ids(self, text: str) -> list[int]:
         return self.tok(text, add_special_tokens=True)["input_ids"]
 
-    def passage_ids(self, text: str, evidence: str) -> list[int]:
-        """Token ids of one (query, evidence) input within ``max_length``: evidence is cut first."""
+    def passage_ids(self, text: str, evidence: str) -> Sequence[int]:
+        """Token ids of one (query, evidence) input within ``max_length``: evidence is cut first (built once per
+        pair with ``cache_ids``)."""
+        if self._cached is None:
+            return self._build_ids(text, evidence)
+        ids = self._cached.get((text, evidence))
+        if ids is None:
+            ids = self._cached[text, evidence] = np.asarray(self._build_ids(text, evidence), dtype=np.int32)
+        return ids
+
+    def _build_ids(self, text: str, evidence: str) -> list[int]:
         fmt = self.input_format if self.input_format != "intended" else None
         ids, fits = fit_text(self.tok, evidence,
                              lambda ev: self._ids(self.task.reader_input(text, ev, self.mask, fmt)), self.max_length)

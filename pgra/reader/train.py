@@ -192,7 +192,8 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     dev_records = load_split(data_dir, "dev", task, cfg.max_eval_examples)
     tokenizer = load_tokenizer(cfg.model)
     # label words the tokenizer cannot tell apart are refused before the model loads
-    fmt = ReaderFormatter(task, tokenizer, cfg.n_passages, cfg.max_length, cfg.input_format, cfg.pad_to_multiple)
+    fmt = ReaderFormatter(task, tokenizer, cfg.n_passages, cfg.max_length, cfg.input_format, cfg.pad_to_multiple,
+                          cache_ids=True)  # every epoch collates the same inputs: tokenized once
     reader = FiDReader.from_pretrained(cfg.model, dtype=torch.float32)  # fp32 master weights
     if cfg.gradient_checkpointing:
         enable = getattr(reader.model, "activation_checkpointing_enable", None) or \
