@@ -354,7 +354,9 @@ def profile_steps(step, device: torch.device, steps: int, top: int = 15) -> dict
     if device.type == "cuda":  # the kernels' time is listed twice: under each kernel and under the op that ran it
         from torch.autograd import DeviceType
 
-        total = sum(e.self_device_time_total for e in averages if e.device_type == DeviceType.CUDA) or 1.0
+        # the device's events less the annotations laid over kernels (an optimizer step, a compiled graph's call)
+        total = sum(e.self_device_time_total for e in averages
+                    if e.device_type == DeviceType.CUDA and not e.is_user_annotation) or 1.0
         events = [e for e in averages if e.device_type != DeviceType.CUDA and e.self_device_time_total > 0]
     else:
         events = [e for e in averages if e.self_cpu_time_total > 0]

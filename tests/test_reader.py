@@ -591,7 +591,7 @@ def test_batches_padded_to_a_multiple_train_like_unpadded_ones(reranked, tmp_pat
     longest = ReaderFormatter(task, tok, 2, 48).collate(records)["input_ids"].shape[-1]
     assert longest == 32  # the fixture's inputs
     for multiple, max_length, width in ((24, 48, 48), (20, 45, 40), (64, 45, 45), (16, 48, 32), (1, 48, 32)):
-        batch = ReaderFormatter(task, tok, 2, max_length, pad_to_multiple=multiple).collate(records)
+        batch = ReaderFormatter(task, tok, 2, max_length).collate(records, multiple)
         assert batch["input_ids"].shape[-1] == width and batch["attention_mask"].sum() == \
             ReaderFormatter(task, tok, 2, 48).collate(records)["attention_mask"].sum()
     base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=3,
@@ -631,3 +631,10 @@ def test_training_collation_tokenizes_each_pair_once(reranked, tiny_t5):
     before = len(calls)
     uncached.collate(records), uncached.collate(records)
     assert len(calls) - before == 2 * (built - len(fmt.targets))  # each time again (less the label targets)
+
+
+def test_a_compile_mode_without_compile_is_refused(reranked, tmp_path, tiny_t5):
+    with pytest.raises(InputError, match="compile_mode=reduce-overhead is a mode of compile"):
+        train(TrainConfig(data=str(reranked), out=str(tmp_path / "run"), model=str(tiny_t5), n_passages=2,
+                          max_steps=1, compile_mode="reduce-overhead", show_progress=False))
+    assert not (tmp_path / "run").exists()

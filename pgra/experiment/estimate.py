@@ -175,7 +175,8 @@ GPU_PLAN_INPUTS = "gpu_plan_inputs.json"
 
 
 def gpu_measurements(results: Path) -> dict[str, dict[str, Any]] | None:
-    """The H100 measurements GPU plans use, as ``results/gpu_plan_inputs.json`` names them (None without it):
+    """The H100 measurements GPU plans use, as ``results/gpu_plan_inputs.json`` names them (None without it or
+    one of the files it names):
     ``encoding`` (BERT-base sentences/s), ``index`` (the flat index of 1M vectors built and searched on the CPU
     cores), ``rerank`` (the named reranker's texts/s) and ``reader`` (a step of pgra's own training loop in the
     named variant); each with the ``source`` file its numbers come from."""
@@ -183,8 +184,10 @@ def gpu_measurements(results: Path) -> dict[str, dict[str, Any]] | None:
     if not path.is_file():
         return None
     names = json.loads(path.read_text())
-    run = {part: json.loads((path.parent / names[part]["file"]).read_text()) for part in
-           ("encoding", "index", "rerank", "reader")}
+    files = {part: path.parent / names[part]["file"] for part in ("encoding", "index", "rerank", "reader")}
+    if not all(f.is_file() for f in files.values()):
+        return None
+    run = {part: json.loads(f.read_text()) for part, f in files.items()}
     source = {part: names[part]["file"] for part in run}
     rerank = next(r for r in run["rerank"]["rerank"] if r["model"] == names["rerank"]["model"])
     reader = next(r for r in run["reader"]["loops"] if r["variant"] == names["reader"]["loop_variant"])

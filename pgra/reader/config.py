@@ -47,7 +47,8 @@ class TrainConfig:
                                     "as CUDA graphs (GPU; one graph per batch width: see pad_to_multiple)")
     pad_to_multiple: int = option(1, min=1, omit_default=True, record_default=False,
                                   help="pad each training batch's inputs to a multiple of this many tokens (within "
-                                       "max_length): fewer distinct shapes for compile and CUDA graphs to trace")
+                                       "max_length): fewer distinct shapes for compile and CUDA graphs to trace "
+                                       "(evaluation and stored encoder states are not padded)")
     eval_dtype: str = option("fp32", choices=choices.DTYPES, omit_default=True,
                              help="precision of the best checkpoint's final dev and test predictions: fp32, bf16, "
                                   "bf16-if-native (bf16 on CPUs with bf16 hardware), auto (bf16 on a GPU)")

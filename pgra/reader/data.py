@@ -25,13 +25,12 @@ class ReaderFormatter:
     """Turns interchange records into FiD tensors for one task and tokenizer."""
 
     def __init__(self, task: TaskSpec, tokenizer, n_passages: int, max_length: int = 128,
-                 input_format: str = "intended", pad_to_multiple: int = 1, cache_ids: bool = False) -> None:
+                 input_format: str = "intended", cache_ids: bool = False) -> None:
         if input_format not in READER_FORMATS:
             raise InputError(f"unknown input format '{input_format}', use one of {list(READER_FORMATS)}",
                              field="input_format")
         self.task, self.tok = task, tokenizer
         self.n_passages, self.max_length, self.input_format = n_passages, max_length, input_format
-        self.pad_to_multiple = pad_to_multiple  # a batch's width rounded up to it (at most max_length)
         # cache_ids: each (input, evidence) pair's ids kept once built (training reads every input once an epoch;
         # int32 arrays, about 4 bytes a token)
         self._cached: dict[tuple[str, str], np.ndarray] | None = {} if cache_ids else None
@@ -95,13 +94,13 @@ class ReaderFormatter:
             ctxs += [""] * (self.n_passages - len(ctxs))
         return ctxs
 
-    def collate(self, records: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    def collate(self, records: Sequence[dict[str, Any]], pad_to_multiple: int = 1) -> dict[str, torch.Tensor]:
         """Batch tensors: input_ids/attention_mask ``(B, P, L)`` (L: the longest input, rounded up to
         ``pad_to_multiple`` within ``max_length``), labels ``(B, T)``, label_index ``(B,)``."""
         seqs = [[self.passage_ids(r["text"], ev) for ev in self.passages(r)] for r in records]
         n_p = len(seqs[0])
         longest = max(len(s) for row in seqs for s in row)
-        width = max(longest, min(-(-longest // self.pad_to_multiple) * self.pad_to_multiple, self.max_length))
+        width = max(longest, min(-(-longest // pad_to_multiple) * pad_to_multiple, self.max_length))
         ids, mask = pad_sequences([s for row in seqs for s in row], self.pad, width=width)
         batch = {"input_ids": ids.view(len(records), n_p, -1), "attention_mask": mask.view(len(records), n_p, -1)}
         if all("label" in r for r in records):

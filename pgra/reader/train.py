@@ -177,6 +177,9 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
 
     if not cfg.data or not cfg.out:
         raise InputError("train needs data and out", field="data" if not cfg.data else "out")
+    if cfg.compile_mode != "default" and not cfg.compile:
+        raise InputError(f"compile_mode={cfg.compile_mode} is a mode of compile, which is off: set compile=true too "
+                         "(or leave compile_mode at default)", field="compile_mode")
     data_dir, out = Path(cfg.data), Path(cfg.out)
     check_folders(out, ("best", "checkpoints"))  # replaced during training: a link or a file is refused now
     manifest = read_manifest(data_dir, DATA_KINDS)
@@ -192,7 +195,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     dev_records = load_split(data_dir, "dev", task, cfg.max_eval_examples)
     tokenizer = load_tokenizer(cfg.model)
     # label words the tokenizer cannot tell apart are refused before the model loads
-    fmt = ReaderFormatter(task, tokenizer, cfg.n_passages, cfg.max_length, cfg.input_format, cfg.pad_to_multiple,
+    fmt = ReaderFormatter(task, tokenizer, cfg.n_passages, cfg.max_length, cfg.input_format,
                           cache_ids=True)  # every epoch collates the same inputs: tokenized once
     reader = FiDReader.from_pretrained(cfg.model, dtype=torch.float32)  # fp32 master weights
     if cfg.gradient_checkpointing:
@@ -274,7 +277,7 @@ def _rank_batch(s: TrainingSetup, positions: list[int], share: slice,
         batch = {"index": torch.as_tensor(index), **s.fmt.label_batch(records)}
         inputs = s.encoded_train.tokens(index)
     else:
-        batch = s.fmt.collate(records)
+        batch = s.fmt.collate(records, s.cfg.pad_to_multiple)
         inputs = int(batch["attention_mask"].sum())
     weight, targets = 0.0, int((batch["labels"] != -100).sum())
     if mine:
@@ -282,6 +285,27 @@ def _rank_batch(s: TrainingSetup, positions: list[int], share: slice,
         weight = targets / total
     return ({k: v if k == "index" else v.to(s.acc.device, non_blocking=True) for k, v in batch.items()}, weight,
             (targets, inputs))
+
+
+class HostValue:
+    """A 0-dim tensor on its way to the host: on a GPU its copy to pinned memory is queued behind the work queued so
+    far and marked by an event, so :meth:`read` waits for that work only (``Tensor.item()`` would wait for every
+    kernel queued since, the next step's too); elsewhere it is read as it is."""
+
+    def __init__(self, value: torch.Tensor) -> None:
+        self.ready = None
+        if value.device.type == "cuda":
+            host = torch.empty((), dtype=value.dtype, pin_memory=True)
+            host.copy_(value, non_blocking=True)
+            self.ready = torch.cuda.Event()
+            self.ready.record()
+            value = host
+        self.value = value
+
+    def read(self) -> float:
+        if self.ready is not None:
+            self.ready.synchronize()
+        return float(self.value)
 
 
 def train_loop(s: TrainingSetup) -> None:
@@ -293,12 +317,12 @@ def train_loop(s: TrainingSetup) -> None:
     stop = False
     share = rank_share(cfg.batch_size, acc.num_processes, acc.process_index)
     step_loss = torch.zeros((), device=acc.device)  # this process's part of the step's loss
-    pending: tuple[int, torch.Tensor, float] | None = None  # a step whose loss the host has not read yet
+    pending: tuple[int, HostValue, float] | None = None  # a step whose loss the host has not read yet
 
-    def log_step(step: int, loss_sum: torch.Tensor, lr: float, evaluate: bool = False) -> bool:
+    def log_step(step: int, loss_sum: HostValue, lr: float, evaluate: bool = False) -> bool:
         """Read ``step``'s loss (waiting for that step only), evaluate on dev if asked, and record the step in
         the history, the training log and the tracker; returns whether early stopping ends the run."""
-        mean_loss = loss_sum.item() / cfg.grad_accum
+        mean_loss = loss_sum.read() / cfg.grad_accum
         bar.set_postfix(loss=f"{mean_loss:.4f}")  # before update: a log line shows this step's loss
         bar.update(1)
         record = {"step": step, "loss": mean_loss, "lr": lr}
@@ -358,7 +382,7 @@ def train_loop(s: TrainingSetup) -> None:
             # reads it once the next step is queued (reading it now would make the host wait for this step before
             # it prepares the next batch, and the device idle meanwhile), or at once before an evaluation or a
             # checkpoint, which need this step's record
-            loss_sum = acc.gather(step_loss.reshape(1)).sum()
+            loss_sum = HostValue(acc.gather(step_loss.reshape(1)).sum())
             step_loss = torch.zeros((), device=acc.device)
             if pending is not None:
                 log_step(*pending)
