@@ -89,8 +89,9 @@ def _same_cell(folder: Path, ref: Path, label: str) -> None:
 
 
 def _started(text: str) -> list[str]:
-    """The cells a run's output says it started (``[label] running`` / ``resuming``)."""
-    return re.findall(r"^\[(\S+/seed-\d+)\] (?:running|resuming)$", text, flags=re.M)
+    """The cells a run's output says it started (``[label] running`` / ``resuming``), found anywhere in a line:
+    several ranks writing to one pipe can put another rank's text between a message and its newline."""
+    return re.findall(r"\[([^\s\[\]]+/seed-\d+)\] (?:running|resuming)\b", text)
 
 
 @pytest.mark.distributed
@@ -99,7 +100,8 @@ def test_torchrun_runs_cells_side_by_side_like_one_process(setup):
     path = _config(root, base, "ranks")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4",
            str(ROOT / "scripts" / "experiment.py"), "--config", str(path)]
-    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    # unbuffered: each message reaches the shared pipe in one write (a rank's buffered block could cut one in two)
+    proc = subprocess.run(cmd, env=_env(PYTHONUNBUFFERED="1"), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, launch_failure(proc)
     records = _same_as_reference(root, "ranks")
     started = _started(proc.stdout)
