@@ -165,7 +165,8 @@ def test_analyze_writes_every_table_and_figure(finished, capsys):
     assert main(["analyze", "--config", str(cfg_file), "analysis.analyses=consistency,differences,calibration,cost,case_study,sweep",
                  "analysis.sweep.k=2,3,4,8", "analysis.sweep.d=1,2", "analysis.case_study.n=2"]) == 0
     analysis = out / "analysis"
-    for name in ("label_consistency.png", "sweep_k.png", "sweep_d.png", "overlap.png", "rank_shift.png",
+    for name in ("label_consistency.png", "sweep_k.png", "sweep_d.png", "sweep_k_consistency.png", "overlap.png",
+                 "rank_shift.png",
                  "reliability_sky.png", "analysis.md", "case_study.md"):
         assert (analysis / name).stat().st_size > 0, name
     assert (analysis / "label_consistency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -213,6 +214,13 @@ def test_analyze_writes_every_table_and_figure(finished, capsys):
             assert all(len(x["evidence"]) == d for x in _lines(cell / "predictions_test.jsonl"))
             reranked = _lines(analysis / "sweep" / "sky" / f"k{k}-d{d}" / "sky" / "reranked" / "test.jsonl")
             assert all(c["retrieval_rank"] <= k for rec in reranked for c in rec["ctxs"])
+    # each point's label consistency: its reader's top d, labelled by the same no-retrieval reader
+    for (k, d), r in sweep.items():
+        folder = task_dir / "reranked" if r["experiment_cell"] else \
+            analysis / "sweep" / "sky" / f"k{k}-d{d}" / "sky" / "reranked"
+        pairs = [(x["label"], pseudo[str(c["id"])]) for x in _lines(folder / "test.jsonl") for c in x["ctxs"][:d]]
+        assert r["consistency"] == pytest.approx(sum(g == p for g, p in pairs) / len(pairs))
+    assert "label consistency (%)" in (analysis / "analysis.md").read_text()
     # no text embedded twice: only k=8 (the first point) embedded, and only what k=4 had not
     new = embedded[before:]
     assert new and len(new) == len(set(new)) and not set(new) & set(embedded[:before])

@@ -169,7 +169,8 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
     from pgra.experiment import Experiment, ExperimentConfig
 
     grid = {
-        "out": str(tmp_path / "exp"), "tasks": [str(sky_task)], "methods": ["fid", "pgra", "pgra_full"], "seeds": [1],
+        "out": str(tmp_path / "exp"), "tasks": [str(sky_task)], "methods": ["no_retrieval", "fid", "pgra", "pgra_full"],
+        "seeds": [1],
         "index": {"corpus": str(corpus_txt), "out": str(tmp_path / "index"), "retriever": "bm25"},
         "retrieve": {"k": 6},
         "rerank": {"lm": str(tiny_opt), "top_d": 3, "num_demos": 2, "cache_dir": str(tmp_path / "cache"),
@@ -201,3 +202,19 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
     keys = {(c.method, c.key) for c in plain.plan()}
     assert keys <= {(c.method, c.key) for c in exp.plan()}
     assert all(c.status == "done" for c in Experiment(replace(cfg)).plan())
+    # label consistency has a row for the evidence pgra_full reads, counted over its top d
+    import yaml
+
+    from pgra.cli import main
+
+    cfg_file = tmp_path / "exp.yaml"
+    cfg_file.write_text(yaml.safe_dump(grid))
+    assert main(["analyze", "--config", str(cfg_file), "analysis.analyses=consistency"]) == 0
+    analysis = Path(grid["out"]) / "analysis"
+    rows = {r["source"]: r for r in json.loads((analysis / "analysis.json").read_text())["tables"]["consistency"]}
+    from pgra.analysis.consistency import FULL_SEARCH_SOURCE
+
+    pseudo = json.loads((analysis / "sky" / "pseudo_labels.json").read_text())["labels"]
+    pairs = [(r["label"], pseudo[str(c["id"])]) for r in full for c in r["ctxs"][:3]]
+    assert rows[FULL_SEARCH_SOURCE]["evidence"] == len(pairs) and rows[FULL_SEARCH_SOURCE]["d"] == 3
+    assert rows[FULL_SEARCH_SOURCE]["share"] == pytest.approx(sum(g == p for g, p in pairs) / len(pairs))

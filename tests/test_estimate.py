@@ -17,6 +17,7 @@ from pgra.experiment.estimate import (
     lpt_assign,
     lpt_order,
     plan_wallclock,
+    stage_embeddings,
 )
 from pgra.experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from tests.conftest import write_corpus, write_sky_task
@@ -79,6 +80,23 @@ def test_stage_estimates_and_their_sources():
     fitted = estimate_stage("cr", "reranked", False, [], inputs, fits, candidates=1000)
     assert fitted.seconds == pytest.approx(54.0) and fitted.source == "bench fit R, 1000 candidates"
     assert estimate_stage("cr", "candidates", False, [], inputs, fits, candidates=1000).seconds is None
+
+
+def test_stage_embeddings_count_each_corpus_sentence_once_per_task():
+    from pgra.rerank.config import RerankConfig
+
+    stages = ["candidates", "reranked", "full_search"]
+    per_candidate = RerankConfig(k=150)
+    # inputs x k, at most the corpus (the cache embeds a sentence once); full_search embeds the corpus
+    assert stage_embeddings(per_candidate, 150, 100, 29_790, stages) == \
+        {"candidates": None, "reranked": 15_000, "full_search": 29_790}
+    assert stage_embeddings(per_candidate, 150, 3_200, 29_790, stages)["reranked"] == 29_790
+    assert stage_embeddings(RerankConfig(k=0), 32, 10, None, stages[:2])["reranked"] == 320  # k=0: the retrieved k
+    # the corpus pass embeds the corpus in the reranked stage; full_search then embeds its queries only
+    passed = RerankConfig(k=4, corpus_pass="corpus")
+    assert stage_embeddings(passed, 150, 3_200, 29_790, stages) == \
+        {"candidates": None, "reranked": 29_790, "full_search": 3_200}
+    assert stage_embeddings(passed, 150, 3_200, 29_790, ["candidates", "full_search"])["full_search"] == 29_790
 
 
 def test_bench_fits_read_the_results():

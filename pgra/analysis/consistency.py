@@ -2,8 +2,8 @@
 
 A reader trained without retrieval labels every evidence sentence; an evidence sentence is consistent when
 that pseudo-label equals its input's gold label. The share is counted over every (input, evidence) pair of the
-analysed split, for the first stage's top d (FiD's evidence), the reranker's top d (PGRA's) and the top d of
-any further reranker LMs.
+analysed split, for the first stage's top d (FiD's evidence), the reranker's top d (PGRA's), the top d of
+any further reranker LMs, and the top d of the prompt-guided search of the whole corpus (``pgra_full``'s).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from ..artifacts import read_json, write_json
 from ..config import SEED_MAX, option
 from ..errors import InputError
 from ..experiment import CELL_FILE
+from ..experiment.grid import FULL_SEARCH
 from ..experiment.reuse import reuse_or_run
 from ..predictions import read_cell
 from ..rerank.base import DEFAULT, reranker_class
@@ -37,6 +38,7 @@ class ConsistencyConfig:
 
 
 FIRST_STAGE = "first stage (FiD)"
+FULL_SEARCH_SOURCE = "whole corpus, prompt-guided (pgra_full)"
 
 
 def consistency_share(records: list[dict[str, Any]], d: int, pseudo: dict[str, str]) -> dict[str, Any]:
@@ -77,6 +79,20 @@ class PseudoLabeller:
         return {i: self.labels[i] for i in sentences}
 
 
+def task_labeller(runs: ExperimentRuns, task: str, why: str = "label consistency") -> PseudoLabeller:
+    """The pseudo-labeller of ``task``: the no-retrieval cell at ``analysis.consistency.labeller_seed`` (labels
+    cached in the analysis folder's ``<task>/pseudo_labels.json``, shared by every analysis that labels evidence)."""
+    cfg = runs.cfg.analysis.consistency
+    seed = cfg.labeller_seed or runs.cfg.seeds[0]
+    return PseudoLabeller(runs.require_cell(task, "no_retrieval", seed, why),
+                          runs.out / runs.task_name(task) / "pseudo_labels.json", cfg.batch_size)
+
+
+def evidence_consistency(labeller: PseudoLabeller, records: list[dict[str, Any]], d: int) -> dict[str, Any]:
+    """:func:`consistency_share` of the top ``d`` of ``records``, their evidence labelled by ``labeller``."""
+    return consistency_share(records, d, labeller.label(_sentences(records, d)))
+
+
 def _sentences(records: list[dict[str, Any]], d: int) -> dict[str, str]:
     return {str(c["id"]): c["text"] for rec in records for c in rec.get("ctxs", [])[:d]}
 
@@ -107,9 +123,7 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
         extra = {lm: extra_reranked(runs, task, lm, ctx) for lm in cfg.rerank_lms}
         if not ctx.is_main:
             continue
-        seed = cfg.labeller_seed or runs.cfg.seeds[0]
-        labeller = PseudoLabeller(runs.require_cell(task, "no_retrieval", seed, "label consistency"),
-                                  runs.out / name / "pseudo_labels.json", cfg.batch_size)
+        labeller = task_labeller(runs, task)
         sources: list[tuple[str, str | None, list[dict[str, Any]], int]] = []
         d_fid = runs.n_passages(task, "fid")
         sources.append((FIRST_STAGE, None, list(runs.stage_records(task, "candidates").values()), d_fid))
@@ -127,12 +141,14 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
             title = reranker_class(reranker).title or reranker
             reranker_of[title] = reranker
             sources.append((title, None, list(runs.stage_records(task, stage).values()), runs.n_passages(task, method)))
+        if FULL_SEARCH in runs.experiment.stages_needed():
+            sources.append((FULL_SEARCH_SOURCE, None, list(runs.stage_records(task, FULL_SEARCH).values()),
+                            runs.n_passages(task, "pgra_full")))
         first = {r["id"]: r for r in sources[0][2]}
         for source, lm, records, d in sources:
             if any("label" not in r for r in records):
                 raise InputError(f"label consistency needs gold labels on the {runs.split} split", field="analysis.split")
-            pseudo = labeller.label(_sentences(records, d))
-            row = {"task": name, "source": source, "lm": lm, "d": d, **consistency_share(records, d, pseudo)}
+            row = {"task": name, "source": source, "lm": lm, "d": d, **evidence_consistency(labeller, records, d)}
             if others and source in reranker_of:  # (a grid of the prompt-guided reranker alone: rows as before)
                 row.update({"reranker": reranker_of[source], **first_stage_overlap(records, first, d)})
             rows.append(row)
@@ -180,5 +196,5 @@ register_analysis(Analysis("consistency", compute=lambda runs, ctx: label_consis
                            config=ConsistencyConfig, help='label consistency', every_process=True))
 
 
-__all__ = ["FIRST_STAGE", "PseudoLabeller", "consistency_share", "extra_reranked", "first_stage_overlap",
-           "label_consistency"]
+__all__ = ["FIRST_STAGE", "FULL_SEARCH_SOURCE", "PseudoLabeller", "consistency_share", "evidence_consistency",
+           "extra_reranked", "first_stage_overlap", "label_consistency", "task_labeller"]

@@ -4,7 +4,8 @@ Each point is a variant of the experiment with ``rerank.k``, ``rerank.top_d`` an
 changed; the k sweep keeps the experiment's d, the d sweep its k. Points run from the largest k down, so the
 first one embeds whatever the experiment had not and the others find every evidence embedding in the cache:
 each point's reranked manifest records the texts its LM embedded (``embedding.texts``), and the sweep's
-record sums them. (With per-query demonstrations, ``rerank.demo_selection: kate | skill_knn``, a prompt is
+record sums them. When the grid has a no-retrieval cell, each point also reports the label consistency of the
+evidence its reader reads (:mod:`pgra.analysis.consistency`: the paper's k analysis pairs it with accuracy). (With per-query demonstrations, ``rerank.demo_selection: kate | skill_knn``, a prompt is
 cached per query and candidate list, so each k embeds again; the sweep warns.)
 """
 
@@ -21,6 +22,7 @@ from ..config import SEED_MAX, option
 from ..errors import InputError
 from ..metrics import mean_std
 from .base import Analysis, register_analysis
+from .consistency import evidence_consistency, task_labeller
 from .inputs import ExperimentRuns
 from .variants import run_variant, variant_config, variant_metric
 from .writer import Writer, pct
@@ -75,6 +77,8 @@ def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
             warnings.warn(f"rerank.demo_selection={s.rerank.demo_selection} gives each query its own prompt, cached "
                           "per query and candidate list: every k of the sweep embeds its texts again", stacklevel=2)
         points = sweep_points(cfg.analysis.sweep.k, cfg.analysis.sweep.d, k0, d0, k_max)
+        labeller = (task_labeller(runs, task, "the sweep's label consistency")
+                    if ctx.is_main and "no_retrieval" in cfg.methods else None)
         for k, d in points:
             out = runs.out / "sweep" / runs.task_name(task) / f"k{k}-d{d}"
             vcfg = variant_config(cfg, out, ["pgra"], seeds, {"rerank": {"k": k, "top_d": d},
@@ -85,11 +89,15 @@ def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
                 continue
             reranked = variant.stage_dir(task, "reranked")
             own = (reranked / MANIFEST).exists()
-            embedded = _embedded(reranked if own else runs.experiment.stage_dir(task, "reranked"))
+            folder = reranked if own else runs.experiment.stage_dir(task, "reranked")
+            embedded = _embedded(folder)
+            consistency = (evidence_consistency(labeller, list(runs.records(task, folder).values()), d)["share"]
+                           if labeller else None)
             values = variant_metric(runs, variant, task, "pgra")
             mean, std = mean_std(values) if values else (float("nan"), 0.0)
             rows.append({"task": runs.task_name(task), "k": k, "d": d, "sweep": _which(k, d, k0, d0, cfg),
                          "mean": mean, "std": std, "seeds": len(values), "metric": runs.task_spec(task).metric,
+                         "consistency": consistency,
                          "experiment_cell": not own, **({"embedded_texts": 0} if not own else embedded)})
     return rows
 
@@ -106,8 +114,9 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
               ("Each point reranks the first k candidates and reads the top d (the paper's Figures 4 and 5); "
                "`embedded` counts the texts the reranker's LM embedded for that point (0: all from the cache; "
                "`experiment` marks a point that is the experiment's own cell)."),
-              ["task", "k", "d", "metric (%)", "seeds", "embedded"],
+              ["task", "k", "d", "metric (%)", "seeds", "label consistency (%)", "embedded"],
               lambda r: (r["task"], r["k"], r["d"], f"{pct(r['mean'])} ± {pct(r['std'])}", r["seeds"],
+                         "n/a" if r.get("consistency") is None else pct(r["consistency"]),
                          "experiment" if r["experiment_cell"] else r["embedded_texts"]))
     w.md += [f"Texts embedded by the sweep: {sum(r['embedded_texts'] for r in rows)}.", ""]
     for axis, fixed in (("k", "d"), ("d", "k")):
@@ -127,6 +136,25 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                      f"{w.runs.split} {metric} (%)", dict(es))
         w.figure(path, f"Sweep over {axis}", f"PGRA's {w.runs.split} {metric} (mean ± std over seeds) against {axis}, "
                  f"{fixed} fixed at the experiment's value.")
+    _consistency_figure(w, [r for r in rows if "k" in r["sweep"] and r.get("consistency") is not None])
+
+
+def _consistency_figure(w: Writer, rows: list[dict[str, Any]]) -> None:
+    """The k sweep's label consistency against k, one line per task (none without a no-retrieval cell)."""
+    from .plots import lines
+
+    if not rows:
+        return
+    xs: dict[str, list[float]] = defaultdict(list)
+    ys: dict[str, list[float]] = defaultdict(list)
+    for r in sorted(rows, key=lambda r: r["k"]):
+        label = f"{r['task']} (d={r['d']})"
+        xs[label].append(r["k"])
+        ys[label].append(r["consistency"])
+    path = lines(w.runs.out / "sweep_k_consistency.png", dict(xs), dict(ys), "Label consistency of PGRA's evidence "
+                 "against k", "k (candidates reranked per input)", f"{w.runs.split} consistent evidence (%)")
+    w.figure(path, "Label consistency against k", "Share of the top d evidence whose no-retrieval pseudo-label "
+             "equals the input's gold label, per k of the sweep (the paper's k analysis).")
 
 
 register_analysis(Analysis("sweep", compute=lambda runs, ctx: run_sweeps(runs, ctx), render=render,

@@ -268,6 +268,29 @@ def _corpus_size(exp: Experiment) -> int | None:
     return int(read_json(manifest).get("size") or 0) or None if manifest.exists() else None
 
 
+def stage_embeddings(rerank, retrieved_k: int, inputs: int | None, corpus: int | None,
+                     stages: list[str]) -> dict[str, int | None]:
+    """The texts each stage's LM embeds (what the bench fit prices): ``reranked`` inputs x k, at most the corpus
+    (the cache embeds a sentence once per task), the whole corpus with ``corpus_pass: corpus``; ``full_search``
+    the corpus, or only its queries when the reranked stage's corpus pass already embedded it."""
+    k = rerank.k or retrieved_k
+    out: dict[str, int | None] = {}
+    for stage in stages:
+        if stage == "candidates":
+            out[stage] = None
+        elif stage == "full_search":
+            passed = "reranked" in stages and rerank.corpus_pass == "corpus"
+            out[stage] = (inputs or None) if passed else corpus
+        else:
+            embedded = inputs * k if inputs and k else None
+            if rerank.corpus_pass == "corpus" and corpus:
+                embedded = corpus
+            elif embedded and corpus:
+                embedded = min(embedded, corpus)
+            out[stage] = embedded
+    return out
+
+
 @dataclass
 class Plan:
     """The estimates of a grid and its wall-clock on ``workers``."""
@@ -361,13 +384,13 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
         if name and name not in inputs:
             inputs[name] = task_inputs(exp, name)
     stages = []
+    corpus = _corpus_size(exp)
     for t, name in names.items():
-        k = exp.rerank_config(t).k or exp.retrieve_config(t).k
-        for stage in exp.stages_needed():
-            n = inputs.get(name)
-            embedded = _corpus_size(exp) if stage == "full_search" else (n * k if n and k else None)
-            stages.append(estimate_stage(name, stage, exp.stage_done(t, stage), stage_records, inputs, fits,
-                                         candidates=embedded))
+        needed = exp.stages_needed()
+        stages += [estimate_stage(name, stage, exp.stage_done(t, stage), stage_records, inputs, fits,
+                                  candidates=embedded)
+                   for stage, embedded in stage_embeddings(exp.rerank_config(t), exp.retrieve_config(t).k,
+                                                           inputs.get(name), corpus, needed).items()]
     estimates = []
     for c in cells:
         if c.status == "done":
@@ -380,4 +403,4 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
 
 
 __all__ = ["BenchFits", "Estimate", "Plan", "default_workers", "estimate_cell", "estimate_stage", "format_seconds",
-           "gpu_measurements", "lpt_assign", "lpt_order", "plan_costs", "plan_wallclock", "task_inputs"]
+           "gpu_measurements", "lpt_assign", "lpt_order", "plan_costs", "plan_wallclock", "stage_embeddings", "task_inputs"]
