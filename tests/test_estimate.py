@@ -18,6 +18,7 @@ from pgra.experiment.estimate import (
     lpt_order,
     plan_wallclock,
     stage_embeddings,
+    top_layer_shares,
 )
 from pgra.experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from tests.conftest import write_corpus, write_sky_task
@@ -61,6 +62,17 @@ def test_cell_estimates_and_their_sources():
     other = {"reader": {**READER["reader"], "max_steps": 100}, "data": "reranked"}
     fitted = estimate_cell("cr", "no_retrieval", other, records, {"cr": None}, fits)
     assert fitted.seconds == pytest.approx(208.0) and fitted.source == "bench fit X" and fitted.device == "cpu"
+    # a reader that trains only its encoder's top layers costs the measured share of a full step (nearest d)
+    fits.top_layers = top_layer_shares([{"d": d, "n": n, "cpu_s_per_step": c} for d, n, c in
+                                        [(2, 0, 1.0), (2, 1, 2.0), (2, 6, 8.0), (8, 0, 2.0), (8, 6, 4.0)]])
+    assert fits.top_layers == {2: [(0, 0.125), (1, 0.25), (6, 1.0)], 8: [(0, 0.5), (6, 1.0)]}
+    top = estimate_cell("cr", "fid", {"reader": {**other["reader"], "train_top_layers": 1}}, records, {}, fits)
+    assert top.seconds == pytest.approx(208.0 * 0.25)  # d=4: nearest measured d is 2 (ties go to the smaller)
+    assert "x 0.25 for 1 trained encoder layer(s)" in top.source
+    frozen = {"reader": {**other["reader"], "n_passages": 7, "freeze_encoder": True}}
+    assert estimate_cell("cr", "fid", frozen, records, {}, fits).seconds == pytest.approx(100 * 1.64 * 2 * 0.5)
+    assert fits.top_layer_share(3, 2) == pytest.approx(0.25 + 0.75 * 2 / 5)  # between measured n
+    assert fits.top_layer_share(6, 2) == fits.top_layer_share(12, 8) == 1.0 and fits.top_layer_share(None, 2) is None
     unknown = estimate_cell("mr", "knn_vote", {"knn_vote": {"k": 3}}, records, inputs, fits)
     assert unknown.seconds is None and unknown.text() == "cost unknown (no record of this method, no bench fit)"
     assert same.text() == "~2.5 min gpu (recorded: mr/fid/seed-1, mr/fid/seed-2)"
@@ -107,6 +119,7 @@ def test_bench_fits_read_the_results():
     assert a + b * 16 == pytest.approx(rows[-1]["s_per_step"], rel=0.05) and b == pytest.approx(0.20, abs=0.01)
     assert "reader_scale.json" in cpu.reader_source and "2-core CPU" in cpu.reader_source
     assert cpu.rerank[1] == pytest.approx(0.057, abs=0.002) and "SmolLM2-135M" in cpu.rerank_source
+    assert cpu.top_layer_share(1, 4) == pytest.approx(0.41 / 1.64, rel=0.02)  # bench/README's table, d=4
     gpu = BenchFits.load(results, "gpu")
     names = json.loads((results / "gpu_plan_inputs.json").read_text())  # which H100 runs the GPU plans read
     loop = next(r for r in json.loads((results / names["reader"]["file"]).read_text())["loops"]

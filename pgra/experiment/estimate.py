@@ -118,6 +118,9 @@ class BenchFits:
     reader_source: str = ""
     rerank: tuple[float, float] | None = None
     rerank_source: str = ""
+    # a step training only the top n encoder layers (n=0: freeze_encoder) over one training every weight, per d
+    # (bench/results/reader_top_layers.json: {d: [(n, share), ...]}, the last n being every layer)
+    top_layers: dict[int, list[tuple[int, float]]] | None = None
 
     @classmethod
     def load(cls, results: Path | None = None, device: str | None = None) -> BenchFits:
@@ -146,6 +149,9 @@ class BenchFits:
             fits.reader = _line([r["d"] for r in rows], [r["s_per_step"] for r in rows])
             fits.reader_source = (f"bench {path.name}: {fits.reader[0]:.2f} s + {fits.reader[1]:.2f} s per passage "
                                   "per step, bert2bert-MiniLM at batch 8, 2-core CPU")
+        path = results / "reader_top_layers.json"
+        if path.is_file():
+            fits.top_layers = top_layer_shares(json.loads(path.read_text()))
         path = results / "rerank_scale.json"
         if path.is_file():
             rows = json.loads(path.read_text())
@@ -154,12 +160,31 @@ class BenchFits:
                                   "candidate, SmolLM2-135M fp32, 2-core CPU")
         return fits
 
-    def reader_seconds(self, steps: int, passages: int, batch: int) -> float | None:
-        """A reader cell's training time: ``steps`` x the step time at ``passages``, scaled by ``batch``."""
+    def reader_seconds(self, steps: int, passages: int, batch: int, trained_layers: int | None = None
+                       ) -> float | None:
+        """A reader cell's training time: ``steps`` x the step time at ``passages``, scaled by ``batch``, and by
+        the cost of training only the top ``trained_layers`` encoder layers (0: the frozen encoder) where the
+        bench measured it."""
         if self.reader is None:
             return None
         a, b = self.reader
-        return steps * (a + b * max(passages, 1)) * batch / self.reader_batch
+        seconds = steps * (a + b * max(passages, 1)) * batch / self.reader_batch
+        share = self.top_layer_share(trained_layers, passages)
+        return seconds if share is None else seconds * share
+
+    def top_layer_share(self, trained_layers: int | None, passages: int) -> float | None:
+        """A step's cost training the top ``trained_layers`` encoder layers over one training every weight, at the
+        measured d nearest ``passages`` (linear between measured layer counts); None when not measured."""
+        if trained_layers is None or not self.top_layers:
+            return None
+        d = min(self.top_layers, key=lambda m: (abs(m - max(passages, 1)), m))
+        points = self.top_layers[d]
+        if trained_layers >= points[-1][0]:
+            return 1.0
+        for (n0, s0), (n1, s1) in zip(points, points[1:], strict=False):
+            if n0 <= trained_layers <= n1:
+                return s0 + (s1 - s0) * (trained_layers - n0) / (n1 - n0)
+        return None
 
     def rerank_seconds(self, candidates: int) -> float | None:
         """Reranking ``candidates`` candidate sentences (an upper bound: shared candidates embed once)."""
@@ -231,10 +256,15 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
                 return Estimate(label, scaled[0], scaled[1], _device(r["cost"]))
     reader = settings.get("reader")
     if fits is not None and reader:
-        seconds = fits.reader_seconds(int(reader.get("max_steps", 0)), int(reader.get("n_passages", 0)),
-                                      int(reader.get("batch_size", fits.reader_batch)))
+        passages, layers = int(reader.get("n_passages", 0)), _trained_layers(reader)
+        seconds = fits.reader_seconds(int(reader.get("max_steps", 0)), passages,
+                                      int(reader.get("batch_size", fits.reader_batch)), layers)
         if seconds is not None:
-            return Estimate(label, seconds, fits.reader_source, fits.device)
+            share = fits.top_layer_share(layers, passages)
+            source = fits.reader_source if share is None else (
+                f"{fits.reader_source}, x {share:.2f} for {layers} trained encoder layer(s) (bench "
+                "reader_top_layers.json)")
+            return Estimate(label, seconds, source, fits.device)
     return Estimate(label, None, "no record of this method, no bench fit")
 
 
@@ -266,6 +296,23 @@ def _corpus_size(exp: Experiment) -> int | None:
     """The sentences of the experiment's index (what ``full_search`` embeds), None before it is built."""
     manifest = Path(exp.cfg.index.out) / "manifest.json"
     return int(read_json(manifest).get("size") or 0) or None if manifest.exists() else None
+
+
+def top_layer_shares(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, float]]]:
+    """``{d: [(n, CPU s per step at n / at every layer), ...]}`` from ``bench_reader_top_layers.py``'s rows (n
+    sorted; the largest n of each d is the reader with every weight trained)."""
+    by_d: dict[int, dict[int, float]] = {}
+    for r in rows:
+        by_d.setdefault(int(r["d"]), {})[int(r["n"])] = float(r["cpu_s_per_step"])
+    return {d: [(n, steps[n] / steps[max(steps)]) for n in sorted(steps)] for d, steps in sorted(by_d.items())}
+
+
+def _trained_layers(reader: dict[str, Any]) -> int | None:
+    """The encoder layers a reader's settings train: ``train_top_layers``, 0 with ``freeze_encoder``, else None
+    (every weight)."""
+    if reader.get("train_top_layers") is not None:
+        return int(reader["train_top_layers"])
+    return 0 if reader.get("freeze_encoder") else None
 
 
 def stage_embeddings(rerank, retrieved_k: int, inputs: int | None, corpus: int | None,
@@ -403,4 +450,4 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
 
 
 __all__ = ["BenchFits", "Estimate", "Plan", "default_workers", "estimate_cell", "estimate_stage", "format_seconds",
-           "gpu_measurements", "lpt_assign", "lpt_order", "plan_costs", "plan_wallclock", "stage_embeddings", "task_inputs"]
+           "gpu_measurements", "lpt_assign", "lpt_order", "plan_costs", "plan_wallclock", "stage_embeddings", "task_inputs", "top_layer_shares"]
