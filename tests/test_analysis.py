@@ -1,6 +1,7 @@
 """The analyses (pgra analyze): every printed number against a hand count, sweeps that embed nothing twice."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,47 @@ def finished(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, monkeypatch):
     cfg["reader"]["n_passages"] = cfg["rerank"]["top_d"] = 2
     assert not Experiment(from_dict(ExperimentConfig, cfg)).run()
     return cfg, embedded
+
+
+def hashed_labels(monkeypatch, labels: list[str]) -> Callable[[str], str]:
+    """Replace the no-retrieval pseudo-labeller by one that labels each evidence id by its hash (a trained tiny
+    reader may give every sentence one label, which no choice of folder or d could change); returns it."""
+    import hashlib
+
+    from pgra.analysis.consistency import PseudoLabeller
+
+    def label_of(i: str) -> str:
+        return labels[int(hashlib.sha1(str(i).encode()).hexdigest(), 16) % len(labels)]
+
+    monkeypatch.setattr(PseudoLabeller, "label", lambda self, sentences: {i: label_of(i) for i in sentences})
+    return label_of
+
+
+def test_sweep_consistency_reads_each_points_own_evidence_at_its_d(finished, monkeypatch):
+    from pgra.cli import main
+
+    cfg, _ = finished
+    out = Path(cfg["out"])
+    cfg_file = out.parent / "experiment.yaml"
+    import yaml
+
+    cfg_file.write_text(yaml.safe_dump(cfg))
+    task_dir, analysis = out / "sky", out / "analysis"
+    label_of = hashed_labels(monkeypatch, sorted({r["label"] for r in _lines(task_dir / "candidates" / "test.jsonl")}))
+    assert main(["analyze", "--config", str(cfg_file), "analysis.analyses=sweep", "analysis.sweep.k=2,4,8",
+                 "analysis.sweep.d=1"]) == 0
+    rows = {(r["k"], r["d"]): r for r in json.loads((analysis / "analysis.json").read_text())["tables"]["sweep"]}
+    assert set(rows) == {(8, 2), (4, 2), (2, 2), (4, 1)} and rows[(4, 2)]["experiment_cell"]
+    shares = set()
+    for (k, d), r in rows.items():
+        folder = task_dir / "reranked" if r["experiment_cell"] else \
+            analysis / "sweep" / "sky" / f"k{k}-d{d}" / "sky" / "reranked"
+        pairs = [(x["label"], label_of(c["id"])) for x in _lines(folder / "test.jsonl") for c in x["ctxs"][:d]]
+        assert len(pairs) == d * len(_lines(folder / "test.jsonl"))
+        assert r["consistency"] == pytest.approx(sum(g == p for g, p in pairs) / len(pairs)), (k, d)
+        shares.add(round(r["consistency"], 6))
+    assert len(shares) > 1  # the points' evidence differs, and so does its consistency
+    assert (analysis / "sweep_k_consistency.png").stat().st_size > 0
 
 
 def test_analyze_writes_every_table_and_figure(finished, capsys):

@@ -163,7 +163,7 @@ def test_full_search_is_the_reranker_at_k_equal_to_the_corpus(all_candidates, tm
     assert e.value.field == "demo_selection"
 
 
-def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5):
+def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, monkeypatch):
     from pgra.cli.experiment import run_and_report
     from pgra.config import from_dict
     from pgra.experiment import Experiment, ExperimentConfig
@@ -173,7 +173,7 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
         "seeds": [1],
         "index": {"corpus": str(corpus_txt), "out": str(tmp_path / "index"), "retriever": "bm25"},
         "retrieve": {"k": 6},
-        "rerank": {"lm": str(tiny_opt), "top_d": 3, "num_demos": 2, "cache_dir": str(tmp_path / "cache"),
+        "rerank": {"lm": str(tiny_opt), "top_d": 4, "num_demos": 2, "cache_dir": str(tmp_path / "cache"),
                    "max_tokens_per_batch": 700},
         "reader": {"model": str(tiny_t5), "n_passages": 3, "max_length": 48, "batch_size": 4, "max_steps": 2,
                    "eval_every": 2, "eval_batch_size": 8, "learning_rate": 1e-3},
@@ -193,7 +193,7 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
 
     assert cell["lm_cost"] == {**reranked_cost(manifest).as_dict(), "shared_by_seeds": True}  # the stage's LM work
     full = [json.loads(x) for x in (task / "full_search" / "test.jsonl").read_text().splitlines()]
-    assert all(len(r["ctxs"]) == 3 for r in full)
+    assert all(len(r["ctxs"]) == 4 for r in full)  # the stage keeps top_d; the reader reads its n_passages
     results = json.loads((Path(grid["out"]) / "results.json").read_text())
     assert "pgra_full" in json.dumps(results)
     # the other methods' stages and cells keep the keys a grid without pgra_full gives them
@@ -209,12 +209,14 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
 
     cfg_file = tmp_path / "exp.yaml"
     cfg_file.write_text(yaml.safe_dump(grid))
+    from tests.test_analysis import hashed_labels
+
+    label_of = hashed_labels(monkeypatch, sorted({r["label"] for r in full}))
     assert main(["analyze", "--config", str(cfg_file), "analysis.analyses=consistency"]) == 0
     analysis = Path(grid["out"]) / "analysis"
     rows = {r["source"]: r for r in json.loads((analysis / "analysis.json").read_text())["tables"]["consistency"]}
     from pgra.analysis.consistency import FULL_SEARCH_SOURCE
 
-    pseudo = json.loads((analysis / "sky" / "pseudo_labels.json").read_text())["labels"]
-    pairs = [(r["label"], pseudo[str(c["id"])]) for r in full for c in r["ctxs"][:3]]
+    pairs = [(r["label"], label_of(c["id"])) for r in full for c in r["ctxs"][:3]]
     assert rows[FULL_SEARCH_SOURCE]["evidence"] == len(pairs) and rows[FULL_SEARCH_SOURCE]["d"] == 3
     assert rows[FULL_SEARCH_SOURCE]["share"] == pytest.approx(sum(g == p for g, p in pairs) / len(pairs))

@@ -11,6 +11,7 @@ from pgra.config import from_dict
 from pgra.experiment import Experiment, ExperimentConfig
 from pgra.experiment.estimate import (
     BenchFits,
+    encoder_layers,
     estimate_cell,
     estimate_stage,
     gpu_measurements,
@@ -19,6 +20,7 @@ from pgra.experiment.estimate import (
     plan_wallclock,
     stage_embeddings,
     top_layer_shares,
+    top_layer_store,
 )
 from pgra.experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from tests.conftest import write_corpus, write_sky_task
@@ -62,20 +64,41 @@ def test_cell_estimates_and_their_sources():
     other = {"reader": {**READER["reader"], "max_steps": 100}, "data": "reranked"}
     fitted = estimate_cell("cr", "no_retrieval", other, records, {"cr": None}, fits)
     assert fitted.seconds == pytest.approx(208.0) and fitted.source == "bench fit X" and fitted.device == "cpu"
-    # a reader that trains only its encoder's top layers costs the measured share of a full step (nearest d)
-    fits.top_layers = top_layer_shares([{"d": d, "n": n, "cpu_s_per_step": c} for d, n, c in
-                                        [(2, 0, 1.0), (2, 1, 2.0), (2, 6, 8.0), (8, 0, 2.0), (8, 6, 4.0)]])
-    assert fits.top_layers == {2: [(0, 0.125), (1, 0.25), (6, 1.0)], 8: [(0, 0.5), (6, 1.0)]}
-    top = estimate_cell("cr", "fid", {"reader": {**other["reader"], "train_top_layers": 1}}, records, {}, fits)
-    assert top.seconds == pytest.approx(208.0 * 0.25)  # d=4: nearest measured d is 2 (ties go to the smaller)
-    assert "x 0.25 for 1 trained encoder layer(s)" in top.source
-    frozen = {"reader": {**other["reader"], "n_passages": 7, "freeze_encoder": True}}
-    assert estimate_cell("cr", "fid", frozen, records, {}, fits).seconds == pytest.approx(100 * 1.64 * 2 * 0.5)
-    assert fits.top_layer_share(3, 2) == pytest.approx(0.25 + 0.75 * 2 / 5)  # between measured n
-    assert fits.top_layer_share(6, 2) == fits.top_layer_share(12, 8) == 1.0 and fits.top_layer_share(None, 2) is None
     unknown = estimate_cell("mr", "knn_vote", {"knn_vote": {"k": 3}}, records, inputs, fits)
     assert unknown.seconds is None and unknown.text() == "cost unknown (no record of this method, no bench fit)"
     assert same.text() == "~2.5 min gpu (recorded: mr/fid/seed-1, mr/fid/seed-2)"
+
+
+def test_readers_training_top_layers_cost_the_measured_share_plus_storing(tmp_path):
+    rows = [{"d": d, "n": n, "cpu_s_per_step": c, "store_cpu_s_per_input": st} for d, n, c, st in
+            [(2, 0, 1.0, 0.4), (2, 1, 2.0, 0.3), (2, 6, 8.0, None), (8, 0, 2.0, 1.0), (8, 6, 4.0, None)]]
+    assert top_layer_shares(rows) == {2: [(0, 0.125), (1, 0.25), (6, 1.0)], 8: [(0, 0.5), (6, 1.0)]}
+    assert top_layer_store(rows) == {2: [(0, 0.4), (1, 0.3)], 8: [(0, 1.0)]}
+    fits = BenchFits("cpu", reader=(0.24, 0.2), reader_batch=8, reader_source="bench fit X",
+                     top_layers=top_layer_shares(rows), top_layers_store=top_layer_store(rows), bench_layers=6)
+    six, twelve = tmp_path / "bert2bert", tmp_path / "t5"
+    for folder, config in ((six, {"encoder": {"num_hidden_layers": 6}}), (twelve, {"num_layers": 12})):
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(config))
+    assert (encoder_layers(str(six)), encoder_layers(str(twelve)), encoder_layers("t5-base")) == (6, 12, None)
+    reader = {"max_steps": 100, "n_passages": 4, "batch_size": 16, "model": str(six), "train_top_layers": 1}
+    full = 100 * (0.24 + 0.2 * 4) * 16 / 8  # 208 s: the fit for a reader training every weight
+    # d=4: the nearest measured d is 2 (ties go to the smaller); 1 of 6 layers: 0.25 of a step, 0.3 s an input stored
+    top = estimate_cell("cr", "fid", {"reader": reader}, [], {"cr": 50}, fits)
+    assert top.seconds == pytest.approx(full * 0.25 + 0.3 * 50)
+    assert "x 0.25 for 1 of 6 encoder layers trained" in top.source
+    # 1 of 12 layers is half a bench layer: between n=0 and n=1
+    half = estimate_cell("cr", "fid", {"reader": {**reader, "model": str(twelve)}}, [], {"cr": 50}, fits)
+    assert half.seconds == pytest.approx(full * 0.1875 + 0.35 * 50)
+    frozen = {**reader, "n_passages": 7, "freeze_encoder": True}
+    frozen.pop("train_top_layers")
+    assert estimate_cell("cr", "fid", {"reader": frozen}, [], {"cr": 50}, fits).seconds == \
+        pytest.approx(100 * 1.64 * 2 * 0.5 + 1.0 * 50)  # d=7: nearest measured d is 8
+    # every layer trained: the full step and nothing stored; an unknown layer count (hub name): the fit unscaled
+    assert fits.top_layer_share(6, 2, 6) == fits.top_layer_share(12, 8, 12) == 1.0
+    assert fits.store_seconds(6, 2, 6) == 0.0 and fits.top_layer_share(None, 2, 6) is None
+    hub = estimate_cell("cr", "fid", {"reader": {**reader, "model": "t5-base"}}, [], {"cr": 50}, fits)
+    assert hub.seconds == pytest.approx(full) and hub.source == "bench fit X"
 
 
 def test_stage_estimates_and_their_sources():
@@ -104,11 +127,21 @@ def test_stage_embeddings_count_each_corpus_sentence_once_per_task():
         {"candidates": None, "reranked": 15_000, "full_search": 29_790}
     assert stage_embeddings(per_candidate, 150, 3_200, 29_790, stages)["reranked"] == 29_790
     assert stage_embeddings(RerankConfig(k=0), 32, 10, None, stages[:2])["reranked"] == 320  # k=0: the retrieved k
+    # a prompt per query caches nothing across queries: no cap
+    assert stage_embeddings(RerankConfig(k=150, demo_selection="kate"), 150, 3_200, 29_790, stages)["reranked"] == \
+        480_000
+    # corpus_pass: candidates embeds every retrieved candidate, whatever k reads
+    assert stage_embeddings(RerankConfig(k=4, corpus_pass="candidates"), 150, 10, 29_790, stages)["reranked"] == 1_500
     # the corpus pass embeds the corpus in the reranked stage; full_search then embeds its queries only
     passed = RerankConfig(k=4, corpus_pass="corpus")
-    assert stage_embeddings(passed, 150, 3_200, 29_790, stages) == \
+    assert stage_embeddings(passed, 150, 3_200, 29_790, stages, corpus_passed=True) == \
         {"candidates": None, "reranked": 29_790, "full_search": 3_200}
-    assert stage_embeddings(passed, 150, 3_200, 29_790, ["candidates", "full_search"])["full_search"] == 29_790
+    assert stage_embeddings(passed, 150, 3_200, 29_790, ["candidates", "full_search"], True)["full_search"] == 29_790
+    # a reranked stage that ran without the pass (the option is cosmetic: it stays done): full_search embeds it all
+    assert stage_embeddings(passed, 150, 3_200, 29_790, stages, corpus_passed=False)["full_search"] == 29_790
+    # no index yet: the corpus size, and so both stages' cost, is unknown
+    assert stage_embeddings(passed, 150, 3_200, None, stages) == {"candidates": None, "reranked": None,
+                                                                  "full_search": None}
 
 
 def test_bench_fits_read_the_results():
@@ -119,7 +152,8 @@ def test_bench_fits_read_the_results():
     assert a + b * 16 == pytest.approx(rows[-1]["s_per_step"], rel=0.05) and b == pytest.approx(0.20, abs=0.01)
     assert "reader_scale.json" in cpu.reader_source and "2-core CPU" in cpu.reader_source
     assert cpu.rerank[1] == pytest.approx(0.057, abs=0.002) and "SmolLM2-135M" in cpu.rerank_source
-    assert cpu.top_layer_share(1, 4) == pytest.approx(0.41 / 1.64, rel=0.02)  # bench/README's table, d=4
+    assert cpu.top_layer_share(1, 4, 6) == pytest.approx(0.41 / 1.64, rel=0.02)  # bench/README's table, d=4
+    assert cpu.store_seconds(1, 4, 6) == pytest.approx(0.070, abs=0.001) and cpu.bench_layers == 6
     gpu = BenchFits.load(results, "gpu")
     names = json.loads((results / "gpu_plan_inputs.json").read_text())  # which H100 runs the GPU plans read
     loop = next(r for r in json.loads((results / names["reader"]["file"]).read_text())["loops"]

@@ -90,6 +90,9 @@ def task_labeller(runs: ExperimentRuns, task: str, why: str = "label consistency
 
 def evidence_consistency(labeller: PseudoLabeller, records: list[dict[str, Any]], d: int) -> dict[str, Any]:
     """:func:`consistency_share` of the top ``d`` of ``records``, their evidence labelled by ``labeller``."""
+    if any("label" not in r for r in records):
+        raise InputError(f"label consistency needs gold labels on every input; {sum('label' not in r for r in records)}"
+                         " of the analysed split's have none", field="analysis.split")
     return consistency_share(records, d, labeller.label(_sentences(records, d)))
 
 
@@ -146,8 +149,6 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
                             runs.n_passages(task, "pgra_full")))
         first = {r["id"]: r for r in sources[0][2]}
         for source, lm, records, d in sources:
-            if any("label" not in r for r in records):
-                raise InputError(f"label consistency needs gold labels on the {runs.split} split", field="analysis.split")
             row = {"task": name, "source": source, "lm": lm, "d": d, **evidence_consistency(labeller, records, d)}
             if others and source in reranker_of:  # (a grid of the prompt-guided reranker alone: rows as before)
                 row.update({"reranker": reranker_of[source], **first_stage_overlap(records, first, d)})

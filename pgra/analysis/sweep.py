@@ -77,8 +77,7 @@ def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
             warnings.warn(f"rerank.demo_selection={s.rerank.demo_selection} gives each query its own prompt, cached "
                           "per query and candidate list: every k of the sweep embeds its texts again", stacklevel=2)
         points = sweep_points(cfg.analysis.sweep.k, cfg.analysis.sweep.d, k0, d0, k_max)
-        labeller = (task_labeller(runs, task, "the sweep's label consistency")
-                    if ctx.is_main and "no_retrieval" in cfg.methods else None)
+        labeller = _labeller(runs, task) if ctx.is_main else None
         for k, d in points:
             out = runs.out / "sweep" / runs.task_name(task) / f"k{k}-d{d}"
             vcfg = variant_config(cfg, out, ["pgra"], seeds, {"rerank": {"k": k, "top_d": d},
@@ -100,6 +99,19 @@ def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
                          "consistency": consistency,
                          "experiment_cell": not own, **({"embedded_texts": 0} if not own else embedded)})
     return rows
+
+
+def _labeller(runs: ExperimentRuns, task: str):
+    """The no-retrieval reader that labels the sweep's evidence, None (with a warning) when its cell is not
+    finished: the points then report no label consistency."""
+    seed = runs.cfg.analysis.consistency.labeller_seed or runs.cfg.seeds[0]
+    if "no_retrieval" not in runs.cfg.methods:
+        return None
+    if runs.cell(task, "no_retrieval", seed) is None:
+        warnings.warn(f"the sweep reports no label consistency for {runs.task_name(task)}: its no_retrieval cell at "
+                      f"seed {seed} is not finished", stacklevel=2)
+        return None
+    return task_labeller(runs, task)
 
 
 def _which(k: int, d: int, k0: int, d0: int, cfg) -> list[str]:

@@ -118,9 +118,12 @@ class BenchFits:
     reader_source: str = ""
     rerank: tuple[float, float] | None = None
     rerank_source: str = ""
-    # a step training only the top n encoder layers (n=0: freeze_encoder) over one training every weight, per d
-    # (bench/results/reader_top_layers.json: {d: [(n, share), ...]}, the last n being every layer)
+    # a step training only the top n encoder layers (n=0: freeze_encoder) over one training every weight, and the
+    # one-time CPU seconds per input of storing the frozen layers' outputs, per d (bench/results/
+    # reader_top_layers.json: {d: [(n, share)]}, {d: [(n, s)]}, n counted in the bench reader's layers)
     top_layers: dict[int, list[tuple[int, float]]] | None = None
+    top_layers_store: dict[int, list[tuple[int, float]]] | None = None
+    bench_layers: int = 6
 
     @classmethod
     def load(cls, results: Path | None = None, device: str | None = None) -> BenchFits:
@@ -151,7 +154,9 @@ class BenchFits:
                                   "per step, bert2bert-MiniLM at batch 8, 2-core CPU")
         path = results / "reader_top_layers.json"
         if path.is_file():
-            fits.top_layers = top_layer_shares(json.loads(path.read_text()))
+            rows = json.loads(path.read_text())
+            fits.top_layers, fits.top_layers_store = top_layer_shares(rows), top_layer_store(rows)
+            fits.bench_layers = max(int(r["n"]) for r in rows)
         path = results / "rerank_scale.json"
         if path.is_file():
             rows = json.loads(path.read_text())
@@ -160,31 +165,44 @@ class BenchFits:
                                   "candidate, SmolLM2-135M fp32, 2-core CPU")
         return fits
 
-    def reader_seconds(self, steps: int, passages: int, batch: int, trained_layers: int | None = None
-                       ) -> float | None:
-        """A reader cell's training time: ``steps`` x the step time at ``passages``, scaled by ``batch``, and by
-        the cost of training only the top ``trained_layers`` encoder layers (0: the frozen encoder) where the
-        bench measured it."""
+    def reader_seconds(self, steps: int, passages: int, batch: int, trained_layers: int | None = None,
+                       encoder_layers: int | None = None, inputs: int | None = None) -> float | None:
+        """A reader cell's training time: ``steps`` x the step time at ``passages``, scaled by ``batch``; where the
+        bench measured it, a reader training only the top ``trained_layers`` of its ``encoder_layers`` (0: the
+        frozen encoder) costs that share of the step, plus storing the frozen layers' outputs of ``inputs``."""
         if self.reader is None:
             return None
         a, b = self.reader
         seconds = steps * (a + b * max(passages, 1)) * batch / self.reader_batch
-        share = self.top_layer_share(trained_layers, passages)
-        return seconds if share is None else seconds * share
+        share = self.top_layer_share(trained_layers, passages, encoder_layers)
+        if share is None:
+            return seconds
+        store = self.store_seconds(trained_layers, passages, encoder_layers)
+        return seconds * share + (store or 0.0) * (inputs or 0)
 
-    def top_layer_share(self, trained_layers: int | None, passages: int) -> float | None:
-        """A step's cost training the top ``trained_layers`` encoder layers over one training every weight, at the
-        measured d nearest ``passages`` (linear between measured layer counts); None when not measured."""
-        if trained_layers is None or not self.top_layers:
+    def _bench_layers(self, trained_layers: int | None, encoder_layers: int | None) -> float | None:
+        if trained_layers is None or not encoder_layers or not self.top_layers:
             return None
-        d = min(self.top_layers, key=lambda m: (abs(m - max(passages, 1)), m))
-        points = self.top_layers[d]
-        if trained_layers >= points[-1][0]:
-            return 1.0
-        for (n0, s0), (n1, s1) in zip(points, points[1:], strict=False):
-            if n0 <= trained_layers <= n1:
-                return s0 + (s1 - s0) * (trained_layers - n0) / (n1 - n0)
-        return None
+        return min(trained_layers, encoder_layers) * self.bench_layers / encoder_layers
+
+    def _nearest_d(self, table: dict[int, list[tuple[int, float]]], passages: int) -> list[tuple[int, float]]:
+        return table[min(table, key=lambda m: (abs(m - max(passages, 1)), m))]
+
+    def top_layer_share(self, trained_layers: int | None, passages: int, encoder_layers: int | None
+                        ) -> float | None:
+        """A step's cost training the top ``trained_layers`` of ``encoder_layers`` over one training every weight,
+        at the measured d nearest ``passages`` (the layers as a share of the bench reader's, linear between
+        measured counts); None when not measured or the layer count is unknown."""
+        n = self._bench_layers(trained_layers, encoder_layers)
+        return None if n is None else _linear(self._nearest_d(self.top_layers, passages), n)
+
+    def store_seconds(self, trained_layers: int | None, passages: int, encoder_layers: int | None
+                      ) -> float | None:
+        """CPU seconds per input of storing the frozen layers' outputs (none when every layer trains)."""
+        n = self._bench_layers(trained_layers, encoder_layers)
+        if n is None or not self.top_layers_store:
+            return None
+        return _linear(self._nearest_d(self.top_layers_store, passages) + [(self.bench_layers, 0.0)], n)
 
     def rerank_seconds(self, candidates: int) -> float | None:
         """Reranking ``candidates`` candidate sentences (an upper bound: shared candidates embed once)."""
@@ -257,13 +275,15 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
     reader = settings.get("reader")
     if fits is not None and reader:
         passages, layers = int(reader.get("n_passages", 0)), _trained_layers(reader)
+        total = encoder_layers(str(reader.get("model", ""))) if layers is not None else None
         seconds = fits.reader_seconds(int(reader.get("max_steps", 0)), passages,
-                                      int(reader.get("batch_size", fits.reader_batch)), layers)
+                                      int(reader.get("batch_size", fits.reader_batch)), layers, total,
+                                      inputs.get(task))
         if seconds is not None:
-            share = fits.top_layer_share(layers, passages)
+            share = fits.top_layer_share(layers, passages, total)
             source = fits.reader_source if share is None else (
-                f"{fits.reader_source}, x {share:.2f} for {layers} trained encoder layer(s) (bench "
-                "reader_top_layers.json)")
+                f"{fits.reader_source}, x {share:.2f} for {layers} of {total} encoder layers trained, plus storing "
+                "the frozen layers' outputs of every input (bench reader_top_layers.json)")
             return Estimate(label, seconds, source, fits.device)
     return Estimate(label, None, "no record of this method, no bench fit")
 
@@ -298,6 +318,41 @@ def _corpus_size(exp: Experiment) -> int | None:
     return int(read_json(manifest).get("size") or 0) or None if manifest.exists() else None
 
 
+def _linear(points: list[tuple[int, float]], x: float) -> float:
+    """``points`` (sorted by x) read at ``x``: linear between neighbours, the end values beyond them."""
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+        if x0 <= x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
+    return points[-1][1]
+
+
+def top_layer_store(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, float]]]:
+    """``{d: [(n, CPU s per input storing the frozen layers' outputs), ...]}`` from the same rows (n sorted; the
+    reader with every weight trained stores nothing and has no entry)."""
+    by_d: dict[int, dict[int, float]] = {}
+    for r in rows:
+        if r.get("store_cpu_s_per_input") is not None:
+            by_d.setdefault(int(r["d"]), {})[int(r["n"])] = float(r["store_cpu_s_per_input"])
+    return {d: sorted(v.items()) for d, v in sorted(by_d.items())}
+
+
+def encoder_layers(model: str) -> int | None:
+    """The encoder layers of a reader folder's ``config.json`` (T5 ``num_layers``, an encoder-decoder's
+    ``encoder.num_hidden_layers``); None for a hub name or an unreadable config."""
+    path = Path(model) / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    layers = config.get("num_layers") or (config.get("encoder") or {}).get("num_hidden_layers") \
+        or config.get("num_hidden_layers")
+    return int(layers) if isinstance(layers, int) and layers > 0 else None
+
+
 def top_layer_shares(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, float]]]:
     """``{d: [(n, CPU s per step at n / at every layer), ...]}`` from ``bench_reader_top_layers.py``'s rows (n
     sorted; the largest n of each d is the reader with every weight trained)."""
@@ -315,27 +370,37 @@ def _trained_layers(reader: dict[str, Any]) -> int | None:
     return 0 if reader.get("freeze_encoder") else None
 
 
-def stage_embeddings(rerank, retrieved_k: int, inputs: int | None, corpus: int | None,
-                     stages: list[str]) -> dict[str, int | None]:
-    """The texts each stage's LM embeds (what the bench fit prices): ``reranked`` inputs x k, at most the corpus
-    (the cache embeds a sentence once per task), the whole corpus with ``corpus_pass: corpus``; ``full_search``
-    the corpus, or only its queries when the reranked stage's corpus pass already embedded it."""
-    k = rerank.k or retrieved_k
+def stage_embeddings(rerank, retrieved_k: int, inputs: int | None, corpus: int | None, stages: list[str],
+                     corpus_passed: bool = False) -> dict[str, int | None]:
+    """The texts each stage's LM embeds (what the bench fit prices; None: unknown). ``reranked``: inputs x k
+    (x the retrieved k with ``corpus_pass: candidates``), at most the corpus (the cache embeds a sentence once per
+    task, unless the prompt is per query), the whole corpus with ``corpus_pass: corpus``; ``full_search``: the
+    corpus, or only its queries when ``corpus_passed`` (the reranked stage's corpus pass embedded the corpus)."""
+    from ..selection import STRATEGIES
+
+    shared = not STRATEGIES[rerank.demo_selection].per_query
+    k = retrieved_k if rerank.corpus_pass == "candidates" else rerank.k or retrieved_k
     out: dict[str, int | None] = {}
     for stage in stages:
         if stage == "candidates":
             out[stage] = None
         elif stage == "full_search":
-            passed = "reranked" in stages and rerank.corpus_pass == "corpus"
-            out[stage] = (inputs or None) if passed else corpus
+            out[stage] = (inputs or None) if corpus_passed and "reranked" in stages else corpus
+        elif rerank.corpus_pass == "corpus":
+            out[stage] = corpus
         else:
             embedded = inputs * k if inputs and k else None
-            if rerank.corpus_pass == "corpus" and corpus:
-                embedded = corpus
-            elif embedded and corpus:
-                embedded = min(embedded, corpus)
-            out[stage] = embedded
+            out[stage] = min(embedded, corpus) if embedded and corpus and shared else embedded
     return out
+
+
+def _corpus_passed(exp: Experiment, task: str, corpus: int | None) -> bool:
+    """Whether ``task``'s reranked stage embeds (or embedded) the whole corpus: it is still to run with
+    ``corpus_pass: corpus`` (and the corpus size is known), or its manifest records that pass."""
+    if not exp.stage_done(task, "reranked"):
+        return exp.rerank_config(task).corpus_pass == "corpus" and corpus is not None
+    manifest = exp.stage_dir(task, "reranked") / "manifest.json"
+    return read_json(manifest).get("corpus_pass", {}).get("mode") == "corpus" if manifest.is_file() else False
 
 
 @dataclass
@@ -434,10 +499,11 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
     corpus = _corpus_size(exp)
     for t, name in names.items():
         needed = exp.stages_needed()
+        passed = "reranked" in needed and _corpus_passed(exp, t, corpus)
         stages += [estimate_stage(name, stage, exp.stage_done(t, stage), stage_records, inputs, fits,
                                   candidates=embedded)
                    for stage, embedded in stage_embeddings(exp.rerank_config(t), exp.retrieve_config(t).k,
-                                                           inputs.get(name), corpus, needed).items()]
+                                                           inputs.get(name), corpus, needed, passed).items()]
     estimates = []
     for c in cells:
         if c.status == "done":
@@ -450,4 +516,4 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
 
 
 __all__ = ["BenchFits", "Estimate", "Plan", "default_workers", "estimate_cell", "estimate_stage", "format_seconds",
-           "gpu_measurements", "lpt_assign", "lpt_order", "plan_costs", "plan_wallclock", "stage_embeddings", "task_inputs", "top_layer_shares"]
+           "gpu_measurements", "lpt_assign", "lpt_order", "plan_costs", "plan_wallclock", "encoder_layers", "stage_embeddings", "task_inputs", "top_layer_shares", "top_layer_store"]
