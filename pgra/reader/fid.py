@@ -19,19 +19,6 @@ from transformers.modeling_outputs import BaseModelOutput
 from ..errors import InputError
 
 FID_CONFIG = "fid_config.json"
-# transformers' EncoderDecoderModel (the bert2bert readers) warns on every forward with labels that its loss moved
-# out of the decoder in v4.12 (2021); no pgra reader ever trained the older way, so the warning tells a user nothing
-_OLD_LOSS_WARNING = "Version v4.12.0 introduces a better way"
-
-
-def _with_labels(model: PreTrainedModel, **kwargs):
-    """``model(**kwargs)`` without EncoderDecoderModel's warning about its 2021 loss change (other models, and
-    a forward torch.compile traces, call it plainly: no context manager inside a compiled graph)."""
-    if type(model).__name__ != "EncoderDecoderModel" or torch.compiler.is_compiling():
-        return model(**kwargs)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_OLD_LOSS_WARNING, category=FutureWarning)
-        return model(**kwargs)
 
 
 class FiDReader(torch.nn.Module):
@@ -137,8 +124,8 @@ class FiDReader(torch.nn.Module):
             enc, mask = self.encode_stored(stored_states, attention_mask)
         else:
             enc, mask = self.encode(input_ids, attention_mask)
-        return _with_labels(self.model, encoder_outputs=enc, attention_mask=mask, labels=labels,
-                            decoder_input_ids=decoder_input_ids)
+        return self.model(encoder_outputs=enc, attention_mask=mask, labels=labels,
+                          decoder_input_ids=decoder_input_ids)
 
     @torch.no_grad()
     def score_targets(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -159,8 +146,8 @@ class FiDReader(torch.nn.Module):
         states = states.repeat_interleave(c, dim=0)
         mask = mask.repeat_interleave(c, dim=0)
         labels = targets.repeat(b, 1).masked_fill(target_mask.repeat(b, 1) == 0, -100)
-        logits = _with_labels(self.model, encoder_outputs=BaseModelOutput(last_hidden_state=states),
-                              attention_mask=mask, labels=labels).logits
+        logits = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=states), attention_mask=mask,
+                            labels=labels).logits
         logp = torch.log_softmax(logits.float(), dim=-1)
         token_lp = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1) * (labels != -100)
         return token_lp.sum(-1).view(b, c)
