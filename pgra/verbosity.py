@@ -10,7 +10,8 @@ Silenced when not verbose (each is expected, and pgra says so in one line where 
 - the Hugging Face libraries' own progress bars ("Loading weights" ...);
 - the library warnings listed in ``EXPECTED_WARNINGS``, each matched by category, message and module.
 Every other warning, pgra's own ``warnings.warn`` messages included, still shows. ``verbose=True`` changes
-nothing.
+nothing. A grid's cell and worker processes are as quiet as the command that started them (``PGRA_QUIET`` in
+the environment they inherit: :func:`configure_child_output`).
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ EXPECTED_WARNINGS: tuple[tuple[type[Warning], str, str, str], ...] = (
      "Version v4.12.0 introduces a better way to train encoder-decoder models by computing the loss inside the "
      "encoder-decoder framework rather than in the decoder itself."),
 )
+QUIET_MARK = "PGRA_QUIET"  # set by a quiet process: its pgra child processes (cells, workers) quiet themselves too
 _QUIET_ENV = {  # read at import time by libraries not imported yet (and by child processes)
     "TRANSFORMERS_VERBOSITY": "error",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "ACCELERATE_LOG_LEVEL": "error",
+    QUIET_MARK: "1",
 }
 _QUIET_LOGGERS = ("transformers", "accelerate", "huggingface_hub", "DeepSpeed", "torch.distributed.elastic")
 
@@ -43,6 +46,13 @@ class _ErrorsOnly(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno >= logging.ERROR
+
+
+def configure_child_output() -> None:
+    """In a pgra child process (a grid's cell or worker): quiet as its parent was (:data:`QUIET_MARK`). Warning
+    filters do not pass to child processes; the environment does."""
+    if os.environ.get(QUIET_MARK) == "1":
+        configure_output(False)
 
 
 def configure_output(verbose: bool) -> None:

@@ -140,7 +140,7 @@ def isolated_output(monkeypatch):
     """Restore logging levels, warning filters and the env vars configure_output sets."""
     from transformers.utils import logging as hf_logging
 
-    for key in ("TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS", "ACCELERATE_LOG_LEVEL"):
+    for key in ("TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS", "ACCELERATE_LOG_LEVEL", "PGRA_QUIET"):
         monkeypatch.delenv(key, raising=False)
     names = ("transformers", "accelerate", "huggingface_hub", "DeepSpeed")
     levels = {n: logging.getLogger(n).level for n in names}
@@ -183,6 +183,39 @@ def test_quiet_silences_library_chatter_but_not_pgra_warnings(isolated_output):
         warnings.warn("Version v4.12.0 introduces ...", FutureWarning, stacklevel=1)  # not from its module
     shown = [str(w.message) for w in caught]
     assert shown == ["pgra: 3 weights are not in the checkpoint", "Version v4.12.0 introduces ..."]
+
+
+def test_a_quiet_commands_child_processes_are_quiet_too(isolated_output, monkeypatch, tmp_path):
+    """A grid's cells and workers run in child processes, which inherit the environment but not the warning
+    filters: they quiet themselves when their parent was quiet (and only then)."""
+    import os
+    import subprocess
+    import sys
+
+    configure_output(False)
+    assert os.environ["PGRA_QUIET"] == "1"
+    category, _, module, example = EXPECTED_WARNINGS[0]
+    child = ("import warnings; from pgra.verbosity import configure_child_output; configure_child_output(); "
+             f"warnings.warn_explicit({example!r}, {category.__name__}, {module.replace('.', '/')!r} + '.py', 1, "
+             f"module={module!r})")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    quiet = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True)
+    loud = subprocess.run([sys.executable, "-c", child], env={k: v for k, v in env.items() if k != "PGRA_QUIET"},
+                          capture_output=True, text=True)
+    assert quiet.returncode == loud.returncode == 0
+    assert example[:30] not in quiet.stderr and example[:30] in loud.stderr
+    # the cell's and the worker's entry points call it first
+    import pgra.verbosity
+    from pgra.experiment import launch
+
+    called = []
+    monkeypatch.setattr(pgra.verbosity, "configure_child_output", lambda: called.append(1))
+    monkeypatch.setenv(launch.WORKER_ENV, "test")  # run_worker sets it: restored after the test
+    with pytest.raises(FileNotFoundError):
+        launch.run_cell_process(str(tmp_path / "missing.json"))
+    with pytest.raises(KeyError):
+        launch.run_worker({}, "w")
+    assert called == [1, 1]
 
 
 def test_verbose_keeps_everything(isolated_output):

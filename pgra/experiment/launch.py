@@ -119,6 +119,9 @@ def _slurm(payload: dict, cfg) -> list[int] | None:
 def run_worker(payload: dict, name: str) -> int:
     """One worker: the grid of ``payload`` (:func:`pgra.experiment.workers.experiment_payload`) as one job; 1 when
     a cell it ran failed."""
+    from ..verbosity import configure_child_output
+
+    configure_child_output()  # a worker process (local or Slurm) is as quiet as the command that launched it
     os.environ[WORKER_ENV] = name
     return 1 if experiment_from_payload(payload).run() else 0
 
@@ -139,6 +142,9 @@ def experiment_from_payload(payload: dict[str, Any]):
 
 def run_cell_process(spec_file: str) -> int:
     """A cell-parallel worker's cell (the child process of :meth:`~.workers.GridRun._run_alone`): 0 when it finished."""
+    from ..verbosity import configure_child_output
+
+    configure_child_output()  # as quiet as the rank that started it
     spec = json.loads(Path(spec_file).read_text())
     exp = experiment_from_payload(spec)
     want = spec["cell"]
