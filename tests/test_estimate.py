@@ -207,6 +207,22 @@ def test_dry_run_shows_costs_their_sources_and_the_wallclock(planned, tmp_path, 
     assert "wall-clock on 1 worker(s): stages 30 s (each sharded over the workers) + cells 100 s" in out
 
 
+def test_corpus_passed_reads_a_done_stage_from_its_manifest(planned, monkeypatch):
+    from pgra.experiment.estimate import _corpus_passed
+
+    exp = Experiment(from_dict(ExperimentConfig, {**planned, "rerank": {**planned["rerank"],
+                                                                       "corpus_pass": "corpus"}}))
+    task = exp.cfg.tasks[0]
+    assert _corpus_passed(exp, task, 100) and not _corpus_passed(exp, task, None)  # to run: unknown corpus, no pass
+    monkeypatch.setattr(Experiment, "stage_done", lambda self, t, stage: True)
+    manifest = exp.stage_dir(task, "reranked") / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    for text, passed in (('{"corpus_pass": {"mode": "corpus"}}', True), ('{"corpus_pass": {"mode": "candidates"}}',
+                         False), ("{}", False), ('{"corpus_pass": "corpus"}', False), ("[1]", False), ("{", False)):
+        manifest.write_text(text)  # what pgra wrote, then hand edits: the plan never fails on them
+        assert _corpus_passed(exp, task, 100) is passed, text
+
+
 def test_reuse_or_run_records_cost_and_key_then_reuses(tmp_path):
     from pgra.artifacts import MANIFEST
     from pgra.distributed import DistContext

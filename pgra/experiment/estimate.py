@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import read_json
+from ..errors import PgraError
 from .layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
 
 if TYPE_CHECKING:
@@ -400,7 +401,12 @@ def _corpus_passed(exp: Experiment, task: str, corpus: int | None) -> bool:
     if not exp.stage_done(task, "reranked"):
         return exp.rerank_config(task).corpus_pass == "corpus" and corpus is not None
     manifest = exp.stage_dir(task, "reranked") / "manifest.json"
-    return read_json(manifest).get("corpus_pass", {}).get("mode") == "corpus" if manifest.is_file() else False
+    try:
+        record = read_json(manifest) if manifest.is_file() else {}
+    except (OSError, ValueError, PgraError):  # a hand-edited manifest: the plan says what it can
+        return False
+    passed = record.get("corpus_pass") if isinstance(record, dict) else None
+    return isinstance(passed, dict) and passed.get("mode") == "corpus"
 
 
 @dataclass
