@@ -61,6 +61,7 @@ def configure_output(verbose: bool) -> None:
     Idempotent; call it once at start-up, before or after the libraries are imported.
     """
     if verbose:
+        os.environ.pop(QUIET_MARK, None)  # a verbose command's cells show everything too, whatever started it
         return
     for key, value in _QUIET_ENV.items():
         os.environ.setdefault(key, value)

@@ -216,6 +216,9 @@ def test_a_quiet_commands_child_processes_are_quiet_too(isolated_output, monkeyp
     with pytest.raises(KeyError):
         launch.run_worker({}, "w")
     assert called == [1, 1]
+    # a verbose command started from a quiet one shows everything, and so do its cells
+    configure_output(True)
+    assert "PGRA_QUIET" not in os.environ
 
 
 def test_verbose_keeps_everything(isolated_output):
