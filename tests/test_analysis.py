@@ -1,6 +1,7 @@
 """The analyses (pgra analyze): every printed number against a hand count, sweeps that embed nothing twice."""
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -192,6 +193,14 @@ def test_sweep_consistency_reads_each_points_own_evidence_at_its_d(finished, mon
         shares.add(round(r["consistency"], 6))
     assert len(shares) > 1  # the points' evidence differs, and so does its consistency
     assert (analysis / "sweep_k_consistency.png").stat().st_size > 0
+    # a reranked folder left at the experiment's own point (by an earlier sweep of another experiment) is not read
+    shutil.copytree(analysis / "sweep" / "sky" / "k8-d2" / "sky" / "reranked",
+                    analysis / "sweep" / "sky" / "k4-d2" / "sky" / "reranked")
+    assert main(["analyze", "--config", str(cfg_file), "analysis.analyses=sweep", "analysis.sweep.k=2,4,8",
+                 "analysis.sweep.d=1"]) == 0
+    again = {(r["k"], r["d"]): r for r in json.loads((analysis / "analysis.json").read_text())["tables"]["sweep"]}
+    assert again[(4, 2)]["experiment_cell"] and again[(4, 2)]["embedded_texts"] == 0
+    assert again[(4, 2)]["consistency"] == rows[(4, 2)]["consistency"] != again[(8, 2)]["consistency"]
 
 
 def test_analyze_writes_every_table_and_figure(finished, capsys):

@@ -25,7 +25,7 @@ from ..metrics import mean_std
 from .base import Analysis, register_analysis
 from .consistency import evidence_consistency, task_labeller
 from .inputs import ExperimentRuns
-from .variants import run_variant, variant_config, variant_metric
+from .variants import is_experiment, run_variant, variant_config, variant_metric
 from .writer import Writer, pct
 
 
@@ -87,9 +87,8 @@ def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
             variant = run_variant(runs, vcfg, ctx, share_candidates=True)
             if not ctx.is_main:
                 continue
-            reranked = variant.stage_dir(task, "reranked")
-            own = (reranked / MANIFEST).exists()
-            folder = reranked if own else runs.experiment.stage_dir(task, "reranked")
+            own = not is_experiment(runs, variant)  # not a leftover folder of an earlier sweep at this point
+            folder = variant.stage_dir(task, "reranked") if own else runs.experiment.stage_dir(task, "reranked")
             embedded = _embedded(folder)
             consistency = (evidence_consistency(labeller, list(runs.records(task, folder).values()), d)["share"]
                            if labeller else None)

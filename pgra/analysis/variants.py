@@ -40,7 +40,7 @@ def variant_config(cfg: ExperimentConfig, out: Path, methods: list[str], seeds: 
 def run_variant(runs: ExperimentRuns, vcfg: ExperimentConfig, ctx, share_candidates: bool) -> Experiment:
     """Run a variant grid unless each of its cells is a finished cell of the experiment (then it is that cell)."""
     variant = Experiment(vcfg, candidates_from=runs.experiment if share_candidates else None)
-    if not all(_same_cell(runs.experiment, variant, c) for c in variant.plan()):
+    if not is_experiment(runs, variant):
         failed = variant.run(ctx)
         if failed:
             from ..errors import PgraError
@@ -48,6 +48,12 @@ def run_variant(runs: ExperimentRuns, vcfg: ExperimentConfig, ctx, share_candida
             raise PgraError(f"{len(failed)} cell(s) of the analysis run {vcfg.out} failed: "
                             + ", ".join(str(c.directory) for c in failed))
     return variant
+
+
+def is_experiment(runs: ExperimentRuns, variant: Experiment) -> bool:
+    """Whether every cell of ``variant`` is a finished cell of the experiment (the variant then ran nothing, and
+    whatever its own folder holds, e.g. a stage left by an earlier sweep, is not its evidence)."""
+    return all(_same_cell(runs.experiment, variant, c) for c in variant.plan())
 
 
 def _same_cell(main: Experiment, variant: Experiment, cell) -> bool:
@@ -73,4 +79,4 @@ def variant_metric(runs: ExperimentRuns, variant: Experiment, task: str, method:
     return values
 
 
-__all__ = ["cell_folder", "run_variant", "variant_config", "variant_metric"]
+__all__ = ["cell_folder", "is_experiment", "run_variant", "variant_config", "variant_metric"]
