@@ -11,6 +11,7 @@ from pgra.config import from_dict
 from pgra.experiment import Experiment, ExperimentConfig
 from pgra.experiment.estimate import (
     BenchFits,
+    bf16_step_ratios,
     encoder_layers,
     estimate_cell,
     estimate_stage,
@@ -99,6 +100,22 @@ def test_readers_training_top_layers_cost_the_measured_share_plus_storing(tmp_pa
     assert fits.store_seconds(6, 2, 6) == 0.0 and fits.top_layer_share(None, 2, 6) is None
     hub = estimate_cell("cr", "fid", {"reader": {**reader, "model": "t5-base"}}, [], {"cr": 50}, fits)
     assert hub.seconds == pytest.approx(full) and hub.source == "bench fit X"
+    # bf16 autocast on a CPU: the training steps cost the measured share of fp32's (nearest d, linear in n), storing
+    # does not change; fp16, a GPU or an unmeasured table leave the fp32 estimate
+    precision_rows = rows + [{"d": 2, "n": n, "precision": p, "cpu_s_per_step": 9.0, "ratio_to_fp32": r,
+                              "store_cpu_s_per_input": 9.0} for n, p, r in
+                             [(0, "bf16", 0.5), (2, "bf16", 0.3)]]
+    assert top_layer_shares(precision_rows) == top_layer_shares(rows)  # bf16 rows never enter the fp32 tables
+    assert top_layer_store(precision_rows) == top_layer_store(rows)
+    fits.bf16_ratios = bf16_step_ratios(precision_rows)
+    assert fits.bf16_ratios == {2: [(0, 0.5), (2, 0.3)]}
+    bf16 = estimate_cell("cr", "fid", {"reader": {**reader, "mixed_precision": "bf16"}}, [], {"cr": 50}, fits)
+    assert bf16.seconds == pytest.approx(full * 0.4 * 0.25 + 0.3 * 50)
+    assert bf16.source.endswith("x 0.40 for bf16 autocast (bench reader_top_layers_bf16.json)")
+    assert fits.bf16_ratio("bf16", None, 2, None) == 0.3  # every weight trained: the largest measured n
+    for other in ({**reader, "mixed_precision": "fp16"}, {**reader, "mixed_precision": "no"}):
+        assert estimate_cell("cr", "fid", {"reader": other}, [], {"cr": 50}, fits).seconds == pytest.approx(top.seconds)
+    assert BenchFits("gpu", bf16_ratios=fits.bf16_ratios).bf16_ratio("bf16", 1, 2, 6) is None
 
 
 def test_stage_estimates_and_their_sources():

@@ -125,6 +125,9 @@ class BenchFits:
     top_layers: dict[int, list[tuple[int, float]]] | None = None
     top_layers_store: dict[int, list[tuple[int, float]]] | None = None
     bench_layers: int = 6
+    # a CPU step under bf16 autocast (reader.mixed_precision: bf16) over the fp32 step, per d: {d: [(n, ratio)]}
+    # (bench/results/reader_top_layers_bf16.json, the same bench with --precisions fp32,bf16)
+    bf16_ratios: dict[int, list[tuple[int, float]]] | None = None
 
     @classmethod
     def load(cls, results: Path | None = None, device: str | None = None) -> BenchFits:
@@ -158,6 +161,9 @@ class BenchFits:
             rows = json.loads(path.read_text())
             fits.top_layers, fits.top_layers_store = top_layer_shares(rows), top_layer_store(rows)
             fits.bench_layers = max(int(r["n"]) for r in rows)
+        path = results / "reader_top_layers_bf16.json"
+        if path.is_file():
+            fits.bf16_ratios = bf16_step_ratios(json.loads(path.read_text()))
         path = results / "rerank_scale.json"
         if path.is_file():
             rows = json.loads(path.read_text())
@@ -167,19 +173,37 @@ class BenchFits:
         return fits
 
     def reader_seconds(self, steps: int, passages: int, batch: int, trained_layers: int | None = None,
-                       encoder_layers: int | None = None, inputs: int | None = None) -> float | None:
+                       encoder_layers: int | None = None, inputs: int | None = None,
+                       mixed_precision: str = "no") -> float | None:
         """A reader cell's training time: ``steps`` x the step time at ``passages``, scaled by ``batch``; where the
         bench measured it, a reader training only the top ``trained_layers`` of its ``encoder_layers`` (0: the
-        frozen encoder) costs that share of the step, plus storing the frozen layers' outputs of ``inputs``."""
+        frozen encoder) costs that share of the step, plus storing the frozen layers' outputs of ``inputs``, and a
+        CPU step under bf16 autocast (``mixed_precision``) its measured share of the fp32 step."""
         if self.reader is None:
             return None
         a, b = self.reader
         seconds = steps * (a + b * max(passages, 1)) * batch / self.reader_batch
+        seconds *= self.bf16_ratio(mixed_precision, trained_layers, passages, encoder_layers) or 1.0
         share = self.top_layer_share(trained_layers, passages, encoder_layers)
         if share is None:
             return seconds
         store = self.store_seconds(trained_layers, passages, encoder_layers)
         return seconds * share + (store or 0.0) * (inputs or 0)
+
+    def bf16_ratio(self, mixed_precision: str, trained_layers: int | None, passages: int,
+                   encoder_layers: int | None) -> float | None:
+        """A CPU training step under bf16 autocast over the fp32 step, at the measured d nearest ``passages`` and
+        the trained layers as a share of the bench reader's (every weight when ``trained_layers`` is None); None
+        for fp32 or fp16, on a GPU, or where not measured."""
+        if mixed_precision != "bf16" or self.device != "cpu" or not self.bf16_ratios:
+            return None
+        if trained_layers is None:
+            n = float(self.bench_layers)
+        elif encoder_layers:
+            n = min(trained_layers, encoder_layers) * self.bench_layers / encoder_layers
+        else:
+            return None
+        return _linear(self._nearest_d(self.bf16_ratios, passages), n)
 
     def _bench_layers(self, trained_layers: int | None, encoder_layers: int | None) -> float | None:
         if trained_layers is None or not encoder_layers or not self.top_layers:
@@ -277,14 +301,18 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
     if fits is not None and reader:
         passages, layers = int(reader.get("n_passages", 0)), _trained_layers(reader)
         total = encoder_layers(str(reader.get("model", ""))) if layers is not None else None
+        precision = str(reader.get("mixed_precision", "no"))
         seconds = fits.reader_seconds(int(reader.get("max_steps", 0)), passages,
                                       int(reader.get("batch_size", fits.reader_batch)), layers, total,
-                                      inputs.get(task))
+                                      inputs.get(task), precision)
         if seconds is not None:
             share = fits.top_layer_share(layers, passages, total)
             source = fits.reader_source if share is None else (
                 f"{fits.reader_source}, x {share:.2f} for {layers} of {total} encoder layers trained, plus storing "
                 "the frozen layers' outputs of every input (bench reader_top_layers.json)")
+            ratio = fits.bf16_ratio(precision, layers, passages, total)
+            if ratio is not None:
+                source += f", x {ratio:.2f} for bf16 autocast (bench reader_top_layers_bf16.json)"
             return Estimate(label, seconds, source, fits.device)
     return Estimate(label, None, "no record of this method, no bench fit")
 
@@ -334,7 +362,7 @@ def top_layer_store(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, flo
     reader with every weight trained stores nothing and has no entry)."""
     by_d: dict[int, dict[int, float]] = {}
     for r in rows:
-        if r.get("store_cpu_s_per_input") is not None:
+        if r.get("store_cpu_s_per_input") is not None and r.get("precision", "fp32") == "fp32":
             by_d.setdefault(int(r["d"]), {})[int(r["n"])] = float(r["store_cpu_s_per_input"])
     return {d: sorted(v.items()) for d, v in sorted(by_d.items())}
 
@@ -354,12 +382,23 @@ def encoder_layers(model: str) -> int | None:
     return int(layers) if isinstance(layers, int) and layers > 0 else None
 
 
+def bf16_step_ratios(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, float]]]:
+    """``{d: [(n, bf16 step / fp32 step), ...]}`` from ``bench_reader_top_layers.py --precisions fp32,bf16`` rows
+    (n sorted)."""
+    by_d: dict[int, dict[int, float]] = {}
+    for r in rows:
+        if r.get("precision") == "bf16":
+            by_d.setdefault(int(r["d"]), {})[int(r["n"])] = float(r["ratio_to_fp32"])
+    return {d: sorted(v.items()) for d, v in sorted(by_d.items())}
+
+
 def top_layer_shares(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, float]]]:
     """``{d: [(n, CPU s per step at n / at every layer), ...]}`` from ``bench_reader_top_layers.py``'s rows (n
     sorted; the largest n of each d is the reader with every weight trained)."""
     by_d: dict[int, dict[int, float]] = {}
     for r in rows:
-        by_d.setdefault(int(r["d"]), {})[int(r["n"])] = float(r["cpu_s_per_step"])
+        if r.get("precision", "fp32") == "fp32":
+            by_d.setdefault(int(r["d"]), {})[int(r["n"])] = float(r["cpu_s_per_step"])
     return {d: [(n, steps[n] / steps[max(steps)]) for n in sorted(steps)] for d, steps in sorted(by_d.items())}
 
 
@@ -522,4 +561,4 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
 
 
 __all__ = ["BenchFits", "Estimate", "Plan", "default_workers", "estimate_cell", "estimate_stage", "format_seconds",
-           "gpu_measurements", "lpt_assign", "lpt_order", "plan_costs", "plan_wallclock", "encoder_layers", "stage_embeddings", "task_inputs", "top_layer_shares", "top_layer_store"]
+           "bf16_step_ratios", "gpu_measurements", "lpt_assign", "lpt_order", "plan_costs", "plan_wallclock", "encoder_layers", "stage_embeddings", "task_inputs", "top_layer_shares", "top_layer_store"]
