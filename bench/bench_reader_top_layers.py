@@ -60,8 +60,8 @@ def main() -> None:
     tok = load_tokenizer(model)
     ds, ns = [int(x) for x in args.d.split(",")], [int(x) for x in args.n.split(",")]
     precisions = args.precisions.split(",")
-    if not set(precisions) <= {"fp32", "bf16"}:
-        ap.error("--precisions takes fp32 and bf16")
+    if not set(precisions) <= {"fp32", "bf16"} or "fp32" not in precisions:
+        ap.error("--precisions takes fp32 (the reference, always run) and bf16")
     readers = {}
     for n in ns:
         for p in precisions:
@@ -112,7 +112,7 @@ def main() -> None:
         for (n, p), (reader, _) in readers.items():
             s, w = statistics.median(times[n, p]), statistics.median(walls[n, p])
             base = statistics.median(times[ns[0], p])
-            fp32 = statistics.median(times[n, "fp32"]) if "fp32" in precisions else float("nan")
+            fp32 = statistics.median(times[n, "fp32"])
             trained = sum(x.numel() for x in reader.parameters() if x.requires_grad)
             row = {"d": d, "n": n, "precision": p, "cpu_s_per_step": s, "ratio_to_n0": s / base,
                    "ratio_to_fp32": s / fp32, "wall_s_per_step": w, "weights_trained": trained,

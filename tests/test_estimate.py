@@ -161,7 +161,7 @@ def test_stage_embeddings_count_each_corpus_sentence_once_per_task():
                                                                   "full_search": None}
 
 
-def test_bench_fits_read_the_results():
+def test_bench_fits_read_the_results(monkeypatch):
     results = Path(__file__).resolve().parents[1] / "bench" / "results"
     cpu = BenchFits.load(results, "cpu")
     rows = json.loads((results / "reader_scale.json").read_text())
@@ -171,6 +171,15 @@ def test_bench_fits_read_the_results():
     assert cpu.rerank[1] == pytest.approx(0.057, abs=0.002) and "SmolLM2-135M" in cpu.rerank_source
     assert cpu.top_layer_share(1, 4, 6) == pytest.approx(0.41 / 1.64, rel=0.02)  # bench/README's table, d=4
     assert cpu.store_seconds(1, 4, 6) == pytest.approx(0.070, abs=0.001) and cpu.bench_layers == 6
+    # bf16 autocast steps: measured beside fp32 (d=4, n=1: 0.41x); read only on a CPU with bf16 hardware
+    bf16_rows = json.loads((results / "reader_top_layers_bf16.json").read_text())
+    at = {(r["d"], r["n"], r["precision"]): r["cpu_s_per_step"] for r in bf16_rows}
+    monkeypatch.setattr("pgra.device.cpu_has_native_bf16", lambda: True)
+    native = BenchFits.load(results, "cpu")
+    assert native.bf16_ratio("bf16", 1, 4, 6) == pytest.approx(at[4, 1, "bf16"] / at[4, 1, "fp32"])
+    assert native.bf16_ratio("bf16", 1, 4, 6) == pytest.approx(0.41, abs=0.01) and native.bf16_layers == 6
+    monkeypatch.setattr("pgra.device.cpu_has_native_bf16", lambda: False)
+    assert BenchFits.load(results, "cpu").bf16_ratio("bf16", 1, 4, 6) is None
     gpu = BenchFits.load(results, "gpu")
     names = json.loads((results / "gpu_plan_inputs.json").read_text())  # which H100 runs the GPU plans read
     loop = next(r for r in json.loads((results / names["reader"]["file"]).read_text())["loops"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,8 +111,10 @@ def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
 
 @dataclass
 class BenchFits:
-    """Cost fits from ``bench/results``: reader seconds per step ``reader_a + reader_b x d`` at ``reader_batch``,
-    reranking seconds ``rerank_a + rerank_b x candidate sentences``; each None when its file is missing."""
+    """Cost fits from ``bench/results``: reader seconds per step ``reader_a + reader_b x d`` at ``reader_batch``
+    (scaled by the measured share of a step training only the top layers, and of a bf16-autocast step on a CPU with
+    bf16 hardware), reranking seconds ``rerank_a + rerank_b x candidate sentences``; each None when its file is
+    missing."""
 
     device: str
     reader: tuple[float, float] | None = None
@@ -126,8 +129,10 @@ class BenchFits:
     top_layers_store: dict[int, list[tuple[int, float]]] | None = None
     bench_layers: int = 6
     # a CPU step under bf16 autocast (reader.mixed_precision: bf16) over the fp32 step, per d: {d: [(n, ratio)]}
-    # (bench/results/reader_top_layers_bf16.json, the same bench with --precisions fp32,bf16)
+    # (bench/results/reader_top_layers_bf16.json, the same bench with --precisions fp32,bf16; read only on a CPU
+    # with bf16 hardware), n counted in that bench reader's bf16_layers
     bf16_ratios: dict[int, list[tuple[int, float]]] | None = None
+    bf16_layers: int = 6
 
     @classmethod
     def load(cls, results: Path | None = None, device: str | None = None) -> BenchFits:
@@ -162,8 +167,12 @@ class BenchFits:
             fits.top_layers, fits.top_layers_store = top_layer_shares(rows), top_layer_store(rows)
             fits.bench_layers = max(int(r["n"]) for r in rows)
         path = results / "reader_top_layers_bf16.json"
-        if path.is_file():
-            fits.bf16_ratios = bf16_step_ratios(json.loads(path.read_text()))
+        from .. import device as devices
+
+        if path.is_file() and devices.cpu_has_native_bf16():  # emulated bf16 is slower than fp32: not measured
+            fits.bf16_ratios = bf16_step_ratios(json.loads(path.read_text())) or None
+            if fits.bf16_ratios:
+                fits.bf16_layers = max(n for points in fits.bf16_ratios.values() for n, _ in points)
         path = results / "rerank_scale.json"
         if path.is_file():
             rows = json.loads(path.read_text())
@@ -193,16 +202,15 @@ class BenchFits:
     def bf16_ratio(self, mixed_precision: str, trained_layers: int | None, passages: int,
                    encoder_layers: int | None) -> float | None:
         """A CPU training step under bf16 autocast over the fp32 step, at the measured d nearest ``passages`` and
-        the trained layers as a share of the bench reader's (every weight when ``trained_layers`` is None); None
-        for fp32 or fp16, on a GPU, or where not measured."""
+        the trained layers as a share of the bench reader's (every weight when ``trained_layers`` is None or the
+        reader's layer count unknown, as the fp32 estimate then assumes); None for fp32 or fp16, on a GPU, or where
+        not measured (a CPU without bf16 hardware)."""
         if mixed_precision != "bf16" or self.device != "cpu" or not self.bf16_ratios:
             return None
-        if trained_layers is None:
-            n = float(self.bench_layers)
-        elif encoder_layers:
-            n = min(trained_layers, encoder_layers) * self.bench_layers / encoder_layers
+        if trained_layers is None or not encoder_layers:
+            n = float(self.bf16_layers)
         else:
-            return None
+            n = min(trained_layers, encoder_layers) * self.bf16_layers / encoder_layers
         return _linear(self._nearest_d(self.bf16_ratios, passages), n)
 
     def _bench_layers(self, trained_layers: int | None, encoder_layers: int | None) -> float | None:
@@ -387,7 +395,7 @@ def bf16_step_ratios(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, fl
     (n sorted)."""
     by_d: dict[int, dict[int, float]] = {}
     for r in rows:
-        if r.get("precision") == "bf16":
+        if r.get("precision") == "bf16" and math.isfinite(float(r.get("ratio_to_fp32", "nan"))):
             by_d.setdefault(int(r["d"]), {})[int(r["n"])] = float(r["ratio_to_fp32"])
     return {d: sorted(v.items()) for d, v in sorted(by_d.items())}
 
