@@ -448,6 +448,7 @@ def test_demo_and_laptop_configs_run_every_method_on_mr_and_paper_configs_train_
     assert laptop.seeds == [1, 2, 3]
     assert (laptop.retrieve.k, laptop.rerank.k, laptop.rerank.corpus_pass) == (150, 150, "corpus")
     assert laptop.reader.train_top_layers == 1 and not laptop.reader.freeze_encoder
+    assert laptop.reader.mixed_precision == "bf16"  # 0.41x the fp32 step on bf16 hardware (bench/README)
     assert laptop.retrieve.split_sizes["train"] >= 2000 and laptop.retrieve.split_sizes["test"] >= 1000
     for task in laptop.tasks:  # each task's Skill-KNN rewrites are annotated for that task
         assert task in cell_settings(laptop, task, "icl_skill_knn").icl.demos.annotations
