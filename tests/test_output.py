@@ -311,3 +311,23 @@ def test_a_library_that_resets_its_logger_level_stays_quiet(monkeypatch):
         assert stream.getvalue() == "a real error\n"
     finally:
         logger.setLevel(level)
+
+
+@pytest.mark.parametrize("module, warned", [("pgra.experiment.child", False), ("pgra.experiment.launch", True)])
+def test_a_grids_child_processes_start_without_runpys_warning(tmp_path, module, warned):
+    """A grid's workers and cells run ``python -m pgra.experiment.child``: the package imports ``launch``, so running
+    ``launch`` itself with -m (as they once did) printed runpy's RuntimeWarning in every cell."""
+    import subprocess
+    import sys
+
+    from pgra.experiment.claims import CHILD_MODULE
+
+    assert CHILD_MODULE == "pgra.experiment.child"
+    bad = tmp_path / "cell.json"
+    bad.write_text("{not json")
+    done = subprocess.run([sys.executable, "-m", module, "cell", str(bad)], capture_output=True, text=True,
+                          timeout=120)
+    assert ("found in sys.modules" in done.stderr) is warned
+    if not warned:  # a spec it cannot read: one error line naming it, exit code 2
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: cannot read the spec {bad}: ")

@@ -20,6 +20,7 @@ from ..lock import OutputBusyError, hold_lock, job_id
 
 CLAIM_SUFFIX = ".claim"
 WORKER_ENV = "PGRA_WORKER"  # which worker of a launch this process is (recorded in the cells it runs)
+CHILD_MODULE = "pgra.experiment.child"  # what a grid's worker and cell processes run (python -m)
 
 
 def claim_path(target: Path) -> Path:

@@ -28,7 +28,7 @@ from ..errors import InputError, PgraError
 from ..lock import is_main_launch
 from ..ownership import claimed
 from .cell import report_failure
-from .claims import WORKER_ENV
+from .claims import CHILD_MODULE, WORKER_ENV
 from .config import ExperimentConfig
 from .grid import Experiment
 from .layout import CellPlan
@@ -77,7 +77,7 @@ def _local(payload: dict, workers: int) -> list[int]:
         procs = []
         for i in range(workers):
             env = single_process_env(i if devices else None, f"local-{i}")
-            procs.append(subprocess.Popen([sys.executable, "-m", "pgra.experiment.launch", "grid", str(spec)],
+            procs.append(subprocess.Popen([sys.executable, "-m", CHILD_MODULE, "grid", str(spec)],
                                           env=env))
         return [p.wait() for p in procs]
 
@@ -159,18 +159,9 @@ def run_cell_process(spec_file: str) -> int:
     return 0
 
 
-def _main(what: str, spec_file: str) -> int:
-    """``python -m pgra.experiment.launch grid|cell SPEC``: a local worker, or a cell-parallel rank's cell."""
-    try:
-        if what == "cell":
-            return run_cell_process(spec_file)
-        return run_worker(json.loads(Path(spec_file).read_text()), os.environ.get(WORKER_ENV, "local"))
-    except PgraError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-
-
 __all__ = ["experiment_from_payload", "launch", "run_cell_process", "run_experiment", "run_worker"]
 
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1], sys.argv[2]))
+if __name__ == "__main__":  # a grid started by an earlier pgra runs its children here
+    from .child import main
+
+    sys.exit(main())

@@ -28,7 +28,7 @@ from ..distributed import DistContext, gather_objects, main_computes
 from ..errors import PgraError
 from ..methods import get_method
 from .cell import report_failure, say
-from .claims import WORKER_ENV, is_claimed, try_claim
+from .claims import CHILD_MODULE, WORKER_ENV, is_claimed, try_claim
 from .layout import CellPlan, cell_status, finished_cells, mark_seed_independent
 
 # what torchrun / accelerate launch tell a process about its process group (a cell's child process gets none)
@@ -302,7 +302,7 @@ class GridRun:
             local = int(os.environ.get("LOCAL_RANK", self.ctx.rank))
             env = single_process_env(local if visible_devices() else None,
                                      os.environ.get(WORKER_ENV) or f"rank {self.ctx.rank}")
-            code = subprocess.run([sys.executable, "-m", "pgra.experiment.launch", "cell", str(spec)],
+            code = subprocess.run([sys.executable, "-m", CHILD_MODULE, "cell", str(spec)],
                                   env=env).returncode
         if code != 0:
             log = cell.directory / "error.log"
