@@ -18,17 +18,24 @@ from .launch import run_cell_process, run_worker
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run a worker (``grid SPEC``) or one cell (``cell SPEC``); 2 with an error line for a bad spec."""
-    what, spec_file = (sys.argv[1:] if argv is None else argv)[:2]
-    try:
-        if what == "cell":
-            return run_cell_process(spec_file)
-        return run_worker(json.loads(Path(spec_file).read_text()), os.environ.get(WORKER_ENV, "local"))
-    except PgraError as e:
-        print(f"error: {e}", file=sys.stderr)
+    """Run a worker (``grid SPEC``) or one cell (``cell SPEC``); 2 with one error line for bad arguments, a spec it
+    cannot read or a :class:`PgraError`."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] not in ("grid", "cell"):
+        print("usage: python -m pgra.experiment.child grid|cell SPEC", file=sys.stderr)
         return 2
+    what, spec_file = args
+    try:
+        spec = json.loads(Path(spec_file).read_text())
     except (OSError, ValueError) as e:  # the spec a grid writes for its children: missing or not JSON
         print(f"error: cannot read the spec {spec_file}: {e}", file=sys.stderr)
+        return 2
+    try:
+        if what == "cell":
+            return run_cell_process(spec)
+        return run_worker(spec, os.environ.get(WORKER_ENV, "local"))
+    except PgraError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
 
 

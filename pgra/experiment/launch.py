@@ -140,12 +140,12 @@ def experiment_from_payload(payload: dict[str, Any]):
                       candidates_from=None if source is None else Experiment(config(source)), report_writer=writer)
 
 
-def run_cell_process(spec_file: str) -> int:
-    """A cell-parallel worker's cell (the child process of :meth:`~.workers.GridRun._run_alone`): 0 when it finished."""
+def run_cell_process(spec: dict[str, Any]) -> int:
+    """A cell-parallel worker's cell (the child process of :meth:`~.workers.GridRun._run_alone`) from the spec it
+    wrote: 0 when it finished."""
     from ..verbosity import configure_child_output
 
     configure_child_output()  # as quiet as the rank that started it
-    spec = json.loads(Path(spec_file).read_text())
     exp = experiment_from_payload(spec)
     want = spec["cell"]
     cell = next(c for c in exp.plan([want["task"]]) if c.method == want["method"] and c.seed == want["seed"])
