@@ -162,6 +162,6 @@ def run_cell_process(spec: dict[str, Any]) -> int:
 __all__ = ["experiment_from_payload", "launch", "run_cell_process", "run_experiment", "run_worker"]
 
 if __name__ == "__main__":  # a grid started by an earlier pgra runs its children here
-    from .child import main
+    import runpy
 
-    sys.exit(main())
+    runpy.run_module(CHILD_MODULE, run_name="__main__")
