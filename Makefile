@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
 
-.PHONY: setup prepare demo test test-transformers4 lint docs bench bench-scale bench-gpu chromium browser screenshot clean
+.PHONY: setup prepare demo test test-simd test-transformers4 lint docs bench bench-scale bench-gpu chromium browser screenshot clean
 
 # 1. virtual environment; 2. torch first (the CPU wheel; other specs pull CUDA packages)
 $(VENV)/.stamp-venv:
@@ -43,6 +43,13 @@ prepare: setup
 
 test: prepare browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# the suite at the SIMD levels of the CPUs users have, torch on AVX2 (ATEN_CPU_CAPABILITY) both times: once with
+# faiss's generic kernels, once with its AVX2 ones. faiss-cpu wheels of one build per level choose it at import
+# (FAISS_OPT_LEVEL); 1.12's dynamic-dispatch wheels (one build) choose it at run time (FAISS_SIMD_LEVEL): both are set.
+test-simd: prepare browser
+	FAISS_OPT_LEVEL=generic FAISS_SIMD_LEVEL=NONE ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	FAISS_OPT_LEVEL=avx2 FAISS_SIMD_LEVEL=AVX2 ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # the same suite against transformers 4.57 (the oldest supported), in its own virtual environment
 .venv-tf4/.stamp: pyproject.toml

@@ -27,7 +27,10 @@ def test_license_is_apache_and_matches_pyproject():
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["license"] == {"text": "Apache-2.0"}
+    # an SPDX expression (PEP 639): setuptools deprecates the TOML table and warns at every install
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert requires == ["setuptools>=77"]  # the first setuptools that reads an SPDX license string
 
 
 def test_version_is_declared_once():
