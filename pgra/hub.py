@@ -2,18 +2,51 @@
 
 :func:`hub_client` runs before anything is written (huggingface_hub installed, the repository id well formed, a
 token found the way huggingface_hub finds it: ``HF_TOKEN`` or ``hf auth login``); :func:`push_to_hub` then creates
-the repository (an existing one is kept) and uploads the folder in one commit. A failed upload keeps the folder.
+the repository (an existing one is kept) and uploads the folder in one commit. A failed upload keeps the folder,
+and a re-run of the same ``pgra export`` replaces it and uploads again. Nothing a symbolic link points to outside the
+folder leaves the machine (:func:`check_no_links_out`, also run by the export on what it copies).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .artifacts import describe_path
 from .errors import InputError
 
 FIELD = "push_to_hub"
 BOOKKEEPING = [".pgra-*", "*/.pgra-*"]  # pgra's lock and ownership records: not part of the model
+
+
+def _walk(top: Path) -> Iterator[Path]:
+    """``top`` and everything under it, never entering a linked folder (its link is listed)."""
+    yield top
+    if top.is_dir() and not top.is_symlink():
+        for folder, dirs, files in os.walk(top):  # followlinks=False: a link to a folder is listed, not entered
+            yield from (Path(folder) / name for name in sorted(dirs + files))
+
+
+def check_no_links_out(top: str | Path, root: str | Path | None = None, field: str = FIELD) -> None:
+    """Refuse what would carry something else than ``root``'s own files off the machine: a symbolic link at or
+    under ``top`` that is not a link to a regular file inside ``root`` (default ``top``; a planted link to the Hub
+    token, a dangling link, a link to a folder), and an entry that is neither a file nor a folder (a FIFO would
+    block the copy). An InputError names the first one."""
+    top = Path(top)
+    root = Path(root if root is not None else top).resolve()
+    for path in _walk(top):
+        if path.is_symlink():
+            target = Path(os.path.realpath(path))
+            if not (target.is_relative_to(root) and target.is_file()):
+                raise InputError(f"{path} is a symbolic link to {target}, not a file inside {root}: pgra never sends "
+                                 "what a link points to out of the folder it exports or uploads; nothing was "
+                                 "written or uploaded: replace the link with the file itself, or remove it",
+                                 field=field)
+        elif path.exists() and not (path.is_file() or path.is_dir()):
+            raise InputError(f"{path} is {describe_path(path)}, not a file or folder: pgra does not export or upload "
+                             "it; nothing was written or uploaded: remove it", field=field)
 
 
 def hub_client(repo: str) -> Any:
@@ -41,6 +74,7 @@ def push_to_hub(folder: str | Path, repo: str, private: bool = False, api: Any =
     sets its visibility); returns the repository's URL. ``api``: an ``HfApi`` (else :func:`hub_client`)."""
     api = api if api is not None else hub_client(repo)
     folder = Path(folder)
+    check_no_links_out(folder)  # a link planted in the folder after the export: never uploaded
     try:
         url = api.create_repo(repo, repo_type="model", private=private, exist_ok=True)
         api.upload_folder(repo_id=repo, folder_path=str(folder), repo_type="model",
@@ -48,5 +82,5 @@ def push_to_hub(folder: str | Path, repo: str, private: bool = False, api: Any =
     except Exception as e:  # HTTP (401, 403, 404), network: one line; the exported folder stays
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise InputError(f"uploading {folder} to the Hub repository {repo!r} failed ({first[:300]}); the exported "
-                         "folder is kept: re-run with --push-to-hub to retry", field=FIELD) from None
+                         "folder is kept: re-run the same `pgra export` (it replaces its own folder) to retry", field=FIELD) from None
     return str(url)

@@ -12,12 +12,12 @@ evidence embeddings come from its cache when present (only missing sentences run
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .artifacts import read_manifest, verify_run
-from .errors import InputError, StaleArtifactError
+from .errors import InputError, StaleArtifactError, shorten
 from .methods import load_run
 from .predictions import Predictor
 from .provenance import check_run_data, run_data
@@ -48,13 +48,15 @@ class Pipeline:
         run's manifests recorded never does (a model that ran with its own code is refused without it).
         ``index`` / ``lm``: an export's index and reranking LM where they are on this machine (when it holds no
         copy), refused when they hold other files than the run used."""
-        from .export import EXPORT_FILE, load_export
+        from .export import EXPORT_FILE, load_export, read_export
         from .methods.reader_method import ReaderPredictor
         from .rerank.core import Reranker
         from .retrieval.index import Index
         from .retrieval.retrieve import read_candidates_manifest, recorded_exclusions
 
         run = Path(run_dir)
+        exported = (run / EXPORT_FILE).exists() or (run / EXPORT_FILE).is_symlink()
+        spec = read_export(run) if exported else None  # a hand-edited export.json: refused before any model loads
         verify_run(run)  # a truncated best/model.safetensors: one error line, not a loader's traceback
         predictor = load_run(run, device=device, trust_remote_code=trust_remote_code)
         if not isinstance(predictor, ReaderPredictor):  # e.g. the kNN vote searches its own index
@@ -62,8 +64,8 @@ class Pipeline:
         n = predictor.n_passages
         if n == 0:
             return cls(predictor)
-        if (run / EXPORT_FILE).is_file():
-            return cls(predictor, n_evidence=n, **load_export(run, device, trust_remote_code, index, lm))
+        if spec is not None:
+            return cls(predictor, n_evidence=n, **load_export(run, device, trust_remote_code, index, lm, spec))
         data = run_data(run, read_manifest(run, "reader"))
         check_run_data(run, data, "re-run the experiment (or pgra train) to predict with evidence from this folder")
         reranked = None
@@ -95,11 +97,25 @@ class Pipeline:
         hits = [kept for kept, _ in found]  # the retrieve stage's own search, the run's exclusions included
         return self.reranking.rerank(texts, hits) if self.reranking is not None else hits
 
-    def predict(self, texts: list[str], batch_size: int = 64) -> list[dict[str, Any]]:
-        """Per text: ``{"text", "prediction", "scores": {label: p}, "evidence": [{"id", "text", "score"}]}``."""
+    @overload
+    def predict(self, texts: str, batch_size: int = 64) -> dict[str, Any]: ...
+
+    @overload
+    def predict(self, texts: Sequence[str], batch_size: int = 64) -> list[dict[str, Any]]: ...
+
+    def predict(self, texts: str | Sequence[str], batch_size: int = 64) -> dict[str, Any] | list[dict[str, Any]]:
+        """Per text: ``{"text", "prediction", "scores": {label: p}, "evidence": [{"id", "text", "score"}]}``.
+
+        ``texts``: a list (or tuple) of texts gives a list of predictions, one per text; a single ``str`` is one
+        text and gives its one prediction (not a list), as sentence-transformers' ``encode`` does for a str.
+        ``batch_size``: texts per batch, a whole number from 1. Anything else (a bool, 0, a text that is not a
+        str or is empty) is an :class:`pgra.InputError` naming ``batch_size`` or ``text``."""
+        if isinstance(texts, str):
+            return self.predict([texts], batch_size)[0]
+        _check_batch(texts, batch_size)
         out: list[dict[str, Any]] = []
         for start in range(0, len(texts), batch_size):
-            chunk = [str(t) for t in texts[start:start + batch_size]]
+            chunk = list(texts[start:start + batch_size])
             bad = [i + start for i, t in enumerate(chunk) if not t.strip()]
             if bad:
                 raise InputError(f"input {bad[0] + 1} is empty", field="text")
@@ -111,6 +127,17 @@ class Pipeline:
                 out.append({"text": rec["text"], "prediction": line["prediction"], "scores": line["scores"],
                             "evidence": self.predictor.evidence_of(rec, line)})
         return out
+
+
+def _check_batch(texts: Any, batch_size: Any) -> None:
+    """``texts`` is a list or tuple of str and ``batch_size`` a whole number from 1 (an InputError otherwise)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InputError(f"must be a whole number from 1, got {shorten(batch_size)}", field="batch_size")
+    if not isinstance(texts, (list, tuple)):
+        raise InputError(f"texts must be a str or a list of str, got {type(texts).__name__}", field="text")
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise InputError(f"input {bad + 1} is a {type(texts[bad]).__name__}, not a str", field="text")
 
 
 __all__ = ["Pipeline"]

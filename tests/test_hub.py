@@ -112,3 +112,39 @@ def test_a_failed_upload_keeps_the_folder(hub, tmp_path, capsys):
     line = one_error_line(_argv(tmp_path, "--push-to-hub", "alice/mr-pgra"), capsys)
     assert "403 Forbidden: no write access" in line and "folder is kept" in line and "more detail" not in line
     assert (tmp_path / "out" / "best" / "model.safetensors").read_text() == "weights"
+
+
+
+def test_a_link_in_the_folder_is_never_uploaded(hub, tmp_path, capsys, monkeypatch):
+    """Finding 1: a link out of the exported folder (to the Hub token) is refused by name; nothing is uploaded."""
+    secret = tmp_path / "token"
+    secret.write_text("hf_secret")
+    fake_export = pgra.export.export_run
+
+    def planted(run, out, copy_index=False, copy_lm=False):
+        fake_export(run, out)
+        (Path(out) / "best" / "tokenizer.json").symlink_to(secret)
+        return Path(out)
+
+    monkeypatch.setattr(pgra.export, "export_run", planted)
+    line = one_error_line(_argv(tmp_path, "--push-to-hub", "alice/mr-pgra"), capsys)
+    assert "best/tokenizer.json is a symbolic link to" in line and "field 'push_to_hub'" in line, line
+    assert FakeApi.made[0].calls == []  # neither created nor uploaded
+
+
+def test_a_failed_upload_is_retried_by_the_same_export(tmp_path, capsys, monkeypatch):
+    """Finding 2: the failed upload's advice works: the same `pgra export --push-to-hub` replaces its own folder
+    and uploads it (before: refused, the folder "holds a 'reader' artifact")."""
+    from tests.test_export import fake_run
+
+    FakeApi.made, FakeApi.fail = [], True
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_test_token")
+    run = fake_run(tmp_path / "exp")
+    argv = ["export", "--run", str(run), "--out", str(tmp_path / "out"), "--push-to-hub", "alice/mr-pgra"]
+    assert "re-run the same `pgra export`" in one_error_line(argv, capsys)
+    FakeApi.fail = False
+    assert main(argv) == 0
+    uploaded = FakeApi.made[-1].calls[-1][2]["files"]
+    assert set(uploaded) == {"best/model.safetensors", "best/fid_config.json", "metrics.json", "README.md",
+                             "manifest.json", "export.json"}

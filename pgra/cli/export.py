@@ -13,7 +13,8 @@ from .command import Command
 class ExportOptions:
     run: str = option("", exists="dir", io="in", help="a finished reader run (pgra train --out, or an experiment "
                       "cell such as runs/demo-experiment/mr/pgra/seed-1)")
-    out: str = option("", help="the folder to write (weights, tokenizer, configs, demonstrations, model card)")
+    out: str = option("", help="the folder to write (weights, tokenizer, configs, demonstrations, model card); "
+                      "a re-run replaces its own export there, any other folder pgra wrote is refused")
     copy_index: bool = option(False, help="copy the first-stage index into the folder (else a pointer with the "
                               "corpus fingerprint: Pipeline.load(DIR, index=PATH) elsewhere)")
     copy_lm: bool = option(False, help="copy the reranking LM's folder into the folder (else its recorded path "
