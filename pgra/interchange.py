@@ -13,12 +13,13 @@ FiD (Izacard & Grave) and the PGRA paper's code read one JSON array per split in
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .artifacts import atomic_path, iter_jsonl
+from .artifacts import atomic_path, iter_jsonl, parse_json
 from .errors import InputError, shorten
 from .tasks.loaders import Example
 
@@ -94,9 +95,21 @@ def _check_ctxs(ctxs: Any, path: Path, line_no: int) -> None:
         if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
             raise InputError(f"ctxs[{j}].score must be a number, not {shorten(score, 60)}", path=path,
                              line=line_no, field="ctxs")
+        if score is not None and not _finite(score):
+            raise InputError(f"ctxs[{j}].score must be a finite number, not {shorten(score, 60)}", path=path,
+                             line=line_no, field="ctxs")
+
+
+def _finite(number: int | float) -> bool:
+    """Whether ``number`` is a float value other than NaN and infinity (an integer past float's range is not)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
 
 
 _SENTINEL = re.compile(r"<extra_id_\d+>")
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (Windows editors write one): not part of the JSON
 
 
 def _label_of(value: Any, words: dict[str, str], path: Path, item: int, field: str) -> str:
@@ -114,20 +127,20 @@ def _label_of(value: Any, words: dict[str, str], path: Path, item: int, field: s
     return label
 
 
-def read_fid(path: str | Path, labels: list[str] | None = None, words: dict[str, str] | None = None
-             ) -> list[dict[str, Any]]:
+def read_fid(path: str | Path, labels: list[str] | None = None, words: dict[str, str] | None = None,
+             require_labels: bool = False) -> list[dict[str, Any]]:
     """A FiD / PGRA JSON array as interchange records, validated as :func:`read_records` does (``line`` in an
     error is the item's number, from 1). ``labels`` and ``words`` (a word -> label map, e.g. the task's reader
     and demonstration words) turn each ``target`` / ``answers[0]`` into a label; an item without either is
-    unlabelled. A missing ``id`` is the item's index; a passage without one is ``<id>:<j>``; a ``title`` is kept
-    beside the text (the reader reads the text only)."""
+    unlabelled, or with ``require_labels`` an InputError naming it. A missing ``id`` is the item's index; a
+    passage without one is ``<id>:<j>``; a ``title`` is kept beside the text (the reader reads the text only).
+    Anything unreadable (bad JSON, not UTF-8, nesting too deep, an integer of over 4,300 digits, a NaN or
+    infinite score) is an InputError naming the file, and the item and field where there is one."""
     path = Path(path)
     if not path.is_file():
         raise InputError("FiD file not found", path=path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"not a JSON file: {shorten(str(e), 200)}", path=path) from None
+    raw = path.read_bytes()
+    data = parse_json(raw[len(BOM):] if raw.startswith(BOM) else raw, path)
     if not isinstance(data, list):
         raise InputError("a FiD file is a JSON array of examples", path=path)
     lookup = {str(lab): str(lab) for lab in labels or []}
@@ -149,6 +162,9 @@ def read_fid(path: str | Path, labels: list[str] | None = None, words: dict[str,
             answer = answers[0] if isinstance(answers, list) else answers
         if answer is not None:
             rec["label"] = _label_of(answer, lookup, path, n, "target" if "target" in item else "answers")
+        elif require_labels:
+            raise InputError("the example has no answer (a 'target' or a non-empty 'answers'): pgra train learns "
+                             "from and scores every split it reads", path=path, line=n, field="answers")
         if "ctxs" in item:
             rec["ctxs"] = _fid_ctxs(item["ctxs"], rec["id"], path, n)
         check_record(rec, path, n, seen, labels)
@@ -173,8 +189,12 @@ def _fid_ctxs(ctxs: Any, qid: Any, path: Path, item: int) -> Any:
                                  line=item, field="ctxs") from None
         if score is not None:
             c["score"] = score
-        if ctx.get("title"):
-            c["title"] = ctx["title"]
+        title = ctx.get("title")
+        if title is not None and not isinstance(title, str):
+            raise InputError(f"ctxs[{j}].title must be a string, not {shorten(title, 60)}", path=path, line=item,
+                             field="ctxs")
+        if title:
+            c["title"] = title
         out.append(c)
     return out
 

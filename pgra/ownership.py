@@ -6,6 +6,8 @@ A stage's output folder is claimed before anything in it is touched (:func:`clai
 empty gets a record, ``.pgra-owned.json``, which proves from then on that pgra made it; a non-empty folder without
 that record is refused with one error naming what it holds (nothing is changed), unless it is a finished artifact
 of the stage's own kind (its ``manifest.json``) or a folder an older pgra made (:data:`EVIDENCE`). The record
+names the kind pgra made the folder for: another stage's output there is refused (an index given as
+``pgra fid export --out``), but for the runs a folder of that kind holds (:data:`HOSTED`: a cell's method). The record
 also holds the checksums of files a writer replaces by name in a folder others share (the report's
 ``results.*``): one that differs (edited by hand) or was never recorded is refused (:func:`check_replaceable`).
 A folder pgra replaces wholesale (a stale cell) may hold nothing but pgra's own names (:func:`check_only_own`).
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .artifacts import MANIFEST, describe_path, read_json, sha256_file, write_json
-from .errors import IncompleteArtifactError, InputError
+from .errors import IncompleteArtifactError, InputError, shorten
 
 RECORD = ".pgra-owned.json"
 LOCK_FILE = ".pgra-lock"  # pgra.lock.LOCK_FILE (not imported: pgra.lock imports this module)
@@ -42,6 +44,9 @@ EVIDENCE: dict[str, tuple[str, ...]] = {
     "analysis": ("analysis.json", "figures.json"),
 }
 MAX_NAMED = 5  # entries an error names before "and N more"
+# the stages whose output a folder pgra made for another kind holds (a grid's cell: its method's run, which
+# ``pgra train`` or ``pgra icl`` writes into the cell's own folder); every other kind writes only into its own
+HOSTED: dict[str, tuple[str, ...]] = {"cell": ("reader", "icl")}
 # a stage's own, more precise refusal of a folder it did not make, run before the general one:
 # ``PART_CHECKS[kind](folder, cfg)`` raises an InputError or returns (the index names a user's ``corpus/``,
 # retrieve a folder that is its task's data)
@@ -123,6 +128,22 @@ def drop_temp(folder: Path) -> None:
                 p.unlink(missing_ok=True)
 
 
+def hosts(owner: str, kind: str) -> bool:
+    """Whether a folder pgra made for ``owner`` may take a stage's output of ``kind``: its own kind, or a run a
+    folder of that kind holds (:data:`HOSTED`: a grid's cell holds its method's run)."""
+    return owner == kind or kind in HOSTED.get(owner, ())
+
+
+def check_kind(folder: Path, record: dict[str, Any], kind: str, field: str = "out") -> None:
+    """Refuse to write ``kind`` into a folder pgra made for another kind (its record says which): an index, a
+    reranked folder or a cell given as another stage's output would lose its files (its ``manifest.json``)."""
+    owner = record.get("kind")
+    if isinstance(owner, str) and owner and not hosts(owner, kind):
+        raise InputError(f"{folder} is pgra's {shorten(owner, 40)} folder ({RECORD}), not a {kind} one; writing "
+                         "there would replace its files: nothing was changed, choose another output folder",
+                         field=field)
+
+
 def claim_folder(folder: str | Path, kind: str, field: str = "out", cfg: Any = None) -> bool:
     """Refuse to write into ``folder`` unless it is new, empty or pgra's (:func:`made_by_pgra`): an InputError
     names what it holds, and nothing is changed (``cfg``: the stage's config, for its :data:`PART_CHECKS`).
@@ -134,7 +155,9 @@ def claim_folder(folder: str | Path, kind: str, field: str = "out", cfg: Any = N
     if not folder.is_dir():
         raise InputError(f"{folder} is {describe_path(folder)}, not a folder: choose another output folder",
                          field=field)
-    if read_record(folder) is not None:
+    record = read_record(folder)
+    if record is not None:
+        check_kind(folder, record, kind, field)
         drop_temp(folder)
         return False
     held = entries(folder)
@@ -249,6 +272,6 @@ def check_only_own(folder: str | Path, kind: str, patterns: Collection[str], act
                          field=field)
 
 
-__all__ = ["EVIDENCE", "PART_CHECKS", "RECORD", "check_folders", "check_only_own", "check_own_folder", "check_replaceable", "claim_folder",
-           "claimed", "drop_temp", "entries", "is_temp", "made_by_pgra", "read_record", "record_files",
+__all__ = ["EVIDENCE", "HOSTED", "PART_CHECKS", "RECORD", "check_folders", "check_kind", "check_only_own", "check_own_folder", "check_replaceable", "claim_folder",
+           "claimed", "drop_temp", "entries", "hosts", "is_temp", "made_by_pgra", "read_record", "record_files",
            "unknown_entries"]

@@ -1,7 +1,8 @@
 """Fuzzing the interchange reader (pgra/interchange.py, the JSONL between stages). Any file is a list of records
 every stage can use (an id, a non-empty text, a known label, evidence with an id and a text) or an InputError
-naming the file and line (one ``error:`` line through ``pgra peek``), never another exception. Plain regression
-tests of what the fuzzing found follow the properties."""
+naming the file and line (one ``error:`` line through ``pgra peek``), never another exception. The same of FiD's
+JSON arrays (``read_fid``, ``pgra fid import``): nested, huge integers, NaN, wrong types. Plain regression tests of
+what the fuzzing found follow the properties."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pgra.errors import InputError
-from pgra.interchange import read_records
+from pgra.interchange import read_fid, read_records
 from tests.fuzzing import FUZZ, assert_clean_exit, names, run_cli, snapshot, values
 
 LABELS = ["0", "1"]
@@ -83,6 +84,83 @@ def test_peek_exits_cleanly_on_any_interchange_file(content: bytes) -> None:
         code, _, err = run_cli(["peek", str(folder), "-n", "5", "-d", "5"])
         assert_clean_exit(code, err)
         assert snapshot(folder) == before
+
+
+# ------------------------------------------------------------------ FiD JSON arrays (issue 53)
+
+WORDS = {"terrible": "0", "great": "1", "negative": "0", "positive": "1"}  # the mr task's reader and demo words
+fid_values = st.one_of(st.sampled_from(["great", "Terrible", "<extra_id_0> great <extra_id_1>", "0", 1, "", None,
+                                        True, 1.5, float("nan"), float("inf"), 10**400, "nan", "1e999", "0.5"]),
+                       names, values())
+fid_ctx = st.one_of(st.fixed_dictionaries({}, optional={"id": fid_values, "title": fid_values, "text": fid_values,
+                                                        "score": fid_values, "has_answer": fid_values}),
+                    fid_values)
+fid_item = st.one_of(st.fixed_dictionaries({}, optional={
+    "id": st.one_of(st.integers(0, 3), st.sampled_from(["a", "b"]), fid_values),
+    "question": st.one_of(st.just("A question?"), fid_values),
+    "answers": st.one_of(st.lists(fid_values, max_size=2), fid_values), "target": fid_values,
+    "ctxs": st.one_of(st.lists(fid_ctx, max_size=3), fid_values)}), fid_values)
+fid_raw = st.sampled_from(["", "[", "{}", "null", "[]", "[" * 3000 + "]" * 3000, "[" * 100_000,
+                           '[{"id": ' + "9" * 5000 + ', "question": "a", "target": "great"}]',
+                           '[{"question": "a", "target": "great", "ctxs": [{"text": "e", "score": NaN}]}]',
+                           '[{"question": "a", "target": "great", "ctxs": [{"text": "e", "score": -Infinity}]}]',
+                           '[{"question": "a", "target": "great", "ctxs": [{"text": "e", "score": 1' + "0" * 400 + '}]}]',
+                           '[{"question": "a", "answers": ' + "[" * 2000 + "]" * 2000 + "}]"])
+
+
+@st.composite
+def fid_file(draw: st.DrawFn) -> bytes:
+    """A FiD JSON array of fuzzed items (well-formed JSON of nearly the right shape, NaN and huge integers
+    included), a raw document (deep nesting, a 5,000-digit id ...), or fuzzed bytes."""
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return draw(st.binary(max_size=80))
+    if kind == 1:
+        return draw(fid_raw).encode()
+    items = draw(st.one_of(st.lists(fid_item, max_size=4), fid_values))
+    return json.dumps(items).encode("utf-8", "surrogatepass")
+
+
+def _check_usable_fid(rec: dict[str, Any], require_labels: bool) -> None:
+    _check_usable(rec, ["0", "1"])
+    assert not require_labels or rec.get("label") in ("0", "1")
+    for c in rec.get("ctxs", []):
+        assert c.get("score") is None or abs(float(c["score"])) < float("inf")
+        assert isinstance(c.get("title", ""), str)
+
+
+@FUZZ
+@given(fid_file(), st.booleans())
+def test_any_fid_file_is_records_or_an_input_error(content: bytes, require_labels: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "train.json"
+        path.write_bytes(content)
+        try:
+            records = read_fid(path, ["0", "1"], WORDS, require_labels=require_labels)
+        except InputError as e:
+            assert str(path) in str(e)
+            return
+        for rec in records:
+            _check_usable_fid(rec, require_labels)
+        json.dumps(records, allow_nan=False)  # what `fid import` writes: plain JSON
+
+
+@FUZZ
+@given(fid_file())
+def test_fid_import_exits_cleanly_on_any_fid_file(content: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "train.json").write_bytes(content)
+        (folder / "dev.json").write_text('[{"question": "A question?", "answers": ["great"]}]')
+        before = snapshot(folder)
+        code, _, err = run_cli(["fid", "import", "--task", "mr", "--train", str(folder / "train.json"), "--dev",
+                                str(folder / "dev.json"), "--out", str(folder / "out")])
+        assert_clean_exit(code, err)
+        after = snapshot(folder)
+        assert {p: after.get(p) for p in before} == before
+        assert all(p == "out" or p.startswith("out/") for p in after if p not in before)
+        if code:
+            assert not (folder / "out").exists()
 
 
 # ------------------------------------------------------------------ what the fuzzing found (shrunk examples)

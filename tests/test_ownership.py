@@ -49,6 +49,33 @@ def test_claim_refuses_a_folder_pgra_did_not_make_and_records_its_own(tmp_path):
     assert ownership.LOCK_FILE == lock.LOCK_FILE  # the lock's name, spelled out (pgra.lock imports ownership)
 
 
+def test_a_folder_pgra_made_for_one_kind_is_refused_to_another(tmp_path, corpus_txt, capsys):
+    """The record names the kind pgra made the folder for: any pgra folder used to be accepted whatever its kind,
+    so `pgra fid export --out INDEX` replaced the index's manifest.json. Another stage's output there is refused,
+    nothing changed; a cell still takes its method's run (HOSTED)."""
+    index = tmp_path / "idx"
+    assert main(["build-index", "--corpus", str(corpus_txt), "--out", str(index), "--retriever", "bm25"]) == 0
+    before = _snapshot(index)
+    for kind in ("fid-export", "reader", "candidates"):
+        with pytest.raises(InputError, match=r"idx is pgra's 'index' folder .*not a " + kind + r" one.*nothing was"):
+            claim_folder(index, kind)
+    assert _snapshot(index) == before and not claim_folder(index, "index")
+    cell = tmp_path / "cell"
+    assert claim_folder(cell, "cell")
+    (cell / ".cell_key").write_text("k")
+    assert not claim_folder(cell, "reader") and not claim_folder(cell, "icl")  # the cell's method's run
+    with pytest.raises(InputError, match="is pgra's 'cell' folder"):
+        claim_folder(cell, "fid-export")
+    assert json.loads((cell / RECORD).read_text())["kind"] == "cell"
+    # through a stage's lock (every writer): `pgra retrieve --out` a reader's folder pgra made, no manifest yet
+    run = tmp_path / "run"
+    claim_folder(run, "reader")
+    (run / "train_log.jsonl").write_text("{}\n")
+    line = one_error_line(["retrieve", "--task", "sst2", "--index", str(index), "--out", str(run)], capsys)
+    assert "is pgra's 'reader' folder" in line and "field 'out'" in line
+    assert (run / "train_log.jsonl").read_text() == "{}\n"
+
+
 def test_a_lock_on_its_way_is_pgras_and_never_dropped(tmp_path, monkeypatch):
     """Another job's lock between its write and its link (``.<lock>.<pid>.<hex>.new``) is neither a user's file nor
     a leftover: claiming the folder meanwhile keeps it (dropping it made that job's link fail)."""

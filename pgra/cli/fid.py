@@ -53,7 +53,9 @@ def import_fid(opts: FidOptions) -> Path:
             raise InputError(f"`pgra fid import` needs --{split} FILE (pgra train reads train and dev)", field=split)
     check_disjoint({"out": opts.out}, {s: f for s, f in files.items()})
     task = get_task(opts.task)
-    splits = {s: read_fid(f, task.labels, _words(task)) for s, f in files.items()}  # all checked before writing
+    # all checked before writing; every split labelled, as the task loaders require: `pgra train` learns from
+    # train and scores dev and its test_split (an item without an answer is named, not a KeyError after training)
+    splits = {s: read_fid(f, task.labels, _words(task), require_labels=True) for s, f in files.items()}
     out = Path(opts.out)
     claim_output(out, IMPORT_KIND)
     with claimed(out, IMPORT_KIND):
@@ -70,7 +72,7 @@ def import_fid(opts: FidOptions) -> Path:
 
 def export_fid(opts: FidOptions) -> Path:
     """Write every ``<split>.jsonl`` of a data folder as ``out/<split>.json`` (labels as the reader's words)."""
-    from ..artifacts import check_disjoint, read_manifest, write_manifest
+    from ..artifacts import check_disjoint, claim_output, read_manifest, write_manifest
     from ..errors import InputError
     from ..interchange import read_records, write_fid
     from ..ownership import claimed
@@ -82,10 +84,12 @@ def export_fid(opts: FidOptions) -> Path:
     check_disjoint({"out": out}, {"data": data})
     manifest = read_manifest(data, ("candidates", "reranked", "task-data"))
     task = task_from_manifest(manifest, data / "manifest.json")
+    splits = {split: list(read_records(data / f"{split}.jsonl", task.labels))  # all checked before writing
+              for split in sorted(p.stem for p in data.glob("*.jsonl"))}
+    claim_output(out, EXPORT_KIND)  # an index, a reranked folder, a cell ... keeps its manifest: refused
     counts = {}
-    with claimed(out, EXPORT_KIND):
-        for split in sorted(p.stem for p in data.glob("*.jsonl")):
-            records = read_records(data / f"{split}.jsonl", task.labels)
+    with claimed(out, EXPORT_KIND):  # a folder pgra made for another kind, or a user's files: refused
+        for split, records in splits.items():
             counts[split] = write_fid(out / f"{split}.json", records, task.reader_words)
         write_manifest(out, {"kind": EXPORT_KIND, "task": task.name, "data": str(data.resolve()), "counts": counts})
     print(f"exported {data} to {out} (FiD JSON): " + ", ".join(f"{k} {v}" for k, v in counts.items()))

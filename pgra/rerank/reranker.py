@@ -44,8 +44,8 @@ from .corpus_pass import embed_rows as _embed_rows
 from .corpus_pass import open_cache as _open_cache
 from .corpus_pass import query_caches_of, run_corpus_pass
 from .prompts import demo_prefix, render_demo
+from .stage import CandidateTexts, effective_candidates, index_path, open_corpus, run_stage
 from .stage import load_split as _load_split
-from .stage import open_corpus, run_stage
 from .stage import reranked_cost as reranked_cost  # re-exported: its home is pgra.rerank.stage
 
 _open_corpus = open_corpus  # (its home: pgra.rerank.stage)
@@ -143,23 +143,24 @@ def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[
             "cost": asdict(selector.cost)}
 
 
-def stage_inputs(cfg: RerankConfig) -> tuple[dict[str, Any], TaskSpec, CorpusStore, dict[str, list[dict[str, Any]]],
-                                              list[str]]:
-    """What a stage over a candidates folder reads, checked: its manifest, the task, the corpus, the records of
-    train and of the requested splits (each cut to the first k candidates) and those splits."""
+def stage_inputs(cfg: RerankConfig) -> tuple[dict[str, Any], TaskSpec, CorpusStore | CandidateTexts,
+                                              dict[str, list[dict[str, Any]]], list[str]]:
+    """What a stage over a candidates folder reads, checked: its manifest (as the rerankers read it:
+    :func:`~pgra.rerank.stage.effective_candidates`), the task, the corpus, the records of train and of the
+    requested splits (each cut to the first k candidates) and those splits."""
     check_config(cfg)
     if not cfg.candidates or not cfg.out:
         raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
     cand = read_candidates_manifest(cfg.candidates)
-    check_disjoint({"out": cfg.out}, {"index": cfg.index or cand["index"]["path"]})  # recorded with the candidates
+    check_disjoint({"out": cfg.out}, {"index": index_path(cfg, cand)})  # recorded with the candidates
     task = task_from_manifest(cand, Path(cfg.candidates) / MANIFEST, cfg.task)
-    store = _open_corpus(cfg, cand)
+    store = _open_corpus(cfg, cand)  # imported candidates (no index): their own texts
     cand_dir = Path(cfg.candidates)
     if "train" not in cand["counts"]:
         raise InputError(f"{cand_dir} has no train split to draw demonstrations from", field="splits")
     splits = [s for s in cfg.splits if s in cand["counts"]]
     data = {s: _load_split(cand_dir / f"{s}.jsonl", task, cfg.k) for s in dict.fromkeys(["train", *splits])}
-    return cand, task, store, data, splits
+    return effective_candidates(cfg, cand, store, data), task, store, data, splits
 
 
 @locks_output(kind=RERANKED_KIND)
