@@ -89,6 +89,62 @@ class LMCost:
         return cls(int(record.get("lm_calls", 0)), int(record.get("lm_tokens", 0)))
 
 
+def _causal_lm_names() -> tuple[set[str], set[str], set[str]]:
+    """transformers' causal-LM auto mapping: its model types and class names, and the model types of its masked-LM
+    mapping (encoder families such as BERT, whose causal class is a causal LM only with ``is_decoder``)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    classes = {c for v in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values() for c in ((v,) if isinstance(v, str) else v)}
+    return set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), classes, set(MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+
+def check_causal_lm(config: Any, name: str, field: str) -> None:
+    """Refuse, before any weights load, a model whose config is not a causal LM's: its ``architectures`` (else its
+    ``model_type``) checked against transformers' causal-LM auto mapping. An encoder family (BERT, RoBERTa,
+    MiniLM ...) counts only when configured as a decoder (``is_decoder``); a model with code of its own
+    (``auto_map``) is left to its code."""
+    if getattr(config, "auto_map", None):
+        return
+    types, classes, encoders = _causal_lm_names()
+    model_type = getattr(config, "model_type", "") or ""
+    archs = [a for a in (getattr(config, "architectures", None) or []) if isinstance(a, str)]
+    if model_type in encoders:
+        causal = bool(getattr(config, "is_decoder", False) or getattr(config, "causal", False))
+    else:
+        causal = model_type in types or any(a in classes for a in archs)
+    if not causal:
+        kind = ", an encoder" if model_type in encoders else ""
+        what = f"a {archs[0]}" if archs else "a model"
+        raise InputError(f"'{name}' is {what} (model type '{model_type or '?'}'{kind}), not a causal LM; this field "
+                         "needs a causal (decoder-only) LM such as OPT, GPT-2, Llama or SmolLM2", field=field)
+
+
+def newly_initialised(info: dict[str, Any]) -> list[str]:
+    """The parameters a ``from_pretrained(..., output_loading_info=True)`` initialised at random: the missing
+    keys and the mismatched ones (a head of another shape), sorted."""
+    keys = set(info.get("missing_keys") or ())
+    keys |= {k[0] if isinstance(k, (tuple, list)) else k for k in info.get("mismatched_keys") or ()}
+    return sorted(str(k) for k in keys)
+
+
+def load_trained(loader: Any, name: str, what: str, field: str, need: str, **kwargs: Any) -> Any:
+    """:func:`pgra.loading.load_pretrained` of a model whose every weight must come from its checkpoint: weights
+    transformers would initialise at random (a head the checkpoint lacks) are an :class:`InputError` naming the
+    model, the field and ``need``, what kind of model the field needs (random weights score differently on every
+    run: a silent wrong result)."""
+    model, info = load_pretrained(loader, name, what, field, output_loading_info=True, **kwargs)
+    fresh = newly_initialised(info)
+    if fresh:
+        shown = ", ".join(fresh[:4]) + (f" ... ({len(fresh)} in all)" if len(fresh) > 4 else "")
+        raise InputError(f"the {what} '{name}' lacks weights its {type(model).__name__} needs: {shown} would be "
+                         f"initialised at random (different results on every run); this field needs {need}",
+                         field=field)
+    return model
+
+
 def context_limit(config: Any, default: int = 2048) -> int:
     """A model's context in tokens from its config (the smaller of ``max_position_embeddings`` and
     ``n_positions`` when both are set), else ``default``."""
@@ -145,6 +201,7 @@ class CausalLM:
         if getattr(self.config, "is_encoder_decoder", False):
             raise InputError(f"{self.name_or_path} is an encoder-decoder model; {needs} needs a causal LM",
                              field=field)
+        check_causal_lm(self.config, self.name_or_path, field)
         self.max_context = max_context or context_limit(self.config)
         self.max_tokens_per_batch, self.max_batch_size = max_tokens_per_batch, max_batch_size
         self._model = None
@@ -175,8 +232,10 @@ class CausalLM:
             if self._attn is not None:
                 kwargs["attn_implementation"] = self._attn
             what = "causal LM" if self._role == "LM" else self._role
-            self._model = load_pretrained(loader, self.name_or_path, what, self._field,
-                                          **kwargs).to(self.device).eval()
+            need = "a trained causal LM with its LM head (a ...ForCausalLM checkpoint)" if self._head == "lm" \
+                else "a trained causal LM"
+            self._model = load_trained(loader, self.name_or_path, what, self._field, need,
+                                       **kwargs).to(self.device).eval()
         return self._model
 
     @property
@@ -245,4 +304,5 @@ def expand_cache(layers: list, n: int):
     return build_cache([(k.expand(n, *k.shape[1:]), v.expand(n, *v.shape[1:])) for k, v in layers])
 
 
-__all__ = ["CausalLM", "LMConfig", "LMCost", "context_limit", "expand_cache", "lm_config", "token_batches"]
+__all__ = ["CausalLM", "LMConfig", "LMCost", "check_causal_lm", "context_limit", "expand_cache", "lm_config",
+           "load_trained", "newly_initialised", "token_batches"]

@@ -93,9 +93,34 @@ def test_mmr_matches_a_naive_greedy_loop(dense_candidates, tmp_path, tiny_bert):
 
 
 def test_mmr_refuses_a_lexical_first_stage(candidates, tmp_path):
-    with pytest.raises(InputError, match="dense index"):
+    with pytest.raises(InputError) as e:
         rerank(_cfg(candidates, tmp_path / "m", "mmr", top_d=2))
+    msg = str(e.value)  # what is wrong (that index stores no vectors) and what to do
+    assert f"{tmp_path / 'bm25'} is a 'bm25' index, which stores none" in msg, msg
+    assert "rerank candidates retrieved from a dense index" in msg and "choose another reranker" in msg, msg
     assert not (tmp_path / "m" / "manifest.json").exists()
+
+
+def test_mmr_reads_a_sharded_flat_index_as_the_faiss_one(dense_candidates, tmp_path, corpus_txt, sky_task,
+                                                         tiny_bert):
+    """A flat index built with ``dense.bounded_memory`` keeps its vectors as shards (no index.faiss): MMR reads
+    them there and keeps what it keeps over the same index built in memory (it said the dense index was not dense)."""
+    from pgra.retrieval.index import IndexConfig, build_index
+    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+
+    index = build_index(from_dict(IndexConfig, {
+        "corpus": str(corpus_txt), "out": str(tmp_path / "sharded"), "retriever": "dense", "show_progress": False,
+        "dense": {"encoder": str(tiny_bert), "pooler": "mean", "bounded_memory": True, "shard_size": 7}}))
+    assert not (index / "index.faiss").exists() and len(list((index / "vectors").iterdir())) > 1
+    sharded = retrieve(RetrieveConfig(task=str(sky_task), index=str(index), out=str(tmp_path / "scands"), k=8,
+                                      show_progress=False))
+    got = rerank(_cfg(sharded, tmp_path / "ms", "mmr", k=6, top_d=3, mmr={"lambda_": 0.4}))
+    want = rerank(_cfg(dense_candidates, tmp_path / "mf", "mmr", k=6, top_d=3, mmr={"lambda_": 0.4}))
+    for split in ("train", "dev", "test"):
+        a, b = _lines(got / f"{split}.jsonl"), _lines(want / f"{split}.jsonl")
+        assert [[c["id"] for c in r["ctxs"]] for r in a] == [[c["id"] for c in r["ctxs"]] for r in b]
+        np.testing.assert_allclose([c["score"] for r in a for c in r["ctxs"]],
+                                   [c["score"] for r in b for c in r["ctxs"]], atol=1e-5)
 
 
 def test_query_likelihood_is_upr_mean_log_likelihood(candidates, tmp_path, tiny_opt):
@@ -123,6 +148,41 @@ def test_query_likelihood_is_upr_mean_log_likelihood(candidates, tmp_path, tiny_
     m = json.loads((out / "manifest.json").read_text())  # one LM prompt per distinct candidate, not per pair
     distinct = {c["text"] for cand in _lines(candidates / "test.jsonl") for c in cand["ctxs"][:4]}
     assert m["cost"]["lm_calls"] == len(distinct) and m["cost"]["lm_tokens"] > 0
+
+
+def test_query_likelihood_refuses_an_lm_whose_head_would_be_random(candidates, tmp_path):
+    """A decoder-only checkpoint saved without its LM head (``LlamaModel``): its ``lm_head`` would be initialised
+    at random at load (other scores on every run); refused at load, before anything is written."""
+    from tests.matrix_r4_rerank import headless_lm_at
+
+    lm = headless_lm_at(tmp_path / "headless")
+    with pytest.raises(InputError) as e:
+        rerank(_cfg(candidates, tmp_path / "u", "query_likelihood", lm=str(lm), k=4, top_d=2, splits=["test"]))
+    msg = str(e.value)
+    assert e.value.field == "lm" and f"'{lm}'" in msg and "lm_head.weight would be initialised at random" in msg, msg
+    assert "a trained causal LM with its LM head" in msg, msg
+    assert not (tmp_path / "u" / "test.jsonl").exists()
+
+
+@pytest.mark.parametrize("reranker", ["query_likelihood", "prompt_guided"])
+def test_an_encoder_as_the_rerankers_lm_is_refused_from_its_config(candidates, tmp_path, tiny_bert, reranker,
+                                                                   monkeypatch):
+    """A BERT given as the causal LM: refused from its config's architecture, before any weights load (the
+    prompt-guided reranker crashed in the KV cache; UPR scored it through a randomly initialised LM head)."""
+    import transformers
+
+    def no_weights(*args, **kwargs):
+        raise AssertionError("weights loaded")
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", no_weights)
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_weights)
+    with pytest.raises(InputError) as e:
+        rerank(_cfg(candidates, tmp_path / "r", reranker, lm=str(tiny_bert), k=4, top_d=2, num_demos=1,
+                    splits=["test"], cache_dir=str(tmp_path / "cache")))
+    msg = str(e.value)
+    assert e.value.field == "lm" and f"'{tiny_bert}' is a BertModel" in msg, msg
+    assert "not a causal LM" in msg and "needs a causal (decoder-only) LM" in msg, msg
+    assert not (tmp_path / "r" / "manifest.json").exists() and not (tmp_path / "cache").exists()
 
 
 def _tiny_cross_encoder(tiny_bert: Path, out: Path, labels: int) -> Path:
@@ -160,6 +220,37 @@ def test_cross_encoder_follows_the_sentence_transformers_conventions(candidates,
         order = sorted(want, key=lambda i: -want[i])[:2]
         assert [c["id"] for c in rec["ctxs"]] == order
         np.testing.assert_allclose([c["score"] for c in rec["ctxs"]], [want[i] for i in order], atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["encoder", "causal LM"])
+def test_cross_encoder_refuses_a_model_whose_head_would_be_random(candidates, tmp_path, tiny_bert, tiny_opt, kind):
+    """A folder without a trained classification head (MiniLM, SmolLM2) is refused at load, naming the model, the
+    field and the kind of model needed, never scored with a head initialised at random (other scores every run)."""
+    model = tiny_bert if kind == "encoder" else tiny_opt
+    head = "classifier.bias, classifier.weight" if kind == "encoder" else "score.weight"
+    with pytest.raises(InputError) as e:
+        rerank(_cfg(candidates, tmp_path / "c", "cross_encoder", k=4, top_d=2, splits=["test"],
+                    cross_encoder={"model": str(model)}))
+    msg = str(e.value)
+    assert e.value.field == "rerank.cross_encoder.model" and f"'{model}'" in msg, msg
+    assert f"{head} would be initialised at random" in msg and "sequence-classification model trained" in msg, msg
+    assert not (tmp_path / "c" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(("labels", "label", "ok"), [(2, 1, True), (2, -2, True), (2, 2, False), (2, -3, False),
+                                                      (1, 0, True), (1, 1, False)])
+def test_cross_encoder_label_must_be_one_of_the_models_labels(candidates, tmp_path, tiny_bert, labels, label, ok):
+    model_dir = _tiny_cross_encoder(tiny_bert, tmp_path / "ce", labels)
+    cfg = _cfg(candidates, tmp_path / "c", "cross_encoder", k=4, top_d=2, splits=["test"],
+               cross_encoder={"model": str(model_dir), "label": label})
+    if ok:
+        assert (rerank(cfg) / "test.jsonl").exists()
+        return
+    with pytest.raises(InputError) as e:  # (was an IndexError from numpy while scoring)
+        rerank(cfg)
+    assert e.value.field == "rerank.cross_encoder.label", str(e.value)
+    assert f"must lie in {-labels} .. {labels - 1}" in str(e.value) and f"got {label}" in str(e.value)
+    assert not (tmp_path / "c" / "manifest.json").exists()
 
 
 def test_cross_encoder_needs_a_local_folder(candidates, tmp_path, capsys):

@@ -22,6 +22,11 @@ from ..config import option
 from ..errors import InputError
 from .base import RERANKERS, Reranker
 
+# what ``rerank.cross_encoder.model`` must be (said when a model's classification head would be random)
+CROSS_ENCODER_NEEDED = ("a sequence-classification model trained to score (query, passage) pairs, e.g. a "
+                        "sentence-transformers cross-encoder such as ms-marco-MiniLM-L-6-v2 (an encoder or a causal "
+                        "LM has no trained classification head)")
+
 
 @dataclass
 class CrossEncoderOptions:
@@ -30,7 +35,8 @@ class CrossEncoderOptions:
     model: str = option("", help="local folder of a sequence-classification checkpoint (e.g. a sentence-"
                                  "transformers cross-encoder)")
     max_length: int = option(512, min=8, help="tokens of a (query, candidate) pair at most (longest_first)")
-    label: int = option(-1, help="with several labels: the one whose softmax probability is the score")
+    label: int = option(-1, help="with several labels: the one whose softmax probability is the score (-1: the "
+                                 "last; -n .. n-1 for n labels)")
     batch_size: int = option(32, min=1, cosmetic=True, help="pairs per forward pass")
 
 
@@ -54,6 +60,7 @@ class CrossEncoder(Reranker):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         from ..artifacts import model_fingerprint
+        from ..causal_lm import load_trained
         from ..device import resolve_device, resolve_dtype
         from ..loading import load_pretrained
 
@@ -65,9 +72,14 @@ class CrossEncoder(Reranker):
         dtype = resolve_dtype(self.cfg.dtype, self.device)
         self.tokenizer = load_pretrained(AutoTokenizer, folder, "cross-encoder's tokenizer",
                                          "rerank.cross_encoder.model", local_files_only=True)
-        self.model = load_pretrained(AutoModelForSequenceClassification, folder, "cross-encoder",
-                                     "rerank.cross_encoder.model", local_files_only=True,
-                                     dtype=dtype).to(self.device).eval()
+        self.model = load_trained(AutoModelForSequenceClassification, folder, "cross-encoder",
+                                  "rerank.cross_encoder.model", CROSS_ENCODER_NEEDED, local_files_only=True,
+                                  dtype=dtype).to(self.device).eval()
+        labels = int(self.model.config.num_labels)
+        if not -labels <= self.settings.label < labels:
+            raise InputError(f"the cross-encoder '{folder}' has {labels} label{'s' if labels > 1 else ''}, so the "
+                             f"label must lie in {-labels} .. {labels - 1} (-1: the last), got {self.settings.label}",
+                             field="rerank.cross_encoder.label")
         self.fingerprint = model_fingerprint(folder)
         self._calls = self._tokens = 0
 

@@ -2,7 +2,8 @@
 
 Greedily, the next kept candidate is the one maximising ``lambda_ * rel(q, c) - (1 - lambda_) * max_s cos(c, s)``
 over the candidates s already kept: ``rel`` is the first-stage score the candidates carry (a dense index's
-cosine), ``cos`` the cosine of the candidates' vectors read back from the dense index (``index.faiss``). A
+cosine), ``cos`` the cosine of the candidates' vectors read back from the dense index (``index.faiss``, or for a
+sharded flat index, built with ``dense.bounded_memory``, its stored vector shards ``vectors/``). A
 candidate's score is its marginal value when it was picked; those never increase along the picks, so sorting by
 them (ties in first-stage order) is the greedy order. ``lambda_`` 1 is the first stage's own order.
 """
@@ -55,25 +56,41 @@ class MMR(Reranker):
     def load(self) -> None:
         from ..retrieval.index import Index
 
-        directory = Path(self.cfg.index or self.candidates["index"]["path"])
-        searcher = Index(directory, verify=False, use_gpu_faiss=False).searcher
+        recorded = (self.candidates.get("index") or {}).get("path")
+        if not (self.cfg.index or recorded):  # candidates imported without an index (`pgra fid import`)
+            raise InputError("the mmr reranker reads a dense index's vectors; these candidates were imported without "
+                             "one: pass --index (a dense index over the corpus they came from)", field="index")
+        directory = Path(self.cfg.index or recorded)
+        loaded = Index(directory, verify=False, use_gpu_faiss=False)
+        searcher = loaded.searcher
         index = getattr(searcher, "faiss", None)
-        if index is None:
-            raise InputError(f"the mmr reranker reads a dense index's vectors; {directory} was built by "
-                             f"'{self.candidates['index'].get('retriever', '?')}'", field="rerank.reranker")
-        try:
-            index.reconstruct(0)
-        except RuntimeError:  # an IVF index keeps no id -> vector map until asked
-            import faiss
+        # a sharded flat index (``dense.bounded_memory``) has no index.faiss: its vectors are the stored shards
+        self._stored = getattr(searcher, "vectors", None) if index is None else None
+        if index is None and self._stored is None:
+            raise InputError(f"the mmr reranker compares the candidates by the first stage's vectors, and the index "
+                             f"{directory} is a '{loaded.retriever}' index, which stores none; rerank candidates "
+                             "retrieved from a dense index (`pgra build-index --retriever dense`), or choose another "
+                             "reranker", field="rerank.reranker")
+        if index is not None:
+            try:
+                index.reconstruct(0)
+            except RuntimeError:  # an IVF index keeps no id -> vector map until asked
+                import faiss
 
-            faiss.extract_index_ivf(index).make_direct_map()
+                faiss.extract_index_ivf(index).make_direct_map()
         self._index = index
 
     def vectors(self, ctxs: Sequence[dict[str, Any]]) -> np.ndarray:
         """The first-stage vectors of a query's candidates (by their corpus positions)."""
-        return np.stack([self._index.reconstruct(int(self.corpus.position(c["id"]))) for c in ctxs])
+        positions = [int(self.corpus.position(c["id"])) for c in ctxs]
+        if self._index is None:
+            return self._stored.rows(np.asarray(positions, dtype=np.int64))
+        return np.stack([self._index.reconstruct(p) for p in positions])
 
     def scores(self, queries: Sequence[str], candidates: Sequence[Sequence[dict[str, Any]]]) -> list[np.ndarray]:
+        if any(c.get("score") is None for cs in candidates for c in cs):  # imported evidence may carry none
+            raise InputError("the mmr reranker weighs the first stage's score of every candidate, and some "
+                             "candidates carry none ('score'): choose another reranker", field="rerank.reranker")
         return [mmr_scores(np.array([float(c["score"]) for c in cs]), self.vectors(cs), self.settings.lambda_)
                 for cs in candidates]
 

@@ -49,6 +49,9 @@ class QueryLikelihood(Reranker):
         from ..icl.scoring import LabelScorer
 
         self.scorer = LabelScorer(self.cfg.lm, **self.cfg.lm_settings(), trust_remote_code=self.cfg.trust_remote_code)
+        # the weights now, before the stage writes anything: an LM whose head its checkpoint lacks (it would be
+        # initialised at random) is refused here, not after the output folder was touched
+        self.scorer.model  # noqa: B018
 
     def prompt(self, evidence: str) -> str:
         return self.settings.template.replace("{evidence}", evidence)
