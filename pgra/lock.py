@@ -2,15 +2,23 @@
 
 ``pgra build-index / retrieve / rerank / train / icl / experiment / train-simcse`` and the same stage functions
 called from Python (:func:`locks_output`) hold ``<out>/.pgra-lock`` (JSON: pid, host, command, start time) while
-they run. A second process on the same folder (a job resubmitted on a cluster while the first still runs)
-refuses, naming the folder and the other process, instead of interleaving writes. A lock left by a process that
-died on this host is taken over, and so is one whose pid now belongs to another process (a reused pid: the lock
-records its writer's start time, and a process that started after the lock was taken cannot be its writer); a
-lock from another host is never guessed dead (delete the file once that job is gone). :func:`hold_lock` does the
+they run. A second process on the same folder (a job resubmitted on a cluster while the first still runs) refuses,
+naming the folder and the other process, instead of interleaving writes. A lock left by a process that died on this
+host is taken over, and so is one whose pid now belongs to another process (a reused pid: the lock records its
+writer's start time, and a process that started after the lock was taken cannot be its writer); a lock from another
+host without a heartbeat is never guessed dead (delete the file once that job is gone). :func:`hold_lock` does the
 same for any lock file path; given ``stale_after``, it also touches the lock every ``stale_after / 4`` seconds (a
-heartbeat) and takes over another host's lock whose heartbeat is older than ``stale_after`` (the claims of
-``pgra experiment`` jobs sharing one folder, :mod:`pgra.experiment.claims`). A lock records the Slurm job
-(``SLURM_JOB_ID``, ``_ARRAY_TASK_ID``) when there is one.
+heartbeat, recorded in the lock) and takes over another host's lock whose heartbeat is older than ``stale_after``
+(or than the timeout that lock records, if longer) (the claims of ``pgra experiment`` jobs sharing one folder,
+:mod:`pgra.experiment.claims`). The output locks a job takes under a claim (a cell's reader, a stage) beat the same
+way (:func:`beating_outputs`), so once a dead job's claim is taken over from another host, its output lock there is
+too. A lock records the Slurm job (``SLURM_JOB_ID``, ``_ARRAY_TASK_ID``) when there is one. :func:`holder` judges a
+lock without taking it.
+
+Every lock file is checked when read, in one place (:func:`validate`: at most :data:`MAX_LOCK_BYTES`, a JSON
+object, a pid within 1 .. 2^31-1, a host and command that are strings, a finite start time ...). An empty,
+unreadable or invalid one (written or edited by hand) is refused while younger than :data:`GRACE_S`, naming the
+file (and the field), and taken over, saying so, once older.
 
 How it stays one writer when many processes start at once:
 
@@ -42,6 +50,7 @@ import dataclasses
 import errno
 import functools
 import json
+import math
 import os
 import secrets
 import socket
@@ -52,7 +61,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .errors import InputError, PgraError
+from .errors import InputError, PgraError, shorten
 
 try:
     import fcntl
@@ -63,6 +72,14 @@ LOCK_FILE = ".pgra-lock"
 GRACE_S = 60.0  # an empty or unreadable lock file older than this was left by a writer that died writing it
 SETTLE_S = 1.0  # how long a reader waits for an empty or unreadable lock file to be written before judging it
 _ATTEMPTS = 10  # create / judge / take-over rounds before giving up (a round is lost only to another process)
+MAX_LOCK_BYTES = 1 << 20  # a lock file larger than this is not pgra's (only its first bytes are read)
+PID_MAX = 2**31 - 1  # pids are C ints; 0 and negative ones name process groups (never a lock's writer)
+MAX_TIME = 32503680000.0  # 3000-01-01: a lock's start time past this is not a clock's
+MAX_STALE_AFTER = 10.0**9  # seconds: a heartbeat timeout past this is not one
+# the heartbeat timeout of the output locks taken inside a claim (pgra.experiment.claims), inherited by the child
+# processes of a cell: with it an output lock beats like a claim, and another host's lock whose heartbeat is older
+# than it is taken over (its job died: the claim guarding the folder was taken over first)
+STALE_ENV = "PGRA_LOCK_STALE_AFTER_S"
 
 
 class OutputBusyError(PgraError):
@@ -131,6 +148,54 @@ def job_id() -> str:
     return f"{job}_{task}" if job and task else job
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# what a lock file's fields may hold: (field, required, check, what it must be); other fields are kept unread
+_FIELDS: tuple[tuple[str, bool, Callable[[object], bool], str], ...] = (
+    ("pid", True, lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= PID_MAX,
+     f"a process id (an integer 1 .. {PID_MAX})"),
+    ("host", True, lambda v: isinstance(v, str) and len(v) <= 1024, "a host name"),
+    ("command", False, lambda v: isinstance(v, str), "a string"),
+    ("started", False, lambda v: _number(v) and math.isfinite(v) and 0 <= v <= MAX_TIME,
+     "a time (seconds since 1970, finite)"),
+    ("pid_start", False, lambda v: v is None or isinstance(v, str), "a string"),
+    ("job", False, lambda v: v is None or isinstance(v, str), "a string"),
+    ("stale_after", False, lambda v: _number(v) and math.isfinite(v) and 0 < v <= MAX_STALE_AFTER,
+     "a number of seconds > 0"),
+)
+
+
+def validate(data: bytes) -> tuple[dict | None, str]:
+    """The one check of a lock file's bytes (an output lock, a claim): ``(info, "")`` for a lock pgra could have
+    written, else ``(None, why)`` (``why`` empty for an empty file; else naming the field and its value)."""
+    if not data.strip():
+        return None, ""
+    if len(data) > MAX_LOCK_BYTES:
+        return None, f"larger than {MAX_LOCK_BYTES} bytes"
+    try:
+        info = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):  # (UnicodeDecodeError included; RecursionError: nested too deeply)
+        return None, "not JSON"
+    if not isinstance(info, dict):
+        return None, "not a JSON object"
+    for name, required, ok, what in _FIELDS:
+        if name not in info:
+            if required:
+                return None, f"field '{name}' is missing"
+            continue
+        if not ok(info[name]):
+            return None, f"field '{name}' is {shorten(info[name], 80)}, not {what}"
+    return info, ""
+
+
+def describe_holder(info: dict) -> str:
+    """Who holds a lock, from its validated ``info``: ``process <pid> on host <host>, job ... (`command`, started
+    ...)``."""
+    return _describe(info)
+
+
 def _describe(info: dict) -> str:
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.get("started", 0)))
     job = f", job {info['job']}" if info.get("job") else ""
@@ -143,17 +208,19 @@ class _Seen:
     """A lock file as read, kept open while it is judged (so that its inode cannot be reused meanwhile)."""
 
     fd: int
-    data: bytes
-    info: dict | None  # None: empty, or not a JSON object
+    data: bytes  # (its first MAX_LOCK_BYTES + 1 bytes)
+    info: dict | None  # None: empty, or not a lock pgra could have written (:func:`validate`)
     age: float  # seconds since it was written
+    problem: str = ""  # why ``info`` is None (empty for an empty file)
 
     def close(self) -> None:
         os.close(self.fd)
 
 
-def _read_fd(fd: int) -> bytes:
+def _read_fd(fd: int, limit: int = MAX_LOCK_BYTES + 1) -> bytes:
+    """The first ``limit`` bytes of the file ``fd`` (all of a lock pgra wrote)."""
     chunks, offset = [], 0
-    while chunk := os.pread(fd, 1 << 16, offset):
+    while offset < limit and (chunk := os.pread(fd, min(1 << 16, limit - offset), offset)):
         chunks.append(chunk)
         offset += len(chunk)
     return b"".join(chunks)
@@ -165,11 +232,14 @@ def _write_fd(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _open(path: Path) -> _Seen | None:
-    """The lock file at ``path``, opened and read; None when there is none."""
+def _open(path: Path, writable: bool = True) -> _Seen | None:
+    """The lock file at ``path``, opened and read (``writable``: opened for writing where allowed, to remove it
+    under its flock); None when there is none."""
     nonblock = getattr(os, "O_NONBLOCK", 0)  # a FIFO in its place is reported, not waited on
     try:
         try:
+            if not writable:
+                raise PermissionError
             fd = os.open(path, os.O_RDWR | nonblock)  # writable: NFS grants an exclusive flock only to a writer
         except PermissionError:  # another user's lock
             fd = os.open(path, os.O_RDONLY | nonblock)
@@ -184,11 +254,8 @@ def _open(path: Path) -> _Seen | None:
     except OSError:
         os.close(fd)
         raise
-    try:
-        info = json.loads(data.decode("utf-8"))
-    except ValueError:  # (UnicodeDecodeError included)
-        info = None
-    return _Seen(fd, data, info if isinstance(info, dict) else None, age)
+    info, problem = validate(data)
+    return _Seen(fd, data, info, age, problem)
 
 
 def _settled(path: Path) -> _Seen | None:
@@ -280,23 +347,39 @@ def _busy(label: str, info: dict, path: Path, same_host: bool) -> OutputBusyErro
                            "folder")
 
 
+def _heartbeat_timeout(info: dict, stale_after: float | None) -> float | None:
+    """After how long without a heartbeat another host's lock ``info`` is dead: the longer of the caller's
+    ``stale_after`` and the one the lock records (its holder beats every quarter of it); None: never."""
+    limits = [t for t in (stale_after, info.get("stale_after")) if t is not None]
+    return max(limits) if limits else None
+
+
 def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | None = None) -> str:
     """Why the lock ``seen`` is stale (said when taking it over); raise :class:`OutputBusyError` when its writer
-    may be alive: a live process on this host, a process on another host (any, or with ``stale_after`` one whose
-    heartbeat is younger than that), or a fresh empty/unreadable lock."""
+    may be alive: a live process on this host, a process on another host (any, or with a heartbeat timeout, the
+    caller's ``stale_after`` or the lock's own, one whose heartbeat is younger than that), or a fresh empty,
+    unreadable or invalid lock (:func:`validate`; once :data:`GRACE_S` old it is stale: no pgra process writes
+    one, and a lock being created is never seen half-written)."""
     info = seen.info
-    if info is not None and info.get("host") != me["host"]:
-        if stale_after is not None and seen.age > stale_after:
-            return f"the lock of {_describe(info)}, whose heartbeat stopped {seen.age:.0f} s ago"
-        raise _busy(label, info, path, same_host=False)
-    pid = None if info is None else info.get("pid")
-    if not isinstance(pid, int) or isinstance(pid, bool):
-        what = "empty" if not seen.data.strip() else "unreadable"
+    if info is None:
+        what = "empty" if not seen.data.strip() else \
+            "unreadable" if seen.problem.startswith(("not JSON", "not a JSON", "larger")) else "invalid"
+        detail = f"{what} ({seen.problem})" if seen.problem else what
+        if seen.age < GRACE_S and what == "invalid":
+            raise OutputBusyError(f"{label}: its lock {path} is {detail}, written {seen.age:.0f} s ago; delete it "
+                                  f"if no process writes there (one like it is taken over once {GRACE_S:.0f} s old)")
         if seen.age < GRACE_S:
-            raise OutputBusyError(f"{label}: its lock {path} is {what} (written {seen.age:.0f} s ago), perhaps "
+            raise OutputBusyError(f"{label}: its lock {path} is {detail}, written {seen.age:.0f} s ago, perhaps "
                                   "by another process taking the lock this moment; try again in a minute, or "
                                   "delete it if no process writes there")
-        return f"an {what} lock file written {seen.age / 60:.0f} min ago (its writer died while writing it)"
+        why = "its writer died while writing it" if what != "invalid" else "no pgra process writes one like it"
+        return f"an {detail} lock file written {seen.age / 60:.0f} min ago ({why})"
+    if info["host"] != me["host"]:
+        limit = _heartbeat_timeout(info, stale_after)
+        if limit is not None and seen.age > limit:
+            return f"the lock of {_describe(info)}, whose heartbeat stopped {seen.age:.0f} s ago"
+        raise _busy(label, info, path, same_host=False)
+    pid = info["pid"]
     alive = _alive(pid)
     if alive and not _reused_pid(info):
         raise _busy(label, info, path, same_host=True)
@@ -324,9 +407,7 @@ def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None)
         if seen is None:
             continue  # released meanwhile: try again
         try:
-            info = seen.info or {}
-            if info.get("pid") == me["pid"] and info.get("host") == me["host"] and \
-                    info.get("pid_start", me["pid_start"]) == me["pid_start"]:
+            if _is_mine(seen.info, me):
                 return None
             reason = _judge(seen, me, path, label, stale_after)
             if _remove_if_unchanged(path, seen):
@@ -336,19 +417,34 @@ def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None)
     raise OutputBusyError(f"{label}: could not take the lock {path} (other processes keep taking it)")
 
 
+def _is_mine(info: dict | None, me: dict) -> bool:
+    """Whether the lock ``info`` is this process's own (re-entrance)."""
+    return info is not None and info["pid"] == me["pid"] and info["host"] == me["host"] and \
+        info.get("pid_start", me["pid_start"]) == me["pid_start"]
+
+
+def _me(command: str = "", stale_after: float | None = None, extra: dict | None = None) -> dict:
+    """This process's lock content."""
+    me = {**(extra or {}), "pid": os.getpid(), "host": socket.gethostname(),
+          "command": command or " ".join(sys.argv[:3]), "started": time.time(), "pid_start": _start_token(os.getpid())}
+    if job_id():
+        me["job"] = job_id()
+    if stale_after is not None:
+        me["stale_after"] = stale_after  # readers on other hosts judge its heartbeat by it
+    return me
+
+
 @contextlib.contextmanager
 def hold_lock(path: str | Path, command: str = "", label: str | None = None,
-              stale_after: float | None = None) -> Iterator[Path]:
+              stale_after: float | None = None, extra: dict | None = None) -> Iterator[Path]:
     """Hold the lock file ``path`` (its folder must exist) for the block; raise :class:`OutputBusyError` if a live
     process holds it. Re-entrant within one process. ``label``: what the lock guards, in messages (its folder).
     ``stale_after``: seconds after which another host's lock without a heartbeat is taken over; this lock's own
-    heartbeat (its mtime touched every ``stale_after / 4`` s) runs while it is held."""
+    heartbeat (its mtime touched every ``stale_after / 4`` s) runs while it is held, and the lock records it.
+    ``extra``: more fields the lock file holds (JSON values)."""
     path = Path(path)
     label = str(path.parent) if label is None else label
-    me = {"pid": os.getpid(), "host": socket.gethostname(), "command": command or " ".join(sys.argv[:3]),
-          "started": time.time(), "pid_start": _start_token(os.getpid())}
-    if job_id():
-        me["job"] = job_id()
+    me = _me(command, stale_after, extra)
     mine = _acquire(path, me, label, stale_after)
     if mine is None:  # this process holds it already (a stage run inside another)
         yield path
@@ -376,6 +472,65 @@ def _heartbeat(path: Path, ident: tuple[int, int], every: float, stop: threading
                 os.utime(path)
 
 
+def holder(path: str | Path, stale_after: float | None = None, remove_stale: bool = False) -> dict | None:
+    """Who holds the lock file ``path``, judged as :func:`hold_lock` judges it but without taking it: the live
+    holder's lock content (``{}`` for a fresh empty, unreadable or invalid one, or one that cannot be read), or
+    None when there is none, it is this process's own, or its holder is dead. Nothing is written unless
+    ``remove_stale`` (then a dead holder's lock is removed, as a takeover would)."""
+    path = Path(path)
+    me = _me()
+    try:
+        seen = _open(path, writable=remove_stale)
+    except OSError:
+        return {}
+    if seen is None:
+        return None
+    try:
+        if _is_mine(seen.info, me):
+            return None
+        try:
+            _judge(seen, me, path, str(path), stale_after)
+        except OutputBusyError:
+            return seen.info or {}
+        if remove_stale:
+            with contextlib.suppress(OSError):
+                _remove_if_unchanged(path, seen)
+        return None
+    finally:
+        seen.close()
+
+
+def inherited_stale_after() -> float | None:
+    """The heartbeat timeout of output locks taken inside a claim (:data:`STALE_ENV`); None outside one."""
+    value = os.environ.get(STALE_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_STALE_AFTER):
+        raise InputError(f"{STALE_ENV}={shorten(value)} is not a number of seconds > 0 (pgra sets it for the "
+                         "stages and cells a job runs under its claim; unset it)", field=STALE_ENV)
+    return seconds
+
+
+@contextlib.contextmanager
+def beating_outputs(stale_after: float) -> Iterator[None]:
+    """For the block (and the child processes started in it): output locks beat every ``stale_after / 4`` s,
+    and another host's output lock whose heartbeat is older than ``stale_after`` is taken over (the claim that
+    guards these folders was taken over from a job that died, so its locks there are dead too)."""
+    before = os.environ.get(STALE_ENV)
+    os.environ[STALE_ENV] = repr(float(stale_after))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(STALE_ENV, None)
+        else:
+            os.environ[STALE_ENV] = before
+
+
 def _release(path: Path, ident: tuple[int, int], data: bytes) -> None:
     """Remove the lock this process created, if it is still there (and still its own)."""
     try:
@@ -395,17 +550,20 @@ def _release(path: Path, ident: tuple[int, int], data: bytes) -> None:
 @contextlib.contextmanager
 def output_lock(directory: str | Path, command: str = "", field: str = "out") -> Iterator[Path]:
     """Hold ``directory``'s lock for the block (creating the folder); raise :class:`OutputBusyError` if a live
-    process holds it. Re-entrant within one process. ``field``: the option naming the folder (for errors)."""
+    process holds it. Re-entrant within one process. ``field``: the option naming the folder (for errors). Inside
+    a claim (:func:`beating_outputs`) the lock beats, and another host's lock whose heartbeat stopped longer ago
+    than the claim's timeout is taken over."""
     directory = Path(directory)
     if (directory.exists() or directory.is_symlink()) and not directory.is_dir():
         from .artifacts import describe_path
 
         raise InputError(f"{directory} is {describe_path(directory)}, not a folder: choose another output folder",
                          field=field)
+    stale = inherited_stale_after()  # inside a claim: this lock beats, and a dead job's on another host is taken
     created = [p for p in (directory, *directory.parents) if not p.exists()]  # removed again if left empty
     directory.mkdir(parents=True, exist_ok=True)
     try:
-        with hold_lock(directory / LOCK_FILE, command, label=str(directory)) as path:
+        with hold_lock(directory / LOCK_FILE, command, label=str(directory), stale_after=stale) as path:
             yield path
     finally:
         for folder in created:  # a run refused before writing anything leaves no empty folders behind

@@ -178,6 +178,9 @@ def test_claims_skip_live_holders_and_take_over_dead_ones(tmp_path):
     os.utime(claim_path(cell), (old, old))
     assert is_claimed(cell, "cell", stale_after=None)  # plain locks never guess another host dead
     assert not is_claimed(cell, "cell", stale_after=60)
+    assert claim_path(cell).exists()  # only looked at: the claim is taken over by the job that claims the cell
+    with try_claim(cell, "cell", stale_after=60):
+        assert json.loads(claim_path(cell).read_text())["pid"] == os.getpid()
     assert not claim_path(cell).exists()
 
 
@@ -223,3 +226,232 @@ def test_slurm_launcher_without_submitit_says_how_to_install_it(setup, monkeypat
     line = one_error_line(["experiment", "--config", str(path), "--launcher", "slurm", "--workers", "2"], capsys)
     assert "--launcher slurm needs submitit: pip install 'pgra[slurm]'" in line
     assert not (root / "no-submitit").exists()
+
+
+# ----- the "others busy?" probe only looks (issue 49 item 7) -----
+def test_probing_a_claim_writes_nothing(tmp_path, monkeypatch):
+    """is_claimed judges a claim as try_claim does (free, live, dead), without creating or removing a file."""
+    import pgra.lock as lock
+    from pgra.experiment.claims import claim_path, is_claimed
+
+    def no_writes(*args, **kwargs):
+        raise AssertionError("the probe wrote a lock file")
+
+    monkeypatch.setattr(lock, "_create", no_writes)
+    monkeypatch.setattr(lock, "_remove_if_unchanged", no_writes)
+    cell = tmp_path / "sky" / "fid" / "seed-1"
+    assert not is_claimed(cell, "cell", stale_after=60)  # free
+    assert not claim_path(cell).exists()
+    claim_path(cell).parent.mkdir(parents=True)
+    claim_path(cell).write_text(json.dumps({"pid": 1, "host": "node-17", "started": time.time()}))
+    assert is_claimed(cell, "cell", stale_after=60)  # another host's, beating
+    old = time.time() - 120
+    os.utime(claim_path(cell), (old, old))
+    assert not is_claimed(cell, "cell", stale_after=60)  # its heartbeat stopped: dead, but left for a claimer
+    assert claim_path(cell).exists()
+
+
+PROBES = '''
+import multiprocessing as mp, sys
+from pathlib import Path
+from pgra.experiment.claims import is_claimed
+
+root, workers, rounds = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+cells = [root / f"cell-{i}" for i in range(3)]
+
+def probe(start, seen):
+    busy = 0
+    for _ in range(rounds):
+        start.wait(60)  # every worker probes at once, as jobs that finish together do
+        busy += sum(is_claimed(c, c.name, 600) for c in cells)
+    seen.put(busy)
+
+ctx = mp.get_context("fork")
+start, seen = ctx.Barrier(workers), ctx.Queue()
+procs = [ctx.Process(target=probe, args=(start, seen)) for _ in range(workers)]
+for p in procs:
+    p.start()
+print(sum(seen.get(timeout=300) for _ in procs))
+for p in procs:
+    p.join()
+'''
+
+
+def test_jobs_probing_together_never_see_each_other_as_busy(tmp_path):
+    """Four jobs finishing together each ask whether others still hold a stage or cell (to decide who writes the
+    report): none holds one, so none may see one held (a probe that took each claim for a moment made them see
+    each other's probes, and all skipped the report)."""
+    proc = subprocess.run([sys.executable, "-c", PROBES, str(tmp_path), "4", "40"], env=_env(), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[-1] == "0", proc.stdout
+    assert not list(tmp_path.iterdir())
+
+
+# ----- an invalid claim holds only its own cell (issue 53) -----
+def test_an_invalid_claim_holds_only_its_cell_and_is_taken_over_naming_its_field(tmp_path, capsys):
+    from pgra.experiment.claims import claim_path, is_claimed, try_claim
+
+    bad, good = tmp_path / "sky" / "fid" / "seed-1", tmp_path / "sky" / "fid" / "seed-2"
+    claim_path(bad).parent.mkdir(parents=True)
+    claim_path(bad).write_text(json.dumps({"pid": 10**30, "host": socket.gethostname(), "started": "noon"}))
+    assert try_claim(bad, "sky/fid/seed-1", stale_after=600) is None  # fresh: skipped, come back later
+    assert is_claimed(bad, "sky/fid/seed-1", stale_after=600)
+    other = try_claim(good, "sky/fid/seed-2", stale_after=600)  # every other cell goes on
+    assert other is not None
+    other.close()
+    old = time.time() - 120
+    os.utime(claim_path(bad), (old, old))
+    assert not is_claimed(bad, "sky/fid/seed-1", stale_after=600)
+    taken = try_claim(bad, "sky/fid/seed-1", stale_after=600)
+    assert taken is not None
+    taken.close()
+    err = capsys.readouterr().err
+    assert f"taking over an invalid (field 'pid' is {10**30}" in err and str(claim_path(bad)) in err
+
+
+# ----- jobs sharing a folder share its settings (issue 53) -----
+def _grid_config(root: Path, **change):
+    from pgra.config import from_dict
+    from pgra.experiment import ExperimentConfig
+
+    data = {"out": str(root / "exp"), "tasks": [str(root / "sky.yaml")], "methods": ["knn_vote"], "seeds": [1],
+            "index": {"corpus": str(root / "corpus.txt"), "out": str(root / "index"), "retriever": "bm25"},
+            "knn_vote": {"k": 3}, "show_progress": False}
+    for key, value in change.items():
+        node = data
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return from_dict(ExperimentConfig, data)
+
+
+HOLD_REGISTRATION = '''
+import json, sys, time
+from pgra.lock import hold_lock
+with hold_lock(sys.argv[1], "pgra experiment", stale_after=600, extra={"settings": json.loads(sys.argv[2])}):
+    print("held", flush=True)
+    time.sleep(120)
+'''
+
+
+def test_a_job_with_other_settings_is_refused_naming_the_setting(tmp_path):
+    """Job A runs the folder with knn_vote.k=3; job B with k=5 would find A's cells stale and rerun them (and A
+    B's): B is refused before it writes anything, naming the setting. A job that differs only in the grid's extent
+    (methods, seeds) shares the folder; once A is gone, B runs."""
+    from pgra.distributed import DistContext
+    from pgra.errors import InputError
+    from pgra.experiment import Experiment
+
+    write_sky_task(tmp_path)
+    write_corpus(tmp_path)
+    a = Experiment(_grid_config(tmp_path))
+    a.out.mkdir()
+    job = a.out / ".job-forA.claim"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_REGISTRATION, str(job), json.dumps(a.shared_settings())],
+                              stdout=subprocess.PIPE, text=True, env=_env())
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = sorted(p.name for p in a.out.iterdir())
+        b = Experiment(_grid_config(tmp_path, **{"knn_vote.k": 5}))
+        with pytest.raises(InputError, match=r"field 'knn_vote\.k': .* knn_vote\.k is 3 there, 5 here"), \
+                b.sharing(DistContext()):
+            pass
+        assert sorted(p.name for p in a.out.iterdir()) == before  # nothing written, A's registration kept
+        same = Experiment(_grid_config(tmp_path, methods=["knn_vote", "no_retrieval"], seeds=[1, 2]))
+        with same.sharing(DistContext()):
+            assert len(list(a.out.glob(".job-*.claim"))) == 2  # both registered
+        assert sorted(p.name for p in a.out.iterdir()) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    with b.sharing(DistContext()):  # A died: its registration is judged dead and removed
+        assert len(list(a.out.glob(".job-*.claim"))) == 1
+    assert not list(a.out.glob(".job-*.claim"))
+
+
+# ----- --launcher slurm (issue 53, issue 49 items 8 and 15) -----
+def test_slurm_launcher_without_slurm_is_one_error_line(tmp_path, monkeypatch, capsys):
+    from tests.conftest import one_error_line
+
+    pytest.importorskip("submitit")
+    write_sky_task(tmp_path)
+    write_corpus(tmp_path)
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no sbatch, no srun
+    line = one_error_line(["experiment", "--out", str(tmp_path / "exp"), f"tasks={tmp_path / 'sky.yaml'}",
+                           f"index.corpus={tmp_path / 'corpus.txt'}", f"index.out={tmp_path / 'index'}",
+                           "index.retriever=bm25", "--launcher", "slurm", "--workers", "2"], capsys)
+    assert "field 'launcher'" in line and "no Slurm" in line and "srun" in line
+    assert not (tmp_path / "exp").exists() and not (tmp_path / "index").exists()
+
+
+def test_slurm_workers_get_their_cpus_in_srun_and_say_their_memory(tmp_path, monkeypatch, capsys):
+    """The parameters submitit gets: the job's CPUs passed on to its srun step (SRUN_CPUS_PER_TASK, which Slurm
+    22.05-23.02 do not set from --cpus-per-task), memory asked only when given, and said when submitting."""
+    import types
+
+    from pgra.experiment import launch
+    from pgra.experiment.config import SlurmConfig
+
+    params = launch.slurm_parameters(SlurmConfig(cpus_per_worker=6, partition="gpu"))
+    assert params["slurm_setup"] == ["export SRUN_CPUS_PER_TASK=6"] and params["cpus_per_task"] == 6
+    assert "mem_gb" not in params and params["slurm_partition"] == "gpu"
+    assert launch.slurm_parameters(SlurmConfig(mem_gb=32))["mem_gb"] == 32
+    local = launch.slurm_parameters(SlurmConfig(cluster="local", gpus_per_worker=2), devices_here=1)
+    assert "slurm_setup" not in local and local["gpus_per_node"] == 1
+
+    seen: dict = {}
+
+    class Executor:  # submitit's AutoExecutor, recording what it is given
+        def __init__(self, folder, cluster):
+            seen["cluster"] = cluster
+
+        def update_parameters(self, **kw):
+            seen.update(kw)
+
+        def submit(self, fn, *args):
+            return types.SimpleNamespace(job_id=f"{len(seen)}")
+
+    monkeypatch.setitem(sys.modules, "submitit", types.SimpleNamespace(AutoExecutor=Executor))
+    for tool in ("sbatch", "srun"):
+        (tmp_path / tool).write_text("#!/bin/sh\n")
+        (tmp_path / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    cfg = types.SimpleNamespace(launcher="slurm", out=str(tmp_path / "exp"), workers=2,
+                                slurm=SlurmConfig(cpus_per_worker=4, wait=False))
+    assert launch._slurm({}, cfg) is None
+    assert seen["slurm_setup"] == ["export SRUN_CPUS_PER_TASK=4"] and "mem_gb" not in seen
+    out = capsys.readouterr().out
+    assert "submitted 2 worker(s)" in out and "no memory asked (slurm.mem_gb: 0)" in out and "DefMemPerCPU" in out
+
+
+# ----- a dead job's cell taken over from another host (issue 49 item 1) -----
+def test_a_dead_job_s_cell_is_taken_over_from_another_host(tmp_path, tiny_t5):
+    """A job killed mid-cell on "another host" (its claim and the reader's `.pgra-lock` in the cell say node-17,
+    their heartbeat stopped long ago): the next job takes over the claim and the lock, and resumes the cell."""
+    write_sky_task(tmp_path)
+    config = tmp_path / "grid.yaml"
+    config.write_text(yaml.safe_dump({
+        "out": str(tmp_path / "exp"), "tasks": [str(tmp_path / "sky.yaml")], "methods": ["fid"], "seeds": [1],
+        "index": {"corpus": str(write_corpus(tmp_path)), "out": str(tmp_path / "index"), "retriever": "bm25"},
+        "retrieve": {"k": 6}, "show_progress": False, "report": False, "claim_stale_after_s": 60,
+        "reader": {"model": str(tiny_t5), "n_passages": 2, "max_length": 32, "batch_size": 4, "max_steps": 3,
+                   "eval_every": 0, "save_every": 1, "eval_batch_size": 8, "learning_rate": 1e-3}}))
+    killed = _pgra(["experiment", "--config", str(config)], tmp_path / "killed.log", **{ENV: "train.step@2"})
+    assert killed.wait(timeout=600) == KILLED_EXIT, (tmp_path / "killed.log").read_text()[-3000:]
+    cell = tmp_path / "exp" / "sky" / "fid" / "seed-1"
+    old = time.time() - 3600
+    for path in (cell.parent / ".seed-1.claim", cell / ".pgra-lock"):  # as if written on node-17
+        path.write_text(json.dumps({**json.loads(path.read_text()), "host": "node-17"}))
+        os.utime(path, (old, old))
+    rerun = _pgra(["experiment", "--config", str(config)], tmp_path / "rerun.log")
+    code = rerun.wait(timeout=600)
+    text = (tmp_path / "rerun.log").read_text()
+    assert code == 0, text[-3000:]
+    taken = f"taking over the lock of process {killed.pid} on host node-17"
+    assert text.count(taken) == 2, text[-3000:]  # the claim, then the reader's lock in the cell
+    assert "[sky/fid/seed-1] resuming" in text
+    assert json.loads((cell / "cell.json").read_text())["cost"]["resumed"]
+    assert not (cell / ".pgra-lock").exists() and not (cell.parent / ".seed-1.claim").exists()

@@ -279,3 +279,124 @@ def test_the_lock_is_taken_where_link_misbehaves(link, tmp_path, monkeypatch):
         assert json.loads((out / LOCK_FILE).read_text())["command"] == "job A"
         assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]
     assert not out.exists()
+
+
+# ----- lock files written or edited by hand (issue 53): checked in one place, never a crash -----
+_ME = socket.gethostname()
+INVALID_LOCKS = [  # (content, the field named)
+    (json.dumps({"pid": 10**30, "host": _ME, "command": "x", "started": 1.0}), "field 'pid'"),  # was OverflowError
+    (json.dumps({"pid": 0, "host": _ME, "started": 1.0}), "field 'pid'"),  # a process group, never "alive"
+    (json.dumps({"pid": -1, "host": _ME, "started": 1.0}), "field 'pid'"),
+    (json.dumps({"pid": 1.5, "host": _ME}), "field 'pid'"),
+    (json.dumps({"pid": 4242, "host": "node-17", "started": "yesterday"}), "field 'started'"),  # was TypeError
+    ('{"pid": 4242, "host": "node-17", "started": Infinity}', "field 'started'"),  # was OverflowError
+    (json.dumps({"pid": 4242, "host": "node-17", "started": 1e300}), "field 'started'"),
+    (json.dumps({"pid": 4242, "host": ["node-17"]}), "field 'host'"),
+    (json.dumps({"pid": 4242, "host": "node-17", "command": {"a": 1}}), "field 'command'"),
+    (json.dumps({"pid": 4242, "host": "node-17", "stale_after": -5}), "field 'stale_after'"),
+    ("[" * 3000, "not JSON"),  # was RecursionError
+    ('{"pid": 1, "host": "h", "pad": "' + "x" * (2 << 20) + '"}', "larger than"),
+]
+
+
+@pytest.mark.parametrize(("content", "named"), INVALID_LOCKS, ids=[f"{i}-{n.split()[-1]}" for i, (_, n) in
+                                                                  enumerate(INVALID_LOCKS)])
+def test_an_invalid_lock_is_refused_naming_its_field_then_taken_over(content, named, tmp_path, monkeypatch, capsys):
+    """A fresh invalid lock: OutputBusyError naming the file and the field, telling to delete it (nothing changed);
+    once older than GRACE_S it is taken over, saying why."""
+    from pgra.lock import output_lock
+
+    _quick_settle(monkeypatch)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_FILE).write_text(content)
+    with pytest.raises(OutputBusyError) as refused, output_lock(out, "job B"):
+        pass
+    assert str(out / LOCK_FILE) in str(refused.value) and named in str(refused.value)
+    assert "delete it if no process writes there" in str(refused.value)
+    assert (out / LOCK_FILE).read_text() == content
+    old = time.time() - 3600
+    os.utime(out / LOCK_FILE, (old, old))
+    with output_lock(out, "job B"):
+        assert json.loads((out / LOCK_FILE).read_text())["command"] == "job B"
+    assert "taking over an" in capsys.readouterr().err
+
+
+def test_the_cli_names_an_invalid_lock_in_one_error_line(tmp_path, corpus_txt):
+
+    out = tmp_path / "idx"
+    out.mkdir()
+    (out / LOCK_FILE).write_text(json.dumps({"pid": 10**30, "host": _ME, "started": time.time()}))
+    proc = subprocess.run([sys.executable, "-c", "import sys; from pgra.cli import main; sys.exit(main(sys.argv[1:]))",
+                           "build-index", "--corpus", str(corpus_txt), "--out", str(out), "--retriever", "bm25"],
+                          capture_output=True, text=True, timeout=300)
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert str(out / LOCK_FILE) in lines[0] and "field 'pid'" in lines[0]
+
+
+def test_validate_accepts_what_pgra_writes_and_keeps_unknown_fields():
+    from pgra.lock import _me, validate
+
+    me = _me("pgra train", stale_after=600.0, extra={"settings": {"a": [1]}})
+    info, problem = validate(json.dumps(me).encode())
+    assert problem == "" and info == me
+    assert validate(b"") == (None, "")
+    assert validate(b'{"pid": 12') == (None, "not JSON")
+
+
+# ----- another host's dead lock under a claim (issue 49 item 1) -----
+def _forge(path, host="node-17", age=3600.0, **more):
+    path.write_text(json.dumps({"pid": 4242, "host": host, "command": "pgra experiment", "started": time.time() - age,
+                                **more}))
+    os.utime(path, (time.time() - age, time.time() - age))
+
+
+def test_under_a_claim_another_hosts_dead_output_lock_is_taken_over(tmp_path, capsys):
+    """A dead job's cell: its claim and the reader's `.pgra-lock` inside the cell both from another host, their
+    heartbeat long stopped. The job that takes the claim over takes the lock over too (it raised OutputBusyError)."""
+    from pgra.experiment.claims import claim_path, try_claim
+    from pgra.lock import STALE_ENV, output_lock
+
+    cell = tmp_path / "exp" / "sky" / "fid" / "seed-1"
+    cell.mkdir(parents=True)
+    _forge(claim_path(cell))
+    _forge(cell / LOCK_FILE)
+    claim = try_claim(cell, "sky/fid/seed-1", stale_after=60)
+    assert claim is not None
+    with claim, output_lock(cell, "pgra train"):
+        info = json.loads((cell / LOCK_FILE).read_text())
+        assert info["pid"] == os.getpid() and info["stale_after"] == 60  # it beats like the claim
+    err = capsys.readouterr().err
+    assert "taking over the lock of process 4242 on host node-17" in err and "heartbeat stopped" in err
+    assert not (cell / LOCK_FILE).exists() and STALE_ENV not in os.environ
+
+
+def test_under_a_claim_another_hosts_live_output_lock_is_kept(tmp_path):
+    """A lock whose heartbeat is fresh is a live job's, claim or not; outside a claim another host's lock is never
+    guessed dead (a command run by hand)."""
+    from pgra.experiment.claims import try_claim
+    from pgra.lock import output_lock
+
+    cell = tmp_path / "exp" / "sky" / "fid" / "seed-1"
+    cell.mkdir(parents=True)
+    _forge(cell / LOCK_FILE, age=5)
+    with try_claim(cell, "cell", stale_after=60), pytest.raises(OutputBusyError, match="host node-17"), \
+            output_lock(cell, "pgra train"):
+        pass
+    _forge(cell / LOCK_FILE, age=3600)
+    with pytest.raises(OutputBusyError, match="host node-17"), output_lock(cell, "pgra train"):
+        pass
+
+
+def test_a_lock_that_records_its_heartbeat_is_judged_by_it(tmp_path):
+    """A lock records the heartbeat timeout its holder beats by; a reader judges it by the longer of its own and
+    the lock's, so a reader with a shorter timeout never takes over a lock beating slower than that."""
+    from pgra.experiment.claims import claim_path, is_claimed
+
+    cell = tmp_path / "c"
+    _forge(claim_path(cell), age=300, stale_after=600.0)
+    assert is_claimed(cell, "c", stale_after=60)  # 300 s old, but it beats every 150 s: alive
+    _forge(claim_path(cell), age=900, stale_after=600.0)
+    assert not is_claimed(cell, "c", stale_after=60)
+    assert not is_claimed(cell, "c", stale_after=None)  # recorded: judged by it even without the caller's

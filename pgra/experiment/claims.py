@@ -5,22 +5,40 @@ cell only while it holds that item's claim: the lock file ``.<name>.claim`` besi
 (:func:`pgra.lock.hold_lock`: created whole and atomically, naming host, pid and Slurm job). Another job skips
 what a live job holds and comes back to it later; a claim whose holder is dead is taken over (same host: its pid
 is gone; another host: its heartbeat, the lock's mtime touched every ``stale_after / 4`` s, is older than
-``stale_after``), and the cell's own resume logic continues it from its last checkpoint.
+``stale_after``), and the cell's own resume logic continues it from its last checkpoint. The output locks taken
+under a claim (the cell's reader, a stage's folder) beat the same way, and another host's one whose heartbeat
+stopped is taken over with the claim (:func:`pgra.lock.beating_outputs`). :func:`is_claimed` only looks.
+
+A claim file that is invalid (edited by hand: a huge pid, a start time that is no number ...; checked by
+:func:`pgra.lock.validate`) holds only its own item: it is skipped while younger than a minute, then taken over
+with a line naming the file and the field; every other stage and cell goes on.
+
+Jobs sharing a folder must run the same settings: with other settings each would find the other's finished cells
+stale (their keys differ) and rerun them. So each job registers in the folder while it runs (``.job-<id>.claim``,
+a claim holding the settings that enter the keys: :func:`shared_folder`), and a job whose settings differ from a
+live job's is refused, naming the first differing setting. The grid's extent (tasks, methods, seeds) and how it
+is run or reported may differ: jobs share the cells both plan, with the same keys.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import secrets
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..lock import OutputBusyError, hold_lock, job_id
+from ..errors import InputError, shorten
+from ..lock import OutputBusyError, beating_outputs, describe_holder, hold_lock, holder, job_id
 
 CLAIM_SUFFIX = ".claim"
 WORKER_ENV = "PGRA_WORKER"  # which worker of a launch this process is (recorded in the cells it runs)
 CHILD_MODULE = "pgra.experiment.child"  # what a grid's worker and cell processes run (python -m)
+JOB_PREFIX = ".job-"  # a running job's registration in the experiment folder: .job-<id>.claim
+_MISSING = "(not set)"
 
 
 def claim_path(target: Path) -> Path:
@@ -30,7 +48,8 @@ def claim_path(target: Path) -> Path:
 
 def try_claim(target: Path, label: str, stale_after: float | None) -> contextlib.ExitStack | None:
     """Claim ``target`` (a stage or cell folder, which need not exist): an open stack holding the claim (close it
-    to release), or None when a live job holds it."""
+    to release), or None when a live job holds it. While it is held, the output locks this process (and the
+    processes it starts) takes beat, and another host's dead one is taken over (:func:`pgra.lock.beating_outputs`)."""
     path = claim_path(target)
     path.parent.mkdir(parents=True, exist_ok=True)
     stack = contextlib.ExitStack()
@@ -39,16 +58,15 @@ def try_claim(target: Path, label: str, stale_after: float | None) -> contextlib
                                       stale_after=stale_after))
     except OutputBusyError:
         return None
+    if stale_after is not None:
+        stack.enter_context(beating_outputs(stale_after))
     return stack
 
 
 def is_claimed(target: Path, label: str, stale_after: float | None) -> bool:
-    """Whether a live job holds ``target``'s claim (a dead holder's claim is taken over and released)."""
-    stack = try_claim(target, label, stale_after)
-    if stack is None:
-        return True
-    stack.close()
-    return False
+    """Whether a live job (not this process) holds ``target``'s claim, judged as :func:`try_claim` judges it but
+    read-only: jobs that finish together and look at each other's claims never see a claim taken just to look."""
+    return holder(claim_path(target), stale_after) is not None
 
 
 def worker_identity() -> dict[str, Any]:
@@ -61,4 +79,69 @@ def worker_identity() -> dict[str, Any]:
     return me
 
 
-__all__ = ["CLAIM_SUFFIX", "WORKER_ENV", "claim_path", "is_claimed", "try_claim", "worker_identity"]
+# ----- the jobs sharing a folder agree on its settings -----
+def _first_difference(mine: Any, theirs: Any, prefix: str = "") -> str | None:
+    """The dotted name of the first setting where ``mine`` and ``theirs`` differ (in name order); None if equal."""
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        for key in sorted(set(mine) | set(theirs), key=str):
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if key not in mine or key not in theirs:
+                return name
+            found = _first_difference(mine[key], theirs[key], name)
+            if found is not None:
+                return found
+        return None
+    return None if mine == theirs else (prefix or "settings")
+
+
+def _value(settings: Any, name: str) -> Any:
+    for part in name.split("."):
+        if not isinstance(settings, dict) or part not in settings:
+            return _MISSING
+        settings = settings[part]
+    return settings
+
+
+def check_settings(out: Path, settings: dict[str, Any], stale_after: float | None) -> None:
+    """Refuse (an :class:`~pgra.errors.InputError` naming the first differing setting) when a live job registered
+    in the experiment folder ``out`` runs other ``settings``; read-only but for removing dead jobs' registrations.
+    A registration that holds no settings mapping is judged only as a lock (it is pgra's file edited by hand)."""
+    mine = json.loads(json.dumps(settings, default=str))
+    try:
+        entries = sorted(Path(out).glob(f"{JOB_PREFIX}*{CLAIM_SUFFIX}"))
+    except OSError:
+        return
+    for path in entries:
+        info = holder(path, stale_after, remove_stale=True)
+        if not info or not isinstance(info.get("settings"), dict):
+            continue
+        name = _first_difference(mine, info["settings"])
+        if name is None:
+            continue
+        theirs, here = _value(info["settings"], name), _value(mine, name)
+        raise InputError(f"{out} is being run by another job with other settings ({describe_holder(info)}; its "
+                         f"registration {path}): {name} is {shorten(theirs, 100)} there, {shorten(here, 100)} here. "
+                         "Jobs sharing an experiment folder must run the same settings (each would rerun the "
+                         "other's cells as stale): wait for it to finish, or give this run another out",
+                         field=name)
+
+
+@contextlib.contextmanager
+def shared_folder(out: Path, settings: dict[str, Any], stale_after: float | None) -> Iterator[None]:
+    """Register this job in the experiment folder ``out`` for the block, with the ``settings`` that enter its
+    stages' and cells' keys: refused first (nothing written) when a live job there runs other settings, and again
+    after registering (of two jobs started together with other settings, neither runs). A folder this job cannot
+    write (read-only) is only checked."""
+    check_settings(out, settings, stale_after)
+    path = Path(out) / f"{JOB_PREFIX}{secrets.token_hex(6)}{CLAIM_SUFFIX}"
+    with contextlib.ExitStack() as stack:
+        with contextlib.suppress(OSError):  # a read-only shared folder: nothing to register
+            path.parent.mkdir(parents=True, exist_ok=True)  # (as a claim makes the folder it lies in)
+            stack.enter_context(hold_lock(path, "pgra experiment", label=f"{out} (job {path})",
+                                          stale_after=stale_after, extra={"settings": settings}))
+        check_settings(out, settings, stale_after)
+        yield
+
+
+__all__ = ["CLAIM_SUFFIX", "JOB_PREFIX", "WORKER_ENV", "check_settings", "claim_path", "is_claimed", "shared_folder",
+           "try_claim", "worker_identity"]

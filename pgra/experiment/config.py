@@ -29,6 +29,11 @@ PARALLEL = ("cells", "ddp")
 # how the grid is run, never what a cell computes: left out of a cell's recorded config (and of every key)
 RUNTIME_FIELDS = ("parallel", "launcher", "workers", "slurm", "claim_stale_after_s", "claim_poll_s", "wait_s")
 LAUNCHERS = ("none", "local", "slurm")
+# what each job sharing an experiment folder may choose for itself: which cells it plans (its grid's extent) and
+# how it reports them. Every other setting (less RUNTIME_FIELDS and cosmetic ones) enters a stage's or cell's key,
+# so jobs sharing a folder must agree on it (pgra.experiment.claims.shared_folder)
+JOB_FIELDS = ("out", "tasks", "methods", "seeds", "reference", "report", "dry_run", "show_progress", "log_with",
+              "analysis")
 
 
 @dataclass
@@ -40,7 +45,9 @@ class SlurmConfig:
     gpus_per_worker: int = option(1, min=0, help="GPUs of a worker (it runs one cell at a time, on the first: "
                                                   "more GPUs are more workers)")
     cpus_per_worker: int = option(8, min=1, help="CPU cores of a worker")
-    mem_gb: float = option(0.0, min=0, help="memory of a worker in GB (0: the partition's default)")
+    mem_gb: float = option(0.0, min=0, help="memory of a worker in GB (0: none asked, so Slurm gives the partition's "
+                                            "default, DefMemPerCPU x cpus_per_worker or DefMemPerNode, said when "
+                                            "submitting; where neither is set, that can be a whole node's memory)")
     cluster: str = option("slurm", choices=("slurm", "local"),
                           help="local: submitit's LocalExecutor (the same workers as local processes, no Slurm)")
     folder: str = option("", help="submitit's folder (job logs and pickles); default <out>/.submitit")
@@ -121,5 +128,5 @@ def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -
     return from_dict(type(cfg), base, source=f"<experiment config: {task}/{method or '-'}>")
 
 
-__all__ = ["LAUNCHERS", "METHOD_OVERRIDABLE", "PARALLEL", "RUNTIME_FIELDS", "TASK_OVERRIDABLE", "ExperimentConfig", "SlurmConfig",
+__all__ = ["JOB_FIELDS", "LAUNCHERS", "METHOD_OVERRIDABLE", "PARALLEL", "RUNTIME_FIELDS", "TASK_OVERRIDABLE", "ExperimentConfig", "SlurmConfig",
            "cell_settings"]

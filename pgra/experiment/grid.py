@@ -13,7 +13,8 @@ cell is reported and the grid goes on; the run exits non-zero listing the failur
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from ..rerank.config import RerankConfig
 from ..retrieval.retrieve import RetrieveConfig
 from .cell import check_stale_cell, run_cell
 from .cell import say as _say
-from .config import ExperimentConfig, cell_settings
+from .config import JOB_FIELDS, RUNTIME_FIELDS, ExperimentConfig, cell_settings
 from .estimate import plan_costs
 from .layout import (
     STAGE_KEY_FILE,
@@ -239,7 +240,9 @@ class Experiment:
     def run(self, ctx=None) -> list[CellPlan]:
         """Run this job's share of the grid (claiming stages and cells, so that other jobs over the same folder
         share it: :mod:`pgra.experiment.workers`); returns the cells it saw fail (also listed on stderr). The job
-        that finishes last writes the report with ``report_writer`` when one is given (the command's)."""
+        that finishes last writes the report with ``report_writer`` when one is given (the command's). Refused (an
+        InputError naming the setting, nothing written) while a live job runs the folder with other settings
+        (:meth:`sharing`)."""
         from ..distributed import init_distributed
         from .workers import GridRun
 
@@ -248,8 +251,49 @@ class Experiment:
             if ctx.is_main:
                 print(self.describe())
             return []
-        self.check_ownership()
-        return GridRun(self, ctx).run()
+        with self.sharing(ctx):
+            self.check_ownership()
+            return GridRun(self, ctx).run()
+
+    def shared_settings(self) -> dict[str, Any]:
+        """The settings every job sharing this experiment's folder must agree on: all that enter a stage's or a
+        cell's key (less the cosmetic ones, how the grid is run and what each job may choose:
+        :data:`~pgra.experiment.config.JOB_FIELDS`)."""
+        from ..config import recorded_settings
+
+        return {k: v for k, v in recorded_settings(self.cfg, cosmetic=False).items()
+                if k not in RUNTIME_FIELDS and k not in JOB_FIELDS}
+
+    def check_sharing(self) -> None:
+        """Refuse (an InputError naming the setting) when a live job on this folder runs other settings
+        (:func:`~pgra.experiment.claims.check_settings`); writes nothing."""
+        from .claims import check_settings
+
+        check_settings(self.out, self.shared_settings(), self.cfg.claim_stale_after_s)
+
+    @contextlib.contextmanager
+    def sharing(self, ctx) -> Iterator[None]:
+        """This job registered in its folder for the block (the main process of a launch registers for all its
+        ranks, and all of them refuse together: :func:`~pgra.experiment.claims.shared_folder`)."""
+        from ..distributed import main_computes
+        from ..errors import PgraError
+        from .claims import shared_folder
+
+        with contextlib.ExitStack() as stack:
+            def register() -> str:
+                try:
+                    stack.enter_context(shared_folder(self.out, self.shared_settings(),
+                                                      self.cfg.claim_stale_after_s))
+                except PgraError as e:
+                    if ctx.world_size == 1:
+                        raise
+                    return str(e)
+                return ""
+
+            refused = main_computes(ctx, register)
+            if refused:
+                raise InputError(refused)
+            yield
 
     def check_ownership(self) -> None:
         """Before anything runs: refuse (an InputError naming the files, nothing changed) a stale cell whose folder

@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ from ..lock import is_main_launch
 from ..ownership import claimed
 from .cell import report_failure
 from .claims import CHILD_MODULE, WORKER_ENV
-from .config import ExperimentConfig
+from .config import ExperimentConfig, SlurmConfig
 from .grid import Experiment
 from .layout import CellPlan
 from .workers import experiment_payload, single_process_env, visible_devices
@@ -44,6 +45,9 @@ def run_experiment(cfg: ExperimentConfig, ctx=None,
     experiment = Experiment(cfg, report_writer=report_writer)
     if cfg.dry_run:
         return experiment.run(ctx)
+    if cfg.launcher != "none":  # before anything is written: the launcher can start, no job runs other settings
+        check_launcher(cfg)
+        experiment.check_sharing()
     claim_output(cfg.out, "experiment", "out")
     with claimed(cfg.out, "experiment", "out", cfg) if is_main_launch() else contextlib.nullcontext():
         if cfg.launcher != "none":
@@ -68,6 +72,51 @@ def launch(experiment) -> list:
     return failed
 
 
+def check_launcher(cfg: ExperimentConfig) -> None:
+    """Refuse (an InputError on ``launcher``) a launcher that cannot start here: ``slurm`` without submitit, or
+    (``slurm.cluster: slurm``) on a machine without Slurm's ``sbatch`` and ``srun``."""
+    if cfg.launcher != "slurm":
+        return
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        raise InputError("--launcher slurm needs submitit: pip install 'pgra[slurm]' (submitit>=1.5)",
+                         field="launcher") from None
+    missing = [tool for tool in ("sbatch", "srun") if shutil.which(tool) is None]
+    if cfg.slurm.cluster == "slurm" and missing:
+        raise InputError(f"--launcher slurm: this machine has no Slurm ({' and '.join(missing)} not found on PATH): "
+                         "run it where jobs are submitted (a login node), or start the workers on this machine with "
+                         "--launcher local (or slurm.cluster=local)", field="launcher")
+
+
+def slurm_parameters(s: SlurmConfig, devices_here: int = 0) -> dict[str, Any]:
+    """submitit's parameters of a worker job: its time, CPUs, GPUs, memory and partition. On Slurm, the job's
+    ``srun`` step is given the job's CPUs (``SRUN_CPUS_PER_TASK``: Slurm 22.05 to 23.02 do not pass
+    ``--cpus-per-task`` on to ``srun``, whose step would get one CPU). No memory is asked when ``mem_gb`` is 0 (the
+    partition's default: :func:`memory_note`). ``devices_here``: the GPUs the LocalExecutor may use."""
+    params: dict[str, Any] = {"timeout_min": s.time_min, "cpus_per_task": s.cpus_per_worker,
+                              "gpus_per_node": s.gpus_per_worker, "name": "pgra-experiment", "tasks_per_node": 1,
+                              "nodes": 1}
+    if s.mem_gb:
+        params["mem_gb"] = s.mem_gb
+    if s.partition:
+        params["slurm_partition"] = s.partition
+    if s.cluster == "slurm":
+        params["slurm_setup"] = [f"export SRUN_CPUS_PER_TASK={s.cpus_per_worker}"]
+    else:  # the LocalExecutor runs each job on this machine's visible GPUs
+        params["gpus_per_node"] = min(s.gpus_per_worker, devices_here)
+    return params
+
+
+def memory_note(s: SlurmConfig) -> str:
+    """What memory the workers get (said when submitting)."""
+    if s.mem_gb:
+        return f"{s.mem_gb:g} GB of memory each"
+    return ("no memory asked (slurm.mem_gb: 0): each gets the partition's default (DefMemPerCPU x "
+            f"{s.cpus_per_worker} CPUs, or DefMemPerNode; where neither is set, a whole node's); set slurm.mem_gb to "
+            "ask for a size")
+
+
 def _local(payload: dict, workers: int) -> list[int]:
     """``workers`` local processes, one GPU each (round-robin); their exit codes."""
     devices = visible_devices()
@@ -84,25 +133,19 @@ def _local(payload: dict, workers: int) -> list[int]:
 
 def _slurm(payload: dict, cfg) -> list[int] | None:
     """``cfg.workers`` Slurm jobs (submitit); their exit codes, or None when not waiting for them."""
-    try:
-        import submitit
-    except ImportError:
-        raise InputError("--launcher slurm needs submitit: pip install 'pgra[slurm]' (submitit>=1.5)",
-                         field="launcher") from None
+    check_launcher(cfg)
+    import submitit
+
     s = cfg.slurm
     folder = Path(s.folder or Path(cfg.out) / ".submitit")
-    executor = submitit.AutoExecutor(folder=folder / "%j", cluster=s.cluster)
-    params = {"timeout_min": s.time_min, "cpus_per_task": s.cpus_per_worker, "gpus_per_node": s.gpus_per_worker,
-              "name": "pgra-experiment", "tasks_per_node": 1, "nodes": 1}
-    if s.mem_gb:
-        params["mem_gb"] = s.mem_gb
-    if s.partition:
-        params["slurm_partition"] = s.partition
-    if s.cluster == "local":  # the LocalExecutor runs each job on this machine's visible GPUs
-        params["gpus_per_node"] = min(s.gpus_per_worker, len(visible_devices()))
-    executor.update_parameters(**params)
+    try:
+        executor = submitit.AutoExecutor(folder=folder / "%j", cluster=s.cluster)
+    except RuntimeError as e:  # submitit's own check (`Could not detect "srun"`)
+        raise InputError(f"--launcher slurm: {e}", field="launcher") from None
+    executor.update_parameters(**slurm_parameters(s, len(visible_devices()) if s.cluster == "local" else 0))
     jobs = [executor.submit(run_worker, payload, f"slurm-{i}") for i in range(cfg.workers)]
-    print(f"submitted {len(jobs)} worker(s): {', '.join(str(j.job_id) for j in jobs)} (logs in {folder})", flush=True)
+    print(f"submitted {len(jobs)} worker(s): {', '.join(str(j.job_id) for j in jobs)} (logs in {folder}); "
+          f"{memory_note(s)}", flush=True)
     if not s.wait:
         return None
     codes = []
@@ -159,7 +202,8 @@ def run_cell_process(spec: dict[str, Any]) -> int:
     return 0
 
 
-__all__ = ["experiment_from_payload", "launch", "run_cell_process", "run_experiment", "run_worker"]
+__all__ = ["check_launcher", "experiment_from_payload", "launch", "memory_note", "run_cell_process", "run_experiment",
+           "run_worker", "slurm_parameters"]
 
 if __name__ == "__main__":  # a grid started by an earlier pgra runs its children here
     import runpy
