@@ -467,9 +467,21 @@ def file_record(path: str | Path, hash_limit: int | None = None) -> dict[str, An
     return {"size": size, "sha256": sha256_file(path)}
 
 
+def own_file_name(directory: str | Path, name: object) -> Path:
+    """``directory / name`` for a file an artifact's manifest lists; a name that is not a relative path inside the
+    folder (absolute, ``..``, empty, NUL) is an InputError naming the manifest: an artifact lists only its own files."""
+    text = name if isinstance(name, str) else ""
+    parts = Path(text).parts
+    if not text or "\0" in text or Path(text).is_absolute() or ".." in parts or not parts:
+        raise InputError(f"lists the file {shorten(name)}, which is not inside its folder: an artifact lists only its "
+                         "own files (edited or forged manifest?)", path=Path(directory) / MANIFEST, field="files")
+    return Path(directory) / text
+
+
 def verify_file(directory: str | Path, name: str, record: dict[str, Any], full: bool = True) -> Path:
-    """Check an artifact file against its manifest record (size always, SHA-256 when ``full``)."""
-    path = Path(directory) / name
+    """Check an artifact file against its manifest record (size always, SHA-256 when ``full``); its name must lie
+    inside ``directory`` (:func:`own_file_name`)."""
+    path = own_file_name(directory, name)
     if not path.exists():
         raise IncompleteArtifactError(f"{path}: file listed in the manifest is missing")
     size = path.stat().st_size

@@ -399,6 +399,7 @@ def _expanded_size(root: yaml.Node, limit: int) -> int:
     """How many nodes ``root`` stands for once every alias is expanded (counted without expanding: each
     node's size is computed once), stopping past ``limit``."""
     sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # expanded, not yet sized: the path from the root (depth-first)
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
         node, ready = stack.pop()
@@ -411,22 +412,61 @@ def _expanded_size(root: yaml.Node, limit: int) -> int:
         else:
             children = []
         if not ready:
+            if id(node) in open_nodes:  # reached again below itself
+                raise YAMLTooLargeError("the document holds itself (a recursive alias: an anchor used inside "
+                                        "its own value); refused")
+            open_nodes.add(id(node))
             stack.append((node, True))
-            stack.extend((c, False) for c in children if id(c) not in sizes)
+            for c in children:
+                if id(c) in open_nodes:
+                    raise YAMLTooLargeError("the document holds itself (a recursive alias: an anchor used inside "
+                                            "its own value); refused")
+                if id(c) not in sizes:
+                    stack.append((c, False))
             continue
+        open_nodes.discard(id(node))
         sizes[id(node)] = min(limit + 1, 1 + sum(sizes[id(c)] for c in children))
     return sizes[id(root)]
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping that sets one key twice (PyYAML would keep the last silently): the key, its line and the line that
+    set it first (1-based)."""
+
+    def __init__(self, key: Any, line: int, first_line: int) -> None:
+        super().__init__(f"duplicate key {shorten(key, 100)} on line {line} (first set on line {first_line})")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that stops at MAX_YAML_DEPTH nested brackets: PyYAML composes recursively, and a few
-    thousand ``[`` take seconds to reach Python's recursion limit."""
+    """``yaml.SafeLoader`` that stops at MAX_YAML_DEPTH nested brackets (PyYAML composes recursively, and a few
+    thousand ``[`` take seconds to reach Python's recursion limit) and refuses a mapping that sets a key twice
+    (:class:`DuplicateKeyError`; a key a ``<<`` merge brings in may be set again, as YAML intends)."""
 
     def fetch_more_tokens(self) -> None:
         if self.flow_level > MAX_YAML_DEPTH:
             raise YAMLTooLargeError(f"the document is nested too deeply (more than {MAX_YAML_DEPTH} levels of "
                                     "brackets); refused")
         super().fetch_more_tokens()
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == _MERGE_TAG:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise DuplicateKeyError(key, line, seen[key])
+                    seen[key] = line
+                except TypeError:  # an unhashable key: PyYAML's own error says so
+                    continue
+        return super().construct_mapping(node, deep=deep)
 
 
 def safe_load_yaml(text: str, limit: int = MAX_YAML_NODES) -> Any:
@@ -457,6 +497,9 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
         data = safe_load_yaml(text) or {}
+    except DuplicateKeyError as e:
+        raise InputError(f"duplicate key {shorten(e.key, 100)} (first set on line {e.first_line}): YAML would keep "
+                         "only the last value; remove one", path=path, line=e.line, field=clip(str(e.key), 100)) from None
     except yaml.YAMLError as e:
         raise InputError(f"invalid YAML: {clip(str(e), 400)}", path=path) from None
     except UnicodeDecodeError as e:

@@ -44,6 +44,27 @@ def rank_share(batch_size: int, world: int, rank: int) -> slice:
     return slice(start, start + base + (rank < extra))
 
 
+def fp16_device_present() -> bool:
+    """Whether this machine has a device that runs fp16 mixed precision (accelerate's autocast and loss scaling: a
+    CUDA, XPU or MPS GPU). On a CPU accelerate ignores fp16 and trains in fp32."""
+    if torch.cuda.is_available():
+        return True
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and xpu.is_available():
+        return True
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def check_mixed_precision(mixed_precision: str, field: str = "mixed_precision") -> None:
+    """Refuse ``fp16`` mixed precision without a GPU (an InputError naming ``field``): accelerate would train in fp32
+    (the weights byte for byte an fp32 run's) while the run records fp16. bf16 runs on a CPU (autocast)."""
+    if mixed_precision == "fp16" and not fp16_device_present():
+        raise InputError("fp16 mixed precision needs a GPU: on this machine (no CUDA, XPU or MPS device) it would "
+                         "silently train in fp32 while the run records fp16; use bf16 (runs on CPU) or no",
+                         field=field)
+
+
 def adamw_with_schedule(model: torch.nn.Module, cfg: Any):
     """AdamW without weight decay on biases and layer norms, and the linear warm-up and decay schedule (``cfg``:
     ``learning_rate``, ``weight_decay``, ``warmup_steps``, ``max_steps``; optional ``adamw_impl``: ``auto``, ``foreach``
@@ -138,4 +159,4 @@ def save_checkpoint(acc, out: Path, state: dict[str, Any], keep: int, resume_key
     acc.wait_for_everyone()
 
 
-__all__ = ["EpochSampler", "adamw_with_schedule", "rank_share", "read_checkpoint", "resume_settings", "resume_state", "save_checkpoint"]
+__all__ = ["EpochSampler", "adamw_with_schedule", "check_mixed_precision", "fp16_device_present", "rank_share", "read_checkpoint", "resume_settings", "resume_state", "save_checkpoint"]

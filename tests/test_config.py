@@ -105,3 +105,50 @@ def test_settings_recorded_only_when_set():
     assert to_dict(TrainConfig(train_top_layers=0))["train_top_layers"] == 0
     assert to_dict(ExperimentConfig(reader=TrainConfig(train_top_layers=2)))["reader"]["train_top_layers"] == 2
     assert "adamw_impl" in to_dict(TrainConfig())  # omit_default alone: recorded at its default
+
+
+# --- issue 53 (reliability round 4): a key set twice in a YAML pgra reads from a user ---
+
+def test_a_duplicate_yaml_key_is_refused_naming_file_line_and_key(tmp_path):
+    """PyYAML keeps the last of two equal keys silently: every config (and its base chain) refuses it instead."""
+    base = tmp_path / "base.yaml"
+    base.write_text("name: a\ninner:\n  lr: 1e-4\n  steps: 3\n  lr: 2e-4\n")
+    child = tmp_path / "child.yaml"
+    child.write_text("base: base.yaml\nname: b\n")
+    with pytest.raises(InputError) as e:
+        load_config(Outer, child)
+    assert e.value.path == str(base) and e.value.line == 5 and e.value.field == "lr"
+    assert "duplicate key 'lr' (first set on line 3)" in str(e.value)
+    flow = tmp_path / "flow.yaml"
+    flow.write_text("{name: a, flag: true, name: b}\n")
+    with pytest.raises(InputError, match="duplicate key 'name'") as e:
+        load_config(Outer, flow)
+    assert e.value.line == 1
+    # a key a `<<` merge brings in may be set again (that is what a merge is for)
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("name: x\ninner:\n  <<: {lr: 0.5, steps: 2}\n  steps: 4\n")
+    assert load_config(Outer, merged).inner == Inner(lr=0.5, steps=4)
+
+
+def test_a_duplicate_key_in_a_task_yaml_is_refused(tmp_path):
+    from pgra.tasks.registry import task_from_yaml
+
+    spec = tmp_path / "t.yaml"
+    spec.write_text("name: t\nlabels: [a, b]\nname: u\n")
+    with pytest.raises(InputError, match="duplicate key 'name'") as e:
+        task_from_yaml(spec)
+    assert e.value.path == str(spec) and e.value.line == 3
+
+
+def test_a_recursive_alias_is_refused_not_expanded_forever(tmp_path):
+    """An anchor used inside its own value (PyYAML builds a structure that holds itself): one InputError, where the
+    expansion count used to loop until memory ran out."""
+    p = tmp_path / "c.yaml"
+    for text in ("inner: &a {lr: *a}\n", "tags: &t [x, [*t]]\n"):
+        p.write_text(text)
+        with pytest.raises(InputError, match="holds itself") as e:
+            load_config(Outer, p)
+        assert e.value.path == str(p)
+    p.write_text("inner: &a {lr: 0.5}\nx: [*a, *a]\n")  # an alias used twice, not inside itself: fine
+    with pytest.raises(InputError, match="unknown config key 'x'"):
+        load_config(Outer, p)

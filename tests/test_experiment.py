@@ -117,8 +117,12 @@ def test_dry_run_and_cli_exit_codes(grid, tmp_path, capsys):
     assert (Path(grid["out"]) / "results.md").exists()
     assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
     assert "1 done" in capsys.readouterr().out
-    # a failing cell: exit 1 and the failed cell named; an out-of-range value: exit 2 before anything runs
-    assert main(["experiment", "--config", str(path), "methods=fid", "reader.model=" + str(tmp_path / "none"),
+    # a failing cell: exit 1 and the failed cell named (a reader folder whose config reads, but with no weights);
+    # an out-of-range value: exit 2 before anything runs
+    broken = tmp_path / "broken-reader"
+    broken.mkdir()
+    (broken / "config.json").write_text((Path(grid["reader"]["model"]) / "config.json").read_text())
+    assert main(["experiment", "--config", str(path), "methods=fid", f"reader.model={broken}",
                  "report=false"]) == 1
     assert "fid/seed-3" in capsys.readouterr().err
     assert main(["experiment", "--config", str(path), "knn_vote.k=0"]) == 2
@@ -464,3 +468,67 @@ def test_a_cell_json_edited_into_no_object_plans_as_stale(tmp_path):
     for text in ("[1, 2]", '"done"', '{"key": "k1"}'):
         (tmp_path / CELL_FILE).write_text(text)
         assert cell_status(tmp_path, "k1") == ("done" if text.startswith("{") else "stale")
+
+
+# --- issue 53 (reliability round 4): what every cell needs, checked before the stages run ---
+
+@pytest.mark.parametrize("override, field, text", [
+    ("reader.model={tmp}/none", "reader.model", "is no folder here"),
+    ("reader.model={tmp}/exp.yaml", "reader.model", "is no folder here"),  # a file, not a model folder
+    ("reader.model={tmp}/plain", "reader.model", "has no config.json"),  # a folder that is no saved model
+    ("reader.model=not a//hub id", "reader.model", "is no folder here"),
+    ("reader.model=bad:name", "reader.model", "neither a folder here nor a hub id"),
+    ("rerank.lm={tmp}/no-lm", "rerank.lm", "is no folder here"),
+    ("method_overrides={{pgra: {{reader: {{model: {tmp}/none}}}}}}", "reader.model", "is no folder here"),
+])
+def test_the_models_the_grid_needs_are_checked_before_any_stage(grid, tmp_path, capsys, override, field, text):
+    """A reader or reranker LM that cannot load would fail every cell after the stages ran: one error line naming
+    the field instead, with nothing written."""
+    import yaml
+
+    from tests.conftest import one_error_line
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({**grid, "methods": ["no_retrieval", "pgra"], "seeds": [1]}))
+    (tmp_path / "plain").mkdir()
+    line = one_error_line(["experiment", "--config", str(path), override.format(tmp=tmp_path)], capsys)
+    assert f"field '{field}'" in line and text in line
+    assert not Path(grid["out"]).exists() and not Path(grid["index"]["out"]).exists()
+
+
+def test_models_a_grid_does_not_use_are_not_checked_and_hub_ids_are_shapes(grid, tmp_path, monkeypatch):
+    from pgra.cli.experiment import check_grid, models_needed
+
+    cfg = from_dict(ExperimentConfig, {**grid, "methods": ["knn_vote"], "rerank": {"lm": "/no/such/lm"},
+                                       "reader": {"model": "/no/such/reader"}})
+    assert models_needed(cfg) == []  # a BM25 index and a kNN vote load no model
+    check_grid(cfg)
+    hub = from_dict(ExperimentConfig, {**grid, "methods": ["icl", "fid_upr"], "rerank": {"lm": "facebook/opt-125m"},
+                                       "icl": {"lm": "gpt2"}})
+    assert {(f, n) for f, n, *_ in models_needed(hub)} == {("rerank.lm", "facebook/opt-125m"), ("icl.lm", "gpt2"),
+                                                          ("reader.model", grid["reader"]["model"])}
+    check_grid(hub)  # hub ids: their shape is checked here, the download when the stage runs
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    from pgra.errors import InputError
+
+    with pytest.raises(InputError, match="offline") as e:
+        check_grid(hub)
+    assert e.value.field == "icl.lm"  # the first method's model
+
+
+def test_fp16_readers_on_a_machine_without_a_gpu_are_refused_before_the_grid_runs(grid, tmp_path, capsys,
+                                                                                 monkeypatch):
+    import yaml
+
+    from tests.conftest import one_error_line
+
+    monkeypatch.setattr("pgra.training.fp16_device_present", lambda: False)
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({**grid, "methods": ["knn_vote", "fid"], "seeds": [1]}))
+    line = one_error_line(["experiment", "--config", str(path), "method_overrides={fid: {reader: "
+                           "{mixed_precision: fp16}}}"], capsys)
+    assert "field 'reader.mixed_precision'" in line and "needs a GPU" in line
+    assert not Path(grid["out"]).exists()
+    assert main(["experiment", "--config", str(path), "methods=knn_vote", "reader.mixed_precision=fp16",
+                 "--dry-run"]) == 0  # no reader in the grid: nothing to refuse

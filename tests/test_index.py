@@ -134,3 +134,93 @@ def test_cli_reports_bad_input_without_traceback(tmp_path, capsys):
     assert not (tmp_path / "o" / "manifest.json").exists()
     assert main(["search", "--index", str(tmp_path / "nothing"), "--query", "x"]) == 2
     assert "field 'index': no such folder" in capsys.readouterr().err
+
+
+# --- issue 53 (reliability round 4): index manifests validated on read; ivfpq on a corpus too small ---
+
+def _edit_manifest(folder, change) -> None:
+    path = folder / "manifest.json"
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    path.write_text(json.dumps(manifest))
+
+
+def test_an_index_manifest_whose_pooler_differs_from_its_build_is_refused(corpus_txt, tmp_path, tiny_bert):
+    """The query pooler comes from the manifest: an edited one would embed queries unlike the corpus, silently."""
+    from pgra.errors import InputError
+
+    out = build_index(_dense_cfg(corpus_txt, tmp_path / "idx", tiny_bert))
+    _edit_manifest(out, lambda m: m.update(pooler="mean"))
+    with pytest.raises(InputError, match="built with pooler 'cls'") as e:
+        Index(out)
+    assert e.value.field == "pooler" and e.value.path == str(out / "manifest.json")
+    _edit_manifest(out, lambda m: m.pop("pooler"))
+    with pytest.raises(InputError, match="records pooler None"):
+        Index(out)
+
+
+def test_an_index_manifest_naming_files_outside_its_folder_is_refused(corpus_txt, tmp_path, tiny_bert):
+    from pgra.artifacts import file_record
+    from pgra.errors import InputError
+
+    out = build_index(_dense_cfg(corpus_txt, tmp_path / "idx", tiny_bert, bounded_memory=True))
+    secret = tmp_path / "secret.npy"
+    np.save(secret, np.zeros((3, 32), dtype=np.float32))
+    for name in ("../secret.npy", str(secret)):
+        def point_out(m, name=name):
+            m["files"][name] = file_record(secret)
+            m["vectors"]["shards"][0] = name
+        original = (out / "manifest.json").read_text()
+        _edit_manifest(out, point_out)
+        with pytest.raises(InputError, match="not inside its folder") as e:
+            Index(out, verify=False)
+        assert e.value.field == "files"
+        (out / "manifest.json").write_text(original)
+    _edit_manifest(out, lambda m: m["vectors"]["shards"].append("vectors/other.npy"))  # a shard not listed
+    with pytest.raises(InputError, match="vectors.shards must name files the manifest lists"):
+        Index(out)
+
+
+def test_an_encoder_trained_for_one_pooler_is_refused_under_another(corpus_txt, tmp_path, tiny_bert):
+    """A `pgra train-simcse` encoder records the pooler it learned (cls_before_pooler): an index built or read with
+    another is refused, naming the field, before anything is written."""
+    import shutil
+
+    from pgra.errors import InputError
+    from pgra.retrieval.base import recorded_encoder
+
+    simcse = tmp_path / "simcse"
+    shutil.copytree(tiny_bert, simcse)
+    (simcse / "manifest.json").write_text(json.dumps({"kind": "simcse", "pooler": "cls_before_pooler"}))
+    with pytest.raises(InputError, match="trained .* for pooler 'cls_before_pooler'") as e:
+        build_index(_dense_cfg(corpus_txt, tmp_path / "idx", simcse))
+    assert e.value.field == "dense.pooler" and not (tmp_path / "idx").exists()
+    cfg = _dense_cfg(corpus_txt, tmp_path / "idx", simcse)
+    cfg.dense.pooler = "cls_before_pooler"
+    out = build_index(cfg)
+    Index(out)
+    # both records edited alike still disagree with what the encoder was trained for
+    _edit_manifest(out, lambda m: (m.update(pooler="mean"), m["config"]["dense"].update(pooler="mean")))
+    with pytest.raises(InputError, match="trained .* for pooler 'cls_before_pooler'"):
+        Index(out)
+    with pytest.raises(InputError, match="with pooler None"):  # a record without it: no caller's default instead
+        recorded_encoder({"retriever": "dense", "encoder": str(tiny_bert)})
+    assert recorded_encoder({"retriever": "dense", "encoder": "e", "pooler": "mean"}) == ("e", "mean")
+
+
+@pytest.mark.parametrize("settings,field", [([], "dense.faiss.pq_nbits"),
+                                            (["dense.faiss.pq_nbits=4", "dense.faiss.opq=true"], "dense.faiss.opq"),
+                                            (["dense.faiss.train_size=100"], "dense.faiss.train_size"),
+                                            (["dense.bounded_memory=true"], "dense.faiss.pq_nbits")])
+def test_ivfpq_on_a_corpus_smaller_than_its_codebooks_is_one_error_line(corpus_txt, tmp_path, capsys, settings,
+                                                                       field):
+    """faiss's k-means needs a training vector per centroid (2^pq_nbits, 256 for OPQ's rotation): refused before
+    the encoder loads or anything is written, naming the field and the minimum."""
+    out = tmp_path / "idx"
+    code = main(["build-index", "--corpus", str(corpus_txt), "--out", str(out), "--index-type", "ivfpq",
+                 "--encoder", str(tmp_path / "no-such-encoder"), *settings])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err
+    assert f"field '{field}'" in lines[0] and "at least 256" in lines[0]
+    assert not out.exists()

@@ -76,3 +76,47 @@ def test_train_refuses_a_test_split_the_data_lacks(tmp_path, reranked, tiny_t5, 
                  "--no-show-progress"]) == 0
     metrics = json.loads((tmp_path / "p" / "metrics.json").read_text())
     assert list(metrics["results"]) == ["dev"]
+
+
+# --- issue 53 (reliability round 4) ---
+
+def test_fp16_without_a_gpu_is_refused_before_anything_is_written(tmp_path, reranked, tiny_t5, capsys, monkeypatch):
+    """On a CPU accelerate ignores fp16 (the weights come out byte for byte an fp32 run's) while the run would record
+    fp16: refused, naming the field; bf16 is the precision a CPU runs."""
+    from pgra.training import check_mixed_precision
+
+    monkeypatch.setattr("pgra.training.fp16_device_present", lambda: False)  # this machine as a CPU-only one
+    line = one_error_line(["train", "--data", str(reranked), "--out", str(tmp_path / "o"), "--model", str(tiny_t5),
+                           "--max-steps", "1", "--batch-size", "4", "mixed_precision=fp16"], capsys)
+    assert "field 'mixed_precision'" in line and "needs a GPU" in line and "bf16" in line
+    assert not (tmp_path / "o").exists()
+    for fine in ("no", "bf16"):
+        check_mixed_precision(fine)
+    monkeypatch.setattr("pgra.training.fp16_device_present", lambda: True)
+    check_mixed_precision("fp16")
+
+
+def test_the_readers_max_grad_norm_reaches_deepspeed():
+    """DeepSpeed clips gradients itself (accelerate's clip_grad_norm_ does nothing under it) from its config's
+    gradient_clipping, which accelerate fills with 1.0 when it is `auto`: the reader's max_grad_norm goes there."""
+    from accelerate.utils import DeepSpeedPlugin
+
+    from pgra.reader.config import TrainConfig
+    from pgra.reader.train import deepspeed_settings
+
+    def plugin(**config):
+        return DeepSpeedPlugin(hf_ds_config={"zero_optimization": {"stage": 2}, **config})
+
+    auto = plugin(gradient_clipping="auto", train_micro_batch_size_per_gpu="auto")
+    config = deepspeed_settings(auto, TrainConfig(max_grad_norm=0.25, batch_size=8), 3)
+    assert config["gradient_clipping"] == 0.25 and config["train_micro_batch_size_per_gpu"] == 3
+    auto.deepspeed_config_process(must_match=False, gradient_clipping=1.0)  # what accelerate's prepare fills in
+    assert auto.deepspeed_config["gradient_clipping"] == 0.25
+    # accelerate's own plugin (no config file): `auto` too; 0 = off reaches DeepSpeed as 0
+    assert deepspeed_settings(DeepSpeedPlugin(zero_stage=2), TrainConfig(max_grad_norm=0.0), 1)["gradient_clipping"] == 0
+    # a config file without the key would clip nothing: it gets the reader's value
+    assert deepspeed_settings(plugin(), TrainConfig(max_grad_norm=2.0), 1)["gradient_clipping"] == 2.0
+    assert deepspeed_settings(plugin(gradient_clipping=1), TrainConfig(max_grad_norm=1.0), 1)["gradient_clipping"] == 1
+    with pytest.raises(InputError, match="gradient_clipping 0.5 and the reader max_grad_norm 1") as e:
+        deepspeed_settings(plugin(gradient_clipping=0.5), TrainConfig(), 1)
+    assert e.value.field == "max_grad_norm"

@@ -227,3 +227,13 @@ def test_report_recomputes_from_the_predictions_and_refuses_changed_files(runs, 
     (cell / "predictions_dev.jsonl").unlink()
     line = one_error_line(["report", str(runs), "--bootstrap", "200"], capsys)
     assert str(cell / "predictions_dev.jsonl") in line and "missing" in line
+
+
+def test_md_text_keeps_any_text_on_its_line_as_text():
+    """Text inside a markdown line (results.md's `--compare` source and file): no markup, no HTML, no line break."""
+    from pgra.markdown import md_text
+
+    assert md_text("a|b\nc\r\nd\u2028e\x85f") == "a\\|b c d e f"
+    assert md_text("<b>x</b> & <!-- y") == "&lt;b&gt;x&lt;/b&gt; &amp; &lt;!-- y"
+    assert md_text("[l](javascript:x) *b* _i_ `c` ~s~ \\") == "\\[l\\](javascript:x) \\*b\\* \\_i\\_ \\`c\\` \\~s\\~ \\\\"
+    assert md_text(3.5) == "3.5"

@@ -94,3 +94,46 @@ def test_the_results_page_shows_the_paper_under_each_mean(runs, tmp_path):  # no
     dom = _dump_dom((runs / "results.html").as_uri(), tmp_path / "profile")
     table = dom.split('id="results-table"', 1)[1].split("</table>", 1)[0]
     assert "paper 92.2 (-22.2) †" in table and "paper 59.2 (-19.2)<" in table.replace("</span>", "<")
+
+
+# --- issue 53 (reliability round 4) ---
+
+def test_text_from_a_targets_file_reaches_results_md_escaped(runs, tmp_path):  # noqa: F811
+    """The file's source (and its name) are text: a pipe, a line break or HTML in them never becomes markup, a
+    table row or a heading in results.md."""
+    folder = tmp_path / "a|b_<i>"
+    folder.mkdir()
+    f = folder / "t.yaml"
+    source = "Table 2 | row\n## injected heading\n<script>alert(1)</script> & [x](javascript:y)"
+    f.write_text(yaml.safe_dump({"source": source, "methods": {"pgra": {"sst2": 79.0}}}))
+    assert main(["report", str(runs), "--bootstrap", "200", "--compare", str(f)]) == 0
+    md = (runs / "results.md").read_text()
+    lines = md.splitlines()
+    assert "Source: Table 2 \\| row ## injected heading &lt;script&gt;alert(1)&lt;/script&gt; &amp; " \
+           "\\[x\\](javascript:y)." in lines
+    assert not any(line.startswith("## injected") for line in lines) and "<script>" not in md and "<i>" not in md
+    assert any(line.startswith("## Against the published numbers (") and "a\\|b\\_&lt;i&gt;" in line for line in lines)
+    assert json.loads((runs / "results.json").read_text())["compare"]["source"] == source  # the data keeps it
+
+
+@pytest.mark.parametrize("text, field, line", [
+    ("methods:\n  pgra: {sst2: 70}\n  pgra: {sst2: 80}\n", "pgra", 3),
+    ("methods:\n  pgra:\n    sst2: 70\n    sst2: 80\n", "sst2", 4),
+    ("source: a\nmethods: {pgra: {sst2: 70}}\nsource: b\n", "source", 3),
+])
+def test_a_key_twice_in_a_targets_file_is_refused(runs, tmp_path, capsys, text, field, line):  # noqa: F811
+    f = tmp_path / "targets.yaml"
+    f.write_text(text)
+    error = one_error_line(["report", str(runs), "--compare", str(f)], capsys)
+    assert f"{f}:{line} (field '{field}')" in error and "duplicate key" in error
+    assert not (runs / "results.md").exists()
+
+
+def test_a_source_that_is_not_text_is_refused(tmp_path):
+    from pgra.errors import InputError
+
+    f = tmp_path / "targets.yaml"
+    f.write_text(yaml.safe_dump({"source": {"a": 1}, "methods": {"pgra": {"sst2": 70}}}))
+    with pytest.raises(InputError) as e:
+        load_targets(f)
+    assert e.value.field == "source"

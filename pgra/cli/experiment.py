@@ -6,27 +6,127 @@ This command joins the two: the experiment layer never imports the evaluation la
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+from ..errors import InputError, clip
 from .command import Command
 
 
 def write_and_print_report(out, reference: str) -> None:
     """Write the grid's results.md / results.json / results.html and print results.md: what the job that finishes a
     grid last does (the experiment layer calls it, never importing the evaluation layer)."""
-    from pathlib import Path
-
     from ..evaluation.report import write_report
 
     md = write_report(Path(out), reference=reference)
     print(md.read_text(encoding="utf-8"))
 
 
+def _hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("PGRA_OFFLINE") == "1"
+
+
+def check_model(name: str, field: str, what: str, trust_remote_code: bool = False, local_only: bool = False) -> None:
+    """A model a stage or cell will load, checked without loading it: a folder must exist and hold a config
+    transformers reads (``config.json``, read locally); anything else must look like a hub id (``NAME`` or
+    ``ORG/NAME``), and offline (``HF_HUB_OFFLINE=1``) be in the hub cache. An InputError names ``field``."""
+    from ..loading import load_pretrained
+
+    name = str(name or "")
+    if not name:
+        raise InputError(f"no {what} given", field=field)
+    path = Path(name).expanduser()
+    parent = name.split("/", 1)[0]
+    looks_local = (local_only or name.startswith((".", "/", "~")) or name.count("/") > 1 or path.exists()
+                   or ("/" in name and Path(parent).is_dir()))  # `models/typo` beside a models/ folder
+    if looks_local:
+        if not path.is_dir():
+            raise InputError(f"the {what} '{clip(name)}' is no folder here (a hub id would be NAME or ORG/NAME with "
+                             "no such local folder); fix the path", field=field)
+        from transformers import AutoConfig
+
+        load_pretrained(AutoConfig, name, what, field, local_files_only=True, trust_remote_code=trust_remote_code)
+        return
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise InputError(f"the {what} '{clip(name)}' is neither a folder here nor a hub id (NAME or ORG/NAME)",
+                         field=field) from None
+    if _hub_offline():
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(name, "config.json"), str):
+            raise InputError(f"the {what} '{clip(name)}' is no folder here, and the hub is offline (HF_HUB_OFFLINE) "
+                             "with no copy of it in the cache", field=field)
+
+
+def models_needed(cfg) -> list[tuple[str, str, str, bool, bool]]:
+    """Every model the grid's stages and cells load, as ``(field, name, what, trust_remote_code, local_only)``, each
+    once (a task's or method's overrides included): the index's encoder (dense), the reranker LM of every reranked
+    stage a method reads (and of pgra_full's search), the cross-encoder, the reader of every reader method and the
+    in-context LM."""
+    from ..experiment.config import cell_settings
+    from ..methods import get_method
+    from ..methods.icl import ICL
+    from ..methods.reader_method import ReaderMethod
+    from ..rerank.base import DEFAULT, reranker_class
+
+    found: dict[tuple[str, str], tuple[str, str, str, bool, bool]] = {}
+
+    def need(field: str, name: str, what: str, trust: bool = False, local_only: bool = False) -> None:
+        found.setdefault((field, str(name)), (field, str(name), what, bool(trust), local_only))
+
+    for task in cfg.tasks:
+        base = cell_settings(cfg, task)
+        if base.index.retriever == "dense":
+            d = base.index.dense
+            need("index.dense.encoder", d.encoder, "index's encoder", d.trust_remote_code)
+        for method in cfg.methods:
+            cls, s = get_method(method), cell_settings(cfg, task, method)
+            rerankers = [cls.reranker] if cls.data == "reranked" else [DEFAULT] if cls.data == "full_search" else []
+            for name in rerankers:
+                if name == DEFAULT or "lm" in reranker_class(name).uses:
+                    need("rerank.lm", s.rerank.lm, f"{name} reranker's LM", s.rerank.trust_remote_code)
+                if name == "cross_encoder":
+                    need("rerank.cross_encoder.model", s.rerank.cross_encoder.model, "cross-encoder",
+                         local_only=True)
+            if issubclass(cls, ReaderMethod):
+                need("reader.model", s.reader.model, "reader")
+            if issubclass(cls, ICL):
+                need("icl.lm", s.icl.lm, "in-context LM", s.icl.trust_remote_code)
+    return list(found.values())
+
+
+def check_grid(cfg) -> None:
+    """What every cell of the grid needs, checked before any stage runs (else each cell would fail on it): the
+    models (:func:`check_model`) and, where this machine runs the cells (not Slurm's workers), a reader precision it
+    can run (:func:`pgra.training.check_mixed_precision`). One InputError naming the field."""
+    for field, name, what, trust, local_only in models_needed(cfg):
+        check_model(name, field, what, trust, local_only)
+    if cfg.launcher == "slurm":  # the workers' machines, not this one, run the readers
+        return
+    from ..experiment.config import cell_settings
+    from ..methods import get_method
+    from ..methods.reader_method import ReaderMethod
+    from ..training import check_mixed_precision
+
+    for task in cfg.tasks:
+        for method in cfg.methods:
+            if issubclass(get_method(method), ReaderMethod):
+                check_mixed_precision(cell_settings(cfg, task, method).reader.mixed_precision,
+                                      "reader.mixed_precision")
+
+
 def run_and_report(cfg, ctx=None) -> list:
     """Run the grid (or with ``dry_run`` print its plan); the job that finishes it last writes the report when
-    ``cfg.report`` (:func:`write_and_print_report`). Returns the failed cells."""
-    from pathlib import Path
-
+    ``cfg.report`` (:func:`write_and_print_report`). Returns the failed cells. The models and reader precision every
+    cell needs are checked first (:func:`check_grid`)."""
     from ..experiment import run_experiment
 
+    if cfg.tasks and cfg.methods:  # (none: the grid's own check names the empty field)
+        check_grid(cfg)
     if cfg.report and not cfg.dry_run:  # before anything runs: a report file pgra did not write is refused
         from ..evaluation.report import check_report_files
 

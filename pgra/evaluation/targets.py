@@ -13,8 +13,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..markdown import md_row, md_table
+from ..errors import InputError, shorten
+from ..markdown import md_row, md_table, md_text
 
 PAPER = "paper"  # --compare paper: configs/paper/targets.yaml of this source checkout
 OUTSIDE = "†"  # the mark of a cell outside the tolerance
@@ -29,9 +29,14 @@ def paper_targets_path() -> Path:
 def _tolerance(value: Any, path: Path, field: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise InputError(f"a tolerance is a number of points >= 0 or null, not {value!r}", path=path, field=field)
-    return float(value)
+    try:  # an integer past float's range is no tolerance either (float() overflows)
+        points = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:
+        points = math.inf
+    if not math.isfinite(points) or points < 0:
+        raise InputError(f"a tolerance is a number of points >= 0 or null, not {shorten(value)}", path=path,
+                         field=field)
+    return points
 
 
 def load_targets(spec: str | Path, tolerance: float | None = None) -> dict[str, Any]:
@@ -50,15 +55,23 @@ def load_targets(spec: str | Path, tolerance: float | None = None) -> dict[str, 
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise InputError(f"unknown key(s) {unknown} (allowed: {sorted(_TOP_KEYS)})", path=path, field=unknown[0])
+    source = data.get("source")
+    if source is not None and not isinstance(source, str):
+        raise InputError(f"a source is text, not {shorten(source)}", path=path, field="source")
     default = _tolerance(data.get("tolerance"), path, "tolerance")
     methods = data.get("methods")
     if not isinstance(methods, dict) or not methods:
         raise InputError("'methods' must map method names to {task: value}", path=path, field="methods")
     out: dict[str, dict[str, dict[str, float | None]]] = {}
     for method, per_task in methods.items():
-        if not isinstance(per_task, dict):
+        if not isinstance(method, str) or not method.strip():
+            raise InputError(f"a method name is non-empty text, not {shorten(method)}", path=path, field="methods")
+        if not isinstance(per_task, dict) or not per_task:
             raise InputError("must map task names to values", path=path, field=f"methods.{method}")
         for task, entry in per_task.items():
+            if not isinstance(task, str) or not task.strip():
+                raise InputError(f"a task name is non-empty text, not {shorten(task)}", path=path,
+                                 field=f"methods.{method}")
             field = f"methods.{method}.{task}"
             tol = default
             if isinstance(entry, dict):
@@ -68,11 +81,11 @@ def load_targets(spec: str | Path, tolerance: float | None = None) -> dict[str, 
                 tol = _tolerance(entry.get("tolerance"), path, f"{field}.tolerance")
                 entry = entry["value"]
             if isinstance(entry, bool) or not isinstance(entry, (int, float)) or not -100 <= entry <= 100:
-                raise InputError(f"a value is a number in percent (-100 .. 100), not {entry!r}", path=path,
+                raise InputError(f"a value is a number in percent (-100 .. 100), not {shorten(entry)}", path=path,
                                  field=field)
-            out.setdefault(str(method), {})[str(task)] = {
+            out.setdefault(method, {})[task] = {
                 "value": float(entry), "tolerance": tolerance if tolerance is not None else tol}
-    return {"file": str(path), "source": str(data.get("source") or ""), "methods": out}
+    return {"file": str(path), "source": source or "", "methods": out}
 
 
 def compare(report: dict[str, Any], targets: dict[str, Any]) -> dict[str, Any]:
@@ -100,9 +113,9 @@ def format_comparison(report: dict[str, Any]) -> list[str]:
     comp = report.get("compare")
     if not comp:
         return []
-    lines = ["", f"## Against the published numbers ({comp['file']})", ""]
-    if comp["source"]:
-        lines += [f"Source: {comp['source']}.", ""]
+    lines = ["", f"## Against the published numbers ({md_text(comp['file'])})", ""]
+    if comp["source"]:  # the file's own text: escaped, so it shows as written and never becomes markup
+        lines += [f"Source: {md_text(comp['source'])}.", ""]
     if not comp["cells"]:
         return [*lines, "No method and task of this grid has a published number in the file."]
     tasks = [t for t in report["tasks"] if any(t in per for per in comp["cells"].values())]

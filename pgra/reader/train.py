@@ -52,6 +52,7 @@ from ..tasks import TaskSpec, check_label_words, task_from_manifest
 from ..training import (
     EpochSampler,
     adamw_with_schedule,
+    check_mixed_precision,
     rank_share,
     resume_settings,
     resume_state,
@@ -128,6 +129,26 @@ def _accelerator(cfg: TrainConfig, use_deepspeed: bool):
                        dataloader_config=DataLoaderConfiguration(split_batches=True))
 
 
+def deepspeed_settings(plugin: Any, cfg: TrainConfig, num_processes: int) -> dict[str, Any]:
+    """Put the reader's own settings into accelerate's DeepSpeed plugin config (before ``prepare``) and return it:
+    the micro batch per GPU when ``auto`` (no data loader tells accelerate), and ``gradient_clipping`` =
+    ``max_grad_norm`` (0 = off), which DeepSpeed applies itself (accelerate's ``clip_grad_norm_`` does nothing
+    under DeepSpeed, and accelerate turns ``auto`` into 1.0; left out, DeepSpeed clips nothing). A config file that
+    sets another number is refused (two settings of one thing)."""
+    config = plugin.deepspeed_config
+    if plugin.is_auto("train_micro_batch_size_per_gpu"):
+        config["train_micro_batch_size_per_gpu"] = -(-cfg.batch_size // num_processes)
+    clipping = config.get("gradient_clipping", "auto")
+    if clipping in ("auto", None):
+        config["gradient_clipping"] = float(cfg.max_grad_norm)
+        plugin.gradient_clipping = float(cfg.max_grad_norm)
+    elif not isinstance(clipping, (int, float)) or isinstance(clipping, bool) or float(clipping) != cfg.max_grad_norm:
+        raise InputError(f"the DeepSpeed config sets gradient_clipping {clipping!r} and the reader max_grad_norm "
+                         f"{cfg.max_grad_norm:g}: set one (gradient_clipping: auto takes max_grad_norm)",
+                         field="max_grad_norm")
+    return config
+
+
 def compile_for_training(reader: FiDReader, mode: str = "default") -> None:
     """``torch.compile`` the reader's forward in place (its state dict keeps its names), in torch.compile's ``mode``.
     Dropout draws from torch's own generator as in eager mode (inductor's ``fallback_random``), so each batch's
@@ -180,6 +201,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     if cfg.compile_mode != "default" and not cfg.compile:
         raise InputError(f"compile_mode={cfg.compile_mode} is a mode of compile, which is off: set compile=true too "
                          "(or leave compile_mode at default)", field="compile_mode")
+    check_mixed_precision(cfg.mixed_precision)  # fp16 on a CPU would train in fp32, recorded as fp16
     data_dir, out = Path(cfg.data), Path(cfg.out)
     check_folders(out, ("best", "checkpoints"))  # replaced during training: a link or a file is refused now
     manifest = read_manifest(data_dir, DATA_KINDS)
@@ -218,8 +240,8 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
                          field="batch_size")
     optimizer, scheduler = adamw_with_schedule(reader, cfg)
     plugin = getattr(acc.state, "deepspeed_plugin", None)
-    if plugin is not None and plugin.is_auto("train_micro_batch_size_per_gpu"):  # no loader tells accelerate
-        plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = -(-cfg.batch_size // acc.num_processes)
+    if plugin is not None:
+        deepspeed_settings(plugin, cfg, acc.num_processes)
     reader, optimizer, scheduler = acc.prepare(reader, optimizer, scheduler)
     encoded_train = encoded_dev = None
     if top_layers is not None:  # every process encodes every input once (in a fixed order: a resumed run agrees)

@@ -31,7 +31,7 @@ IVF_TYPES: tuple[str, ...] = ("ivf", "ivfpq", "ivfsq8")  # trained on a sample; 
 class FaissParams:
     """Knobs of the approximate index types (ignored by ``flat``)."""
 
-    nlist: int = option(0, min=0, help="IVF cells; 0 = 4 * sqrt(N)")
+    nlist: int = option(0, min=0, help="IVF cells; 0 = 4 * sqrt(N), at most train_size")
     nprobe: int = option(32, min=1, help="IVF cells visited per query")
     train_size: int = option(262144, min=1, help="IVF training sample (seeded)")
     hnsw_m: int = option(32, min=2, help="HNSW neighbours per node")
@@ -100,8 +100,11 @@ def _to_gpu(index: faiss.Index, train_only: bool = False) -> faiss.Index:
 
 
 def ivf_nlist(n: int, params: FaissParams) -> int:
-    """IVF cells for ``n`` vectors: ``nlist``, or 4 * sqrt(N); at most N."""
-    return min(params.nlist or max(1, int(4 * np.sqrt(n))), n)
+    """IVF cells for ``n`` vectors: ``nlist``, or 4 * sqrt(N) at most the training sample (k-means needs a training
+    vector per cell); at most N."""
+    if params.nlist:
+        return min(params.nlist, n)
+    return min(max(1, int(4 * np.sqrt(n))), n, params.train_size)
 
 
 def train_positions(n: int, params: FaissParams) -> np.ndarray | None:
@@ -111,9 +114,46 @@ def train_positions(n: int, params: FaissParams) -> np.ndarray | None:
     return np.sort(np.random.default_rng(params.seed).choice(n, params.train_size, replace=False))
 
 
+OPQ_CENTROIDS = 256  # faiss's OPQ rotation trains its own 8-bit product quantiser, whatever pq_nbits is
+
+
+def check_trainable(index_type: str, params: FaissParams, n: int | None = None) -> None:
+    """Refuse settings faiss cannot train (an InputError naming the field and the minimum, before anything is
+    built): a training sample (``train_size``) smaller than an explicit ``nlist`` or than ``ivfpq``'s codebooks
+    (2^pq_nbits centroids, 256 with ``opq``: faiss's k-means takes no fewer points than centroids), or with ``n``
+    known, an ``ivfpq`` corpus smaller than its codebooks. An explicit ``nlist`` above ``n`` is cut to ``n``, as before."""
+    if index_type not in IVF_TYPES:
+        return
+    if params.nlist and params.nlist > params.train_size:
+        raise InputError(f"nlist {params.nlist} IVF cells need at least {params.nlist} training vectors, but "
+                         f"train_size is {params.train_size}: raise dense.faiss.train_size to {params.nlist} or lower "
+                         "nlist (0 = 4 * sqrt(N))", field="dense.faiss.nlist")
+    if index_type != "ivfpq":
+        return
+    codebook = 2 ** params.pq_nbits
+    need = max(codebook, OPQ_CENTROIDS if params.opq else 1)
+    why = (f"pq_nbits {params.pq_nbits} trains {codebook} centroids per sub-quantiser"
+           + (f" and opq's rotation trains {OPQ_CENTROIDS}" if params.opq and codebook < OPQ_CENTROIDS else ""))
+    if params.train_size < need:
+        raise InputError(f"ivfpq needs at least {need} training vectors ({why}), but train_size is "
+                         f"{params.train_size}: raise dense.faiss.train_size to {need}", field="dense.faiss.train_size")
+    if n is None or n >= need:
+        return
+    fits = n.bit_length() - 1  # the largest pq_nbits whose codebook n vectors can train
+    fixes = [f"dense.faiss.pq_nbits={fits} (2^{fits} = {2 ** fits} centroids)"] if codebook > n and fits >= 1 else []
+    if params.opq and n < OPQ_CENTROIDS:
+        fixes.append("dense.faiss.opq=false")
+    fix = "set " + " and ".join(fixes) + ", or use" if fixes and (codebook <= n or fits >= 1) else "use"
+    raise InputError(f"ivfpq needs at least {need} corpus sentences to train on ({why}); this corpus has {n}: {fix} "
+                     "index_type flat (exact search, and small at this size)",
+                     field="dense.faiss.pq_nbits" if codebook > n else "dense.faiss.opq")
+
+
 def empty_index(dim: int, n: int, index_type: str, params: FaissParams) -> faiss.Index:
-    """An untrained, empty inner-product index of ``index_type`` for ``n`` vectors of dimension ``dim``."""
+    """An untrained, empty inner-product index of ``index_type`` for ``n`` vectors of dimension ``dim``; settings
+    faiss cannot train on ``n`` vectors are an InputError (:func:`check_trainable`)."""
     faiss = import_faiss()
+    check_trainable(index_type, params, n)
     ip = faiss.METRIC_INNER_PRODUCT
     if index_type == "flat":
         return faiss.IndexFlatIP(dim)

@@ -23,7 +23,7 @@ from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
 from ..faults import fault_point
 from ..progress import progress
 from .base import LoadOptions, QueryEncoder, Retriever, Searcher, register_retriever
-from .dense import INDEX_TYPES, FaissParams, import_faiss, load_faiss
+from .dense import INDEX_TYPES, OPQ_CENTROIDS, FaissParams, check_trainable, import_faiss, load_faiss
 from .dense_build import FAISS_FILE, IVFDATA_FILE, VECTORS_DIR, shard_name, write_dense_index
 from .shards import VectorShards, merge_over_ranks, search_index
 
@@ -67,6 +67,65 @@ class DenseConfig:
                              "(an index larger than memory; Index(mmap=...) overrides)")
 
 
+def trained_pooler(encoder: str | Path) -> str | None:
+    """The pooler an encoder folder was trained for, as its pgra ``manifest.json`` records it (``pgra
+    train-simcse``'s: ``cls_before_pooler``); None for a folder without one (a hub model, a plain HF folder) or with
+    a manifest pgra did not write."""
+    import json
+
+    from .encoder import POOLERS
+
+    path = Path(str(encoder)).expanduser() / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    pooler = data.get("pooler") if isinstance(data, dict) and data.get("kind") == "simcse" else None
+    return pooler if pooler in POOLERS else None
+
+
+def check_pooler_of_encoder(encoder: str | Path, pooler: str, field: str, path: Path | None = None) -> None:
+    """Refuse ``pooler`` for an encoder trained for another one (:func:`trained_pooler`): its vectors would be
+    another representation than the one it learned, and the index would be silently worse."""
+    trained = trained_pooler(encoder)
+    if trained is not None and trained != pooler:
+        raise InputError(f"the encoder {encoder} was trained (pgra train-simcse) for pooler '{trained}', as its "
+                         f"manifest.json records, not '{pooler}': use pooler {trained}", path=path, field=field)
+
+
+def check_index_manifest(directory: Path, manifest: dict[str, Any]) -> None:
+    """Refuse a dense index's manifest that says other than how the index was built (InputError naming it): its
+    query pooler (``pooler``) missing, unknown, or not the one its build config records (``config.dense.pooler``,
+    part of its build key) or not the one its encoder was trained for; stored vector shards not among its own
+    listed files (so not inside its folder)."""
+    from ..artifacts import own_file_name
+    from .encoder import POOLERS
+
+    path = directory / MANIFEST
+    dense = manifest.get("config", {}).get("dense") if isinstance(manifest.get("config"), dict) else None
+    if not isinstance(dense, dict):
+        raise InputError("records no dense build settings (config.dense)", path=path, field="config")
+    pooler = manifest.get("pooler")
+    if pooler not in POOLERS:
+        raise InputError(f"records pooler {pooler!r}, not one of {POOLERS}", path=path, field="pooler")
+    if dense.get("pooler") != pooler:
+        raise InputError(f"records query pooler '{pooler}', but the index was built with pooler "
+                         f"{dense.get('pooler')!r} (config.dense.pooler): queries would be embedded unlike the "
+                         "corpus (edited manifest?); rebuild the index", path=path, field="pooler")
+    stored = manifest.get("vectors")
+    if stored is not None:
+        shards = stored.get("shards") if isinstance(stored, dict) else None
+        files = manifest.get("files", {})
+        if not isinstance(shards, list) or not all(isinstance(n, str) and n in files for n in shards):
+            raise InputError("its vectors.shards must name files the manifest lists (files)", path=path,
+                             field="vectors")
+        for name in shards:
+            own_file_name(directory, name)
+    encoder = manifest.get("encoder")
+    if isinstance(encoder, str) and encoder:
+        check_pooler_of_encoder(encoder, pooler, "pooler", path)
+
+
 def _encoder_path(name: str) -> str:
     p = Path(name)
     return str(p.resolve()) if p.is_dir() else name
@@ -106,15 +165,32 @@ class DenseRetriever(Retriever):
             raise InputError("rescore re-scores an approximate index's candidates: a flat index's scores are "
                              "exact already (use ivf, ivfpq, ivfsq8 or hnsw, or rescore 0)", field="dense.rescore")
         import_faiss()  # a missing faiss is said before the corpus is encoded
+        check_trainable(d.index_type, d.faiss)  # a training sample too small for the codebooks
+
+    def _check_corpus_size(self) -> None:
+        """An ``ivfpq`` corpus smaller than its codebooks is refused before anything is written (the corpus is read
+        only up to that many sentences)."""
+        d = self.settings
+        if d.index_type != "ivfpq":
+            return
+        from itertools import islice
+
+        from ..corpus import iter_corpus
+
+        need = max(2 ** d.faiss.pq_nbits, OPQ_CENTROIDS if d.faiss.opq else 1)
+        check_trainable(d.index_type, d.faiss, sum(1 for _ in islice(iter_corpus(self.cfg.source()), need)))
 
     def prepare(self) -> None:
-        """An encoder that cannot load is refused before anything is written."""
+        """An encoder that cannot load, or a corpus too small for the index type, is refused before anything is
+        written."""
         from transformers import AutoConfig
 
         from ..loading import load_pretrained
 
         d = self.settings
+        self._check_corpus_size()
         load_pretrained(AutoConfig, d.encoder, "encoder", "encoder", trust_remote_code=d.trust_remote_code)
+        check_pooler_of_encoder(d.encoder, d.pooler, "dense.pooler")
         self.encoder_fingerprint = model_fingerprint(d.encoder)
 
     def key_fields(self) -> dict[str, Any]:
@@ -197,7 +273,16 @@ class DenseRetriever(Retriever):
 
     @classmethod
     def encoder_of(cls, record: dict[str, Any]) -> tuple[str, str | None] | None:
-        return (record["encoder"], record.get("pooler")) if record.get("encoder") else None
+        """The recorded encoder and its pooler; a record naming an encoder without a known pooler is refused (a
+        caller would fall back to its own default pooler: another representation than the index's)."""
+        from .encoder import POOLERS
+
+        if not record.get("encoder"):
+            return None
+        if record.get("pooler") not in POOLERS:
+            raise InputError(f"an index record names the encoder {record['encoder']} with pooler "
+                             f"{record.get('pooler')!r}, not one of {POOLERS}", field="pooler")
+        return record["encoder"], record["pooler"]
 
 
 class DenseSearcher(Searcher):
@@ -209,6 +294,7 @@ class DenseSearcher(Searcher):
     """
 
     def __init__(self, directory: Path, manifest: dict[str, Any], options: LoadOptions) -> None:
+        check_index_manifest(directory, manifest)
         self.directory, self.manifest, self.options = directory, manifest, options
         self._encoder: DenseEncoder | None = None
         if options.encoder is not None:
@@ -287,4 +373,5 @@ class DenseSearcher(Searcher):
         return merge_over_ranks(self.ranks, *vectors.search(queries, k, shards=mine), k)
 
 
-__all__ = ["FAISS_FILE", "DenseConfig", "DenseRetriever", "DenseSearcher"]
+__all__ = ["FAISS_FILE", "DenseConfig", "DenseRetriever", "DenseSearcher", "check_index_manifest",
+           "check_pooler_of_encoder", "trained_pooler"]
