@@ -1,16 +1,23 @@
 """Process-group helper for stages that split work across ranks (torchrun or accelerate launch).
 
-Works the same on CPU (gloo) and GPU (nccl); a single process needs no process group at all.
+Works the same on CPU (gloo) and GPU (nccl); a single process needs no process group at all. Each rank uses the
+GPU :func:`pgra.device.local_device_index` names (``LOCAL_RANK`` modulo the GPUs it sees). When a node runs more
+ranks than it shows GPUs (``LOCAL_WORLD_SIZE`` above the count), ranks share GPUs and NCCL refuses two ranks on
+one GPU: the process group is then gloo's, over which pgra's ranks exchange only Python objects (a DDP job on that
+group, ``parallel: ddp``, reduces its gradients over gloo: correct, slower).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from .device import apply_launcher_threads, local_device_index, ranks_per_node, warn_if_cuda_missing
 
 
 @dataclass(frozen=True)
@@ -31,15 +38,35 @@ class DistContext:
         return range(self.rank, n_items, self.world_size)
 
 
+def choose_backend() -> tuple[str, str | None]:
+    """The process group's backend, and a line saying why when it is gloo although GPUs are visible: ``nccl``
+    when every rank of this node has a GPU of its own, ``gloo`` without CUDA or when the node's ranks
+    (``LOCAL_WORLD_SIZE``) outnumber the GPUs it shows (they share GPUs, which NCCL refuses). Without
+    ``LOCAL_WORLD_SIZE`` (ranks started by srun or mpirun one by one, each seeing its own GPU) it is nccl."""
+    if not torch.cuda.is_available():
+        return "gloo", None
+    gpus, ranks = torch.cuda.device_count(), ranks_per_node()
+    if ranks is not None and ranks > gpus:
+        return "gloo", (f"{ranks} ranks on this node share {gpus} GPU(s) (rank i uses GPU LOCAL_RANK % {gpus}); "
+                        "NCCL refuses two ranks on one GPU, so the ranks exchange their data over gloo")
+    return "nccl", None
+
+
 def init_distributed(timeout_minutes: int = 120) -> DistContext:
-    """Join the process group announced by the launcher's environment, if any."""
+    """Join the process group announced by the launcher's environment, if any (first giving this rank its CPU
+    threads, :func:`pgra.device.apply_launcher_threads`, and its GPU, :func:`pgra.device.local_device_index`)."""
+    if not dist.is_initialized():
+        apply_launcher_threads()
+        warn_if_cuda_missing()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistContext()
     if not dist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        if backend == "nccl":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        backend, why = choose_backend()
+        if torch.cuda.is_available():
+            torch.cuda.set_device(local_device_index())
+        if why and int(os.environ.get("LOCAL_RANK") or 0) == 0:
+            print(f"note: {why}", file=sys.stderr, flush=True)
         dist.init_process_group(backend=backend, timeout=timedelta(minutes=timeout_minutes))
     return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
 

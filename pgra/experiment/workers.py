@@ -12,6 +12,7 @@ last job to finish writes the report.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -24,6 +25,7 @@ from typing import Any
 
 from ..artifacts import read_json, write_text
 from ..config import to_dict
+from ..device import THREADS_ENV, launcher_threads, local_device_index
 from ..distributed import DistContext, gather_objects, main_computes
 from ..errors import PgraError
 from ..methods import get_method
@@ -35,15 +37,37 @@ from .layout import CellPlan, cell_status, finished_cells, mark_seed_independent
 DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
             "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
             "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
-            "TORCHELASTIC_ERROR_FILE")
+            "TORCHELASTIC_ERROR_FILE",
+            # MPICH / Intel MPI (hydra) and DeepSpeed's launcher: accelerate and DeepSpeed read them as a rank's
+            "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "CROSS_RANK", "CROSS_SIZE", "LOCAL_SIZE")
+# what the other launchers tell a process: accelerate launch's plugin settings (``ACCELERATE_USE_DEEPSPEED`` makes
+# every cell's reader a one-process DeepSpeed engine, which fails in MPI discovery; ``FSDP_*``, Megatron's), and
+# the MPI / PMI rank variables of srun (pmi2, pmix) and mpirun (accelerate takes ``PMI_SIZE=2`` for a 2-process
+# CPU job and asks for ``MASTER_ADDR``). Slurm's own ``SLURM_*`` stay: neither torch nor accelerate nor DeepSpeed
+# reads ``SLURM_PROCID``-style ranks, and the claims record ``SLURM_JOB_ID``.
+LAUNCHER_ENV_PREFIXES = ("ACCELERATE_", "FSDP_", "MEGATRON_LM_", "PARALLELISM_CONFIG_", "PMI_", "PMIX_",
+                         "OMPI_COMM_WORLD_", "MV2_COMM_WORLD_")
+KEPT_ENV = ("ACCELERATE_LOG_LEVEL",)  # a logging setting (pgra's quiet mode sets it), not a launch description
+
+
+def launcher_variable(name: str) -> bool:
+    """Whether the environment variable ``name`` describes the launch this process is a rank of (a cell's or a
+    worker's child process, a single process of its own, must not see it)."""
+    return name not in KEPT_ENV and (name in DIST_ENV or name.startswith(LAUNCHER_ENV_PREFIXES))
 
 
 def single_process_env(device: int | None = None, worker: str = "") -> dict[str, str]:
-    """This process's environment without the process group's variables; ``device``: the one visible GPU (an index
-    into the GPUs visible now)."""
-    env = {k: v for k, v in os.environ.items() if k not in DIST_ENV}
+    """This process's environment without the launch's variables (:func:`launcher_variable`); ``device``: the one
+    visible GPU (an index into the GPUs visible now, modulo their count). Under a launcher that left its default of
+    one thread a rank (:func:`pgra.device.launcher_threads`), ``OMP_NUM_THREADS`` is this node's cores over its
+    ranks, as the rank itself was given."""
+    threads = launcher_threads()
+    env = {k: v for k, v in os.environ.items() if not launcher_variable(k)}
+    if threads is not None:
+        env[THREADS_ENV] = str(threads)
     if device is not None:
-        env["CUDA_VISIBLE_DEVICES"] = visible_devices()[device % len(visible_devices())]
+        devices = visible_devices()
+        env["CUDA_VISIBLE_DEVICES"] = devices[device % len(devices)]
     if worker:
         env[WORKER_ENV] = worker
     return env
@@ -59,6 +83,19 @@ def visible_devices() -> list[str]:
     if listed:
         return [d.strip() for d in listed.split(",") if d.strip()]
     return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def release_gpu_memory() -> bool:
+    """Before a rank starts a cell's child process on its GPU: free what the stages left (their models, once
+    unreferenced, and the blocks torch's caching allocator keeps), so that the child trains with the GPU's memory.
+    Only when this process initialised CUDA (``empty_cache`` would otherwise create a CUDA context on the GPU,
+    taking memory instead of freeing it). Whether it released."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return False
+    gc.collect()
+    torch.cuda.empty_cache()
+    return True
 
 
 def torch_threads() -> int | None:
@@ -105,6 +142,7 @@ class GridRun:
         self.threads = torch_threads()  # what a cell's fresh child process starts with too
         self.failed: list[CellPlan] = []
         self._said: set[str] = set()
+        self._watch = None  # the watch claim (leave_held_cells), while this job is the one that waits
 
     @property
     def stale_after(self) -> float:
@@ -112,6 +150,12 @@ class GridRun:
 
     def run(self) -> list[CellPlan]:
         """Build (or wait for) the index, then every task's stages and cells; the cells this job saw fail."""
+        try:
+            return self._run()
+        finally:
+            self._stop_watching()
+
+    def _run(self) -> list[CellPlan]:
         self.index()
         todo, ready = list(self.cfg.tasks), []
         waited_since = time.monotonic()
@@ -130,6 +174,13 @@ class GridRun:
             if ran:  # time passed: what others held may be free (or their holder dead) now
                 waited_since = time.monotonic()
                 continue
+            # only cells left, every one held by a live job: a single-process job (an array task, a submitit or
+            # local worker) leaves them to those jobs, releasing its GPUs, unless it is the one job that stays to
+            # take over the cells of jobs that die (the ranks of a torchrun job end together, so they wait)
+            if not todo and self.ctx.world_size == 1 and self._leave_held_cells():
+                print(f"{held} cell(s) left, each held by another live job (another job waits to take over those "
+                      "whose job dies): left to them", flush=True)
+                break
             # nothing to claim: wait for the stages and cells other jobs hold (taking over those whose job died);
             # decided on rank 0 while ranks still build stages together
             waited = time.monotonic() - waited_since
@@ -142,6 +193,23 @@ class GridRun:
             time.sleep(self.cfg.claim_poll_s)
         self.finish()
         return self.failed
+
+    # ----- the watch over cells other jobs hold -----
+    def _leave_held_cells(self) -> bool:
+        """With nothing left to claim but cells other live jobs hold: whether this job leaves them to those jobs
+        (:func:`leave_held_cells`); never while it is the job that watches them."""
+        if self._watch is not None:
+            return False
+        self._watch, leave = leave_held_cells(self.exp.out, self.stale_after)
+        if not leave:
+            say(self.ctx, "cells left, each held by another live job: this job waits to take over those whose job "
+                          f"dies (up to wait_s, {self.cfg.wait_s:.0f} s)")
+        return leave
+
+    def _stop_watching(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
 
     # ----- the index and the stages (all ranks together; rank 0 holds the claim) -----
     def _claim_on_main(self, target: Path, label: str, done=lambda: False) -> tuple[str, list]:
@@ -299,9 +367,10 @@ class GridRun:
             spec = Path(tmp) / "cell.json"
             spec.write_text(json.dumps({**experiment_payload(self.exp), "cell": {
                 "task": cell.task, "method": cell.method, "seed": cell.seed, "key": cell.key}}))
-            local = int(os.environ.get("LOCAL_RANK", self.ctx.rank))
-            env = single_process_env(local if visible_devices() else None,
+            devices = visible_devices()
+            env = single_process_env(local_device_index(len(devices)) if devices else None,
                                      os.environ.get(WORKER_ENV) or f"rank {self.ctx.rank}")
+            release_gpu_memory()  # the stages' models and cached blocks: the child needs the GPU's memory
             code = subprocess.run([sys.executable, "-m", CHILD_MODULE, "cell", str(spec)],
                                   env=env).returncode
         if code != 0:
@@ -343,6 +412,22 @@ class GridRun:
             say(self.ctx, message)
 
 
+WATCH = "held-cells"  # the watch claim: <out>/.held-cells.claim
+
+
+def leave_held_cells(out: Path, stale_after: float | None):
+    """For a job with nothing left to claim while other live jobs hold the remaining cells: ``(watch, leave)``.
+    The first such job takes the watch claim (``watch``, to close when it ends; ``leave`` False): it waits, up to
+    ``wait_s``, to take over the cells of jobs that die (on another host once their heartbeat is
+    ``claim_stale_after_s`` old), and the job that finishes last writes the report. Every other such job gets
+    ``(None, True)``: it ends now, releasing its GPUs, instead of waiting up to ``wait_s`` (a day by default) for
+    cells it cannot claim. A watcher that dies is replaced by the next job to run out of cells (its claim is
+    taken over like a cell's). Single-process jobs only: a torchrun job's ranks end together (its allocation is
+    held until the last one ends), and such a job waits as before."""
+    watch = try_claim(out / WATCH, "the watch over cells other jobs hold", stale_after)
+    return watch, watch is None
+
+
 def experiment_payload(exp) -> dict[str, Any]:
     """What a child process needs to rebuild ``exp``: its config (and that of the experiment whose candidates it
     reads), by class and value."""
@@ -354,4 +439,5 @@ def experiment_payload(exp) -> dict[str, Any]:
             "report_writer": None if writer is None else f"{writer.__module__}:{writer.__qualname__}"}
 
 
-__all__ = ["DIST_ENV", "GridRun", "cost_order", "experiment_payload", "single_process_env", "visible_devices"]
+__all__ = ["DIST_ENV", "LAUNCHER_ENV_PREFIXES", "WATCH", "GridRun", "cost_order", "experiment_payload",
+           "launcher_variable", "leave_held_cells", "release_gpu_memory", "single_process_env", "visible_devices"]

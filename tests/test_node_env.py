@@ -1,0 +1,359 @@
+"""The node path as real hardware runs it (issue 49), decided on a CPU: what a cell's child process inherits from
+the launchers, which GPU and process-group backend a rank picks, when a rank frees the GPU for its cells, the
+warning when a GPU was expected but torch sees none, the CPU threads a rank gets under a launcher, and when a job
+with nothing left to claim leaves the cells other live jobs hold."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from pgra import device as pgra_device
+from pgra import distributed
+from pgra.device import (
+    NO_GPU_WARNED,
+    cuda_expected,
+    launcher_threads,
+    local_device_index,
+    resolve_device,
+    warn_if_cuda_missing,
+)
+from pgra.experiment import workers
+from pgra.experiment.claims import claim_path
+from pgra.experiment.layout import CellPlan
+from pgra.experiment.workers import (
+    WATCH,
+    GridRun,
+    leave_held_cells,
+    release_gpu_memory,
+    single_process_env,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# what the launchers put in a rank's environment, by launcher
+LAUNCHERS = {
+    "accelerate launch (deepspeed_zero2.yaml)": {
+        "ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2",
+        "ACCELERATE_DEEPSPEED_CONFIG_FILE": "none", "ACCELERATE_MIXED_PRECISION": "bf16",
+        "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "1", "ACCELERATE_DYNAMO_BACKEND": "NO"},
+    "accelerate launch (fsdp)": {"ACCELERATE_USE_FSDP": "true", "FSDP_SHARDING_STRATEGY": "FULL_SHARD",
+                                 "FSDP_STATE_DICT_TYPE": "FULL_STATE_DICT"},
+    "accelerate launch (megatron)": {"ACCELERATE_USE_MEGATRON_LM": "true", "MEGATRON_LM_TP_DEGREE": "2"},
+    "srun --mpi=pmi2": {"PMI_SIZE": "2", "PMI_RANK": "1", "PMI_FD": "7"},
+    "srun --mpi=pmix": {"PMIX_RANK": "1", "PMIX_NAMESPACE": "slurm.pmix.42.0"},
+    "mpirun (Open MPI)": {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1",
+                          "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"},
+    "mpirun (MVAPICH2)": {"MV2_COMM_WORLD_SIZE": "2", "MV2_COMM_WORLD_RANK": "1", "MV2_COMM_WORLD_LOCAL_RANK": "1"},
+    "mpirun (MPICH / Intel MPI)": {"MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"},
+    "deepspeed launcher": {"CROSS_RANK": "0", "CROSS_SIZE": "1", "LOCAL_SIZE": "2"},
+    "torchrun": {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "x"},
+}
+# what a cell's child keeps: the job's own settings and Slurm's description of the job
+KEPT = {"ACCELERATE_LOG_LEVEL": "error", "SLURM_JOB_ID": "42", "SLURM_PROCID": "1", "SLURM_CPUS_PER_TASK": "8",
+        "OMPI_MCA_btl": "^openib", "HF_HOME": "/tmp/hf", "OMP_NUM_THREADS": "3"}
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+# ----- item 2: a cell's child process sees no launcher -----
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+def test_a_cell_child_inherits_none_of_the_launchers_variables(launcher, monkeypatch, no_cuda):
+    for k, v in {**LAUNCHERS[launcher], **KEPT}.items():
+        monkeypatch.setenv(k, v)
+    env = single_process_env(worker="rank 1")
+    assert not set(LAUNCHERS[launcher]) & set(env), launcher
+    assert {k: env[k] for k in KEPT} == KEPT
+    assert env["PGRA_WORKER"] == "rank 1"
+
+
+def test_the_reader_s_accelerate_state_in_a_cell_child_is_a_single_process(monkeypatch, no_cuda):
+    """Under srun's pmi2 (``PMI_SIZE=2``) accelerate takes a CPU process for a rank of a 2-process job and raises
+    "MASTER_ADDR env was not set"; in the environment a cell's child gets, it is one process."""
+    for k, v in {**LAUNCHERS["srun --mpi=pmi2"], **LAUNCHERS["mpirun (Open MPI)"]}.items():
+        monkeypatch.setenv(k, v)
+    code = "from accelerate import PartialState; s = PartialState(cpu=True); print(s.num_processes)"
+    proc = subprocess.run([sys.executable, "-c", code], env=single_process_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["1"]
+
+
+# ----- item 3: one device choice for ranks, stages and cells; the backend when ranks share GPUs -----
+@pytest.mark.parametrize(("env", "count", "index"), [
+    ({"LOCAL_RANK": "3"}, 1, 0),                  # srun --gpus-per-task=1: each rank sees its one GPU as device 0
+    ({"LOCAL_RANK": "5"}, 4, 1),                  # more ranks than GPUs: round-robin
+    ({"LOCAL_RANK": "2"}, 8, 2),
+    ({"RANK": "9"}, 8, 1),                        # no LOCAL_RANK (mpirun-style ranks): the global rank's share
+    ({}, 2, 0),
+])
+def test_the_device_of_a_rank_is_its_local_rank_modulo_the_gpus_it_sees(env, count, index, monkeypatch):
+    for k in ("LOCAL_RANK", "RANK"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    assert local_device_index() == index
+    assert resolve_device("auto") == torch.device("cuda", index)
+
+
+class _Group:
+    """torch.distributed as init_distributed uses it, recording the backend and the device set."""
+
+    def __init__(self, monkeypatch, gpus: int) -> None:
+        self.backend, self.devices = None, []
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+        monkeypatch.setattr(torch.cuda, "set_device", self.devices.append)
+        monkeypatch.setattr(distributed.dist, "is_initialized", lambda: self.backend is not None)
+        monkeypatch.setattr(distributed.dist, "init_process_group", self.init)
+        monkeypatch.setattr(distributed.dist, "get_rank", lambda: int(os.environ["RANK"]))
+        monkeypatch.setattr(distributed.dist, "get_world_size", lambda: int(os.environ["WORLD_SIZE"]))
+
+    def init(self, backend, timeout) -> None:
+        self.backend = backend
+
+
+@pytest.mark.parametrize(("gpus", "ranks", "local_rank", "backend", "device"), [
+    (8, "8", 5, "nccl", 5),     # one GPU per rank
+    (1, None, 5, "nccl", 0),    # srun --gpus-per-task=1 (ranks started one by one): device 0, not 5
+    (1, "1", 0, "nccl", 0),     # srun --gpus-per-task=1 with one torchrun per task
+    (2, "4", 3, "gloo", 1),     # 4 ranks on 2 GPUs: NCCL refuses two ranks on one GPU
+    (0, "4", 3, "gloo", None),  # no CUDA
+])
+def test_init_distributed_picks_the_device_and_backend(gpus, ranks, local_rank, backend, device, monkeypatch,
+                                                       capsys):
+    group = _Group(monkeypatch, gpus)
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("RANK", str(local_rank))
+    monkeypatch.setenv("LOCAL_RANK", str(local_rank))
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's: this process's threads stay as they are
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU warning
+    if ranks is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", ranks)
+    ctx = distributed.init_distributed()
+    assert (ctx.rank, ctx.world_size) == (local_rank, 8)
+    assert group.backend == backend
+    assert group.devices == ([] if device is None else [device])
+
+
+def test_ranks_sharing_gpus_say_so_once_per_node(monkeypatch, capsys):
+    _Group(monkeypatch, 2)
+    for k, v in {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "RANK": "0", "LOCAL_RANK": "0",
+                 "OMP_NUM_THREADS": "2"}.items():
+        monkeypatch.setenv(k, v)
+    distributed.init_distributed()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "4 ranks on this node share 2 GPU(s)" in err[0] and "gloo" in err[0]
+    assert distributed.choose_backend()[0] == "gloo"
+
+
+# ----- item 4: a rank frees the stages' GPU memory before its cells' children train -----
+class _Cuda:
+    def __init__(self, monkeypatch, initialised: bool) -> None:
+        self.calls: list[str] = []
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialised)
+        monkeypatch.setattr(torch.cuda, "empty_cache", lambda: self.calls.append("empty_cache"))
+        monkeypatch.setattr(workers.gc, "collect", lambda: self.calls.append("gc") or 0)
+
+
+def test_gpu_memory_is_released_only_where_this_process_used_cuda(monkeypatch):
+    cuda = _Cuda(monkeypatch, initialised=False)
+    assert not release_gpu_memory() and cuda.calls == []  # empty_cache would create a CUDA context
+    cuda = _Cuda(monkeypatch, initialised=True)
+    assert release_gpu_memory() and cuda.calls == ["gc", "empty_cache"]
+
+
+def _grid(tmp_path: Path, world_size: int = 1, **cfg) -> GridRun:
+    settings = {"tasks": ["t"], "parallel": "cells", "wait_s": 3600.0, "claim_poll_s": 1e6,
+                "claim_stale_after_s": 600.0, **cfg}
+    exp = SimpleNamespace(cfg=SimpleNamespace(**settings), out=tmp_path / "out")
+    return GridRun(exp, distributed.DistContext(rank=world_size - 1, world_size=world_size))
+
+
+def test_a_rank_releases_gpu_memory_before_it_starts_a_cell_s_child(tmp_path, monkeypatch):
+    cuda = _Cuda(monkeypatch, initialised=True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    monkeypatch.setattr(workers, "experiment_payload", lambda exp: {})
+    started = []
+
+    def run(cmd, env):
+        started.append((list(cuda.calls), env["CUDA_VISIBLE_DEVICES"]))
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(workers.subprocess, "run", run)
+    cell = CellPlan("t", "fid", 1, tmp_path / "out" / "t" / "fid" / "seed-1", "k", "todo")
+    assert _grid(tmp_path, world_size=2)._run_alone(cell) is True
+    assert started == [(["gc", "empty_cache"], "1")]  # released first; the child sees GPU LOCAL_RANK % 2
+
+
+# ----- item 12: a GPU expected, none seen -----
+@pytest.mark.parametrize(("env", "smi", "expected"), [
+    ({"CUDA_VISIBLE_DEVICES": "0,1"}, False, True),
+    ({"CUDA_VISIBLE_DEVICES": "GPU-5f1c"}, False, True),
+    ({}, True, True),                              # nvidia-smi on the PATH
+    ({"CUDA_VISIBLE_DEVICES": ""}, True, False),   # GPUs hidden on purpose
+    ({"CUDA_VISIBLE_DEVICES": "-1"}, True, False),
+    ({}, False, False),
+])
+def test_when_a_gpu_is_expected(env, smi, expected, monkeypatch):
+    monkeypatch.setattr(pgra_device.shutil, "which", lambda name: "/usr/bin/nvidia-smi" if smi else None)
+    assert (cuda_expected(env) is not None) is expected
+
+
+def test_no_gpu_seen_where_one_was_expected_warns_once(monkeypatch, capsys, no_cuda):
+    monkeypatch.setattr(pgra_device, "_warned", False)
+    monkeypatch.delenv(NO_GPU_WARNED, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert resolve_device("auto") == torch.device("cpu")
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: CUDA_VISIBLE_DEVICES=0 but torch") and "fp32" in err[0]
+    assert resolve_device("auto") == torch.device("cpu") and not warn_if_cuda_missing()
+    assert capsys.readouterr().err == ""
+    assert os.environ[NO_GPU_WARNED] == "1"  # the grid's cells and workers inherit it: the job warns once
+    monkeypatch.setattr(pgra_device, "_warned", False)
+    assert not warn_if_cuda_missing()
+
+
+def test_no_warning_without_a_reason_to_expect_a_gpu(monkeypatch, capsys, no_cuda):
+    monkeypatch.setattr(pgra_device, "_warned", False)
+    monkeypatch.delenv(NO_GPU_WARNED, raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(pgra_device.shutil, "which", lambda name: None)
+    assert not warn_if_cuda_missing() and capsys.readouterr().err == ""
+
+
+# ----- item 14: CPU threads under a launcher -----
+TORCHRUN_4 = {"LOCAL_WORLD_SIZE": "4", "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.parametrize(("env", "start", "threads"), [
+    (TORCHRUN_4, {}, 4),                                  # torchrun's default 1: 16 cores over 4 ranks
+    ({"LOCAL_WORLD_SIZE": "32", "OMP_NUM_THREADS": "1"}, {}, 1),
+    (TORCHRUN_4, {"OMP_NUM_THREADS": "1"}, None),         # the user gave torchrun OMP_NUM_THREADS=1: kept
+    (TORCHRUN_4, None, 4),                                # the launcher's start environment unreadable
+    ({"LOCAL_WORLD_SIZE": "4", "OMP_NUM_THREADS": "6"}, {}, None),  # the user's (torchrun only sets 1)
+    ({"LOCAL_WORLD_SIZE": "4"}, {}, None),                # unset: the libraries' defaults
+    ({"ACCELERATE_DYNAMO_BACKEND": "NO", "OMP_NUM_THREADS": "1"}, {}, 16),  # accelerate launch, one process
+    ({"OMP_NUM_THREADS": "1"}, {}, None),                 # no launcher: the user's
+])
+def test_a_rank_s_threads_under_a_launcher(env, start, threads, monkeypatch):
+    monkeypatch.setattr(pgra_device, "node_cores", lambda: 16)
+    assert launcher_threads(env, start) == threads
+
+
+def test_a_cell_child_gets_the_node_s_cores_over_its_ranks(monkeypatch, no_cuda):
+    monkeypatch.setattr(pgra_device, "node_cores", lambda: 16)
+    monkeypatch.setattr(pgra_device, "_launcher_start_env", lambda: {"PATH": "/usr/bin"})
+    for k, v in {**LAUNCHERS["torchrun"], **TORCHRUN_4}.items():
+        monkeypatch.setenv(k, v)
+    env = single_process_env()
+    assert env["OMP_NUM_THREADS"] == "4" and "LOCAL_WORLD_SIZE" not in env
+    monkeypatch.setattr(pgra_device, "_launcher_start_env", lambda: {"OMP_NUM_THREADS": "1"})
+    assert single_process_env()["OMP_NUM_THREADS"] == "1"
+
+
+def test_a_rank_applies_its_threads_once(monkeypatch):
+    monkeypatch.setattr(pgra_device, "node_cores", lambda: 16)
+    monkeypatch.setattr(pgra_device, "_launcher_start_env", lambda: {})
+    set_to: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", set_to.append)
+    for k, v in TORCHRUN_4.items():
+        monkeypatch.setenv(k, v)
+    assert pgra_device.apply_launcher_threads() == 4
+    assert os.environ["OMP_NUM_THREADS"] == "4" and set_to == [4]
+    assert pgra_device.apply_launcher_threads() is None and set_to == [4]
+
+
+def test_the_launcher_s_start_environment_is_the_parent_s(monkeypatch):
+    """What decides a user's ``OMP_NUM_THREADS=1`` from a launcher's: the parent's environment as it started (a
+    variable this process set afterwards is not in it, though its child inherits it)."""
+    monkeypatch.setenv("PGRA_TEST_SET_LATER", "1")
+    code = ("import os; from pgra.device import _launcher_start_env as s; e = s(); "
+            "print(os.environ['PGRA_TEST_SET_LATER'], 'PGRA_TEST_SET_LATER' in e, 'PATH' in e)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["1", "False", "True"]
+
+
+# ----- item 17: a job with nothing left to claim leaves cells live jobs hold -----
+def _held_by_another_job(target: Path) -> None:
+    """``target``'s claim held by a live job on another host (a fresh heartbeat)."""
+    path = claim_path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"pid": 1, "host": f"not-{socket.gethostname()}", "command": "pgra experiment",
+                                "started": time.time(), "job": "42_3"}))
+
+
+class _Slept(Exception):
+    pass
+
+
+def _only_held_cells(monkeypatch, grid: GridRun, clock=time.monotonic) -> list[str]:
+    """``grid`` whose index and stages are done and whose every cell another live job holds; its clock ``clock``;
+    sleeping raises."""
+    finished: list[str] = []
+    monkeypatch.setattr(grid, "index", lambda: None)
+    monkeypatch.setattr(grid, "stages", lambda task: "ready")
+    monkeypatch.setattr(grid, "cells", lambda tasks: (0, 3))
+    monkeypatch.setattr(grid, "finish", lambda: finished.append("finish"))
+
+    def sleep(seconds):
+        raise _Slept(seconds)
+
+    monkeypatch.setattr(workers, "time", SimpleNamespace(time=time.time, monotonic=clock, sleep=sleep))
+    return finished
+
+
+def test_a_job_with_only_held_cells_left_ends_when_another_job_watches(tmp_path, monkeypatch, capsys):
+    grid = _grid(tmp_path)
+    _held_by_another_job(grid.exp.out / WATCH)
+    finished = _only_held_cells(monkeypatch, grid)
+    assert grid.run() == [] and finished == ["finish"]  # no wait (sleeping raises), the report check still ran
+    assert "3 cell(s) left, each held by another live job" in capsys.readouterr().out
+
+
+def test_the_first_job_with_only_held_cells_left_watches_them(tmp_path, monkeypatch):
+    grid = _grid(tmp_path)
+    _only_held_cells(monkeypatch, grid)
+    with pytest.raises(_Slept):  # it waits to take over the cells of jobs that die
+        grid.run()
+    assert not claim_path(grid.exp.out / WATCH).exists()  # its watch released when it ends
+    watch, leave = leave_held_cells(grid.exp.out, 600.0)
+    assert watch is not None and not leave
+    watch.close()
+
+
+def test_the_ranks_of_a_torchrun_job_wait_together(tmp_path, monkeypatch):
+    grid = _grid(tmp_path, world_size=2)
+    _held_by_another_job(grid.exp.out / WATCH)
+    _only_held_cells(monkeypatch, grid)
+    with pytest.raises(_Slept):  # a rank that left would only wait for the others at the job's end
+        grid.run()
+
+
+def test_a_watcher_that_waited_wait_s_leaves_too(tmp_path, monkeypatch, capsys):
+    grid = _grid(tmp_path, wait_s=5.0)
+    _only_held_cells(monkeypatch, grid, clock=iter([0.0, 10.0]).__next__)  # started, then 10 s later
+    assert grid.run() == []
+    assert "3 cell(s) still held by other jobs after 5 s" in capsys.readouterr().out
