@@ -20,6 +20,7 @@ import yaml
 
 from pgra.cli import main
 from tests import matrix_b as B
+from tests import matrix_r4_export, matrix_r4_fid, matrix_r4_locks, matrix_r4_misc, matrix_r4_rerank
 
 MAX_ERROR_LINE = 1500  # characters: no error echoes a huge value (a YAML bomb, a 100 kB argument) back
 
@@ -545,6 +546,9 @@ CASES: list[tuple[str, Callable[[dict], list[str]], Any]] = [
     # a full disk while safetensors saves the reader: the same one line as any full disk
     ("train: full disk under safetensors", B.train_on_full_disk, "No space left"),
 ]
+# --- issue 53 (reliability round 4), one module per surface ---
+for _round4 in (matrix_r4_export, matrix_r4_fid, matrix_r4_rerank, matrix_r4_locks, matrix_r4_misc):
+    CASES += _round4.CASES
 
 
 @pytest.fixture()
