@@ -24,6 +24,7 @@ from .cost import meter
 from .errors import InputError
 from .loading import load_pretrained
 
+DEVICE_MAPS = ("none", "auto")  # how a causal LM's weights are placed (LMConfig.device_map)
 _BUDGET = {"min": 1, "help": "token budget of one LM batch (tokens every row shares, a prompt's head, count)"}
 _ROWS = {"min": 1, "help": "inputs per LM batch at most"}
 
@@ -42,12 +43,17 @@ class LMConfig:
     max_tokens_per_batch: int = option(4096, **_BUDGET)
     max_batch_size: int = option(16, **_ROWS)
     max_context: int = option(0, min=0, help="LM context in tokens; 0 = the LM's own")
+    device_map: str = option("none", choices=DEVICE_MAPS, cosmetic=True, omit_default=True, record_default=False,
+                             help="none = the LM loaded straight onto this process's device; auto = spread over "
+                                  "every GPU the process sees (an LM larger than one GPU; one rank per node)")
 
     def lm_settings(self) -> dict[str, Any]:
-        """The block as :class:`CausalLM`'s keyword arguments (``max_context`` 0: the LM's own)."""
+        """The block as :class:`CausalLM`'s keyword arguments (``max_context`` 0: the LM's own; ``device_map`` only
+        when set)."""
+        auto = {"device_map": self.device_map} if self.device_map != "none" else {}
         return {"device": self.device, "dtype": self.dtype, "attn_implementation": self.attn_implementation,
                 "max_tokens_per_batch": self.max_tokens_per_batch, "max_batch_size": self.max_batch_size,
-                "max_context": self.max_context or None}
+                "max_context": self.max_context or None, **auto}
 
 
 def lm_config(max_tokens_per_batch: int, max_batch_size: int) -> type[LMConfig]:
@@ -145,6 +151,33 @@ def load_trained(loader: Any, name: str, what: str, field: str, need: str, **kwa
     return model
 
 
+def load_arguments(device: Any, dtype: Any, attn_implementation: str | None, trust_remote_code: bool,
+                   device_map: str | None = None) -> dict[str, Any]:
+    """``from_pretrained``'s keyword arguments for a causal LM on ``device``: on a GPU the weights load straight
+    onto it (``device_map={"": device}``: no whole copy in host memory first, 26 GB per rank for OPT-13b in bf16),
+    or with ``device_map="auto"`` across every GPU the process sees; on the CPU as transformers loads them."""
+    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": trust_remote_code}
+    if attn_implementation is not None:
+        kwargs["attn_implementation"] = attn_implementation
+    if getattr(device, "type", str(device)) != "cpu":
+        kwargs["device_map"] = "auto" if device_map == "auto" else {"": str(device)}
+    return kwargs
+
+
+def check_device_map(device_map: str | None, device: Any, field: str = "device_map") -> None:
+    """Refuse an unknown ``device_map``, and ``auto`` on a GPU while this node runs several ranks (each would spread
+    its LM over the same GPUs). On the CPU ``auto`` changes nothing."""
+    from .device import ranks_per_node
+
+    if device_map not in (None, *DEVICE_MAPS):
+        raise InputError(f"unknown device_map {device_map!r}, use one of {', '.join(DEVICE_MAPS)}", field=field)
+    ranks = ranks_per_node()
+    if device_map == "auto" and getattr(device, "type", "cpu") != "cpu" and ranks is not None and ranks > 1:
+        raise InputError(f"device_map auto spreads the LM over every GPU this process sees, but {ranks} ranks run on "
+                         "this node: start one rank per node (torchrun --nproc-per-node 1), or use device_map none",
+                         field=field)
+
+
 def context_limit(config: Any, default: int = 2048) -> int:
     """A model's context in tokens from its config (the smaller of ``max_position_embeddings`` and
     ``n_positions`` when both are set), else ``default``."""
@@ -177,13 +210,15 @@ class CausalLM:
     ``head``: ``"lm"`` loads the model with its LM head (logits), ``"none"`` without it (hidden states only).
     ``attn_implementation``: ``"auto"`` is eager on CPU (sdpa was ~10x slower for these small batches) and sdpa on
     GPU; None leaves transformers' own default. ``role`` names the model in errors, ``field`` the config field,
-    ``needs`` what refuses an encoder-decoder (``"the reranker"``).
+    ``needs`` what refuses an encoder-decoder (``"the reranker"``). ``device_map``: None or ``"none"`` loads the
+    weights straight onto the device, ``"auto"`` across every GPU the process sees (:func:`load_arguments`).
     """
 
     def __init__(self, name_or_path: str, device: str | None = None, dtype: str | None = None,
                  attn_implementation: str | None = "auto", max_tokens_per_batch: int = 4096,
                  max_batch_size: int = 16, max_context: int | None = None, trust_remote_code: bool = False,
-                 head: str = "lm", role: str = "LM", field: str = "lm", needs: str = "this") -> None:
+                 head: str = "lm", role: str = "LM", field: str = "lm", needs: str = "this",
+                 device_map: str | None = None) -> None:
         from transformers import AutoConfig, AutoTokenizer
 
         from .device import resolve_device, resolve_dtype
@@ -191,6 +226,8 @@ class CausalLM:
         self.name_or_path = str(name_or_path)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
+        check_device_map(device_map, self.device)
+        self._device_map = device_map
         if attn_implementation == "auto":
             attn_implementation = "eager" if self.device.type == "cpu" else "sdpa"
         self._attn, self._trust, self._head = attn_implementation, trust_remote_code, head
@@ -214,6 +251,7 @@ class CausalLM:
         self.name_or_path = getattr(model.config, "name_or_path", "") or type(model).__name__
         self.device, self.dtype = param.device, param.dtype
         self._attn, self._trust, self._head = getattr(model.config, "_attn_implementation", None), False, "none"
+        self._device_map = None
         self._role, self._field = "LM", "lm"
         self.tokenizer, self.config = tokenizer, model.config
         self.max_tokens_per_batch, self.max_batch_size = max_tokens_per_batch, max_batch_size
@@ -228,14 +266,16 @@ class CausalLM:
             from transformers import AutoModel, AutoModelForCausalLM
 
             loader = AutoModelForCausalLM if self._head == "lm" else AutoModel
-            kwargs: dict[str, Any] = {"dtype": self.dtype, "trust_remote_code": self._trust}
-            if self._attn is not None:
-                kwargs["attn_implementation"] = self._attn
+            kwargs = load_arguments(self.device, self.dtype, self._attn, self._trust, self._device_map)
             what = "causal LM" if self._role == "LM" else self._role
             need = "a trained causal LM with its LM head (a ...ForCausalLM checkpoint)" if self._head == "lm" \
                 else "a trained causal LM"
-            self._model = load_trained(loader, self.name_or_path, what, self._field, need,
-                                       **kwargs).to(self.device).eval()
+            model = load_trained(loader, self.name_or_path, what, self._field, need, **kwargs)
+            if "device_map" not in kwargs:
+                model = model.to(self.device)
+            elif kwargs["device_map"] == "auto":  # inputs go where the embeddings are; outputs come back there
+                self.device = _input_device(model)
+            self._model = model.eval()
         return self._model
 
     @property
@@ -297,6 +337,14 @@ class CausalLM:
         return cache_layers(output_cache(out))
 
 
+def _input_device(model: Any) -> Any:
+    """The device a model spread over several (``device_map="auto"``) takes its inputs on: its input embeddings'."""
+    try:
+        return model.get_input_embeddings().weight.device
+    except (AttributeError, NotImplementedError):
+        return next(model.parameters()).device
+
+
 def expand_cache(layers: list, n: int):
     """A cache holding ``layers`` (one row each) repeated for ``n`` rows without copying them."""
     from .kv import build_cache
@@ -304,5 +352,5 @@ def expand_cache(layers: list, n: int):
     return build_cache([(k.expand(n, *k.shape[1:]), v.expand(n, *v.shape[1:])) for k, v in layers])
 
 
-__all__ = ["CausalLM", "LMConfig", "LMCost", "check_causal_lm", "context_limit", "expand_cache", "lm_config",
-           "load_trained", "newly_initialised", "token_batches"]
+__all__ = ["DEVICE_MAPS", "CausalLM", "LMConfig", "LMCost", "check_causal_lm", "check_device_map", "context_limit",
+           "expand_cache", "lm_config", "load_arguments", "load_trained", "newly_initialised", "token_batches"]

@@ -5,12 +5,21 @@ GPU :func:`pgra.device.local_device_index` names (``LOCAL_RANK`` modulo the GPUs
 ranks than it shows GPUs (``LOCAL_WORLD_SIZE`` above the count), ranks share GPUs and NCCL refuses two ranks on
 one GPU: the process group is then gloo's, over which pgra's ranks exchange only Python objects (a DDP job on that
 group, ``parallel: ddp``, reduces its gradients over gloo: correct, slower).
+
+pgra's own exchanges (:meth:`DistContext.barrier`, :func:`gather_objects`, :func:`main_computes`) run over a gloo
+group of their own, whatever the main group's backend: ranks meet there after work of very different lengths (in
+cells mode, after cells other jobs' stages kept them from; a rank's cell can run for hours), and NCCL's watchdog
+would end the job when a collective outlasts its timeout. That group waits ``PGRA_DIST_WAIT_S`` seconds (default 7
+days); the main group, which carries only tensor collectives ranks enter together (DDP's gradients, SimCSE's
+in-batch negatives), keeps ``PGRA_DIST_TIMEOUT_S`` (default 7200, the 120 minutes it always had).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -18,6 +27,14 @@ import torch
 import torch.distributed as dist
 
 from .device import apply_launcher_threads, local_device_index, ranks_per_node, warn_if_cuda_missing
+from .errors import InputError, shorten
+
+TIMEOUT_ENV = "PGRA_DIST_TIMEOUT_S"  # the main process group's timeout (its tensor collectives)
+WAIT_ENV = "PGRA_DIST_WAIT_S"  # how long a rank waits for the others in pgra's own exchanges (the gloo group)
+DEFAULT_TIMEOUT_S = 120 * 60.0
+DEFAULT_WAIT_S = 7 * 24 * 3600.0
+
+_exchanges = None  # the gloo group of pgra's own exchanges, once init_distributed made one
 
 
 @dataclass(frozen=True)
@@ -31,7 +48,7 @@ class DistContext:
 
     def barrier(self) -> None:
         if self.world_size > 1:
-            dist.barrier()
+            dist.barrier(group=_exchanges)
 
     def shard(self, n_items: int) -> range:
         """The items ``i`` with ``i % world_size == rank`` (round-robin keeps shards balanced)."""
@@ -52,9 +69,34 @@ def choose_backend() -> tuple[str, str | None]:
     return "nccl", None
 
 
-def init_distributed(timeout_minutes: int = 120) -> DistContext:
+def seconds_from_env(name: str, default: float, env: Mapping[str, str] | None = None) -> float:
+    """A positive number of seconds from the environment variable ``name`` (``default`` when unset or empty); any
+    other value is an InputError naming it."""
+    value = (os.environ if env is None else env).get(name, "").strip()
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InputError(f"must be a positive number of seconds, not {shorten(value)}", field=name)
+    return seconds
+
+
+def dist_timeouts(env: Mapping[str, str] | None = None) -> tuple[timedelta, timedelta]:
+    """The main process group's timeout (``PGRA_DIST_TIMEOUT_S``, default 120 min) and how long pgra's own
+    exchanges wait for the other ranks (``PGRA_DIST_WAIT_S``, default 7 days)."""
+    return (timedelta(seconds=seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, env)),
+            timedelta(seconds=seconds_from_env(WAIT_ENV, DEFAULT_WAIT_S, env)))
+
+
+def init_distributed(timeout_minutes: float | None = None) -> DistContext:
     """Join the process group announced by the launcher's environment, if any (first giving this rank its CPU
-    threads, :func:`pgra.device.apply_launcher_threads`, and its GPU, :func:`pgra.device.local_device_index`)."""
+    threads, :func:`pgra.device.apply_launcher_threads`, and its GPU, :func:`pgra.device.local_device_index`), and
+    make the gloo group of pgra's own exchanges (:func:`dist_timeouts`; ``timeout_minutes`` overrides the main
+    group's)."""
+    global _exchanges
     if not dist.is_initialized():
         apply_launcher_threads()
         warn_if_cuda_missing()
@@ -62,19 +104,25 @@ def init_distributed(timeout_minutes: int = 120) -> DistContext:
     if world <= 1:
         return DistContext()
     if not dist.is_initialized():
+        timeout, wait = dist_timeouts()  # a bad value is refused before the ranks meet
+        if timeout_minutes is not None:
+            timeout = timedelta(minutes=timeout_minutes)
         backend, why = choose_backend()
         if torch.cuda.is_available():
             torch.cuda.set_device(local_device_index())
         if why and int(os.environ.get("LOCAL_RANK") or 0) == 0:
             print(f"note: {why}", file=sys.stderr, flush=True)
-        dist.init_process_group(backend=backend, timeout=timedelta(minutes=timeout_minutes))
+        dist.init_process_group(backend=backend, timeout=timeout)
+        _exchanges = dist.new_group(backend="gloo", timeout=wait)
     return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
 
 
 def shutdown_distributed() -> None:
     """Leave the process group (if this process joined one)."""
+    global _exchanges
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    _exchanges = None
 
 
 def gather_objects(ctx: DistContext, obj):
@@ -82,7 +130,7 @@ def gather_objects(ctx: DistContext, obj):
     if ctx.world_size == 1:
         return [obj]
     out = [None] * ctx.world_size
-    dist.all_gather_object(out, obj)
+    dist.all_gather_object(out, obj, group=_exchanges)
     return out
 
 
@@ -96,9 +144,9 @@ def main_computes(ctx: DistContext, compute):
         try:
             box = [(True, compute())]
         except Exception as e:
-            dist.broadcast_object_list([(False, f"{type(e).__name__}: {e}")], src=0)
+            dist.broadcast_object_list([(False, f"{type(e).__name__}: {e}")], src=0, group=_exchanges)
             raise
-    dist.broadcast_object_list(box, src=0)
+    dist.broadcast_object_list(box, src=0, group=_exchanges)
     ok, value = box[0]
     if not ok:
         raise RuntimeError(f"the main process failed: {value}")

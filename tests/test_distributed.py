@@ -81,3 +81,59 @@ def test_two_nodes_build_and_rerank_equal_one_process(corpus_txt, tmp_path, tiny
         y = [json.loads(line) for line in (tmp_path / "r2" / f"{split}.jsonl").read_text().splitlines()]
         np.testing.assert_allclose([c["score"] for r in x for c in r["ctxs"]],
                                    [c["score"] for r in y for c in r["ctxs"]], atol=1e-5)
+
+
+_LATE_RANK = """
+import sys
+import time
+
+from pgra.distributed import gather_objects, init_distributed, main_computes, shutdown_distributed
+
+ctx = init_distributed()
+gather_objects(ctx, ctx.rank)  # both ranks in step
+if ctx.rank == 1:
+    time.sleep(float(sys.argv[1]))  # a rank whose cells ran longer
+ranks = gather_objects(ctx, ctx.rank)
+decided = main_computes(ctx, lambda: "decided")
+ctx.barrier()
+print(f"rank {ctx.rank}: {ranks} {decided}", flush=True)
+shutdown_distributed()
+"""
+
+
+def _late_rank(tmp_path, late_s: float, env: dict[str, str]) -> subprocess.CompletedProcess:
+    script = tmp_path / "late_rank.py"
+    script.write_text(_LATE_RANK)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
+           str(late_s)]
+    clean = {k: v for k, v in os.environ.items() if k not in ("PGRA_DIST_TIMEOUT_S", "PGRA_DIST_WAIT_S")}
+    return subprocess.run(cmd, env={**clean, "OMP_NUM_THREADS": "1", **env}, capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+
+
+@pytest.mark.distributed
+def test_ranks_that_meet_long_after_the_process_groups_timeout_still_finish(tmp_path):
+    """pgra's exchanges (gather, main computes, barrier) wait PGRA_DIST_WAIT_S, not the process group's timeout
+    (NCCL's watchdog in cells mode): a rank arriving well past a lowered PGRA_DIST_TIMEOUT_S is waited for, and
+    only the exchanges' own wait, lowered, gives up on it."""
+    # the group's timeout leaves 15 s for the ranks' start-up on busy cores; the late rank comes 30 s after
+    ok = _late_rank(tmp_path, 30, {"PGRA_DIST_TIMEOUT_S": "15"})
+    assert ok.returncode == 0, launch_failure(ok)
+    assert "rank 0: [0, 1] decided" in ok.stdout and "rank 1: [0, 1] decided" in ok.stdout
+    late = _late_rank(tmp_path, 12, {"PGRA_DIST_WAIT_S": "5"})
+    assert late.returncode != 0
+    assert "rank 0:" not in late.stdout
+
+
+def test_the_distributed_timeouts_come_from_the_environment():
+    from datetime import timedelta
+
+    from pgra.distributed import dist_timeouts
+    from pgra.errors import InputError
+
+    assert dist_timeouts({}) == (timedelta(minutes=120), timedelta(days=7))
+    assert dist_timeouts({"PGRA_DIST_TIMEOUT_S": "30", "PGRA_DIST_WAIT_S": "86400"}) == (
+        timedelta(seconds=30), timedelta(days=1))
+    for bad in ("0", "-5", "soon", "nan", "inf"):
+        with pytest.raises(InputError, match="field 'PGRA_DIST_WAIT_S': must be a positive number of seconds"):
+            dist_timeouts({"PGRA_DIST_WAIT_S": bad})

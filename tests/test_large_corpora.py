@@ -285,7 +285,10 @@ class _FakeGpuFaiss:
     IndexHNSW = type("IndexHNSW", (), {})
     StandardGpuResources = type("StandardGpuResources", (), {})
 
-    class GpuMultipleClonerOptions:
+    class GpuClonerOptions:
+        useFloat16 = False
+
+    class GpuMultipleClonerOptions(GpuClonerOptions):
         shard = False
 
     def __init__(self, n_gpus: int) -> None:
@@ -301,7 +304,7 @@ class _FakeGpuFaiss:
     def try_extract_index_ivf(self, index):
         return None
 
-    def index_cpu_to_gpu(self, resources, device, index):
+    def index_cpu_to_gpu(self, resources, device, index, co=None):
         self.calls.append(("index_cpu_to_gpu", device, index))
         return f"gpu{device}"
 

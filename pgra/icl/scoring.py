@@ -44,9 +44,9 @@ class LabelScorer(CausalLM):
 
     def __init__(self, lm: str, device: str | None = None, dtype: str | None = None,
                  attn_implementation: str | None = None, max_tokens_per_batch: int = 4096, max_batch_size: int = 16,
-                 max_context: int | None = None, trust_remote_code: bool = False) -> None:
+                 max_context: int | None = None, trust_remote_code: bool = False, device_map: str | None = None) -> None:
         super().__init__(lm, device, dtype, attn_implementation or "auto", max_tokens_per_batch, max_batch_size,
-                         max_context, trust_remote_code, needs="in-context learning")
+                         max_context, trust_remote_code, needs="in-context learning", device_map=device_map)
         self.cost = ScoreStats()
 
     @property

@@ -93,9 +93,10 @@ class LMEmbedder(CausalLM):
     def __init__(self, model_name_or_path: str, device: str | None = None, dtype: str | None = None,
                  attn_implementation: str | None = None, max_tokens_per_batch: int = 16384,
                  max_batch_size: int = 64, max_context: int | None = None, trust_remote_code: bool = False,
-                 ) -> None:
+                 device_map: str | None = None) -> None:
         super().__init__(model_name_or_path, device, dtype, attn_implementation or "auto", max_tokens_per_batch,
-                         max_batch_size, max_context, trust_remote_code, head="none", needs="the reranker")
+                         max_batch_size, max_context, trust_remote_code, head="none", needs="the reranker",
+                         device_map=device_map)
         self.cost = EmbedStats()
         self.dim = output_dim(self.config)
         self._fingerprint: str | None = None

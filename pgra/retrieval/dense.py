@@ -1,6 +1,11 @@
 """faiss indexes over unit vectors: exact inner product (default), IVF, HNSW, compressed IVF (IVF-PQ with an optional
 OPQ rotation, IVF-SQ8); on GPU when faiss-gpu is present.
 
+On the GPU (:func:`load_faiss` with ``use_gpu``): an ``ivfpq`` index whose lookup tables exceed a CUDA block's
+shared memory in fp32 gets fp16 tables (refused when even those do not fit); an IVF index whose lists are on disk
+(or memory-mapped), and an HNSW index, stay on the CPU; a search for more than faiss-gpu's k limit
+(:data:`GPU_MAX_K`) runs on the CPU index instead (:class:`GpuIndex`).
+
 Inner product on L2-normalised vectors is cosine similarity, and ranks exactly as the paper's L2 search does.
 faiss comes from one of pgra's extras, ``cpu`` (faiss-cpu) or ``gpu`` (faiss-gpu-cu12): both install the
 module ``faiss``, so only one may be installed; it is imported on first use (BM25 needs none).
@@ -9,7 +14,8 @@ module ``faiss``, so only one may be installed; it is imported on first use (BM2
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -88,15 +94,94 @@ def faiss_gpus(n_gpus: int, env: Mapping[str, str] | None = None) -> list[int]:
     return list(range(n_gpus))
 
 
+GPU_SHARED_MEMORY = 49_152  # bytes of shared memory a CUDA block gets (sharedMemPerBlock), faiss-gpu's IVFPQ limit
+GPU_MAX_K = 2048  # the largest k a faiss-gpu search takes (GPU_MAX_SELECTION_K)
+
+
+def pq_lookup_bytes(m: int, nbits: int, fp16: bool) -> int:
+    """Shared memory faiss-gpu's IVFPQ scan needs for a query's lookup tables, as faiss computes it:
+    ``m * 2^nbits`` entries of 4 bytes (2 in fp16)."""
+    return m * (1 << nbits) * (2 if fp16 else 4)
+
+
+def pq_fp16_lookup(index: faiss.Index, limit: int = GPU_SHARED_MEMORY) -> bool:
+    """Whether ``index`` needs fp16 lookup tables on the GPU: an IVFPQ (under an OPQ rotation too) whose fp32 tables
+    exceed ``limit`` bytes (768 dims, pq_m 96: 98,304 B; fp16 49,152 B). False for other types; an IVFPQ whose fp16
+    tables do not fit either is an InputError naming ``dense.faiss.pq_m`` (faiss-gpu would refuse it)."""
+    faiss = import_faiss()
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is None:
+        return False
+    ivf = faiss.downcast_index(ivf)
+    if not isinstance(ivf, faiss.IndexIVFPQ):
+        return False
+    m, nbits = int(ivf.pq.M), int(ivf.pq.nbits)
+    if pq_lookup_bytes(m, nbits, fp16=False) <= limit:
+        return False
+    need = pq_lookup_bytes(m, nbits, fp16=True)
+    if need > limit:
+        raise InputError(f"ivfpq's lookup tables (pq_m {m} x 2^{nbits} codes) need {need:,} bytes of GPU shared "
+                         f"memory even in fp16, above faiss-gpu's {limit:,}: search this index on the CPU "
+                         "(use_gpu_faiss=false) or rebuild it with pq_m * 2^pq_nbits at most "
+                         f"{limit // 2:,}", field="dense.faiss.pq_m")
+    return True
+
+
 def _to_gpu(index: faiss.Index, train_only: bool = False) -> faiss.Index:
-    """``index`` on this process's GPU (:func:`faiss_gpus`), sharded when it has several (not for training)."""
+    """``index`` on this process's GPU (:func:`faiss_gpus`), sharded when it has several (not for training); an
+    IVFPQ with fp16 lookup tables where fp32 ones exceed shared memory (:func:`pq_fp16_lookup`; faiss's cloner
+    turns ``useFloat16`` into the IVFPQ's ``useFloat16LookupTables``)."""
     faiss = import_faiss()
     devices = faiss_gpus(faiss.get_num_gpus())
+    fp16 = pq_fp16_lookup(index)
     if len(devices) == 1 or train_only:
-        return faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), devices[0], index)
+        options = faiss.GpuClonerOptions()
+        options.useFloat16 = fp16
+        return faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), devices[0], index, options)
     options = faiss.GpuMultipleClonerOptions()
     options.shard = True  # each GPU holds 1/n of the vectors; the searches' results are merged
+    options.useFloat16 = fp16
     return faiss.index_cpu_to_gpus_list(index, co=options, gpus=devices)
+
+
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    """``message`` on stderr once per process (on the node's first rank only, under a launcher)."""
+    if message in _said:
+        return
+    _said.add(message)
+    if int(os.environ.get("LOCAL_RANK") or 0) == 0:
+        print(f"note: {message}", file=sys.stderr, flush=True)
+
+
+class GpuIndex:
+    """A faiss index on this process's GPU(s). A search for at most :data:`GPU_MAX_K` hits runs there; a larger
+    one (the exclusion retry's k plus every excluded id, a re-scored index's k x rescore) runs on the CPU index,
+    read again from its file (memory-mapped) on first need, since faiss-gpu refuses it. Every other attribute
+    (``ntotal``, ``d`` ...) is the GPU index's."""
+
+    def __init__(self, gpu: faiss.Index, cpu: Callable[[], faiss.Index]) -> None:
+        self.gpu = gpu
+        self._load_cpu = cpu
+        self._cpu: faiss.Index | None = None
+
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["gpu"], name)
+
+    @property
+    def cpu(self) -> faiss.Index:
+        """The CPU index (read on first use)."""
+        if self._cpu is None:
+            self._cpu = self._load_cpu()
+        return self._cpu
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if k <= GPU_MAX_K:
+            return self.gpu.search(queries, k)
+        _say_once(f"a search for {k} hits (faiss-gpu takes at most {GPU_MAX_K}) runs on the CPU copy of the index")
+        return self.cpu.search(queries, k)
 
 
 def ivf_nlist(n: int, params: FaissParams) -> int:
@@ -212,25 +297,43 @@ def load_faiss(path: str | Path, params: FaissParams | None = None, use_gpu: boo
     """Read an index file (a truncated or corrupted file raises IncompleteArtifactError naming it). ``on_disk``: an
     IVF index merged on disk, whose lists are read from the ``.ivfdata`` file beside it (memory-mapped, wherever the
     folder moved); ``mmap`` maps the file's own vectors or lists too instead of reading them into memory (an index
-    larger than RAM, searched on CPU)."""
+    larger than RAM, searched on CPU). ``use_gpu`` with faiss-gpu and a GPU: a :class:`GpuIndex` (:func:`_to_gpu`),
+    except for a mapped or HNSW index and an IVF index whose lists are on disk (copied whole into GPU memory
+    otherwise: kept on the CPU, said once)."""
     faiss = import_faiss()
-    if on_disk:
-        flags = faiss.IO_FLAG_ONDISK_SAME_DIR
-    else:
-        flags = getattr(faiss, "IO_FLAG_MMAP_IFC", faiss.IO_FLAG_MMAP) if mmap else 0  # flat codes, IVF lists
+    mapped = getattr(faiss, "IO_FLAG_MMAP_IFC", faiss.IO_FLAG_MMAP)  # flat codes, IVF lists
+    flags = faiss.IO_FLAG_ONDISK_SAME_DIR if on_disk else mapped if mmap else 0
+    params = params or FaissParams()
+    index = _read(path, flags, params)
+    if use_gpu and not mmap and gpu_available() and not isinstance(index, faiss.IndexHNSW):
+        if on_disk or _lists_on_disk(index):
+            _say_once(f"{path}: an IVF index whose lists are on disk is searched on the CPU (faiss-gpu would copy "
+                      "every list into GPU memory)")
+            return index
+        return GpuIndex(_to_gpu(index), lambda: _read(path, mapped, params))
+    return index
+
+
+def _read(path: str | Path, flags: int, params: FaissParams) -> faiss.Index:
+    """The index file read with ``flags``, its search settings (``nprobe``, ``ef_search``) set."""
+    faiss = import_faiss()
     try:
         index = faiss.read_index(str(path), flags)
     except RuntimeError as e:
         raise IncompleteArtifactError(f"{path}: unreadable faiss index ({str(e).splitlines()[0]})") from None
-    params = params or FaissParams()
     ivf = faiss.try_extract_index_ivf(index)
     if ivf is not None:
         ivf.nprobe = params.nprobe
     if isinstance(index, faiss.IndexHNSW):
         index.hnsw.efSearch = params.ef_search
-    if use_gpu and not mmap and gpu_available() and not isinstance(index, faiss.IndexHNSW):
-        index = _to_gpu(index)
     return index
+
+
+def _lists_on_disk(index: faiss.Index) -> bool:
+    """Whether ``index`` is an IVF index whose inverted lists are faiss's ``OnDiskInvertedLists``."""
+    faiss = import_faiss()
+    ivf = faiss.try_extract_index_ivf(index)
+    return ivf is not None and isinstance(faiss.downcast_InvertedLists(ivf.invlists), faiss.OnDiskInvertedLists)
 
 
 def search_faiss(index: faiss.Index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
