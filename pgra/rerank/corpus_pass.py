@@ -35,16 +35,22 @@ from .stage import load_split
 
 def embed_rows(reranker: Reranker, cache: EmbeddingCache, rows: np.ndarray, texts_of, demos: list[Example],
                cfg: RerankConfig, ctx: DistContext, desc: str, missing: np.ndarray | None = None) -> None:
-    """Embed the missing rows of this rank's round-robin share of ``rows`` into ``cache``, chunk by chunk
-    (``missing``: what :meth:`EmbeddingCache.missing` already returned for ``rows``, so as not to read them twice)."""
-    share = rows[ctx.rank::ctx.world_size]  # shard first: other ranks are already writing their shares
-    mine = cache.missing(share) if missing is None else np.intersect1d(share, missing)
+    """Embed the missing rows of this rank's chunks of ``rows`` into ``cache``, chunk by chunk (``missing``: what
+    :meth:`EmbeddingCache.missing` already returned for ``rows``, so as not to read them twice). The chunks are
+    fixed, ``cfg.chunk_size`` rows each (chunk c: ``rows[c * size:(c + 1) * size]``), and rank r takes those with
+    c % world_size == r: into an empty cache a row is embedded beside the same rows (the same batches, so the same
+    float rounding) on any number of ranks."""
+    size = cfg.chunk_size
+    chunks = [rows[c * size:(c + 1) * size] for c in ctx.shard(-(-len(rows) // size))]
+    mine_rows = np.concatenate(chunks) if chunks else rows[:0]  # this rank's only: other ranks are writing theirs
+    todo = cache.missing(mine_rows) if missing is None else missing
+    chunks = [chunk[np.isin(chunk, todo)] for chunk in chunks]
+    chunks = [chunk for chunk in chunks if len(chunk)]
     show = cfg.show_progress and ctx.is_main
-    n_chunks = (len(mine) + cfg.chunk_size - 1) // cfg.chunk_size
     # one line for the whole share, its ETA from the chunks done (each chunk's own bar would time one chunk)
-    bar = progress(total=len(mine), desc=f"{desc} ({n_chunks} chunks)", unit=" texts", disable=not show)
-    for start in range(0, len(mine), cfg.chunk_size):
-        chunk = mine[start:start + cfg.chunk_size]
+    bar = progress(total=sum(map(len, chunks)), desc=f"{desc} ({len(chunks)} chunks)", unit=" texts",
+                   disable=not show)
+    for chunk in chunks:
         vecs = reranker.embed(texts_of(chunk), demos)
         cache.put(chunk, vecs)
         bar.update(len(chunk))

@@ -1,10 +1,15 @@
 """``pgra retrieve``: top-k first-stage candidates for every input of a task, in the interchange JSONL.
 
 Output folder: ``{split}.jsonl`` (one query a line with its k ``ctxs``) + ``manifest.json`` recording the
-index (path, build key, corpus fingerprint), the task, k and the data's provenance. Multi-process: ranks
-search round-robin shards of each split and rank 0 merges them in input order; with ``split_index_over_ranks`` (a
-flat index built with ``dense.bounded_memory``) each rank holds a part of the index instead, every rank searches
-every query over its part and the top-k are merged across ranks (the same candidates as one process).
+index (path, build key, corpus fingerprint), the task, k and the data's provenance. A split is searched in fixed
+chunks of ``query_batch_size`` inputs (chunk c: inputs c * size to (c + 1) * size - 1, whatever the number of
+processes); multi-process, rank r searches the chunks c with c % world_size == r and rank 0 merges them in input
+order. A query is encoded and searched beside the same other queries (the same padding and matrix shapes, so the
+same float rounding) on any number of ranks, and each query's candidates are ordered by score, then by lower corpus
+position, so the files are the same bytes for 1 or N ranks (on CPU: at the same thread count per process).
+With ``split_index_over_ranks`` (a flat index built with ``dense.bounded_memory``) each rank holds a part of the
+index instead, every rank searches every query over its part and the top-k are merged across ranks (the same
+candidates as one process).
 """
 
 from __future__ import annotations
@@ -111,13 +116,14 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
             raise InputError(f"the size of split {split} must be >= 0 (0 = all), got {n}", field="split_sizes")
         examples = subsample(data[split], n, cfg.subsample, cfg.subsample_seed)
         counts[split] = len(examples)
-        mine = list(qctx.shard(len(examples)))
+        size = cfg.query_batch_size
+        # fixed global chunks, round-robin over the ranks: a query's batch never depends on the number of ranks
+        mine = [examples[c * size:(c + 1) * size] for c in qctx.shard(query_chunks(len(examples), size))]
         records = []
         removed[split] = 0
-        bar = progress(total=len(mine), desc=f"retrieving {split}", unit=" queries",
+        bar = progress(total=sum(map(len, mine)), desc=f"retrieving {split}", unit=" queries",
                        disable=not (cfg.show_progress and ctx.is_main))
-        for start in range(0, len(mine), cfg.query_batch_size):
-            batch = [examples[i] for i in mine[start:start + cfg.query_batch_size]]
+        for batch in mine:
             texts = [ex.text for ex in batch]
             found = search_candidates(index, texts, cfg.k, cfg.exclude_query_text, excluded)
             for ex, (ctxs, gone) in zip(batch, found, strict=True):
@@ -138,7 +144,8 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
                for split in cfg.splits}
     for split in cfg.splits:
         shards = [list(read_records(parts / f"{split}.{r:05d}.jsonl")) for r in range(writers)]
-        merged = [shards[i % writers][i // writers] for i in range(counts[split])]
+        merged = [shards[r][j] for r, j in (chunk_place(i, cfg.query_batch_size, writers)
+                                            for i in range(counts[split]))]
         write_records(out / f"{split}.jsonl", merged)
     shutil.rmtree(parts, ignore_errors=True)
     m = index.manifest
@@ -152,6 +159,41 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
                       "ids": len(excluded), "removed_from_top_k": removed} if cfg.exclude_ids else None),
         "files": {f"{split}.jsonl": file_record(out / f"{split}.jsonl") for split in cfg.splits},
     })
+    return out
+
+
+def query_chunks(n: int, size: int) -> int:
+    """How many fixed chunks of ``size`` queries ``n`` queries make (the last one may be shorter)."""
+    return -(-n // size)
+
+
+def chunk_place(i: int, size: int, writers: int) -> tuple[int, int]:
+    """Where input ``i`` of a split lies after a search in fixed chunks of ``size`` over ``writers`` ranks (chunk c
+    on rank c % writers, each rank's chunks in order): ``(rank, row in that rank's records)``."""
+    chunk = i // size
+    return chunk % writers, (chunk // writers) * size + i % size
+
+
+def by_score_then_position(scores: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row of top-k ``(scores, positions)`` ordered by score (its own dtype: no rounding), then by lower
+    position; -1 positions (none found) last."""
+    missing = positions < 0
+    order = np.lexsort((np.where(missing, np.iinfo(np.int64).max, positions), -np.asarray(scores, np.float64),
+                        missing), axis=1)
+    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(positions, order, axis=1)
+
+
+def ranked_hits(index: Index, texts: list[str], k: int) -> list[list[dict[str, Any]]]:
+    """:meth:`Index.search_hits`, each query's hits ordered by score, then by lower corpus position (faiss keeps the
+    lower positions among hits tied at the cut but lists tied hits in another order): the order is the
+    scores' and the corpus's, whatever kernel or batch found them."""
+    scores, positions = by_score_then_position(*index.search(texts, k))
+    out = []
+    for srow, prow in zip(scores, positions, strict=True):
+        keep = prow >= 0
+        pos = prow[keep]
+        out.append([{"id": cid, "score": float(s), "text": t} for cid, s, t in
+                    zip(index.corpus.external_ids(pos.tolist()), srow[keep], index.corpus.texts(pos), strict=True)])
     return out
 
 
@@ -171,11 +213,11 @@ def search_candidates(index: Index, texts: list[str], k: int, exclude_query_text
         gone = sum(str(c["id"]) in excluded for c in hits[:k])
         return [c for c in hits if str(c["id"]) not in excluded][:k], gone
 
-    hits = index.search_hits(texts, first)
+    hits = ranked_hits(index, texts, first)
     out = [clean(t, h) for t, h in zip(texts, hits, strict=True)]
     short = [i for i, (kept, _) in enumerate(out) if len(kept) < k and len(hits[i]) == first < full]
     if short:
-        for i, h in zip(short, index.search_hits([texts[i] for i in short], full), strict=True):
+        for i, h in zip(short, ranked_hits(index, [texts[i] for i in short], full), strict=True):
             out[i] = clean(texts[i], h)
     return out
 
@@ -222,5 +264,6 @@ def read_candidates_manifest(directory: str | Path) -> dict[str, Any]:
     return read_manifest(directory, CANDIDATES_KIND)
 
 
-__all__ = ["CANDIDATES_KIND", "RetrieveConfig", "read_candidates_manifest", "read_excluded_ids",
-           "recorded_exclusions", "retrieve", "search_candidates", "subsample"]
+__all__ = ["CANDIDATES_KIND", "RetrieveConfig", "by_score_then_position", "chunk_place", "query_chunks", "ranked_hits",
+           "read_candidates_manifest", "read_excluded_ids", "recorded_exclusions", "retrieve", "search_candidates",
+           "subsample"]
