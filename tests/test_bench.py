@@ -125,3 +125,19 @@ def test_collate_bench_reads_each_pair_once(tmp_path):
     rows = mod.main(["--inputs", "16", "--demo", str(tmp_path / "none")])  # the random-word task only
     (first, later), = rows.values()  # seconds a batch, epoch 1 and 2 (how much faster is the bench's to say)
     assert list(rows) == ["random words, cut to 128 tokens"] and first > 0 and later > 0
+
+
+def test_cell_overheads_bench_times_pgras_own_checkpoints_at_their_sizes(tmp_path):
+    """bench_cell_overheads.py at tiny size: pgra's resumable checkpoint holds the fp32 weights and AdamW's two
+    moments (12 bytes a parameter, plus the scheduler, RNG and marker), best/ the weights (4 bytes a parameter), one
+    checkpoint and one dev evaluation after each step, the reader loaded for training and again for the final
+    evaluation."""
+    spec = importlib.util.spec_from_file_location("bench_cell_overheads", ROOT / "bench" / "bench_cell_overheads.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    parts = mod.cell_parts("t5-base", True, 2, tmp_path)
+    n = parts["params"]
+    assert 12 * n <= parts["checkpoint_bytes"] <= 12 * n * 1.05
+    assert 4 * n <= parts["best_bytes"] <= 4 * n * 1.2
+    assert len(parts["checkpoint_s"]) == 2 and len(parts["load_s"]) == 2 and 1 <= len(parts["best_s"]) <= 2
+    assert parts["checkpoint_bytes_per_param"] == pytest.approx(parts["checkpoint_bytes"] / n)

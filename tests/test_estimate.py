@@ -271,20 +271,199 @@ def test_reuse_or_run_records_cost_and_key_then_reuses(tmp_path):
     assert reuse_or_run(folder, ".k", "key-2", build, DistContext()) is False and len(calls) == 3
 
 
-def test_table2_plan_is_the_bench_readmes():
-    """bench/plan_table2.py: its parts add up, the cells are the LPT schedule of 72 reader cells, and the numbers
-    bench/README.md quotes are what it computes."""
+def _table2_module():
     import importlib.util
 
     root = Path(__file__).resolve().parents[1]
     spec = importlib.util.spec_from_file_location("plan_table2", root / "bench" / "plan_table2.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    p = module.plan(8)
-    assert p["cells"] == 72 and p["total_s"] == pytest.approx(p["index_s"] + p["candidates_s"] + p["rerank_s"] +
-                                                             p["cells_s"])
-    assert p["cells_lower_bound_s"] <= p["cells_s"] <= p["cells_lower_bound_s"] + p["longest_cell_s"]
+    return module
+
+
+def test_table2_plan_is_the_bench_readmes():
+    """bench/plan_table2.py: its parts add up, the cells are the LPT schedule of 72 reader cells, the config's index
+    batch and reranker budget are the measured ones, and the numbers bench/README.md and docs/beyond-one-machine.md
+    quote (one and two cells per GPU) are what it computes."""
+    root = Path(__file__).resolve().parents[1]
+    module = _table2_module()
     readme = (root / "bench" / "README.md").read_text()
-    for quoted in (f"{p['total_s'] / 3600:.2f} h", f"{p['rerank_s'] / 60:.1f} min", f"{p['cells_s'] / 60:.1f} min",
-                   f"{p['gpus_for_one_hour']} GPUs"):
-        assert quoted in readme, quoted
+    docs = (root / "docs" / "beyond-one-machine.md").read_text()
+    for per_gpu in (1, 2):
+        p = module.plan(8, cells_per_gpu=per_gpu)
+        assert p["cells"] == 72 and p["total_s"] == pytest.approx(p["index_s"] + p["candidates_s"] + p["rerank_s"] +
+                                                                 p["cells_s"])
+        assert p["cells_lower_bound_s"] <= p["cells_s"] <= p["cells_lower_bound_s"] + p["longest_cell_s"]
+        assert p["differs"] == []  # the config runs the index batch and the reranker budget the plan's rates had
+        quoted = [f"{p['total_s'] / 3600:.2f} h", f"{p['cells_s'] / 60:.1f} min", f"{p['gpus_for_one_hour']} GPUs"]
+        for text in quoted + [f"{p['rerank_s'] / 60:.1f} min", f"{p['written_tb']:.2f} TB"]:
+            assert text in readme, text
+        assert f"{p['total_s'] / 3600:.2f} h" in docs
+
+
+def _gpu_cell_by_hand(results: Path, reader: dict, split: dict) -> float:
+    """A GPU reader cell from the measurement files themselves (gpu_plan_cells.json names them)."""
+    names = json.loads((results / "gpu_plan_cells.json").read_text())
+    runs = {}
+    for where in [*names["steps"].values(), names["loop"], names["overheads"]]:
+        runs[where["file"]] = json.loads((results / where["file"]).read_text())
+
+    def bare(variant):
+        where = names["steps"][variant]
+        row = next(r for r in runs[where["file"]]["readers"] if r["variant"] == variant)
+        warm = next(r for r in runs[where["file"]]["readers"] if r["variant"] == where.get("warmup_variant", variant))
+        return row["s_per_step"], warm["warmup_s"] - runs[where["file"]]["args"]["warmup_steps"] * warm["s_per_step"]
+
+    variant = "+".join((["fused"] if reader.get("adamw_impl") == "fused" else []) +
+                       (["compile"] if reader.get("compile") else []) +
+                       (["cudagraphs"] if reader.get("compile_mode") == "reduce-overhead" else [])) or "eager"
+    step, warmup = bare(variant)
+    loop = next(r for r in runs[names["loop"]["file"]]["loops"] if r["variant"] == names["loop"]["variant"])
+    o = runs[names["overheads"]["file"]]
+    d = max(reader["n_passages"], 1)
+    steps = reader["max_steps"] * (loop["loop_overhead_s"] + step * d / 16 * reader["batch_size"] / 8)
+    evals = reader["max_steps"] // reader["eval_every"]
+    per_input = bare("eager")[0] / 8 / 3 * d / 16  # a forward: 2 of a trained token's 6 FLOPs per parameter
+    evaluations = (evals * split["dev"] + split["dev"] + split["test"]) * per_input
+    saves = reader["max_steps"] // reader["eval_every"]  # save_every 0: at every evaluation
+    return (steps + warmup + evaluations + saves * o["checkpoint_median_s"] + evals * o["best_median_s"]
+            + 2 * o["load_median_s"] + o["process_start_median_s"])
+
+
+def test_the_table2_plan_is_a_hand_computation_from_its_fits_and_the_configs_options():
+    """Each Table 2 cell, priced as the config runs it: the measured step of the config's variant (compiled, CUDA
+    graphs, fused AdamW), scaled by d and the batch, plus the loop's fixed cost a step (the intercept), the
+    compilation, the evaluations, the checkpoints and best/ saves, two loads and the process start. Eager settings
+    price the eager step: the plan reads the options, it does not assume them."""
+    results = Path(__file__).resolve().parents[1] / "bench" / "results"
+    module = _table2_module()
+    exp = module.load_table2()
+    fits = BenchFits.load(results, "gpu")
+    splits = module.table2_splits()
+    for task, method in (("mr", "pgra"), ("trec", "fid"), ("sst2", "no_retrieval")):
+        reader = exp.method(task, method).settings()["reader"]
+        assert (reader["compile"], reader["compile_mode"], reader["adamw_impl"], reader["pad_to_multiple"]) == \
+            (True, "reduce-overhead", "fused", 32)
+        priced = estimate_cell(task, method, {"reader": reader}, [], {}, fits, {task: splits[task]})
+        assert priced.seconds == pytest.approx(_gpu_cell_by_hand(results, reader, splits[task]))
+        assert priced.device == "gpu" and "fused+compile+cudagraphs" in priced.source
+        eager = {k: v for k, v in reader.items() if k not in ("compile", "compile_mode", "adamw_impl")}
+        slower = estimate_cell(task, method, {"reader": eager}, [], {}, fits, {task: splits[task]})
+        assert slower.seconds == pytest.approx(_gpu_cell_by_hand(results, eager, splits[task]))
+        assert "eager 0.158 s" in slower.source and ("host-bound" in slower.source) == (method == "no_retrieval")
+        split = splits[task]
+        assert fits.gpu_cell(eager, split).parts["steps"] > fits.gpu_cell(reader, split).parts["steps"]
+        if method != "no_retrieval":  # at d=0 eager's steps save less than the compilation costs
+            assert slower.seconds > priced.seconds
+    # the intercept: a no-retrieval cell is no longer 1/16 of a d=16 cell (the old fit's 41 s)
+    reader = exp.method("sst2", "no_retrieval").settings()["reader"]
+    alone = fits.gpu_cell(reader, splits["sst2"])
+    assert alone.parts["steps"] > 5000 * fits.loop_s > 0 and alone.seconds > 5 * 60
+    p = module.plan(8)
+    assert p["estimates"][0].seconds == pytest.approx(estimate_cell(
+        "sst2", "no_retrieval", {"reader": reader}, [], {}, fits, {"sst2": splits["sst2"]}).seconds)
+
+
+def test_gpu_cells_count_their_overheads():
+    """The parts of a GPU cell: steps, warm-up, evaluations, checkpoints (every eval_every steps: 10 of 5,000),
+    best/ (at most one per evaluation), two model loads, the process start; the bytes written and kept."""
+    results = Path(__file__).resolve().parents[1] / "bench" / "results"
+    fits = BenchFits.load(results, "gpu")
+    o = fits.overheads
+    assert o.checkpoint_bytes == pytest.approx(12 * 222_903_552, rel=0.01)  # fp32 weights and AdamW's two moments
+    reader = {"max_steps": 5000, "n_passages": 16, "batch_size": 8, "eval_every": 500, "mixed_precision": "bf16",
+              "compile": True, "compile_mode": "reduce-overhead", "adamw_impl": "fused", "pad_to_multiple": 32}
+    cost = fits.gpu_cell(reader, {"train": 900, "dev": 100, "test": 200})
+    assert set(cost.parts) == {"steps", "warm-up", "evaluations", "checkpoints", "best/", "loads", "start"}
+    assert all(v > 0 for v in cost.parts.values()) and cost.seconds == pytest.approx(sum(cost.parts.values()))
+    assert cost.parts["checkpoints"] == pytest.approx(10 * o.checkpoint_s)
+    assert cost.parts["best/"] == pytest.approx(10 * o.best_s) and cost.parts["loads"] == pytest.approx(2 * o.load_s)
+    assert cost.parts["start"] == o.process_start_s
+    assert cost.written_bytes == pytest.approx(10 * o.checkpoint_bytes + 10 * o.best_bytes)
+    assert cost.kept_bytes == pytest.approx(o.checkpoint_bytes + o.best_bytes)
+    # the device's share: the model steps and the evaluations; the rest is the host's
+    assert cost.device_s == pytest.approx(cost.parts["steps"] - 5000 * fits.loop_s + cost.parts["evaluations"])
+    # save_every 2,500 writes 2 checkpoints; no evaluation: best/ once, at the end; unknown splits: said
+    fewer = fits.gpu_cell({**reader, "save_every": 2500, "eval_every": 0}, None)
+    assert fewer.parts["checkpoints"] == pytest.approx(2 * o.checkpoint_s)
+    assert fewer.parts["best/"] == pytest.approx(o.best_s) and "evaluations" not in fewer.parts
+    assert "evaluations not priced: the split sizes are unknown" in fewer.source
+    # an unmeasured variant stands in for the nearest measured one, and says so
+    assert fits.gpu_variant_step("compile+cudagraphs")[0].variant == "fused+compile+cudagraphs"
+    assert "compile+cudagraphs not measured" in fits.gpu_variant_step("compile+cudagraphs")[1]
+    assert fits.gpu_variant_step("fused")[1] == "" and fits.gpu_variant_step("eager")[0].s_per_step == \
+        pytest.approx(0.1576, abs=1e-4)
+
+
+def test_cells_sharing_a_gpu_by_hand():
+    """cells_per_gpu: 2 workers on one GPU, each cell at the longer of its time and 2 x its device time; the
+    stages sharded over the one GPU."""
+    from pgra.experiment.estimate import Estimate, Plan
+
+    cells = [Estimate("a", 100.0, "x", "gpu", device_s=30.0), Estimate("b", 100.0, "x", "gpu", device_s=80.0),
+             Estimate("c", 50.0, "x", "gpu"), Estimate("d", 0.0, "done")]
+    stage = [Estimate("s", 60.0, "x", "gpu")]
+    one, two = Plan(stage, cells, 1), Plan(stage, cells, 2, cells_per_gpu=2)
+    assert one.wallclock() == (60.0, 250.0) and two.gpus == 1 and two.wallclock()[0] == 60.0
+    assert [two.shared_seconds(e) for e in cells] == [100.0, 160.0, 100.0, 0.0]  # unknown device time: no gain
+    assert two.wallclock()[1] == plan_wallclock([100.0, 160.0, 100.0, 0.0], 2) == 200.0
+    assert "2 cells per GPU (assumed, not measured" in "\n".join(two.summary())
+    assert "side by side, 2 per GPU on 1" in two.summary()[-1] and "each sharded over the GPUs" in two.summary()[-1]
+
+
+def _gpu_asking_config(tmp_path, **reader) -> dict:
+    cfg = _config(tmp_path, write_corpus(tmp_path), write_sky_task(tmp_path), "lm", "reader", methods=["fid"])
+    cfg["reader"] = {**cfg["reader"], **reader}
+    return cfg
+
+
+def test_a_dry_run_without_cuda_prices_the_gpu_fits_when_the_config_asks_for_gpus(tmp_path, monkeypatch):
+    """On a login node without CUDA, a config that asks for GPUs (CUDA graphs here) is priced with the GPU fits, and
+    the plan says so; PGRA_PLAN_DEVICE chooses either way; a config asking for no GPU keeps the CPU fits, said too."""
+    import torch
+
+    from pgra.errors import InputError
+    from pgra.experiment.estimate import gpu_requests, plan_costs, plan_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("PGRA_PLAN_DEVICE", raising=False)
+    cfg = from_dict(ExperimentConfig, _gpu_asking_config(tmp_path, compile=True, compile_mode="reduce-overhead"))
+    assert gpu_requests(cfg) == ["reader.compile_mode=reduce-overhead (CUDA graphs)"]
+    device, why = plan_device(cfg)
+    assert device == "gpu" and "this machine has no CUDA, but the config asks for GPUs" in why
+    text = Experiment(cfg).describe(workers=1)
+    assert "fits: the GPU's: this machine has no CUDA, but the config asks for GPUs (reader.compile_mode=" \
+           "reduce-overhead (CUDA graphs)), so the plan prices the GPU fits" in text
+    assert "compile+cudagraphs not measured: priced as fused+compile+cudagraphs" in text  # foreach AdamW here
+    plan = plan_costs(Experiment(cfg), workers=1)
+    assert {e.device for e in plan.cells} == {"gpu"} and "disk:" in "\n".join(plan.summary())
+    monkeypatch.setenv("PGRA_PLAN_DEVICE", "cpu")
+    assert plan_device(cfg)[0] == "cpu" and "PGRA_PLAN_DEVICE=cpu" in plan_device(cfg)[1]
+    assert {e.device for e in plan_costs(Experiment(cfg), workers=1).cells} == {"cpu"}
+    monkeypatch.setenv("PGRA_PLAN_DEVICE", "tpu")
+    with pytest.raises(InputError, match="plan_device=tpu"):
+        plan_device(cfg)
+    monkeypatch.delenv("PGRA_PLAN_DEVICE")
+    (tmp_path / "plain").mkdir()
+    plain = from_dict(ExperimentConfig, {**_gpu_asking_config(tmp_path / "plain"), "out": str(tmp_path / "p")})
+    assert gpu_requests(plain) == [] and plan_device(plain)[0] == "cpu"
+    assert "fits: the CPU's (this machine has no CUDA and the config asks for no GPU" in \
+        Experiment(plain).describe(workers=1)
+    monkeypatch.setenv("PGRA_PLAN_DEVICE", "cuda")
+    assert plan_device(plain) == ("gpu", "the GPU's, as PGRA_PLAN_DEVICE=cuda asks")
+
+
+def test_a_first_run_orders_cells_costliest_first_by_the_plan(tmp_path):
+    """No cost record yet: the plan orders the cells (readers first, then by planned seconds: FiD's d=3 before no
+    retrieval's one sequence, both before the kNN vote, unpriced)."""
+    from pgra.experiment.estimate import plan_costs, plan_order
+
+    cfg = _gpu_asking_config(tmp_path)
+    cfg["methods"] = ["knn_vote", "no_retrieval", "fid"]
+    exp = Experiment(from_dict(ExperimentConfig, cfg))
+    cells = exp.plan()
+    fits = BenchFits.load(Path(__file__).resolve().parents[1] / "bench" / "results", "gpu")
+    plan = plan_costs(exp, cells, 1, fits)
+    ordered = [(c.method, c.seed) for c in plan_order(exp, cells, plan)]
+    assert ordered == [("fid", 1), ("fid", 2), ("no_retrieval", 1), ("no_retrieval", 2), ("knn_vote", 1)]
+    assert [c.method for c in cells][0] == "knn_vote"  # the plan's own order differs

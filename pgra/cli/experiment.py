@@ -72,6 +72,7 @@ def models_needed(cfg) -> list[tuple[str, str, str, bool, bool]]:
     from ..methods.icl import ICL
     from ..methods.reader_method import ReaderMethod
     from ..rerank.base import DEFAULT, reranker_class
+    from ..retrieval.base import get_retriever
 
     found: dict[tuple[str, str], tuple[str, str, str, bool, bool]] = {}
 
@@ -80,9 +81,11 @@ def models_needed(cfg) -> list[tuple[str, str, str, bool, bool]]:
 
     for task in cfg.tasks:
         base = cell_settings(cfg, task)
-        if base.index.retriever == "dense":
-            d = base.index.dense
-            need("index.dense.encoder", d.encoder, "index's encoder", d.trust_remote_code)
+        retriever = get_retriever(base.index)  # the index's query encoder, whichever retriever has one
+        query_encoder = retriever.query_encoder()
+        if query_encoder is not None:
+            need(f"index.{base.index.retriever}.encoder", query_encoder.encoder, "index's encoder",
+                 retriever.trusts_remote_code())
         for method in cfg.methods:
             cls, s = get_method(method), cell_settings(cfg, task, method)
             rerankers = [cls.reranker] if cls.data == "reranked" else [DEFAULT] if cls.data == "full_search" else []

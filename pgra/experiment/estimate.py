@@ -7,14 +7,25 @@ Each estimate says where it came from (:attr:`Estimate.source`), the first that 
    the same stage of the task built before (other settings), or a cell of the same task, method and settings
    (another seed); else the same stage or method on another task, scaled by the ratio of their input counts
    (the lines of the train, dev and test files of the task's candidates folder, or of its data files);
-3. ``bench``: a fit of this repository's ``bench/results/*.json``: the reader's seconds per step against d
-   (``reader_scale.json``: 0.24 s + 0.20 s per passage at batch 8 on a 2-core CPU; on a GPU the H100's T5-base
-   step at d=16, scaled by d/16) and the reranker's seconds per candidate sentence (``rerank_scale.json``, or the
-   H100's texts/s); the estimate names the benchmark's model and device, which may not be the grid's;
+3. ``bench``: a fit of this repository's ``bench/results/*.json``. On a CPU: the reader's seconds per step against
+   d (``reader_scale.json``: 0.24 s + 0.20 s per passage at batch 8 on a 2-core CPU) and the reranker's seconds
+   per candidate sentence (``rerank_scale.json``). On a GPU (the H100 runs ``gpu_plan_inputs.json`` and
+   ``gpu_plan_cells.json`` name): the reranker's texts/s, and a reader cell priced as what its config runs
+   (:meth:`BenchFits.gpu_cell`): the measured step of its variant (``compile``, ``compile_mode``, ``adamw_impl``),
+   scaled by d/16 and batch/8, plus the fixed per-step cost of pgra's training loop around it (the intercept), its
+   compilation, its dev and final evaluations, its checkpoints and ``best/`` saves at their measured sizes, two
+   model loads and the cell process's start; the estimate names the benchmark's model and device, which may not be
+   the grid's;
 4. none: no record and no fit (a kNN vote, in-context learning): left out of the totals, and counted.
 
+Which fits (:func:`plan_device`): the GPU's where CUDA is here, where the config asks for GPUs (CUDA graphs, fp16, a
+``cuda`` device, Slurm workers with GPUs) or where ``plan_device`` / ``PGRA_PLAN_DEVICE`` says ``cuda``; the plan
+says which and why.
+
 The wall-clock assumes the stages run one after another, each sharded over the workers (its single-process
-seconds divided by their number), then the cells side by side, one per worker, costliest first
+seconds divided by their number, or by the GPUs' where ``cells_per_gpu`` workers share each), then the cells side
+by side, one per worker (those sharing a GPU each at most as fast as its device time times their number allows),
+costliest first
 (:func:`plan_wallclock`: longest-processing-time greedy).
 """
 
@@ -49,6 +60,11 @@ class Estimate:
     seconds: float | None
     source: str
     device: str = "cpu"
+    # of ``seconds``, those the device is busy (None: unknown, all of them), and the bytes the cell writes to disk
+    # (checkpoints, best/) and keeps at its end: known for a cell priced from the GPU fits
+    device_s: float | None = None
+    written_bytes: float = 0.0
+    kept_bytes: float = 0.0
 
     def text(self) -> str:
         if self.seconds is None:
@@ -109,6 +125,91 @@ def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return my - b * mx, b
 
 
+GPU_PLAN_CELLS = "gpu_plan_cells.json"
+DEFAULT_GPU_VARIANT = "fused+compile"  # the variant of the loop measured around it
+
+
+@dataclass
+class GpuStep:
+    """A measured variant of the bench reader's training step on the GPU (``variant``: parts joined by ``+``, as
+    ``bench_gpu_scale.py`` names them): seconds a step at steady state, and the one-time part of its warm-up (the
+    warm-up steps' time less that many steady steps: the compilation)."""
+
+    variant: str
+    s_per_step: float
+    warmup_s: float
+    source: str
+
+
+@dataclass
+class CellOverheads:
+    """What a reader cell spends besides its steps, measured through pgra's code (``bench_cell_overheads.py``)."""
+
+    process_start_s: float
+    load_s: float
+    checkpoint_s: float
+    checkpoint_bytes: float
+    best_s: float
+    best_bytes: float
+    source: str
+
+
+@dataclass
+class CellCost:
+    """A cell priced from the fits: ``seconds`` in all, of them ``device_s`` on the device, by part; its source;
+    the bytes it writes and keeps."""
+
+    seconds: float
+    device_s: float
+    parts: dict[str, float]
+    source: str
+    written_bytes: float = 0.0
+    kept_bytes: float = 0.0
+
+
+def gpu_variant(reader: dict[str, Any]) -> str:
+    """The bench's name of the step a reader's settings run: ``fused`` (``adamw_impl: fused``), ``compile``
+    (``compile: true``) and ``cudagraphs`` (``compile_mode: reduce-overhead``) joined by ``+``, or ``eager``. (Other
+    compile modes are priced as ``compile``; ``adamw_impl: auto`` is torch's foreach on a GPU.)"""
+    parts = ["fused"] if reader.get("adamw_impl") == "fused" else []
+    if reader.get("compile"):
+        parts.append("compile")
+        if reader.get("compile_mode") == "reduce-overhead":
+            parts.append("cudagraphs")
+    return "+".join(parts) or "eager"
+
+
+def gpu_cell_measurements(results: Path) -> dict[str, Any] | None:
+    """The GPU reader cell's measurements, as ``results/gpu_plan_cells.json`` names them (None without it or a file
+    it names): ``steps`` (variant -> :class:`GpuStep`, each from its run file's ``readers``), ``loop_s`` (pgra's
+    training loop's ``loop_overhead_s`` around the step it names), the bench reader's ``batch`` and ``passages``,
+    and ``overheads`` (:class:`CellOverheads`)."""
+    path = Path(results) / GPU_PLAN_CELLS
+    if not path.is_file():
+        return None
+    names = json.loads(path.read_text())
+    files = {n["file"] for n in names["steps"].values()} | {names["loop"]["file"], names["overheads"]["file"]}
+    if not all((path.parent / f).is_file() for f in files):
+        return None
+    run = {f: json.loads((path.parent / f).read_text()) for f in files}
+    steps = {}
+    for variant, where in names["steps"].items():
+        rows = {r["variant"]: r for r in run[where["file"]]["readers"]}
+        r, w = rows[variant], rows[where.get("warmup_variant", variant)]
+        warm = int(run[where["file"]]["args"]["warmup_steps"])
+        steps[variant] = GpuStep(variant, float(r["s_per_step"]),
+                                 max(float(w["warmup_s"]) - warm * float(w["s_per_step"]), 0.0), where["file"])
+        batch, passages = int(r["batch"]), int(r["passages"])
+    loop = next(r for r in run[names["loop"]["file"]]["loops"] if r["variant"] == names["loop"]["variant"])
+    o = run[names["overheads"]["file"]]
+    overheads = CellOverheads(float(o["process_start_median_s"]), float(o["load_median_s"]),
+                              float(o["checkpoint_median_s"]), float(o["checkpoint_bytes"]), float(o["best_median_s"]),
+                              float(o["best_bytes"]), f"measured on the {o['machine']['cpus']}-core dev machine, "
+                                                      f"{names['overheads']['file']}")
+    return {"steps": steps, "loop_s": float(loop["loop_overhead_s"]), "batch": batch, "passages": passages,
+            "loop_source": f"{names['loop']['file']}, around {loop['variant']}", "overheads": overheads}
+
+
 @dataclass
 class BenchFits:
     """Cost fits from ``bench/results``: reader seconds per step ``reader_a + reader_b x d`` at ``reader_batch``
@@ -133,6 +234,14 @@ class BenchFits:
     # with bf16 hardware), n counted in that bench reader's bf16_layers
     bf16_ratios: dict[int, list[tuple[int, float]]] | None = None
     bf16_layers: int = 6
+    # GPU: the measured steps of the bench reader's variants, the training loop's fixed cost per step around them,
+    # the per-cell costs besides the steps, and why these fits (plan_device)
+    gpu_steps: dict[str, GpuStep] | None = None
+    bench_passages: int = 16
+    loop_s: float = 0.0
+    loop_source: str = ""
+    overheads: CellOverheads | None = None
+    note: str = ""
 
     @classmethod
     def load(cls, results: Path | None = None, device: str | None = None) -> BenchFits:
@@ -154,6 +263,16 @@ class BenchFits:
                                       f"H100, x d/{reader['passages']}")
                 fits.rerank = (0.0, 1.0 / lm["texts_per_s"])
                 fits.rerank_source = f"bench {lm['source']}: {lm['model']} {lm['texts_per_s']:.0f} texts/s on an H100"
+            cells = gpu_cell_measurements(results)
+            if cells is not None:
+                fits.gpu_steps, fits.overheads = cells["steps"], cells["overheads"]
+                fits.loop_s, fits.loop_source = cells["loop_s"], cells["loop_source"]
+                fits.reader_batch, fits.bench_passages = cells["batch"], cells["passages"]
+                base = fits.gpu_steps.get(DEFAULT_GPU_VARIANT) or next(iter(fits.gpu_steps.values()))
+                fits.reader = (fits.loop_s, base.s_per_step / fits.bench_passages)
+                fits.reader_source = (f"bench {GPU_PLAN_CELLS}: the H100's T5-base step of the reader's variant x "
+                                      f"d/{fits.bench_passages} x batch/{fits.reader_batch} + {fits.loop_s:.3f} s of "
+                                      f"pgra's training loop a step ({fits.loop_source})")
             return fits
         path = results / "reader_scale.json"
         if path.is_file():
@@ -190,6 +309,8 @@ class BenchFits:
         CPU step under bf16 autocast (``mixed_precision``) its measured share of the fp32 step."""
         if self.reader is None:
             return None
+        if self.gpu_steps:  # the loop's cost a step is fixed; the model step's scales with d and the batch
+            return steps * self.gpu_step(DEFAULT_GPU_VARIANT, passages, batch)[0]
         a, b = self.reader
         seconds = steps * (a + b * max(passages, 1)) * batch / self.reader_batch
         seconds *= self.bf16_ratio(mixed_precision, trained_layers, passages, encoder_layers) or 1.0
@@ -244,6 +365,101 @@ class BenchFits:
         a, b = self.rerank
         return a + b * candidates
 
+    def gpu_step(self, variant: str, passages: int, batch: int) -> tuple[float, float, GpuStep, str]:
+        """One optimizer step of ``variant`` at ``passages`` and ``batch`` inputs on the GPU: ``(seconds, of them
+        the model step's, the measured step priced, what stands in for it)``: the measured step x max(d, 1) / the
+        bench's d x ``batch`` / the bench's batch (no retrieval reads the input alone, one sequence), plus the training
+        loop's fixed cost a step (collation, the scheduler, the loss read back: measured around ``fused+compile``,
+        assumed the same around every variant)."""
+        step, instead = self.gpu_variant_step(variant)
+        model = step.s_per_step * max(passages, 1) / self.bench_passages * batch / self.reader_batch
+        return self.loop_s + model, model, step, instead
+
+    def gpu_variant_step(self, variant: str) -> tuple[GpuStep, str]:
+        """The measured step of ``variant``, else of the same variant with the other AdamW kernels, else of the
+        default variant; with a note of the stand-in (empty when measured)."""
+        steps = self.gpu_steps or {}
+        if variant in steps:
+            return steps[variant], ""
+        parts = [x for x in variant.split("+") if x != "eager"]
+        other = [x for x in parts if x != "fused"] if "fused" in parts else ["fused", *parts]
+        for name in ("+".join(other) or "eager", DEFAULT_GPU_VARIANT):
+            if name in steps:
+                return steps[name], f"{variant} not measured: priced as {name}"
+        name, step = next(iter(steps.items()))
+        return step, f"{variant} not measured: priced as {name}"
+
+    def gpu_cell(self, reader: dict[str, Any], splits: dict[str, int] | None = None) -> CellCost | None:
+        """A reader cell on the GPU as its settings run it (``reader``: the cell's reader settings): its steps
+        (:meth:`gpu_step` of the variant its ``compile``, ``compile_mode`` and ``adamw_impl`` make, x ``grad_accum``),
+        the variant's measured warm-up (its compilation, once), its dev evaluations (every ``eval_every`` steps) and
+        the final dev and test evaluation (``splits``: inputs per split; a forward pass of the eager step at
+        ``FLOPS_PER_TOKEN`` forward/trained of it an input), its checkpoints (every ``save_every``, else
+        ``eval_every``, steps and at the end) and ``best/`` saves (at most one per evaluation), two model loads (the
+        reader, then ``best/`` for the final evaluation) and the cell process's start, each at its measured time
+        (:data:`GPU_PLAN_CELLS` names the runs); None without the GPU fits."""
+        if not self.gpu_steps:
+            return None
+        from ..cost import FLOPS_PER_TOKEN
+
+        variant = gpu_variant(reader)
+        steps = int(reader.get("max_steps", 0))
+        passages, accum = int(reader.get("n_passages", 0)), int(reader.get("grad_accum", 1) or 1)
+        batch = int(reader.get("batch_size", self.reader_batch)) * accum
+        step_s, model_s, step, instead = self.gpu_step(variant, passages, batch)
+        eval_every, save_every = int(reader.get("eval_every", 0)), int(reader.get("save_every", 0))
+        evaluations = steps // eval_every if eval_every else 0
+        notes = [instead] if instead else []
+        precision = str(reader.get("mixed_precision", "no"))
+        if precision != "bf16":
+            notes.append(f"measured under bf16 autocast, not {precision}")
+        if not step.variant.endswith("cudagraphs") and passages < self.bench_passages:
+            notes.append(f"a step at d={passages} launches its kernels from the host as at d={self.bench_passages}: "
+                         "partly host-bound, so its linear scaling in d is an underestimate")
+        if _trained_layers(reader) is not None:
+            notes.append("frozen encoder layers not measured on a GPU: priced as training every weight")
+        if variant.endswith("cudagraphs") and int(reader.get("pad_to_multiple", 1)) <= 1:
+            notes.append("CUDA graphs record a graph per batch width: unpadded (pad_to_multiple), up to max_length")
+        parts = {"steps": steps * step_s, "warm-up": step.warmup_s}
+        device = steps * model_s
+        eager = (self.gpu_steps or {}).get("eager", step)
+        per_input = (eager.s_per_step / self.reader_batch * FLOPS_PER_TOKEN["forward"] / FLOPS_PER_TOKEN["trained"]
+                     * max(passages, 1) / self.bench_passages)
+        if splits is not None and splits.get("dev") is not None:
+            cap = int(reader.get("max_eval_examples", 0) or 0)
+            dev = min(splits["dev"], cap) if cap else splits["dev"]
+            test = splits.get(str(reader.get("test_split", "test")) or "", 0) or 0
+            evaluated = evaluations * dev + splits["dev"] + test
+            parts["evaluations"] = evaluated * per_input
+            device += parts["evaluations"]
+        else:
+            evaluated = None
+            notes.append("evaluations not priced: the split sizes are unknown")
+        written = kept = 0.0
+        o = self.overheads
+        if o is not None:
+            saves = math.ceil(steps / (save_every or eval_every or steps or 1)) if steps else 0
+            best = max(evaluations, 1)
+            keep = min(int(reader.get("keep_checkpoints", 1) or 1), saves)
+            parts.update({"checkpoints": saves * o.checkpoint_s, "best/": best * o.best_s, "loads": 2 * o.load_s,
+                          "start": o.process_start_s})
+            written, kept = saves * o.checkpoint_bytes + best * o.best_bytes, keep * o.checkpoint_bytes + o.best_bytes
+        seconds = sum(parts.values())
+        gb = lambda b: f"{b / 1e9:.1f} GB"  # noqa: E731
+        text = [f"{steps} steps x ({step.variant} {step.s_per_step:.3f} s x {max(passages, 1)}/{self.bench_passages}"
+                f" x {batch}/{self.reader_batch} + loop {self.loop_s:.3f} s) = {format_seconds(parts['steps'])}",
+                f"warm-up {format_seconds(step.warmup_s)}"]
+        if evaluated is not None:
+            text.append(f"{evaluations} dev evaluations + final dev/test: {evaluated} inputs at "
+                        f"{1000 * per_input:.1f} ms {format_seconds(parts['evaluations'])}")
+        if o is not None:
+            text.append(f"{saves} checkpoints x {gb(o.checkpoint_bytes)} {format_seconds(parts['checkpoints'])}, "
+                        f"best/ at most {best} x {gb(o.best_bytes)} {format_seconds(parts['best/'])}, 2 loads "
+                        f"{format_seconds(parts['loads'])}, process start {format_seconds(parts['start'])} "
+                        f"({o.source})")
+        source = f"bench H100, {GPU_PLAN_CELLS}: " + "; ".join(text + notes)
+        return CellCost(seconds, device, parts, source, written, kept)
+
 
 # ----------------------------------------------------------------------------------------------- estimates
 
@@ -287,10 +503,12 @@ def _scaled(seconds: float, label: str, inputs: int | None, their_inputs: int | 
 
 
 def estimate_cell(task: str, method: str, settings: dict[str, Any], records: list[tuple[str, dict[str, Any]]],
-                  inputs: dict[str, int | None], fits: BenchFits | None = None) -> Estimate:
+                  inputs: dict[str, int | None], fits: BenchFits | None = None,
+                  splits: dict[str, dict[str, int] | None] | None = None) -> Estimate:
     """A cell's cost from ``records`` (``(label, cell.json)`` of finished cells): the same task, method and
     settings (their mean), else the same method on another task scaled by input counts (``inputs``: task name ->
-    count), else the bench fit for a reader (``settings["reader"]``), else unknown."""
+    count), else the bench fit for a reader (``settings["reader"]``; on a GPU the whole cell as its settings run it,
+    :meth:`BenchFits.gpu_cell`, with ``splits``: task name -> inputs per split), else unknown."""
     label = f"{task}/{method}"
     settings = json.loads(json.dumps(settings, sort_keys=True, default=str))  # as cell.json holds them
     usable = [(lab, r) for lab, r in records if r.get("method") == method and r.get("cost")
@@ -306,6 +524,11 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
             if scaled:
                 return Estimate(label, scaled[0], scaled[1], _device(r["cost"]))
     reader = settings.get("reader")
+    if fits is not None and reader and fits.gpu_steps:
+        cost = fits.gpu_cell(reader, (splits or {}).get(task))
+        if cost is not None:
+            return Estimate(label, cost.seconds, cost.source, fits.device, cost.device_s, cost.written_bytes,
+                            cost.kept_bytes)
     if fits is not None and reader:
         passages, layers = int(reader.get("n_passages", 0)), _trained_layers(reader)
         total = encoder_layers(str(reader.get("model", ""))) if layers is not None else None
@@ -458,11 +681,14 @@ def _corpus_passed(exp: Experiment, task: str, corpus: int | None) -> bool:
 
 @dataclass
 class Plan:
-    """The estimates of a grid and its wall-clock on ``workers``."""
+    """The estimates of a grid and its wall-clock on ``workers`` processes, ``cells_per_gpu`` of them sharing each
+    GPU (the config's ``cells_per_gpu``: ``workers`` is then GPUs x that); ``note``: which fits priced it and why."""
 
     stages: list[Estimate]
     cells: list[Estimate]
     workers: int
+    cells_per_gpu: int = 1
+    note: str = ""
 
     @property
     def known(self) -> list[Estimate]:
@@ -471,23 +697,110 @@ class Plan:
     def hours(self, device: str) -> float:
         return sum(e.seconds for e in self.known if e.device == device) / 3600  # type: ignore[misc]
 
+    def shared_seconds(self, e: Estimate) -> float:
+        """A cell's seconds when ``cells_per_gpu`` cells share its GPU. Not measured (no bench run shared a GPU): the
+        planner's assumption is that the device runs one cell's work at a time while the others' host work (the
+        loop's collation and loss reads, loads, checkpoint writes, the process start) overlaps it, so a cell takes
+        the longer of its own time and ``cells_per_gpu`` x its device time (all of its time where that is
+        unknown: no gain)."""
+        seconds = e.seconds or 0.0
+        if self.cells_per_gpu <= 1:
+            return seconds
+        device = seconds if e.device_s is None else e.device_s
+        return max(seconds, self.cells_per_gpu * device)
+
+    @property
+    def gpus(self) -> int:
+        """The devices under the workers: ``workers`` over ``cells_per_gpu`` (at least 1)."""
+        return max(self.workers // max(self.cells_per_gpu, 1), 1)
+
     def wallclock(self) -> tuple[float, float]:
-        """(stages, cells) seconds on the workers: stages one after another, each sharded over the workers; cells
-        side by side, costliest first."""
-        stages = sum(e.seconds or 0.0 for e in self.stages) / self.workers
-        return stages, plan_wallclock([e.seconds or 0.0 for e in self.cells], self.workers)
+        """(stages, cells) seconds on the workers: stages one after another, each sharded over the GPUs; cells side
+        by side, one per worker (``cells_per_gpu`` sharing a GPU), costliest first."""
+        stages = sum(e.seconds or 0.0 for e in self.stages) / self.gpus
+        return stages, plan_wallclock([self.shared_seconds(e) for e in self.cells], self.workers)
 
     def summary(self) -> list[str]:
         stages, cells = self.wallclock()
         unknown = len(self.stages) + len(self.cells) - len(self.known)
-        lines = [f"expected cost: {format_seconds(sum(e.seconds for e in self.known))} of work "  # type: ignore[misc]
-                 f"({self.hours('gpu'):.2f} GPU h, {self.hours('cpu'):.2f} CPU h)",
-                 f"wall-clock on {self.workers} worker(s): stages {format_seconds(stages)} (each sharded over the "
-                 f"workers) + cells {format_seconds(cells)} (side by side, costliest first) = "
-                 f"{format_seconds(stages + cells)}"]
+        per_gpu = f", {self.cells_per_gpu} per GPU on {self.gpus}" if self.cells_per_gpu > 1 else ""
+        lines = [f"fits: {self.note}"] if self.note else []
+        lines += [f"expected cost: {format_seconds(sum(e.seconds for e in self.known))} of work "  # type: ignore[misc]
+                  f"({self.hours('gpu'):.2f} GPU h, {self.hours('cpu'):.2f} CPU h)"]
+        written = sum(e.written_bytes for e in self.cells)
+        if written:
+            lines.append(f"disk: the cells' checkpoints and best/ write at most {written / 1e12:.2f} TB and keep "
+                         f"{sum(e.kept_bytes for e in self.cells) / 1e9:.0f} GB (keep_checkpoints, best/)")
+        if self.cells_per_gpu > 1:
+            lines.append(f"{self.cells_per_gpu} cells per GPU (assumed, not measured: each cell at the longer of its "
+                         f"own time and {self.cells_per_gpu} x its device time)")
+        lines.append(f"wall-clock on {self.workers} worker(s): stages {format_seconds(stages)} (each sharded over the "
+                     f"{'GPUs' if self.cells_per_gpu > 1 else 'workers'}) + cells {format_seconds(cells)} (side by side{per_gpu}, costliest first) = "
+                     f"{format_seconds(stages + cells)}")
         if unknown:
             lines.append(f"  {unknown} stage(s)/cell(s) without an estimate, not counted")
         return lines
+
+
+PLAN_DEVICES = ("auto", "cuda", "gpu", "cpu")
+
+
+def gpu_requests(cfg: Any) -> list[str]:
+    """What in an experiment config asks for GPUs (empty: nothing): Slurm workers with GPUs, a reader with CUDA
+    graphs (``compile_mode: reduce-overhead``) or fp16, a ``cuda`` device for the index, retrieval, reranker or
+    in-context LM."""
+    from .config import cell_settings
+
+    found: list[str] = []
+
+    def say(text: str) -> None:
+        if text not in found:
+            found.append(text)
+
+    if getattr(cfg, "launcher", "none") == "slurm" and int(getattr(cfg.slurm, "gpus_per_worker", 0) or 0) > 0:
+        say(f"slurm.gpus_per_worker={cfg.slurm.gpus_per_worker}")
+    for task in cfg.tasks:
+        for method in cfg.methods:
+            s = cell_settings(cfg, task, method)
+            if s.reader.compile and s.reader.compile_mode == "reduce-overhead":
+                say("reader.compile_mode=reduce-overhead (CUDA graphs)")
+            if s.reader.mixed_precision == "fp16":
+                say("reader.mixed_precision=fp16")
+            index_options = getattr(s.index, s.index.retriever, None)  # the retriever's own section
+            for field, value in ((f"index.{s.index.retriever}.device", getattr(index_options, "device", "")),
+                                 ("retrieve.device", getattr(s.retrieve, "device", "")),
+                                 ("rerank.device", getattr(s.rerank, "device", "")),
+                                 ("icl.device", getattr(s.icl, "device", ""))):
+                if str(value).startswith("cuda"):
+                    say(f"{field}={value}")
+    return found
+
+
+def plan_device(cfg: Any) -> tuple[str, str]:
+    """Which fits price the plan, ``gpu`` or ``cpu``, and why: ``plan_device`` of the config (when it has the
+    option) or ``PGRA_PLAN_DEVICE`` (``cuda``/``gpu``, ``cpu``, ``auto``); on ``auto``, the GPU's where this machine
+    has CUDA or the config asks for GPUs (:func:`gpu_requests`: a login node without CUDA then prices the GPU
+    fits, and says so), else the CPU's."""
+    import torch
+
+    chosen = str(getattr(cfg, "plan_device", "") or os.environ.get("PGRA_PLAN_DEVICE", "") or "auto").lower()
+    if chosen not in PLAN_DEVICES:
+        from ..errors import InputError
+
+        raise InputError(f"plan_device={chosen}: one of {', '.join(PLAN_DEVICES)}", field="plan_device")
+    where = "plan_device" if getattr(cfg, "plan_device", "") else "PGRA_PLAN_DEVICE"
+    if chosen in ("cuda", "gpu"):
+        return "gpu", f"the GPU's, as {where}={chosen} asks"
+    if chosen == "cpu":
+        return "cpu", f"the CPU's, as {where}=cpu asks"
+    if torch.cuda.is_available():
+        return "gpu", "the GPU's (this machine has CUDA)"
+    asks = gpu_requests(cfg)
+    if asks:
+        return "gpu", (f"the GPU's: this machine has no CUDA, but the config asks for GPUs ({', '.join(asks)}), so "
+                       "the plan prices the GPU fits, not this machine (PGRA_PLAN_DEVICE=cpu prices the CPU's)")
+    return "cpu", ("the CPU's (this machine has no CUDA and the config asks for no GPU; PGRA_PLAN_DEVICE=cuda prices "
+                   "the GPU's)")
 
 
 def default_workers() -> int:
@@ -507,12 +820,15 @@ def count_lines(paths: list[Path]) -> int | None:
     return total
 
 
-def task_inputs(exp: Experiment, name: str, task: str | None = None) -> int | None:
-    """The inputs of a task of the experiment folder: the lines of its candidates folder's split files, else (a
-    task of the config, ``task``) of its data files, each split at most its ``retrieve.split_sizes``."""
-    counted = count_lines([exp.out / name / "candidates" / f for f in SPLIT_FILES])
-    if counted is not None or task is None:
-        return counted
+def task_splits(exp: Experiment, name: str, task: str | None = None) -> dict[str, int] | None:
+    """The inputs of a task of the experiment folder per split: the lines of its candidates folder's split files,
+    else (a task of the config, ``task``) of its data files, each split at most its ``retrieve.split_sizes``, a dev
+    split the task lacks carved from train (``dev_fraction``); None when none is found."""
+    folder = exp.out / name / "candidates"
+    found = {f.removesuffix(".jsonl"): count_lines([folder / f]) for f in SPLIT_FILES}
+    if any(n is not None for n in found.values()) or task is None:
+        counted = {k: n for k, n in found.items() if n is not None}
+        return counted or None
     from ..tasks.loaders import resolve_data_path
     from .config import cell_settings
 
@@ -521,21 +837,35 @@ def task_inputs(exp: Experiment, name: str, task: str | None = None) -> int | No
     base = resolve_data_path(spec.data, settings.data_dir)
     if not isinstance(base, Path):
         return None
-    total = None
+    out: dict[str, int] = {}
     for split, file in spec.data.files.items():
         n = count_lines([base / file])
         if n is not None:
             cap = settings.retrieve.split_sizes.get(split, settings.retrieve.max_examples)
-            total = (total or 0) + (min(n, int(cap)) if cap else n)
-    return total
+            out[split] = min(n, int(cap)) if cap else n
+    if out and "dev" not in out and "train" in out:
+        out["dev"] = int(round(out["train"] * spec.data.dev_fraction))
+        out["train"] -= out["dev"]
+    return out or None
+
+
+def task_inputs(exp: Experiment, name: str, task: str | None = None) -> int | None:
+    """The inputs of a task of the experiment folder: the lines of its candidates folder's split files, else (a
+    task of the config, ``task``) of its data files, each split at most its ``retrieve.split_sizes``."""
+    splits = task_splits(exp, name, task)
+    return None if splits is None else sum(splits.values())
 
 
 def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: int | None = None,
-               fits: BenchFits | None = None) -> Plan:
+               fits: BenchFits | None = None, cells_per_gpu: int | None = None) -> Plan:
     """The estimates of every stage and planned cell of ``exp`` (``workers``: default the config's ``workers`` when it
-    has one, else the process count)."""
+    has one, else the process count; ``cells_per_gpu``: default the config's, else 1), priced by ``fits`` (default:
+    this checkout's bench fits for :func:`plan_device`'s device, the plan's note saying which and why)."""
     cells = cells if cells is not None else exp.plan()
-    fits = fits if fits is not None else BenchFits.load()
+    if fits is None:
+        device, why = plan_device(exp.cfg)
+        fits = BenchFits.load(device=device)
+        fits.note = why + _fits_text(fits)
     out = exp.out
     cell_records = [("/".join(p.parent.parts[-3:]), read_json(p)) for p in finished_cells(out)]
     stage_records = []
@@ -544,10 +874,11 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
             if (path.parent / STAGE_KEY_FILE).exists():
                 stage_records.append((path.parent.parent.name, stage, read_json(path)))
     names = {t: exp.tasks[t].name for t in exp.cfg.tasks}
-    inputs: dict[str, int | None] = {name: task_inputs(exp, name, t) for t, name in names.items()}
+    splits: dict[str, dict[str, int] | None] = {name: task_splits(exp, name, t) for t, name in names.items()}
     for name in {r.get("task", "") for _, r in cell_records} | {t for t, _, _ in stage_records}:
-        if name and name not in inputs:
-            inputs[name] = task_inputs(exp, name)
+        if name and name not in splits:
+            splits[name] = task_splits(exp, name)
+    inputs = {name: None if n is None else sum(n.values()) for name, n in splits.items()}
     stages = []
     corpus = _corpus_size(exp)
     for t, name in names.items():
@@ -562,11 +893,41 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
         if c.status == "done":
             estimates.append(Estimate(c.label, 0.0, "done"))
             continue
-        e = estimate_cell(names[c.task], c.method, exp.method(c.task, c.method).settings(), cell_records, inputs, fits)
+        e = estimate_cell(names[c.task], c.method, exp.method(c.task, c.method).settings(), cell_records, inputs, fits,
+                          splits)
         e.label = c.label
         estimates.append(e)
-    return Plan(stages, estimates, workers or int(getattr(exp.cfg, "workers", 0) or 0) or default_workers())
+    per_gpu = cells_per_gpu or int(getattr(exp.cfg, "cells_per_gpu", 0) or 0) or 1
+    return Plan(stages, estimates, workers or int(getattr(exp.cfg, "workers", 0) or 0) or default_workers(), per_gpu,
+                fits.note)
 
 
-__all__ = ["BenchFits", "Estimate", "Plan", "default_workers", "estimate_cell", "estimate_stage", "format_seconds",
-           "bf16_step_ratios", "gpu_measurements", "lpt_assign", "lpt_order", "plan_costs", "plan_wallclock", "encoder_layers", "stage_embeddings", "task_inputs", "top_layer_shares", "top_layer_store"]
+def _fits_text(fits: BenchFits) -> str:
+    """What the fits of a plan are, in a clause: the reader's and the reranker's sources."""
+    if fits.device == "gpu" and fits.reader is None and fits.rerank is None:
+        return "; no GPU measurements found in bench/results"
+    reader = fits.reader_source or "no reader fit"
+    return f"; reader: {reader}; reranker: {fits.rerank_source or 'no fit'}"
+
+
+def plan_order(exp: Experiment, cells: list[CellPlan], plan: Plan | None = None) -> list[CellPlan]:
+    """``cells`` costliest first by the plan (what a first run, with no cost records yet, hands out first): trained
+    methods (readers) before fixed rules, then by their planned seconds (unknown last), then in plan order."""
+    from ..methods import get_method
+
+    plan = plan if plan is not None else plan_costs(exp, cells)
+    seconds = {e.label: e.seconds for e in plan.cells}
+
+    def key(item: tuple[int, CellPlan]) -> tuple[int, float, int]:
+        i, cell = item
+        planned = seconds.get(cell.label)
+        return (-int(get_method(cell.method).trained), -(planned if planned is not None else -1.0), i)
+
+    return [c for _, c in sorted(enumerate(cells), key=key)]
+
+
+__all__ = ["BenchFits", "CellCost", "CellOverheads", "Estimate", "GpuStep", "Plan", "bf16_step_ratios",
+           "default_workers", "encoder_layers", "estimate_cell", "estimate_stage", "format_seconds",
+           "gpu_cell_measurements", "gpu_measurements", "gpu_requests", "gpu_variant", "lpt_assign", "lpt_order",
+           "plan_costs", "plan_device", "plan_order", "plan_wallclock", "stage_embeddings", "task_inputs",
+           "task_splits", "top_layer_shares", "top_layer_store"]
