@@ -112,6 +112,26 @@ def test_torchrun_runs_cells_side_by_side_like_one_process(setup):
     assert not list((root / "ranks").glob("**/.*.claim"))
 
 
+@pytest.mark.distributed
+def test_two_ranks_with_cells_per_gpu_2_finish_a_grid_like_one_process(setup):
+    """torchrun --nproc-per-node 2 with cells_per_gpu 2 (two cells on one GPU; here, without one, on the CPU): both
+    ranks run cells, each cell as the 1-process run computes it."""
+    root, base = setup
+    path = _config(root, base, "shared-gpu", tasks=base["tasks"][:2], cells_per_gpu=2, cell_gpu_gb=0.5)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(ROOT / "scripts" / "experiment.py"), "--config", str(path)]
+    proc = subprocess.run(cmd, env=_env(PYTHONUNBUFFERED="1"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, launch_failure(proc)
+    cells, ref = _cells(root / "shared-gpu"), _cells(root / "ref")
+    assert sorted(cells) == sorted(f"{t}/{m}/seed-1" for t in TASKS[:2] for m in METHODS)
+    for label, folder in cells.items():
+        _same_cell(folder, ref[label], label)
+    assert sorted(_started(proc.stdout)) == sorted(cells)  # each cell once
+    workers = {json.loads((f / "cell.json").read_text())["ran_by"]["worker"] for f in cells.values()}
+    assert workers == {"rank 0", "rank 1"}, workers
+    assert (root / "shared-gpu" / "results.md").exists()
+
+
 def test_a_killed_job_s_cell_is_taken_over_and_resumed(setup):
     root, base = setup
     path = _config(root, base, "three")
@@ -215,6 +235,29 @@ def test_cost_order_and_parallel_option_leave_keys_alone(setup):
     assert [(c.task, c.method) for c in ordered] == [(str(t), m) for m in METHODS for t in base["tasks"]]
     ordered = cost_order(cells["cells"][::-1], root / "ref")  # readers first, then the given order
     assert [(c.task, c.method) for c in ordered] == [(str(t), m) for m in METHODS for t in base["tasks"][::-1]]
+
+
+def test_a_first_run_goes_by_the_plan(setup, monkeypatch):
+    """With no finished cell the order is the dry run's (costliest planned first); a plan that cannot be priced
+    falls back to the order without records (readers first, then plan order)."""
+    from pgra.config import from_dict
+    from pgra.errors import InputError
+    from pgra.experiment import Experiment, ExperimentConfig, estimate
+    from pgra.experiment.workers import cost_order
+
+    root, base = setup
+    exp = Experiment(from_dict(ExperimentConfig, {**base, "out": str(root / "first")}))
+    cells = exp.plan()
+    planned = [c.label for c in estimate.plan_order(exp, cells)]
+    assert [c.label for c in cost_order(cells, exp.out, exp)] == planned
+    monkeypatch.setattr(estimate, "plan_order", lambda e, c: c[::-1])  # a plan that orders otherwise is followed
+    assert [c.label for c in cost_order(cells, exp.out, exp)] == [c.label for c in cells[::-1]]
+
+    def unpriced(e, c):
+        raise InputError("no fits")
+
+    monkeypatch.setattr(estimate, "plan_order", unpriced)
+    assert [c.label for c in cost_order(cells, exp.out, exp)] == [c.label for c in cost_order(cells, exp.out)]
 
 
 def test_slurm_launcher_without_submitit_says_how_to_install_it(setup, monkeypatch, capsys):

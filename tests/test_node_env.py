@@ -1,7 +1,8 @@
 """The node path as real hardware runs it (issue 49), decided on a CPU: what a cell's child process inherits from
 the launchers, which GPU and process-group backend a rank picks, when a rank frees the GPU for its cells, the
 warning when a GPU was expected but torch sees none, the CPU threads a rank gets under a launcher, and when a job
-with nothing left to claim leaves the cells other live jobs hold."""
+with nothing left to claim leaves the cells other live jobs hold; several cells on one GPU (``cells_per_gpu``): which GPU
+each rank or local worker takes, and the memory a cell waits for before it starts on a shared GPU."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -123,6 +125,8 @@ class _Group:
         monkeypatch.setattr(distributed.dist, "init_process_group", self.init)
         monkeypatch.setattr(distributed.dist, "get_rank", lambda: int(os.environ["RANK"]))
         monkeypatch.setattr(distributed.dist, "get_world_size", lambda: int(os.environ["WORLD_SIZE"]))
+        monkeypatch.setattr(distributed.dist, "new_group", lambda backend, timeout: ("exchanges", backend))
+        monkeypatch.setattr(distributed, "_exchanges", None)
 
     def init(self, backend, timeout) -> None:
         self.backend = backend
@@ -183,7 +187,7 @@ def test_gpu_memory_is_released_only_where_this_process_used_cuda(monkeypatch):
 
 def _grid(tmp_path: Path, world_size: int = 1, **cfg) -> GridRun:
     settings = {"tasks": ["t"], "parallel": "cells", "wait_s": 3600.0, "claim_poll_s": 1e6,
-                "claim_stale_after_s": 600.0, **cfg}
+                "claim_stale_after_s": 600.0, "cells_per_gpu": 1, "cell_gpu_gb": 0.0, **cfg}
     exp = SimpleNamespace(cfg=SimpleNamespace(**settings), out=tmp_path / "out")
     return GridRun(exp, distributed.DistContext(rank=world_size - 1, world_size=world_size))
 
@@ -357,3 +361,217 @@ def test_a_watcher_that_waited_wait_s_leaves_too(tmp_path, monkeypatch, capsys):
     _only_held_cells(monkeypatch, grid, clock=iter([0.0, 10.0]).__next__)  # started, then 10 s later
     assert grid.run() == []
     assert "3 cell(s) still held by other jobs after 5 s" in capsys.readouterr().out
+
+
+# ----- item 16: several cells on one GPU -----
+@pytest.mark.parametrize(("cells_per_gpu", "processes", "gpus", "sharing"), [
+    (1, None, 8, 1),   # one rank a GPU (srun-started ranks: their count unknown)
+    (1, 8, 8, 1),
+    (2, 16, 8, 2),     # torchrun --nproc-per-node 16 on 8 GPUs, cells_per_gpu 2
+    (2, 8, 8, 2),      # fewer ranks than allowed: each has a GPU, the share stays half
+    (1, 3, 2, 2),      # more ranks than GPUs without cells_per_gpu: they share all the same
+    (2, 8, 1, 8),
+    (1, 4, 0, 1),      # no GPU
+])
+def test_how_many_cells_share_a_gpu(cells_per_gpu, processes, gpus, sharing):
+    assert workers.cells_sharing_a_gpu(cells_per_gpu, processes, gpus) == sharing
+
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(("sharing", "cell_gpu_gb", "need"), [
+    (1, 0.0, None),       # a GPU of its own: no check
+    (2, 0.0, 40 * GIB),   # its share of the GPU
+    (4, 0.0, 20 * GIB),
+    (1, 12.5, int(12.5 * GIB)),  # cell_gpu_gb: checked shared or not
+    (4, 30.0, 30 * GIB),
+])
+def test_the_memory_a_cell_needs_free(sharing, cell_gpu_gb, need):
+    assert workers.cell_gpu_need(80 * GIB, sharing, cell_gpu_gb) == need
+
+
+@pytest.mark.parametrize(("gpus", "cells_per_gpu"), [(1, 2), (2, 2), (8, 2), (4, 3)])
+def test_ranks_of_gpus_times_cells_per_gpu_put_that_many_on_each_gpu(gpus, cells_per_gpu, monkeypatch):
+    """torchrun --nproc-per-node GPUs x cells_per_gpu: rank i takes GPU i modulo the GPUs, so each GPU gets
+    cells_per_gpu ranks (and with fewer ranks, each its own GPU first)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    taken = []
+    for rank in range(gpus * cells_per_gpu):
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        taken.append(local_device_index())
+    assert taken == [r % gpus for r in range(gpus * cells_per_gpu)]
+    assert all(taken.count(g) == cells_per_gpu for g in range(gpus))
+
+
+class _Memory:
+    """torch.cuda.mem_get_info giving ``free`` values in turn (GiB) on an ``total`` GiB GPU, and a clock that
+    ``sleep`` moves on; records the devices asked and the sleeps."""
+
+    def __init__(self, monkeypatch, free: list[float], total: float = 80.0) -> None:
+        self.free, self.total, self.asked, self.slept, self.now = list(free), total, [], [], 0.0
+        monkeypatch.setattr(torch.cuda, "mem_get_info", self.info)
+        monkeypatch.setattr(workers, "time", SimpleNamespace(time=time.time, monotonic=lambda: self.now,
+                                                             sleep=self.sleep))
+
+    def info(self, index):
+        self.asked.append(index)
+        free = self.free.pop(0) if len(self.free) > 1 else self.free[0]
+        return int(free * GIB), int(self.total * GIB)
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_a_cell_starts_at_once_when_its_gpu_has_the_memory(monkeypatch, capsys):
+    memory = _Memory(monkeypatch, [41.0])
+    assert workers.wait_for_gpu_memory(1, 40 * GIB, 5.0, 60.0, "t/fid/seed-1") is None
+    assert memory.asked == [1] and memory.slept == [] and capsys.readouterr().out == ""
+
+
+def test_a_cell_waits_until_its_gpu_has_the_memory(monkeypatch, capsys):
+    memory = _Memory(monkeypatch, [10.0, 20.0, 45.0])
+    assert workers.wait_for_gpu_memory(0, 40 * GIB, 5.0, 60.0, "t/fid/seed-1") is None
+    assert memory.slept == [5.0, 5.0]
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["[t/fid/seed-1] waiting for 40.0 GiB free on GPU 0 (10.0 of 80.0 GiB free now; the cells "
+                   "sharing it hold the rest)", "[t/fid/seed-1] GPU 0 has 45.0 GiB free after 10 s: starting"]
+
+
+def test_a_cell_whose_gpu_stays_short_is_not_started(monkeypatch):
+    memory = _Memory(monkeypatch, [10.0])
+    why = workers.wait_for_gpu_memory(0, 40 * GIB, 5.0, 20.0, "t/fid/seed-1")
+    assert memory.slept == [5.0] * 4
+    assert why.startswith("GPU 0 still had only 10.0 of the 40.0 GiB the cell needs free after waiting 20 s")
+
+
+def test_a_cell_needing_more_than_its_gpu_has_is_refused_at_once(monkeypatch):
+    memory = _Memory(monkeypatch, [80.0])
+    why = workers.wait_for_gpu_memory(0, 100 * GIB, 5.0, 3600.0, "t/fid/seed-1")
+    assert memory.slept == [] and "needs 100.0 GiB" in why and "80.0 GiB in all" in why
+
+
+def _shared_gpu(monkeypatch, tmp_path, gpus: int):
+    """A rank or worker on a machine of ``gpus`` GPUs whose cell children are recorded (never started)."""
+    _Cuda(monkeypatch, initialised=True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(workers, "experiment_payload", lambda exp: {})
+    started = []
+    monkeypatch.setattr(workers.subprocess, "run",
+                        lambda cmd, env: started.append(env["CUDA_VISIBLE_DEVICES"]) or SimpleNamespace(returncode=0))
+    cell = CellPlan("t", "fid", 1, tmp_path / "out" / "t" / "fid" / "seed-1", "k", "todo")
+    return cell, started
+
+
+def test_a_rank_on_a_shared_gpu_starts_its_cell_once_its_share_is_free(tmp_path, monkeypatch, capsys):
+    """4 ranks on 2 GPUs (LOCAL_WORLD_SIZE 4): rank 3's GPU 1 is shared by 2, so its cell waits for 40 of the 80
+    GiB; then its child starts on GPU 1."""
+    cell, started = _shared_gpu(monkeypatch, tmp_path, gpus=2)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    memory = _Memory(monkeypatch, [80.0, 30.0, 50.0])  # the total asked first, then free while waiting
+    grid = _grid(tmp_path, world_size=4, claim_poll_s=2.0)
+    assert grid._run_alone(cell) is True and grid.failed == []
+    assert started == ["1"] and set(memory.asked) == {1} and memory.slept == [2.0]
+    assert "waiting for 40.0 GiB free on GPU 1" in capsys.readouterr().out
+
+
+def test_a_rank_whose_shared_gpu_stays_full_fails_the_cell_without_starting_it(tmp_path, monkeypatch, capsys):
+    cell, started = _shared_gpu(monkeypatch, tmp_path, gpus=1)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    _Memory(monkeypatch, [5.0])
+    grid = _grid(tmp_path, world_size=2, claim_poll_s=1.0, wait_s=3.0, cells_per_gpu=2)
+    assert grid._run_alone(cell) is True
+    assert started == [] and grid.failed == [cell]
+    assert "still had only 5.0 of the 40.0 GiB" in (cell.directory / "error.log").read_text()
+    assert "[t/fid/seed-1] not started: GPU 0 still had only" in capsys.readouterr().err
+    assert not claim_path(cell.directory).exists()  # released for a later run
+
+
+def test_a_rank_with_a_gpu_of_its_own_asks_nothing(tmp_path, monkeypatch):
+    """One cell a GPU and no cell_gpu_gb: no memory query (a CUDA call that would make a context for nothing)."""
+    cell, started = _shared_gpu(monkeypatch, tmp_path, gpus=2)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    memory = _Memory(monkeypatch, [1.0])
+    assert _grid(tmp_path, world_size=2)._run_alone(cell) is True
+    assert started == ["1"] and memory.asked == []
+
+
+def test_a_local_worker_checks_its_gpu_before_a_cell_it_runs_itself(tmp_path, monkeypatch):
+    """A single-process job (a local worker, which sees its one GPU) runs its cells in its own process: with
+    cells_per_gpu 2 (or more workers than GPUs, which its launcher puts there) it waits for half its GPU."""
+    _Cuda(monkeypatch, initialised=True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    memory = _Memory(monkeypatch, [80.0, 20.0, 39.0, 41.0])
+    ran = []
+    grid = _grid(tmp_path, world_size=1, cells_per_gpu=2, claim_poll_s=1.0)
+    grid.exp.run_cell = lambda cell, ctx: ran.append(cell.label)
+    cell = CellPlan("t", "fid", 1, tmp_path / "out" / "t" / "fid" / "seed-1", "k", "todo")
+    assert grid._run_together(cell) is True
+    assert ran == ["t/fid/seed-1"] and memory.slept == [1.0, 1.0] and set(memory.asked) == {0}
+    memory = _Memory(monkeypatch, [1.0])
+    grid = _grid(tmp_path, world_size=1, cells_per_gpu=1, claim_poll_s=1.0)
+    grid.exp.run_cell = lambda cell, ctx: ran.append(cell.label)
+    assert grid._run_together(replace(cell, seed=2, directory=cell.directory.parent / "seed-2")) is True
+    assert memory.asked == [] and len(ran) == 2  # a GPU of its own: no query
+
+
+@pytest.mark.parametrize(("visible", "n", "cells_per_gpu", "devices", "sharing"), [
+    ("3,5", 4, 1, ["3", "5", "3", "5"], 2),   # 4 workers on 2 GPUs: 2 on each, their share half a GPU
+    ("3,5", 4, 2, ["3", "5", "3", "5"], 2),
+    ("0", 3, 2, ["0", "0", "0"], 3),
+    ("0,1,2,3", 2, 2, ["0", "1"], 2),         # fewer workers than GPUs: each its own first
+    (None, 3, 1, ["0", "1", "0"], 2),         # CUDA_VISIBLE_DEVICES unset: the GPUs torch counts
+])
+def test_the_local_launcher_gives_each_worker_its_gpu(visible, n, cells_per_gpu, devices, sharing, monkeypatch,
+                                                      capsys):
+    from pgra.experiment import launch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    envs, got = launch.local_workers(n, cells_per_gpu)
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == devices and got == sharing
+    assert [e["PGRA_WORKER"] for e in envs] == [f"local-{i}" for i in range(n)]
+    assert ("cells share a GPU" in capsys.readouterr().out) is (sharing > cells_per_gpu)
+
+
+def test_the_local_launcher_without_cuda_leaves_the_devices_alone(monkeypatch, no_cuda):
+    from pgra.experiment import launch
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    envs, sharing = launch.local_workers(3, 2)
+    assert sharing == 2 and all("CUDA_VISIBLE_DEVICES" not in e for e in envs)
+
+
+def test_the_local_launcher_s_workers_run_with_the_sharing_it_counted(tmp_path, monkeypatch):
+    """A worker sees one GPU and cannot count the workers beside it: the launcher raises its cells_per_gpu."""
+    from pgra.config import from_dict
+    from pgra.experiment import ExperimentConfig, launch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    seen = {}
+
+    class Exp:
+        def __init__(self, cfg, candidates_from=None, report_writer=None):
+            self.cfg, self.candidates_from, self.report_writer = cfg, candidates_from, report_writer
+
+        def plan(self):
+            return []
+
+    monkeypatch.setattr(launch, "_local", lambda payload, envs: seen.update(payload=payload, envs=envs) or [0, 0])
+    cfg = from_dict(ExperimentConfig, {"out": str(tmp_path / "exp"), "launcher": "local", "workers": 2})
+    assert launch.launch(Exp(cfg)) == []
+    values = seen["payload"]["config"]["values"]
+    assert values["cells_per_gpu"] == 2 and values["launcher"] == "none"
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in seen["envs"]] == ["0", "0"]

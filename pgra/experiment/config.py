@@ -27,7 +27,8 @@ TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote", "lin
 METHOD_OVERRIDABLE = ("reader", "knn_vote", "icl")
 PARALLEL = ("cells", "ddp")
 # how the grid is run, never what a cell computes: left out of a cell's recorded config (and of every key)
-RUNTIME_FIELDS = ("parallel", "launcher", "workers", "slurm", "claim_stale_after_s", "claim_poll_s", "wait_s")
+RUNTIME_FIELDS = ("parallel", "launcher", "workers", "slurm", "claim_stale_after_s", "claim_poll_s", "wait_s",
+                  "cells_per_gpu", "cell_gpu_gb")
 LAUNCHERS = ("none", "local", "slurm")
 # what each job sharing an experiment folder may choose for itself: which cells it plans (its grid's extent) and
 # how it reports them. Every other setting (less RUNTIME_FIELDS and cosmetic ones) enters a stage's or cell's key,
@@ -100,6 +101,13 @@ class ExperimentConfig:
     workers: int = option(1, min=1, help="how many workers --launcher starts")
     slurm: SlurmConfig = option(default_factory=SlurmConfig, flag=False,
                                 help="slurm section of --launcher slurm (key=value: slurm.FIELD=...)")
+    cells_per_gpu: int = option(1, min=1,
+                                help="how many cells may share one GPU (torchrun --nproc-per-node GPUs x this, or "
+                                     "--launcher local --workers GPUs x this): a cell starts on a shared GPU only when "
+                                     "it has cell_gpu_gb free, else its job waits (up to wait_s)")
+    cell_gpu_gb: float = option(0.0, min=0,
+                                help="GPU memory a cell needs free before it starts, in GiB (0: on a shared GPU, its "
+                                     "memory over the cells sharing it; on a GPU of its own, no check)")
     claim_stale_after_s: float = option(600.0, above=0,
                                         help="a claim of a job on another host whose heartbeat is older than this is "
                                              "taken over (on this host: when its process is gone)")

@@ -3,7 +3,8 @@
 Each worker is a plain ``pgra experiment`` job over the same ``out`` (launcher ``none``): it claims the index,
 stages and cells (:mod:`pgra.experiment.claims`), so every cell runs once and the last worker writes the report.
 ``local``: W local processes, each given one GPU (``CUDA_VISIBLE_DEVICES`` round-robin over the visible ones; none
-without CUDA). ``slurm``: W Slurm jobs submitted through submitit (the ``slurm`` section: partition, time, GPUs per
+without CUDA; workers beyond the GPUs share them, each cell starting once its GPU has the memory it needs free:
+``cells_per_gpu``). ``slurm``: W Slurm jobs submitted through submitit (the ``slurm`` section: partition, time, GPUs per
 worker, ...); ``slurm.cluster=local`` runs the same jobs through submitit's LocalExecutor.
 """
 
@@ -33,7 +34,7 @@ from .claims import CHILD_MODULE, WORKER_ENV
 from .config import ExperimentConfig, SlurmConfig
 from .grid import Experiment
 from .layout import CellPlan
-from .workers import experiment_payload, single_process_env, visible_devices
+from .workers import cells_sharing_a_gpu, experiment_payload, single_process_env, visible_devices
 
 
 def run_experiment(cfg: ExperimentConfig, ctx=None,
@@ -59,10 +60,13 @@ def launch(experiment) -> list:
     """Run ``experiment``'s grid with ``cfg.workers`` workers of ``cfg.launcher``; the cells that failed (read back
     from the folder: those with an ``error.log`` and no ``cell.json``)."""
     cfg = experiment.cfg
-    worker = replace(cfg, launcher="none")
+    worker, envs = replace(cfg, launcher="none"), []
+    if cfg.launcher == "local":
+        envs, sharing = local_workers(cfg.workers, cfg.cells_per_gpu)
+        worker = replace(worker, cells_per_gpu=sharing)
     payload = experiment_payload(type(experiment)(worker, candidates_from=experiment.candidates_from,
                                                   report_writer=experiment.report_writer))
-    codes = _local(payload, cfg.workers) if cfg.launcher == "local" else _slurm(payload, cfg)
+    codes = _local(payload, envs) if cfg.launcher == "local" else _slurm(payload, cfg)
     if codes is None:
         return []
     failed = [c for c in experiment.plan() if c.status != "done" and (c.directory / "error.log").exists()]
@@ -117,17 +121,30 @@ def memory_note(s: SlurmConfig) -> str:
             "ask for a size")
 
 
-def _local(payload: dict, workers: int) -> list[int]:
-    """``workers`` local processes, one GPU each (round-robin); their exit codes."""
+def local_workers(workers: int, cells_per_gpu: int) -> tuple[list[dict[str, str]], int]:
+    """The environments of ``workers`` local workers, one GPU each: worker ``i`` sees the visible GPU ``i`` modulo
+    their count (``CUDA_VISIBLE_DEVICES``; none without CUDA), as rank ``i`` of a launch would
+    (:func:`pgra.device.local_device_index`); and the ``cells_per_gpu`` they run with: the given one, or the most
+    workers that share one GPU where that is more (:func:`~.workers.cells_sharing_a_gpu`: a worker, which sees
+    one GPU, cannot count them), said in one line."""
     devices = visible_devices()
+    envs = [single_process_env(i if devices else None, f"local-{i}") for i in range(workers)]
+    if not devices:
+        return envs, cells_per_gpu
+    sharing = cells_sharing_a_gpu(cells_per_gpu, workers, len(devices))
+    if sharing > cells_per_gpu:
+        print(f"note: {workers} workers on {len(devices)} GPU(s): up to {sharing} cells share a GPU (cells_per_gpu "
+              f"{cells_per_gpu}); each cell starts once its GPU has 1/{sharing} of its memory free (or cell_gpu_gb)",
+              flush=True)
+    return envs, sharing
+
+
+def _local(payload: dict, envs: list[dict[str, str]]) -> list[int]:
+    """One local process per environment of :func:`local_workers`; their exit codes."""
     with tempfile.TemporaryDirectory(prefix="pgra-workers-") as tmp:
         spec = Path(tmp) / "experiment.json"
         spec.write_text(json.dumps(payload))
-        procs = []
-        for i in range(workers):
-            env = single_process_env(i if devices else None, f"local-{i}")
-            procs.append(subprocess.Popen([sys.executable, "-m", CHILD_MODULE, "grid", str(spec)],
-                                          env=env))
+        procs = [subprocess.Popen([sys.executable, "-m", CHILD_MODULE, "grid", str(spec)], env=env) for env in envs]
         return [p.wait() for p in procs]
 
 
@@ -202,8 +219,8 @@ def run_cell_process(spec: dict[str, Any]) -> int:
     return 0
 
 
-__all__ = ["check_launcher", "experiment_from_payload", "launch", "memory_note", "run_cell_process", "run_experiment",
-           "run_worker", "slurm_parameters"]
+__all__ = ["check_launcher", "experiment_from_payload", "launch", "local_workers", "memory_note", "run_cell_process",
+           "run_experiment", "run_worker", "slurm_parameters"]
 
 if __name__ == "__main__":  # a grid started by an earlier pgra runs its children here
     import runpy

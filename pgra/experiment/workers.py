@@ -8,6 +8,10 @@ its ``LOCAL_RANK``'s GPU), so a cell's key, predictions and metrics are those of
 another as one DDP job over all ranks (``parallel: ddp``, for a reader too big for one device). Cells run costliest
 first (:func:`cost_order`). A job skips what another live job holds, waits for stages other jobs build, and the
 last job to finish writes the report.
+
+Several cells may share one GPU (``cells_per_gpu``: torchrun with GPUs x that many ranks a node, or as many local
+workers): the ranks or workers take GPUs round-robin (:func:`pgra.device.local_device_index`), and a cell starts on
+a shared GPU only once the GPU has the memory it needs free (:func:`cell_gpu_need`, :func:`wait_for_gpu_memory`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 from ..artifacts import read_json, write_text
 from ..config import to_dict
-from ..device import THREADS_ENV, launcher_threads, local_device_index
+from ..device import THREADS_ENV, launcher_threads, local_device_index, ranks_per_node
 from ..distributed import DistContext, gather_objects, main_computes
 from ..errors import PgraError
 from ..methods import get_method
@@ -98,6 +102,54 @@ def release_gpu_memory() -> bool:
     return True
 
 
+GIB = 2**30
+
+
+def cells_sharing_a_gpu(cells_per_gpu: int, processes: int | None, gpus: int) -> int:
+    """How many cells may run on one GPU at a time: ``cells_per_gpu``, or more where this node's ``processes``
+    (the ranks of a launch, the workers of ``--launcher local``; None when unknown) outnumber the ``gpus`` times
+    that: they take the GPUs round-robin, so up to ``ceil(processes / gpus)`` share one."""
+    crowd = -(-processes // gpus) if processes and gpus > 0 else 1
+    return max(cells_per_gpu, crowd)
+
+
+def cell_gpu_need(total: int, sharing: int, cell_gpu_gb: float) -> int | None:
+    """The bytes of GPU memory a cell needs free before it starts on a GPU of ``total`` bytes that ``sharing``
+    cells may share: ``cell_gpu_gb`` GiB when given, else its share of the GPU (``total / sharing``) when the GPU
+    is shared; None (no check) on a GPU of its own without ``cell_gpu_gb``. A share, not a measurement: a T5-base
+    cell takes about 15 GiB of an 80 GB GPU, so two or four cells pass at once; a cell that takes more than its
+    share makes the next one wait until it ends."""
+    if cell_gpu_gb > 0:
+        return int(cell_gpu_gb * GIB)
+    return total // sharing if sharing > 1 else None
+
+
+def wait_for_gpu_memory(index: int, need: int, poll_s: float, wait_s: float, label: str) -> str | None:
+    """Wait until GPU ``index`` (``torch.cuda.mem_get_info``) has ``need`` bytes free, polling every ``poll_s``
+    seconds: None once it has (at once, or after waiting, said in one line each way), else why the cell is not
+    started: at once when ``need`` is above the GPU's whole memory, or when it is still short after ``wait_s``."""
+    import torch
+
+    free, total = torch.cuda.mem_get_info(index)
+    if need > total:
+        return (f"the cell needs {need / GIB:.1f} GiB of GPU memory (cell_gpu_gb) and GPU {index} has "
+                f"{total / GIB:.1f} GiB in all: lower cell_gpu_gb, or run the cell on a larger GPU")
+    if free >= need:
+        return None
+    print(f"[{label}] waiting for {need / GIB:.1f} GiB free on GPU {index} ({free / GIB:.1f} of {total / GIB:.1f} "
+          "GiB free now; the cells sharing it hold the rest)", flush=True)
+    start = time.monotonic()
+    while time.monotonic() - start < wait_s:
+        time.sleep(poll_s)
+        free, total = torch.cuda.mem_get_info(index)
+        if free >= need:
+            print(f"[{label}] GPU {index} has {free / GIB:.1f} GiB free after {time.monotonic() - start:.0f} s: "
+                  "starting", flush=True)
+            return None
+    return (f"GPU {index} still had only {free / GIB:.1f} of the {need / GIB:.1f} GiB the cell needs free after "
+            f"waiting {wait_s:.0f} s (wait_s): the cell was not started (a later run retries it)")
+
+
 def torch_threads() -> int | None:
     """torch's intra-op thread count now (None when torch is not imported)."""
     torch = sys.modules.get("torch")
@@ -112,9 +164,11 @@ def restore_torch_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def cost_order(cells: list[CellPlan], out: Path) -> list[CellPlan]:
+def cost_order(cells: list[CellPlan], out: Path, experiment: Any = None) -> list[CellPlan]:
     """``cells`` costliest first, deterministically: trained methods (readers) before fixed rules, then by what the
-    method's finished cells in ``out`` took (their ``cell.json`` ``elapsed_s``, mean), then in plan order."""
+    method's finished cells in ``out`` took (their ``cell.json`` ``elapsed_s``, mean), then in plan order. A first
+    run (no finished cell yet) of ``experiment`` goes by the dry run's plan instead
+    (:func:`pgra.experiment.estimate.plan_order`), or by plan order where nothing can be priced."""
     spent: dict[str, list[float]] = {}
     for path in finished_cells(out):
         try:
@@ -123,6 +177,13 @@ def cost_order(cells: list[CellPlan], out: Path) -> list[CellPlan]:
             continue
         if isinstance(record.get("elapsed_s"), (int, float)):
             spent.setdefault(str(record.get("method")), []).append(float(record["elapsed_s"]))
+    if not spent and experiment is not None:
+        from .estimate import plan_order
+
+        try:
+            return plan_order(experiment, cells)
+        except (OSError, ValueError, PgraError):  # no fits or no data to price them with: the order below
+            pass
 
     def cost(item: tuple[int, CellPlan]) -> tuple[int, float, int]:
         i, cell = item
@@ -290,7 +351,7 @@ class GridRun:
         ran = held = 0
         if not tasks:
             return ran, held
-        for cell in cost_order(self.exp.plan(tasks), self.exp.out):
+        for cell in cost_order(self.exp.plan(tasks), self.exp.out, self.exp):
             if cell.status == "done":
                 self._reused(cell)
                 continue
@@ -344,6 +405,13 @@ class GridRun:
         status = main_computes(self.ctx, decide)
         if status is None or status == "gone":
             return None if status is None else False
+        if self.ctx.world_size == 1:  # a single process runs the cell on its GPU: one of several sharing it?
+            short = self._gpu_short(cell)
+            if short is not None:
+                for stack in box:
+                    stack.close()
+                self._not_started(cell, short)
+                return True
         try:
             restore_torch_threads(self.threads)  # a stage's library may have changed them (numba's OpenMP does)
             self.exp.run_cell(replace(cell, status=status), self.ctx)
@@ -371,6 +439,10 @@ class GridRun:
             env = single_process_env(local_device_index(len(devices)) if devices else None,
                                      os.environ.get(WORKER_ENV) or f"rank {self.ctx.rank}")
             release_gpu_memory()  # the stages' models and cached blocks: the child needs the GPU's memory
+            short = self._gpu_short(now, released=True)
+            if short is not None:
+                self._not_started(cell, short)
+                return True
             code = subprocess.run([sys.executable, "-m", CHILD_MODULE, "cell", str(spec)],
                                   env=env).returncode
         if code != 0:
@@ -381,6 +453,36 @@ class GridRun:
             print(f"[{now.label}] failed (see {log})", file=sys.stderr, flush=True)
             self.failed.append(cell)
         return True
+
+    def _gpu_short(self, cell: CellPlan, released: bool = False) -> str | None:
+        """Before ``cell`` starts on this process's GPU (:func:`pgra.device.local_device_index`): None when it may
+        start (no CUDA; a GPU of its own without ``cell_gpu_gb``; enough memory free, at once or after waiting),
+        else why not (:func:`wait_for_gpu_memory`). A rank's GPU is shared by the node's ranks beyond its GPUs
+        (``LOCAL_WORLD_SIZE``); a local worker's by the workers its launcher gave the same GPU (their count
+        raises its ``cells_per_gpu``: :func:`pgra.experiment.launch.local_workers`)."""
+        torch = sys.modules.get("torch")
+        if torch is None or not torch.cuda.is_available():
+            return None
+        gpus = torch.cuda.device_count()
+        processes = ranks_per_node() if self.ctx.world_size > 1 else None
+        sharing = cells_sharing_a_gpu(self.cfg.cells_per_gpu, processes, gpus)
+        if sharing == 1 and not self.cfg.cell_gpu_gb:  # before any CUDA call: no context made for nothing
+            return None
+        if not released:
+            release_gpu_memory()  # what this process's stages left counts as free: it frees it before the cell
+        index = local_device_index(gpus)
+        need = cell_gpu_need(torch.cuda.mem_get_info(index)[1], sharing, self.cfg.cell_gpu_gb)
+        if need is None:
+            return None
+        return wait_for_gpu_memory(index, need, self.cfg.claim_poll_s, self.cfg.wait_s, cell.label)
+
+    def _not_started(self, cell: CellPlan, reason: str) -> None:
+        """``cell`` failed before it started (its GPU's memory): said, kept in its ``error.log``, not retried by
+        this job."""
+        cell.directory.mkdir(parents=True, exist_ok=True)
+        write_text(cell.directory / "error.log", reason + "\n")
+        print(f"[{cell.label}] not started: {reason}", file=sys.stderr, flush=True)
+        self.failed.append(cell)
 
     # ----- the end -----
     def finish(self) -> None:
@@ -439,5 +541,6 @@ def experiment_payload(exp) -> dict[str, Any]:
             "report_writer": None if writer is None else f"{writer.__module__}:{writer.__qualname__}"}
 
 
-__all__ = ["DIST_ENV", "LAUNCHER_ENV_PREFIXES", "WATCH", "GridRun", "cost_order", "experiment_payload",
-           "launcher_variable", "leave_held_cells", "release_gpu_memory", "single_process_env", "visible_devices"]
+__all__ = ["DIST_ENV", "GIB", "LAUNCHER_ENV_PREFIXES", "WATCH", "GridRun", "cell_gpu_need", "cells_sharing_a_gpu",
+           "cost_order", "experiment_payload", "launcher_variable", "leave_held_cells", "release_gpu_memory",
+           "single_process_env", "visible_devices", "wait_for_gpu_memory"]
