@@ -155,21 +155,25 @@ def test_a_link_out_of_the_copied_index_is_refused(tmp_path, capsys, candidates)
     assert not (tmp_path / "out" / "index").exists()
 
 
-def test_a_link_out_of_the_copied_lm_is_refused(tmp_path, capsys, candidates):
+def _read_reranked_by(run: Path, lm: Path, reranked: Path, candidates: Path) -> None:
+    """Make ``run`` a reader run over a reranked folder whose reranking LM is ``lm``."""
     from pgra.artifacts import write_manifest
 
-    run = fake_run(tmp_path / "exp", n_passages=2)
-    lm = tmp_path / "lm"
-    lm.mkdir()
-    (lm / "config.json").write_text("{}")
-    (lm / "token").symlink_to(tmp_path / "nowhere")  # dangling: refused as well
-    reranked = tmp_path / "reranked"
     reranked.mkdir()
     (reranked / "demonstrations.json").write_text("[]")
     write_manifest(reranked, {"kind": "reranked", "lm": str(lm), "lm_fingerprint": "x", "top_d": 2, "k": 4,
                               "candidates": {"path": str(candidates)}})
     manifest = json.loads((run / "manifest.json").read_text())
     (run / "manifest.json").write_text(json.dumps({**manifest, "data": str(reranked)}))
+
+
+def test_a_link_out_of_the_copied_lm_is_refused(tmp_path, capsys, candidates):
+    run = fake_run(tmp_path / "exp", n_passages=2)
+    lm = tmp_path / "lm"
+    lm.mkdir()
+    (lm / "config.json").write_text("{}")
+    (lm / "token").symlink_to(tmp_path / "nowhere")  # dangling: refused as well
+    _read_reranked_by(run, lm, tmp_path / "reranked", candidates)
     line = one_error_line(["export", "--run", str(run), "--out", str(tmp_path / "out"), "--copy-lm"], capsys)
     assert "lm/token is a symbolic link to" in line and "field 'copy_lm'" in line, line
     (lm / "token").unlink()
@@ -180,8 +184,6 @@ def test_a_link_out_of_the_copied_lm_is_refused(tmp_path, capsys, candidates):
 def test_a_hub_cache_snapshot_is_copied_with_its_blobs(tmp_path, candidates):
     """--copy-lm of an LM in the Hugging Face cache: its snapshot's files are links to ``../../blobs/``, inside the
     model's cache folder, so they are copied as files; a link out of that folder is still refused."""
-    from pgra.artifacts import write_manifest
-
     run = fake_run(tmp_path / "exp", n_passages=2)
     model = tmp_path / "hub" / "models--org--lm"
     (model / "blobs").mkdir(parents=True)
@@ -189,13 +191,7 @@ def test_a_hub_cache_snapshot_is_copied_with_its_blobs(tmp_path, candidates):
     lm = model / "snapshots" / "rev1"
     lm.mkdir(parents=True)
     (lm / "config.json").symlink_to("../../blobs/abc")
-    reranked = tmp_path / "reranked"
-    reranked.mkdir()
-    (reranked / "demonstrations.json").write_text("[]")
-    write_manifest(reranked, {"kind": "reranked", "lm": str(lm), "lm_fingerprint": "x", "top_d": 2, "k": 4,
-                              "candidates": {"path": str(candidates)}})
-    manifest = json.loads((run / "manifest.json").read_text())
-    (run / "manifest.json").write_text(json.dumps({**manifest, "data": str(reranked)}))
+    _read_reranked_by(run, lm, tmp_path / "reranked", candidates)
     out = pgra.export_run(run, tmp_path / "out", copy_lm=True)
     copied = out / "lm" / "config.json"
     assert copied.is_file() and not copied.is_symlink() and copied.read_text() == "{}"
