@@ -113,6 +113,21 @@ def test_torchrun_runs_cells_side_by_side_like_one_process(setup):
 
 
 @pytest.mark.distributed
+def test_failed_cells_never_cost_a_torchrun_job_its_report(setup):
+    """Every reader cell dies (PGRA_FAULT in each cell's process): the ranks whose cells failed exit 1 only after
+    rank 0 wrote the report of the cells that finished (torchrun kills a job's other ranks when one exits 1)."""
+    root, base = setup
+    path = _config(root, base, "failing")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(ROOT / "scripts" / "experiment.py"), "--config", str(path)]
+    proc = subprocess.run(cmd, env=_env(PYTHONUNBUFFERED="1", PGRA_FAULT="train.step@1"), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode != 0
+    assert sorted(_cells(root / "failing")) == sorted(f"{t}/knn_vote/seed-1" for t in TASKS)
+    assert "knn_vote" in (root / "failing" / "results.md").read_text(), launch_failure(proc)
+
+
+@pytest.mark.distributed
 def test_two_ranks_with_cells_per_gpu_2_finish_a_grid_like_one_process(setup):
     """torchrun --nproc-per-node 2 with cells_per_gpu 2 (two cells on one GPU; here, without one, on the CPU): both
     ranks run cells, each cell as the 1-process run computes it."""

@@ -489,17 +489,23 @@ class GridRun:
         """The report, written by the last job to finish (no live claim left on a stage or cell), and the list of
         this job's failures."""
         exp, ctx = self.exp, self.ctx
-        if self.cells_mode or ctx.is_main:
-            writer = exp.report_writer
-            if writer is not None and any(finished_cells(exp.out)) and not self._others_busy():
-                report = try_claim(exp.out / "report", "the report", self.stale_after)
-                if report is not None:
-                    with report:
-                        writer(exp.out, exp.cfg.reference)
-            if self.failed:
-                print(f"{len(self.failed)} cell(s) failed:", file=sys.stderr)
-                for c in self.failed:
-                    print(f"  {c.label} (see {c.directory / 'error.log'})", file=sys.stderr)
+        if self.cells_mode:  # a job's ranks end together: one whose cell failed exits 1, and torchrun would then
+            ctx.barrier()  # kill the rank writing the report; so the ranks meet, rank 0 reports for the job,
+        try:               # and the others wait for it (the gather below) before any rank exits
+            if ctx.is_main:
+                writer = exp.report_writer
+                if writer is not None and any(finished_cells(exp.out)) and not self._others_busy():
+                    report = try_claim(exp.out / "report", "the report", self.stale_after)
+                    if report is not None:
+                        with report:
+                            writer(exp.out, exp.cfg.reference)
+        finally:
+            if self.cells_mode:
+                gather_objects(ctx, len(self.failed))  # rank 0 comes here once its report is written (or failed)
+        if self.failed:
+            print(f"{len(self.failed)} cell(s) failed:", file=sys.stderr)
+            for c in self.failed:
+                print(f"  {c.label} (see {c.directory / 'error.log'})", file=sys.stderr)
 
     def _others_busy(self) -> bool:
         exp = self.exp
