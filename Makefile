@@ -113,6 +113,7 @@ bench: prepare
 
 bench-gpu: prepare
 	$(BIN)/python bench/bench_gpu_scale.py
+	PYTHON=$(BIN)/python bash bench/gpu_accept.sh  # the node path's acceptance, each phase run by bench/gpu_accept.py
 
 # the scaling curves of bench/README.md (about 1.5 h on 2 cores; after `make demo`, whose index they read)
 bench-scale: prepare
@@ -124,6 +125,7 @@ bench-scale: prepare
 	$(BIN)/python bench/bench_index_scale.py --json bench/results/index_scale.json
 	$(BIN)/python bench/bench_corpus_pass.py --json bench/results/corpus_pass.json
 	$(BIN)/python bench/bench_selectors.py --tasks mr --out bench/results/selectors_mr.json
+	$(BIN)/python bench/bench_cell_overheads.py --json bench/results/cell_overheads_cpu.json
 	$(BIN)/python bench/plot_scaling.py
 
 clean:
