@@ -281,6 +281,12 @@ def test_a_first_run_goes_by_the_plan(setup, monkeypatch):
 
     monkeypatch.setattr(estimate, "plan_order", unpriced)
     assert [c.label for c in cost_order(cells, exp.out, exp)] == [c.label for c in cost_order(cells, exp.out)]
+    priced = []
+    monkeypatch.setattr(estimate, "plan_order", lambda e, c: priced.append(1) or c[::-1])
+    memo: dict[str, int] = {}  # a job's loop polls its cells again and again: the plan is priced once
+    for _ in range(3):
+        assert [c.label for c in cost_order(cells, exp.out, exp, memo)] == [c.label for c in cells[::-1]]
+    assert priced == [1]
 
 
 def test_slurm_launcher_without_submitit_says_how_to_install_it(setup, monkeypatch, capsys):

@@ -784,11 +784,11 @@ def plan_device(cfg: Any) -> tuple[str, str]:
     import torch
 
     chosen = str(getattr(cfg, "plan_device", "") or os.environ.get("PGRA_PLAN_DEVICE", "") or "auto").lower()
-    if chosen not in PLAN_DEVICES:
-        from ..errors import InputError
+    from ..errors import InputError, clip
 
-        raise InputError(f"plan_device={chosen}: one of {', '.join(PLAN_DEVICES)}", field="plan_device")
     where = "plan_device" if getattr(cfg, "plan_device", "") else "PGRA_PLAN_DEVICE"
+    if chosen not in PLAN_DEVICES:
+        raise InputError(f"{clip(chosen)}: must be one of {', '.join(PLAN_DEVICES)}", field=where)
     if chosen in ("cuda", "gpu"):
         return "gpu", f"the GPU's, as {where}={chosen} asks"
     if chosen == "cpu":

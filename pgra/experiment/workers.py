@@ -164,11 +164,13 @@ def restore_torch_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def cost_order(cells: list[CellPlan], out: Path, experiment: Any = None) -> list[CellPlan]:
+def cost_order(cells: list[CellPlan], out: Path, experiment: Any = None,
+               planned: dict[str, int] | None = None) -> list[CellPlan]:
     """``cells`` costliest first, deterministically: trained methods (readers) before fixed rules, then by what the
     method's finished cells in ``out`` took (their ``cell.json`` ``elapsed_s``, mean), then in plan order. A first
     run (no finished cell yet) of ``experiment`` goes by the dry run's plan instead
-    (:func:`pgra.experiment.estimate.plan_order`), or by plan order where nothing can be priced."""
+    (:func:`pgra.experiment.estimate.plan_order`), or by plan order where nothing can be priced. ``planned``: a
+    job's memo of that plan's ranks (label -> place), priced once per job, not at every poll of its loop."""
     spent: dict[str, list[float]] = {}
     for path in finished_cells(out):
         try:
@@ -180,10 +182,16 @@ def cost_order(cells: list[CellPlan], out: Path, experiment: Any = None) -> list
     if not spent and experiment is not None:
         from .estimate import plan_order
 
-        try:
-            return plan_order(experiment, cells)
-        except (OSError, ValueError, PgraError):  # no fits or no data to price them with: the order below
-            pass
+        if planned is None or any(c.label not in planned for c in cells):
+            try:
+                ranks = {c.label: i for i, c in enumerate(plan_order(experiment, cells))}
+            except (OSError, ValueError, PgraError):  # no fits or no data to price them with: the order below
+                ranks = {}
+            if planned is not None:
+                planned.update(ranks)
+            planned = ranks
+        if planned:
+            return sorted(cells, key=lambda c: planned.get(c.label, len(planned)))
 
     def cost(item: tuple[int, CellPlan]) -> tuple[int, float, int]:
         i, cell = item
@@ -204,6 +212,7 @@ class GridRun:
         self.failed: list[CellPlan] = []
         self._said: set[str] = set()
         self._watch = None  # the watch claim (leave_held_cells), while this job is the one that waits
+        self._planned: dict[str, int] = {}  # a first run's planned order (cost_order), priced once
 
     @property
     def stale_after(self) -> float:
@@ -351,7 +360,7 @@ class GridRun:
         ran = held = 0
         if not tasks:
             return ran, held
-        for cell in cost_order(self.exp.plan(tasks), self.exp.out, self.exp):
+        for cell in cost_order(self.exp.plan(tasks), self.exp.out, self.exp, self._planned):
             if cell.status == "done":
                 self._reused(cell)
                 continue
