@@ -233,6 +233,51 @@ def test_dry_run_shows_costs_their_sources_and_the_wallclock(planned, tmp_path, 
     assert "wall-clock on 1 worker(s): stages 30 s (each sharded over the workers) + cells 100 s" in out
 
 
+def test_dry_run_says_what_the_grid_can_resolve(planned, tmp_path, capsys, monkeypatch):
+    """The dry run's Resolution section: per task, at its test inputs (counted in its data files, or in its built
+    candidates folder) and the grid's seeds, the planned MDE and what +0.6 points needs, as resolution.py computes
+    them under the stated assumptions; a task whose test inputs cannot be counted is skipped with its reason."""
+    import yaml
+
+    from pgra.cli.experiment import dry_run_resolution
+    from pgra.evaluation.resolution import (
+        PAPER_GAIN,
+        inputs_needed,
+        minimum_detectable_effect,
+        planned_se,
+        seeds_needed,
+    )
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(planned))
+    assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, x in enumerate(lines) if x.startswith("Resolution (planned"))
+    assert "alpha 0.05, power 0.8" in lines[header] and "10% of the test inputs" in lines[header]
+    assert "0.5 points std over seeds" in lines[header]
+    n = len((tmp_path / "skydata" / "test.jsonl").read_text().splitlines())  # the sky task's test file, 2 seeds
+    mde = minimum_detectable_effect(planned_se(n, 2, 0.10, 0.005))
+    assert inputs_needed(PAPER_GAIN, 2) is None and seeds_needed(PAPER_GAIN, n) is None
+    assert lines[header + 1] == (f"  sky: {n} test inputs x 2 seed(s): minimum detectable effect {100 * mde:.2f} "
+                                 "points; to detect +0.6 points: no number of test inputs at 2 seed(s), or no "
+                                 f"number of seeds at {n} inputs")
+    # a built candidates folder is what the cells will be tested on
+    cfg = from_dict(ExperimentConfig, planned)
+    (Experiment(cfg).stage_dir(cfg.tasks[0], "candidates") / "test.jsonl").write_text("{}\n" * 1000)
+    line = dry_run_resolution(Experiment(cfg))[1]
+    assert line.startswith("  sky: 1,000 test inputs x 2 seed(s): minimum detectable effect "
+                           f"{100 * minimum_detectable_effect(planned_se(1000, 2, 0.10, 0.005)):.2f} points")
+    assert line.endswith("to detect +0.6 points: no number of test inputs at 2 seed(s), or no number of seeds at "
+                         "1,000 inputs")
+    # no test split, or unknown before the data is built (no local files): skipped, with the reason
+    monkeypatch.setattr("pgra.experiment.estimate.task_splits", lambda *a, **k: {"train": 10, "dev": 2})
+    assert dry_run_resolution(Experiment(cfg))[1] == "  sky: no 'test' inputs among its splits (dev, train): skipped"
+    monkeypatch.setattr("pgra.experiment.estimate.task_splits", lambda *a, **k: None)
+    assert dry_run_resolution(Experiment(cfg)) == [
+        "Resolution:", "  sky: its test inputs are unknown until its data is built (no local split files to "
+                       "count): skipped"]
+
+
 def test_corpus_passed_reads_a_done_stage_from_its_manifest(planned, monkeypatch):
     from pgra.experiment.estimate import _corpus_passed
 

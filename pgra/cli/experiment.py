@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from ..errors import InputError, clip
+from ..lock import is_main_launch
 from .command import Command
 
 
@@ -134,7 +135,33 @@ def run_and_report(cfg, ctx=None) -> list:
         from ..evaluation.report import check_report_files
 
         check_report_files(Path(cfg.out))
-    return run_experiment(cfg, ctx, report_writer=write_and_print_report if cfg.report else None)
+    failed = run_experiment(cfg, ctx, report_writer=write_and_print_report if cfg.report else None)
+    if cfg.dry_run and (ctx.is_main if ctx is not None else is_main_launch()):
+        from ..experiment import Experiment
+
+        print("\n".join(dry_run_resolution(Experiment(cfg))))
+    return failed
+
+
+def dry_run_resolution(experiment) -> list[str]:
+    """The dry run's "Resolution" section (:func:`pgra.evaluation.resolution.resolution_lines`): per task, at its
+    planned test inputs (:func:`pgra.experiment.estimate.planned_test_inputs`) and the grid's seeds, the minimum
+    detectable effect between two seeded methods and what the paper's average PGRA-over-FiD gain would need, under
+    the planning assumptions (:data:`~pgra.evaluation.resolution.DEFAULT_DISAGREEMENT`, ``DEFAULT_SEED_STD``)."""
+    from ..evaluation.resolution import plan_resolution, resolution_lines
+    from ..experiment.estimate import planned_test_inputs
+
+    plans: dict[str, dict | str] = {}
+    for task in experiment.cfg.tasks:
+        spec = experiment.tasks[task]
+        n, why = planned_test_inputs(experiment, task)
+        if n is None:
+            plans[spec.name] = why
+            continue
+        plans[spec.name] = plan_resolution(n, len(experiment.cfg.seeds))
+        if spec.metric != "accuracy":
+            plans[spec.name]["note"] = f"the task reports {spec.metric}: the accuracy formula is a rough guide"
+    return resolution_lines(plans)
 
 
 def run(cfg) -> int:

@@ -856,6 +856,18 @@ def task_inputs(exp: Experiment, name: str, task: str | None = None) -> int | No
     return None if splits is None else sum(splits.values())
 
 
+def planned_test_inputs(exp: Experiment, task: str, split: str = "test") -> tuple[int | None, str]:
+    """The inputs a task of the grid is tested on (the report's ``split``), as :func:`task_splits` counts them
+    before anything runs, or (None, why) when they are unknown: a task spec declares no size, so a task whose data
+    is neither built nor in local files (a Hugging Face dataset) has none until its candidates stage has run."""
+    splits = task_splits(exp, exp.tasks[task].name, task)
+    if splits is None:
+        return None, "its test inputs are unknown until its data is built (no local split files to count): skipped"
+    if not splits.get(split):
+        return None, f"no '{split}' inputs among its splits ({', '.join(sorted(splits))}): skipped"
+    return splits[split], ""
+
+
 def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: int | None = None,
                fits: BenchFits | None = None, cells_per_gpu: int | None = None) -> Plan:
     """The estimates of every stage and planned cell of ``exp`` (``workers``: default the config's ``workers`` when it
