@@ -301,17 +301,17 @@ def test_results_md_tables_keep_their_shape_with_odd_names(grid_dir):
         d["label_histogram"] = {label: 0.75, "town": 0.25}
     md = format_markdown(report)
     tables = _md_tables(md)
-    assert len(tables) == 3  # results, differences, demonstrations
+    assert len(tables) == 4  # results, differences, resolution, demonstrations
     for table in tables:
         assert all(len(row) == len(table[0]) for row in table), table
         assert set("".join(table[1])) == {"-"}
-    assert tables[0][0][1].startswith(md_cell(odd)) and any(md_cell(label) in c for row in tables[2] for c in row)
+    assert tables[0][0][1].startswith(md_cell(odd)) and any(md_cell(label) in c for row in tables[3] for c in row)
     try:
         from markdown_it import MarkdownIt
     except ImportError:  # the split above is the check
         return
     tokens = MarkdownIt("commonmark").enable("table").parse(md)
-    assert sum(t.type == "table_open" for t in tokens) == 3
+    assert sum(t.type == "table_open" for t in tokens) == 4
     cells = [t.content for t in tokens if t.type == "inline"]
     assert "sky|a<br>b" in cells and "pos|itive<br>label 75%, town 25%" in cells
 

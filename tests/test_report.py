@@ -79,7 +79,7 @@ def test_report_numbers_equal_a_hand_computation(runs, capsys):
     md = (runs / "results.md").read_text()
     assert "| fid | 70.0 ± 10.0 (3) | 50.0 ± 0.0 (3) | 60.0 |" in md
     assert "| pgra | 80.0 ± 10.0 (3) ↑1/3 | 60.0 ± 0.0 (3) | 70.0 |" in md
-    assert f"+10.0 (p={want.p_value:.3f})" in md and "still improving" in md
+    assert f"+10.0 (p={want.p_value:.3f}, Holm " in md and "still improving" in md
     saved = json.loads((runs / "results.json").read_text())
     assert saved["cells"][0]["git_commit"] == "abc123" and saved["bootstrap"]["n_resamples"] == 2000
 
@@ -237,3 +237,36 @@ def test_md_text_keeps_any_text_on_its_line_as_text():
     assert md_text("<b>x</b> & <!-- y") == "&lt;b&gt;x&lt;/b&gt; &amp; &lt;!-- y"
     assert md_text("[l](javascript:x) *b* _i_ `c` ~s~ \\") == "\\[l\\](javascript:x) \\*b\\* \\_i\\_ \\`c\\` \\~s\\~ \\\\"
     assert md_text(3.5) == "3.5"
+
+
+def test_resolution_and_holm_columns_equal_a_hand_computation(runs):
+    """The MDE is 2.80 x the spread of the very replicates the p-value came from; Holm's adjusted p-values are
+    those of the table's family (every task x method) and of each task's, worked out by hand."""
+    import numpy as np
+
+    report = build_report(runs, n_resamples=2000, seed=5)
+    want = paired_bootstrap(GOLD, [_preds(8), _preds(9), _preds(7)], [_preds(6), _preds(7), _preds(8)], ["0", "1"],
+                            "accuracy", n_resamples=2000, seed=5)
+    test = report["significance"]["pgra"]["sst2"]
+    se = float(np.std(want.replicates, ddof=1))
+    assert test["se"] == pytest.approx(se) and test["mde"] == pytest.approx((1.959964 + 0.841621) * se, rel=1e-6)
+    assert test["below_resolution"] == (abs(test["delta"]) < test["mde"])
+    # the table's family: pgra on sst2 and cr, knn_vote on sst2 (3 comparisons), sorted ascending by hand
+    tests = report["significance"]
+    members = [("pgra", "sst2"), ("pgra", "cr"), ("knn_vote", "sst2")]
+    raw = sorted((tests[m][t]["p_value"], (m, t)) for m, t in members)
+    running, adjusted = 0.0, {}
+    for i, (p, who) in enumerate(raw):
+        running = max(running, min(1.0, (3 - i) * p))
+        adjusted[who] = running
+    for m, t in members:
+        assert tests[m][t]["p_holm_all"] == pytest.approx(adjusted[(m, t)])
+    # cr's family has one member (its p-value unadjusted); sst2's two
+    assert tests["pgra"]["cr"]["p_holm_task"] == pytest.approx(tests["pgra"]["cr"]["p_value"])
+    lo, hi = sorted([tests["pgra"]["sst2"]["p_value"], tests["knn_vote"]["sst2"]["p_value"]])
+    assert max(tests["pgra"]["sst2"]["p_holm_task"], tests["knn_vote"]["sst2"]["p_holm_task"]) == \
+        pytest.approx(max(min(1, 2 * lo), hi))
+    md = format_markdown(report)
+    assert "## What the grid can resolve" in md and f"| pgra | {100 * test['mde']:.1f} |" in md
+    if test["below_resolution"]:
+        assert f"(p={test['p_value']:.3f}, Holm {test['p_holm_all']:.3f}) ≈" in md

@@ -17,7 +17,7 @@ from ..lock import is_main_launch, output_lock
 from .command import Command
 
 _MODULES = ("prepare_demo", "download_data", "build_index", "search", "retrieve", "rerank", "peek", "train",
-            "train_simcse", "eval_encoder", "icl", "experiment", "analyze", "report", "evaluate", "predict", "tasks", "config_show",
+            "train_simcse", "eval_encoder", "icl", "experiment", "analyze", "report", "bundle", "evaluate", "predict", "tasks", "config_show",
             "fid", "export")
 COMMANDS: dict[str, Command] = {}
 for _name in _MODULES:

@@ -1,4 +1,5 @@
-"""``pgra report DIR``: results table (mean ± std over seeds) and paired significance tests of an experiment."""
+"""``pgra report DIR [DIR ...]``: results table (mean ± std over seeds) and paired significance tests of an experiment,
+or of several experiment folders and results bundles merged into one table (``--out``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from .command import Command
 
 @dataclass
 class ReportOptions:
-    directory: str = option("", exists="dir", positional=True, metavar="DIR", help="experiment folder (pgra experiment --out)")
+    directories: list[str] = option(default_factory=list, positional=True, metavar="DIR",
+                                    help="experiment folder (pgra experiment --out) or results bundle (pgra bundle); "
+                                         "several are merged into one table (then --out)")
+    out: str = option("", help="folder of the merged report (default: the one DIR given)")
     reference: str = option("fid", help="method every other method is tested against")
     split: str = option("test", path_segment=True, help="split reported")
     bootstrap: int = option(10000, min=1, help="bootstrap resamples of the significance test")
@@ -22,11 +26,22 @@ class ReportOptions:
 
 
 def run(opts: ReportOptions) -> None:
+    from pathlib import Path
+
     from ..errors import InputError
     from ..evaluation.report import write_report
 
-    if not opts.directory:
+    if not opts.directories:
         raise InputError("no experiment folder given", field="directory")
+    for d in opts.directories:
+        if not Path(d).is_dir():
+            raise InputError(f"no such experiment folder or bundle: {d}", field="directory")
+    if len(opts.directories) > 1 and not opts.out:
+        raise InputError("several folders are merged into a report of their own: give --out DIR", field="out")
+    if opts.out and len(opts.directories) > 1 and any(Path(opts.out).resolve() == Path(d).resolve()
+                                                      for d in opts.directories):
+        raise InputError(f"--out {opts.out} is one of the merged folders: a merged report goes into a folder of "
+                         "its own", field="out")
     if opts.bootstrap < 1:
         raise InputError("bootstrap must be at least 1", field="bootstrap")
     targets = None
@@ -36,7 +51,8 @@ def run(opts: ReportOptions) -> None:
         targets = load_targets(opts.compare, opts.tolerance if opts.tolerance >= 0 else None)
     elif opts.tolerance >= 0:
         raise InputError("--tolerance needs --compare FILE", field="tolerance")
-    md = write_report(opts.directory, opts.reference, opts.split, opts.bootstrap, opts.seed, targets)
+    md = write_report(opts.out or opts.directories[0], opts.reference, opts.split, opts.bootstrap, opts.seed, targets,
+                      sources=opts.directories)
     print(md.read_text(encoding="utf-8"))
     print(f"written: {md} and {md.with_name('results.json')}")
 

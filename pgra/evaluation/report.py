@@ -16,20 +16,19 @@ marked: it learned less than the embedding alone gives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..artifacts import read_json, write_json, write_text
-from ..errors import IncompleteArtifactError, InputError
-from ..experiment.layout import CELL_GLOB
+from ..errors import IncompleteArtifactError
 from ..markdown import md_row, md_table
 from ..metrics import mean_std
 from ..ownership import record_files
-from ..predictions import checked_cell_results, inputs_fingerprint, read_cell
-from ..provenance import check_cell_data
+from ..predictions import inputs_fingerprint
+from .cells import REPORT_FILES, CellResult
+from .resolution import DEFAULT_ALPHA, DEFAULT_POWER
 
-REPORT_FILES = ("results.json", "results.md", "results.html", "results_data.js")  # what write_report writes
 STILL_IMPROVING = "↑"
 DETERMINISTIC = "(det.)"
 # the floor every trained reader should beat: a logistic regression on frozen sentence embeddings (no retrieval,
@@ -37,75 +36,15 @@ DETERMINISTIC = "(det.)"
 FLOOR_METHOD = "linear_probe"
 BELOW_FLOOR = "▽"
 BELOW_FLOOR_KEY = f"below_{FLOOR_METHOD}"
-
-
-@dataclass
-class CellResult:
-    """One finished cell: its record, the metric value per split and its predictions on the reported split."""
-
-    path: Path
-    record: dict[str, Any]
-    predictions: list[dict[str, Any]]
-
-    @property
-    def task(self) -> str:
-        return self.record["task"]
-
-    @property
-    def method(self) -> str:
-        return self.record["method"]
-
-    @property
-    def seed(self) -> int:
-        return int(self.record["seed"])
-
-    @property
-    def seed_independent(self) -> bool:
-        """The method's one run of the task (cells written before the flag existed: False)."""
-        return bool(self.record.get("seed_independent", False))
+BELOW_RESOLUTION = "≈"  # a difference smaller than the comparison's minimum detectable effect
 
 
 def collect_cells(directory: str | Path, split: str = "test") -> list[CellResult]:
-    """Every finished cell under ``directory`` with its predictions on ``split``, checked for shared inputs. Each
-    cell's results are recomputed from its predictions files, which must be the ones it finished with
-    (:func:`~pgra.predictions.checked_cell_results`): an edited or truncated file is refused by name,
-    never reported with the numbers its cell.json recorded."""
-    from ..config import from_dict
-    from ..tasks import get_task
-    from ..tasks.spec import TaskSpec
+    """Every finished cell under ``directory`` (an experiment folder or a results bundle) with its predictions on
+    ``split``, checked for shared inputs (:func:`pgra.evaluation.merge.merged_cells` of one source)."""
+    from .merge import merged_cells
 
-    directory = Path(directory)
-    paths = sorted(directory.glob(CELL_GLOB))
-    if not paths:
-        raise InputError(f"no finished cells ({CELL_GLOB}) under {directory}: run `pgra experiment` first",
-                         path=directory)
-    cells = []
-    for path in paths:
-        record = read_cell(path)  # a hand-edited cell.json (a string seed, a list): one error line naming it
-        if split not in record["results"]:
-            raise InputError(f"cell has no '{split}' results", path=path, field="results")
-        spec = record.get("task_spec")
-        task = from_dict(TaskSpec, spec, source=str(path)) if spec else get_task(record["task"])
-        results, lines = checked_cell_results(path, record, task)
-        check_cell_data(path.parent, record)  # its data folder was not rebuilt since (by a later experiment)
-        cells.append(CellResult(path, {**record, "results": results}, lines[split]))
-    _check_shared_inputs(cells, split)
-    return cells
-
-
-def _check_shared_inputs(cells: list[CellResult], split: str) -> None:
-    first: dict[str, tuple[str, CellResult]] = {}
-    for cell in cells:
-        fp = inputs_fingerprint(cell.predictions)
-        if cell.task not in first:
-            first[cell.task] = (fp, cell)
-        elif first[cell.task][0] != fp:
-            other = first[cell.task][1]
-            raise InputError(
-                f"{cell.path.parent} and {other.path.parent} evaluated different {split} inputs of task "
-                f"{cell.task} ({len(cell.predictions)} vs {len(other.predictions)} inputs, or other ids, texts or "
-                "labels); results on different inputs are never compared: re-run them on the same data",
-                path=cell.path.parent / f"predictions_{split}.jsonl")
+    return merged_cells([directory], split)[0]
 
 
 def _order(names: list[str], preferred: list[str]) -> list[str]:
@@ -128,17 +67,26 @@ def _runs(group: list[CellResult]) -> list[list[str | None]]:
     return [[p["prediction"] for p in c.predictions] for c in group]
 
 
-def build_report(directory: str | Path, reference: str = "fid", split: str = "test", n_resamples: int = 10000,
-                 seed: int = 0) -> dict[str, Any]:
-    """The report's content: rows, summary (mean, std, n, still improving) and significance tests."""
+def _sources(directory: str | Path | Sequence[str | Path]) -> list[Path]:
+    return [Path(directory)] if isinstance(directory, (str, Path)) else [Path(d) for d in directory]
+
+
+def build_report(directory: str | Path | Sequence[str | Path], reference: str = "fid", split: str = "test",
+                 n_resamples: int = 10000, seed: int = 0) -> dict[str, Any]:
+    """The report's content: rows, summary (mean, std, n, still improving) and significance tests, over the cells
+    of ``directory``: an experiment folder or a results bundle, or several of them merged
+    (:func:`pgra.evaluation.merge.merged_cells`)."""
     from ..choices import task_names
     from ..config import from_dict
     from ..methods import METHODS
     from ..tasks import get_task
     from ..tasks.spec import TaskSpec
+    from .merge import merged_cells
     from .significance import average_replicates, paired_bootstrap
 
-    cells, superseded = _drop_superseded(collect_cells(directory, split))
+    sources = _sources(directory)
+    merged, merge_info = merged_cells(sources, split)
+    cells, superseded = _drop_superseded(merged)
     tasks = _order(list({c.task for c in cells}), task_names())  # the paper's task order, then the others
     methods = _order(list({c.method for c in cells}), list(METHODS))
     specs: dict[str, TaskSpec] = {}
@@ -203,22 +151,58 @@ def build_report(directory: str | Path, reference: str = "fid", split: str = "te
                 per_task[task] = {"delta": res.delta, "p_value": res.p_value, "ci": [res.ci_low, res.ci_high],
                                   "seeds": [c.seed for c in a], "paired_seeds": paired,
                                   "seed_independent": {"method": fixed_a, "reference": fixed_b},
-                                  "inputs": len(gold)}
+                                  "inputs": len(gold), **_resolution(res)}
             if len(results) == len(tasks) and len(tasks) > 1:
                 avg = average_replicates(results)
-                per_task["average"] = {"delta": avg.delta, "p_value": avg.p_value, "ci": [avg.ci_low, avg.ci_high]}
+                per_task["average"] = {"delta": avg.delta, "p_value": avg.p_value, "ci": [avg.ci_low, avg.ci_high],
+                                       **_resolution(avg)}
             if per_task:
                 tests[method] = per_task
+    _adjust_holm(tests, tasks)
     diagnostics = _diagnostics(by, specs, tasks, methods)
-    return {"directory": str(Path(directory)), "split": split, "reference": reference, "tasks": tasks,
+    return {"directory": ", ".join(str(p) for p in sources), "sources": merge_info["sources"],
+            "duplicates": merge_info["duplicates"], "split": split, "reference": reference, "tasks": tasks,
             "methods": methods, "summary": summary, "significance": tests, "diagnostics": diagnostics,
             "bootstrap": {"n_resamples": n_resamples, "seed": seed,
                           "protocol": "paired over the shared test inputs and seeds; two-sided, null-centred; a "
                                       "seed-independent run repeated for every seed of the other side"},
+            "resolution": {"alpha": DEFAULT_ALPHA, "power": DEFAULT_POWER,
+                           "mde": "(z_{1-alpha/2} + z_power) x the standard deviation of the bootstrap's resampled "
+                                  "differences (over the test inputs and seeds)",
+                           "holm": {"p_holm_task": "family: the methods compared with the reference on one task",
+                                    "p_holm_all": "family: every task x method comparison of the table (averages "
+                                                  "over tasks left out)"}},
             "floor": FLOOR_METHOD, "rows": rows, "cells": [_cell_provenance(c) for c in cells],
             "ignored_cells": [{"path": str(c.path.parent), "used": f"seed-{by[(c.task, c.method)][0].seed}",
                                "reason": "a seed-independent method's cell at another seed (an older run)"}
                               for c in superseded]}
+
+
+def _resolution(res) -> dict[str, Any]:
+    """The minimum detectable effect of a comparison (None with fewer than 2 resamples) and whether its difference
+    is below it."""
+    from .resolution import bootstrap_se, minimum_detectable_effect
+
+    if res.n_resamples < 2:
+        return {"se": None, "mde": None, "below_resolution": None}
+    se = bootstrap_se(res.replicates)
+    mde = minimum_detectable_effect(se, DEFAULT_ALPHA, DEFAULT_POWER)
+    return {"se": se, "mde": mde, "below_resolution": abs(res.delta) < mde}
+
+
+def _adjust_holm(tests: dict[str, dict[str, Any]], tasks: list[str]) -> None:
+    """Add Holm-adjusted p-values to every per-task test: ``p_holm_task`` (family: one task's methods) and
+    ``p_holm_all`` (family: every task x method of the table); the averages over tasks are no member."""
+    from .resolution import holm
+
+    def adjust(members: list[tuple[str, str]], field: str) -> None:
+        for (m, t), p in zip(members, holm([tests[m][t]["p_value"] for m, t in members]), strict=True):
+            tests[m][t][field] = p
+
+    every = [(m, t) for m in tests for t in tasks if t in tests[m]]
+    for task in tasks:
+        adjust([(m, t) for m, t in every if t == task], "p_holm_task")
+    adjust(every, "p_holm_all")
 
 
 def _compare_with_floor(summary: dict[str, dict[str, Any]], registry: dict[str, Any]) -> None:
@@ -254,6 +238,27 @@ def _diagnostics(by, specs, tasks: list[str], methods: list[str]) -> dict[str, d
                 entry["lm_tokens"] = sum(c["lm_tokens"] for c in costs) / len(costs)
             out.setdefault(method, {})[task] = entry
     return out
+
+
+def _format_resolution(report: dict[str, Any]) -> list[str]:
+    """The table of minimum detectable effects (points) of every comparison with the reference."""
+    tests, tasks = report["significance"], report["tasks"]
+    res = report["resolution"]
+    lines = ["", f"## What the grid can resolve: minimum detectable effect against {report['reference']} (points)", "",
+             f"The smallest true difference a two-sided test at alpha = {res['alpha']:g} finds with power "
+             f"{res['power']:g}: 2.80 x the standard error of the difference (the spread of the bootstrap's resampled "
+             "differences, over the test inputs and the seeds). More test inputs or seeds make it smaller.", "",
+             *md_table(["method", *tasks, "avg"], [])]
+    for method in report["methods"]:
+        row = tests.get(method)
+        if not row:
+            continue
+        cells = ["–" if (r := row.get(t)) is None or r.get("mde") is None else f"{100 * r['mde']:.1f}"
+                 for t in tasks]
+        avg = row.get("average") or {}
+        cells.append("–" if avg.get("mde") is None else f"{100 * avg['mde']:.1f}")
+        lines.append(md_row([method, *cells]))
+    return lines
 
 
 def _format_diagnostics(report: dict[str, Any]) -> list[str]:
@@ -347,7 +352,9 @@ def format_markdown(report: dict[str, Any]) -> str:
         b = report["bootstrap"]
         lines += ["", f"## Difference from {ref} (percentage points) and p-value",
                   "", f"Paired bootstrap over the shared {report['split']} inputs and seeds ({b['n_resamples']} "
-                  "resamples, two-sided); * p < 0.05.", "",
+                  "resamples, two-sided); * p < 0.05; Holm: the p-value adjusted for every task x method comparison "
+                  f"of this table (results.json also has each task's family); {BELOW_RESOLUTION} the difference is "
+                  "smaller than the minimum detectable effect (next table): the grid cannot tell it from none.", "",
                   *md_table(["method", *tasks, "avg"], [])]
         for method in report["methods"]:
             if method == ref:
@@ -361,8 +368,11 @@ def format_markdown(report: dict[str, Any]) -> str:
                     cells.append("–")
                     continue
                 star = "*" if r["p_value"] < 0.05 else ""
-                cells.append(f"{100 * r['delta']:+.1f} (p={r['p_value']:.3f}){star}")
+                holm = f", Holm {r['p_holm_all']:.3f}" if "p_holm_all" in r else ""
+                below = f" {BELOW_RESOLUTION}" if r.get("below_resolution") else ""
+                cells.append(f"{100 * r['delta']:+.1f} (p={r['p_value']:.3f}{holm}){star}{below}")
             lines.append(md_row([method, *cells]))
+        lines += _format_resolution(report)
     elif ref not in report["methods"]:
         lines += ["", f"No significance tests: the reference method '{ref}' has no runs here (--reference)."]
     lines += _format_diagnostics(report)
@@ -376,13 +386,24 @@ def format_markdown(report: dict[str, Any]) -> str:
 
 
 def write_report(directory: str | Path, reference: str = "fid", split: str = "test", n_resamples: int = 10000,
-                 seed: int = 0, targets: dict[str, Any] | None = None) -> Path:
+                 seed: int = 0, targets: dict[str, Any] | None = None,
+                 sources: Sequence[str | Path] | None = None) -> Path:
     """Write ``results.md``, ``results.json`` and ``results.html`` (the page to explore the grid in a browser) into
-    ``directory``; returns the markdown's path. ``targets`` (:func:`pgra.evaluation.targets.load_targets`) adds
-    the published numbers beside each cell (``compare``)."""
+    ``directory``; returns the markdown's path. The cells reported are ``directory``'s own, or those of
+    ``sources`` merged (experiment folders and bundles; ``directory`` is then a folder of pgra's kind ``report``,
+    or one of them). ``targets`` (:func:`pgra.evaluation.targets.load_targets`) adds the published numbers beside
+    each cell (``compare``)."""
     directory = Path(directory)
-    check_report_files(directory, "directory")
-    report = build_report(directory, reference, split, n_resamples, seed)
+    sources = [directory] if sources is None else [Path(s) for s in sources]
+    own = any(directory.resolve() == Path(s).resolve() for s in sources)
+    if own:
+        check_report_files(directory, "directory")
+    report = build_report(sources, reference, split, n_resamples, seed)  # nothing is written when a merge is refused
+    if not own:
+        from ..ownership import claim_folder
+
+        claim_folder(directory, "report")
+        check_report_files(directory, "out")
     if targets is not None:
         from .targets import compare
 
@@ -393,7 +414,8 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
     from .page import write_page
 
     write_page(directory, report)
-    record_files(directory, REPORT_FILES, kind="experiment")  # this run's bytes: the next report may replace them
+    # this run's bytes: the next report may replace them
+    record_files(directory, REPORT_FILES, kind="experiment" if own else "report")
     return md
 
 

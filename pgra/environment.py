@@ -1,0 +1,107 @@
+"""The environment a result was made in, as a reproduction log records it beside each number.
+
+:func:`environment_record` describes this machine: pgra's version and commit, Python and the platform, the
+libraries that shape results, the accelerator (CUDA and its driver, the GPUs) or the CPU (model, cores and the SIMD
+flags that decide which kernels torch and faiss run: AVX2, AVX-512, bf16, AMX). :func:`cells_environment`
+summarises what the cells of an experiment recorded when they ran (each cell's ``versions``, ``git_commit`` and
+``cost.hardware``), so that a bundle made elsewhere still says where its numbers came from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .artifacts import library_versions, source_commit
+
+# the CPU flags that select torch's and faiss's kernels (and so can move a number in its last digits)
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile",
+              "asimd", "sve")
+
+
+def cpu_description() -> dict[str, Any]:
+    """The CPU: its model name, logical cores and which of :data:`SIMD_FLAGS` it has (Linux's /proc/cpuinfo;
+    elsewhere the platform's processor name only)."""
+    model, flags = platform.processor() or platform.machine(), set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "model name" and model in ("", platform.processor() or platform.machine()):
+                model = value.strip()
+            elif key in ("flags", "Features") and not flags:
+                flags = set(value.split())
+    return {"model": model, "cores": os.cpu_count(), "simd": [f for f in SIMD_FLAGS if f in flags]}
+
+
+def _torch_part() -> dict[str, Any]:
+    try:
+        import torch
+    except ImportError:
+        return {}
+    out: dict[str, Any] = {"cpu_capability": None, "cuda": torch.version.cuda, "gpus": []}
+    with contextlib.suppress(AttributeError, RuntimeError):
+        out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    if torch.cuda.is_available():
+        out["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        out["cudnn"] = torch.backends.cudnn.version()
+        out["bf16"] = bool(torch.cuda.is_bf16_supported())
+    return out
+
+
+def gpu_driver() -> str | None:
+    """The NVIDIA driver's version (``nvidia-smi``), or None where there is none."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    return lines[0] if lines else None
+
+
+def environment_record() -> dict[str, Any]:
+    """This machine's environment (see the module's docstring); every field is JSON."""
+    torch_part = _torch_part()
+    return {"pgra_commit": source_commit(), "versions": library_versions(),
+            "platform": platform.platform(), "cpu": cpu_description(),
+            "torch_cpu_capability": torch_part.get("cpu_capability"),
+            "simd_env": {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "FAISS_SIMD_LEVEL", "FAISS_OPT_LEVEL")
+                         if k in os.environ},
+            "cuda": torch_part.get("cuda"), "cudnn": torch_part.get("cudnn"), "gpus": torch_part.get("gpus", []),
+            "gpu_driver": gpu_driver() if torch_part.get("gpus") else None}
+
+
+def _distinct(values: list[Any]) -> list[Any]:
+    """The distinct values (JSON-equal) in first-seen order."""
+    import json
+
+    seen: dict[str, Any] = {}
+    for v in values:
+        seen.setdefault(json.dumps(v, sort_keys=True, default=str), v)
+    return list(seen.values())
+
+
+def cells_environment(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the cells recorded of where they ran: the distinct pgra commits, library versions and hardware
+    (device, CPU, cores), each with how many cells; and each reader's precision setting."""
+    def counted(values: list[Any]) -> list[dict[str, Any]]:
+        import json
+
+        counts = Counter(json.dumps(v, sort_keys=True, default=str) for v in values)
+        return [{"value": v, "cells": counts[json.dumps(v, sort_keys=True, default=str)]} for v in _distinct(values)]
+
+    hardware = [{k: (r.get("cost") or {}).get("hardware", {}).get(k) for k in ("device", "cpu", "cores")}
+                for r in records]
+    precision = [((r.get("config") or {}).get("reader") or {}).get("mixed_precision") for r in records]
+    return {"cells": len(records), "git_commits": counted([r.get("git_commit") for r in records]),
+            "versions": counted([r.get("versions") for r in records]), "hardware": counted(hardware),
+            "reader_precision": counted(precision)}
+
+
+__all__ = ["SIMD_FLAGS", "cells_environment", "cpu_description", "environment_record", "gpu_driver"]

@@ -1,0 +1,152 @@
+"""A results bundle: the small, shareable copy of an experiment's results (``pgra bundle EXPERIMENT --out DIR``).
+
+A bundle keeps what the report and a reader of the numbers need, and none of the stages' data or any weights::
+
+    <bundle>/manifest.json                          kind "bundle": source, date, every file's size and SHA-256,
+                                                    the environment of the machine that bundled it and of the cells
+    <bundle>/<task>/<method>/seed-<n>/cell.json     each finished cell's record (key, settings, results, versions)
+    <bundle>/<task>/<method>/seed-<n>/predictions_<split>.jsonl
+    <bundle>/<task>/<stage>/{.stage_key,cost.json,manifest.json}   each stage's key, cost and manifest
+
+Its cells lie where an experiment's do, so ``pgra report BUNDLE`` reads it as it reads the experiment (and writes
+its tables into it); ``pgra report A B ...`` merges bundles and experiment folders into one table
+(:mod:`pgra.evaluation.merge`). Every file is checked against the manifest when a bundle is read: an edited
+prediction is refused by name. A bundle is a few hundred kilobytes to a few megabytes (the predictions' size).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import (
+    MANIFEST,
+    atomic_dir,
+    file_record,
+    read_json_object,
+    read_manifest,
+    verify_file,
+    write_json,
+)
+from ..environment import cells_environment, environment_record
+from ..errors import IncompleteArtifactError, InputError
+from ..experiment.layout import CELL_GLOB, STAGE_COST_FILE, STAGE_KEY_FILE
+from ..ownership import RECORD, claim_folder, read_record
+from ..predictions import checked_cell_results, read_cell
+from ..tasks.spec import TaskSpec
+from .cells import REPORT_FILES
+
+KIND = "bundle"
+BUNDLE_FORMAT = 1
+STAGE_FILES = (STAGE_KEY_FILE, STAGE_COST_FILE, MANIFEST)  # what of a stage folder a bundle keeps
+
+
+def is_bundle(folder: str | Path) -> bool:
+    """Whether ``folder`` is a results bundle (its ``manifest.json`` says kind ``bundle``)."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return False
+    try:
+        return read_json_object(path).get("kind") == KIND
+    except InputError:
+        return False
+
+
+def verify_bundle(folder: str | Path) -> dict[str, Any]:
+    """The bundle's manifest, after checking every file it lists (size and SHA-256): a file edited, truncated or
+    removed since it was bundled is refused by name."""
+    folder = Path(folder)
+    manifest = read_manifest(folder, KIND)
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files:
+        raise InputError("lists no files (edited by hand?)", path=folder / MANIFEST, field="files")
+    for name, record in files.items():
+        if not isinstance(record, dict) or not isinstance(record.get("size"), int) or "sha256" not in record:
+            raise InputError(f"the record of {name!r} is not {{size, sha256}} (edited by hand?)",
+                             path=folder / MANIFEST, field=f"files.{name}")
+        try:
+            verify_file(folder, name, record)
+        except IncompleteArtifactError as e:
+            raise InputError(f"{e}; the bundle no longer holds what was bundled: bundle the experiment again",
+                             path=folder / MANIFEST, field=f"files.{name}") from e
+    return manifest
+
+
+def _task_of(record: dict[str, Any]) -> TaskSpec:
+    from ..config import from_dict
+    from ..tasks import get_task
+
+    spec = record.get("task_spec")
+    return from_dict(TaskSpec, spec) if spec else get_task(record["task"])
+
+
+def bundle_files(experiment: Path) -> tuple[list[Path], list[dict[str, Any]]]:
+    """The files of ``experiment`` a bundle copies (relative paths) and the records of its finished cells; every
+    cell's predictions are checked against its ``cell.json`` first (an edited file is never bundled)."""
+    files: list[Path] = []
+    records: list[dict[str, Any]] = []
+    task_dirs: set[Path] = set()
+    for cell_json in sorted(experiment.glob(CELL_GLOB)):
+        record = read_cell(cell_json)
+        checked_cell_results(cell_json, record, _task_of(record))
+        records.append(record)
+        rel = cell_json.parent.relative_to(experiment)
+        files.append(rel / cell_json.name)
+        files += [rel / f"predictions_{split}.jsonl" for split in record["results"]]
+        task_dirs.add(rel.parts[0])
+    for task in sorted(task_dirs):
+        for stage in sorted(p for p in (experiment / task).iterdir() if (p / STAGE_KEY_FILE).is_file()):
+            files += [Path(task, stage.name, name) for name in STAGE_FILES if (stage / name).is_file()]
+    return files, records
+
+
+def _check_out(experiment: Path, out: Path) -> None:
+    exp, dest = experiment.resolve(), out.resolve()
+    if dest == exp or dest in exp.parents or exp in dest.parents:
+        raise InputError(f"the bundle's folder {out} and the experiment {experiment} overlap: choose a folder "
+                         "outside the experiment", field="out")
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if read_record(out) is None or not is_bundle(out):
+        claim_folder(out, KIND)  # refuses (naming what it holds) a folder pgra did not make as a bundle
+    manifest = read_json_object(out / MANIFEST)
+    if manifest.get("kind") != KIND:
+        raise InputError(f"{out} is pgra's {manifest.get('kind')!r} folder, not a bundle: choose another --out",
+                         field="out")
+    known = set(manifest.get("files") or {}) | {MANIFEST, RECORD, *REPORT_FILES}
+    foreign = sorted(str(p.relative_to(out)) for p in out.rglob("*")
+                     if p.is_file() and str(p.relative_to(out)) not in known)
+    if foreign:
+        raise InputError(f"{out} is a bundle, but it also holds {', '.join(foreign[:5])}, which pgra did not bundle; "
+                         "nothing was changed: move them away or choose another --out", field="out")
+
+
+def write_bundle(experiment: str | Path, out: str | Path) -> dict[str, Any]:
+    """Copy ``experiment``'s results into the bundle folder ``out`` (new, empty, or a bundle pgra wrote, which
+    is replaced whole); returns the bundle's manifest. Nothing is written when a check fails."""
+    experiment, out = Path(experiment), Path(out)
+    if not experiment.is_dir():
+        raise InputError(f"no such experiment folder: {experiment}", field="experiment")
+    files, records = bundle_files(experiment)
+    if not records:
+        raise InputError(f"no finished cells ({CELL_GLOB}) under {experiment}: nothing to bundle", path=experiment)
+    _check_out(experiment, out)
+    with atomic_dir(out) as tmp:
+        claim_folder(tmp, KIND)
+        listed: dict[str, dict[str, Any]] = {}
+        for rel in files:
+            dest = tmp / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(experiment / rel, dest)
+            listed[rel.as_posix()] = file_record(dest)
+        manifest = {"kind": KIND, "format": BUNDLE_FORMAT, "source": experiment.resolve().name,
+                    "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                    "cells": len(records), "environment": environment_record(),
+                    "cells_environment": cells_environment(records), "files": listed}
+        write_json(tmp / MANIFEST, manifest)
+    return manifest
+
+
+__all__ = ["BUNDLE_FORMAT", "KIND", "STAGE_FILES", "bundle_files", "is_bundle", "verify_bundle", "write_bundle"]

@@ -1,0 +1,92 @@
+"""The finished cells a report reads: one experiment folder's or bundle's, each checked against its own files.
+
+:func:`source_cells` reads one folder; :func:`check_shared_inputs` refuses cells of one task that evaluated
+different inputs (they are never compared). :mod:`pgra.evaluation.merge` reads several folders into one list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..experiment.layout import CELL_GLOB
+from ..predictions import checked_cell_results, inputs_fingerprint, read_cell
+from ..provenance import check_cell_data
+
+# what a report writes beside the cells it reads (an experiment folder's, a bundle's or a merged report's)
+REPORT_FILES = ("results.json", "results.md", "results.html", "results_data.js")
+
+
+@dataclass
+class CellResult:
+    """One finished cell: its record, the metric value per split and its predictions on the reported split."""
+
+    path: Path
+    record: dict[str, Any]
+    predictions: list[dict[str, Any]]
+
+    @property
+    def task(self) -> str:
+        return self.record["task"]
+
+    @property
+    def method(self) -> str:
+        return self.record["method"]
+
+    @property
+    def seed(self) -> int:
+        return int(self.record["seed"])
+
+    @property
+    def seed_independent(self) -> bool:
+        """The method's one run of the task (cells written before the flag existed: False)."""
+        return bool(self.record.get("seed_independent", False))
+
+
+def source_cells(directory: str | Path, split: str = "test", bundle: bool = False) -> list[CellResult]:
+    """Every finished cell under ``directory`` (an experiment folder, or a results bundle when ``bundle``) with
+    its predictions on ``split``. Each cell's results are recomputed from its predictions files, which must be the
+    ones it finished with (:func:`~pgra.predictions.checked_cell_results`): an edited or truncated file is refused
+    by name, never reported with the numbers its cell.json recorded. A bundle holds no data folder, so a cell's is
+    checked only in an experiment folder."""
+    from ..config import from_dict
+    from ..tasks import get_task
+    from ..tasks.spec import TaskSpec
+
+    directory = Path(directory)
+    paths = sorted(directory.glob(CELL_GLOB))
+    if not paths:
+        raise InputError(f"no finished cells ({CELL_GLOB}) under {directory}: run `pgra experiment` first",
+                         path=directory)
+    cells = []
+    for path in paths:
+        record = read_cell(path)  # a hand-edited cell.json (a string seed, a list): one error line naming it
+        if split not in record["results"]:
+            raise InputError(f"cell has no '{split}' results", path=path, field="results")
+        spec = record.get("task_spec")
+        task = from_dict(TaskSpec, spec, source=str(path)) if spec else get_task(record["task"])
+        results, lines = checked_cell_results(path, record, task)
+        if not bundle:
+            check_cell_data(path.parent, record)  # its data folder was not rebuilt since (by a later experiment)
+        cells.append(CellResult(path, {**record, "results": results}, lines[split]))
+    return cells
+
+
+def check_shared_inputs(cells: list[CellResult], split: str) -> None:
+    first: dict[str, tuple[str, CellResult]] = {}
+    for cell in cells:
+        fp = inputs_fingerprint(cell.predictions)
+        if cell.task not in first:
+            first[cell.task] = (fp, cell)
+        elif first[cell.task][0] != fp:
+            other = first[cell.task][1]
+            raise InputError(
+                f"{cell.path.parent} and {other.path.parent} evaluated different {split} inputs of task "
+                f"{cell.task} ({len(cell.predictions)} vs {len(other.predictions)} inputs, or other ids, texts or "
+                "labels); results on different inputs are never compared: re-run them on the same data",
+                path=cell.path.parent / f"predictions_{split}.jsonl")
+
+
+__all__ = ["REPORT_FILES", "CellResult", "check_shared_inputs", "source_cells"]

@@ -1,0 +1,204 @@
+"""One report from experiments run apart: the cells of several experiment folders and results bundles, merged.
+
+A grid is often run in pieces (one task on a cluster, another on a laptop, seeds re-run after a preemption).
+:func:`merged_cells` reads every source (an experiment folder, or a bundle, whose files are checked against its
+manifest first) and returns one list of cells, refusing with one error line what cannot be one table:
+
+- a cell (task, method, seed) found in two sources with different predictions (both named: keep one), or with the
+  same predictions but another key (another setting: named);
+- cells of one task whose settings differ where they must agree (the setting named, with both values and both
+  cells): everything a cell's config records but how each job chose its share of the grid (its ``tasks``,
+  ``methods``, ``seeds``, ``out``...; :data:`~pgra.experiment.config.JOB_FIELDS`) and where files lie (``out``,
+  ``data_dir``). The sections a method may override (``reader``, ``knn_vote``, ``icl``) must agree between cells of
+  one method; the others between every two cells of the task;
+- stages of one task (``candidates``, a reranked top-d) built with different keys, and cells that read other task
+  data (another data fingerprint);
+- and, as for one folder, cells of one task that evaluated different inputs.
+
+The same cell found twice with the same predictions and key counts once (``duplicates`` says where).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import MANIFEST, read_json_object
+from ..errors import InputError, shorten
+from ..experiment.config import JOB_FIELDS, METHOD_OVERRIDABLE, RUNTIME_FIELDS
+from ..experiment.layout import STAGE_KEY_FILE
+from .bundle import is_bundle, verify_bundle
+from .cells import CellResult, check_shared_inputs, source_cells
+
+# what may differ between merged cells of one task: how each job chose and ran its share, and where files lie
+LOCATION_FIELDS = ("out", "data_dir")
+
+
+def _comparable(config: Any, method_sections: bool) -> dict[str, Any]:
+    """A cell's recorded config as merged cells must share it (see the module's docstring)."""
+    config = config if isinstance(config, dict) else {}
+    skip = set(JOB_FIELDS) | set(RUNTIME_FIELDS) | set(LOCATION_FIELDS)
+    if not method_sections:
+        skip |= set(METHOD_OVERRIDABLE)
+    return {k: _without_locations(v) for k, v in config.items() if k not in skip}
+
+
+def _without_locations(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_locations(v) for k, v in value.items() if k not in LOCATION_FIELDS}
+    return value
+
+
+def first_difference(a: Any, b: Any, prefix: str = "") -> tuple[str, Any, Any] | None:
+    """The first dotted key (in sorted order) where the JSON values ``a`` and ``b`` differ, with both values;
+    None when they are equal."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            found = first_difference(a.get(key, _MISSING), b.get(key, _MISSING), f"{prefix}{key}.")
+            if found:
+                return found
+        return None
+    if json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str):
+        return None
+    return prefix.rstrip("."), a, b
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "(not set)"
+
+
+_MISSING = _Missing()
+
+
+def _shown(value: Any) -> str:
+    return repr(value) if isinstance(value, _Missing) else shorten(value, 60)
+
+
+def _label(cell: CellResult) -> str:
+    return f"{cell.task}/{cell.method}/seed-{cell.seed}"
+
+
+def _source_of(cell: CellResult, sources: dict[Path, Path]) -> Path:
+    return next(src for src in sources if src == cell.path.parents[3])
+
+
+def _refuse_setting(what: str, diff: tuple[str, Any, Any], a: CellResult, b: CellResult) -> InputError:
+    key, va, vb = diff
+    return InputError(f"{what}: setting '{key}' is {_shown(va)} in {a.path.parent} but {_shown(vb)} in "
+                      f"{b.path.parent}; results made with other settings are never merged into one table: re-run "
+                      "one of them with the other's settings", field=key)
+
+
+def _check_duplicate(kept: CellResult, other: CellResult) -> bool:
+    """Whether ``other`` (the same task, method and seed as ``kept``, from another source) is the same run; a
+    different run is refused."""
+    def lines(c: CellResult) -> str:
+        return json.dumps(c.predictions, sort_keys=True, ensure_ascii=False)
+
+    if lines(kept) != lines(other):
+        raise InputError(f"cell {_label(kept)} is in {kept.path.parent} and in {other.path.parent} with different "
+                         "predictions: two runs of one cell cannot both be reported; keep one (remove the other "
+                         "source, or re-bundle it without that cell)", path=other.path)
+    if kept.record.get("key") != other.record.get("key"):
+        diff = first_difference(kept.record.get("settings"), other.record.get("settings")) or \
+            first_difference(_comparable(kept.record.get("config"), True),
+                             _comparable(other.record.get("config"), True)) or \
+            ("key", kept.record.get("key"), other.record.get("key"))
+        raise _refuse_setting(f"cell {_label(kept)} is in two sources with the same predictions but another key",
+                              diff, kept, other)
+    return True
+
+
+def _check_settings(cells: list[CellResult], sources: dict[Path, Path]) -> None:
+    """Refuse cells of one task from different sources whose settings must agree but differ (see the module)."""
+    first_of_task: dict[str, CellResult] = {}
+    first_of_method: dict[tuple[str, str], CellResult] = {}
+    for cell in cells:
+        for group, key, method_sections in ((first_of_task, cell.task, False),
+                                            (first_of_method, (cell.task, cell.method), True)):
+            ref = group.setdefault(key, cell)  # type: ignore[arg-type]
+            if ref is cell or _source_of(ref, sources) == _source_of(cell, sources):
+                continue
+            what = f"{_label(cell)} and {_label(ref)} cannot be merged"
+            if method_sections:
+                diff = first_difference(ref.record.get("settings"), cell.record.get("settings"), "settings.")
+                if diff:
+                    raise _refuse_setting(what, diff, ref, cell)
+            diff = first_difference(_comparable(ref.record.get("config"), method_sections),
+                                    _comparable(cell.record.get("config"), method_sections))
+            if diff:
+                raise _refuse_setting(what, diff, ref, cell)
+            fp = [((c.record.get("data") or {}).get("fingerprint")) for c in (ref, cell)]
+            if all(fp) and fp[0] != fp[1]:
+                raise InputError(f"{what}: they read other data of task {cell.task} (data fingerprint {fp[0]} in "
+                                 f"{ref.path.parent}, {fp[1]} in {cell.path.parent}); re-run one on the other's data",
+                                 path=cell.path)
+
+
+def _check_stages(sources: list[Path], tasks: set[str]) -> None:
+    """Refuse a stage of one task (``candidates``, a reranked top-d) built with different keys in two sources."""
+    seen: dict[tuple[str, str], tuple[str, Path]] = {}
+    for src in sources:
+        for task in sorted(tasks):
+            folder = src / task
+            if not folder.is_dir():
+                continue
+            for stage in sorted(p for p in folder.iterdir() if (p / STAGE_KEY_FILE).is_file()):
+                key = (stage / STAGE_KEY_FILE).read_text(encoding="utf-8").strip()
+                prior = seen.setdefault((task, stage.name), (key, stage))
+                if prior[0] == key:
+                    continue
+                diff = _manifest_difference(prior[1], stage)
+                said = f": setting '{diff[0]}' is {_shown(diff[1])} there but {_shown(diff[2])} here" if diff else ""
+                raise InputError(f"stage {task}/{stage.name} was built with key {prior[0]} in {prior[1]} and {key} "
+                                 f"here{said}; cells read from other stages are never merged into one table",
+                                 path=stage / STAGE_KEY_FILE, field=diff[0] if diff else None)
+
+
+def _manifest_difference(a: Path, b: Path) -> tuple[str, Any, Any] | None:
+    if not ((a / MANIFEST).is_file() and (b / MANIFEST).is_file()):
+        return None
+    configs = [_without_locations(read_json_object(p / MANIFEST).get("config")) for p in (a, b)]
+    return first_difference(*configs)
+
+
+def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[list[CellResult], dict[str, Any]]:
+    """The finished cells of every source (experiment folders and bundles) as one list, checked as the module
+    says, and what was merged: ``{"sources": [{"path", "bundle", "cells"}], "duplicates": [...]}``."""
+    if not sources:
+        raise InputError("no experiment folder or bundle given", field="directory")
+    paths = [Path(s) for s in sources]
+    resolved: dict[Path, Path] = {}
+    for path in paths:
+        if not path.is_dir():
+            raise InputError(f"no such experiment folder or bundle: {path}", field="directory")
+        if path.resolve() in {p.resolve() for p in resolved}:
+            raise InputError(f"{path} is given twice", field="directory")
+        resolved[path] = path
+    described, cells, duplicates = [], [], []
+    kept: dict[tuple[str, str, int], CellResult] = {}
+    for path in paths:
+        bundle = is_bundle(path)
+        if bundle:
+            verify_bundle(path)
+        found = source_cells(path, split, bundle=bundle)
+        described.append({"path": str(path), "bundle": bundle, "cells": len(found)})
+        for cell in found:
+            ident = (cell.task, cell.method, cell.seed)
+            if ident in kept and _check_duplicate(kept[ident], cell):
+                duplicates.append({"cell": _label(cell), "kept": str(kept[ident].path.parent),
+                                   "also_in": str(cell.path.parent)})
+                continue
+            kept[ident] = cell
+            cells.append(cell)
+    if len(paths) > 1:
+        _check_settings(cells, resolved)
+        _check_stages(paths, {c.task for c in cells})
+    check_shared_inputs(cells, split)
+    return cells, {"sources": described, "duplicates": duplicates}
+
+
+__all__ = ["LOCATION_FIELDS", "first_difference", "merged_cells"]

@@ -1,0 +1,161 @@
+"""Results that travel: a bundle reports as its experiment does, and experiments run apart merge into one table."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pgra.cli import main
+from pgra.errors import InputError
+from pgra.evaluation.bundle import verify_bundle, write_bundle
+from pgra.evaluation.report import build_report
+from tests.conftest import one_error_line
+from tests.test_report import _cell
+
+CONFIG = {"reader": {"max_steps": 10, "lr": 0.001}, "retrieve": {"k": 8, "out": "/somewhere"}, "tasks": ["sst2"],
+          "seeds": [1, 2, 3], "methods": ["fid", "pgra"]}
+
+
+def _cells(root: Path, task: str, seeds=(1, 2, 3), config=None) -> None:
+    for seed, (fid, pgra) in zip(seeds, ((6, 8), (7, 9), (8, 7)), strict=False):
+        for method, right in (("fid", fid), ("pgra", pgra)):
+            _cell(root, task, method, seed, right if task == "sst2" else right - 1)
+            path = root / task / method / f"seed-{seed}" / "cell.json"
+            record = json.loads(path.read_text())
+            record.update(config=config or CONFIG, key=f"{task}-{method}-{seed}")
+            path.write_text(json.dumps(record))
+    (root / task / "candidates").mkdir(exist_ok=True)
+    (root / task / "candidates" / ".stage_key").write_text(f"cand-{task}\n")
+    (root / task / "candidates" / "manifest.json").write_text(json.dumps({"kind": "candidates",
+                                                                          "config": {"k": 8, "out": "/x"}}))
+    (root / task / "candidates" / "candidates_test.jsonl").write_text("{}\n" * 50)  # stage data: never bundled
+
+
+def _same_numbers(a: dict, b: dict) -> None:
+    assert a["summary"] == b["summary"]
+    assert a["significance"] == b["significance"]
+    key = lambda r: (r["task"], r["method"], r["seed"], r["split"])  # noqa: E731
+    assert sorted(a["rows"], key=key) == sorted(b["rows"], key=key)
+
+
+@pytest.fixture()
+def apart(tmp_path):
+    """One grid (sst2, cr x fid, pgra x 3 seeds) run whole, and the same grid run as two experiments."""
+    whole, a, b = tmp_path / "whole", tmp_path / "a", tmp_path / "b"
+    for task in ("sst2", "cr"):
+        _cells(whole, task)
+    _cells(a, "sst2")
+    _cells(b, "cr")
+    return whole, a, b
+
+
+def test_two_experiments_run_apart_merge_into_the_one_folder_report(apart, tmp_path):
+    whole, a, b = apart
+    one = build_report(whole, n_resamples=500, seed=3)
+    merged = build_report([a, b], n_resamples=500, seed=3)
+    _same_numbers(one, merged)
+    assert [s["cells"] for s in merged["sources"]] == [6, 6] and merged["duplicates"] == []
+    # a grid's seeds run apart merge too (one seed in one folder, two in another)
+    c, d = tmp_path / "c", tmp_path / "d"
+    for task in ("sst2", "cr"):
+        _cells(c, task, seeds=(1,))
+    for task in ("sst2", "cr"):
+        for seed in (2, 3):
+            for method in ("fid", "pgra"):
+                shutil.copytree(whole / task / method / f"seed-{seed}", d / task / method / f"seed-{seed}")
+        shutil.copytree(whole / task / "candidates", d / task / "candidates")
+    _same_numbers(one, build_report([c, d], n_resamples=500, seed=3))
+
+    assert main(["report", str(a), str(b), "--out", str(tmp_path / "merged"), "--bootstrap", "500", "--seed",
+                 "3"]) == 0
+    md = (tmp_path / "merged" / "results.md").read_text()
+    assert "| fid | 70.0 ± 10.0 (3) | 60.0 ± 10.0 (3) | 65.0 |" in md
+    assert not (a / "results.md").exists()  # the sources are only read
+
+
+def test_a_bundle_reports_as_its_experiment_and_holds_no_stage_data(apart, tmp_path, capsys):
+    whole, _, _ = apart
+    assert main(["bundle", str(whole), "--out", str(tmp_path / "bundle")]) == 0
+    assert "bundled 12 cells" in capsys.readouterr().out
+    bundle = tmp_path / "bundle"
+    manifest = verify_bundle(bundle)
+    assert manifest["cells"] == 12 and manifest["environment"]["versions"]["python"]
+    assert manifest["cells_environment"]["git_commits"] == [{"value": "abc123", "cells": 12}]
+    assert "sst2/candidates/.stage_key" in manifest["files"]
+    assert not (bundle / "sst2" / "candidates" / "candidates_test.jsonl").exists()
+    _same_numbers(build_report(whole, n_resamples=500, seed=3), build_report(bundle, n_resamples=500, seed=3))
+    assert main(["report", str(bundle), "--bootstrap", "500"]) == 0  # written into the bundle, which stays valid
+    assert (bundle / "results.md").is_file()
+    verify_bundle(bundle)
+    # bundled again into the same folder (its report files are pgra's): replaced whole
+    write_bundle(whole, bundle)
+    assert not (bundle / "results.md").exists()
+
+
+def test_an_edited_bundle_is_refused_by_name(apart, tmp_path, capsys):
+    whole, _, _ = apart
+    bundle = tmp_path / "bundle"
+    write_bundle(whole, bundle)
+    pred = bundle / "cr" / "pgra" / "seed-2" / "predictions_test.jsonl"
+    pred.write_text(pred.read_text().replace('"prediction": "0"', '"prediction": "1"', 1))
+    line = one_error_line(["report", str(bundle)], capsys)
+    assert "cr/pgra/seed-2/predictions_test.jsonl" in line
+
+
+def test_the_same_cell_twice_counts_once_and_two_runs_of_it_are_refused(apart, tmp_path, capsys):
+    whole, a, b = apart
+    both = build_report([whole, a], n_resamples=200)  # a's sst2 cells are whole's, byte for byte
+    assert len(both["duplicates"]) == 6 and both["summary"] == build_report(whole, n_resamples=200)["summary"]
+    rerun = a / "sst2" / "fid" / "seed-2"
+    shutil.rmtree(rerun)
+    _cell(a, "sst2", "fid", 2, 3)  # another run of the same cell: other predictions
+    record = json.loads((rerun / "cell.json").read_text())
+    (rerun / "cell.json").write_text(json.dumps({**record, "config": CONFIG, "key": "sst2-fid-2"}))
+    line = one_error_line(["report", str(whole), str(a), "--out", str(tmp_path / "m")], capsys)
+    assert "sst2/fid/seed-2" in line and str(whole) in line and str(a) in line and "different predictions" in line
+    assert not (tmp_path / "m").exists()  # nothing written
+
+
+def test_settings_that_must_agree_are_refused_naming_the_setting(apart, tmp_path, capsys):
+    _, a, b = apart
+    other = {**CONFIG, "reader": {**CONFIG["reader"], "lr": 0.01}}
+    for cell in (b / "cr").glob("*/seed-*/cell.json"):
+        cell.write_text(json.dumps({**json.loads(cell.read_text()), "config": other}))
+    # cr's cells agree among themselves; only a task also in another source is compared: add sst2 cells to b
+    _cells(b, "sst2", seeds=(4,), config=other)
+    line = one_error_line(["report", str(a), str(b), "--out", str(tmp_path / "m")], capsys)
+    assert "reader.lr" in line and "0.001" in line and "0.01" in line
+    # where files lie and how each job chose its share may differ
+    moved = {**CONFIG, "retrieve": {**CONFIG["retrieve"], "out": "/elsewhere"}, "seeds": [4]}
+    for cell in (b / "sst2").glob("*/seed-4/cell.json"):
+        cell.write_text(json.dumps({**json.loads(cell.read_text()), "config": moved}))
+    for cell in (b / "cr").glob("*/seed-*/cell.json"):
+        cell.write_text(json.dumps({**json.loads(cell.read_text()), "config": CONFIG}))
+    report = build_report([a, b], n_resamples=200)
+    assert report["summary"]["fid"]["sst2"]["n"] == 4
+
+
+def test_stages_built_with_other_keys_are_refused(apart, tmp_path, capsys):
+    _, a, b = apart
+    _cells(b, "sst2", seeds=(4,))
+    (b / "sst2" / "candidates" / ".stage_key").write_text("another\n")
+    (b / "sst2" / "candidates" / "manifest.json").write_text(json.dumps({"kind": "candidates",
+                                                                         "config": {"k": 16, "out": "/y"}}))
+    with pytest.raises(InputError, match=r"stage sst2/candidates .* setting 'k' is 8 there but 16 here"):
+        build_report([a, b], n_resamples=200)
+
+
+def test_bundle_and_merge_refuse_bad_folders(apart, tmp_path, capsys):
+    whole, a, b = apart
+    assert "--out" in one_error_line(["report", str(a), str(b)], capsys)
+    assert "one of the merged folders" in one_error_line(["report", str(a), str(b), "--out", str(a)], capsys)
+    assert "lies inside the input" in one_error_line(["bundle", str(whole), "--out", str(whole / "bundle")], capsys)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    assert "notes.txt" in one_error_line(["bundle", str(whole), "--out", str(mine)], capsys)
+    assert (mine / "notes.txt").read_text() == "mine"
+    write_bundle(whole, tmp_path / "bundle")
+    (tmp_path / "bundle" / "extra.txt").write_text("mine")
+    assert "extra.txt" in one_error_line(["bundle", str(whole), "--out", str(tmp_path / "bundle")], capsys)
