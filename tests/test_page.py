@@ -330,3 +330,25 @@ def test_headless_browser_on_the_demo_page(tmp_path):
                                                               "train-index", "sweep", "retrievers"))
     write_report(copy)
     _browse_disagreements(copy / "results.html", "mr", tmp_path / "profile")
+
+
+def test_a_bundle_of_a_real_grid_reproduces_its_table_without_the_stages(grid_dir, tmp_path):
+    """A bundle holds no stage data and no weights, yet `pgra report BUNDLE` writes the experiment's tables (its
+    page shows the evidence ids the predictions name, without their texts)."""
+    from pgra.cli import main
+    from pgra.evaluation.bundle import verify_bundle
+
+    bundle = tmp_path / "bundle"
+    assert main(["bundle", str(grid_dir), "--out", str(bundle)]) == 0
+    files = verify_bundle(bundle)["files"]
+    assert sum(f["size"] for f in files.values()) < 5e6
+    assert not any(name.endswith((".safetensors", ".bin", ".npy", ".faiss")) for name in files)
+    assert not (bundle / "sky" / "candidates" / "test.jsonl").exists()
+    assert main(["report", str(bundle)]) == 0
+
+    def tables(md: str) -> list[str]:  # the tables' rows (the header line names the folder)
+        return [line for line in md.splitlines() if line.startswith("|")]
+
+    assert tables((bundle / "results.md").read_text()) == tables((grid_dir / "results.md").read_text())
+    html = (bundle / "results.html").read_text(encoding="utf-8")
+    assert _data(html)["summary"] == json.loads((grid_dir / "results.json").read_text())["summary"]

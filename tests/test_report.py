@@ -82,6 +82,9 @@ def test_report_numbers_equal_a_hand_computation(runs, capsys):
     assert f"+10.0 (p={want.p_value:.3f}, Holm " in md and "still improving" in md
     saved = json.loads((runs / "results.json").read_text())
     assert saved["cells"][0]["git_commit"] == "abc123" and saved["bootstrap"]["n_resamples"] == 2000
+    assert saved["environment"]["cells"] == 13 and saved["environment"]["git_commits"] == [
+        {"value": "abc123", "cells": 13}]
+    assert "- versions: pgra" not in md and "## Environment" in md
 
 
 def test_seed_independent_run_is_deterministic_and_pairs_with_every_seed(runs):

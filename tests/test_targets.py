@@ -62,6 +62,9 @@ def test_a_hand_made_targets_file_with_per_value_tolerance(runs, tmp_path):  # n
     assert cells["sst2"]["outside"] is True and cells["cr"]["outside"] is False  # +1.0 > 0.5; +2.0 <= 5
     md = (runs / "results.md").read_text()
     assert "| pgra | +1.0 (79.0) † | +2.0 (58.0) |" in md and "Source: my table." in md
+    # each task's verdict: sst2 has a cell outside its tolerance, cr none
+    assert json.loads((runs / "results.json").read_text())["compare"]["verdicts"] == {"sst2": False, "cr": True}
+    assert "| **reproduced** | ✗ | ✓ |" in md and "## Environment" in md
 
 
 @pytest.mark.parametrize("content, field", [

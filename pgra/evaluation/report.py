@@ -22,7 +22,7 @@ from typing import Any
 
 from ..artifacts import read_json, write_json, write_text
 from ..errors import IncompleteArtifactError
-from ..markdown import md_row, md_table
+from ..markdown import md_row, md_table, md_text
 from ..metrics import mean_std
 from ..ownership import record_files
 from ..predictions import inputs_fingerprint
@@ -160,8 +160,11 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
                 tests[method] = per_task
     _adjust_holm(tests, tasks)
     diagnostics = _diagnostics(by, specs, tasks, methods)
+    from ..environment import cells_environment
+
     return {"directory": ", ".join(str(p) for p in sources), "sources": merge_info["sources"],
-            "duplicates": merge_info["duplicates"], "split": split, "reference": reference, "tasks": tasks,
+            "duplicates": merge_info["duplicates"], "split": split,
+            "environment": cells_environment([c.record for c in cells]), "reference": reference, "tasks": tasks,
             "methods": methods, "summary": summary, "significance": tests, "diagnostics": diagnostics,
             "bootstrap": {"n_resamples": n_resamples, "seed": seed,
                           "protocol": "paired over the shared test inputs and seeds; two-sided, null-centred; a "
@@ -258,6 +261,27 @@ def _format_resolution(report: dict[str, Any]) -> list[str]:
         avg = row.get("average") or {}
         cells.append("–" if avg.get("mde") is None else f"{100 * avg['mde']:.1f}")
         lines.append(md_row([method, *cells]))
+    return lines
+
+
+def _format_environment(report: dict[str, Any]) -> list[str]:
+    """Where the cells ran, as they recorded it: each distinct hardware and library set with its cells' count."""
+    env = report.get("environment") or {}
+    if not env.get("cells"):
+        return []
+    lines = ["", "## Environment", "", "Where the cells ran, as each recorded it (cells in parentheses):", ""]
+    for h in env.get("hardware", []):
+        v = h["value"]
+        lines.append(f"- hardware: {md_text(str(v.get('device') or '?'))}, CPU {md_text(str(v.get('cpu') or '?'))}, "
+                     f"{v.get('cores') or '?'} cores ({h['cells']})")
+    for entry in env.get("versions", []):
+        v = entry["value"] or {}
+        shown = ", ".join(f"{k} {v[k]}" for k in ("python", "torch", "transformers", "faiss-cpu", "faiss-gpu-cu12")
+                          if k in v)
+        lines.append(f"- versions: {md_text(shown or 'not recorded')} ({entry['cells']})")
+    precision = [f"{p['value'] or 'not recorded'} ({p['cells']})" for p in env.get("reader_precision", [])]
+    if precision:
+        lines.append(f"- reader precision: {md_text(', '.join(precision))}")
     return lines
 
 
@@ -379,6 +403,7 @@ def format_markdown(report: dict[str, Any]) -> str:
     from .targets import format_comparison
 
     lines += format_comparison(report)
+    lines += _format_environment(report)
     commits = sorted({str(c["git_commit"]) for c in report["cells"]})
     lines += ["", f"{len(report['cells'])} runs; pgra commit(s): {', '.join(commits)}. Configs, seeds, versions and "
               "data fingerprints: results.json."]

@@ -18,6 +18,7 @@ from ..markdown import md_row, md_table, md_text
 
 PAPER = "paper"  # --compare paper: configs/paper/targets.yaml of this source checkout
 OUTSIDE = "†"  # the mark of a cell outside the tolerance
+VERDICT = {True: "✓", False: "✗"}  # a task reproduced within the tolerance, or not
 _TOP_KEYS = {"source", "tolerance", "methods"}
 
 
@@ -105,7 +106,21 @@ def compare(report: dict[str, Any], targets: dict[str, Any]) -> dict[str, Any]:
             cells.setdefault(method, {})[task] = {
                 "paper": target["value"], "ours": round(mean, 4), "difference": round(diff, 4), "tolerance": tol,
                 "outside": None if tol is None else abs(diff) > tol + 1e-9}
-    return {"file": targets["file"], "source": targets["source"], "cells": cells, "not_run": missing}
+    return {"file": targets["file"], "source": targets["source"], "cells": cells, "not_run": missing,
+            "verdicts": verdicts(cells)}
+
+
+def verdicts(cells: dict[str, dict[str, dict[str, Any]]]) -> dict[str, bool | None]:
+    """Per task (and ``average``): True when every compared method is within its tolerance there, False when one is
+    outside, None when no cell of the task has a tolerance."""
+    out: dict[str, bool | None] = {}
+    for per_task in cells.values():
+        for task, c in per_task.items():
+            if c["outside"] is None:
+                out.setdefault(task, None)
+            else:
+                out[task] = (out.get(task) is not False) and not c["outside"]
+    return out
 
 
 def format_comparison(report: dict[str, Any]) -> list[str]:
@@ -129,6 +144,9 @@ def format_comparison(report: dict[str, Any]) -> list[str]:
             row.append("–" if c is None else
                        f"{c['difference']:+.1f} ({c['paper']:.1f}){' ' + OUTSIDE if c['outside'] else ''}")
         lines.append(md_row([method, *row]))
+    verdict = comp.get("verdicts") or verdicts(comp["cells"])
+    if any(v is not None for v in verdict.values()):
+        lines.append(md_row(["**reproduced**", *(VERDICT.get(verdict.get(t), "–") for t in columns)]))
     tolerances = {c["tolerance"] for per in comp["cells"].values() for c in per.values()}
     if tolerances == {None}:
         lines += ["", "No tolerance: the source gives no run-to-run spread, so no cell is marked (set one in the "
@@ -140,7 +158,11 @@ def format_comparison(report: dict[str, Any]) -> list[str]:
     outside = sum(bool(c["outside"]) for per in comp["cells"].values() for c in per.values())
     if outside:
         lines += [f"{outside} cell(s) outside the tolerance."]
+    if any(v is not None for v in verdict.values()):
+        lines += ["", f"reproduced: {VERDICT[True]} every method of the task within its tolerance, {VERDICT[False]} "
+                      "one or more outside (– no tolerance). Where the cells ran: results.json's `environment`, and "
+                      "the environment section below (a reproduction log to contribute with the table)."]
     return lines
 
 
-__all__ = ["OUTSIDE", "PAPER", "compare", "format_comparison", "load_targets", "paper_targets_path"]
+__all__ = ["OUTSIDE", "PAPER", "VERDICT", "compare", "format_comparison", "load_targets", "paper_targets_path", "verdicts"]
