@@ -75,7 +75,7 @@ def test_report_numbers_equal_a_hand_computation(runs, capsys):
     rows = [r for r in report["rows"] if r["split"] == "test"]
     assert len(rows) == 13 and {"task", "method", "seed", "split", "metric", "value"} <= set(rows[0])
 
-    assert main(["report", str(runs), "--bootstrap", "2000", "--seed", "5"]) == 0
+    assert main(["report", str(runs), "--bootstrap", "2000", "--seed", "5", "--min-inputs", "10"]) == 0
     md = (runs / "results.md").read_text()
     assert "| fid | 70.0 ± 10.0 (3) | 50.0 ± 0.0 (3) | 60.0 |" in md
     assert "| pgra | 80.0 ± 10.0 (3) ↑1/3 | 60.0 ± 0.0 (3) | 70.0 |" in md
@@ -247,7 +247,7 @@ def test_resolution_and_holm_columns_equal_a_hand_computation(runs):
     those of the table's family (every task x method) and of each task's, worked out by hand."""
     import numpy as np
 
-    report = build_report(runs, n_resamples=2000, seed=5)
+    report = build_report(runs, n_resamples=2000, seed=5, min_inputs=10)
     want = paired_bootstrap(GOLD, [_preds(8), _preds(9), _preds(7)], [_preds(6), _preds(7), _preds(8)], ["0", "1"],
                             "accuracy", n_resamples=2000, seed=5)
     test = report["significance"]["pgra"]["sst2"]
@@ -273,3 +273,17 @@ def test_resolution_and_holm_columns_equal_a_hand_computation(runs):
     assert "## What the grid can resolve" in md and f"| pgra | {100 * test['mde']:.1f} |" in md
     if test["below_resolution"]:
         assert f"(p={test['p_value']:.3f}, Holm {test['p_holm_all']:.3f}) ≈" in md
+
+
+def test_too_few_test_inputs_get_the_interval_and_no_star(runs, capsys):
+    """10 shared test inputs (below the default 30): the difference and its 95% interval, no p-value, no star."""
+    report = build_report(runs, n_resamples=2000, seed=5)
+    test = report["significance"]["knn_vote"]["sst2"]
+    assert test["p_value"] < 0.05  # a star it would have had
+    md = format_markdown(report)
+    lo, hi = (100 * x for x in test["ci"])
+    assert f"| knn_vote | -30.0 [{lo:+.1f}, {hi:+.1f}] (n=10)" in md and "fewer than 30 shared test inputs" in md
+    rows = [line for line in md.split("## Difference from")[1].split("##")[0].splitlines() if line.startswith("| ")]
+    assert rows and not any("*" in row or "p=" in row for row in rows)
+    assert main(["report", str(runs), "--bootstrap", "200"]) == 0
+    assert "results.html (open it in a browser" in capsys.readouterr().out

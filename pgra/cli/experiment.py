@@ -21,6 +21,8 @@ def write_and_print_report(out, reference: str) -> None:
 
     md = write_report(Path(out), reference=reference)
     print(md.read_text(encoding="utf-8"))
+    print(f"written: {md}, {md.with_name('results.json')} and {md.with_name('results.html')} (open it in a browser to "
+          "explore every input's predictions)")
 
 
 def _hub_offline() -> bool:

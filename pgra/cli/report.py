@@ -18,6 +18,8 @@ class ReportOptions:
     reference: str = option("fid", help="method every other method is tested against")
     split: str = option("test", path_segment=True, help="split reported")
     bootstrap: int = option(10000, min=1, help="bootstrap resamples of the significance test")
+    min_inputs: int = option(30, min=1, help="fewer shared test inputs than this: the difference's interval only, no "
+                                              "p-value or star (a bootstrap over a handful of inputs is too coarse)")
     seed: int = option(0, min=0, max=SEED_MAX, help="seed of the bootstrap")
     compare: str = option("", metavar="FILE", help="published numbers to compare with: a targets YAML file, or "
                           "'paper' for configs/paper/targets.yaml (the PGRA paper's Table 2 / Table 8)")
@@ -52,9 +54,10 @@ def run(opts: ReportOptions) -> None:
     elif opts.tolerance >= 0:
         raise InputError("--tolerance needs --compare FILE", field="tolerance")
     md = write_report(opts.out or opts.directories[0], opts.reference, opts.split, opts.bootstrap, opts.seed, targets,
-                      sources=opts.directories)
+                      sources=opts.directories, min_inputs=opts.min_inputs)
     print(md.read_text(encoding="utf-8"))
-    print(f"written: {md} and {md.with_name('results.json')}")
+    print(f"written: {md}, {md.with_name('results.json')} and {md.with_name('results.html')} (open it in a browser "
+          "to explore every input's predictions)")
 
 
 COMMAND = Command("report", "results table + paired significance of an experiment folder",

@@ -37,6 +37,8 @@ FLOOR_METHOD = "linear_probe"
 BELOW_FLOOR = "▽"
 BELOW_FLOOR_KEY = f"below_{FLOOR_METHOD}"
 BELOW_RESOLUTION = "≈"  # a difference smaller than the comparison's minimum detectable effect
+# below this many shared test inputs a bootstrap p-value is too coarse to star: the report shows the interval only
+MIN_TEST_INPUTS = 30
 
 
 def collect_cells(directory: str | Path, split: str = "test") -> list[CellResult]:
@@ -72,7 +74,7 @@ def _sources(directory: str | Path | Sequence[str | Path]) -> list[Path]:
 
 
 def build_report(directory: str | Path | Sequence[str | Path], reference: str = "fid", split: str = "test",
-                 n_resamples: int = 10000, seed: int = 0) -> dict[str, Any]:
+                 n_resamples: int = 10000, seed: int = 0, min_inputs: int = MIN_TEST_INPUTS) -> dict[str, Any]:
     """The report's content: rows, summary (mean, std, n, still improving) and significance tests, over the cells
     of ``directory``: an experiment folder or a results bundle, or several of them merged
     (:func:`pgra.evaluation.merge.merged_cells`)."""
@@ -155,7 +157,7 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
             if len(results) == len(tasks) and len(tasks) > 1:
                 avg = average_replicates(results)
                 per_task["average"] = {"delta": avg.delta, "p_value": avg.p_value, "ci": [avg.ci_low, avg.ci_high],
-                                       **_resolution(avg)}
+                                       "inputs": min(per_task[t]["inputs"] for t in tasks), **_resolution(avg)}
             if per_task:
                 tests[method] = per_task
     _adjust_holm(tests, tasks)
@@ -169,6 +171,7 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
             "bootstrap": {"n_resamples": n_resamples, "seed": seed,
                           "protocol": "paired over the shared test inputs and seeds; two-sided, null-centred; a "
                                       "seed-independent run repeated for every seed of the other side"},
+            "min_inputs": min_inputs,
             "resolution": {"alpha": DEFAULT_ALPHA, "power": DEFAULT_POWER,
                            "mde": "(z_{1-alpha/2} + z_power) x the standard deviation of the bootstrap's resampled "
                                   "differences (over the test inputs and seeds)",
@@ -372,6 +375,7 @@ def format_markdown(report: dict[str, Any]) -> str:
     for note in notes:
         lines += ["", note]
     tests = report["significance"]
+    min_inputs, few = report.get("min_inputs", MIN_TEST_INPUTS), False
     if tests:
         b = report["bootstrap"]
         lines += ["", f"## Difference from {ref} (percentage points) and p-value",
@@ -391,11 +395,20 @@ def format_markdown(report: dict[str, Any]) -> str:
                 if r is None:
                     cells.append("–")
                     continue
+                below = f" {BELOW_RESOLUTION}" if r.get("below_resolution") else ""
+                if r.get("inputs", min_inputs) < min_inputs:  # too few inputs for a p-value: the interval only
+                    few = True
+                    lo, hi = (100 * x for x in r["ci"])
+                    cells.append(f"{100 * r['delta']:+.1f} [{lo:+.1f}, {hi:+.1f}] (n={r['inputs']}){below}")
+                    continue
                 star = "*" if r["p_value"] < 0.05 else ""
                 holm = f", Holm {r['p_holm_all']:.3f}" if "p_holm_all" in r else ""
-                below = f" {BELOW_RESOLUTION}" if r.get("below_resolution") else ""
                 cells.append(f"{100 * r['delta']:+.1f} (p={r['p_value']:.3f}{holm}){star}{below}")
             lines.append(md_row([method, *cells]))
+        if few:
+            lines += ["", f"[low, high] (n=N): fewer than {min_inputs} shared test inputs, too few for a p-value "
+                          "(a bootstrap over so few inputs has few distinct resamples): the 95% interval of the "
+                          "difference only, no test (pgra report --min-inputs)."]
         lines += _format_resolution(report)
     elif ref not in report["methods"]:
         lines += ["", f"No significance tests: the reference method '{ref}' has no runs here (--reference)."]
@@ -412,7 +425,7 @@ def format_markdown(report: dict[str, Any]) -> str:
 
 def write_report(directory: str | Path, reference: str = "fid", split: str = "test", n_resamples: int = 10000,
                  seed: int = 0, targets: dict[str, Any] | None = None,
-                 sources: Sequence[str | Path] | None = None) -> Path:
+                 sources: Sequence[str | Path] | None = None, min_inputs: int = MIN_TEST_INPUTS) -> Path:
     """Write ``results.md``, ``results.json`` and ``results.html`` (the page to explore the grid in a browser) into
     ``directory``; returns the markdown's path. The cells reported are ``directory``'s own, or those of
     ``sources`` merged (experiment folders and bundles; ``directory`` is then a folder of pgra's kind ``report``,
@@ -423,7 +436,7 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
     own = any(directory.resolve() == Path(s).resolve() for s in sources)
     if own:
         check_report_files(directory, "directory")
-    report = build_report(sources, reference, split, n_resamples, seed)  # nothing is written when a merge is refused
+    report = build_report(sources, reference, split, n_resamples, seed, min_inputs)  # nothing written if refused
     if not own:
         from ..ownership import claim_folder
 
