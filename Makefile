@@ -7,14 +7,17 @@ PYTEST_ARGS ?=
 
 .PHONY: setup prepare demo test test-simd test-transformers4 lint docs bench bench-scale bench-gpu chromium browser screenshot clean
 
-# 1. virtual environment; 2. torch first (the CPU wheel; other specs pull CUDA packages)
+# 1. virtual environment; 2. torch first. Which build pip picks: PyPI's torch wheel for Linux x86_64 is a CUDA
+#    build (it pulls several GB of nvidia-* packages and runs on CPUs too); macOS and Windows wheels are CPU builds.
+#    A CPU-only Linux machine: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu (the CPU build, a 183 MB wheel).
+TORCH_INDEX ?=
 $(VENV)/.stamp-venv:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 	touch $@
 
 $(VENV)/.stamp-torch: $(VENV)/.stamp-venv
-	$(PIP) install torch==2.13.0
+	$(PIP) install torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	touch $@
 
 # 3. the package with faiss-cpu, its dev extras (tests, benchmarks' reference implementations, GGUF reader), DeepSpeed

@@ -145,3 +145,25 @@ def test_citation_cff_validates_with_cffconvert():
 
     citation = pytest.importorskip("cffconvert.citation")
     citation.Citation((ROOT / "CITATION.cff").read_text()).validate()   # raises on a schema violation
+
+
+def test_make_setup_can_choose_the_cpu_build_of_torch():
+    """PyPI's Linux x86_64 torch is a CUDA build: TORCH_INDEX picks another index (docs/setup.md's table)."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("make") is None:
+        pytest.skip("make not installed")
+    root = Path(__file__).resolve().parents[1]
+
+    def torch_line(*args: str) -> str:
+        out = subprocess.run(["make", "-n", "-B", ".venv/.stamp-torch", *args], cwd=root, capture_output=True,
+                             text=True, check=True).stdout
+        return next(line for line in out.splitlines() if "install torch==" in line)
+
+    assert "--index-url" not in torch_line()
+    assert torch_line("TORCH_INDEX=https://download.pytorch.org/whl/cpu").endswith(
+        "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
+    assert "TORCH_INDEX=https://download.pytorch.org/whl/cpu" in (root / "docs" / "setup.md").read_text()
