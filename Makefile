@@ -118,7 +118,7 @@ bench-gpu: prepare
 	$(BIN)/python bench/bench_gpu_scale.py
 	PYTHON=$(BIN)/python bash bench/gpu_accept.sh  # the node path's acceptance, each phase run by bench/gpu_accept.py
 
-# the scaling curves of bench/README.md (about 1.5 h on 2 cores; after `make demo`, whose index they read)
+# the scaling curves of bench/README.md (how long: its first paragraph; after `make demo`, whose index they read)
 bench-scale: prepare
 	$(BIN)/python bench/bench_bm25_scale.py --json bench/results/bm25_scale.json
 	$(BIN)/python bench/bench_dense_scale.py --dtypes fp32,bf16 --sizes 30000 --json bench/results/dense_scale_30k.json

@@ -1,6 +1,7 @@
 """The documentation: every relative link and anchor in the README and docs/ resolves (checked here without
-MkDocs), the README keeps its first screen and links every page, and the site builds with `mkdocs --strict`
-(where the `docs` extra is installed)."""
+MkDocs, so also on GitHub, where the site's generated pages do not exist), the README keeps its first screen and
+links every page, the site builds with `mkdocs --strict` (where the `docs` extra is installed), and the numbers
+several pages could quote are kept in one place or checked against their source."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATED = {"cli.md", "benchmarks.md", "indexes.md"}  # pages scripts/docs_hooks.py adds to the site
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -56,9 +56,7 @@ def test_every_relative_link_and_anchor_resolves():
                 continue  # http(s), mailto
             target, _, anchor = link.partition("#")
             dest = (page.parent / target).resolve() if target else page
-            if page.parent.name == "docs" and target in GENERATED:
-                continue
-            if not dest.exists():
+            if not dest.is_file():  # the site's generated pages (cli.md, benchmarks.md) are no file here
                 bad.append(f"{page.relative_to(ROOT)}: {link} (no such file)")
             elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
                 bad.append(f"{page.relative_to(ROOT)}: {link} (no such heading)")
@@ -90,3 +88,127 @@ def test_the_site_builds_strict(tmp_path):
     cli = (tmp_path / "site" / "cli" / "index.html").read_text()
     assert "pgra export" in cli and "--compare" in cli
     assert "Pipeline" in (tmp_path / "site" / "api" / "index.html").read_text()
+
+
+# ---- numbers that more than one page could quote: one place each, or checked against their source ----------------
+
+TEST_COUNT = re.compile(r"\b\d[\d,]{2,} (?:tests|passed)\b")
+
+
+def test_only_the_readmes_make_test_line_counts_the_tests():
+    """The suite's size (and its time on a fresh clone) is quoted once: the README's `make test` line. Every other
+    page says "the suite" or points there, so two pages can never give two counts."""
+    found = []
+    for page in [*_pages(), ROOT / "bench" / "README.md"]:
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            if TEST_COUNT.search(line):
+                found.append((page.relative_to(ROOT).as_posix(), n, line))
+    assert [(p, n) for p, n, _ in found] == [("README.md", 5)], found
+    assert found[0][2].startswith("make test ")
+
+
+def _bench_targets() -> dict[str, set[str]]:
+    make = (ROOT / "Makefile").read_text()
+    targets = re.findall(r"^(bench[\w-]*):.*\n((?:\t.*\n)+)", make, flags=re.M)
+    return {name: {Path(s).stem for s in re.findall(r"bench/\w+\.(?:py|sh)", body)} for name, body in targets}
+
+
+def test_bench_readme_lists_each_make_targets_scripts_and_is_the_one_place_for_their_time():
+    """bench/README.md's first paragraph names, per target, exactly the scripts the Makefile runs; how long a bench
+    target takes is said there only (not in the Makefile, the README or a docs page)."""
+    intro = (ROOT / "bench" / "README.md").read_text().split("\n\n")[1]
+    parts = re.split(r"`make (bench(?:-scale|-gpu)?)`", intro.split("The lists are")[0])
+    listed = {name: set(re.findall(r"`(?!make )(\w+)(?:\.sh)?(?: [^`]*)?`", text))
+              for name, text in zip(parts[1::2], parts[2::2], strict=True)}
+    assert listed == _bench_targets()
+    duration = re.compile(r"\b\d+(?:\.\d+)? ?(?:h|hours?|min)\b")
+    for page in [ROOT / "Makefile", *_pages()]:
+        for line in page.read_text().splitlines():
+            comment = page.name == "Makefile" and line.startswith("#") and "bench" in line
+            if comment or re.search(r"make bench|bench-scale|bench-gpu", line):
+                assert not duration.search(line), f"{page.name}: {line}"
+
+
+def test_which_index_at_which_size_is_one_table():
+    """pgra does not pick an index type by corpus size (the default is flat at any size, as the pages say); the
+    sizes at which to switch are in large-corpora.md's table only, which the README and stage 1 link."""
+    from pgra.retrieval.dense_retriever import DenseConfig
+
+    assert DenseConfig().index_type == "flat"
+    size = re.compile(r"(?:from|up to|to|beyond) (?:about |~)?\d+M\b|a few million", re.I)
+    for page in _pages():
+        if page.name != "large-corpora.md":
+            text = page.read_text()
+            assert not size.search(text), f"{page.name}: {size.search(text).group(0)}"
+    for page in (ROOT / "README.md", ROOT / "docs" / "stage1-retrieval.md"):
+        assert "large-corpora.md#which-index-at-which-size" in page.read_text(), page.name
+    assert "## Which index at which size" in (ROOT / "docs" / "large-corpora.md").read_text()
+
+
+def _model_fields(node, key=""):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _model_fields(v, k)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _model_fields(v, key)
+    elif key in ("encoder", "lm", "model", "rerank_lms", "tokenizer") and isinstance(node, str):
+        yield key, node
+
+
+def test_the_offline_configs_name_only_local_models_and_the_docs_do_not_claim_more():
+    """setup.md's *Where models come from*: the demo and laptop configs name local folders only (models/ from
+    prepare-demo, runs/ the demo trains), while a hub id elsewhere is downloaded by transformers; no page claims
+    that pgra never downloads."""
+    for path in sorted([*(ROOT / "configs" / "demo").glob("*.yaml"), *(ROOT / "configs" / "laptop").glob("*.yaml")]):
+        for key, value in _model_fields(yaml.safe_load(path.read_text())):
+            assert value.startswith(("models/", "runs/")), f"{path.relative_to(ROOT)}: {key}: {value}"
+    for page in _pages():
+        assert not re.search(r"pgra (?:never downloads|downloads nothing)", page.read_text()), page.name
+    assert "HF_HUB_OFFLINE=1" in (ROOT / "docs" / "setup.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def table2_plans():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("plan_table2", ROOT / "bench" / "plan_table2.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [module.plan(8, cells_per_gpu=n) for n in (1, 2)]
+
+
+GPU_HOURS = re.compile(r"(\d+(?:\.\d+)?)\s+GPU[ -]?h(?:ours)?\b")
+
+
+def test_the_table2_gpu_hours_the_pages_quote_are_the_planners(table2_plans):
+    """One planner prices Table 2 (bench/plan_table2.py, the functions `pgra experiment --dry-run` uses): every GPU-
+    hour figure on the README and docs pages is its total, and in bench/README every other figure is labelled as
+    what it is (bench_gpu_scale.py's tally, the earlier plan, issue 39's goal)."""
+    totals = {f"{p['gpu_hours']:.1f}" for p in table2_plans}
+    parts = totals | {f"{p['cell_gpu_s'] / 3600:.1f}" for p in table2_plans} | {
+        f"{p['rerank_s'] * p['gpus'] / 3600:.1f}" for p in table2_plans}
+    for page in _pages():
+        for m in GPU_HOURS.finditer(page.read_text()):
+            assert m.group(1) in totals, f"{page.name}: {m.group(0)} is not the planner's {sorted(totals)}"
+    bench = (ROOT / "bench" / "README.md").read_text()
+    for m in GPU_HOURS.finditer(bench):
+        before = bench[max(0, m.start() - 400):m.start()]
+        assert m.group(1) in parts or re.search(r"tally|earlier plan|Issue 39's", before), m.group(0)
+    assert f"**2.76 h** ({table2_plans[0]['gpu_hours']:.1f} GPU h)" in bench
+
+
+def test_the_laptop_experiments_two_settings_sit_under_their_own_headings():
+    """docs/experiments.md keeps the laptop experiment's current (partial) and earlier (superseded) settings apart:
+    the MR table of each lies under its own heading, the current one first; the roadmap's numbers are its."""
+    text = (ROOT / "docs" / "experiments.md").read_text()
+    laptop = text[text.index("### The laptop experiment"):]
+    current = laptop.index("#### The current settings (k=150 into d=4), partial")
+    earlier = laptop.index("#### The earlier settings (k=4 into d=2), superseded")
+    end = laptop.find("\n### ")
+    end = len(laptop) if end < 0 else end  # the next section, or the page's end
+    assert current < laptop.index("| pgra (k=150 reranked into d=4) | 76.5") < earlier < laptop.index("| pgra | 70.3") < end
+    roadmap = (ROOT / "docs" / "roadmap.md").read_text()
+    measured = roadmap[roadmap.index("**Measured so far**"):roadmap.index("**Open:**")]
+    for number in re.findall(r"\d+\.\d+", measured):
+        assert number in laptop[current:earlier], number

@@ -1,6 +1,7 @@
 """``cross_encoder``: a sequence-classification model reads each (query, candidate) pair and scores it, with
 sentence-transformers' ``CrossEncoder`` conventions, on any ``AutoModelForSequenceClassification`` checkpoint in a
-local folder (an MS MARCO MiniLM cross-encoder, a BERT fine-tuned on pairs ...); nothing is downloaded at run time.
+local folder (an MS MARCO MiniLM cross-encoder, a BERT fine-tuned on pairs ...), loaded with ``local_files_only``:
+a hub id is refused, so this reranker downloads nothing.
 
 The conventions (``CrossEncoder.predict``): the tokenizer gets the pair as two texts (``[CLS] q [SEP] c [SEP]``
 for BERT), truncated ``longest_first`` to ``max_length``, padded per batch; a one-label model's score is the
@@ -66,7 +67,7 @@ class CrossEncoder(Reranker):
 
         folder = self.settings.model
         if not folder or not Path(folder).expanduser().is_dir():
-            raise InputError(f"the cross-encoder must be a local model folder (pgra downloads nothing at run time), "
+            raise InputError(f"the cross-encoder must be a local model folder (it is loaded from local files only), "
                              f"got {folder!r}", field="rerank.cross_encoder.model")
         self.device = resolve_device(self.cfg.device)
         dtype = resolve_dtype(self.cfg.dtype, self.device)
