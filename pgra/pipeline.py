@@ -8,6 +8,10 @@ evidence embeddings come from its cache when present (only missing sentences run
     pipe = pgra.Pipeline.load("runs/demo-experiment/mr/pgra/seed-1")
     out = pipe.predict(["A warm, funny and beautifully acted film."])[0]
     out["prediction"], out["scores"], out["evidence"][0]    # label, probability per label, {id, text, score}
+
+Loading and predicting are as quiet as the command line (no weight-loading progress bars, load reports or the
+libraries' expected warnings) unless ``verbose=True``; the libraries' settings are the caller's again after each
+call (:func:`pgra.verbosity.quiet_output`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from .errors import InputError, StaleArtifactError, shorten
 from .methods import load_run
 from .predictions import Predictor
 from .provenance import check_run_data, run_data
+from .verbosity import quiet_output
 
 if TYPE_CHECKING:
     from .rerank.core import Reranker
@@ -30,9 +35,9 @@ class Pipeline:
     """A finished run with the stages in front of it: raw texts in, labels, probabilities and evidence out."""
 
     def __init__(self, predictor: Predictor, index=None, k: int = 0, exclude_query_text: bool = False,
-                 reranking: Reranker | None = None, n_evidence: int = 0, excluded: Collection[str] = frozenset()
-                 ) -> None:
-        self.predictor, self.index, self.k = predictor, index, k
+                 reranking: Reranker | None = None, n_evidence: int = 0, excluded: Collection[str] = frozenset(),
+                 verbose: bool = False) -> None:
+        self.predictor, self.index, self.k, self.verbose = predictor, index, k, verbose
         self.exclude_query_text, self.reranking, self.n_evidence = exclude_query_text, reranking, n_evidence
         self.excluded = frozenset(excluded)  # corpus ids the run's retrieval never returned (exclude_ids)
 
@@ -42,30 +47,37 @@ class Pipeline:
 
     @classmethod
     def load(cls, run_dir: str | Path, device: str | None = None, trust_remote_code: bool = False,
-             index: str | Path | None = None, lm: str | Path | None = None) -> Pipeline:
+             index: str | Path | None = None, lm: str | Path | None = None, verbose: bool = False) -> Pipeline:
         """Load a finished run (a reader run or a kNN-vote cell), or a folder ``pgra export`` wrote, and the
         index, LM and settings it used. ``trust_remote_code``: let the encoder and LMs run their own code; what the
         run's manifests recorded never does (a model that ran with its own code is refused without it).
         ``index`` / ``lm``: an export's index and reranking LM where they are on this machine (when it holds no
-        copy), refused when they hold other files than the run used."""
+        copy), refused when they hold other files than the run used. ``verbose``: show the libraries' progress
+        bars, load reports and expected warnings here and in :meth:`predict` (quiet by default, as the CLI is)."""
+        with quiet_output(verbose):
+            return cls._load(Path(run_dir), device, trust_remote_code, index, lm, verbose)
+
+    @classmethod
+    def _load(cls, run: Path, device: str | None, trust_remote_code: bool, index: str | Path | None,
+              lm: str | Path | None, verbose: bool) -> Pipeline:
         from .export import EXPORT_FILE, load_export, read_export
         from .methods.reader_method import ReaderPredictor
         from .rerank.core import Reranker
         from .retrieval.index import Index
         from .retrieval.retrieve import read_candidates_manifest, recorded_exclusions
 
-        run = Path(run_dir)
         exported = (run / EXPORT_FILE).exists() or (run / EXPORT_FILE).is_symlink()
         spec = read_export(run) if exported else None  # a hand-edited export.json: refused before any model loads
         verify_run(run)  # a truncated best/model.safetensors: one error line, not a loader's traceback
         predictor = load_run(run, device=device, trust_remote_code=trust_remote_code)
         if not isinstance(predictor, ReaderPredictor):  # e.g. the kNN vote searches its own index
-            return cls(predictor)
+            return cls(predictor, verbose=verbose)
         n = predictor.n_passages
         if n == 0:
-            return cls(predictor)
+            return cls(predictor, verbose=verbose)
         if spec is not None:
-            return cls(predictor, n_evidence=n, **load_export(run, device, trust_remote_code, index, lm, spec))
+            return cls(predictor, n_evidence=n, verbose=verbose,
+                       **load_export(run, device, trust_remote_code, index, lm, spec))
         data = run_data(run, read_manifest(run, "reader"))
         check_run_data(run, data, "re-run the experiment (or pgra train) to predict with evidence from this folder")
         reranked = None
@@ -87,15 +99,16 @@ class Pipeline:
             encoder = index.encoder if recorded_encoder(index.manifest) else None
             reranking = Reranker.load(reranked, index.corpus, device, trust_remote_code, encoder=encoder)
         return cls(predictor, index, int(cand["k"]), bool(cand["config"].get("exclude_query_text")), reranking, n,
-                   excluded)
+                   excluded, verbose)
 
     def retrieve(self, texts: list[str]) -> list[list[dict[str, Any]]]:
         """The evidence each text gets (first stage, then the reranker when the run used one)."""
         from .retrieval.retrieve import search_candidates
 
-        found = search_candidates(self.index, texts, self.k, self.exclude_query_text, self.excluded)
-        hits = [kept for kept, _ in found]  # the retrieve stage's own search, the run's exclusions included
-        return self.reranking.rerank(texts, hits) if self.reranking is not None else hits
+        with quiet_output(self.verbose):
+            found = search_candidates(self.index, texts, self.k, self.exclude_query_text, self.excluded)
+            hits = [kept for kept, _ in found]  # the retrieve stage's own search, the run's exclusions included
+            return self.reranking.rerank(texts, hits) if self.reranking is not None else hits
 
     @overload
     def predict(self, texts: str, batch_size: int = 64) -> dict[str, Any]: ...
@@ -113,6 +126,10 @@ class Pipeline:
         if isinstance(texts, str):
             return self.predict([texts], batch_size)[0]
         _check_batch(texts, batch_size)
+        with quiet_output(self.verbose):
+            return self._predict(texts, batch_size)
+
+    def _predict(self, texts: Sequence[str], batch_size: int) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for start in range(0, len(texts), batch_size):
             chunk = list(texts[start:start + batch_size])

@@ -11,7 +11,8 @@ Silenced when not verbose (each is expected, and pgra says so in one line where 
 - the library warnings listed in ``EXPECTED_WARNINGS``, each matched by category, message and module.
 Every other warning, pgra's own ``warnings.warn`` messages included, still shows. ``verbose=True`` changes
 nothing. A grid's cell and worker processes are as quiet as the command that started them (``PGRA_QUIET`` in
-the environment they inherit: :func:`configure_child_output`).
+the environment they inherit: :func:`configure_child_output`). The Python API (:class:`pgra.Pipeline`) is as quiet
+for the length of each call only (:func:`quiet_output`): the user's own settings are back once it returns.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # (category, message regex, the module that raises it, an example message) of warnings the libraries raise on
 # code paths pgra uses as intended
@@ -39,6 +42,7 @@ _QUIET_ENV = {  # read at import time by libraries not imported yet (and by chil
     QUIET_MARK: "1",
 }
 _QUIET_LOGGERS = ("transformers", "accelerate", "huggingface_hub", "DeepSpeed", "torch.distributed.elastic")
+_verbose = False  # what the command asked for (``pgra -v``), read by the Python API it calls: :func:`verbose_output`
 
 
 class _ErrorsOnly(logging.Filter):
@@ -60,9 +64,16 @@ def configure_output(verbose: bool) -> None:
 
     Idempotent; call it once at start-up, before or after the libraries are imported.
     """
+    global _verbose
+    _verbose = verbose
     if verbose:
         os.environ.pop(QUIET_MARK, None)  # a verbose command's cells show everything too, whatever started it
         return
+    _quiet()
+
+
+def _quiet() -> None:
+    """Silence what :func:`configure_output` silences (globally)."""
     for key, value in _QUIET_ENV.items():
         os.environ.setdefault(key, value)
     for name in _QUIET_LOGGERS:
@@ -82,3 +93,41 @@ def configure_output(verbose: bool) -> None:
         disable_progress_bars()
     for category, message, module, _ in EXPECTED_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category, module=re.escape(module) + "$")
+
+
+def verbose_output() -> bool:
+    """Whether the command asked to show everything (:func:`configure_output` with ``verbose=True``: ``pgra -v``)."""
+    return _verbose
+
+
+@contextmanager
+def quiet_output(verbose: bool = False) -> Iterator[None]:
+    """:func:`configure_output` for the ``with`` block only (the Python API's calls): the loggers' levels and
+    filters, transformers' verbosity and progress bars, the Hugging Face Hub's progress bars, the warning filters
+    and the environment are as they were once it ends. ``verbose=True`` changes nothing."""
+    if verbose:
+        yield
+        return
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()  # (sets its logger up from the user's environment, if not yet)
+    loggers = [(logger, logger.level, list(logger.filters)) for logger in map(logging.getLogger, _QUIET_LOGGERS)]
+    env = {key: os.environ.get(key) for key in _QUIET_ENV}
+    bars, hub_bars_off = hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()
+    try:
+        with warnings.catch_warnings():  # the warning filters come back on leaving it
+            _quiet()
+            yield
+    finally:
+        for logger, level, filters in loggers:
+            logger.setLevel(level)
+            logger.filters[:] = filters
+        hf_logging.set_verbosity(verbosity)
+        for key, value in env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        (hf_logging.enable_progress_bar if bars else hf_logging.disable_progress_bar)()  # sets the Hub's too
+        (disable_progress_bars if hub_bars_off else enable_progress_bars)()

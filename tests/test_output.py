@@ -6,6 +6,7 @@ import io
 import logging
 import types
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -333,3 +334,47 @@ def test_a_grids_child_processes_start_without_runpys_warning(tmp_path, module, 
         usage = subprocess.run([sys.executable, "-m", module, "cel", str(bad)], env=env, capture_output=True,
                                text=True, timeout=120)
         assert usage.returncode == 2 and usage.stderr.strip().splitlines()[-1].startswith("usage: ")
+
+
+# --- the Python API: as quiet as the CLI, and the user's settings left as they were --------------------------
+
+def test_pipeline_is_quiet_and_leaves_the_libraries_settings_alone(tmp_path, corpus_txt, sky_task, tiny_opt,
+                                                                  tiny_bert2bert, isolated_output, capfd):
+    """``Pipeline.load(run).predict(texts)`` on a bert2bert reader (whose scoring raises transformers' expected
+    FutureWarning) prints no progress bar, log line or warning; afterwards transformers' verbosity, its
+    progress bars and the warning filters are the user's again. ``verbose=True`` shows them."""
+    from transformers.utils import logging as hf_logging
+
+    from pgra.config import from_dict
+    from pgra.experiment import Experiment, ExperimentConfig
+    from pgra.pipeline import Pipeline
+    from tests.test_experiment import _config
+
+    grid = _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_bert2bert, methods=["fid"], seeds=[1],
+                   report=False)
+    assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+    run = Path(grid["out"]) / "sky" / "fid" / "seed-1"
+    filters, log_filters = list(warnings.filters), list(logging.getLogger("transformers").filters)
+    capfd.readouterr()
+    isolated_output.clear()  # the grid's own
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pipe = Pipeline.load(run)  # (kept: a pipeline dropped here closes no files, a ResourceWarning)
+        out = pipe.predict(["The moon is bright.", "A river runs by the town."])
+    assert len(out) == 2 and all(o["prediction"] in ("sky", "town") for o in out)
+    import tracemalloc
+    for w in caught:
+        tb = tracemalloc.get_object_traceback(w.source)
+        print("TB", tb and "\n".join(tb.format()))
+    assert [str(w.message) for w in caught] == []
+    assert capfd.readouterr() == ("", "")
+    assert isolated_output == []  # no log record passed transformers' logger
+    # the user's settings, as they were before the call
+    assert hf_logging.get_verbosity() == logging.WARNING and hf_logging.is_progress_bar_enabled()
+    assert warnings.filters == filters
+    assert logging.getLogger("transformers").filters == log_filters
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loud = Pipeline.load(run, verbose=True)
+        loud.predict(["The moon is bright."])
+    assert any(issubclass(w.category, FutureWarning) for w in caught)

@@ -150,10 +150,13 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-def _dump_dom(url: str, profile: Path) -> str:
-    """The DOM headless Chromium holds once ``url`` has loaded and its scripts have run."""
+def _dump_dom(url: str, profile: Path, window: str = "") -> str:
+    """The DOM headless Chromium holds once ``url`` has loaded and its scripts have run (in a window of ``window``
+    pixels, "WIDTH,HEIGHT", when given)."""
+    size = [f"--window-size={window}"] if window else []
     proc = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
-                           f"--user-data-dir={profile}", "--dump-dom", url], capture_output=True, text=True, timeout=180)
+                           *size, f"--user-data-dir={profile}", "--dump-dom", url], capture_output=True, text=True,
+                          timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 
@@ -352,3 +355,84 @@ def test_a_bundle_of_a_real_grid_reproduces_its_table_without_the_stages(grid_di
     assert tables((bundle / "results.md").read_text()) == tables((grid_dir / "results.md").read_text())
     html = (bundle / "results.html").read_text(encoding="utf-8")
     assert _data(html)["summary"] == json.loads((grid_dir / "results.json").read_text())["summary"]
+
+
+def _widen(grid: Path, report: dict, n: int) -> list[str]:
+    """Add ``n`` methods to the grid (copies of fid's cells, named ``extra0`` ...: not registered methods) and to
+    ``report`` (changed in place); returns every method."""
+    for i in range(n):
+        name = f"extra{i}"
+        shutil.copytree(grid / "sky" / "fid", grid / "sky" / name)
+        report["cells"] += [{**c, "method": name, "path": str(grid / "sky" / name / f"seed-{c['seed']}")}
+                            for c in report["cells"] if c["method"] == "fid"]
+        report["summary"][name] = json.loads(json.dumps(report["summary"]["fid"]))
+        report["methods"].append(name)
+    return report["methods"]
+
+
+def test_page_states_units_names_scores_and_keeps_every_method_in_reach(grid_dir):
+    """The results table says its values are percent where results.json holds fractions; the evidence's scores are
+    named by what they are (per method, from its reranker); the input list scrolls both ways inside a box no taller
+    than the window with its header row in view, so every method's column stays in reach with an input open."""
+    from pgra.methods import get_method
+
+    report = json.loads((grid_dir / "results.json").read_text())
+    methods = _widen(grid_dir, report, 6)
+    page_mod.write_page(grid_dir, report)
+    html = (grid_dir / "results.html").read_text(encoding="utf-8")
+    assert "in percent (results.json holds the same values as fractions: 85.3 here is 0.853 there)" in html
+    data = _data(html)
+    assert data["score_names"] == {"no_retrieval": "first-stage score", "fid": "first-stage score",
+                                   "pgra": "probability", "knn_vote": "first-stage score",
+                                   **{f"extra{i}": "score" for i in range(6)}}  # not registered: plain "score"
+    assert {m: get_method(m).score_name() for m in ("fid_upr", "fid_mmr", "fid_cross_encoder", "fid_random",
+                                                    "pgra_full")} == {
+        "fid_upr": "log-probability", "fid_mmr": "marginal value", "fid_cross_encoder": "probability",
+        "fid_random": "random draw", "pgra_full": "inner product"}
+    assert data["methods"] == methods and len(methods) == 10
+    assert all(set(x["p"]) == set(methods) for x in data["inputs"]["sky"])  # every method's, of every input
+    rules = dict(re.findall(r"^([^{}\n]+?)\s*\{([^}]*)\}", html.split("<style>")[1].split("</style>")[0], re.M))
+    box = rules[".browser > .list"]
+    assert "overflow: auto" in box and "max-height: 95vh" in box
+    assert "position: sticky" in rules["#inputs th"]
+
+
+@pytest.mark.skipif(_chromium() is None, reason="Chromium not installed (make chromium)")
+def test_headless_browser_shows_flags_score_names_and_every_method(grid_dir, tmp_path):
+    """What a browser shows: "↑" / "↑k/n" where results.md has them, with their note; an opened input's evidence
+    scores named per method; with 10 methods and an input open, every method's column and block, the list box
+    within the window and scrolled sideways to its last column."""
+    report = json.loads((grid_dir / "results.json").read_text())
+    methods = _widen(grid_dir, report, 6)
+    report["summary"]["pgra"]["sky"].update(still_improving=1, n=2)
+    report["summary"]["fid"]["sky"].update(still_improving=2, n=2)
+    report["summary"]["no_retrieval"]["sky"].update(still_improving=0, n=2)
+    lines = _lines(grid_dir / "sky" / "pgra" / "seed-1" / "predictions_test.jsonl")
+    target = next(x for x in lines if x["evidence"])["id"]
+    _plant_inputs(grid_dir, {x["id"]: {"text": " ".join([x["text"]] * 12)} for x in lines})  # tall rows
+    page_mod.write_page(grid_dir, report)
+    page = grid_dir / "results.html"
+    probe = """<script>
+const list = document.querySelector(".browser > .list");
+const last = Array.from(document.querySelectorAll("#inputs th")).pop();
+list.scrollLeft = list.scrollWidth;
+document.body.dataset.wider = String(list.scrollWidth > list.clientWidth);
+document.body.dataset.fits = String(list.getBoundingClientRect().height <= innerHeight);
+document.body.dataset.reached = String(last.getBoundingClientRect().right <= list.getBoundingClientRect().right + 1);
+</script></body>"""
+    page.write_text(page.read_text(encoding="utf-8").replace("</body>", probe), encoding="utf-8")
+    dom = _dump_dom(page.resolve().as_uri() + f"#task=sky&open={target}", tmp_path / "profile", "1000,500")
+    results = dom[dom.index('<table id="results-table">'):dom.index('<table id="diff-table">')]
+    rows = dict(re.findall(r'<tr><td data-v="([^"]+)">[^<]*</td>(.*?)</tr>', results))
+    assert re.search(r"</a> ↑1/2</td>", rows["pgra"]) and re.search(r"</a> ↑</td>", rows["fid"])
+    assert "↑" not in rows["no_retrieval"] and "↑" not in rows["extra0"]
+    assert "↑: the best dev score came at the last evaluation, still improving" in dom
+    assert "sky (accuracy, %)" in dom and "0.853 there" in dom
+    detail = dom[dom.index('<div id="detail"'):]
+    assert re.search(r"\(probability \d\.\d{3}, first-stage rank \d+\)", detail.split('data-method="pgra"')[1])
+    assert re.search(r"\(first-stage score -?\d+\.\d{3}, first-stage rank \d+\)",
+                     detail.split('data-method="fid"')[1].split('data-method=')[0])
+    head = dom[dom.index('<table id="inputs">'):].split("</thead>")[0]
+    assert re.findall(r"<th>([^<]+)</th>", head)[3:] == methods  # id, input, gold, then every method
+    assert all(f'data-method="{m}"' in detail for m in methods)
+    assert 'data-wider="true"' in dom and 'data-fits="true"' in dom and 'data-reached="true"' in dom

@@ -25,11 +25,13 @@ class PredictOptions:
 def run(opts: PredictOptions) -> None:
     from ..errors import InputError
     from ..pipeline import Pipeline
+    from ..verbosity import verbose_output
 
     if not opts.run:
         raise InputError("no run given (--run)", field="run")
     texts = read_texts(opts.text, opts.input_file, "input", "--text", "--input-file")
-    pipeline = Pipeline.load(opts.run, device=opts.device, trust_remote_code=opts.trust_remote_code)
+    pipeline = Pipeline.load(opts.run, device=opts.device, trust_remote_code=opts.trust_remote_code,
+                             verbose=verbose_output())  # pgra -v predict: everything
     results = pipeline.predict(texts, batch_size=opts.batch_size)
     words = pipeline.task.demo_words  # what a label means ("1" -> "positive"), when it is not the label itself
     for r in results:

@@ -3,11 +3,12 @@
 It holds the results and difference tables (sortable, each cell linking to its runs), the analyses' figures
 inline, an input browser (every test input of every task: filters by task, by "methods disagree", by "wrong
 for method X" and by text; for one input every method's prediction with its label probabilities, the evidence
-each reader read with its reranker probability and first-stage rank, the demonstrations and voters with their
-labels) and the experiment's provenance. The data sits in the page as JSON; when it is larger than
-``INLINE_LIMIT`` it goes to ``results_data.js`` beside the page (a script the page loads from disk, which a
-browser allows where it refuses to fetch a JSON file). The page reads its state from the URL's ``#`` part
-(``#task=mr&disagree=1&wrong=fid&q=film&open=test-3``), so a view can be linked, and tested headless.
+each reader read with its score, named by what it is (the prompt-guided reranker's probability, UPR's
+log-probability, MMR's marginal value, the first stage's score: ``score_names``), and its first-stage rank, the
+demonstrations and voters with their labels) and the experiment's provenance. The data sits in the page as JSON;
+when it is larger than ``INLINE_LIMIT`` it goes to ``results_data.js`` beside the page (a script the page loads
+from disk, which a browser allows where it refuses to fetch a JSON file). The page reads its state from the URL's
+``#`` part (``#task=mr&disagree=1&wrong=fid&q=film&open=test-3``), so a view can be linked, and tested headless.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import read_json, write_text
+from ..errors import PgraError
 from ..experiment.layout import cell_path
 from ..interchange import read_records
+from ..methods import get_method
 from .page_assets import PAGE_TEMPLATE
 
 PAGE = "results.html"
@@ -72,6 +75,15 @@ def _evidence(line: dict[str, Any], record: dict[str, Any] | None, train: dict[s
     return rows
 
 
+def _score_name(method: str) -> str:
+    """What the ``score`` of ``method``'s evidence is (:meth:`pgra.methods.Method.score_name`): "probability" for
+    PGRA, "log-probability" for UPR ...; "score" for a method not registered here (a plug-in's)."""
+    try:
+        return get_method(method).score_name()
+    except PgraError:
+        return "score"
+
+
 def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
     """Everything the page shows, from ``results.json``'s report and the cells' files."""
     split = report["split"]
@@ -116,6 +128,7 @@ def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
             "floor": report.get("floor"), "tasks": report["tasks"], "methods": report["methods"],
             "summary": report["summary"], "significance": report["significance"], "bootstrap": report["bootstrap"],
             "cells": cells, "figures": figures, "label_words": label_words, "compare": report.get("compare"),
+            "score_names": {m: _score_name(m) for m in report["methods"]},
             "provenance": {"commits": sorted({str(c.get("git_commit")) for c in report["cells"]}),
                            "versions": first.get("versions", {}), "config": first.get("config", {})},
             "inputs": {t: list(v.values()) for t, v in inputs.items()}, "texts": texts}

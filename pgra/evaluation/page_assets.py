@@ -16,8 +16,9 @@ td.num { text-align: right; white-space: nowrap; } .below { color: #a33; } .sig 
 .ok { color: #176a2c; } .bad { color: #b3261e; } .muted { color: #777; }
 #inputs tr.row { cursor: pointer; } #inputs tr.row:hover { background: #f5f8ff; } #inputs tr.open { background: #e8f0ff; }
 .browser { display: flex; gap: 1em; align-items: flex-start; }
-.browser > .list { flex: 3; min-width: 0; overflow-x: auto; }
-#inputs th { font-size: .8em; } #inputs td:nth-child(2) { min-width: 16em; }
+.browser > .list { flex: 3; min-width: 0; overflow: auto; max-height: 95vh; }
+#inputs th { font-size: .8em; position: sticky; top: 0; background: #f3f3f3; }
+#inputs td:nth-child(2) { min-width: 16em; }
 #detail { flex: 2; border: 1px solid #99b; padding: .6em 1em; background: #fafbff; position: sticky; top: .5em;
           max-height: 95vh; overflow: auto; }
 .method { margin: .6em 0; } .evidence { margin: .2em 0 .2em 1.2em; font-size: .9em; }
@@ -119,9 +120,14 @@ function sortable(table) {
   });
 }
 
+// "↑" when every seed's best dev score came at its last evaluation, "↑k/n" when k of its n seeds' did (as results.md)
+const improving = (v) => !isNum(v.still_improving) || v.still_improving < 1 ? "" :
+  " ↑" + (v.still_improving === v.n ? "" : `${v.still_improving}/${v.n}`);
+
 function renderResults() {
   const metric = (t) => (own(own(D.summary, D.methods[0]), t) || {}).metric;
-  const head = ["method", ...D.tasks.map((t) => `${t} (${metric(t)})`), "avg"];
+  const head = ["method", ...D.tasks.map((t) => `${t} (${metric(t)}, %)`), "avg"];
+  const flagged = D.methods.some((m) => D.tasks.some((t) => improving(own(own(D.summary, m), t) || {})));
   const rows = D.methods.map((m) => {
     const s = own(D.summary, m) || {};
     const cells = D.tasks.map((t) => {
@@ -132,14 +138,16 @@ function renderResults() {
       const link = cell ? H`<a href="${href(cell.path + "/cell.json")}" title="the cell's record">${text}</a>` : text;
       const c = own(own(own(D.compare || {}, "cells") || {}, m) || {}, t);
       const paper = c ? H`<br><span class="muted" title="published value; ours − published">paper ${c.paper.toFixed(1)} (${c.difference >= 0 ? "+" : ""}${c.difference.toFixed(1)})${c.outside ? " †" : ""}</span>` : "";
-      return H`<td class="num${v.below_linear_probe ? " below" : ""}" data-v="${v.mean}">${link}${v.below_linear_probe ? " ▽" : ""}${paper}</td>`;
+      return H`<td class="num${v.below_linear_probe ? " below" : ""}" data-v="${v.mean}">${link}${v.below_linear_probe ? " ▽" : ""}${improving(v)}${paper}</td>`;
     });
     const avg = (own(s, "average") || {}).mean;
     return H`<tr><td data-v="${m}">${m}</td>${cells}<td class="num" data-v="${avg ?? -1}">${pct(avg)}</td></tr>`;
   });
   put(el("results"), cat(H`<table id="results-table"><thead><tr>${head.map((h) => H`<th class="sortable">${h}</th>`)}</tr></thead>`,
     H`<tbody>${rows}</tbody></table><p class="muted">Mean ± standard deviation over seeds (seeds; det.: `,
-    H`seed-independent, one run), in percent${D.floor ? H`; ▽: below ${D.floor}` : ""}. Click a header to sort, a value to open its cell.</p>`));
+    H`seed-independent, one run), in percent (results.json holds the same values as fractions: 85.3 here is 0.853 there)`,
+    H`${D.floor ? H`; ▽: below ${D.floor}` : ""}${flagged ? cat(H`; ↑: the best dev score came at the last evaluation, `,
+    H`still improving: more steps would change the number (↑k/n: k of n seeds)`) : ""}. Click a header to sort, a value to open its cell.</p>`));
   sortable(el("results-table"));
 }
 
@@ -217,7 +225,7 @@ function renderDetail() {
     const items = (evidence || []).map(([key, score, rank]) => {
       const t = own(texts, key) || {text: key};
       const kind = String(key).startsWith("t:") ? H`demonstration, label <b>${named(state.task, t.label)}</b>` :
-        H`score ${fixed(score, 3)}, first-stage rank ${rank ?? "–"}`;
+        H`${own(D.score_names, m) || "score"} ${fixed(score, 3)}, first-stage rank ${rank ?? "–"}`;
       return H`<div class="evidence">• ${t.text} <span class="muted">(${kind})</span></div>`;
     });
     return cat(H`<div class="method" data-method="${m}" data-seed="${seed}"><b>${m}</b> seed ${seed}: `,

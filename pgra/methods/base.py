@@ -82,6 +82,17 @@ class Method(ABC):
         """Its section of the cell's settings (``settings.<name>``, of type :attr:`options`)."""
         return getattr(self.inputs.settings, self.name)
 
+    @classmethod
+    def score_name(cls) -> str:
+        """What the ``score`` of its corpus evidence is, as results.html labels it: the reranker's
+        (:attr:`pgra.rerank.base.Reranker.score_name`) for a ``reranked`` method, the inner product of the full
+        search, else the first stage's score."""
+        if cls.data == "reranked":
+            from ..rerank.base import reranker_class
+
+            return reranker_class(cls.reranker).score_name
+        return "inner product" if cls.data == "full_search" else "first-stage score"
+
     @property
     def needs_reranking(self) -> bool:
         return self.data == "reranked"

@@ -56,6 +56,8 @@ class Reranker(ABC):
 
     name: ClassVar[str] = ""  # the config's ``rerank.reranker`` value, the manifest's ``reranker``
     title: ClassVar[str] = ""  # how reports name it (empty: the name)
+    # what its ``score`` is, as results.html labels the evidence ("probability", "log-probability" ...)
+    score_name: ClassVar[str] = "score"
     options: ClassVar[type | None] = None  # the dataclass of its section ``rerank.<name>`` (None: no options)
     # the fields of the rerank config its results depend on besides its own section (its stage key)
     uses: ClassVar[tuple[str, ...]] = ("k", "top_d", "splits")

@@ -54,6 +54,7 @@ def pair_scores(logits: np.ndarray, label: int = -1) -> np.ndarray:
 class CrossEncoder(Reranker):
     name = "cross_encoder"
     title = "cross-encoder"
+    score_name = "probability"
     options = CrossEncoderOptions
     uses = ("k", "top_d", "splits", "dtype")
 

@@ -51,6 +51,7 @@ def mmr_scores(relevance: np.ndarray, vectors: np.ndarray, lambda_: float) -> np
 class MMR(Reranker):
     name = "mmr"
     title = "MMR"
+    score_name = "marginal value"
     options = MMROptions
 
     def load(self) -> None:

@@ -26,6 +26,7 @@ class PromptGuided(Reranker):
 
     name = "prompt_guided"
     title = "PGRA (prompt-guided)"
+    score_name = "probability"
 
     def __init__(self, cfg: Any, task, corpus=None, candidates=None, demos: Sequence[Any] = ()) -> None:
         super().__init__(cfg, task, corpus, candidates)

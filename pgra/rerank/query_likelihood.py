@@ -36,6 +36,7 @@ class QueryLikelihoodOptions:
 class QueryLikelihood(Reranker):
     name = "query_likelihood"
     title = "UPR (query likelihood)"
+    score_name = "log-probability"  # mean per token of the input
     options = QueryLikelihoodOptions
     uses = ("k", "top_d", "splits", "lm", "dtype", "attn_implementation", "max_context")
 

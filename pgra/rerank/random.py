@@ -34,6 +34,7 @@ def draw(seed: int, query: str, ids: Sequence[str]) -> np.ndarray:
 class RandomReranker(Reranker):
     name = "random"
     title = "random"
+    score_name = "random draw"
     options = RandomOptions
 
     def scores(self, queries: Sequence[str], candidates: Sequence[Sequence[dict[str, Any]]]) -> list[np.ndarray]:
