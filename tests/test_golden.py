@@ -31,7 +31,7 @@ GOLDEN = Path(__file__).parent / "fixtures" / "golden_grid.json"
 MODELS = Path(__file__).parent / "fixtures" / "golden_models"
 VOLATILE = {"elapsed_s", "versions", "git_commit", "cost", "wall_s", "seconds", "created", "created_at", "time",
             "host", "hardware", "pid", "started", "timestamp", "elapsed", "lm_fingerprint_time",
-            "transformers_version", "ran_by"}
+            "transformers_version", "ran_by", "environment"}  # a report's environment: where the cells ran
 SKIP_FILES = {"cost.json", "train_log.jsonl", "results.html", "results_data.js", ".pgra-lock", "run.log",
               ".pgra-owned.json"}  # ownership records: checksums of reports that hold their folder's path
 SKIP_SUFFIXES = {".png", ".safetensors", ".bin", ".pt", ".npy", ".faiss", ".index", ".lock"}
@@ -69,6 +69,8 @@ def _digest(path: Path, root: str) -> str:
     else:
         text = text.replace(root, "<root>")
     text = re.sub(r"pgra commit\(s\): [^.]*\.", "pgra commit(s): <commit>.", text)  # results.md
+    if path.name == "results.md":  # where the cells ran (hardware, library versions): the machine's, not a result
+        text = re.sub(r"## Environment\n.*?(?=\n## |\n\d+ runs; |\Z)", "", text, flags=re.S)
     if path.name == "analysis.md":  # the cost table is wall-clock seconds (its tokens are checked by test_cost)
         text = re.sub(r"## Cost\n.*?(?=\n## |\Z)", "", text, flags=re.S)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
