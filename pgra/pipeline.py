@@ -47,20 +47,25 @@ class Pipeline:
 
     @classmethod
     def load(cls, run_dir: str | Path, device: str | None = None, trust_remote_code: bool = False,
-             index: str | Path | None = None, lm: str | Path | None = None, verbose: bool = False) -> Pipeline:
-        """Load a finished run (a reader run or a kNN-vote cell), or a folder ``pgra export`` wrote, and the
-        index, LM and settings it used. ``trust_remote_code``: let the encoder and LMs run their own code; what the
-        run's manifests recorded never does (a model that ran with its own code is refused without it).
-        ``index`` / ``lm``: an export's index and reranking LM where they are on this machine (when it holds no
-        copy), refused when they hold other files than the run used. ``verbose``: show the libraries' progress
+             index: str | Path | None = None, lm: str | Path | None = None, verbose: bool = False,
+             encoder: str | Path | None = None) -> Pipeline:
+        """Load a finished run (a reader run or a kNN-vote cell), or a folder ``pgra export`` wrote (or the Hugging
+        Face Hub id ``USER/NAME`` of one uploaded, downloaded with ``huggingface_hub``), and the index, LM and
+        settings it used. ``trust_remote_code``: let the encoder and LMs run their own code; what the run's
+        manifests recorded never does (a model that ran with its own code is refused without it).
+        ``index`` / ``encoder`` / ``lm``: an export's index, the index's query encoder and the reranking LM where
+        they are on this machine (when it holds no copy), each refused when it holds other files than the run used
+        (``encoder`` also applies to a run whose index's encoder moved). ``verbose``: show the libraries' progress
         bars, load reports and expected warnings here and in :meth:`predict` (quiet by default, as the CLI is)."""
+        from .hub import export_folder
+
         with quiet_output(verbose):
-            return cls._load(Path(run_dir), device, trust_remote_code, index, lm, verbose)
+            return cls._load(export_folder(run_dir), device, trust_remote_code, index, lm, verbose, encoder)
 
     @classmethod
     def _load(cls, run: Path, device: str | None, trust_remote_code: bool, index: str | Path | None,
-              lm: str | Path | None, verbose: bool) -> Pipeline:
-        from .export import EXPORT_FILE, load_export, read_export
+              lm: str | Path | None, verbose: bool, encoder: str | Path | None = None) -> Pipeline:
+        from .export import EXPORT_FILE, check_encoder_given, load_export, read_export
         from .methods.reader_method import ReaderPredictor
         from .rerank.core import Reranker
         from .retrieval.index import Index
@@ -77,7 +82,7 @@ class Pipeline:
             return cls(predictor, verbose=verbose)
         if spec is not None:
             return cls(predictor, n_evidence=n, verbose=verbose,
-                       **load_export(run, device, trust_remote_code, index, lm, spec))
+                       **load_export(run, device, trust_remote_code, index, lm, spec, encoder))
         data = run_data(run, read_manifest(run, "reader"))
         check_run_data(run, data, "re-run the experiment (or pgra train) to predict with evidence from this folder")
         reranked = None
@@ -88,7 +93,9 @@ class Pipeline:
             reranked, data = data, candidates_of(data, manifest)
         cand = read_candidates_manifest(data)
         excluded = recorded_exclusions(cand, data)  # refused before any model loads when its file changed
-        index = Index(cand["index"]["path"], device=device, trust_remote_code=trust_remote_code)
+        check_encoder_given(encoder, cand["index"])
+        index = Index(cand["index"]["path"], encoder=None if encoder is None else str(encoder), device=device,
+                      trust_remote_code=trust_remote_code)
         if index.corpus.fingerprint != cand["index"]["corpus_content_sha256"]:
             raise StaleArtifactError(f"index {cand['index']['path']} holds another corpus than the one {data} was "
                                      "retrieved from")

@@ -15,8 +15,9 @@ class ExportOptions:
                       "cell such as runs/demo-experiment/mr/pgra/seed-1)")
     out: str = option("", help="the folder to write (weights, tokenizer, configs, demonstrations, model card); "
                       "a re-run replaces its own export there, any other folder pgra wrote is refused")
-    copy_index: bool = option(False, help="copy the first-stage index into the folder (else a pointer with the "
-                              "corpus fingerprint: Pipeline.load(DIR, index=PATH) elsewhere)")
+    copy_index: bool = option(False, help="copy the first-stage index into the folder, and a dense index's encoder "
+                              "folder (an encoder given as a hub id is recorded by it); else a pointer with the corpus "
+                              "fingerprint: Pipeline.load(DIR, index=PATH, encoder=PATH) elsewhere")
     copy_lm: bool = option(False, help="copy the reranking LM's folder into the folder (else its recorded path "
                            "or hub id with its fingerprint: Pipeline.load(DIR, lm=PATH) elsewhere)")
     push_to_hub: str = option("", metavar="REPO", help="then upload the folder to this Hugging Face Hub model "
@@ -44,8 +45,7 @@ def run(opts: ExportOptions) -> None:
         from ..hub import push_to_hub
 
         url = push_to_hub(out, opts.push_to_hub, opts.private, api=api)
-        print(f"uploaded {out} to {url}: pgra.Pipeline.load needs the folder, e.g. "
-              f"huggingface_hub.snapshot_download({opts.push_to_hub!r})")
+        print(f"uploaded {out} to {url}: load it anywhere with pgra.Pipeline.load({opts.push_to_hub!r})")
 
 
 COMMAND = Command("export", "a trained run as a self-contained folder Pipeline.load reads, with a model card",

@@ -11,7 +11,8 @@ from .command import Command, read_texts
 
 @dataclass
 class PredictOptions:
-    run: str = option("", exists="dir", help="a finished run (pgra train --out, or an experiment cell)")
+    run: str = option("", exists="dir", help="a finished run (pgra train --out, or an experiment cell), or a folder "
+                      "pgra export wrote")
     text: list[str] = option(default_factory=list, append=True, help="input text (repeatable)")
     input_file: str = option("", exists="file", help="file with one input a line")
     json: bool = option(False, help="JSON lines: text, prediction, scores, evidence")
@@ -20,6 +21,13 @@ class PredictOptions:
     device: str = option("auto", help="auto, cpu, cuda ...")
     trust_remote_code: bool = option(False, help="let the run's encoder and LMs run their own code (its manifests "
                                                  "never can)")
+    index: str = option("", help="an exported run's index on this machine, when the export holds no copy (refused "
+                        "when its corpus differs)")
+    encoder: str = option("", help="the index's query encoder on this machine (a folder or hub id), when the run's "
+                          "or export's is not here (refused when its files differ from the one the index was built "
+                          "with)")
+    lm: str = option("", help="an exported run's reranking LM on this machine, when the export holds no copy "
+                     "(refused when its files differ)")
 
 
 def run(opts: PredictOptions) -> None:
@@ -31,6 +39,7 @@ def run(opts: PredictOptions) -> None:
         raise InputError("no run given (--run)", field="run")
     texts = read_texts(opts.text, opts.input_file, "input", "--text", "--input-file")
     pipeline = Pipeline.load(opts.run, device=opts.device, trust_remote_code=opts.trust_remote_code,
+                             index=opts.index or None, lm=opts.lm or None, encoder=opts.encoder or None,
                              verbose=verbose_output())  # pgra -v predict: everything
     results = pipeline.predict(texts, batch_size=opts.batch_size)
     words = pipeline.task.demo_words  # what a label means ("1" -> "positive"), when it is not the label itself
