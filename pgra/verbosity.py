@@ -129,5 +129,7 @@ def quiet_output(verbose: bool = False) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        (hf_logging.enable_progress_bar if bars else hf_logging.disable_progress_bar)()  # sets the Hub's too
-        (disable_progress_bars if hub_bars_off else enable_progress_bars)()
+        with warnings.catch_warnings():  # the Hub warns when its environment variable outranks a call: it may
+            warnings.simplefilter("ignore")  # (HF_HUB_DISABLE_PROGRESS_BARS set by the user or by the CLI earlier)
+            (hf_logging.enable_progress_bar if bars else hf_logging.disable_progress_bar)()  # sets the Hub's too
+            (disable_progress_bars if hub_bars_off else enable_progress_bars)()

@@ -338,12 +338,21 @@ def test_a_grids_child_processes_start_without_runpys_warning(tmp_path, module, 
 
 # --- the Python API: as quiet as the CLI, and the user's settings left as they were --------------------------
 
+@pytest.mark.parametrize("hub_bars_env", [None, "1"])
 def test_pipeline_is_quiet_and_leaves_the_libraries_settings_alone(tmp_path, corpus_txt, sky_task, tiny_opt,
-                                                                  tiny_bert2bert, isolated_output, capfd):
+                                                                  tiny_bert2bert, isolated_output, capfd,
+                                                                  monkeypatch, hub_bars_env):
     """``Pipeline.load(run).predict(texts)`` on a bert2bert reader (whose scoring raises transformers' expected
     FutureWarning) prints no progress bar, log line or warning; afterwards transformers' verbosity, its
-    progress bars and the warning filters are the user's again. ``verbose=True`` shows them."""
+    progress bars and the warning filters are the user's again. ``verbose=True`` shows them. Also with the Hub's
+    progress bars switched off by its environment variable (set by a user, or by the CLI earlier in the process):
+    restoring them then raises no warning of the Hub's."""
     from transformers.utils import logging as hf_logging
+
+    if hub_bars_env is None:
+        monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    else:
+        monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", hub_bars_env)
 
     from pgra.config import from_dict
     from pgra.experiment import Experiment, ExperimentConfig
@@ -355,6 +364,7 @@ def test_pipeline_is_quiet_and_leaves_the_libraries_settings_alone(tmp_path, cor
     assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
     run = Path(grid["out"]) / "sky" / "fid" / "seed-1"
     filters, log_filters = list(warnings.filters), list(logging.getLogger("transformers").filters)
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     capfd.readouterr()
     isolated_output.clear()  # the grid's own
     with warnings.catch_warnings(record=True) as caught:
@@ -362,15 +372,11 @@ def test_pipeline_is_quiet_and_leaves_the_libraries_settings_alone(tmp_path, cor
         pipe = Pipeline.load(run)  # (kept: a pipeline dropped here closes no files, a ResourceWarning)
         out = pipe.predict(["The moon is bright.", "A river runs by the town."])
     assert len(out) == 2 and all(o["prediction"] in ("sky", "town") for o in out)
-    import tracemalloc
-    for w in caught:
-        tb = tracemalloc.get_object_traceback(w.source)
-        print("TB", tb and "\n".join(tb.format()))
     assert [str(w.message) for w in caught] == []
     assert capfd.readouterr() == ("", "")
     assert isolated_output == []  # no log record passed transformers' logger
     # the user's settings, as they were before the call
-    assert hf_logging.get_verbosity() == logging.WARNING and hf_logging.is_progress_bar_enabled()
+    assert hf_logging.get_verbosity() == verbosity and hf_logging.is_progress_bar_enabled() == bars
     assert warnings.filters == filters
     assert logging.getLogger("transformers").filters == log_filters
     with warnings.catch_warnings(record=True) as caught:
