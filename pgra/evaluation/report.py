@@ -382,7 +382,8 @@ def format_markdown(report: dict[str, Any]) -> str:
                   "", f"Paired bootstrap over the shared {report['split']} inputs and seeds ({b['n_resamples']} "
                   "resamples, two-sided); * p < 0.05; Holm: the p-value adjusted for every task x method comparison "
                   f"of this table (results.json also has each task's family); {BELOW_RESOLUTION} the difference is "
-                  "smaller than the minimum detectable effect (next table): the grid cannot tell it from none.", "",
+                  "smaller than the minimum detectable effect (next table): the grid had less than 80% power to find a true "
+                  "difference of this size, so a gap this small says little either way, starred or not.", "",
                   *md_table(["method", *tasks, "avg"], [])]
         for method in report["methods"]:
             if method == ref:
