@@ -10,10 +10,10 @@ summarises what the cells of an experiment recorded when they ran (each cell's `
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import subprocess
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +27,14 @@ SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_
 def cpu_description() -> dict[str, Any]:
     """The CPU: its model name, logical cores and which of :data:`SIMD_FLAGS` it has (Linux's /proc/cpuinfo;
     elsewhere the platform's processor name only)."""
-    model, flags = platform.processor() or platform.machine(), set()
+    info: dict[str, str] = {}
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
             key, _, value = line.partition(":")
-            key = key.strip()
-            if key == "model name" and model in ("", platform.processor() or platform.machine()):
-                model = value.strip()
-            elif key in ("flags", "Features") and not flags:
-                flags = set(value.split())
-    return {"model": model, "cores": os.cpu_count(), "simd": [f for f in SIMD_FLAGS if f in flags]}
+            info.setdefault(key.strip(), value.strip())  # the first processor's
+    flags = set((info.get("flags") or info.get("Features") or "").split())
+    return {"model": info.get("model name") or platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "simd": [f for f in SIMD_FLAGS if f in flags]}
 
 
 def _torch_part() -> dict[str, Any]:
@@ -77,31 +75,23 @@ def environment_record() -> dict[str, Any]:
             "gpu_driver": gpu_driver() if torch_part.get("gpus") else None}
 
 
-def _distinct(values: list[Any]) -> list[Any]:
-    """The distinct values (JSON-equal) in first-seen order."""
-    import json
-
-    seen: dict[str, Any] = {}
+def _counted(values: list[Any]) -> list[dict[str, Any]]:
+    """The distinct values (JSON-equal), in first-seen order, each with how many cells recorded it."""
+    counts: dict[str, dict[str, Any]] = {}
     for v in values:
-        seen.setdefault(json.dumps(v, sort_keys=True, default=str), v)
-    return list(seen.values())
+        counts.setdefault(json.dumps(v, sort_keys=True, default=str), {"value": v, "cells": 0})["cells"] += 1
+    return list(counts.values())
 
 
 def cells_environment(records: list[dict[str, Any]]) -> dict[str, Any]:
     """What the cells recorded of where they ran: the distinct pgra commits, library versions and hardware
     (device, CPU, cores), each with how many cells; and each reader's precision setting."""
-    def counted(values: list[Any]) -> list[dict[str, Any]]:
-        import json
-
-        counts = Counter(json.dumps(v, sort_keys=True, default=str) for v in values)
-        return [{"value": v, "cells": counts[json.dumps(v, sort_keys=True, default=str)]} for v in _distinct(values)]
-
-    hardware = [{k: (r.get("cost") or {}).get("hardware", {}).get(k) for k in ("device", "cpu", "cores")}
+    hardware = [{k: ((r.get("cost") or {}).get("hardware") or {}).get(k) for k in ("device", "cpu", "cores")}
                 for r in records]
     precision = [((r.get("config") or {}).get("reader") or {}).get("mixed_precision") for r in records]
-    return {"cells": len(records), "git_commits": counted([r.get("git_commit") for r in records]),
-            "versions": counted([r.get("versions") for r in records]), "hardware": counted(hardware),
-            "reader_precision": counted(precision)}
+    return {"cells": len(records), "git_commits": _counted([r.get("git_commit") for r in records]),
+            "versions": _counted([r.get("versions") for r in records]), "hardware": _counted(hardware),
+            "reader_precision": _counted(precision)}
 
 
 __all__ = ["SIMD_FLAGS", "cells_environment", "cpu_description", "environment_record", "gpu_driver"]

@@ -159,3 +159,19 @@ def test_bundle_and_merge_refuse_bad_folders(apart, tmp_path, capsys):
     write_bundle(whole, tmp_path / "bundle")
     (tmp_path / "bundle" / "extra.txt").write_text("mine")
     assert "extra.txt" in one_error_line(["bundle", str(whole), "--out", str(tmp_path / "bundle")], capsys)
+
+
+def test_a_hand_made_cell_in_a_bundle_and_a_split_name_that_leaves_its_cell_are_refused(apart, tmp_path, capsys):
+    whole, _, _ = apart
+    bundle = tmp_path / "bundle"
+    write_bundle(whole, bundle)
+    shutil.copytree(bundle / "cr" / "fid" / "seed-1", bundle / "cr" / "fid" / "seed-9")  # not bundled: unchecked
+    line = one_error_line(["report", str(bundle)], capsys)
+    assert "cr/fid/seed-9/cell.json" in line and "does not list" in line
+    # a cell.json whose split names a path outside its cell: nothing copied, nothing written
+    cell = whole / "cr" / "fid" / "seed-1" / "cell.json"
+    record = json.loads(cell.read_text())
+    record["results"]["../../../../escape"] = record["results"]["test"]
+    cell.write_text(json.dumps(record))
+    assert "a split" in one_error_line(["bundle", str(whole), "--out", str(tmp_path / "b2")], capsys)
+    assert not (tmp_path / "b2").exists() and not list(tmp_path.glob("escape*"))

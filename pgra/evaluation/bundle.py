@@ -27,6 +27,7 @@ from ..artifacts import (
     file_record,
     read_json_object,
     read_manifest,
+    safe_name,
     verify_file,
     write_json,
 )
@@ -71,6 +72,12 @@ def verify_bundle(folder: str | Path) -> dict[str, Any]:
         except IncompleteArtifactError as e:
             raise InputError(f"{e}; the bundle no longer holds what was bundled: bundle the experiment again",
                              path=folder / MANIFEST, field=f"files.{name}") from e
+    added = sorted(str(p.relative_to(folder)) for pattern in (CELL_GLOB, "*/*/seed-*/predictions_*.jsonl")
+                   for p in folder.glob(pattern) if p.relative_to(folder).as_posix() not in files)
+    if added:  # a cell or predictions put into the bundle by hand would be reported unchecked
+        raise InputError(f"holds {', '.join(added[:5])}, which its manifest does not list (added by hand?): only "
+                         "what was bundled is reported; bundle the experiment again", path=folder / MANIFEST,
+                         field="files")
     return manifest
 
 
@@ -90,6 +97,8 @@ def bundle_files(experiment: Path) -> tuple[list[Path], list[dict[str, Any]]]:
     task_dirs: set[Path] = set()
     for cell_json in sorted(experiment.glob(CELL_GLOB)):
         record = read_cell(cell_json)
+        for split in record["results"]:  # a hand-edited split name never names a file outside the cell
+            safe_name(split, "results", cell_json, what="a split")
         checked_cell_results(cell_json, record, _task_of(record))
         records.append(record)
         rel = cell_json.parent.relative_to(experiment)
