@@ -92,9 +92,9 @@ def _refuse_setting(what: str, diff: tuple[str, Any, Any], a: CellResult, b: Cel
                       "one of them with the other's settings", field=key)
 
 
-def _check_duplicate(kept: CellResult, other: CellResult) -> bool:
-    """Whether ``other`` (the same task, method and seed as ``kept``, from another source) is the same run; a
-    different run is refused."""
+def _check_same_run(kept: CellResult, other: CellResult) -> None:
+    """Refuse ``other`` (the same task, method and seed as ``kept``, from another source) unless it is the same run:
+    the same predictions and key."""
     def lines(c: CellResult) -> str:
         return json.dumps(c.predictions, sort_keys=True, ensure_ascii=False)
 
@@ -109,7 +109,6 @@ def _check_duplicate(kept: CellResult, other: CellResult) -> bool:
             ("key", kept.record.get("key"), other.record.get("key"))
         raise _refuse_setting(f"cell {_label(kept)} is in two sources with the same predictions but another key",
                               diff, kept, other)
-    return True
 
 
 def _check_settings(cells: list[CellResult], sources: dict[Path, Path]) -> None:
@@ -188,7 +187,8 @@ def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[li
         described.append({"path": str(path), "bundle": bundle, "cells": len(found)})
         for cell in found:
             ident = (cell.task, cell.method, cell.seed)
-            if ident in kept and _check_duplicate(kept[ident], cell):
+            if ident in kept:
+                _check_same_run(kept[ident], cell)
                 duplicates.append({"cell": _label(cell), "kept": str(kept[ident].path.parent),
                                    "also_in": str(cell.path.parent)})
                 continue
