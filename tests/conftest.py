@@ -331,3 +331,23 @@ def one_error_line(argv: list[str], capsys) -> str:
     lines = [x for x in err.splitlines() if x.startswith("error: ")]
     assert len(lines) == 1 and "Traceback" not in err, err
     return lines[0]
+
+
+STALE_EXTENSION_LOCK_S = 600  # DeepSpeed's CPU op compiles in under 2 minutes on 2 cores
+
+
+@pytest.fixture(scope="session")
+def torch_extensions_unlocked() -> Path:
+    """torch's JIT extension folder (DeepSpeed compiles its CPU shared-memory op there when a CPU process group
+    starts) without a stale build lock: a run killed mid-compile leaves ``<name>/lock``, and torch's FileBaton
+    then waits on it forever (every later DeepSpeed launch on the machine hung). A lock older than
+    ``STALE_EXTENSION_LOCK_S`` is removed; returns the folder."""
+    import time
+
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+    for lock in list(root.glob("*/lock")) + list(root.glob("*/*/lock")):
+        if time.time() - lock.stat().st_mtime > STALE_EXTENSION_LOCK_S:
+            lock.unlink(missing_ok=True)
+    return root

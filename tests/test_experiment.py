@@ -104,6 +104,23 @@ def test_grid_runs_resumes_and_reports(grid, tmp_path, monkeypatch, capsys):
     assert plan == {**{(m, s): "stale" for m in METHODS[:3] for s in (1, 2)}, ("knn_vote", 1): "done"}
 
 
+def test_the_experiment_command_leaves_the_process_group_like_every_stage_command(grid, tmp_path, monkeypatch):
+    """`pgra experiment` ends as build-index, retrieve and rerank do: its ranks meet, then leave the process group
+    (a torchrun rank that exited holding it once aborted in gloo's teardown: "terminate called without an active
+    exception", after the report was written)."""
+    import yaml
+
+    import pgra.distributed
+
+    calls: list[str] = []
+    real = pgra.distributed.shutdown_distributed
+    monkeypatch.setattr(pgra.distributed, "shutdown_distributed", lambda: (calls.append("left"), real())[1])
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({**grid, "methods": ["knn_vote"], "seeds": [3]}))
+    assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
+    assert calls == ["left"]
+
+
 def test_dry_run_and_cli_exit_codes(grid, tmp_path, capsys):
     import yaml
 

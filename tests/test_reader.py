@@ -192,7 +192,7 @@ def test_gradient_checkpointing_and_accumulation_keep_the_loss(reranked, tmp_pat
 
 @pytest.mark.distributed
 @pytest.mark.parametrize("zero", [2, 3])
-def test_deepspeed_smoke_one_cpu_process(reranked, tmp_path, tiny_t5, zero):
+def test_deepspeed_smoke_one_cpu_process(reranked, tmp_path, tiny_t5, zero, torch_extensions_unlocked):
     """`accelerate launch` with the shipped ZeRO-2/3 configs, one CPU process: same losses as plain training."""
     pytest.importorskip("deepspeed", reason="the deepspeed extra is installed by `make test`")
     args = ["--data", str(reranked), "--model", str(tiny_t5), "--n-passages", "2", "--batch-size", "4",

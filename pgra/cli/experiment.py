@@ -167,7 +167,12 @@ def dry_run_resolution(experiment) -> list[str]:
 
 
 def run(cfg) -> int:
-    return 1 if run_and_report(cfg) else 0
+    """The command: the grid under the launcher's process group (if any), which every rank leaves together at the
+    end (:func:`~pgra.cli.command.run_distributed`; a rank that exits holding it can abort in gloo's teardown)."""
+    from .command import run_distributed
+
+    _, failed = run_distributed(run_and_report, cfg)
+    return 1 if failed else 0
 
 
 COMMAND = Command("experiment", "run a tasks x methods x seeds grid (resumable) and report it",
