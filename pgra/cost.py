@@ -97,6 +97,27 @@ def _safetensors_shapes(path: Path) -> dict[str, list[int]]:
     return {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
 
 
+def tensor_sizes(model: str | Path) -> dict[str, int] | None:
+    """The elements of every weight of a model folder, by name, from its safetensors headers (no weight is read);
+    None without safetensors or with an unreadable header."""
+    folder = Path(model)
+    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+    if not files:
+        return None
+    sizes: dict[str, int] = {}
+    for file in files:
+        try:
+            shapes = _safetensors_shapes(file)
+        except (OSError, ValueError):
+            return None
+        for name, shape in shapes.items():
+            n = 1
+            for dim in shape:
+                n *= int(dim)
+            sizes[name] = n
+    return sizes
+
+
 def parameter_counts(model: str | Path) -> dict[str, int] | None:
     """Parameters of a model folder from its safetensors headers: ``all``, and ``encoder`` / ``decoder`` by the
     weights' name prefixes (shared embeddings and heads count to ``all`` only); None without safetensors."""
@@ -135,4 +156,4 @@ def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int]
 
 
 __all__ = ["FLOPS_PER_TOKEN", "TokenMeter", "estimated_flops", "hardware", "merge_work", "meter", "metered",
-           "parameter_counts", "work_since"]
+           "parameter_counts", "tensor_sizes", "work_since"]

@@ -219,9 +219,11 @@ def test_dry_run_shows_costs_their_sources_and_the_wallclock(planned, tmp_path, 
     seed2 = lines.index(next(x for x in lines if "seed 2" in x))
     assert lines[seed2 - 1] == "      done: nothing to spend"
     assert lines[seed2 + 1] == "      ~100 s gpu (recorded: sky/fid/seed-1)"
-    assert lines[-2:] == ["expected cost: 2.2 min of work (0.03 GPU h, 0.01 CPU h)",
-                          "wall-clock on 2 worker(s): stages 15 s (each sharded over the workers) + cells 100 s "
-                          "(side by side, costliest first) = 115 s"]
+    cost = lines.index("expected cost: 2.2 min of work (0.03 GPU h, 0.01 CPU h)")
+    assert lines[cost + 1] == ("wall-clock on 2 worker(s): stages 15 s (each sharded over the workers) + cells 100 s "
+                               "(side by side, costliest first) = 115 s")
+    assert lines[cost + 2].startswith("disk, estimated")  # then the disk: the reader "reader" is no model here
+    assert any(x.startswith("  not counted: ") and "sky/fid/seed-2 (reader: parameters unknown" in x for x in lines)
     # the command: one process, one worker
     import yaml
 
@@ -292,6 +294,54 @@ def test_corpus_passed_reads_a_done_stage_from_its_manifest(planned, monkeypatch
                          False), ("{}", False), ('{"corpus_pass": "corpus"}', False), ("[1]", False), ("{", False)):
         manifest.write_text(text)  # what pgra wrote, then hand edits: the plan never fails on them
         assert _corpus_passed(exp, task, 100) is passed, text
+
+
+def test_the_dry_run_plans_the_disk_and_a_tiny_cell_holds_what_it_planned(tmp_path, corpus_txt, sky_task, tiny_opt,
+                                                                          tiny_t5, capsys):
+    """The plan's disk: the index (a BM25 index is not estimated before it is built), the stages' JSONL files, a
+    reader cell's best/ from its model's parameters x 4 B (within 2x of the folder a tiny cell leaves), its
+    predictions, and the peak a running cell's checkpoints add (weights and AdamW's 2 moments). Run, the done parts
+    are counted at their size on disk: the cell without its checkpoints, the index built."""
+    import yaml
+
+    from pgra.experiment.estimate import folder_bytes, format_bytes, plan_costs, reader_disk
+
+    cfg = _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, methods=["fid", "knn_vote"], seeds=[1],
+                  report=False)
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    exp = Experiment(from_dict(ExperimentConfig, cfg))
+    disk = plan_costs(exp, workers=1).disk
+    planned = reader_disk(exp.method(exp.cfg.tasks[0], "fid").inputs.settings.reader)
+    assert planned.trained == planned.parameters  # every weight trains
+    assert planned.checkpoint_bytes == pytest.approx(3 * 4 * planned.parameters)
+    lines = out.splitlines()
+    head = lines.index("disk, estimated (what the grid holds once every cell is done; what is already there at its "
+                       "size):")
+    assert lines[head + 1].startswith(f"  index {tmp_path / 'index'} (shared): to build, size not estimated")
+    assert lines[head + 2].startswith("  stages: ") and "candidates" in lines[head + 2]
+    reader_line = next(x for x in lines if x.startswith("  reader cells: 1 x "))
+    assert f"best/ {format_bytes(planned.best_bytes)} = " in reader_line and "x 4 B (fp32" in reader_line
+    assert "resumable checkpoints deleted once the cell is done" in reader_line
+    assert any(x.startswith("  other cells: 1 x ") for x in lines)
+    assert f"peak while training: + {format_bytes(2 * planned.checkpoint_bytes)} (1 reader cell(s) at once" in out
+    assert disk.peak == pytest.approx(2 * planned.checkpoint_bytes) and disk.unknown == ["the index"]
+    assert disk.total == pytest.approx(sum(disk.stages.values()) + sum(sum(v) for v in disk.cells.values()))
+
+    assert exp.run() == []
+    run = tmp_path / "exp" / "sky" / "fid" / "seed-1"
+    best = folder_bytes(run / "best")
+    assert best / 2 <= planned.best_bytes <= 2 * best, (planned.best_bytes, best)
+    assert not (run / "checkpoints").exists()
+    for stage in ("candidates", "reranked"):  # within 2x too, with a measured line size
+        if stage in disk.stages:
+            actual = folder_bytes(tmp_path / "exp" / "sky" / stage)
+            assert actual / 2 <= disk.stages[stage] <= 2 * actual, (stage, disk.stages[stage], actual)
+    done = plan_costs(Experiment(from_dict(ExperimentConfig, cfg)), workers=1).disk
+    assert done.index == folder_bytes(tmp_path / "index") and done.peak == 0 and done.unknown == []
+    assert done.cells["reader cells"] == [folder_bytes(run)]
 
 
 def test_reuse_or_run_records_cost_and_key_then_reuses(tmp_path):
@@ -425,7 +475,9 @@ def test_gpu_cells_count_their_overheads():
     assert cost.parts["best/"] == pytest.approx(10 * o.best_s) and cost.parts["loads"] == pytest.approx(2 * o.load_s)
     assert cost.parts["start"] == o.process_start_s
     assert cost.written_bytes == pytest.approx(10 * o.checkpoint_bytes + 10 * o.best_bytes)
-    assert cost.kept_bytes == pytest.approx(o.checkpoint_bytes + o.best_bytes)
+    assert cost.kept_bytes == pytest.approx(o.best_bytes)  # a done cell's checkpoints are deleted
+    assert fits.gpu_cell({**reader, "keep_resume_state": True}, None).kept_bytes == \
+        pytest.approx(o.checkpoint_bytes + o.best_bytes)
     # the device's share: the model steps and the evaluations; the rest is the host's
     assert cost.device_s == pytest.approx(cost.parts["steps"] - 5000 * fits.loop_s + cost.parts["evaluations"])
     # save_every 2,500 writes 2 checkpoints; no evaluation: best/ once, at the end; unknown splits: said
@@ -481,7 +533,7 @@ def test_a_dry_run_without_cuda_prices_the_gpu_fits_when_the_config_asks_for_gpu
            "reduce-overhead (CUDA graphs)), so the plan prices the GPU fits" in text
     assert "compile+cudagraphs not measured: priced as fused+compile+cudagraphs" in text  # foreach AdamW here
     plan = plan_costs(Experiment(cfg), workers=1)
-    assert {e.device for e in plan.cells} == {"gpu"} and "disk:" in "\n".join(plan.summary())
+    assert {e.device for e in plan.cells} == {"gpu"} and "disk writes:" in "\n".join(plan.summary())
     monkeypatch.setenv("PGRA_PLAN_DEVICE", "cpu")
     assert plan_device(cfg)[0] == "cpu" and "PGRA_PLAN_DEVICE=cpu" in plan_device(cfg)[1]
     assert {e.device for e in plan_costs(Experiment(cfg), workers=1).cells} == {"cpu"}

@@ -87,7 +87,7 @@ def test_grid_runs_resumes_and_reports(grid, tmp_path, monkeypatch, capsys):
 
     calls = []
     real_train = train_mod.train
-    monkeypatch.setattr(train_mod, "train", lambda c: calls.append(c.out) or real_train(c))
+    monkeypatch.setattr(train_mod, "train", lambda c, **kw: calls.append(c.out) or real_train(c, **kw))
     capsys.readouterr()
     assert run_and_report(from_dict(ExperimentConfig, grid)) == []
     assert calls == [str(out / "pgra" / "seed-2")]
@@ -312,6 +312,56 @@ def test_evaluate_reproduces_and_pipeline_predicts_like_the_run(grid, tmp_path, 
     write_manifest(other, {"kind": "candidates", "task": to_dict(get_task("sst2"))})
     assert main(["evaluate", "--run", str(out / "fid" / "seed-1"), "--data", str(other)]) == 2
     assert "task 'sst2'" in capsys.readouterr().err
+
+
+def test_a_finished_reader_cell_keeps_what_predicts_and_drops_its_resume_state(grid, tmp_path, capsys, monkeypatch):
+    """A reader cell keeps its checkpoints until its cell.json is written (a cell killed before that resumes from
+    them), then deletes them: best/, the predictions, metrics and the training log stay, and evaluate and
+    Pipeline.load work on the cell. reader.keep_resume_state keeps them, and changes no key: a finished cell stays
+    done."""
+    from pgra.experiment import cell as cell_mod
+    from pgra.pipeline import Pipeline
+
+    grid.update(methods=["fid"], seeds=[1], report=False)
+    real_write = cell_mod.write_json
+
+    def no_completion_mark(path, obj):  # killed once its reader finished, before its cell.json
+        if Path(path).name == CELL_FILE:
+            raise RuntimeError("killed before cell.json")
+        real_write(path, obj)
+
+    monkeypatch.setattr(cell_mod, "write_json", no_completion_mark)
+    assert [(c.method, c.seed) for c in Experiment(from_dict(ExperimentConfig, grid)).run()] == [("fid", 1)]
+    run = Path(grid["out"]) / "sky" / "fid" / "seed-1"
+    assert (run / "manifest.json").is_file() and not (run / CELL_FILE).exists()
+    assert (run / "checkpoints" / "step_4" / "trainer_state.json").is_file()  # the resume state, until cell.json
+    monkeypatch.setattr(cell_mod, "write_json", real_write)
+    capsys.readouterr()
+    exp = Experiment(from_dict(ExperimentConfig, grid))
+    assert [c.status for c in exp.plan()] == ["resume"] and exp.run() == []
+    printed = capsys.readouterr().out
+    assert "resuming" in printed and "resuming from" in printed and "(step 4)" in printed  # not trained again
+    assert (run / CELL_FILE).is_file()
+    assert not (run / "checkpoints").exists() and not list(run.glob(".checkpoints.*"))
+    for name in ("best/model.safetensors", "predictions_dev.jsonl", "predictions_test.jsonl", "metrics.json",
+                 "train_log.jsonl", "manifest.json"):
+        assert (run / name).is_file(), name
+    cell = json.loads((run / CELL_FILE).read_text())
+    assert cell["steps"] == 4 and [e["step"] for e in cell["evaluations"]] == [2, 4]
+    assert main(["evaluate", "--run", str(run)]) == 0
+    assert f"accuracy {cell['results']['test']['accuracy']:.4f}" in capsys.readouterr().out
+    saved = _lines(run / "predictions_test.jsonl")
+    got = Pipeline.load(run).predict([s["text"] for s in saved])
+    assert [g["prediction"] for g in got] == [s["prediction"] for s in saved]
+    # keep_resume_state: no key changes (the finished cell stays done); a new cell keeps its checkpoints
+    kept = {**grid, "reader": {**grid["reader"], "keep_resume_state": True}}
+    plan = Experiment(from_dict(ExperimentConfig, kept)).plan()
+    assert [(c.status, c.key) for c in plan] == [("done", cell["key"])]
+    kept["out"] = str(tmp_path / "kept")
+    assert Experiment(from_dict(ExperimentConfig, kept)).run() == []
+    again = tmp_path / "kept" / "sky" / "fid" / "seed-1"
+    assert (again / CELL_FILE).is_file() and (again / "checkpoints" / "step_4" / "trainer_state.json").is_file()
+    assert json.loads((again / CELL_FILE).read_text())["key"] == cell["key"]
 
 
 def test_paper_table2_config_matches_the_reader_configs():

@@ -426,7 +426,8 @@ def test_reader_folders_follow_the_umask_and_refuse_other_artifacts(reranked, tm
     try:
         out = tmp_path / "run"
         train(TrainConfig(data=str(reranked), out=str(out), model=str(tiny_t5), n_passages=2, max_length=48,
-                          batch_size=4, max_steps=2, save_every=1, eval_every=0, show_progress=False))
+                          batch_size=4, max_steps=2, save_every=1, eval_every=0, show_progress=False,
+                          keep_resume_state=True))  # the checkpoints' files too
     finally:
         os.umask(old)
     files = [p for p in out.rglob("*") if p.is_file()]
@@ -439,6 +440,36 @@ def test_reader_folders_follow_the_umask_and_refuse_other_artifacts(reranked, tm
     with pytest.raises(InputError, match="holds a 'reranked' artifact"):
         train(TrainConfig(data=str(reranked), out=str(other), model=str(tiny_t5), n_passages=2, max_steps=1,
                           batch_size=4, show_progress=False))
+
+
+def test_a_finished_run_keeps_what_predicts_and_drops_its_resume_state(reranked, tmp_path, tiny_t5):
+    """Once the final evaluation has written the manifest, ``checkpoints/`` (weights, AdamW's moments, scheduler, RNG)
+    is deleted: ``best/``, the predictions, metrics and log stay and predict. A re-run trains again with the same
+    settings and refuses other ones (as a checkpoint's resume key did); ``keep_resume_state`` keeps the checkpoints
+    and enters no key."""
+    from pgra.reader.predict import Reader
+    from pgra.training import resume_settings
+
+    base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=2,
+                save_every=1, eval_every=1, learning_rate=1e-3, show_progress=False)
+    out = tmp_path / "run"
+    train(TrainConfig(out=str(out), **base))
+    assert not (out / "checkpoints").exists() and not list(out.glob(".checkpoints.*"))
+    for name in ("best/model.safetensors", "predictions_dev.jsonl", "predictions_test.jsonl", "metrics.json",
+                 "train_log.jsonl", "manifest.json"):
+        assert (out / name).is_file(), name
+    reader = Reader.load(out)
+    assert reader.task.name == "sky"
+    weights = (out / "best" / "model.safetensors").read_bytes()
+    train(TrainConfig(out=str(out), **base))  # finished, no checkpoint: trained again, to the same reader
+    assert (out / "best" / "model.safetensors").read_bytes() == weights and not (out / "checkpoints").exists()
+    with pytest.raises(InputError, match="finished run written with another config"):
+        train(TrainConfig(out=str(out), **{**base, "learning_rate": 5e-4}))
+    kept = tmp_path / "kept"
+    train(TrainConfig(out=str(kept), keep_resume_state=True, **base))
+    assert (kept / "checkpoints" / "step_2" / "trainer_state.json").is_file()
+    assert (kept / "best" / "model.safetensors").read_bytes() == weights
+    assert resume_settings(TrainConfig(keep_resume_state=True)) == resume_settings(TrainConfig())
 
 
 def _losses(run: Path) -> list[float]:

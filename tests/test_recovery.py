@@ -189,7 +189,7 @@ def test_a_damaged_checkpoint_is_skipped_for_the_one_before(damage, tmp_path, re
         argv = ["train", "--data", str(reranked), "--out", str(tmp_path / out), "--model", str(tiny_t5),
                 "--n-passages", "2", "--max-length", "48", "--batch-size", "4", "--max-steps", "7",
                 "--eval-every", "0", "--save-every", "3", "--keep-checkpoints", "3", "--learning-rate", "1e-3",
-                "--no-show-progress"]
+                "--no-show-progress", "--keep-resume-state"]  # a finished run's checkpoints kept, to damage
         assert main(argv) == 0, capsys.readouterr().err
         return capsys.readouterr().out
 
@@ -222,7 +222,8 @@ def test_a_skipped_damaged_checkpoint_does_not_outlive_the_new_ones(tmp_path, re
 
     argv = ["train", "--data", str(reranked), "--out", str(tmp_path / "run"), "--model", str(tiny_t5),
             "--n-passages", "2", "--max-length", "48", "--batch-size", "4", "--max-steps", "7", "--eval-every", "0",
-            "--save-every", "3", "--keep-checkpoints", "1", "--learning-rate", "1e-3", "--no-show-progress"]
+            "--save-every", "3", "--keep-checkpoints", "1", "--learning-rate", "1e-3", "--no-show-progress",
+            "--keep-resume-state"]
     assert main(argv) == 0, capsys.readouterr().err
     ckpts = tmp_path / "run" / "checkpoints"
     assert [p.name for p in ckpts.iterdir()] == ["step_7"]

@@ -443,7 +443,9 @@ class BenchFits:
             keep = min(int(reader.get("keep_checkpoints", 1) or 1), saves)
             parts.update({"checkpoints": saves * o.checkpoint_s, "best/": best * o.best_s, "loads": 2 * o.load_s,
                           "start": o.process_start_s})
-            written, kept = saves * o.checkpoint_bytes + best * o.best_bytes, keep * o.checkpoint_bytes + o.best_bytes
+            # a finished cell keeps best/; its checkpoints are deleted unless keep_resume_state
+            written = saves * o.checkpoint_bytes + best * o.best_bytes
+            kept = (keep * o.checkpoint_bytes if reader.get("keep_resume_state") else 0.0) + o.best_bytes
         seconds = sum(parts.values())
         gb = lambda b: f"{b / 1e9:.1f} GB"  # noqa: E731
         text = [f"{steps} steps x ({step.variant} {step.s_per_step:.3f} s x {max(passages, 1)}/{self.bench_passages}"
@@ -689,6 +691,7 @@ class Plan:
     workers: int
     cells_per_gpu: int = 1
     note: str = ""
+    disk: DiskPlan | None = None  # what the grid holds on disk (plan_disk)
 
     @property
     def known(self) -> list[Estimate]:
@@ -729,8 +732,9 @@ class Plan:
                   f"({self.hours('gpu'):.2f} GPU h, {self.hours('cpu'):.2f} CPU h)"]
         written = sum(e.written_bytes for e in self.cells)
         if written:
-            lines.append(f"disk: the cells' checkpoints and best/ write at most {written / 1e12:.2f} TB and keep "
-                         f"{sum(e.kept_bytes for e in self.cells) / 1e9:.0f} GB (keep_checkpoints, best/)")
+            lines.append(f"disk writes: the cells' checkpoints and best/ saves write at most {written / 1e12:.2f} TB "
+                         f"(at the measured sizes); done, they keep {sum(e.kept_bytes for e in self.cells) / 1e9:.0f} "
+                         "GB (best/; checkpoints deleted unless reader.keep_resume_state)")
         if self.cells_per_gpu > 1:
             lines.append(f"{self.cells_per_gpu} cells per GPU (assumed, not measured: each cell at the longer of its "
                          f"own time and {self.cells_per_gpu} x its device time)")
@@ -739,6 +743,8 @@ class Plan:
                      f"{format_seconds(stages + cells)}")
         if unknown:
             lines.append(f"  {unknown} stage(s)/cell(s) without an estimate, not counted")
+        if self.disk is not None:
+            lines += self.disk.lines()
         return lines
 
 
@@ -910,8 +916,382 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
         e.label = c.label
         estimates.append(e)
     per_gpu = cells_per_gpu or int(getattr(exp.cfg, "cells_per_gpu", 0) or 0) or 1
-    return Plan(stages, estimates, workers or int(getattr(exp.cfg, "workers", 0) or 0) or default_workers(), per_gpu,
-                fits.note)
+    n = workers or int(getattr(exp.cfg, "workers", 0) or 0) or default_workers()
+    return Plan(stages, estimates, n, per_gpu, fits.note, plan_disk(exp, cells, splits, n))
+
+
+# ----------------------------------------------------------------------------------------------- disk
+
+WEIGHT_BYTES = 4  # best/ and the checkpoints hold fp32 weights (the master weights, whatever mixed_precision)
+ADAMW_MOMENTS = 2  # a checkpoint adds AdamW's two fp32 moments of every trained weight
+# parameters of the Hub readers the paper's configs name, for a model that is not here (its Hub card's count)
+KNOWN_PARAMETERS = {"t5-small": 60_506_624, "t5-base": 222_903_552, "t5-large": 737_668_096}
+SAMPLE_BYTES = 1 << 20  # a line size is measured on a file's first MiB
+# line sizes where they cannot be measured, and the JSON around measured texts (bytes, about)
+INPUT_BYTES = 200  # an input's record (id, text, label) when the task's files cannot be read
+JSON_KEYS_BYTES = 50  # what an input's JSON record adds to its line in the task's own files
+SENTENCE_BYTES = 150  # a corpus sentence when the corpus cannot be read
+CTX_BYTES = 60  # a candidate's id, score and keys besides its text
+RERANKED_CTX_BYTES = 50  # a reranked candidate's retrieval score and rank on top
+DEMO_BYTES = 35  # a demonstration's id and label in a reranked line
+PREDICTION_BYTES = 160  # a predictions line's label, prediction, scores and keys besides the input's record
+EVIDENCE_BYTES = 12  # an evidence id in a predictions line
+CELL_RECORD_BYTES = 12_000  # a cell's cell.json (its settings, results, cost), manifest and metrics
+LOG_LINE_BYTES = 70  # a step's line of a reader's train_log.jsonl
+
+
+def format_bytes(n: float) -> str:
+    """``12.3 kB``, ``4.5 MB``, ``587 MB``, ``2.68 GB`` or ``1.20 TB`` (decimal units)."""
+    if n < 1e6:
+        return f"{n / 1e3:.1f} kB"
+    if n < 1e9:
+        return f"{n / 1e6:.1f} MB" if n < 1e8 else f"{n / 1e6:.0f} MB"
+    if n < 1e12:
+        return f"{n / 1e9:.2f} GB" if n < 1e11 else f"{n / 1e9:.0f} GB"
+    return f"{n / 1e12:.2f} TB"
+
+
+def mean_line_bytes(path: str | Path) -> float | None:
+    """The mean bytes of a line of a text file, measured on its first MiB; None for no readable, non-empty file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SAMPLE_BYTES)
+    except OSError:
+        return None
+    lines = head.count(b"\n") or (1 if head else 0)
+    return len(head) / lines if lines else None
+
+
+def folder_bytes(folder: str | Path) -> int:
+    """The bytes of the files under ``folder`` (0 when it is not there)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def model_parameters(model: str) -> tuple[dict[str, int] | None, str]:
+    """A model's parameters (``all``, and ``encoder`` / ``decoder`` where its weights' names tell) and where the
+    count came from: a local folder's safetensors headers (:func:`pgra.cost.parameter_counts`), the same of a Hub model
+    in the local Hugging Face cache, or :data:`KNOWN_PARAMETERS`; (None, why) otherwise."""
+    from ..cost import parameter_counts
+
+    counts = parameter_counts(model)
+    if counts:
+        return counts, f"{model}'s safetensors"
+    if not Path(model).exists():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(model, "model.safetensors")
+            counts = parameter_counts(Path(cached).parent) if isinstance(cached, str) else None
+        except Exception:  # noqa: BLE001 - not a repo id, no hub library: only the plan's estimate is missed
+            counts = None
+        if counts:
+            return counts, f"{model}'s safetensors (Hugging Face cache)"
+    known = KNOWN_PARAMETERS.get(model.removeprefix("google-t5/"))
+    if known:
+        return {"all": known}, f"{model}: its Hub card's count"
+    return None, f"{model}: parameters unknown (not a local folder, not in the Hugging Face cache)"
+
+
+def _config_dim(model: str) -> int | None:
+    """The hidden size of a local model's ``config.json`` (None for a Hub name or an unreadable config)."""
+    try:
+        config = json.loads((Path(model) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    dim = config.get("word_embed_proj_dim") or config.get("hidden_size") or config.get("d_model") \
+        or config.get("n_embd")
+    return int(dim) if isinstance(dim, int) and dim > 0 else None
+
+
+def _count(n: int) -> str:
+    """``222.9M`` parameters, or all the digits of a small count (``46,592``)."""
+    return f"{n / 1e6:.1f}M" if n >= 100_000 else f"{n:,}"
+
+
+@dataclass
+class ReaderDisk:
+    """What one reader cell writes, from its model's parameters: ``best/`` (the fp32 weights and the model folder's
+    other files: tokenizer, configs) and a resumable checkpoint (the weights and AdamW's two moments of the trained
+    ones)."""
+
+    parameters: int
+    trained: int
+    other_bytes: int
+    source: str
+
+    @property
+    def best_bytes(self) -> float:
+        return self.parameters * WEIGHT_BYTES + self.other_bytes
+
+    @property
+    def checkpoint_bytes(self) -> float:
+        return (self.parameters + ADAMW_MOMENTS * self.trained) * WEIGHT_BYTES
+
+
+# weights a frozen encoder's reader does not train besides the encoder's: the word embeddings and the output
+# projection over the vocabulary (FiDReader.freeze_encoder), by their names in T5 and bert2bert checkpoints
+FROZEN_WITH_THE_ENCODER = ("shared.", "embed_tokens.", "word_embeddings.", "lm_head.", "cls.predictions.decoder.",
+                           "cls.predictions.bias")
+
+
+def reader_disk(reader: Any) -> ReaderDisk | None:
+    """:class:`ReaderDisk` of a reader config (``reader``: a :class:`pgra.reader.config.TrainConfig`); None when its
+    model's parameters are unknown. With a frozen encoder (``freeze_encoder``, ``train_top_layers``) the trained
+    weights are all but the encoder's, the word embeddings and the output projection (by their names in the local
+    safetensors), plus the top layers' share of the encoder's; every weight where the names cannot be read."""
+    from ..cost import tensor_sizes
+
+    counts, source = model_parameters(str(reader.model))
+    if not counts:
+        return None
+    total = int(counts["all"])
+    layers = _trained_layers({"train_top_layers": reader.train_top_layers, "freeze_encoder": reader.freeze_encoder})
+    trained = total
+    sizes = tensor_sizes(str(reader.model)) if layers is not None else None
+    if sizes:
+        encoder = sum(n for k, n in sizes.items() if k.startswith("encoder."))
+        frozen = encoder + sum(n for k, n in sizes.items() if not k.startswith("encoder.")
+                               and any(f".{part}" in f".{k}" for part in FROZEN_WITH_THE_ENCODER))
+        of = encoder_layers(str(reader.model))
+        trained = max(total - frozen + (encoder * min(layers, of) // of if of else 0), 0)
+    folder = Path(str(reader.model))
+    other = 0
+    if folder.is_dir():
+        other = sum(p.stat().st_size for p in folder.iterdir()
+                    if p.is_file() and not p.name.endswith((".safetensors", ".bin", ".pt", ".h5", ".msgpack")))
+    return ReaderDisk(total, trained, other, source)
+
+
+@dataclass
+class DiskPlan:
+    """What a grid holds on disk once every cell is done (bytes; what is already there at its size on disk), by
+    part, and the peak that training adds; each part with how it was reckoned (:func:`plan_disk`)."""
+
+    index: float | None
+    index_text: str
+    stages: dict[str, float]
+    stage_text: dict[str, str]
+    cache: float
+    cache_text: str
+    cells: dict[str, list[float]]
+    cell_text: dict[str, str]
+    peak: float
+    peak_text: str
+    unknown: list[str]
+
+    @property
+    def total(self) -> float:
+        return (self.index or 0.0) + sum(self.stages.values()) + self.cache + \
+            sum(sum(v) for v in self.cells.values())
+
+    def lines(self) -> list[str]:
+        out = ["disk, estimated (what the grid holds once every cell is done; what is already there at its size):",
+               f"  index {self.index_text}"]
+        if self.stages:
+            out.append(f"  stages: {format_bytes(sum(self.stages.values()))} ("
+                       + "; ".join(f"{s} {format_bytes(b)}, {self.stage_text[s]}" for s, b in self.stages.items())
+                       + ")")
+        if self.cache:
+            out.append(f"  reranker's embedding cache: {self.cache_text}")
+        for kind, sizes in self.cells.items():
+            each = f"{len(sizes)} x {format_bytes(max(sizes))}" if len(set(sizes)) == 1 else \
+                f"{len(sizes)}, up to {format_bytes(max(sizes))} each"
+            out.append(f"  {kind}: {each} = {format_bytes(sum(sizes))} ({self.cell_text[kind]})")
+        out.append(f"  total: {format_bytes(self.total)}" + (f"; peak while training: + {format_bytes(self.peak)} "
+                                                             f"({self.peak_text})" if self.peak else ""))
+        if self.unknown:
+            out.append(f"  not counted: {'; '.join(self.unknown)}")
+        return out
+
+
+def _task_input_bytes(exp: Experiment, task: str) -> float:
+    """The bytes of one input's JSON record (id, text, label): the mean line of the task's local data files plus
+    the JSON keys, else :data:`INPUT_BYTES`."""
+    from ..tasks.loaders import resolve_data_path
+    from .config import cell_settings
+
+    spec = exp.tasks[task]
+    try:
+        base = resolve_data_path(spec.data, cell_settings(exp.cfg, task).data_dir)
+    except (PgraError, OSError, ValueError):
+        return INPUT_BYTES
+    if not isinstance(base, Path):
+        return INPUT_BYTES
+    sizes = [m for f in spec.data.files.values() if (m := mean_line_bytes(base / f)) is not None]
+    return sum(sizes) / len(sizes) + JSON_KEYS_BYTES if sizes else INPUT_BYTES
+
+
+def _corpus_lines(exp: Experiment) -> tuple[int | None, float, int]:
+    """The corpus's sentences (the built index's count, else the local file's size over its mean line), a sentence's
+    mean bytes and the file's size (0 when not a local file)."""
+    corpus = Path(str(exp.cfg.index.corpus))
+    mean = mean_line_bytes(corpus) if corpus.is_file() else None
+    size = corpus.stat().st_size if corpus.is_file() else 0
+    count = _corpus_size(exp) or (int(round(size / mean)) if mean else None)
+    return count, (mean or SENTENCE_BYTES), size
+
+
+def _index_disk(exp: Experiment, sentences: int | None, corpus_bytes: int) -> tuple[float | None, str]:
+    """The shared index: its size on disk when built, else a flat (or IVF, HNSW) dense index's vectors (sentences x
+    dim x 4 B; ivfsq8 1 B a dim, ivfpq its sub-quantisers' bytes) and the copy of the corpus it stores; None for
+    another retriever before it is built."""
+    index = exp.cfg.index
+    if (Path(index.out) / "manifest.json").exists():
+        size = folder_bytes(index.out)
+        return float(size), f"{index.out} (shared): {format_bytes(size)}, built"
+    dense = getattr(index, "dense", None)
+    dim = _config_dim(str(dense.encoder)) if index.retriever == "dense" and dense is not None else None
+    if index.retriever != "dense" or dim is None or sentences is None:
+        why = "its retriever's size is not estimated" if index.retriever != "dense" else \
+            "the encoder's dimension or the corpus size is unknown here"
+        return None, f"{index.out} (shared): to build, size not estimated ({why})"
+    kind = dense.index_type
+    try:
+        per = {"ivfsq8": dim, "ivfpq": dense.faiss.pq_subquantizers(dim)}.get(kind, dim * 4)
+    except PgraError as e:  # a pq_m the build will refuse: the plan says so
+        return None, f"{index.out} (shared): to build, size not estimated ({e})"
+    vectors = sentences * per
+    text = (f"{index.out} (shared): {format_bytes(vectors + corpus_bytes)} to build ({sentences:,} sentences x "
+            + (f"{dim} dims x 4 B" if per == dim * 4 else f"{per} B") + f", {kind}"
+            + (f", + the corpus copy {format_bytes(corpus_bytes)})" if corpus_bytes else ")"))
+    return float(vectors + corpus_bytes), text
+
+
+def plan_disk(exp: Experiment, cells: list[CellPlan], splits: dict[str, dict[str, int] | None], workers: int
+              ) -> DiskPlan:
+    """The disk a grid holds once done, by part: the shared index (:func:`_index_disk`); each stage's JSONL files
+    (inputs x a line: the input's record and its k candidates, or its top d and demonstrations, each a corpus
+    sentence and its keys); the prompt-guided reranker's embedding cache (the texts its stages embed,
+    :func:`stage_embeddings`, and the queries, x the LM's dimension x 4 B: fp32 rows); every cell: a reader's
+    ``best/`` (:func:`reader_disk`), and every cell's predictions (the inputs of its splits x a line) and records.
+    What is done is counted at its size on disk. Training adds, for each reader cell running
+    at once (at most ``workers``), ``keep_checkpoints`` + 1 resumable checkpoints (the next is written before the
+    last is deleted); a done cell keeps none unless ``reader.keep_resume_state``."""
+    from ..methods.reader_method import ReaderMethod
+
+    names = {t: exp.tasks[t].name for t in exp.cfg.tasks}
+    sentences, sentence, corpus_bytes = _corpus_lines(exp)
+    index, index_text = _index_disk(exp, sentences, corpus_bytes)
+    unknown = [] if index is not None else ["the index"]
+    inputs = {t: _task_input_bytes(exp, t) for t in exp.cfg.tasks}
+    stages: dict[str, float] = {}
+    counted: dict[str, int] = {}  # input lines estimated, by stage
+    built: dict[str, int] = {}  # tasks whose stage is done (counted at its size), by stage
+    cache, cache_rows, cache_dims = 0.0, 0, set()
+    for t in exp.cfg.tasks:
+        n = sum((splits.get(names[t]) or {}).values())
+        rerank = exp.rerank_config(t)
+        k = exp.retrieve_config(t).k
+        needed = exp.stages_needed()
+        embedded = stage_embeddings(rerank, k, n or None, sentences, needed,
+                                    "reranked" in needed and _corpus_passed(exp, t, sentences))
+        dim = _config_dim(str(rerank.lm))
+        for stage in needed:
+            done = exp.stage_done(t, stage)
+            if done:
+                size = float(folder_bytes(exp.stage_dir(t, stage)))
+                built[stage] = built.get(stage, 0) + 1
+            elif not n:
+                unknown.append(f"{names[t]}/{stage} (inputs unknown)")
+                continue
+            elif stage == "candidates":
+                size = n * (inputs[t] + k * (sentence + CTX_BYTES))
+            else:
+                demos = rerank.num_demos * DEMO_BYTES if stage != "full_search" else 0
+                size = n * (inputs[t] + rerank.top_d * (sentence + CTX_BYTES + RERANKED_CTX_BYTES) + demos)
+            stages[stage] = stages.get(stage, 0.0) + size
+            counted[stage] = counted.get(stage, 0) + (0 if done else n)
+            rows = embedded.get(stage)
+            if stage == "reranked" and rows:
+                rows += n  # the queries' own cache, once per input
+            if stage in ("reranked", "full_search") and rows and not done:
+                if dim:
+                    cache += rows * dim * 4
+                    cache_rows += rows
+                    cache_dims.add(dim)
+                elif "the reranker's embedding cache (the LM's dimension is unknown here)" not in unknown:
+                    unknown.append("the reranker's embedding cache (the LM's dimension is unknown here)")
+    k_text = sorted({exp.retrieve_config(t).k for t in exp.cfg.tasks})
+    d_text = sorted({exp.rerank_config(t).top_d for t in exp.cfg.tasks})
+    stage_text = {}
+    for s in stages:
+        parts = [f"{built[s]} built, at its size"] if built.get(s) else []
+        if counted[s]:
+            parts.append(f"{counted[s]:,} input lines with " + (f"k={'/'.join(map(str, k_text))} candidates"
+                         if s == "candidates" else f"their top d={'/'.join(map(str, d_text))}")
+                         + f" of ~{sentence:.0f} B")
+        stage_text[s] = ", ".join(parts)
+    cache_text = (f"up to {format_bytes(cache)} ({cache_rows:,} texts x {'/'.join(map(str, sorted(cache_dims)))} dims "
+                  f"x 4 B; shared, {exp.cfg.rerank.cache_dir})") if cache else ""
+    readers: list[float] = []
+    others: list[float] = []
+    models: dict[str, ReaderDisk | None] = {}
+    peak_cell, peak_text, running, kept_text = 0.0, "", 0, ""
+    reader_text = ""
+    predictions = 0
+    for c in cells:
+        method = exp.method(c.task, c.method)
+        lines = sum((splits.get(names[c.task]) or {}).get(s, 0) for s in method.splits())
+        is_reader = isinstance(method, ReaderMethod)
+        evidence = method.n_passages() if is_reader else 8
+        preds = lines * (inputs[c.task] + PREDICTION_BYTES + EVIDENCE_BYTES * evidence) + CELL_RECORD_BYTES
+        if c.status == "done":
+            (readers if is_reader else others).append(float(folder_bytes(c.directory)))
+            continue
+        if not is_reader:
+            others.append(preds)
+            continue
+        reader = method.inputs.settings.reader
+        if reader.model not in models:
+            models[reader.model] = reader_disk(reader)
+        disk = models[reader.model]
+        if disk is None:
+            unknown.append(f"{c.label} ({model_parameters(str(reader.model))[1]})")
+            continue
+        keep = int(reader.keep_checkpoints)
+        kept = keep * disk.checkpoint_bytes if reader.keep_resume_state else 0.0
+        readers.append(disk.best_bytes + preds + kept + reader.max_steps * LOG_LINE_BYTES)
+        predictions = max(predictions, lines)
+        running += 1
+        # while it trains a cell holds keep_checkpoints checkpoints and, for a moment, the next one (written before
+        # the oldest is deleted; best/'s replacement, a second best/ for a moment, is smaller and never at once)
+        cell_peak = (keep + 1) * disk.checkpoint_bytes - kept
+        if cell_peak > peak_cell:
+            peak_cell = cell_peak
+            peak_text = (f"{keep + 1} resumable checkpoint(s) of {format_bytes(disk.checkpoint_bytes)}: the weights "
+                         f"and AdamW's 2 moments of the {_count(disk.trained)} trained, x 4 B; the next is written "
+                         "before the last is deleted" + (", the kept ones counted above" if kept else ""))
+            reader_text = (f"best/ {format_bytes(disk.best_bytes)} = {_count(disk.parameters)} parameters x 4 B "
+                           f"(fp32, {disk.source})" + (f" + tokenizer and configs {format_bytes(disk.other_bytes)}"
+                                                        if disk.other_bytes else ""))
+            kept_text = (f"keeps {keep} resumable checkpoint(s) of {format_bytes(disk.checkpoint_bytes)} a cell "
+                         "(reader.keep_resume_state)" if reader.keep_resume_state else
+                         "its resumable checkpoints deleted once the cell is done (reader.keep_resume_state keeps them)")
+    cells_out: dict[str, list[float]] = {}
+    cell_text: dict[str, str] = {}
+    if readers:
+        cells_out["reader cells"] = readers
+        done = sum(c.status == "done" for c in cells if isinstance(exp.method(c.task, c.method), ReaderMethod))
+        parts = [x for x in (reader_text, f"predictions up to {predictions:,} lines, cell.json, the training log"
+                             if predictions else "", kept_text,
+                             f"{done} done, at their size" if done else "") if x]
+        cell_text["reader cells"] = "; ".join(parts)
+    if others:
+        cells_out["other cells"] = others
+        done = sum(c.status == "done" for c in cells if not isinstance(exp.method(c.task, c.method), ReaderMethod))
+        cell_text["other cells"] = "predictions, cell.json" + (f"; {done} done, at their size" if done else "")
+    concurrent = min(max(workers, 1), running)
+    peak = concurrent * peak_cell
+    return DiskPlan(index, index_text, stages, stage_text, cache, cache_text, cells_out, cell_text, peak,
+                    f"{concurrent} reader cell(s) at once x {format_bytes(peak_cell)}: {peak_text}" if peak else "",
+                    unknown)
 
 
 def _fits_text(fits: BenchFits) -> str:
@@ -938,8 +1318,8 @@ def plan_order(exp: Experiment, cells: list[CellPlan], plan: Plan | None = None)
     return [c for _, c in sorted(enumerate(cells), key=key)]
 
 
-__all__ = ["BenchFits", "CellCost", "CellOverheads", "Estimate", "GpuStep", "Plan", "bf16_step_ratios",
-           "default_workers", "encoder_layers", "estimate_cell", "estimate_stage", "format_seconds",
-           "gpu_cell_measurements", "gpu_measurements", "gpu_requests", "gpu_variant", "lpt_assign", "lpt_order",
-           "plan_costs", "plan_device", "plan_order", "plan_wallclock", "stage_embeddings", "task_inputs",
-           "task_splits", "top_layer_shares", "top_layer_store"]
+__all__ = ["BenchFits", "CellCost", "CellOverheads", "DiskPlan", "Estimate", "GpuStep", "Plan", "ReaderDisk",
+           "bf16_step_ratios", "default_workers", "encoder_layers", "estimate_cell", "estimate_stage", "format_bytes",
+           "format_seconds", "gpu_cell_measurements", "gpu_measurements", "gpu_requests", "gpu_variant", "lpt_assign",
+           "lpt_order", "model_parameters", "plan_costs", "plan_device", "plan_disk", "plan_order", "plan_wallclock",
+           "reader_disk", "stage_embeddings", "task_inputs", "task_splits", "top_layer_shares", "top_layer_store"]

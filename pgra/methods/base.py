@@ -124,6 +124,10 @@ class Method(ABC):
     def fit(self, out: Path, seed: int) -> FitResult:
         """Train on the task's training split into ``out`` (resuming a killed fit); may predict splits too."""
 
+    def finished(self, out: Path) -> None:  # noqa: B027 (a hook: nothing to delete by default)
+        """Called once the cell's ``cell.json`` is written (main process only): delete what only resuming a killed
+        ``fit`` needed (a reader's checkpoints). Nothing by default."""
+
     @classmethod
     @abstractmethod
     def load(cls, out: Path, device: str | None = None, trust_remote_code: bool = False) -> Predictor:

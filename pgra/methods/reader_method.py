@@ -64,7 +64,7 @@ class ReaderMethod(Method):
         from ..reader.train import train
 
         cfg = self.train_config(out, seed)
-        train(cfg)
+        train(cfg, keep_resume_state=True)  # until cell.json is written (finished): a killed cell resumes
         if not init_distributed().is_main:  # the main process wrote the metrics and predictions
             return FitResult()
         result = reader_fit_result(out, self.inputs.task.metric, ["dev", cfg.test_split])
@@ -73,6 +73,14 @@ class ReaderMethod(Method):
 
             result.cost = {**reranked_cost(read_json(self.data_dir / MANIFEST)).as_dict(), "shared_by_seeds": True}
         return result
+
+    def finished(self, out: Path) -> None:
+        """Delete the cell's resumable checkpoints unless ``reader.keep_resume_state``: ``best/``, the predictions,
+        ``metrics.json`` and ``train_log.jsonl`` are what prediction, the report and the analyses read."""
+        if not self.inputs.settings.reader.keep_resume_state:
+            from ..training import drop_resume_state
+
+            drop_resume_state(out)
 
     @classmethod
     def load(cls, out: Path, device: str | None = None, trust_remote_code: bool = False) -> Predictor:

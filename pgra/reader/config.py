@@ -30,7 +30,12 @@ class TrainConfig:
     max_grad_norm: float = option(1.0, min=0, help="gradient clipping; 0 = off")
     eval_every: int = option(500, min=0, help="dev evaluation every N steps; 0 = only at the end")
     save_every: int = option(0, min=0, help="resumable checkpoint every N steps; 0 = at every evaluation")
-    keep_checkpoints: int = option(1, cosmetic=True, min=1, help="resumable checkpoints kept")
+    keep_checkpoints: int = option(1, cosmetic=True, min=1, help="resumable checkpoints kept while training")
+    keep_resume_state: bool = option(False, cosmetic=True, omit_default=True, record_default=False,
+                                     help="keep the resumable checkpoints (weights, AdamW's moments, scheduler, RNG: "
+                                          "up to 3x best/'s size) once the run has finished; default: deleted after the "
+                                          "final evaluation (in a grid, once the cell's cell.json is written), "
+                                          "leaving best/, the predictions, metrics and train_log.jsonl")
     early_stopping_patience: int = option(0, min=0, help="evaluations without improvement before stopping; 0 = off")
     eval_batch_size: int = option(16, min=1, help="inputs per evaluation batch")
     max_eval_examples: int = option(0, min=0, help="dev inputs used during training; 0 = all")

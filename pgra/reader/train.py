@@ -12,7 +12,9 @@ input with weight zero, so 4 inputs train on 8 processes), each part's loss weig
 target tokens: the gradient and the logged loss are the single process's token mean. Resumable:
 every ``save_every`` steps the full state (weights as safetensors, optimizer, scheduler, RNG) is saved with
 ``trainer_state.json``; a re-run continues from the latest checkpoint, skipping the batches already seen, and
-reaches the same weights as an uninterrupted run (each batch's dropout is drawn from its own seed).
+reaches the same weights as an uninterrupted run (each batch's dropout is drawn from its own seed). A finished run
+keeps ``best/``, its predictions, metrics and training log; its checkpoints are deleted unless
+``keep_resume_state`` (a re-run of a finished run then trains again).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from ..training import (
     EpochSampler,
     adamw_with_schedule,
     check_mixed_precision,
+    drop_resume_state,
     rank_share,
     resume_settings,
     resume_state,
@@ -252,8 +255,11 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
             encoded_dev = EncodedInputs.compute(inner, fmt, dev_records, cfg.eval_batch_size, show, "encoding dev")
     resume_key = {**resume_settings(cfg), "data_sha256": {s: sha256_file(data_dir / f"{s}.jsonl")
                                                        for s in ("train", "dev")}}
-    state = {"step": 0, "best_metric": -math.inf, "best_step": 0, "evals_without_improvement": 0, "history": []}
-    state = resume_state(acc, out, resume_key) or state
+    state = resume_state(acc, out, resume_key)
+    if state is None:
+        _check_finished_run(out, cfg, data_dir)
+        acc.wait_for_everyone()  # every rank read the manifest (and refused alike) before the main one deletes it
+        state = {"step": 0, "best_metric": -math.inf, "best_step": 0, "evals_without_improvement": 0, "history": []}
     if acc.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
         (out / MANIFEST).unlink(missing_ok=True)
@@ -267,6 +273,31 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     return TrainingSetup(cfg, acc, task, data_dir, manifest, out, tokenizer, fmt, reader, optimizer, scheduler,
                          sampler, train_dl, dev_records, state, resume_key, use_deepspeed, encoded_train, encoded_dev,
                          train_records)
+
+
+def _check_finished_run(out: Path, cfg: TrainConfig, data_dir: Path) -> None:
+    """A finished run whose checkpoints were deleted (``keep_resume_state`` off) is trained again from scratch, but
+    only with the settings and data its manifest recorded, as resuming a checkpoint requires: a run folder written
+    with another config or other data is refused (an InputError naming ``out``). An unreadable manifest is not
+    compared."""
+    from ..artifacts import read_json_object
+    from ..config import from_dict
+    from ..errors import PgraError
+    from ..provenance import folder_fingerprint
+
+    path = out / MANIFEST
+    if not path.is_file():
+        return
+    try:
+        manifest = read_json_object(path)
+        recorded = from_dict(TrainConfig, manifest.get("config") or {}, source=str(path))
+    except (PgraError, OSError, ValueError, TypeError):
+        return
+    fingerprint = manifest.get("data_fingerprint")
+    if resume_settings(recorded) != resume_settings(cfg) or (fingerprint is not None
+                                                             and fingerprint != folder_fingerprint(data_dir)):
+        raise InputError(f"{out} holds a finished run written with another config or other data; use another --out "
+                         "or delete it", field="out")
 
 
 def _evaluate_dev(s: TrainingSetup, step: int) -> tuple[float, bool]:
@@ -458,11 +489,17 @@ def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
 
 
 @locks_output(kind="reader")
-def train(cfg: TrainConfig) -> dict[str, Any]:
-    """Train, select the best checkpoint on dev, evaluate it on test; returns the metrics per split."""
+def train(cfg: TrainConfig, keep_resume_state: bool | None = None) -> dict[str, Any]:
+    """Train, select the best checkpoint on dev, evaluate it on test; returns the metrics per split. Once the final
+    evaluation has written the run's manifest, the resumable checkpoints are deleted unless ``keep_resume_state``
+    (default: ``cfg.keep_resume_state``; a grid's cell passes True and deletes them once its ``cell.json`` is
+    written, so a cell killed before that still resumes)."""
     s = setup(cfg)
     train_loop(s)
     results = final_evaluation(s)
+    keep = cfg.keep_resume_state if keep_resume_state is None else keep_resume_state
+    if not keep and s.acc.is_main_process:
+        drop_resume_state(s.out)
     if cfg.log_with != "none":
         s.acc.end_training()
     return results
