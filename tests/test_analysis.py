@@ -404,6 +404,38 @@ def test_retriever_comparison_and_missing_labeller(finished, tmp_path, tiny_bert
         analyze(from_dict(ExperimentConfig, cfg2))
 
 
+def test_analyze_dry_run_prices_what_the_analyses_would_run_and_runs_nothing(finished, tmp_path, tiny_bert, tiny_opt,
+                                                                            capsys):
+    """`pgra analyze --dry-run`: the sweep's points, the compared retriever's grid and the further reranker LM are
+    counted (the sweep's point that is the experiment's own cells is reused, not counted) and priced against the
+    grid; nothing runs and nothing is written."""
+    from pgra.analysis.run import analyze
+
+    cfg, embedded = finished
+    before = len(embedded)
+    out = Path(cfg["out"])
+    cfg = {**cfg, "dry_run": True,
+           "analysis": {"analyses": ["consistency", "sweep", "retrievers", "differences"],
+                        "sweep": {"k": [2, 4, 8], "d": [1]}, "consistency": {"rerank_lms": [str(tiny_opt)]},
+                        "retrievers": {"bert": {"retriever": "dense", "out": str(tmp_path / "dense"),
+                                                "dense": {"encoder": str(tiny_bert), "pooler": "mean"}}}}}
+    analyze(from_dict(ExperimentConfig, cfg))
+    printed = capsys.readouterr().out
+    lines = {line.strip().split(":")[0]: line.strip() for line in printed.splitlines()}
+    # points (8, 2), (2, 2), (4, 1) each rerank and train one PGRA reader; (4, 2) is the experiment's own cell
+    assert lines["sweep"].startswith("sweep: 3 stage run(s), 3 cell(s) (3 reader(s) to train)")
+    assert lines["sweep"].endswith("1 cell(s) are the experiment's own, reused")
+    assert lines["sky k=4 d=2"] == "sky k=4 d=2: the experiment's own cells"
+    assert lines["retriever bert"].startswith("retriever bert: 2 stage run(s), 2 cell(s) (2 reader(s) to train), "
+                                              "1 index(es) to build (not priced)")
+    assert lines["consistency"].startswith("consistency: 1 stage run(s), 0 cell(s)")
+    assert f"sky/rerank with {Path(tiny_opt).name}: ~" in printed  # priced as the experiment's recorded reranking
+    assert lines["differences"].startswith("differences: reads the experiment's files")
+    assert "6 stage run(s), 5 cell(s) (5 reader(s) to train)" in lines["analyses in all"]
+    assert "x the experiment's grid" in lines["analyses in all"]
+    assert not (out / "analysis").exists() and not (tmp_path / "dense").exists() and len(embedded) == before
+
+
 @pytest.mark.distributed
 def test_two_process_analyze_equals_single_process(finished, tmp_path):
     """`torchrun scripts/analyze.py`: a sweep point trained under DDP and another reranker LM sharded over two
@@ -453,6 +485,16 @@ def test_paper_analysis_section_builds_its_variants(tmp_path):
     root = Path(__file__).resolve().parents[1]
     cfg = load_config(analyze_config(), root / "configs" / "paper" / "experiment_table2.yaml")
     assert cfg.analysis.sweep.k == [16, 50, 100, 150] and len(cfg.analysis.consistency.rerank_lms) == 4
+    # the counts docs/analyses.md gives for `pgra analyze --dry-run` on this config
+    tasks, seeds = len(cfg.tasks), len(cfg.seeds)
+    points = len(sweep_points(cfg.analysis.sweep.k, cfg.analysis.sweep.d, cfg.rerank.k or cfg.retrieve.k,
+                              cfg.reader.n_passages, cfg.retrieve.k))
+    said = " ".join((root / "docs" / "analyses.md").read_text().split())
+    for count in (f"{tasks * len(cfg.methods) * seeds} cells", f"sweep's {points} points are {points * tasks * seeds}",
+                  f"({(points - 1) * tasks * seeds} once", f"two compared retrievers {2 * 2 * tasks * seeds} FiD",
+                  f"{4 * tasks} rerank runs"):
+        assert count in said, count
+    assert len(cfg.analysis.retrievers) == 2
     for name, spec in cfg.analysis.retrievers.items():
         v = variant_config(cfg, tmp_path / name, ["fid", "pgra"], cfg.seeds, index=spec)
         assert v.index.out == spec["out"] and v.index.retriever == spec["retriever"] and v.methods == ["fid", "pgra"]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..registry import Registry
 
 if TYPE_CHECKING:
+    from ..experiment import Experiment
     from .inputs import ExperimentRuns
     from .writer import Writer
 
@@ -31,7 +32,10 @@ class Analysis:
     otherwise it runs on the main process only. ``config``: the type of its options section (a dataclass, or
     ``dict[str, Any]``), read as ``runs.cfg.analysis.<name>``; None when it has no options. ``path_segment``: the
     keys of a mapping ``config`` become folder names (``analysis/retrievers/<name>/``), declared so on its option
-    (``option(path_segment=True)``, checked with every config).
+    (``option(path_segment=True)``, checked with every config). What it runs besides reading the experiment, for
+    ``pgra analyze --dry-run`` (:mod:`pgra.analysis.plan`) to price without running: ``variants(runs)``, the grids
+    it runs as ``(label, Experiment)``; ``reranks(runs)``, rerank stages outside any grid as ``(task, what,
+    done)``.
     """
 
     name: str
@@ -42,6 +46,8 @@ class Analysis:
     every_process: bool = False
     render_empty: bool = False  # render (a link, a note) even when it has no rows
     path_segment: bool = False
+    variants: Callable[[ExperimentRuns], list[tuple[str, Experiment]]] | None = None
+    reranks: Callable[[ExperimentRuns], list[tuple[str, str, bool]]] | None = None
 
     def default_options(self) -> Callable[[], Any]:
         """The default factory of its options section."""

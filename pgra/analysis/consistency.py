@@ -104,17 +104,34 @@ def _lm_name(lm: str) -> str:
     return Path(lm.rstrip("/")).name or lm
 
 
+def _extra_rerank(runs: ExperimentRuns, task: str, lm: str) -> tuple[Any, Path, str]:
+    """The experiment's reranking of ``task`` with another LM: its config, folder and reuse key."""
+    exp = runs.experiment
+    cfg = replace(exp.rerank_config(task), lm=lm,
+                  out=str(runs.out / runs.task_name(task) / f"rerank-{_lm_name(lm)}"))
+    return cfg, Path(cfg.out), exp.stage_keys(task)["reranked"] + ":" + lm
+
+
 def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx) -> Path:
     """Rerank the experiment's candidates of ``task`` with another LM (reused when done); returns the folder."""
     from ..rerank.reranker import rerank
 
-    exp = runs.experiment
-    cfg = replace(exp.rerank_config(task), lm=lm,
-                  out=str(runs.out / runs.task_name(task) / f"rerank-{_lm_name(lm)}"))
-    out = Path(cfg.out)
-    key = exp.stage_keys(task)["reranked"] + ":" + lm  # the experiment's reranking with another LM
+    cfg, out, key = _extra_rerank(runs, task, lm)
     reuse_or_run(out, ".analysis_key", key, lambda: rerank(cfg, ctx), ctx)
     return out
+
+
+def extra_reranks(runs: ExperimentRuns) -> list[tuple[str, str, bool]]:
+    """``(task, what, done)`` for each reranking with ``analysis.consistency.rerank_lms`` (for ``pgra analyze
+    --dry-run``); ``done``: a finished folder of the same key is reused."""
+    from ..experiment.reuse import finished_with
+
+    planned = []
+    for task in runs.cfg.tasks:
+        for lm in runs.cfg.analysis.consistency.rerank_lms:
+            _, out, key = _extra_rerank(runs, task, lm)
+            planned.append((task, f"rerank with {_lm_name(lm)}", finished_with(out, ".analysis_key", key)))
+    return planned
 
 
 def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
@@ -194,7 +211,8 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
 
 
 register_analysis(Analysis("consistency", compute=lambda runs, ctx: label_consistency(runs, ctx), render=render,
-                           config=ConsistencyConfig, help='label consistency', every_process=True))
+                           config=ConsistencyConfig, help='label consistency', every_process=True,
+                           reranks=extra_reranks))
 
 
 __all__ = ["FIRST_STAGE", "FULL_SEARCH_SOURCE", "PseudoLabeller", "consistency_share", "evidence_consistency",

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..artifacts import path_under
 from ..errors import InputError
+from ..experiment import Experiment
 from ..metrics import mean_std
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
@@ -28,12 +29,11 @@ def retriever_name(index) -> str:
     return get_retriever(index).display_name()
 
 
-def compare_retrievers(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
-    """One row per retriever, task and method: the metric's mean ± std over seeds."""
+def retriever_configs(runs: ExperimentRuns) -> dict[str, Any]:
+    """The variant config of every compared retriever (its own index, FiD and PGRA over it), by name; nothing runs."""
     cfg = runs.cfg
-    methods = [m for m in COMPARED if m in cfg.methods] or list(COMPARED)
     main = retriever_name(cfg.index)
-    variants = {}
+    configs = {}
     for name, spec in cfg.analysis.retrievers.items():
         if not isinstance(spec, dict):
             raise InputError("must be a mapping of index settings", field=f"analysis.retrievers.{name}")
@@ -41,8 +41,28 @@ def compare_retrievers(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
             raise InputError(f"'{name}' is the experiment's own retriever; give the compared one another name",
                              field=f"analysis.retrievers.{name}")
         index = {"out": f"{cfg.index.out.rstrip('/')}-{name}", **spec}
-        vcfg = variant_config(cfg, path_under(runs.out, "retrievers", name), methods, cfg.seeds, index=index)
-        variants[name] = run_variant(runs, vcfg, ctx, share_candidates=False)
+        configs[name] = variant_config(cfg, path_under(runs.out, "retrievers", name), compared_methods(cfg),
+                                       cfg.seeds, index=index)
+    return configs
+
+
+def compared_methods(cfg) -> list[str]:
+    """FiD and PGRA, those of them the grid runs (both when it runs neither)."""
+    return [m for m in COMPARED if m in cfg.methods] or list(COMPARED)
+
+
+def retriever_variants(runs: ExperimentRuns) -> list[tuple[str, Experiment]]:
+    """The compared retrievers' grids as :func:`compare_retrievers` would run them (for ``pgra analyze
+    --dry-run``)."""
+    return [(f"retriever {name}", Experiment(vcfg)) for name, vcfg in retriever_configs(runs).items()]
+
+
+def compare_retrievers(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
+    """One row per retriever, task and method: the metric's mean ± std over seeds."""
+    cfg = runs.cfg
+    methods, main = compared_methods(cfg), retriever_name(cfg.index)
+    variants = {name: run_variant(runs, vcfg, ctx, share_candidates=False)
+                for name, vcfg in retriever_configs(runs).items()}
     if not ctx.is_main:
         return []
     rows = []
@@ -90,7 +110,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
 register_analysis(Analysis("retrievers", compute=lambda runs, ctx: compare_retrievers(runs, ctx), render=render,
                            config=dict[str, Any],
                            help="first-stage retrievers compared with the experiment's: {name: {index settings}} (FiD and PGRA each)",
-                           every_process=True, path_segment=True))
+                           every_process=True, path_segment=True, variants=retriever_variants))
 
 
-__all__ = ["compare_retrievers", "retriever_name"]
+__all__ = ["compare_retrievers", "compared_methods", "retriever_configs", "retriever_name", "retriever_variants"]

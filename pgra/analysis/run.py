@@ -26,13 +26,21 @@ FIGURES_FILE = "figures.json"
 
 
 def analyze(cfg, ctx=None) -> ExperimentRuns:
-    """Run the configured analyses of the experiment ``cfg`` (an ``ExperimentConfig``) and write them."""
+    """Run the configured analyses of the experiment ``cfg`` (an ``ExperimentConfig``) and write them; with
+    ``cfg.dry_run``, print what they would run and cost (:func:`pgra.analysis.plan.plan_lines`) and write nothing."""
     from ..distributed import init_distributed
 
     cfg = as_analyze_config(cfg)
     check_config(cfg)
     ctx = ctx or init_distributed()
     runs = ExperimentRuns(Experiment(cfg), cfg.analysis.split)
+    chosen = [ANALYSES[name] for name in ANALYSES if name in cfg.analysis.analyses]
+    if cfg.dry_run:  # what the analyses would run and cost; nothing run, nothing written
+        if ctx.is_main:
+            from .plan import plan_lines
+
+            print("\n".join(plan_lines(runs, chosen)))
+        return runs
     if not runs.experiment.out.exists():
         raise InputError(f"experiment folder {runs.experiment.out} does not exist: run `pgra experiment` first",
                          path=runs.experiment.out)
@@ -42,7 +50,6 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
 
         claim_folder(runs.out, "analysis")
         check_report_files(runs.experiment.out)
-    chosen = [ANALYSES[name] for name in ANALYSES if name in cfg.analysis.analyses]
     # analyses that run models run on every process (their stages shard); tables and figures on the main one
     results: dict[str, Any] = {a.name: a.compute(runs, ctx) for a in chosen if a.every_process}
     ctx.barrier()

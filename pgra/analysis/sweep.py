@@ -21,6 +21,7 @@ from typing import Any
 from ..artifacts import MANIFEST, read_json
 from ..config import SEED_MAX, option
 from ..errors import InputError
+from ..experiment import Experiment
 from ..metrics import mean_std
 from .base import Analysis, register_analysis
 from .consistency import evidence_consistency, task_labeller
@@ -60,44 +61,77 @@ def _embedded(folder: Path) -> dict[str, int]:
             "evidence_cache_hits": int(e.get("evidence_cache_hits", 0))}
 
 
-def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
-    """Run (or reuse) every point; one row per task and point: k, d, metric mean ± std, what the LM embedded."""
+@dataclass
+class SweepPoint:
+    """One (k, d) point of a task's sweep: the variant config that runs it, and the experiment's own k0 and d0."""
+
+    task: str
+    k: int
+    d: int
+    k0: int
+    d0: int
+    cfg: Any
+
+
+def sweep_plan(runs: ExperimentRuns) -> list[SweepPoint]:
+    """Every task's points, largest k first, each a PGRA-only variant of the experiment (nothing runs). The largest
+    k is the candidates' ``retrieve.k`` as their manifest records it, or as the config sets it before they exist."""
     cfg = runs.cfg
     if "pgra" not in cfg.methods:
         raise InputError("the k and d sweeps vary PGRA: add pgra to methods", field="methods")
     seeds = cfg.analysis.sweep.seeds or cfg.seeds
-    rows = []
+    points = []
     for task in cfg.tasks:
         s = runs.settings(task, "pgra")
-        cand = read_json(runs.experiment.stage_dir(task, "candidates") / MANIFEST)
-        k_max = int(cand["k"])
+        manifest = runs.experiment.stage_dir(task, "candidates") / MANIFEST
+        k_max = int(read_json(manifest)["k"]) if manifest.exists() else runs.experiment.retrieve_config(task).k
         k0, d0 = s.rerank.k or k_max, s.reader.n_passages
-        from ..selection import STRATEGIES
-
-        if STRATEGIES[s.rerank.demo_selection].per_query and ctx.is_main:
-            warnings.warn(f"rerank.demo_selection={s.rerank.demo_selection} gives each query its own prompt, cached "
-                          "per query and candidate list: every k of the sweep embeds its texts again", stacklevel=2)
-        points = sweep_points(cfg.analysis.sweep.k, cfg.analysis.sweep.d, k0, d0, k_max)
-        labeller = _labeller(runs, task) if ctx.is_main else None
-        for k, d in points:
+        for k, d in sweep_points(cfg.analysis.sweep.k, cfg.analysis.sweep.d, k0, d0, k_max):
             out = runs.out / "sweep" / runs.task_name(task) / f"k{k}-d{d}"
             vcfg = variant_config(cfg, out, ["pgra"], seeds, {"rerank": {"k": k, "top_d": d},
                                                                "reader": {"n_passages": d}})
             vcfg.tasks = [task]
-            variant = run_variant(runs, vcfg, ctx, share_candidates=True)
-            if not ctx.is_main:
-                continue
-            own = not is_experiment(runs, variant)  # not a leftover folder of an earlier sweep at this point
-            folder = variant.stage_dir(task, "reranked") if own else runs.experiment.stage_dir(task, "reranked")
-            embedded = _embedded(folder)
-            consistency = (evidence_consistency(labeller, list(runs.records(task, folder).values()), d)["share"]
-                           if labeller else None)
-            values = variant_metric(runs, variant, task, "pgra")
-            mean, std = mean_std(values) if values else (float("nan"), 0.0)
-            rows.append({"task": runs.task_name(task), "k": k, "d": d, "sweep": _which(k, d, k0, d0, cfg),
-                         "mean": mean, "std": std, "seeds": len(values), "metric": runs.task_spec(task).metric,
-                         "consistency": consistency,
-                         "experiment_cell": not own, **({"embedded_texts": 0} if not own else embedded)})
+            points.append(SweepPoint(task, k, d, k0, d0, vcfg))
+    return points
+
+
+def sweep_variants(runs: ExperimentRuns) -> list[tuple[str, Experiment]]:
+    """The sweep's grids as :func:`run_sweeps` would run them (for ``pgra analyze --dry-run``)."""
+    return [(f"{runs.task_name(p.task)} k={p.k} d={p.d}", Experiment(p.cfg, candidates_from=runs.experiment))
+            for p in sweep_plan(runs)]
+
+
+def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
+    """Run (or reuse) every point; one row per task and point: k, d, metric mean ± std, what the LM embedded."""
+    from ..selection import STRATEGIES
+
+    cfg = runs.cfg
+    rows = []
+    labellers: dict[str, Any] = {}
+    for p in sweep_plan(runs):
+        task, k, d = p.task, p.k, p.d
+        if task not in labellers:
+            s = runs.settings(task, "pgra")
+            if STRATEGIES[s.rerank.demo_selection].per_query and ctx.is_main:
+                warnings.warn(f"rerank.demo_selection={s.rerank.demo_selection} gives each query its own prompt, "
+                              "cached per query and candidate list: every k of the sweep embeds its texts again",
+                              stacklevel=2)
+            labellers[task] = _labeller(runs, task) if ctx.is_main else None
+        labeller = labellers[task]
+        variant = run_variant(runs, p.cfg, ctx, share_candidates=True)
+        if not ctx.is_main:
+            continue
+        own = not is_experiment(runs, variant)  # not a leftover folder of an earlier sweep at this point
+        folder = variant.stage_dir(task, "reranked") if own else runs.experiment.stage_dir(task, "reranked")
+        embedded = _embedded(folder)
+        consistency = (evidence_consistency(labeller, list(runs.records(task, folder).values()), d)["share"]
+                       if labeller else None)
+        values = variant_metric(runs, variant, task, "pgra")
+        mean, std = mean_std(values) if values else (float("nan"), 0.0)
+        rows.append({"task": runs.task_name(task), "k": k, "d": d, "sweep": _which(k, d, p.k0, p.d0, cfg),
+                     "mean": mean, "std": std, "seeds": len(values), "metric": runs.task_spec(task).metric,
+                     "consistency": consistency,
+                     "experiment_cell": not own, **({"embedded_texts": 0} if not own else embedded)})
     return rows
 
 
@@ -170,7 +204,8 @@ def _consistency_figure(w: Writer, rows: list[dict[str, Any]]) -> None:
 
 
 register_analysis(Analysis("sweep", compute=lambda runs, ctx: run_sweeps(runs, ctx), render=render,
-                           config=SweepConfig, help='k and d sweeps of PGRA', every_process=True))
+                           config=SweepConfig, help='k and d sweeps of PGRA', every_process=True,
+                           variants=sweep_variants))
 
 
-__all__ = ["run_sweeps", "sweep_points"]
+__all__ = ["SweepPoint", "run_sweeps", "sweep_plan", "sweep_points", "sweep_variants"]

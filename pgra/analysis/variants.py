@@ -53,10 +53,11 @@ def run_variant(runs: ExperimentRuns, vcfg: ExperimentConfig, ctx, share_candida
 def is_experiment(runs: ExperimentRuns, variant: Experiment) -> bool:
     """Whether every cell of ``variant`` is a finished cell of the experiment (the variant then ran nothing, and
     whatever its own folder holds, e.g. a stage left by an earlier sweep, is not its evidence)."""
-    return all(_same_cell(runs.experiment, variant, c) for c in variant.plan())
+    return all(is_experiment_cell(runs.experiment, variant, c) for c in variant.plan())
 
 
-def _same_cell(main: Experiment, variant: Experiment, cell) -> bool:
+def is_experiment_cell(main: Experiment, variant: Experiment, cell) -> bool:
+    """Whether the variant's ``cell`` is a finished cell of ``main`` (same key, candidates read from ``main``)."""
     done = main.cell_dir(cell.task, cell.method, cell.seed) / CELL_FILE
     return variant.candidates_from is main and done.exists() and read_json(done).get("key") == cell.key
 
@@ -64,7 +65,7 @@ def _same_cell(main: Experiment, variant: Experiment, cell) -> bool:
 def cell_folder(runs: ExperimentRuns, variant: Experiment, task: str, method: str, seed: int) -> Path:
     """Where a variant cell's results are: the experiment's own cell when identical, else the variant's."""
     for c in variant.plan([task]):
-        if c.method == method and c.seed == seed and _same_cell(runs.experiment, variant, c):
+        if c.method == method and c.seed == seed and is_experiment_cell(runs.experiment, variant, c):
             return runs.experiment.cell_dir(task, method, seed)
     return variant.cell_dir(task, method, seed)
 
@@ -79,4 +80,4 @@ def variant_metric(runs: ExperimentRuns, variant: Experiment, task: str, method:
     return values
 
 
-__all__ = ["cell_folder", "is_experiment", "run_variant", "variant_config", "variant_metric"]
+__all__ = ["cell_folder", "is_experiment", "is_experiment_cell", "run_variant", "variant_config", "variant_metric"]

@@ -9,7 +9,7 @@ def run(cfg) -> int:
     from ..analysis.run import analyze
 
     runs = analyze(cfg)
-    if runs.experiment.out.exists() and (runs.out / "analysis.md").exists():
+    if not cfg.dry_run and runs.experiment.out.exists() and (runs.out / "analysis.md").exists():
         print(f"analyses written to {runs.out} (analysis.md; figures indexed in "
               f"{runs.experiment.out / 'results.md'})")
     return 0
@@ -21,4 +21,6 @@ COMMAND = Command("analyze", "the paper's analyses of an experiment: tables and 
                               "analyses into OUT/analysis/: label consistency, k and d sweeps, retriever "
                               "comparison, where FiD and PGRA differ, a case study (analysis.analyses chooses; "
                               "analysis.FIELD=... sets them). Sweeps and other retrievers run what they need, "
-                              "reusing the experiment's stages, cells and embedding cache.")
+                              "reusing the experiment's stages, cells and embedding cache. --dry-run prints what the "
+                              "analyses would run (grids, rerankings, readers to train) and its cost, and runs "
+                              "nothing.")

@@ -31,6 +31,7 @@ costliest first
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import json
 import math
@@ -875,22 +876,28 @@ def planned_test_inputs(exp: Experiment, task: str, split: str = "test") -> tupl
 
 
 def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: int | None = None,
-               fits: BenchFits | None = None, cells_per_gpu: int | None = None) -> Plan:
+               fits: BenchFits | None = None, cells_per_gpu: int | None = None, record_folders: tuple[Path, ...] = (),
+               as_new: bool = False) -> Plan:
     """The estimates of every stage and planned cell of ``exp`` (``workers``: default the config's ``workers`` when it
     has one, else the process count; ``cells_per_gpu``: default the config's, else 1), priced by ``fits`` (default:
-    this checkout's bench fits for :func:`plan_device`'s device, the plan's note saying which and why)."""
+    this checkout's bench fits for :func:`plan_device`'s device, the plan's note saying which and why). The records
+    are the finished cells and stages of ``exp``'s folder and of ``record_folders`` (an analysis's variant reads its
+    experiment's). ``as_new``: every stage and cell priced as if none had run (what the whole grid costs)."""
     cells = cells if cells is not None else exp.plan()
+    if as_new:
+        cells = [dataclasses.replace(c, status="todo") for c in cells]
     if fits is None:
         device, why = plan_device(exp.cfg)
         fits = BenchFits.load(device=device)
         fits.note = why + _fits_text(fits)
-    out = exp.out
-    cell_records = [("/".join(p.parent.parts[-3:]), read_json(p)) for p in finished_cells(out)]
+    folders = list(dict.fromkeys([exp.out, *map(Path, record_folders)]))
+    cell_records = [("/".join(p.parent.parts[-3:]), read_json(p)) for out in folders for p in finished_cells(out)]
     stage_records = []
     for stage in dict.fromkeys([*STAGES, *exp.stages_needed()]):
-        for path in sorted(out.glob(f"*/{stage}/{STAGE_COST_FILE}")):
-            if (path.parent / STAGE_KEY_FILE).exists():
-                stage_records.append((path.parent.parent.name, stage, read_json(path)))
+        for out in folders:
+            for path in sorted(out.glob(f"*/{stage}/{STAGE_COST_FILE}")):
+                if (path.parent / STAGE_KEY_FILE).exists():
+                    stage_records.append((path.parent.parent.name, stage, read_json(path)))
     names = {t: exp.tasks[t].name for t in exp.cfg.tasks}
     splits: dict[str, dict[str, int] | None] = {name: task_splits(exp, name, t) for t, name in names.items()}
     for name in {r.get("task", "") for _, r in cell_records} | {t for t, _, _ in stage_records}:
@@ -902,7 +909,7 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
     for t, name in names.items():
         needed = exp.stages_needed()
         passed = "reranked" in needed and _corpus_passed(exp, t, corpus)
-        stages += [estimate_stage(name, stage, exp.stage_done(t, stage), stage_records, inputs, fits,
+        stages += [estimate_stage(name, stage, exp.stage_done(t, stage) and not as_new, stage_records, inputs, fits,
                                   candidates=embedded)
                    for stage, embedded in stage_embeddings(exp.rerank_config(t), exp.retrieve_config(t).k,
                                                            inputs.get(name), corpus, needed, passed).items()]

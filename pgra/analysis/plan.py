@@ -1,0 +1,145 @@
+"""``pgra analyze --dry-run``: what the chosen analyses would run, priced as ``pgra experiment --dry-run`` prices a
+grid, and nothing run or written.
+
+An analysis declares what it runs besides reading the experiment (:class:`~pgra.analysis.base.Analysis`):
+``variants``, grids such as the sweep's points and the compared retrievers' FiD and PGRA, each planned as an
+experiment of its own (its cells that are the experiment's own finished cells are reused, so not counted), and
+``reranks``, rerank stages outside any grid (the consistency analysis's further reranker LMs), priced at the
+experiment's own reranking. The variants are priced from the records of their own folders and the experiment's
+(:func:`pgra.experiment.estimate.plan_costs`); the experiment's grid is priced the same way as if none of it had run,
+so the analyses' cost is also given as a multiple of the grid's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import MANIFEST
+from ..experiment.estimate import Estimate, format_seconds, plan_costs
+from .base import Analysis
+from .inputs import ExperimentRuns
+from .variants import is_experiment_cell
+
+
+@dataclasses.dataclass
+class Work:
+    """What some part of the analyses runs: stage runs, cells (of which readers trained) and their estimates."""
+
+    stages: int = 0
+    cells: int = 0
+    readers: int = 0
+    reused: int = 0
+    indexes: int = 0
+    estimates: list[Estimate] = dataclasses.field(default_factory=list)
+
+    def add(self, other: Work) -> None:
+        for f in ("stages", "cells", "readers", "reused", "indexes"):
+            setattr(self, f, getattr(self, f) + getattr(other, f))
+        self.estimates += other.estimates
+
+    @property
+    def seconds(self) -> float:
+        return sum(e.seconds for e in self.estimates if e.seconds is not None)
+
+    @property
+    def unknown(self) -> int:
+        return sum(e.seconds is None for e in self.estimates)
+
+    def hours(self, device: str) -> float:
+        return sum(e.seconds for e in self.estimates if e.seconds is not None and e.device == device) / 3600
+
+    def text(self) -> str:
+        parts = [f"{self.stages} stage run(s)", f"{self.cells} cell(s) ({self.readers} reader(s) to train)"]
+        if self.indexes:
+            parts.append(f"{self.indexes} index(es) to build (not priced)")
+        said = ", ".join(parts) + f": {format_seconds(self.seconds)} of work"
+        if self.unknown:
+            said += f" ({self.unknown} without an estimate, not counted)"
+        return said
+
+
+def _is_reader(method: str) -> bool:
+    from ..methods import get_method
+    from ..methods.reader_method import ReaderMethod
+
+    return issubclass(get_method(method), ReaderMethod)
+
+
+def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
+    """A variant grid's stages and cells still to run (the experiment's own finished cells reused) and their cost."""
+    main = runs.experiment
+    planned = variant.plan()
+    own = [is_experiment_cell(main, variant, c) for c in planned]
+    if planned and all(own):  # the variant is the experiment: it runs nothing (run_variant)
+        return Work(reused=len(planned))
+    cells = [dataclasses.replace(c, status="done") if mine else c for c, mine in zip(planned, own, strict=True)]
+    reused = sum(own)
+    plan = plan_costs(variant, cells, record_folders=(main.out,))
+    todo = [c for c in cells if c.status != "done"]
+    shared = {"candidates"} if variant.candidates_from is main else set()  # the experiment's own, run by its grid
+    stages = [(t, s) for t in variant.cfg.tasks for s in variant.stages_needed()
+              if s not in shared and not variant.stage_done(t, s)]
+    names = {f"{variant.tasks[t].name}/{s}" for t, s in stages}
+    index = Path(variant.cfg.index.out)
+    return Work(stages=len(stages), cells=len(todo), readers=sum(_is_reader(c.method) for c in todo), reused=reused,
+                indexes=int(index != Path(main.cfg.index.out) and not (index / MANIFEST).exists()),
+                estimates=[e for e in plan.stages if e.label in names] + [e for e in plan.cells if e.source != "done"])
+
+
+def rerank_work(runs: ExperimentRuns, reranks: list[tuple[str, str, bool]], grid: Any) -> Work:
+    """Rerank runs outside any grid, each priced as the experiment's own reranking of its task (another LM's size
+    changes it: a rough guide)."""
+    own = {e.label: e for e in grid.stages}
+    estimates = []
+    for task, what, done in reranks:
+        if done:
+            continue
+        base = own.get(f"{runs.task_name(task)}/reranked")
+        seconds = None if base is None else base.seconds
+        estimates.append(Estimate(f"{runs.task_name(task)}/{what}", seconds, "as the experiment's reranking",
+                                  base.device if base is not None else "cpu"))
+    return Work(stages=len(estimates), estimates=estimates)
+
+
+def plan_lines(runs: ExperimentRuns, chosen: list[Analysis]) -> list[str]:
+    """The dry run's text: per analysis what it would run and its cost, then the total against the grid's."""
+    main = runs.experiment
+    grid = plan_costs(main, as_new=True)
+    lines = [f"pgra analyze --dry-run: the analyses of {main.out} ({', '.join(a.name for a in chosen) or 'none'})"]
+    if not main.out.exists():
+        lines.append("  the experiment has not run: its cells are priced as planned, and none is reused")
+    total = Work()
+    for a in chosen:
+        if a.variants is None and a.reranks is None:
+            lines.append(f"  {a.name}: reads the experiment's files (a model it runs is a finished cell's, for "
+                         "predictions only: not priced)")
+            continue
+        work, detail = Work(), []
+        if a.reranks is not None:
+            extra = rerank_work(runs, a.reranks(runs), grid)
+            work.add(extra)
+            detail += [f"    {e.label}: {e.text()}" for e in extra.estimates]
+        for label, variant in (a.variants(runs) if a.variants is not None else []):
+            part = variant_work(runs, variant)
+            work.add(part)
+            if not part.cells and not part.stages and part.reused:
+                detail.append(f"    {label}: the experiment's own cells")
+            else:
+                detail.append(f"    {label}: {part.text()}")
+        lines.append(f"  {a.name}: {work.text()}" + (f"; {work.reused} cell(s) are the experiment's own, reused"
+                                                       if work.reused else ""))
+        lines += detail
+        total.add(work)
+    grid_seconds = sum(e.seconds for e in grid.known)  # type: ignore[misc]
+    ratio = f", {total.seconds / grid_seconds:.1f}x the experiment's grid" if grid_seconds else ""
+    lines.append(f"analyses in all: {total.text()} ({total.hours('gpu'):.2f} GPU h, {total.hours('cpu'):.2f} CPU h)"
+                 f"{ratio} ({format_seconds(grid_seconds)} of work for its {len(grid.cells)} cell(s) and "
+                 f"{len(grid.stages)} stage(s), priced the same way as if none had run)")
+    if grid.note:
+        lines.append(f"fits: {grid.note}")
+    return lines
+
+
+__all__ = ["Work", "plan_lines", "rerank_work", "variant_work"]
