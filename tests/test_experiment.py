@@ -79,6 +79,11 @@ def test_grid_runs_resumes_and_reports(grid, tmp_path, monkeypatch, capsys):
     assert cell["steps"] == 4 and [e["step"] for e in cell["evaluations"]] == [2, 4]
     assert cell["still_improving"] == (cell["best_step"] == 4)
     assert cell["results"]["test"]["examples"] == 6 and cell["seed"] == 1
+    # the compared readers (and the kNN vote's voters) train on the same inputs, the reranker's demonstrations too
+    trained = {m: json.loads((out / m / "seed-1" / CELL_FILE).read_text()).get("train_inputs") for m in METHODS}
+    assert len(set(trained.values())) == 1 and None not in trained.values(), trained
+    assert (f"Training inputs of the methods that train: sky {trained['fid']}."
+            in (Path(grid["out"]) / "results.md").read_text())
     stamps = {k: p.stat().st_mtime_ns for k, p in done.items() if p.exists()}
 
     # the re-run trains only the failed cell and reuses every stage and finished cell

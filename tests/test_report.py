@@ -287,3 +287,16 @@ def test_too_few_test_inputs_get_the_interval_and_no_star(runs, capsys):
     assert rows and not any("*" in row or "p=" in row for row in rows)
     assert main(["report", str(runs), "--bootstrap", "200"]) == 0
     assert "results.html (open it in a browser" in capsys.readouterr().out
+
+
+def test_the_report_states_the_training_inputs_and_flags_methods_trained_on_different_ones():
+    from pgra.evaluation.report import _train_inputs_note
+
+    summary = {"fid": {"mr": {"train_inputs": [1500]}}, "pgra": {"mr": {"train_inputs": [1492]}},
+               "icl_kate": {"mr": {"train_inputs": []}}, "no_retrieval": {"sst2": {"train_inputs": [100]}},
+               "knn_vote": {"sst2": {"train_inputs": [100]}}}
+    assert _train_inputs_note(["mr", "sst2"], summary) == (
+        "Training inputs of the methods that train: mr: fid 1,500, pgra 1,492; sst2 100. ⚠ not the same inputs on "
+        "mr: a gap between those methods is also one of training data.")
+    assert _train_inputs_note(["sst2"], summary) == "Training inputs of the methods that train: sst2 100."
+    assert _train_inputs_note(["mr"], {"icl_kate": {"mr": {"train_inputs": []}}}) is None  # (older cells: nothing)

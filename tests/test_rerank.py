@@ -64,11 +64,17 @@ def _same_ranking(got_ids, want_ids, score_of, tol):
         assert g == w or abs(score_of[g] - score_of[w]) < tol, (got_ids, want_ids)
 
 
-def test_demos_leave_train_and_warm_cache_embeds_nothing(candidates, tmp_path, tiny_opt):
+def test_train_keeps_the_demos_unless_told_and_a_warm_cache_embeds_nothing(candidates, tmp_path, tiny_opt):
+    """The reranked train split holds every training input, the prompt's demonstrations too: the inputs FiD's reader
+    trains on (`rerank.demos_in_train: false` drops them, the earlier behaviour)."""
     out = rerank(_cfg(candidates, tmp_path, tiny_opt))
     m1 = json.loads((out / "manifest.json").read_text())
     train_ids = {json.loads(x)["id"] for x in (out / "train.jsonl").read_text().splitlines()}
-    assert not train_ids & set(m1["demonstrations"]) and m1["counts"]["train"] == 12 - 4
+    first_stage = {json.loads(x)["id"] for x in (candidates / "train.jsonl").read_text().splitlines()}
+    assert train_ids == first_stage and set(m1["demonstrations"]) <= train_ids and m1["counts"]["train"] == 12
+    dropped = rerank(_cfg(candidates, tmp_path, tiny_opt, demos_in_train=False, out=str(tmp_path / "dropped")))
+    kept = {json.loads(x)["id"] for x in (dropped / "train.jsonl").read_text().splitlines()}
+    assert kept == train_ids - set(m1["demonstrations"]) and len(kept) == 12 - 4
     assert m1["embedding"]["evidence_cache_hits"] == 0 and m1["embedding"]["tokens_run"] > 0
     out2 = rerank(_cfg(candidates, tmp_path, tiny_opt, top_d=2, out=str(tmp_path / "r2")))  # a d sweep
     m2 = json.loads((out2 / "manifest.json").read_text())

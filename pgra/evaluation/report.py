@@ -31,6 +31,7 @@ from .resolution import DEFAULT_ALPHA, DEFAULT_POWER
 
 STILL_IMPROVING = "↑"
 DETERMINISTIC = "(det.)"
+NOT_SAME_INPUTS = "⚠"  # methods of a task trained on different numbers of inputs
 # the floor every trained reader should beat: a logistic regression on frozen sentence embeddings (no retrieval,
 # no LM); a reader below it on a task is marked BELOW_FLOOR
 FLOOR_METHOD = "linear_probe"
@@ -73,6 +74,30 @@ def _sources(directory: str | Path | Sequence[str | Path]) -> list[Path]:
     return [Path(directory)] if isinstance(directory, (str, Path)) else [Path(d) for d in directory]
 
 
+def _train_inputs_note(tasks: list[str], summary: dict[str, dict[str, Any]]) -> str | None:
+    """The note on the training inputs of the methods that train (readers, probe, kNN vote), per task from their
+    cells' records; it flags a task whose methods trained on different numbers of inputs (their difference is then
+    also one of training data). None when no cell recorded it."""
+    parts, differ = [], []
+    for t in tasks:
+        counts = {m: s[t]["train_inputs"] for m, s in summary.items() if s.get(t, {}).get("train_inputs")}
+        if not counts:
+            continue
+        values = {v for vs in counts.values() for v in vs}
+        if len(values) == 1:
+            parts.append(f"{t} {values.pop():,}")
+        else:
+            parts.append(f"{t}: " + ", ".join(f"{m} {'/'.join(f'{v:,}' for v in vs)}" for m, vs in counts.items()))
+            differ.append(t)
+    if not parts:
+        return None
+    note = "Training inputs of the methods that train: " + "; ".join(parts) + "."
+    if differ:
+        note += (f" {NOT_SAME_INPUTS} not the same inputs on {', '.join(differ)}: a gap between those methods is also "
+                 "one of training data.")
+    return note
+
+
 def build_report(directory: str | Path | Sequence[str | Path], reference: str = "fid", split: str = "test",
                  n_resamples: int = 10000, seed: int = 0, min_inputs: int = MIN_TEST_INPUTS) -> dict[str, Any]:
     """The report's content: rows, summary (mean, std, n, still improving) and significance tests, over the cells
@@ -108,7 +133,9 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
         values = [g.record["results"][split][g.record["metric"]] for g in group]
         mean, std = mean_std(values)
         flags = [g.record.get("still_improving") for g in group]
+        trained = sorted({int(g.record["train_inputs"]) for g in group if g.record.get("train_inputs") is not None})
         summary.setdefault(method, {})[task] = {
+            "train_inputs": trained,
             "mean": mean, "std": std, "n": len(values), "seeds": [g.seed for g in group],
             "metric": group[0].record["metric"], "still_improving": sum(bool(f) for f in flags),
             "improvement_checked": sum(f is not None for f in flags),
@@ -369,6 +396,9 @@ def format_markdown(report: dict[str, Any]) -> str:
     if flagged:
         notes.append(f"{STILL_IMPROVING} the run's best dev score came at its last evaluation: still improving, more "
                      "steps would change the number (k/n: k of n seeds).")
+    trained = _train_inputs_note(tasks, summary)
+    if trained:
+        notes.append(trained)
     if report.get("ignored_cells"):
         notes.append(f"{len(report['ignored_cells'])} cell(s) of seed-independent methods at other seeds (older "
                      "runs) left out: results.json lists them (ignored_cells).")

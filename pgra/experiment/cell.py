@@ -78,6 +78,7 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
               "metric": task.metric, "results": results, "settings": method.settings(),
               "steps": fit.steps, "best_step": fit.best_step, "evaluations": evaluations,
               "still_improving": still, "seed_independent": not method.depends_on_seed(),
+              **({"train_inputs": fit.train_inputs} if fit.train_inputs is not None else {}),
               "lm_cost": cost, "data": {"folder": str(method.data_dir.resolve()),
                                          "relative": relative_path(method.data_dir, cell.directory),
                                          "fingerprint": folder_fingerprint(method.data_dir), "sha256": data},

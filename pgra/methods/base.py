@@ -53,6 +53,7 @@ class FitResult:
     evaluations: list[dict[str, float]] = field(default_factory=list)  # [{"step", "dev"}] in step order
     predicted_splits: list[str] = field(default_factory=list)  # predictions_<split>.jsonl fit already wrote
     cost: dict[str, Any] | None = None  # LM work: {"lm_calls", "lm_tokens", ...} (None: the method runs no LM)
+    train_inputs: int | None = None  # the training inputs it fitted on (None: it trains nothing, or not recorded)
 
 
 class Method(ABC):

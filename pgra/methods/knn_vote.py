@@ -125,7 +125,7 @@ class KnnVote(Method):
                              "train_index": str((shared / "index").resolve()),
                              "train_index_relative": relative_path(shared / "index", out), "train_inputs": len(labelled),
                              **data_fields(self.data_dir, out), "seed": seed})
-        return FitResult()
+        return FitResult(train_inputs=len(labelled))
 
     @classmethod
     def load(cls, out: Path, device: str | None = None, trust_remote_code: bool = False) -> Predictor:

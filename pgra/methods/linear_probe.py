@@ -183,7 +183,7 @@ class LinearProbe(Method):
         write_manifest(out, {"kind": KIND, "task": to_dict(task), "encoder": settings, "c": probe["c"],
                              "dev_scores": probe["dev_scores"], "classes": probe["classes"],
                              "train_inputs": len(train), **data_fields(self.data_dir, out), "seed": seed})
-        return FitResult()
+        return FitResult(train_inputs=len(train))
 
     @classmethod
     def load(cls, out: Path, device: str | None = None, trust_remote_code: bool = False) -> Predictor:

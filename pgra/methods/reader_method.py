@@ -97,6 +97,8 @@ def reader_fit_result(out: Path, metric: str, splits: list[str]) -> FitResult:
         steps = max(steps, int(rec["step"]))
         if f"dev_{metric}" in rec:
             history[int(rec["step"])] = float(rec[f"dev_{metric}"])
+    train = metrics.get("train_examples")
     return FitResult(steps=steps, best_step=int(metrics.get("best_step", 0)),
+                     train_inputs=int(train) if isinstance(train, int) else None,
                      evaluations=[{"step": s, "dev": v} for s, v in sorted(history.items())],
                      predicted_splits=[s for s in splits if s in metrics.get("results", {})])

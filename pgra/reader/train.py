@@ -480,7 +480,8 @@ def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
                               "invalid_predictions": sum(p is None for p in preds.labels)}
             write_records(s.out / f"predictions_{split}.jsonl", prediction_lines(records, preds, cfg.n_passages))
         write_json(s.out / "metrics.json", {"task": s.task.name, "metric": s.task.metric,
-                                            "best_step": s.state["best_step"], "results": results})
+                                            "best_step": s.state["best_step"], "results": results,
+                                            "train_examples": len(s.train_records)})
         write_manifest(s.out, {"kind": "reader", "task": to_dict(s.task), "model": cfg.model,
                                **data_fields(s.data_dir, s.out), "data_kind": s.data_manifest["kind"],
                                "steps": s.state["step"], "best_step": s.state["best_step"], "results": results,

@@ -36,6 +36,9 @@ class _Prompting:
                                  help="paper = seeded random, balanced over labels; code = the released code's "
                                       "file order (both: one prompt for all); random, kate, skill_knn = per query")
     seed: int = option(13, min=0, max=SEED_MAX, help="seed of the demonstration draw")
+    demos_in_train: bool = option(True, help="a shared prompt's demonstrations stay in the reranked train split, so "
+                                             "PGRA's reader trains on the inputs FiD's and the others' do; false "
+                                             "drops them (fewer training inputs than the compared readers)")
     demos: SelectorSettings = option(default_factory=SelectorSettings, help="settings of the per-query strategies")
     splits: list[str] = option(path_segment=True, default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
     cache_dir: str = option("cache/embeddings", io="store", help="persistent evidence-embedding cache")

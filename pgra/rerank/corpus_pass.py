@@ -30,7 +30,7 @@ from ..tasks import Example, TaskSpec
 from .cache import EmbeddingCache
 from .config import RerankConfig
 from .core import Reranker, evidence_cache_key, prompt_key
-from .stage import load_split
+from .stage import load_split, train_queries
 
 
 def embed_rows(reranker: Reranker, cache: EmbeddingCache, rows: np.ndarray, texts_of, demos: list[Example],
@@ -98,9 +98,8 @@ def run_corpus_pass(cfg: RerankConfig, ctx: DistContext, task: TaskSpec, store: 
     start, before = time.time(), reranker.embedder.stats.record()
     folder = Path(cfg.candidates)
     data = {s: load_split(folder / f"{s}.jsonl", task, 0) for s in cand["counts"]}  # every k, every split
-    demo_ids = {d.id for d in demos}
-    if "train" in data:  # the demonstrations are no training queries (as in the stage)
-        data["train"] = [r for r in data["train"] if str(r["id"]) not in demo_ids]
+    if "train" in data:  # the stage's training queries
+        data["train"] = train_queries(cfg, data["train"], demos)
     rows = pass_rows(cfg.corpus_pass, store, data)
     key = evidence_cache_key(prompt_key(reranker.embedder, cfg.lm, task, demos), cand["index"]["corpus_content_sha256"])
     evidence = open_cache(ctx, cfg.cache_dir, key, len(store), reranker.embedder.dim)

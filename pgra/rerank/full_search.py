@@ -26,6 +26,7 @@ from .core import Reranker, evidence_cache_key, prompt_key
 from .corpus_pass import query_caches_of, run_corpus_pass
 from .prompts import demo_prefix
 from .reranker import _select, demo_records, stage_inputs
+from .stage import train_queries
 
 FULL_SEARCH_KIND = "full_search"
 
@@ -53,8 +54,7 @@ def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
                          f"{cfg.demo_selection} gives each query its own", field="demo_selection")
     demos = selection["demos"]
     reranker = Reranker.from_config(cfg, task, demos)
-    demo_ids = {d.id for d in demos}
-    data["train"] = [r for r in data["train"] if str(r["id"]) not in demo_ids]
+    data["train"] = train_queries(cfg, data["train"], demos)
     corpus = run_corpus_pass(replace(cfg, corpus_pass="corpus"), ctx, task, store, cand, reranker, demos)
     queries = query_caches_of(cfg, ctx, task, data, splits, reranker, demos)  # all cached by the pass
     stats = gather_objects(ctx, reranker.embedder.stats.record())

@@ -44,7 +44,7 @@ from .corpus_pass import embed_rows as _embed_rows
 from .corpus_pass import open_cache as _open_cache
 from .corpus_pass import query_caches_of, run_corpus_pass
 from .prompts import demo_prefix, render_demo
-from .stage import CandidateTexts, effective_candidates, index_path, open_corpus, run_stage
+from .stage import CandidateTexts, effective_candidates, index_path, open_corpus, run_stage, train_queries
 from .stage import load_split as _load_split
 from .stage import reranked_cost as reranked_cost  # re-exported: its home is pgra.rerank.stage
 
@@ -185,8 +185,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         vectors, info = _per_query_prompts(cfg, ctx, task, store, cand, data, splits, reranker, demos_of)
         prefix = None
     else:
-        demo_ids = {d.id for d in demos}
-        data["train"] = [r for r in data["train"] if str(r["id"]) not in demo_ids]
+        data["train"] = train_queries(cfg, data["train"], demos)
         if cfg.corpus_pass != "off":  # every row any k reads, embedded up front (then nothing below embeds)
             corpus_pass = run_corpus_pass(cfg, ctx, task, store, cand, reranker, demos)
         vectors, info = _shared_prompt(cfg, ctx, task, store, cand, data, splits, reranker, demos)

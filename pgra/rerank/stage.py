@@ -194,6 +194,15 @@ def load_split(path: Path, task: TaskSpec, k: int) -> list[dict[str, Any]]:
     return records
 
 
+def train_queries(cfg: Any, train: list[dict[str, Any]], demos: Sequence[Any]) -> list[dict[str, Any]]:
+    """The train split's queries a shared-prompt stage reranks and writes: all of them (the inputs every compared
+    reader trains on) unless ``cfg.demos_in_train`` is off, which drops the prompt's demonstrations."""
+    if getattr(cfg, "demos_in_train", True):
+        return train
+    demo_ids = {str(d.id) for d in demos}
+    return [r for r in train if str(r["id"]) not in demo_ids]
+
+
 def reranked_cost(manifest: dict[str, Any]) -> LMCost:
     """The LM work behind a reranked folder (its manifest): a prompt-guided folder's embedding plus its
     demonstrations' selection, another reranker's recorded ``cost``."""
@@ -304,5 +313,5 @@ def summary(out: str | Path) -> str:
     return head + f"; {m['cost']['lm_tokens']} LM tokens run)"
 
 
-__all__ = ["RERANKED_KIND", "CandidateTexts", "effective_candidates", "imported_corpus", "index_path",
+__all__ = ["RERANKED_KIND", "CandidateTexts", "effective_candidates", "imported_corpus", "index_path", "train_queries",
            "index_record", "load_split", "open_corpus", "reranked_cost", "reranker_of", "run_stage", "summary"]
