@@ -118,6 +118,19 @@ def tensor_sizes(model: str | Path) -> dict[str, int] | None:
     return sizes
 
 
+def model_dim(model: str | Path) -> int | None:
+    """The hidden size of a local model folder's ``config.json`` (None for a Hub name or an unreadable config)."""
+    try:
+        config = json.loads((Path(model) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    dim = config.get("word_embed_proj_dim") or config.get("hidden_size") or config.get("d_model") \
+        or config.get("n_embd")
+    return int(dim) if isinstance(dim, int) and dim > 0 else None
+
+
 def parameter_counts(model: str | Path) -> dict[str, int] | None:
     """Parameters of a model folder from its safetensors headers: ``all``, and ``encoder`` / ``decoder`` by the
     weights' name prefixes (shared embeddings and heads count to ``all`` only); None without safetensors."""
@@ -156,4 +169,4 @@ def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int]
 
 
 __all__ = ["FLOPS_PER_TOKEN", "TokenMeter", "estimated_flops", "hardware", "merge_work", "meter", "metered",
-           "parameter_counts", "tensor_sizes", "work_since"]
+           "model_dim", "parameter_counts", "tensor_sizes", "work_since"]

@@ -180,3 +180,22 @@ def test_no_module_outside_retrieval_names_a_retriever():
              and path.relative_to(package).as_posix() not in NOT_THE_RETRIEVER
              for hit in _named_retrievers(path)]
     assert not found, "\n".join(found)
+
+
+def test_a_retriever_estimates_its_own_index_size_for_the_disk_plan(tiny_bert):
+    """The dry run's disk plan asks the index's retriever (no module outside pgra.retrieval names one): a dense
+    index is its sentences x the encoder's dimension x 4 B (1 B a dimension for ivfsq8); BM25 and an encoder not
+    here are not estimated."""
+
+    from pgra.retrieval.base import get_retriever
+    from pgra.retrieval.index import DenseConfig, IndexConfig
+
+    dim = json.loads((tiny_bert / "config.json").read_text())["hidden_size"]
+    dense = lambda **kw: get_retriever(IndexConfig(corpus="c.txt", out="ix", dense=DenseConfig(**kw)))  # noqa: E731
+    assert dense(encoder=str(tiny_bert)).estimated_index_bytes(1000) == (
+        1000 * dim * 4, f"1,000 sentences x {dim} dims x 4 B, flat")
+    assert dense(encoder=str(tiny_bert), index_type="ivfsq8").estimated_index_bytes(1000) == (
+        1000 * dim, f"1,000 sentences x {dim} B, ivfsq8")
+    assert dense(encoder="org/not-here").estimated_index_bytes(10) == (None, "the encoder's dimension is unknown here")
+    bm25 = get_retriever(IndexConfig(corpus="c.txt", out="ix", retriever="bm25"))
+    assert bm25.estimated_index_bytes(10) == (None, "its retriever's size is not estimated")

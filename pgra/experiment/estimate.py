@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import read_json
+from ..cost import model_dim
 from ..errors import PgraError
 from .layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
 
@@ -1006,17 +1007,6 @@ def model_parameters(model: str) -> tuple[dict[str, int] | None, str]:
     return None, f"{model}: parameters unknown (not a local folder, not in the Hugging Face cache)"
 
 
-def _config_dim(model: str) -> int | None:
-    """The hidden size of a local model's ``config.json`` (None for a Hub name or an unreadable config)."""
-    try:
-        config = json.loads((Path(model) / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    dim = config.get("word_embed_proj_dim") or config.get("hidden_size") or config.get("d_model") \
-        or config.get("n_embd")
-    return int(dim) if isinstance(dim, int) and dim > 0 else None
-
-
 def _count(n: int) -> str:
     """``222.9M`` parameters, or all the digits of a small count (``46,592``)."""
     return f"{n / 1e6:.1f}M" if n >= 100_000 else f"{n:,}"
@@ -1153,20 +1143,17 @@ def _index_disk(exp: Experiment, sentences: int | None, corpus_bytes: int) -> tu
     if (Path(index.out) / "manifest.json").exists():
         size = folder_bytes(index.out)
         return float(size), f"{index.out} (shared): {format_bytes(size)}, built"
-    dense = getattr(index, "dense", None)
-    dim = _config_dim(str(dense.encoder)) if index.retriever == "dense" and dense is not None else None
-    if index.retriever != "dense" or dim is None or sentences is None:
-        why = "its retriever's size is not estimated" if index.retriever != "dense" else \
-            "the encoder's dimension or the corpus size is unknown here"
-        return None, f"{index.out} (shared): to build, size not estimated ({why})"
-    kind = dense.index_type
+    from ..retrieval.base import get_retriever
+
+    if sentences is None:
+        return None, f"{index.out} (shared): to build, size not estimated (the corpus size is unknown here)"
     try:
-        per = {"ivfsq8": dim, "ivfpq": dense.faiss.pq_subquantizers(dim)}.get(kind, dim * 4)
-    except PgraError as e:  # a pq_m the build will refuse: the plan says so
+        vectors, how = get_retriever(index).estimated_index_bytes(sentences)
+    except PgraError as e:  # e.g. a pq_m the build will refuse: the plan says so
         return None, f"{index.out} (shared): to build, size not estimated ({e})"
-    vectors = sentences * per
-    text = (f"{index.out} (shared): {format_bytes(vectors + corpus_bytes)} to build ({sentences:,} sentences x "
-            + (f"{dim} dims x 4 B" if per == dim * 4 else f"{per} B") + f", {kind}"
+    if vectors is None:
+        return None, f"{index.out} (shared): to build, size not estimated ({how})"
+    text = (f"{index.out} (shared): {format_bytes(vectors + corpus_bytes)} to build ({how}"
             + (f", + the corpus copy {format_bytes(corpus_bytes)})" if corpus_bytes else ")"))
     return float(vectors + corpus_bytes), text
 
@@ -1199,7 +1186,7 @@ def plan_disk(exp: Experiment, cells: list[CellPlan], splits: dict[str, dict[str
         needed = exp.stages_needed()
         embedded = stage_embeddings(rerank, k, n or None, sentences, needed,
                                     "reranked" in needed and _corpus_passed(exp, t, sentences))
-        dim = _config_dim(str(rerank.lm))
+        dim = model_dim(str(rerank.lm))
         for stage in needed:
             done = exp.stage_done(t, stage)
             if done:

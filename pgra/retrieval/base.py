@@ -131,6 +131,12 @@ class Retriever(ABC):
         """Whether this config lets its models run their own code."""
         return False
 
+    def estimated_index_bytes(self, sentences: int) -> tuple[float | None, str]:
+        """The bytes an index of ``sentences`` will take (its vectors or postings, not the corpus copy) and how that
+        was reckoned, for the dry run's disk plan; None with the reason where this retriever does not estimate it.
+        May raise an InputError for settings the build would refuse."""
+        return None, "its retriever's size is not estimated"
+
     # ----- a built index -----
     @classmethod
     @abstractmethod

@@ -244,6 +244,19 @@ class DenseRetriever(Retriever):
             bar.update(len(texts))
         bar.close()
 
+    def estimated_index_bytes(self, sentences: int) -> tuple[float | None, str]:
+        """``sentences`` x the encoder's dimension x 4 B (flat, HNSW's graph not counted), 1 B a dimension for
+        ``ivfsq8``, the sub-quantisers' bytes for ``ivfpq``."""
+        from ..cost import model_dim
+
+        dim = model_dim(str(self.settings.encoder))
+        if dim is None:
+            return None, "the encoder's dimension is unknown here"
+        kind = self.settings.index_type
+        per = {"ivfsq8": dim, "ivfpq": self.settings.faiss.pq_subquantizers(dim)}.get(kind, dim * 4)
+        return float(sentences * per), (f"{sentences:,} sentences x "
+                                        + (f"{dim} dims x 4 B" if per == dim * 4 else f"{per} B") + f", {kind}")
+
     def display_name(self) -> str:
         """The encoder's folder (or hub) name."""
         encoder = str(self.settings.encoder)
