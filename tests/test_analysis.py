@@ -434,6 +434,21 @@ def test_analyze_dry_run_prices_what_the_analyses_would_run_and_runs_nothing(fin
     assert "6 stage run(s), 5 cell(s) (5 reader(s) to train)" in lines["analyses in all"]
     assert "x the experiment's grid" in lines["analyses in all"]
     assert not (out / "analysis").exists() and not (tmp_path / "dense").exists() and len(embedded) == before
+    # a point's reranking finds the evidence of the experiment's first k=4 candidates in the shared cache: priced at
+    # the share of its k beyond them (the recorded reranking's time x 0.5 at k=8, nothing at k=2 or 4)
+    from pgra.analysis.config import as_analyze_config
+    from pgra.analysis.inputs import ExperimentRuns
+    from pgra.analysis.plan import variant_work
+    from pgra.analysis.sweep import sweep_variants
+
+    runs = ExperimentRuns(Experiment(as_analyze_config(from_dict(ExperimentConfig, cfg))))
+    recorded = json.loads((out / "sky" / "reranked" / "cost.json").read_text())["elapsed_s"]
+    priced = {label: [e for e in variant_work(runs, v).estimates if e.label == "sky/reranked"]
+              for label, v in sweep_variants(runs)}
+    assert priced["sky k=4 d=2"] == []  # the experiment's own cells: nothing runs
+    assert priced["sky k=8 d=2"][0].seconds == pytest.approx(0.5 * recorded)
+    assert priced["sky k=2 d=2"][0].seconds == priced["sky k=4 d=1"][0].seconds == 0.0
+    assert "the rest from its embedding cache" in priced["sky k=8 d=2"][0].source
 
 
 @pytest.mark.distributed

@@ -564,3 +564,20 @@ def test_a_first_run_orders_cells_costliest_first_by_the_plan(tmp_path):
     ordered = [(c.method, c.seed) for c in plan_order(exp, cells, plan)]
     assert ordered == [("fid", 1), ("fid", 2), ("no_retrieval", 1), ("no_retrieval", 2), ("knn_vote", 1)]
     assert [c.method for c in cells][0] == "knn_vote"  # the plan's own order differs
+
+
+def test_the_plan_prices_a_gpu_cells_disk_with_the_readers_cosmetic_settings(tmp_path):
+    """`reader.keep_resume_state` and `keep_checkpoints` are in no key, so in no cell settings: the plan still
+    passes them to the GPU cell's price (a done cell keeps its checkpoints only when told)."""
+    from pgra.experiment.estimate import BenchFits, plan_costs
+
+    fits = BenchFits.load(Path(__file__).resolve().parents[1] / "bench" / "results", "gpu")
+    kept = {}
+    for keep in (False, True):
+        (tmp_path / str(keep)).mkdir()
+        cfg = _gpu_asking_config(tmp_path / str(keep), keep_resume_state=keep)
+        plan = plan_costs(Experiment(from_dict(ExperimentConfig, cfg)), workers=1, fits=fits)
+        (cell,) = [e for e in plan.cells if e.label.endswith("fid/seed-1")]
+        kept[keep] = cell.kept_bytes
+    assert kept[False] == pytest.approx(fits.overheads.best_bytes)
+    assert kept[True] == pytest.approx(kept[False] + fits.overheads.checkpoint_bytes)

@@ -604,3 +604,18 @@ def test_fp16_readers_on_a_machine_without_a_gpu_are_refused_before_the_grid_run
     assert not Path(grid["out"]).exists()
     assert main(["experiment", "--config", str(path), "methods=knn_vote", "reader.mixed_precision=fp16",
                  "--dry-run"]) == 0  # no reader in the grid: nothing to refuse
+
+
+def test_a_cell_whose_cleanup_fails_is_still_done(grid, monkeypatch, capsys):
+    """Deleting what only resuming needed comes after cell.json: an OSError there is a warning, not a failed cell."""
+    from pgra.methods.base import Method
+
+    def refuse(self, out):
+        raise PermissionError(f"[Errno 13] Permission denied: '{out / 'checkpoints'}'")
+
+    monkeypatch.setattr(Method, "finished", refuse)
+    cfg = from_dict(ExperimentConfig, {**grid, "methods": ["knn_vote"], "seeds": [1]})
+    assert run_and_report(cfg) == []
+    assert (Path(grid["out"]) / "sky" / "knn_vote" / "seed-1" / CELL_FILE).exists()
+    assert "[sky/knn_vote/seed-1] warning: done, but what only resuming needed was not deleted: [Errno 13]" in \
+        capsys.readouterr().err

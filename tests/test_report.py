@@ -300,3 +300,8 @@ def test_the_report_states_the_training_inputs_and_flags_methods_trained_on_diff
         "mr: a gap between those methods is also one of training data.")
     assert _train_inputs_note(["sst2"], summary) == "Training inputs of the methods that train: sst2 100."
     assert _train_inputs_note(["mr"], {"icl_kate": {"mr": {"train_inputs": []}}}) is None  # (older cells: nothing)
+    # an experiment run partly before cells recorded it: the readers without a record are named, no count is implied
+    older = {"pgra": {"mr": {"train_inputs": [1500]}},
+             "fid": {"mr": {"train_inputs": [], "train_inputs_unrecorded": True}}}
+    assert _train_inputs_note(["mr"], older) == ("Training inputs of the methods that train: mr: pgra 1,500 (not "
+                                                 "recorded: fid, cells from before pgra recorded it).")

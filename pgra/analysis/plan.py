@@ -68,24 +68,47 @@ def _is_reader(method: str) -> bool:
 
 
 def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
-    """A variant grid's stages and cells still to run (the experiment's own finished cells reused) and their cost."""
+    """A variant grid's stages and cells still to run and their cost. A variant whose every cell is a finished cell
+    of the experiment is that experiment and runs nothing; any other runs as a grid of its own folder (its cells
+    that equal the experiment's too: :func:`~pgra.analysis.variants.run_variant`)."""
     main = runs.experiment
     planned = variant.plan()
-    own = [is_experiment_cell(main, variant, c) for c in planned]
-    if planned and all(own):  # the variant is the experiment: it runs nothing (run_variant)
+    if planned and all(is_experiment_cell(main, variant, c) for c in planned):
         return Work(reused=len(planned))
-    cells = [dataclasses.replace(c, status="done") if mine else c for c, mine in zip(planned, own, strict=True)]
-    reused = sum(own)
-    plan = plan_costs(variant, cells, record_folders=(main.out,))
-    todo = [c for c in cells if c.status != "done"]
+    plan = plan_costs(variant, planned, record_folders=(main.out,))
+    todo = [c for c in planned if c.status != "done"]
     shared = {"candidates"} if variant.candidates_from is main else set()  # the experiment's own, run by its grid
     stages = [(t, s) for t in variant.cfg.tasks for s in variant.stages_needed()
               if s not in shared and not variant.stage_done(t, s)]
-    names = {f"{variant.tasks[t].name}/{s}" for t, s in stages}
+    names = {f"{variant.tasks[t].name}/{s}": t for t, s in stages}
     index = Path(variant.cfg.index.out)
-    return Work(stages=len(stages), cells=len(todo), readers=sum(_is_reader(c.method) for c in todo), reused=reused,
+    return Work(stages=len(stages), cells=len(todo), readers=sum(_is_reader(c.method) for c in todo),
                 indexes=int(index != Path(main.cfg.index.out) and not (index / MANIFEST).exists()),
-                estimates=[e for e in plan.stages if e.label in names] + [e for e in plan.cells if e.source != "done"])
+                estimates=[_cached_share(main, variant, names[e.label], e) for e in plan.stages if e.label in names]
+                + [e for e in plan.cells if e.source != "done"])
+
+
+def _cached_share(main: Any, variant: Any, task: str, e: Estimate) -> Estimate:
+    """A variant's reranking over the experiment's own candidates with the experiment's reranker (a sweep point: k
+    and d changed) finds the evidence of the experiment's first k candidates in the shared embedding cache: it is
+    priced at the share of its k beyond the experiment's (0 at or below it). Any other stage keeps its estimate, as
+    does a reranking with per-query demonstrations (its prompts are cached per query and candidate list)."""
+    from ..selection import STRATEGIES
+
+    if variant.candidates_from is not main or not e.label.endswith("/reranked") or e.seconds is None:
+        return e
+    mine, theirs = variant.rerank_config(task), main.rerank_config(task)
+    if STRATEGIES[mine.demo_selection].per_query:
+        return e
+    retrieved = main.retrieve_config(task).k
+    if {k: v for k, v in vars(mine).items() if k not in ("k", "top_d", "out", "candidates")} != \
+            {k: v for k, v in vars(theirs).items() if k not in ("k", "top_d", "out", "candidates")}:
+        return e
+    k, k0 = mine.k or retrieved, theirs.k or retrieved
+    share = max(k - k0, 0) / k if k else 1.0
+    return dataclasses.replace(e, seconds=e.seconds * share,
+                               source=f"{e.source}, x {share:.2f}: the candidates beyond the experiment's k={k0} "
+                                      "(the rest from its embedding cache)")
 
 
 def rerank_work(runs: ExperimentRuns, reranks: list[tuple[str, str, bool]], grid: Any) -> Work:

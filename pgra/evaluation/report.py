@@ -81,13 +81,16 @@ def _train_inputs_note(tasks: list[str], summary: dict[str, dict[str, Any]]) -> 
     parts, differ = [], []
     for t in tasks:
         counts = {m: s[t]["train_inputs"] for m, s in summary.items() if s.get(t, {}).get("train_inputs")}
+        missing = [m for m, s in summary.items() if s.get(t, {}).get("train_inputs_unrecorded")]
         if not counts:
             continue
         values = {v for vs in counts.values() for v in vs}
-        if len(values) == 1:
+        if len(values) == 1 and not missing:
             parts.append(f"{t} {values.pop():,}")
-        else:
-            parts.append(f"{t}: " + ", ".join(f"{m} {'/'.join(f'{v:,}' for v in vs)}" for m, vs in counts.items()))
+            continue
+        parts.append(f"{t}: " + ", ".join(f"{m} {'/'.join(f'{v:,}' for v in vs)}" for m, vs in counts.items())
+                     + (f" (not recorded: {', '.join(missing)}, cells from before pgra recorded it)" if missing else ""))
+        if len(values) > 1:
             differ.append(t)
     if not parts:
         return None
@@ -106,6 +109,7 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
     from ..choices import task_names
     from ..config import from_dict
     from ..methods import METHODS
+    from ..methods.reader_method import ReaderMethod
     from ..tasks import get_task
     from ..tasks.spec import TaskSpec
     from .merge import merged_cells
@@ -133,9 +137,12 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
         values = [g.record["results"][split][g.record["metric"]] for g in group]
         mean, std = mean_std(values)
         flags = [g.record.get("still_improving") for g in group]
-        trained = sorted({int(g.record["train_inputs"]) for g in group if g.record.get("train_inputs") is not None})
+        recorded = [g.record.get("train_inputs") for g in group]
+        trained = sorted({v for v in recorded if isinstance(v, int) and not isinstance(v, bool)})
+        # a reader's cell written before cells recorded their training inputs
+        unrecorded = method in METHODS and issubclass(METHODS[method], ReaderMethod) and None in recorded
         summary.setdefault(method, {})[task] = {
-            "train_inputs": trained,
+            "train_inputs": trained, **({"train_inputs_unrecorded": True} if unrecorded else {}),
             "mean": mean, "std": std, "n": len(values), "seeds": [g.seed for g in group],
             "metric": group[0].record["metric"], "still_improving": sum(bool(f) for f in flags),
             "improvement_checked": sum(f is not None for f in flags),

@@ -89,7 +89,11 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
     record["cost"] = {"elapsed_s": record["elapsed_s"], "resumed": cell.status == "resume",
                       "hardware": fit_cost["hardware"], "work": merge_work([fit_cost["work"], spent["work"]])}
     write_json(cell.directory / CELL_FILE, record)
-    method.finished(cell.directory)  # finished: what only resuming needed goes (a reader's checkpoints)
+    try:  # finished: what only resuming needed goes (a reader's checkpoints); the cell is done whatever happens here
+        method.finished(cell.directory)
+    except OSError as e:
+        print(f"[{cell.label}] warning: done, but what only resuming needed was not deleted: {e}", file=sys.stderr,
+              flush=True)
     _track(cell, record, log_with)
     summary = ", ".join(f"{s} {r[task.metric]:.4f}" for s, r in results.items())
     print(f"[{cell.label}] {summary}" + (" (still improving)" if still else ""))

@@ -508,11 +508,13 @@ def _scaled(seconds: float, label: str, inputs: int | None, their_inputs: int | 
 
 def estimate_cell(task: str, method: str, settings: dict[str, Any], records: list[tuple[str, dict[str, Any]]],
                   inputs: dict[str, int | None], fits: BenchFits | None = None,
-                  splits: dict[str, dict[str, int] | None] | None = None) -> Estimate:
+                  splits: dict[str, dict[str, int] | None] | None = None,
+                  disk: dict[str, Any] | None = None) -> Estimate:
     """A cell's cost from ``records`` (``(label, cell.json)`` of finished cells): the same task, method and
     settings (their mean), else the same method on another task scaled by input counts (``inputs``: task name ->
     count), else the bench fit for a reader (``settings["reader"]``; on a GPU the whole cell as its settings run it,
-    :meth:`BenchFits.gpu_cell`, with ``splits``: task name -> inputs per split), else unknown."""
+    :meth:`BenchFits.gpu_cell`, with ``splits``: task name -> inputs per split, and ``disk``: the reader's cosmetic
+    ``keep_checkpoints`` and ``keep_resume_state``, which no settings hold), else unknown."""
     label = f"{task}/{method}"
     settings = json.loads(json.dumps(settings, sort_keys=True, default=str))  # as cell.json holds them
     usable = [(lab, r) for lab, r in records if r.get("method") == method and r.get("cost")
@@ -529,7 +531,7 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
                 return Estimate(label, scaled[0], scaled[1], _device(r["cost"]))
     reader = settings.get("reader")
     if fits is not None and reader and fits.gpu_steps:
-        cost = fits.gpu_cell(reader, (splits or {}).get(task))
+        cost = fits.gpu_cell({**reader, **(disk or {})}, (splits or {}).get(task))
         if cost is not None:
             return Estimate(label, cost.seconds, cost.source, fits.device, cost.device_s, cost.written_bytes,
                             cost.kept_bytes)
@@ -919,8 +921,12 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
         if c.status == "done":
             estimates.append(Estimate(c.label, 0.0, "done"))
             continue
-        e = estimate_cell(names[c.task], c.method, exp.method(c.task, c.method).settings(), cell_records, inputs, fits,
-                          splits)
+        method = exp.method(c.task, c.method)
+        reader = getattr(method.inputs.settings, "reader", None)
+        # what a cell writes and keeps follows cosmetic reader settings, which are in no key and so in no settings
+        disk = None if reader is None else {"keep_checkpoints": reader.keep_checkpoints,
+                                            "keep_resume_state": reader.keep_resume_state}
+        e = estimate_cell(names[c.task], c.method, method.settings(), cell_records, inputs, fits, splits, disk)
         e.label = c.label
         estimates.append(e)
     per_gpu = cells_per_gpu or int(getattr(exp.cfg, "cells_per_gpu", 0) or 0) or 1

@@ -203,7 +203,8 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         short += sum(len(rec["ctxs"]) < cfg.top_d for rec in recs)
         ranked = reranker.rerank([r["text"] for r in recs], [r["ctxs"] for r in recs],
                                  vectors=lambda qi, split=split: vectors(split, qi))
-        # (a shared prompt's demonstrations left train after demos_of was made: index it by position)
+        # (with demos_in_train off, a shared prompt's demonstrations left train after demos_of was made: index it by
+        # position)
         records = [{**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs,
                     "demonstrations": demo_records(demos_of[split][qi])}
                    for qi, (rec, ctxs) in enumerate(zip(recs, ranked, strict=True))]
