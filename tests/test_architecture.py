@@ -13,7 +13,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("pgra.errors", "pgra.faults", "pgra.verbosity", "pgra.choices", "pgra.artifacts", "pgra.distributed",
      "pgra.device", "pgra.progress", "pgra.tokens", "pgra.kv", "pgra.loading", "pgra.hfdata", "pgra.tracking",
      "pgra.config", "pgra.lock", "pgra.ownership", "pgra.cost", "pgra.download", "pgra.corpus", "pgra.interchange",
-     "pgra.tasks", "pgra.metrics", "pgra.predictions", "pgra.itself", "pgra.training", "pgra.causal_lm", "pgra.lm",
+     "pgra.tasks", "pgra.metrics", "pgra.predictions", "pgra.itself", "pgra.training", "pgra.causal_lm",
      "pgra.provenance", "pgra.markdown", "pgra.registry", "pgra.hub", "pgra.environment"),
     ("pgra.retrieval",),                      # stage 1: encoders, indexes, search
     ("pgra.selection",),                      # demonstrations (KATE reuses the retrieval encoder)

@@ -36,8 +36,7 @@ from .config import RerankConfig
 from .embedder import LMEmbedder
 from .prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
 from .scoring import reranked_ctxs
-
-RERANKED_KIND = "reranked"
+from .stage import RERANKED_KIND
 
 # one query's vectors: (its embedding, its candidates' embeddings in candidate order)
 Vectors = Callable[[int], tuple[np.ndarray, np.ndarray]]
