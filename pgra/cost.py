@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
-import platform
 import struct
 import time
 from collections import Counter
@@ -63,14 +63,10 @@ def hardware() -> dict[str, Any]:
     """The device the work ran on: accelerator name (or ``cpu``), CPU model, cores and torch threads."""
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    from .device import cpu_model
+
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    return {"device": device, "cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+    return {"device": device, "cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
 
 
 @contextlib.contextmanager
@@ -110,11 +106,7 @@ def tensor_sizes(model: str | Path) -> dict[str, int] | None:
             shapes = _safetensors_shapes(file)
         except (OSError, ValueError):
             return None
-        for name, shape in shapes.items():
-            n = 1
-            for dim in shape:
-                n *= int(dim)
-            sizes[name] = n
+        sizes.update((name, math.prod(int(d) for d in shape)) for name, shape in shapes.items())
     return sizes
 
 
@@ -134,24 +126,15 @@ def model_dim(model: str | Path) -> int | None:
 def parameter_counts(model: str | Path) -> dict[str, int] | None:
     """Parameters of a model folder from its safetensors headers: ``all``, and ``encoder`` / ``decoder`` by the
     weights' name prefixes (shared embeddings and heads count to ``all`` only); None without safetensors."""
-    folder = Path(model)
-    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
-    if not files:
+    sizes = tensor_sizes(model)
+    if sizes is None:
         return None
     counts: Counter[str] = Counter()
-    for file in files:
-        try:
-            shapes = _safetensors_shapes(file)
-        except (OSError, ValueError):
-            return None
-        for name, shape in shapes.items():
-            n = 1
-            for dim in shape:
-                n *= int(dim)
-            counts["all"] += n
-            for part in ("encoder", "decoder"):
-                if name.startswith(f"{part}."):
-                    counts[part] += n
+    for name, n in sizes.items():
+        counts["all"] += n
+        for part in ("encoder", "decoder"):
+            if name.startswith(f"{part}."):
+                counts[part] += n
     return dict(counts)
 
 

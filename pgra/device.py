@@ -142,16 +142,33 @@ def apply_launcher_threads() -> int | None:
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 CPUs that compute bf16 in hardware (else it is emulated, slower)
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+def cpu_info() -> dict[str, str]:
+    """The first processor's fields in Linux ``/proc/cpuinfo`` (``model name``, ``flags`` ...); empty elsewhere."""
+    info: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                key, sep, value = line.partition(":")
+                if sep:
+                    info.setdefault(key.strip(), value.strip())
+                elif info and not line.strip():  # the blank line after the first processor
+                    break
     except OSError:
         pass
-    return set()
+    return info
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (``flags`` on x86, ``Features`` on ARM; empty without /proc/cpuinfo)."""
+    info = cpu_info()
+    return set((info.get("flags") or info.get("Features") or "").split())
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else the platform's processor or machine name."""
+    import platform
+
+    return cpu_info().get("model name") or platform.processor() or platform.machine()
 
 
 def cpu_has_native_bf16() -> bool:

@@ -14,7 +14,6 @@ import json
 import os
 import platform
 import subprocess
-from pathlib import Path
 from typing import Any
 
 from .artifacts import library_versions, source_commit
@@ -27,14 +26,10 @@ SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_
 def cpu_description() -> dict[str, Any]:
     """The CPU: its model name, logical cores and which of :data:`SIMD_FLAGS` it has (Linux's /proc/cpuinfo;
     elsewhere the platform's processor name only)."""
-    info: dict[str, str] = {}
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            info.setdefault(key.strip(), value.strip())  # the first processor's
-    flags = set((info.get("flags") or info.get("Features") or "").split())
-    return {"model": info.get("model name") or platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "simd": [f for f in SIMD_FLAGS if f in flags]}
+    from .device import cpu_flags, cpu_model
+
+    flags = cpu_flags()
+    return {"model": cpu_model(), "cores": os.cpu_count(), "simd": [f for f in SIMD_FLAGS if f in flags]}
 
 
 def _torch_part() -> dict[str, Any]:

@@ -161,19 +161,17 @@ def save_checkpoint(acc, out: Path, state: dict[str, Any], keep: int, resume_key
     acc.wait_for_everyone()
 
 
-def drop_resume_state(out: Path) -> int:
-    """Delete ``out/checkpoints`` (the resumable state: weights, optimizer, scheduler, RNG) of a finished run and
-    return the bytes freed (0 when there was none). The folder is first renamed to a temporary name of pgra's
+def drop_resume_state(out: Path) -> None:
+    """Delete ``out/checkpoints`` (the resumable state: weights, optimizer, scheduler, RNG) of a finished run (a
+    link of that name is left alone). The folder is first renamed to a temporary name of pgra's
     (``.checkpoints.<8 hex>``), so a run killed while deleting it leaves no half checkpoint a re-run could resume from,
     and the next claim of the folder removes the leftover (:func:`pgra.ownership.drop_temp`)."""
     folder = Path(out) / "checkpoints"
     if not folder.is_dir() or folder.is_symlink():
-        return 0
-    freed = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+        return
     doomed = folder.with_name(f".checkpoints.{secrets.token_hex(4)}")
     os.replace(folder, doomed)
     shutil.rmtree(doomed, ignore_errors=True)
-    return freed
 
 
 __all__ = ["EpochSampler", "adamw_with_schedule", "check_mixed_precision", "drop_resume_state", "fp16_device_present", "rank_share", "read_checkpoint", "resume_settings", "resume_state", "save_checkpoint"]

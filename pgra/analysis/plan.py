@@ -20,7 +20,7 @@ from ..artifacts import MANIFEST
 from ..experiment.estimate import Estimate, format_seconds, plan_costs
 from .base import Analysis
 from .inputs import ExperimentRuns
-from .variants import is_experiment_cell
+from .variants import is_experiment
 
 
 @dataclasses.dataclass
@@ -73,7 +73,7 @@ def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
     that equal the experiment's too: :func:`~pgra.analysis.variants.run_variant`)."""
     main = runs.experiment
     planned = variant.plan()
-    if planned and all(is_experiment_cell(main, variant, c) for c in planned):
+    if is_experiment(runs, variant):
         return Work(reused=len(planned))
     plan = plan_costs(variant, planned, record_folders=(main.out,))
     todo = [c for c in planned if c.status != "done"]
@@ -101,9 +101,8 @@ def _cached_share(main: Any, variant: Any, task: str, e: Estimate) -> Estimate:
     if STRATEGIES[mine.demo_selection].per_query:
         return e
     retrieved = main.retrieve_config(task).k
-    if {k: v for k, v in vars(mine).items() if k not in ("k", "top_d", "out", "candidates")} != \
-            {k: v for k, v in vars(theirs).items() if k not in ("k", "top_d", "out", "candidates")}:
-        return e
+    if dataclasses.replace(mine, k=0, top_d=1, out="") != dataclasses.replace(theirs, k=0, top_d=1, out=""):
+        return e  # another prompt or LM: nothing of the experiment's cache is its
     k, k0 = mine.k or retrieved, theirs.k or retrieved
     share = max(k - k0, 0) / k if k else 1.0
     return dataclasses.replace(e, seconds=e.seconds * share,

@@ -73,9 +73,10 @@ class SweepPoint:
     cfg: Any
 
 
-def sweep_plan(runs: ExperimentRuns) -> list[SweepPoint]:
+def sweep_plan(runs: ExperimentRuns, planning: bool = False) -> list[SweepPoint]:
     """Every task's points, largest k first, each a PGRA-only variant of the experiment (nothing runs). The largest
-    k is the candidates' ``retrieve.k`` as their manifest records it, or as the config sets it before they exist."""
+    k is the candidates' ``retrieve.k`` as their manifest records it; without them the sweep cannot run (an
+    InputError: the experiment's candidates come first), but ``planning`` takes the config's before they exist."""
     cfg = runs.cfg
     if "pgra" not in cfg.methods:
         raise InputError("the k and d sweeps vary PGRA: add pgra to methods", field="methods")
@@ -84,7 +85,13 @@ def sweep_plan(runs: ExperimentRuns) -> list[SweepPoint]:
     for task in cfg.tasks:
         s = runs.settings(task, "pgra")
         manifest = runs.experiment.stage_dir(task, "candidates") / MANIFEST
-        k_max = int(read_json(manifest)["k"]) if manifest.exists() else runs.experiment.retrieve_config(task).k
+        if manifest.exists():
+            k_max = int(read_json(manifest)["k"])
+        elif planning:
+            k_max = runs.experiment.retrieve_config(task).k
+        else:
+            raise InputError(f"{manifest.parent} holds no candidates: run `pgra experiment` first",
+                             path=manifest.parent)
         k0, d0 = s.rerank.k or k_max, s.reader.n_passages
         for k, d in sweep_points(cfg.analysis.sweep.k, cfg.analysis.sweep.d, k0, d0, k_max):
             out = runs.out / "sweep" / runs.task_name(task) / f"k{k}-d{d}"
@@ -98,7 +105,7 @@ def sweep_plan(runs: ExperimentRuns) -> list[SweepPoint]:
 def sweep_variants(runs: ExperimentRuns) -> list[tuple[str, Experiment]]:
     """The sweep's grids as :func:`run_sweeps` would run them (for ``pgra analyze --dry-run``)."""
     return [(f"{runs.task_name(p.task)} k={p.k} d={p.d}", Experiment(p.cfg, candidates_from=runs.experiment))
-            for p in sweep_plan(runs)]
+            for p in sweep_plan(runs, planning=True)]
 
 
 def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
