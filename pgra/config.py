@@ -206,6 +206,16 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     return value
 
 
+def _choice_word(f: dataclasses.Field, value: Any) -> Any:
+    """YAML 1.1 reads no/off/false and yes/on/true as bools: where the field's choices hold such a word (e.g.
+    ``reader.mixed_precision=no``), the bool is that word."""
+    allowed = field_choices(f)
+    if not isinstance(value, bool) or allowed is None or value in allowed:
+        return value
+    words = [w for w in (("yes", "on", "true") if value else ("no", "off", "false")) if w in allowed]
+    return words[0] if words else value
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -341,7 +351,7 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", pref
             raise InputError(f"config keys are names, got {shorten(key)}", path=source, field=prefix.rstrip(".") or None)
         if key not in types_:
             raise _unknown_key(prefix + key, [prefix + k for k in types_], source)
-        kwargs[key] = _coerce(value, types_[key], prefix + key, source)
+        kwargs[key] = _coerce(_choice_word(fields[key], value), types_[key], prefix + key, source)
         _check_field(fields[key], kwargs[key], prefix + key, source)
     try:
         return cls(**kwargs)

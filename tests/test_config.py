@@ -41,6 +41,19 @@ def test_bad_type_names_field():
         load_config(Outer, None, parse_overrides(["inner.steps=ten"]))
 
 
+def test_a_word_yaml_reads_as_a_bool_is_the_word_where_a_choice_expects_it(tmp_path):
+    """`reader.mixed_precision=no` (as the docs write it) is YAML's False: the choice 'no', not an error; in a file
+    too; a bool where no such word is a choice is still refused."""
+    from pgra.reader.config import TrainConfig
+
+    assert load_config(TrainConfig, None, parse_overrides(["mixed_precision=no"])).mixed_precision == "no"
+    p = tmp_path / "r.yaml"
+    p.write_text("mixed_precision: no\n")
+    assert load_config(TrainConfig, p).mixed_precision == "no"
+    with pytest.raises(InputError, match=r"field 'mixed_precision'.*must be one of"):
+        load_config(TrainConfig, None, parse_overrides(["mixed_precision=yes"]))
+
+
 def test_index_config_nested():
     cfg = load_config(IndexConfig, None, parse_overrides(["dense.faiss.nlist=64", "retriever=bm25"]))
     assert cfg.dense.faiss.nlist == 64 and cfg.retriever == "bm25"
