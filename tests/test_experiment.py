@@ -619,3 +619,33 @@ def test_a_cell_whose_cleanup_fails_is_still_done(grid, monkeypatch, capsys):
     assert (Path(grid["out"]) / "sky" / "knn_vote" / "seed-1" / CELL_FILE).exists()
     assert "[sky/knn_vote/seed-1] warning: done, but what only resuming needed was not deleted: [Errno 13]" in \
         capsys.readouterr().err
+
+
+def test_limit_is_a_smoke_run_in_a_folder_of_its_own(grid, tmp_path, capsys):
+    """`--limit N` (lm-evaluation-harness's habit): every split cut to N inputs and every reader to N steps, task and
+    method overrides included, into OUT-limitN; the experiment's own folder is never written."""
+    import yaml
+
+    from pgra.experiment.config import apply_limit
+
+    cfg = from_dict(ExperimentConfig, {**grid, "limit": 2, "retrieve": {"k": 8, "split_sizes": {"train": 5, "test": 1}},
+                                       "method_overrides": {"fid": {"reader": {"max_steps": 9, "eval_every": 3}}},
+                                       "icl": {"pool": 50}})
+    limited = apply_limit(cfg)
+    assert limited.out == grid["out"] + "-limit2" and limited.limit == 0
+    assert limited.retrieve.split_sizes == {"train": 2, "test": 1} and limited.retrieve.max_examples == 2
+    assert (limited.reader.max_steps, limited.reader.batch_size, limited.reader.eval_every, limited.icl.pool,
+            limited.rerank.num_demos, limited.knn_vote.k, limited.retrieve.k) == (2, 2, 2, 2, 2, 2, 8)
+    assert limited.method_overrides["fid"]["reader"] == {"max_steps": 2, "eval_every": 2}
+    assert apply_limit(from_dict(ExperimentConfig, grid)).out == grid["out"]  # no limit: the config as written
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({**grid, "methods": ["no_retrieval", "fid", "knn_vote"], "seeds": [1]}))
+    assert main(["experiment", "--config", str(path), "--limit", "2", "--dry-run"]) == 0
+    assert "exp-limit2/sky/fid/seed-1" in capsys.readouterr().out
+    assert main(["experiment", "--config", str(path), "--limit", "2"]) == 0
+    assert not Path(grid["out"]).exists()
+    cell = json.loads((Path(grid["out"] + "-limit2") / "sky" / "fid" / "seed-1" / CELL_FILE).read_text())
+    assert cell["steps"] == 2 and cell["results"]["test"]["examples"] == 2
+    assert main(["analyze", "--config", str(path), "--limit", "2", "analysis.analyses=consistency"]) == 0
+    assert (Path(grid["out"] + "-limit2") / "analysis" / "analysis.md").exists() and not Path(grid["out"]).exists()

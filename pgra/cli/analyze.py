@@ -7,8 +7,9 @@ from .command import Command
 
 def run(cfg) -> int:
     from ..analysis.run import analyze
+    from ..experiment.config import apply_limit
 
-    runs = analyze(cfg)
+    runs = analyze(apply_limit(cfg))  # --limit N: the smoke run's folder, OUT-limitN
     if not cfg.dry_run and runs.experiment.out.exists() and (runs.out / "analysis.md").exists():
         print(f"analyses written to {runs.out} (analysis.md; figures indexed in "
               f"{runs.experiment.out / 'results.md'})")

@@ -130,7 +130,9 @@ def run_and_report(cfg, ctx=None) -> list:
     ``cfg.report`` (:func:`write_and_print_report`). Returns the failed cells. The models and reader precision every
     cell needs are checked first (:func:`check_grid`)."""
     from ..experiment import run_experiment
+    from ..experiment.config import apply_limit
 
+    cfg = apply_limit(cfg)  # --limit N: a smoke run in OUT-limitN
     if cfg.tasks and cfg.methods:  # (none: the grid's own check names the empty field)
         check_grid(cfg)
     if cfg.report and not cfg.dry_run:  # before anything runs: a report file pgra did not write is refused

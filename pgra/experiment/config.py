@@ -89,6 +89,9 @@ class ExperimentConfig:
                            help="tracker of every cell (wandb offline unless WANDB_MODE says otherwise)")
     report: bool = option(True, help="write results.md / results.json when the grid ends")
     dry_run: bool = option(False, help="print the plan and which cells are done; run nothing")
+    limit: int = option(0, min=0, help="a smoke run: at most N inputs per split and N training steps per reader, "
+                                       "into OUT-limitN (never the full experiment's folder); 0 = the config as "
+                                       "written")
     show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
     parallel: str = option("cells", choices=PARALLEL,
                            help="under N processes (torchrun, accelerate launch): cells runs whole cells side by side, "
@@ -117,6 +120,56 @@ class ExperimentConfig:
                                 "hold (taking over those whose job died) before leaving them to those jobs")
 
 
+def _cap(value: int, n: int) -> int:
+    """``value`` at most ``n``, where 0 means no cap (all)."""
+    return n if not value else min(int(value), n)
+
+
+def _limit_section(section: str, values: dict[str, Any], n: int) -> dict[str, Any]:
+    """One config section (or a task's or method's override of it) under ``--limit n``."""
+    out = dict(values)
+    if section == "retrieve":
+        if "split_sizes" in out:
+            out["split_sizes"] = {split: _cap(size, n) for split, size in (out["split_sizes"] or {}).items()}
+        out["max_examples"] = _cap(out.get("max_examples", 0), n)
+    elif section == "reader":
+        for name in ("max_steps", "batch_size", "eval_every", "save_every"):
+            if name in out:
+                out[name] = _cap(out[name], n) if name in ("max_steps", "batch_size") or out[name] else 0
+    elif section in ("rerank", "icl", "knn_vote"):  # what is drawn from the N training inputs: at most N
+        for name in ("num_demos", "pool", "k"):
+            if out.get(name) and not (section == "rerank" and name == "k"):
+                out[name] = _cap(out[name], n)
+    return out
+
+
+def apply_limit(cfg: ExperimentConfig) -> ExperimentConfig:
+    """``cfg`` as a smoke run of ``cfg.limit`` = N (lm-evaluation-harness's ``--limit``): every task's splits cut to
+    at most N inputs (the same seeded draw, ``retrieve.split_sizes`` / ``max_examples``), every reader's
+    ``max_steps`` and ``batch_size`` (and ``eval_every``, ``save_every``) to at most N, and what is drawn from the
+    training inputs (the reranker's and in-context demonstrations, the in-context pool, the kNN vote's k) to at most N, in the folder
+    ``OUT-limitN`` beside the experiment's, so that a smoke run never mixes with (or is taken for) the real one.
+    The corpus-wide work (the index, a reranker's corpus pass) is not cut: the smoke run shares it. The result has
+    ``limit`` 0 and the cut settings written out, so its folder's config says what ran; ``cfg`` itself when
+    ``limit`` is 0."""
+    n = int(getattr(cfg, "limit", 0) or 0)
+    if not n:
+        return cfg
+    if not cfg.out:
+        raise InputError("--limit needs an experiment folder (out) to write OUT-limitN beside", field="out")
+    data = to_dict(cfg)
+    data["limit"] = 0
+    data["out"] = f"{str(cfg.out).rstrip('/')}-limit{n}"
+    for section in ("retrieve", "rerank", "reader", "knn_vote", "icl"):
+        data[section] = _limit_section(section, data[section], n)
+    for scope in ("task_overrides", "method_overrides"):
+        for name, extra in (data.get(scope) or {}).items():
+            if isinstance(extra, dict):
+                data[scope][name] = {k: _limit_section(k, v, n) if isinstance(v, dict) else v
+                                     for k, v in extra.items()}
+    return from_dict(type(cfg), data, source=f"<{cfg.out} with --limit {n}>")
+
+
 def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -> ExperimentConfig:
     """The settings of one task (and method): the config with its task and method overrides merged in (of ``cfg``'s
     own type)."""
@@ -136,5 +189,5 @@ def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -
     return from_dict(type(cfg), base, source=f"<experiment config: {task}/{method or '-'}>")
 
 
-__all__ = ["JOB_FIELDS", "LAUNCHERS", "METHOD_OVERRIDABLE", "PARALLEL", "RUNTIME_FIELDS", "TASK_OVERRIDABLE", "ExperimentConfig", "SlurmConfig",
+__all__ = ["JOB_FIELDS", "apply_limit", "LAUNCHERS", "METHOD_OVERRIDABLE", "PARALLEL", "RUNTIME_FIELDS", "TASK_OVERRIDABLE", "ExperimentConfig", "SlurmConfig",
            "cell_settings"]
