@@ -10,11 +10,15 @@ from pgra.cli import main
 from pgra.config import from_dict
 from pgra.experiment import Experiment, ExperimentConfig
 from pgra.experiment.estimate import (
+    CPU_CELL_COSTS,
     BenchFits,
+    CpuCellCosts,
     bf16_step_ratios,
     encoder_layers,
     estimate_cell,
     estimate_stage,
+    evaluated_inputs,
+    format_seconds,
     gpu_measurements,
     lpt_assign,
     lpt_order,
@@ -28,6 +32,7 @@ from tests.conftest import write_corpus, write_sky_task
 from tests.test_experiment import _config
 
 H100 = {"device": "NVIDIA H100 80GB HBM3"}
+RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 READER = {"reader": {"max_steps": 100, "n_passages": 4, "batch_size": 16}, "data": "candidates"}
 
 
@@ -57,9 +62,15 @@ def test_cell_estimates_and_their_sources():
                ("sst2/pgra/seed-1", _cell("sst2", "pgra", 900.0, device={"device": "cpu"}))]
     same = estimate_cell("mr", "fid", READER, records, inputs)
     assert (same.seconds, same.device, same.source) == (150.0, "gpu", "recorded: mr/fid/seed-1, mr/fid/seed-2")
-    scaled = estimate_cell("mr", "pgra", READER, records, inputs)
-    assert (scaled.seconds, scaled.device) == (300.0, "cpu")
-    assert scaled.source == "recorded: sst2/pgra/seed-1, x 200/600 inputs"
+    # another method's cells on the task with the same reader settings come first (PGRA's reader costs FiD's)
+    shared = estimate_cell("mr", "pgra", READER, records, inputs)
+    assert (shared.seconds, shared.device) == (150.0, "gpu")
+    assert shared.source == "recorded: mr/fid/seed-1, mr/fid/seed-2 (another method with the same reader settings)"
+    assert estimate_cell("mr", "pgra", {**READER, "reader": {**READER["reader"], "n_passages": 8}}, records,
+                         inputs).source == "recorded: sst2/pgra/seed-1, x 200/600 inputs"  # another reader: scaled
+    scaled = estimate_cell("cr", "pgra", READER, records, {**inputs, "cr": 300})
+    assert (scaled.seconds, scaled.device) == (450.0, "cpu")
+    assert scaled.source == "recorded: sst2/pgra/seed-1, x 300/600 inputs"
     # other settings on the same task: not that record; the fit (100 steps x (0.24 + 0.2 x 4) s x 16/8)
     fits = BenchFits("cpu", reader=(0.24, 0.2), reader_batch=8, reader_source="bench fit X")
     other = {"reader": {**READER["reader"], "max_steps": 100}, "data": "reranked"}
@@ -220,8 +231,10 @@ def test_dry_run_shows_costs_their_sources_and_the_wallclock(planned, tmp_path, 
     assert lines[seed2 - 1] == "      done: nothing to spend"
     assert lines[seed2 + 1] == "      ~100 s gpu (recorded: sky/fid/seed-1)"
     cost = lines.index("expected cost: 2.2 min of work (0.03 GPU h, 0.01 CPU h)")
+    own = CpuCellCosts.load(RESULTS / CPU_CELL_COSTS).parts["command"][0]  # imports, checks, the report
     assert lines[cost + 1] == ("wall-clock on 2 worker(s): stages 15 s (each sharded over the workers) + cells 100 s "
-                               "(side by side, costliest first) = 115 s")
+                               f"(side by side, costliest first) + the command's own {format_seconds(own)} = "
+                               f"{format_seconds(115 + own)}")
     assert lines[cost + 2].startswith("disk, estimated")  # then the disk: the reader "reader" is no model here
     assert any(x.startswith("  not counted: ") and "sky/fid/seed-2 (reader: parameters unknown" in x for x in lines)
     # the command: one process, one worker
@@ -581,3 +594,41 @@ def test_the_plan_prices_a_gpu_cells_disk_with_the_readers_cosmetic_settings(tmp
         kept[keep] = cell.kept_bytes
     assert kept[False] == pytest.approx(fits.overheads.best_bytes)
     assert kept[True] == pytest.approx(kept[False] + fits.overheads.checkpoint_bytes)
+
+
+def test_cpu_cells_are_priced_with_their_fixed_costs_by_hand():
+    """On a CPU, what the step and reranking fits leave out (cpu_cell_costs.json: loads, saves, set-up; in-context
+    learning, kNN votes and the candidates stage, which have no fit) is priced per kind: fixed + inputs x per input."""
+    costs = CpuCellCosts({"reader": (3.0, 0.01), "icl": (2.0, 0.1), "cell": (1.0, 0.002), "candidates": (0.5, 0.004),
+                          "reranked": (-20.0, 0.0), "command": (5.0, 0.0)}, 4, "bench X")
+    fits = BenchFits("cpu", reader=(0.24, 0.2), reader_batch=8, reader_source="fit", rerank=(4.0, 0.05),
+                     rerank_source="fit R", cpu_cells=costs)
+    splits = {"sky": {"train": 40, "dev": 10, "test": 20}}
+    reader = {"max_steps": 100, "n_passages": 4, "batch_size": 16, "eval_every": 25, "max_eval_examples": 6}
+    # 4 dev evaluations of at most 6 inputs, then the whole dev and test splits: 24 + 10 + 20
+    assert evaluated_inputs(reader, splits["sky"]) == 54 and evaluated_inputs(reader, None) is None
+    cell = estimate_cell("sky", "fid", {"reader": reader}, [], {"sky": 70}, fits, splits)
+    assert cell.seconds == pytest.approx(100 * (0.24 + 0.2 * 4) * 2 + 3.0 + 54 * 0.01)
+    assert "plus 3.0 s fixed + 54 x 10 ms per evaluated input" in cell.source and "bench X" in cell.source
+    icl = estimate_cell("sky", "icl_kate", {"icl": {"num_demos": 9}, "splits": ["test"]}, [], {"sky": 70}, fits, splits)
+    assert icl.seconds == pytest.approx(2.0 + 20 * 0.1 * 10 / 5)  # at 9 demonstrations: x (9 + 1) / (4 + 1)
+    vote = estimate_cell("sky", "knn_vote", {"k": 3}, [], {"sky": 70}, fits, splits)
+    assert vote.seconds == pytest.approx(1.0 + 70 * 0.002)
+    assert estimate_stage("sky", "candidates", False, [], {"sky": 70}, fits).seconds == pytest.approx(0.5 + 0.28)
+    # a negative fixed part corrects a fit that overprices, never below 0
+    assert estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, candidates=100).seconds == 0.0
+    assert estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, candidates=1000).seconds == \
+        pytest.approx(4.0 + 50.0 - 20.0)
+    # without the file (another machine's checkout): unknown, as before
+    bare = BenchFits("cpu", reader=(0.24, 0.2), reader_batch=8)
+    assert estimate_cell("sky", "knn_vote", {"k": 3}, [], {"sky": 70}, bare, splits).seconds is None
+
+
+def test_the_bench_fixed_costs_price_the_tutorials_smoke_run():
+    """cpu_cell_costs.json, as bench_cpu_cell_costs.py wrote it: every kind the estimator reads, and its check (the
+    tutorial's --limit 8 run, planned before it ran) within 2x of what it took."""
+    data = json.loads((RESULTS / CPU_CELL_COSTS).read_text())
+    assert {"reader", "icl", "cell", "candidates", "reranked", "command"} <= set(data["kinds"])
+    assert data["check"]["limit"] == 8 and data["check"]["unpriced"] == []
+    assert 0.5 <= data["check"]["ratio"] <= 2.0
+    assert CpuCellCosts.load(RESULTS / CPU_CELL_COSTS).parts["icl"][1] > 0

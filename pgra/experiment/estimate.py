@@ -169,6 +169,61 @@ class CellCost:
     kept_bytes: float = 0.0
 
 
+CPU_CELL_COSTS = "cpu_cell_costs.json"
+# what a kind of cell or stage is priced by besides its fixed seconds (bench_cpu_cell_costs.py measures both)
+CPU_KINDS = {"reader": "evaluated input (dev evaluations, the final dev and test predictions)",
+             "icl": "predicted input", "cell": "input of every split", "candidates": "input of every split",
+             "reranked": "input", "full_search": "input"}
+
+
+@dataclass
+class CpuCellCosts:
+    """What a cell or stage spends on a CPU besides what the step and reranking fits price, measured through
+    pgra's own code (``bench/bench_cpu_cell_costs.py``: the tutorial's grid run at two sizes): per kind of
+    :data:`CPU_KINDS`, ``(fixed seconds, seconds per input)``: the model loads, tokenizer and data set-up, the
+    ``best/`` saves and checkpoints of a small reader, the report of the cell; in-context learning's per-input
+    seconds at ``icl_demos`` demonstrations."""
+
+    parts: dict[str, tuple[float, float]]
+    icl_demos: int
+    source: str
+
+    @classmethod
+    def load(cls, path: Path) -> CpuCellCosts | None:
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text())
+        machine = data.get("machine", {})
+        return cls({k: (float(v["fixed_s"]), float(v["per_input_s"])) for k, v in data["kinds"].items()},
+                   int(data.get("icl_demos", 4)),
+                   f"bench {path.name}: {machine.get('cpu', 'CPU')}, {machine.get('cpus', '?')} cores, "
+                   f"{data.get('date', '')}".rstrip(", "))
+
+    def price(self, kind: str, inputs: int | None, scale: float = 1.0) -> tuple[float, str] | None:
+        """``(seconds, what)`` of ``kind``'s fixed part plus ``inputs`` x its per-input seconds x ``scale``."""
+        if kind not in self.parts:
+            return None
+        fixed, per_input = self.parts[kind]
+        n = int(inputs or 0)
+        seconds = fixed + n * per_input * scale  # a negative fixed part corrects a fit that overprices
+        return seconds, (f"{fixed:.1f} s fixed + {n} x {1000 * per_input * scale:.0f} ms per {CPU_KINDS[kind]} "
+                         f"({self.source})")
+
+
+def evaluated_inputs(reader: dict[str, Any], splits: dict[str, int] | None) -> int | None:
+    """The inputs a reader cell evaluates: its dev split (at most ``max_eval_examples``) at every ``eval_every`` steps
+    up to ``max_steps``, then the whole dev and test split once (None: the splits are unknown). An upper bound: early
+    stopping ends a cell sooner."""
+    if splits is None or splits.get("dev") is None:
+        return None
+    steps, eval_every = int(reader.get("max_steps", 0)), int(reader.get("eval_every", 0) or 0)
+    evaluations = steps // eval_every if eval_every else 0
+    cap = int(reader.get("max_eval_examples", 0) or 0)
+    dev = min(splits["dev"], cap) if cap else splits["dev"]
+    test = splits.get(str(reader.get("test_split", "test")) or "", 0) or 0
+    return evaluations * dev + splits["dev"] + test
+
+
 def gpu_variant(reader: dict[str, Any]) -> str:
     """The bench's name of the step a reader's settings run: ``fused`` (``adamw_impl: fused``), ``compile``
     (``compile: true``) and ``cudagraphs`` (``compile_mode: reduce-overhead``) joined by ``+``, or ``eager``. (Other
@@ -243,6 +298,8 @@ class BenchFits:
     loop_s: float = 0.0
     loop_source: str = ""
     overheads: CellOverheads | None = None
+    # CPU: what cells and stages spend besides the priced steps and reranking (cpu_cell_costs.json)
+    cpu_cells: CpuCellCosts | None = None
     note: str = ""
 
     @classmethod
@@ -276,6 +333,7 @@ class BenchFits:
                                       f"d/{fits.bench_passages} x batch/{fits.reader_batch} + {fits.loop_s:.3f} s of "
                                       f"pgra's training loop a step ({fits.loop_source})")
             return fits
+        fits.cpu_cells = CpuCellCosts.load(results / CPU_CELL_COSTS)
         path = results / "reader_scale.json"
         if path.is_file():
             rows = json.loads(path.read_text())
@@ -427,15 +485,11 @@ class BenchFits:
         eager = (self.gpu_steps or {}).get("eager", step)
         per_input = (eager.s_per_step / self.reader_batch * FLOPS_PER_TOKEN["forward"] / FLOPS_PER_TOKEN["trained"]
                      * max(passages, 1) / self.bench_passages)
-        if splits is not None and splits.get("dev") is not None:
-            cap = int(reader.get("max_eval_examples", 0) or 0)
-            dev = min(splits["dev"], cap) if cap else splits["dev"]
-            test = splits.get(str(reader.get("test_split", "test")) or "", 0) or 0
-            evaluated = evaluations * dev + splits["dev"] + test
+        evaluated = evaluated_inputs(reader, splits)
+        if evaluated is not None:
             parts["evaluations"] = evaluated * per_input
             device += parts["evaluations"]
         else:
-            evaluated = None
             notes.append("evaluations not priced: the split sizes are unknown")
         written = kept = 0.0
         o = self.overheads
@@ -524,6 +578,11 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
         seconds = sum(float(r["cost"]["elapsed_s"]) for _, r in same) / len(same)
         names = ", ".join(lab for lab, _ in same)
         return Estimate(label, seconds, f"recorded: {names}", _device(same[0][1]["cost"]))
+    shared = _sharing_part(task, method, settings, records)
+    if shared:
+        seconds = sum(float(r["cost"]["elapsed_s"]) for _, r in shared[1]) / len(shared[1])
+        return Estimate(label, seconds, f"recorded: {', '.join(lab for lab, _ in shared[1])} (another method with "
+                                        f"the same {shared[0]} settings)", _device(shared[1][0][1]["cost"]))
     for lab, r in usable:
         if r.get("task") != task:
             scaled = _scaled(float(r["cost"]["elapsed_s"]), lab, inputs.get(task), inputs.get(r.get("task", "")))
@@ -550,8 +609,45 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
             ratio = fits.bf16_ratio(precision, layers, passages, total)
             if ratio is not None:
                 source += f", x {ratio:.2f} for bf16 autocast (bench reader_top_layers_bf16.json)"
+            fixed = fits.cpu_cells.price("reader", evaluated_inputs(reader, (splits or {}).get(task))) \
+                if fits.cpu_cells else None
+            if fixed is not None:
+                seconds = max(seconds + fixed[0], 0.0)
+                source += f"; plus {fixed[1]}"
             return Estimate(label, seconds, source, fits.device)
+    if fits is not None and fits.cpu_cells is not None and fits.device == "cpu" and not reader:
+        priced = _cpu_other_cell(settings, (splits or {}).get(task), fits.cpu_cells)
+        if priced is not None:
+            return Estimate(label, priced[0], priced[1], fits.device)
     return Estimate(label, None, "no record of this method, no bench fit")
+
+
+def _sharing_part(task: str, method: str, settings: dict[str, Any], records: list[tuple[str, dict[str, Any]]]
+                  ) -> tuple[str, list[tuple[str, dict[str, Any]]]] | None:
+    """Finished cells of other methods on ``task`` whose reader (or in-context) settings equal this cell's: ``(the
+    part, those records)``, None when there are none. FiD's cell prices PGRA's (the same reader on other evidence of
+    the same size); one in-context strategy's prices another's."""
+    part = "reader" if settings.get("reader") else "icl" if settings.get("icl") else None
+    if part is None:
+        return None
+    found = [(lab, r) for lab, r in records if r.get("task") == task and r.get("method") != method and r.get("cost")
+             and not r["cost"].get("resumed") and (r.get("settings") or {}).get(part) == settings[part]]
+    return (part, found) if found else None
+
+
+def _cpu_other_cell(settings: dict[str, Any], splits: dict[str, int] | None, costs: CpuCellCosts
+                    ) -> tuple[float, str] | None:
+    """A cell that trains no reader, priced on a CPU: in-context learning by the inputs it predicts (its
+    ``splits``, at its demonstrations over the bench's), any other (a kNN vote, a linear probe) by the inputs of
+    every split."""
+    if splits is None:
+        return None
+    icl = settings.get("icl")
+    if icl:
+        predicted = sum(splits.get(str(name), 0) for name in settings.get("splits") or ["test"])
+        demos = int(icl.get("num_demos", costs.icl_demos) or 0)
+        return costs.price("icl", predicted, (demos + 1) / (costs.icl_demos + 1))
+    return costs.price("cell", sum(splits.values()))
 
 
 def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, str, dict[str, Any]]],
@@ -571,10 +667,19 @@ def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, s
             scaled = _scaled(float(r["elapsed_s"]), f"{t}/{s}", inputs.get(task), inputs.get(t))
             if scaled:
                 return Estimate(label, scaled[0], scaled[1], _device(r))
+    costs = fits.cpu_cells if fits is not None and fits.device == "cpu" else None
     if stage in ("reranked", "full_search") and fits is not None and candidates:
         seconds = fits.rerank_seconds(candidates)
         if seconds is not None:
-            return Estimate(label, seconds, f"{fits.rerank_source}, {candidates} candidates", fits.device)
+            source = f"{fits.rerank_source}, {candidates} candidates"
+            fixed = costs.price(stage, inputs.get(task)) if costs else None
+            if fixed is not None:
+                seconds, source = max(seconds + fixed[0], 0.0), f"{source}; plus {fixed[1]}"
+            return Estimate(label, seconds, source, fits.device)
+    if stage == "candidates" and costs is not None and inputs.get(task):
+        priced = costs.price(stage, inputs.get(task))
+        if priced is not None:
+            return Estimate(label, priced[0], priced[1], fits.device)  # type: ignore[union-attr]
     return Estimate(label, None, "no record of this stage, no bench fit")
 
 
@@ -696,6 +801,7 @@ class Plan:
     cells_per_gpu: int = 1
     note: str = ""
     disk: DiskPlan | None = None  # what the grid holds on disk (plan_disk)
+    command_s: float = 0.0  # the command's own seconds besides its stages and cells (imports, checks, the report)
 
     @property
     def known(self) -> list[Estimate]:
@@ -742,9 +848,10 @@ class Plan:
         if self.cells_per_gpu > 1:
             lines.append(f"{self.cells_per_gpu} cells per GPU (assumed, not measured: each cell at the longer of its "
                          f"own time and {self.cells_per_gpu} x its device time)")
+        own = f" + the command's own {format_seconds(self.command_s)}" if self.command_s else ""
         lines.append(f"wall-clock on {self.workers} worker(s): stages {format_seconds(stages)} (each sharded over the "
-                     f"{'GPUs' if self.cells_per_gpu > 1 else 'workers'}) + cells {format_seconds(cells)} (side by side{per_gpu}, costliest first) = "
-                     f"{format_seconds(stages + cells)}")
+                     f"{'GPUs' if self.cells_per_gpu > 1 else 'workers'}) + cells {format_seconds(cells)} (side by side{per_gpu}, costliest first){own} = "
+                     f"{format_seconds(stages + cells + self.command_s)}")
         if unknown:
             lines.append(f"  {unknown} stage(s)/cell(s) without an estimate, not counted")
         if self.disk is not None:
@@ -931,7 +1038,8 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
         estimates.append(e)
     per_gpu = cells_per_gpu or int(getattr(exp.cfg, "cells_per_gpu", 0) or 0) or 1
     n = workers or int(getattr(exp.cfg, "workers", 0) or 0) or default_workers()
-    return Plan(stages, estimates, n, per_gpu, fits.note, plan_disk(exp, cells, splits, n))
+    command = fits.cpu_cells.parts.get("command", (0.0, 0.0))[0] if fits.cpu_cells and fits.device == "cpu" else 0.0
+    return Plan(stages, estimates, n, per_gpu, fits.note, plan_disk(exp, cells, splits, n), command)
 
 
 # ----------------------------------------------------------------------------------------------- disk
@@ -1318,8 +1426,8 @@ def plan_order(exp: Experiment, cells: list[CellPlan], plan: Plan | None = None)
     return [c for _, c in sorted(enumerate(cells), key=key)]
 
 
-__all__ = ["BenchFits", "CellCost", "CellOverheads", "DiskPlan", "Estimate", "GpuStep", "Plan", "ReaderDisk",
-           "bf16_step_ratios", "default_workers", "encoder_layers", "estimate_cell", "estimate_stage", "format_bytes",
+__all__ = ["BenchFits", "CellCost", "CellOverheads", "CpuCellCosts", "DiskPlan", "Estimate", "GpuStep", "Plan", "ReaderDisk",
+           "bf16_step_ratios", "default_workers", "encoder_layers", "estimate_cell", "estimate_stage", "evaluated_inputs", "format_bytes",
            "format_seconds", "gpu_cell_measurements", "gpu_measurements", "gpu_requests", "gpu_variant", "lpt_assign",
            "lpt_order", "model_parameters", "plan_costs", "plan_device", "plan_disk", "plan_order", "plan_wallclock",
            "reader_disk", "stage_embeddings", "task_inputs", "task_splits", "top_layer_shares", "top_layer_store"]
