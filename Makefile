@@ -129,6 +129,7 @@ bench-scale: prepare
 	$(BIN)/python bench/bench_corpus_pass.py --json bench/results/corpus_pass.json
 	$(BIN)/python bench/bench_selectors.py --tasks mr --out bench/results/selectors_mr.json
 	$(BIN)/python bench/bench_cell_overheads.py --json bench/results/cell_overheads_cpu.json
+	$(BIN)/python bench/bench_cpu_cell_costs.py --json bench/results/cpu_cell_costs.json
 	$(BIN)/python bench/plot_scaling.py
 
 clean:
