@@ -80,3 +80,45 @@ def test_the_built_in_analyses_keep_their_order_whatever_imports_them_first():
             "from pgra.analysis.base import analysis_names\nprint(','.join(analysis_names()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "consistency,sweep,retrievers,differences,calibration,leakage,attribution,cost,case_study"
+
+
+@pytest.fixture()
+def toy_reranker():
+    from pgra.methods import METHODS
+    from pgra.rerank.base import RERANKERS, register_reranker
+    from tests.toys.toy_reranker import Shortest
+
+    register_reranker(Shortest)
+    yield Shortest
+    RERANKERS.pop("toy_shortest")
+    METHODS.pop("fid_toy_shortest", None)  # its method, made when the grid looked it up
+
+
+def test_a_plug_in_reranker_is_compared_through_its_fid_method(toy_reranker, tmp_path, corpus_txt, sky_task,
+                                                                tiny_t5, capsys):
+    """A reranker registered from outside is a method of its own, fid_<name>, as every strategy is icl_<name>: its
+    stage reranks the shared candidates, its reader reads that top d; naming it in rerank.reranker instead (which a
+    grid's methods would replace) is refused with one error line naming that method."""
+    from pgra.methods import METHODS
+
+    assert "fid_toy_shortest" in METHODS.names() and "fid_prompt_guided" not in METHODS.names()
+    assert "fid_query_likelihood" not in METHODS.names()  # read by fid_upr already
+    grid = {"out": str(tmp_path / "exp"), "tasks": [str(sky_task)], "methods": ["fid", "fid_toy_shortest"],
+            "seeds": [1], "index": {"corpus": str(corpus_txt), "out": str(tmp_path / "index"), "retriever": "bm25"},
+            "retrieve": {"k": 6}, "rerank": {"top_d": 2},
+            "reader": {"model": str(tiny_t5), "n_passages": 2, "max_length": 48, "batch_size": 4, "max_steps": 2,
+                       "eval_every": 0}, "show_progress": False}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    assert main(["experiment", "--config", str(path)]) == 0
+    out = tmp_path / "exp" / "sky"
+    candidates = {r["id"]: r["ctxs"] for r in _lines(out / "candidates" / "test.jsonl")}
+    for x in _lines(out / "fid_toy_shortest" / "seed-1" / "predictions_test.jsonl"):
+        shortest = sorted(candidates[x["id"]], key=lambda c: len(c["text"]))[:2]
+        assert sorted(len(c["text"]) for c in shortest) == sorted(
+            len(next(c for c in candidates[x["id"]] if c["id"] == e)["text"]) for e in x["evidence"])
+    assert (out / "reranked-toy_shortest").is_dir()
+    capsys.readouterr()
+    assert main(["experiment", "--config", str(path), "rerank.reranker=toy_shortest", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "field 'rerank.reranker'" in err[0] and "fid_toy_shortest" in err[0], err

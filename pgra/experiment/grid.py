@@ -80,6 +80,7 @@ class Experiment:
         if unknown:
             raise InputError(f"method_overrides names unknown methods: {unknown} (methods: {', '.join(METHODS)})",
                              field="method_overrides")
+        _check_reranker_choice(cfg)
         if not cfg.index.out:
             raise InputError("no index folder given (index.out)", field="index.out")
         from ..tasks import get_task
@@ -330,6 +331,26 @@ class Experiment:
         counts = {s: sum(c.status == s for c in cells) for s in ("done", "resume", "stale", "todo")}
         lines.append("cells: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         return "\n".join(lines + costs.summary())
+
+
+def _check_reranker_choice(cfg: ExperimentConfig) -> None:
+    """A grid chooses its rerankers through its methods (``pgra``: the prompt-guided one's top d; ``fid_<r>``:
+    reranker r's, each its own stage), so ``rerank.reranker`` (or a task's override of it) naming another reranker
+    would be replaced unseen: refused, naming the method that reads that reranker."""
+    from ..methods import METHODS
+
+    for task in cfg.tasks:
+        chosen = cell_settings(cfg, task).rerank.reranker
+        if chosen == DEFAULT:
+            continue
+        reranker_class(chosen, "rerank.reranker")  # an unknown name: the registry's error, with the choices
+        readers = [name for name in METHODS.names()
+                   if getattr(METHODS[name], "data", None) == "reranked" and METHODS[name].reranker == chosen]
+        field = f"task_overrides.{task}.rerank.reranker" if (cfg.task_overrides.get(task) or {}).get(
+            "rerank", {}).get("reranker") else "rerank.reranker"
+        raise InputError(f"a grid's methods choose its rerankers (pgra reads the prompt-guided reranker's top d, "
+                         f"{' / '.join(readers) or 'fid_' + chosen} reads {chosen}'s): remove rerank.reranker="
+                         f"{chosen} and add that method to methods", field=field)
 
 
 def _check_task_names(tasks: dict[str, Any]) -> None:

@@ -3,7 +3,8 @@
 ``METHODS`` (a :class:`~pgra.registry.Registry`) maps a name to its class; the CLI reads its choices from it. A new
 method is one file whose class is added here, or registered with :func:`register_method` (a plug-in, a test); a
 method with options declares them on itself (``options``: the experiment config's section named after it). Every
-registered demonstration strategy ``s`` (a plug-in's too) is also a method ``icl_<s>`` (:class:`MethodRegistry`). Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
+registered demonstration strategy ``s`` (a plug-in's too) is also a method ``icl_<s>``, and every registered reranker
+``r`` that no method reads is ``fid_<r>`` (:class:`MethodRegistry`). Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from ..predictions import Predictor
 from ..registry import Registry
 from .base import FitResult, Method, MethodInputs
 from .fid import FiD
-from .fid_reranked import RERANKED_READERS
+from .fid_reranked import RERANKED_READERS, fid_method
 from .icl import ICL, ICLKate, ICLRandom, ICLSkillKnn, icl_method
 from .knn_vote import KnnVote, KnnVoteConfig
 from .linear_probe import LinearProbe, LinearProbeConfig
@@ -22,15 +23,21 @@ from .pgra_full import PGRAFull
 
 
 class MethodRegistry(Registry[type[Method]]):
-    """The methods, and ``icl_<strategy>`` for every registered demonstration strategy that has no method of that
-    name yet (made when a name is looked up or listed, so a strategy registered later has one too)."""
+    """The methods, ``icl_<strategy>`` for every registered demonstration strategy that has no method of that name
+    yet, and ``fid_<reranker>`` for every registered reranker no method reads yet (made when a name is looked up or
+    listed, so a strategy or reranker registered later has one too)."""
 
     def _with_strategies(self) -> None:
+        from ..rerank.base import RERANKERS
         from ..selection.registered import STRATEGIES
 
         for strategy in STRATEGIES.names():
             if f"icl_{strategy}" not in self:
                 self.register(icl_method(strategy))
+        read = {getattr(m, "reranker", None) for m in self.values() if getattr(m, "data", None) == "reranked"}
+        for reranker in RERANKERS.names():
+            if reranker not in read and f"fid_{reranker}" not in self:
+                self.register(fid_method(reranker))
 
     def names(self) -> tuple[str, ...]:
         self._with_strategies()
@@ -83,4 +90,4 @@ def get_method(name: str) -> type[Method]:
 
 
 __all__ = ["METHODS", "RUN_KINDS", "FitResult", "KnnVoteConfig", "LinearProbeConfig", "Method", "MethodInputs",
-           "MethodRegistry", "get_method", "icl_method", "load_run", "register_method"]
+           "MethodRegistry", "fid_method", "get_method", "icl_method", "load_run", "register_method"]
