@@ -51,9 +51,9 @@ _EXPORTS = {
     "DenseEncoder": "pgra.retrieval.encoder",
     # stage 2
     "LMEmbedder": "pgra.rerank.embedder",
-    "build_prompt": "pgra.rerank.prompts",
-    "demo_prefix": "pgra.rerank.prompts",
-    "ANSWER_CUE": "pgra.rerank.prompts",
+    "build_prompt": "pgra.prompts",
+    "demo_prefix": "pgra.prompts",
+    "ANSWER_CUE": "pgra.prompts",
     "score_candidates": "pgra.rerank.scoring",
     "Reranker": "pgra.rerank.core",
     "RERANKERS": "pgra.rerank.base",
@@ -64,7 +64,7 @@ _EXPORTS = {
     "STRATEGIES": "pgra.selection",
     "ICLConfig": "pgra.icl.config",
     "run_icl": "pgra.icl.run",
-    "LabelScorer": "pgra.icl.scoring",
+    "LabelScorer": "pgra.label_scoring",
     # stage 3
     "Reader": "pgra.reader.predict",
     "FiDReader": "pgra.reader.fid",

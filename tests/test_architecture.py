@@ -14,13 +14,12 @@ FLOORS: list[tuple[str, ...]] = [
      "pgra.device", "pgra.progress", "pgra.tokens", "pgra.kv", "pgra.loading", "pgra.hfdata", "pgra.tracking",
      "pgra.config", "pgra.lock", "pgra.ownership", "pgra.cost", "pgra.download", "pgra.corpus", "pgra.interchange",
      "pgra.tasks", "pgra.metrics", "pgra.predictions", "pgra.itself", "pgra.training", "pgra.causal_lm",
-     "pgra.provenance", "pgra.markdown", "pgra.registry", "pgra.hub", "pgra.environment"),
+     "pgra.provenance", "pgra.markdown", "pgra.registry", "pgra.hub", "pgra.environment",
+     "pgra.prompts", "pgra.label_scoring"),  # the paper's prompt format; label words scored by a causal LM
     ("pgra.retrieval",),                      # stage 1: encoders, indexes, search
     ("pgra.selection",),                      # demonstrations (KATE reuses the retrieval encoder)
     ("pgra.rerank", "pgra.reader"),           # stage 2 (the prompt-guided reranker) and the FiD reader
-    # in-context learning; UPR and the LM-scored demonstration strategies score with its label scorer
-    ("pgra.icl", "pgra.rerank.query_likelihood", "pgra.selection.lm_scored", "pgra.selection.mdl",
-     "pgra.selection.topk_cone"),
+    ("pgra.icl",),                            # in-context learning
     ("pgra.methods",),                        # every compared method behind one interface
     ("pgra.simcse",),                         # training a retriever's encoder (judged with a method's kNN vote)
     ("pgra.experiment", "pgra.pipeline", "pgra.export"),  # the grid; prediction from a run; a run exported

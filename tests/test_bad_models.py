@@ -71,7 +71,7 @@ def test_newly_initialised_weights_are_the_missing_and_mismatched_keys():
 def test_an_icl_lm_without_its_head_is_refused_when_it_loads(tmp_path):
     """In-context learning scores label words with the LM head: a checkpoint without it is refused, naming it."""
     from pgra.errors import InputError
-    from pgra.icl.scoring import LabelScorer
+    from pgra.label_scoring import LabelScorer
     from tests.matrix_r4_rerank import headless_lm_at
 
     lm = headless_lm_at(tmp_path / "headless")

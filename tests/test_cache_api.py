@@ -8,9 +8,9 @@ import warnings
 
 import pytest
 
-from pgra.icl.scoring import LabelScorer
+from pgra.label_scoring import LabelScorer
+from pgra.prompts import ANSWER_CUE, build_prompt, demo_prefix
 from pgra.rerank.embedder import LMEmbedder
-from pgra.rerank.prompts import ANSWER_CUE, build_prompt, demo_prefix
 from tests.conftest import SENTENCES
 from tests.test_embedder import DEMOS, TASK
 

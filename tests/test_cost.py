@@ -41,7 +41,7 @@ def test_dominance_by_hand():
 
 
 def test_the_meter_counts_what_each_model_ran(tiny_opt, tiny_bert):
-    from pgra.icl.scoring import LabelScorer
+    from pgra.label_scoring import LabelScorer
     from pgra.rerank.embedder import LMEmbedder
     from pgra.retrieval.encoder import DenseEncoder
 

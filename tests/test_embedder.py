@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
+from pgra.prompts import ANSWER_CUE, build_prompt, demo_prefix
 from pgra.rerank.embedder import LMEmbedder
-from pgra.rerank.prompts import ANSWER_CUE, build_prompt, demo_prefix
 from pgra.tasks import Example, get_task
 from tests.conftest import SENTENCES
 

@@ -218,7 +218,7 @@ def test_the_lm_is_loaded_straight_onto_its_device(from_pretrained, tiny_opt, de
 
 
 def test_the_lm_options_device_map_reaches_the_embedder_and_label_scorer(from_pretrained, tiny_opt):
-    from pgra.icl.scoring import LabelScorer
+    from pgra.label_scoring import LabelScorer
     from pgra.rerank.config import PromptGuidedConfig
     from pgra.rerank.embedder import LMEmbedder
 

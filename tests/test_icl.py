@@ -8,9 +8,9 @@ import pytest
 from pgra.icl.classify import label_probabilities
 from pgra.icl.config import ICLConfig
 from pgra.icl.run import ICLPredictor, run_icl
-from pgra.icl.scoring import LabelScorer
+from pgra.label_scoring import LabelScorer
 from pgra.methods import load_run
-from pgra.rerank.prompts import build_prompt
+from pgra.prompts import build_prompt
 from pgra.selection import SelectorSettings, get_selector
 from pgra.tasks import Example, get_task
 from tests.conftest import SENTENCES

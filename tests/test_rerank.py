@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pgra.errors import IncompleteArtifactError, InputError, StaleArtifactError
+from pgra.prompts import build_prompt
 from pgra.rerank.embedder import LMEmbedder
-from pgra.rerank.prompts import build_prompt
 from pgra.rerank.reranker import RerankConfig, rerank
 from pgra.retrieval.index import IndexConfig, build_index
 from pgra.selection import get_selector

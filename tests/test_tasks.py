@@ -5,7 +5,7 @@ import pytest
 
 from pgra.cli import main
 from pgra.errors import InputError
-from pgra.rerank.prompts import build_prompt
+from pgra.prompts import build_prompt
 from pgra.tasks import Example, carve_dev, check_label_words, get_task, list_tasks, load_task, task_from_yaml
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lmbff"

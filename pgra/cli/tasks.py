@@ -40,7 +40,7 @@ def run(opts: TasksOptions) -> None:
 def show_task(task: Any, data_dir: str) -> None:
     """Print a task's labels, words, templates and an example reranker prompt."""
     from ..errors import PgraError
-    from ..rerank.prompts import build_prompt
+    from ..prompts import build_prompt
     from ..tasks import load_task
 
     print(f"task: {task.name}  ({task.description or task.source})")

@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 
 from ..causal_lm import LMCost
+from ..label_scoring import LabelScorer
 from ..predictions import prediction_line
-from ..rerank.prompts import build_prompt
+from ..prompts import build_prompt
 from ..selection import get_selector
 from ..selection.settings import SelectorSettings
 from ..tasks import Example, TaskSpec, check_label_ids
 from .config import ICLConfig
-from .scoring import LabelScorer
 
 
 def label_probabilities(logp: np.ndarray, counts: np.ndarray, length_normalise: bool) -> np.ndarray:

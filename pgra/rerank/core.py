@@ -27,6 +27,7 @@ from ..corpus import CorpusStore
 from ..errors import InputError, StaleArtifactError
 from ..interchange import read_records
 from ..loading import remote_code_allowed
+from ..prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
 from ..provenance import check_unchanged, recorded_folder
 from ..selection import get_selector
 from ..selection.base import Selector, with_index_encoder
@@ -34,7 +35,6 @@ from ..tasks import Example, TaskSpec, task_from_manifest
 from .cache import EmbeddingCache
 from .config import RerankConfig
 from .embedder import LMEmbedder
-from .prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
 from .scoring import reranked_ctxs
 from .stage import RERANKED_KIND
 

@@ -19,12 +19,12 @@ from ..distributed import DistContext, gather_objects, init_distributed, main_co
 from ..errors import InputError
 from ..interchange import write_records
 from ..lock import locks_output
+from ..prompts import demo_prefix
 from ..provenance import folder_fingerprint, relative_path
 from .cache import EmbeddingCache
 from .config import RerankConfig
 from .core import Reranker, evidence_cache_key, prompt_key
 from .corpus_pass import query_caches_of, run_corpus_pass
-from .prompts import demo_prefix
 from .reranker import _select, demo_records, stage_inputs
 from .stage import train_queries
 

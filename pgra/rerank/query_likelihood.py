@@ -3,7 +3,7 @@ Generation"): a candidate's score is the mean log-probability of the input given
 ``mean_t log p(x_t | prompt(e), x_<t)``, under a causal LM with ``prompt(e) = template.format(evidence=e)``.
 
 It runs on the rerank config's own LM block (``lm``, ``dtype``, ``max_tokens_per_batch`` ...) through the
-in-context learning scorer (:meth:`pgra.icl.scoring.LabelScorer.score_continuations`): each distinct candidate's
+in-context learning scorer (:meth:`pgra.label_scoring.LabelScorer.score_continuations`): each distinct candidate's
 prompt runs once in token-budgeted batches, however many inputs retrieved it, and its KV cache is shared by those
 inputs' tokens; the joint tokenisation is checked at the seam (a pair that merges runs whole), and the scorer's
 cost record (prompts run plus pairs run whole, tokens run) is the stage's ``cost``.
@@ -47,7 +47,7 @@ class QueryLikelihood(Reranker):
         self.scorer = None
 
     def load(self) -> None:
-        from ..icl.scoring import LabelScorer
+        from ..label_scoring import LabelScorer
 
         self.scorer = LabelScorer(self.cfg.lm, **self.cfg.lm_settings(), trust_remote_code=self.cfg.trust_remote_code)
         # the weights now, before the stage writes anything: an LM whose head its checkpoint lacks (it would be

@@ -32,6 +32,7 @@ from ..errors import InputError
 from ..interchange import write_records
 from ..lock import locks_output
 from ..progress import progress
+from ..prompts import demo_prefix, render_demo
 from ..provenance import folder_fingerprint, relative_path
 from ..retrieval.retrieve import read_candidates_manifest
 from ..selection import get_selector
@@ -43,7 +44,6 @@ from .core import RERANKED_KIND, Reranker, evidence_cache_key, prompt_key
 from .corpus_pass import embed_rows as _embed_rows
 from .corpus_pass import open_cache as _open_cache
 from .corpus_pass import query_caches_of, run_corpus_pass
-from .prompts import demo_prefix, render_demo
 from .stage import CandidateTexts, effective_candidates, index_path, open_corpus, run_stage, train_queries
 from .stage import load_split as _load_split
 from .stage import reranked_cost as reranked_cost  # re-exported: its home is pgra.rerank.stage

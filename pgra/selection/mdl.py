@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import option
-from ..rerank.prompts import build_prompt
+from ..prompts import build_prompt
 from ..tasks.loaders import Example
 from .base import STRATEGIES, order_by_similarity, reverse_option
 from .encoded import EncoderOptions, top_allowed

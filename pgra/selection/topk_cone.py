@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import option
-from ..rerank.prompts import demo_prefix
+from ..prompts import demo_prefix
 from ..tasks.loaders import Example
 from .base import STRATEGIES, order_by_similarity, reverse_option
 from .encoded import EncoderOptions, top_allowed

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..causal_lm import CausalLM, LMCost
-from ..errors import InputError
-from ..kv import build_cache, cache_layers, output_cache
-from ..progress import progress
-from ..tokens import pad_sequences
+from .causal_lm import CausalLM, LMCost
+from .errors import InputError
+from .kv import build_cache, cache_layers, output_cache
+from .progress import progress
+from .tokens import pad_sequences
 
 
 @dataclass

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..tasks.loaders import Example
-from ..tasks.spec import TaskSpec
+from .tasks.loaders import Example
+from .tasks.spec import TaskSpec
 
 HEADER = "Follow the demonstrations:\n"
 ANSWER_CUE = "\nThe answer is"
