@@ -60,12 +60,35 @@ class Registry(dict[str, T]):
         return part
 
     def load_builtin(self) -> None:
-        """Import (so register) the built-in parts; once."""
-        if self._loaded or not self.package:
+        """Import (so register) the built-in parts, then every installed plug-in (:func:`load_plugins`); once."""
+        if self._loaded:
             return
-        for module in self.builtin:
-            importlib.import_module(f"{self.package}.{module}")
         self._loaded = True
+        for module in self.builtin if self.package else ():
+            importlib.import_module(f"{self.package}.{module}")
+        load_plugins()
+
+    def plug_ins(self) -> list[str]:
+        """The registered parts defined outside pgra, as ``module:qualname`` (what a child process imports and
+        registers again, :func:`register_parts`); parts pgra makes from others (``icl_<s>``, ``fid_<r>``) are made
+        again there from theirs."""
+        out = []
+        for key, part in self.items():
+            module, qualname = getattr(part, "__module__", ""), getattr(part, "__qualname__", "")
+            if module and qualname and not module.startswith("pgra.") and "<" not in qualname:
+                out.append(f"{key}={module}:{qualname}")
+        return out
+
+    def register_parts(self, specs: Iterable[str]) -> None:
+        """Register again the parts :meth:`plug_ins` listed (``name=module:qualname``), importing their modules."""
+        for spec in specs:
+            key, _, where = spec.partition("=")
+            module, _, qualname = where.partition(":")
+            part: Any = importlib.import_module(module)
+            for attr in qualname.split("."):
+                part = getattr(part, attr)
+            if self.get(key) is not part:
+                self.register(part, name=key)
 
     def names(self) -> tuple[str, ...]:
         """The registered names, the built-in ones loaded first (and any registered since), in registry order."""
@@ -85,4 +108,30 @@ class Registry(dict[str, T]):
         return f"Registry({self.kind!r}, {list(self)})"
 
 
-__all__ = ["Registry"]
+PLUGIN_GROUP = "pgra.plugins"  # the entry-point group a package's plug-in modules are declared in
+_plugins_loaded = False
+
+
+def load_plugins() -> list[str]:
+    """Import every module an installed package declares in the ``pgra.plugins`` entry-point group (as pytest's
+    ``pytest11`` and lm-evaluation-harness's plug-ins are found), so that its parts register in every process that
+    looks a part up (a grid's workers and cells too); once per process. Returns the entry points' names. A plug-in
+    that fails to import is an InputError naming it."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return []
+    _plugins_loaded = True
+    from importlib.metadata import entry_points
+
+    names = []
+    for ep in entry_points(group=PLUGIN_GROUP):
+        try:
+            ep.load()
+        except Exception as e:  # a broken plug-in: say which, not a traceback from deep in a lookup
+            raise InputError(f"the plug-in '{ep.name}' ({ep.value}, entry point group {PLUGIN_GROUP}) cannot be "
+                             f"imported: {type(e).__name__}: {e}", field=PLUGIN_GROUP) from e
+        names.append(ep.name)
+    return names
+
+
+__all__ = ["PLUGIN_GROUP", "Registry", "load_plugins"]

@@ -122,3 +122,53 @@ def test_a_plug_in_reranker_is_compared_through_its_fid_method(toy_reranker, tmp
     assert main(["experiment", "--config", str(path), "rerank.reranker=toy_shortest", "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "field 'rerank.reranker'" in err[0] and "fid_toy_shortest" in err[0], err
+
+
+def _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, out: str, **extra) -> Path:
+    grid = {"out": str(tmp_path / out), "tasks": [str(sky_task)], "methods": ["toy_majority", "fid_toy_shortest"],
+            "seeds": [1], "reference": "toy_majority",
+            "index": {"corpus": str(corpus_txt), "out": str(tmp_path / f"index-{out}"), "retriever": "bm25"},
+            "retrieve": {"k": 6}, "rerank": {"top_d": 2},
+            "reader": {"model": str(tiny_t5), "n_passages": 2, "max_length": 48, "batch_size": 4, "max_steps": 2,
+                       "eval_every": 0}, "show_progress": False, **extra}
+    path = tmp_path / f"{out}.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    return path
+
+
+def test_plug_ins_reach_every_process_of_a_grid(toy_reranker, tmp_path, corpus_txt, sky_task, tiny_t5):
+    """A plug-in method and reranker run where a grid's cells run: an installed package's plug-ins (the
+    ``pgra.plugins`` entry-point group) load in each of 2 torchrun ranks and in the cells' child processes, and
+    parts registered in the launching process (no package) reach `--launcher local`'s workers through the grid's
+    payload."""
+    import os
+    import subprocess
+    import sys
+
+    from pgra.methods import METHODS, register_method
+    from tests.conftest import launch_failure
+    from tests.toys import toy_method
+
+    root = Path(__file__).resolve().parents[1]
+    site = tmp_path / "site"
+    info = site / "toyplug-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyplug\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pgra.plugins]\ntoy = tests.toys.toy_plugin\n")
+    path = _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, "ranks")
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{root}", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(root / "scripts" / "experiment.py"), "--config", str(path)],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=root)
+    assert proc.returncode == 0, launch_failure(proc)
+    for method in ("toy_majority", "fid_toy_shortest"):
+        assert (tmp_path / "ranks" / "sky" / method / "seed-1" / "cell.json").is_file()
+
+    register_method(toy_method.Majority)
+    try:
+        path = _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, "workers", launcher="local", workers=2)
+        assert main(["experiment", "--config", str(path)]) == 0
+    finally:
+        METHODS.pop("toy_majority")
+    for method in ("toy_majority", "fid_toy_shortest"):
+        assert (tmp_path / "workers" / "sky" / method / "seed-1" / "cell.json").is_file()

@@ -34,7 +34,13 @@ from .claims import CHILD_MODULE, WORKER_ENV
 from .config import ExperimentConfig, SlurmConfig
 from .grid import Experiment
 from .layout import CellPlan
-from .workers import cells_sharing_a_gpu, experiment_payload, single_process_env, visible_devices
+from .workers import (
+    cells_sharing_a_gpu,
+    experiment_payload,
+    part_registries,
+    single_process_env,
+    visible_devices,
+)
 
 
 def run_experiment(cfg: ExperimentConfig, ctx=None,
@@ -192,6 +198,9 @@ def experiment_from_payload(payload: dict[str, Any]):
         module, _, name = spec["class"].partition(":")
         return from_dict(getattr(importlib.import_module(module), name), spec["values"], source="<worker payload>")
 
+    registries = part_registries()
+    for kind, parts in (payload.get("plugins") or {}).items():  # the parent's plug-ins, registered here too
+        registries[kind].register_parts(parts)
     source, writer = payload.get("candidates_from"), payload.get("report_writer")
     if writer is not None:
         module, _, name = writer.partition(":")

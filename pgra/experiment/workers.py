@@ -553,9 +553,20 @@ def experiment_payload(exp) -> dict[str, Any]:
 
     source, writer = exp.candidates_from, exp.report_writer
     return {"config": config(exp.cfg), "candidates_from": None if source is None else config(source.cfg),
-            "report_writer": None if writer is None else f"{writer.__module__}:{writer.__qualname__}"}
+            "report_writer": None if writer is None else f"{writer.__module__}:{writer.__qualname__}",
+            "plugins": {kind: registry.plug_ins() for kind, registry in part_registries().items()}}
+
+
+def part_registries() -> dict[str, Any]:
+    """The registries whose parts a grid's cells look up (methods, rerankers, strategies, retrievers), by kind."""
+    from ..methods import METHODS
+    from ..rerank.base import RERANKERS
+    from ..retrieval.base import RETRIEVERS
+    from ..selection.registered import STRATEGIES
+
+    return {"method": METHODS, "reranker": RERANKERS, "strategy": STRATEGIES, "retriever": RETRIEVERS}
 
 
 __all__ = ["DIST_ENV", "GIB", "LAUNCHER_ENV_PREFIXES", "WATCH", "GridRun", "cell_gpu_need", "cells_sharing_a_gpu",
-           "cost_order", "experiment_payload", "launcher_variable", "leave_held_cells", "release_gpu_memory",
+           "cost_order", "experiment_payload", "launcher_variable", "part_registries", "leave_held_cells", "release_gpu_memory",
            "single_process_env", "visible_devices", "wait_for_gpu_memory"]
