@@ -632,3 +632,24 @@ def test_the_bench_fixed_costs_price_the_tutorials_smoke_run():
     assert data["check"]["limit"] == 8 and data["check"]["unpriced"] == []
     assert 0.5 <= data["check"]["ratio"] <= 2.0
     assert CpuCellCosts.load(RESULTS / CPU_CELL_COSTS).parts["icl"][1] > 0
+
+
+def test_launcher_workers_build_each_tasks_stages_in_one_job(planned, monkeypatch):
+    """--launcher local|slurm starts separate one-process jobs: a task's stages are built by the job that claims
+    them (not sharded), the tasks' side by side; without a launcher, --workers prices a launch of that many ranks,
+    which share each stage."""
+    from pgra.experiment.estimate import Estimate, Plan, plan_costs
+
+    stages = [Estimate("a/candidates", 10.0, "x"), Estimate("a/reranked", 50.0, "x"),
+              Estimate("b/candidates", 20.0, "x"), Estimate("b/reranked", 30.0, "x")]
+    assert Plan(stages, [], 4).wallclock() == (110.0 / 4, 0.0)  # one launch's ranks share each stage
+    assert Plan(stages, [], 4, separate_jobs=True).wallclock() == (60.0, 0.0)  # a: 60 s, b: 50 s, side by side
+    assert Plan(stages, [], 1, separate_jobs=True).wallclock() == (110.0, 0.0)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    plan = plan_costs(Experiment(from_dict(ExperimentConfig, planned)))
+    assert (plan.workers, plan.separate_jobs) == (1, False)
+    plan = plan_costs(Experiment(from_dict(ExperimentConfig, {**planned, "workers": 4})))
+    assert (plan.workers, plan.separate_jobs) == (4, False)
+    plan = plan_costs(Experiment(from_dict(ExperimentConfig, {**planned, "workers": 4, "launcher": "local"})))
+    assert (plan.workers, plan.separate_jobs) == (4, True)
+    assert "each task's built by one job, the tasks side by side" in "\n".join(plan.summary())

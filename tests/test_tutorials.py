@@ -180,11 +180,11 @@ def test_tutorial_table2_runs_as_written_at_tiny_scale(tmp_path, corpus_txt, sky
                                           "tests/test_download.py)"),
         (r"torchrun --nproc-per-node 8 (scripts/\S+\.py) (.*)",
          lambda c: [*torchrun, *shlex.split(c)[3:]]),
-        (r"pgra experiment --config configs/paper/experiment_table2\.yaml --dry-run --launcher local --workers 8",
+        (r"pgra experiment --config configs/paper/experiment_table2\.yaml --dry-run --workers 8",
          pgra(words={"8": "2"})),
         (r"pgra experiment --config configs/paper/experiment_table2\.yaml --launcher slurm --workers 16 .*",
          pgra(["slurm.cluster=local"], words={"16": "2"})),
-        (r"pgra (experiment|analyze|report) (?!.*--launcher).*", pgra()),
+        (r"pgra (experiment|analyze|report) (?!.*(--launcher|--workers)).*", pgra()),
         (r"mkdir -p logs", lambda c: ["mkdir", "-p", "logs"]),
         (r"sbatch --array=\d+-\d+ (examples/slurm/\S+\.sbatch)", lambda c: ["bash", c.split()[-1]]),
     ]

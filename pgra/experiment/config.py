@@ -101,7 +101,8 @@ class ExperimentConfig:
     launcher: str = option("none", choices=LAUNCHERS,
                            help="run --workers workers that share the grid: local processes (one device each, "
                                 "round-robin) or Slurm jobs (submitit; the slurm section)")
-    workers: int = option(1, min=1, help="how many workers --launcher starts")
+    workers: int = option(1, min=1, help="how many workers --launcher starts (with --dry-run and no launcher: the "
+                                         "ranks of the torchrun launch the plan prices)")
     slurm: SlurmConfig = option(default_factory=SlurmConfig, flag=False,
                                 help="slurm section of --launcher slurm (key=value: slurm.FIELD=...)")
     cells_per_gpu: int = option(1, min=1,

@@ -802,6 +802,9 @@ class Plan:
     note: str = ""
     disk: DiskPlan | None = None  # what the grid holds on disk (plan_disk)
     command_s: float = 0.0  # the command's own seconds besides its stages and cells (imports, checks, the report)
+    # the workers are separate one-process jobs (--launcher local | slurm): a stage is built by the one job that
+    # claims it, not sharded; the tasks' stages run side by side
+    separate_jobs: bool = False
 
     @property
     def known(self) -> list[Estimate]:
@@ -828,9 +831,17 @@ class Plan:
         return max(self.workers // max(self.cells_per_gpu, 1), 1)
 
     def wallclock(self) -> tuple[float, float]:
-        """(stages, cells) seconds on the workers: stages one after another, each sharded over the GPUs; cells side
-        by side, one per worker (``cells_per_gpu`` sharing a GPU), costliest first."""
-        stages = sum(e.seconds or 0.0 for e in self.stages) / self.gpus
+        """(stages, cells) seconds on the workers: stages one after another, each sharded over the GPUs (with
+        ``separate_jobs``: each task's stages one after another in the job that claims them, the tasks side by side
+        on the GPUs); cells side by side, one per worker (``cells_per_gpu`` sharing a GPU), costliest first."""
+        if self.separate_jobs:
+            chains: dict[str, float] = {}
+            for e in self.stages:  # labels are "<task>/<stage>"
+                task = e.label.rsplit("/", 1)[0]
+                chains[task] = chains.get(task, 0.0) + (e.seconds or 0.0)
+            stages = plan_wallclock(list(chains.values()), self.gpus)
+        else:
+            stages = sum(e.seconds or 0.0 for e in self.stages) / self.gpus
         return stages, plan_wallclock([self.shared_seconds(e) for e in self.cells], self.workers)
 
     def summary(self) -> list[str]:
@@ -849,8 +860,9 @@ class Plan:
             lines.append(f"{self.cells_per_gpu} cells per GPU (assumed, not measured: each cell at the longer of its "
                          f"own time and {self.cells_per_gpu} x its device time)")
         own = f" + the command's own {format_seconds(self.command_s)}" if self.command_s else ""
-        lines.append(f"wall-clock on {self.workers} worker(s): stages {format_seconds(stages)} (each sharded over the "
-                     f"{'GPUs' if self.cells_per_gpu > 1 else 'workers'}) + cells {format_seconds(cells)} (side by side{per_gpu}, costliest first){own} = "
+        how = ("each task's built by one job, the tasks side by side" if self.separate_jobs else
+               f"each sharded over the {'GPUs' if self.cells_per_gpu > 1 else 'workers'}")
+        lines.append(f"wall-clock on {self.workers} worker(s): stages {format_seconds(stages)} ({how}) + cells {format_seconds(cells)} (side by side{per_gpu}, costliest first){own} = "
                      f"{format_seconds(stages + cells + self.command_s)}")
         if unknown:
             lines.append(f"  {unknown} stage(s)/cell(s) without an estimate, not counted")
@@ -1037,9 +1049,10 @@ def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: in
         e.label = c.label
         estimates.append(e)
     per_gpu = cells_per_gpu or int(getattr(exp.cfg, "cells_per_gpu", 0) or 0) or 1
+    launched = getattr(exp.cfg, "launcher", "none") in ("local", "slurm")  # separate one-process jobs
     n = workers or int(getattr(exp.cfg, "workers", 0) or 0) or default_workers()
     command = fits.cpu_cells.parts.get("command", (0.0, 0.0))[0] if fits.cpu_cells and fits.device == "cpu" else 0.0
-    return Plan(stages, estimates, n, per_gpu, fits.note, plan_disk(exp, cells, splits, n), command)
+    return Plan(stages, estimates, n, per_gpu, fits.note, plan_disk(exp, cells, splits, n), command, launched)
 
 
 # ----------------------------------------------------------------------------------------------- disk
