@@ -137,6 +137,14 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
         check_run_data(run, data, "re-run the experiment (or pgra train) before exporting")
         manifest = read_manifest(data, ("reranked", "candidates"))
         if manifest["kind"] == "reranked":
+            from .rerank.base import DEFAULT
+            from .rerank.stage import reranker_of
+
+            if reranker_of(manifest) != DEFAULT:
+                raise InputError(f"the run read the '{reranker_of(manifest)}' reranker's top d, which an export does not "
+                                 "carry yet (only the prompt-guided reranker's): Pipeline.load(run) predicts with it "
+                                 "where it was made; export a pgra, fid or no_retrieval run to share it",
+                                 path=data / MANIFEST, field="reranker")
             if manifest.get("per_query_demonstrations"):
                 raise InputError("a reranking with per-query demonstrations refits its selector on the training "
                                  "split at load time, which an export does not carry: export a run whose reranker "

@@ -29,13 +29,14 @@ from .verbosity import quiet_output
 
 if TYPE_CHECKING:
     from .rerank.core import Reranker
+    from .rerank.stage import Replay
 
 
 class Pipeline:
     """A finished run with the stages in front of it: raw texts in, labels, probabilities and evidence out."""
 
     def __init__(self, predictor: Predictor, index=None, k: int = 0, exclude_query_text: bool = False,
-                 reranking: Reranker | None = None, n_evidence: int = 0, excluded: Collection[str] = frozenset(),
+                 reranking: Reranker | Replay | None = None, n_evidence: int = 0, excluded: Collection[str] = frozenset(),
                  verbose: bool = False) -> None:
         self.predictor, self.index, self.k, self.verbose = predictor, index, k, verbose
         self.exclude_query_text, self.reranking, self.n_evidence = exclude_query_text, reranking, n_evidence
@@ -67,7 +68,9 @@ class Pipeline:
               lm: str | Path | None, verbose: bool, encoder: str | Path | None = None) -> Pipeline:
         from .export import EXPORT_FILE, check_encoder_given, load_export, read_export
         from .methods.reader_method import ReaderPredictor
+        from .rerank.base import DEFAULT
         from .rerank.core import Reranker
+        from .rerank.stage import Replay, reranker_of
         from .retrieval.index import Index
         from .retrieval.retrieve import read_candidates_manifest, recorded_exclusions
 
@@ -100,7 +103,9 @@ class Pipeline:
             raise StaleArtifactError(f"index {cand['index']['path']} holds another corpus than the one {data} was "
                                      "retrieved from")
         reranking = None
-        if reranked is not None:  # a per-query strategy embedding with the index's encoder reuses the loaded one
+        if reranked is not None and reranker_of(manifest) != DEFAULT:  # another reranker: the generic stage's replay
+            reranking = Replay.load(reranked, index.corpus, device, trust_remote_code)
+        elif reranked is not None:  # a per-query strategy embedding with the index's encoder reuses the loaded one
             from .retrieval.base import recorded_encoder
 
             encoder = index.encoder if recorded_encoder(index.manifest) else None

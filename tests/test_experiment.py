@@ -271,7 +271,8 @@ def test_knn_vote_on_a_hand_checked_example(tmp_path):
 def test_evaluate_reproduces_and_pipeline_predicts_like_the_run(grid, tmp_path, capsys):
     from pgra.pipeline import Pipeline
 
-    grid.update(methods=["fid", "pgra", "knn_vote", "no_retrieval"], seeds=[1], report=False)
+    # fid_random and fid_upr: readers of other rerankers' stages, replayed by the generic stage's Replay
+    grid.update(methods=["fid", "pgra", "knn_vote", "no_retrieval", "fid_random", "fid_upr"], seeds=[1], report=False)
     assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
     out = Path(grid["out"]) / "sky"
     for m in grid["methods"]:
@@ -292,6 +293,9 @@ def test_evaluate_reproduces_and_pipeline_predicts_like_the_run(grid, tmp_path, 
         for g, s in zip(got, saved, strict=True):
             for label, p in s["scores"].items():
                 assert abs(g["scores"][label] - p) < 1e-4
+    capsys.readouterr()
+    assert main(["export", "--run", str(out / "fid_random" / "seed-1"), "--out", str(tmp_path / "shared")]) == 2
+    assert "the 'random' reranker's top d, which an export does not carry" in capsys.readouterr().err
     assert main(["predict", "--run", str(out / "pgra" / "seed-1"), "--text", "The moon is bright.", "--json"]) == 0
     line = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert line["prediction"] in ("sky", "town") and len(line["evidence"]) == 3

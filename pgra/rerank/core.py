@@ -85,8 +85,8 @@ class Reranker:
         reranked = Path(reranked)
         m = read_manifest(reranked, RERANKED_KIND)
         if m.get("reranker", "prompt_guided") != "prompt_guided":
-            raise InputError(f"{reranked} was reranked by '{m['reranker']}'; only prompt-guided folders are replayed "
-                             "on new texts", path=reranked / MANIFEST, field="reranker")
+            raise InputError(f"{reranked} was reranked by '{m['reranker']}', not the prompt-guided reranker: "
+                             "pgra.rerank.stage.Replay.load replays it", path=reranked / MANIFEST, field="reranker")
         if lm is not None:
             m = {**m, "lm": str(lm)}
         task = task_from_manifest(m, reranked / MANIFEST)

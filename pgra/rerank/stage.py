@@ -24,6 +24,7 @@ from ..artifacts import (
     check_disjoint,
     file_record,
     read_json,
+    read_manifest,
     sha256_text,
     write_json,
     write_manifest,
@@ -163,8 +164,6 @@ def index_record(cfg: Any, cand: dict[str, Any], store: CorpusStore | CandidateT
     if cand.get("index") is not None:
         return cand["index"]
     if cfg.index:
-        from ..artifacts import read_manifest
-
         m = read_manifest(cfg.index, "index")
         return {"path": str(Path(cfg.index).resolve()), "build_key": m.get("build_key"),
                 "retriever": m.get("retriever"), "encoder": m.get("encoder"), "pooler": m.get("pooler"),
@@ -272,6 +271,54 @@ def run_stage(cls: type, cfg: Any, ctx: Any = None) -> Path:
     return out
 
 
+class Replay:
+    """A reranked folder's reranker (any but the prompt-guided one, whose replay is
+    :meth:`pgra.rerank.core.Reranker.load`), to rerank new texts' candidates as its stage did: each text's first k
+    candidates (the folder's ``config.k``; 0: all), scored, the top d kept."""
+
+    def __init__(self, reranker: Any, k: int) -> None:
+        self.reranker, self.k = reranker, int(k or 0)
+
+    @classmethod
+    def load(cls, reranked: str | Path, corpus: CorpusStore | None, device: str | None = None,
+             trust_remote_code: bool = False) -> Replay:
+        """The reranker of ``reranked`` (a folder the generic stage wrote) built from its manifest's config, task
+        and candidates record, its models loaded on ``device`` (default: the recorded one) and checked against the
+        fingerprints the manifest recorded (a model whose files changed is refused). ``trust_remote_code``: the
+        caller lets its models run their own code (what the manifest recorded never does)."""
+        from ..config import from_dict
+        from .base import reranker_class
+        from .config import rerank_config
+
+        reranked = Path(reranked)
+        m = read_manifest(reranked, RERANKED_KIND)
+        name = reranker_of(m)
+        if name == DEFAULT:
+            raise InputError(f"{reranked} was reranked by the prompt-guided reranker: load it with "
+                             "pgra.rerank.core.Reranker.load", path=reranked / MANIFEST, field="reranker")
+        values = dict(m.get("config") or {})
+        if "trust_remote_code" in values:
+            values["trust_remote_code"] = bool(trust_remote_code)
+        if device is not None and "device" in values:
+            values["device"] = device
+        cfg = from_dict(rerank_config(), values, source=str(reranked / MANIFEST))
+        task = task_from_manifest(m, reranked / MANIFEST)
+        candidates = {"k": m.get("k"), "index": (m.get("candidates") or {}).get("index")}
+        reranker = reranker_class(name, "reranker")(cfg, task, corpus, candidates)
+        reranker.load()
+        changed = [k for k, v in reranker.describe().items() if k in m and m[k] != v]
+        if changed:
+            raise StaleArtifactError(f"{reranked} was reranked with other files than those at "
+                                     f"{', '.join(str(reranker.describe()[k]) for k in changed)} ({', '.join(changed)} "
+                                     "differs): its reranking cannot be replayed with them")
+        return cls(reranker, cfg.k)
+
+    def rerank(self, queries: Sequence[str], candidates: Sequence[Sequence[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+        """Per query, the top d of its first k candidates."""
+        cut = [list(c[: self.k]) if self.k else list(c) for c in candidates]
+        return self.reranker.rerank(list(queries), cut)
+
+
 def _stage_key(settings: dict[str, Any], candidates: str) -> str:
     """What a killed run's finished splits are kept under: the reranker's settings and its candidates' fingerprint."""
     return sha256_text(json.dumps({"settings": settings, "candidates": candidates}, sort_keys=True,
@@ -313,5 +360,5 @@ def summary(out: str | Path) -> str:
     return head + f"; {m['cost']['lm_tokens']} LM tokens run)"
 
 
-__all__ = ["RERANKED_KIND", "CandidateTexts", "effective_candidates", "imported_corpus", "index_path", "train_queries",
+__all__ = ["RERANKED_KIND", "CandidateTexts", "Replay", "effective_candidates", "imported_corpus", "index_path", "train_queries",
            "index_record", "load_split", "open_corpus", "reranked_cost", "reranker_of", "run_stage", "summary"]
