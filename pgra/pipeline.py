@@ -29,6 +29,7 @@ from .verbosity import quiet_output
 
 if TYPE_CHECKING:
     from .rerank.core import Reranker
+    from .rerank.full_search import FullSearchReplay
     from .rerank.stage import Replay
 
 
@@ -36,7 +37,7 @@ class Pipeline:
     """A finished run with the stages in front of it: raw texts in, labels, probabilities and evidence out."""
 
     def __init__(self, predictor: Predictor, index=None, k: int = 0, exclude_query_text: bool = False,
-                 reranking: Reranker | Replay | None = None, n_evidence: int = 0, excluded: Collection[str] = frozenset(),
+                 reranking: Reranker | Replay | FullSearchReplay | None = None, n_evidence: int = 0, excluded: Collection[str] = frozenset(),
                  verbose: bool = False) -> None:
         self.predictor, self.index, self.k, self.verbose = predictor, index, k, verbose
         self.exclude_query_text, self.reranking, self.n_evidence = exclude_query_text, reranking, n_evidence
@@ -89,8 +90,8 @@ class Pipeline:
         data = run_data(run, read_manifest(run, "reader"))
         check_run_data(run, data, "re-run the experiment (or pgra train) to predict with evidence from this folder")
         reranked = None
-        manifest = read_manifest(data, ("reranked", "candidates"))
-        if manifest["kind"] == "reranked":
+        manifest = read_manifest(data, ("reranked", "full_search", "candidates"))
+        if manifest["kind"] in ("reranked", "full_search"):
             from .rerank.core import candidates_of
 
             reranked, data = data, candidates_of(data, manifest)
@@ -103,7 +104,11 @@ class Pipeline:
             raise StaleArtifactError(f"index {cand['index']['path']} holds another corpus than the one {data} was "
                                      "retrieved from")
         reranking = None
-        if reranked is not None and reranker_of(manifest) != DEFAULT:  # another reranker: the generic stage's replay
+        if reranked is not None and manifest["kind"] == "full_search":  # pgra_full: the whole corpus searched
+            from .rerank.full_search import FullSearchReplay
+
+            reranking = FullSearchReplay.load(reranked, index.corpus, device, trust_remote_code)
+        elif reranked is not None and reranker_of(manifest) != DEFAULT:  # another reranker: the generic replay
             reranking = Replay.load(reranked, index.corpus, device, trust_remote_code)
         elif reranked is not None:  # a per-query strategy embedding with the index's encoder reuses the loaded one
             from .retrieval.base import recorded_encoder

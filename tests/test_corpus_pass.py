@@ -202,6 +202,13 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
     keys = {(c.method, c.key) for c in plain.plan()}
     assert keys <= {(c.method, c.key) for c in exp.plan()}
     assert all(c.status == "done" for c in Experiment(replace(cfg)).plan())
+    # raw texts through the pgra_full run: the whole corpus searched again, the run's evidence and predictions
+    from pgra.pipeline import Pipeline
+
+    saved = [json.loads(x) for x in (task / "pgra_full" / "seed-1" / "predictions_test.jsonl").read_text().splitlines()]
+    got = Pipeline.load(task / "pgra_full" / "seed-1").predict([x["text"] for x in saved])
+    assert [[str(e["id"]) for e in g["evidence"]] for g in got] == [[str(i) for i in x["evidence"]] for x in saved]
+    assert [g["prediction"] for g in got] == [x["prediction"] for x in saved]
     # label consistency has a row for the evidence pgra_full reads, counted over its top d
     import yaml
 
@@ -220,3 +227,11 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
     pairs = [(r["label"], label_of(c["id"])) for r in full for c in r["ctxs"][:3]]
     assert rows[FULL_SEARCH_SOURCE]["evidence"] == len(pairs) and rows[FULL_SEARCH_SOURCE]["d"] == 3
     assert rows[FULL_SEARCH_SOURCE]["share"] == pytest.approx(sum(g == p for g, p in pairs) / len(pairs))
+    # where the corpus pass's embeddings are gone (another machine), the pgra_full run says so, naming them
+    import shutil
+
+    from pgra.errors import InputError
+
+    shutil.rmtree(tmp_path / "cache")
+    with pytest.raises(InputError, match="pgra_full searches the corpus pass's embeddings"):
+        Pipeline.load(task / "pgra_full" / "seed-1")

@@ -94,4 +94,57 @@ def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     return out
 
 
-__all__ = ["FULL_SEARCH_KIND", "full_search", "search_corpus"]
+class FullSearchReplay:
+    """``pgra_full``'s search on new texts, as its stage did it: each text embedded under the folder's prompt (its
+    demonstrations) and the top d of the whole corpus by inner product with the corpus pass's vectors."""
+
+    def __init__(self, reranker: Reranker, demos: list, vectors: np.ndarray, corpus, top_d: int) -> None:
+        self.reranker, self.demos, self.vectors, self.corpus, self.top_d = reranker, demos, vectors, corpus, top_d
+
+    @classmethod
+    def load(cls, folder: str | Path, corpus, device: str | None = None,
+             trust_remote_code: bool = False) -> FullSearchReplay:
+        """The search of a ``full_search`` folder: its LM (refused if its files changed), demonstrations and d, and
+        the corpus pass's embeddings of ``corpus`` (the index's store), read from the cache the folder records: a
+        cache that is gone (another machine) or incomplete is an InputError saying so."""
+        from ..artifacts import read_json, read_manifest
+        from ..config import from_dict
+        from ..errors import StaleArtifactError
+        from ..loading import remote_code_allowed
+        from ..tasks import Example, task_from_manifest
+        from .embedder import LMEmbedder
+
+        folder = Path(folder)
+        m = read_manifest(folder, FULL_SEARCH_KIND)
+        task = task_from_manifest(m, folder / MANIFEST)
+        trust = remote_code_allowed(m["lm"], trust_remote_code, m["config"].get("trust_remote_code"), "reranking LM",
+                                    folder / MANIFEST)
+        cfg = from_dict(RerankConfig, m["config"], source=str(folder / MANIFEST))
+        embedder = LMEmbedder(m["lm"], **{**cfg.lm_settings(), "device": device}, trust_remote_code=trust)
+        if embedder.fingerprint != m["lm_fingerprint"]:
+            raise StaleArtifactError(f"the LM at {m['lm']} is not the one {folder} searched with (its files changed)")
+        demos = [Example(str(d["id"]), d["text"], d["label"]) for d in read_json(folder / "demonstrations.json")]
+        key = evidence_cache_key(prompt_key(embedder, m["lm"], task, demos), corpus.fingerprint)
+        where = Path(m["embedding"]["cache"]).parent
+        rows = np.arange(len(corpus))
+        try:
+            cache = EmbeddingCache(where, key, len(corpus), embedder.dim, create=False)
+            vectors = cache.get(rows)
+        except Exception as e:  # gone, another corpus, never completed
+            raise InputError(f"pgra_full searches the corpus pass's embeddings of every corpus sentence, which are not "
+                             f"in {where} ({type(e).__name__}): predict where the experiment ran, or run its "
+                             "full_search stage here", path=folder / MANIFEST, field="embedding") from None
+        reranker = Reranker(task, embedder, int(m["top_d"]), 0, demos, prefix_cache=cfg.prefix_cache)
+        return cls(reranker, demos, vectors, corpus, int(m["top_d"]))
+
+    def rerank(self, queries, candidates=None) -> list[list[dict]]:
+        """Per query, the corpus's top d under the prompt-guided embedding (``candidates``, the first stage's, are
+        not read: the search covers the whole corpus)."""
+        q = self.reranker.embed(list(queries), self.demos)
+        scores, rows = search_corpus(self.vectors, q, self.top_d)
+        return [[{"id": i, "text": t, "score": float(x)}
+                 for i, t, x in zip(self.corpus.external_ids(r), self.corpus.texts(r), s, strict=True)]
+                for s, r in zip(scores, rows, strict=True)]
+
+
+__all__ = ["FULL_SEARCH_KIND", "FullSearchReplay", "full_search", "search_corpus"]
