@@ -28,7 +28,7 @@ from pgra.device import cpu_flags
 from pgra.distributed import DistContext
 from pgra.rerank.cache import EmbeddingCache
 from pgra.rerank.config import RerankConfig
-from pgra.rerank.core import Reranker
+from pgra.rerank.core import PromptGuidedReranker
 from pgra.rerank.corpus_pass import embed_rows
 from pgra.rerank.embedder import LMEmbedder
 from pgra.selection import get_selector
@@ -42,7 +42,7 @@ def run(task_name: str, lm: str, dtype: str, sentences: list[str], demos_m: int,
     task = get_task(task_name)
     train = load_task(task, data, splits=("train",))["train"]
     demos = get_selector("paper", demos_m, seed=13).fit(task, train).demo_examples
-    reranker = Reranker(task, LMEmbedder(lm, device="cpu", dtype=dtype), top_d=1, demos=demos)
+    reranker = PromptGuidedReranker(task, LMEmbedder(lm, device="cpu", dtype=dtype), top_d=1, demos=demos)
     reranker.embed(sentences[-4:], demos)  # warm-up: loads the LM, picks the attention path
     before = reranker.embedder.stats.tokens_run
     cfg = RerankConfig(show_progress=False)  # the default chunks of 1,024: one shared head per chunk

@@ -6,7 +6,7 @@ inputs, one after the other:
 
 - **reranking**: the first N test inputs' first-stage top-k MiniLM candidates (the demo's index), reranked by
   SmolLM2-135M with the demo's shared demonstrations (``paper`` selection, seed 13) into their top d
-  (``pgra.rerank.core.Reranker``, no evidence cache); agreement = share of inputs whose top d (as a set) is the
+  (``pgra.rerank.core.PromptGuidedReranker``, no evidence cache); agreement = share of inputs whose top d (as a set) is the
   same, and the largest difference of a kept candidate's reranker probability;
 - **in-context learning**: the same N test inputs classified from m random demonstrations of a fixed pool
   (``pgra.icl.classify.ICLClassifier``); agreement = share of equal predicted labels, and the largest difference
@@ -38,7 +38,7 @@ from pgra.config import from_dict
 from pgra.device import cpu_flags
 from pgra.icl.classify import ICLClassifier
 from pgra.icl.config import ICLConfig
-from pgra.rerank.core import Reranker
+from pgra.rerank.core import PromptGuidedReranker
 from pgra.rerank.embedder import LMEmbedder
 from pgra.retrieval.index import Index
 from pgra.selection import get_selector
@@ -50,7 +50,7 @@ BAR_AGREEMENT, BAR_PROB = 0.99, 1e-2
 
 
 def rerank_run(args, task, queries, candidates, demos, dtype: str) -> tuple[float, list[list[dict]]]:
-    reranker = Reranker(task, LMEmbedder(args.lm, device="cpu", dtype=dtype), top_d=args.top_d, k=args.k, demos=demos)
+    reranker = PromptGuidedReranker(task, LMEmbedder(args.lm, device="cpu", dtype=dtype), top_d=args.top_d, k=args.k, demos=demos)
     reranker.embed([q for q in queries[:4]], demos)  # warm-up
     t = time.perf_counter()
     out = reranker.rerank(queries, candidates)

@@ -1,7 +1,7 @@
 """Reranking time against k, the first-stage candidates reranked per input (demo reranker, CPU).
 
 The first N MR test inputs' top-k MiniLM candidates (the demo's index) reranked by SmolLM2-135M with the demo's 8
-shared demonstrations into their top d=2 (``pgra.rerank.core.Reranker``, no evidence cache), for each k in one
+shared demonstrations into their top d=2 (``pgra.rerank.core.PromptGuidedReranker``, no evidence cache), for each k in one
 process on the same inputs. Per k it prints the seconds, the distinct candidate sentences (each is embedded once
 per call, so the cost follows them rather than the k x N slots) and the LM tokens run, and fits seconds against
 distinct sentences: the per-sentence cost and the fixed part (the shared head and the queries).
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from pgra.cost import meter
-from pgra.rerank.core import Reranker
+from pgra.rerank.core import PromptGuidedReranker
 from pgra.rerank.embedder import LMEmbedder
 from pgra.retrieval.index import Index
 from pgra.selection import get_selector
@@ -47,7 +47,7 @@ def main() -> None:
     hits = Index(args.index).search_hits(queries, max(ks))
     demos = get_selector("paper", 8, seed=13).fit(task, data["train"]).demo_examples
     embedder = LMEmbedder(args.lm, device="cpu", dtype=args.dtype)
-    Reranker(task, embedder, top_d=args.top_d, k=4, demos=demos).rerank(queries[:2], [h[:4] for h in hits[:2]])
+    PromptGuidedReranker(task, embedder, top_d=args.top_d, k=4, demos=demos).rerank(queries[:2], [h[:4] for h in hits[:2]])
     rows = []
     print(f"{len(queries)} MR test inputs, SmolLM2-135M ({args.dtype}), d={args.top_d}, {torch.get_num_threads()} "
           "threads")
@@ -56,7 +56,7 @@ def main() -> None:
     for k in ks:
         candidates = [h[:k] for h in hits]
         distinct = len({c["id"] for h in candidates for c in h})
-        reranker = Reranker(task, embedder, top_d=args.top_d, k=k, demos=demos)
+        reranker = PromptGuidedReranker(task, embedder, top_d=args.top_d, k=k, demos=demos)
         before = meter.snapshot()
         t = time.perf_counter()
         reranker.rerank(queries, candidates)

@@ -11,7 +11,7 @@ The public API: one function per stage with its config dataclass, and the object
 
     cfg = pgra.load_config(pgra.RerankConfig, "configs/demo/rerank_smollm2.yaml", {"top_d": 4})
     pgra.rerank(cfg)                                               # any stage, from Python
-    top = pgra.Reranker.load(cfg.out, index.corpus).rerank(texts, hits)  # in memory (hits: index.search_hits)
+    top = pgra.PromptGuidedReranker.load(cfg.out, index.corpus).rerank(texts, hits)  # in memory (hits: index.search_hits)
 
     pipe = pgra.Pipeline.load("runs/demo-experiment/mr/pgra/seed-1")   # an experiment's run (`make demo`)
     print(pipe.predict(["A warm, funny and beautifully acted film."])[0])   # label, probabilities, evidence
@@ -55,7 +55,8 @@ _EXPORTS = {
     "demo_prefix": "pgra.prompts",
     "ANSWER_CUE": "pgra.prompts",
     "score_candidates": "pgra.rerank.scoring",
-    "Reranker": "pgra.rerank.core",
+    "PromptGuidedReranker": "pgra.rerank.core",
+    "Reranker": "pgra.rerank.base",
     "RERANKERS": "pgra.rerank.base",
     "register_reranker": "pgra.rerank.base",
     # demonstration selection and in-context learning

@@ -707,7 +707,7 @@ def load_export(directory: Path, device: str | None, trust_remote_code: bool, in
     export's own, else where the export recorded them), each refused when it holds other files than the run used
     (the corpus's, the encoder's and the LM's fingerprints)."""
     from .errors import StaleArtifactError
-    from .rerank.core import Reranker
+    from .rerank.core import PromptGuidedReranker
     from .retrieval.index import Index
 
     spec = read_export(directory) if spec is None else spec
@@ -729,7 +729,7 @@ def load_export(directory: Path, device: str | None, trust_remote_code: bool, in
     if spec["reranked"]:
         r = spec["reranked"]
         where = Path(lm) if lm is not None else directory / "lm" if r["copied_lm"] else r["lm"]
-        reranking = Reranker.load(directory / "reranked", found.corpus, device, trust_remote_code, lm=where)
+        reranking = PromptGuidedReranker.load(directory / "reranked", found.corpus, device, trust_remote_code, lm=where)
     return {"index": found, "k": spec["k"], "exclude_query_text": spec["exclude_query_text"],
             "reranking": reranking, "excluded": frozenset(spec["excluded"])}
 

@@ -2,7 +2,7 @@
 
 The run's manifests lead back to everything: a reader run names its data folder; a reranked folder names its
 LM, demonstrations, k and d and its candidates folder; a candidates folder names its index and k. The
-reranking is the stage's own in-memory :class:`pgra.rerank.core.Reranker`, loaded from the reranked folder;
+reranking is the stage's own in-memory :class:`pgra.rerank.core.PromptGuidedReranker`, loaded from the reranked folder;
 evidence embeddings come from its cache when present (only missing sentences run the LM)::
 
     pipe = pgra.Pipeline.load("runs/demo-experiment/mr/pgra/seed-1")
@@ -28,7 +28,7 @@ from .provenance import check_run_data, run_data
 from .verbosity import quiet_output
 
 if TYPE_CHECKING:
-    from .rerank.core import Reranker
+    from .rerank.core import PromptGuidedReranker
     from .rerank.full_search import FullSearchReplay
     from .rerank.stage import Replay
 
@@ -37,7 +37,7 @@ class Pipeline:
     """A finished run with the stages in front of it: raw texts in, labels, probabilities and evidence out."""
 
     def __init__(self, predictor: Predictor, index=None, k: int = 0, exclude_query_text: bool = False,
-                 reranking: Reranker | Replay | FullSearchReplay | None = None, n_evidence: int = 0, excluded: Collection[str] = frozenset(),
+                 reranking: PromptGuidedReranker | Replay | FullSearchReplay | None = None, n_evidence: int = 0, excluded: Collection[str] = frozenset(),
                  verbose: bool = False) -> None:
         self.predictor, self.index, self.k, self.verbose = predictor, index, k, verbose
         self.exclude_query_text, self.reranking, self.n_evidence = exclude_query_text, reranking, n_evidence
@@ -70,7 +70,7 @@ class Pipeline:
         from .export import EXPORT_FILE, check_encoder_given, load_export, read_export
         from .methods.reader_method import ReaderPredictor
         from .rerank.base import DEFAULT
-        from .rerank.core import Reranker
+        from .rerank.core import PromptGuidedReranker
         from .rerank.stage import Replay, reranker_of
         from .retrieval.index import Index
         from .retrieval.retrieve import read_candidates_manifest, recorded_exclusions
@@ -114,7 +114,7 @@ class Pipeline:
             from .retrieval.base import recorded_encoder
 
             encoder = index.encoder if recorded_encoder(index.manifest) else None
-            reranking = Reranker.load(reranked, index.corpus, device, trust_remote_code, encoder=encoder)
+            reranking = PromptGuidedReranker.load(reranked, index.corpus, device, trust_remote_code, encoder=encoder)
         return cls(predictor, index, int(cand["k"]), bool(cand["config"].get("exclude_query_text")), reranking, n,
                    excluded, verbose)
 

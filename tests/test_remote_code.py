@@ -104,7 +104,7 @@ def test_predict_never_trusts_a_reranked_manifest_or_an_icl_run(tmp_path, tiny_b
     from pgra.icl.config import ICLConfig
     from pgra.icl.run import ICLPredictor
     from pgra.rerank.config import RerankConfig
-    from pgra.rerank.core import Reranker
+    from pgra.rerank.core import PromptGuidedReranker
 
     lm = tmp_path / "lm"
     shutil.copytree(tiny_bert, lm)
@@ -115,7 +115,7 @@ def test_predict_never_trusts_a_reranked_manifest_or_an_icl_run(tmp_path, tiny_b
     write_manifest(reranked, {"kind": "reranked", "task": to_dict(TASK), "k": 5, "top_d": 2, "prompt_prefix": "",
                               "lm": str(lm), "config": to_dict(RerankConfig(lm=str(lm), trust_remote_code=True))})
     with pytest.raises(InputError, match=r"reranked/manifest\.json \(field 'trust_remote_code'\)"):
-        Reranker.load(reranked, None)
+        PromptGuidedReranker.load(reranked, None)
     run = tmp_path / "icl-run"
     run.mkdir()
     write_manifest(run, {"kind": "icl", "task": to_dict(TASK),

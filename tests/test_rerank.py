@@ -226,10 +226,10 @@ def test_per_query_demonstrations_match_the_naive_formula(candidates, tmp_path, 
 
 @pytest.mark.parametrize("strategy", ["paper", "kate"])
 def test_in_memory_reranker_replays_the_stage(candidates, tmp_path, tiny_opt, tiny_bert, strategy):
-    """``Reranker.load(folder).rerank(texts, candidates)`` gives the stage's top d: with the evidence cache, without
+    """``PromptGuidedReranker.load(folder).rerank(texts, candidates)`` gives the stage's top d: with the evidence cache, without
     it, without a corpus (the candidates' own texts), and with per-query demonstrations."""
     from pgra.corpus import CorpusStore
-    from pgra.rerank.core import Reranker
+    from pgra.rerank.core import PromptGuidedReranker
     from pgra.selection import SelectorSettings
 
     settings = SelectorSettings(encoder=str(tiny_bert), pooler="mean", cache_dir=str(tmp_path / "sel"))
@@ -237,12 +237,12 @@ def test_in_memory_reranker_replays_the_stage(candidates, tmp_path, tiny_opt, ti
     store = CorpusStore(Path(json.loads((candidates / "manifest.json").read_text())["index"]["path"]) / "corpus")
     cands = [json.loads(x) for x in (candidates / "test.jsonl").read_text().splitlines()]
     want = [json.loads(x)["ctxs"] for x in (out / "test.jsonl").read_text().splitlines()]
-    cached = Reranker.load(out, store)
+    cached = PromptGuidedReranker.load(out, store)
     assert cached.k == 6 and cached.top_d == 4 and cached.per_query == (strategy == "kate")
     assert (cached.evidence_cache is not None) == (strategy == "paper")
-    uncached = Reranker.load(out, store)
+    uncached = PromptGuidedReranker.load(out, store)
     uncached.evidence_cache = None
-    for reranker in (cached, uncached, Reranker.load(out, None)):
+    for reranker in (cached, uncached, PromptGuidedReranker.load(out, None)):
         got = reranker.rerank([r["text"] for r in cands], [r["ctxs"] for r in cands])
         for g, w in zip(got, want, strict=True):
             assert [c["id"] for c in g] == [c["id"] for c in w]

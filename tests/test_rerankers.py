@@ -372,7 +372,7 @@ def test_a_grid_with_several_rerankers(tmp_path, corpus_txt, sky_task, tiny_opt,
 def test_prompt_guided_through_the_interface_scores_as_the_stage_does(tiny_opt):
     """The registered prompt-guided reranker (in memory, given demonstrations) keeps what the in-memory reranker
     the stage and Pipeline use keeps, with the same probabilities."""
-    from pgra.rerank.core import Reranker as StageReranker
+    from pgra.rerank.core import PromptGuidedReranker as StageReranker
     from pgra.rerank.prompt_guided import PromptGuided
     from pgra.tasks import Example
     from tests.conftest import SENTENCES, TASK

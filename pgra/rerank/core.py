@@ -1,12 +1,12 @@
 """The in-memory reranker: the LM embedder, the demonstrations and the scoring (Eq. 3) behind one call.
 
-``Reranker.rerank(queries, candidates)`` takes texts and each text's first-stage candidates (dicts with ``id``,
+``PromptGuidedReranker.rerank(queries, candidates)`` takes texts and each text's first-stage candidates (dicts with ``id``,
 ``text`` and the first-stage ``score``) and returns each text's top d, best first, each with the reranker's
 probability as ``score`` and its ``retrieval_score`` and ``retrieval_rank``. The stage (``pgra rerank``) builds
 one from its config and calls it on every split with the embeddings its caches hold; ``Pipeline`` loads the one
-a reranked folder describes (:meth:`Reranker.load`) and calls it on raw texts::
+a reranked folder describes (:meth:`PromptGuidedReranker.load`) and calls it on raw texts::
 
-    reranker = pgra.Reranker.load("runs/demo-experiment/mr/reranked", index.corpus)
+    reranker = pgra.PromptGuidedReranker.load("runs/demo-experiment/mr/reranked", index.corpus)
     hits = index.search_hits(["A warm, funny and beautifully acted film."], k=reranker.k)
     top = reranker.rerank(["A warm, funny and beautifully acted film."], hits)[0]    # [{id, text, score, retrieval_rank ...}]
 """
@@ -54,7 +54,7 @@ def evidence_cache_key(base_key: dict[str, Any], corpus_fingerprint: str) -> dic
     return {**base_key, "rows": "corpus", "corpus": corpus_fingerprint}
 
 
-class Reranker:
+class PromptGuidedReranker:
     """One reranking: an LM embedder, the demonstrations (one shared list, or a fitted per-query ``selector``),
     k and d, and the scoring. ``corpus`` and ``evidence_cache`` (the shared prompt's corpus-row cache) let
     :meth:`rerank` read cached evidence embeddings and embed each corpus sentence once per call."""
@@ -67,14 +67,14 @@ class Reranker:
         self.corpus, self.evidence_cache = corpus, evidence_cache
 
     @classmethod
-    def from_config(cls, cfg: RerankConfig, task: TaskSpec, demos: Sequence[Example] = (), **kwargs: Any) -> Reranker:
+    def from_config(cls, cfg: RerankConfig, task: TaskSpec, demos: Sequence[Example] = (), **kwargs: Any) -> PromptGuidedReranker:
         """The reranker of a stage's config (its LM loaded with the config's LM block)."""
         embedder = LMEmbedder(cfg.lm, **cfg.lm_settings(), trust_remote_code=cfg.trust_remote_code)
         return cls(task, embedder, cfg.top_d, cfg.k, demos, prefix_cache=cfg.prefix_cache, **kwargs)
 
     @classmethod
     def load(cls, reranked: str | Path, corpus: CorpusStore | None, device: str | None = None,
-             trust_remote_code: bool = False, lm: str | Path | None = None, encoder: Any = None) -> Reranker:
+             trust_remote_code: bool = False, lm: str | Path | None = None, encoder: Any = None) -> PromptGuidedReranker:
         """The reranking a ``pgra rerank`` folder did, to replay on new texts: its LM (refused if its files
         changed), k and d, its demonstrations (a per-query strategy fitted again on the training split it selected
         from) and, when still there, its evidence cache. ``trust_remote_code``: let the LM run its own code; what
@@ -195,4 +195,4 @@ def _refit_selector(reranked: Path, manifest: dict[str, Any], cfg: RerankConfig,
                         encoder=encoder).fit(task, train)
 
 
-__all__ = ["RERANKED_KIND", "Reranker", "evidence_cache_key", "prompt_key"]
+__all__ = ["RERANKED_KIND", "PromptGuidedReranker", "evidence_cache_key", "prompt_key"]

@@ -29,11 +29,11 @@ from ..progress import progress
 from ..tasks import Example, TaskSpec
 from .cache import EmbeddingCache
 from .config import RerankConfig
-from .core import Reranker, evidence_cache_key, prompt_key
+from .core import PromptGuidedReranker, evidence_cache_key, prompt_key
 from .stage import load_split, train_queries
 
 
-def embed_rows(reranker: Reranker, cache: EmbeddingCache, rows: np.ndarray, texts_of, demos: list[Example],
+def embed_rows(reranker: PromptGuidedReranker, cache: EmbeddingCache, rows: np.ndarray, texts_of, demos: list[Example],
                cfg: RerankConfig, ctx: DistContext, desc: str, missing: np.ndarray | None = None) -> None:
     """Embed the missing rows of this rank's chunks of ``rows`` into ``cache``, chunk by chunk (``missing``: what
     :meth:`EmbeddingCache.missing` already returned for ``rows``, so as not to read them twice). The chunks are
@@ -67,7 +67,7 @@ def open_cache(ctx: DistContext, root: str, key: dict[str, Any], size: int, dim:
 
 
 def query_caches_of(cfg: RerankConfig, ctx: DistContext, task: TaskSpec, data: dict[str, list[dict[str, Any]]],
-                    splits: list[str], reranker: Reranker, demos: list[Example]) -> dict[str, EmbeddingCache]:
+                    splits: list[str], reranker: PromptGuidedReranker, demos: list[Example]) -> dict[str, EmbeddingCache]:
     """Each split's query cache under the shared prompt (keyed by the split's texts), its missing rows embedded."""
     base_key = prompt_key(reranker.embedder, cfg.lm, task, demos)
     caches = {}
@@ -91,7 +91,7 @@ def pass_rows(mode: str, store: CorpusStore, data: dict[str, list[dict[str, Any]
 
 
 def run_corpus_pass(cfg: RerankConfig, ctx: DistContext, task: TaskSpec, store: CorpusStore, cand: dict[str, Any],
-                    reranker: Reranker, demos: list[Example]) -> dict[str, Any]:
+                    reranker: PromptGuidedReranker, demos: list[Example]) -> dict[str, Any]:
     """Embed the evidence rows of ``cfg.corpus_pass`` and every split's queries under the shared prompt of
     ``demos`` into the caches (what is cached already is read, not embedded); returns the pass's record: what it
     covered and the LM work it ran, summed over ranks (``texts``, ``tokens_run``)."""

@@ -23,7 +23,7 @@ from ..prompts import demo_prefix
 from ..provenance import folder_fingerprint, relative_path
 from .cache import EmbeddingCache
 from .config import RerankConfig
-from .core import Reranker, evidence_cache_key, prompt_key
+from .core import PromptGuidedReranker, evidence_cache_key, prompt_key
 from .corpus_pass import query_caches_of, run_corpus_pass
 from .reranker import _select, demo_records, stage_inputs
 from .stage import train_queries
@@ -53,7 +53,7 @@ def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         raise InputError(f"the search over the corpus needs one prompt for every text; demo_selection "
                          f"{cfg.demo_selection} gives each query its own", field="demo_selection")
     demos = selection["demos"]
-    reranker = Reranker.from_config(cfg, task, demos)
+    reranker = PromptGuidedReranker.from_config(cfg, task, demos)
     data["train"] = train_queries(cfg, data["train"], demos)
     corpus = run_corpus_pass(replace(cfg, corpus_pass="corpus"), ctx, task, store, cand, reranker, demos)
     queries = query_caches_of(cfg, ctx, task, data, splits, reranker, demos)  # all cached by the pass
@@ -98,7 +98,7 @@ class FullSearchReplay:
     """``pgra_full``'s search on new texts, as its stage did it: each text embedded under the folder's prompt (its
     demonstrations) and the top d of the whole corpus by inner product with the corpus pass's vectors."""
 
-    def __init__(self, reranker: Reranker, demos: list, vectors: np.ndarray, corpus, top_d: int) -> None:
+    def __init__(self, reranker: PromptGuidedReranker, demos: list, vectors: np.ndarray, corpus, top_d: int) -> None:
         self.reranker, self.demos, self.vectors, self.corpus, self.top_d = reranker, demos, vectors, corpus, top_d
 
     @classmethod
@@ -134,7 +134,7 @@ class FullSearchReplay:
             raise InputError(f"pgra_full searches the corpus pass's embeddings of every corpus sentence, which are not "
                              f"in {where} ({type(e).__name__}): predict where the experiment ran, or run its "
                              "full_search stage here", path=folder / MANIFEST, field="embedding") from None
-        reranker = Reranker(task, embedder, int(m["top_d"]), 0, demos, prefix_cache=cfg.prefix_cache)
+        reranker = PromptGuidedReranker(task, embedder, int(m["top_d"]), 0, demos, prefix_cache=cfg.prefix_cache)
         return cls(reranker, demos, vectors, corpus, int(m["top_d"]))
 
     def rerank(self, queries, candidates=None) -> list[list[dict]]:

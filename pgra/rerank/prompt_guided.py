@@ -5,7 +5,7 @@ each candidate under the same prompt of m demonstrations. Its options are the re
 fields (``lm``, ``num_demos``, ``demo_selection``, ``demos``, ``cache_dir`` ... and the LM block), as before the
 family: its stage key is exactly the one prompt-guided folders always had. Its stage, with the demonstrations'
 selection and the persistent embedding caches, is :func:`pgra.rerank.reranker.rerank`; the in-memory scorer it
-shares with ``Pipeline`` is :class:`pgra.rerank.core.Reranker`. This module stays light (no torch at import).
+shares with ``Pipeline`` is :class:`pgra.rerank.core.PromptGuidedReranker`. This module stays light (no torch at import).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class PromptGuided(Reranker):
         self._inner = None
 
     def load(self) -> None:
-        from .core import Reranker as Inner
+        from .core import PromptGuidedReranker as Inner
 
         self._inner = Inner.from_config(self.cfg, self.task, self.demos)
 

@@ -9,7 +9,7 @@ Per-query strategies (``random``, ``kate``, ``skill_knn``) give each query its o
 and its candidates share that query's prefix (its KV cache computed once per query), and the cache rows of a
 split are each query followed by its candidates, keyed by every query's demonstrations. Multi-process: ranks
 embed disjoint rows (or queries) of the caches, rank 0 scores and writes. The embedding and the scoring are the
-in-memory :class:`pgra.rerank.core.Reranker`'s (the one ``Pipeline`` replays); this module keeps the caches,
+in-memory :class:`pgra.rerank.core.PromptGuidedReranker`'s (the one ``Pipeline`` replays); this module keeps the caches,
 the processes and the folder.
 """
 
@@ -40,7 +40,7 @@ from ..selection.base import with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
 from .base import DEFAULT, reranker_class
 from .config import RerankConfig
-from .core import RERANKED_KIND, Reranker, evidence_cache_key, prompt_key
+from .core import RERANKED_KIND, PromptGuidedReranker, evidence_cache_key, prompt_key
 from .corpus_pass import embed_rows as _embed_rows
 from .corpus_pass import open_cache as _open_cache
 from .corpus_pass import query_caches_of, run_corpus_pass
@@ -175,7 +175,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     cand_dir, out = Path(cfg.candidates), Path(cfg.out)
     selection = main_computes(ctx, lambda: _select(cfg, task, cand, data, splits))
     demos, demos_of = selection["demos"], selection["demos_of"]
-    reranker = Reranker.from_config(cfg, task, demos)
+    reranker = PromptGuidedReranker.from_config(cfg, task, demos)
     embedder = reranker.embedder
     corpus_pass = None
     if selection["per_query"]:  # never itself: the training queries keep their rows

@@ -273,7 +273,7 @@ def run_stage(cls: type, cfg: Any, ctx: Any = None) -> Path:
 
 class Replay:
     """A reranked folder's reranker (any but the prompt-guided one, whose replay is
-    :meth:`pgra.rerank.core.Reranker.load`), to rerank new texts' candidates as its stage did: each text's first k
+    :meth:`pgra.rerank.core.PromptGuidedReranker.load`), to rerank new texts' candidates as its stage did: each text's first k
     candidates (the folder's ``config.k``; 0: all), scored, the top d kept."""
 
     def __init__(self, reranker: Any, k: int) -> None:
@@ -295,7 +295,7 @@ class Replay:
         name = reranker_of(m)
         if name == DEFAULT:
             raise InputError(f"{reranked} was reranked by the prompt-guided reranker: load it with "
-                             "pgra.rerank.core.Reranker.load", path=reranked / MANIFEST, field="reranker")
+                             "pgra.rerank.core.PromptGuidedReranker.load", path=reranked / MANIFEST, field="reranker")
         values = dict(m.get("config") or {})
         if "trust_remote_code" in values:
             values["trust_remote_code"] = bool(trust_remote_code)
