@@ -89,7 +89,7 @@ class ExperimentConfig:
                            help="tracker of every cell (wandb offline unless WANDB_MODE says otherwise)")
     report: bool = option(True, help="write results.md / results.json when the grid ends")
     dry_run: bool = option(False, help="print the plan and which cells are done; run nothing")
-    limit: int = option(0, min=0, help="a smoke run: at most N inputs per split and N training steps per reader, "
+    limit: int = option(0, min=0, cosmetic=True, record_default=False, help="a smoke run: at most N inputs per split and N training steps per reader, "
                                        "into OUT-limitN (never the full experiment's folder); 0 = the config as "
                                        "written")
     show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
