@@ -172,9 +172,12 @@ def cpu_model() -> str:
 
 
 def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bf16 in hardware (avx512_bf16 or AMX): there bf16 is faster than fp32; without
-    them torch emulates it, about 3x slower than fp32 (bench/README)."""
-    return bool(cpu_flags() & set(CPU_BF16_FLAGS))
+    """Whether this CPU computes bf16 in hardware (avx512_bf16 or AMX) and torch may use it: there bf16 is faster
+    than fp32; without them torch emulates it, about 3x slower than fp32 (bench/README). Torch held below AVX-512
+    (``ATEN_CPU_CAPABILITY=avx2``, the way to run as an AVX2-only CPU does) counts as without them."""
+    if not cpu_flags() & set(CPU_BF16_FLAGS):
+        return False
+    return str(torch.backends.cpu.get_cpu_capability()).upper().startswith(("AVX512", "AMX"))
 
 
 def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:

@@ -146,12 +146,15 @@ def test_artifacts_get_the_permissions_of_the_umask(tmp_path):
         os.umask(old)
 
 
-@pytest.mark.parametrize("flags, want", [({"avx2", "avx512f"}, torch.float32), ({"avx512f", "avx512_bf16"}, torch.bfloat16),
-                                         ({"amx_tile", "amx_bf16"}, torch.bfloat16), (set(), torch.float32)])
-def test_bf16_if_native_picks_bf16_only_on_cpus_with_bf16_hardware(monkeypatch, flags, want):
+@pytest.mark.parametrize("flags, capability, want", [
+    ({"avx2", "avx512f"}, "AVX512", torch.float32), ({"avx512f", "avx512_bf16"}, "AVX512", torch.bfloat16),
+    ({"amx_tile", "amx_bf16"}, "AVX512", torch.bfloat16), (set(), "AVX2", torch.float32),
+    ({"avx512f", "avx512_bf16"}, "AVX2", torch.float32)])  # torch held at AVX2 (ATEN_CPU_CAPABILITY=avx2): as without
+def test_bf16_if_native_picks_bf16_only_on_cpus_with_bf16_hardware(monkeypatch, flags, capability, want):
     from pgra import device
 
     monkeypatch.setattr(device, "cpu_flags", lambda: flags)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     cpu = torch.device("cpu")
     assert device.resolve_dtype("bf16-if-native", cpu) == want
     assert device.resolve_dtype("auto", cpu) == device.resolve_dtype(None, cpu) == torch.float32  # auto stays fp32
