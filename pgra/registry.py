@@ -84,9 +84,14 @@ class Registry(dict[str, T]):
         for spec in specs:
             key, _, where = spec.partition("=")
             module, _, qualname = where.partition(":")
-            part: Any = importlib.import_module(module)
-            for attr in qualname.split("."):
-                part = getattr(part, attr)
+            try:
+                part: Any = importlib.import_module(module)
+                for attr in qualname.split("."):
+                    part = getattr(part, attr)
+            except (ImportError, AttributeError) as e:  # e.g. a part defined in the launching script's __main__
+                raise InputError(f"the {self.kind} '{key}' registered in the launching process ({where}) cannot be "
+                                 f"found here: {type(e).__name__}: {e}; define it in an importable module (or a "
+                                 "pgra.plugins entry point)", field=self.field) from None
             if self.get(key) is not part:
                 self.register(part, name=key)
 

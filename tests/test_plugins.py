@@ -172,3 +172,13 @@ def test_plug_ins_reach_every_process_of_a_grid(toy_reranker, tmp_path, corpus_t
         METHODS.pop("toy_majority")
     for method in ("toy_majority", "fid_toy_shortest"):
         assert (tmp_path / "workers" / "sky" / method / "seed-1" / "cell.json").is_file()
+
+
+def test_a_payload_part_the_child_cannot_import_is_one_input_error():
+    """A part registered from the launching script's ``__main__`` (or a module gone) cannot be found in a child:
+    an InputError naming it, not a traceback."""
+    from pgra.errors import InputError
+    from pgra.registry import Registry
+
+    with pytest.raises(InputError, match="the method 'mine' registered in the launching process"):
+        Registry("method").register_parts(["mine=no_such_module_xyz:Mine"])
