@@ -63,9 +63,9 @@ class Registry(dict[str, T]):
         """Import (so register) the built-in parts, then every installed plug-in (:func:`load_plugins`); once."""
         if self._loaded:
             return
-        self._loaded = True
-        for module in self.builtin if self.package else ():
+        for module in self.builtin if self.package else ():  # a failing import raises again on the next lookup
             importlib.import_module(f"{self.package}.{module}")
+        self._loaded = True
         load_plugins()
 
     def plug_ins(self) -> list[str]:

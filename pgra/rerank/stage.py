@@ -306,11 +306,12 @@ class Replay:
         candidates = {"k": m.get("k"), "index": (m.get("candidates") or {}).get("index")}
         reranker = reranker_class(name, "reranker")(cfg, task, corpus, candidates)
         reranker.load()
-        changed = [k for k, v in reranker.describe().items() if k in m and m[k] != v]
+        now = reranker.describe()  # its models' fingerprints: hashed once
+        changed = [k for k, v in now.items() if k in m and m[k] != v]
         if changed:
             raise StaleArtifactError(f"{reranked} was reranked with other files than those at "
-                                     f"{', '.join(str(reranker.describe()[k]) for k in changed)} ({', '.join(changed)} "
-                                     "differs): its reranking cannot be replayed with them")
+                                     f"{', '.join(str(now[k]) for k in changed)} ({', '.join(changed)} differs): its "
+                                     "reranking cannot be replayed with them")
         return cls(reranker, cfg.k)
 
     def rerank(self, queries: Sequence[str], candidates: Sequence[Sequence[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
