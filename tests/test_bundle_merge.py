@@ -136,6 +136,25 @@ def test_settings_that_must_agree_are_refused_naming_the_setting(apart, tmp_path
     assert report["summary"]["fid"]["sst2"]["n"] == 4
 
 
+def test_methods_reading_other_stages_merge_and_one_method_on_other_data_is_refused(tmp_path, capsys):
+    """Each method's cells are compared with that method's cells for the data they read: FiD reads the candidates,
+    PGRA its reranked top-d, so their fingerprints differ within one run and across runs alike (a seed's piece of
+    the laptop table was refused for that: its first cell, PGRA's, was held against FiD's of the other piece)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    _cells(a, "sst2", seeds=(1,))
+    _cells(b, "sst2", seeds=(2, 3))
+    data = {"fid": "cands-fp", "pgra": "reranked-fp"}
+    for cell in [*a.glob("sst2/*/seed-*/cell.json"), *b.glob("sst2/*/seed-*/cell.json")]:
+        record = json.loads(cell.read_text())
+        cell.write_text(json.dumps({**record, "data": {"fingerprint": data[cell.parents[1].name]}}))
+    for order in ([a, b], [b, a]):
+        assert build_report(order, n_resamples=200)["summary"]["pgra"]["sst2"]["n"] == 3
+    moved = b / "sst2" / "pgra" / "seed-3" / "cell.json"
+    moved.write_text(json.dumps({**json.loads(moved.read_text()), "data": {"fingerprint": "other-fp"}}))
+    line = one_error_line(["report", str(a), str(b), "--out", str(tmp_path / "m")], capsys)
+    assert "sst2/pgra/seed-3" in line and "other data" in line and "other-fp" in line
+
+
 def test_stages_built_with_other_keys_are_refused(apart, tmp_path, capsys):
     _, a, b = apart
     _cells(b, "sst2", seeds=(4,))

@@ -130,6 +130,8 @@ def _check_settings(cells: list[CellResult], sources: dict[Path, Path]) -> None:
                                     _comparable(cell.record.get("config"), method_sections))
             if diff:
                 raise _refuse_setting(what, diff, ref, cell)
+            if not method_sections:  # methods read different stages (FiD the candidates, PGRA its reranked top-d)
+                continue
             fp = [((c.record.get("data") or {}).get("fingerprint")) for c in (ref, cell)]
             if all(fp) and fp[0] != fp[1]:
                 raise InputError(f"{what}: they read other data of task {cell.task} (data fingerprint {fp[0]} in "
