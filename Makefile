@@ -4,6 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
+# the suite's worker processes (pytest-xdist): one per core, at most 4 (each holds its own fixtures and starts
+# 2-process launches of its own); 0 runs it in this process. Each worker's torch gets its share of the cores.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); if [ $$n -gt 4 ]; then n=4; fi; if [ $$n -lt 2 ]; then n=0; fi; echo $$n)
 
 .PHONY: setup prepare demo test test-simd test-transformers4 lint docs bench bench-scale bench-gpu chromium browser screenshot clean
 
@@ -45,14 +48,14 @@ prepare: setup
 	$(BIN)/pgra prepare-demo
 
 test: prepare browser
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # the suite at the SIMD levels of the CPUs users have, torch on AVX2 (ATEN_CPU_CAPABILITY) both times: once with
 # faiss's generic kernels, once with its AVX2 ones. faiss-cpu wheels of one build per level choose it at import
 # (FAISS_OPT_LEVEL); 1.12's dynamic-dispatch wheels (one build) choose it at run time (FAISS_SIMD_LEVEL): both are set.
 test-simd: prepare browser
-	FAISS_OPT_LEVEL=generic FAISS_SIMD_LEVEL=NONE ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
-	FAISS_OPT_LEVEL=avx2 FAISS_SIMD_LEVEL=AVX2 ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	FAISS_OPT_LEVEL=generic FAISS_SIMD_LEVEL=NONE ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	FAISS_OPT_LEVEL=avx2 FAISS_SIMD_LEVEL=AVX2 ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # the same suite against transformers 4.57 (the oldest supported), in its own virtual environment
 .venv-tf4/.stamp: pyproject.toml

@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from sklearn.metrics import f1_score, matthews_corrcoef
-
 from .tasks.spec import METRICS
 
 
@@ -17,11 +15,15 @@ def accuracy(gold: Sequence[str], pred: Sequence[str]) -> float:
 
 def mcc(gold: Sequence[str], pred: Sequence[str]) -> float:
     _check(gold, pred)
+    from sklearn.metrics import matthews_corrcoef  # here: importing sklearn costs every pgra process 1-2 s
+
     return float(matthews_corrcoef(list(gold), list(pred)))
 
 
 def macro_f1(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str] | None = None) -> float:
     _check(gold, pred)
+    from sklearn.metrics import f1_score
+
     return float(f1_score(list(gold), list(pred), labels=list(labels) if labels else None, average="macro",
                           zero_division=0))
 

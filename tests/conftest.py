@@ -48,6 +48,39 @@ SENTENCES = [
 ]
 
 
+def pytest_configure(config) -> None:
+    """Under pytest-xdist (``make test`` runs ``-n``), each worker gets its share of the cores, as do the processes
+    it starts: N workers each running torch with every core's thread would fight over the cores."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers > 1:
+        import torch
+
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        torch.set_num_threads(threads)
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+
+
+# the suite's longest tests (tens of seconds to minutes each on 2 cores): under pytest-xdist they start first, so
+# that the short ones fill the workers around them instead of one long test running alone at the end
+RUN_FIRST = ("tests/test_tutorials.py::", "tests/test_gpu_accept.py::", "tests/test_reader.py::test_compiled",
+             "tests/test_reader.py::test_deepspeed", "tests/test_plugins.py::test_plug_ins_reach",
+             "tests/test_demo_integration.py::", "tests/test_fault_injection.py::")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under pytest-xdist: the longest tests (:data:`RUN_FIRST`, then every multi-process one) first, each group in
+    its collected order (every worker collects the same order)."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0) < 2:
+        return
+
+    def rank(item) -> int:
+        if item.nodeid.startswith(RUN_FIRST):
+            return 0
+        return 1 if item.get_closest_marker("distributed") else 2
+
+    items.sort(key=rank)
+
+
 def launch_failure(proc) -> str:
     """Why a torchrun launch failed: every rank's own ``error:`` line and traceback tail first (the last lines of
     stderr are usually the launcher's report about the rank that died, not the rank's reason), then the tail."""

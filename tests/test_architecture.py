@@ -115,3 +115,17 @@ def test_the_floors_name_every_package():
     packages = {p.parent.relative_to(PACKAGE.parent).as_posix().replace("/", ".") for p in PACKAGE.rglob("__init__.py")}
     for package in packages:
         floor(package)
+
+
+def test_the_grid_and_the_cli_start_without_importing_what_only_one_path_needs():
+    """Every cell child, torchrun rank and command imports the experiment layer: scikit-learn (1-2 s with pandas
+    and scipy.stats) is imported where a metric or the probe needs it, not at start-up."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pgra.cli, pgra.experiment.grid, pgra.experiment.child; "
+            "print(sorted(m for m in ('sklearn', 'pandas') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
