@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from .command import Command
+from .command import Command, run_distributed
 
 
 def run(cfg) -> int:
     from ..analysis.run import analyze
     from ..experiment.config import apply_limit
 
-    runs = analyze(apply_limit(cfg))  # --limit N: the smoke run's folder, OUT-limitN
+    # under torchrun every rank meets the main one's end before the group is torn down: a rank leaving while the
+    # main one still wrote tables aborted at exit ("terminate called without an active exception")
+    _, runs = run_distributed(analyze, apply_limit(cfg))  # --limit N: the smoke run's folder, OUT-limitN
     if not cfg.dry_run and runs.experiment.out.exists() and (runs.out / "analysis.md").exists():
         print(f"analyses written to {runs.out} (analysis.md; figures indexed in "
               f"{runs.experiment.out / 'results.md'})")
