@@ -168,7 +168,7 @@ def _named_retrievers(path: Path) -> list[str]:
 
 # modules outside retrieval/ that say "bm25" for something else than the retriever
 NOT_THE_RETRIEVER = {
-    "selection/registered.py": "the bm25 demonstration strategy's module, among the built-in strategies",
+    "selection/base.py": "the bm25 demonstration strategy's module, among the built-in strategies (BUILTIN)",
     "selection/bm25.py": "the bm25 demonstration strategy: it scores training inputs with pgra.retrieval.bm25's "
                          "BM25Index, not through the retriever registry",
 }

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..registry import Registry
+from .config import use_analyses
 
 if TYPE_CHECKING:
     from ..experiment import Experiment
@@ -73,6 +74,7 @@ def register_analysis(analysis: Analysis) -> Analysis:
 
 
 load_builtin = ANALYSES.load_builtin  # import (so register) the built-in analyses
+use_analyses(ANALYSES)  # the ``analysis:`` section is built from it (.config sits below: it is handed over)
 analysis_names = ANALYSES.names  # the registered analyses, in the order ``pgra analyze`` runs and shows them
 
 

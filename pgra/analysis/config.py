@@ -14,21 +14,39 @@ from typing import Any
 
 from ..config import from_dict, option, to_dict
 from ..experiment import ExperimentConfig
-from .base import ANALYSES, analysis_names, load_builtin
+from ..registry import Registry
 
 DEFAULT_ANALYSES = ["consistency", "differences", "case_study"]
 _classes: dict[tuple[Any, ...], tuple[type, type]] = {}
+_analyses: Registry[Any] | None = None  # the registry of analyses (:func:`use_analyses`)
+
+
+def use_analyses(analyses: Registry[Any]) -> None:
+    """Build the sections from ``analyses``: :data:`pgra.analysis.base.ANALYSES`, which :mod:`.base` hands over
+    when it is imported (every import of ``pgra.analysis`` imports it first). This module takes it as a value, not
+    by import: the analyses' inputs (:mod:`.inputs`) type their config here and the interface names those inputs,
+    so nothing here imports the interface back."""
+    global _analyses
+    _analyses = analyses
+
+
+def _registry() -> Registry[Any]:
+    """The analyses' registry, its built-in analyses loaded."""
+    if _analyses is None:
+        raise RuntimeError("no registry of analyses handed over (import pgra.analysis)")
+    _analyses.load_builtin()
+    return _analyses
 
 
 def _classes_now() -> tuple[type, type]:
-    load_builtin()
-    sections = tuple((a.name, a.config, a.help, a.path_segment) for a in ANALYSES.values() if a.config is not None)
+    analyses = _registry()
+    sections = tuple((a.name, a.config, a.help, a.path_segment) for a in analyses.values() if a.config is not None)
     if sections not in _classes:
         fields: list[tuple[str, Any, Any]] = [
             ("analyses", list[str], option(default_factory=lambda: list(DEFAULT_ANALYSES),
-                                           choices=analysis_names, help="comma-separated analyses to run")),
+                                           choices=analyses.names, help="comma-separated analyses to run")),
             ("split", str, option("test", choices=("dev", "test"), path_segment=True, help="split the analyses read"))]
-        fields += [(name, tp, option(default_factory=ANALYSES[name].default_options(), help=help_, path_segment=segment))
+        fields += [(name, tp, option(default_factory=analyses[name].default_options(), help=help_, path_segment=segment))
                    for name, tp, help_, segment in sections]
         analysis = make_dataclass("AnalysisConfig", fields)
         analysis.__module__ = __name__

@@ -46,7 +46,7 @@ from ..errors import PgraError
 from .layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
 
 if TYPE_CHECKING:
-    from .grid import Experiment
+    from .grid_view import GridView
     from .layout import CellPlan
 
 STAGES = ("candidates", "reranked", "full_search")
@@ -683,7 +683,7 @@ def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, s
     return Estimate(label, None, "no record of this stage, no bench fit")
 
 
-def _corpus_size(exp: Experiment) -> int | None:
+def _corpus_size(exp: GridView) -> int | None:
     """The sentences of the experiment's index (what ``full_search`` embeds), None before it is built."""
     manifest = Path(exp.cfg.index.out) / "manifest.json"
     return int(read_json(manifest).get("size") or 0) or None if manifest.exists() else None
@@ -776,7 +776,7 @@ def stage_embeddings(rerank, retrieved_k: int, inputs: int | None, corpus: int |
     return out
 
 
-def _corpus_passed(exp: Experiment, task: str, corpus: int | None) -> bool:
+def _corpus_passed(exp: GridView, task: str, corpus: int | None) -> bool:
     """Whether ``task``'s reranked stage embeds (or embedded) the whole corpus: it is still to run with
     ``corpus_pass: corpus`` (and the corpus size is known), or its manifest records that pass."""
     if not exp.stage_done(task, "reranked"):
@@ -949,7 +949,7 @@ def count_lines(paths: list[Path]) -> int | None:
     return total
 
 
-def task_splits(exp: Experiment, name: str, task: str | None = None) -> dict[str, int] | None:
+def task_splits(exp: GridView, name: str, task: str | None = None) -> dict[str, int] | None:
     """The inputs of a task of the experiment folder per split: the lines of its candidates folder's split files,
     else (a task of the config, ``task``) of its data files, each split at most its ``retrieve.split_sizes``, a dev
     split the task lacks carved from train (``dev_fraction``); None when none is found."""
@@ -978,14 +978,14 @@ def task_splits(exp: Experiment, name: str, task: str | None = None) -> dict[str
     return out or None
 
 
-def task_inputs(exp: Experiment, name: str, task: str | None = None) -> int | None:
+def task_inputs(exp: GridView, name: str, task: str | None = None) -> int | None:
     """The inputs of a task of the experiment folder: the lines of its candidates folder's split files, else (a
     task of the config, ``task``) of its data files, each split at most its ``retrieve.split_sizes``."""
     splits = task_splits(exp, name, task)
     return None if splits is None else sum(splits.values())
 
 
-def planned_test_inputs(exp: Experiment, task: str, split: str = "test") -> tuple[int | None, str]:
+def planned_test_inputs(exp: GridView, task: str, split: str = "test") -> tuple[int | None, str]:
     """The inputs a task of the grid is tested on (the report's ``split``), as :func:`task_splits` counts them
     before anything runs, or (None, why) when they are unknown: a task spec declares no size, so a task whose data
     is neither built nor in local files (a Hugging Face dataset) has none until its candidates stage has run."""
@@ -997,7 +997,7 @@ def planned_test_inputs(exp: Experiment, task: str, split: str = "test") -> tupl
     return splits[split], ""
 
 
-def plan_costs(exp: Experiment, cells: list[CellPlan] | None = None, workers: int | None = None,
+def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int | None = None,
                fits: BenchFits | None = None, cells_per_gpu: int | None = None, record_folders: tuple[Path, ...] = (),
                as_new: bool = False) -> Plan:
     """The estimates of every stage and planned cell of ``exp`` (``workers``: default the config's ``workers`` when it
@@ -1235,7 +1235,7 @@ class DiskPlan:
         return out
 
 
-def _task_input_bytes(exp: Experiment, task: str) -> float:
+def _task_input_bytes(exp: GridView, task: str) -> float:
     """The bytes of one input's JSON record (id, text, label): the mean line of the task's local data files plus
     the JSON keys, else :data:`INPUT_BYTES`."""
     from ..tasks.loaders import resolve_data_path
@@ -1252,7 +1252,7 @@ def _task_input_bytes(exp: Experiment, task: str) -> float:
     return sum(sizes) / len(sizes) + JSON_KEYS_BYTES if sizes else INPUT_BYTES
 
 
-def _corpus_lines(exp: Experiment) -> tuple[int | None, float, int]:
+def _corpus_lines(exp: GridView) -> tuple[int | None, float, int]:
     """The corpus's sentences (the built index's count, else the local file's size over its mean line), a sentence's
     mean bytes and the file's size (0 when not a local file)."""
     corpus = Path(str(exp.cfg.index.corpus))
@@ -1262,7 +1262,7 @@ def _corpus_lines(exp: Experiment) -> tuple[int | None, float, int]:
     return count, (mean or SENTENCE_BYTES), size
 
 
-def _index_disk(exp: Experiment, sentences: int | None, corpus_bytes: int) -> tuple[float | None, str]:
+def _index_disk(exp: GridView, sentences: int | None, corpus_bytes: int) -> tuple[float | None, str]:
     """The shared index: its size on disk when built, else a flat (or IVF, HNSW) dense index's vectors (sentences x
     dim x 4 B; ivfsq8 1 B a dim, ivfpq its sub-quantisers' bytes) and the copy of the corpus it stores; None for
     another retriever before it is built."""
@@ -1285,7 +1285,7 @@ def _index_disk(exp: Experiment, sentences: int | None, corpus_bytes: int) -> tu
     return float(vectors + corpus_bytes), text
 
 
-def plan_disk(exp: Experiment, cells: list[CellPlan], splits: dict[str, dict[str, int] | None], workers: int
+def plan_disk(exp: GridView, cells: list[CellPlan], splits: dict[str, dict[str, int] | None], workers: int
               ) -> DiskPlan:
     """The disk a grid holds once done, by part: the shared index (:func:`_index_disk`); each stage's JSONL files
     (inputs x a line: the input's record and its k candidates, or its top d and demonstrations, each a corpus
@@ -1423,7 +1423,7 @@ def _fits_text(fits: BenchFits) -> str:
     return f"; reader: {reader}; reranker: {fits.rerank_source or 'no fit'}"
 
 
-def plan_order(exp: Experiment, cells: list[CellPlan], plan: Plan | None = None) -> list[CellPlan]:
+def plan_order(exp: GridView, cells: list[CellPlan], plan: Plan | None = None) -> list[CellPlan]:
     """``cells`` costliest first by the plan (what a first run, with no cost records yet, hands out first): trained
     methods (readers) before fixed rules, then by their planned seconds (unknown last), then in plan order."""
     from ..methods import get_method

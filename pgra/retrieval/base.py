@@ -1,7 +1,7 @@
-"""The interface of a first-stage retriever and its registry.
+"""The interface of a first-stage retriever, its registry and the config it is built from (:class:`IndexConfig`).
 
 A retriever is one file: a :class:`Retriever` subclass (its settings are a section of
-:class:`~pgra.retrieval.config.IndexConfig`, e.g. ``dense.*`` or ``bm25.*``) that builds its files in an index
+:class:`IndexConfig`, e.g. ``dense.*`` or ``bm25.*``) that builds its files in an index
 folder and loads them back as a :class:`Searcher`; the file registers it with :func:`register_retriever`. The
 config's ``retriever`` value picks it by ``name`` (the choices come from the registry), and nothing outside
 ``pgra.retrieval`` asks which one it has: kNN vote, the selection, the analyses and the CLI ask the retriever
@@ -15,19 +15,21 @@ a retriever adds its own files (:attr:`Retriever.parts`, :attr:`Retriever.files`
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from .. import choices
+from ..config import check_config, option
+from ..corpus import CorpusOptions, CorpusSource
 from ..errors import InputError
 from ..registry import Registry
 
 if TYPE_CHECKING:
     from ..corpus import CorpusStore
     from ..distributed import DistContext
-    from .config import IndexConfig
 
 INDEX_KIND = "index"  # the manifest kind of an index folder
 
@@ -72,7 +74,7 @@ class Searcher(ABC):
 
 
 class Retriever(ABC):
-    """One kind of first-stage retriever, configured by an :class:`~pgra.retrieval.config.IndexConfig`.
+    """One kind of first-stage retriever, configured by an :class:`IndexConfig`.
 
     Building: :meth:`validate`, :meth:`prepare` (before anything is written), :meth:`key_fields` (what must match
     for a finished index or partial build to be reused), :meth:`build`. Loading: :meth:`load` (a classmethod, from
@@ -205,6 +207,54 @@ def retriever_title(name: str) -> str:
     return (cls.title or cls.name) if cls else name
 
 
-__all__ = ["BUILTIN", "INDEX_KIND", "RETRIEVERS", "LoadOptions", "QueryEncoder", "Retriever", "Searcher",
+# ----- the config of ``pgra build-index`` (and of an experiment's ``index`` section): the corpus, the output
+# folder, the retriever's name and one settings section per built-in retriever (its home is here, beside the
+# interface it configures: :mod:`.config` re-exports it)
+DenseSection = options_section("dense")  # the options DenseRetriever declares
+BM25Section = options_section("bm25")  # the options BM25Retriever declares
+
+
+@dataclass
+class IndexConfig(CorpusOptions):
+    """Everything ``pgra build-index`` needs (YAML in ``configs/``; CLI flags override): the corpus
+    (:class:`pgra.corpus.CorpusOptions`, shared with SimCSE training) and how to read it, the output folder, the
+    retriever."""
+
+    id_field: str = option("id", help="id field of a JSONL/HF corpus")
+    split: str = option("train", help="split of an HF dataset corpus")
+    skip_blank_lines: bool = option(False, help="skip blank lines of a txt corpus (ids stay line numbers)")
+    out: str = option("", help="index folder to write")
+    retriever: str = option("dense", choices=choices.retrievers,
+                            help="a registered first-stage retriever: dense (an encoder + faiss), bm25 ...")
+    dense: DenseSection = field(default_factory=lambda: retriever_class("dense").options())
+    bm25: BM25Section = field(default_factory=lambda: retriever_class("bm25").options())
+    overwrite: bool = option(False, help="replace an index or partial build made with other inputs")
+    show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
+
+    def source(self) -> CorpusSource:
+        """The corpus to index."""
+        return self.corpus_source(id_field=self.id_field, split=self.split, skip_blank_lines=self.skip_blank_lines)
+
+    def validate(self) -> None:
+        """Refuse a config that cannot build (an InputError naming the field)."""
+        check_config(self)
+        if not self.corpus:
+            raise InputError("no corpus given (--corpus)", field="corpus")
+        if not self.out:
+            raise InputError("no output folder given (--out)", field="out")
+        get_retriever(self).validate()  # an unknown name is refused here
+
+    def encoder_defaults(self) -> QueryEncoder:
+        """The encoder settings a method that embeds inputs itself (the linear probe) starts from: the retriever's
+        query encoder, or (a retriever without one) no encoder with the ``dense`` section's other settings."""
+        d = self.dense
+        return get_retriever(self).query_encoder() or QueryEncoder("", d.pooler, d.max_length, d.batch_size)
+
+    def trusts_remote_code(self) -> bool:
+        """Whether this config lets the index's models run their own code."""
+        return get_retriever(self).trusts_remote_code()
+
+
+__all__ = ["BUILTIN", "INDEX_KIND", "RETRIEVERS", "IndexConfig", "LoadOptions", "QueryEncoder", "Retriever", "Searcher",
            "get_retriever", "load_builtin", "options_section", "recorded_encoder", "recorded_retriever", "register_retriever", "retriever_class",
            "retriever_names", "retriever_title"]

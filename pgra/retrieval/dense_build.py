@@ -25,7 +25,7 @@ from .shards import VectorShards, held_out_recall, search_index
 if TYPE_CHECKING:
     import faiss
 
-    from .dense_retriever import DenseConfig
+    from .dense_config import DenseConfig
 
 FAISS_FILE = "index.faiss"
 IVFDATA_FILE = "index.ivfdata"

@@ -1,5 +1,5 @@
 """The dense retriever: a sentence encoder (:mod:`.encoder`) + a faiss index over the corpus's unit vectors
-(:mod:`.dense`). Settings: the ``dense.*`` section of an index config.
+(:mod:`.dense`). Settings: the ``dense.*`` section of an index config (:class:`~.dense_config.DenseConfig`).
 
 Its index folder adds ``index.faiss`` (positions 0..N-1; with ``bounded_memory``, IVF lists merged on disk in
 ``index.ivfdata``, or for ``flat`` the vector shards themselves in ``vectors/``; see :mod:`.dense_build`). The corpus
@@ -10,21 +10,20 @@ rank 0 indexes them, so the index is the same for any number of processes and an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import choices
 from ..artifacts import MANIFEST, load_npy, model_fingerprint, save_npy
-from ..config import option, recorded_settings, result_settings
+from ..config import recorded_settings, result_settings
 from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
 from ..faults import fault_point
 from ..progress import progress
 from .base import LoadOptions, QueryEncoder, Retriever, Searcher, register_retriever
 from .dense import INDEX_TYPES, OPQ_CENTROIDS, FaissParams, check_trainable, import_faiss, load_faiss
 from .dense_build import FAISS_FILE, IVFDATA_FILE, VECTORS_DIR, shard_name, write_dense_index
+from .dense_config import DenseConfig
 from .shards import VectorShards, merge_over_ranks, search_index
 
 if TYPE_CHECKING:
@@ -34,37 +33,6 @@ if TYPE_CHECKING:
 
 # options added after indexes were built: in the build key (and the manifest's config) only when set
 _ADDED = ("bounded_memory", "rescore")
-
-
-@dataclass
-class DenseConfig:
-    """A dense retriever (``dense.*`` keys of a build-index config)."""
-
-    encoder: str = option("bert-base-uncased", flag="--encoder", help="HF encoder name or local folder")
-    pooler: str = option("cls", flag="--pooler", choices=choices.poolers,
-                         help="cls = pooler_output (the paper's BERT), cls_before_pooler (SimCSE), mean")
-    max_length: int = option(512, flag="--max-length", min=1, help="tokens per sentence")
-    batch_size: int = option(64, flag="--batch-size", min=1, help="sentences per encoder batch")
-    index_type: str = option("flat", flag="--index-type", choices=choices.index_types,
-                             help="flat = exact cosine (the paper's); ivf / hnsw approximate")
-    faiss: FaissParams = field(default_factory=FaissParams)
-    device: str = option("auto", flag="--device", help="auto, cpu, cuda, cuda:1 ...")
-    dtype: str = option("auto", choices=choices.DTYPES,
-                        help="auto = bf16/fp16 on GPU, fp32 on CPU; bf16-if-native = auto but bf16 on CPUs with "
-                             "avx512_bf16 or AMX")
-    shard_size: int = option(65536, flag="--shard-size", min=1, help="texts per resumable shard")
-    use_gpu_faiss: bool = option(True, help="train/search faiss on the GPU when faiss-gpu is installed")
-    trust_remote_code: bool = option(False, help="allow the encoder's own code (off: never run hub code)")
-    bounded_memory: bool = option(False, omit_default=True, record_default=False,
-                                  help="never hold the corpus's vectors in memory: flat keeps the encoded shards "
-                                       "as the index (searched shard by shard), IVF types add each shard into "
-                                       "lists merged on disk, hnsw adds shard by shard")
-    rescore: int = option(0, min=0, omit_default=True, record_default=False,
-                          help="re-score an approximate index's top k x rescore candidates exactly from the stored "
-                               "vectors (kept in vectors/); 0 = off")
-    mmap: bool = option(False, cosmetic=True, omit_default=True, record_default=False,
-                        help="search from disk: the faiss file and stored vectors memory-mapped, not read into RAM "
-                             "(an index larger than memory; Index(mmap=...) overrides)")
 
 
 def trained_pooler(encoder: str | Path) -> str | None:

@@ -2,7 +2,7 @@
 retriever (the manifest's ``retriever`` picks the registered implementation that loads it).
 
 ``IndexConfig``, ``DenseConfig``, ``BM25Config`` and ``build_index`` are importable from here too, as before the
-split (their homes: :mod:`.config`, :mod:`.dense_retriever`, :mod:`.bm25`, :mod:`.build`).
+split (their homes: :mod:`.base`, :mod:`.dense_config`, :mod:`.bm25`, :mod:`.build`).
 """
 
 from __future__ import annotations

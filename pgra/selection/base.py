@@ -17,12 +17,10 @@ from typing import Any, ClassVar
 from ..config import option
 from ..errors import InputError
 from ..itself import same_text
+from ..registry import Registry
 from ..tasks.loaders import Example
 from ..tasks.spec import TaskSpec
-from .registered import BUILTIN as BUILTIN  # re-exported: their home is .registered
-from .registered import STRATEGIES as STRATEGIES
-from .registered import register_selector as register_selector
-from .settings import SelectorSettings
+from .settings import SelectorSettings, use_strategies
 
 
 def reverse_option() -> Any:
@@ -135,6 +133,15 @@ class GlobalSelector(Selector):
     def demo_examples(self) -> list[Example]:
         """The demonstrations every query gets, in prompt order."""
         return [self.train[i] for i in self.demos]
+
+
+# the strategies that ship with pgra, one module each (importing one registers it), in the order they are listed
+BUILTIN = ("paper", "code_order", "random_draw", "kate", "skill_knn", "bm25", "mmr", "votek", "dpp", "mdl",
+           "topk_cone")
+STRATEGIES: Registry[type[Selector]] = Registry("demonstration selection", __package__, BUILTIN,
+                                                field="demo_selection")
+register_selector = STRATEGIES.register  # add a strategy class under its ``name``; works as a decorator
+use_strategies(STRATEGIES)  # the ``demos`` section is made from it (.settings sits below: it is handed over)
 
 
 def order_by_similarity(ranked: list[int], reverse: bool) -> list[int]:

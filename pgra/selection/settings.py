@@ -19,7 +19,26 @@ import dataclasses
 import typing
 from typing import Any
 
+from ..registry import Registry
+
 _made: dict[tuple[type, ...], type] = {}
+_strategies: Registry[Any] | None = None  # the registry of strategies (:func:`use_strategies`)
+
+
+def use_strategies(strategies: Registry[Any]) -> None:
+    """Make the section from ``strategies``: :data:`pgra.selection.base.STRATEGIES`, which :mod:`.base` hands over
+    when it is imported (every import of ``pgra.selection`` imports it first). This module takes it as a value, not
+    by import: the interface builds its default settings here, so nothing here imports it back."""
+    global _strategies
+    _strategies = strategies
+
+
+def _registry() -> Registry[Any]:
+    """The strategies' registry, its built-in strategies loaded."""
+    if _strategies is None:
+        raise RuntimeError("no registry of demonstration strategies handed over (import pgra.selection)")
+    _strategies.load_builtin()
+    return _strategies
 
 
 def _same(a: dataclasses.Field, b: dataclasses.Field, ta: Any, tb: Any) -> bool:
@@ -56,11 +75,8 @@ def _build(options: tuple[tuple[str, type], ...]) -> type:
 
 def selector_settings() -> type:
     """The dataclass of the ``demos`` section for the strategies registered now (built-in ones loaded first)."""
-    from .registered import STRATEGIES
-
-    STRATEGIES.load_builtin()
     options: dict[type, str] = {}
-    for name, strategy in STRATEGIES.items():
+    for name, strategy in _registry().items():
         if strategy.options is not None:
             options.setdefault(strategy.options, name)
     key = tuple(options)
@@ -89,10 +105,7 @@ class SelectorSettings(metaclass=_Section):
     @classmethod
     def __section_parts__(cls) -> tuple[type, ...]:
         """The option classes the section is made from (the registered strategies' ``options``)."""
-        from .registered import STRATEGIES
-
-        STRATEGIES.load_builtin()
-        return tuple(dict.fromkeys(s.options for s in STRATEGIES.values() if s.options is not None))
+        return tuple(dict.fromkeys(s.options for s in _registry().values() if s.options is not None))
 
 
 def __getattr__(name: str) -> type:
