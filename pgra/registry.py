@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 from .errors import InputError
 
@@ -139,4 +139,25 @@ def load_plugins() -> list[str]:
     return names
 
 
-__all__ = ["PLUGIN_GROUP", "Registry", "load_plugins"]
+class HandedOver(Generic[T]):
+    """A registry that a lower module reads but may not import: the module that owns it hands it over when it is
+    imported (:meth:`hand_over`), which breaks the import circle of a config section built from the registered
+    parts whose interface imports that section. ``what`` names the parts and ``owner`` the package whose import
+    hands it over, for the error if it never was."""
+
+    def __init__(self, what: str, owner: str) -> None:
+        self.what, self.owner = what, owner
+        self._registry: Registry[T] | None = None
+
+    def hand_over(self, registry: Registry[T]) -> None:
+        self._registry = registry
+
+    def __call__(self) -> Registry[T]:
+        """The registry, its built-in parts loaded."""
+        if self._registry is None:
+            raise RuntimeError(f"no registry of {self.what} handed over (import {self.owner})")
+        self._registry.load_builtin()
+        return self._registry
+
+
+__all__ = ["PLUGIN_GROUP", "HandedOver", "Registry", "load_plugins"]

@@ -14,28 +14,14 @@ from typing import Any
 
 from ..config import from_dict, option, to_dict
 from ..experiment import ExperimentConfig
-from ..registry import Registry
+from ..registry import HandedOver
 
 DEFAULT_ANALYSES = ["consistency", "differences", "case_study"]
 _classes: dict[tuple[Any, ...], tuple[type, type]] = {}
-_analyses: Registry[Any] | None = None  # the registry of analyses (:func:`use_analyses`)
-
-
-def use_analyses(analyses: Registry[Any]) -> None:
-    """Build the sections from ``analyses``: :data:`pgra.analysis.base.ANALYSES`, which :mod:`.base` hands over
-    when it is imported (every import of ``pgra.analysis`` imports it first). This module takes it as a value, not
-    by import: the analyses' inputs (:mod:`.inputs`) type their config here and the interface names those inputs,
-    so nothing here imports the interface back."""
-    global _analyses
-    _analyses = analyses
-
-
-def _registry() -> Registry[Any]:
-    """The analyses' registry, its built-in analyses loaded."""
-    if _analyses is None:
-        raise RuntimeError("no registry of analyses handed over (import pgra.analysis)")
-    _analyses.load_builtin()
-    return _analyses
+# the registry the section is built from, handed over by the interface's module when it is imported (that
+# module imports this one)
+_registry: HandedOver[Any] = HandedOver("analyses", "pgra.analysis")
+use_analyses = _registry.hand_over
 
 
 def _classes_now() -> tuple[type, type]:

@@ -19,26 +19,13 @@ import dataclasses
 import typing
 from typing import Any
 
-from ..registry import Registry
+from ..registry import HandedOver
 
 _made: dict[tuple[type, ...], type] = {}
-_strategies: Registry[Any] | None = None  # the registry of strategies (:func:`use_strategies`)
-
-
-def use_strategies(strategies: Registry[Any]) -> None:
-    """Make the section from ``strategies``: :data:`pgra.selection.base.STRATEGIES`, which :mod:`.base` hands over
-    when it is imported (every import of ``pgra.selection`` imports it first). This module takes it as a value, not
-    by import: the interface builds its default settings here, so nothing here imports it back."""
-    global _strategies
-    _strategies = strategies
-
-
-def _registry() -> Registry[Any]:
-    """The strategies' registry, its built-in strategies loaded."""
-    if _strategies is None:
-        raise RuntimeError("no registry of demonstration strategies handed over (import pgra.selection)")
-    _strategies.load_builtin()
-    return _strategies
+# the registry the section is built from, handed over by the interface's module when it is imported (that
+# module imports this one)
+_registry: HandedOver[Any] = HandedOver("demonstration strategies", "pgra.selection")
+use_strategies = _registry.hand_over
 
 
 def _same(a: dataclasses.Field, b: dataclasses.Field, ta: Any, tb: Any) -> bool:
