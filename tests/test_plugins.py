@@ -125,10 +125,12 @@ def test_a_plug_in_reranker_is_compared_through_its_fid_method(toy_reranker, tmp
 
 
 def _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, out: str, **extra) -> Path:
+    """A grid of the toy method and the toy reranker's fid_<name>, each with its own option set from the YAML."""
     grid = {"out": str(tmp_path / out), "tasks": [str(sky_task)], "methods": ["toy_majority", "fid_toy_shortest"],
             "seeds": [1], "reference": "toy_majority",
             "index": {"corpus": str(corpus_txt), "out": str(tmp_path / f"index-{out}"), "retriever": "bm25"},
-            "retrieve": {"k": 6}, "rerank": {"top_d": 2},
+            "retrieve": {"k": 6}, "rerank": {"top_d": 2, "toy_shortest": {"longest": True}},
+            "toy_majority": {"rank": 2},
             "reader": {"model": str(tiny_t5), "n_passages": 2, "max_length": 48, "batch_size": 4, "max_steps": 2,
                        "eval_every": 0}, "show_progress": False, **extra}
     path = tmp_path / f"{out}.yaml"
@@ -161,8 +163,7 @@ def test_plug_ins_reach_every_process_of_a_grid(toy_reranker, tmp_path, corpus_t
                            str(root / "scripts" / "experiment.py"), "--config", str(path)],
                           env=env, capture_output=True, text=True, timeout=600, cwd=root)
     assert proc.returncode == 0, launch_failure(proc)
-    for method in ("toy_majority", "fid_toy_shortest"):
-        assert (tmp_path / "ranks" / "sky" / method / "seed-1" / "cell.json").is_file()
+    _check_plugin_options(tmp_path / "ranks" / "sky")
 
     register_method(toy_method.Majority)
     try:
@@ -170,8 +171,47 @@ def test_plug_ins_reach_every_process_of_a_grid(toy_reranker, tmp_path, corpus_t
         assert main(["experiment", "--config", str(path)]) == 0
     finally:
         METHODS.pop("toy_majority")
-    for method in ("toy_majority", "fid_toy_shortest"):
-        assert (tmp_path / "workers" / "sky" / method / "seed-1" / "cell.json").is_file()
+    _check_plugin_options(tmp_path / "workers" / "sky")
+
+
+def _check_plugin_options(out: Path) -> None:
+    """The plug-ins ran with the options the YAML set: the toy reranker kept each input's two longest candidates
+    (``rerank.toy_shortest.longest``), the toy method predicted the second most frequent label
+    (``toy_majority.rank``)."""
+    from collections import Counter
+
+    candidates = {r["id"]: r["ctxs"] for r in _lines(out / "candidates" / "test.jsonl")}
+    kept = _lines(out / "fid_toy_shortest" / "seed-1" / "predictions_test.jsonl")
+    assert kept
+    for x in kept:
+        lengths = sorted((len(c["text"]) for c in candidates[x["id"]]), reverse=True)
+        texts = {c["id"]: c["text"] for c in candidates[x["id"]]}
+        assert sorted((len(texts[e]) for e in x["evidence"]), reverse=True) == lengths[:2]
+    reranked = json.loads((out / "reranked-toy_shortest" / "manifest.json").read_text())
+    assert reranked["config"]["toy_shortest"] == {"longest": True}
+    train = Counter(r["label"] for r in _lines(out / "candidates" / "train.jsonl")).most_common()
+    assert {x["prediction"] for x in _lines(out / "toy_majority" / "seed-1" / "predictions_test.jsonl")} == {train[1][0]}
+
+
+def test_a_plug_in_option_the_plug_in_does_not_declare_is_refused_by_name(toy_reranker, tmp_path, corpus_txt,
+                                                                         sky_task, tiny_t5, capsys):
+    """A plug-in reranker's and method's sections are checked like a built-in part's: a misspelt option is one
+    error line naming it, before anything runs; and the method's section may be set per task."""
+    from pgra.methods import METHODS, register_method
+    from tests.toys import toy_method
+
+    register_method(toy_method.Majority)
+    try:
+        path = _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, "typo")
+        for typo in ("rerank.toy_shortest.longst=true", "toy_majority.rnk=2"):
+            assert main(["experiment", "--config", str(path), typo, "--dry-run"]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and typo.split("=")[0] in err[0], err
+        overrides = f"task_overrides={{{sky_task}: {{toy_majority: {{rank: 1}}}}}}"
+        assert main(["experiment", "--config", str(path), overrides, "--dry-run"]) == 0
+    finally:
+        METHODS.pop("toy_majority")
+    assert not (tmp_path / "typo").exists()
 
 
 def test_a_payload_part_the_child_cannot_import_is_one_input_error():

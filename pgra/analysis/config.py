@@ -14,6 +14,7 @@ from typing import Any
 
 from ..config import from_dict, option, to_dict
 from ..experiment import ExperimentConfig
+from ..experiment.config import experiment_config
 from ..registry import HandedOver
 
 DEFAULT_ANALYSES = ["consistency", "differences", "case_study"]
@@ -26,14 +27,15 @@ use_analyses = _registry.hand_over
 
 def _classes_now() -> tuple[type, type]:
     analyses = _registry()
-    sections = tuple((a.name, a.config, a.help, a.path_segment) for a in analyses.values() if a.config is not None)
+    base = experiment_config()  # with a section per plug-in method's options
+    sections = (base, *((a.name, a.config, a.help, a.path_segment) for a in analyses.values() if a.config is not None))
     if sections not in _classes:
         fields: list[tuple[str, Any, Any]] = [
             ("analyses", list[str], option(default_factory=lambda: list(DEFAULT_ANALYSES),
                                            choices=analyses.names, help="comma-separated analyses to run")),
             ("split", str, option("test", choices=("dev", "test"), path_segment=True, help="split the analyses read"))]
         fields += [(name, tp, option(default_factory=analyses[name].default_options(), help=help_, path_segment=segment))
-                   for name, tp, help_, segment in sections]
+                   for name, tp, help_, segment in sections[1:]]
         analysis = make_dataclass("AnalysisConfig", fields)
         analysis.__module__ = __name__
         analysis.__doc__ = "What ``pgra analyze`` computes for an experiment, next to its ``results.md``."
@@ -41,7 +43,7 @@ def _classes_now() -> tuple[type, type]:
             "AnalyzeConfig", [("analysis", analysis, option(default_factory=analysis, flag=False,
                                                             help="what `pgra analyze` computes (key=value: "
                                                                  "analysis.FIELD=...)"))],
-            bases=(ExperimentConfig,))
+            bases=(base,))
         analyze.__module__, analyze.__doc__ = __name__, ExperimentConfig.__doc__
         _classes[sections] = (analysis, analyze)
     return _classes[sections]

@@ -17,7 +17,7 @@ class Command:
 
     name: str
     help: str
-    config: str
+    config: str  # "module:Class", or "module:function" that makes the class
     run: Callable[[Any], int | None]  # the exit code (None: 0)
     from_yaml: bool = True  # --config FILE and key=value overrides
     description: str = ""
@@ -25,8 +25,11 @@ class Command:
     locks: bool = True  # False: jobs share the folder ``writes`` names, claiming its parts (``pgra experiment``)
 
     def config_class(self) -> type:
-        module, _, cls = self.config.partition(":")
-        return getattr(importlib.import_module(module), cls)
+        """The config dataclass ``config`` names: a class, or a function that makes it from the parts registered now
+        (``pgra.rerank.config:rerank_config``: a plug-in's options included)."""
+        module, _, name = self.config.partition(":")
+        made = getattr(importlib.import_module(module), name)
+        return made if isinstance(made, type) else made()
 
     def parser(self) -> tuple[argparse.ArgumentParser, list[Leaf]]:
         """This command's parser, generated from its config dataclass."""

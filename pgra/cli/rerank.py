@@ -14,5 +14,5 @@ def run(cfg) -> None:
         print(summary(out))
 
 
-COMMAND = Command("rerank", "stage 2: reranking (prompt-guided with a causal LM, or rerank.reranker=...)", "pgra.rerank.config:RerankConfig",
+COMMAND = Command("rerank", "stage 2: reranking (prompt-guided with a causal LM, or rerank.reranker=...)", "pgra.rerank.config:rerank_config",
                   run, writes="out")

@@ -1,6 +1,12 @@
 """``ExperimentConfig``: the grid (tasks x methods x seeds) and the settings of every stage, and the settings of
 one cell with its task and method overrides merged in.
 
+Every part declares its options as a dataclass on itself (``options``) and the config is made from the registries
+when it is read: the ``rerank`` section holds a section per registered reranker with options
+(:class:`~pgra.rerank.config.RerankSection`), and :func:`experiment_config` adds a top-level section per registered
+method with options that has none here (a plug-in's ``<name>:``), so a plug-in's options are set from YAML like a
+built-in part's.
+
 The ``analysis`` section is read by ``pgra analyze``: its fields are declared by the registered analyses
 (:mod:`pgra.analysis.config` types it); the commands build their configs with that typed subclass, so a cell's
 settings keep the type they were given.
@@ -8,6 +14,7 @@ settings keep the type they were given.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +24,7 @@ from ..errors import InputError
 from ..icl.config import ICLConfig
 from ..methods import KnnVoteConfig, LinearProbeConfig
 from ..reader.config import TrainConfig
-from ..rerank.config import RerankConfig
+from ..rerank.config import RerankSection, rerank_config
 from ..retrieval.config import IndexConfig
 from ..retrieval.retrieve import RetrieveConfig
 from ..tracking import TRACKERS
@@ -72,7 +79,9 @@ class ExperimentConfig:
     data_dir: str = option("data", io="in", help="root of the task data")
     index: IndexConfig = option(default_factory=IndexConfig, flag=False, help="index section (key=value: index.FIELD=...)")
     retrieve: RetrieveConfig = option(default_factory=RetrieveConfig, flag=False, help="retrieve section (key=value: retrieve.FIELD=...)")
-    rerank: RerankConfig = option(default_factory=RerankConfig, flag=False, help="rerank section (key=value: rerank.FIELD=...)")
+    rerank: RerankSection = option(default_factory=lambda: rerank_config()(), flag=False,
+                                   help="rerank section (key=value: rerank.FIELD=...; a registered reranker's options: "
+                                        "rerank.<name>.FIELD=...)")
     reader: TrainConfig = option(default_factory=TrainConfig, flag=False, help="reader section (key=value: reader.FIELD=...)")
     knn_vote: KnnVoteConfig = option(default_factory=KnnVoteConfig, flag=False, help="knn_vote section (key=value: knn_vote.FIELD=...)")
     linear_probe: LinearProbeConfig = option(default_factory=LinearProbeConfig, flag=False,
@@ -119,6 +128,44 @@ class ExperimentConfig:
     wait_s: float = option(24 * 3600.0, min=0,
                            help="how long a job with nothing left to claim waits for the stages and cells other jobs "
                                 "hold (taking over those whose job died) before leaving them to those jobs")
+
+
+_made: dict[tuple[tuple[str, type], ...], type] = {}
+
+
+def method_sections() -> tuple[tuple[str, type], ...]:
+    """``(name, options)`` of every registered method that declares options and has no section of
+    :class:`ExperimentConfig` (a plug-in's), in registry order."""
+    from ..methods import METHODS
+
+    static = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    return tuple((name, METHODS[name].options) for name in METHODS.names()
+                 if getattr(METHODS[name], "options", None) is not None and name not in static)
+
+
+def experiment_config() -> type:
+    """:class:`ExperimentConfig` with a section for every registered method that declares options and has none there
+    (:func:`method_sections`: ``<name>:`` in YAML, overridable per task and method); ExperimentConfig itself when
+    there is none. Made once per set of sections, named ``PluggedExperimentConfig`` (what a grid's payload names:
+    its child processes make it again from the parts registered there)."""
+    sections = method_sections()
+    if not sections:
+        return ExperimentConfig
+    if sections not in _made:
+        fields = [(name, tp, option(default_factory=tp, flag=False, help=f"options of the {name} method (key=value: "
+                                                                          f"{name}.FIELD=...)"))
+                  for name, tp in sections]
+        made = dataclasses.make_dataclass("PluggedExperimentConfig", fields, bases=(ExperimentConfig,),
+                                          namespace={"part_sections": tuple(name for name, _ in sections)})
+        made.__module__, made.__doc__ = __name__, ExperimentConfig.__doc__
+        _made[sections] = made
+    return _made[sections]
+
+
+def __getattr__(name: str) -> type:
+    if name == "PluggedExperimentConfig":  # the made class, by the name it carries (a grid's payload)
+        return experiment_config()
+    raise AttributeError(name)
 
 
 def _cap(value: int, n: int) -> int:
@@ -175,8 +222,9 @@ def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -
     """The settings of one task (and method): the config with its task and method overrides merged in (of ``cfg``'s
     own type)."""
     base = {k: v for k, v in to_dict(cfg).items() if k not in ("task_overrides", "method_overrides")}
-    for scope, name, allowed in (("task_overrides", task, TASK_OVERRIDABLE),
-                                 ("method_overrides", method, METHOD_OVERRIDABLE)):
+    plugged = tuple(getattr(type(cfg), "part_sections", ()))  # a plug-in method's section, as knn_vote's
+    for scope, name, allowed in (("task_overrides", task, TASK_OVERRIDABLE + plugged),
+                                 ("method_overrides", method, METHOD_OVERRIDABLE + plugged)):
         extra = getattr(cfg, scope).get(name) if name else None
         if not extra:
             continue
@@ -191,4 +239,4 @@ def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -
 
 
 __all__ = ["JOB_FIELDS", "apply_limit", "LAUNCHERS", "METHOD_OVERRIDABLE", "PARALLEL", "RUNTIME_FIELDS", "TASK_OVERRIDABLE", "ExperimentConfig", "SlurmConfig",
-           "cell_settings"]
+           "cell_settings", "experiment_config", "method_sections"]

@@ -5,7 +5,8 @@ A reranker is one file: a :class:`Reranker` subclass that scores each query's fi
 so a subclass only scores. Its options are a dataclass of its own (:attr:`Reranker.options`), the section
 ``rerank.<name>`` of a rerank config (made from this registry, :mod:`pgra.rerank.config`); ``rerank.reranker``
 picks it by ``name``. The file registers it with ``@RERANKERS.register``; a plug-in does the same from outside
-``pgra/`` (its options then need the config classes made again: :func:`pgra.rerank.config.rerank_config`).
+``pgra/`` (its options are then a section of every rerank config read after it registered:
+:func:`pgra.rerank.config.rerank_config`).
 
 ``pgra rerank`` (:func:`pgra.rerank.reranker.rerank`) runs the prompt-guided reranker's own stage (its
 demonstrations and embedding caches) and every other through the one generic stage (:mod:`pgra.rerank.stage`):

@@ -1,7 +1,8 @@
 """The reranker's configuration (one dataclass; CLI flags are generated from it).
 
 ``reranker`` picks the registered reranker (:mod:`pgra.rerank.base`); each reranker with options has its own
-section ``rerank.<name>`` declared in its file (``rerank.mmr.lambda_`` ...), added here from the registry. The
+section ``rerank.<name>`` declared in its file (``rerank.mmr.lambda_`` ...), added here from the registry when a config is
+read (:func:`rerank_config`; ``pgra rerank`` and an experiment's ``rerank`` section, :class:`RerankSection`). The
 choice and the sections are declared ``option(omit_default=True, record_default=False)``: at their defaults they
 are in no key and no recorded config, so every prompt-guided stage keeps the key and manifest it had before
 rerankers were a family.
@@ -78,13 +79,33 @@ def _family_fields() -> list[tuple[str, Any, Any]]:
     return fields
 
 
+_made: dict[tuple[tuple[str, type], ...], type] = {}
+
+
 def rerank_config() -> type:
-    """A rerank config class with a section for every reranker registered now (a plug-in's options included);
-    :data:`RerankConfig` is the one made from the built-in rerankers."""
-    cls = make_dataclass("RerankConfig", _family_fields(), bases=(PromptGuidedConfig,))
-    cls.__module__ = __name__
-    cls.__doc__ = PromptGuidedConfig.__doc__
-    return cls
+    """The rerank config class with a section for every reranker registered now (a plug-in's options included),
+    made once per set of sections; :data:`RerankConfig` is the one made when this module was imported (the
+    built-in rerankers and the installed plug-ins')."""
+    from .base import RERANKERS
+
+    RERANKERS.load_builtin()
+    key = tuple((cls.name, cls.options) for cls in RERANKERS.values() if cls.options is not None)
+    if key not in _made:
+        cls = make_dataclass("RerankConfig", _family_fields(), bases=(PromptGuidedConfig,))
+        cls.__module__ = __name__
+        cls.__doc__ = PromptGuidedConfig.__doc__
+        _made[key] = cls
+    return _made[key]
+
+
+class RerankSection:
+    """The declared type of a config's ``rerank`` section (an experiment's): read as the rerank config of the
+    rerankers registered when the config is read (:func:`pgra.config.section_type`), so a plug-in reranker's
+    options are set from YAML like a built-in one's (``rerank.<name>.FIELD``)."""
+
+    @classmethod
+    def __section__(cls) -> type:
+        return rerank_config()
 
 
 RerankConfig = rerank_config()

@@ -33,7 +33,7 @@ from ..selection import get_selector
 from ..selection.base import Selector, with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
 from .cache import EmbeddingCache
-from .config import RerankConfig
+from .config import RerankConfig, rerank_config
 from .embedder import LMEmbedder
 from .scoring import reranked_ctxs
 from .stage import RERANKED_KIND
@@ -92,7 +92,7 @@ class PromptGuidedReranker:
         task = task_from_manifest(m, reranked / MANIFEST)
         trust = remote_code_allowed(m["lm"], trust_remote_code, m["config"].get("trust_remote_code"), "reranking LM",
                                     reranked / MANIFEST)
-        cfg = from_dict(RerankConfig, m["config"], source="reranked manifest")
+        cfg = from_dict(rerank_config(), m["config"], source="reranked manifest")
         embedder = LMEmbedder(m["lm"], **{**cfg.lm_settings(), "device": device}, trust_remote_code=trust)
         if embedder.fingerprint != m["lm_fingerprint"]:
             raise StaleArtifactError(f"the LM at {m['lm']} is not the one {reranked} was reranked with (its files "

@@ -22,7 +22,7 @@ from ..lock import locks_output
 from ..prompts import demo_prefix
 from ..provenance import folder_fingerprint, relative_path
 from .cache import EmbeddingCache
-from .config import RerankConfig
+from .config import RerankConfig, rerank_config
 from .core import PromptGuidedReranker, evidence_cache_key, prompt_key
 from .corpus_pass import query_caches_of, run_corpus_pass
 from .reranker import _select, demo_records, stage_inputs
@@ -119,7 +119,7 @@ class FullSearchReplay:
         task = task_from_manifest(m, folder / MANIFEST)
         trust = remote_code_allowed(m["lm"], trust_remote_code, m["config"].get("trust_remote_code"), "reranking LM",
                                     folder / MANIFEST)
-        cfg = from_dict(RerankConfig, m["config"], source=str(folder / MANIFEST))
+        cfg = from_dict(rerank_config(), m["config"], source=str(folder / MANIFEST))
         embedder = LMEmbedder(m["lm"], **{**cfg.lm_settings(), "device": device}, trust_remote_code=trust)
         if embedder.fingerprint != m["lm_fingerprint"]:
             raise StaleArtifactError(f"the LM at {m['lm']} is not the one {folder} searched with (its files changed)")
