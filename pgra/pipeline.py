@@ -69,11 +69,9 @@ class Pipeline:
               lm: str | Path | None, verbose: bool, encoder: str | Path | None = None) -> Pipeline:
         from .export import EXPORT_FILE, check_encoder_given, load_export, read_export
         from .methods.reader_method import ReaderPredictor
-        from .rerank.base import DEFAULT
-        from .rerank.core import PromptGuidedReranker
-        from .rerank.stage import Replay, reranker_of
         from .retrieval.index import Index
-        from .retrieval.retrieve import read_candidates_manifest, recorded_exclusions
+        from .retrieval.retrieve import CANDIDATES_KIND, read_candidates_manifest, recorded_exclusions
+        from .stages import stage_kinds, stage_of_kind
 
         exported = (run / EXPORT_FILE).exists() or (run / EXPORT_FILE).is_symlink()
         spec = read_export(run) if exported else None  # a hand-edited export.json: refused before any model loads
@@ -90,10 +88,13 @@ class Pipeline:
         data = run_data(run, read_manifest(run, "reader"))
         check_run_data(run, data, "re-run the experiment (or pgra train) to predict with evidence from this folder")
         reranked = None
-        manifest = read_manifest(data, ("reranked", "full_search", "candidates"))
-        if manifest["kind"] in ("reranked", "full_search"):
+        manifest = read_manifest(data, stage_kinds())
+        stage = stage_of_kind(manifest["kind"])
+        if manifest["kind"] != CANDIDATES_KIND:  # a second stage's folder: it read these candidates
             from .rerank.core import candidates_of
 
+            if not stage.replayable:  # refused before any model loads
+                stage.replay(data, manifest, None, device, trust_remote_code)
             reranked, data = data, candidates_of(data, manifest)
         cand = read_candidates_manifest(data)
         excluded = recorded_exclusions(cand, data)  # refused before any model loads when its file changed
@@ -104,17 +105,8 @@ class Pipeline:
             raise StaleArtifactError(f"index {cand['index']['path']} holds another corpus than the one {data} was "
                                      "retrieved from")
         reranking = None
-        if reranked is not None and manifest["kind"] == "full_search":  # pgra_full: the whole corpus searched
-            from .rerank.full_search import FullSearchReplay
-
-            reranking = FullSearchReplay.load(reranked, index.corpus, device, trust_remote_code)
-        elif reranked is not None and reranker_of(manifest) != DEFAULT:  # another reranker: the generic replay
-            reranking = Replay.load(reranked, index.corpus, device, trust_remote_code)
-        elif reranked is not None:  # a per-query strategy embedding with the index's encoder reuses the loaded one
-            from .retrieval.base import recorded_encoder
-
-            encoder = index.encoder if recorded_encoder(index.manifest) else None
-            reranking = PromptGuidedReranker.load(reranked, index.corpus, device, trust_remote_code, encoder=encoder)
+        if reranked is not None:  # the stage that wrote the folder does its work again on new texts
+            reranking = stage.replay(reranked, manifest, index, device, trust_remote_code)
         return cls(predictor, index, int(cand["k"]), bool(cand["config"].get("exclude_query_text")), reranking, n,
                    excluded, verbose)
 

@@ -214,6 +214,53 @@ def test_a_plug_in_option_the_plug_in_does_not_declare_is_refused_by_name(toy_re
     assert not (tmp_path / "typo").exists()
 
 
+@pytest.fixture()
+def toy_stage():
+    from pgra.methods import METHODS, register_method
+    from pgra.stages import STAGES, register_stage
+    from tests.toys import toy_stage, toy_stage_reader
+
+    register_stage(toy_stage.Tail)  # (its import registered it once; again after another test's teardown)
+    register_method(toy_stage_reader.FiDTail)
+    yield
+    METHODS.pop("fid_toy_tail")
+    STAGES.pop("toy_tail")
+
+
+def test_a_new_method_on_a_new_stage_is_two_files(toy_stage, tmp_path, corpus_txt, sky_task, tiny_t5):
+    """A plug-in stage (tests/toys/toy_stage.py) and the method that reads it (toy_stage_reader.py): the grid derives
+    the stage from the method, builds it after the candidates it reads with a key of its own, and reuses it; the
+    reader trains on its folder; the plan lists it; under --launcher local its workers find both through the
+    payload."""
+    from pgra.config import load_config
+    from pgra.experiment import Experiment
+    from pgra.experiment.config import ExperimentConfig
+
+    path = _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, "tail", launcher="local", workers=2)
+    data = yaml.safe_load(path.read_text())
+    data.update(methods=["fid", "fid_toy_tail"], reference="fid")
+    data["rerank"] = {"top_d": 2}
+    data.pop("toy_majority")
+    path.write_text(yaml.safe_dump(data))
+    assert main(["experiment", "--config", str(path)]) == 0
+    out = tmp_path / "tail" / "sky"
+    candidates = {r["id"]: r["ctxs"] for r in _lines(out / "candidates" / "test.jsonl")}
+    for x in _lines(out / "fid_toy_tail" / "seed-1" / "predictions_test.jsonl"):
+        assert x["evidence"] == [c["id"] for c in candidates[x["id"]][-2:][::-1]]
+    exp = Experiment(load_config(ExperimentConfig, str(path), {"launcher": "none"}))
+    assert exp.stages_needed() == ["candidates", "toy_tail"]
+    keys = exp.stage_keys(str(sky_task))
+    assert (out / "toy_tail" / ".stage_key").read_text().strip() == keys["toy_tail"] != keys["candidates"]
+    assert exp.stage_done(str(sky_task), "toy_tail")
+    assert "toy_tail" in exp.describe()
+    # a run that read a stage which cannot replay its work on new texts: one InputError, before any model loads
+    from pgra.errors import InputError
+    from pgra.pipeline import Pipeline
+
+    with pytest.raises(InputError, match="toy_tail stage, which cannot be replayed"):
+        Pipeline.load(out / "fid_toy_tail" / "seed-1")
+
+
 def test_a_payload_part_the_child_cannot_import_is_one_input_error():
     """A part registered from the launching script's ``__main__`` (or a module gone) cannot be found in a child:
     an InputError naming it, not a traceback."""

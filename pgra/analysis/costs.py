@@ -37,12 +37,10 @@ def stage_cost(runs: ExperimentRuns, task: str, stage: str) -> dict[str, Any] | 
 def stages_needed(method: str) -> list[str]:
     """The shared stages whose work a method's score depends on."""
     cls = get_method(method)
-    from ..experiment.layout import reranked_stage
-
     if cls.data == "full_search":  # no first stage: the search of the whole corpus only
         return ["full_search"]
-    return (["candidates"] if cls.evidence == "corpus" else []) + \
-        ([reranked_stage(cls.reranker)] if cls.data == "reranked" else [])
+    stage = cls.stage()  # a reranker's top d, a plug-in's stage (over the candidates)
+    return (["candidates"] if cls.evidence == "corpus" else []) + ([stage] if stage != "candidates" else [])
 
 
 class _Params:

@@ -14,8 +14,7 @@ from ..methods import load_run
 from ..ownership import claim_folder
 from ..predictions import score_lines
 from ..provenance import check_run_data
-
-DATA_KINDS = ("candidates", "reranked", "full_search")
+from ..stages import stage_kinds
 
 
 def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None = None, out: str | Path | None = None,
@@ -33,14 +32,14 @@ def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None =
     if not data:  # the run's own folder must still hold what the run read
         check_run_data(run, folder, "re-run the experiment, or evaluate with --data pointing at a folder that "
                                     "holds the original")
-    manifest = read_manifest(folder, DATA_KINDS)
+    manifest = read_manifest(folder, stage_kinds())
     task = predictor.task
     theirs = manifest.get("task", {})
     if theirs.get("name") != task.name or [str(x) for x in theirs.get("labels", [])] != task.labels:
         raise InputError(f"{folder} holds task '{theirs.get('name')}' (labels {theirs.get('labels')}); the run was "
                          f"trained on '{task.name}' (labels {task.labels})", path=folder / MANIFEST, field="task")
     own = predictor.default_data()
-    own_kind = read_manifest(own, DATA_KINDS)["kind"] if own is not None and own.exists() else manifest["kind"]
+    own_kind = read_manifest(own, stage_kinds())["kind"] if own is not None and own.exists() else manifest["kind"]
     if own_kind != manifest["kind"]:
         warnings.warn(f"the run read a '{own_kind}' folder; {folder} is '{manifest['kind']}': its evidence differs "
                       "from training", stacklevel=2)

@@ -15,23 +15,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import (
-    MANIFEST,
-    check_disjoint,
-    path_under,
-    read_json_object,
-    sha256_file,
-)
+from ..artifacts import MANIFEST, check_disjoint, path_under, read_json_object, safe_name
 from ..config import check_config
 from ..errors import InputError
 from ..methods import MethodInputs, get_method
 from ..rerank.base import DEFAULT, reranker_class
 from ..rerank.config import RerankConfig
+from ..rerank.stages import RERANKED, FullSearchStage, RerankedStage
 from ..retrieval.retrieve import RetrieveConfig
+from ..stages import Stage, StageRequest, get_stage
 from .cell import check_stale_cell, run_cell
 from .cell import say as _say
 from .config import JOB_FIELDS, RUNTIME_FIELDS, ExperimentConfig, cell_settings
@@ -41,13 +36,12 @@ from .layout import (
     CellPlan,
     cell_folder,
     cell_status,
-    defining,
     key_of,
     reranked_stage,
 )
 from .reuse import finished_with, reuse_or_run
 
-FULL_SEARCH = "full_search"  # pgra_full's stage: each input's top d of the whole corpus (pgra.rerank.corpus_pass)
+FULL_SEARCH = FullSearchStage.family  # pgra_full's stage: each input's top d of the whole corpus
 
 
 class Experiment:
@@ -81,6 +75,9 @@ class Experiment:
             raise InputError(f"method_overrides names unknown methods: {unknown} (methods: {', '.join(METHODS)})",
                              field="method_overrides")
         _check_reranker_choice(cfg)
+        self._stages: dict[str, Stage] = {}
+        self.cfg = cfg
+        _check_stage_names(self.stages_needed(), cfg.methods)  # an unknown stage or a folder a method also names
         if not cfg.index.out:
             raise InputError("no index folder given (index.out)", field="index.out")
         from ..tasks import get_task
@@ -111,23 +108,35 @@ class Experiment:
         """``<out>/<task>/<method>/seed-<n>``."""
         return cell_folder(self.out, self._task_name(task), method, seed)
 
+    def stage(self, name: str) -> Stage:
+        """The stage whose folder is ``name`` (:func:`pgra.stages.get_stage`)."""
+        if name not in self._stages:
+            self._stages[name] = get_stage(name, "methods")
+        return self._stages[name]
+
+    def request(self, task: str, name: str, keys: dict[str, str] | None = None) -> StageRequest:
+        """What the stage ``name`` of ``task`` is given: the task's settings, its folder, the folders of the stages
+        it reads and, from ``keys`` (the task's stage keys so far), theirs."""
+        stage, keys = self.stage(name), keys or {}
+        return StageRequest(task=task, settings=cell_settings(self.cfg, task), folder=self.stage_dir(task, name),
+                            inputs={r: self.stage_dir(task, r) for r in stage.reads},
+                            keys={r: keys[r] for r in ("index", *stage.reads) if r in keys},
+                            content=lambda: self.task_content(task))
+
+    def stage_config(self, task: str, name: str) -> Any:
+        """The config the stage ``name`` of ``task`` runs with."""
+        return self.stage(name).config(self.request(task, name))
+
     def retrieve_config(self, task: str) -> RetrieveConfig:
-        s = cell_settings(self.cfg, task)
-        # the index this config builds may run its encoder's code (this run's own config says so): so may retrieval
-        trust = s.retrieve.trust_remote_code or s.index.trusts_remote_code()
-        return replace(s.retrieve, task=task, index=s.index.out, out=str(self.stage_dir(task, "candidates")),
-                       data_dir=s.data_dir, show_progress=s.show_progress, trust_remote_code=trust)
+        return self.stage_config(task, "candidates")
 
     def rerank_config(self, task: str, reranker: str = DEFAULT) -> RerankConfig:
         """The rerank stage of ``task`` with ``reranker`` (its folder ``reranked`` or ``reranked-<name>``)."""
-        s = cell_settings(self.cfg, task)
-        return replace(s.rerank, candidates=str(self.stage_dir(task, "candidates")),
-                       out=str(self.stage_dir(task, reranked_stage(reranker))), task="", index=s.index.out,
-                       show_progress=s.show_progress, reranker=reranker)
+        return self.stage_config(task, reranked_stage(reranker))
 
     def full_search_config(self, task: str) -> RerankConfig:
         """The rerank section's settings for ``pgra_full``'s search of the whole corpus (its own folder)."""
-        return replace(self.rerank_config(task), out=str(self.stage_dir(task, FULL_SEARCH)))
+        return self.stage_config(task, FULL_SEARCH)
 
     def task_content(self, task: str) -> dict[str, Any]:
         """What of ``task`` changes results (its spec and data files' checksums), read once per experiment."""
@@ -142,75 +151,80 @@ class Experiment:
         return read_json_object(manifest).get("build_key", "unbuilt") if manifest.exists() else "unbuilt"
 
     def stage_keys(self, task: str) -> dict[str, str]:
-        retrieve = self.retrieve_config(task)
-        settings = defining(retrieve, ("out", "trust_remote_code", "exclude_ids"))
-        if retrieve.exclude_ids:  # by content (a key without it, when unset, stays what it was before the option)
-            path = Path(retrieve.exclude_ids)
-            settings["exclude_ids"] = sha256_file(path) if path.is_file() else f"missing: {path}"
-        # the task's content: its labels, label words, templates, metric and data files (every later stage and cell
-        # reads them through the candidates, so their keys change with it)
-        candidates = key_of({"retrieve": settings, "index": self._index_key(), "task": self.task_content(task)})
-        keys = {"candidates": candidates}
-        for name in dict.fromkeys([DEFAULT, *self.rerankers_needed()]):  # the prompt-guided key as it always was
-            keys[reranked_stage(name)] = key_of({"rerank": reranker_class(name).key_settings(
-                self.rerank_config(task, name)), "candidates": candidates})
-        # pgra_full's search of the whole corpus: the prompt-guided reranker's settings but k, over the same
-        # candidates' queries
-        guided = {k: v for k, v in reranker_class(DEFAULT).key_settings(self.rerank_config(task)).items() if k != "k"}
-        keys[FULL_SEARCH] = key_of({"full_search": guided, "candidates": candidates})
+        """The key of every stage of ``task`` the grid builds, and of ``reranked`` and ``full_search`` whether built
+        or not (an analysis reads them), each from its settings and the keys of what it reads (``index``: the
+        index's build key)."""
+        keys = {"index": self._index_key()}
+        for name in self._closure(["candidates", RERANKED, *self.stages_needed(), FULL_SEARCH]):
+            stage = self.stage(name)
+            request = self.request(task, name, keys)
+            keys[name] = key_of(stage.key_record(request, stage.config(request)))
+        del keys["index"]
         return keys
 
     def stage_done(self, task: str, stage: str) -> bool:
         return finished_with(self.stage_dir(task, stage), STAGE_KEY_FILE, self.stage_keys(task)[stage])
 
+    def method_stages(self) -> list[str]:
+        """The stage each of the grid's methods reads (:meth:`pgra.methods.Method.stage`), in method order."""
+        return list(dict.fromkeys(get_method(m).stage() for m in self.cfg.methods))
+
     @property
     def needs_reranking(self) -> bool:
         """Whether a method of the grid reads a reranked folder (then every task builds the ones they read)."""
-        return any(get_method(m).data == "reranked" for m in self.cfg.methods)
+        return bool(self.rerankers_needed())
 
     def rerankers_needed(self) -> list[str]:
         """The rerankers whose top-d a method of the grid reads, in method order (each its own stage)."""
-        return list(dict.fromkeys(get_method(m).reranker for m in self.cfg.methods
-                                  if get_method(m).data == "reranked"))
+        stages = [self.stage(s) for s in self.stages_needed()]
+        return [s.reranker for s in stages if isinstance(s, RerankedStage)]
 
     def reranked_stages(self) -> list[str]:
         """The reranked stages the grid builds (``reranked`` for the prompt-guided one, ``reranked-<name>``)."""
         return [reranked_stage(r) for r in self.rerankers_needed()]
 
+    def _closure(self, names: list[str]) -> list[str]:
+        """``names`` and every stage they read, each after what it reads, in first-needed order."""
+        order: list[str] = []
+
+        def add(name: str, path: tuple[str, ...] = ()) -> None:
+            if name in order:
+                return
+            if name in path:
+                raise InputError(f"the stages {' -> '.join((*path, name))} read each other", field="methods")
+            for read in self.stage(name).reads:
+                add(read, (*path, name))
+            order.append(name)
+
+        for name in names:
+            add(name)
+        return order
+
     def stages_needed(self) -> list[str]:
-        """The stages every task builds: ``candidates``, each reranked stage a method reads, and ``full_search``
-        when a method reads it."""
-        full = [FULL_SEARCH] if any(get_method(m).data == FULL_SEARCH for m in self.cfg.methods) else []
-        return ["candidates", *self.reranked_stages(), *full]
+        """The stages every task builds, derived from the methods: ``candidates``, the stage each method reads
+        (a reranker's ``reranked``/``reranked-<name>``, ``full_search``, a plug-in's) and every stage those read,
+        each after what it reads. ``full_search`` comes after the reranked stages (the prompt-guided one runs the
+        corpus pass it then reads, as the estimates assume)."""
+        return self._closure(["candidates", *sorted(self.method_stages(), key=lambda name: name == FULL_SEARCH)])
 
     def build_stage(self, task: str, stage: str, ctx) -> None:
         """Run one stage of ``task`` (every rank of ``ctx`` together), recording its cost and key
         (:func:`~pgra.experiment.reuse.reuse_or_run`: reused when it finished with the same key)."""
-        from ..rerank.full_search import full_search
-        from ..rerank.reranker import rerank
-        from ..retrieval.retrieve import retrieve
-
-        if stage == "candidates":
-            run, cfg = retrieve, self.retrieve_config(task)
-        elif stage == FULL_SEARCH:
-            run, cfg = full_search, self.full_search_config(task)
-        else:
-            run, cfg = rerank, self.rerank_config(task, {reranked_stage(r): r for r in self.rerankers_needed()}[stage])
+        part = self.stage(stage)
+        keys = self.stage_keys(task)
+        cfg = part.config(self.request(task, stage, keys))
         _say(ctx, f"[{self._task_name(task)}] {stage}: running")
-        reuse_or_run(self.stage_dir(task, stage), STAGE_KEY_FILE, self.stage_keys(task)[stage],
-                     lambda: run(cfg, ctx), ctx)
+        reuse_or_run(self.stage_dir(task, stage), STAGE_KEY_FILE, keys[stage], lambda: part.run(cfg, ctx), ctx)
 
     # ----- cells -----
     def method(self, task: str, method: str):
         settings = cell_settings(self.cfg, task, method)
         cls = get_method(method)
-        # a method that reads a reranked folder gets its reranker's; the others (as before) the prompt-guided one's
-        reranker = cls.reranker if cls.data == "reranked" else DEFAULT
-        built = cls.data == "reranked" or DEFAULT in self.rerankers_needed()
-        inputs = MethodInputs(self.tasks[task], self.stage_dir(task, "candidates"),
-                              self.stage_dir(task, reranked_stage(reranker)) if built else None, settings,
-                              full_search=self.stage_dir(task, FULL_SEARCH) if FULL_SEARCH in self.stages_needed()
-                              else None)
+        folders = {name: self.stage_dir(task, name) for name in self.stages_needed()}
+        # (a method that reads no reranked folder is given the prompt-guided one's when the grid builds it)
+        reranked = folders.get(cls.stage() if cls.data == RERANKED else RERANKED)
+        inputs = MethodInputs(self.tasks[task], folders["candidates"], reranked, settings,
+                              full_search=folders.get(FULL_SEARCH), folders=folders)
         return cls(inputs)
 
     def seeds(self, task: str, method: str) -> list[int]:
@@ -230,7 +244,7 @@ class Experiment:
             keys = self.stage_keys(task)
             for name in self.cfg.methods:
                 method = self.method(task, name)
-                upstream = keys[reranked_stage(method.reranker) if method.needs_reranking else method.data]
+                upstream = keys[method.stage()]
                 independent = not method.depends_on_seed()
                 for seed in self._seeds(method):
                     directory = self.cell_dir(task, name, seed)
@@ -351,6 +365,17 @@ def _check_reranker_choice(cfg: ExperimentConfig) -> None:
         raise InputError(f"a grid's methods choose its rerankers (pgra reads the prompt-guided reranker's top d, "
                          f"{' / '.join(readers) or 'fid_' + chosen} reads {chosen}'s): remove rerank.reranker="
                          f"{chosen} and add that method to methods", field=field)
+
+
+def _check_stage_names(stages: list[str], methods: list[str]) -> None:
+    """A stage's name is its folder beside the methods' folders in every task: a name that cannot be a folder, or
+    that a method of the grid also has, is refused (``index`` is the index's key among the stages' keys)."""
+    for name in stages:
+        safe_name(name, "methods", what="stage name")
+        if name in methods or name == "index":
+            raise InputError(f"the stage '{name}' would share its folder (or key) with "
+                             f"{'the method of that name' if name in methods else 'the index'}: rename the stage",
+                             field="methods")
 
 
 def _check_task_names(tasks: dict[str, Any]) -> None:

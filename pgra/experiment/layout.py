@@ -5,6 +5,8 @@ Layout of ``out``::
     <out>/<task>/candidates/            first-stage top-k of every split (shared by all methods and seeds)
     <out>/<task>/reranked/              the prompt-guided reranker's top-d (built when a method reads it)
     <out>/<task>/reranked-<reranker>/   another reranker's top-d (``fid_upr`` reads ``reranked-query_likelihood``)
+    <out>/<task>/full_search/           the whole corpus's top-d under the prompt-guided embedding (``pgra_full``)
+    <out>/<task>/<stage>/               a plug-in stage's folder (:mod:`pgra.stages`), when a method reads it
     <out>/<task>/<method>/seed-<n>/     one cell: the method's run, predictions_{dev,test}.jsonl, cell.json
 
 A stage folder holds ``.stage_key`` (its key: the settings plus the keys of what it reads) and ``cost.json``; a cell
@@ -13,16 +15,14 @@ holds ``.cell_key`` from its start and ``cell.json`` (its completion mark, with 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..artifacts import path_under, read_json, safe_name, write_json
-from ..config import result_settings
 from ..provenance import CELL_FILE
+from ..rerank.stages import reranked_stage
+from ..stages import defining, key_of
 
 CELL_KEY_FILE = ".cell_key"
 STAGE_KEY_FILE = ".stage_key"
@@ -46,14 +46,6 @@ class CellPlan:
         return "/".join(self.directory.parts[-3:])
 
 
-def reranked_stage(reranker: str) -> str:
-    """The stage (and folder) name of a reranker's top-d: ``reranked`` for the prompt-guided one (as always),
-    ``reranked-<name>`` for another."""
-    from ..rerank.base import DEFAULT
-
-    return "reranked" if reranker == DEFAULT else f"reranked-{safe_name(reranker, 'rerank.reranker', what='reranker name')}"
-
-
 def cell_path(task: str, method: str, seed: int) -> Path:
     """``<task>/<method>/seed-<n>``, relative to the experiment folder: the one place a cell's folder is named
     (``task`` is the task's name; the task and the method become folder names, checked by
@@ -70,16 +62,6 @@ def cell_folder(out: Path | str, task: str, method: str, seed: int) -> Path:
 def finished_cells(out: Path) -> Iterator[Path]:
     """The ``cell.json`` of every finished cell under the experiment folder ``out``, in path order."""
     return iter(sorted(Path(out).glob(CELL_GLOB)))
-
-
-def key_of(payload: Any) -> str:
-    """The key of a stage or cell: a short SHA-256 of its JSON payload."""
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
-def defining(cfg: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The fields of a stage config that define its result (all but the cosmetic ones and ``drop``)."""
-    return result_settings(cfg, without=drop)
 
 
 def cell_status(directory: Path, key: str) -> str:

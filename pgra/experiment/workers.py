@@ -558,13 +558,15 @@ def experiment_payload(exp) -> dict[str, Any]:
 
 
 def part_registries() -> dict[str, Any]:
-    """The registries whose parts a grid's cells look up (methods, rerankers, strategies, retrievers), by kind."""
+    """The registries whose parts a grid's jobs and cells look up (methods, stages, rerankers, strategies,
+    retrievers), by kind."""
     from ..methods import METHODS
     from ..rerank.base import RERANKERS
     from ..retrieval.base import RETRIEVERS
     from ..selection.registered import STRATEGIES
+    from ..stages import STAGES
 
-    return {"method": METHODS, "reranker": RERANKERS, "strategy": STRATEGIES, "retriever": RETRIEVERS}
+    return {"method": METHODS, "stage": STAGES, "reranker": RERANKERS, "strategy": STRATEGIES, "retriever": RETRIEVERS}
 
 
 __all__ = ["DIST_ENV", "GIB", "LAUNCHER_ENV_PREFIXES", "WATCH", "GridRun", "cell_gpu_need", "cells_sharing_a_gpu",

@@ -42,6 +42,16 @@ class MethodInputs:
     reranked: Path | None            # the reranked candidates (``pgra rerank``); None when not built
     settings: MethodSettings         # the cell's ExperimentConfig (reader, index, knn_vote ... sections)
     full_search: Path | None = None  # each input's top d of the whole corpus (pgra_full); None when not built
+    folders: dict[str, Path] = field(default_factory=dict)  # every stage folder the grid built, by stage name
+
+    def folder(self, stage: str) -> Path:
+        """The folder of the stage ``stage`` (``candidates``, ``reranked``, ``reranked-<name>``, ``full_search``, a
+        plug-in's); a ValueError when the grid did not build it."""
+        known = {"candidates": self.candidates, **({"reranked": self.reranked} if self.reranked else {}),
+                 **({"full_search": self.full_search} if self.full_search else {}), **self.folders}
+        if stage not in known:
+            raise ValueError(f"the stage {stage} was not built for this task (built: {', '.join(known)})")
+        return known[stage]
 
 
 @dataclass
@@ -59,9 +69,10 @@ class FitResult:
 class Method(ABC):
     """One compared method. Subclasses set ``name``, ``data`` and implement ``fit`` and ``load``.
 
-    ``data`` names the task folder whose records the method predicts: ``candidates`` (first-stage top-k per
-    input), ``reranked`` (the top-d of the reranker ``reranker`` names) or ``full_search`` (the top-d of the whole
-    corpus under the prompt-guided reranker's prompt); the experiment builds the folders its methods read.
+    ``data`` names the stage whose records the method predicts (:mod:`pgra.stages`): ``candidates`` (first-stage
+    top-k per input), ``reranked`` (the top-d of the reranker ``reranker`` names), ``full_search`` (the top-d of the
+    whole corpus under the prompt-guided reranker's prompt) or a registered plug-in stage's name; the experiment
+    builds the stages its methods read (:meth:`stage`) and what those read.
     """
 
     name: ClassVar[str]
@@ -84,15 +95,23 @@ class Method(ABC):
         return getattr(self.inputs.settings, self.name)
 
     @classmethod
-    def score_name(cls) -> str:
-        """What the ``score`` of its corpus evidence is, as results.html labels it: the reranker's
-        (:attr:`pgra.rerank.base.Reranker.score_name`) for a ``reranked`` method, the inner product of the full
-        search, else the first stage's score."""
+    def stage(cls) -> str:
+        """The stage (folder) whose records it reads: ``data``, or for ``reranked`` its reranker's
+        (``reranked`` for the prompt-guided one, ``reranked-<name>``)."""
         if cls.data == "reranked":
-            from ..rerank.base import reranker_class
+            from ..rerank.stages import reranked_stage
 
-            return reranker_class(cls.reranker).score_name
-        return "inner product" if cls.data == "full_search" else "first-stage score"
+            return reranked_stage(cls.reranker)
+        return cls.data
+
+    @classmethod
+    def score_name(cls) -> str:
+        """What the ``score`` of its corpus evidence is, as results.html labels it: its stage's
+        (:attr:`pgra.stages.Stage.score_name`: a reranker's, the inner product of the full search, the first
+        stage's score)."""
+        from ..stages import get_stage
+
+        return get_stage(cls.stage(), "methods").score_name
 
     @property
     def needs_reranking(self) -> bool:
@@ -101,11 +120,12 @@ class Method(ABC):
     @property
     def data_dir(self) -> Path:
         """The folder whose ``{split}.jsonl`` this method trains on and predicts."""
-        folder = {"reranked": self.inputs.reranked, "full_search": self.inputs.full_search}.get(
-            self.data, self.inputs.candidates)
-        if folder is None:
-            raise ValueError(f"method {self.name} needs the reranked candidates, which were not built")
-        return folder
+        if self.data == "reranked" and self.inputs.reranked is not None and self.stage() not in self.inputs.folders:
+            return self.inputs.reranked  # given without the grid's folders (a method built by hand): its reranker's
+        try:
+            return self.inputs.folder(self.stage())
+        except ValueError:
+            raise ValueError(f"method {self.name} reads the stage {self.stage()}, which was not built") from None
 
     def splits(self) -> tuple[str, ...]:
         """The splits a cell predicts and scores (the report reads ``test``)."""

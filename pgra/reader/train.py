@@ -50,6 +50,7 @@ from ..lock import locks_output
 from ..ownership import check_folders
 from ..progress import progress
 from ..provenance import data_fields
+from ..stages import stage_kinds
 from ..tasks import TaskSpec, check_label_words, task_from_manifest
 from ..training import (
     EpochSampler,
@@ -66,8 +67,6 @@ from .data import ReaderFormatter
 from .encoded import EncodedInputs
 from .fid import FiDReader, load_tokenizer
 from .predict import Predictions, predict_records, prediction_lines, score_predictions
-
-DATA_KINDS = ("reranked", "candidates", "full_search")  # `pgra rerank`, `pgra retrieve` or pgra_full's search
 
 
 def batch_seed(seed: int, position: int) -> int:
@@ -207,7 +206,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     check_mixed_precision(cfg.mixed_precision)  # fp16 on a CPU would train in fp32, recorded as fp16
     data_dir, out = Path(cfg.data), Path(cfg.out)
     check_folders(out, ("best", "checkpoints"))  # replaced during training: a link or a file is refused now
-    manifest = read_manifest(data_dir, DATA_KINDS)
+    manifest = read_manifest(data_dir, stage_kinds())  # candidates, reranked, full_search or a plug-in stage's
     task = task_from_manifest(manifest, data_dir / MANIFEST, cfg.task)
     _check_test_split(data_dir, cfg.test_split)
     if cfg.log_with == "wandb":  # offline and inside the run folder unless the user's environment says otherwise

@@ -178,7 +178,10 @@ class PromptGuidedReranker:
 def candidates_of(reranked: Path, manifest: dict[str, Any]) -> Path:
     """The candidates folder a reranked folder was made from (relative to it when there: a moved experiment),
     refused when it no longer holds what the reranker read."""
-    record = manifest["candidates"]
+    record = manifest.get("candidates")
+    if not isinstance(record, dict) or "path" not in record:
+        raise InputError(f"{reranked} records no candidates folder it was made from (its manifest's candidates block)",
+                         path=reranked / MANIFEST, field="candidates")
     folder = recorded_folder(reranked, record["path"], record.get("relative"))
     check_unchanged(folder, record.get("fingerprint"), str(reranked),
                     "re-run the experiment (or pgra rerank) to rebuild both folders")

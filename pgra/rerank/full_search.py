@@ -20,15 +20,12 @@ from ..errors import InputError
 from ..interchange import write_records
 from ..lock import locks_output
 from ..prompts import demo_prefix
-from ..provenance import folder_fingerprint, relative_path
 from .cache import EmbeddingCache
 from .config import RerankConfig, rerank_config
 from .core import PromptGuidedReranker, evidence_cache_key, prompt_key
 from .corpus_pass import query_caches_of, run_corpus_pass
 from .reranker import _select, demo_records, stage_inputs
-from .stage import train_queries
-
-FULL_SEARCH_KIND = "full_search"
+from .stage import FULL_SEARCH_KIND, candidates_record, train_queries
 
 
 def search_corpus(vectors: np.ndarray, queries: np.ndarray, top_d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -86,8 +83,7 @@ def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         "demonstrations": [d.id for d in demos], "prompt_prefix": demo_prefix(task, demos), "top_d": cfg.top_d,
         "searched_rows": len(store), "counts": counts, "embedding": {**total, "cache": str(evidence.directory)},
         "corpus_pass": corpus, "selection_cost": selection["cost"],
-        "candidates": {"path": str(cand_dir.resolve()), "relative": relative_path(cand_dir, out),
-                       "fingerprint": folder_fingerprint(cand_dir), "index": cand["index"]},
+        "candidates": candidates_record(cand_dir, out, cand),
         "config": to_dict(cfg),
         "files": {n: file_record(out / n) for n in [f"{sp}.jsonl" for sp in splits] + ["demonstrations.json"]},
     })

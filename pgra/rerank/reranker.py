@@ -33,7 +33,6 @@ from ..interchange import write_records
 from ..lock import locks_output
 from ..progress import progress
 from ..prompts import demo_prefix, render_demo
-from ..provenance import folder_fingerprint, relative_path
 from ..retrieval.retrieve import read_candidates_manifest
 from ..selection import get_selector
 from ..selection.base import with_index_encoder
@@ -44,7 +43,15 @@ from .core import RERANKED_KIND, PromptGuidedReranker, evidence_cache_key, promp
 from .corpus_pass import embed_rows as _embed_rows
 from .corpus_pass import open_cache as _open_cache
 from .corpus_pass import query_caches_of, run_corpus_pass
-from .stage import CandidateTexts, effective_candidates, index_path, open_corpus, run_stage, train_queries
+from .stage import (
+    CandidateTexts,
+    candidates_record,
+    effective_candidates,
+    index_path,
+    open_corpus,
+    run_stage,
+    train_queries,
+)
 from .stage import load_split as _load_split
 from .stage import reranked_cost as reranked_cost  # re-exported: its home is pgra.rerank.stage
 
@@ -220,8 +227,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         "demonstrations": [d.id for d in demos], "prompt_prefix": prefix, "k": cfg.k or cand["k"],
         "top_d": cfg.top_d, "counts": counts, "queries_with_fewer_than_d": short,
         "embedding": {**total, **info}, "selection_cost": selection["cost"],
-        "candidates": {"path": str(cand_dir.resolve()), "relative": relative_path(cand_dir, out),
-                       "fingerprint": folder_fingerprint(cand_dir), "index": cand["index"]},
+        "candidates": candidates_record(cand_dir, out, cand),
         "config": to_dict(cfg),
         "files": {n: file_record(out / n) for n in [f"{sp}.jsonl" for sp in splits] + ["demonstrations.json"]},
         **({"corpus_pass": corpus_pass} if corpus_pass else {}),

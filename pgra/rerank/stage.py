@@ -39,6 +39,7 @@ from ..tasks import TaskSpec, task_from_manifest
 from .base import DEFAULT
 
 RERANKED_KIND = "reranked"
+FULL_SEARCH_KIND = "full_search"  # pgra_full's folder (pgra.rerank.full_search), a reranked folder's twin
 SPLITS_DONE = ".splits_done.json"
 
 
@@ -216,6 +217,14 @@ def reranker_of(manifest: dict[str, Any]) -> str:
     return str(manifest.get("reranker", DEFAULT))
 
 
+def candidates_record(cand_dir: Path, out: Path, cand: dict[str, Any]) -> dict[str, Any]:
+    """The ``candidates`` block of a second-stage folder's manifest (``out``, built from ``cand_dir`` whose manifest
+    as the rerankers read it is ``cand``): where they are, absolute and relative to ``out``, their fingerprint and
+    the first stage's index record (what replays and the provenance checks read)."""
+    return {"path": str(cand_dir.resolve()), "relative": relative_path(cand_dir, out),
+            "fingerprint": folder_fingerprint(cand_dir), "index": cand["index"]}
+
+
 def run_stage(cls: type, cfg: Any, ctx: Any = None) -> Path:
     """Rerank every requested split of ``cfg.candidates`` with the reranker class ``cls`` into ``cfg.out``."""
     from ..distributed import init_distributed
@@ -264,8 +273,7 @@ def run_stage(cls: type, cfg: Any, ctx: Any = None) -> Path:
         "kind": RERANKED_KIND, "task": to_dict(task), "reranker": cls.name, "reranker_settings": cls.key_settings(cfg),
         **reranker.describe(), "k": cfg.k or cand["k"], "top_d": cfg.top_d, "counts": counts,
         "queries_with_fewer_than_d": short, "cost": cost.as_dict(),
-        "candidates": {"path": str(cand_dir.resolve()), "relative": relative_path(cand_dir, out),
-                       "fingerprint": folder_fingerprint(cand_dir), "index": cand["index"]},
+        "candidates": candidates_record(cand_dir, out, cand),
         "config": to_dict(cfg), "files": {f"{s}.jsonl": file_record(out / f"{s}.jsonl") for s in splits},
     })
     return out
@@ -361,5 +369,5 @@ def summary(out: str | Path) -> str:
     return head + f"; {m['cost']['lm_tokens']} LM tokens run)"
 
 
-__all__ = ["RERANKED_KIND", "CandidateTexts", "Replay", "effective_candidates", "imported_corpus", "index_path", "train_queries",
+__all__ = ["FULL_SEARCH_KIND", "RERANKED_KIND", "CandidateTexts", "candidates_record", "Replay", "effective_candidates", "imported_corpus", "index_path", "train_queries",
            "index_record", "load_split", "open_corpus", "reranked_cost", "reranker_of", "run_stage", "summary"]

@@ -1,0 +1,145 @@
+"""The stage: a folder a grid builds once per task, from the folders of the stages it reads, and its methods read.
+
+Every stage is one :class:`Stage`: its name (the folder under ``<out>/<task>/``), the stages it reads
+(:attr:`Stage.reads`), how it makes its config from the task's settings (:meth:`Stage.config`), what of that config
+and of its inputs defines its result (:meth:`Stage.key_record`, hashed into the folder's key) and how it runs
+(:meth:`Stage.run`). The built-in ones: ``candidates`` (the first stage's top k, :mod:`pgra.retrieval.candidates_stage`),
+``reranked`` / ``reranked-<reranker>`` (a reranker's top d) and ``full_search`` (the whole corpus's top d under the
+prompt-guided embedding), both in :mod:`pgra.rerank.stages`. A method names the stage whose records it reads
+(:meth:`pgra.methods.Method.stage`); the grid (:class:`pgra.experiment.Experiment`) derives the stages it builds,
+their order and their keys from its methods, and one runner builds each (reused by its key, claimed, metered:
+:meth:`pgra.experiment.Experiment.build_stage`). A plug-in stage is one file: a subclass registered with
+``@STAGES.register``, read by a method whose ``data`` names it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .config import result_settings
+from .errors import InputError
+from .registry import Registry
+
+
+def key_of(payload: Any) -> str:
+    """The key of a stage or cell: a short SHA-256 of its JSON payload."""
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def defining(cfg: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields of a stage config that define its result (all but the cosmetic ones and ``drop``)."""
+    return result_settings(cfg, without=drop)
+
+
+@dataclass(frozen=True)
+class StageRequest:
+    """What a grid gives one stage of one task."""
+
+    task: str                      # the task as the grid names it (a registered name or a task YAML file)
+    settings: Any                  # the task's settings: the experiment config with its task overrides merged in
+    folder: Path                   # the folder the stage writes
+    inputs: Mapping[str, Path]     # the folders of the stages it reads, by stage name
+    keys: Mapping[str, str]        # the keys of the stages it reads, and ``index``: the index's build key
+    content: Callable[[], Mapping[str, Any]] = dict  # what of the task changes results (read when asked)
+
+    @property
+    def task_content(self) -> Mapping[str, Any]:
+        """The task's spec and its data files' checksums (what of the task enters a first stage's key)."""
+        return self.content()
+
+
+class Stage(ABC):
+    """One kind of stage folder. A subclass sets ``family`` (its registry name, and its folder's name unless
+    :meth:`named` reads more from it), ``kind`` (its manifest's kind) and implements :meth:`config`,
+    :meth:`key_record` and :meth:`run`."""
+
+    family: ClassVar[str] = ""
+    kind: ClassVar[str] = ""
+    reads: ClassVar[tuple[str, ...]] = ("candidates",)  # the stages whose folders it reads
+    score_name: ClassVar[str] = "score"  # what the ``score`` of its records' evidence is (results.html)
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name or self.family
+
+    @classmethod
+    def named(cls, name: str) -> Stage | None:
+        """The stage of this family whose folder is ``name``, or None (default: the family's one folder)."""
+        return cls() if name == cls.family else None
+
+    @abstractmethod
+    def config(self, request: StageRequest) -> Any:
+        """Its config for one task: the settings' section, with its input and output folders."""
+
+    @abstractmethod
+    def key_record(self, request: StageRequest, config: Any) -> dict[str, Any]:
+        """What defines its result (hashed into its key): the settings it reads and the keys of its inputs."""
+
+    @abstractmethod
+    def run(self, config: Any, ctx: Any) -> Path:
+        """Build its folder (every process of ``ctx`` together); returns the folder."""
+
+    replayable: ClassVar[bool] = False  # whether :meth:`replay` can do its work again on new texts
+
+    @classmethod
+    def replay(cls, folder: Path, manifest: dict[str, Any], index: Any, device: str | None = None,
+               trust_remote_code: bool = False) -> Any:
+        """What does this stage's work again on new texts (``Pipeline.load`` of a run that read its folder): an
+        object whose ``rerank(queries, candidates)`` gives each text's evidence, loaded from the folder it wrote
+        (``manifest``: that folder's, whose ``candidates`` block names the candidates it read) over the loaded first
+        stage ``index`` (:class:`pgra.retrieval.index.Index`). A stage that cannot be replayed says so (the
+        default)."""
+        raise InputError(f"{folder} was built by the {cls.family} stage, which cannot be replayed on new texts: "
+                         "score its files with `pgra evaluate`", path=folder, field="kind")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+# the built-in stages, one module each (importing one registers its family). The one registry whose built-in parts
+# live above its floor: the interface is on the ground floor so that every layer may name a stage, and the modules
+# are imported by name when a stage is first looked up (run time, never at import: no floor is crossed by an import)
+BUILTIN_FAMILIES = ("candidates", "reranked", "full_search")
+STAGES: Registry[type[Stage]] = Registry("stage", "pgra", ("retrieval.candidates_stage", "rerank.stages"),
+                                         field="stage", name_of=lambda cls: getattr(cls, "family", ""))
+register_stage = STAGES.register  # add a stage family under its ``family``; works as a decorator
+
+
+def get_stage(name: str, field: str = "stage") -> Stage:
+    """The stage whose folder is ``name``: ``candidates``, ``reranked`` (the prompt-guided reranker's top d),
+    ``reranked-<reranker>``, ``full_search`` or a registered plug-in's; an unknown name is an InputError naming
+    ``field`` and the families."""
+    for family in _families():
+        stage = family.named(name)
+        if stage is not None:
+            return stage
+    raise InputError(f"no stage is named '{name}' (stage families: {', '.join(STAGES)})", field=field)
+
+
+def _families() -> list[type[Stage]]:
+    """The registered stage families, the built-in ones first in their fixed order (whatever imported them first)."""
+    STAGES.load_builtin()
+    order = {name: i for i, name in enumerate(BUILTIN_FAMILIES)}
+    return sorted(STAGES.values(), key=lambda family: order.get(family.family, len(order)))
+
+
+def stage_of_kind(kind: str) -> type[Stage]:
+    """The stage family whose folders' manifests have ``kind``; an InputError when none has."""
+    for family in _families():
+        if family.kind == kind:
+            return family
+    raise InputError(f"no stage writes folders of kind '{kind}' (stage families: {', '.join(STAGES)})", field="kind")
+
+
+def stage_kinds() -> tuple[str, ...]:
+    """The manifest kinds of every registered stage's folder (built-in ones first): what a reader trains on and
+    ``pgra evaluate`` scores (a plug-in stage's folder too)."""
+    return tuple(dict.fromkeys(family.kind for family in _families() if family.kind))
+
+
+__all__ = ["STAGES", "Stage", "StageRequest", "defining", "get_stage", "key_of", "register_stage", "stage_kinds", "stage_of_kind"]
