@@ -93,6 +93,28 @@ def test_a_bundle_reports_as_its_experiment_and_holds_no_stage_data(apart, tmp_p
     assert not (bundle / "results.md").exists()
 
 
+def test_pieces_of_one_folder_bundle_apart_and_merge_into_its_report(apart, tmp_path, capsys):
+    """One folder that ran a task's seeds one after another is bundled a seed (or a task, or some methods) at a
+    time; the pieces merge into the folder's report; a selection that takes nothing is one error line."""
+    whole, _, _ = apart
+    for seed in (1, 2, 3):
+        assert main(["bundle", str(whole), "--out", str(tmp_path / f"seed{seed}"), "--seeds", str(seed)]) == 0
+        assert "bundled 4 cells" in capsys.readouterr().out
+        manifest = verify_bundle(tmp_path / f"seed{seed}")
+        assert manifest["selection"] == {"seeds": [seed]}
+        assert {Path(f).parts[2] for f in manifest["files"] if len(Path(f).parts) == 4} == {f"seed-{seed}"}
+        assert "cr/candidates/.stage_key" in manifest["files"]
+    _same_numbers(build_report(whole, n_resamples=500, seed=3),
+                  build_report([tmp_path / f"seed{s}" for s in (1, 2, 3)], n_resamples=500, seed=3))
+    assert main(["bundle", str(whole), "--out", str(tmp_path / "one"), "--tasks", "cr", "--methods", "pgra",
+                 "--seeds", "1,3"]) == 0
+    files = verify_bundle(tmp_path / "one")["files"]
+    assert sorted(f for f in files if f.endswith("cell.json")) == ["cr/pgra/seed-1/cell.json", "cr/pgra/seed-3/cell.json"]
+    assert not any(f.startswith("sst2/") for f in files)
+    line = one_error_line(["bundle", str(whole), "--out", str(tmp_path / "none"), "--seeds", "7"], capsys)
+    assert "no finished cells of {'seeds': [7]}" in line and not (tmp_path / "none").exists()
+
+
 def test_an_edited_bundle_is_refused_by_name(apart, tmp_path, capsys):
     whole, _, _ = apart
     bundle = tmp_path / "bundle"

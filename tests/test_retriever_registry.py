@@ -9,6 +9,7 @@ import io
 import json
 import re
 import tokenize
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 import pgra
 from pgra.artifacts import file_record, read_json, write_json
 from pgra.cli import main
-from pgra.config import from_dict
+from pgra.config import from_dict, option
 from pgra.errors import InputError
 from pgra.experiment import Experiment, ExperimentConfig
 from pgra.retrieval.base import RETRIEVERS, LoadOptions, Retriever, Searcher, register_retriever
@@ -31,8 +32,15 @@ NAME = "toy_overlap"
 WORDS = "overlap/words.json"
 
 
-def _words(text: str) -> set[str]:
-    return set(re.findall(r"\w+", text.lower()))
+def _words(text: str, lowercase: bool = True) -> set[str]:
+    return set(re.findall(r"\w+", text.lower() if lowercase else text))
+
+
+@dataclass
+class OverlapOptions:
+    """The toy retriever's one option (its section ``toy_overlap:`` of an index config)."""
+
+    lowercase: bool = option(True, help="lowercase the words before comparing them")
 
 
 class OverlapSearcher(Searcher):
@@ -54,20 +62,25 @@ class OverlapSearcher(Searcher):
 
 
 class OverlapRetriever(Retriever):
-    """No settings of its own: its index is the corpus's word sets."""
+    """Its index is the corpus's word sets, lowercased unless its option says otherwise."""
 
     name = NAME
     title = "word overlap"
     parts = {"overlap": (("*.json",), "a toy index's word sets")}
+    options = OverlapOptions
+
+    def _words_kind(self) -> str:
+        return "lowercased \\w+" if self.own_options().lowercase else "\\w+"
 
     def key_fields(self) -> dict[str, Any]:
-        return {"words": "lowercased \\w+"}
+        return {"words": self._words_kind()}
 
     def build(self, store, out: Path, work: Path, ctx) -> tuple[dict[str, Any], dict[str, Any]]:
         if not ctx.is_main:
             return {}, {}
-        write_json(out / WORDS, [sorted(_words(store.text(i))) for i in range(len(store))])
-        return {WORDS: file_record(out / WORDS)}, {"words": "lowercased \\w+"}
+        lowercase = self.own_options().lowercase
+        write_json(out / WORDS, [sorted(_words(store.text(i), lowercase)) for i in range(len(store))])
+        return {WORDS: file_record(out / WORDS)}, {"words": self._words_kind()}
 
     @classmethod
     def load(cls, directory: Path, manifest: dict[str, Any], options: LoadOptions) -> Searcher:
@@ -113,6 +126,13 @@ def test_a_registered_retriever_builds_searches_and_retrieves(overlap, corpus_tx
     assert main(["build-index", "--corpus", str(corpus_txt), "--retriever", NAME, "--out", str(tmp_path / "cli"),
                  "show_progress=false"]) == 0
     assert f"word overlap over {len(SENTENCES)} texts" in capsys.readouterr().out
+    # its option, set like a built-in retriever's (key=value here; `index.toy_overlap.lowercase` in an experiment)
+    assert main(["build-index", "--corpus", str(corpus_txt), "--retriever", NAME, "--out", str(tmp_path / "cased"),
+                 "show_progress=false", f"{NAME}.lowercase=false"]) == 0
+    assert json.loads((tmp_path / "cased" / "manifest.json").read_text())["words"] == "\\w+"
+    assert main(["build-index", "--corpus", str(corpus_txt), "--retriever", NAME, "--out", str(tmp_path / "typo"),
+                 f"{NAME}.lowercse=false"]) == 2
+    assert f"{NAME}.lowercse" in capsys.readouterr().err and not (tmp_path / "typo").exists()
 
     RETRIEVERS.pop(NAME)  # unregistered: its choice and its indexes are refused by name
     with pytest.raises(InputError, match=f"'{NAME}'.*not registered"):
@@ -139,8 +159,12 @@ def test_an_experiment_runs_fid_and_knn_vote_over_a_registered_retriever(overlap
                                                                         tiny_opt, tiny_t5):
     from pgra.analysis.retrievers import retriever_name
 
-    cfg = from_dict(ExperimentConfig, _grid(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5))
+    grid = _grid(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5)
+    grid["index"][NAME] = {"lowercase": False}  # the plug-in retriever's option, from the experiment's index section
+    cfg = from_dict(ExperimentConfig, grid)
+    assert cfg.index.toy_overlap.lowercase is False
     assert Experiment(cfg).run() == []
+    assert json.loads((tmp_path / "index" / "manifest.json").read_text())["words"] == "\\w+"
     out = tmp_path / "exp" / "sky"
     for method in ("fid", "knn_vote"):
         assert (out / method / "seed-1" / "cell.json").exists()

@@ -19,4 +19,4 @@ def run(cfg) -> None:
 
 
 COMMAND = Command("build-index", "stage 1: index a corpus with a dense encoder + faiss, or BM25",
-                  "pgra.retrieval.config:IndexConfig", run, writes="out")
+                  "pgra.retrieval.base:index_config", run, writes="out")

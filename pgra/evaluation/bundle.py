@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,13 +90,37 @@ def _task_of(record: dict[str, Any]) -> TaskSpec:
     return from_dict(TaskSpec, spec) if spec else get_task(record["task"])
 
 
-def bundle_files(experiment: Path) -> tuple[list[Path], list[dict[str, Any]]]:
-    """The files of ``experiment`` a bundle copies (relative paths) and the records of its finished cells; every
-    cell's predictions are checked against its ``cell.json`` first (an edited file is never bundled)."""
+@dataclass(frozen=True)
+class CellFilter:
+    """Which finished cells a bundle takes: those of the given tasks (their folders' names), methods and seeds
+    (empty: all). A piece of a grid run in one folder is bundled on its own (one seed of a task, a k sweep's
+    cells ...)."""
+
+    tasks: tuple[str, ...] = ()
+    methods: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = ()
+
+    def takes(self, task: str, method: str, seed: int) -> bool:
+        return ((not self.tasks or task in self.tasks) and (not self.methods or method in self.methods)
+                and (not self.seeds or seed in self.seeds))
+
+    def record(self) -> dict[str, list[Any]]:
+        """What the bundle's manifest says about the selection (the fields given)."""
+        return {k: list(v) for k, v in (("tasks", self.tasks), ("methods", self.methods), ("seeds", self.seeds)) if v}
+
+
+def bundle_files(experiment: Path, only: CellFilter | None = None) -> tuple[list[Path], list[dict[str, Any]]]:
+    """The files of ``experiment`` a bundle copies (relative paths) and the records of its finished cells (those
+    ``only`` takes); every cell's predictions are checked against its ``cell.json`` first (an edited file is never
+    bundled). The stage records of every task a taken cell belongs to come along."""
     files: list[Path] = []
     records: list[dict[str, Any]] = []
     task_dirs: set[Path] = set()
+    only = only or CellFilter()
     for cell_json in sorted(experiment.glob(CELL_GLOB)):
+        task, method, seed = cell_json.parent.relative_to(experiment).parts
+        if not only.takes(task, method, int(seed.removeprefix("seed-")) if seed[5:].isdigit() else -1):
+            continue
         record = read_cell(cell_json)
         for split in record["results"]:  # a hand-edited split name never names a file outside the cell
             safe_name(split, "results", cell_json, what="a split")
@@ -132,15 +157,18 @@ def _check_out(experiment: Path, out: Path) -> None:
                          "nothing was changed: move them away or choose another --out", field="out")
 
 
-def write_bundle(experiment: str | Path, out: str | Path) -> dict[str, Any]:
-    """Copy ``experiment``'s results into the bundle folder ``out`` (new, empty, or a bundle pgra wrote, which
-    is replaced whole); returns the bundle's manifest. Nothing is written when a check fails."""
+def write_bundle(experiment: str | Path, out: str | Path, only: CellFilter | None = None) -> dict[str, Any]:
+    """Copy ``experiment``'s results (the cells ``only`` takes: all by default) into the bundle folder ``out`` (new,
+    empty, or a bundle pgra wrote, which is replaced whole); returns the bundle's manifest. Nothing is written when
+    a check fails."""
     experiment, out = Path(experiment), Path(out)
     if not experiment.is_dir():
         raise InputError(f"no such experiment folder: {experiment}", field="experiment")
-    files, records = bundle_files(experiment)
+    files, records = bundle_files(experiment, only)
     if not records:
-        raise InputError(f"no finished cells ({CELL_GLOB}) under {experiment}: nothing to bundle", path=experiment)
+        which = f" of {only.record()}" if only is not None and only.record() else ""
+        raise InputError(f"no finished cells{which} ({CELL_GLOB}) under {experiment}: nothing to bundle",
+                         path=experiment)
     _check_out(experiment, out)
     with atomic_dir(out) as tmp:
         claim_folder(tmp, KIND)
@@ -152,10 +180,11 @@ def write_bundle(experiment: str | Path, out: str | Path) -> dict[str, Any]:
             listed[rel.as_posix()] = file_record(dest)
         manifest = {"kind": KIND, "format": BUNDLE_FORMAT, "source": experiment.resolve().name,
                     "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                    "cells": len(records), "environment": environment_record(),
+                    "cells": len(records), **({"selection": only.record()} if only and only.record() else {}),
+                    "environment": environment_record(),
                     "cells_environment": cells_environment(records), "files": listed}
         write_json(tmp / MANIFEST, manifest)
     return manifest
 
 
-__all__ = ["BUNDLE_FORMAT", "KIND", "STAGE_FILES", "bundle_files", "is_bundle", "verify_bundle", "write_bundle"]
+__all__ = ["BUNDLE_FORMAT", "KIND", "STAGE_FILES", "CellFilter", "bundle_files", "is_bundle", "verify_bundle", "write_bundle"]

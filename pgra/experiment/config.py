@@ -25,7 +25,7 @@ from ..icl.config import ICLConfig
 from ..methods import KnnVoteConfig, LinearProbeConfig
 from ..reader.config import TrainConfig
 from ..rerank.config import RerankSection, rerank_config
-from ..retrieval.config import IndexConfig
+from ..retrieval.base import IndexSection, index_config
 from ..retrieval.retrieve import RetrieveConfig
 from ..tracking import TRACKERS
 
@@ -77,7 +77,9 @@ class ExperimentConfig:
                                    "runs once, at the first seed)")
     reference: str = option("fid", help="method the report tests every other method against")
     data_dir: str = option("data", io="in", help="root of the task data")
-    index: IndexConfig = option(default_factory=IndexConfig, flag=False, help="index section (key=value: index.FIELD=...)")
+    index: IndexSection = option(default_factory=lambda: index_config()(), flag=False,
+                                 help="index section (key=value: index.FIELD=...; a plug-in retriever's options: "
+                                      "index.<name>.FIELD=...)")
     retrieve: RetrieveConfig = option(default_factory=RetrieveConfig, flag=False, help="retrieve section (key=value: retrieve.FIELD=...)")
     rerank: RerankSection = option(default_factory=lambda: rerank_config()(), flag=False,
                                    help="rerank section (key=value: rerank.FIELD=...; a registered reranker's options: "

@@ -768,12 +768,19 @@ def stage_embeddings(rerank, retrieved_k: int, inputs: int | None, corpus: int |
             out[stage] = None
         elif stage == "full_search":
             out[stage] = (inputs or None) if corpus_passed and "reranked" in stages else corpus
+        elif not _reranked(stage):
+            out[stage] = None  # a plug-in stage: what it computes is its own (not priced here)
         elif rerank.corpus_pass == "corpus":
             out[stage] = corpus
         else:
             embedded = inputs * k if inputs and k else None
             out[stage] = min(embedded, corpus) if embedded and corpus and shared else embedded
     return out
+
+
+def _reranked(stage: str) -> bool:
+    """Whether ``stage`` is a reranker's (``reranked``, ``reranked-<name>``): what these estimates price."""
+    return stage == "reranked" or stage.startswith("reranked-")
 
 
 def _corpus_passed(exp: GridView, task: str, corpus: int | None) -> bool:
@@ -1324,6 +1331,9 @@ def plan_disk(exp: GridView, cells: list[CellPlan], splits: dict[str, dict[str, 
                 continue
             elif stage == "candidates":
                 size = n * (inputs[t] + k * (sentence + CTX_BYTES))
+            elif stage != "full_search" and not _reranked(stage):
+                unknown.append(f"{names[t]}/{stage} (a plug-in stage: its size is its own)")
+                continue
             else:
                 demos = rerank.num_demos * DEMO_BYTES if stage != "full_search" else 0
                 size = n * (inputs[t] + rerank.top_d * (sentence + CTX_BYTES + RERANKED_CTX_BYTES) + demos)

@@ -15,7 +15,7 @@ a retriever adds its own files (:attr:`Retriever.parts`, :attr:`Retriever.files`
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -96,6 +96,13 @@ class Retriever(ABC):
 
     def __init__(self, cfg: IndexConfig) -> None:
         self.cfg = cfg
+
+    def own_options(self) -> Any:
+        """Its section of the index config (``cfg.<name>``, of type :attr:`options`; a config made before it
+        registered has none: its defaults)."""
+        if self.options is None:
+            return None
+        return getattr(self.cfg, self.name, None) or self.options()
 
     # ----- building -----
     def validate(self) -> None:  # noqa: B027 (a hook: nothing to check by default)
@@ -255,6 +262,46 @@ class IndexConfig(CorpusOptions):
         return get_retriever(self).trusts_remote_code()
 
 
-__all__ = ["BUILTIN", "INDEX_KIND", "RETRIEVERS", "IndexConfig", "LoadOptions", "QueryEncoder", "Retriever", "Searcher",
+_made: dict[tuple[tuple[str, type], ...], type] = {}
+
+
+def index_config() -> type:
+    """:class:`IndexConfig` with a section for every registered retriever that declares options and has none there (a
+    plug-in's: ``<name>:`` beside ``dense:`` and ``bm25:``, ``index.<name>.FIELD`` in an experiment), made once per
+    set of sections; IndexConfig itself when there is none (what ``pgra build-index`` and an experiment's ``index``
+    section read: :class:`IndexSection`)."""
+    load_builtin()
+    static = {f.name for f in fields(IndexConfig)}
+    sections = tuple((name, cls.options) for name, cls in RETRIEVERS.items()
+                     if cls.options is not None and name not in static)
+    if not sections:
+        return IndexConfig
+    if sections not in _made:
+        made = make_dataclass("PluggedIndexConfig", [
+            (name, options_section(name), option(default_factory=tp, flag=False, omit_default=True,
+                                                  record_default=False, help=f"options of the {name} retriever "
+                                                                             f"({name}.FIELD=...)"))
+            for name, tp in sections], bases=(IndexConfig,))
+        made.__module__, made.__doc__ = __name__, IndexConfig.__doc__
+        _made[sections] = made
+    return _made[sections]
+
+
+class IndexSection:
+    """The declared type of an experiment's ``index`` section: read as :func:`index_config` (a plug-in retriever's
+    options included) when the config is read (:func:`pgra.config.section_type`)."""
+
+    @classmethod
+    def __section__(cls) -> type:
+        return index_config()
+
+
+def __getattr__(name: str) -> type:
+    if name == "PluggedIndexConfig":  # the made class, by the name it carries
+        return index_config()
+    raise AttributeError(name)
+
+
+__all__ = ["BUILTIN", "INDEX_KIND", "RETRIEVERS", "IndexConfig", "IndexSection", "index_config", "LoadOptions", "QueryEncoder", "Retriever", "Searcher",
            "get_retriever", "load_builtin", "options_section", "recorded_encoder", "recorded_retriever", "register_retriever", "retriever_class",
            "retriever_names", "retriever_title"]
