@@ -58,14 +58,20 @@ def gpu_driver() -> str | None:
     return lines[0] if lines else None
 
 
+# what holds a CPU's libraries to fewer instructions than it has (ATEN_CPU_CAPABILITY=avx2 ... as an AVX2-only CPU):
+# torch's own kernels, faiss's, and the matrix libraries under torch (MKL, oneDNN), which choose theirs from the CPU
+# unless told; the readers' fp32 numbers follow the matrix libraries (docs/experiments.md, the demo on AVX2)
+SIMD_VARIABLES = ("ATEN_CPU_CAPABILITY", "FAISS_SIMD_LEVEL", "FAISS_OPT_LEVEL", "MKL_ENABLE_INSTRUCTIONS",
+                  "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+
+
 def environment_record() -> dict[str, Any]:
     """This machine's environment (see the module's docstring); every field is JSON."""
     torch_part = _torch_part()
     return {"pgra_commit": source_commit(), "versions": library_versions(),
             "platform": platform.platform(), "cpu": cpu_description(),
             "torch_cpu_capability": torch_part.get("cpu_capability"),
-            "simd_env": {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "FAISS_SIMD_LEVEL", "FAISS_OPT_LEVEL")
-                         if k in os.environ},
+            "simd_env": {k: os.environ[k] for k in SIMD_VARIABLES if k in os.environ},
             "cuda": torch_part.get("cuda"), "cudnn": torch_part.get("cudnn"), "gpus": torch_part.get("gpus", []),
             "gpu_driver": gpu_driver() if torch_part.get("gpus") else None}
 

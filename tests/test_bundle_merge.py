@@ -115,6 +115,18 @@ def test_pieces_of_one_folder_bundle_apart_and_merge_into_its_report(apart, tmp_
     assert "no finished cells of {'seeds': [7]}" in line and not (tmp_path / "none").exists()
 
 
+def test_the_environment_records_every_variable_that_holds_the_cpu_back(monkeypatch):
+    """A result made with torch, faiss and the matrix libraries held to AVX2 says so (the readers' fp32 numbers follow
+    MKL's and oneDNN's kernels, not only torch's)."""
+    from pgra.environment import SIMD_VARIABLES, environment_record
+
+    for name in SIMD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert environment_record()["simd_env"] == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+
+
 def test_an_edited_bundle_is_refused_by_name(apart, tmp_path, capsys):
     whole, _, _ = apart
     bundle = tmp_path / "bundle"
