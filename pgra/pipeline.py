@@ -94,7 +94,7 @@ class Pipeline:
             from .rerank.core import candidates_of
 
             if not stage.replayable:  # refused before any model loads
-                stage.replay(data, manifest, None, device, trust_remote_code)
+                raise stage.not_replayable(data)
             reranked, data = data, candidates_of(data, manifest)
         cand = read_candidates_manifest(data)
         excluded = recorded_exclusions(cand, data)  # refused before any model loads when its file changed

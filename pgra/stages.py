@@ -94,8 +94,13 @@ class Stage(ABC):
         (``manifest``: that folder's, whose ``candidates`` block names the candidates it read) over the loaded first
         stage ``index`` (:class:`pgra.retrieval.index.Index`). A stage that cannot be replayed says so (the
         default)."""
-        raise InputError(f"{folder} was built by the {cls.family} stage, which cannot be replayed on new texts: "
-                         "score its files with `pgra evaluate`", path=folder, field="kind")
+        raise cls.not_replayable(folder)
+
+    @classmethod
+    def not_replayable(cls, folder: Path) -> InputError:
+        """The error of a run whose evidence came from this stage, which cannot replay its work on new texts."""
+        return InputError(f"{folder} was built by the {cls.family} stage, which cannot be replayed on new texts: "
+                          "score its files with `pgra evaluate`", path=folder, field="kind")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
