@@ -20,6 +20,7 @@ import struct
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,20 @@ def merge_work(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         for w in work:
             total[(w["model"], w["part"], w["mode"])] += int(w["tokens"])
     return [{"model": m, "part": p, "mode": mode, "tokens": n} for (m, p, mode), n in sorted(total.items())]
+
+
+@dataclass
+class Priced:
+    """A stage or cell priced before it runs by its own cost model (:meth:`pgra.stages.Stage.price`,
+    :meth:`pgra.methods.Method.price`) from the bench fits: ``seconds`` on ``device``, where the figure came from,
+    and (a reader cell priced from the GPU fits) its device seconds and the bytes it writes and keeps."""
+
+    seconds: float
+    source: str
+    device: str = "cpu"
+    device_s: float | None = None
+    written_bytes: float = 0.0
+    kept_bytes: float = 0.0
 
 
 def hardware() -> dict[str, Any]:
@@ -151,5 +166,5 @@ def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int]
     return total
 
 
-__all__ = ["FLOPS_PER_TOKEN", "TokenMeter", "estimated_flops", "hardware", "merge_work", "meter", "metered",
+__all__ = ["FLOPS_PER_TOKEN", "Priced", "TokenMeter", "estimated_flops", "hardware", "merge_work", "meter", "metered",
            "model_dim", "parameter_counts", "tensor_sizes", "work_since"]

@@ -7,8 +7,10 @@ Layout of ``DIR``::
                              corpus fingerprint, or ``index/``), k, exclusions, the reranking and its LM
     manifest.json            the run's reader manifest; best/ (the reader: safetensors, tokenizer, config),
     metrics.json             and its metrics
-    reranked/                the reranker's manifest and demonstrations (a PGRA run)
-    index/, lm/              copies of the index and the reranking LM (``--copy-index``, ``--copy-lm``)
+    reranked/                the second stage's manifest and the files its replay reads (the prompt-guided
+                             reranker's demonstrations): any reranker's run (pgra, fid_<reranker>) or pgra_full's
+    index/, lm/              copies of the index and the second stage's model (``--copy-index``, ``--copy-lm``)
+    store/                   a copy of the vectors a pgra_full run searches (the corpus pass's, ``--copy-index``)
     encoder/                 a copy of the index's query encoder (``--copy-index`` of a dense index whose encoder
                              is a local folder; an encoder given as a Hub id is recorded by that id)
     README.md                a model card in the Hugging Face Hub's format
@@ -35,6 +37,7 @@ into its own folder replaces it (a folder of any other kind is refused). :func:`
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -56,7 +59,7 @@ from .hub import EXPORT_FILE
 
 EXPORT_KIND = "export"
 # what an export writes in its folder (replaced on a re-run); export.json, its completion mark, comes last
-WRITTEN = ("best", "reranked", "index", "encoder", "lm", "metrics.json", "README.md", MANIFEST)
+WRITTEN = ("best", "reranked", "index", "encoder", "lm", "store", "metrics.json", "README.md", MANIFEST)
 MAX_EXPORT_BYTES = 64 << 20  # export.json (its largest part: the excluded corpus ids)
 MAX_TEXT = 4096  # characters of a path, hub id or fingerprint in export.json
 MAX_IDS = 5_000_000  # excluded corpus ids
@@ -77,6 +80,8 @@ class _Plan:
     index: Path | None  # the index folder to copy (--copy-index)
     lm: Path | None  # the LM folder to copy (--copy-lm)
     encoder: Path | None = None  # the index's encoder folder to copy (--copy-index of a dense index)
+    files: tuple[str, ...] = ()  # the second stage's files its replay reads (copied into reranked/)
+    store: Path | None = None  # the cache folder of vectors a pgra_full run searches, to copy (--copy-index)
 
 
 def export_run(run: str | Path, out: str | Path, copy_index: bool = False, copy_lm: bool = False) -> Path:
@@ -119,7 +124,8 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
     from .hub import check_no_links_out
     from .provenance import check_run_data, run_data
     from .rerank.core import candidates_of
-    from .retrieval.retrieve import read_candidates_manifest, recorded_exclusions
+    from .retrieval.retrieve import CANDIDATES_KIND, read_candidates_manifest, recorded_exclusions
+    from .stages import stage_kinds, stage_of_kind
 
     reader = read_manifest(run, "reader")
     _check_task(run, reader)
@@ -131,30 +137,28 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
     spec: dict[str, Any] = {"kind": EXPORT_KIND, "pgra": __version__, "run": str(run.resolve()),
                             "n_passages": _n_passages(run / "best" / "fid_config.json"), "index": None,
                             "reranked": None}
-    reranked, rerank_config = None, None
+    reranked, rerank_config, files, store_dir = None, None, (), None
     if spec["n_passages"]:
         data = run_data(run, reader)
         check_run_data(run, data, "re-run the experiment (or pgra train) before exporting")
-        manifest = read_manifest(data, ("reranked", "candidates"))
-        if manifest["kind"] == "reranked":
-            from .rerank.base import DEFAULT
-            from .rerank.stage import reranker_of
-
-            if reranker_of(manifest) != DEFAULT:
-                raise InputError(f"the run read the '{reranker_of(manifest)}' reranker's top d, which an export does not "
-                                 "carry yet (only the prompt-guided reranker's): Pipeline.load(run) predicts with it "
-                                 "where it was made; export a pgra, fid or no_retrieval run to share it",
-                                 path=data / MANIFEST, field="reranker")
-            if manifest.get("per_query_demonstrations"):
-                raise InputError("a reranking with per-query demonstrations refits its selector on the training "
-                                 "split at load time, which an export does not carry: export a run whose reranker "
-                                 "shows one set of demonstrations", path=data / MANIFEST,
-                                 field="per_query_demonstrations")
-            check_no_links_out(data / "demonstrations.json", data, field="run")
+        manifest = read_manifest(data, stage_kinds())
+        files: tuple[str, ...] = ()
+        if manifest["kind"] != CANDIDATES_KIND:  # a second stage's folder: its stage says what its replay needs
+            stage = stage_of_kind(manifest["kind"])
+            if not stage.replayable:
+                raise stage.not_replayable(data)
+            carried = stage.carried(data, manifest)
+            files = carried.files
+            for name in files:
+                check_no_links_out(data / name, data, field="run")
             reranked, data = data, candidates_of(data, manifest)
             rerank_config = manifest.get("config") if isinstance(manifest.get("config"), dict) else None
-            spec["reranked"] = {"lm": manifest["lm"], "lm_fingerprint": manifest["lm_fingerprint"],
-                                "copied_lm": copy_lm, "top_d": manifest["top_d"], "k": manifest["k"]}
+            store = {"path": str(carried.store.parent), "copied": copy_index} if carried.store else None
+            spec["reranked"] = {"kind": manifest["kind"], "title": carried.title, "lm": carried.model,
+                                "lm_fingerprint": carried.model_fingerprint,
+                                "copied_lm": bool(copy_lm and carried.model), "top_d": manifest["top_d"],
+                                "k": int(manifest.get("k") or 0), "store": store}
+            store_dir = carried.store if copy_index else None
         cand = read_candidates_manifest(data)
         if not cand.get("index"):
             raise InputError("the run's data was imported (no index): its evidence cannot be retrieved for new "
@@ -164,15 +168,15 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
                     excluded=sorted(recorded_exclusions(cand, data)), candidates=cand)
     index = _folder_to_copy(spec["index"]["path"], "copy_index", "the index") if copy_index and spec["index"] \
         else None
-    lm = _folder_to_copy(spec["reranked"]["lm"], "copy_lm", "the reranking LM") if copy_lm and spec["reranked"] \
-        else None
+    lm = _folder_to_copy(spec["reranked"]["lm"], "copy_lm", "the reranking LM") \
+        if copy_lm and spec["reranked"] and spec["reranked"]["lm"] else None
     if lm is not None:
         verify_safetensors(lm)
     encoder = _encoder_to_copy(index, spec["index"]) if index is not None else None
     if spec["index"] and index is None:
         spec["index"]["copied_encoder"] = False
     card = model_card(run, spec, reader, name=folder_name, rerank_config=rerank_config)
-    return _Plan(run, spec, reader, card, reranked, index, lm, encoder)
+    return _Plan(run, spec, reader, card, reranked, index, lm, encoder, files, store_dir)
 
 
 def _encoder_to_copy(index: Path, ix: dict[str, Any]) -> Path | None:
@@ -267,13 +271,16 @@ def _compose(stage: Path, plan: _Plan) -> None:
     shutil.copy2(plan.run / "metrics.json", stage / "metrics.json")
     if plan.reranked is not None:
         (stage / "reranked").mkdir()
-        shutil.copy2(plan.reranked / "demonstrations.json", stage / "reranked" / "demonstrations.json")
+        for name in plan.files:
+            shutil.copy2(plan.reranked / name, stage / "reranked" / name)
         m = read_json_object(plan.reranked / MANIFEST)  # its record of the files kept: the splits stay behind
         if isinstance(m.get("files"), dict):
-            m["files"] = {k: v for k, v in m["files"].items() if k == "demonstrations.json"}
+            m["files"] = {k: v for k, v in m["files"].items() if k in plan.files}
         if isinstance(m.get("embedding"), dict):  # the evidence cache of this machine: elsewhere it is not there
             m["embedding"] = {k: v for k, v in m["embedding"].items() if k != "cache"}
         write_json(stage / "reranked" / MANIFEST, portable(m))
+    if plan.store is not None:
+        _copy_store(plan.store, stage / "store")
     if plan.lm is not None:
         shutil.copytree(plan.lm, stage / "lm")
     if plan.index is not None:
@@ -300,7 +307,25 @@ def _exported_spec(plan: _Plan) -> dict[str, Any]:
         out["index"]["encoder"] = ix.get("encoder")
     if r and not r["copied_lm"]:
         out["reranked"]["lm"] = r["lm"]
+    if r and r.get("store") and not r["store"]["copied"]:
+        out["reranked"]["store"]["path"] = r["store"]["path"]
     return out
+
+
+def _copy_store(cache: Path, store: Path) -> None:
+    """Copy the cache folder ``cache`` (the corpus pass's vectors, checked complete when planned) into ``store``:
+    its arrays byte for byte, its key with the LM's name :func:`portable` (the folder named by that key's hash, as
+    the cache names its folders)."""
+    from .artifacts import read_json
+    from .rerank.cache import cache_key_hash
+
+    meta = read_json(cache / "key.json")
+    meta["key"] = portable(meta["key"])
+    folder = store / cache_key_hash(meta["key"])
+    folder.mkdir(parents=True)
+    for name in ("vectors.npy", "done.npy"):
+        shutil.copy2(cache / name, folder / name)
+    write_json(folder / "key.json", meta)
 
 
 # what a manifest holds that is the task's or the corpus's content, never a path of this machine: kept as it is
@@ -433,13 +458,13 @@ def model_card(run: Path, spec: dict[str, Any], reader: dict[str, Any], name: st
     cfg = reader.get("config") if isinstance(reader.get("config"), dict) else {}
     seeds = _seed_results(run, metric, metrics)
     cand = spec.get("candidates") or {}
-    kind = "PGRA" if spec["reranked"] else "FiD" if spec["n_passages"] else "no-retrieval"
-    name = name or f"{task['name']}-{kind.lower()}"
+    kind, second = _kind(spec)
+    name = name or f"{task['name']}-" + re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-")
     model = reader.get("model", cfg.get("model"))
     lines = ["---", _front_matter(task, metric, metrics, name, model, spec).rstrip("\n"), "---", "",
              f"# {task['name']}: a {kind} reader exported by pgra {spec['pgra']}", "",
              "A Fusion-in-Decoder reader that classifies a text from the text and the evidence sentences a "
-             "first-stage retriever" + (" and a prompt-guided LM reranker" if spec["reranked"] else "") +
+             "first-stage retriever" + (f" and a second stage ({second})" if second else "") +
              " find for it in an external corpus (PGRA, Guo et al. 2023).", "",
              "## Task and labels", "", f"Task `{task['name']}`, metric {metric}.", "",
              "| label | reader word |", "|---|---|",
@@ -477,9 +502,15 @@ def model_card(run: Path, spec: dict[str, Any], reader: dict[str, Any], name: st
     lines += ["", "## Evidence pipeline", ""]
     if spec["reranked"]:
         r = spec["reranked"]
-        lines.append(f"- reranker: `{display_name(str(r['lm']))}` re-scores the first {r['k']} candidates, keeps "
-                     f"d={r['top_d']}" + (" (copied into lm/)" if r["copied_lm"] else
-                                          " (not copied: pass `lm=` when loading elsewhere)"))
+        model = (f"`{display_name(str(r['lm']))}` ({second}" + (", copied into lm/)" if r["copied_lm"] else
+                 ", not copied: pass `lm=` when loading elsewhere)")) if r["lm"] else second
+        reads = "the whole corpus" if r.get("store") else f"the first {r['k']} candidates" if r["k"] else \
+            "every candidate"
+        lines.append(f"- reranker: {model} re-scores {reads}, keeps d={r['top_d']}")
+        if r.get("store"):
+            lines.append("- the corpus pass's embeddings it searches: " + (
+                "copied into store/" if r["store"]["copied"] else
+                "not copied (predict where the run was made, or export it with --copy-index to carry them)"))
     lines += [f"- reader: `{display_name(str(model))}`, {spec['n_passages']} passages per input, "
               f"{reader.get('steps', '?')} steps (best {reader.get('best_step', '?')})", "",
               "## Settings", "", "Every setting of the run, whole (paths by their folder's name):", "", "```yaml",
@@ -500,6 +531,18 @@ def model_card(run: Path, spec: dict[str, Any], reader: dict[str, Any], name: st
     return "\n".join(lines)
 
 
+def _kind(spec: dict[str, Any]) -> tuple[str, str]:
+    """The exported run's kind as the card names it (``PGRA``, ``PGRA (whole corpus)``, ``FiD + <reranker>``,
+    ``FiD``, ``no-retrieval``) and its second stage's title (empty: none)."""
+    r = spec["reranked"]
+    if not r:
+        return ("FiD" if spec["n_passages"] else "no-retrieval"), ""
+    title = r.get("title") or "prompt-guided reranking"  # exports before any other stage's were the reranker's
+    if r.get("kind", "reranked") != "reranked":
+        return "PGRA (whole corpus)", title
+    return ("PGRA" if title == "prompt-guided reranking" else f"FiD + {title}"), title
+
+
 def _front_matter(task: dict[str, Any], metric: str, metrics: dict[str, Any], name: str, model: Any,
                   spec: dict[str, Any]) -> str:
     """The card's YAML metadata (sentence-transformers' keys): a YAML document, whatever the names hold."""
@@ -507,7 +550,7 @@ def _front_matter(task: dict[str, Any], metric: str, metrics: dict[str, Any], na
 
     hub_metric, title = HUB_METRICS.get(metric, (metric, metric))
     tags = ["pgra", "fusion-in-decoder", "retrieval-augmented", "text-classification"]
-    if spec["reranked"]:
+    if spec["reranked"] and _kind(spec)[0].startswith("PGRA"):
         tags.append("prompt-guided-reranking")
     front: dict[str, Any] = {"library_name": "pgra", "license": "apache-2.0", "pipeline_tag": "text-classification",
                              "tags": tags}
@@ -581,7 +624,7 @@ def _load_hint(spec: dict[str, Any]) -> str:
         need.append('index="..."')
     if ix and ix.get("encoder") and not ix.get("copied_encoder") and not hub_id(ix["encoder"]):
         need.append('encoder="..."')
-    if r and not r["copied_lm"] and not hub_id(r["lm"]):
+    if r and r["lm"] and not r["copied_lm"] and not hub_id(r["lm"]):
         need.append('lm="..."')
     return f"  # elsewhere: {', '.join(need)} (local copies)" if need else ""
 
@@ -670,11 +713,22 @@ def read_export(directory: str | Path) -> dict[str, Any]:
            lambda v: isinstance(v, list) and len(v) <= MAX_IDS and all(_is_text(i, MAX_ID) for i in v))
     if r is not None:
         path_under(directory, "reranked")
-        _field(r, "lm", path, "a path or hub id", _is_text, "reranked.")
+        if "kind" in r:  # absent from exports before any stage's run was exported (the prompt-guided reranker's)
+            _field(r, "kind", path, "a stage folder's kind", _is_text, "reranked.")
+        _field(r, "lm", path, "null, a path or a hub id", lambda v: v is None or _is_text(v), "reranked.")
         if _field(r, "copied_lm", path, "true or false", _is_bool, "reranked."):
+            if r["lm"] is None:
+                raise InputError(f"a copied model needs the model's name (reranked.lm is null) {REDO}", path=path,
+                                 field="reranked.lm")
             path_under(directory, "lm")
-        for name in ("top_d", "k"):
-            _field(r, name, path, "a whole number from 1", lambda v: _is_count(v, 1, MAX_COUNT), "reranked.")
+        _field(r, "top_d", path, "a whole number from 1", lambda v: _is_count(v, 1, MAX_COUNT), "reranked.")
+        _field(r, "k", path, "a whole number from 0", lambda v: _is_count(v, 0, MAX_COUNT), "reranked.")
+        store = _field(r, "store", path, "null or an object", lambda v: v is None or isinstance(v, dict),
+                       "reranked.") if "store" in r else None
+        if store is not None:
+            if _field(store, "copied", path, "true or false", _is_bool, "reranked.store."):
+                path_under(directory, "store")
+            _field(store, "path", path, "a path", _is_text, "reranked.store.")
     return spec
 
 
@@ -707,8 +761,8 @@ def load_export(directory: Path, device: str | None, trust_remote_code: bool, in
     export's own, else where the export recorded them), each refused when it holds other files than the run used
     (the corpus's, the encoder's and the LM's fingerprints)."""
     from .errors import StaleArtifactError
-    from .rerank.core import PromptGuidedReranker
     from .retrieval.index import Index
+    from .stages import stage_of_kind
 
     spec = read_export(directory) if spec is None else spec
     if not spec["index"]:
@@ -726,10 +780,17 @@ def load_export(directory: Path, device: str | None, trust_remote_code: bool, in
     if found.corpus.fingerprint != ix["corpus_content_sha256"]:
         raise StaleArtifactError(f"index {path} holds another corpus than the one this export was trained with")
     reranking = None
-    if spec["reranked"]:
+    if spec["reranked"]:  # the stage that wrote the folder does its work again, from what the export carried
         r = spec["reranked"]
+        if lm is not None and r["lm"] is None:
+            raise InputError("the run's second stage loads no model: lm= applies to a run whose reranker has one",
+                             field="lm")
         where = Path(lm) if lm is not None else directory / "lm" if r["copied_lm"] else r["lm"]
-        reranking = PromptGuidedReranker.load(directory / "reranked", found.corpus, device, trust_remote_code, lm=where)
+        store = r.get("store")
+        vectors = None if not store else directory / "store" if store["copied"] else Path(store["path"])
+        manifest = read_manifest(directory / "reranked", r.get("kind", "reranked"))
+        reranking = stage_of_kind(manifest["kind"]).replay(directory / "reranked", manifest, found, device,
+                                                           trust_remote_code, model=where, store=vectors)
     return {"index": found, "k": spec["k"], "exclude_query_text": spec["exclude_query_text"],
             "reranking": reranking, "excluded": frozenset(spec["excluded"])}
 

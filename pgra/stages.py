@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .config import result_settings
+from .cost import Priced
 from .errors import InputError
 from .registry import Registry
 
@@ -52,6 +53,20 @@ class StageRequest:
     def task_content(self) -> Mapping[str, Any]:
         """The task's spec and its data files' checksums (what of the task enters a first stage's key)."""
         return self.content()
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What an export carries of a stage folder, so that its replay runs on another machine: ``files`` (of the
+    folder, copied beside its manifest), the one ``model`` its replay loads (the path as recorded; None: none) with
+    its ``model_fingerprint``, and ``store``: a folder of precomputed vectors its replay searches (copied with
+    ``--copy-index``, else pointed at)."""
+
+    files: tuple[str, ...] = ()
+    model: str | None = None
+    model_fingerprint: str | None = None
+    store: Path | None = None
+    title: str = ""  # how a model card names the stage's work ("prompt-guided reranking", "cross-encoder" ...)
 
 
 class Stage(ABC):
@@ -84,16 +99,31 @@ class Stage(ABC):
     def run(self, config: Any, ctx: Any) -> Path:
         """Build its folder (every process of ``ctx`` together); returns the folder."""
 
+    def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
+        """Its cost model: the stage priced from the bench fits before it runs (``pgra experiment --dry-run``, where
+        no record of it prices it). ``fits``: :class:`pgra.experiment.estimate.BenchFits`; ``inputs``: the task's
+        inputs; ``texts``: the texts its LM embeds (None: unknown, or it runs none). None: no fit prices it (the
+        default: the plan counts it unknown)."""
+        return None
+
     replayable: ClassVar[bool] = False  # whether :meth:`replay` can do its work again on new texts
 
     @classmethod
     def replay(cls, folder: Path, manifest: dict[str, Any], index: Any, device: str | None = None,
-               trust_remote_code: bool = False) -> Any:
+               trust_remote_code: bool = False, model: str | Path | None = None,
+               store: Path | None = None) -> Any:
         """What does this stage's work again on new texts (``Pipeline.load`` of a run that read its folder): an
         object whose ``rerank(queries, candidates)`` gives each text's evidence, loaded from the folder it wrote
         (``manifest``: that folder's, whose ``candidates`` block names the candidates it read) over the loaded first
-        stage ``index`` (:class:`pgra.retrieval.index.Index`). A stage that cannot be replayed says so (the
-        default)."""
+        stage ``index`` (:class:`pgra.retrieval.index.Index`). ``model`` / ``store``: where its model and its
+        searched store (:class:`Carried`) are when not where the manifest recorded them (an export's copies, a
+        colleague's); the same files or refused. A stage that cannot be replayed says so (the default)."""
+        raise cls.not_replayable(folder)
+
+    @classmethod
+    def carried(cls, folder: Path, manifest: dict[str, Any]) -> Carried:
+        """What ``pgra export`` carries of this stage's folder for :meth:`replay` to run elsewhere (checked here:
+        a folder whose replay needs what an export cannot carry is an InputError saying why)."""
         raise cls.not_replayable(folder)
 
     @classmethod
@@ -147,4 +177,4 @@ def stage_kinds() -> tuple[str, ...]:
     return tuple(dict.fromkeys(family.kind for family in _families() if family.kind))
 
 
-__all__ = ["STAGES", "Stage", "StageRequest", "defining", "get_stage", "key_of", "register_stage", "stage_kinds", "stage_of_kind"]
+__all__ = ["STAGES", "Carried", "Stage", "StageRequest", "defining", "get_stage", "key_of", "register_stage", "stage_kinds", "stage_of_kind"]

@@ -232,6 +232,24 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
 
     from pgra.errors import InputError
 
+    # an export carries the search: the folder's demonstrations, its LM and (--copy-index) the corpus pass's vectors
+    run = task / "pgra_full" / "seed-1"
+    copied, pointed = tmp_path / "shared-copied", tmp_path / "shared-pointed"
+    assert main(["export", "--run", str(run), "--out", str(copied), "--copy-index", "--copy-lm"]) == 0
+    assert main(["export", "--run", str(run), "--out", str(pointed)]) == 0
+    spec = json.loads((copied / "export.json").read_text())
+    assert spec["reranked"]["kind"] == "full_search" and spec["reranked"]["store"]["copied"] is True
+    (key_file,) = (copied / "store").glob("*/key.json")
+    assert str(tmp_path) not in key_file.read_text()  # the LM by its folder's name, as the export's manifests
+    assert "PGRA (whole corpus)" in (copied / "README.md").read_text()
     shutil.rmtree(tmp_path / "cache")
     with pytest.raises(InputError, match="pgra_full searches the corpus pass's embeddings"):
-        Pipeline.load(task / "pgra_full" / "seed-1")
+        Pipeline.load(run)
+    with pytest.raises(InputError, match="export the run with --copy-index"):
+        Pipeline.load(pointed)
+    got = Pipeline.load(copied).predict([x["text"] for x in saved])  # the cache is gone: the copy searches
+    assert [[str(e["id"]) for e in g["evidence"]] for g in got] == [[str(i) for i in x["evidence"]] for x in saved]
+    assert [g["prediction"] for g in got] == [x["prediction"] for x in saved]
+    # a store that is gone or incomplete is refused when exporting, before anything is written
+    assert main(["export", "--run", str(run), "--out", str(tmp_path / "shared-late"), "--copy-index"]) == 2
+    assert not (tmp_path / "shared-late" / "export.json").exists()

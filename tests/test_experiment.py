@@ -8,6 +8,7 @@ import pytest
 from pgra.cli import main
 from pgra.cli.experiment import run_and_report
 from pgra.config import from_dict
+from pgra.errors import InputError
 from pgra.experiment import CELL_FILE, Experiment, ExperimentConfig
 from pgra.methods import knn_vote as knn_mod
 from pgra.methods.knn_vote import vote
@@ -294,8 +295,24 @@ def test_evaluate_reproduces_and_pipeline_predicts_like_the_run(grid, tmp_path, 
             for label, p in s["scores"].items():
                 assert abs(g["scores"][label] - p) < 1e-4
     capsys.readouterr()
-    assert main(["export", "--run", str(out / "fid_random" / "seed-1"), "--out", str(tmp_path / "shared")]) == 2
-    assert "the 'random' reranker's top d, which an export does not carry" in capsys.readouterr().err
+    # any reranker's run exports: its manifest (and its model, copied or pointed at) replays it elsewhere
+    for method, copy in (("fid_random", []), ("fid_upr", ["--copy-lm", "--copy-index"])):
+        shared = tmp_path / f"shared-{method}"
+        assert main(["export", "--run", str(out / method / "seed-1"), "--out", str(shared), *copy]) == 0, \
+            capsys.readouterr().err
+        spec = json.loads((shared / "export.json").read_text())
+        assert spec["reranked"]["kind"] == "reranked" and (spec["reranked"]["lm"] is None) == (method == "fid_random")
+        assert sorted(p.name for p in (shared / "reranked").iterdir()) == ["manifest.json"]
+        card = (shared / "README.md").read_text()
+        assert "FiD + " in card and "prompt-guided-reranking" not in card and str(tmp_path) not in card
+        saved = _lines(out / method / "seed-1" / "predictions_test.jsonl")
+        got = Pipeline.load(shared).predict([s["text"] for s in saved])
+        assert [g["prediction"] for g in got] == [s["prediction"] for s in saved], method
+        assert [[str(e["id"]) for e in g["evidence"]] for g in got] == [[str(i) for i in s["evidence"]]
+                                                                         for s in saved], method
+    capsys.readouterr()
+    with pytest.raises(InputError, match="lm= applies to a run whose reranker has one"):
+        Pipeline.load(tmp_path / "shared-fid_random", lm=tmp_path)
     assert main(["predict", "--run", str(out / "pgra" / "seed-1"), "--text", "The moon is bright.", "--json"]) == 0
     line = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert line["prediction"] in ("sky", "town") and len(line["evidence"]) == 3

@@ -133,6 +133,7 @@ def _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, out: str, **extra) -> 
             "toy_majority": {"rank": 2},
             "reader": {"model": str(tiny_t5), "n_passages": 2, "max_length": 48, "batch_size": 4, "max_steps": 2,
                        "eval_every": 0}, "show_progress": False, **extra}
+    grid = {k: v for k, v in grid.items() if v is not None}  # extra=None leaves a section out
     path = tmp_path / f"{out}.yaml"
     path.write_text(yaml.safe_dump(grid))
     return path
@@ -269,3 +270,24 @@ def test_a_payload_part_the_child_cannot_import_is_one_input_error():
 
     with pytest.raises(InputError, match="the method 'mine' registered in the launching process"):
         Registry("method").register_parts(["mine=no_such_module_xyz:Mine"])
+
+
+def test_a_plug_in_method_with_options_named_like_a_config_field_is_refused(tmp_path, corpus_txt, sky_task, tiny_t5,
+                                                                            capsys):
+    """A method whose options would be the section ``reader:`` (or any field the experiment config has) is one
+    error line naming it, never the reader's section read as the method's; ``knn_vote``, whose section it is,
+    stays."""
+    from pgra.methods import METHODS, register_method
+    from tests.toys import toy_method
+
+    clash = type("ReaderClash", (toy_method.Majority,), {"name": "reader", "__module__": "tests.toys.toy_method"})
+    register_method(clash)
+    try:
+        path = _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, "clash", methods=["no_retrieval", "knn_vote"],
+                            reference="no_retrieval", rerank={}, toy_majority=None)
+        assert main(["experiment", "--config", str(path), "--dry-run"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "the method 'reader'" in err[0] and "another name" in err[0], err
+    finally:
+        METHODS.pop("reader")
+    assert main(["experiment", "--config", str(path), "--dry-run"]) == 0

@@ -50,7 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     at = next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))
     top = top_parser().parse_args(argv[: at + 1])
     command = COMMANDS[top.command]
-    ns = command.parse(argv[at + 1:])
+    try:
+        ns = command.parse(argv[at + 1:])  # its flags come from the registries: a plug-in there may be refused
+    except PgraError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     from ..verbosity import configure_output
 
     configure_output(verbose=top.verbose or ns.verbose)

@@ -140,7 +140,13 @@ def method_sections() -> tuple[tuple[str, type], ...]:
     :class:`ExperimentConfig` (a plug-in's), in registry order."""
     from ..methods import METHODS
 
-    static = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    static = {f.name: f for f in dataclasses.fields(ExperimentConfig)}
+    for name in METHODS.names():  # a section of its own name that is not its options: never silently the other's
+        options = getattr(METHODS[name], "options", None)
+        if options is not None and name in static and static[name].default_factory is not options:
+            raise InputError(f"the method '{name}' ({METHODS[name].__module__}) declares options, but '{name}' is "
+                             "already a field of the experiment config: register the method under another name",
+                             field="methods")
     return tuple((name, METHODS[name].options) for name in METHODS.names()
                  if getattr(METHODS[name], "options", None) is not None and name not in static)
 

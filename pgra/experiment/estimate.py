@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from ..artifacts import read_json
 from ..cost import model_dim
 from ..errors import PgraError
+from ..reader.cost_model import encoder_layers, evaluated_inputs, trained_layers
 from .layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
 
 if TYPE_CHECKING:
@@ -208,20 +209,6 @@ class CpuCellCosts:
         seconds = fixed + n * per_input * scale  # a negative fixed part corrects a fit that overprices
         return seconds, (f"{fixed:.1f} s fixed + {n} x {1000 * per_input * scale:.0f} ms per {CPU_KINDS[kind]} "
                          f"({self.source})")
-
-
-def evaluated_inputs(reader: dict[str, Any], splits: dict[str, int] | None) -> int | None:
-    """The inputs a reader cell evaluates: its dev split (at most ``max_eval_examples``) at every ``eval_every`` steps
-    up to ``max_steps``, then the whole dev and test split once (None: the splits are unknown). An upper bound: early
-    stopping ends a cell sooner."""
-    if splits is None or splits.get("dev") is None:
-        return None
-    steps, eval_every = int(reader.get("max_steps", 0)), int(reader.get("eval_every", 0) or 0)
-    evaluations = steps // eval_every if eval_every else 0
-    cap = int(reader.get("max_eval_examples", 0) or 0)
-    dev = min(splits["dev"], cap) if cap else splits["dev"]
-    test = splits.get(str(reader.get("test_split", "test")) or "", 0) or 0
-    return evaluations * dev + splits["dev"] + test
 
 
 def gpu_variant(reader: dict[str, Any]) -> str:
@@ -476,7 +463,7 @@ class BenchFits:
         if not step.variant.endswith("cudagraphs") and passages < self.bench_passages:
             notes.append(f"a step at d={passages} launches its kernels from the host as at d={self.bench_passages}: "
                          "partly host-bound, so its linear scaling in d is an underestimate")
-        if _trained_layers(reader) is not None:
+        if trained_layers(reader) is not None:
             notes.append("frozen encoder layers not measured on a GPU: priced as training every weight")
         if variant.endswith("cudagraphs") and int(reader.get("pad_to_multiple", 1)) <= 1:
             notes.append("CUDA graphs record a graph per batch width: unpadded (pad_to_multiple), up to max_length")
@@ -588,37 +575,11 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
             scaled = _scaled(float(r["cost"]["elapsed_s"]), lab, inputs.get(task), inputs.get(r.get("task", "")))
             if scaled:
                 return Estimate(label, scaled[0], scaled[1], _device(r["cost"]))
-    reader = settings.get("reader")
-    if fits is not None and reader and fits.gpu_steps:
-        cost = fits.gpu_cell({**reader, **(disk or {})}, (splits or {}).get(task))
-        if cost is not None:
-            return Estimate(label, cost.seconds, cost.source, fits.device, cost.device_s, cost.written_bytes,
-                            cost.kept_bytes)
-    if fits is not None and reader:
-        passages, layers = int(reader.get("n_passages", 0)), _trained_layers(reader)
-        total = encoder_layers(str(reader.get("model", ""))) if layers is not None else None
-        precision = str(reader.get("mixed_precision", "no"))
-        seconds = fits.reader_seconds(int(reader.get("max_steps", 0)), passages,
-                                      int(reader.get("batch_size", fits.reader_batch)), layers, total,
-                                      inputs.get(task), precision)
-        if seconds is not None:
-            share = fits.top_layer_share(layers, passages, total)
-            source = fits.reader_source if share is None else (
-                f"{fits.reader_source}, x {share:.2f} for {layers} of {total} encoder layers trained, plus storing "
-                "the frozen layers' outputs of every input (bench reader_top_layers.json)")
-            ratio = fits.bf16_ratio(precision, layers, passages, total)
-            if ratio is not None:
-                source += f", x {ratio:.2f} for bf16 autocast (bench reader_top_layers_bf16.json)"
-            fixed = fits.cpu_cells.price("reader", evaluated_inputs(reader, (splits or {}).get(task))) \
-                if fits.cpu_cells else None
-            if fixed is not None:
-                seconds = max(seconds + fixed[0], 0.0)
-                source += f"; plus {fixed[1]}"
-            return Estimate(label, seconds, source, fits.device)
-    if fits is not None and fits.cpu_cells is not None and fits.device == "cpu" and not reader:
-        priced = _cpu_other_cell(settings, (splits or {}).get(task), fits.cpu_cells)
+    if fits is not None:  # the method's own cost model (a reader's steps, in-context prompts, a cell's inputs)
+        priced = method_class(method, settings).price(fits, settings, inputs.get(task), (splits or {}).get(task), disk)
         if priced is not None:
-            return Estimate(label, priced[0], priced[1], fits.device)
+            return Estimate(label, priced.seconds, priced.source, priced.device, priced.device_s,
+                            priced.written_bytes, priced.kept_bytes)
     return Estimate(label, None, "no record of this method, no bench fit")
 
 
@@ -633,21 +594,6 @@ def _sharing_part(task: str, method: str, settings: dict[str, Any], records: lis
     found = [(lab, r) for lab, r in records if r.get("task") == task and r.get("method") != method and r.get("cost")
              and not r["cost"].get("resumed") and (r.get("settings") or {}).get(part) == settings[part]]
     return (part, found) if found else None
-
-
-def _cpu_other_cell(settings: dict[str, Any], splits: dict[str, int] | None, costs: CpuCellCosts
-                    ) -> tuple[float, str] | None:
-    """A cell that trains no reader, priced on a CPU: in-context learning by the inputs it predicts (its
-    ``splits``, at its demonstrations over the bench's), any other (a kNN vote, a linear probe) by the inputs of
-    every split."""
-    if splits is None:
-        return None
-    icl = settings.get("icl")
-    if icl:
-        predicted = sum(splits.get(str(name), 0) for name in settings.get("splits") or ["test"])
-        demos = int(icl.get("num_demos", costs.icl_demos) or 0)
-        return costs.price("icl", predicted, (demos + 1) / (costs.icl_demos + 1))
-    return costs.price("cell", sum(splits.values()))
 
 
 def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, str, dict[str, Any]]],
@@ -667,20 +613,31 @@ def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, s
             scaled = _scaled(float(r["elapsed_s"]), f"{t}/{s}", inputs.get(task), inputs.get(t))
             if scaled:
                 return Estimate(label, scaled[0], scaled[1], _device(r))
-    costs = fits.cpu_cells if fits is not None and fits.device == "cpu" else None
-    if stage in ("reranked", "full_search") and fits is not None and candidates:
-        seconds = fits.rerank_seconds(candidates)
-        if seconds is not None:
-            source = f"{fits.rerank_source}, {candidates} candidates"
-            fixed = costs.price(stage, inputs.get(task)) if costs else None
-            if fixed is not None:
-                seconds, source = max(seconds + fixed[0], 0.0), f"{source}; plus {fixed[1]}"
-            return Estimate(label, seconds, source, fits.device)
-    if stage == "candidates" and costs is not None and inputs.get(task):
-        priced = costs.price(stage, inputs.get(task))
+    if fits is not None:  # the stage's own cost model (the reranking LM's texts, the first stage's inputs)
+        from ..errors import InputError
+        from ..stages import get_stage
+
+        try:
+            priced = get_stage(stage).price(fits, inputs.get(task), candidates)
+        except InputError:  # a record of a stage no family names now
+            priced = None
         if priced is not None:
-            return Estimate(label, priced[0], priced[1], fits.device)  # type: ignore[union-attr]
+            return Estimate(label, priced.seconds, priced.source, priced.device)
     return Estimate(label, None, "no record of this stage, no bench fit")
+
+
+def method_class(method: str, settings: dict[str, Any]) -> type:
+    """The class registered as ``method`` (whose :meth:`~pgra.methods.Method.price` is its cost model); for a name
+    no method has (a record of a method since removed), the kind its settings show: a reader, in-context learning or
+    any other cell."""
+    from ..errors import InputError
+    from ..methods import ICL, METHODS, Method
+    from ..methods.reader_method import ReaderMethod
+
+    try:
+        return METHODS.part(method)
+    except InputError:
+        return ReaderMethod if settings.get("reader") else ICL if settings.get("icl") else Method
 
 
 def _corpus_size(exp: GridView) -> int | None:
@@ -709,21 +666,6 @@ def top_layer_store(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, flo
     return {d: sorted(v.items()) for d, v in sorted(by_d.items())}
 
 
-def encoder_layers(model: str) -> int | None:
-    """The encoder layers of a reader folder's ``config.json`` (T5 ``num_layers``, an encoder-decoder's
-    ``encoder.num_hidden_layers``); None for a hub name or an unreadable config."""
-    path = Path(model) / "config.json"
-    if not path.is_file():
-        return None
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    layers = config.get("num_layers") or (config.get("encoder") or {}).get("num_hidden_layers") \
-        or config.get("num_hidden_layers")
-    return int(layers) if isinstance(layers, int) and layers > 0 else None
-
-
 def bf16_step_ratios(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, float]]]:
     """``{d: [(n, bf16 step / fp32 step), ...]}`` from ``bench_reader_top_layers.py --precisions fp32,bf16`` rows
     (n sorted)."""
@@ -742,14 +684,6 @@ def top_layer_shares(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, fl
         if r.get("precision", "fp32") == "fp32":
             by_d.setdefault(int(r["d"]), {})[int(r["n"])] = float(r["cpu_s_per_step"])
     return {d: [(n, steps[n] / steps[max(steps)]) for n in sorted(steps)] for d, steps in sorted(by_d.items())}
-
-
-def _trained_layers(reader: dict[str, Any]) -> int | None:
-    """The encoder layers a reader's settings train: ``train_top_layers``, 0 with ``freeze_encoder``, else None
-    (every weight)."""
-    if reader.get("train_top_layers") is not None:
-        return int(reader["train_top_layers"])
-    return 0 if reader.get("freeze_encoder") else None
 
 
 def stage_embeddings(rerank, retrieved_k: int, inputs: int | None, corpus: int | None, stages: list[str],
@@ -1183,7 +1117,7 @@ def reader_disk(reader: Any) -> ReaderDisk | None:
     if not counts:
         return None
     total = int(counts["all"])
-    layers = _trained_layers({"train_top_layers": reader.train_top_layers, "freeze_encoder": reader.freeze_encoder})
+    layers = trained_layers({"train_top_layers": reader.train_top_layers, "freeze_encoder": reader.freeze_encoder})
     trained = total
     sizes = tensor_sizes(str(reader.model)) if layers is not None else None
     if sizes:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from ..predictions import Predictor
 
 if TYPE_CHECKING:
+    from ..cost import Priced
     from ..icl.config import ICLConfig
     from ..reader.config import TrainConfig
     from ..retrieval.index import IndexConfig
@@ -148,6 +149,22 @@ class Method(ABC):
     def finished(self, out: Path) -> None:  # noqa: B027 (a hook: nothing to delete by default)
         """Called once the cell's ``cell.json`` is written (main process only): delete what only resuming a killed
         ``fit`` needed (a reader's checkpoints). Nothing by default."""
+
+    @classmethod
+    def price(cls, fits: Any, settings: dict[str, Any], inputs: int | None, splits: dict[str, int] | None,
+              disk: dict[str, Any] | None = None) -> Priced | None:
+        """Its cell's cost model: the cell priced from the bench fits before it runs (``pgra experiment --dry-run``;
+        used where no finished cell's record prices it). ``fits``: :class:`pgra.experiment.estimate.BenchFits`;
+        ``settings``: the cell's settings as its ``cell.json`` holds them (:meth:`settings`); ``inputs``: the
+        task's inputs; ``splits``: its inputs per split (None: unknown); ``disk``: the cosmetic settings of what it
+        keeps. None: no fit prices it (the plan counts it unknown). By default, on a CPU, the measured fixed part of
+        a cell plus its seconds per input of every split (``bench/bench_cpu_cell_costs.py``)."""
+        from ..cost import Priced
+
+        if fits.cpu_cells is None or fits.device != "cpu" or splits is None:
+            return None
+        priced = fits.cpu_cells.price("cell", sum(splits.values()))
+        return Priced(priced[0], priced[1], fits.device) if priced is not None else None
 
     @classmethod
     @abstractmethod

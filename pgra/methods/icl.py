@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..predictions import Predictor
 from .base import FitResult, Method
+
+if TYPE_CHECKING:
+    from ..cost import Priced
 
 
 class ICL(Method):
@@ -42,6 +45,21 @@ class ICL(Method):
         cfg = self.config(Path("."), 0)
         strategy = STRATEGIES.get(cfg.selection)
         return strategy is None or strategy.uses_seed(cfg.num_demos, cfg.demos)
+
+    @classmethod
+    def price(cls, fits: Any, settings: dict[str, Any], inputs: int | None, splits: dict[str, int] | None,
+              disk: dict[str, Any] | None = None) -> Priced | None:
+        """On a CPU: the fixed part of an in-context cell plus the inputs it predicts (its ``splits``), each at its
+        demonstrations over the bench's (a prompt of m demonstrations and the input costs about m + 1 inputs')."""
+        from ..cost import Priced
+
+        if fits.cpu_cells is None or fits.device != "cpu" or splits is None:
+            return None
+        costs = fits.cpu_cells
+        predicted = sum(splits.get(str(name), 0) for name in settings.get("splits") or ["test"])
+        demos = int((settings.get("icl") or {}).get("num_demos", costs.icl_demos) or 0)
+        priced = costs.price("icl", predicted, (demos + 1) / (costs.icl_demos + 1))
+        return Priced(priced[0], priced[1], fits.device) if priced is not None else None
 
     def settings(self) -> dict[str, Any]:
         from ..icl.run import icl_settings

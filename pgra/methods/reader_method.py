@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..artifacts import MANIFEST, iter_jsonl, read_json
 from ..config import result_settings
 from ..predictions import Predictor
 from ..provenance import run_data
 from .base import FitResult, Method
+
+if TYPE_CHECKING:
+    from ..cost import Priced
 
 # settings of a reader cell that do not change what it learns
 _PER_CELL = ("data", "out", "seed")  # the cell gives these (its data folder, its folder, its seed)
@@ -54,6 +57,15 @@ class ReaderMethod(Method):
         s = self.inputs.settings
         return replace(s.reader, data=str(self.data_dir), out=str(out), seed=seed, n_passages=self.n_passages(),
                        task="", log_with=s.log_with, show_progress=s.show_progress)
+
+    @classmethod
+    def price(cls, fits: Any, settings: dict[str, Any], inputs: int | None, splits: dict[str, int] | None,
+              disk: dict[str, Any] | None = None) -> Priced | None:
+        """The reader's cost model (:func:`pgra.reader.cost_model.reader_cell_price`) at its settings' ``reader``."""
+        from ..reader.cost_model import reader_cell_price
+
+        reader = settings.get("reader")
+        return reader_cell_price(fits, reader, inputs, splits, disk) if reader else None
 
     def settings(self) -> dict[str, Any]:
         reader = result_settings(self.inputs.settings.reader, without=_PER_CELL)

@@ -62,6 +62,9 @@ class Reranker(ABC):
     options: ClassVar[type | None] = None  # the dataclass of its section ``rerank.<name>`` (None: no options)
     # the fields of the rerank config its results depend on besides its own section (its stage key)
     uses: ClassVar[tuple[str, ...]] = ("k", "top_d", "splits")
+    # the config field naming the one model folder it loads (dotted for its section's: ``cross_encoder.model``;
+    # empty: none): what ``pgra export`` carries or points at, and ``Pipeline.load(..., lm=)`` replaces
+    model_field: ClassVar[str] = ""
 
     def __init__(self, cfg: Any, task: TaskSpec, corpus: CorpusStore | None = None,
                  candidates: dict[str, Any] | None = None) -> None:

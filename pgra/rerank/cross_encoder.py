@@ -57,6 +57,7 @@ class CrossEncoder(Reranker):
     score_name = "probability"
     options = CrossEncoderOptions
     uses = ("k", "top_d", "splits", "dtype")
+    model_field = "cross_encoder.model"
 
     def load(self) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer

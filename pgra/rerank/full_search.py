@@ -8,6 +8,7 @@ k = the corpus. The folder is a reranked folder's twin (kind ``full_search``; ``
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,6 +27,10 @@ from .core import PromptGuidedReranker, evidence_cache_key, prompt_key
 from .corpus_pass import query_caches_of, run_corpus_pass
 from .reranker import _select, demo_records, stage_inputs
 from .stage import FULL_SEARCH_KIND, candidates_record, train_queries
+
+# what to do where a pgra_full run's corpus-pass embeddings are not found
+WHERE_EMBEDDINGS = ("predict where the experiment ran, run its full_search stage here, or export the run with "
+                    "--copy-index (which carries them)")
 
 
 def search_corpus(vectors: np.ndarray, queries: np.ndarray, top_d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -98,11 +103,13 @@ class FullSearchReplay:
         self.reranker, self.demos, self.vectors, self.corpus, self.top_d = reranker, demos, vectors, corpus, top_d
 
     @classmethod
-    def load(cls, folder: str | Path, corpus, device: str | None = None,
-             trust_remote_code: bool = False) -> FullSearchReplay:
+    def load(cls, folder: str | Path, corpus, device: str | None = None, trust_remote_code: bool = False,
+             lm: str | Path | None = None, store: str | Path | None = None) -> FullSearchReplay:
         """The search of a ``full_search`` folder: its LM (refused if its files changed), demonstrations and d, and
         the corpus pass's embeddings of ``corpus`` (the index's store), read from the cache the folder records: a
-        cache that is gone (another machine) or incomplete is an InputError saying so."""
+        cache that is gone (another machine) or incomplete is an InputError saying so. ``lm``: the LM's folder when
+        not where the manifest says (an export's copy); ``store``: the folder holding the cache (an export's copy,
+        ``store/``), the same vectors or refused."""
         from ..artifacts import read_json, read_manifest
         from ..config import from_dict
         from ..errors import StaleArtifactError
@@ -112,6 +119,8 @@ class FullSearchReplay:
 
         folder = Path(folder)
         m = read_manifest(folder, FULL_SEARCH_KIND)
+        if lm is not None:
+            m = {**m, "lm": str(lm)}
         task = task_from_manifest(m, folder / MANIFEST)
         trust = remote_code_allowed(m["lm"], trust_remote_code, m["config"].get("trust_remote_code"), "reranking LM",
                                     folder / MANIFEST)
@@ -121,15 +130,17 @@ class FullSearchReplay:
             raise StaleArtifactError(f"the LM at {m['lm']} is not the one {folder} searched with (its files changed)")
         demos = [Example(str(d["id"]), d["text"], d["label"]) for d in read_json(folder / "demonstrations.json")]
         key = evidence_cache_key(prompt_key(embedder, m["lm"], task, demos), corpus.fingerprint)
-        where = Path(m["embedding"]["cache"]).parent
+        if store is not None:  # a copy: its key names the LM as the machine that copied it did
+            key = _stored_key(Path(store), key, folder)
+        where = Path(store) if store is not None else Path(m["embedding"]["cache"]).parent
         rows = np.arange(len(corpus))
         try:
             cache = EmbeddingCache(where, key, len(corpus), embedder.dim, create=False)
             vectors = cache.get(rows)
         except Exception as e:  # gone, another corpus, never completed
             raise InputError(f"pgra_full searches the corpus pass's embeddings of every corpus sentence, which are not "
-                             f"in {where} ({type(e).__name__}): predict where the experiment ran, or run its "
-                             "full_search stage here", path=folder / MANIFEST, field="embedding") from None
+                             f"in {where} ({type(e).__name__}): {WHERE_EMBEDDINGS}", path=folder / MANIFEST,
+                             field="embedding") from None
         reranker = PromptGuidedReranker(task, embedder, int(m["top_d"]), 0, demos, prefix_cache=cfg.prefix_cache)
         return cls(reranker, demos, vectors, corpus, int(m["top_d"]))
 
@@ -143,4 +154,43 @@ class FullSearchReplay:
                 for s, r in zip(scores, rows, strict=True)]
 
 
-__all__ = ["FULL_SEARCH_KIND", "FullSearchReplay", "full_search", "search_corpus"]
+def complete_store(cache: str | Path) -> dict:
+    """The ``key.json`` record of the corpus pass's cache folder ``cache`` (a full_search folder's
+    ``embedding.cache``) when every row of it is filled; an InputError saying what is missing otherwise."""
+    from ..artifacts import read_json
+
+    cache = Path(cache)
+    try:
+        meta = read_json(cache / "key.json")
+        EmbeddingCache(cache.parent, meta["key"], int(meta["size"]), int(meta["dim"]), meta.get("dtype", "float32"),
+                       create=False)
+        done = np.load(cache / "done.npy", mmap_mode="r", allow_pickle=False)
+    except Exception as e:  # gone, damaged, another key
+        raise InputError(f"the corpus pass's embeddings pgra_full searches are not readable in {cache} "
+                         f"({type(e).__name__}): run the experiment's full_search stage again", field="embedding") \
+            from None
+    if not bool(np.all(done)):
+        raise InputError(f"{int((done == 0).sum()):,} of the corpus's {len(done):,} rows are missing from {cache}: "
+                         "run the experiment's full_search stage again", field="embedding")
+    return meta
+
+
+def _stored_key(store: Path, key: dict, folder: Path) -> dict:
+    """The key of the cache in ``store`` (an export's copy) that holds ``key``'s vectors: the same in every part but
+    the name the LM had (``lm_name``, a path of the machine the cache was made on); an InputError when none does."""
+    from ..artifacts import read_json
+
+    want = {k: v for k, v in json.loads(json.dumps(key)).items() if k != "lm_name"}
+    for meta_path in sorted(store.glob("*/key.json")):
+        try:
+            found = read_json(meta_path)["key"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(found, dict) and {k: v for k, v in found.items() if k != "lm_name"} == want:
+            return found
+    raise InputError(f"pgra_full searches the corpus pass's embeddings of every corpus sentence, and {store} holds "
+                     f"none of this corpus under the prompt and LM {folder} searched with: {WHERE_EMBEDDINGS}",
+                     path=folder / MANIFEST, field="embedding")
+
+
+__all__ = ["FULL_SEARCH_KIND", "FullSearchReplay", "complete_store", "full_search", "search_corpus"]

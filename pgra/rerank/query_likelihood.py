@@ -39,6 +39,7 @@ class QueryLikelihood(Reranker):
     score_name = "log-probability"  # mean per token of the input
     options = QueryLikelihoodOptions
     uses = ("k", "top_d", "splits", "lm", "dtype", "attn_implementation", "max_context")
+    model_field = "lm"
 
     def __init__(self, cfg: Any, task, corpus=None, candidates=None) -> None:
         super().__init__(cfg, task, corpus, candidates)

@@ -289,11 +289,14 @@ class Replay:
 
     @classmethod
     def load(cls, reranked: str | Path, corpus: CorpusStore | None, device: str | None = None,
-             trust_remote_code: bool = False) -> Replay:
+             trust_remote_code: bool = False, model: str | Path | None = None,
+             index: str | Path | None = None) -> Replay:
         """The reranker of ``reranked`` (a folder the generic stage wrote) built from its manifest's config, task
         and candidates record, its models loaded on ``device`` (default: the recorded one) and checked against the
         fingerprints the manifest recorded (a model whose files changed is refused). ``trust_remote_code``: the
-        caller lets its models run their own code (what the manifest recorded never does)."""
+        caller lets its models run their own code (what the manifest recorded never does). ``model``: its model's
+        folder (:attr:`Reranker.model_field`) when not where the manifest says (an export's copy); ``index``: the
+        first stage's index folder, for a reranker that reads it (``mmr``), when not where the candidates were."""
         from ..config import from_dict
         from .base import reranker_class
         from .config import rerank_config
@@ -304,28 +307,58 @@ class Replay:
         if name == DEFAULT:
             raise InputError(f"{reranked} was reranked by the prompt-guided reranker: load it with "
                              "pgra.rerank.core.PromptGuidedReranker.load", path=reranked / MANIFEST, field="reranker")
+        kind = reranker_class(name, "reranker")
         values = dict(m.get("config") or {})
         if "trust_remote_code" in values:
             values["trust_remote_code"] = bool(trust_remote_code)
         if device is not None and "device" in values:
             values["device"] = device
+        if model is not None and kind.model_field:
+            values = _with_field(values, kind.model_field, str(model))
+        if index is not None and "index" in values:
+            values["index"] = str(index)
         cfg = from_dict(rerank_config(), values, source=str(reranked / MANIFEST))
         task = task_from_manifest(m, reranked / MANIFEST)
-        candidates = {"k": m.get("k"), "index": (m.get("candidates") or {}).get("index")}
-        reranker = reranker_class(name, "reranker")(cfg, task, corpus, candidates)
+        recorded = (m.get("candidates") or {}).get("index")
+        candidates = {"k": m.get("k"), "index": {**recorded, "path": str(index)} if index is not None and
+                      isinstance(recorded, dict) else recorded}
+        reranker = kind(cfg, task, corpus, candidates)
         reranker.load()
-        now = reranker.describe()  # its models' fingerprints: hashed once
-        changed = [k for k, v in now.items() if k in m and m[k] != v]
+        now = reranker.describe()  # its models' fingerprints: hashed once (a model moved is the same model)
+        changed = [k for k, v in now.items() if k.endswith("fingerprint") and k in m and m[k] != v]
         if changed:
-            raise StaleArtifactError(f"{reranked} was reranked with other files than those at "
-                                     f"{', '.join(str(now[k]) for k in changed)} ({', '.join(changed)} differs): its "
-                                     "reranking cannot be replayed with them")
+            raise StaleArtifactError(f"{reranked} was reranked with other files than those given "
+                                     f"({', '.join(changed)} differs): its reranking cannot be replayed with them")
         return cls(reranker, cfg.k)
 
     def rerank(self, queries: Sequence[str], candidates: Sequence[Sequence[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
         """Per query, the top d of its first k candidates."""
         cut = [list(c[: self.k]) if self.k else list(c) for c in candidates]
         return self.reranker.rerank(list(queries), cut)
+
+
+def model_of(manifest: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The model folder a reranked folder's reranker loaded (its :attr:`Reranker.model_field` in the manifest's
+    config) and that model's fingerprint as recorded; ``(None, None)`` for a reranker without one."""
+    from .base import reranker_class
+
+    field = reranker_class(reranker_of(manifest), "reranker").model_field
+    if not field:
+        return None, None
+    value: Any = manifest.get("config") or {}
+    for part in field.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    fingerprint = next((v for k, v in manifest.items() if k.endswith("_fingerprint") and isinstance(v, str)), None)
+    return (str(value) if value else None), fingerprint
+
+
+def _with_field(values: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
+    """``values`` (a config as a dict) with the dotted ``field`` set to ``value`` (its sections copied, not changed)."""
+    head, _, rest = field.partition(".")
+    if not rest:
+        return {**values, head: value}
+    section = values.get(head) if isinstance(values.get(head), dict) else {}
+    return {**values, head: _with_field(section, rest, value)}
 
 
 def _stage_key(settings: dict[str, Any], candidates: str) -> str:
@@ -369,5 +402,5 @@ def summary(out: str | Path) -> str:
     return head + f"; {m['cost']['lm_tokens']} LM tokens run)"
 
 
-__all__ = ["FULL_SEARCH_KIND", "RERANKED_KIND", "CandidateTexts", "candidates_record", "Replay", "effective_candidates", "imported_corpus", "index_path", "train_queries",
+__all__ = ["FULL_SEARCH_KIND", "RERANKED_KIND", "CandidateTexts", "candidates_record", "model_of", "Replay", "effective_candidates", "imported_corpus", "index_path", "train_queries",
            "index_record", "load_split", "open_corpus", "reranked_cost", "reranker_of", "run_stage", "summary"]

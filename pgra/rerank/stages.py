@@ -12,8 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import safe_name
-from ..stages import STAGES, Stage, StageRequest
+from ..artifacts import MANIFEST, safe_name
+from ..cost import Priced
+from ..stages import STAGES, Carried, Stage, StageRequest
 from .base import DEFAULT, RERANKERS, reranker_class
 from .stage import FULL_SEARCH_KIND, RERANKED_KIND
 
@@ -24,6 +25,21 @@ def reranked_stage(reranker: str) -> str:
     """The stage (and folder) name of a reranker's top-d: ``reranked`` for the prompt-guided one (as always),
     ``reranked-<name>`` for another."""
     return RERANKED if reranker == DEFAULT else f"{RERANKED}-{safe_name(reranker, 'rerank.reranker', what='reranker name')}"
+
+
+def _lm_price(fits: Any, family: str, inputs: int | None, texts: int | None) -> Priced | None:
+    """The prompt-guided LM's stage priced from the bench: its ``texts`` at the bench's seconds per embedded
+    sentence (``rerank_scale.json``), plus on a CPU the stage's measured fixed part and seconds per input."""
+    if not texts:
+        return None
+    seconds = fits.rerank_seconds(texts)
+    if seconds is None:
+        return None
+    source = f"{fits.rerank_source}, {texts} candidates"
+    fixed = fits.cpu_cells.price(family, inputs) if fits.cpu_cells is not None and fits.device == "cpu" else None
+    if fixed is not None:
+        seconds, source = max(seconds + fixed[0], 0.0), f"{source}; plus {fixed[1]}"
+    return Priced(seconds, source, fits.device)
 
 
 def _rerank_config(request: StageRequest, reranker: str, out: Path) -> Any:
@@ -68,23 +84,50 @@ class RerankedStage(Stage):
 
         return rerank(config, ctx)
 
+    def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
+        """The prompt-guided reranker's LM over the texts it embeds (the bench measures that LM's embedding; another
+        reranker's own work has no fit: None)."""
+        return _lm_price(fits, self.family, inputs, texts) if self.reranker == DEFAULT else None
+
     replayable = True
 
     @classmethod
     def replay(cls, folder: Path, manifest: dict[str, Any], index: Any, device: str | None = None,
-               trust_remote_code: bool = False) -> Any:
+               trust_remote_code: bool = False, model: str | Path | None = None,
+               store: Path | None = None) -> Any:
         """The prompt-guided reranker as its folder recorded it (:meth:`PromptGuidedReranker.load`: its LM,
         demonstrations and prompt; a per-query strategy that embeds with the index's encoder reuses the loaded one),
-        or any other reranker rebuilt from its folder's manifest (:class:`~pgra.rerank.stage.Replay`)."""
+        or any other reranker rebuilt from its folder's manifest (:class:`~pgra.rerank.stage.Replay`) over
+        ``index``'s folder; ``model``: its model's folder when not where the manifest says."""
         from .stage import Replay, reranker_of
 
         if reranker_of(manifest) != DEFAULT:
-            return Replay.load(folder, index.corpus, device, trust_remote_code)
+            return Replay.load(folder, index.corpus, device, trust_remote_code, model=model, index=index.directory)
         from ..retrieval.base import recorded_encoder
         from .core import PromptGuidedReranker
 
-        encoder = index.encoder if recorded_encoder(index.manifest) else None
-        return PromptGuidedReranker.load(folder, index.corpus, device, trust_remote_code, encoder=encoder)
+        # only a per-query strategy refits with it (loading it otherwise would load a model nothing uses)
+        per_query = bool(manifest.get("per_query_demonstrations"))
+        encoder = index.encoder if per_query and recorded_encoder(index.manifest) else None
+        return PromptGuidedReranker.load(folder, index.corpus, device, trust_remote_code, lm=model, encoder=encoder)
+
+    @classmethod
+    def carried(cls, folder: Path, manifest: dict[str, Any]) -> Carried:
+        """The prompt-guided reranker's demonstrations and LM (one set of demonstrations: a per-query selector is
+        refitted on the training split, which an export does not carry), or another reranker's model."""
+        from ..errors import InputError
+        from .stage import model_of, reranker_of
+
+        name = reranker_of(manifest)
+        if name != DEFAULT:
+            model, fingerprint = model_of(manifest)
+            return Carried(model=model, model_fingerprint=fingerprint, title=reranker_class(name).title or name)
+        if manifest.get("per_query_demonstrations"):
+            raise InputError("a reranking with per-query demonstrations refits its selector on the training split at "
+                             "load time, which an export does not carry: export a run whose reranker shows one set "
+                             "of demonstrations", path=folder / MANIFEST, field="per_query_demonstrations")
+        return Carried(files=("demonstrations.json",), model=manifest["lm"], model_fingerprint=manifest["lm_fingerprint"],
+                       title="prompt-guided reranking")
 
 
 @STAGES.register
@@ -108,16 +151,31 @@ class FullSearchStage(Stage):
 
         return full_search(config, ctx)
 
+    def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
+        """The prompt-guided LM over the texts it embeds (the corpus, or only the queries after a corpus pass)."""
+        return _lm_price(fits, self.family, inputs, texts)
+
     replayable = True
 
     @classmethod
     def replay(cls, folder: Path, manifest: dict[str, Any], index: Any, device: str | None = None,
-               trust_remote_code: bool = False) -> Any:
+               trust_remote_code: bool = False, model: str | Path | None = None,
+               store: Path | None = None) -> Any:
         """The search of the whole corpus under the folder's prompt (:class:`~pgra.rerank.full_search.FullSearchReplay`:
-        the corpus pass's embeddings must be where the folder recorded them)."""
+        the corpus pass's embeddings must be where the folder recorded them, or in ``store``)."""
         from .full_search import FullSearchReplay
 
-        return FullSearchReplay.load(folder, index.corpus, device, trust_remote_code)
+        return FullSearchReplay.load(folder, index.corpus, device, trust_remote_code, lm=model, store=store)
+
+    @classmethod
+    def carried(cls, folder: Path, manifest: dict[str, Any]) -> Carried:
+        """Its demonstrations, its LM and the corpus pass's embeddings it searches (checked complete here)."""
+        from .full_search import complete_store
+
+        cache = Path(manifest["embedding"]["cache"])
+        complete_store(cache)
+        return Carried(files=("demonstrations.json",), model=manifest["lm"], model_fingerprint=manifest["lm_fingerprint"],
+                       store=cache, title="prompt-guided search of the whole corpus")
 
 
 __all__ = ["RERANKED", "FullSearchStage", "RerankedStage", "reranked_stage"]

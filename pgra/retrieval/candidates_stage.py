@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import sha256_file
+from ..cost import Priced
 from ..stages import STAGES, Stage, StageRequest, defining
 from .retrieve import CANDIDATES_KIND, RetrieveConfig
 
@@ -39,6 +40,13 @@ class CandidatesStage(Stage):
         from .retrieve import retrieve
 
         return retrieve(config, ctx)
+
+    def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
+        """On a CPU: the measured fixed part of retrieving a task plus its seconds per input of every split."""
+        if fits.cpu_cells is None or fits.device != "cpu" or not inputs:
+            return None
+        priced = fits.cpu_cells.price(self.family, inputs)
+        return Priced(priced[0], priced[1], fits.device) if priced is not None else None
 
 
 __all__ = ["CandidatesStage"]
