@@ -314,13 +314,14 @@ def _exported_spec(plan: _Plan) -> dict[str, Any]:
 
 def _copy_store(cache: Path, store: Path) -> None:
     """Copy the cache folder ``cache`` (the corpus pass's vectors, checked complete when planned) into ``store``:
-    its arrays byte for byte, its key with the LM's name :func:`portable` (the folder named by that key's hash, as
-    the cache names its folders)."""
+    its arrays byte for byte, its key with the LM's name (``lm_name``) :func:`portable` (the folder named by that
+    key's hash, as the cache names its folders)."""
     from .artifacts import read_json
     from .rerank.cache import cache_key_hash
 
     meta = read_json(cache / "key.json")
-    meta["key"] = portable(meta["key"])
+    if isinstance(meta.get("key"), dict) and "lm_name" in meta["key"]:  # the one path a key holds (its texts stay)
+        meta["key"] = {**meta["key"], "lm_name": portable(meta["key"]["lm_name"])}
     folder = store / cache_key_hash(meta["key"])
     folder.mkdir(parents=True)
     for name in ("vectors.npy", "done.npy"):

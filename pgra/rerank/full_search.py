@@ -14,19 +14,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import MANIFEST, file_record, write_json, write_manifest
-from ..config import to_dict
+from ..artifacts import MANIFEST, write_json
 from ..distributed import DistContext, gather_objects, init_distributed, main_computes
 from ..errors import InputError
-from ..interchange import write_records
 from ..lock import locks_output
 from ..prompts import demo_prefix
 from .cache import EmbeddingCache
 from .config import RerankConfig, rerank_config
 from .core import PromptGuidedReranker, evidence_cache_key, prompt_key
 from .corpus_pass import query_caches_of, run_corpus_pass
-from .reranker import _select, demo_records, stage_inputs
-from .stage import FULL_SEARCH_KIND, candidates_record, train_queries
+from .reranker import _select, demo_records
+from .stage import FULL_SEARCH_KIND, StageInputs, train_queries
 
 # what to do where a pgra_full run's corpus-pass embeddings are not found
 WHERE_EMBEDDINGS = ("predict where the experiment ran, run its full_search stage here, or export the run with "
@@ -47,9 +45,10 @@ def search_corpus(vectors: np.ndarray, queries: np.ndarray, top_d: int) -> tuple
 def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     """Write each input's top ``cfg.top_d`` of the whole corpus under the prompt-guided embedding (``pgra_full``'s
     evidence) for every requested split; the corpus pass (``corpus``) runs first. ``cfg.k`` is not read."""
-    cand, task, store, data, splits = stage_inputs(replace(cfg, k=0))
+    run = StageInputs.read(replace(cfg, k=0))
+    cand, task, store, data, splits = run.cand, run.task, run.store, run.data, run.splits
     ctx = ctx or init_distributed()
-    cand_dir, out = Path(cfg.candidates), Path(cfg.out)
+    out = run.out
     selection = main_computes(ctx, lambda: _select(cfg, task, cand, data, splits))
     if selection["per_query"]:
         raise InputError(f"the search over the corpus needs one prompt for every text; demo_selection "
@@ -67,8 +66,7 @@ def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     key = evidence_cache_key(prompt_key(reranker.embedder, cfg.lm, task, demos), cand["index"]["corpus_content_sha256"])
     evidence = EmbeddingCache(cfg.cache_dir, key, len(store), reranker.embedder.dim, create=False)
     vectors = evidence.get(np.arange(len(store)))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST).unlink(missing_ok=True)
+    run.begin()
     counts = {}
     for split in splits:
         recs = data[split]
@@ -79,20 +77,16 @@ def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
             records.append({**{k: v for k, v in rec.items() if k != "ctxs"},
                             "ctxs": [{"id": i, "text": t, "score": float(x)} for i, t, x in zip(ids, texts, s, strict=True)],
                             "demonstrations": demo_records(demos)})
-        counts[split] = write_records(out / f"{split}.jsonl", records)
+        counts[split] = run.write_split(split, records)
     write_json(out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
-    write_manifest(out, {
-        "kind": FULL_SEARCH_KIND, "task": to_dict(task), "lm": cfg.lm, "lm_fingerprint": reranker.embedder.fingerprint,
+    return run.finish(FULL_SEARCH_KIND, {
+        "lm": cfg.lm, "lm_fingerprint": reranker.embedder.fingerprint,
         "demo_selection": selection["describe"], "per_query_demonstrations": False,
         "demonstrations": [d.id for d in demos], "prompt_prefix": demo_prefix(task, demos), "top_d": cfg.top_d,
         "searched_rows": len(store), "counts": counts, "embedding": {**total, "cache": str(evidence.directory)},
-        "corpus_pass": corpus, "selection_cost": selection["cost"],
-        "candidates": candidates_record(cand_dir, out, cand),
-        "config": to_dict(cfg),
-        "files": {n: file_record(out / n) for n in [f"{sp}.jsonl" for sp in splits] + ["demonstrations.json"]},
-    })
-    return out
+        "corpus_pass": corpus, "selection_cost": selection["cost"]}, files=["demonstrations.json"],
+        config=cfg)  # the config as given (read with k=0: the search covers every sentence)
 
 
 class FullSearchReplay:

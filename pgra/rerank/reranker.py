@@ -24,19 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import MANIFEST, check_disjoint, file_record, write_json, write_manifest
-from ..config import check_config, to_dict
-from ..corpus import CorpusStore
+from ..artifacts import write_json
+from ..config import check_config
 from ..distributed import DistContext, gather_objects, init_distributed, main_computes
 from ..errors import InputError
-from ..interchange import write_records
 from ..lock import locks_output
 from ..progress import progress
 from ..prompts import demo_prefix, render_demo
-from ..retrieval.retrieve import read_candidates_manifest
 from ..selection import get_selector
 from ..selection.base import with_index_encoder
-from ..tasks import Example, TaskSpec, task_from_manifest
+from ..tasks import Example, TaskSpec
 from .base import DEFAULT, reranker_class
 from .config import RerankConfig
 from .core import RERANKED_KIND, PromptGuidedReranker, evidence_cache_key, prompt_key
@@ -44,15 +41,11 @@ from .corpus_pass import embed_rows as _embed_rows
 from .corpus_pass import open_cache as _open_cache
 from .corpus_pass import query_caches_of, run_corpus_pass
 from .stage import (
-    CandidateTexts,
-    candidates_record,
-    effective_candidates,
-    index_path,
+    StageInputs,
     open_corpus,
     run_stage,
     train_queries,
 )
-from .stage import load_split as _load_split
 from .stage import reranked_cost as reranked_cost  # re-exported: its home is pgra.rerank.stage
 
 _open_corpus = open_corpus  # (its home: pgra.rerank.stage)
@@ -150,26 +143,6 @@ def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[
             "cost": asdict(selector.cost)}
 
 
-def stage_inputs(cfg: RerankConfig) -> tuple[dict[str, Any], TaskSpec, CorpusStore | CandidateTexts,
-                                              dict[str, list[dict[str, Any]]], list[str]]:
-    """What a stage over a candidates folder reads, checked: its manifest (as the rerankers read it:
-    :func:`~pgra.rerank.stage.effective_candidates`), the task, the corpus, the records of train and of the
-    requested splits (each cut to the first k candidates) and those splits."""
-    check_config(cfg)
-    if not cfg.candidates or not cfg.out:
-        raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
-    cand = read_candidates_manifest(cfg.candidates)
-    check_disjoint({"out": cfg.out}, {"index": index_path(cfg, cand)})  # recorded with the candidates
-    task = task_from_manifest(cand, Path(cfg.candidates) / MANIFEST, cfg.task)
-    store = _open_corpus(cfg, cand)  # imported candidates (no index): their own texts
-    cand_dir = Path(cfg.candidates)
-    if "train" not in cand["counts"]:
-        raise InputError(f"{cand_dir} has no train split to draw demonstrations from", field="splits")
-    splits = [s for s in cfg.splits if s in cand["counts"]]
-    data = {s: _load_split(cand_dir / f"{s}.jsonl", task, cfg.k) for s in dict.fromkeys(["train", *splits])}
-    return effective_candidates(cfg, cand, store, data), task, store, data, splits
-
-
 @locks_output(kind=RERANKED_KIND)
 def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     """Rerank every requested split of a candidates folder with the reranker ``cfg.reranker`` names; returns the
@@ -177,9 +150,10 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     check_config(cfg)
     if cfg.reranker != DEFAULT:
         return run_stage(reranker_class(cfg.reranker, "rerank.reranker"), cfg, ctx)
-    cand, task, store, data, splits = stage_inputs(cfg)
+    run = StageInputs.read(cfg)
+    cand, task, store, data, splits = run.cand, run.task, run.store, run.data, run.splits
     ctx = ctx or init_distributed()
-    cand_dir, out = Path(cfg.candidates), Path(cfg.out)
+    out = run.out
     selection = main_computes(ctx, lambda: _select(cfg, task, cand, data, splits))
     demos, demos_of = selection["demos"], selection["demos_of"]
     reranker = PromptGuidedReranker.from_config(cfg, task, demos)
@@ -202,8 +176,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     if not ctx.is_main:
         return out
 
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST).unlink(missing_ok=True)
+    run.begin()
     counts, short = {}, 0
     for split in splits:
         recs = data[split]
@@ -215,21 +188,16 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         records = [{**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs,
                     "demonstrations": demo_records(demos_of[split][qi])}
                    for qi, (rec, ctxs) in enumerate(zip(recs, ranked, strict=True))]
-        counts[split] = write_records(out / f"{split}.jsonl", records)
+        counts[split] = run.write_split(split, records)
     if short:
         warnings.warn(f"{short} queries had fewer than d={cfg.top_d} candidates; they keep all they have",
                       stacklevel=2)
     write_json(out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
-    write_manifest(out, {
-        "kind": RERANKED_KIND, "task": to_dict(task), "lm": cfg.lm, "lm_fingerprint": embedder.fingerprint,
+    return run.finish(RERANKED_KIND, {
+        "lm": cfg.lm, "lm_fingerprint": embedder.fingerprint,
         "demo_selection": selection["describe"], "per_query_demonstrations": selection["per_query"],
         "demonstrations": [d.id for d in demos], "prompt_prefix": prefix, "k": cfg.k or cand["k"],
         "top_d": cfg.top_d, "counts": counts, "queries_with_fewer_than_d": short,
-        "embedding": {**total, **info}, "selection_cost": selection["cost"],
-        "candidates": candidates_record(cand_dir, out, cand),
-        "config": to_dict(cfg),
-        "files": {n: file_record(out / n) for n in [f"{sp}.jsonl" for sp in splits] + ["demonstrations.json"]},
-        **({"corpus_pass": corpus_pass} if corpus_pass else {}),
-    })
-    return out
+        "embedding": {**total, **info}, "selection_cost": selection["cost"]},
+        files=["demonstrations.json"], after={"corpus_pass": corpus_pass} if corpus_pass else None)

@@ -7,7 +7,12 @@ split, and writes ``<split>.jsonl`` (each query's top d, best first, with ``scor
 candidates it read. Readers, ``pgra evaluate`` and the analyses read it like a prompt-guided folder. Under several
 processes rank 0 does the work (the other ranks wait).
 
-A killed stage resumes split by split: each finished split is recorded in ``.splits_done.json`` (its file's record,
+Every second stage (this one, the prompt-guided reranker's in :mod:`pgra.rerank.reranker`, the full search's in
+:mod:`pgra.rerank.full_search`) runs through one :class:`StageInputs`: its inputs read and checked before anything
+is written, its folder opened, its splits written, and its manifest's shared blocks (the task, the candidates'
+record, the config, the files' checksums) written last around the body's own fields.
+
+A killed generic stage resumes split by split: each finished split is recorded in ``.splits_done.json`` (its file's record,
 count and LM cost, under the stage's key: the reranker's settings and the candidates' fingerprint); a rerun with
 the same key keeps a recorded split whose file is unchanged and scores only the others.
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -225,58 +231,108 @@ def candidates_record(cand_dir: Path, out: Path, cand: dict[str, Any]) -> dict[s
             "fingerprint": folder_fingerprint(cand_dir), "index": cand["index"]}
 
 
+@dataclass
+class StageInputs:
+    """One second-stage folder's run over a candidates folder (the one runner every second stage's body shares:
+    the prompt-guided reranker's, the generic stage's, the full search's): what it reads, checked before anything
+    is written (:meth:`read`), and its output folder, opened (:meth:`begin`), written split by split
+    (:meth:`write_split`) and finished by its manifest, last (:meth:`finish`: the blocks every second-stage manifest
+    holds, the candidates' record, the config and the files' checksums, around the body's own fields)."""
+
+    cfg: Any
+    cand_dir: Path
+    out: Path
+    cand: dict[str, Any]  # the candidates manifest as the rerankers read it (:func:`effective_candidates`)
+    task: TaskSpec
+    store: CorpusStore | CandidateTexts
+    data: dict[str, list[dict[str, Any]]]  # the requested splits' records (and train's: ``with_train``)
+    splits: list[str]  # the requested splits the candidates hold
+
+    @classmethod
+    def read(cls, cfg: Any, with_train: bool = True) -> StageInputs:
+        """Read and check a stage's inputs: its config, the candidates' manifest, the task, the corpus (refused
+        when another than the candidates were retrieved from, and the output folder disjoint from the index), the
+        records of the requested splits (each cut to the first ``cfg.k`` candidates; every input checked before
+        anything runs) and, ``with_train``, the train split (what demonstrations are drawn from: required)."""
+        from ..retrieval.retrieve import read_candidates_manifest
+
+        check_config(cfg)
+        if not cfg.candidates or not cfg.out:
+            raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
+        cand = read_candidates_manifest(cfg.candidates)
+        check_disjoint({"out": cfg.out}, {"index": index_path(cfg, cand)})  # recorded with the candidates
+        cand_dir = Path(cfg.candidates)
+        task = task_from_manifest(cand, cand_dir / MANIFEST, cfg.task)
+        store = open_corpus(cfg, cand)  # imported candidates (no index): their own texts
+        if with_train and "train" not in cand["counts"]:
+            raise InputError(f"{cand_dir} has no train split to draw demonstrations from", field="splits")
+        splits = [s for s in cfg.splits if s in cand["counts"]]
+        if not splits and not with_train:
+            raise InputError(f"{cand_dir} holds none of the splits {cfg.splits}", field="splits")
+        names = dict.fromkeys(["train", *splits] if with_train else splits)
+        data = {s: load_split(cand_dir / f"{s}.jsonl", task, cfg.k) for s in names}
+        return cls(cfg, cand_dir, Path(cfg.out), effective_candidates(cfg, cand, store, data), task, store, data,
+                   splits)
+
+    def begin(self) -> None:
+        """Open the output folder: made, and its manifest removed (unfinished until :meth:`finish` writes one)."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / MANIFEST).unlink(missing_ok=True)
+
+    def write_split(self, split: str, records: Iterable[dict[str, Any]]) -> int:
+        """Write ``<split>.jsonl`` (atomically); returns its record count."""
+        return write_records(self.out / f"{split}.jsonl", records)
+
+    def finish(self, kind: str, fields: dict[str, Any], files: Sequence[str] = (),
+               after: dict[str, Any] | None = None, config: Any = None) -> Path:
+        """Write the manifest, last: ``kind``, the task, the body's ``fields``, the candidates' record, the config
+        (``config``, default the one the inputs were read with) and the checksums of the split files and
+        ``files``, then ``after``; returns the folder."""
+        write_manifest(self.out, {
+            "kind": kind, "task": to_dict(self.task), **fields,
+            "candidates": candidates_record(self.cand_dir, self.out, self.cand),
+            "config": to_dict(self.cfg if config is None else config),
+            "files": {n: file_record(self.out / n) for n in [f"{s}.jsonl" for s in self.splits] + list(files)},
+            **(after or {}),
+        })
+        return self.out
+
+
 def run_stage(cls: type, cfg: Any, ctx: Any = None) -> Path:
     """Rerank every requested split of ``cfg.candidates`` with the reranker class ``cls`` into ``cfg.out``."""
     from ..distributed import init_distributed
-    from ..retrieval.retrieve import read_candidates_manifest
 
-    check_config(cfg)
-    if not cfg.candidates or not cfg.out:
-        raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
+    run = StageInputs.read(cfg, with_train=False)
     ctx = ctx or init_distributed()
-    cand = read_candidates_manifest(cfg.candidates)
-    check_disjoint({"out": cfg.out}, {"index": index_path(cfg, cand)})
-    cand_dir, out = Path(cfg.candidates), Path(cfg.out)
-    task = task_from_manifest(cand, cand_dir / MANIFEST, cfg.task)
-    store = open_corpus(cfg, cand)
-    splits = [s for s in cfg.splits if s in cand["counts"]]
-    if not splits:
-        raise InputError(f"{cand_dir} holds none of the splits {cfg.splits}", field="splits")
-    data = {s: load_split(cand_dir / f"{s}.jsonl", task, cfg.k) for s in splits}  # every input checked first
-    cand = effective_candidates(cfg, cand, store, data)
     if not ctx.is_main:
-        return out
-    reranker = cls(cfg, task, store, cand)
+        return run.out
+    reranker = cls(cfg, run.task, run.store, run.cand)
     reranker.load()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST).unlink(missing_ok=True)
-    key = _stage_key(cls.key_settings(cfg), folder_fingerprint(cand_dir))
+    run.begin()
+    out = run.out
+    key = _stage_key(cls.key_settings(cfg), folder_fingerprint(run.cand_dir))
     done = _splits_done(out, key)
     counts, short, cost = {}, 0, LMCost()
-    for split in splits:
+    for split in run.splits:
         path = out / f"{split}.jsonl"
         kept = _kept(done["splits"].get(split), path)
         if kept is not None:  # finished before a kill: kept
             counts[split], short, cost = kept["count"], short + kept["short"], cost + LMCost.from_dict(kept["cost"])
             continue
-        recs, before = data[split], reranker.cost()
+        recs, before = run.data[split], reranker.cost()
         top = reranker.rerank([r["text"] for r in recs], [r["ctxs"] for r in recs])
-        counts[split] = write_records(path, [{**{k: v for k, v in r.items() if k != "ctxs"}, "ctxs": c}
-                                             for r, c in zip(recs, top, strict=True)])
+        counts[split] = run.write_split(split, [{**{k: v for k, v in r.items() if k != "ctxs"}, "ctxs": c}
+                                                for r, c in zip(recs, top, strict=True)])
         spent = reranker.cost()
         spent = LMCost(spent.calls - before.calls, spent.tokens - before.tokens)
         done["splits"][split] = {"file": file_record(path), "count": counts[split], "cost": spent.as_dict(),
                                  "short": sum(len(r["ctxs"]) < cfg.top_d for r in recs)}
         short, cost = short + done["splits"][split]["short"], cost + spent
         write_json(out / SPLITS_DONE, done)
-    write_manifest(out, {
-        "kind": RERANKED_KIND, "task": to_dict(task), "reranker": cls.name, "reranker_settings": cls.key_settings(cfg),
-        **reranker.describe(), "k": cfg.k or cand["k"], "top_d": cfg.top_d, "counts": counts,
-        "queries_with_fewer_than_d": short, "cost": cost.as_dict(),
-        "candidates": candidates_record(cand_dir, out, cand),
-        "config": to_dict(cfg), "files": {f"{s}.jsonl": file_record(out / f"{s}.jsonl") for s in splits},
-    })
-    return out
+    return run.finish(RERANKED_KIND, {
+        "reranker": cls.name, "reranker_settings": cls.key_settings(cfg), **reranker.describe(),
+        "k": cfg.k or run.cand["k"], "top_d": cfg.top_d, "counts": counts, "queries_with_fewer_than_d": short,
+        "cost": cost.as_dict()})
 
 
 class Replay:
@@ -403,4 +459,4 @@ def summary(out: str | Path) -> str:
 
 
 __all__ = ["FULL_SEARCH_KIND", "RERANKED_KIND", "CandidateTexts", "candidates_record", "model_of", "Replay", "effective_candidates", "imported_corpus", "index_path", "train_queries",
-           "index_record", "load_split", "open_corpus", "reranked_cost", "reranker_of", "run_stage", "summary"]
+           "index_record", "load_split", "open_corpus", "reranked_cost", "reranker_of", "run_stage", "StageInputs", "summary"]
