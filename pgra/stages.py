@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -104,6 +104,14 @@ class Stage(ABC):
         no record of it prices it). ``fits``: :class:`pgra.experiment.estimate.BenchFits`; ``inputs``: the task's
         inputs; ``texts``: the texts its LM embeds (None: unknown, or it runs none). None: no fit prices it (the
         default: the plan counts it unknown)."""
+        return None
+
+    def embedded_texts(self, rerank: Any, retrieved_k: int, inputs: int | None, corpus: int | None,
+                       stages: Sequence[str], corpus_passed: bool = False) -> int | None:
+        """The texts its LM embeds for one task (what :meth:`price` and the plan's disk estimate read): ``rerank``
+        the task's rerank config, ``retrieved_k`` the first stage's k, ``inputs`` the task's inputs, ``corpus`` the
+        corpus's sentences, ``stages`` every stage the grid builds for the task, ``corpus_passed`` whether its
+        reranked stage embedded the whole corpus. None: unknown, or it runs no LM (the default)."""
         return None
 
     replayable: ClassVar[bool] = False  # whether :meth:`replay` can do its work again on new texts

@@ -688,27 +688,18 @@ def top_layer_shares(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, fl
 
 def stage_embeddings(rerank, retrieved_k: int, inputs: int | None, corpus: int | None, stages: list[str],
                      corpus_passed: bool = False) -> dict[str, int | None]:
-    """The texts each stage's LM embeds (what the bench fit prices; None: unknown). ``reranked``: inputs x k
-    (x the retrieved k with ``corpus_pass: candidates``), at most the corpus (the cache embeds a sentence once per
-    task, unless the prompt is per query), the whole corpus with ``corpus_pass: corpus``; ``full_search``: the
-    corpus, or only its queries when ``corpus_passed`` (the reranked stage's corpus pass embedded the corpus)."""
-    from ..selection import STRATEGIES
+    """The texts each stage's LM embeds (what the bench fit prices; None: unknown, or it runs none), as each stage
+    counts them (:meth:`pgra.stages.Stage.embedded_texts`: a reranked stage's inputs x k at most the corpus, or the
+    corpus; the full search's corpus, or only its queries after a corpus pass, ``corpus_passed``)."""
+    from ..errors import InputError
+    from ..stages import get_stage
 
-    shared = not STRATEGIES[rerank.demo_selection].per_query
-    k = retrieved_k if rerank.corpus_pass == "candidates" else rerank.k or retrieved_k
     out: dict[str, int | None] = {}
     for stage in stages:
-        if stage == "candidates":
+        try:
+            out[stage] = get_stage(stage).embedded_texts(rerank, retrieved_k, inputs, corpus, stages, corpus_passed)
+        except InputError:  # a stage no family names now: nothing to price
             out[stage] = None
-        elif stage == "full_search":
-            out[stage] = (inputs or None) if corpus_passed and "reranked" in stages else corpus
-        elif not _reranked(stage):
-            out[stage] = None  # a plug-in stage: what it computes is its own (not priced here)
-        elif rerank.corpus_pass == "corpus":
-            out[stage] = corpus
-        else:
-            embedded = inputs * k if inputs and k else None
-            out[stage] = min(embedded, corpus) if embedded and corpus and shared else embedded
     return out
 
 

@@ -8,6 +8,7 @@ and the candidates' key; ``full_search``'s the prompt-guided reranker's settings
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,20 @@ class RerankedStage(Stage):
 
         return rerank(config, ctx)
 
+    def embedded_texts(self, rerank: Any, retrieved_k: int, inputs: int | None, corpus: int | None,
+                       stages: Sequence[str], corpus_passed: bool = False) -> int | None:
+        """Its inputs x k (x the retrieved k with ``corpus_pass: candidates``), at most the corpus when every text
+        shares one prompt (the cache embeds a sentence once per task); the whole corpus with ``corpus_pass:
+        corpus``."""
+        from ..selection import STRATEGIES
+
+        if rerank.corpus_pass == "corpus":
+            return corpus
+        shared = not STRATEGIES[rerank.demo_selection].per_query
+        k = retrieved_k if rerank.corpus_pass == "candidates" else rerank.k or retrieved_k
+        embedded = inputs * k if inputs and k else None
+        return min(embedded, corpus) if embedded and corpus and shared else embedded
+
     def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
         """The prompt-guided reranker's LM over the texts it embeds (the bench measures that LM's embedding; another
         reranker's own work has no fit: None)."""
@@ -150,6 +165,11 @@ class FullSearchStage(Stage):
         from .full_search import full_search
 
         return full_search(config, ctx)
+
+    def embedded_texts(self, rerank: Any, retrieved_k: int, inputs: int | None, corpus: int | None,
+                       stages: Sequence[str], corpus_passed: bool = False) -> int | None:
+        """The whole corpus, or only its queries (``inputs``) when the reranked stage's corpus pass embedded it."""
+        return (inputs or None) if corpus_passed and RERANKED in stages else corpus
 
     def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
         """The prompt-guided LM over the texts it embeds (the corpus, or only the queries after a corpus pass)."""
