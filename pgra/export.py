@@ -66,6 +66,7 @@ MAX_IDS = 5_000_000  # excluded corpus ids
 MAX_ID = 1000  # characters of one corpus id
 MAX_COUNT = 1_000_000  # n_passages, k, top_d
 REDO = "(edited by hand? export the run again)"
+PROMPT_GUIDED = "prompt-guided reranking"  # the title of the prompt-guided reranker's stage (Stage.carried)
 
 
 @dataclass
@@ -142,7 +143,6 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
         data = run_data(run, reader)
         check_run_data(run, data, "re-run the experiment (or pgra train) before exporting")
         manifest = read_manifest(data, stage_kinds())
-        files: tuple[str, ...] = ()
         if manifest["kind"] != CANDIDATES_KIND:  # a second stage's folder: its stage says what its replay needs
             stage = stage_of_kind(manifest["kind"])
             if not stage.replayable:
@@ -153,7 +153,9 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
                 check_no_links_out(data / name, data, field="run")
             reranked, data = data, candidates_of(data, manifest)
             rerank_config = manifest.get("config") if isinstance(manifest.get("config"), dict) else None
-            store = {"path": str(carried.store.parent), "copied": copy_index} if carried.store else None
+            if carried.store is not None and copy_index:  # copied: a link out of it is refused, never followed
+                check_no_links_out(carried.store, carried.store, field="copy_index")
+            store = {"path": str(carried.store.parent.resolve()), "copied": copy_index} if carried.store else None
             spec["reranked"] = {"kind": manifest["kind"], "title": carried.title, "lm": carried.model,
                                 "lm_fingerprint": carried.model_fingerprint,
                                 "copied_lm": bool(copy_lm and carried.model), "top_d": manifest["top_d"],
@@ -168,7 +170,7 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
                     excluded=sorted(recorded_exclusions(cand, data)), candidates=cand)
     index = _folder_to_copy(spec["index"]["path"], "copy_index", "the index") if copy_index and spec["index"] \
         else None
-    lm = _folder_to_copy(spec["reranked"]["lm"], "copy_lm", "the reranking LM") \
+    lm = _folder_to_copy(spec["reranked"]["lm"], "copy_lm", "the second stage's model") \
         if copy_lm and spec["reranked"] and spec["reranked"]["lm"] else None
     if lm is not None:
         verify_safetensors(lm)
@@ -465,7 +467,8 @@ def model_card(run: Path, spec: dict[str, Any], reader: dict[str, Any], name: st
     lines = ["---", _front_matter(task, metric, metrics, name, model, spec).rstrip("\n"), "---", "",
              f"# {task['name']}: a {kind} reader exported by pgra {spec['pgra']}", "",
              "A Fusion-in-Decoder reader that classifies a text from the text and the evidence sentences a "
-             "first-stage retriever" + (f" and a second stage ({second})" if second else "") +
+             "first-stage retriever" + (" and a prompt-guided LM reranker" if second == PROMPT_GUIDED else
+                                         f" and a second stage ({second})" if second else "") +
              " find for it in an external corpus (PGRA, Guo et al. 2023).", "",
              "## Task and labels", "", f"Task `{task['name']}`, metric {metric}.", "",
              "| label | reader word |", "|---|---|",
@@ -503,11 +506,11 @@ def model_card(run: Path, spec: dict[str, Any], reader: dict[str, Any], name: st
     lines += ["", "## Evidence pipeline", ""]
     if spec["reranked"]:
         r = spec["reranked"]
-        model = (f"`{display_name(str(r['lm']))}` ({second}" + (", copied into lm/)" if r["copied_lm"] else
-                 ", not copied: pass `lm=` when loading elsewhere)")) if r["lm"] else second
+        scorer = (f"`{display_name(str(r['lm']))}` ({second}" + (", copied into lm/)" if r["copied_lm"] else
+                  ", not copied: pass `lm=` when loading elsewhere)")) if r["lm"] else second
         reads = "the whole corpus" if r.get("store") else f"the first {r['k']} candidates" if r["k"] else \
             "every candidate"
-        lines.append(f"- reranker: {model} re-scores {reads}, keeps d={r['top_d']}")
+        lines.append(f"- reranker: {scorer} re-scores {reads}, keeps d={r['top_d']}")
         if r.get("store"):
             lines.append("- the corpus pass's embeddings it searches: " + (
                 "copied into store/" if r["store"]["copied"] else
@@ -538,10 +541,12 @@ def _kind(spec: dict[str, Any]) -> tuple[str, str]:
     r = spec["reranked"]
     if not r:
         return ("FiD" if spec["n_passages"] else "no-retrieval"), ""
-    title = r.get("title") or "prompt-guided reranking"  # exports before any other stage's were the reranker's
-    if r.get("kind", "reranked") != "reranked":
+    from .rerank.stage import FULL_SEARCH_KIND
+
+    title = r.get("title") or PROMPT_GUIDED  # exports before any other stage's were the prompt-guided reranker's
+    if r.get("kind") == FULL_SEARCH_KIND:
         return "PGRA (whole corpus)", title
-    return ("PGRA" if title == "prompt-guided reranking" else f"FiD + {title}"), title
+    return ("PGRA" if title == PROMPT_GUIDED else f"FiD + {title}"), title
 
 
 def _front_matter(task: dict[str, Any], metric: str, metrics: dict[str, Any], name: str, model: Any,
@@ -676,8 +681,10 @@ def read_export(directory: str | Path) -> dict[str, Any]:
     the field, never a KeyError later): a JSON object of kind ``export`` up to 64 MiB; ``n_passages``; ``index``
     (null, or a pointer with ``copied``, ``path``, ``corpus_content_sha256``, then ``k``,
     ``exclude_query_text`` and ``excluded`` beside it; ``encoder`` and ``copied_encoder`` when there);
-    ``reranked`` (null, or ``lm``, ``copied_lm``, ``top_d``, ``k``); the copies it names (``index/``,
-    ``encoder/``, ``lm/``, ``reranked/``) stay inside the folder."""
+    ``reranked`` (null, or ``lm`` (null for a reranker without a model), ``copied_lm``, ``top_d``, ``k`` and, in
+    exports of any stage's run, ``kind`` (a registered stage's), ``title`` and ``store`` (a full search's: ``path``,
+    ``copied``)); the copies it names (``index/``, ``encoder/``, ``lm/``, ``reranked/``, ``store/``) stay inside the
+    folder."""
     from .artifacts import path_under
 
     directory = Path(directory)
@@ -715,7 +722,9 @@ def read_export(directory: str | Path) -> dict[str, Any]:
     if r is not None:
         path_under(directory, "reranked")
         if "kind" in r:  # absent from exports before any stage's run was exported (the prompt-guided reranker's)
-            _field(r, "kind", path, "a stage folder's kind", _is_text, "reranked.")
+            from .stages import stage_kinds
+
+            _field(r, "kind", path, f"one of {', '.join(stage_kinds())}", lambda v: v in stage_kinds(), "reranked.")
         _field(r, "lm", path, "null, a path or a hub id", lambda v: v is None or _is_text(v), "reranked.")
         if _field(r, "copied_lm", path, "true or false", _is_bool, "reranked."):
             if r["lm"] is None:
@@ -730,6 +739,12 @@ def read_export(directory: str | Path) -> dict[str, Any]:
             if _field(store, "copied", path, "true or false", _is_bool, "reranked.store."):
                 path_under(directory, "store")
             _field(store, "path", path, "a path", _is_text, "reranked.store.")
+        from .rerank.stage import FULL_SEARCH_KIND
+
+        if r.get("kind") == FULL_SEARCH_KIND and (store is None or r["lm"] is None):
+            raise InputError(f"a search of the whole corpus needs its LM and the store of vectors it searches "
+                             f"(reranked.{'store' if store is None else 'lm'} is missing) {REDO}", path=path,
+                             field=f"reranked.{'store' if store is None else 'lm'}")
     return spec
 
 

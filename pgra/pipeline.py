@@ -55,8 +55,8 @@ class Pipeline:
         Face Hub id ``USER/NAME`` of one uploaded, downloaded with ``huggingface_hub``), and the index, LM and
         settings it used. ``trust_remote_code``: let the encoder and LMs run their own code; what the run's
         manifests recorded never does (a model that ran with its own code is refused without it).
-        ``index`` / ``encoder`` / ``lm``: an export's index, the index's query encoder and the reranking LM where
-        they are on this machine (when it holds no copy), each refused when it holds other files than the run used
+        ``index`` / ``encoder`` / ``lm``: an export's index, the index's query encoder and its second stage's model
+        (the reranking LM, a cross-encoder's or UPR's model) where they are on this machine (when it holds no copy), each refused when it holds other files than the run used
         (``encoder`` also applies to a run whose index's encoder moved). ``verbose``: show the libraries' progress
         bars, load reports and expected warnings here and in :meth:`predict` (quiet by default, as the CLI is)."""
         from .hub import export_folder

@@ -131,8 +131,13 @@ class Stage(ABC):
     @classmethod
     def carried(cls, folder: Path, manifest: dict[str, Any]) -> Carried:
         """What ``pgra export`` carries of this stage's folder for :meth:`replay` to run elsewhere (checked here:
-        a folder whose replay needs what an export cannot carry is an InputError saying why)."""
-        raise cls.not_replayable(folder)
+        a folder whose replay needs what an export cannot carry is an InputError saying why). A stage that does not
+        say cannot be exported (the default)."""
+        if not cls.replayable:
+            raise cls.not_replayable(folder)
+        raise InputError(f"{folder} was built by the {cls.family} stage, which does not say what its replay needs "
+                         "elsewhere (Stage.carried): Pipeline.load(run) predicts with it where it was made",
+                         path=folder, field="kind")
 
     @classmethod
     def not_replayable(cls, folder: Path) -> InputError:

@@ -250,6 +250,13 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
     got = Pipeline.load(copied).predict([x["text"] for x in saved])  # the cache is gone: the copy searches
     assert [[str(e["id"]) for e in g["evidence"]] for g in got] == [[str(i) for i in x["evidence"]] for x in saved]
     assert [g["prediction"] for g in got] == [x["prediction"] for x in saved]
+    # an export.json edited to drop the store of a full search is refused by name, before any model loads
+    spec = json.loads((copied / "export.json").read_text())
+    spec["reranked"]["store"] = None
+    (copied / "export.json").write_text(json.dumps(spec))
+    with pytest.raises(InputError) as e:
+        Pipeline.load(copied)
+    assert e.value.field == "reranked.store"
     # a store that is gone or incomplete is refused when exporting, before anything is written
     assert main(["export", "--run", str(run), "--out", str(tmp_path / "shared-late"), "--copy-index"]) == 2
     assert not (tmp_path / "shared-late" / "export.json").exists()

@@ -78,6 +78,17 @@ def test_cell_estimates_and_their_sources():
     assert fitted.seconds == pytest.approx(208.0) and fitted.source == "bench fit X" and fitted.device == "cpu"
     unknown = estimate_cell("mr", "knn_vote", {"knn_vote": {"k": 3}}, records, inputs, fits)
     assert unknown.seconds is None and unknown.text() == "cost unknown (no record of this method, no bench fit)"
+    # each method's own cost model prices it; a method without one whose settings are a reader's (a plug-in built
+    # on Method, or a name no method has now) is priced as a reader, as its settings show
+    from pgra.methods import METHODS, register_method
+    from tests.toys import toy_method
+
+    register_method(toy_method.Majority)
+    try:
+        for name in ("toy_majority", "no_such_method"):
+            assert estimate_cell("cr", name, other, records, {"cr": None}, fits).seconds == pytest.approx(208.0)
+    finally:
+        METHODS.pop("toy_majority")
     assert same.text() == "~2.5 min gpu (recorded: mr/fid/seed-1, mr/fid/seed-2)"
 
 

@@ -305,6 +305,8 @@ def test_evaluate_reproduces_and_pipeline_predicts_like_the_run(grid, tmp_path, 
         assert sorted(p.name for p in (shared / "reranked").iterdir()) == ["manifest.json"]
         card = (shared / "README.md").read_text()
         assert "FiD + " in card and "prompt-guided-reranking" not in card and str(tmp_path) not in card
+        reader_line = next(x for x in card.splitlines() if x.startswith("- reader: "))
+        assert f"`{Path(grid['reader']['model']).name}`" in reader_line, reader_line  # the reader's model
         saved = _lines(out / method / "seed-1" / "predictions_test.jsonl")
         got = Pipeline.load(shared).predict([s["text"] for s in saved])
         assert [g["prediction"] for g in got] == [s["prediction"] for s in saved], method

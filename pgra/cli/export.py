@@ -16,10 +16,13 @@ class ExportOptions:
     out: str = option("", help="the folder to write (weights, tokenizer, configs, demonstrations, model card); "
                       "a re-run replaces its own export there, any other folder pgra wrote is refused")
     copy_index: bool = option(False, help="copy the first-stage index into the folder, and a dense index's encoder "
-                              "folder (an encoder given as a hub id is recorded by it); else a pointer with the corpus "
-                              "fingerprint: Pipeline.load(DIR, index=PATH, encoder=PATH) elsewhere")
-    copy_lm: bool = option(False, help="copy the reranking LM's folder into the folder (else its recorded path "
-                           "or hub id with its fingerprint: Pipeline.load(DIR, lm=PATH) elsewhere)")
+                              "folder (an encoder given as a hub id is recorded by it), and for a pgra_full run the "
+                              "corpus pass's embeddings it searches (sentences x the LM's width x 4 bytes); else "
+                              "pointers with the corpus fingerprint: Pipeline.load(DIR, index=PATH, encoder=PATH) "
+                              "elsewhere")
+    copy_lm: bool = option(False, help="copy the second stage's model folder into the folder (the reranking LM, a "
+                           "cross-encoder's or UPR's model; else its recorded path or hub id with its fingerprint: "
+                           "Pipeline.load(DIR, lm=PATH) elsewhere)")
     push_to_hub: str = option("", metavar="REPO", help="then upload the folder to this Hugging Face Hub model "
                               "repository (USER/NAME; created when missing) with the token of HF_TOKEN or "
                               "`hf auth login`")

@@ -629,15 +629,18 @@ def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, s
 def method_class(method: str, settings: dict[str, Any]) -> type:
     """The class registered as ``method`` (whose :meth:`~pgra.methods.Method.price` is its cost model); for a name
     no method has (a record of a method since removed), the kind its settings show: a reader, in-context learning or
-    any other cell."""
+    any other cell; likewise for a method with no cost model of its own (:meth:`pgra.methods.Method.price`)."""
     from ..errors import InputError
     from ..methods import ICL, METHODS, Method
     from ..methods.reader_method import ReaderMethod
 
+    shown = ReaderMethod if settings.get("reader") else ICL if settings.get("icl") else Method
     try:
-        return METHODS.part(method)
+        cls = METHODS.part(method)
     except InputError:
-        return ReaderMethod if settings.get("reader") else ICL if settings.get("icl") else Method
+        return shown
+    # a method without a cost model of its own whose settings are a reader's or in-context learning's: priced as one
+    return shown if getattr(cls.price, "__func__", None) is Method.price.__func__ else cls
 
 
 def _corpus_size(exp: GridView) -> int | None:

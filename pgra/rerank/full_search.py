@@ -126,7 +126,11 @@ class FullSearchReplay:
         key = evidence_cache_key(prompt_key(embedder, m["lm"], task, demos), corpus.fingerprint)
         if store is not None:  # a copy: its key names the LM as the machine that copied it did
             key = _stored_key(Path(store), key, folder)
-        where = Path(store) if store is not None else Path(m["embedding"]["cache"]).parent
+        recorded = (m.get("embedding") or {}).get("cache") if isinstance(m.get("embedding"), dict) else None
+        if store is None and not recorded:
+            raise InputError(f"names no cache of the corpus pass's embeddings it searched: {WHERE_EMBEDDINGS}",
+                             path=folder / MANIFEST, field="embedding.cache")
+        where = Path(store) if store is not None else Path(recorded).parent
         rows = np.arange(len(corpus))
         try:
             cache = EmbeddingCache(where, key, len(corpus), embedder.dim, create=False)
@@ -154,11 +158,13 @@ def complete_store(cache: str | Path) -> dict:
     from ..artifacts import read_json
 
     cache = Path(cache)
-    try:
+    try:  # read only: the exporter may not own the cache
         meta = read_json(cache / "key.json")
-        EmbeddingCache(cache.parent, meta["key"], int(meta["size"]), int(meta["dim"]), meta.get("dtype", "float32"),
-                       create=False)
+        size, dim = int(meta["size"]), int(meta["dim"])
+        vectors = np.load(cache / "vectors.npy", mmap_mode="r", allow_pickle=False)
         done = np.load(cache / "done.npy", mmap_mode="r", allow_pickle=False)
+        if vectors.shape != (size, dim) or done.shape != (size,):
+            raise ValueError(f"shapes {vectors.shape} and {done.shape}, not ({size}, {dim})")
     except Exception as e:  # gone, damaged, another key
         raise InputError(f"the corpus pass's embeddings pgra_full searches are not readable in {cache} "
                          f"({type(e).__name__}): run the experiment's full_search stage again", field="embedding") \

@@ -380,8 +380,9 @@ class Replay:
                       isinstance(recorded, dict) else recorded}
         reranker = kind(cfg, task, corpus, candidates)
         reranker.load()
-        now = reranker.describe()  # its models' fingerprints: hashed once (a model moved is the same model)
-        changed = [k for k, v in now.items() if k.endswith("fingerprint") and k in m and m[k] != v]
+        now = reranker.describe()  # its models' fingerprints: hashed once
+        moved = model_of(m)[0] if model is not None else None  # given elsewhere: its recorded path may differ
+        changed = [k for k, v in now.items() if k in m and m[k] != v and not (moved is not None and m[k] == moved)]
         if changed:
             raise StaleArtifactError(f"{reranked} was reranked with other files than those given "
                                      f"({', '.join(changed)} differs): its reranking cannot be replayed with them")
@@ -404,7 +405,9 @@ def model_of(manifest: dict[str, Any]) -> tuple[str | None, str | None]:
     value: Any = manifest.get("config") or {}
     for part in field.split("."):
         value = value.get(part) if isinstance(value, dict) else None
-    fingerprint = next((v for k, v in manifest.items() if k.endswith("_fingerprint") and isinstance(v, str)), None)
+    own = f"{field.rsplit('.', 1)[-1]}_fingerprint"  # as describe() records it: model_fingerprint, lm_fingerprint
+    fingerprint = manifest.get(own) if isinstance(manifest.get(own), str) else \
+        next((v for k, v in manifest.items() if k.endswith("_fingerprint") and isinstance(v, str)), None)
     return (str(value) if value else None), fingerprint
 
 

@@ -190,9 +190,15 @@ class FullSearchStage(Stage):
     @classmethod
     def carried(cls, folder: Path, manifest: dict[str, Any]) -> Carried:
         """Its demonstrations, its LM and the corpus pass's embeddings it searches (checked complete here)."""
+        from ..errors import InputError
         from .full_search import complete_store
 
-        cache = Path(manifest["embedding"]["cache"])
+        embedding = manifest.get("embedding")
+        cache = embedding.get("cache") if isinstance(embedding, dict) else None
+        if not isinstance(cache, str) or not cache:
+            raise InputError("names no cache of the corpus pass's embeddings it searched (embedding.cache): run the "
+                             "experiment's full_search stage again", path=folder / MANIFEST, field="embedding.cache")
+        cache = Path(cache).resolve()
         complete_store(cache)
         return Carried(files=("demonstrations.json",), model=manifest["lm"], model_fingerprint=manifest["lm_fingerprint"],
                        store=cache, title="prompt-guided search of the whole corpus")
