@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import read_json
-from ..cost import model_dim
+from ..cost import Priced, model_dim
 from ..errors import PgraError
 from ..reader.cost_model import encoder_layers, evaluated_inputs, trained_layers
 from .layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
@@ -346,6 +346,14 @@ class BenchFits:
             fits.rerank_source = (f"bench {path.name}: {fits.rerank[0]:.1f} s + {1000 * fits.rerank[1]:.0f} ms per "
                                   "candidate, SmolLM2-135M fp32, 2-core CPU")
         return fits
+
+    def cpu_price(self, kind: str, inputs: int | None, scale: float = 1.0) -> Priced | None:
+        """``kind``'s measured fixed part plus ``inputs`` x its seconds per input (:meth:`CpuCellCosts.price`) on a
+        CPU; None on a GPU or without ``bench/results/cpu_cell_costs.json``."""
+        if self.cpu_cells is None or self.device != "cpu":
+            return None
+        priced = self.cpu_cells.price(kind, inputs, scale)
+        return Priced(priced[0], priced[1], self.device) if priced is not None else None
 
     def reader_seconds(self, steps: int, passages: int, batch: int, trained_layers: int | None = None,
                        encoder_layers: int | None = None, inputs: int | None = None,

@@ -159,12 +159,7 @@ class Method(ABC):
         task's inputs; ``splits``: its inputs per split (None: unknown); ``disk``: the cosmetic settings of what it
         keeps. None: no fit prices it (the plan counts it unknown). By default, on a CPU, the measured fixed part of
         a cell plus its seconds per input of every split (``bench/bench_cpu_cell_costs.py``)."""
-        from ..cost import Priced
-
-        if fits.cpu_cells is None or fits.device != "cpu" or splits is None:
-            return None
-        priced = fits.cpu_cells.price("cell", sum(splits.values()))
-        return Priced(priced[0], priced[1], fits.device) if priced is not None else None
+        return fits.cpu_price("cell", sum(splits.values())) if splits is not None else None
 
     @classmethod
     @abstractmethod

@@ -51,15 +51,12 @@ class ICL(Method):
               disk: dict[str, Any] | None = None) -> Priced | None:
         """On a CPU: the fixed part of an in-context cell plus the inputs it predicts (its ``splits``), each at its
         demonstrations over the bench's (a prompt of m demonstrations and the input costs about m + 1 inputs')."""
-        from ..cost import Priced
-
-        if fits.cpu_cells is None or fits.device != "cpu" or splits is None:
+        if fits.cpu_cells is None or splits is None:
             return None
-        costs = fits.cpu_cells
+        bench_demos = fits.cpu_cells.icl_demos
         predicted = sum(splits.get(str(name), 0) for name in settings.get("splits") or ["test"])
-        demos = int((settings.get("icl") or {}).get("num_demos", costs.icl_demos) or 0)
-        priced = costs.price("icl", predicted, (demos + 1) / (costs.icl_demos + 1))
-        return Priced(priced[0], priced[1], fits.device) if priced is not None else None
+        demos = int((settings.get("icl") or {}).get("num_demos", bench_demos) or 0)
+        return fits.cpu_price("icl", predicted, (demos + 1) / (bench_demos + 1))
 
     def settings(self) -> dict[str, Any]:
         from ..icl.run import icl_settings

@@ -37,9 +37,9 @@ def _lm_price(fits: Any, family: str, inputs: int | None, texts: int | None) -> 
     if seconds is None:
         return None
     source = f"{fits.rerank_source}, {texts} candidates"
-    fixed = fits.cpu_cells.price(family, inputs) if fits.cpu_cells is not None and fits.device == "cpu" else None
+    fixed = fits.cpu_price(family, inputs)
     if fixed is not None:
-        seconds, source = max(seconds + fixed[0], 0.0), f"{source}; plus {fixed[1]}"
+        seconds, source = max(seconds + fixed.seconds, 0.0), f"{source}; plus {fixed.source}"
     return Priced(seconds, source, fits.device)
 
 

@@ -43,10 +43,7 @@ class CandidatesStage(Stage):
 
     def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
         """On a CPU: the measured fixed part of retrieving a task plus its seconds per input of every split."""
-        if fits.cpu_cells is None or fits.device != "cpu" or not inputs:
-            return None
-        priced = fits.cpu_cells.price(self.family, inputs)
-        return Priced(priced[0], priced[1], fits.device) if priced is not None else None
+        return fits.cpu_price(self.family, inputs) if inputs else None
 
 
 __all__ = ["CandidatesStage"]
