@@ -492,6 +492,33 @@ def test_two_process_analyze_equals_single_process(finished, tmp_path):
         assert one[name] == two[name], name
 
 
+def test_a_bundles_results_analyses_equal_its_experiments(finished, tmp_path):
+    """`pgra report BUNDLE --analyses ...` computes what `pgra analyze` computes on the experiment, but for what
+    needs the stages' data (PGRA's rank shift)."""
+    import yaml
+
+    from pgra.cli import main
+    from pgra.evaluation.bundle import write_bundle
+
+    cfg, _ = finished
+    out = Path(cfg["out"])
+    path = tmp_path / "analyze.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    names = "differences,calibration,cost"
+    assert main(["analyze", "--config", str(path), f"analysis.analyses={names}"]) == 0
+    write_bundle(out, tmp_path / "bundle")
+    assert main(["report", str(tmp_path / "bundle"), "--analyses", names, "--bootstrap", "100"]) == 0
+    experiment = json.loads((out / "analysis" / "analysis.json").read_text())["tables"]
+    bundle = json.loads((tmp_path / "bundle" / "analysis" / "analysis.json").read_text())["tables"]
+    assert bundle["calibration"] == experiment["calibration"] and bundle["cost"] == experiment["cost"]
+    assert experiment["cost"][0]["tokens"] and experiment["differences"][0]["rank_shift"]
+    assert bundle["differences"] == [{k: v for k, v in row.items() if k != "rank_shift"}
+                                     for row in experiment["differences"]]
+    assert bundle["differences"][0]["overlap"]["pairs"] == len(_lines(out / "sky" / "fid" / "seed-1" /
+                                                                      "predictions_test.jsonl"))
+    assert main(["bundle", str(out), "--out", str(tmp_path / "bundle")]) == 0  # its analyses are no stranger's files
+
+
 def test_paper_analysis_section_builds_its_variants(tmp_path):
     """The paper config's analyses: every retriever and sweep point is a valid experiment config."""
     from pgra.analysis.variants import variant_config

@@ -228,3 +228,50 @@ def test_a_hand_made_cell_in_a_bundle_and_a_split_name_that_leaves_its_cell_are_
     cell.write_text(json.dumps(record))
     assert "a split" in one_error_line(["bundle", str(whole), "--out", str(tmp_path / "b2")], capsys)
     assert not (tmp_path / "b2").exists() and not list(tmp_path.glob("escape*"))
+
+
+def _with_evidence(root: Path) -> None:
+    """Give every prediction the evidence ids its reader read: FiD [i, i+1]; PGRA shares i with FiD on even inputs
+    and nothing on odd ones."""
+    for path in root.glob("*/*/seed-*/predictions_test.jsonl"):
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        for i, line in enumerate(lines):
+            line["evidence"] = [i, i + 1] if path.parents[1].name == "fid" else \
+                ([i, 100 + i] if i % 2 == 0 else [200 + i, 300 + i])
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_results_analyses_of_experiments_run_apart_equal_the_one_folder_ones(apart, tmp_path, capsys):
+    whole, a, b = apart
+    for root in apart:
+        _with_evidence(root)
+    args = ["--analyses", "differences,calibration", "--bootstrap", "200"]
+    assert main(["report", str(whole), *args]) == 0
+    write_bundle(a, tmp_path / "bundle-a")  # a bundle and an experiment folder, merged
+    assert main(["report", str(tmp_path / "bundle-a"), str(b), "--out", str(tmp_path / "m"), *args]) == 0
+    assert "analyses (differences, calibration) written to" in capsys.readouterr().out
+    one = json.loads((whole / "analysis" / "analysis.json").read_text())["tables"]
+    merged = json.loads((tmp_path / "m" / "analysis" / "analysis.json").read_text())["tables"]
+    assert merged == one and set(one) == {"differences", "calibration"}
+    # by hand: 10 inputs x 3 seeds of sst2; FiD and PGRA share 1 of 2 sentences on the 5 even inputs, none on the odd
+    sst2 = next(r for r in one["differences"] if r["task"] == "sst2")
+    o = sst2["overlap"]
+    assert o["d"] == 2 and o["pairs"] == 30 and o["mean_overlap"] == pytest.approx(0.25)
+    assert [(r["shared"], r["inputs"]) for r in o["rows"]] == [(0, 15), (1, 15), (2, 0)]
+    assert "rank_shift" not in sst2  # the reranked stage's records are its data: not in a bundle
+    fid = next(r for r in one["calibration"] if (r["task"], r["method"]) == ("sst2", "fid"))
+    assert fid["seeds"] == [1, 2, 3] and fid["accuracy"] == pytest.approx(0.7)
+    assert (tmp_path / "m" / "analysis" / "overlap.png").read_bytes()[:4] == b"\x89PNG"
+    assert "analysis/overlap.png" in (tmp_path / "m" / "results.md").read_text()  # linked from the report
+    verify_bundle(tmp_path / "bundle-a")  # the sources are only read
+
+
+def test_analyses_that_need_the_experiment_are_refused_on_results(apart, tmp_path, capsys):
+    whole, _, _ = apart
+    write_bundle(whole, tmp_path / "bundle")
+    line = one_error_line(["report", str(tmp_path / "bundle"), "--out", str(tmp_path / "m"),
+                           "--analyses", "differences,consistency"], capsys)
+    assert "consistency needs the experiment folder" in line and "differences, calibration, cost" in line
+    assert not (tmp_path / "m").exists()  # nothing written
+    line = one_error_line(["report", str(tmp_path / "bundle"), "--analyses", "nonesuch"], capsys)
+    assert "unknown analysis 'nonesuch'" in line

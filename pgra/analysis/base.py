@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .writer import Writer
 
 Rows = list[dict[str, Any]]
+READS = ("experiment", "results")  # what an analysis needs (Analysis.reads)
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,10 @@ class Analysis:
     (``option(path_segment=True)``, checked with every config). What it runs besides reading the experiment, for
     ``pgra analyze --dry-run`` (:mod:`pgra.analysis.plan`) to price without running: ``variants(runs)``, the grids
     it runs as ``(label, Experiment)``; ``reranks(runs)``, rerank stages outside any grid as ``(task, what,
-    done)``.
+    done)``. ``reads``: ``"experiment"`` when it needs the experiment folder (stage data, models, a grid of its
+    own), ``"results"`` when the cells' records, predictions (with their evidence ids) and the stages' key and cost
+    records are enough: then it also runs on results bundles and merged reports (``pgra report ... --analyses``,
+    :class:`~pgra.analysis.results.ResultsRuns`).
     """
 
     name: str
@@ -49,6 +53,11 @@ class Analysis:
     path_segment: bool = False
     variants: Callable[[ExperimentRuns], list[tuple[str, Experiment]]] | None = None
     reranks: Callable[[ExperimentRuns], list[tuple[str, str, bool]]] | None = None
+    reads: str = "experiment"  # or "results": it runs on bundles too
+
+    def __post_init__(self) -> None:
+        if self.reads not in READS:
+            raise ValueError(f"analysis {self.name!r}: reads must be one of {READS}, not {self.reads!r}")
 
     def default_options(self) -> Callable[[], Any]:
         """The default factory of its options section."""
@@ -78,4 +87,4 @@ use_analyses(ANALYSES)  # the ``analysis:`` section is built from it (.config si
 analysis_names = ANALYSES.names  # the registered analyses, in the order ``pgra analyze`` runs and shows them
 
 
-__all__ = ["ANALYSES", "BUILTIN", "Analysis", "Rows", "analysis_names", "load_builtin", "register_analysis"]
+__all__ = ["ANALYSES", "BUILTIN", "READS", "Analysis", "Rows", "analysis_names", "load_builtin", "register_analysis"]

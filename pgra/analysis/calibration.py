@@ -101,7 +101,7 @@ def method_calibration(runs: ExperimentRuns, task: str, method: str, n_bins: int
              if len(seeds) > 1 else None)
     ece_mean, ece_std = _mean_std(ece)
     brier_mean, brier_std = _mean_std(brier)
-    seed_independent = not runs.experiment.method(task, method).depends_on_seed()
+    seed_independent = runs.seed_independent(task, method)
     return {"task": runs.task_name(task), "method": method, "seeds": seeds, "scored_seeds": scored,
             "seed_independent": seed_independent,
             "inputs": len(pooled), "accuracy": statistics.fmean(str(x["prediction"]) == str(x["label"]) for s in seeds
@@ -158,7 +158,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
 
 
 register_analysis(Analysis("calibration", compute=lambda runs, ctx: calibration(runs), render=render,
-                           config=CalibrationConfig, help="calibration of the scores"))
+                           config=CalibrationConfig, help="calibration of the scores", reads="results"))
 
 
 __all__ = ["calibration", "confidence_pairs", "expected_calibration_error", "method_calibration",

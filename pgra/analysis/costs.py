@@ -26,7 +26,7 @@ from .writer import Writer, number, pct
 
 def stage_cost(runs: ExperimentRuns, task: str, stage: str) -> dict[str, Any] | None:
     """The cost record of a task's stage folder, when it belongs to the stage's current build."""
-    folder = runs.experiment.stage_dir(task, stage)
+    folder = runs.stage_dir(task, stage)
     path, key = folder / STAGE_COST_FILE, folder / STAGE_KEY_FILE
     if not (path.exists() and key.exists()):
         return None
@@ -169,7 +169,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                  "dominated by another method).")
 
 
-register_analysis(Analysis("cost", compute=lambda runs, ctx: cost_table(runs), render=render))
+register_analysis(Analysis("cost", compute=lambda runs, ctx: cost_table(runs), render=render, reads="results"))
 
 
 __all__ = ["cost_table", "dominated", "method_cost", "stage_cost", "stages_needed"]

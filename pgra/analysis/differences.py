@@ -61,9 +61,9 @@ def method_differences(runs: ExperimentRuns) -> list[dict[str, Any]]:
             fid = {str(x["id"]): x for x in runs.predictions(task, "fid", seed)}
             pairs += [(fid[str(x["id"])], x) for x in runs.predictions(task, "pgra", seed) if str(x["id"]) in fid]
         row: dict[str, Any] = {"task": runs.task_name(task), "seeds": seeds}
-        if pairs:
+        if pairs and d:  # (d = 0: no evidence read, nothing to overlap)
             row["overlap"] = overlap_table(pairs, d)
-        if "reranked" in runs.experiment.reranked_stages():
+        if "reranked" in runs.reranked_stages():  # a bundle keeps no stage data: no rank shift
             row["rank_shift"] = rank_shift(list(runs.stage_records(task, "reranked").values()), d)
         others = {}
         for reranker, stage, method in runs.other_rerankers():  # the grid's other rerankers, each against FiD
@@ -74,8 +74,9 @@ def method_differences(runs: ExperimentRuns) -> list[dict[str, Any]]:
                 fid = {str(x["id"]): x for x in runs.predictions(task, "fid", seed)}
                 pairs += [(fid[str(x["id"])], x) for x in runs.predictions(task, method, seed) if str(x["id"]) in fid]
             others[method] = {"reranker": reranker, "seeds": both,
-                              "rank_shift": rank_shift(list(runs.stage_records(task, stage).values()), d_m),
-                              **({"overlap": overlap_table(pairs, d_m)} if pairs else {})}
+                              **({"rank_shift": rank_shift(list(runs.stage_records(task, stage).values()), d_m)}
+                                 if stage in runs.reranked_stages() else {}),
+                              **({"overlap": overlap_table(pairs, d_m)} if pairs and d_m else {})}
         if others:  # (a grid of the prompt-guided reranker alone: rows as before)
             row["rerankers"] = others
         out.append(row)
@@ -117,13 +118,16 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                      *md_table(["first-stage rank", *s["histogram"]], [["kept", *s["histogram"].values()]]), ""]
     for r in rows:
         for method, o in r.get("rerankers", {}).items():
-            s, ov = o["rank_shift"], o.get("overlap")
-            line = (f"**{r['task']}, {method}** ({o['reranker']}): its top {s['d']} come from first-stage rank "
-                    f"{s['mean_rank']:.2f} on average, {pct(s['promoted'])}% from beyond the first stage's top {s['d']}")
+            s, ov = o.get("rank_shift"), o.get("overlap")
+            said = []
+            if s:
+                said.append(f"its top {s['d']} come from first-stage rank {s['mean_rank']:.2f} on average, "
+                            f"{pct(s['promoted'])}% from beyond the first stage's top {s['d']}")
             if ov:
-                line += (f"; against FiD, mean overlap@{ov['d']} {pct(ov['mean_overlap'])}%, predictions differ on "
-                         f"{ov['differing']} of {ov['pairs']} input-seed pairs")
-            w.md += [line + ".", ""]
+                said.append(f"against FiD, mean overlap@{ov['d']} {pct(ov['mean_overlap'])}%, predictions differ on "
+                            f"{ov['differing']} of {ov['pairs']} input-seed pairs")
+            if said:
+                w.md += [f"**{r['task']}, {method}** ({o['reranker']}): " + "; ".join(said) + ".", ""]
     if overlap_series and len(set(map(len, overlap_series.values()))) == 1:
         path = grouped_bars(w.runs.out / "overlap.png", groups, overlap_series,
                             "Predictions that differ, by evidence overlap of FiD and PGRA",
@@ -142,7 +146,8 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                  "the dashed line: sentences FiD does not read.")
 
 
-register_analysis(Analysis("differences", compute=lambda runs, ctx: method_differences(runs), render=render))
+register_analysis(Analysis("differences", compute=lambda runs, ctx: method_differences(runs), render=render,
+                           reads="results"))
 
 
 __all__ = ["method_differences", "overlap_at_d", "overlap_table", "rank_shift"]

@@ -33,9 +33,26 @@ class ExperimentRuns:
         return self._cfg
 
     @property
+    def root(self) -> Path:
+        """The folder the analyses describe: the experiment's (a merged report's for :class:`ResultsRuns`)."""
+        return self.experiment.out
+
+    @property
     def out(self) -> Path:
         """``<experiment>/analysis``: where tables, figures and the analyses' own runs go."""
-        return self.experiment.out / ANALYSIS_DIR
+        return self.root / ANALYSIS_DIR
+
+    def stage_dir(self, task: str, stage: str) -> Path:
+        """The folder of a task's stage (``candidates``, ``reranked``, ...)."""
+        return self.experiment.stage_dir(task, stage)
+
+    def reranked_stages(self) -> list[str]:
+        """The reranked stages whose records the analyses can read (``reranked``, ``reranked-<name>``)."""
+        return self.experiment.reranked_stages()
+
+    def seed_independent(self, task: str, method: str) -> bool:
+        """Whether the method runs once per task (its seed changes nothing)."""
+        return not self.experiment.method(task, method).depends_on_seed()
 
     def task_name(self, task: str) -> str:
         return self.experiment.tasks[task].name
@@ -88,7 +105,7 @@ class ExperimentRuns:
 
     def stage_records(self, task: str, stage: str, split: str | None = None) -> dict[str, dict[str, Any]]:
         """Records of the experiment's ``candidates`` or ``reranked`` folder."""
-        folder = self.experiment.stage_dir(task, stage)
+        folder = self.stage_dir(task, stage)
         if not (folder / f"{split or self.split}.jsonl").exists():
             raise InputError(f"{folder} has no {split or self.split}.jsonl: run `pgra experiment` first", path=folder)
         return self.records(task, folder, split)

@@ -56,7 +56,7 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
     if not ctx.is_main:
         return runs
     results.update({a.name: a.compute(runs, ctx) for a in chosen if not a.every_process})
-    _write(runs, cfg, results)
+    write_analyses(runs, results, recorded_config(cfg))
     if any(finished_cells(runs.experiment.out)):
         from ..evaluation.report import write_report
 
@@ -64,9 +64,9 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
     return runs
 
 
-def _write(runs: ExperimentRuns, cfg, results: dict[str, Any]) -> None:
-    """``analysis.md``, ``analysis.json`` and ``figures.json``: this run's tables, and those of analyses not chosen
-    this time as the run that made them left them."""
+def write_analyses(runs: ExperimentRuns, results: dict[str, Any], config: dict[str, Any]) -> None:
+    """``analysis.md``, ``analysis.json`` (with ``config``, what was analysed) and ``figures.json``: this run's
+    tables, and those of analyses not chosen this time as the run that made them left them."""
     previous = runs.out / "analysis.json"
     kept = read_json(previous).get("tables", {}) if previous.exists() else {}
     tables = {name: results.get(name, kept.get(name)) for name in ANALYSES if name in results or name in kept}
@@ -76,7 +76,7 @@ def _write(runs: ExperimentRuns, cfg, results: dict[str, Any]) -> None:
             ANALYSES[name].render(w, rows)
     write_text(runs.out / "analysis.md", "\n".join(w.md) + "\n")
     write_json(runs.out / "analysis.json", {"split": runs.split, "analyses": list(w.tables), "tables": w.tables,
-                                            "figures": w.figures, "config": recorded_config(cfg),
+                                            "figures": w.figures, "config": config,
                                             "git_commit": source_commit(), "versions": library_versions()})
     pages = [{"file": "analysis.md", "title": "Analyses (all tables)"}]
     if "case_study" in w.tables:
@@ -84,4 +84,4 @@ def _write(runs: ExperimentRuns, cfg, results: dict[str, Any]) -> None:
     write_json(runs.out / FIGURES_FILE, {"figures": w.figures, "pages": pages})
 
 
-__all__ = ["FIGURES_FILE", "analyze"]
+__all__ = ["FIGURES_FILE", "analyze", "write_analyses"]

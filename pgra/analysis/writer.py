@@ -33,7 +33,7 @@ class Writer:
 
     def __init__(self, runs: ExperimentRuns) -> None:
         self.runs = runs
-        self.md: list[str] = [f"# Analyses of {runs.experiment.out}", "",
+        self.md: list[str] = [f"# Analyses of {runs.root}", "",
                               f"Split: {runs.split}. Figures are PNG files beside this one.", ""]
         self.tables: dict[str, Any] = {}
         self.figures: list[dict[str, str]] = []

@@ -25,6 +25,10 @@ class ReportOptions:
                           "'paper' for configs/paper/targets.yaml (the PGRA paper's Table 2 / Table 8)")
     tolerance: float = option(-1.0, help="with --compare: mark cells further than this many points from the "
                               "published value (negative: the file's tolerances)")
+    analyses: list[str] = option(default_factory=list, metavar="NAMES",
+                                 help="comma-separated analyses to run on the results alone (those that need "
+                                      "only predictions, evidence ids and cost records: differences, calibration, "
+                                      "cost) into OUT/analysis/, linked from results.md")
 
 
 def run(opts: ReportOptions) -> None:
@@ -53,9 +57,17 @@ def run(opts: ReportOptions) -> None:
         targets = load_targets(opts.compare, opts.tolerance if opts.tolerance >= 0 else None)
     elif opts.tolerance >= 0:
         raise InputError("--tolerance needs --compare FILE", field="tolerance")
-    md = write_report(opts.out or opts.directories[0], opts.reference, opts.split, opts.bootstrap, opts.seed, targets,
+    out = opts.out or opts.directories[0]
+    analysed = None
+    if opts.analyses:  # before the report, whose results.md links the figures they draw
+        from ..analysis.results import analyze_results
+
+        analysed = analyze_results(opts.directories, out, opts.analyses, opts.split)
+    md = write_report(out, opts.reference, opts.split, opts.bootstrap, opts.seed, targets,
                       sources=opts.directories, min_inputs=opts.min_inputs)
     print(md.read_text(encoding="utf-8"))
+    if analysed is not None:
+        print(f"analyses ({', '.join(analysed.cfg.analysis.analyses)}) written to {analysed.out} (analysis.md)")
     print(f"written: {md}, {md.with_name('results.json')} and {md.with_name('results.html')} (open it in a browser "
           "to explore every input's predictions)")
 

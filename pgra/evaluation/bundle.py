@@ -41,6 +41,7 @@ from ..tasks.spec import TaskSpec
 from .cells import REPORT_FILES
 
 KIND = "bundle"
+ANALYSIS_DIR = "analysis"  # what the results analyses write into a bundle reported alone (pgra.analysis.inputs)
 BUNDLE_FORMAT = 1
 STAGE_FILES = (STAGE_KEY_FILE, STAGE_COST_FILE, MANIFEST)  # what of a stage folder a bundle keeps
 
@@ -150,8 +151,11 @@ def _check_out(experiment: Path, out: Path) -> None:
         raise InputError(f"{out} is pgra's {manifest.get('kind')!r} folder, not a bundle: choose another --out",
                          field="out")
     known = set(manifest.get("files") or {}) | {MANIFEST, RECORD, *REPORT_FILES}
+    # the analyses `pgra report BUNDLE --analyses` wrote into it: pgra's (their folder's record says so), remade
+    analysed = (read_record(out / ANALYSIS_DIR) or {}).get("kind") == ANALYSIS_DIR
     foreign = sorted(str(p.relative_to(out)) for p in out.rglob("*")
-                     if p.is_file() and str(p.relative_to(out)) not in known)
+                     if p.is_file() and str(p.relative_to(out)) not in known
+                     and not (analysed and p.relative_to(out).parts[0] == ANALYSIS_DIR))
     if foreign:
         raise InputError(f"{out} is a bundle, but it also holds {', '.join(foreign[:5])}, which pgra did not bundle; "
                          "nothing was changed: move them away or choose another --out", field="out")

@@ -1,0 +1,180 @@
+"""The analyses that need only results, run on results bundles and merged reports (``pgra report ... --analyses``).
+
+An analysis whose ``reads`` is ``"results"`` (:class:`~pgra.analysis.base.Analysis`) reads nothing but the cells'
+records, their predictions (with the evidence ids each input's reader read) and the stages' key and cost
+records: what a bundle keeps (:mod:`pgra.evaluation.bundle`). :class:`ResultsRuns` gives such an analysis the
+same view of the cells as :class:`~pgra.analysis.inputs.ExperimentRuns` does, built from the cells of one or
+several experiment folders and bundles merged as the report merges them (:func:`~pgra.evaluation.merge.merged_cells`:
+the same refusals). :func:`analyze_results` runs the chosen analyses and writes ``<out>/analysis/`` as
+``pgra analyze`` does; the analyses that need an experiment's stage data or models are refused by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from .base import ANALYSES, Analysis
+from .config import analysis_config
+from .inputs import ExperimentRuns
+
+
+@dataclass
+class ResultsGrid:
+    """The grid the merged cells make: their tasks and methods in the order their runs' configs list them, their
+    seeds, and the ``analysis`` section the analyses read their options from."""
+
+    tasks: list[str]
+    methods: list[str]
+    seeds: list[int]
+    analysis: Any
+
+
+def results_analyses() -> list[str]:
+    """The registered analyses that run on results alone (bundles, merged reports), in their order."""
+    return [name for name in ANALYSES.names() if ANALYSES[name].reads == "results"]
+
+
+def chosen_analyses(names: Sequence[str]) -> list[Analysis]:
+    """The analyses ``names`` in registration order; an unknown name, or one that needs an experiment folder, is
+    refused with what runs on results alone."""
+    for name in names:
+        ANALYSES.part(name, field="analyses")  # an unknown name: the registry's error, listing the known ones
+    need = [n for n in ANALYSES.names() if n in names and ANALYSES[n].reads != "results"]
+    if need:
+        raise InputError(f"{', '.join(need)} need{'s' if len(need) == 1 else ''} the experiment folder (its stages' "
+                         "data, its models or runs of their own), which a bundle or merged report does not hold: "
+                         "run `pgra analyze --config CONFIG` where the experiment ran; on results alone: "
+                         f"{', '.join(results_analyses())}", field="analyses")
+    return [ANALYSES[n] for n in ANALYSES.names() if n in names]
+
+
+@dataclass
+class ResultsRuns(ExperimentRuns):
+    """Cells merged from experiment folders and bundles, seen as the analyses see an experiment. Only what a
+    bundle keeps is readable: asking for a stage's records (its data) is refused, and the grid has no reranked
+    stage to read, so an analysis leaves out what needs one (PGRA's rank shift)."""
+
+    cells: dict[tuple[str, str, int], Any] = field(default_factory=dict, repr=False)
+    sources: list[Path] = field(default_factory=list)
+    folder: Path = Path(".")
+    grid: ResultsGrid | None = None
+
+    @classmethod
+    def merged(cls, sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
+               split: str = "test") -> ResultsRuns:
+        """The cells of ``sources`` merged (refused as ``pgra report`` refuses them), analysed into
+        ``<out>/analysis/`` with the analyses ``analyses``."""
+        from ..evaluation.merge import merged_cells
+
+        found, _ = merged_cells(sources, split)
+        cells = {(c.task, c.method, c.seed): c for c in found}
+        tasks, methods = _ordered(found, "tasks"), _ordered(found, "methods")
+        section = analysis_config()(analyses=list(analyses), split=split)
+        grid = ResultsGrid(tasks, methods, sorted({c.seed for c in found}), section)
+        return cls(experiment=None, split=split, cells=cells,  # type: ignore[arg-type]
+                   sources=[Path(s) for s in sources], folder=Path(out), grid=grid)
+
+    @property
+    def cfg(self) -> ResultsGrid:
+        assert self.grid is not None
+        return self.grid
+
+    @property
+    def root(self) -> Path:
+        return self.folder
+
+    def task_spec(self, task: str):
+        from ..config import from_dict
+        from ..tasks import get_task
+        from ..tasks.spec import TaskSpec
+
+        record = next(c.record for (t, _, _), c in self.cells.items() if t == task)
+        spec = record.get("task_spec")
+        return from_dict(TaskSpec, spec, source=str(record.get("task"))) if spec else get_task(task)
+
+    def task_name(self, task: str) -> str:
+        return self.task_spec(task).name
+
+    def n_passages(self, task: str, method: str) -> int:
+        """The evidence sentences the method's reader read: the most any of its predictions names."""
+        return max((len(line.get("evidence") or []) for (t, m, _), c in self.cells.items()
+                    if (t, m) == (task, method) for line in c.predictions), default=0)
+
+    def cell(self, task: str, method: str, seed: int) -> Path | None:
+        found = self.cells.get((task, method, seed))
+        return found.path.parent if found is not None else None
+
+    def finished_seeds(self, task: str, method: str) -> list[int]:
+        return sorted(s for (t, m, s) in self.cells if (t, m) == (task, method))
+
+    def require_cell(self, task: str, method: str, seed: int, why: str) -> Path:
+        directory = self.cell(task, method, seed)
+        if directory is None:
+            raise InputError(f"{why} needs the cell {task}/{method}/seed-{seed}, which none of "
+                             f"{', '.join(map(str, self.sources))} holds", field="methods")
+        return directory
+
+    def predictions(self, task: str, method: str, seed: int) -> list[dict[str, Any]]:
+        self.require_cell(task, method, seed, f"the analysis of {method}")
+        return self.cells[(task, method, seed)].predictions
+
+    def stage_dir(self, task: str, stage: str) -> Path:
+        """The first source holding the stage's records (a bundle keeps its key, cost and manifest)."""
+        for source in self.sources:
+            if (source / task / stage).is_dir():
+                return source / task / stage
+        return self.sources[0] / task / stage
+
+    def stage_records(self, task: str, stage: str, split: str | None = None) -> dict[str, dict[str, Any]]:
+        raise InputError(f"the records of stage {task}/{stage} are the stage's data, which a bundle does not keep: "
+                         "this analysis needs the experiment folder (`pgra analyze --config CONFIG`)", field="analyses")
+
+    def reranked_stages(self) -> list[str]:
+        return []
+
+    def seed_independent(self, task: str, method: str) -> bool:
+        return any(c.seed_independent for (t, m, _), c in self.cells.items() if (t, m) == (task, method))
+
+    def settings(self, task: str, method: str | None = None):
+        raise InputError("an experiment's settings are read from its config, which results alone do not give: this "
+                         "analysis needs the experiment folder (`pgra analyze --config CONFIG`)", field="analyses")
+
+
+def _ordered(cells: list[Any], name: str) -> list[str]:
+    """The cells' tasks or methods (``name``) in the order their runs' configs list them, then any other."""
+    have = {c.task if name == "tasks" else c.method for c in cells}
+    order: dict[str, None] = {}
+    for c in cells:
+        listed = (c.record.get("config") or {}).get(name)
+        for item in listed if isinstance(listed, list) else []:
+            if item in have:
+                order.setdefault(str(item))
+    for item in sorted(have - set(order)):
+        order.setdefault(item)
+    return list(order)
+
+
+def analyze_results(sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
+                    split: str = "test") -> ResultsRuns:
+    """Run the analyses ``analyses`` (each must read results only) on the cells of ``sources`` merged, and write
+    ``<out>/analysis/`` (``analysis.md``, ``analysis.json``, figures) as ``pgra analyze`` does. Nothing is
+    written when the sources cannot be merged or an analysis needs an experiment folder."""
+    from ..ownership import claim_folder
+    from .run import write_analyses
+
+    chosen = chosen_analyses(analyses)
+    runs = ResultsRuns.merged(sources, out, [a.name for a in chosen], split)
+    if not any(Path(out).resolve() == Path(s).resolve() for s in sources):
+        claim_folder(out, "report")  # a merged report's folder, as pgra report claims it
+    claim_folder(runs.out, "analysis")
+    results = {a.name: a.compute(runs, None) for a in chosen}
+    write_analyses(runs, results, {"sources": [str(s) for s in sources], "analyses": [a.name for a in chosen],
+                                   "split": split})
+    return runs
+
+
+__all__ = ["ResultsGrid", "ResultsRuns", "analyze_results", "chosen_analyses", "results_analyses"]
