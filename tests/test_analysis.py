@@ -21,6 +21,7 @@ from pgra.analysis.sweep import sweep_points
 from pgra.config import from_dict
 from pgra.errors import InputError
 from pgra.experiment import Experiment, ExperimentConfig
+from tests.conftest import one_error_line
 from tests.test_experiment import _config
 
 
@@ -492,7 +493,7 @@ def test_two_process_analyze_equals_single_process(finished, tmp_path):
         assert one[name] == two[name], name
 
 
-def test_a_bundles_results_analyses_equal_its_experiments(finished, tmp_path):
+def test_a_bundles_results_analyses_equal_its_experiments(finished, tmp_path, capsys):
     """`pgra report BUNDLE --analyses ...` computes what `pgra analyze` computes on the experiment, but for what
     needs the stages' data (PGRA's rank shift)."""
     import yaml
@@ -506,17 +507,23 @@ def test_a_bundles_results_analyses_equal_its_experiments(finished, tmp_path):
     path.write_text(yaml.safe_dump(cfg))
     names = "differences,calibration,cost"
     assert main(["analyze", "--config", str(path), f"analysis.analyses={names}"]) == 0
-    write_bundle(out, tmp_path / "bundle")
-    assert main(["report", str(tmp_path / "bundle"), "--analyses", names, "--bootstrap", "100"]) == 0
+    write_bundle(out, tmp_path / "bundle")  # with what pgra analyze wrote (its tables and figures)
+    assert (tmp_path / "bundle" / "analysis" / "overlap.png").is_file()
+    assert not (tmp_path / "bundle" / "analysis" / "sky").exists()  # never the analyses' own runs
+    line = one_error_line(["report", str(tmp_path / "bundle"), "--analyses", names], capsys)
+    assert "give --out DIR" in line  # the bundled analyses are checksummed: never rewritten in place
+    assert main(["report", str(tmp_path / "bundle"), "--out", str(tmp_path / "again"), "--analyses", names,
+                 "--bootstrap", "100"]) == 0
     experiment = json.loads((out / "analysis" / "analysis.json").read_text())["tables"]
-    bundle = json.loads((tmp_path / "bundle" / "analysis" / "analysis.json").read_text())["tables"]
+    bundle = json.loads((tmp_path / "again" / "analysis" / "analysis.json").read_text())["tables"]
+    assert json.loads((tmp_path / "bundle" / "analysis" / "analysis.json").read_text())["tables"] == experiment
     assert bundle["calibration"] == experiment["calibration"] and bundle["cost"] == experiment["cost"]
     assert experiment["cost"][0]["tokens"] and experiment["differences"][0]["rank_shift"]
     assert bundle["differences"] == [{k: v for k, v in row.items() if k != "rank_shift"}
                                      for row in experiment["differences"]]
     assert bundle["differences"][0]["overlap"]["pairs"] == len(_lines(out / "sky" / "fid" / "seed-1" /
                                                                       "predictions_test.jsonl"))
-    assert main(["bundle", str(out), "--out", str(tmp_path / "bundle")]) == 0  # its analyses are no stranger's files
+    assert main(["bundle", str(out), "--out", str(tmp_path / "bundle")]) == 0  # replaced whole
 
 
 def test_paper_analysis_section_builds_its_variants(tmp_path):

@@ -275,3 +275,10 @@ def test_analyses_that_need_the_experiment_are_refused_on_results(apart, tmp_pat
     assert not (tmp_path / "m").exists()  # nothing written
     line = one_error_line(["report", str(tmp_path / "bundle"), "--analyses", "nonesuch"], capsys)
     assert "unknown analysis 'nonesuch'" in line
+    # a bundle without its experiment's analyses takes those of its results in place, still verifies, and is
+    # replaced whole by a new bundle of the experiment
+    assert main(["report", str(tmp_path / "bundle"), "--analyses", "calibration", "--bootstrap", "100"]) == 0
+    assert (tmp_path / "bundle" / "analysis" / "analysis.json").is_file()
+    verify_bundle(tmp_path / "bundle")
+    assert main(["bundle", str(whole), "--out", str(tmp_path / "bundle")]) == 0
+    assert not (tmp_path / "bundle" / "analysis").exists()

@@ -158,6 +158,22 @@ def _ordered(cells: list[Any], name: str) -> list[str]:
     return list(order)
 
 
+def _refuse_bundled_analyses(sources: Sequence[str | Path], out: str | Path) -> None:
+    """Refuse to write into a bundle the analyses its experiment's ``pgra analyze`` wrote and the bundle holds
+    (checksummed: rewritten, the bundle would no longer verify)."""
+    from ..artifacts import MANIFEST, read_json_object
+    from ..evaluation.bundle import ANALYSIS_DIR, is_bundle
+
+    target = Path(out)
+    if not any(target.resolve() == Path(s).resolve() for s in sources) or not is_bundle(target):
+        return
+    files = read_json_object(target / MANIFEST).get("files") or {}
+    if any(str(name).startswith(f"{ANALYSIS_DIR}/") for name in files):
+        raise InputError(f"{target} holds the analyses its experiment's `pgra analyze` wrote ({ANALYSIS_DIR}/, "
+                         "checksummed with the bundle): give --out DIR for the analyses of its results",
+                         field="out")
+
+
 def analyze_results(sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
                     split: str = "test") -> ResultsRuns:
     """Run the analyses ``analyses`` (each must read results only) on the cells of ``sources`` merged, and write
@@ -167,6 +183,7 @@ def analyze_results(sources: Sequence[str | Path], out: str | Path, analyses: Se
     from .run import write_analyses
 
     chosen = chosen_analyses(analyses)
+    _refuse_bundled_analyses(sources, out)
     runs = ResultsRuns.merged(sources, out, [a.name for a in chosen], split)
     if not any(Path(out).resolve() == Path(s).resolve() for s in sources):
         claim_folder(out, "report")  # a merged report's folder, as pgra report claims it

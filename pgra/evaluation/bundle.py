@@ -7,6 +7,7 @@ A bundle keeps what the report and a reader of the numbers need, and none of the
     <bundle>/<task>/<method>/seed-<n>/cell.json     each finished cell's record (key, settings, results, versions)
     <bundle>/<task>/<method>/seed-<n>/predictions_<split>.jsonl
     <bundle>/<task>/<stage>/{.stage_key,cost.json,manifest.json}   each stage's key, cost and manifest
+    <bundle>/analysis/{analysis.md,analysis.json,figures.json,*.png}   what ``pgra analyze`` wrote, if it ran
 
 Its cells lie where an experiment's do, so ``pgra report BUNDLE`` reads it as it reads the experiment (and writes
 its tables into it); ``pgra report A B ...`` merges bundles and experiment folders into one table
@@ -41,7 +42,8 @@ from ..tasks.spec import TaskSpec
 from .cells import REPORT_FILES
 
 KIND = "bundle"
-ANALYSIS_DIR = "analysis"  # what the results analyses write into a bundle reported alone (pgra.analysis.inputs)
+ANALYSIS_DIR = "analysis"  # where pgra analyze writes (pgra.analysis.inputs): its tables and figures are bundled
+ANALYSIS_SUFFIXES = (".md", ".json", ".png")
 BUNDLE_FORMAT = 1
 STAGE_FILES = (STAGE_KEY_FILE, STAGE_COST_FILE, MANIFEST)  # what of a stage folder a bundle keeps
 
@@ -134,7 +136,18 @@ def bundle_files(experiment: Path, only: CellFilter | None = None) -> tuple[list
     for task in sorted(task_dirs):
         for stage in sorted(p for p in (experiment / task).iterdir() if (p / STAGE_KEY_FILE).is_file()):
             files += [Path(task, stage.name, name) for name in STAGE_FILES if (stage / name).is_file()]
-    return files, records
+    return files + analysis_files(experiment), records
+
+
+def analysis_files(experiment: Path) -> list[Path]:
+    """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` (tables, figures, their index; relative
+    paths), when it wrote there: the analyses' results, never their runs (a sweep point's cells, cached
+    pseudo-labels, which lie in folders below)."""
+    folder = experiment / ANALYSIS_DIR
+    if not (folder / "analysis.json").is_file() or folder.is_symlink():
+        return []
+    return [Path(ANALYSIS_DIR, p.name) for p in sorted(folder.iterdir())
+            if p.is_file() and not p.is_symlink() and p.suffix in ANALYSIS_SUFFIXES and not p.name.startswith(".")]
 
 
 def _check_out(experiment: Path, out: Path) -> None:
@@ -151,7 +164,7 @@ def _check_out(experiment: Path, out: Path) -> None:
         raise InputError(f"{out} is pgra's {manifest.get('kind')!r} folder, not a bundle: choose another --out",
                          field="out")
     known = set(manifest.get("files") or {}) | {MANIFEST, RECORD, *REPORT_FILES}
-    # the analyses `pgra report BUNDLE --analyses` wrote into it: pgra's (their folder's record says so), remade
+    # the analyses `pgra report BUNDLE --analyses` wrote into it: pgra's (their folder's record says so), replaced
     analysed = (read_record(out / ANALYSIS_DIR) or {}).get("kind") == ANALYSIS_DIR
     foreign = sorted(str(p.relative_to(out)) for p in out.rglob("*")
                      if p.is_file() and str(p.relative_to(out)) not in known
@@ -191,4 +204,4 @@ def write_bundle(experiment: str | Path, out: str | Path, only: CellFilter | Non
     return manifest
 
 
-__all__ = ["BUNDLE_FORMAT", "KIND", "STAGE_FILES", "CellFilter", "bundle_files", "is_bundle", "verify_bundle", "write_bundle"]
+__all__ = ["BUNDLE_FORMAT", "KIND", "STAGE_FILES", "CellFilter", "analysis_files", "bundle_files", "is_bundle", "verify_bundle", "write_bundle"]
