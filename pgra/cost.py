@@ -26,17 +26,27 @@ from typing import Any
 
 MODES = ("forward", "trained")
 FLOPS_PER_TOKEN = {"forward": 2, "trained": 6}
+# the parts a model folder's parameter counts price (parameter_counts: "all", and the weights' name prefixes); a
+# part missing from a model's counts (an encoder-only model's "encoder") is priced as the whole model
+WHOLE_MODEL_PARTS = ("all", "encoder", "decoder")
 
 
 class TokenMeter:
-    """Tokens run per (model, part, mode) in this process."""
+    """Tokens run per (model, part, mode) in this process, and the parameters of a part whose size its model folder
+    does not tell (a reader's trained top encoder layers), as the code that ran it counted them."""
 
     def __init__(self) -> None:
         self.counts: Counter[tuple[str, str, str]] = Counter()
+        self.parameters: dict[tuple[str, str], int] = {}
 
-    def add(self, model: str, tokens: int, part: str = "all", mode: str = "forward") -> None:
+    def add(self, model: str, tokens: int, part: str = "all", mode: str = "forward",
+            parameters: int | None = None) -> None:
+        """Count ``tokens`` of ``model``'s ``part`` run in ``mode``; ``parameters``: that part's size, recorded with
+        the work (FLOPs are then estimated from it, not from the model folder's parameter counts)."""
         if tokens:
             self.counts[(str(model), part, mode)] += int(tokens)
+            if parameters:
+                self.parameters[(str(model), part)] = int(parameters)
 
     def snapshot(self) -> Counter[tuple[str, str, str]]:
         return Counter(self.counts)
@@ -45,19 +55,27 @@ class TokenMeter:
 meter = TokenMeter()
 
 
+def _record(model: str, part: str, mode: str, tokens: int, parameters: int | None) -> dict[str, Any]:
+    return {"model": model, "part": part, "mode": mode, "tokens": tokens,
+            **({"parameters": parameters} if parameters else {})}
+
+
 def work_since(before: Counter[tuple[str, str, str]]) -> list[dict[str, Any]]:
-    """The meter's work since ``before`` as ``[{"model", "part", "mode", "tokens"}]`` (sorted)."""
+    """The meter's work since ``before`` as ``[{"model", "part", "mode", "tokens"[, "parameters"]}]`` (sorted)."""
     diff = meter.counts - before
-    return [{"model": m, "part": p, "mode": mode, "tokens": n} for (m, p, mode), n in sorted(diff.items())]
+    return [_record(m, p, mode, n, meter.parameters.get((m, p))) for (m, p, mode), n in sorted(diff.items())]
 
 
 def merge_work(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The work records of several processes (or runs), summed per (model, part, mode)."""
     total: Counter[tuple[str, str, str]] = Counter()
+    sizes: dict[tuple[str, str], int] = {}
     for work in parts:
         for w in work:
             total[(w["model"], w["part"], w["mode"])] += int(w["tokens"])
-    return [{"model": m, "part": p, "mode": mode, "tokens": n} for (m, p, mode), n in sorted(total.items())]
+            if w.get("parameters"):
+                sizes[(w["model"], w["part"])] = int(w["parameters"])
+    return [_record(m, p, mode, n, sizes.get((m, p))) for (m, p, mode), n in sorted(total.items())]
 
 
 @dataclass
@@ -154,14 +172,18 @@ def parameter_counts(model: str | Path) -> dict[str, int] | None:
 
 
 def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int] | None]) -> float | None:
-    """Sum of ``FLOPS_PER_TOKEN[mode] x parameters(model, part) x tokens`` over ``work``; None when a model's
-    parameters are unknown (``params``: model -> :func:`parameter_counts`)."""
+    """Sum of ``FLOPS_PER_TOKEN[mode] x parameters(model, part) x tokens`` over ``work``: a record's own
+    ``parameters`` when it has them, else ``params[model]`` (:func:`parameter_counts`: the part's, or the whole
+    model's); None when a record's parameters are unknown. A part a model folder does not name (a reader's trained
+    top encoder layers) without its own ``parameters`` is unknown, never priced as the whole model."""
     total = 0.0
     for w in work:
-        counts = params.get(w["model"])
-        if counts is None:
-            return None
-        n = counts.get(w["part"]) or counts.get("all", 0)
+        n = w.get("parameters")
+        if not n:
+            counts = params.get(w["model"])
+            if counts is None or (w["part"] not in counts and w["part"] not in WHOLE_MODEL_PARTS):
+                return None
+            n = counts.get(w["part"]) or counts.get("all", 0)
         total += FLOPS_PER_TOKEN[w["mode"]] * n * int(w["tokens"])
     return total
 

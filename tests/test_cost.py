@@ -30,6 +30,12 @@ def test_flops_and_merging_by_hand():
     assert estimated_flops(work, params) == 2 * 100 * 10 + 6 * 20 * 3 + 2 * 30 * 5
     assert estimated_flops(work, {**params, "a": None}) is None
     assert merge_work([work[:2], work[:1]])[0] == {"model": "a", "part": "all", "mode": "forward", "tokens": 20}
+    # a part the model folder does not name is priced by its record's own parameters, never as the whole model
+    top = {"model": "r", "part": "encoder top layers", "mode": "trained", "tokens": 4}
+    assert estimated_flops([top], params) is None
+    assert estimated_flops([{**top, "parameters": 7}], params) == 6 * 7 * 4
+    assert estimated_flops([{**top, "parameters": 7}], {}) == 6 * 7 * 4  # no model folder needed
+    assert merge_work([[{**top, "parameters": 7}], [top]]) == [{**top, "tokens": 8, "parameters": 7}]
 
 
 def test_dominance_by_hand():
@@ -63,8 +69,11 @@ def test_metered_block_records_time_hardware_and_work():
     with metered() as cost:
         meter.add("m", 7)
         meter.add("m", 2, "decoder", "trained")
+        meter.add("m", 3, "encoder top layers", "trained", parameters=11)
     assert cost["work"] == [{"model": "m", "part": "all", "mode": "forward", "tokens": 7},
-                            {"model": "m", "part": "decoder", "mode": "trained", "tokens": 2}]
+                            {"model": "m", "part": "decoder", "mode": "trained", "tokens": 2},
+                            {"model": "m", "part": "encoder top layers", "mode": "trained", "tokens": 3,
+                             "parameters": 11}]
     assert cost["elapsed_s"] >= 0 and cost["hardware"]["device"] == ("cpu" if not torch.cuda.is_available() else
                                                                     torch.cuda.get_device_name(0))
     with pytest.raises(KeyError):

@@ -388,7 +388,10 @@ def test_train_top_layers_trains_the_top_layers_on_states_stored_once(reranked, 
     cfg = TrainConfig(data=str(reranked), out=str(out), model=str(tiny_bert2bert_dropout), n_passages=2,
                       max_length=48, batch_size=4, max_steps=12, eval_every=4, learning_rate=1e-3,
                       show_progress=False, train_top_layers=1, eval_batch_size=5)
-    train(cfg)
+    from pgra.cost import metered
+
+    with metered() as cost:
+        train(cfg)
     n_train, n_dev = (len((reranked / f"{s}.jsonl").read_text().splitlines()) for s in ("train", "dev"))
     assert cfg.max_steps * cfg.batch_size == 3 * n_train  # three epochs
     assert rows[0] == (n_train + n_dev) * 2  # each input's 2 passages through the lower layer once
@@ -401,6 +404,9 @@ def test_train_top_layers_trains_the_top_layers_on_states_stored_once(reranked, 
     assert lower and upper and decoder
     assert all(torch.equal(init[k], after[k]) for k in lower)
     assert all(not torch.equal(init[k], after[k]) for k in upper if k.endswith(".weight"))
+    # the cost record prices the trained top layer by its own parameters, not the whole model's
+    top = next(w for w in cost["work"] if w["part"] == "encoder top layers")
+    assert top["parameters"] == sum(init[k].numel() for k in upper) and top["mode"] == "trained"
     assert any(not torch.equal(init[k], after[k]) for k in decoder)
     # the dev score during training (stored lower states, the top layer run on them) is the final evaluation's
     log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]

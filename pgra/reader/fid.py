@@ -79,6 +79,13 @@ class FiDReader(torch.nn.Module):
                     p.requires_grad_(True)
         self._frozen_modes(self.training)
 
+    def top_layer_parameters(self) -> int:
+        """The parameters of the encoder's top layers that train over the frozen ones (0 without them)."""
+        if not getattr(self, "top_layers", 0):
+            return 0
+        modules = self.split.top_modules(self.model.get_encoder(), self.lower_layers)
+        return sum(p.numel() for p in {id(p): p for m in modules for p in m.parameters()}.values())
+
     def _frozen_modes(self, mode: bool) -> None:
         """The frozen layers in eval mode, the encoder's top layers that train in ``mode``."""
         encoder = self.model.get_encoder()

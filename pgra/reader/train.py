@@ -113,6 +113,7 @@ class TrainingSetup:
     encoded_train: EncodedInputs | None = None  # the training inputs' stored states of the frozen encoder layers
     encoded_dev: EncodedInputs | None = None
     train_records: list[dict[str, Any]] = field(default_factory=list)
+    top_parameters: int = 0  # the trained top encoder layers' parameters (the cost record's, for their FLOPs)
 
 
 def _accelerator(cfg: TrainConfig, use_deepspeed: bool):
@@ -246,9 +247,11 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
         deepspeed_settings(plugin, cfg, acc.num_processes)
     reader, optimizer, scheduler = acc.prepare(reader, optimizer, scheduler)
     encoded_train = encoded_dev = None
+    top_parameters = 0
     if top_layers is not None:  # every process encodes every input once (in a fixed order: a resumed run agrees)
         show = cfg.show_progress and acc.is_main_process
         inner = acc.unwrap_model(reader)
+        top_parameters = inner.top_layer_parameters()
         encoded_train = EncodedInputs.compute(inner, fmt, train_records, cfg.eval_batch_size, show, "encoding train")
         if cfg.eval_every and cfg.predict_mode == "scoring":  # only dev evaluations during training read them
             encoded_dev = EncodedInputs.compute(inner, fmt, dev_records, cfg.eval_batch_size, show, "encoding dev")
@@ -271,7 +274,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
                           init_kwargs={"wandb": {"dir": str(out.resolve()), "name": out.name}})
     return TrainingSetup(cfg, acc, task, data_dir, manifest, out, tokenizer, fmt, reader, optimizer, scheduler,
                          sampler, train_dl, dev_records, state, resume_key, use_deepspeed, encoded_train, encoded_dev,
-                         train_records)
+                         train_records, top_parameters)
 
 
 def _check_finished_run(out: Path, cfg: TrainConfig, data_dir: Path) -> None:
@@ -411,7 +414,7 @@ def train_loop(s: TrainingSetup) -> None:
                 if "index" in batch:  # frozen encoder layers: their stored outputs (the top layers run on them)
                     states, mask = s.encoded_train.passages(batch["index"], acc.device)
                     if weight and cfg.train_top_layers:
-                        meter.add(cfg.model, input_tokens, "encoder top layers", "trained")
+                        meter.add(cfg.model, input_tokens, "encoder top layers", "trained", s.top_parameters)
                     loss = s.reader(attention_mask=mask, labels=batch["labels"], stored_states=states).loss
                 else:
                     if weight:
