@@ -50,12 +50,15 @@ prepare: setup
 test: prepare browser
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
-# the suite at the SIMD levels of the CPUs users have, torch on AVX2 (ATEN_CPU_CAPABILITY) both times: once with
-# faiss's generic kernels, once with its AVX2 ones. faiss-cpu wheels of one build per level choose it at import
-# (FAISS_OPT_LEVEL); 1.12's dynamic-dispatch wheels (one build) choose it at run time (FAISS_SIMD_LEVEL): both are set.
+# the suite at the SIMD levels of the CPUs users have, torch on AVX2 (ATEN_CPU_CAPABILITY) and the matrix libraries
+# under it too (MKL, oneDNN: without them they run AVX-512 where the CPU has it, and compute what no AVX2-only CPU
+# computes) both times: once with faiss's generic kernels, once with its AVX2 ones. faiss-cpu wheels of one build
+# per level choose it at import (FAISS_OPT_LEVEL); 1.12's dynamic-dispatch wheels (one build) choose it at run time
+# (FAISS_SIMD_LEVEL): both are set.
+AVX2_TORCH = ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
 test-simd: prepare browser
-	FAISS_OPT_LEVEL=generic FAISS_SIMD_LEVEL=NONE ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
-	FAISS_OPT_LEVEL=avx2 FAISS_SIMD_LEVEL=AVX2 ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	FAISS_OPT_LEVEL=generic FAISS_SIMD_LEVEL=NONE $(AVX2_TORCH) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	FAISS_OPT_LEVEL=avx2 FAISS_SIMD_LEVEL=AVX2 $(AVX2_TORCH) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # the same suite against transformers 4.57 (the oldest supported), in its own virtual environment
 .venv-tf4/.stamp: pyproject.toml

@@ -247,7 +247,13 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
         Pipeline.load(run)
     with pytest.raises(InputError, match="export the run with --copy-index"):
         Pipeline.load(pointed)
+    from pgra.rerank.cache import EmbeddingCache
+
+    opened, real = [], EmbeddingCache.__init__
+    monkeypatch.setattr(EmbeddingCache, "__init__",
+                        lambda self, *a, **kw: (opened.append(kw.get("read_only")), real(self, *a, **kw))[1])
     got = Pipeline.load(copied).predict([x["text"] for x in saved])  # the cache is gone: the copy searches
+    assert opened == [True]  # the export's store is only read (mapped read-only)
     assert [[str(e["id"]) for e in g["evidence"]] for g in got] == [[str(i) for i in x["evidence"]] for x in saved]
     assert [g["prediction"] for g in got] == [x["prediction"] for x in saved]
     # an export.json edited to drop the store of a full search is refused by name, before any model loads

@@ -163,6 +163,23 @@ def test_cache_rows_past_a_cut_are_embedded_again_and_the_rest_kept(tmp_path):
     assert EmbeddingCache(tmp_path, {"k": 1}, 10, 4).missing(np.arange(10)).tolist() == list(range(2, 10))
 
 
+def test_a_read_only_cache_is_mapped_read_only(tmp_path):
+    """An export's store is only read (pgra_full's replay): mapped read-only, it loads from a folder nobody may
+    write, and nothing can change it by mistake."""
+    import numpy as np
+
+    from pgra.rerank.cache import EmbeddingCache
+
+    unit = np.eye(4, dtype=np.float32)[[0, 1, 2]]
+    EmbeddingCache(tmp_path, {"k": 1}, 3, 4).put(np.arange(3), unit)
+    ro = EmbeddingCache(tmp_path, {"k": 1}, 3, 4, create=False, read_only=True)
+    assert (ro.get(np.arange(3)) == unit).all()
+    with pytest.raises(ValueError, match="read-only"):
+        ro.vectors[0] = 0
+    with pytest.raises(ValueError, match="never created"):
+        EmbeddingCache(tmp_path, {"k": 1}, 3, 4, read_only=True)
+
+
 def test_a_damaged_cache_is_refused_by_name_where_it_is_not_created(tmp_path):
     """Ranks other than 0 open caches with create=False: they name the damage instead of racing to rebuild."""
     import numpy as np

@@ -36,7 +36,12 @@ class EmbeddingCache:
     """Rows ``0..size-1`` of unit vectors, filled lazily and kept across runs."""
 
     def __init__(self, root: str | Path, key: dict[str, Any], size: int, dim: int, dtype: str = "float32",
-                 create: bool = True, report: bool = True) -> None:
+                 create: bool = True, report: bool = True, read_only: bool = False) -> None:
+        """``create``: this process creates, repairs or rebuilds the cache (rank 0); otherwise it must exist intact.
+        ``read_only`` (with ``create=False``): only read, mapped read-only (a cache in a folder this process may not
+        write: an export's ``store/``)."""
+        if read_only and create:
+            raise ValueError("a read-only embedding cache is never created")
         self.key = key
         self.directory = Path(root) / cache_key_hash(key)
         self.size, self.dim = size, dim
@@ -54,8 +59,9 @@ class EmbeddingCache:
             raise IncompleteArtifactError(f"{self.directory}: no such embedding cache")
         elif damage := self._damage():
             raise IncompleteArtifactError(f"{self.directory}: {damage}")
-        self.vectors = np.load(self.directory / "vectors.npy", mmap_mode="r+", allow_pickle=False)
-        self.done = np.load(self.directory / "done.npy", mmap_mode="r+", allow_pickle=False)
+        mode = "r" if read_only else "r+"
+        self.vectors = np.load(self.directory / "vectors.npy", mmap_mode=mode, allow_pickle=False)
+        self.done = np.load(self.directory / "done.npy", mmap_mode=mode, allow_pickle=False)
 
     def _create(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)

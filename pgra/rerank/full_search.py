@@ -133,7 +133,7 @@ class FullSearchReplay:
         where = Path(store) if store is not None else Path(recorded).parent
         rows = np.arange(len(corpus))
         try:
-            cache = EmbeddingCache(where, key, len(corpus), embedder.dim, create=False)
+            cache = EmbeddingCache(where, key, len(corpus), embedder.dim, create=False, read_only=True)
             vectors = cache.get(rows)
         except Exception as e:  # gone, another corpus, never completed
             raise InputError(f"pgra_full searches the corpus pass's embeddings of every corpus sentence, which are not "
