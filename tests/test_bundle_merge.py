@@ -97,6 +97,9 @@ def test_pieces_of_one_folder_bundle_apart_and_merge_into_its_report(apart, tmp_
     """One folder that ran a task's seeds one after another is bundled a seed (or a task, or some methods) at a
     time; the pieces merge into the folder's report; a selection that takes nothing is one error line."""
     whole, _, _ = apart
+    assert main(["report", str(whole), "--analyses", "calibration", "--bootstrap", "100"]) == 0  # whole/analysis/
+    assert main(["bundle", str(whole), "--out", str(tmp_path / "all")]) == 0
+    assert "analysis/analysis.json" in verify_bundle(tmp_path / "all")["files"]  # the analyses of every cell
     for seed in (1, 2, 3):
         assert main(["bundle", str(whole), "--out", str(tmp_path / f"seed{seed}"), "--seeds", str(seed)]) == 0
         assert "bundled 4 cells" in capsys.readouterr().out
@@ -104,6 +107,7 @@ def test_pieces_of_one_folder_bundle_apart_and_merge_into_its_report(apart, tmp_
         assert manifest["selection"] == {"seeds": [seed]}
         assert {Path(f).parts[2] for f in manifest["files"] if len(Path(f).parts) == 4} == {f"seed-{seed}"}
         assert "cr/candidates/.stage_key" in manifest["files"]
+        assert not any(f.startswith("analysis/") for f in manifest["files"])  # they describe every seed's cells
     _same_numbers(build_report(whole, n_resamples=500, seed=3),
                   build_report([tmp_path / f"seed{s}" for s in (1, 2, 3)], n_resamples=500, seed=3))
     assert main(["bundle", str(whole), "--out", str(tmp_path / "one"), "--tasks", "cr", "--methods", "pgra",

@@ -115,7 +115,8 @@ class CellFilter:
 def bundle_files(experiment: Path, only: CellFilter | None = None) -> tuple[list[Path], list[dict[str, Any]]]:
     """The files of ``experiment`` a bundle copies (relative paths) and the records of its finished cells (those
     ``only`` takes); every cell's predictions are checked against its ``cell.json`` first (an edited file is never
-    bundled). The stage records of every task a taken cell belongs to come along."""
+    bundled). The stage records of every task a taken cell belongs to come along, and what ``pgra analyze`` wrote
+    (:func:`analysis_files`) when every cell is taken (its tables describe them all)."""
     files: list[Path] = []
     records: list[dict[str, Any]] = []
     task_dirs: set[Path] = set()
@@ -136,7 +137,8 @@ def bundle_files(experiment: Path, only: CellFilter | None = None) -> tuple[list
     for task in sorted(task_dirs):
         for stage in sorted(p for p in (experiment / task).iterdir() if (p / STAGE_KEY_FILE).is_file()):
             files += [Path(task, stage.name, name) for name in STAGE_FILES if (stage / name).is_file()]
-    return files + analysis_files(experiment), records
+    # the analyses describe the whole experiment: a piece of it (a selection) is bundled without them
+    return files + (analysis_files(experiment) if not only.record() else []), records
 
 
 def analysis_files(experiment: Path) -> list[Path]:
