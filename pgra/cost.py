@@ -114,7 +114,38 @@ def metered(ctx=None) -> Iterator[dict[str, Any]]:
         from .distributed import gather_objects
 
         work = merge_work(gather_objects(ctx, work))
-    record.update(elapsed_s=round(time.time() - start, 1), hardware=hardware(), work=work)
+    record.update(elapsed_s=round(time.time() - start, 1), hardware=hardware(), work=with_parameters(work))
+
+
+def local_folder(model: str) -> str:
+    """A model folder, or the local copy of a hub id in the Hugging Face cache (never downloads)."""
+    if Path(model).is_dir():
+        return model
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(model, local_files_only=True)
+    except Exception:  # not a hub id, or not cached here: no parameter count
+        return model
+
+
+def with_parameters(work: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``work`` with each record's ``parameters`` filled, where it has none, from its model folder's counts while
+    the folder is here (the part's, or the whole model's for a part the folder does not split out), so that the
+    record prices itself wherever it is read later (a results bundle holds no model). A record of a part a model
+    folder does not name, or of a model not here, is left as it is."""
+    counts: dict[str, dict[str, int] | None] = {}
+    out = []
+    for w in work:
+        if not w.get("parameters") and w["part"] in WHOLE_MODEL_PARTS:
+            if w["model"] not in counts:
+                counts[w["model"]] = parameter_counts(local_folder(w["model"]))
+            found = counts[w["model"]]
+            n = (found.get(w["part"]) or found.get("all")) if found else None
+            if n:
+                w = {**w, "parameters": int(n)}
+        out.append(w)
+    return out
 
 
 def _safetensors_shapes(path: Path) -> dict[str, list[int]]:
@@ -188,5 +219,6 @@ def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int]
     return total
 
 
-__all__ = ["FLOPS_PER_TOKEN", "Priced", "TokenMeter", "estimated_flops", "hardware", "merge_work", "meter", "metered",
-           "model_dim", "parameter_counts", "tensor_sizes", "work_since"]
+__all__ = ["FLOPS_PER_TOKEN", "WHOLE_MODEL_PARTS", "Priced", "TokenMeter", "estimated_flops", "hardware", "local_folder",
+           "merge_work", "meter", "metered", "model_dim", "parameter_counts", "tensor_sizes", "with_parameters",
+           "work_since"]

@@ -95,13 +95,22 @@ def provenance(sources: list[Path]) -> list[str]:
     return lines
 
 
+def _precision(sources: list[Path]) -> str:
+    """The readers' mixed precision as the bundles' cells recorded it (``no``: fp32)."""
+    values = sorted({str(v["value"]) for src in sources
+                     for v in (json.loads((ROOT / src / "manifest.json").read_text(encoding="utf-8"))
+                               .get("cells_environment") or {}).get("reader_precision", [])})
+    named = [("fp32" if v == "no" else v) for v in values]
+    return f"readers in {' and '.join(named) or 'an unrecorded precision'}"
+
+
 def block(report: dict[str, Any], sources: list[Path]) -> str:
     """What goes between the markers: the table, then where each bundle ran."""
     n = {t: max((r["n"] for m in report["methods"] if (r := report["summary"].get(m, {}).get(t))), default=0)
          for t in report["tasks"]}
     seeds = ", ".join(f"{t} {k} seed{'s' if k != 1 else ''}" for t, k in n.items())
-    intro = (f"Test accuracy (%), mean ± std over seeds ({seeds}; `(det.)`: seed-independent, one run), fp32 on 2 CPU "
-             f"cores; Δ vs {report['reference']}: paired bootstrap ({report['bootstrap']['n_resamples']} resamples), "
+    intro = (f"Test accuracy (%), mean ± std over seeds ({seeds}; `(det.)`: seed-independent, one run), "
+             f"{_precision(sources)}; Δ vs {report['reference']}: paired bootstrap ({report['bootstrap']['n_resamples']} resamples), "
              "Holm-adjusted over every task x method comparison, `*` significant after it, `≈` below the minimum "
              "detectable effect (MDE, points, α = 0.05, power 0.8). Built by `python scripts/laptop_table.py` "
              "from the committed bundles:")

@@ -293,7 +293,8 @@ def test_analyze_writes_every_table_and_figure(finished, capsys):
     stage = {s: json.loads((task_dir / s / "cost.json").read_text()) for s in ("candidates", "reranked")}
     reranked = json.loads((task_dir / "reranked" / "manifest.json").read_text())
     assert stage["reranked"]["work"] == [{"model": cfg["rerank"]["lm"], "part": "all", "mode": "forward",
-                                          "tokens": reranked["embedding"]["tokens_run"]}]
+                                          "tokens": reranked["embedding"]["tokens_run"],
+                                          "parameters": parameter_counts(cfg["rerank"]["lm"])["all"]}]
     assert stage["candidates"]["work"] == []  # BM25 runs no model
     cell = json.loads((task_dir / "pgra" / "seed-1" / "cell.json").read_text())
     parts = {(w["part"], w["mode"]) for w in cell["cost"]["work"]}
@@ -304,6 +305,8 @@ def test_analyze_writes_every_table_and_figure(finished, capsys):
     params = {w["model"]: parameter_counts(w["model"]) for w in cell["cost"]["work"] + stage["reranked"]["work"]}
     assert row["flops"] == pytest.approx(estimated_flops(cell["cost"]["work"], params) +
                                          estimated_flops(stage["reranked"]["work"], params))
+    # each record carries its model's parameters, written while the folders were there: it prices itself alone
+    assert estimated_flops(cell["cost"]["work"], {}) == estimated_flops(cell["cost"]["work"], params)
     assert row["tokens"] == sum(w["tokens"] for w in cell["cost"]["work"] + stage["reranked"]["work"])
     no_ret = next(r for r in data["tables"]["cost"] if r["method"] == "no_retrieval")
     assert no_ret["stages"] == [] and no_ret["stage_elapsed_s"] == 0
@@ -519,6 +522,8 @@ def test_a_bundles_results_analyses_equal_its_experiments(finished, tmp_path, ca
     assert json.loads((tmp_path / "bundle" / "analysis" / "analysis.json").read_text())["tables"] == experiment
     assert bundle["calibration"] == experiment["calibration"] and bundle["cost"] == experiment["cost"]
     assert experiment["cost"][0]["tokens"] and experiment["differences"][0]["rank_shift"]
+    # the work records carry their models' parameters: FLOPs without any model folder (a bundle holds none)
+    assert all(r["flops"] for r in bundle["cost"])
     assert bundle["differences"] == [{k: v for k, v in row.items() if k != "rank_shift"}
                                      for row in experiment["differences"]]
     assert bundle["differences"][0]["overlap"]["pairs"] == len(_lines(out / "sky" / "fid" / "seed-1" /

@@ -97,9 +97,24 @@ def test_pieces_of_one_folder_bundle_apart_and_merge_into_its_report(apart, tmp_
     """One folder that ran a task's seeds one after another is bundled a seed (or a task, or some methods) at a
     time; the pieces merge into the folder's report; a selection that takes nothing is one error line."""
     whole, _, _ = apart
-    assert main(["report", str(whole), "--analyses", "calibration", "--bootstrap", "100"]) == 0  # whole/analysis/
+    (whole / "analysis").mkdir()  # what pgra analyze wrote (its tables describe every cell)
+    (whole / "analysis" / "analysis.json").write_text(json.dumps({"tables": {}}))
+    (whole / "analysis" / "analysis.md").write_text("# Analyses\n")
+    (whole / "analysis" / "sky").mkdir()  # an analysis's own run: never bundled
+    (whole / "analysis" / "sky" / "pseudo_labels.json").write_text("{}")
     assert main(["bundle", str(whole), "--out", str(tmp_path / "all")]) == 0
-    assert "analysis/analysis.json" in verify_bundle(tmp_path / "all")["files"]  # the analyses of every cell
+    bundled = verify_bundle(tmp_path / "all")["files"]
+    assert {"analysis/analysis.json", "analysis/analysis.md"} <= set(bundled)  # the analyses of every cell
+    assert not any(f.startswith("analysis/sky") for f in bundled)
+    import os
+
+    late = whole / "cr" / "fid" / "seed-3" / "cell.json"  # a cell that finished after the analyses
+    os.utime(late, (late.stat().st_atime, (whole / "analysis" / "analysis.json").stat().st_mtime + 10))
+    capsys.readouterr()
+    assert main(["bundle", str(whole), "--out", str(tmp_path / "all")]) == 0
+    assert "analyses were not bundled: cr/fid/seed-3 finished after the analyses" in capsys.readouterr().out
+    manifest = verify_bundle(tmp_path / "all")
+    assert not any(f.startswith("analysis/") for f in manifest["files"]) and manifest["analyses_left_out"]
     for seed in (1, 2, 3):
         assert main(["bundle", str(whole), "--out", str(tmp_path / f"seed{seed}"), "--seeds", str(seed)]) == 0
         assert "bundled 4 cells" in capsys.readouterr().out
@@ -250,11 +265,11 @@ def test_results_analyses_of_experiments_run_apart_equal_the_one_folder_ones(apa
     for root in apart:
         _with_evidence(root)
     args = ["--analyses", "differences,calibration", "--bootstrap", "200"]
-    assert main(["report", str(whole), *args]) == 0
+    assert main(["report", str(whole), "--out", str(tmp_path / "one"), *args]) == 0
     write_bundle(a, tmp_path / "bundle-a")  # a bundle and an experiment folder, merged
     assert main(["report", str(tmp_path / "bundle-a"), str(b), "--out", str(tmp_path / "m"), *args]) == 0
     assert "analyses (differences, calibration) written to" in capsys.readouterr().out
-    one = json.loads((whole / "analysis" / "analysis.json").read_text())["tables"]
+    one = json.loads((tmp_path / "one" / "analysis" / "analysis.json").read_text())["tables"]
     merged = json.loads((tmp_path / "m" / "analysis" / "analysis.json").read_text())["tables"]
     assert merged == one and set(one) == {"differences", "calibration"}
     # by hand: 10 inputs x 3 seeds of sst2; FiD and PGRA share 1 of 2 sentences on the 5 even inputs, none on the odd
@@ -279,6 +294,9 @@ def test_analyses_that_need_the_experiment_are_refused_on_results(apart, tmp_pat
     assert not (tmp_path / "m").exists()  # nothing written
     line = one_error_line(["report", str(tmp_path / "bundle"), "--analyses", "nonesuch"], capsys)
     assert "unknown analysis 'nonesuch'" in line
+    # an experiment folder's own analyses are pgra analyze's: the results' go elsewhere
+    line = one_error_line(["report", str(whole), "--analyses", "calibration"], capsys)
+    assert "is an experiment folder" in line and "--out DIR" in line and not (whole / "analysis").exists()
     # a bundle without its experiment's analyses takes those of its results in place, still verifies, and is
     # replaced whole by a new bundle of the experiment
     assert main(["report", str(tmp_path / "bundle"), "--analyses", "calibration", "--bootstrap", "100"]) == 0
@@ -286,3 +304,16 @@ def test_analyses_that_need_the_experiment_are_refused_on_results(apart, tmp_pat
     verify_bundle(tmp_path / "bundle")
     assert main(["bundle", str(whole), "--out", str(tmp_path / "bundle")]) == 0
     assert not (tmp_path / "bundle" / "analysis").exists()
+
+
+def test_results_analyses_count_a_seed_independent_method_once(apart, tmp_path):
+    """A seed-independent method's cells at later seeds (left by runs made before it ran once) are copies of one
+    run: the analyses, as the report, read its first only."""
+    whole, _, _ = apart
+    for seed in (1, 2):
+        _cell(whole, "sst2", "knn_vote", seed, 4, fixed=True)
+    assert main(["report", str(whole), "--out", str(tmp_path / "m"), "--analyses", "calibration",
+                 "--bootstrap", "100"]) == 0
+    rows = json.loads((tmp_path / "m" / "analysis" / "analysis.json").read_text())["tables"]["calibration"]
+    vote = next(r for r in rows if r["method"] == "knn_vote")
+    assert vote["seeds"] == [1] and vote["seed_independent"] and vote["flips"] is None

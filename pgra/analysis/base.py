@@ -39,7 +39,7 @@ class Analysis:
     it runs as ``(label, Experiment)``; ``reranks(runs)``, rerank stages outside any grid as ``(task, what,
     done)``. ``reads``: ``"experiment"`` when it needs the experiment folder (stage data, models, a grid of its
     own), ``"results"`` when the cells' records, predictions (with their evidence ids) and the stages' key and cost
-    records are enough: then it also runs on results bundles and merged reports (``pgra report ... --analyses``,
+    records are enough: then it also runs on results bundles, several merged (``pgra report ... --analyses``,
     :class:`~pgra.analysis.results.ResultsRuns`).
     """
 

@@ -11,11 +11,10 @@ scores at least as well for at most the cost, better in one of the two.
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 from typing import Any
 
 from ..artifacts import read_json
-from ..cost import estimated_flops, merge_work, parameter_counts
+from ..cost import estimated_flops, local_folder, merge_work, parameter_counts
 from ..experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from ..methods import get_method
 from ..predictions import read_cell
@@ -44,28 +43,18 @@ def stages_needed(method: str) -> list[str]:
 
 
 class _Params:
-    """Parameter counts per model, read once."""
+    """Parameter counts per model, read once from the model folders here (``lookup``); without ``lookup`` (results
+    alone: a bundle) none, so only the work records' own ``parameters`` price them, wherever they are read."""
 
-    def __init__(self) -> None:
+    def __init__(self, lookup: bool = True) -> None:
+        self.lookup = lookup
         self.cache: dict[str, dict[str, int] | None] = {}
 
     def __call__(self, work: list[dict[str, Any]]) -> dict[str, dict[str, int] | None]:
         for w in work:
             if w["model"] not in self.cache:
-                self.cache[w["model"]] = parameter_counts(local_folder(w["model"]))
+                self.cache[w["model"]] = parameter_counts(local_folder(w["model"])) if self.lookup else None
         return self.cache
-
-
-def local_folder(model: str) -> str:
-    """A model folder, or the local copy of a hub id in the Hugging Face cache (never downloads)."""
-    if Path(model).is_dir():
-        return model
-    try:
-        from huggingface_hub import snapshot_download
-
-        return snapshot_download(model, local_files_only=True)
-    except Exception:  # not a hub id, or not cached here: no parameter count
-        return model
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -116,7 +105,7 @@ def dominated(rows: list[dict[str, Any]], cost_key: str) -> dict[str, list[str]]
 
 def cost_table(runs: ExperimentRuns) -> list[dict[str, Any]]:
     """Every (task, method) row with its cost and the methods that dominate it by FLOPs and by wall-clock."""
-    params = _Params()
+    params = _Params(lookup=runs.reads_model_folders)
     out = []
     for task in runs.cfg.tasks:
         rows = [r for m in runs.cfg.methods if (r := method_cost(runs, task, m, params)) is not None]

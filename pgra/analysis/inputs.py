@@ -42,6 +42,11 @@ class ExperimentRuns:
         """``<experiment>/analysis``: where tables, figures and the analyses' own runs go."""
         return self.root / ANALYSIS_DIR
 
+    @property
+    def reads_model_folders(self) -> bool:
+        """Whether the analyses may read the models' folders here (parameter counts); not on results alone."""
+        return True
+
     def stage_dir(self, task: str, stage: str) -> Path:
         """The folder of a task's stage (``candidates``, ``reranked``, ...)."""
         return self.experiment.stage_dir(task, stage)

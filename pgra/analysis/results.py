@@ -1,4 +1,4 @@
-"""The analyses that need only results, run on results bundles and merged reports (``pgra report ... --analyses``).
+"""The analyses that need only results, run on results bundles, alone or merged (``pgra report ... --analyses``).
 
 An analysis whose ``reads`` is ``"results"`` (:class:`~pgra.analysis.base.Analysis`) reads nothing but the cells'
 records, their predictions (with the evidence ids each input's reader read) and the stages' key and cost
@@ -34,7 +34,7 @@ class ResultsGrid:
 
 
 def results_analyses() -> list[str]:
-    """The registered analyses that run on results alone (bundles, merged reports), in their order."""
+    """The registered analyses that run on results alone (bundles, alone or merged), in their order."""
     return [name for name in ANALYSES.names() if ANALYSES[name].reads == "results"]
 
 
@@ -46,7 +46,7 @@ def chosen_analyses(names: Sequence[str]) -> list[Analysis]:
     need = [n for n in ANALYSES.names() if n in names and ANALYSES[n].reads != "results"]
     if need:
         raise InputError(f"{', '.join(need)} need{'s' if len(need) == 1 else ''} the experiment folder (its stages' "
-                         "data, its models or runs of their own), which a bundle or merged report does not hold: "
+                         "data, its models or runs of their own), which a bundle does not hold: "
                          "run `pgra analyze --config CONFIG` where the experiment ran; on results alone: "
                          f"{', '.join(results_analyses())}", field="analyses")
     return [ANALYSES[n] for n in ANALYSES.names() if n in names]
@@ -68,14 +68,16 @@ class ResultsRuns(ExperimentRuns):
                split: str = "test") -> ResultsRuns:
         """The cells of ``sources`` merged (refused as ``pgra report`` refuses them), analysed into
         ``<out>/analysis/`` with the analyses ``analyses``."""
+        from ..evaluation.cells import drop_superseded
         from ..evaluation.merge import merged_cells
 
         found, _ = merged_cells(sources, split)
+        found, _ = drop_superseded(found)  # as the report: a seed-independent method's one run, never its copies
         cells = {(c.task, c.method, c.seed): c for c in found}
         tasks, methods = _ordered(found, "tasks"), _ordered(found, "methods")
-        section = analysis_config()(analyses=list(analyses), split=split)
+        section = _recorded_options(found, list(analyses), split)
         grid = ResultsGrid(tasks, methods, sorted({c.seed for c in found}), section)
-        return cls(experiment=None, split=split, cells=cells,  # type: ignore[arg-type]
+        return cls(experiment=_NO_EXPERIMENT, split=split, cells=cells,  # type: ignore[arg-type]
                    sources=[Path(s) for s in sources], folder=Path(out), grid=grid)
 
     @property
@@ -86,6 +88,10 @@ class ResultsRuns(ExperimentRuns):
     @property
     def root(self) -> Path:
         return self.folder
+
+    @property
+    def reads_model_folders(self) -> bool:
+        return False  # results alone: a work record prices itself (its ``parameters``) or not at all
 
     def task_spec(self, task: str):
         from ..config import from_dict
@@ -144,6 +150,46 @@ class ResultsRuns(ExperimentRuns):
                          "analysis needs the experiment folder (`pgra analyze --config CONFIG`)", field="analyses")
 
 
+class _NoExperiment:
+    """What :class:`ResultsRuns` has instead of an experiment: an analysis that reaches for one (a plug-in marked
+    ``reads="results"`` that is not) gets one error line, not a traceback."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy, pickle and friends probe for optional hooks
+            raise AttributeError(name)
+        raise InputError(f"this analysis reads the experiment ({name}), which results alone do not give: mark it "
+                         "reads=\"experiment\" and run it with `pgra analyze --config CONFIG`", field="analyses")
+
+
+_NO_EXPERIMENT = _NoExperiment()
+
+
+def _recorded_options(cells: list[Any], analyses: list[str], split: str) -> Any:
+    """The ``analysis`` section the cells' runs recorded (the chosen analyses' options: a calibration's bins), which
+    every cell must agree on; the defaults where none recorded it."""
+    from ..config import from_dict, to_dict
+
+    section = analysis_config()
+    default = to_dict(section())
+    chosen: dict[str, Any] = {}
+    first: dict[str, Any] = {}
+    for cell in cells:
+        recorded = (cell.record.get("config") or {}).get("analysis")
+        recorded = recorded if isinstance(recorded, dict) else {}
+        for name in analyses:
+            if name not in default:
+                continue  # an analysis without options
+            value = recorded.get(name, default[name])
+            if name in chosen and chosen[name] != value:
+                raise InputError(f"the cells record other options of analysis {name}: {chosen[name]} in "
+                                 f"{first[name].path.parent}, {value} in {cell.path.parent}; analyse them apart",
+                                 field=f"analysis.{name}")
+            chosen.setdefault(name, value)
+            first.setdefault(name, cell)
+    return from_dict(section, {**default, **chosen, "analyses": analyses, "split": split},
+                     source="the cells' recorded analysis options")
+
+
 def _ordered(cells: list[Any], name: str) -> list[str]:
     """The cells' tasks or methods (``name``) in the order their runs' configs list them, then any other."""
     have = {c.task if name == "tasks" else c.method for c in cells}
@@ -158,20 +204,29 @@ def _ordered(cells: list[Any], name: str) -> list[str]:
     return list(order)
 
 
-def _refuse_bundled_analyses(sources: Sequence[str | Path], out: str | Path) -> None:
-    """Refuse to write into a bundle the analyses its experiment's ``pgra analyze`` wrote and the bundle holds
-    (checksummed: rewritten, the bundle would no longer verify)."""
+def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
+    """Whether ``out`` is the one source (else a folder of its own, claimed as a report's); refused: one of several
+    sources, an experiment folder (its analyses are `pgra analyze`'s, which reads its stages too), a bundle holding
+    the analyses its experiment's ``pgra analyze`` wrote (checksummed: rewritten, it would no longer verify)."""
     from ..artifacts import MANIFEST, read_json_object
     from ..evaluation.bundle import ANALYSIS_DIR, is_bundle
 
     target = Path(out)
-    if not any(target.resolve() == Path(s).resolve() for s in sources) or not is_bundle(target):
-        return
+    among = [s for s in sources if target.resolve() == Path(s).resolve()]
+    if not among:
+        return False
+    if len(sources) > 1:
+        raise InputError(f"--out {out} is one of the merged folders: a merged report goes into a folder of its own",
+                         field="out")
+    if not is_bundle(target):
+        raise InputError(f"{target} is an experiment folder: its analyses are `pgra analyze --config CONFIG`'s (which "
+                         "reads its stages too); give --out DIR for the analyses of its results alone", field="out")
     files = read_json_object(target / MANIFEST).get("files") or {}
     if any(str(name).startswith(f"{ANALYSIS_DIR}/") for name in files):
         raise InputError(f"{target} holds the analyses its experiment's `pgra analyze` wrote ({ANALYSIS_DIR}/, "
                          "checksummed with the bundle): give --out DIR for the analyses of its results",
                          field="out")
+    return True
 
 
 def analyze_results(sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
@@ -179,18 +234,21 @@ def analyze_results(sources: Sequence[str | Path], out: str | Path, analyses: Se
     """Run the analyses ``analyses`` (each must read results only) on the cells of ``sources`` merged, and write
     ``<out>/analysis/`` (``analysis.md``, ``analysis.json``, figures) as ``pgra analyze`` does. Nothing is
     written when the sources cannot be merged or an analysis needs an experiment folder."""
+    from ..evaluation.report import check_report_files
     from ..ownership import claim_folder
     from .run import write_analyses
 
     chosen = chosen_analyses(analyses)
-    _refuse_bundled_analyses(sources, out)
+    own = _check_out(sources, out)
     runs = ResultsRuns.merged(sources, out, [a.name for a in chosen], split)
-    if not any(Path(out).resolve() == Path(s).resolve() for s in sources):
+    if Path(out).exists():  # the report that will link the analyses could not be written: refuse before them
+        check_report_files(out, "directory" if own else "out")
+    results = {a.name: a.compute(runs, None) for a in chosen}
+    if not own:
         claim_folder(out, "report")  # a merged report's folder, as pgra report claims it
     claim_folder(runs.out, "analysis")
-    results = {a.name: a.compute(runs, None) for a in chosen}
     write_analyses(runs, results, {"sources": [str(s) for s in sources], "analyses": [a.name for a in chosen],
-                                   "split": split})
+                                   "split": split}, keep_previous=False)
     return runs
 
 

@@ -64,11 +64,13 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
     return runs
 
 
-def write_analyses(runs: ExperimentRuns, results: dict[str, Any], config: dict[str, Any]) -> None:
+def write_analyses(runs: ExperimentRuns, results: dict[str, Any], config: dict[str, Any],
+                   keep_previous: bool = True) -> None:
     """``analysis.md``, ``analysis.json`` (with ``config``, what was analysed) and ``figures.json``: this run's
-    tables, and those of analyses not chosen this time as the run that made them left them."""
+    tables, and (``keep_previous``: an experiment's, whose cells the earlier run read too) those of analyses not
+    chosen this time as the run that made them left them."""
     previous = runs.out / "analysis.json"
-    kept = read_json(previous).get("tables", {}) if previous.exists() else {}
+    kept = read_json(previous).get("tables", {}) if previous.exists() and keep_previous else {}
     tables = {name: results.get(name, kept.get(name)) for name in ANALYSES if name in results or name in kept}
     w = Writer(runs)
     for name, rows in tables.items():

@@ -36,6 +36,8 @@ def run(opts: BundleOptions) -> None:
     size = sum(f["size"] for f in manifest["files"].values())
     print(f"bundled {manifest['cells']} cells ({len(manifest['files'])} files, {size / 1e6:.2f} MB) into {opts.out}; "
           f"`pgra report {Path(opts.out)}` reports it, `pgra report A B --out DIR` merges it with others")
+    if manifest.get("analyses_left_out"):
+        print(f"the experiment's analyses were not bundled: {manifest['analyses_left_out']}")
 
 
 COMMAND = Command("bundle", "a small, shareable copy of an experiment's results (cells, predictions, keys, "

@@ -143,13 +143,27 @@ def bundle_files(experiment: Path, only: CellFilter | None = None) -> tuple[list
 
 def analysis_files(experiment: Path) -> list[Path]:
     """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` (tables, figures, their index; relative
-    paths), when it wrote there: the analyses' results, never their runs (a sweep point's cells, cached
-    pseudo-labels, which lie in folders below)."""
+    paths), when it wrote there after every cell finished: the analyses' results, never their runs (a sweep point's
+    cells, cached pseudo-labels, which lie in folders below). Analyses older than a cell (see
+    :func:`stale_analyses`) are not bundled."""
     folder = experiment / ANALYSIS_DIR
-    if not (folder / "analysis.json").is_file() or folder.is_symlink():
+    if not (folder / "analysis.json").is_file() or folder.is_symlink() or stale_analyses(experiment):
         return []
     return [Path(ANALYSIS_DIR, p.name) for p in sorted(folder.iterdir())
             if p.is_file() and not p.is_symlink() and p.suffix in ANALYSIS_SUFFIXES and not p.name.startswith(".")]
+
+
+def stale_analyses(experiment: Path) -> str | None:
+    """Why the analyses ``pgra analyze`` wrote in ``experiment`` do not describe its cells (a cell finished after
+    them: they left it out), or None."""
+    written = experiment / ANALYSIS_DIR / "analysis.json"
+    if not written.is_file():
+        return None
+    newer = [p for p in experiment.glob(CELL_GLOB) if p.stat().st_mtime > written.stat().st_mtime]
+    if newer:
+        return (f"{newer[0].parent.relative_to(experiment).as_posix()} finished after the analyses: run `pgra analyze` "
+                "again to bundle them")
+    return None
 
 
 def _check_out(experiment: Path, out: Path) -> None:
@@ -200,10 +214,11 @@ def write_bundle(experiment: str | Path, out: str | Path, only: CellFilter | Non
         manifest = {"kind": KIND, "format": BUNDLE_FORMAT, "source": experiment.resolve().name,
                     "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                     "cells": len(records), **({"selection": only.record()} if only and only.record() else {}),
+                    **({"analyses_left_out": stale} if (stale := stale_analyses(experiment)) else {}),
                     "environment": environment_record(),
                     "cells_environment": cells_environment(records), "files": listed}
         write_json(tmp / MANIFEST, manifest)
     return manifest
 
 
-__all__ = ["BUNDLE_FORMAT", "KIND", "STAGE_FILES", "CellFilter", "analysis_files", "bundle_files", "is_bundle", "verify_bundle", "write_bundle"]
+__all__ = ["BUNDLE_FORMAT", "KIND", "STAGE_FILES", "CellFilter", "analysis_files", "bundle_files", "is_bundle", "stale_analyses", "verify_bundle", "write_bundle"]

@@ -74,6 +74,18 @@ def source_cells(directory: str | Path, split: str = "test", bundle: bool = Fals
     return cells
 
 
+def drop_superseded(cells: list[CellResult]) -> tuple[list[CellResult], list[CellResult]]:
+    """Per task and method with a seed-independent cell, only that cell (the lowest seed if several): the
+    method's cells at other seeds were left by runs made before it ran once; they would only count copies of
+    one run as seeds. Returns the cells kept and those left out."""
+    keep: dict[tuple[str, str], CellResult] = {}
+    for c in sorted(cells, key=lambda c: c.seed):
+        if c.seed_independent:
+            keep.setdefault((c.task, c.method), c)
+    kept = [c for c in cells if (c.task, c.method) not in keep or keep[(c.task, c.method)] is c]
+    return kept, [c for c in cells if c not in kept]
+
+
 def check_shared_inputs(cells: list[CellResult], split: str) -> None:
     first: dict[str, tuple[str, CellResult]] = {}
     for cell in cells:
@@ -89,4 +101,4 @@ def check_shared_inputs(cells: list[CellResult], split: str) -> None:
                 path=cell.path.parent / f"predictions_{split}.jsonl")
 
 
-__all__ = ["REPORT_FILES", "CellResult", "check_shared_inputs", "source_cells"]
+__all__ = ["REPORT_FILES", "CellResult", "check_shared_inputs", "drop_superseded", "source_cells"]

@@ -26,7 +26,7 @@ from ..markdown import md_row, md_table, md_text
 from ..metrics import mean_std
 from ..ownership import record_files
 from ..predictions import inputs_fingerprint
-from .cells import REPORT_FILES, CellResult
+from .cells import REPORT_FILES, CellResult, drop_superseded
 from .resolution import DEFAULT_ALPHA, DEFAULT_POWER
 
 STILL_IMPROVING = "↑"
@@ -52,18 +52,6 @@ def collect_cells(directory: str | Path, split: str = "test") -> list[CellResult
 
 def _order(names: list[str], preferred: list[str]) -> list[str]:
     return [n for n in preferred if n in names] + sorted(n for n in names if n not in preferred)
-
-
-def _drop_superseded(cells: list[CellResult]) -> tuple[list[CellResult], list[CellResult]]:
-    """Per task and method with a seed-independent cell, only that cell (the lowest seed if several): the
-    method's cells at other seeds were left by runs made before it ran once; they would only count copies of
-    one run as seeds. Returns the cells kept and those left out."""
-    keep: dict[tuple[str, str], CellResult] = {}
-    for c in sorted(cells, key=lambda c: c.seed):
-        if c.seed_independent:
-            keep.setdefault((c.task, c.method), c)
-    kept = [c for c in cells if (c.task, c.method) not in keep or keep[(c.task, c.method)] is c]
-    return kept, [c for c in cells if c not in kept]
 
 
 def _runs(group: list[CellResult]) -> list[list[str | None]]:
@@ -117,7 +105,7 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
 
     sources = _sources(directory)
     merged, merge_info = merged_cells(sources, split)
-    cells, superseded = _drop_superseded(merged)
+    cells, superseded = drop_superseded(merged)
     tasks = _order(list({c.task for c in cells}), task_names())  # the paper's task order, then the others
     methods = _order(list({c.method for c in cells}), list(METHODS))
     specs: dict[str, TaskSpec] = {}

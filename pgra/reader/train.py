@@ -245,13 +245,12 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
     plugin = getattr(acc.state, "deepspeed_plugin", None)
     if plugin is not None:
         deepspeed_settings(plugin, cfg, acc.num_processes)
+    top_parameters = reader.top_layer_parameters()  # before prepare: ZeRO-3 partitions the weights (numel 0)
     reader, optimizer, scheduler = acc.prepare(reader, optimizer, scheduler)
     encoded_train = encoded_dev = None
-    top_parameters = 0
     if top_layers is not None:  # every process encodes every input once (in a fixed order: a resumed run agrees)
         show = cfg.show_progress and acc.is_main_process
         inner = acc.unwrap_model(reader)
-        top_parameters = inner.top_layer_parameters()
         encoded_train = EncodedInputs.compute(inner, fmt, train_records, cfg.eval_batch_size, show, "encoding train")
         if cfg.eval_every and cfg.predict_mode == "scoring":  # only dev evaluations during training read them
             encoded_dev = EncodedInputs.compute(inner, fmt, dev_records, cfg.eval_batch_size, show, "encoding dev")
