@@ -85,9 +85,13 @@ class ExperimentRuns:
     def require_cell(self, task: str, method: str, seed: int, why: str) -> Path:
         directory = self.cell(task, method, seed)
         if directory is None:
-            raise InputError(f"{why} needs the finished cell {self.experiment.cell_dir(task, method, seed)}: run "
-                             f"`pgra experiment` with method {method} and seed {seed} first", field="methods")
+            raise InputError(f"{why} needs {self.missing_cell(task, method, seed)}", field="methods")
         return directory
+
+    def missing_cell(self, task: str, method: str, seed: int) -> str:
+        """What to say of a cell the analyses need but the experiment has not finished."""
+        return (f"the finished cell {self.experiment.cell_dir(task, method, seed)}: run `pgra experiment` with "
+                f"method {method} and seed {seed} first")
 
     def predictions(self, task: str, method: str, seed: int) -> list[dict[str, Any]]:
         """The cell's predictions on the analysed split."""

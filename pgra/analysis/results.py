@@ -117,12 +117,8 @@ class ResultsRuns(ExperimentRuns):
     def finished_seeds(self, task: str, method: str) -> list[int]:
         return sorted(s for (t, m, s) in self.cells if (t, m) == (task, method))
 
-    def require_cell(self, task: str, method: str, seed: int, why: str) -> Path:
-        directory = self.cell(task, method, seed)
-        if directory is None:
-            raise InputError(f"{why} needs the cell {task}/{method}/seed-{seed}, which none of "
-                             f"{', '.join(map(str, self.sources))} holds", field="methods")
-        return directory
+    def missing_cell(self, task: str, method: str, seed: int) -> str:
+        return f"the cell {task}/{method}/seed-{seed}, which none of {', '.join(map(str, self.sources))} holds"
 
     def predictions(self, task: str, method: str, seed: int) -> list[dict[str, Any]]:
         self.require_cell(task, method, seed, f"the analysis of {method}")
