@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,11 +33,13 @@ ANALYSES = ("differences", "calibration", "cost")
 
 
 def bundles(folder: Path = BUNDLES) -> list[Path]:
-    """The results bundles under ``folder`` (each a sub-folder whose manifest says kind ``bundle``), by name,
-    relative to the repository (the merged report names its sources so)."""
+    """The results bundles of the grid's pieces under ``folder`` (``<task>-seed<n>``: a sub-folder whose manifest
+    says kind ``bundle``), by name, relative to the repository (the merged report names its sources so). An
+    analyses bundle (``<task>-analyses``) is read on its own."""
     from pgra.evaluation.bundle import is_bundle
 
-    return sorted(p.relative_to(ROOT) for p in folder.iterdir() if p.is_dir() and is_bundle(p))
+    return sorted(p.relative_to(ROOT) for p in folder.iterdir()
+                  if p.is_dir() and re.fullmatch(r".+-seed\d+", p.name) and is_bundle(p))
 
 
 def _pct(x: float) -> str:
