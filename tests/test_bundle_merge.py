@@ -97,8 +97,11 @@ def test_pieces_of_one_folder_bundle_apart_and_merge_into_its_report(apart, tmp_
     """One folder that ran a task's seeds one after another is bundled a seed (or a task, or some methods) at a
     time; the pieces merge into the folder's report; a selection that takes nothing is one error line."""
     whole, _, _ = apart
-    (whole / "analysis").mkdir()  # what pgra analyze wrote (its tables describe every cell)
-    (whole / "analysis" / "analysis.json").write_text(json.dumps({"tables": {}}))
+    from pgra.evaluation.bundle import cell_idents
+
+    (whole / "analysis").mkdir()  # what pgra analyze wrote (its table read every cell)
+    (whole / "analysis" / "analysis.json").write_text(json.dumps({"tables": {}, "cells": {
+        "calibration": cell_idents(whole)}}))
     (whole / "analysis" / "analysis.md").write_text("# Analyses\n")
     (whole / "analysis" / "sky").mkdir()  # an analysis's own run: never bundled
     (whole / "analysis" / "sky" / "pseudo_labels.json").write_text("{}")
@@ -106,15 +109,19 @@ def test_pieces_of_one_folder_bundle_apart_and_merge_into_its_report(apart, tmp_
     bundled = verify_bundle(tmp_path / "all")["files"]
     assert {"analysis/analysis.json", "analysis/analysis.md"} <= set(bundled)  # the analyses of every cell
     assert not any(f.startswith("analysis/sky") for f in bundled)
-    import os
+    import shutil as sh
 
-    late = whole / "cr" / "fid" / "seed-3" / "cell.json"  # a cell that finished after the analyses
-    os.utime(late, (late.stat().st_atime, (whole / "analysis" / "analysis.json").stat().st_mtime + 10))
+    sh.copytree(whole, tmp_path / "copied")  # times are not what proves them current: the cells read are
+    assert "analysis/analysis.json" in write_bundle(tmp_path / "copied", tmp_path / "from-copy")["files"]
+    _cell(whole, "cr", "knn_vote", 1, 5)  # a cell that finished after the analyses: their table did not read it
     capsys.readouterr()
     assert main(["bundle", str(whole), "--out", str(tmp_path / "all")]) == 0
-    assert "analyses were not bundled: cr/fid/seed-3 finished after the analyses" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "analyses were not bundled: its calibration table read other cells than the folder holds " \
+           "(cr/knn_vote/seed-1)" in out
     manifest = verify_bundle(tmp_path / "all")
     assert not any(f.startswith("analysis/") for f in manifest["files"]) and manifest["analyses_left_out"]
+    sh.rmtree(whole / "cr" / "knn_vote")
     for seed in (1, 2, 3):
         assert main(["bundle", str(whole), "--out", str(tmp_path / f"seed{seed}"), "--seeds", str(seed)]) == 0
         assert "bundled 4 cells" in capsys.readouterr().out
@@ -123,6 +130,7 @@ def test_pieces_of_one_folder_bundle_apart_and_merge_into_its_report(apart, tmp_
         assert {Path(f).parts[2] for f in manifest["files"] if len(Path(f).parts) == 4} == {f"seed-{seed}"}
         assert "cr/candidates/.stage_key" in manifest["files"]
         assert not any(f.startswith("analysis/") for f in manifest["files"])  # they describe every seed's cells
+        assert "analyses_left_out" not in manifest
     _same_numbers(build_report(whole, n_resamples=500, seed=3),
                   build_report([tmp_path / f"seed{s}" for s in (1, 2, 3)], n_resamples=500, seed=3))
     assert main(["bundle", str(whole), "--out", str(tmp_path / "one"), "--tasks", "cr", "--methods", "pgra",
@@ -283,6 +291,12 @@ def test_results_analyses_of_experiments_run_apart_equal_the_one_folder_ones(apa
     assert (tmp_path / "m" / "analysis" / "overlap.png").read_bytes()[:4] == b"\x89PNG"
     assert "analysis/overlap.png" in (tmp_path / "m" / "results.md").read_text()  # linked from the report
     verify_bundle(tmp_path / "bundle-a")  # the sources are only read
+    # analysed again with fewer analyses: only those tables, and the figures of the others are gone
+    assert main(["report", str(tmp_path / "bundle-a"), str(b), "--out", str(tmp_path / "m"), "--analyses",
+                 "calibration", "--bootstrap", "200"]) == 0
+    again = json.loads((tmp_path / "m" / "analysis" / "analysis.json").read_text())
+    assert set(again["tables"]) == {"calibration"} and not (tmp_path / "m" / "analysis" / "overlap.png").exists()
+    assert (tmp_path / "m" / "analysis" / "reliability_sst2.png").is_file()
 
 
 def test_analyses_that_need_the_experiment_are_refused_on_results(apart, tmp_path, capsys):
@@ -296,7 +310,7 @@ def test_analyses_that_need_the_experiment_are_refused_on_results(apart, tmp_pat
     assert "unknown analysis 'nonesuch'" in line
     # an experiment folder's own analyses are pgra analyze's: the results' go elsewhere
     line = one_error_line(["report", str(whole), "--analyses", "calibration"], capsys)
-    assert "is an experiment folder" in line and "--out DIR" in line and not (whole / "analysis").exists()
+    assert "is not a results bundle" in line and "--out DIR" in line and not (whole / "analysis").exists()
     # a bundle without its experiment's analyses takes those of its results in place, still verifies, and is
     # replaced whole by a new bundle of the experiment
     assert main(["report", str(tmp_path / "bundle"), "--analyses", "calibration", "--bootstrap", "100"]) == 0
@@ -317,3 +331,21 @@ def test_results_analyses_count_a_seed_independent_method_once(apart, tmp_path):
     rows = json.loads((tmp_path / "m" / "analysis" / "analysis.json").read_text())["tables"]["calibration"]
     vote = next(r for r in rows if r["method"] == "knn_vote")
     assert vote["seeds"] == [1] and vote["seed_independent"] and vote["flips"] is None
+
+
+def test_results_analyses_use_the_options_the_cells_recorded(apart, tmp_path, capsys):
+    whole, _, _ = apart
+    for cell in whole.glob("*/*/seed-*/cell.json"):
+        record = json.loads(cell.read_text())
+        record["config"] = {**record["config"], "analysis": {"calibration": {"n_bins": 4}}}
+        cell.write_text(json.dumps(record))
+    assert main(["report", str(whole), "--out", str(tmp_path / "m"), "--analyses", "calibration",
+                 "--bootstrap", "100"]) == 0
+    rows = json.loads((tmp_path / "m" / "analysis" / "analysis.json").read_text())["tables"]["calibration"]
+    assert {r["n_bins"] for r in rows} == {4} and all(len(r["bins"]) == 4 for r in rows)
+    cell = whole / "cr" / "fid" / "seed-2" / "cell.json"
+    record = json.loads(cell.read_text())
+    record["config"]["analysis"]["calibration"]["n_bins"] = 7
+    cell.write_text(json.dumps(record))
+    line = one_error_line(["report", str(whole), "--out", str(tmp_path / "m2"), "--analyses", "calibration"], capsys)
+    assert "other options of analysis calibration" in line and "'n_bins': 7" in line

@@ -47,6 +47,13 @@ class ExperimentRuns:
         """Whether the analyses may read the models' folders here (parameter counts); not on results alone."""
         return True
 
+    def cell_idents(self) -> list[str]:
+        """The finished cells the analyses read (:func:`~pgra.evaluation.bundle.cell_ident`), recorded with their
+        tables so that a bundle leaves out analyses that read other cells than it holds."""
+        from ..evaluation.bundle import cell_idents
+
+        return cell_idents(self.root)
+
     def stage_dir(self, task: str, stage: str) -> Path:
         """The folder of a task's stage (``candidates``, ``reranked``, ...)."""
         return self.experiment.stage_dir(task, stage)

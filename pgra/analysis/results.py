@@ -117,6 +117,11 @@ class ResultsRuns(ExperimentRuns):
     def finished_seeds(self, task: str, method: str) -> list[int]:
         return sorted(s for (t, m, s) in self.cells if (t, m) == (task, method))
 
+    def cell_idents(self) -> list[str]:
+        from ..evaluation.bundle import cell_ident
+
+        return sorted(cell_ident(c.record) for c in self.cells.values())
+
     def missing_cell(self, task: str, method: str, seed: int) -> str:
         return f"the cell {task}/{method}/seed-{seed}, which none of {', '.join(map(str, self.sources))} holds"
 
@@ -161,21 +166,26 @@ _NO_EXPERIMENT = _NoExperiment()
 
 
 def _recorded_options(cells: list[Any], analyses: list[str], split: str) -> Any:
-    """The ``analysis`` section the cells' runs recorded (the chosen analyses' options: a calibration's bins), which
-    every cell must agree on; the defaults where none recorded it."""
+    """The ``analysis`` section the cells' runs recorded (the chosen analyses' options: a calibration's bins), each
+    option section read as this pgra reads it (fields added since take their defaults), which every cell that
+    recorded it must agree on; the defaults where none did."""
+    import dataclasses
+
     from ..config import from_dict, to_dict
 
     section = analysis_config()
+    factories = {f.name: f.default_factory for f in dataclasses.fields(section)}
     default = to_dict(section())
     chosen: dict[str, Any] = {}
     first: dict[str, Any] = {}
     for cell in cells:
         recorded = (cell.record.get("config") or {}).get("analysis")
-        recorded = recorded if isinstance(recorded, dict) else {}
         for name in analyses:
-            if name not in default:
-                continue  # an analysis without options
-            value = recorded.get(name, default[name])
+            if name not in default or not isinstance(recorded, dict) or name not in recorded:
+                continue  # an analysis without options, or a run that did not record them
+            value, blank = recorded[name], factories[name]()  # type: ignore[misc]
+            if dataclasses.is_dataclass(blank):  # read as this pgra reads it: a field added since takes its default
+                value = to_dict(from_dict(type(blank), value, source=f"{cell.path}: config.analysis.{name}"))
             if name in chosen and chosen[name] != value:
                 raise InputError(f"the cells record other options of analysis {name}: {chosen[name]} in "
                                  f"{first[name].path.parent}, {value} in {cell.path.parent}; analyse them apart",
@@ -215,8 +225,9 @@ def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
         raise InputError(f"--out {out} is one of the merged folders: a merged report goes into a folder of its own",
                          field="out")
     if not is_bundle(target):
-        raise InputError(f"{target} is an experiment folder: its analyses are `pgra analyze --config CONFIG`'s (which "
-                         "reads its stages too); give --out DIR for the analyses of its results alone", field="out")
+        raise InputError(f"{target} is not a results bundle: an experiment folder's own analyses are `pgra analyze "
+                         "--config CONFIG`'s (which reads its stages too); give --out DIR for the analyses of its "
+                         "results alone", field="out")
     files = read_json_object(target / MANIFEST).get("files") or {}
     if any(str(name).startswith(f"{ANALYSIS_DIR}/") for name in files):
         raise InputError(f"{target} holds the analyses its experiment's `pgra analyze` wrote ({ANALYSIS_DIR}/, "

@@ -69,17 +69,27 @@ def write_analyses(runs: ExperimentRuns, results: dict[str, Any], config: dict[s
     """``analysis.md``, ``analysis.json`` (with ``config``, what was analysed) and ``figures.json``: this run's
     tables, and (``keep_previous``: an experiment's, whose cells the earlier run read too) those of analyses not
     chosen this time as the run that made them left them."""
-    previous = runs.out / "analysis.json"
-    kept = read_json(previous).get("tables", {}) if previous.exists() and keep_previous else {}
+    previous_file = runs.out / "analysis.json"
+    previous = read_json(previous_file) if previous_file.exists() else {}
+    kept = previous.get("tables", {}) if keep_previous else {}
     tables = {name: results.get(name, kept.get(name)) for name in ANALYSES if name in results or name in kept}
+    now, read_before = runs.cell_idents(), (previous.get("cells") or {}) if keep_previous else {}
     w = Writer(runs)
     for name, rows in tables.items():
         if rows or (ANALYSES[name].render_empty and rows is not None):
             ANALYSES[name].render(w, rows)
     write_text(runs.out / "analysis.md", "\n".join(w.md) + "\n")
+    # the cells each table read (a kept table: what its run read), so that a stale table is never bundled as current
+    cells = {name: now if name in results else read_before.get(name) for name in tables}
     write_json(runs.out / "analysis.json", {"split": runs.split, "analyses": list(w.tables), "tables": w.tables,
-                                            "figures": w.figures, "config": config,
+                                            "figures": w.figures, "cells": cells, "config": config,
                                             "git_commit": source_commit(), "versions": library_versions()})
+    if not keep_previous:  # the figures of the tables not kept, which pgra drew (its earlier figures.json names them)
+        drawn = {f["file"] for f in w.figures}
+        for old in previous.get("figures") or []:
+            name = str(old.get("file", "")) if isinstance(old, dict) else ""
+            if name.endswith(".png") and "/" not in name and name not in drawn:
+                (runs.out / name).unlink(missing_ok=True)
     pages = [{"file": "analysis.md", "title": "Analyses (all tables)"}]
     if "case_study" in w.tables:
         pages.append({"file": "case_study.md", "title": "Case study"})

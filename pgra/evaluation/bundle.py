@@ -143,9 +143,9 @@ def bundle_files(experiment: Path, only: CellFilter | None = None) -> tuple[list
 
 def analysis_files(experiment: Path) -> list[Path]:
     """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` (tables, figures, their index; relative
-    paths), when it wrote there after every cell finished: the analyses' results, never their runs (a sweep point's
-    cells, cached pseudo-labels, which lie in folders below). Analyses older than a cell (see
-    :func:`stale_analyses`) are not bundled."""
+    paths), when its tables read the cells the folder holds: the analyses' results, never their runs (a sweep
+    point's cells, cached pseudo-labels, which lie in folders below). Stale analyses (:func:`stale_analyses`) are not
+    bundled."""
     folder = experiment / ANALYSIS_DIR
     if not (folder / "analysis.json").is_file() or folder.is_symlink() or stale_analyses(experiment):
         return []
@@ -153,16 +153,36 @@ def analysis_files(experiment: Path) -> list[Path]:
             if p.is_file() and not p.is_symlink() and p.suffix in ANALYSIS_SUFFIXES and not p.name.startswith(".")]
 
 
+def cell_ident(record: dict[str, Any]) -> str:
+    """A finished cell as the analyses record what they read: ``task/method/seed-N:key``."""
+    return f"{record.get('task')}/{record.get('method')}/seed-{record.get('seed')}:{record.get('key')}"
+
+
+def cell_idents(experiment: Path) -> list[str]:
+    """:func:`cell_ident` of every finished cell of ``experiment``, sorted."""
+    return sorted(cell_ident(read_cell(p)) for p in experiment.glob(CELL_GLOB))
+
+
 def stale_analyses(experiment: Path) -> str | None:
-    """Why the analyses ``pgra analyze`` wrote in ``experiment`` do not describe its cells (a cell finished after
-    them: they left it out), or None."""
+    """Why the analyses ``pgra analyze`` wrote in ``experiment`` do not describe its cells (a table read other cells
+    than the folder holds now, by the cells ``analysis.json`` records each table read), or None."""
     written = experiment / ANALYSIS_DIR / "analysis.json"
     if not written.is_file():
         return None
-    newer = [p for p in experiment.glob(CELL_GLOB) if p.stat().st_mtime > written.stat().st_mtime]
-    if newer:
-        return (f"{newer[0].parent.relative_to(experiment).as_posix()} finished after the analyses: run `pgra analyze` "
-                "again to bundle them")
+    try:
+        recorded = read_json_object(written).get("cells")
+    except InputError:
+        return "its analysis.json is unreadable"
+    if not isinstance(recorded, dict) or not recorded:
+        return ("its analysis.json does not say which cells its tables read (written by an older pgra): run "
+                "`pgra analyze` again to bundle them")
+    current = set(cell_idents(experiment))
+    for name, read in recorded.items():
+        read = set(read) if isinstance(read, list) else set()
+        if read != current:
+            other = sorted(current - read) or sorted(read - current)
+            return (f"its {name} table read other cells than the folder holds ({other[0].split(':')[0]}): run "
+                    "`pgra analyze` again to bundle them")
     return None
 
 
@@ -214,11 +234,12 @@ def write_bundle(experiment: str | Path, out: str | Path, only: CellFilter | Non
         manifest = {"kind": KIND, "format": BUNDLE_FORMAT, "source": experiment.resolve().name,
                     "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                     "cells": len(records), **({"selection": only.record()} if only and only.record() else {}),
-                    **({"analyses_left_out": stale} if (stale := stale_analyses(experiment)) else {}),
+                    **({"analyses_left_out": stale} if not (only and only.record())
+                       and (stale := stale_analyses(experiment)) else {}),
                     "environment": environment_record(),
                     "cells_environment": cells_environment(records), "files": listed}
         write_json(tmp / MANIFEST, manifest)
     return manifest
 
 
-__all__ = ["BUNDLE_FORMAT", "KIND", "STAGE_FILES", "CellFilter", "analysis_files", "bundle_files", "is_bundle", "stale_analyses", "verify_bundle", "write_bundle"]
+__all__ = ["BUNDLE_FORMAT", "KIND", "STAGE_FILES", "CellFilter", "analysis_files", "bundle_files", "cell_ident", "cell_idents", "is_bundle", "stale_analyses", "verify_bundle", "write_bundle"]

@@ -84,7 +84,8 @@ class FiDReader(torch.nn.Module):
         if not getattr(self, "top_layers", 0):
             return 0
         modules = self.split.top_modules(self.model.get_encoder(), self.lower_layers)
-        return sum(p.numel() for p in {id(p): p for m in modules for p in m.parameters()}.values())
+        # a ZeRO-3 partitioned weight's numel() is 0: its full size is ds_numel
+        return sum(int(getattr(p, "ds_numel", p.numel())) for p in {id(p): p for m in modules for p in m.parameters()}.values())
 
     def _frozen_modes(self, mode: bool) -> None:
         """The frozen layers in eval mode, the encoder's top layers that train in ``mode``."""
