@@ -26,7 +26,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLES = ROOT / "docs" / "results" / "laptop"
 MERGED = BUNDLES / "merged"
-DOCS = (ROOT / "README.md", ROOT / "docs" / "experiments.md")
+DOCS = (  # the copies of the table
+    ROOT / "README.md",
+    ROOT / "docs" / "experiments.md",
+)
 START, END = "<!-- laptop-table -->", "<!-- /laptop-table -->"
 BOOTSTRAP, SEED = 10000, 0  # pgra report's defaults: the merged report's numbers
 ANALYSES = ("differences", "calibration", "cost")
