@@ -31,18 +31,19 @@ DOCS = (  # the copies of the table
     ROOT / "docs" / "experiments.md",
 )
 START, END = "<!-- laptop-table -->", "<!-- /laptop-table -->"
+PIECE = re.compile(r"(?P<task>.+)-seed(?P<seed>\d+)(?:-[a-z0-9]+)?")  # a bundled piece of the grid: a task's seed
 BOOTSTRAP, SEED = 10000, 0  # pgra report's defaults: the merged report's numbers
 ANALYSES = ("differences", "calibration", "cost")
 
 
 def bundles(folder: Path = BUNDLES) -> list[Path]:
-    """The results bundles of the grid's pieces under ``folder`` (``<task>-seed<n>``: a sub-folder whose manifest
-    says kind ``bundle``), by name, relative to the repository (the merged report names its sources so). An
-    analyses bundle (``<task>-analyses``) is read on its own."""
+    """The results bundles of the grid's pieces under ``folder`` (``<task>-seed<n>``, or ``<task>-seed<n>-<part>`` for
+    a seed run in parts: a sub-folder whose manifest says kind ``bundle``), by name, relative to the repository (the
+    merged report names its sources so). An analyses bundle (``<task>-analyses``) is read on its own."""
     from pgra.evaluation.bundle import is_bundle
 
     return sorted(p.relative_to(ROOT) for p in folder.iterdir()
-                  if p.is_dir() and re.fullmatch(r".+-seed\d+", p.name) and is_bundle(p))
+                  if p.is_dir() and PIECE.fullmatch(p.name) and is_bundle(p))
 
 
 def _pct(x: float) -> str:
