@@ -306,6 +306,11 @@ def test_analyses_that_need_the_experiment_are_refused_on_results(apart, tmp_pat
                            "--analyses", "differences,consistency"], capsys)
     assert "consistency needs the experiment folder" in line and "differences, calibration, cost" in line
     assert not (tmp_path / "m").exists()  # nothing written
+    for inside in (tmp_path / "bundle" / "sub", tmp_path):  # --out inside a source, or a source inside --out
+        line = one_error_line(["report", str(tmp_path / "bundle"), "--out", str(inside), "--analyses", "calibration"],
+                              capsys)
+        assert "lie one inside the other" in line
+    assert not (tmp_path / "bundle" / "sub").exists()
     line = one_error_line(["report", str(tmp_path / "bundle"), "--analyses", "nonesuch"], capsys)
     assert "unknown analysis 'nonesuch'" in line
     # an experiment folder's own analyses are pgra analyze's: the results' go elsewhere

@@ -219,6 +219,11 @@ def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
 
     target = Path(out)
     among = [s for s in sources if target.resolve() == Path(s).resolve()]
+    for source in sources:  # inside a source its files would be read as the source's; around one, it would hold it
+        src, dest = Path(source).resolve(), target.resolve()
+        if src in dest.parents or dest in src.parents:
+            raise InputError(f"--out {out} and the source {source} lie one inside the other: the analyses go into a "
+                             "folder of their own", field="out")
     if not among:
         return False
     if len(sources) > 1:
