@@ -11,6 +11,7 @@ from pgra.errors import InputError
 from pgra.evaluation.bundle import verify_bundle, write_bundle
 from pgra.evaluation.report import build_report
 from tests.conftest import one_error_line
+from tests.test_lock import _held
 from tests.test_report import _cell
 
 CONFIG = {"reader": {"max_steps": 10, "lr": 0.001}, "retrieve": {"k": 8, "out": "/somewhere"}, "tasks": ["sst2"],
@@ -230,6 +231,10 @@ def test_bundle_and_merge_refuse_bad_folders(apart, tmp_path, capsys):
     whole, a, b = apart
     assert "--out" in one_error_line(["report", str(a), str(b)], capsys)
     assert "one of the merged folders" in one_error_line(["report", str(a), str(b), "--out", str(a)], capsys)
+    for inside in (a / "report", tmp_path):  # a report inside a source, or around one, even without --analyses
+        assert "lie one inside the other" in one_error_line(["report", str(a), str(b), "--out", str(inside)], capsys)
+        assert "lie one inside the other" in one_error_line(["report", str(a), "--out", str(inside)], capsys)
+    assert not (a / "report").exists()
     assert "lies inside the input" in one_error_line(["bundle", str(whole), "--out", str(whole / "bundle")], capsys)
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -239,6 +244,21 @@ def test_bundle_and_merge_refuse_bad_folders(apart, tmp_path, capsys):
     write_bundle(whole, tmp_path / "bundle")
     (tmp_path / "bundle" / "extra.txt").write_text("mine")
     assert "extra.txt" in one_error_line(["bundle", str(whole), "--out", str(tmp_path / "bundle")], capsys)
+
+
+def test_a_merged_report_has_one_writer(apart, tmp_path, capsys):
+    """Two reports into one folder of their own would mix their files: the second is refused while the first
+    writes; a report beside its experiment's cells takes no lock (a running experiment can be reported)."""
+    _, a, b = apart
+    out = tmp_path / "m"
+    with _held(out, "pgra report"):
+        line = one_error_line(["report", str(a), str(b), "--out", str(out), "--bootstrap", "100"], capsys)
+        assert "is being written by" in line and "pgra report" in line
+        assert not (out / "results.md").exists()
+    with _held(a, "pgra experiment"):
+        assert main(["report", str(a), "--bootstrap", "100"]) == 0
+    assert main(["report", str(a), str(b), "--out", str(out), "--bootstrap", "100"]) == 0  # the holder is gone
+    assert (out / "results.md").is_file()
 
 
 def test_a_hand_made_cell_in_a_bundle_and_a_split_name_that_leaves_its_cell_are_refused(apart, tmp_path, capsys):

@@ -62,6 +62,7 @@ class ResultsRuns(ExperimentRuns):
     sources: list[Path] = field(default_factory=list)
     folder: Path = Path(".")
     grid: ResultsGrid | None = None
+    _specs: dict[str, Any] = field(default_factory=dict, repr=False)  # task -> its TaskSpec, parsed once
 
     @classmethod
     def merged(cls, sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
@@ -94,13 +95,16 @@ class ResultsRuns(ExperimentRuns):
         return False  # results alone: a work record prices itself (its ``parameters``) or not at all
 
     def task_spec(self, task: str):
-        from ..config import from_dict
-        from ..tasks import get_task
-        from ..tasks.spec import TaskSpec
+        """The task's spec as its cells recorded it (the registry's where a cell predates that record)."""
+        if task not in self._specs:
+            from ..config import from_dict
+            from ..tasks import get_task
+            from ..tasks.spec import TaskSpec
 
-        record = next(c.record for (t, _, _), c in self.cells.items() if t == task)
-        spec = record.get("task_spec")
-        return from_dict(TaskSpec, spec, source=str(record.get("task"))) if spec else get_task(task)
+            record = next(c.record for (t, _, _), c in self.cells.items() if t == task)
+            spec = record.get("task_spec")
+            self._specs[task] = from_dict(TaskSpec, spec, source=str(record.get("task"))) if spec else get_task(task)
+        return self._specs[task]
 
     def task_name(self, task: str) -> str:
         return self.task_spec(task).name
@@ -216,19 +220,11 @@ def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
     the analyses its experiment's ``pgra analyze`` wrote (checksummed: rewritten, it would no longer verify)."""
     from ..artifacts import MANIFEST, read_json_object
     from ..evaluation.bundle import ANALYSIS_DIR, is_bundle
+    from ..evaluation.merge import out_is_source
 
     target = Path(out)
-    among = [s for s in sources if target.resolve() == Path(s).resolve()]
-    for source in sources:  # inside a source its files would be read as the source's; around one, it would hold it
-        src, dest = Path(source).resolve(), target.resolve()
-        if src in dest.parents or dest in src.parents:
-            raise InputError(f"--out {out} and the source {source} lie one inside the other: the analyses go into a "
-                             "folder of their own", field="out")
-    if not among:
+    if not out_is_source(sources, out):
         return False
-    if len(sources) > 1:
-        raise InputError(f"--out {out} is one of the merged folders: a merged report goes into a folder of its own",
-                         field="out")
     if not is_bundle(target):
         raise InputError(f"{target} is not a results bundle: an experiment folder's own analyses are `pgra analyze "
                          "--config CONFIG`'s (which reads its stages too); give --out DIR for the analyses of its "

@@ -32,10 +32,13 @@ class ReportOptions:
 
 
 def run(opts: ReportOptions) -> None:
+    import contextlib
     from pathlib import Path
 
     from ..errors import InputError
+    from ..evaluation.merge import out_is_source
     from ..evaluation.report import write_report
+    from ..lock import output_lock
 
     if not opts.directories:
         raise InputError("no experiment folder given", field="directory")
@@ -44,10 +47,8 @@ def run(opts: ReportOptions) -> None:
             raise InputError(f"no such experiment folder or bundle: {d}", field="directory")
     if len(opts.directories) > 1 and not opts.out:
         raise InputError("several folders are merged into a report of their own: give --out DIR", field="out")
-    if opts.out and len(opts.directories) > 1 and any(Path(opts.out).resolve() == Path(d).resolve()
-                                                      for d in opts.directories):
-        raise InputError(f"--out {opts.out} is one of the merged folders: a merged report goes into a folder of "
-                         "its own", field="out")
+    out = opts.out or opts.directories[0]
+    own_folder = not out_is_source(opts.directories, out)
     if opts.bootstrap < 1:
         raise InputError("bootstrap must be at least 1", field="bootstrap")
     targets = None
@@ -57,14 +58,16 @@ def run(opts: ReportOptions) -> None:
         targets = load_targets(opts.compare, opts.tolerance if opts.tolerance >= 0 else None)
     elif opts.tolerance >= 0:
         raise InputError("--tolerance needs --compare FILE", field="tolerance")
-    out = opts.out or opts.directories[0]
-    analysed = None
-    if opts.analyses:  # before the report, whose results.md links the figures they draw
-        from ..analysis.results import analyze_results
+    # a report's own folder has one writer (two reports there would mix their files); a report beside its one
+    # source's cells is not locked, so an experiment still running can be reported
+    with output_lock(out, "pgra report") if own_folder else contextlib.nullcontext():
+        analysed = None
+        if opts.analyses:  # before the report, whose results.md links the figures they draw
+            from ..analysis.results import analyze_results
 
-        analysed = analyze_results(opts.directories, out, opts.analyses, opts.split)
-    md = write_report(out, opts.reference, opts.split, opts.bootstrap, opts.seed, targets,
-                      sources=opts.directories, min_inputs=opts.min_inputs)
+            analysed = analyze_results(opts.directories, out, opts.analyses, opts.split)
+        md = write_report(out, opts.reference, opts.split, opts.bootstrap, opts.seed, targets,
+                          sources=opts.directories, min_inputs=opts.min_inputs)
     print(md.read_text(encoding="utf-8"))
     if analysed is not None:
         print(f"analyses ({', '.join(analysed.cfg.analysis.analyses)}) written to {analysed.out} (analysis.md)")

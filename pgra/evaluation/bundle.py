@@ -112,11 +112,13 @@ class CellFilter:
         return {k: list(v) for k, v in (("tasks", self.tasks), ("methods", self.methods), ("seeds", self.seeds)) if v}
 
 
-def bundle_files(experiment: Path, only: CellFilter | None = None) -> tuple[list[Path], list[dict[str, Any]]]:
-    """The files of ``experiment`` a bundle copies (relative paths) and the records of its finished cells (those
-    ``only`` takes); every cell's predictions are checked against its ``cell.json`` first (an edited file is never
-    bundled). The stage records of every task a taken cell belongs to come along, and what ``pgra analyze`` wrote
-    (:func:`analysis_files`) when every cell is taken (its tables describe them all)."""
+def bundle_files(experiment: Path, only: CellFilter | None = None
+                 ) -> tuple[list[Path], list[dict[str, Any]], str | None]:
+    """The files of ``experiment`` a bundle copies (relative paths), the records of its finished cells (those
+    ``only`` takes), and why ``pgra analyze``'s tables are left out (:func:`stale_analyses`; None: they come along,
+    or there are none); every cell's predictions are checked against its ``cell.json`` first (an edited file is
+    never bundled). The stage records of every task a taken cell belongs to come along, and what ``pgra analyze``
+    wrote (:func:`analysis_files`) when every cell is taken (its tables describe them all)."""
     files: list[Path] = []
     records: list[dict[str, Any]] = []
     task_dirs: set[Path] = set()
@@ -137,17 +139,18 @@ def bundle_files(experiment: Path, only: CellFilter | None = None) -> tuple[list
     for task in sorted(task_dirs):
         for stage in sorted(p for p in (experiment / task).iterdir() if (p / STAGE_KEY_FILE).is_file()):
             files += [Path(task, stage.name, name) for name in STAGE_FILES if (stage / name).is_file()]
-    # the analyses describe the whole experiment: a piece of it (a selection) is bundled without them
-    return files + (analysis_files(experiment) if not only.record() else []), records
+    if only.record():  # the analyses describe the whole experiment: a piece of it is bundled without them
+        return files, records, None
+    stale = stale_analyses(experiment, {cell_ident(r) for r in records})  # every cell is taken: these are its cells
+    return files + ([] if stale else analysis_files(experiment)), records, stale
 
 
 def analysis_files(experiment: Path) -> list[Path]:
     """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` (tables, figures, their index; relative
-    paths), when its tables read the cells the folder holds: the analyses' results, never their runs (a sweep
-    point's cells, cached pseudo-labels, which lie in folders below). Stale analyses (:func:`stale_analyses`) are not
-    bundled."""
+    paths): the analyses' results, never their runs (a sweep point's cells, cached pseudo-labels, which lie in
+    folders below). Whether they still describe the cells is :func:`stale_analyses`'s question."""
     folder = experiment / ANALYSIS_DIR
-    if not (folder / "analysis.json").is_file() or folder.is_symlink() or stale_analyses(experiment):
+    if not (folder / "analysis.json").is_file() or folder.is_symlink():
         return []
     return [Path(ANALYSIS_DIR, p.name) for p in sorted(folder.iterdir())
             if p.is_file() and not p.is_symlink() and p.suffix in ANALYSIS_SUFFIXES and not p.name.startswith(".")]
@@ -163,9 +166,10 @@ def cell_idents(experiment: Path) -> list[str]:
     return sorted(cell_ident(read_cell(p)) for p in experiment.glob(CELL_GLOB))
 
 
-def stale_analyses(experiment: Path) -> str | None:
+def stale_analyses(experiment: Path, current: set[str] | None = None) -> str | None:
     """Why the analyses ``pgra analyze`` wrote in ``experiment`` do not describe its cells (a table read other cells
-    than the folder holds now, by the cells ``analysis.json`` records each table read), or None."""
+    than the folder holds now, by the cells ``analysis.json`` records each table read), or None; ``current``: the
+    folder's :func:`cell_idents` where the caller has read them already."""
     written = experiment / ANALYSIS_DIR / "analysis.json"
     if not written.is_file():
         return None
@@ -176,7 +180,7 @@ def stale_analyses(experiment: Path) -> str | None:
     if not isinstance(recorded, dict) or not recorded:
         return ("its analysis.json does not say which cells its tables read (written by an older pgra): run "
                 "`pgra analyze` again to bundle them")
-    current = set(cell_idents(experiment))
+    current = set(cell_idents(experiment)) if current is None else current
     for name, read in recorded.items():
         read = set(read) if isinstance(read, list) else set()
         if read != current:
@@ -217,7 +221,7 @@ def write_bundle(experiment: str | Path, out: str | Path, only: CellFilter | Non
     experiment, out = Path(experiment), Path(out)
     if not experiment.is_dir():
         raise InputError(f"no such experiment folder: {experiment}", field="experiment")
-    files, records = bundle_files(experiment, only)
+    files, records, stale = bundle_files(experiment, only)
     if not records:
         which = f" of {only.record()}" if only is not None and only.record() else ""
         raise InputError(f"no finished cells{which} ({CELL_GLOB}) under {experiment}: nothing to bundle",
@@ -234,8 +238,7 @@ def write_bundle(experiment: str | Path, out: str | Path, only: CellFilter | Non
         manifest = {"kind": KIND, "format": BUNDLE_FORMAT, "source": experiment.resolve().name,
                     "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                     "cells": len(records), **({"selection": only.record()} if only and only.record() else {}),
-                    **({"analyses_left_out": stale} if not (only and only.record())
-                       and (stale := stale_analyses(experiment)) else {}),
+                    **({"analyses_left_out": stale} if stale else {}),
                     "environment": environment_record(),
                     "cells_environment": cells_environment(records), "files": listed}
         write_json(tmp / MANIFEST, manifest)

@@ -203,4 +203,21 @@ def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[li
     return cells, {"sources": described, "duplicates": duplicates}
 
 
-__all__ = ["LOCATION_FIELDS", "first_difference", "merged_cells"]
+def out_is_source(sources: Sequence[str | Path], out: str | Path) -> bool:
+    """Whether the report's folder ``out`` is one of ``sources`` (a report written beside its one source's cells);
+    refused: ``out`` as one of several merged sources, and ``out`` inside a source or around one (there its files
+    would be read as the source's, or it would hold the source)."""
+    dest = Path(out).resolve()
+    for source in sources:
+        src = Path(source).resolve()
+        if src in dest.parents or dest in src.parents:
+            raise InputError(f"--out {out} and the source {source} lie one inside the other: a report goes into a "
+                             "folder of its own", field="out")
+    among = any(dest == Path(s).resolve() for s in sources)
+    if among and len(sources) > 1:
+        raise InputError(f"--out {out} is one of the merged folders: a merged report goes into a folder of its own",
+                         field="out")
+    return among
+
+
+__all__ = ["LOCATION_FIELDS", "first_difference", "merged_cells", "out_is_source"]
