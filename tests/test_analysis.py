@@ -510,8 +510,18 @@ def test_a_bundles_results_analyses_equal_its_experiments(finished, tmp_path, ca
     path.write_text(yaml.safe_dump(cfg))
     names = "differences,calibration,cost"
     assert main(["analyze", "--config", str(path), f"analysis.analyses={names}"]) == 0
+    # a figure an earlier run drew that no table draws now (a task no longer analysed) is removed by the next run,
+    # even one that keeps the other tables; a PNG analysis.json does not name is never bundled
+    record = json.loads((out / "analysis" / "analysis.json").read_text())
+    record["figures"].append({"file": "gone.png", "title": "a task no longer analysed"})
+    (out / "analysis" / "analysis.json").write_text(json.dumps(record))
+    (out / "analysis" / "gone.png").write_bytes(b"\x89PNG")
+    assert main(["analyze", "--config", str(path), "analysis.analyses=calibration"]) == 0
+    assert not (out / "analysis" / "gone.png").exists() and (out / "analysis" / "overlap.png").is_file()
+    (out / "analysis" / "stray.png").write_bytes(b"\x89PNG")
     write_bundle(out, tmp_path / "bundle")  # with what pgra analyze wrote (its tables and figures)
     assert (tmp_path / "bundle" / "analysis" / "overlap.png").is_file()
+    assert not (tmp_path / "bundle" / "analysis" / "stray.png").exists()
     assert not (tmp_path / "bundle" / "analysis" / "sky").exists()  # never the analyses' own runs
     line = one_error_line(["report", str(tmp_path / "bundle"), "--analyses", names], capsys)
     assert "give --out DIR" in line  # the bundled analyses are checksummed: never rewritten in place

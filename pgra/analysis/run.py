@@ -84,12 +84,13 @@ def write_analyses(runs: ExperimentRuns, results: dict[str, Any], config: dict[s
     write_json(runs.out / "analysis.json", {"split": runs.split, "analyses": list(w.tables), "tables": w.tables,
                                             "figures": w.figures, "cells": cells, "config": config,
                                             "git_commit": source_commit(), "versions": library_versions()})
-    if not keep_previous:  # the figures of the tables not kept, which pgra drew (its earlier figures.json names them)
-        drawn = {f["file"] for f in w.figures}
-        for old in previous.get("figures") or []:
-            name = str(old.get("file", "")) if isinstance(old, dict) else ""
-            if name.endswith(".png") and "/" not in name and name not in drawn:
-                (runs.out / name).unlink(missing_ok=True)
+    # the figures pgra drew before (the earlier analysis.json names them) that no table drew now: a table not kept,
+    # or a task or method the analyses no longer read (a kept table is drawn again, so its figures stay)
+    drawn = {f["file"] for f in w.figures}
+    for old in previous.get("figures") or []:
+        name = str(old.get("file", "")) if isinstance(old, dict) else ""
+        if name.endswith(".png") and "/" not in name and name not in drawn:
+            (runs.out / name).unlink(missing_ok=True)
     pages = [{"file": "analysis.md", "title": "Analyses (all tables)"}]
     if "case_study" in w.tables:
         pages.append({"file": "case_study.md", "title": "Case study"})

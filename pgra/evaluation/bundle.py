@@ -148,12 +148,16 @@ def bundle_files(experiment: Path, only: CellFilter | None = None
 def analysis_files(experiment: Path) -> list[Path]:
     """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` (tables, figures, their index; relative
     paths): the analyses' results, never their runs (a sweep point's cells, cached pseudo-labels, which lie in
-    folders below). Whether they still describe the cells is :func:`stale_analyses`'s question."""
+    folders below), nor a figure ``analysis.json`` does not name (left by an earlier run). Whether they still
+    describe the cells is :func:`stale_analyses`'s question."""
     folder = experiment / ANALYSIS_DIR
     if not (folder / "analysis.json").is_file() or folder.is_symlink():
         return []
+    figures = read_json_object(folder / "analysis.json").get("figures")
+    drawn = {str(f.get("file")) for f in figures if isinstance(f, dict)} if isinstance(figures, list) else set()
     return [Path(ANALYSIS_DIR, p.name) for p in sorted(folder.iterdir())
-            if p.is_file() and not p.is_symlink() and p.suffix in ANALYSIS_SUFFIXES and not p.name.startswith(".")]
+            if p.is_file() and not p.is_symlink() and p.suffix in ANALYSIS_SUFFIXES and not p.name.startswith(".")
+            and (p.suffix != ".png" or p.name in drawn)]  # a figure no table of analysis.json drew is not theirs
 
 
 def cell_ident(record: dict[str, Any]) -> str:
