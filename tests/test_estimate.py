@@ -26,6 +26,7 @@ from pgra.experiment.estimate import (
     stage_embeddings,
     top_layer_shares,
     top_layer_store,
+    worker_threads,
 )
 from pgra.experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from tests.conftest import write_corpus, write_sky_task
@@ -633,6 +634,51 @@ def test_cpu_cells_are_priced_with_their_fixed_costs_by_hand():
     # without the file (another machine's checkout): unknown, as before
     bare = BenchFits("cpu", reader=(0.24, 0.2), reader_batch=8)
     assert estimate_cell("sky", "knn_vote", {"k": 3}, [], {"sky": 70}, bare, splits).seconds is None
+
+
+def test_cpu_prices_scale_with_the_threads_each_worker_computes_on(planned, tmp_path, monkeypatch):
+    """The CPU benches ran on 2 threads: a worker with 1 (2 workers on 2 cores, or OMP_NUM_THREADS=1) takes twice
+    as long for every bench-priced second; more threads than the benches' are not assumed faster."""
+    costs = CpuCellCosts({"reader": (3.0, 0.01), "icl": (2.0, 0.1), "reranked": (-1.0, 0.0)}, 4, "bench X")
+    fits = BenchFits("cpu", reader=(0.24, 0.2), reader_batch=8, rerank=(4.0, 0.05), cpu_cells=costs)
+    splits = {"sky": {"train": 40, "dev": 10, "test": 20}}
+    reader = {"max_steps": 100, "n_passages": 4, "batch_size": 16, "eval_every": 25, "max_eval_examples": 6}
+    one = [estimate_cell("sky", "fid", {"reader": reader}, [], {"sky": 70}, fits, splits).seconds,
+           estimate_cell("sky", "icl_kate", {"icl": {"num_demos": 4}}, [], {"sky": 70}, fits, splits).seconds,
+           estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, candidates=1000).seconds]
+    fits.cpu_threads = 1
+    assert fits.thread_factor == 2.0
+    halved = [estimate_cell("sky", "fid", {"reader": reader}, [], {"sky": 70}, fits, splits).seconds,
+              estimate_cell("sky", "icl_kate", {"icl": {"num_demos": 4}}, [], {"sky": 70}, fits, splits).seconds,
+              estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, candidates=1000).seconds]
+    assert halved == pytest.approx([2 * x for x in one])
+    assert one[0] == pytest.approx(100 * (0.24 + 0.2 * 4) * 2 + 3.0 + 54 * 0.01)
+    fits.cpu_threads = 16
+    assert fits.thread_factor == 1.0 and BenchFits("gpu", cpu_threads=1).thread_factor == 1.0
+    # the threads of a worker: the cores shared among the workers, at most a rank's OMP_NUM_THREADS
+    monkeypatch.setattr("pgra.device.node_cores", lambda: 8)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert (worker_threads(1), worker_threads(4), worker_threads(16), worker_threads(2, "slurm")) == (8, 2, 1, None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert worker_threads(1) == 1
+    # under torchrun, a launcher's default OMP_NUM_THREADS=1 is the cores over the node's ranks
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setattr("pgra.device._launcher_start_env", lambda: {})
+    assert worker_threads(2) == 4
+    # the plan: 2 workers on 2 cores price each CPU cell at twice its 1-worker seconds, and say why
+    monkeypatch.setattr("pgra.device.node_cores", lambda: 2)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.setenv("PGRA_PLAN_DEVICE", "cpu")
+    exp = Experiment(from_dict(ExperimentConfig, {**planned, "out": str(tmp_path / "fresh")}))  # no records
+    from pgra.experiment.estimate import plan_costs
+
+    solo, pair = plan_costs(exp, workers=1, as_new=True), plan_costs(exp, workers=2, as_new=True)
+    bench = [(a.seconds, b.seconds) for a, b in zip(solo.cells, pair.cells, strict=True) if "bench" in a.source]
+    assert bench and all(b == pytest.approx(2 * a) for a, b in bench)
+    assert "CPU work x 2: each of the 2 worker(s) computes on 1 thread(s)" in pair.note
+    assert "CPU work x" not in solo.note
 
 
 def test_the_bench_fixed_costs_price_the_tutorials_smoke_run():

@@ -9,7 +9,9 @@ Each estimate says where it came from (:attr:`Estimate.source`), the first that 
    (the lines of the train, dev and test files of the task's candidates folder, or of its data files);
 3. ``bench``: a fit of this repository's ``bench/results/*.json``. On a CPU: the reader's seconds per step against
    d (``reader_scale.json``: 0.24 s + 0.20 s per passage at batch 8 on a 2-core CPU) and the reranker's seconds
-   per candidate sentence (``rerank_scale.json``). On a GPU (the H100 runs ``gpu_plan_inputs.json`` and
+   per candidate sentence (``rerank_scale.json``), both measured on 2 threads, so that a worker computing on fewer
+   (:func:`worker_threads`: the cores shared among the workers, at most ``OMP_NUM_THREADS``) takes proportionally
+   longer (:attr:`BenchFits.thread_factor`). On a GPU (the H100 runs ``gpu_plan_inputs.json`` and
    ``gpu_plan_cells.json`` name): the reranker's texts/s, and a reader cell priced as what its config runs
    (:meth:`BenchFits.gpu_cell`): the measured step of its variant (``compile``, ``compile_mode``, ``adamw_impl``),
    scaled by d/16 and batch/8, plus the fixed per-step cost of pgra's training loop around it (the intercept), its
@@ -287,6 +289,11 @@ class BenchFits:
     overheads: CellOverheads | None = None
     # CPU: what cells and stages spend besides the priced steps and reranking (cpu_cell_costs.json)
     cpu_cells: CpuCellCosts | None = None
+    # CPU: the intra-op threads the CPU benches ran with (the 2-core dev machine's, torch's default there), and
+    # those each worker of the planned grid computes with (None: as the benches); fewer make every CPU price
+    # bench_threads / cpu_threads times longer (:attr:`thread_factor`)
+    bench_threads: int = 2
+    cpu_threads: int | None = None
     note: str = ""
 
     @classmethod
@@ -347,13 +354,21 @@ class BenchFits:
                                   "candidate, SmolLM2-135M fp32, 2-core CPU")
         return fits
 
+    @property
+    def thread_factor(self) -> float:
+        """How much longer CPU work takes on a worker with ``cpu_threads`` threads than in the benches (1 on a GPU,
+        with as many threads or more: more threads are not assumed to be faster)."""
+        if self.device != "cpu" or not self.cpu_threads or self.cpu_threads >= self.bench_threads:
+            return 1.0
+        return self.bench_threads / self.cpu_threads
+
     def cpu_price(self, kind: str, inputs: int | None, scale: float = 1.0) -> Priced | None:
         """``kind``'s measured fixed part plus ``inputs`` x its seconds per input (:meth:`CpuCellCosts.price`) on a
-        CPU; None on a GPU or without ``bench/results/cpu_cell_costs.json``."""
+        CPU, x :attr:`thread_factor`; None on a GPU or without ``bench/results/cpu_cell_costs.json``."""
         if self.cpu_cells is None or self.device != "cpu":
             return None
         priced = self.cpu_cells.price(kind, inputs, scale)
-        return Priced(priced[0], priced[1], self.device) if priced is not None else None
+        return Priced(priced[0] * self.thread_factor, priced[1], self.device) if priced is not None else None
 
     def reader_seconds(self, steps: int, passages: int, batch: int, trained_layers: int | None = None,
                        encoder_layers: int | None = None, inputs: int | None = None,
@@ -371,9 +386,9 @@ class BenchFits:
         seconds *= self.bf16_ratio(mixed_precision, trained_layers, passages, encoder_layers) or 1.0
         share = self.top_layer_share(trained_layers, passages, encoder_layers)
         if share is None:
-            return seconds
+            return seconds * self.thread_factor
         store = self.store_seconds(trained_layers, passages, encoder_layers)
-        return seconds * share + (store or 0.0) * (inputs or 0)
+        return (seconds * share + (store or 0.0) * (inputs or 0)) * self.thread_factor
 
     def bf16_ratio(self, mixed_precision: str, trained_layers: int | None, passages: int,
                    encoder_layers: int | None) -> float | None:
@@ -418,7 +433,7 @@ class BenchFits:
         if self.rerank is None:
             return None
         a, b = self.rerank
-        return a + b * candidates
+        return (a + b * candidates) * self.thread_factor
 
     def gpu_step(self, variant: str, passages: int, batch: int) -> tuple[float, float, GpuStep, str]:
         """One optimizer step of ``variant`` at ``passages`` and ``batch`` inputs on the GPU: ``(seconds, of them
@@ -880,6 +895,23 @@ def default_workers() -> int:
     return max(int(os.environ.get("WORLD_SIZE", "1") or 1), 1)
 
 
+def worker_threads(workers: int, launcher: str = "none") -> int | None:
+    """The threads each of ``workers`` CPU workers computes on: this machine's cores (:func:`pgra.device.node_cores`)
+    shared among them, at most the ``OMP_NUM_THREADS`` a rank runs with (a user's, or what pgra makes of a
+    launcher's default, :func:`pgra.device.launcher_threads`); None for Slurm workers (each job's CPUs are its
+    allocation's, not this machine's)."""
+    from ..device import THREADS_ENV, launcher_threads, node_cores
+
+    if launcher == "slurm":
+        return None
+    share = max(1, node_cores() // max(workers, 1))
+    given = launcher_threads()
+    if given is None:
+        value = os.environ.get(THREADS_ENV, "").strip()
+        given = int(value) if value.isdigit() and int(value) > 0 else None
+    return min(share, given) if given else share
+
+
 def count_lines(paths: list[Path]) -> int | None:
     """The lines of ``paths`` together; None when none of them is a file."""
     files = [p for p in paths if p.is_file()]
@@ -951,10 +983,21 @@ def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int 
     cells = cells if cells is not None else exp.plan()
     if as_new:
         cells = [dataclasses.replace(c, status="todo") for c in cells]
+    per_gpu = cells_per_gpu or int(getattr(exp.cfg, "cells_per_gpu", 0) or 0) or 1
+    launcher = str(getattr(exp.cfg, "launcher", "none"))
+    n = workers or int(getattr(exp.cfg, "workers", 0) or 0) or default_workers()
     if fits is None:
         device, why = plan_device(exp.cfg)
         fits = BenchFits.load(device=device)
         fits.note = why + _fits_text(fits)
+        if fits.device == "cpu":
+            fits.cpu_threads = worker_threads(n, launcher)
+            if fits.thread_factor > 1:
+                from ..device import node_cores
+
+                fits.note += (f"; CPU work x {fits.thread_factor:.3g}: each of the {n} worker(s) computes on "
+                              f"{fits.cpu_threads} thread(s) of this machine's {node_cores()} core(s), the benches "
+                              f"on {fits.bench_threads}")
     folders = list(dict.fromkeys([exp.out, *map(Path, record_folders)]))
     cell_records = [("/".join(p.parent.parts[-3:]), read_json(p)) for out in folders for p in finished_cells(out)]
     stage_records = []
@@ -991,9 +1034,7 @@ def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int 
         e = estimate_cell(names[c.task], c.method, method.settings(), cell_records, inputs, fits, splits, disk)
         e.label = c.label
         estimates.append(e)
-    per_gpu = cells_per_gpu or int(getattr(exp.cfg, "cells_per_gpu", 0) or 0) or 1
-    launched = getattr(exp.cfg, "launcher", "none") in ("local", "slurm")  # separate one-process jobs
-    n = workers or int(getattr(exp.cfg, "workers", 0) or 0) or default_workers()
+    launched = launcher in ("local", "slurm")  # separate one-process jobs
     command = fits.cpu_cells.parts.get("command", (0.0, 0.0))[0] if fits.cpu_cells and fits.device == "cpu" else 0.0
     return Plan(stages, estimates, n, per_gpu, fits.note, plan_disk(exp, cells, splits, n), command, launched)
 
@@ -1389,4 +1430,5 @@ __all__ = ["BenchFits", "CellCost", "CellOverheads", "CpuCellCosts", "DiskPlan",
            "bf16_step_ratios", "default_workers", "encoder_layers", "estimate_cell", "estimate_stage", "evaluated_inputs", "format_bytes",
            "format_seconds", "gpu_cell_measurements", "gpu_measurements", "gpu_requests", "gpu_variant", "lpt_assign",
            "lpt_order", "model_parameters", "plan_costs", "plan_device", "plan_disk", "plan_order", "plan_wallclock",
-           "reader_disk", "stage_embeddings", "task_inputs", "task_splits", "top_layer_shares", "top_layer_store"]
+           "reader_disk", "stage_embeddings", "task_inputs", "task_splits", "top_layer_shares", "top_layer_store",
+           "worker_threads"]

@@ -77,10 +77,10 @@ def reader_cell_price(fits: Any, reader: dict[str, Any], inputs: int | None, spl
     ratio = fits.bf16_ratio(precision, layers, passages, total)
     if ratio is not None:
         source += f", x {ratio:.2f} for bf16 autocast (bench reader_top_layers_bf16.json)"
-    fixed = fits.cpu_cells.price("reader", evaluated_inputs(reader, splits)) if fits.cpu_cells else None
+    fixed = fits.cpu_price("reader", evaluated_inputs(reader, splits))
     if fixed is not None:
-        seconds = max(seconds + fixed[0], 0.0)
-        source += f"; plus {fixed[1]}"
+        seconds = max(seconds + fixed.seconds, 0.0)
+        source += f"; plus {fixed.source}"
     return Priced(seconds, source, fits.device)
 
 
