@@ -247,8 +247,9 @@ def test_bundle_and_merge_refuse_bad_folders(apart, tmp_path, capsys):
 
 
 def test_a_merged_report_has_one_writer(apart, tmp_path, capsys):
-    """Two reports into one folder of their own would mix their files: the second is refused while the first
-    writes; a report beside its experiment's cells takes no lock (a running experiment can be reported)."""
+    """Two reports into one folder of their own (or into a bundle) would mix their files: the second is refused
+    while the first writes; a report beside its experiment's cells takes no lock (a running experiment can be
+    reported)."""
     _, a, b = apart
     out = tmp_path / "m"
     with _held(out, "pgra report"):
@@ -257,6 +258,12 @@ def test_a_merged_report_has_one_writer(apart, tmp_path, capsys):
         assert not (out / "results.md").exists()
     with _held(a, "pgra experiment"):
         assert main(["report", str(a), "--bootstrap", "100"]) == 0
+    write_bundle(a, tmp_path / "bundle")  # a report written into a bundle (nothing else writes there) is locked
+    with _held(tmp_path / "bundle", "pgra report"):
+        assert "is being written by" in one_error_line(["report", str(tmp_path / "bundle"), "--bootstrap", "100"],
+                                                       capsys)
+    assert main(["report", str(tmp_path / "bundle"), "--bootstrap", "100"]) == 0
+    verify_bundle(tmp_path / "bundle")
     assert main(["report", str(a), str(b), "--out", str(out), "--bootstrap", "100"]) == 0  # the holder is gone
     assert (out / "results.md").is_file()
 

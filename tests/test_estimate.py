@@ -636,37 +636,60 @@ def test_cpu_cells_are_priced_with_their_fixed_costs_by_hand():
     assert estimate_cell("sky", "knn_vote", {"k": 3}, [], {"sky": 70}, bare, splits).seconds is None
 
 
-def test_cpu_prices_scale_with_the_threads_each_worker_computes_on(planned, tmp_path, monkeypatch):
-    """The CPU benches ran on 2 threads: a worker with 1 (2 workers on 2 cores, or OMP_NUM_THREADS=1) takes twice
-    as long for every bench-priced second; more threads than the benches' are not assumed faster."""
+def test_cpu_prices_scale_with_the_cores_each_worker_computes_on(planned, tmp_path, monkeypatch):
+    """The CPU benches ran on 2 threads: a worker on 1 core (2 workers on 2 cores, or OMP_NUM_THREADS=1) takes twice
+    as long for every bench-priced second, one on half a core (4 workers on 2 cores) four times; storing the frozen
+    layers' outputs was measured on one thread; a cell's record scales by the threads it recorded; more cores than
+    the measurement's are not assumed faster."""
     costs = CpuCellCosts({"reader": (3.0, 0.01), "icl": (2.0, 0.1), "reranked": (-1.0, 0.0)}, 4, "bench X")
-    fits = BenchFits("cpu", reader=(0.24, 0.2), reader_batch=8, rerank=(4.0, 0.05), cpu_cells=costs)
+    fits = BenchFits("cpu", reader=(0.24, 0.2), reader_batch=8, rerank=(4.0, 0.05), cpu_cells=costs,
+                     top_layers={4: [(0, 0.2), (1, 0.25), (6, 1.0)]}, top_layers_store={4: [(0, 0.1), (1, 0.07)]})
     splits = {"sky": {"train": 40, "dev": 10, "test": 20}}
     reader = {"max_steps": 100, "n_passages": 4, "batch_size": 16, "eval_every": 25, "max_eval_examples": 6}
-    one = [estimate_cell("sky", "fid", {"reader": reader}, [], {"sky": 70}, fits, splits).seconds,
-           estimate_cell("sky", "icl_kate", {"icl": {"num_demos": 4}}, [], {"sky": 70}, fits, splits).seconds,
-           estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, candidates=1000).seconds]
-    fits.cpu_threads = 1
-    assert fits.thread_factor == 2.0
-    halved = [estimate_cell("sky", "fid", {"reader": reader}, [], {"sky": 70}, fits, splits).seconds,
-              estimate_cell("sky", "icl_kate", {"icl": {"num_demos": 4}}, [], {"sky": 70}, fits, splits).seconds,
-              estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, candidates=1000).seconds]
-    assert halved == pytest.approx([2 * x for x in one])
+
+    def prices():
+        return [estimate_cell("sky", "fid", {"reader": reader}, [], {"sky": 70}, fits, splits).seconds,
+                estimate_cell("sky", "icl_kate", {"icl": {"num_demos": 4}}, [], {"sky": 70}, fits, splits).seconds,
+                estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, candidates=1000).seconds,
+                fits.reader_seconds(100, 4, 16, 1, 6, 70)]
+
+    one = prices()  # explicit fits without cpu_threads (the bench's own check): as measured
     assert one[0] == pytest.approx(100 * (0.24 + 0.2 * 4) * 2 + 3.0 + 54 * 0.01)
-    fits.cpu_threads = 16
-    assert fits.thread_factor == 1.0 and BenchFits("gpu", cpu_threads=1).thread_factor == 1.0
-    # the threads of a worker: the cores shared among the workers, at most a rank's OMP_NUM_THREADS
+    assert one[3] == pytest.approx(100 * (0.24 + 0.2 * 4) * 2 * 0.25 + 70 * 0.07)
+    fits.cpu_threads = 1.0
+    assert fits.thread_factor() == 2.0 and fits.thread_factor(1) == 1.0
+    assert prices()[:3] == pytest.approx([2 * x for x in one[:3]])
+    assert prices()[3] == pytest.approx(100 * (0.24 + 0.2 * 4) * 2 * 0.25 * 2 + 70 * 0.07)  # storing: 1 thread
+    fits.cpu_threads = 0.5  # 4 workers on 2 cores
+    assert prices()[:3] == pytest.approx([4 * x for x in one[:3]])
+    assert prices()[3] == pytest.approx(100 * (0.24 + 0.2 * 4) * 2 * 0.25 * 4 + 70 * 0.07 * 2)
+    fits.cpu_threads = 16.0
+    assert prices() == pytest.approx(one) and BenchFits("gpu", cpu_threads=1.0).thread_factor() == 1.0
+    # a cell's record: x its threads over the worker's, never below its own seconds
+    record = {**_cell("sky", "fid", 100.0, settings={"reader": reader}, device={"device": "cpu", "torch_threads": 2}),
+              "key": "k"}
+    fits.cpu_threads = 1.0
+    recorded = estimate_cell("sky", "fid", {"reader": reader}, [("sky/fid/seed-1", record)], {"sky": 70}, fits)
+    assert recorded.seconds == pytest.approx(200.0) and "x 2 for 1 core(s) a worker" in recorded.source
+    fits.cpu_threads = 8.0
+    assert estimate_cell("sky", "fid", {"reader": reader}, [("sky/fid/seed-1", record)], {"sky": 70},
+                         fits).seconds == pytest.approx(100.0)
+    # the cores of a worker: this machine's shared among the workers, at most a rank's OMP_NUM_THREADS
     monkeypatch.setattr("pgra.device.node_cores", lambda: 8)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
-    assert (worker_threads(1), worker_threads(4), worker_threads(16), worker_threads(2, "slurm")) == (8, 2, 1, None)
+    assert (worker_threads(1), worker_threads(4), worker_threads(16)) == (8, 2, 0.5)
+    slurm = type("Slurm", (), {"cluster": "slurm", "cpus_per_worker": 4})()
+    assert worker_threads(2, "slurm", slurm) == 4 and worker_threads(2, "slurm", None) is None
+    slurm.cluster = "local"  # submitit's local executor: this machine's cores
+    assert worker_threads(16, "slurm", slurm) == 0.5
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert worker_threads(1) == 1
     # under torchrun, a launcher's default OMP_NUM_THREADS=1 is the cores over the node's ranks
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     monkeypatch.setattr("pgra.device._launcher_start_env", lambda: {})
     assert worker_threads(2) == 4
-    # the plan: 2 workers on 2 cores price each CPU cell at twice its 1-worker seconds, and say why
+    # the plan: 2 workers on 2 cores price each bench-priced CPU cell at twice its 1-worker seconds, and say why
     monkeypatch.setattr("pgra.device.node_cores", lambda: 2)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
@@ -677,8 +700,11 @@ def test_cpu_prices_scale_with_the_threads_each_worker_computes_on(planned, tmp_
     solo, pair = plan_costs(exp, workers=1, as_new=True), plan_costs(exp, workers=2, as_new=True)
     bench = [(a.seconds, b.seconds) for a, b in zip(solo.cells, pair.cells, strict=True) if "bench" in a.source]
     assert bench and all(b == pytest.approx(2 * a) for a, b in bench)
-    assert "CPU work x 2: each of the 2 worker(s) computes on 1 thread(s)" in pair.note
+    assert "bench-priced CPU work x 2: each of the 2 worker(s) computes on 1 core(s)" in pair.note
     assert "CPU work x" not in solo.note
+    assert all(b == pytest.approx(4 * a) for a, b in zip((e.seconds for e in solo.cells if "bench" in e.source),
+                                                          (e.seconds for e in plan_costs(exp, workers=4, as_new=True)
+                                                           .cells if "bench" in e.source), strict=True))
 
 
 def test_the_bench_fixed_costs_price_the_tutorials_smoke_run():

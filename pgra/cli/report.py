@@ -36,6 +36,7 @@ def run(opts: ReportOptions) -> None:
     from pathlib import Path
 
     from ..errors import InputError
+    from ..evaluation.bundle import is_bundle
     from ..evaluation.merge import out_is_source
     from ..evaluation.report import write_report
     from ..lock import output_lock
@@ -48,7 +49,9 @@ def run(opts: ReportOptions) -> None:
     if len(opts.directories) > 1 and not opts.out:
         raise InputError("several folders are merged into a report of their own: give --out DIR", field="out")
     out = opts.out or opts.directories[0]
-    own_folder = not out_is_source(opts.directories, out)
+    # a report's own folder, or a bundle (nothing else writes there), has one writer: two reports would mix their
+    # files; a report beside an experiment's cells is not locked, so an experiment still running can be reported
+    locked = not out_is_source(opts.directories, out) or is_bundle(out)
     if opts.bootstrap < 1:
         raise InputError("bootstrap must be at least 1", field="bootstrap")
     targets = None
@@ -58,9 +61,7 @@ def run(opts: ReportOptions) -> None:
         targets = load_targets(opts.compare, opts.tolerance if opts.tolerance >= 0 else None)
     elif opts.tolerance >= 0:
         raise InputError("--tolerance needs --compare FILE", field="tolerance")
-    # a report's own folder has one writer (two reports there would mix their files); a report beside its one
-    # source's cells is not locked, so an experiment still running can be reported
-    with output_lock(out, "pgra report") if own_folder else contextlib.nullcontext():
+    with output_lock(out, "pgra report") if locked else contextlib.nullcontext():
         analysed = None
         if opts.analyses:  # before the report, whose results.md links the figures they draw
             from ..analysis.results import analyze_results

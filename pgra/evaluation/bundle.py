@@ -148,8 +148,8 @@ def bundle_files(experiment: Path, only: CellFilter | None = None
 def analysis_files(experiment: Path) -> list[Path]:
     """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` (tables, figures, their index; relative
     paths): the analyses' results, never their runs (a sweep point's cells, cached pseudo-labels, which lie in
-    folders below), nor a figure ``analysis.json`` does not name (left by an earlier run). Whether they still
-    describe the cells is :func:`stale_analyses`'s question."""
+    folders below), nor a figure ``analysis.json`` does not name (left by an earlier run). It does not ask whether
+    they still describe the cells: a caller bundles them only where :func:`stale_analyses` finds nothing."""
     folder = experiment / ANALYSIS_DIR
     if not (folder / "analysis.json").is_file() or folder.is_symlink():
         return []

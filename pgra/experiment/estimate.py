@@ -11,7 +11,8 @@ Each estimate says where it came from (:attr:`Estimate.source`), the first that 
    d (``reader_scale.json``: 0.24 s + 0.20 s per passage at batch 8 on a 2-core CPU) and the reranker's seconds
    per candidate sentence (``rerank_scale.json``), both measured on 2 threads, so that a worker computing on fewer
    (:func:`worker_threads`: the cores shared among the workers, at most ``OMP_NUM_THREADS``) takes proportionally
-   longer (:attr:`BenchFits.thread_factor`). On a GPU (the H100 runs ``gpu_plan_inputs.json`` and
+   longer (:meth:`BenchFits.thread_factor`; a cell's record likewise, by the threads it recorded). On a GPU (the
+   H100 runs ``gpu_plan_inputs.json`` and
    ``gpu_plan_cells.json`` name): the reranker's texts/s, and a reader cell priced as what its config runs
    (:meth:`BenchFits.gpu_cell`): the measured step of its variant (``compile``, ``compile_mode``, ``adamw_impl``),
    scaled by d/16 and batch/8, plus the fixed per-step cost of pgra's training loop around it (the intercept), its
@@ -190,6 +191,7 @@ class CpuCellCosts:
     parts: dict[str, tuple[float, float]]
     icl_demos: int
     source: str
+    threads: int | None = None  # the cores of the machine that measured them (torch's threads there)
 
     @classmethod
     def load(cls, path: Path) -> CpuCellCosts | None:
@@ -200,7 +202,8 @@ class CpuCellCosts:
         return cls({k: (float(v["fixed_s"]), float(v["per_input_s"])) for k, v in data["kinds"].items()},
                    int(data.get("icl_demos", 4)),
                    f"bench {path.name}: {machine.get('cpu', 'CPU')}, {machine.get('cpus', '?')} cores, "
-                   f"{data.get('date', '')}".rstrip(", "))
+                   f"{data.get('date', '')}".rstrip(", "),
+                   int(machine["cpus"]) if str(machine.get("cpus", "")).isdigit() else None)
 
     def price(self, kind: str, inputs: int | None, scale: float = 1.0) -> tuple[float, str] | None:
         """``(seconds, what)`` of ``kind``'s fixed part plus ``inputs`` x its per-input seconds x ``scale``."""
@@ -289,11 +292,13 @@ class BenchFits:
     overheads: CellOverheads | None = None
     # CPU: what cells and stages spend besides the priced steps and reranking (cpu_cell_costs.json)
     cpu_cells: CpuCellCosts | None = None
-    # CPU: the intra-op threads the CPU benches ran with (the 2-core dev machine's, torch's default there), and
-    # those each worker of the planned grid computes with (None: as the benches); fewer make every CPU price
-    # bench_threads / cpu_threads times longer (:attr:`thread_factor`)
+    # CPU: the intra-op threads the CPU benches ran with (the dev machine's cores, torch's default there:
+    # cpu_cell_costs.json's machine.cpus), and the cores each worker of the planned grid computes on (None: as many
+    # as the benches; a fraction where workers outnumber the cores); fewer make every bench-priced CPU second
+    # bench_threads / cpu_threads times longer (:meth:`thread_factor`); storing the frozen layers' outputs was
+    # measured on one thread (bench_reader_top_layers.py --threads 1)
     bench_threads: int = 2
-    cpu_threads: int | None = None
+    cpu_threads: float | None = None
     note: str = ""
 
     @classmethod
@@ -328,6 +333,8 @@ class BenchFits:
                                       f"pgra's training loop a step ({fits.loop_source})")
             return fits
         fits.cpu_cells = CpuCellCosts.load(results / CPU_CELL_COSTS)
+        if fits.cpu_cells is not None and fits.cpu_cells.threads:
+            fits.bench_threads = fits.cpu_cells.threads
         path = results / "reader_scale.json"
         if path.is_file():
             rows = json.loads(path.read_text())
@@ -354,21 +361,22 @@ class BenchFits:
                                   "candidate, SmolLM2-135M fp32, 2-core CPU")
         return fits
 
-    @property
-    def thread_factor(self) -> float:
-        """How much longer CPU work takes on a worker with ``cpu_threads`` threads than in the benches (1 on a GPU,
-        with as many threads or more: more threads are not assumed to be faster)."""
-        if self.device != "cpu" or not self.cpu_threads or self.cpu_threads >= self.bench_threads:
+    def thread_factor(self, measured_threads: float | None = None) -> float:
+        """How much longer CPU work measured on ``measured_threads`` (default: the benches') takes on a worker
+        computing on ``cpu_threads`` cores: their ratio, never below 1 (more threads are not assumed faster), and 1
+        on a GPU or where either is unknown."""
+        measured = self.bench_threads if measured_threads is None else measured_threads
+        if self.device != "cpu" or not self.cpu_threads or not measured or self.cpu_threads >= measured:
             return 1.0
-        return self.bench_threads / self.cpu_threads
+        return measured / self.cpu_threads
 
     def cpu_price(self, kind: str, inputs: int | None, scale: float = 1.0) -> Priced | None:
         """``kind``'s measured fixed part plus ``inputs`` x its seconds per input (:meth:`CpuCellCosts.price`) on a
-        CPU, x :attr:`thread_factor`; None on a GPU or without ``bench/results/cpu_cell_costs.json``."""
+        CPU, x :meth:`thread_factor`; None on a GPU or without ``bench/results/cpu_cell_costs.json``."""
         if self.cpu_cells is None or self.device != "cpu":
             return None
         priced = self.cpu_cells.price(kind, inputs, scale)
-        return Priced(priced[0] * self.thread_factor, priced[1], self.device) if priced is not None else None
+        return Priced(priced[0] * self.thread_factor(), priced[1], self.device) if priced is not None else None
 
     def reader_seconds(self, steps: int, passages: int, batch: int, trained_layers: int | None = None,
                        encoder_layers: int | None = None, inputs: int | None = None,
@@ -384,11 +392,12 @@ class BenchFits:
         a, b = self.reader
         seconds = steps * (a + b * max(passages, 1)) * batch / self.reader_batch
         seconds *= self.bf16_ratio(mixed_precision, trained_layers, passages, encoder_layers) or 1.0
+        seconds *= self.thread_factor()
         share = self.top_layer_share(trained_layers, passages, encoder_layers)
         if share is None:
-            return seconds * self.thread_factor
-        store = self.store_seconds(trained_layers, passages, encoder_layers)
-        return (seconds * share + (store or 0.0) * (inputs or 0)) * self.thread_factor
+            return seconds
+        store = self.store_seconds(trained_layers, passages, encoder_layers)  # measured on one thread
+        return seconds * share + (store or 0.0) * (inputs or 0) * self.thread_factor(1)
 
     def bf16_ratio(self, mixed_precision: str, trained_layers: int | None, passages: int,
                    encoder_layers: int | None) -> float | None:
@@ -433,7 +442,7 @@ class BenchFits:
         if self.rerank is None:
             return None
         a, b = self.rerank
-        return (a + b * candidates) * self.thread_factor
+        return (a + b * candidates) * self.thread_factor()
 
     def gpu_step(self, variant: str, passages: int, batch: int) -> tuple[float, float, GpuStep, str]:
         """One optimizer step of ``variant`` at ``passages`` and ``batch`` inputs on the GPU: ``(seconds, of them
@@ -564,6 +573,21 @@ def _device(record: dict[str, Any]) -> str:
     return "cpu" if name == "cpu" else "gpu"
 
 
+def _on_these_threads(fits: BenchFits | None, records: list[dict[str, Any]]) -> tuple[float, str]:
+    """How much longer the cells of ``records`` (cell.json records with a CPU ``cost``) take on the plan's workers
+    than they did (:meth:`BenchFits.thread_factor` at the threads each recorded; their mean), and a clause saying
+    so (empty when 1)."""
+    if fits is None or not records:
+        return 1.0, ""
+    factors = []
+    for r in records:
+        threads = (r["cost"].get("hardware") or {}).get("torch_threads")
+        usable = _device(r["cost"]) == "cpu" and isinstance(threads, int | float) and threads > 0
+        factors.append(fits.thread_factor(float(threads)) if usable else 1.0)
+    factor = sum(factors) / len(factors)
+    return factor, (f", x {factor:.3g} for {fits.cpu_threads:.3g} core(s) a worker" if factor != 1.0 else "")
+
+
 def _scaled(seconds: float, label: str, inputs: int | None, their_inputs: int | None) -> tuple[float, str] | None:
     if not inputs or not their_inputs:
         return None
@@ -586,18 +610,22 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
     same = [(lab, r) for lab, r in usable if r.get("task") == task and r.get("settings") == settings]
     if same:
         seconds = sum(float(r["cost"]["elapsed_s"]) for _, r in same) / len(same)
+        factor, why = _on_these_threads(fits, [r for _, r in same])
         names = ", ".join(lab for lab, _ in same)
-        return Estimate(label, seconds, f"recorded: {names}", _device(same[0][1]["cost"]))
+        return Estimate(label, seconds * factor, f"recorded: {names}{why}", _device(same[0][1]["cost"]))
     shared = _sharing_part(task, method, settings, records)
     if shared:
         seconds = sum(float(r["cost"]["elapsed_s"]) for _, r in shared[1]) / len(shared[1])
-        return Estimate(label, seconds, f"recorded: {', '.join(lab for lab, _ in shared[1])} (another method with "
-                                        f"the same {shared[0]} settings)", _device(shared[1][0][1]["cost"]))
+        factor, why = _on_these_threads(fits, [r for _, r in shared[1]])
+        return Estimate(label, seconds * factor, f"recorded: {', '.join(lab for lab, _ in shared[1])} (another "
+                                                 f"method with the same {shared[0]} settings){why}",
+                        _device(shared[1][0][1]["cost"]))
     for lab, r in usable:
         if r.get("task") != task:
             scaled = _scaled(float(r["cost"]["elapsed_s"]), lab, inputs.get(task), inputs.get(r.get("task", "")))
             if scaled:
-                return Estimate(label, scaled[0], scaled[1], _device(r["cost"]))
+                factor, why = _on_these_threads(fits, [r])
+                return Estimate(label, scaled[0] * factor, scaled[1] + why, _device(r["cost"]))
     if fits is not None:  # the method's own cost model (a reader's steps, in-context prompts, a cell's inputs)
         priced = method_class(method, settings).price(fits, settings, inputs.get(task), (splits or {}).get(task), disk)
         if priced is not None:
@@ -895,21 +923,23 @@ def default_workers() -> int:
     return max(int(os.environ.get("WORLD_SIZE", "1") or 1), 1)
 
 
-def worker_threads(workers: int, launcher: str = "none") -> int | None:
-    """The threads each of ``workers`` CPU workers computes on: this machine's cores (:func:`pgra.device.node_cores`)
-    shared among them, at most the ``OMP_NUM_THREADS`` a rank runs with (a user's, or what pgra makes of a
-    launcher's default, :func:`pgra.device.launcher_threads`); None for Slurm workers (each job's CPUs are its
-    allocation's, not this machine's)."""
+def worker_threads(workers: int, launcher: str = "none", slurm: Any = None) -> float | None:
+    """The cores each of ``workers`` CPU workers computes on: this machine's (:func:`pgra.device.node_cores`) shared
+    among them (a fraction where they outnumber the cores), at most the ``OMP_NUM_THREADS`` a rank runs with (a
+    user's, or what pgra makes of a launcher's default, :func:`pgra.device.launcher_threads`). Slurm jobs
+    (``slurm``: the config's section) compute on their ``cpus_per_worker``; submitit's local cluster shares this
+    machine. None where unknown."""
     from ..device import THREADS_ENV, launcher_threads, node_cores
 
-    if launcher == "slurm":
-        return None
-    share = max(1, node_cores() // max(workers, 1))
+    if launcher == "slurm" and getattr(slurm, "cluster", "slurm") != "local":
+        cpus = int(getattr(slurm, "cpus_per_worker", 0) or 0)
+        return float(cpus) if cpus > 0 else None
+    share = node_cores() / max(workers, 1)
     given = launcher_threads()
     if given is None:
         value = os.environ.get(THREADS_ENV, "").strip()
         given = int(value) if value.isdigit() and int(value) > 0 else None
-    return min(share, given) if given else share
+    return min(share, float(given)) if given else share
 
 
 def count_lines(paths: list[Path]) -> int | None:
@@ -991,13 +1021,11 @@ def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int 
         fits = BenchFits.load(device=device)
         fits.note = why + _fits_text(fits)
         if fits.device == "cpu":
-            fits.cpu_threads = worker_threads(n, launcher)
-            if fits.thread_factor > 1:
-                from ..device import node_cores
-
-                fits.note += (f"; CPU work x {fits.thread_factor:.3g}: each of the {n} worker(s) computes on "
-                              f"{fits.cpu_threads} thread(s) of this machine's {node_cores()} core(s), the benches "
-                              f"on {fits.bench_threads}")
+            fits.cpu_threads = worker_threads(n, launcher, getattr(exp.cfg, "slurm", None))
+            if fits.thread_factor() > 1:
+                fits.note += (f"; bench-priced CPU work x {fits.thread_factor():.3g}: each of the {n} worker(s) "
+                              f"computes on {fits.cpu_threads:.3g} core(s), the benches on {fits.bench_threads} "
+                              "(a cell's own record: x its threads over that, at least 1)")
     folders = list(dict.fromkeys([exp.out, *map(Path, record_folders)]))
     cell_records = [("/".join(p.parent.parts[-3:]), read_json(p)) for out in folders for p in finished_cells(out)]
     stage_records = []
