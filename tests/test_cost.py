@@ -1,10 +1,15 @@
 """What stages and cells spend (pgra.cost): the token meter against each model's own counts, parameter
 counts against the loaded models, FLOPs and dominance by hand."""
 
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 
-from pgra.analysis.costs import dominated
+from pgra.analysis.costs import borrowed_pass, cost_table, dominated
+from pgra.analysis.results import ResultsRuns
 from pgra.cost import estimated_flops, merge_work, meter, metered, parameter_counts, work_since
 from tests.conftest import SENTENCES
 
@@ -78,3 +83,36 @@ def test_metered_block_records_time_hardware_and_work():
                                                                     torch.cuda.get_device_name(0))
     with pytest.raises(KeyError):
         estimated_flops([{"model": "m", "part": "all", "mode": "sideways", "tokens": 1}], {"m": {"all": 1}})
+
+
+BUNDLE = Path(__file__).resolve().parents[1] / "docs" / "results" / "laptop" / "mr-analyses"
+
+
+def _rows(source: Path, out: Path) -> dict[str, dict]:
+    runs = ResultsRuns.merged([source], out, ["cost"])
+    return {r["method"]: r for r in cost_table(runs)}
+
+
+def test_a_replayed_corpus_pass_is_counted_for_the_method_that_read_it(tmp_path):
+    """The committed MR analyses bundle: its reranked stage ran the whole-corpus pass, its full search replayed it
+    from the cache; pgra_full's cost counts the pass in full, by hand from the records."""
+    rows = _rows(BUNDLE, tmp_path / "out")
+    manifest = json.loads((BUNDLE / "mr" / "reranked" / "manifest.json").read_text())
+    corpus_pass = manifest["corpus_pass"]
+    assert corpus_pass["cached_before"] == 0 and corpus_pass["tokens_run"] > 0  # the reranked stage ran it
+    cell = json.loads((BUNDLE / "mr" / "pgra_full" / "seed-1" / "cell.json").read_text())["cost"]
+    search = json.loads((BUNDLE / "mr" / "full_search" / "cost.json").read_text())
+    full = rows["pgra_full"]
+    assert full["stages"] == ["full_search", "reranked (its corpus pass)"]
+    assert full["elapsed_s"] == pytest.approx(cell["elapsed_s"] + search["elapsed_s"] + corpus_pass["seconds"])
+    assert full["tokens"] == sum(w["tokens"] for w in cell["work"]) + sum(w["tokens"] for w in search["work"]) + \
+        corpus_pass["tokens_run"]
+    assert full["flops"] is not None and "pgra_full" not in (rows["pgra"]["dominated_by_time"] or [])
+    # PGRA's own stage ran the pass: nothing borrowed
+    assert rows["pgra"]["stages"] == ["candidates", "reranked"]
+    # without the stage that ran the pass (a bundle of another piece), nothing is borrowed
+    copy = tmp_path / "copy"
+    shutil.copytree(BUNDLE, copy)
+    runs = ResultsRuns.merged([copy], tmp_path / "out2", ["cost"])
+    shutil.rmtree(copy / "mr" / "reranked")
+    assert borrowed_pass(runs, "mr", ["full_search"]) is None

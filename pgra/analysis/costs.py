@@ -2,7 +2,9 @@
 
 A method's cost on a task is its cell's (mean over seeds) plus the shared stages it needs, counted in full as
 a user running only that method would pay them: the first-stage retrieval for a reader of corpus evidence,
-and the reranking for PGRA (the index is built once per corpus and left out). Each stage and cell records
+and the reranking for PGRA (the index is built once per corpus and left out). The whole-corpus pass that the
+reranked and full-search stages share (``corpus_pass: corpus``) is recorded by the stage that ran first; a method
+whose stage read it from the cache counts it too (:func:`borrowed_pass`). Each stage and cell records
 its wall-clock seconds, its hardware and the tokens every model ran (:mod:`pgra.cost`); FLOPs are estimated
 from those tokens and the models' parameter counts. A method is *dominated* when another method of the task
 scores at least as well for at most the cost, better in one of the two.
@@ -13,7 +15,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..artifacts import read_json
+from ..artifacts import MANIFEST, read_json
 from ..cost import estimated_flops, local_folder, merge_work, parameter_counts
 from ..experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from ..methods import get_method
@@ -31,6 +33,43 @@ def stage_cost(runs: ExperimentRuns, task: str, stage: str) -> dict[str, Any] | 
         return None
     record = read_json(path)
     return record if record.get("stage_key") == key.read_text().strip() else None
+
+
+def _corpus_pass(runs: ExperimentRuns, task: str, stage: str) -> tuple[dict[str, Any], str] | None:
+    """A stage's record of the task's whole-corpus pass (``corpus_pass: corpus``) and the embedding cache it filled
+    or read, from the stage's manifest; None without one."""
+    path = runs.stage_dir(task, stage) / MANIFEST
+    if not (path.is_file() and (path.parent / STAGE_KEY_FILE).is_file()):
+        return None
+    manifest = read_json(path)
+    record, cache = manifest.get("corpus_pass"), (manifest.get("embedding") or {}).get("cache")
+    return (record, str(cache)) if isinstance(record, dict) and record.get("mode") == "corpus" and cache else None
+
+
+def borrowed_pass(runs: ExperimentRuns, task: str, stages: list[str]) -> tuple[str, dict[str, Any]] | None:
+    """The whole-corpus pass one of ``stages`` read from the embedding cache another stage of the task filled first
+    (``reranked`` and ``full_search`` share one pass; the first to run records it): ``(that stage, a cost record
+    of the pass alone)``, from its manifest's ``corpus_pass`` (seconds, tokens) and its cost record's hardware and
+    the LM's parameters; None when the stages ran their own pass, or none."""
+    for stage in stages:
+        mine = _corpus_pass(runs, task, stage)
+        if mine is None or not mine[0].get("cached_before"):
+            continue
+        folder = runs.stage_dir(task, stage).parent
+        for other in sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name not in stages):
+            theirs = _corpus_pass(runs, task, other)
+            if theirs is None or theirs[1] != mine[1] or theirs[0].get("cached_before") or \
+                    not theirs[0].get("tokens_run"):
+                continue
+            cost = stage_cost(runs, task, other) or {}
+            lm = str(read_json(runs.stage_dir(task, other) / MANIFEST).get("lm", ""))
+            parameters = next((w.get("parameters") for w in cost.get("work") or [] if w.get("model") == lm
+                               and w.get("parameters")), None)
+            work = {"model": lm, "part": "all", "mode": "forward", "tokens": int(theirs[0]["tokens_run"]),
+                    **({"parameters": parameters} if parameters else {})}
+            return other, {"elapsed_s": float(theirs[0].get("seconds") or 0.0), "work": [work],
+                           "hardware": cost.get("hardware")}
+    return None
 
 
 def stages_needed(method: str) -> list[str]:
@@ -71,6 +110,9 @@ def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -
     recorded = all(c is not None for c in costs)
     cell_seconds = [float(c.get("elapsed_s", 0.0)) for c in cells]
     stages = {s: stage_cost(runs, task, s) for s in stages_needed(method)}
+    borrowed = borrowed_pass(runs, task, list(stages))
+    if borrowed is not None:  # the corpus pass it read, which another stage ran and recorded: counted in full
+        stages[f"{borrowed[0]} (its corpus pass)"] = borrowed[1]
     stage_seconds = sum(float(c["elapsed_s"]) for c in stages.values() if c)
     cell_flops: list[float | None] = [estimated_flops(c["work"], params(c["work"])) if c else None for c in costs]
     stage_flops = [estimated_flops(c["work"], params(c["work"])) if c else None for c in stages.values()]
