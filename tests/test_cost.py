@@ -114,5 +114,9 @@ def test_a_replayed_corpus_pass_is_counted_for_the_method_that_read_it(tmp_path)
     copy = tmp_path / "copy"
     shutil.copytree(BUNDLE, copy)
     runs = ResultsRuns.merged([copy], tmp_path / "out2", ["cost"])
+    edited = json.loads((copy / "mr" / "reranked" / "manifest.json").read_text())
+    edited["corpus_pass"]["tokens_run"] = "many"  # a manifest edited by hand: no pass read from it, no traceback
+    (copy / "mr" / "reranked" / "manifest.json").write_text(json.dumps(edited))
+    assert borrowed_pass(runs, "mr", ["full_search"]) is None
     shutil.rmtree(copy / "mr" / "reranked")
     assert borrowed_pass(runs, "mr", ["full_search"]) is None

@@ -12,10 +12,12 @@ scores at least as well for at most the cost, better in one of the two.
 
 from __future__ import annotations
 
+import math
 import statistics
+from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, read_json
+from ..artifacts import MANIFEST, read_json, read_json_object
 from ..cost import estimated_flops, local_folder, merge_work, parameter_counts
 from ..experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from ..methods import get_method
@@ -27,7 +29,10 @@ from .writer import Writer, number, pct
 
 def stage_cost(runs: ExperimentRuns, task: str, stage: str) -> dict[str, Any] | None:
     """The cost record of a task's stage folder, when it belongs to the stage's current build."""
-    folder = runs.stage_dir(task, stage)
+    return _stage_cost(runs.stage_dir(task, stage))
+
+
+def _stage_cost(folder: Path) -> dict[str, Any] | None:
     path, key = folder / STAGE_COST_FILE, folder / STAGE_KEY_FILE
     if not (path.exists() and key.exists()):
         return None
@@ -35,40 +40,45 @@ def stage_cost(runs: ExperimentRuns, task: str, stage: str) -> dict[str, Any] | 
     return record if record.get("stage_key") == key.read_text().strip() else None
 
 
-def _corpus_pass(runs: ExperimentRuns, task: str, stage: str) -> tuple[dict[str, Any], str] | None:
-    """A stage's record of the task's whole-corpus pass (``corpus_pass: corpus``) and the embedding cache it filled
-    or read, from the stage's manifest; None without one."""
-    path = runs.stage_dir(task, stage) / MANIFEST
-    if not (path.is_file() and (path.parent / STAGE_KEY_FILE).is_file()):
+def _corpus_pass(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A built stage's record of the task's whole-corpus pass (``corpus_pass: corpus``, with numeric ``seconds``,
+    ``tokens_run`` and ``cached_before``) and its manifest, which names the embedding cache it filled or read; None
+    without one (a manifest edited by hand into another shape is read as having none)."""
+    path = folder / MANIFEST
+    if not (path.is_file() and (folder / STAGE_KEY_FILE).is_file()):
         return None
-    manifest = read_json(path)
-    record, cache = manifest.get("corpus_pass"), (manifest.get("embedding") or {}).get("cache")
-    return (record, str(cache)) if isinstance(record, dict) and record.get("mode") == "corpus" and cache else None
+    manifest = read_json_object(path)
+    record = manifest.get("corpus_pass")
+    cache = manifest.get("embedding", {}).get("cache") if isinstance(manifest.get("embedding"), dict) else None
+    numbers = isinstance(record, dict) and all(
+        isinstance(record.get(k, 0), int | float) and not isinstance(record.get(k, 0), bool)
+        and math.isfinite(record.get(k, 0)) for k in ("seconds", "tokens_run", "cached_before"))
+    return (record, manifest) if numbers and record.get("mode") == "corpus" and cache else None  # type: ignore[union-attr]
 
 
 def borrowed_pass(runs: ExperimentRuns, task: str, stages: list[str]) -> tuple[str, dict[str, Any]] | None:
-    """The whole-corpus pass one of ``stages`` read from the embedding cache another stage of the task filled first
-    (``reranked`` and ``full_search`` share one pass; the first to run records it): ``(that stage, a cost record
-    of the pass alone)``, from its manifest's ``corpus_pass`` (seconds, tokens) and its cost record's hardware and
-    the LM's parameters; None when the stages ran their own pass, or none."""
+    """The whole-corpus pass one of ``stages`` read from the embedding cache another stage of the task (in the same
+    folder) filled first (``reranked`` and ``full_search`` share one pass; the first to run records it): ``(that
+    stage, a cost record of the pass alone)``, from its manifest's ``corpus_pass`` (seconds, tokens) and its cost
+    record's hardware and the LM's parameters; None when the stages ran their own pass, or none."""
     for stage in stages:
-        mine = _corpus_pass(runs, task, stage)
+        folder = runs.stage_dir(task, stage)
+        mine = _corpus_pass(folder)
         if mine is None or not mine[0].get("cached_before"):
             continue
-        folder = runs.stage_dir(task, stage).parent
-        for other in sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name not in stages):
-            theirs = _corpus_pass(runs, task, other)
-            if theirs is None or theirs[1] != mine[1] or theirs[0].get("cached_before") or \
-                    not theirs[0].get("tokens_run"):
+        for other in sorted(p for p in folder.parent.iterdir() if p.is_dir() and p.name not in stages):
+            theirs = _corpus_pass(other)
+            if theirs is None or theirs[1]["embedding"]["cache"] != mine[1]["embedding"]["cache"] or \
+                    theirs[0].get("cached_before") or not theirs[0].get("tokens_run"):
                 continue
-            cost = stage_cost(runs, task, other) or {}
-            lm = str(read_json(runs.stage_dir(task, other) / MANIFEST).get("lm", ""))
+            cost = _stage_cost(other) or {}
+            lm = str(theirs[1].get("lm", ""))
             parameters = next((w.get("parameters") for w in cost.get("work") or [] if w.get("model") == lm
                                and w.get("parameters")), None)
             work = {"model": lm, "part": "all", "mode": "forward", "tokens": int(theirs[0]["tokens_run"]),
                     **({"parameters": parameters} if parameters else {})}
-            return other, {"elapsed_s": float(theirs[0].get("seconds") or 0.0), "work": [work],
-                           "hardware": cost.get("hardware")}
+            return other.name, {"elapsed_s": float(theirs[0].get("seconds") or 0.0), "work": [work],
+                                "hardware": cost.get("hardware")}
     return None
 
 
