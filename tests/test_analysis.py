@@ -457,8 +457,9 @@ def test_analyze_dry_run_prices_what_the_analyses_would_run_and_runs_nothing(fin
 
 @pytest.mark.distributed
 def test_two_process_analyze_equals_single_process(finished, tmp_path):
-    """`torchrun scripts/analyze.py`: a sweep point trained under DDP and another reranker LM sharded over two
-    processes; the tables equal those of a single-process re-run (which then reuses every run)."""
+    """`torchrun scripts/analyze.py`: the sweep's two points trained side by side (one per rank: their cells are one
+    pool) and another reranker LM sharded over two processes; the tables equal those of a single-process re-run
+    (which then reuses every run)."""
     import os
     import subprocess
     import sys
@@ -471,7 +472,7 @@ def test_two_process_analyze_equals_single_process(finished, tmp_path):
     cfg, embedded = finished
     other_lm = _write_tiny_causal_lm(tmp_path / "tiny-gpt2", "gpt2")
     cfg = {**cfg, "analysis": {"analyses": ["consistency", "sweep", "differences", "case_study"],
-                               "sweep": {"k": [8], "d": []}, "consistency": {"rerank_lms": [str(other_lm)]}}}
+                               "sweep": {"k": [8, 3], "d": []}, "consistency": {"rerank_lms": [str(other_lm)]}}}
     path = tmp_path / "analyze.yaml"
     path.write_text(yaml.safe_dump(cfg))
     root = Path(__file__).resolve().parents[1]
@@ -487,6 +488,10 @@ def test_two_process_analyze_equals_single_process(finished, tmp_path):
     point = analysis / "sweep" / "sky" / "k8-d2" / "sky"
     assert len(_lines(point / "pgra" / "seed-1" / "train_log.jsonl")) == 4
     assert two["sweep"][0]["embedded_texts"] > 0  # k=8 needed rows the experiment (k=4) had not embedded
+    assert [(r["k"], r["experiment_cell"]) for r in two["sweep"]] == [(8, False), (3, False)]
+    ran_by = {json.loads((analysis / "sweep" / "sky" / f"k{k}-d2" / "sky" / "pgra" / "seed-1" / "cell.json")
+                         .read_text())["ran_by"]["worker"] for k in (8, 3)}
+    assert ran_by == {"rank 0", "rank 1"}  # not one point after the other on one rank while the other waits
     extra = _lines(analysis / "sky" / "rerank-tiny-gpt2" / "test.jsonl")
     assert len(extra) == 6 and all(len(r["ctxs"]) == 2 for r in extra)
     n = len(embedded)

@@ -70,7 +70,7 @@ def _is_reader(method: str) -> bool:
 def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
     """A variant grid's stages and cells still to run and their cost. A variant whose every cell is a finished cell
     of the experiment is that experiment and runs nothing; any other runs as a grid of its own folder (its cells
-    that equal the experiment's too: :func:`~pgra.analysis.variants.run_variant`)."""
+    that equal the experiment's too: :func:`~pgra.analysis.variants.run_variants`)."""
     main = runs.experiment
     planned = variant.plan()
     if is_experiment(runs, variant):

@@ -16,7 +16,7 @@ from ..experiment import Experiment
 from ..metrics import mean_std
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
-from .variants import run_variant, variant_config, variant_metric
+from .variants import run_variants, variant_config, variant_metric
 from .writer import Writer, pct
 
 COMPARED = ("fid", "pgra")
@@ -61,8 +61,9 @@ def compare_retrievers(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
     """One row per retriever, task and method: the metric's mean ± std over seeds."""
     cfg = runs.cfg
     methods, main = compared_methods(cfg), retriever_name(cfg.index)
-    variants = {name: run_variant(runs, vcfg, ctx, share_candidates=False)
-                for name, vcfg in retriever_configs(runs).items()}
+    configs = retriever_configs(runs)
+    variants = dict(zip(configs, run_variants(runs, list(configs.values()), ctx, share_candidates=False),
+                        strict=True))
     if not ctx.is_main:
         return []
     rows = []

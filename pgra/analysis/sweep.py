@@ -1,10 +1,10 @@
 """k and d sweeps of PGRA (the paper's Figures 4 and 5), reusing the experiment's cached evidence embeddings.
 
 Each point is a variant of the experiment with ``rerank.k``, ``rerank.top_d`` and the reader's ``n_passages``
-changed; the k sweep keeps the experiment's d, the d sweep its k. Points run from the largest k down, so the
-first one embeds whatever the experiment had not and the others find every evidence embedding in the cache:
-each point's reranked manifest records the texts its LM embedded (``embedding.texts``), and the sweep's
-record sums them. (With per-query demonstrations, ``rerank.demo_selection: kate | skill_knn``, a prompt is
+changed; the k sweep keeps the experiment's d, the d sweep its k. The points' stages run from the largest k down,
+so the first one embeds whatever the experiment had not and the others find every evidence embedding in the cache
+(each point's reranked manifest records the texts its LM embedded, ``embedding.texts``, and the sweep's record
+sums them); their cells then run as one pool, side by side under torchrun. (With per-query demonstrations, ``rerank.demo_selection: kate | skill_knn``, a prompt is
 cached per query and candidate list, so each k embeds again; the sweep warns.) When the grid has a finished
 no-retrieval cell, each point also reports the label consistency of the evidence its reader reads
 (:mod:`pgra.analysis.consistency`; the paper's k analysis pairs it with accuracy).
@@ -26,7 +26,7 @@ from ..metrics import mean_std
 from .base import Analysis, register_analysis
 from .consistency import evidence_consistency, task_labeller
 from .inputs import ExperimentRuns
-from .variants import is_experiment, run_variant, variant_config, variant_metric
+from .variants import is_experiment, run_variants, variant_config, variant_metric
 from .writer import Writer, pct
 
 
@@ -109,25 +109,30 @@ def sweep_variants(runs: ExperimentRuns) -> list[tuple[str, Experiment]]:
 
 
 def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
-    """Run (or reuse) every point; one row per task and point: k, d, metric mean ± std, what the LM embedded."""
+    """Run (or reuse) every point; one row per task and point: k, d, metric mean ± std, what the LM embedded. The
+    points' stages run one after another, largest k first, and then their cells together
+    (:func:`~pgra.analysis.variants.run_variants`): under torchrun each rank trains another point's reader."""
     from ..selection import STRATEGIES
 
     cfg = runs.cfg
-    rows = []
-    labellers: dict[str, Any] = {}
-    for p in sweep_plan(runs):
-        task, k, d = p.task, p.k, p.d
-        if task not in labellers:
+    plan = sweep_plan(runs)
+    if ctx.is_main:
+        for task in dict.fromkeys(p.task for p in plan):
             s = runs.settings(task, "pgra")
-            if STRATEGIES[s.rerank.demo_selection].per_query and ctx.is_main:
+            if STRATEGIES[s.rerank.demo_selection].per_query:
                 warnings.warn(f"rerank.demo_selection={s.rerank.demo_selection} gives each query its own prompt, "
                               "cached per query and candidate list: every k of the sweep embeds its texts again",
                               stacklevel=2)
-            labellers[task] = _labeller(runs, task) if ctx.is_main else None
+    variants = run_variants(runs, [p.cfg for p in plan], ctx, share_candidates=True)
+    if not ctx.is_main:
+        return []
+    rows = []
+    labellers: dict[str, Any] = {}  # loaded once the points' cells have run (no model held beside theirs)
+    for p, variant in zip(plan, variants, strict=True):
+        task, k, d = p.task, p.k, p.d
+        if task not in labellers:
+            labellers[task] = _labeller(runs, task)
         labeller = labellers[task]
-        variant = run_variant(runs, p.cfg, ctx, share_candidates=True)
-        if not ctx.is_main:
-            continue
         own = not is_experiment(runs, variant)  # not a leftover folder of an earlier sweep at this point
         folder = variant.stage_dir(task, "reranked") if own else runs.experiment.stage_dir(task, "reranked")
         embedded = _embedded(folder)

@@ -14,6 +14,7 @@ from typing import Any
 from ..artifacts import read_json
 from ..config import from_dict, merge, to_dict
 from ..experiment import CELL_FILE, Experiment, ExperimentConfig
+from ..experiment.grid import run_grids
 from ..predictions import checked_cell_metric
 from .inputs import ExperimentRuns
 
@@ -37,17 +38,22 @@ def variant_config(cfg: ExperimentConfig, out: Path, methods: list[str], seeds: 
     return from_dict(type(cfg), data, source=f"<analysis variant {out}>")
 
 
-def run_variant(runs: ExperimentRuns, vcfg: ExperimentConfig, ctx, share_candidates: bool) -> Experiment:
-    """Run a variant grid unless each of its cells is a finished cell of the experiment (then it is that cell)."""
-    variant = Experiment(vcfg, candidates_from=runs.experiment if share_candidates else None)
-    if not is_experiment(runs, variant):
-        failed = variant.run(ctx)
+def run_variants(runs: ExperimentRuns, configs: list[ExperimentConfig], ctx,
+                 share_candidates: bool) -> list[Experiment]:
+    """The variant grids of ``configs`` (in order), run as one job (:func:`~pgra.experiment.grid.run_grids`: each
+    one's stages in turn, then all their cells as one pool, so that the ranks of a launch share one-cell variants),
+    except those whose every cell is a finished cell of the experiment (each is then that experiment). A failed
+    cell raises a PgraError naming every failed cell's folder, once all the others have run."""
+    variants = [Experiment(c, candidates_from=runs.experiment if share_candidates else None) for c in configs]
+    todo = [v for v in variants if not is_experiment(runs, v)]
+    if todo:
+        failed = run_grids(todo, ctx)
         if failed:
             from ..errors import PgraError
 
-            raise PgraError(f"{len(failed)} cell(s) of the analysis run {vcfg.out} failed: "
+            raise PgraError(f"{len(failed)} cell(s) of the analysis runs failed: "
                             + ", ".join(str(c.directory) for c in failed))
-    return variant
+    return variants
 
 
 def is_experiment(runs: ExperimentRuns, variant: Experiment) -> bool:
@@ -80,4 +86,4 @@ def variant_metric(runs: ExperimentRuns, variant: Experiment, task: str, method:
     return values
 
 
-__all__ = ["cell_folder", "is_experiment", "is_experiment_cell", "run_variant", "variant_config", "variant_metric"]
+__all__ = ["cell_folder", "is_experiment", "is_experiment_cell", "run_variants", "variant_config", "variant_metric"]

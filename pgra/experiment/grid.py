@@ -259,16 +259,13 @@ class Experiment:
         InputError naming the setting, nothing written) while a live job runs the folder with other settings
         (:meth:`sharing`)."""
         from ..distributed import init_distributed
-        from .workers import GridRun
 
         ctx = ctx or init_distributed()
         if self.cfg.dry_run:
             if ctx.is_main:
                 print(self.describe())
             return []
-        with self.sharing(ctx):
-            self.check_ownership()
-            return GridRun(self, ctx).run()
+        return run_grids([self], ctx)
 
     def shared_settings(self) -> dict[str, Any]:
         """The settings every job sharing this experiment's folder must agree on: all that enter a stage's or a
@@ -347,6 +344,24 @@ class Experiment:
         return "\n".join(lines + costs.summary())
 
 
+def run_grids(experiments: list[Experiment], ctx=None) -> list[CellPlan]:
+    """Run several grids as one job, as :meth:`Experiment.run` runs one: each grid's index and stages in turn, then
+    all their cells as one pool (:func:`~pgra.experiment.workers.run_pooled`: under ``parallel: cells`` every rank
+    claims from all the grids, so grids of one cell each, such as an analysis's variants, run side by side). Every
+    grid registers in its folder and is checked before anything runs (refused with an InputError as
+    :meth:`Experiment.run` refuses); returns the cells this job saw fail, those of every grid."""
+    from ..distributed import init_distributed
+    from .workers import GridRun, run_pooled
+
+    ctx = ctx or init_distributed()
+    with contextlib.ExitStack() as stack:
+        for exp in experiments:
+            stack.enter_context(exp.sharing(ctx))
+        for exp in experiments:
+            exp.check_ownership()
+        return run_pooled([GridRun(exp, ctx) for exp in experiments])
+
+
 def _check_reranker_choice(cfg: ExperimentConfig) -> None:
     """A grid chooses its rerankers through its methods (``pgra``: the prompt-guided one's top d; ``fid_<r>``:
     reranker r's, each its own stage), so ``rerank.reranker`` (or a task's override of it) naming another reranker
@@ -388,4 +403,4 @@ def _check_task_names(tasks: dict[str, Any]) -> None:
         seen[spec.name] = given
 
 
-__all__ = ["Experiment"]
+__all__ = ["Experiment", "run_grids"]

@@ -220,49 +220,7 @@ class GridRun:
 
     def run(self) -> list[CellPlan]:
         """Build (or wait for) the index, then every task's stages and cells; the cells this job saw fail."""
-        try:
-            return self._run()
-        finally:
-            self._stop_watching()
-
-    def _run(self) -> list[CellPlan]:
-        self.index()
-        todo, ready = list(self.cfg.tasks), []
-        waited_since = time.monotonic()
-        while True:
-            for task in list(todo):
-                state = self.stages(task)
-                if state != "held":
-                    todo.remove(task)
-                if state == "ready":
-                    ready.append(task)
-            ran, held = self.cells(ready)
-            if not todo and not held:
-                break
-            if todo and self.ctx.world_size > 1:  # the ranks go back to the stages together
-                ran = any(gather_objects(self.ctx, ran))
-            if ran:  # time passed: what others held may be free (or their holder dead) now
-                waited_since = time.monotonic()
-                continue
-            # only cells left, every one held by a live job: a single-process job (an array task, a submitit or
-            # local worker) leaves them to those jobs, releasing its GPUs, unless it is the one job that stays to
-            # take over the cells of jobs that die (the ranks of a torchrun job end together, so they wait)
-            if not todo and self.ctx.world_size == 1 and self._leave_held_cells():
-                print(f"{held} cell(s) left, each held by another live job (another job waits to take over those "
-                      "whose job dies): left to them", flush=True)
-                break
-            # nothing to claim: wait for the stages and cells other jobs hold (taking over those whose job died);
-            # decided on rank 0 while ranks still build stages together
-            waited = time.monotonic() - waited_since
-            give_up = main_computes(self.ctx, lambda w=waited: w > self.cfg.wait_s) if todo else \
-                waited > self.cfg.wait_s
-            if give_up:
-                left = ", ".join(todo) or f"{held} cell(s)"
-                print(f"{left} still held by other jobs after {self.cfg.wait_s:.0f} s: left to them", flush=True)
-                break
-            time.sleep(self.cfg.claim_poll_s)
-        self.finish()
-        return self.failed
+        return run_pooled([self])
 
     # ----- the watch over cells other jobs hold -----
     def _leave_held_cells(self) -> bool:
@@ -529,6 +487,63 @@ class GridRun:
             say(self.ctx, message)
 
 
+def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
+    """Run several grids as one job (every rank calls it with the same grids, in the same order): each grid's index
+    and stages in turn, all ranks together, then the cells of all of them as one pool, so that under ``parallel:
+    cells`` a rank whose grid has no cell left claims another grid's (an analysis's one-cell variants, such as the
+    sweep's points, run side by side rather than one rank at a time). Returns the cells this job saw fail."""
+    first = grids[0]
+    ctx, cfg = first.ctx, first.cfg
+    try:
+        for g in grids:
+            g.index()
+        todo = [(g, task) for g in grids for task in g.cfg.tasks]
+        ready: dict[int, list[str]] = {id(g): [] for g in grids}
+        waited_since = time.monotonic()
+        while True:
+            for g, task in list(todo):
+                state = g.stages(task)
+                if state != "held":
+                    todo.remove((g, task))
+                if state == "ready":
+                    ready[id(g)].append(task)
+            ran, holding = 0, {}  # the grids with cells other live jobs hold: how many
+            for g in grids:
+                r, h = g.cells(ready[id(g)])
+                ran += r
+                if h:
+                    holding[g] = h
+            if not todo and not holding:
+                break
+            if todo and ctx.world_size > 1:  # the ranks go back to the stages together
+                ran = any(gather_objects(ctx, ran))
+            if ran:  # time passed: what others held may be free (or their holder dead) now
+                waited_since = time.monotonic()
+                continue
+            # only cells left, every one held by a live job: a single-process job (an array task, a submitit or
+            # local worker) leaves them to those jobs, releasing its GPUs, unless it is the one job that stays to
+            # take over the cells of jobs that die (the ranks of a torchrun job end together, so they wait)
+            if not todo and ctx.world_size == 1 and all([g._leave_held_cells() for g in holding]):
+                print(f"{sum(holding.values())} cell(s) left, each held by another live job (another job waits "
+                      "to take over those whose job dies): left to them", flush=True)
+                break
+            # nothing to claim: wait for the stages and cells other jobs hold (taking over those whose job died);
+            # decided on rank 0 while ranks still build stages together
+            waited = time.monotonic() - waited_since
+            give_up = main_computes(ctx, lambda w=waited: w > cfg.wait_s) if todo else waited > cfg.wait_s
+            if give_up:
+                left = ", ".join(dict.fromkeys(task for _, task in todo)) or f"{sum(holding.values())} cell(s)"
+                print(f"{left} still held by other jobs after {cfg.wait_s:.0f} s: left to them", flush=True)
+                break
+            time.sleep(cfg.claim_poll_s)
+        for g in grids:
+            g.finish()
+        return [c for g in grids for c in g.failed]
+    finally:
+        for g in grids:
+            g._stop_watching()
+
+
 WATCH = "held-cells"  # the watch claim: <out>/.held-cells.claim
 
 
@@ -571,4 +586,4 @@ def part_registries() -> dict[str, Any]:
 
 __all__ = ["DIST_ENV", "GIB", "LAUNCHER_ENV_PREFIXES", "WATCH", "GridRun", "cell_gpu_need", "cells_sharing_a_gpu",
            "cost_order", "experiment_payload", "launcher_variable", "part_registries", "leave_held_cells", "release_gpu_memory",
-           "single_process_env", "visible_devices", "wait_for_gpu_memory"]
+           "run_pooled", "single_process_env", "visible_devices", "wait_for_gpu_memory"]
