@@ -104,17 +104,20 @@ def hardware() -> dict[str, Any]:
 
 @contextlib.contextmanager
 def metered(ctx=None) -> Iterator[dict[str, Any]]:
-    """Measure a block: on exit the yielded dict holds ``elapsed_s``, ``hardware`` and ``work`` (the tokens every
-    model ran in it, summed over the processes of ``ctx`` when given; every process must enter it)."""
+    """Measure a block: on exit the yielded dict holds ``elapsed_s`` (wall-clock), ``processes`` (how many processes
+    of ``ctx`` shared the work in that time, 1 without it), ``hardware`` and ``work`` (the tokens every model ran in
+    it, summed over the processes of ``ctx`` when given; every process must enter it)."""
     record: dict[str, Any] = {}
     before, start = meter.snapshot(), time.time()
     yield record
     work = work_since(before)
-    if ctx is not None and getattr(ctx, "world_size", 1) > 1:
+    processes = int(getattr(ctx, "world_size", 1) or 1) if ctx is not None else 1
+    if processes > 1:
         from .distributed import gather_objects
 
         work = merge_work(gather_objects(ctx, work))
-    record.update(elapsed_s=round(time.time() - start, 1), hardware=hardware(), work=with_parameters(work))
+    record.update(elapsed_s=round(time.time() - start, 1), processes=processes, hardware=hardware(),
+                  work=with_parameters(work))
 
 
 def local_folder(model: str) -> str:

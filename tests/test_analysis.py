@@ -492,6 +492,7 @@ def test_two_process_analyze_equals_single_process(finished, tmp_path):
     ran_by = {json.loads((analysis / "sweep" / "sky" / f"k{k}-d2" / "sky" / "pgra" / "seed-1" / "cell.json")
                          .read_text())["ran_by"]["worker"] for k in (8, 3)}
     assert ran_by == {"rank 0", "rank 1"}  # not one point after the other on one rank while the other waits
+    assert json.loads((point / "reranked" / "cost.json").read_text())["processes"] == 2  # built by both ranks
     extra = _lines(analysis / "sky" / "rerank-tiny-gpt2" / "test.jsonl")
     assert len(extra) == 6 and all(len(r["ctxs"]) == 2 for r in extra)
     n = len(embedded)

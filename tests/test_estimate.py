@@ -13,6 +13,7 @@ from pgra.experiment.estimate import (
     CPU_CELL_COSTS,
     BenchFits,
     CpuCellCosts,
+    Plan,
     bf16_step_ratios,
     encoder_layers,
     estimate_cell,
@@ -155,6 +156,30 @@ def test_stage_estimates_and_their_sources():
     fitted = estimate_stage("cr", "reranked", False, [], inputs, fits, candidates=1000)
     assert fitted.seconds == pytest.approx(54.0) and fitted.source == "bench fit R, 1000 candidates"
     assert estimate_stage("cr", "candidates", False, [], inputs, fits, candidates=1000).seconds is None
+
+
+def test_a_stage_recorded_under_several_processes_is_priced_as_one_workers_work():
+    """A stage's cost.json holds its wall-clock under the processes that built it together; the plan divides a
+    stage by its workers, so the record is first made one worker's: x its processes, x the thread factor."""
+    cpu = {"device": "cpu", "torch_threads": 1}
+    records = [("mr", "reranked", {"elapsed_s": 600.0, "processes": 2, "hardware": cpu}),
+               ("mr", "candidates", {"elapsed_s": 30.0, "hardware": cpu})]  # from before pgra wrote processes
+    inputs = {"mr": 100, "cr": 50}
+    fits = BenchFits("cpu", cpu_threads=1.0)  # 2 workers on 2 cores: one core each, as recorded
+    own = estimate_stage("mr", "reranked", False, records, inputs, fits)
+    assert own.seconds == 1200.0 and own.source == "recorded: mr/reranked (earlier settings), x 2 process(es) that built it"
+    assert estimate_stage("mr", "candidates", False, records, inputs, fits).seconds == 30.0
+    plan = Plan(stages=[own], cells=[], workers=2)
+    assert plan.wallclock() == (600.0, 0.0)  # the same 2 workers take what the record took (300 s before)
+    fits.cpu_threads = 0.5  # 4 workers on 2 cores: each computes on half a core
+    halved = estimate_stage("cr", "reranked", False, records, inputs, fits)
+    assert halved.seconds == pytest.approx(600.0 * 2 * 2 * 50 / 100)
+    assert halved.source == ("recorded: mr/reranked, x 50/100 inputs, x 2 process(es) that built it, "
+                             "x 2 for 0.5 core(s) a worker")
+    gpu = estimate_stage("mr", "reranked", False, [("mr", "reranked", {"elapsed_s": 60.0, "processes": 8,
+                                                                       "hardware": H100})], inputs, fits)
+    assert (gpu.seconds, gpu.device) == (480.0, "gpu")  # 8 GPUs' minute: 8 minutes on one
+    assert Plan(stages=[gpu], cells=[], workers=8).wallclock()[0] == 60.0
 
 
 def test_stage_embeddings_count_each_corpus_sentence_once_per_task():
@@ -384,6 +409,7 @@ def test_reuse_or_run_records_cost_and_key_then_reuses(tmp_path):
     assert reuse_or_run(folder, ".k", "key-1", build, DistContext()) is False
     cost = json.loads((folder / STAGE_COST_FILE).read_text())
     assert cost["stage_key"] == "key-1" and {"elapsed_s", "hardware", "work"} <= set(cost)
+    assert cost["processes"] == 1
     assert (folder / ".k").read_text().strip() == "key-1"
     assert reuse_or_run(folder, ".k", "key-1", build, DistContext()) is True and calls == [1]
     assert reuse_or_run(folder, ".k", "key-2", build, DistContext()) is False and calls == [1, 1]

@@ -26,7 +26,8 @@ Which fits (:func:`plan_device`): the GPU's where CUDA is here, where the config
 says which and why.
 
 The wall-clock assumes the stages run one after another, each sharded over the workers (its single-process
-seconds divided by their number, or by the GPUs' where ``cells_per_gpu`` workers share each), then the cells side
+seconds divided by their number, or by the GPUs' where ``cells_per_gpu`` workers share each; a stage's record is
+its wall-clock under the ``processes`` that built it, so it is first multiplied by them), then the cells side
 by side, one per worker (those sharing a GPU each at most as fast as its device time times their number allows),
 costliest first
 (:func:`plan_wallclock`: longest-processing-time greedy).
@@ -588,6 +589,24 @@ def _on_these_threads(fits: BenchFits | None, records: list[dict[str, Any]]) -> 
     return factor, (f", x {factor:.3g} for {fits.cpu_threads:.3g} core(s) a worker" if factor != 1.0 else "")
 
 
+def _one_worker(record: dict[str, Any], fits: BenchFits | None) -> tuple[float, str]:
+    """A stage's recorded seconds as one worker of the plan would take them (the plan divides a stage by the
+    workers that share it): its wall-clock x the processes that shared it (``processes``; 1 in records from
+    before pgra wrote it), on a CPU x :meth:`BenchFits.thread_factor` at the threads each had; and a clause saying
+    so (empty when 1)."""
+    seconds = float(record["elapsed_s"])
+    processes = record.get("processes", 1)
+    processes = int(processes) if isinstance(processes, int | float) and processes >= 1 else 1
+    threads = (record.get("hardware") or {}).get("torch_threads")
+    factor = 1.0
+    if fits is not None and _device(record) == "cpu" and isinstance(threads, int | float) and threads > 0:
+        factor = fits.thread_factor(float(threads))
+    why = f", x {processes} process(es) that built it" if processes > 1 else ""
+    if factor != 1.0:
+        why += f", x {factor:.3g} for {fits.cpu_threads:.3g} core(s) a worker"  # type: ignore[union-attr]
+    return seconds * processes * factor, why
+
+
 def _scaled(seconds: float, label: str, inputs: int | None, their_inputs: int | None) -> tuple[float, str] | None:
     if not inputs or not their_inputs:
         return None
@@ -658,12 +677,14 @@ def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, s
         return Estimate(label, 0.0, "done")
     same = [r for t, s, r in records if s == stage and t == task]
     if same:
-        return Estimate(label, float(same[0]["elapsed_s"]), f"recorded: {label} (earlier settings)", _device(same[0]))
+        seconds, why = _one_worker(same[0], fits)
+        return Estimate(label, seconds, f"recorded: {label} (earlier settings){why}", _device(same[0]))
     for t, s, r in records:
         if s == stage and t != task:
-            scaled = _scaled(float(r["elapsed_s"]), f"{t}/{s}", inputs.get(task), inputs.get(t))
+            seconds, why = _one_worker(r, fits)
+            scaled = _scaled(seconds, f"{t}/{s}", inputs.get(task), inputs.get(t))
             if scaled:
-                return Estimate(label, scaled[0], scaled[1], _device(r))
+                return Estimate(label, scaled[0], scaled[1] + why, _device(r))
     if fits is not None:  # the stage's own cost model (the reranking LM's texts, the first stage's inputs)
         from ..errors import InputError
         from ..stages import get_stage
