@@ -363,6 +363,59 @@ def test_a_watcher_that_waited_wait_s_leaves_too(tmp_path, monkeypatch, capsys):
     assert "3 cell(s) still held by other jobs after 5 s" in capsys.readouterr().out
 
 
+# ----- several grids as one job (an analysis's variants): run_pooled -----
+def test_a_grid_whose_stage_another_job_builds_holds_back_the_later_grids_stages(tmp_path, monkeypatch):
+    """The sweep's points rerank from the largest k down so that the others find its embeddings cached: while
+    another job builds the first point's stage, the later points' stages wait (the earlier grids' cells still run)."""
+    grids = [_grid(tmp_path / name) for name in ("k50", "k16", "k4")]
+    calls: list[str] = []
+    states = iter(["held", "ready", "ready", "ready"])  # k50's stage held once, then built
+
+    for name, g in zip(("k50", "k16", "k4"), grids, strict=True):
+        monkeypatch.setattr(g, "index", lambda: None)
+        monkeypatch.setattr(g, "stages", lambda task, n=name: calls.append(f"stages {n}") or
+                            (next(states) if n == "k50" else "ready"))
+        monkeypatch.setattr(g, "cells", lambda tasks, n=name: calls.append(f"cells {n} {tasks}") or (0, 0))
+        monkeypatch.setattr(g, "finish", lambda: None)
+    monkeypatch.setattr(workers, "time", SimpleNamespace(time=time.time, monotonic=time.monotonic,
+                                                         sleep=lambda s: calls.append("sleep")))
+    assert workers.run_pooled(grids) == []
+    assert calls == ["stages k50", "cells k50 []", "cells k16 []", "cells k4 []", "sleep",
+                     "stages k50", "stages k16", "stages k4", "cells k50 ['t']", "cells k16 ['t']", "cells k4 ['t']"]
+
+
+def test_every_rank_of_a_cells_job_knows_the_jobs_failed_cells(tmp_path, monkeypatch, capsys):
+    """Under parallel: cells each rank runs its own cells: the failures are gathered, so an analysis's variants
+    stop on every rank (each rank still says only its own)."""
+    grid = _grid(tmp_path, world_size=2)  # rank 1
+    mine = CellPlan("t", "pgra", 1, tmp_path / "out" / "t" / "pgra" / "seed-1", "k", "todo")
+    theirs = replace(mine, method="fid", directory=tmp_path / "out" / "t" / "fid" / "seed-1")
+    grid.failed = [mine]
+    grid.exp.report_writer = None
+    grid.ctx = SimpleNamespace(rank=1, world_size=2, is_main=False, barrier=lambda: None)
+    monkeypatch.setattr(workers, "gather_objects", lambda ctx, obj: [[theirs], obj])
+    grid.finish()
+    assert grid.failed == [mine, theirs]
+    err = capsys.readouterr().err
+    assert "1 cell(s) failed" in err and "pgra" in err and "fid" not in err
+
+
+def test_the_ranks_of_a_ddp_job_run_the_cells_rank_0_lists(tmp_path, monkeypatch):
+    """parallel: ddp runs each cell on all ranks together: which cells are left is decided on rank 0 (another job
+    may finish one between two ranks' looks), as is when to stop waiting."""
+    grid = _grid(tmp_path, world_size=2, parallel="ddp")  # rank 1
+    done = CellPlan("t", "fid", 1, tmp_path / "out" / "t" / "fid" / "seed-1", "k", "done")
+    left = replace(done, method="pgra", directory=tmp_path / "out" / "t" / "pgra" / "seed-1", status="todo")
+    grid.exp.plan = lambda tasks: [replace(done, status="todo"), left]  # what rank 1 would see on its own
+    monkeypatch.setattr(workers, "cost_order", lambda cells, *a: cells)
+    ran: list[str] = []
+    monkeypatch.setattr(grid, "_run_together", lambda cell: ran.append(cell.method) or True)
+    monkeypatch.setattr(grid, "_reused", lambda cell: ran.append(f"reused {cell.method}"))
+    monkeypatch.setattr(workers, "main_computes", lambda ctx, compute: [(done, True), (left, False)])
+    assert grid.cells(["t"]) == (1, 0)
+    assert ran == ["reused fid", "pgra"]
+
+
 # ----- item 16: several cells on one GPU -----
 @pytest.mark.parametrize(("cells_per_gpu", "processes", "gpus", "sharing"), [
     (1, None, 8, 1),   # one rank a GPU (srun-started ranks: their count unknown)

@@ -43,9 +43,13 @@ def run_variants(runs: ExperimentRuns, configs: list[ExperimentConfig], ctx,
     """The variant grids of ``configs`` (in order), run as one job (:func:`~pgra.experiment.grid.run_grids`: each
     one's stages in turn, then all their cells as one pool, so that the ranks of a launch share one-cell variants),
     except those whose every cell is a finished cell of the experiment (each is then that experiment). A failed
-    cell raises a PgraError naming every failed cell's folder, once all the others have run."""
+    cell raises a PgraError naming every failed cell's folder on every process, once all the others have run."""
+    from ..distributed import main_computes
+
     variants = [Experiment(c, candidates_from=runs.experiment if share_candidates else None) for c in configs]
-    todo = [v for v in variants if not is_experiment(runs, v)]
+    # decided on the main process: every rank must run the same grids (another job may finish a cell meanwhile)
+    own = main_computes(ctx, lambda: [i for i, v in enumerate(variants) if not is_experiment(runs, v)])
+    todo = [variants[i] for i in own]
     if todo:
         failed = run_grids(todo, ctx)
         if failed:

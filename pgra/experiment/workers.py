@@ -318,11 +318,17 @@ class GridRun:
         ran = held = 0
         if not tasks:
             return ran, held
-        for cell in cost_order(self.exp.plan(tasks), self.exp.out, self.exp, self._planned):
-            if cell.status == "done":
+
+        def listed() -> list[tuple[CellPlan, bool]]:  # (cell, whether it is done), those not failed lately
+            return [(c, c.status == "done") for c in cost_order(self.exp.plan(tasks), self.exp.out, self.exp,
+                                                               self._planned)
+                    if c.status == "done" or not self._failed_lately(c)]
+
+        # a DDP job's ranks run each cell together: rank 0 lists them (another job may finish one meanwhile)
+        together = not self.cells_mode and self.ctx.world_size > 1
+        for cell, done in main_computes(self.ctx, listed) if together else listed():
+            if done:
                 self._reused(cell)
-                continue
-            if self._failed_lately(cell):
                 continue
             claimed = self._run_alone(cell) if self.cells_mode else self._run_together(cell)
             ran += claimed is True
@@ -467,11 +473,15 @@ class GridRun:
                         with report:
                             writer(exp.out, exp.cfg.reference)
         finally:
-            if self.cells_mode:
-                gather_objects(ctx, len(self.failed))  # rank 0 comes here once its report is written (or failed)
-        if self.failed:
-            print(f"{len(self.failed)} cell(s) failed:", file=sys.stderr)
-            for c in self.failed:
+            own = list(self.failed)
+            if self.cells_mode:  # rank 0 comes here once its report is written (or failed); every rank then
+                seen = {str(c.directory) for c in own}  # knows the job's failures, and says its own
+                for theirs in gather_objects(ctx, own):
+                    self.failed += [c for c in theirs if str(c.directory) not in seen]
+                    seen.update(str(c.directory) for c in theirs)
+        if own:
+            print(f"{len(own)} cell(s) failed:", file=sys.stderr)
+            for c in own:
                 print(f"  {c.label} (see {c.directory / 'error.log'})", file=sys.stderr)
 
     def _others_busy(self) -> bool:
@@ -501,10 +511,15 @@ def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
         ready: dict[int, list[str]] = {id(g): [] for g in grids}
         waited_since = time.monotonic()
         while True:
-            for g, task in list(todo):
+            held_grid = None  # a grid whose stage another job builds: the later grids' stages wait for it (a
+            for g, task in list(todo):  # sweep's smaller k find the largest's embeddings in the cache)
+                if held_grid is not None and g is not held_grid:
+                    break
                 state = g.stages(task)
                 if state != "held":
                     todo.remove((g, task))
+                else:
+                    held_grid = g
                 if state == "ready":
                     ready[id(g)].append(task)
             ran, holding = 0, {}  # the grids with cells other live jobs hold: how many
@@ -528,9 +543,10 @@ def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
                       "to take over those whose job dies): left to them", flush=True)
                 break
             # nothing to claim: wait for the stages and cells other jobs hold (taking over those whose job died);
-            # decided on rank 0 while ranks still build stages together
+            # decided on rank 0 while ranks still build stages or run cells together
             waited = time.monotonic() - waited_since
-            give_up = main_computes(ctx, lambda w=waited: w > cfg.wait_s) if todo else waited > cfg.wait_s
+            together = todo or (ctx.world_size > 1 and not first.cells_mode)  # a DDP job's ranks leave together
+            give_up = main_computes(ctx, lambda w=waited: w > cfg.wait_s) if together else waited > cfg.wait_s
             if give_up:
                 left = ", ".join(dict.fromkeys(task for _, task in todo)) or f"{sum(holding.values())} cell(s)"
                 print(f"{left} still held by other jobs after {cfg.wait_s:.0f} s: left to them", flush=True)
