@@ -285,6 +285,29 @@ def test_dry_run_shows_costs_their_sources_and_the_wallclock(planned, tmp_path, 
     assert "wall-clock on 1 worker(s): stages 30 s (each sharded over the workers) + cells 100 s" in out
 
 
+def test_a_plan_is_priced_from_the_records_of_folders_run_elsewhere(planned, tmp_path, capsys):
+    """--plan-records DIR: the cost records of another experiment folder or a results bundle (the next piece of a
+    grid run in pieces, priced from the pieces before it) price the plan as the experiment's own would."""
+    import yaml
+
+    from tests.conftest import one_error_line
+
+    elsewhere = {**planned, "out": str(tmp_path / "next-piece")}
+    path = tmp_path / "next.yaml"
+    path.write_text(yaml.safe_dump(elsewhere))
+    assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
+    alone = capsys.readouterr().out
+    assert "recorded:" not in alone
+    assert main(["experiment", "--config", str(path), "--dry-run", "--plan-records", planned["out"]]) == 0
+    out = capsys.readouterr().out
+    assert out.count("~100 s gpu (recorded: sky/fid/seed-1)") == 2  # both seeds to run, the other folder's record
+    assert "~30 s cpu (recorded: sky/candidates (earlier settings))" in out
+    assert not (tmp_path / "next-piece").exists()  # a dry run writes nothing
+    line = one_error_line(["experiment", "--config", str(path), "--dry-run", "--plan-records",
+                           str(tmp_path / "none")], capsys)
+    assert "plan_records" in line and "none is not a folder" in line
+
+
 def test_dry_run_says_what_the_grid_can_resolve(planned, tmp_path, capsys, monkeypatch):
     """The dry run's Resolution section: per task, at its test inputs (counted in its data files, or in its built
     candidates folder) and the grid's seeds, the planned MDE and what +0.6 points needs, as resolution.py computes

@@ -100,6 +100,12 @@ class ExperimentConfig:
                            help="tracker of every cell (wandb offline unless WANDB_MODE says otherwise)")
     report: bool = option(True, help="write results.md / results.json when the grid ends")
     dry_run: bool = option(False, help="print the plan and which cells are done; run nothing")
+    plan_records: list[str] = option(default_factory=list, append=True, cosmetic=True, record_default=False,
+                                     metavar="DIR",
+                                     help="with --dry-run: price the plan from the cost records of these experiment "
+                                          "folders or results bundles too (a cell of the same task, method and "
+                                          "settings; a stage of the same task), as from the experiment's own "
+                                          "(repeatable)")
     limit: int = option(0, min=0, cosmetic=True, record_default=False, help="a smoke run: at most N inputs per split and N training steps per reader, "
                                        "into OUT-limitN (never the full experiment's folder); 0 = the config as "
                                        "written")

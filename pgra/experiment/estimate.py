@@ -1029,8 +1029,10 @@ def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int 
     """The estimates of every stage and planned cell of ``exp`` (``workers``: default the config's ``workers`` when it
     has one, else the process count; ``cells_per_gpu``: default the config's, else 1), priced by ``fits`` (default:
     this checkout's bench fits for :func:`plan_device`'s device, the plan's note saying which and why). The records
-    are the finished cells and stages of ``exp``'s folder and of ``record_folders`` (an analysis's variant reads its
-    experiment's). ``as_new``: every stage and cell priced as if none had run (what the whole grid costs)."""
+    are the finished cells and stages of ``exp``'s folder, of ``record_folders`` (an analysis's variant reads its
+    experiment's) and of the config's ``plan_records`` (experiment folders or results bundles run elsewhere: a
+    bundle keeps the cells' records and the stages' cost.json). ``as_new``: every stage and cell priced as if none
+    had run (what the whole grid costs)."""
     cells = cells if cells is not None else exp.plan()
     if as_new:
         cells = [dataclasses.replace(c, status="todo") for c in cells]
@@ -1047,7 +1049,7 @@ def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int 
                 fits.note += (f"; bench-priced CPU work x {fits.thread_factor():.3g}: each of the {n} worker(s) "
                               f"computes on {fits.cpu_threads:.3g} core(s), the benches on {fits.bench_threads} "
                               "(a cell's own record: x its threads over that, at least 1)")
-    folders = list(dict.fromkeys([exp.out, *map(Path, record_folders)]))
+    folders = list(dict.fromkeys([exp.out, *map(Path, record_folders), *record_sources(exp.cfg)]))
     cell_records = [("/".join(p.parent.parts[-3:]), read_json(p)) for out in folders for p in finished_cells(out)]
     stage_records = []
     for stage in dict.fromkeys([*STAGES, *exp.stages_needed()]):
@@ -1086,6 +1088,19 @@ def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int 
     launched = launcher in ("local", "slurm")  # separate one-process jobs
     command = fits.cpu_cells.parts.get("command", (0.0, 0.0))[0] if fits.cpu_cells and fits.device == "cpu" else 0.0
     return Plan(stages, estimates, n, per_gpu, fits.note, plan_disk(exp, cells, splits, n), command, launched)
+
+
+def record_sources(cfg: Any) -> list[Path]:
+    """The folders of the config's ``plan_records`` (refused with an InputError naming the field when one is not a
+    folder)."""
+    from ..errors import InputError
+
+    folders = [Path(p) for p in getattr(cfg, "plan_records", None) or []]
+    for folder in folders:
+        if not folder.is_dir():
+            raise InputError(f"{folder} is not a folder (an experiment folder or a results bundle whose cost "
+                             "records price the plan)", field="plan_records")
+    return folders
 
 
 # ----------------------------------------------------------------------------------------------- disk
@@ -1476,7 +1491,7 @@ def plan_order(exp: GridView, cells: list[CellPlan], plan: Plan | None = None) -
 
 
 __all__ = ["BenchFits", "CellCost", "CellOverheads", "CpuCellCosts", "DiskPlan", "Estimate", "GpuStep", "Plan", "ReaderDisk",
-           "bf16_step_ratios", "default_workers", "encoder_layers", "estimate_cell", "estimate_stage", "evaluated_inputs", "format_bytes",
+           "bf16_step_ratios", "default_workers", "record_sources", "encoder_layers", "estimate_cell", "estimate_stage", "evaluated_inputs", "format_bytes",
            "format_seconds", "gpu_cell_measurements", "gpu_measurements", "gpu_requests", "gpu_variant", "lpt_assign",
            "lpt_order", "model_parameters", "plan_costs", "plan_device", "plan_disk", "plan_order", "plan_wallclock",
            "reader_disk", "stage_embeddings", "task_inputs", "task_splits", "top_layer_shares", "top_layer_store",
