@@ -105,19 +105,42 @@ def hardware() -> dict[str, Any]:
 @contextlib.contextmanager
 def metered(ctx=None) -> Iterator[dict[str, Any]]:
     """Measure a block: on exit the yielded dict holds ``elapsed_s`` (wall-clock), ``processes`` (how many processes
-    of ``ctx`` shared the work in that time, 1 without it), ``hardware`` and ``work`` (the tokens every model ran in
-    it, summed over the processes of ``ctx`` when given; every process must enter it)."""
+    of ``ctx`` shared the work in that time, 1 without it), ``devices`` (how many distinct devices they ran on: GPUs,
+    or one CPU per host), ``hardware`` (with ``cores_each``: the cores each process computed on) and ``work`` (the
+    tokens every model ran in it, summed over the processes of ``ctx`` when given; every process must enter it)."""
     record: dict[str, Any] = {}
     before, start = meter.snapshot(), time.time()
     yield record
     work = work_since(before)
     processes = int(getattr(ctx, "world_size", 1) or 1) if ctx is not None else 1
+    where = [_device_tag()]
     if processes > 1:
         from .distributed import gather_objects
 
-        work = merge_work(gather_objects(ctx, work))
-    record.update(elapsed_s=round(time.time() - start, 1), processes=processes, hardware=hardware(),
-                  work=with_parameters(work))
+        gathered = gather_objects(ctx, (work, where[0]))
+        work, where = merge_work([w for w, _ in gathered]), [d for _, d in gathered]
+    record.update(elapsed_s=round(time.time() - start, 1), processes=processes, devices=len(set(where)),
+                  hardware={**hardware(), "cores_each": _cores_each()}, work=with_parameters(work))
+
+
+def _device_tag() -> str:
+    """This process's device, as the processes of a launch tell theirs apart: host and GPU (or ``cpu``)."""
+    import socket
+
+    import torch
+
+    gpu = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+    return f"{socket.gethostname()}/{gpu}"
+
+
+def _cores_each() -> float:
+    """The cores this process computed on: its torch threads, at most its share of the cores it may run on among
+    this node's ranks (4 ranks of 1 thread on 2 cores: half a core each)."""
+    import torch
+
+    from .device import node_cores, ranks_per_node
+
+    return round(min(float(torch.get_num_threads()), node_cores() / (ranks_per_node() or 1)), 3)
 
 
 def local_folder(model: str) -> str:

@@ -83,6 +83,23 @@ def test_metered_block_records_time_hardware_and_work():
                                                                     torch.cuda.get_device_name(0))
     with pytest.raises(KeyError):
         estimated_flops([{"model": "m", "part": "all", "mode": "sideways", "tokens": 1}], {"m": {"all": 1}})
+    # one process: one device, at most its torch threads (and its share of the cores it may run on)
+    assert cost["processes"] == 1 and cost["devices"] == 1
+    assert 0 < cost["hardware"]["cores_each"] <= torch.get_num_threads()
+
+
+def test_a_stage_counts_the_seconds_of_every_device_that_built_it():
+    """The cost table's seconds are one device's: a stage built by several processes (GPUs) together counts its
+    wall-clock times their number; a record from before pgra wrote them counts once."""
+    from pgra.analysis.costs import device_seconds
+
+    cpu, gpu = {"device": "cpu"}, {"device": "NVIDIA H100 80GB HBM3"}
+    assert device_seconds({"elapsed_s": 100.0, "processes": 2, "hardware": cpu}) == 200.0
+    assert device_seconds({"elapsed_s": 100.0, "hardware": cpu}) == 100.0
+    # 8 ranks on 4 GPUs (two a GPU): 4 GPUs' time
+    assert device_seconds({"elapsed_s": 60.0, "processes": 8, "devices": 4, "hardware": gpu}) == 240.0
+    assert device_seconds({"elapsed_s": 60.0, "processes": 8, "hardware": gpu}) == 480.0
+    assert device_seconds({"elapsed_s": 60.0, "processes": "8", "hardware": gpu}) == 60.0  # edited by hand
 
 
 BUNDLE = Path(__file__).resolve().parents[1] / "docs" / "results" / "laptop" / "mr-analyses"

@@ -180,6 +180,17 @@ def test_a_stage_recorded_under_several_processes_is_priced_as_one_workers_work(
                                                                        "hardware": H100})], inputs, fits)
     assert (gpu.seconds, gpu.device) == (480.0, "gpu")  # 8 GPUs' minute: 8 minutes on one
     assert Plan(stages=[gpu], cells=[], workers=8).wallclock()[0] == 60.0
+    # 8 ranks on 4 GPUs (cells_per_gpu 2): the stage's work was 4 GPUs' minute, spread again over the 4
+    shared = estimate_stage("mr", "reranked", False, [("mr", "reranked", {"elapsed_s": 60.0, "processes": 8,
+                                                                          "devices": 4, "hardware": H100})],
+                            inputs, fits)
+    assert shared.seconds == 240.0 and shared.source.endswith("x 4 GPU(s) that built it")
+    assert Plan(stages=[shared], cells=[], workers=8, cells_per_gpu=2).wallclock()[0] == 60.0
+    # 4 ranks of 1 thread on 2 cores recorded half a core each: planned on the same 4 workers, their time
+    crowded = {"elapsed_s": 600.0, "processes": 4, "hardware": {**cpu, "cores_each": 0.5}}
+    fits.cpu_threads = 0.5
+    four = estimate_stage("mr", "reranked", False, [("mr", "reranked", crowded)], inputs, fits)
+    assert Plan(stages=[four], cells=[], workers=4).wallclock()[0] == 600.0
 
 
 def test_stage_embeddings_count_each_corpus_sentence_once_per_task():
@@ -303,9 +314,18 @@ def test_a_plan_is_priced_from_the_records_of_folders_run_elsewhere(planned, tmp
     assert out.count("~100 s gpu (recorded: sky/fid/seed-1)") == 2  # both seeds to run, the other folder's record
     assert "~30 s cpu (recorded: sky/candidates (earlier settings))" in out
     assert not (tmp_path / "next-piece").exists()  # a dry run writes nothing
-    line = one_error_line(["experiment", "--config", str(path), "--dry-run", "--plan-records",
-                           str(tmp_path / "none")], capsys)
-    assert "plan_records" in line and "none is not a folder" in line
+    # how the plan was priced is no setting of a cell: not in cell.json's config, so pieces still merge
+    from pgra.experiment.cell import recorded_config
+    from pgra.experiment.config import cell_settings
+
+    with_records = from_dict(ExperimentConfig, {**elsewhere, "plan_records": [planned["out"]]})
+    assert "plan_records" not in recorded_config(cell_settings(with_records, with_records.tasks[0]))
+    assert Experiment(with_records).shared_settings() == Experiment(from_dict(ExperimentConfig, elsewhere)).shared_settings()
+    for dry in (["--dry-run"], []):  # refused before anything runs, also on a real run
+        line = one_error_line(["experiment", "--config", str(path), *dry, "--plan-records", str(tmp_path / "none")],
+                              capsys)
+        assert "plan_records" in line and "none is not a folder" in line
+    assert not (tmp_path / "next-piece").exists()
 
 
 def test_dry_run_says_what_the_grid_can_resolve(planned, tmp_path, capsys, monkeypatch):

@@ -6,8 +6,10 @@ and the reranking for PGRA (the index is built once per corpus and left out). Th
 reranked and full-search stages share (``corpus_pass: corpus``) is recorded by the stage that ran first; a method
 whose stage read it from the cache counts it too (:func:`borrowed_pass`). Each stage and cell records
 its wall-clock seconds, its hardware and the tokens every model ran (:mod:`pgra.cost`); FLOPs are estimated
-from those tokens and the models' parameter counts. A method is *dominated* when another method of the task
-scores at least as well for at most the cost, better in one of the two.
+from those tokens and the models' parameter counts. Seconds are one device's: a stage that several processes (GPUs)
+built together counts its wall-clock times their number (:func:`device_seconds`), a cell (one process) its own. A
+method is *dominated* when another method of the task scores at least as well for at most the cost, better in one of
+the two.
 """
 
 from __future__ import annotations
@@ -78,8 +80,20 @@ def borrowed_pass(runs: ExperimentRuns, task: str, stages: list[str]) -> tuple[s
             work = {"model": lm, "part": "all", "mode": "forward", "tokens": int(theirs[0]["tokens_run"]),
                     **({"parameters": parameters} if parameters else {})}
             return other.name, {"elapsed_s": float(theirs[0].get("seconds") or 0.0), "work": [work],
-                                "hardware": cost.get("hardware")}
+                                "hardware": cost.get("hardware"),
+                                **{k: cost[k] for k in ("processes", "devices") if k in cost}}
     return None
+
+
+def device_seconds(record: dict[str, Any]) -> float:
+    """A stage's seconds on one device: its wall-clock x the devices that built it together (``devices``, else
+    ``processes``: GPUs, or a CPU's processes; 1 in records from before pgra wrote them), so that a stage built by
+    8 GPUs in a minute costs what one GPU would take, as a cell (one process) does."""
+    shared = record.get("devices", record.get("processes", 1))
+    if (record.get("hardware") or {}).get("device", "cpu") == "cpu":
+        shared = record.get("processes", 1)
+    shared = shared if isinstance(shared, int | float) and shared >= 1 else 1
+    return float(record["elapsed_s"]) * shared
 
 
 def stages_needed(method: str) -> list[str]:
@@ -123,7 +137,7 @@ def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -
     borrowed = borrowed_pass(runs, task, list(stages))
     if borrowed is not None:  # the corpus pass it read, which another stage ran and recorded: counted in full
         stages[f"{borrowed[0]} (its corpus pass)"] = borrowed[1]
-    stage_seconds = sum(float(c["elapsed_s"]) for c in stages.values() if c)
+    stage_seconds = sum(device_seconds(c) for c in stages.values() if c)
     cell_flops: list[float | None] = [estimated_flops(c["work"], params(c["work"])) if c else None for c in costs]
     stage_flops = [estimated_flops(c["work"], params(c["work"])) if c else None for c in stages.values()]
     known = recorded and all(f is not None for f in cell_flops + stage_flops) and all(stages.values())
@@ -156,7 +170,7 @@ def dominated(rows: list[dict[str, Any]], cost_key: str) -> dict[str, list[str]]
 
 
 def cost_table(runs: ExperimentRuns) -> list[dict[str, Any]]:
-    """Every (task, method) row with its cost and the methods that dominate it by FLOPs and by wall-clock."""
+    """Every (task, method) row with its cost and the methods that dominate it by FLOPs and by seconds."""
     params = _Params(lookup=runs.reads_model_folders)
     out = []
     for task in runs.cfg.tasks:
@@ -189,9 +203,10 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                "for the readers of corpus evidence, reranking for PGRA), counted in full. FLOPs: 2 x parameters per "
                "forward token and 6 x per trained token, from the tokens every model ran and its parameter count "
                "(attention over the sequence left out; `–`: a model or stage without a record; `(resumed)`: a cell resumed "
-               "after a stop records the work after it only). Dominated: another "
-               "method scores at least as well for at most the cost (by FLOPs; by wall-clock)."),
-              ["task", "method", "metric (%)", "wall-clock (s)", "of which stages", "tokens", "est. FLOPs", "dominated (FLOPs)", "dominated (time)"],
+               "after a stop records the work after it only). Seconds are one device's: a stage several processes or "
+               "GPUs built together counts its wall-clock times their number. Dominated: another "
+               "method scores at least as well for at most the cost (by FLOPs; by seconds)."),
+              ["task", "method", "metric (%)", "seconds (one device)", "of which stages", "tokens", "est. FLOPs", "dominated (FLOPs)", "dominated (time)"],
               _cells)
     hardware = {str(r["hardware"]) for r in rows if r.get("hardware")}
     w.md += [f"Hardware: {'; '.join(sorted(hardware)) or 'not recorded'}.", ""]
@@ -204,9 +219,9 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
         if not points:
             continue
         path = pareto(w.runs.out / f"cost_{task}.png", points, f"Score against cost: {task}",
-                      "estimated FLOPs" if use_flops else "wall-clock seconds", f"{w.runs.split} metric (%)")
+                      "estimated FLOPs" if use_flops else "seconds (one device)", f"{w.runs.split} metric (%)")
         w.figure(path, f"Cost ({task})", f"{w.runs.split} metric against "
-                 f"{'estimated FLOPs' if use_flops else 'wall-clock seconds'} per method on {task} (hollow: "
+                 f"{'estimated FLOPs' if use_flops else 'seconds (one device)'} per method on {task} (hollow: "
                  "dominated by another method).")
 
 

@@ -133,6 +133,9 @@ def run_and_report(cfg, ctx=None) -> list:
     from ..experiment.config import apply_limit
 
     cfg = apply_limit(cfg)  # --limit N: a smoke run in OUT-limitN
+    from ..experiment.estimate import record_sources
+
+    record_sources(cfg)  # --plan-records: folders, refused by name before anything runs
     if cfg.tasks and cfg.methods:  # (none: the grid's own check names the empty field)
         check_grid(cfg)
     if cfg.report and not cfg.dry_run:  # before anything runs: a report file pgra did not write is refused

@@ -35,7 +35,7 @@ METHOD_OVERRIDABLE = ("reader", "knn_vote", "icl")
 PARALLEL = ("cells", "ddp")
 # how the grid is run, never what a cell computes: left out of a cell's recorded config (and of every key)
 RUNTIME_FIELDS = ("parallel", "launcher", "workers", "slurm", "claim_stale_after_s", "claim_poll_s", "wait_s",
-                  "cells_per_gpu", "cell_gpu_gb")
+                  "cells_per_gpu", "cell_gpu_gb", "plan_records")
 LAUNCHERS = ("none", "local", "slurm")
 # what each job sharing an experiment folder may choose for itself: which cells it plans (its grid's extent) and
 # how it reports them. Every other setting (less RUNTIME_FIELDS and cosmetic ones) enters a stage's or cell's key,

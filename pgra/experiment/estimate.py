@@ -591,20 +591,28 @@ def _on_these_threads(fits: BenchFits | None, records: list[dict[str, Any]]) -> 
 
 def _one_worker(record: dict[str, Any], fits: BenchFits | None) -> tuple[float, str]:
     """A stage's recorded seconds as one worker of the plan would take them (the plan divides a stage by the
-    workers that share it): its wall-clock x the processes that shared it (``processes``; 1 in records from
-    before pgra wrote it), on a CPU x :meth:`BenchFits.thread_factor` at the threads each had; and a clause saying
-    so (empty when 1)."""
+    workers, or on GPUs by the devices, that share it): its wall-clock x what shared it, on a GPU the distinct
+    devices (``devices``: ranks sharing a GPU share its time), on a CPU the processes (``processes``) x
+    :meth:`BenchFits.thread_factor` at the cores each had (``cores_each``, else its torch threads); 1 in records from
+    before pgra wrote them. Also a clause saying so (empty when 1)."""
+    def count(name: str) -> int:
+        value = record.get(name, 1)
+        return int(value) if isinstance(value, int | float) and value >= 1 else 1
+
     seconds = float(record["elapsed_s"])
-    processes = record.get("processes", 1)
-    processes = int(processes) if isinstance(processes, int | float) and processes >= 1 else 1
-    threads = (record.get("hardware") or {}).get("torch_threads")
+    hardware = record.get("hardware") or {}
     factor = 1.0
-    if fits is not None and _device(record) == "cpu" and isinstance(threads, int | float) and threads > 0:
-        factor = fits.thread_factor(float(threads))
-    why = f", x {processes} process(es) that built it" if processes > 1 else ""
+    if _device(record) == "gpu":
+        shared, what = count("devices") if "devices" in record else count("processes"), "GPU(s)"
+    else:
+        shared, what = count("processes"), "process(es)"
+        threads = hardware.get("cores_each", hardware.get("torch_threads"))
+        if fits is not None and isinstance(threads, int | float) and threads > 0:
+            factor = fits.thread_factor(float(threads))
+    why = f", x {shared} {what} that built it" if shared > 1 else ""
     if factor != 1.0:
         why += f", x {factor:.3g} for {fits.cpu_threads:.3g} core(s) a worker"  # type: ignore[union-attr]
-    return seconds * processes * factor, why
+    return seconds * shared * factor, why
 
 
 def _scaled(seconds: float, label: str, inputs: int | None, their_inputs: int | None) -> tuple[float, str] | None:

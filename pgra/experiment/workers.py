@@ -287,16 +287,14 @@ class GridRun:
         """Build (or reuse) ``task``'s stages: ``ready``, ``held`` (another job builds one) or ``failed``."""
         exp = self.exp
         try:
-            for stage in exp.stages_needed():
-                if exp.stage_done(task, stage):
-                    self._say_once(f"[{exp._task_name(task)}] {stage}: done, reused")
-                    continue
-                decision, claim = self._claim_on_main(exp.stage_dir(task, stage), f"{task} {stage}",
+            for stage in exp.stages_needed():  # whether it is done is rank 0's word too (another job may finish
+                decision, claim = self._claim_on_main(exp.stage_dir(task, stage), f"{task} {stage}",  # it meanwhile)
                                                       lambda s=stage: exp.stage_done(task, s))
                 if decision == "held":
                     self._say_once(f"[{exp._task_name(task)}] {stage}: being built by another job")
                     return "held"
                 if decision == "done":
+                    self._say_once(f"[{exp._task_name(task)}] {stage}: done, reused")
                     continue
                 try:
                     exp.build_stage(task, stage, self.ctx)
@@ -548,8 +546,13 @@ def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
             together = todo or (ctx.world_size > 1 and not first.cells_mode)  # a DDP job's ranks leave together
             give_up = main_computes(ctx, lambda w=waited: w > cfg.wait_s) if together else waited > cfg.wait_s
             if give_up:
-                left = ", ".join(dict.fromkeys(task for _, task in todo)) or f"{sum(holding.values())} cell(s)"
-                print(f"{left} still held by other jobs after {cfg.wait_s:.0f} s: left to them", flush=True)
+                if todo:
+                    tasks = ", ".join(dict.fromkeys(task for _, task in todo))
+                    print(f"the stages of {tasks} (held by other jobs, or waiting behind a grid's they hold) still not "
+                          f"built after {cfg.wait_s:.0f} s: left to them", flush=True)
+                else:
+                    print(f"{sum(holding.values())} cell(s) still held by other jobs after {cfg.wait_s:.0f} s: left to "
+                          "them", flush=True)
                 break
             time.sleep(cfg.claim_poll_s)
         for g in grids:
