@@ -111,16 +111,35 @@ def metered(ctx=None) -> Iterator[dict[str, Any]]:
     record: dict[str, Any] = {}
     before, start = meter.snapshot(), time.time()
     yield record
-    work = work_since(before)
+    work, tags = work_since(before), {_device_tag()}
     processes = int(getattr(ctx, "world_size", 1) or 1) if ctx is not None else 1
-    where = [_device_tag()]
     if processes > 1:
         from .distributed import gather_objects
 
-        gathered = gather_objects(ctx, (work, where[0]))
-        work, where = merge_work([w for w, _ in gathered]), [d for _, d in gathered]
-    record.update(elapsed_s=round(time.time() - start, 1), processes=processes, devices=len(set(where)),
+        gathered = gather_objects(ctx, (work, next(iter(tags))))
+        work, tags = merge_work([w for w, _ in gathered]), {t for _, t in gathered}
+    record.update(elapsed_s=round(time.time() - start, 1), processes=processes, devices=len(tags),
                   hardware={**hardware(), "cores_each": _cores_each()}, work=with_parameters(work))
+
+
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool): what a cost record's numbers must be to be read
+    (a record edited by hand may hold anything)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def on_gpu(record: dict[str, Any]) -> bool:
+    """Whether a cost record's work ran on a GPU (its ``hardware.device`` names one, not ``cpu``)."""
+    hardware = record.get("hardware")
+    return isinstance(hardware, dict) and str(hardware.get("device", "cpu")) != "cpu"
+
+
+def sharing(record: dict[str, Any]) -> int:
+    """How many devices' time a cost record's wall-clock holds: on a GPU the distinct devices that did the work
+    together (``devices``: ranks sharing a GPU share its time; else ``processes``), on a CPU the processes; 1 in
+    records from before pgra wrote them, or where the count is no finite number of at least 1."""
+    value = record.get("devices", record.get("processes")) if on_gpu(record) else record.get("processes")
+    return int(value) if finite_number(value) and value >= 1 else 1
 
 
 def _device_tag() -> str:
@@ -245,6 +264,6 @@ def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int]
     return total
 
 
-__all__ = ["FLOPS_PER_TOKEN", "WHOLE_MODEL_PARTS", "Priced", "TokenMeter", "estimated_flops", "hardware", "local_folder",
-           "merge_work", "meter", "metered", "model_dim", "parameter_counts", "tensor_sizes", "with_parameters",
+__all__ = ["FLOPS_PER_TOKEN", "WHOLE_MODEL_PARTS", "Priced", "TokenMeter", "estimated_flops", "finite_number", "hardware",
+           "local_folder", "merge_work", "meter", "metered", "on_gpu", "sharing", "model_dim", "parameter_counts", "tensor_sizes", "with_parameters",
            "work_since"]

@@ -100,6 +100,8 @@ def test_a_stage_counts_the_seconds_of_every_device_that_built_it():
     assert device_seconds({"elapsed_s": 60.0, "processes": 8, "devices": 4, "hardware": gpu}) == 240.0
     assert device_seconds({"elapsed_s": 60.0, "processes": 8, "hardware": gpu}) == 480.0
     assert device_seconds({"elapsed_s": 60.0, "processes": "8", "hardware": gpu}) == 60.0  # edited by hand
+    assert device_seconds({"elapsed_s": 60.0, "processes": float("inf"), "hardware": cpu}) == 60.0
+    assert device_seconds({"elapsed_s": 60.0, "processes": True, "hardware": cpu}) == 60.0
 
 
 BUNDLE = Path(__file__).resolve().parents[1] / "docs" / "results" / "laptop" / "mr-analyses"

@@ -2,6 +2,7 @@
 the longest-processing-time schedule, and the ``--dry-run`` text that shows them."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -321,6 +322,23 @@ def test_a_plan_is_priced_from_the_records_of_folders_run_elsewhere(planned, tmp
     with_records = from_dict(ExperimentConfig, {**elsewhere, "plan_records": [planned["out"]]})
     assert "plan_records" not in recorded_config(cell_settings(with_records, with_records.tasks[0]))
     assert Experiment(with_records).shared_settings() == Experiment(from_dict(ExperimentConfig, elsewhere)).shared_settings()
+    # records edited by hand price nothing (no traceback): seconds that are no number, a count that is infinite
+    junk = tmp_path / "junk"
+    (junk / "sky" / "candidates").mkdir(parents=True)
+    (junk / "sky" / "candidates" / STAGE_COST_FILE).write_text(json.dumps({"elapsed_s": "soon", "processes": 2}))
+    (junk / "sky" / "candidates" / STAGE_KEY_FILE).write_text("old")
+    cell = junk / "sky" / "fid" / "seed-1"
+    cell.mkdir(parents=True)
+    (cell / CELL_FILE).write_text(json.dumps({**_cell("sky", "fid", 1.0), "cost": {"elapsed_s": float("nan")}}))
+    assert main(["experiment", "--config", str(path), "--dry-run", "--plan-records", str(junk)]) == 0
+    assert "recorded:" not in capsys.readouterr().out
+    # a results bundle is checked against its manifest first: an edited cell record is refused by name
+    bundle = tmp_path / "mr-seed1"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "docs" / "results" / "laptop" / "mr-seed1", bundle)
+    edited = bundle / "mr" / "fid" / "seed-1" / CELL_FILE
+    edited.write_text(edited.read_text().replace('"elapsed_s": ', '"elapsed_s": 1', 1))
+    line = one_error_line(["experiment", "--config", str(path), "--dry-run", "--plan-records", str(bundle)], capsys)
+    assert "mr/fid/seed-1/cell.json" in line and "truncated or replaced" in line
     for dry in (["--dry-run"], []):  # refused before anything runs, also on a real run
         line = one_error_line(["experiment", "--config", str(path), *dry, "--plan-records", str(tmp_path / "none")],
                               capsys)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import MANIFEST, read_json, read_json_object
-from ..cost import estimated_flops, local_folder, merge_work, parameter_counts
+from ..cost import estimated_flops, local_folder, merge_work, parameter_counts, sharing
 from ..experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from ..methods import get_method
 from ..predictions import read_cell
@@ -86,14 +86,10 @@ def borrowed_pass(runs: ExperimentRuns, task: str, stages: list[str]) -> tuple[s
 
 
 def device_seconds(record: dict[str, Any]) -> float:
-    """A stage's seconds on one device: its wall-clock x the devices that built it together (``devices``, else
-    ``processes``: GPUs, or a CPU's processes; 1 in records from before pgra wrote them), so that a stage built by
-    8 GPUs in a minute costs what one GPU would take, as a cell (one process) does."""
-    shared = record.get("devices", record.get("processes", 1))
-    if (record.get("hardware") or {}).get("device", "cpu") == "cpu":
-        shared = record.get("processes", 1)
-    shared = shared if isinstance(shared, int | float) and shared >= 1 else 1
-    return float(record["elapsed_s"]) * shared
+    """A stage's seconds on one device: its wall-clock x the devices that built it together
+    (:func:`pgra.cost.sharing`), so that a stage built by 8 GPUs in a minute costs what one GPU would take, as a
+    cell (one process) does."""
+    return float(record["elapsed_s"]) * sharing(record)
 
 
 def stages_needed(method: str) -> list[str]:

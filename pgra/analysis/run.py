@@ -14,6 +14,7 @@ from typing import Any
 from ..artifacts import library_versions, read_json, source_commit, write_json, write_text
 from ..config import check_config
 from ..errors import InputError
+from ..evaluation.bundle import check_plan_records
 from ..experiment import Experiment
 from ..experiment.cell import recorded_config
 from ..experiment.layout import finished_cells
@@ -32,6 +33,7 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
 
     cfg = as_analyze_config(cfg)
     check_config(cfg)
+    check_plan_records(cfg)  # the variants' plans may read them
     ctx = ctx or init_distributed()
     runs = ExperimentRuns(Experiment(cfg), cfg.analysis.split)
     chosen = [ANALYSES[name] for name in ANALYSES if name in cfg.analysis.analyses]

@@ -129,13 +129,12 @@ def run_and_report(cfg, ctx=None) -> list:
     """Run the grid (or with ``dry_run`` print its plan); the job that finishes it last writes the report when
     ``cfg.report`` (:func:`write_and_print_report`). Returns the failed cells. The models and reader precision every
     cell needs are checked first (:func:`check_grid`)."""
+    from ..evaluation.bundle import check_plan_records
     from ..experiment import run_experiment
     from ..experiment.config import apply_limit
 
     cfg = apply_limit(cfg)  # --limit N: a smoke run in OUT-limitN
-    from ..experiment.estimate import record_sources
-
-    record_sources(cfg)  # --plan-records: folders, refused by name before anything runs
+    check_plan_records(cfg)  # --plan-records: folders and intact bundles, refused by name before anything runs
     if cfg.tasks and cfg.methods:  # (none: the grid's own check names the empty field)
         check_grid(cfg)
     if cfg.report and not cfg.dry_run:  # before anything runs: a report file pgra did not write is refused

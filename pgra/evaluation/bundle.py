@@ -85,6 +85,17 @@ def verify_bundle(folder: str | Path) -> dict[str, Any]:
     return manifest
 
 
+def check_plan_records(cfg: Any) -> None:
+    """The config's ``plan_records`` before anything is priced from them: each a folder
+    (:func:`pgra.experiment.estimate.record_sources`), and each results bundle among them what was bundled
+    (:func:`verify_bundle`: an edited record is refused by name, as when the bundle is reported)."""
+    from ..experiment.estimate import record_sources
+
+    for folder in record_sources(cfg):
+        if is_bundle(folder):
+            verify_bundle(folder)
+
+
 def _task_of(record: dict[str, Any]) -> TaskSpec:
     from ..config import from_dict
     from ..tasks import get_task
@@ -249,4 +260,4 @@ def write_bundle(experiment: str | Path, out: str | Path, only: CellFilter | Non
     return manifest
 
 
-__all__ = ["BUNDLE_FORMAT", "KIND", "STAGE_FILES", "CellFilter", "analysis_files", "bundle_files", "cell_ident", "cell_idents", "is_bundle", "stale_analyses", "verify_bundle", "write_bundle"]
+__all__ = ["BUNDLE_FORMAT", "KIND", "STAGE_FILES", "CellFilter", "analysis_files", "bundle_files", "cell_ident", "cell_idents", "check_plan_records", "is_bundle", "stale_analyses", "verify_bundle", "write_bundle"]

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import read_json
-from ..cost import Priced, model_dim
+from ..cost import Priced, finite_number, model_dim, on_gpu, sharing
 from ..errors import PgraError
 from ..reader.cost_model import encoder_layers, evaluated_inputs, trained_layers
 from .layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
@@ -591,28 +591,18 @@ def _on_these_threads(fits: BenchFits | None, records: list[dict[str, Any]]) -> 
 
 def _one_worker(record: dict[str, Any], fits: BenchFits | None) -> tuple[float, str]:
     """A stage's recorded seconds as one worker of the plan would take them (the plan divides a stage by the
-    workers, or on GPUs by the devices, that share it): its wall-clock x what shared it, on a GPU the distinct
-    devices (``devices``: ranks sharing a GPU share its time), on a CPU the processes (``processes``) x
-    :meth:`BenchFits.thread_factor` at the cores each had (``cores_each``, else its torch threads); 1 in records from
-    before pgra wrote them. Also a clause saying so (empty when 1)."""
-    def count(name: str) -> int:
-        value = record.get(name, 1)
-        return int(value) if isinstance(value, int | float) and value >= 1 else 1
-
-    seconds = float(record["elapsed_s"])
-    hardware = record.get("hardware") or {}
-    factor = 1.0
-    if _device(record) == "gpu":
-        shared, what = count("devices") if "devices" in record else count("processes"), "GPU(s)"
-    else:
-        shared, what = count("processes"), "process(es)"
-        threads = hardware.get("cores_each", hardware.get("torch_threads"))
-        if fits is not None and isinstance(threads, int | float) and threads > 0:
-            factor = fits.thread_factor(float(threads))
-    why = f", x {shared} {what} that built it" if shared > 1 else ""
+    workers, or on GPUs by the devices, that share it): its wall-clock x the devices whose time it holds
+    (:func:`pgra.cost.sharing`), on a CPU also x :meth:`BenchFits.thread_factor` at the cores each process had
+    (``cores_each``, else its torch threads). Also a clause saying so (empty when 1)."""
+    shared, gpu = sharing(record), on_gpu(record)
+    hardware = record.get("hardware") if isinstance(record.get("hardware"), dict) else {}
+    threads = hardware.get("cores_each", hardware.get("torch_threads"))
+    factor = fits.thread_factor(float(threads)) if (fits is not None and not gpu and finite_number(threads)
+                                                    and threads > 0) else 1.0
+    why = f", x {shared} {'GPU(s)' if gpu else 'process(es)'} that built it" if shared > 1 else ""
     if factor != 1.0:
         why += f", x {factor:.3g} for {fits.cpu_threads:.3g} core(s) a worker"  # type: ignore[union-attr]
-    return seconds * shared * factor, why
+    return float(record["elapsed_s"]) * shared * factor, why
 
 
 def _scaled(seconds: float, label: str, inputs: int | None, their_inputs: int | None) -> tuple[float, str] | None:
@@ -1058,13 +1048,17 @@ def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int 
                               f"computes on {fits.cpu_threads:.3g} core(s), the benches on {fits.bench_threads} "
                               "(a cell's own record: x its threads over that, at least 1)")
     folders = list(dict.fromkeys([exp.out, *map(Path, record_folders), *record_sources(exp.cfg)]))
-    cell_records = [("/".join(p.parent.parts[-3:]), read_json(p)) for out in folders for p in finished_cells(out)]
+    # a record whose seconds are no number (edited by hand; a folder run elsewhere) prices nothing
+    cell_records = [(label, _timed_cell(record)) for label, record in
+                    (("/".join(p.parent.parts[-3:]), read_json(p)) for out in folders for p in finished_cells(out))
+                    if isinstance(record, dict)]
     stage_records = []
     for stage in dict.fromkeys([*STAGES, *exp.stages_needed()]):
         for out in folders:
             for path in sorted(out.glob(f"*/{stage}/{STAGE_COST_FILE}")):
-                if (path.parent / STAGE_KEY_FILE).exists():
-                    stage_records.append((path.parent.parent.name, stage, read_json(path)))
+                record = read_json(path) if (path.parent / STAGE_KEY_FILE).exists() else None
+                if isinstance(record, dict) and _timed(record):
+                    stage_records.append((path.parent.parent.name, stage, record))
     names = {t: exp.tasks[t].name for t in exp.cfg.tasks}
     splits: dict[str, dict[str, int] | None] = {name: task_splits(exp, name, t) for t, name in names.items()}
     for name in {r.get("task", "") for _, r in cell_records} | {t for t, _, _ in stage_records}:
@@ -1096,6 +1090,18 @@ def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int 
     launched = launcher in ("local", "slurm")  # separate one-process jobs
     command = fits.cpu_cells.parts.get("command", (0.0, 0.0))[0] if fits.cpu_cells and fits.device == "cpu" else 0.0
     return Plan(stages, estimates, n, per_gpu, fits.note, plan_disk(exp, cells, splits, n), command, launched)
+
+
+def _timed(record: Any) -> bool:
+    """Whether a cost record's ``elapsed_s`` is a finite number of seconds (at least 0)."""
+    return isinstance(record, dict) and finite_number(record.get("elapsed_s")) and record["elapsed_s"] >= 0
+
+
+def _timed_cell(record: dict[str, Any]) -> dict[str, Any]:
+    """A cell.json record, its ``cost`` dropped when that holds no readable seconds."""
+    if record.get("cost") is not None and not _timed(record["cost"]):
+        return {**record, "cost": None}
+    return record
 
 
 def record_sources(cfg: Any) -> list[Path]:

@@ -500,13 +500,15 @@ def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
     and stages in turn, all ranks together, then the cells of all of them as one pool, so that under ``parallel:
     cells`` a rank whose grid has no cell left claims another grid's (an analysis's one-cell variants, such as the
     sweep's points, run side by side rather than one rank at a time). Returns the cells this job saw fail."""
+    if not grids:
+        return []
     first = grids[0]
     ctx, cfg = first.ctx, first.cfg
     try:
         for g in grids:
             g.index()
         todo = [(g, task) for g in grids for task in g.cfg.tasks]
-        ready: dict[int, list[str]] = {id(g): [] for g in grids}
+        ready: dict[GridRun, list[str]] = {g: [] for g in grids}
         waited_since = time.monotonic()
         while True:
             held_grid = None  # a grid whose stage another job builds: the later grids' stages wait for it (a
@@ -519,10 +521,10 @@ def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
                 else:
                     held_grid = g
                 if state == "ready":
-                    ready[id(g)].append(task)
+                    ready[g].append(task)
             ran, holding = 0, {}  # the grids with cells other live jobs hold: how many
             for g in grids:
-                r, h = g.cells(ready[id(g)])
+                r, h = g.cells(ready[g])
                 ran += r
                 if h:
                     holding[g] = h
