@@ -159,6 +159,28 @@ def test_stage_estimates_and_their_sources():
     assert estimate_stage("cr", "candidates", False, [], inputs, fits, candidates=1000).seconds is None
 
 
+def test_a_cell_trained_under_ddp_is_priced_as_one_workers_work():
+    """A cell trained by several processes together (``parallel: ddp``) records its wall-clock under them: the plan
+    prices it x their number, as a stage's, and x the thread factor at the cores each had (``cores_each``, which
+    holds half a core where 4 ranks of one thread shared 2 cores); so does the cost table."""
+    from pgra.analysis.costs import device_seconds
+
+    cpu = {"device": "cpu", "torch_threads": 1, "cores_each": 0.5}
+    ddp = {**_cell("mr", "fid", 100.0, device=cpu), "key": "k"}
+    ddp["cost"].update(processes=4, devices=1)
+    fits = BenchFits("cpu", cpu_threads=1.0)
+    own = estimate_cell("mr", "fid", READER, [("mr/fid/seed-1", ddp)], {"mr": 100}, fits)
+    assert own.seconds == 400.0 and own.source == "recorded: mr/fid/seed-1, x 4 process(es) that trained it"
+    alone = {**_cell("mr", "fid", 100.0, device={"device": "cpu", "torch_threads": 1}), "key": "j"}
+    mean = estimate_cell("mr", "fid", READER, [("a", ddp), ("b", alone)], {"mr": 100}, fits)
+    assert mean.seconds == 250.0 and mean.source == "recorded: a, b, x 2.5 for the processes and cores each ran on"
+    scaled = estimate_cell("cr", "fid", READER, [("mr/fid/seed-1", ddp)], {"mr": 100, "cr": 50}, fits)
+    assert scaled.seconds == 200.0 and "x 50/100 inputs, x 4 process(es) that trained it" in scaled.source
+    fits.cpu_threads = 0.25  # 8 workers on 2 cores: a quarter core each, half what each rank had
+    assert estimate_cell("mr", "fid", READER, [("a", ddp)], {"mr": 100}, fits).seconds == 800.0
+    assert device_seconds({**ddp["cost"]}) == 400.0 and device_seconds(alone["cost"]) == 100.0
+
+
 def test_a_stage_recorded_under_several_processes_is_priced_as_one_workers_work():
     """A stage's cost.json holds its wall-clock under the processes that built it together; the plan divides a
     stage by its workers, so the record is first made one worker's: x its processes, x the thread factor."""

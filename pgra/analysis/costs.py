@@ -7,7 +7,8 @@ reranked and full-search stages share (``corpus_pass: corpus``) is recorded by t
 whose stage read it from the cache counts it too (:func:`borrowed_pass`). Each stage and cell records
 its wall-clock seconds, its hardware and the tokens every model ran (:mod:`pgra.cost`); FLOPs are estimated
 from those tokens and the models' parameter counts. Seconds are one device's: a stage that several processes (GPUs)
-built together counts its wall-clock times their number (:func:`device_seconds`), a cell (one process) its own. A
+built together counts its wall-clock times their number (:func:`device_seconds`), and so does a cell trained by
+several (``parallel: ddp``); a cell run by one process counts its own. A
 method is *dominated* when another method of the task scores at least as well for at most the cost, better in one of
 the two.
 """
@@ -86,9 +87,9 @@ def borrowed_pass(runs: ExperimentRuns, task: str, stages: list[str]) -> tuple[s
 
 
 def device_seconds(record: dict[str, Any]) -> float:
-    """A stage's seconds on one device: its wall-clock x the devices that built it together
-    (:func:`pgra.cost.sharing`), so that a stage built by 8 GPUs in a minute costs what one GPU would take, as a
-    cell (one process) does."""
+    """A stage's or cell's seconds on one device: its wall-clock x the devices that did its work together
+    (:func:`pgra.cost.sharing`), so that a stage built, or a cell trained, by 8 GPUs in a minute costs what one GPU
+    would take."""
     return float(record["elapsed_s"]) * sharing(record)
 
 
@@ -128,7 +129,7 @@ def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -
     cells = [read_cell(runs.cell(task, method, s) / CELL_FILE) for s in seeds]
     costs = [c.get("cost") for c in cells]
     recorded = all(c is not None for c in costs)
-    cell_seconds = [float(c.get("elapsed_s", 0.0)) for c in cells]
+    cell_seconds = [device_seconds({**(c.get("cost") or {}), "elapsed_s": c.get("elapsed_s", 0.0)}) for c in cells]
     stages = {s: stage_cost(runs, task, s) for s in stages_needed(method)}
     borrowed = borrowed_pass(runs, task, list(stages))
     if borrowed is not None:  # the corpus pass it read, which another stage ran and recorded: counted in full

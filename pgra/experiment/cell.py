@@ -87,6 +87,7 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
               "versions": library_versions(), "elapsed_s": round(time.time() - start, 1),
               "ran_by": worker_identity()}
     record["cost"] = {"elapsed_s": record["elapsed_s"], "resumed": cell.status == "resume",
+                      "processes": fit_cost["processes"], "devices": fit_cost["devices"],
                       "hardware": fit_cost["hardware"], "work": merge_work([fit_cost["work"], spent["work"]])}
     write_json(cell.directory / CELL_FILE, record)
     try:  # finished: what only resuming needed goes (a reader's checkpoints); the cell is done whatever happens here

@@ -11,7 +11,8 @@ Each estimate says where it came from (:attr:`Estimate.source`), the first that 
    d (``reader_scale.json``: 0.24 s + 0.20 s per passage at batch 8 on a 2-core CPU) and the reranker's seconds
    per candidate sentence (``rerank_scale.json``), both measured on 2 threads, so that a worker computing on fewer
    (:func:`worker_threads`: the cores shared among the workers, at most ``OMP_NUM_THREADS``) takes proportionally
-   longer (:meth:`BenchFits.thread_factor`; a cell's record likewise, by the threads it recorded). On a GPU (the
+   longer (:meth:`BenchFits.thread_factor`; a cell's record likewise, by the cores it recorded, and x the processes
+   that trained it together under ``parallel: ddp``, as a stage's). On a GPU (the
    H100 runs ``gpu_plan_inputs.json`` and
    ``gpu_plan_cells.json`` name): the reranker's texts/s, and a reader cell priced as what its config runs
    (:meth:`BenchFits.gpu_cell`): the measured step of its variant (``compile``, ``compile_mode``, ``adamw_impl``),
@@ -574,22 +575,20 @@ def _device(record: dict[str, Any]) -> str:
     return "cpu" if name == "cpu" else "gpu"
 
 
-def _on_these_threads(fits: BenchFits | None, records: list[dict[str, Any]]) -> tuple[float, str]:
-    """How much longer the cells of ``records`` (cell.json records with a CPU ``cost``) take on the plan's workers
-    than they did (:meth:`BenchFits.thread_factor` at the threads each recorded; their mean), and a clause saying
-    so (empty when 1)."""
-    if fits is None or not records:
-        return 1.0, ""
-    factors = []
-    for r in records:
-        threads = (r["cost"].get("hardware") or {}).get("torch_threads")
-        usable = _device(r["cost"]) == "cpu" and isinstance(threads, int | float) and threads > 0
-        factors.append(fits.thread_factor(float(threads)) if usable else 1.0)
-    factor = sum(factors) / len(factors)
-    return factor, (f", x {factor:.3g} for {fits.cpu_threads:.3g} core(s) a worker" if factor != 1.0 else "")
+def _recorded_cells(fits: BenchFits | None, records: list[dict[str, Any]]) -> tuple[float, str]:
+    """The mean of finished cells' recorded seconds (``records``: cell.json records) as one of the plan's workers
+    would take them (:func:`_one_worker`: a cell trained by several processes together, x their number; on a CPU, x
+    :meth:`BenchFits.thread_factor` at the cores each had), and a clause saying so (empty when nothing scaled)."""
+    priced = [_one_worker(r["cost"], fits, "trained") for r in records]
+    seconds = sum(s for s, _ in priced) / len(priced)
+    whys = {why for _, why in priced}
+    if len(whys) == 1:
+        return seconds, whys.pop()
+    recorded = sum(float(r["cost"]["elapsed_s"]) for r in records) / len(records)
+    return seconds, f", x {seconds / recorded:.3g} for the processes and cores each ran on" if recorded else ""
 
 
-def _one_worker(record: dict[str, Any], fits: BenchFits | None) -> tuple[float, str]:
+def _one_worker(record: dict[str, Any], fits: BenchFits | None, did: str = "built") -> tuple[float, str]:
     """A stage's recorded seconds as one worker of the plan would take them (the plan divides a stage by the
     workers, or on GPUs by the devices, that share it): its wall-clock x the devices whose time it holds
     (:func:`pgra.cost.sharing`), on a CPU also x :meth:`BenchFits.thread_factor` at the cores each process had
@@ -599,7 +598,7 @@ def _one_worker(record: dict[str, Any], fits: BenchFits | None) -> tuple[float, 
     threads = hardware.get("cores_each", hardware.get("torch_threads"))
     factor = fits.thread_factor(float(threads)) if (fits is not None and not gpu and finite_number(threads)
                                                     and threads > 0) else 1.0
-    why = f", x {shared} {'GPU(s)' if gpu else 'process(es)'} that built it" if shared > 1 else ""
+    why = f", x {shared} {'GPU(s)' if gpu else 'process(es)'} that {did} it" if shared > 1 else ""
     if factor != 1.0:
         why += f", x {factor:.3g} for {fits.cpu_threads:.3g} core(s) a worker"  # type: ignore[union-attr]
     return float(record["elapsed_s"]) * shared * factor, why
@@ -626,23 +625,21 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
               and not r["cost"].get("resumed")]
     same = [(lab, r) for lab, r in usable if r.get("task") == task and r.get("settings") == settings]
     if same:
-        seconds = sum(float(r["cost"]["elapsed_s"]) for _, r in same) / len(same)
-        factor, why = _on_these_threads(fits, [r for _, r in same])
+        seconds, why = _recorded_cells(fits, [r for _, r in same])
         names = ", ".join(lab for lab, _ in same)
-        return Estimate(label, seconds * factor, f"recorded: {names}{why}", _device(same[0][1]["cost"]))
+        return Estimate(label, seconds, f"recorded: {names}{why}", _device(same[0][1]["cost"]))
     shared = _sharing_part(task, method, settings, records)
     if shared:
-        seconds = sum(float(r["cost"]["elapsed_s"]) for _, r in shared[1]) / len(shared[1])
-        factor, why = _on_these_threads(fits, [r for _, r in shared[1]])
-        return Estimate(label, seconds * factor, f"recorded: {', '.join(lab for lab, _ in shared[1])} (another "
+        seconds, why = _recorded_cells(fits, [r for _, r in shared[1]])
+        return Estimate(label, seconds, f"recorded: {', '.join(lab for lab, _ in shared[1])} (another "
                                                  f"method with the same {shared[0]} settings){why}",
                         _device(shared[1][0][1]["cost"]))
     for lab, r in usable:
         if r.get("task") != task:
-            scaled = _scaled(float(r["cost"]["elapsed_s"]), lab, inputs.get(task), inputs.get(r.get("task", "")))
+            seconds, why = _recorded_cells(fits, [r])
+            scaled = _scaled(seconds, lab, inputs.get(task), inputs.get(r.get("task", "")))
             if scaled:
-                factor, why = _on_these_threads(fits, [r])
-                return Estimate(label, scaled[0] * factor, scaled[1] + why, _device(r["cost"]))
+                return Estimate(label, scaled[0], scaled[1] + why, _device(r["cost"]))
     if fits is not None:  # the method's own cost model (a reader's steps, in-context prompts, a cell's inputs)
         priced = method_class(method, settings).price(fits, settings, inputs.get(task), (splits or {}).get(task), disk)
         if priced is not None:
