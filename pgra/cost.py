@@ -142,6 +142,19 @@ def sharing(record: dict[str, Any]) -> int:
     return int(value) if finite_number(value) and value >= 1 else 1
 
 
+def device_seconds(record: dict[str, Any]) -> float:
+    """A stage's or cell's seconds on one device: its wall-clock, with the part its devices did together x their
+    number (:func:`sharing`): all of a stage's (a stage built by 8 GPUs in a minute costs what one GPU would take), a
+    cell's fit (``fit_s``: a reader trained under ``parallel: ddp``; what the main process did after it, alone,
+    counts once). A ``fit_s`` that is no number between 0 and the wall-clock counts as all of it."""
+    elapsed, shared = float(record["elapsed_s"]), sharing(record)
+    if shared == 1:
+        return elapsed
+    fit = record.get("fit_s")
+    split = float(fit) if finite_number(fit) and 0 <= fit <= elapsed else elapsed
+    return elapsed + split * (shared - 1)
+
+
 def _device_tag() -> str:
     """This process's device, as the processes of a launch tell theirs apart: host and GPU (or ``cpu``)."""
     import socket

@@ -10,6 +10,7 @@ import torch
 
 from pgra.analysis.costs import borrowed_pass, cost_table, dominated
 from pgra.analysis.results import ResultsRuns
+from pgra.artifacts import sha256_file
 from pgra.cost import estimated_flops, merge_work, meter, metered, parameter_counts, work_since
 from tests.conftest import SENTENCES
 
@@ -91,7 +92,7 @@ def test_metered_block_records_time_hardware_and_work():
 def test_a_stage_counts_the_seconds_of_every_device_that_built_it():
     """The cost table's seconds are one device's: a stage built by several processes (GPUs) together counts its
     wall-clock times their number; a record from before pgra wrote them counts once."""
-    from pgra.analysis.costs import device_seconds
+    from pgra.cost import device_seconds
 
     cpu, gpu = {"device": "cpu"}, {"device": "NVIDIA H100 80GB HBM3"}
     assert device_seconds({"elapsed_s": 100.0, "processes": 2, "hardware": cpu}) == 200.0
@@ -139,3 +140,23 @@ def test_a_replayed_corpus_pass_is_counted_for_the_method_that_read_it(tmp_path)
     assert borrowed_pass(runs, "mr", ["full_search"]) is None
     shutil.rmtree(copy / "mr" / "reranked")
     assert borrowed_pass(runs, "mr", ["full_search"]) is None
+
+
+def test_a_cell_trained_by_several_processes_counts_its_fit_on_each(tmp_path):
+    """A reader's cell trained under ``parallel: ddp`` records the processes that shared its fit: the cost table
+    counts the fit once per process and what followed (the main process's predictions) once."""
+    copy = tmp_path / "copy"
+    shutil.copytree(BUNDLE, copy)
+    path = copy / "mr" / "fid" / "seed-1" / "cell.json"
+    record = json.loads(path.read_text())
+    elapsed = record["cost"]["elapsed_s"]
+    before = _rows(copy, tmp_path / "before")["fid"]
+    assert before["cell_elapsed_s"] == pytest.approx(elapsed)  # one process
+    record["cost"].update(processes=2, devices=1, fit_s=elapsed - 10.0)
+    path.write_text(json.dumps(record))
+    manifest = json.loads((copy / "manifest.json").read_text())  # sealed again, as a bundle of such a run would be
+    manifest["files"]["mr/fid/seed-1/cell.json"] = {"size": path.stat().st_size, "sha256": sha256_file(path)}
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    after = _rows(copy, tmp_path / "after")["fid"]
+    assert after["cell_elapsed_s"] == pytest.approx(2 * elapsed - 10.0)
+    assert after["elapsed_s"] - before["elapsed_s"] == pytest.approx(elapsed - 10.0)

@@ -14,6 +14,7 @@ from pgra.experiment.estimate import (
     CPU_CELL_COSTS,
     BenchFits,
     CpuCellCosts,
+    Estimate,
     Plan,
     bf16_step_ratios,
     encoder_layers,
@@ -160,25 +161,34 @@ def test_stage_estimates_and_their_sources():
 
 
 def test_a_cell_trained_under_ddp_is_priced_as_one_workers_work():
-    """A cell trained by several processes together (``parallel: ddp``) records its wall-clock under them: the plan
-    prices it x their number, as a stage's, and x the thread factor at the cores each had (``cores_each``, which
-    holds half a core where 4 ranks of one thread shared 2 cores); so does the cost table."""
-    from pgra.analysis.costs import device_seconds
+    """A reader's cell trained by several processes together (``parallel: ddp``) records its wall-clock, its fit's
+    (``fit_s``) and the processes that shared the fit: the plan prices the fit x their number and what followed
+    (the main process's predictions) once, x the thread factor at the cores each had (``cores_each``, which holds
+    half a core where 4 ranks of one thread shared 2 cores); so does the cost table. Under ``parallel: ddp`` the
+    plan's cells run one after another, a reader's divided among the workers, any other whole."""
+    from pgra.cost import device_seconds
 
     cpu = {"device": "cpu", "torch_threads": 1, "cores_each": 0.5}
     ddp = {**_cell("mr", "fid", 100.0, device=cpu), "key": "k"}
-    ddp["cost"].update(processes=4, devices=1)
+    ddp["cost"].update(fit_s=80.0, processes=4, devices=1)
     fits = BenchFits("cpu", cpu_threads=1.0)
     own = estimate_cell("mr", "fid", READER, [("mr/fid/seed-1", ddp)], {"mr": 100}, fits)
-    assert own.seconds == 400.0 and own.source == "recorded: mr/fid/seed-1, x 4 process(es) that trained it"
+    assert own.seconds == 340.0 and own.source == "recorded: mr/fid/seed-1, its fit x 4 process(es) that trained it"
     alone = {**_cell("mr", "fid", 100.0, device={"device": "cpu", "torch_threads": 1}), "key": "j"}
     mean = estimate_cell("mr", "fid", READER, [("a", ddp), ("b", alone)], {"mr": 100}, fits)
-    assert mean.seconds == 250.0 and mean.source == "recorded: a, b, x 2.5 for the processes and cores each ran on"
+    assert mean.seconds == 220.0 and mean.source == "recorded: a, b, x 2.2 for the processes and cores each ran on"
     scaled = estimate_cell("cr", "fid", READER, [("mr/fid/seed-1", ddp)], {"mr": 100, "cr": 50}, fits)
-    assert scaled.seconds == 200.0 and "x 50/100 inputs, x 4 process(es) that trained it" in scaled.source
+    assert scaled.seconds == 170.0 and "x 50/100 inputs, its fit x 4 process(es) that trained it" in scaled.source
     fits.cpu_threads = 0.25  # 8 workers on 2 cores: a quarter core each, half what each rank had
-    assert estimate_cell("mr", "fid", READER, [("a", ddp)], {"mr": 100}, fits).seconds == 800.0
-    assert device_seconds({**ddp["cost"]}) == 400.0 and device_seconds(alone["cost"]) == 100.0
+    assert estimate_cell("mr", "fid", READER, [("a", ddp)], {"mr": 100}, fits).seconds == 680.0
+    assert (device_seconds(ddp["cost"]), device_seconds(alone["cost"])) == (340.0, 100.0)
+    for fit in (120.0, -1.0, "80", float("nan")):  # edited by hand: the whole wall-clock was shared
+        assert device_seconds({**ddp["cost"], "fit_s": fit}) == 400.0
+    # the wall-clock of a ddp grid: the reader's cell split among the 4 workers, the kNN vote's whole
+    cells = [Estimate("mr/fid/seed-1", 340.0, "r", ddp_shared=True), Estimate("mr/knn_vote/seed-1", 30.0, "r")]
+    assert Plan(stages=[], cells=cells, workers=4, ddp=True).wallclock() == (0.0, 85.0 + 30.0)
+    assert Plan(stages=[], cells=cells, workers=4).wallclock() == (0.0, 340.0)  # side by side: the longest
+    assert Plan(stages=[], cells=cells, workers=4, cells_per_gpu=2, ddp=True).wallclock()[1] == 170.0 + 30.0
 
 
 def test_a_stage_recorded_under_several_processes_is_priced_as_one_workers_work():

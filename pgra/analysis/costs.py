@@ -7,8 +7,8 @@ reranked and full-search stages share (``corpus_pass: corpus``) is recorded by t
 whose stage read it from the cache counts it too (:func:`borrowed_pass`). Each stage and cell records
 its wall-clock seconds, its hardware and the tokens every model ran (:mod:`pgra.cost`); FLOPs are estimated
 from those tokens and the models' parameter counts. Seconds are one device's: a stage that several processes (GPUs)
-built together counts its wall-clock times their number (:func:`device_seconds`), and so does a cell trained by
-several (``parallel: ddp``); a cell run by one process counts its own. A
+built together counts its wall-clock times their number (:func:`pgra.cost.device_seconds`), and a reader's cell
+trained by several (``parallel: ddp``) its training likewise; a cell run by one process counts its own. A
 method is *dominated* when another method of the task scores at least as well for at most the cost, better in one of
 the two.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import MANIFEST, read_json, read_json_object
-from ..cost import estimated_flops, local_folder, merge_work, parameter_counts, sharing
+from ..cost import device_seconds, estimated_flops, local_folder, merge_work, parameter_counts
 from ..experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from ..methods import get_method
 from ..predictions import read_cell
@@ -84,13 +84,6 @@ def borrowed_pass(runs: ExperimentRuns, task: str, stages: list[str]) -> tuple[s
                                 "hardware": cost.get("hardware"),
                                 **{k: cost[k] for k in ("processes", "devices") if k in cost}}
     return None
-
-
-def device_seconds(record: dict[str, Any]) -> float:
-    """A stage's or cell's seconds on one device: its wall-clock x the devices that did its work together
-    (:func:`pgra.cost.sharing`), so that a stage built, or a cell trained, by 8 GPUs in a minute costs what one GPU
-    would take."""
-    return float(record["elapsed_s"]) * sharing(record)
 
 
 def stages_needed(method: str) -> list[str]:

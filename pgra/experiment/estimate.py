@@ -11,8 +11,8 @@ Each estimate says where it came from (:attr:`Estimate.source`), the first that 
    d (``reader_scale.json``: 0.24 s + 0.20 s per passage at batch 8 on a 2-core CPU) and the reranker's seconds
    per candidate sentence (``rerank_scale.json``), both measured on 2 threads, so that a worker computing on fewer
    (:func:`worker_threads`: the cores shared among the workers, at most ``OMP_NUM_THREADS``) takes proportionally
-   longer (:meth:`BenchFits.thread_factor`; a cell's record likewise, by the cores it recorded, and x the processes
-   that trained it together under ``parallel: ddp``, as a stage's). On a GPU (the
+   longer (:meth:`BenchFits.thread_factor`; a cell's record likewise, by the cores it recorded, and its fit x the
+   processes that trained it together under ``parallel: ddp``). On a GPU (the
    H100 runs ``gpu_plan_inputs.json`` and
    ``gpu_plan_cells.json`` name): the reranker's texts/s, and a reader cell priced as what its config runs
    (:meth:`BenchFits.gpu_cell`): the measured step of its variant (``compile``, ``compile_mode``, ``adamw_impl``),
@@ -31,7 +31,8 @@ seconds divided by their number, or by the GPUs' where ``cells_per_gpu`` workers
 its wall-clock under the ``processes`` that built it, so it is first multiplied by them), then the cells side
 by side, one per worker (those sharing a GPU each at most as fast as its device time times their number allows),
 costliest first
-(:func:`plan_wallclock`: longest-processing-time greedy).
+(:func:`plan_wallclock`: longest-processing-time greedy); under ``parallel: ddp`` the cells one after another
+instead, a reader's divided among the workers' GPUs as a stage is, any other whole.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import read_json
-from ..cost import Priced, finite_number, model_dim, on_gpu, sharing
+from ..cost import Priced, device_seconds, finite_number, model_dim, on_gpu, sharing
 from ..errors import PgraError
 from ..reader.cost_model import encoder_layers, evaluated_inputs, trained_layers
 from .layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
@@ -73,6 +74,9 @@ class Estimate:
     device_s: float | None = None
     written_bytes: float = 0.0
     kept_bytes: float = 0.0
+    # a cell whose work the ranks of a ``parallel: ddp`` launch split (a trained reader's), not one each ran whole or
+    # the main one ran alone (a fixed rule, in-context learning)
+    ddp_shared: bool = False
 
     def text(self) -> str:
         if self.seconds is None:
@@ -579,7 +583,7 @@ def _recorded_cells(fits: BenchFits | None, records: list[dict[str, Any]]) -> tu
     """The mean of finished cells' recorded seconds (``records``: cell.json records) as one of the plan's workers
     would take them (:func:`_one_worker`: a cell trained by several processes together, x their number; on a CPU, x
     :meth:`BenchFits.thread_factor` at the cores each had), and a clause saying so (empty when nothing scaled)."""
-    priced = [_one_worker(r["cost"], fits, "trained") for r in records]
+    priced = [_one_worker(r["cost"], fits) for r in records]
     seconds = sum(s for s, _ in priced) / len(priced)
     whys = {why for _, why in priced}
     if len(whys) == 1:
@@ -588,20 +592,23 @@ def _recorded_cells(fits: BenchFits | None, records: list[dict[str, Any]]) -> tu
     return seconds, f", x {seconds / recorded:.3g} for the processes and cores each ran on" if recorded else ""
 
 
-def _one_worker(record: dict[str, Any], fits: BenchFits | None, did: str = "built") -> tuple[float, str]:
-    """A stage's recorded seconds as one worker of the plan would take them (the plan divides a stage by the
-    workers, or on GPUs by the devices, that share it): its wall-clock x the devices whose time it holds
-    (:func:`pgra.cost.sharing`), on a CPU also x :meth:`BenchFits.thread_factor` at the cores each process had
-    (``cores_each``, else its torch threads). Also a clause saying so (empty when 1)."""
+def _one_worker(record: dict[str, Any], fits: BenchFits | None) -> tuple[float, str]:
+    """A stage's or cell's recorded seconds as one worker of the plan would take them (the plan divides a stage by
+    the workers, or on GPUs by the devices, that share it): :func:`pgra.cost.device_seconds` (its wall-clock, with
+    the part its devices did together x their number: a stage's all, a DDP-trained cell's fit), on a CPU also x
+    :meth:`BenchFits.thread_factor` at the cores each process had (``cores_each``, else its torch threads). Also a
+    clause saying so (empty when 1)."""
     shared, gpu = sharing(record), on_gpu(record)
     hardware = record.get("hardware") if isinstance(record.get("hardware"), dict) else {}
     threads = hardware.get("cores_each", hardware.get("torch_threads"))
     factor = fits.thread_factor(float(threads)) if (fits is not None and not gpu and finite_number(threads)
                                                     and threads > 0) else 1.0
-    why = f", x {shared} {'GPU(s)' if gpu else 'process(es)'} that {did} it" if shared > 1 else ""
+    unit = "GPU(s)" if gpu else "process(es)"
+    fit = "fit_s" in record  # a cell's record: its fit was shared, what followed ran on the main process alone
+    why = "" if shared == 1 else f", its fit x {shared} {unit} that trained it" if fit else f", x {shared} {unit} that built it"
     if factor != 1.0:
         why += f", x {factor:.3g} for {fits.cpu_threads:.3g} core(s) a worker"  # type: ignore[union-attr]
-    return float(record["elapsed_s"]) * shared * factor, why
+    return device_seconds(record) * factor, why
 
 
 def _scaled(seconds: float, label: str, inputs: int | None, their_inputs: int | None) -> tuple[float, str] | None:
@@ -807,6 +814,8 @@ class Plan:
     # the workers are separate one-process jobs (--launcher local | slurm): a stage is built by the one job that
     # claims it, not sharded; the tasks' stages run side by side
     separate_jobs: bool = False
+    # parallel: ddp: the cells run one after another, each by all the workers (a reader's split among them)
+    ddp: bool = False
 
     @property
     def known(self) -> list[Estimate]:
@@ -835,7 +844,9 @@ class Plan:
     def wallclock(self) -> tuple[float, float]:
         """(stages, cells) seconds on the workers: stages one after another, each sharded over the GPUs (with
         ``separate_jobs``: each task's stages one after another in the job that claims them, the tasks side by side
-        on the GPUs); cells side by side, one per worker (``cells_per_gpu`` sharing a GPU), costliest first."""
+        on the GPUs); cells side by side, one per worker (``cells_per_gpu`` sharing a GPU), costliest first, or
+        with ``ddp`` one after another, each reader's divided among the GPUs as a stage is, every other whole (it ran
+        on one rank, or on each)."""
         if self.separate_jobs:
             chains: dict[str, float] = {}
             for e in self.stages:  # labels are "<task>/<stage>"
@@ -844,6 +855,8 @@ class Plan:
             stages = plan_wallclock(list(chains.values()), self.gpus)
         else:
             stages = sum(e.seconds or 0.0 for e in self.stages) / self.gpus
+        if self.ddp:
+            return stages, sum((e.seconds or 0.0) / (self.gpus if e.ddp_shared else 1) for e in self.cells)
         return stages, plan_wallclock([self.shared_seconds(e) for e in self.cells], self.workers)
 
     def summary(self) -> list[str]:
@@ -864,7 +877,9 @@ class Plan:
         own = f" + the command's own {format_seconds(self.command_s)}" if self.command_s else ""
         how = ("each task's built by one job, the tasks side by side" if self.separate_jobs else
                f"each sharded over the {'GPUs' if self.cells_per_gpu > 1 else 'workers'}")
-        lines.append(f"wall-clock on {self.workers} worker(s): stages {format_seconds(stages)} ({how}) + cells {format_seconds(cells)} (side by side{per_gpu}, costliest first){own} = "
+        side = ("one after another, each trained by all the workers (DDP)" if self.ddp else
+                f"side by side{per_gpu}, costliest first")
+        lines.append(f"wall-clock on {self.workers} worker(s): stages {format_seconds(stages)} ({how}) + cells {format_seconds(cells)} ({side}){own} = "
                      f"{format_seconds(stages + cells + self.command_s)}")
         if unknown:
             lines.append(f"  {unknown} stage(s)/cell(s) without an estimate, not counted")
@@ -1043,7 +1058,7 @@ def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int 
             if fits.thread_factor() > 1:
                 fits.note += (f"; bench-priced CPU work x {fits.thread_factor():.3g}: each of the {n} worker(s) "
                               f"computes on {fits.cpu_threads:.3g} core(s), the benches on {fits.bench_threads} "
-                              "(a cell's own record: x its threads over that, at least 1)")
+                              "(a cell's own record: x the cores each of its processes had over that, at least 1)")
     folders = list(dict.fromkeys([exp.out, *map(Path, record_folders), *record_sources(exp.cfg)]))
     # a record whose seconds are no number (edited by hand; a folder run elsewhere) prices nothing
     cell_records = [(label, _timed_cell(record)) for label, record in
@@ -1082,11 +1097,12 @@ def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int 
         disk = None if reader is None else {"keep_checkpoints": reader.keep_checkpoints,
                                             "keep_resume_state": reader.keep_resume_state}
         e = estimate_cell(names[c.task], c.method, method.settings(), cell_records, inputs, fits, splits, disk)
-        e.label = c.label
+        e.label, e.ddp_shared = c.label, method.trained
         estimates.append(e)
     launched = launcher in ("local", "slurm")  # separate one-process jobs
     command = fits.cpu_cells.parts.get("command", (0.0, 0.0))[0] if fits.cpu_cells and fits.device == "cpu" else 0.0
-    return Plan(stages, estimates, n, per_gpu, fits.note, plan_disk(exp, cells, splits, n), command, launched)
+    ddp = not launched and str(getattr(exp.cfg, "parallel", "cells")) == "ddp"
+    return Plan(stages, estimates, n, per_gpu, fits.note, plan_disk(exp, cells, splits, n), command, launched, ddp)
 
 
 def _timed(record: Any) -> bool:
