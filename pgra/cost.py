@@ -167,12 +167,13 @@ def _device_tag() -> str:
 
 def _cores_each() -> float:
     """The cores this process computed on: its torch threads, at most its share of the cores it may run on among
-    this node's ranks (4 ranks of 1 thread on 2 cores: half a core each)."""
+    the processes computing on this node side by side (:func:`pgra.device.core_sharers`: the launch's ranks, or a
+    cell child's siblings; 4 ranks of 1 thread on 2 cores: half a core each)."""
     import torch
 
-    from .device import node_cores, ranks_per_node
+    from .device import core_sharers, node_cores
 
-    return round(min(float(torch.get_num_threads()), node_cores() / (ranks_per_node() or 1)), 3)
+    return round(min(float(torch.get_num_threads()), node_cores() / core_sharers()), 3)
 
 
 def local_folder(model: str) -> str:

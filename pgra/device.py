@@ -41,6 +41,18 @@ def ranks_per_node(env: Mapping[str, str] | None = None) -> int | None:
     return int(value) if value.strip().isdigit() and int(value) > 0 else None
 
 
+CORE_SHARERS_ENV = "PGRA_CORE_SHARERS"  # a cell's child process: how many processes share this node's cores with it
+
+
+def core_sharers(env: Mapping[str, str] | None = None) -> int:
+    """How many processes compute on this node's cores side by side with this one, itself included: the launch's
+    ranks on this node (:func:`ranks_per_node`), else what the rank or launcher that started this process as a
+    cell's child set (:data:`CORE_SHARERS_ENV`: the child sees no launch), else 1."""
+    env = os.environ if env is None else env
+    value = env.get(CORE_SHARERS_ENV, "")
+    return ranks_per_node(env) or (int(value) if value.strip().isdigit() and int(value) > 0 else 1)
+
+
 # ----- a GPU expected but not seen -----
 NO_GPU_WARNED = "PGRA_NO_GPU_WARNED"  # set once warned: the grid's workers and cells inherit it and stay silent
 _warned = False

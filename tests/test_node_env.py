@@ -276,6 +276,30 @@ def test_a_cell_child_gets_the_node_s_cores_over_its_ranks(monkeypatch, no_cuda)
     assert single_process_env()["OMP_NUM_THREADS"] == "1"
 
 
+def test_a_cell_child_s_cost_record_counts_the_cores_it_shared(monkeypatch, no_cuda):
+    """A cell's child sees no launch, so it cannot count the ranks beside it; the rank tells it
+    (``PGRA_CORE_SHARERS``), and so does the local launcher its workers: 4 ranks of one thread on 2 cores record
+    half a core each (``cores_each``), which the plan scales by."""
+    from pgra.cost import _cores_each
+    from pgra.experiment import launch
+
+    monkeypatch.setattr(pgra_device, "node_cores", lambda: 2)
+    for k, v in {**LAUNCHERS["torchrun"], **TORCHRUN_4}.items():
+        monkeypatch.setenv(k, v)
+    assert _cores_each() == 0.5  # a rank
+    child = single_process_env()
+    assert child[pgra_device.CORE_SHARERS_ENV] == "4"
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    assert _cores_each() == min(torch.get_num_threads(), 2.0)  # no launch seen, nothing told: all the cores
+    monkeypatch.setenv(pgra_device.CORE_SHARERS_ENV, child[pgra_device.CORE_SHARERS_ENV])
+    assert _cores_each() == 0.5  # the child, told
+    monkeypatch.delenv(pgra_device.CORE_SHARERS_ENV)
+    envs, _ = launch.local_workers(4, 1)
+    assert {e[pgra_device.CORE_SHARERS_ENV] for e in envs} == {"4"}
+    assert pgra_device.core_sharers({"LOCAL_WORLD_SIZE": "3", pgra_device.CORE_SHARERS_ENV: "8"}) == 3
+    assert pgra_device.core_sharers({pgra_device.CORE_SHARERS_ENV: "0"}) == 1
+
+
 def test_a_rank_applies_its_threads_once(monkeypatch):
     monkeypatch.setattr(pgra_device, "node_cores", lambda: 16)
     monkeypatch.setattr(pgra_device, "_launcher_start_env", lambda: {})

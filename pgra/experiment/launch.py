@@ -134,7 +134,7 @@ def local_workers(workers: int, cells_per_gpu: int) -> tuple[list[dict[str, str]
     workers that share one GPU where that is more (:func:`~.workers.cells_sharing_a_gpu`: a worker, which sees
     one GPU, cannot count them), said in one line."""
     devices = visible_devices()
-    envs = [single_process_env(i if devices else None, f"local-{i}") for i in range(workers)]
+    envs = [single_process_env(i if devices else None, f"local-{i}", workers) for i in range(workers)]
     if not devices:
         return envs, cells_per_gpu
     sharing = cells_sharing_a_gpu(cells_per_gpu, workers, len(devices))

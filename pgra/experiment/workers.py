@@ -29,7 +29,7 @@ from typing import Any
 
 from ..artifacts import read_json, write_text
 from ..config import to_dict
-from ..device import THREADS_ENV, launcher_threads, local_device_index, ranks_per_node
+from ..device import CORE_SHARERS_ENV, THREADS_ENV, launcher_threads, local_device_index, ranks_per_node
 from ..distributed import DistContext, gather_objects, main_computes
 from ..errors import PgraError
 from ..methods import get_method
@@ -60,15 +60,19 @@ def launcher_variable(name: str) -> bool:
     return name not in KEPT_ENV and (name in DIST_ENV or name.startswith(LAUNCHER_ENV_PREFIXES))
 
 
-def single_process_env(device: int | None = None, worker: str = "") -> dict[str, str]:
+def single_process_env(device: int | None = None, worker: str = "", sharers: int | None = None) -> dict[str, str]:
     """This process's environment without the launch's variables (:func:`launcher_variable`); ``device``: the one
     visible GPU (an index into the GPUs visible now, modulo their count). Under a launcher that left its default of
     one thread a rank (:func:`pgra.device.launcher_threads`), ``OMP_NUM_THREADS`` is this node's cores over its
-    ranks, as the rank itself was given."""
+    ranks, as the rank itself was given. ``sharers`` (default: this launch's ranks on the node) is kept for the
+    child as :data:`pgra.device.CORE_SHARERS_ENV`, so that its cost records say what share of the cores it had."""
     threads = launcher_threads()
+    sharers = sharers or ranks_per_node()
     env = {k: v for k, v in os.environ.items() if not launcher_variable(k)}
     if threads is not None:
         env[THREADS_ENV] = str(threads)
+    if sharers:
+        env[CORE_SHARERS_ENV] = str(sharers)
     if device is not None:
         devices = visible_devices()
         env["CUDA_VISIBLE_DEVICES"] = devices[device % len(devices)]
