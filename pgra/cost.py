@@ -82,7 +82,8 @@ def merge_work(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 class Priced:
     """A stage or cell priced before it runs by its own cost model (:meth:`pgra.stages.Stage.price`,
     :meth:`pgra.methods.Method.price`) from the bench fits: ``seconds`` on ``device``, where the figure came from,
-    and (a reader cell priced from the GPU fits) its device seconds and the bytes it writes and keeps."""
+    and (a reader cell priced from the GPU fits) its device seconds and the bytes it writes and keeps; ``split_s``:
+    of ``seconds``, those the ranks of a ``parallel: ddp`` launch would split among them (a reader's steps)."""
 
     seconds: float
     source: str
@@ -90,6 +91,7 @@ class Priced:
     device_s: float | None = None
     written_bytes: float = 0.0
     kept_bytes: float = 0.0
+    split_s: float = 0.0
 
 
 def hardware() -> dict[str, Any]:
@@ -143,16 +145,20 @@ def sharing(record: dict[str, Any]) -> int:
 
 
 def device_seconds(record: dict[str, Any]) -> float:
-    """A stage's or cell's seconds on one device: its wall-clock, with the part its devices did together x their
-    number (:func:`sharing`): all of a stage's (a stage built by 8 GPUs in a minute costs what one GPU would take), a
-    cell's fit (``fit_s``: a reader trained under ``parallel: ddp``; what the main process did after it, alone,
-    counts once). A ``fit_s`` that is no number between 0 and the wall-clock counts as all of it."""
+    """A stage's or cell's seconds on one device: its wall-clock, with the part its devices split among them x
+    their number (:func:`sharing`): all of a stage's (a stage built by 8 GPUs in a minute costs what one GPU would
+    take), a cell's ``split_s`` (a reader's training loop under ``parallel: ddp``; its loads and final predictions,
+    on each rank or on the main one, count once). A ``split_s`` that is no number between 0 and the wall-clock
+    counts as all of it."""
     elapsed, shared = float(record["elapsed_s"]), sharing(record)
-    if shared == 1:
-        return elapsed
-    fit = record.get("fit_s")
-    split = float(fit) if finite_number(fit) and 0 <= fit <= elapsed else elapsed
-    return elapsed + split * (shared - 1)
+    return elapsed if shared == 1 else elapsed + split_seconds(record) * (shared - 1)
+
+
+def split_seconds(record: dict[str, Any]) -> float:
+    """Of a cost record's wall-clock, the seconds its processes split among them (or would have: a cell run by one
+    process records its training loop too): a cell's ``split_s``, else all of it (a stage's record)."""
+    elapsed, split = float(record["elapsed_s"]), record.get("split_s")
+    return float(split) if finite_number(split) and 0 <= split <= elapsed else elapsed
 
 
 def _device_tag() -> str:

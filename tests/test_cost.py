@@ -142,9 +142,10 @@ def test_a_replayed_corpus_pass_is_counted_for_the_method_that_read_it(tmp_path)
     assert borrowed_pass(runs, "mr", ["full_search"]) is None
 
 
-def test_a_cell_trained_by_several_processes_counts_its_fit_on_each(tmp_path):
-    """A reader's cell trained under ``parallel: ddp`` records the processes that shared its fit: the cost table
-    counts the fit once per process and what followed (the main process's predictions) once."""
+def test_a_cell_trained_by_several_processes_counts_its_training_loop_on_each(tmp_path):
+    """A reader's cell trained under ``parallel: ddp`` records its training loop's seconds and the processes that
+    split them: the cost table counts the loop once per process and the rest (loads, the main process's final
+    predictions) once."""
     copy = tmp_path / "copy"
     shutil.copytree(BUNDLE, copy)
     path = copy / "mr" / "fid" / "seed-1" / "cell.json"
@@ -152,7 +153,7 @@ def test_a_cell_trained_by_several_processes_counts_its_fit_on_each(tmp_path):
     elapsed = record["cost"]["elapsed_s"]
     before = _rows(copy, tmp_path / "before")["fid"]
     assert before["cell_elapsed_s"] == pytest.approx(elapsed)  # one process
-    record["cost"].update(processes=2, devices=1, fit_s=elapsed - 10.0)
+    record["cost"].update(processes=2, devices=1, split_s=elapsed - 10.0)
     path.write_text(json.dumps(record))
     manifest = json.loads((copy / "manifest.json").read_text())  # sealed again, as a bundle of such a run would be
     manifest["files"]["mr/fid/seed-1/cell.json"] = {"size": path.stat().st_size, "sha256": sha256_file(path)}

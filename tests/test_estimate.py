@@ -14,7 +14,6 @@ from pgra.experiment.estimate import (
     CPU_CELL_COSTS,
     BenchFits,
     CpuCellCosts,
-    Estimate,
     Plan,
     bf16_step_ratios,
     encoder_layers,
@@ -161,34 +160,43 @@ def test_stage_estimates_and_their_sources():
 
 
 def test_a_cell_trained_under_ddp_is_priced_as_one_workers_work():
-    """A reader's cell trained by several processes together (``parallel: ddp``) records its wall-clock, its fit's
-    (``fit_s``) and the processes that shared the fit: the plan prices the fit x their number and what followed
-    (the main process's predictions) once, x the thread factor at the cores each had (``cores_each``, which holds
-    half a core where 4 ranks of one thread shared 2 cores); so does the cost table. Under ``parallel: ddp`` the
-    plan's cells run one after another, a reader's divided among the workers, any other whole."""
+    """A reader's cell records its training loop's seconds (``split_s``) and the processes that split them
+    (``parallel: ddp``): the plan prices the loop x their number and the rest (loads, the main process's final
+    predictions) once, x the thread factor at the cores each had (``cores_each``, which holds half a core where 4
+    ranks of one thread shared 2 cores); so does the cost table. Under ``parallel: ddp`` the plan's cells run one
+    after another, the split seconds divided among the workers, the rest whole."""
     from pgra.cost import device_seconds
 
     cpu = {"device": "cpu", "torch_threads": 1, "cores_each": 0.5}
     ddp = {**_cell("mr", "fid", 100.0, device=cpu), "key": "k"}
-    ddp["cost"].update(fit_s=80.0, processes=4, devices=1)
+    ddp["cost"].update(split_s=80.0, processes=4, devices=1)
     fits = BenchFits("cpu", cpu_threads=1.0)
     own = estimate_cell("mr", "fid", READER, [("mr/fid/seed-1", ddp)], {"mr": 100}, fits)
-    assert own.seconds == 340.0 and own.source == "recorded: mr/fid/seed-1, its fit x 4 process(es) that trained it"
+    assert (own.seconds, own.split_s) == (340.0, 320.0)
+    assert own.source == "recorded: mr/fid/seed-1, its training loop x 4 process(es) that split it"
     alone = {**_cell("mr", "fid", 100.0, device={"device": "cpu", "torch_threads": 1}), "key": "j"}
+    alone["cost"]["split_s"] = 90.0  # one process: what DDP ranks would split
     mean = estimate_cell("mr", "fid", READER, [("a", ddp), ("b", alone)], {"mr": 100}, fits)
-    assert mean.seconds == 220.0 and mean.source == "recorded: a, b, x 2.2 for the processes and cores each ran on"
+    assert (mean.seconds, mean.split_s) == (220.0, 205.0)
+    assert mean.source == "recorded: a, b, x 2.2 for the processes and cores each ran on"
     scaled = estimate_cell("cr", "fid", READER, [("mr/fid/seed-1", ddp)], {"mr": 100, "cr": 50}, fits)
-    assert scaled.seconds == 170.0 and "x 50/100 inputs, its fit x 4 process(es) that trained it" in scaled.source
+    assert (scaled.seconds, scaled.split_s) == (170.0, 160.0)
+    assert "x 50/100 inputs, its training loop x 4 process(es) that split it" in scaled.source
     fits.cpu_threads = 0.25  # 8 workers on 2 cores: a quarter core each, half what each rank had
     assert estimate_cell("mr", "fid", READER, [("a", ddp)], {"mr": 100}, fits).seconds == 680.0
     assert (device_seconds(ddp["cost"]), device_seconds(alone["cost"])) == (340.0, 100.0)
-    for fit in (120.0, -1.0, "80", float("nan")):  # edited by hand: the whole wall-clock was shared
-        assert device_seconds({**ddp["cost"], "fit_s": fit}) == 400.0
-    # the wall-clock of a ddp grid: the reader's cell split among the 4 workers, the kNN vote's whole
-    cells = [Estimate("mr/fid/seed-1", 340.0, "r", ddp_shared=True), Estimate("mr/knn_vote/seed-1", 30.0, "r")]
-    assert Plan(stages=[], cells=cells, workers=4, ddp=True).wallclock() == (0.0, 85.0 + 30.0)
+    for split in (120.0, -1.0, "80", float("nan")):  # edited by hand: the whole wall-clock was split
+        assert device_seconds({**ddp["cost"], "split_s": split}) == 400.0
+    # a kNN vote (nothing split) and a record from before split_s: nothing divided under ddp
+    vote = estimate_cell("mr", "knn_vote", {"k": 3}, [("v", {**_cell("mr", "knn_vote", 30.0, settings={"k": 3},
+                                                                      device=cpu), "key": "v"})], {"mr": 100}, fits)
+    assert (vote.seconds, vote.split_s) == (60.0, 0.0)
+    # the wall-clock of a ddp grid on the 4 workers that recorded the reader: its 100 s again, plus the vote's
+    cells = [own, vote]
+    assert Plan(stages=[], cells=cells, workers=4, ddp=True).wallclock() == (0.0, 20.0 + 320.0 / 4 + 60.0)
     assert Plan(stages=[], cells=cells, workers=4).wallclock() == (0.0, 340.0)  # side by side: the longest
-    assert Plan(stages=[], cells=cells, workers=4, cells_per_gpu=2, ddp=True).wallclock()[1] == 170.0 + 30.0
+    # 4 ranks on 2 GPUs: the split seconds over 2 devices
+    assert Plan(stages=[], cells=cells, workers=4, cells_per_gpu=2, ddp=True).wallclock()[1] == 20.0 + 160.0 + 60.0
 
 
 def test_a_stage_recorded_under_several_processes_is_priced_as_one_workers_work():
@@ -855,3 +863,13 @@ def test_launcher_workers_build_each_tasks_stages_in_one_job(planned, monkeypatc
     plan = plan_costs(Experiment(from_dict(ExperimentConfig, {**planned, "workers": 4, "launcher": "local"})))
     assert (plan.workers, plan.separate_jobs) == (4, True)
     assert "each task's built by one job, the tasks side by side" in "\n".join(plan.summary())
+    # parallel: ddp: the seed-2 cell trained by the 4 ranks together, its training loop (80 of the recorded
+    # seed-1 cell's 100 s, on one process) split among them
+    exp = Experiment(from_dict(ExperimentConfig, {**planned, "workers": 4, "parallel": "ddp"}))
+    done = next(c for c in exp.plan() if c.seed == 1).directory / CELL_FILE
+    record = json.loads(done.read_text())
+    record["cost"]["split_s"] = 80.0
+    done.write_text(json.dumps(record))
+    plan = plan_costs(exp)
+    assert plan.ddp and [e.split_s for e in plan.cells] == [0.0, 80.0] and plan.wallclock()[1] == 20.0 + 80.0 / 4
+    assert "one after another (DDP): a reader's steps split among the workers" in "\n".join(plan.summary())

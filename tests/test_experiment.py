@@ -459,11 +459,13 @@ def test_two_process_grid_equals_single_process(grid, tmp_path, tiny_bert):
         cell_one = json.loads((one / m / "seed-1" / CELL_FILE).read_text())
         cell_two = json.loads((two / m / "seed-1" / CELL_FILE).read_text())
         assert cell_two["steps"] == cell_one["steps"] and cell_two["settings"] == cell_one["settings"]
-        # the record says how many processes shared its fit (the plan and the cost table multiply it by them): the
-        # readers' ranks trained them together; every rank ran the kNN vote whole
+        # the record says how many processes split its training loop (the plan and the cost table multiply the
+        # loop's seconds by them): the readers' ranks trained them together; nothing of the kNN vote is split
         shared = 2 if m != "knn_vote" else 1
         assert (cell_one["cost"]["processes"], cell_two["cost"]["processes"]) == (1, shared)
-        assert (shared == 1 or cell_two["cost"]["fit_s"] > 0) and cell_two["cost"]["fit_s"] <= cell_two["cost"]["elapsed_s"]
+        for c in (cell_one["cost"], cell_two["cost"]):
+            assert ("split_s" in c) is (m != "knn_vote") and 0 <= c.get("split_s", 0) <= c["elapsed_s"]
+    assert json.loads((two / "icl_kate" / "seed-1" / CELL_FILE).read_text())["cost"]["processes"] == 1  # main only
     for m in ("knn_vote", "icl_kate"):  # ICL runs on the main process while the other waits
         a, b = _lines(one / m / "seed-1" / "predictions_test.jsonl"), _lines(two / m / "seed-1" / "predictions_test.jsonl")
         assert [x["evidence"] for x in a] == [x["evidence"] for x in b]

@@ -296,6 +296,14 @@ def test_a_cell_child_s_cost_record_counts_the_cores_it_shared(monkeypatch, no_c
     monkeypatch.delenv(pgra_device.CORE_SHARERS_ENV)
     envs, _ = launch.local_workers(4, 1)
     assert {e[pgra_device.CORE_SHARERS_ENV] for e in envs} == {"4"}
+    # a job of Slurm's local cluster (submitit): told by the launch, which shares this machine among its workers
+    seen = []
+    grid = type("Grid", (), {"run": lambda self: seen.append(os.environ.get(pgra_device.CORE_SHARERS_ENV)) or []})
+    monkeypatch.setattr(launch, "experiment_from_payload", lambda payload: grid())
+    monkeypatch.setattr("pgra.verbosity.configure_child_output", lambda: None)
+    monkeypatch.setenv(launch.WORKER_ENV, "test")  # run_worker sets both: restored after the test
+    monkeypatch.setenv(pgra_device.CORE_SHARERS_ENV, "1")
+    assert launch.run_worker({}, "slurm-0", 3) == 0 and seen == ["3"]
     assert pgra_device.core_sharers({"LOCAL_WORLD_SIZE": "3", pgra_device.CORE_SHARERS_ENV: "8"}) == 3
     assert pgra_device.core_sharers({pgra_device.CORE_SHARERS_ENV: "0"}) == 1
 

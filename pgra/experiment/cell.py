@@ -86,11 +86,14 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
               "config": recorded_config(method.inputs.settings), "git_commit": source_commit(),
               "versions": library_versions(), "elapsed_s": round(time.time() - start, 1),
               "ran_by": worker_identity()}
-    # the processes that shared the fit: under parallel: ddp a reader's ranks train it together; a fixed rule or
-    # in-context learning runs whole on each rank or on the main one alone, as the rest of the cell does
-    shared = fit_cost["processes"] > 1 and method.trained
+    # split_s: of the cell's seconds, those the processes of a launch split among them (a reader's training loop,
+    # under parallel: ddp by all the ranks; the rest, its loads and final predictions, ran on each or on the main
+    # one); processes counts those that split them (1 where nothing was: a kNN vote, in-context learning)
+    split = fit.split_s if fit.split_s is not None and fit.split_s <= record["elapsed_s"] else None
+    shared = fit_cost["processes"] > 1 and split is not None
     record["cost"] = {"elapsed_s": record["elapsed_s"], "resumed": cell.status == "resume",
-                      "fit_s": fit_cost["elapsed_s"], "processes": fit_cost["processes"] if shared else 1,
+                      **({"split_s": round(split, 1)} if split is not None else {}),
+                      "processes": fit_cost["processes"] if shared else 1,
                       "devices": fit_cost["devices"] if shared else 1, "hardware": fit_cost["hardware"], "work": merge_work([fit_cost["work"], spent["work"]])}
     write_json(cell.directory / CELL_FILE, record)
     try:  # finished: what only resuming needed goes (a reader's checkpoints); the cell is done whatever happens here

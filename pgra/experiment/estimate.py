@@ -11,9 +11,8 @@ Each estimate says where it came from (:attr:`Estimate.source`), the first that 
    d (``reader_scale.json``: 0.24 s + 0.20 s per passage at batch 8 on a 2-core CPU) and the reranker's seconds
    per candidate sentence (``rerank_scale.json``), both measured on 2 threads, so that a worker computing on fewer
    (:func:`worker_threads`: the cores shared among the workers, at most ``OMP_NUM_THREADS``) takes proportionally
-   longer (:meth:`BenchFits.thread_factor`; a cell's record likewise, by the cores it recorded, and its fit x the
-   processes that trained it together under ``parallel: ddp``). On a GPU (the
-   H100 runs ``gpu_plan_inputs.json`` and
+   longer (:meth:`BenchFits.thread_factor`; a cell's record likewise, by the cores it recorded, and its training
+   loop x the processes that split it under ``parallel: ddp``). On a GPU (the H100 runs ``gpu_plan_inputs.json`` and
    ``gpu_plan_cells.json`` name): the reranker's texts/s, and a reader cell priced as what its config runs
    (:meth:`BenchFits.gpu_cell`): the measured step of its variant (``compile``, ``compile_mode``, ``adamw_impl``),
    scaled by d/16 and batch/8, plus the fixed per-step cost of pgra's training loop around it (the intercept), its
@@ -32,7 +31,8 @@ its wall-clock under the ``processes`` that built it, so it is first multiplied 
 by side, one per worker (those sharing a GPU each at most as fast as its device time times their number allows),
 costliest first
 (:func:`plan_wallclock`: longest-processing-time greedy); under ``parallel: ddp`` the cells one after another
-instead, a reader's divided among the workers' GPUs as a stage is, any other whole.
+instead, the seconds the ranks split (a reader's training steps) divided among the workers' GPUs as a stage's
+are, the rest (loads, predictions, a kNN vote, in-context learning) whole.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import read_json
-from ..cost import Priced, device_seconds, finite_number, model_dim, on_gpu, sharing
+from ..cost import Priced, device_seconds, finite_number, model_dim, on_gpu, sharing, split_seconds
 from ..errors import PgraError
 from ..reader.cost_model import encoder_layers, evaluated_inputs, trained_layers
 from .layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
@@ -74,9 +74,9 @@ class Estimate:
     device_s: float | None = None
     written_bytes: float = 0.0
     kept_bytes: float = 0.0
-    # a cell whose work the ranks of a ``parallel: ddp`` launch split (a trained reader's), not one each ran whole or
-    # the main one ran alone (a fixed rule, in-context learning)
-    ddp_shared: bool = False
+    # of ``seconds``, those the ranks of a ``parallel: ddp`` launch split among them (a reader's training steps); the
+    # rest each rank, or the main one alone, spends whole (loads, predictions, a kNN vote, in-context learning)
+    split_s: float = 0.0
 
     def text(self) -> str:
         if self.seconds is None:
@@ -579,36 +579,41 @@ def _device(record: dict[str, Any]) -> str:
     return "cpu" if name == "cpu" else "gpu"
 
 
-def _recorded_cells(fits: BenchFits | None, records: list[dict[str, Any]]) -> tuple[float, str]:
+def _recorded_cells(fits: BenchFits | None, records: list[dict[str, Any]]) -> tuple[float, str, float]:
     """The mean of finished cells' recorded seconds (``records``: cell.json records) as one of the plan's workers
-    would take them (:func:`_one_worker`: a cell trained by several processes together, x their number; on a CPU, x
-    :meth:`BenchFits.thread_factor` at the cores each had), and a clause saying so (empty when nothing scaled)."""
-    priced = [_one_worker(r["cost"], fits) for r in records]
-    seconds = sum(s for s, _ in priced) / len(priced)
-    whys = {why for _, why in priced}
+    would take them (:func:`_one_worker`: the training loop of a cell trained by several processes together, x
+    their number; on a CPU, x :meth:`BenchFits.thread_factor` at the cores each had), a clause saying so (empty
+    when nothing scaled), and the mean of those seconds that DDP ranks would split (a reader's training loop,
+    ``split_s``; 0 for a cell that records none)."""
+    priced = [_one_worker(r["cost"], fits, cell=True) for r in records]
+    seconds = sum(s for s, _, _ in priced) / len(priced)
+    split = sum(x for _, _, x in priced) / len(priced)
+    whys = {why for _, why, _ in priced}
     if len(whys) == 1:
-        return seconds, whys.pop()
+        return seconds, whys.pop(), split
     recorded = sum(float(r["cost"]["elapsed_s"]) for r in records) / len(records)
-    return seconds, f", x {seconds / recorded:.3g} for the processes and cores each ran on" if recorded else ""
+    return seconds, f", x {seconds / recorded:.3g} for the processes and cores each ran on" if recorded else "", split
 
 
-def _one_worker(record: dict[str, Any], fits: BenchFits | None) -> tuple[float, str]:
+def _one_worker(record: dict[str, Any], fits: BenchFits | None, cell: bool = False) -> tuple[float, str, float]:
     """A stage's or cell's recorded seconds as one worker of the plan would take them (the plan divides a stage by
     the workers, or on GPUs by the devices, that share it): :func:`pgra.cost.device_seconds` (its wall-clock, with
-    the part its devices did together x their number: a stage's all, a DDP-trained cell's fit), on a CPU also x
+    the part its devices split x their number: a stage's all, a DDP-trained cell's training loop), on a CPU also x
     :meth:`BenchFits.thread_factor` at the cores each process had (``cores_each``, else its torch threads). Also a
-    clause saying so (empty when 1)."""
+    clause saying so (empty when 1), and of those seconds the ones DDP ranks split (a ``cell``'s ``split_s``, scaled
+    alike, 0 where it records none; all of a stage's)."""
     shared, gpu = sharing(record), on_gpu(record)
     hardware = record.get("hardware") if isinstance(record.get("hardware"), dict) else {}
     threads = hardware.get("cores_each", hardware.get("torch_threads"))
     factor = fits.thread_factor(float(threads)) if (fits is not None and not gpu and finite_number(threads)
                                                     and threads > 0) else 1.0
     unit = "GPU(s)" if gpu else "process(es)"
-    fit = "fit_s" in record  # a cell's record: its fit was shared, what followed ran on the main process alone
-    why = "" if shared == 1 else f", its fit x {shared} {unit} that trained it" if fit else f", x {shared} {unit} that built it"
+    why = "" if shared == 1 else (f", its training loop x {shared} {unit} that split it" if cell else
+                                  f", x {shared} {unit} that built it")
     if factor != 1.0:
         why += f", x {factor:.3g} for {fits.cpu_threads:.3g} core(s) a worker"  # type: ignore[union-attr]
-    return device_seconds(record) * factor, why
+    split = (split_seconds(record) * shared if "split_s" in record else 0.0) if cell else device_seconds(record)
+    return device_seconds(record) * factor, why, split * factor
 
 
 def _scaled(seconds: float, label: str, inputs: int | None, their_inputs: int | None) -> tuple[float, str] | None:
@@ -632,26 +637,27 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
               and not r["cost"].get("resumed")]
     same = [(lab, r) for lab, r in usable if r.get("task") == task and r.get("settings") == settings]
     if same:
-        seconds, why = _recorded_cells(fits, [r for _, r in same])
+        seconds, why, split = _recorded_cells(fits, [r for _, r in same])
         names = ", ".join(lab for lab, _ in same)
-        return Estimate(label, seconds, f"recorded: {names}{why}", _device(same[0][1]["cost"]))
+        return Estimate(label, seconds, f"recorded: {names}{why}", _device(same[0][1]["cost"]), split_s=split)
     shared = _sharing_part(task, method, settings, records)
     if shared:
-        seconds, why = _recorded_cells(fits, [r for _, r in shared[1]])
+        seconds, why, split = _recorded_cells(fits, [r for _, r in shared[1]])
         return Estimate(label, seconds, f"recorded: {', '.join(lab for lab, _ in shared[1])} (another "
                                                  f"method with the same {shared[0]} settings){why}",
-                        _device(shared[1][0][1]["cost"]))
+                        _device(shared[1][0][1]["cost"]), split_s=split)
     for lab, r in usable:
         if r.get("task") != task:
-            seconds, why = _recorded_cells(fits, [r])
+            seconds, why, split = _recorded_cells(fits, [r])
             scaled = _scaled(seconds, lab, inputs.get(task), inputs.get(r.get("task", "")))
             if scaled:
-                return Estimate(label, scaled[0], scaled[1] + why, _device(r["cost"]))
+                return Estimate(label, scaled[0], scaled[1] + why, _device(r["cost"]),
+                                split_s=split * scaled[0] / seconds if seconds else 0.0)
     if fits is not None:  # the method's own cost model (a reader's steps, in-context prompts, a cell's inputs)
         priced = method_class(method, settings).price(fits, settings, inputs.get(task), (splits or {}).get(task), disk)
         if priced is not None:
             return Estimate(label, priced.seconds, priced.source, priced.device, priced.device_s,
-                            priced.written_bytes, priced.kept_bytes)
+                            priced.written_bytes, priced.kept_bytes, priced.split_s or 0.0)
     return Estimate(label, None, "no record of this method, no bench fit")
 
 
@@ -679,11 +685,11 @@ def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, s
         return Estimate(label, 0.0, "done")
     same = [r for t, s, r in records if s == stage and t == task]
     if same:
-        seconds, why = _one_worker(same[0], fits)
+        seconds, why, _ = _one_worker(same[0], fits)
         return Estimate(label, seconds, f"recorded: {label} (earlier settings){why}", _device(same[0]))
     for t, s, r in records:
         if s == stage and t != task:
-            seconds, why = _one_worker(r, fits)
+            seconds, why, _ = _one_worker(r, fits)
             scaled = _scaled(seconds, f"{t}/{s}", inputs.get(task), inputs.get(t))
             if scaled:
                 return Estimate(label, scaled[0], scaled[1] + why, _device(r))
@@ -845,8 +851,8 @@ class Plan:
         """(stages, cells) seconds on the workers: stages one after another, each sharded over the GPUs (with
         ``separate_jobs``: each task's stages one after another in the job that claims them, the tasks side by side
         on the GPUs); cells side by side, one per worker (``cells_per_gpu`` sharing a GPU), costliest first, or
-        with ``ddp`` one after another, each reader's divided among the GPUs as a stage is, every other whole (it ran
-        on one rank, or on each)."""
+        with ``ddp`` one after another, the seconds the ranks split (:attr:`Estimate.split_s`: a reader's steps)
+        divided among the GPUs as a stage is, the rest whole."""
         if self.separate_jobs:
             chains: dict[str, float] = {}
             for e in self.stages:  # labels are "<task>/<stage>"
@@ -856,7 +862,8 @@ class Plan:
         else:
             stages = sum(e.seconds or 0.0 for e in self.stages) / self.gpus
         if self.ddp:
-            return stages, sum((e.seconds or 0.0) / (self.gpus if e.ddp_shared else 1) for e in self.cells)
+            split = [min(max(e.split_s, 0.0), e.seconds or 0.0) for e in self.cells]
+            return stages, sum((e.seconds or 0.0) - s + s / self.gpus for e, s in zip(self.cells, split, strict=True))
         return stages, plan_wallclock([self.shared_seconds(e) for e in self.cells], self.workers)
 
     def summary(self) -> list[str]:
@@ -871,13 +878,13 @@ class Plan:
             lines.append(f"disk writes: the cells' checkpoints and best/ saves write at most {written / 1e12:.2f} TB "
                          f"(at the measured sizes); done, they keep {sum(e.kept_bytes for e in self.cells) / 1e9:.0f} "
                          "GB (best/; checkpoints deleted unless reader.keep_resume_state)")
-        if self.cells_per_gpu > 1:
+        if self.cells_per_gpu > 1 and not self.ddp:
             lines.append(f"{self.cells_per_gpu} cells per GPU (assumed, not measured: each cell at the longer of its "
                          f"own time and {self.cells_per_gpu} x its device time)")
         own = f" + the command's own {format_seconds(self.command_s)}" if self.command_s else ""
         how = ("each task's built by one job, the tasks side by side" if self.separate_jobs else
                f"each sharded over the {'GPUs' if self.cells_per_gpu > 1 else 'workers'}")
-        side = ("one after another, each trained by all the workers (DDP)" if self.ddp else
+        side = ("one after another (DDP): a reader's steps split among the workers, the rest whole" if self.ddp else
                 f"side by side{per_gpu}, costliest first")
         lines.append(f"wall-clock on {self.workers} worker(s): stages {format_seconds(stages)} ({how}) + cells {format_seconds(cells)} ({side}){own} = "
                      f"{format_seconds(stages + cells + self.command_s)}")
@@ -1097,12 +1104,13 @@ def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int 
         disk = None if reader is None else {"keep_checkpoints": reader.keep_checkpoints,
                                             "keep_resume_state": reader.keep_resume_state}
         e = estimate_cell(names[c.task], c.method, method.settings(), cell_records, inputs, fits, splits, disk)
-        e.label, e.ddp_shared = c.label, method.trained
+        e.label = c.label
         estimates.append(e)
     launched = launcher in ("local", "slurm")  # separate one-process jobs
     command = fits.cpu_cells.parts.get("command", (0.0, 0.0))[0] if fits.cpu_cells and fits.device == "cpu" else 0.0
-    ddp = not launched and str(getattr(exp.cfg, "parallel", "cells")) == "ddp"
-    return Plan(stages, estimates, n, per_gpu, fits.note, plan_disk(exp, cells, splits, n), command, launched, ddp)
+    ddp = not launched and str(getattr(exp.cfg, "parallel", "cells")) == "ddp"  # one cell at a time, on all workers
+    return Plan(stages, estimates, n, per_gpu, fits.note, plan_disk(exp, cells, splits, 1 if ddp else n), command,
+                launched, ddp)
 
 
 def _timed(record: Any) -> bool:

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..artifacts import claim_output
 from ..config import from_dict
+from ..device import CORE_SHARERS_ENV
 from ..distributed import DistContext
 from ..errors import InputError, PgraError
 from ..lock import is_main_launch
@@ -166,7 +167,8 @@ def _slurm(payload: dict, cfg) -> list[int] | None:
     except RuntimeError as e:  # submitit's own check (`Could not detect "srun"`)
         raise InputError(f"--launcher slurm: {e}", field="launcher") from None
     executor.update_parameters(**slurm_parameters(s, len(visible_devices()) if s.cluster == "local" else 0))
-    jobs = [executor.submit(run_worker, payload, f"slurm-{i}") for i in range(cfg.workers)]
+    sharers = cfg.workers if s.cluster == "local" else None  # local jobs share this machine's cores
+    jobs = [executor.submit(run_worker, payload, f"slurm-{i}", sharers) for i in range(cfg.workers)]
     print(f"submitted {len(jobs)} worker(s): {', '.join(str(j.job_id) for j in jobs)} (logs in {folder}); "
           f"{memory_note(s)}", flush=True)
     if not s.wait:
@@ -182,13 +184,16 @@ def _slurm(payload: dict, cfg) -> list[int] | None:
     return codes
 
 
-def run_worker(payload: dict, name: str) -> int:
+def run_worker(payload: dict, name: str, sharers: int | None = None) -> int:
     """One worker: the grid of ``payload`` (:func:`pgra.experiment.workers.experiment_payload`) as one job; 1 when
-    a cell it ran failed."""
+    a cell it ran failed. ``sharers``: the workers computing on this machine's cores beside it (Slurm's ``local``
+    cluster), which its cost records count (:data:`pgra.device.CORE_SHARERS_ENV`)."""
     from ..verbosity import configure_child_output
 
     configure_child_output()  # a worker process (local or Slurm) is as quiet as the command that launched it
     os.environ[WORKER_ENV] = name
+    if sharers:
+        os.environ[CORE_SHARERS_ENV] = str(sharers)
     return 1 if experiment_from_payload(payload).run() else 0
 
 

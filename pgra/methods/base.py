@@ -65,6 +65,9 @@ class FitResult:
     predicted_splits: list[str] = field(default_factory=list)  # predictions_<split>.jsonl fit already wrote
     cost: dict[str, Any] | None = None  # LM work: {"lm_calls", "lm_tokens", ...} (None: the method runs no LM)
     train_inputs: int | None = None  # the training inputs it fitted on (None: it trains nothing, or not recorded)
+    # of the fit's seconds, those the processes of a launch split among them (a reader's training loop under DDP;
+    # one process: what they would split); None: nothing is split (it runs whole on each rank, or on the main one)
+    split_s: float | None = None
 
 
 class Method(ABC):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..artifacts import MANIFEST, iter_jsonl, read_json
 from ..config import result_settings
+from ..cost import finite_number
 from ..predictions import Predictor
 from ..provenance import run_data
 from .base import FitResult, Method
@@ -100,7 +101,8 @@ class ReaderMethod(Method):
 
 
 def reader_fit_result(out: Path, metric: str, splits: list[str]) -> FitResult:
-    """Steps, best step and dev history of a finished reader run (``metrics.json`` + ``train_log.jsonl``)."""
+    """Steps, best step, dev history and the training loop's seconds (what DDP ranks split) of a finished reader
+    run (``metrics.json`` + ``train_log.jsonl``)."""
     metrics = read_json(out / "metrics.json")
     history: dict[int, float] = {}
     steps = 0
@@ -109,8 +111,9 @@ def reader_fit_result(out: Path, metric: str, splits: list[str]) -> FitResult:
         steps = max(steps, int(rec["step"]))
         if f"dev_{metric}" in rec:
             history[int(rec["step"])] = float(rec[f"dev_{metric}"])
-    train = metrics.get("train_examples")
+    train, loop = metrics.get("train_examples"), metrics.get("loop_s")
     return FitResult(steps=steps, best_step=int(metrics.get("best_step", 0)),
                      train_inputs=int(train) if isinstance(train, int) else None,
+                     split_s=float(loop) if finite_number(loop) and loop >= 0 else None,
                      evaluations=[{"step": s, "dev": v} for s, v in sorted(history.items())],
                      predicted_splits=[s for s in splits if s in metrics.get("results", {})])

@@ -62,7 +62,8 @@ def reader_cell_price(fits: Any, reader: dict[str, Any], inputs: int | None, spl
     if fits.gpu_steps:
         cost = fits.gpu_cell({**reader, **(disk or {})}, splits)
         if cost is not None:
-            return Priced(cost.seconds, cost.source, fits.device, cost.device_s, cost.written_bytes, cost.kept_bytes)
+            return Priced(cost.seconds, cost.source, fits.device, cost.device_s, cost.written_bytes, cost.kept_bytes,
+                          cost.parts.get("steps", 0.0))
     passages, layers = int(reader.get("n_passages", 0)), trained_layers(reader)
     total = encoder_layers(str(reader.get("model", ""))) if layers is not None else None
     precision = str(reader.get("mixed_precision", "no"))
@@ -70,6 +71,7 @@ def reader_cell_price(fits: Any, reader: dict[str, Any], inputs: int | None, spl
                                   int(reader.get("batch_size", fits.reader_batch)), layers, total, inputs, precision)
     if seconds is None:
         return None
+    steps = seconds  # what DDP ranks would split
     share = fits.top_layer_share(layers, passages, total)
     source = fits.reader_source if share is None else (
         f"{fits.reader_source}, x {share:.2f} for {layers} of {total} encoder layers trained, plus storing "
@@ -81,7 +83,7 @@ def reader_cell_price(fits: Any, reader: dict[str, Any], inputs: int | None, spl
     if fixed is not None:
         seconds = max(seconds + fixed.seconds, 0.0)
         source += f"; plus {fixed.source}"
-    return Priced(seconds, source, fits.device)
+    return Priced(seconds, source, fits.device, split_s=min(steps, seconds))
 
 
 __all__ = ["encoder_layers", "evaluated_inputs", "reader_cell_price", "trained_layers"]

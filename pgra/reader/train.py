@@ -23,6 +23,7 @@ import itertools
 import json
 import math
 import os
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -463,8 +464,9 @@ def train_loop(s: TrainingSetup) -> None:
         _save_model(acc, s.reader, s.tokenizer, s.out / "best", cfg, s.task, state["step"])
 
 
-def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
-    """Score ``best/`` on dev and the test split; write predictions, ``metrics.json`` and the manifest."""
+def final_evaluation(s: TrainingSetup, loop_s: float | None = None) -> dict[str, Any]:
+    """Score ``best/`` on dev and the test split; write predictions, ``metrics.json`` (with ``loop_s``: the training
+    loop's seconds, the part of the run that processes training together split among them) and the manifest."""
     cfg, acc = s.cfg, s.acc
     results: dict[str, Any] = {}
     if s.use_deepspeed:  # the final evaluation loads `best/` as a plain model, not partitioned by ZeRO-3
@@ -482,7 +484,8 @@ def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
             write_records(s.out / f"predictions_{split}.jsonl", prediction_lines(records, preds, cfg.n_passages))
         write_json(s.out / "metrics.json", {"task": s.task.name, "metric": s.task.metric,
                                             "best_step": s.state["best_step"], "results": results,
-                                            "train_examples": len(s.train_records)})
+                                            "train_examples": len(s.train_records),
+                                            **({"loop_s": round(loop_s, 1)} if loop_s is not None else {})})
         write_manifest(s.out, {"kind": "reader", "task": to_dict(s.task), "model": cfg.model,
                                **data_fields(s.data_dir, s.out), "data_kind": s.data_manifest["kind"],
                                "steps": s.state["step"], "best_step": s.state["best_step"], "results": results,
@@ -497,8 +500,9 @@ def train(cfg: TrainConfig, keep_resume_state: bool | None = None) -> dict[str, 
     (default: ``cfg.keep_resume_state``; a grid's cell passes True and deletes them once its ``cell.json`` is
     written, so a cell killed before that still resumes)."""
     s = setup(cfg)
+    start = time.time()
     train_loop(s)
-    results = final_evaluation(s)
+    results = final_evaluation(s, time.time() - start)
     keep = cfg.keep_resume_state if keep_resume_state is None else keep_resume_state
     if not keep and s.acc.is_main_process:
         drop_resume_state(s.out)
