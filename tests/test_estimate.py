@@ -782,6 +782,15 @@ def test_cpu_prices_scale_with_the_cores_each_worker_computes_on(planned, tmp_pa
 
     one = prices()  # explicit fits without cpu_threads (the bench's own check): as measured
     assert one[0] == pytest.approx(100 * (0.24 + 0.2 * 4) * 2 + 3.0 + 54 * 0.01)
+    # what DDP ranks would split: the steps, not the fixed part; a frozen encoder's stored outputs neither
+    fid = estimate_cell("sky", "fid", {"reader": reader}, [], {"sky": 70}, fits, splits)
+    assert fid.split_s == pytest.approx(100 * (0.24 + 0.2 * 4) * 2)
+    (tmp_path / "six").mkdir()
+    (tmp_path / "six" / "config.json").write_text(json.dumps({"num_layers": 6}))
+    top = {**reader, "model": str(tmp_path / "six"), "train_top_layers": 1}
+    frozen = estimate_cell("sky", "fid", {"reader": top}, [], {"sky": 70}, fits, splits)
+    assert frozen.split_s == pytest.approx(fits.reader_seconds(100, 4, 16, 1, 6, 70) - 70 * 0.07)
+    assert frozen.seconds - frozen.split_s == pytest.approx(70 * 0.07 + 3.0 + 54 * 0.01)  # storing + fixed
     assert one[3] == pytest.approx(100 * (0.24 + 0.2 * 4) * 2 * 0.25 + 70 * 0.07)
     fits.cpu_threads = 1.0
     assert fits.thread_factor() == 2.0 and fits.thread_factor(1) == 1.0
@@ -872,4 +881,4 @@ def test_launcher_workers_build_each_tasks_stages_in_one_job(planned, monkeypatc
     done.write_text(json.dumps(record))
     plan = plan_costs(exp)
     assert plan.ddp and [e.split_s for e in plan.cells] == [0.0, 80.0] and plan.wallclock()[1] == 20.0 + 80.0 / 4
-    assert "one after another (DDP): a reader's steps split among the workers" in "\n".join(plan.summary())
+    assert "one after another (DDP): a reader's training split among the workers" in "\n".join(plan.summary())

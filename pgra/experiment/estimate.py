@@ -612,7 +612,9 @@ def _one_worker(record: dict[str, Any], fits: BenchFits | None, cell: bool = Fal
                                   f", x {shared} {unit} that built it")
     if factor != 1.0:
         why += f", x {factor:.3g} for {fits.cpu_threads:.3g} core(s) a worker"  # type: ignore[union-attr]
-    split = (split_seconds(record) * shared if "split_s" in record else 0.0) if cell else device_seconds(record)
+    # a cell that records no split_s split nothing, unless it ran under several processes (a record edited by hand)
+    split = (split_seconds(record) * shared if "split_s" in record or shared > 1 else 0.0) if cell else \
+        device_seconds(record)
     return device_seconds(record) * factor, why, split * factor
 
 
@@ -884,7 +886,7 @@ class Plan:
         own = f" + the command's own {format_seconds(self.command_s)}" if self.command_s else ""
         how = ("each task's built by one job, the tasks side by side" if self.separate_jobs else
                f"each sharded over the {'GPUs' if self.cells_per_gpu > 1 else 'workers'}")
-        side = ("one after another (DDP): a reader's steps split among the workers, the rest whole" if self.ddp else
+        side = ("one after another (DDP): a reader's training split among the workers, the rest whole" if self.ddp else
                 f"side by side{per_gpu}, costliest first")
         lines.append(f"wall-clock on {self.workers} worker(s): stages {format_seconds(stages)} ({how}) + cells {format_seconds(cells)} ({side}){own} = "
                      f"{format_seconds(stages + cells + self.command_s)}")

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..artifacts import MANIFEST, iter_jsonl, read_json
 from ..config import result_settings
-from ..cost import finite_number
 from ..predictions import Predictor
 from ..provenance import run_data
 from .base import FitResult, Method
@@ -77,10 +76,12 @@ class ReaderMethod(Method):
         from ..reader.train import train
 
         cfg = self.train_config(out, seed)
-        train(cfg, keep_resume_state=True)  # until cell.json is written (finished): a killed cell resumes
+        timing: dict[str, float] = {}
+        train(cfg, keep_resume_state=True, timing=timing)  # until cell.json is written (finished): a killed cell resumes
         if not init_distributed().is_main:  # the main process wrote the metrics and predictions
             return FitResult()
         result = reader_fit_result(out, self.inputs.task.metric, ["dev", cfg.test_split])
+        result.split_s = timing.get("loop_s")  # the training loop: what DDP ranks split
         if self.data != "candidates":  # the LM work behind the evidence: what the rerank (or search) stage ran
             from ..rerank.stage import reranked_cost
 
@@ -101,8 +102,7 @@ class ReaderMethod(Method):
 
 
 def reader_fit_result(out: Path, metric: str, splits: list[str]) -> FitResult:
-    """Steps, best step, dev history and the training loop's seconds (what DDP ranks split) of a finished reader
-    run (``metrics.json`` + ``train_log.jsonl``)."""
+    """Steps, best step and dev history of a finished reader run (``metrics.json`` + ``train_log.jsonl``)."""
     metrics = read_json(out / "metrics.json")
     history: dict[int, float] = {}
     steps = 0
@@ -111,9 +111,8 @@ def reader_fit_result(out: Path, metric: str, splits: list[str]) -> FitResult:
         steps = max(steps, int(rec["step"]))
         if f"dev_{metric}" in rec:
             history[int(rec["step"])] = float(rec[f"dev_{metric}"])
-    train, loop = metrics.get("train_examples"), metrics.get("loop_s")
+    train = metrics.get("train_examples")
     return FitResult(steps=steps, best_step=int(metrics.get("best_step", 0)),
                      train_inputs=int(train) if isinstance(train, int) else None,
-                     split_s=float(loop) if finite_number(loop) and loop >= 0 else None,
                      evaluations=[{"step": s, "dev": v} for s, v in sorted(history.items())],
                      predicted_splits=[s for s in splits if s in metrics.get("results", {})])

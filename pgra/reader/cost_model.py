@@ -71,8 +71,10 @@ def reader_cell_price(fits: Any, reader: dict[str, Any], inputs: int | None, spl
                                   int(reader.get("batch_size", fits.reader_batch)), layers, total, inputs, precision)
     if seconds is None:
         return None
-    steps = seconds  # what DDP ranks would split
     share = fits.top_layer_share(layers, passages, total)
+    # what DDP ranks would split: the steps, not storing the frozen layers' outputs (every rank stores its all)
+    store = fits.store_seconds(layers, passages, total) if share is not None else None
+    steps = seconds - (store or 0.0) * (inputs or 0) * fits.thread_factor(1)
     source = fits.reader_source if share is None else (
         f"{fits.reader_source}, x {share:.2f} for {layers} of {total} encoder layers trained, plus storing "
         "the frozen layers' outputs of every input (bench reader_top_layers.json)")

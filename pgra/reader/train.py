@@ -464,9 +464,8 @@ def train_loop(s: TrainingSetup) -> None:
         _save_model(acc, s.reader, s.tokenizer, s.out / "best", cfg, s.task, state["step"])
 
 
-def final_evaluation(s: TrainingSetup, loop_s: float | None = None) -> dict[str, Any]:
-    """Score ``best/`` on dev and the test split; write predictions, ``metrics.json`` (with ``loop_s``: the training
-    loop's seconds, the part of the run that processes training together split among them) and the manifest."""
+def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
+    """Score ``best/`` on dev and the test split; write predictions, ``metrics.json`` and the manifest."""
     cfg, acc = s.cfg, s.acc
     results: dict[str, Any] = {}
     if s.use_deepspeed:  # the final evaluation loads `best/` as a plain model, not partitioned by ZeRO-3
@@ -484,8 +483,7 @@ def final_evaluation(s: TrainingSetup, loop_s: float | None = None) -> dict[str,
             write_records(s.out / f"predictions_{split}.jsonl", prediction_lines(records, preds, cfg.n_passages))
         write_json(s.out / "metrics.json", {"task": s.task.name, "metric": s.task.metric,
                                             "best_step": s.state["best_step"], "results": results,
-                                            "train_examples": len(s.train_records),
-                                            **({"loop_s": round(loop_s, 1)} if loop_s is not None else {})})
+                                            "train_examples": len(s.train_records)})
         write_manifest(s.out, {"kind": "reader", "task": to_dict(s.task), "model": cfg.model,
                                **data_fields(s.data_dir, s.out), "data_kind": s.data_manifest["kind"],
                                "steps": s.state["step"], "best_step": s.state["best_step"], "results": results,
@@ -494,15 +492,20 @@ def final_evaluation(s: TrainingSetup, loop_s: float | None = None) -> dict[str,
 
 
 @locks_output(kind="reader")
-def train(cfg: TrainConfig, keep_resume_state: bool | None = None) -> dict[str, Any]:
+def train(cfg: TrainConfig, keep_resume_state: bool | None = None,
+          timing: dict[str, float] | None = None) -> dict[str, Any]:
     """Train, select the best checkpoint on dev, evaluate it on test; returns the metrics per split. Once the final
     evaluation has written the run's manifest, the resumable checkpoints are deleted unless ``keep_resume_state``
     (default: ``cfg.keep_resume_state``; a grid's cell passes True and deletes them once its ``cell.json`` is
-    written, so a cell killed before that still resumes)."""
+    written, so a cell killed before that still resumes). ``timing``, when given, gets ``loop_s``: the training
+    loop's seconds (what processes training together split among them; not written to the run, whose files stay
+    the same from run to run)."""
     s = setup(cfg)
     start = time.time()
     train_loop(s)
-    results = final_evaluation(s, time.time() - start)
+    if timing is not None:
+        timing["loop_s"] = time.time() - start
+    results = final_evaluation(s)
     keep = cfg.keep_resume_state if keep_resume_state is None else keep_resume_state
     if not keep and s.acc.is_main_process:
         drop_resume_state(s.out)
