@@ -284,6 +284,6 @@ def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int]
     return total
 
 
-__all__ = ["FLOPS_PER_TOKEN", "WHOLE_MODEL_PARTS", "Priced", "TokenMeter", "estimated_flops", "finite_number", "hardware",
-           "local_folder", "merge_work", "meter", "metered", "on_gpu", "sharing", "model_dim", "parameter_counts", "tensor_sizes", "with_parameters",
-           "work_since"]
+__all__ = ["FLOPS_PER_TOKEN", "WHOLE_MODEL_PARTS", "Priced", "TokenMeter", "device_seconds", "estimated_flops",
+           "finite_number", "hardware", "local_folder", "merge_work", "meter", "metered", "model_dim", "on_gpu",
+           "parameter_counts", "sharing", "split_seconds", "tensor_sizes", "with_parameters", "work_since"]

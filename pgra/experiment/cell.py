@@ -94,7 +94,8 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
     record["cost"] = {"elapsed_s": record["elapsed_s"], "resumed": cell.status == "resume",
                       **({"split_s": round(split, 1)} if split is not None else {}),
                       "processes": fit_cost["processes"] if shared else 1,
-                      "devices": fit_cost["devices"] if shared else 1, "hardware": fit_cost["hardware"], "work": merge_work([fit_cost["work"], spent["work"]])}
+                      "devices": fit_cost["devices"] if shared else 1, "hardware": fit_cost["hardware"],
+                      "work": merge_work([fit_cost["work"], spent["work"]])}
     write_json(cell.directory / CELL_FILE, record)
     try:  # finished: what only resuming needed goes (a reader's checkpoints); the cell is done whatever happens here
         method.finished(cell.directory)
