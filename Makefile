@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # 2-process launches of its own); 0 runs it in this process. Each worker's torch gets its share of the cores.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); if [ $$n -gt 4 ]; then n=4; fi; if [ $$n -lt 2 ]; then n=0; fi; echo $$n)
 
-.PHONY: setup prepare demo test test-simd test-transformers4 lint docs bench bench-scale bench-gpu chromium browser screenshot clean
+.PHONY: setup prepare demo test test-simd test-simd-ci test-transformers4 lint docs bench bench-scale bench-gpu chromium browser screenshot clean
 
 # 1. virtual environment; 2. torch first. Which build pip picks: PyPI's torch wheel for Linux x86_64 is a CUDA
 #    build (it pulls several GB of nvidia-* packages and runs on CPUs too); macOS and Windows wheels are CPU builds.
@@ -50,15 +50,28 @@ prepare: setup
 test: prepare browser
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
-# the suite at the SIMD levels of the CPUs users have, torch on AVX2 (ATEN_CPU_CAPABILITY) and the matrix libraries
-# under it too (MKL, oneDNN: without them they run AVX-512 where the CPU has it, and compute what no AVX2-only CPU
-# computes) both times: once with faiss's generic kernels, once with its AVX2 ones. faiss-cpu wheels of one build
-# per level choose it at import (FAISS_OPT_LEVEL); 1.12's dynamic-dispatch wheels (one build) choose it at run time
-# (FAISS_SIMD_LEVEL): both are set.
+# The numerically sensitive tests (marked `numerics` by tests/conftest.py: floats through batched or vectorised
+# kernels, compared by the policy of tests/numerics.py) at each SIMD level users' CPUs run: torch and the matrix
+# libraries under it (MKL, oneDNN: left alone they run AVX-512, and bf16 where the CPU has it) held to AVX2, on
+# faiss's generic kernels and on its AVX2 ones; AVX-512 without bf16 (Intel Xeons before Cooper Lake: oneDNN held
+# below its bf16 level, MKL to plain AVX-512); and the machine's own. A level the CPU lacks runs at the highest it
+# has (each run's last lines name the level torch ran and the variables that held it). faiss-cpu wheels of one build per level choose it at import (FAISS_OPT_LEVEL);
+# dynamic-dispatch wheels at run time (FAISS_SIMD_LEVEL): both are set. `make test-simd PYTEST_ARGS=` with
+# `SIMD_TESTS=` empty runs the whole suite at each level.
+SIMD_TESTS ?= -m numerics
 AVX2_TORCH = ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
+AVX512_NO_BF16 = ATEN_CPU_CAPABILITY=avx512 MKL_ENABLE_INSTRUCTIONS=AVX512 ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI \
+  FAISS_OPT_LEVEL=avx512 FAISS_SIMD_LEVEL=AVX512
+SIMD_PYTEST = $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(SIMD_TESTS) $(PYTEST_ARGS)
 test-simd: prepare browser
-	FAISS_OPT_LEVEL=generic FAISS_SIMD_LEVEL=NONE $(AVX2_TORCH) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
-	FAISS_OPT_LEVEL=avx2 FAISS_SIMD_LEVEL=AVX2 $(AVX2_TORCH) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	FAISS_OPT_LEVEL=generic FAISS_SIMD_LEVEL=NONE $(AVX2_TORCH) $(SIMD_PYTEST)
+	$(MAKE) --no-print-directory test-simd-ci
+	$(SIMD_PYTEST)
+
+# what .ci/run adds to `make test`: the marked tests held to AVX2 and to AVX-512 without bf16
+test-simd-ci: prepare
+	FAISS_OPT_LEVEL=avx2 FAISS_SIMD_LEVEL=AVX2 $(AVX2_TORCH) $(SIMD_PYTEST)
+	$(AVX512_NO_BF16) $(SIMD_PYTEST)
 
 # the same suite against transformers 4.57 (the oldest supported), in its own virtual environment
 .venv-tf4/.stamp: pyproject.toml

@@ -183,11 +183,19 @@ def cpu_model() -> str:
     return cpu_info().get("model name") or platform.processor() or platform.machine()
 
 
+# oneDNN's instruction sets below its first bf16 one (ONEDNN_MAX_CPU_ISA): held there, bf16 matmuls are emulated
+ONEDNN_BELOW_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
+
+
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU computes bf16 in hardware (avx512_bf16 or AMX) and torch may use it: there bf16 is faster
     than fp32; without them torch emulates it, about 3x slower than fp32 (bench/README). Torch held below AVX-512
-    (``ATEN_CPU_CAPABILITY=avx2``, the way to run as an AVX2-only CPU does) counts as without them."""
+    (``ATEN_CPU_CAPABILITY=avx2``, the way to run as an AVX2-only CPU does) or oneDNN held below its bf16 level
+    (``ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI``, as an AVX-512 CPU without bf16 runs) counts as without them."""
     if not cpu_flags() & set(CPU_BF16_FLAGS):
+        return False
+    held = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or ""
+    if held.strip().upper() in ONEDNN_BELOW_BF16:
         return False
     return str(torch.backends.cpu.get_cpu_capability()).upper().startswith(("AVX512", "AMX"))
 

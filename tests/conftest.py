@@ -60,6 +60,16 @@ def pytest_configure(config) -> None:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
 
 
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The SIMD level the suite ran at (torch's, and the variables that held it and the libraries under it)."""
+    import torch
+
+    from pgra.environment import SIMD_VARIABLES
+
+    held = " ".join(f"{k}={os.environ[k]}" for k in SIMD_VARIABLES if k in os.environ) or "nothing held"
+    terminalreporter.write_line(f"SIMD level: torch {torch.backends.cpu.get_cpu_capability()} ({held})")
+
+
 # the suite's longest tests (tens of seconds to minutes each on 2 cores): under pytest-xdist they start first, so
 # that the short ones fill the workers around them instead of one long test running alone at the end
 RUN_FIRST = ("tests/test_tutorials.py::", "tests/test_gpu_accept.py::", "tests/test_reader.py::test_compiled",
@@ -67,9 +77,34 @@ RUN_FIRST = ("tests/test_tutorials.py::", "tests/test_gpu_accept.py::", "tests/t
              "tests/test_demo_integration.py::", "tests/test_fault_injection.py::")
 
 
+# files whose every test is numerically sensitive (byte-for-byte runs, faiss near ties, rounded golden contents)
+NUMERICS_FILES = ("test_rank_determinism.py", "test_golden.py", "test_dense.py", "test_index.py",
+                  "test_large_corpora.py", "test_bm25.py")
+_USES_POLICY = re.compile(r"\bnumerics\.|(?<![.\w])(assert_close|close)\(")
+
+
+def _mark_numerics(items) -> None:
+    """``numerics``: the tests whose floats pass through batched or vectorised kernels (each compares by the policy
+    of tests/numerics.py, found in its source) and :data:`NUMERICS_FILES`; ``make test-simd`` runs them under each
+    instruction set."""
+    import inspect
+
+    seen: dict[object, bool] = {}
+    for item in items:
+        function = getattr(item, "function", None)
+        if function not in seen:
+            try:
+                seen[function] = bool(_USES_POLICY.search(inspect.getsource(function)))
+            except (OSError, TypeError):
+                seen[function] = False
+        if seen[function] or item.path.name in NUMERICS_FILES:
+            item.add_marker(pytest.mark.numerics)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """Under pytest-xdist: the longest tests (:data:`RUN_FIRST`, then every multi-process one) first, each group in
-    its collected order (every worker collects the same order)."""
+    """Marks the numerically sensitive tests; under pytest-xdist: the longest tests (:data:`RUN_FIRST`, then every
+    multi-process one) first, each group in its collected order (every worker collects the same order)."""
+    _mark_numerics(items)
     if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0) < 2:
         return
 

@@ -1,3 +1,4 @@
+# numerics: the analyses' arithmetic on hand-made predictions and printed numbers (counts, shares, means): no model
 """The analyses (pgra analyze): every printed number against a hand count, sweeps that embed nothing twice."""
 
 import json

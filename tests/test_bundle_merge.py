@@ -1,3 +1,4 @@
+# numerics: shares and means of hand-made predictions merged from bundles, in Python floats
 """Results that travel: a bundle reports as its experiment does, and experiments run apart merge into one table."""
 
 import json

@@ -1,3 +1,4 @@
+# numerics: cost records added up (seconds, FLOPs) in Python floats
 """What stages and cells spend (pgra.cost): the token meter against each model's own counts, parameter
 counts against the loaded models, FLOPs and dominance by hand."""
 

@@ -4,6 +4,7 @@ import pytest
 from pgra.cli import main
 from pgra.errors import IncompleteArtifactError
 from pgra.retrieval.dense import FaissParams, build_faiss, load_faiss, save_faiss, search_faiss
+from tests import numerics
 
 
 def _unit(n, d, seed):
@@ -15,8 +16,8 @@ def test_flat_equals_numpy_bruteforce():
     base, queries = _unit(2000, 32, 0), _unit(50, 32, 1)
     scores, ids = search_faiss(build_faiss(base, "flat"), queries, 20)
     ref = np.argsort(-(queries @ base.T), axis=1, kind="stable")[:, :20]
-    assert (ids == ref).all()
-    np.testing.assert_allclose(scores, np.take_along_axis(queries @ base.T, ref, axis=1), atol=1e-5)
+    for row in range(len(ids)):  # faiss's SIMD sums against numpy's: ids may swap at ties only
+        numerics.assert_same_ranking(ids[row], scores[row], ref[row], (queries @ base.T)[row, ref[row]], depth=32)
 
 
 @pytest.mark.parametrize("kind", ["ivf", "hnsw"])

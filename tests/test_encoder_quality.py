@@ -1,3 +1,4 @@
+# numerics: recall and kNN accuracy are counts over planted groups, divided
 """Encoders judged by what they retrieve (pgra eval-encoder, train-simcse's retrieval_eval): same-group recall@k
 and kNN accuracy against brute force, planted groups, bad input."""
 

@@ -1,3 +1,4 @@
+# numerics: the planner's Python float arithmetic on hand-made records (no vectorised kernel): pytest.approx's default
 """The plan before the spend: cost estimates from hand-made cost records and bench fits, each with its source,
 the longest-processing-time schedule, and the ``--dry-run`` text that shows them."""
 

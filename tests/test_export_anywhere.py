@@ -18,6 +18,7 @@ from pgra.cli import main
 from pgra.config import from_dict
 from pgra.errors import InputError, StaleArtifactError
 from pgra.experiment import Experiment, ExperimentConfig
+from tests import numerics
 from tests.test_experiment import _config
 from tests.test_export import _digest, fake_run
 
@@ -29,7 +30,7 @@ TEXT_FILES = {".json", ".jsonl", ".md", ".yaml", ".yml", ".txt", ".cfg"}
 def _same(got: list[dict], want: list[dict]) -> None:
     assert _digest(got) == _digest(want)
     for g, w in zip(got, want, strict=True):
-        assert all(abs(g["scores"][lab] - p) < 1e-5 for lab, p in w["scores"].items())
+        assert g["scores"] == {lab: numerics.close(p, depth=numerics.TINY_SEQ2SEQ, scale=1) for lab, p in w["scores"].items()}
 
 
 def _front_matter(card: str) -> dict:

@@ -12,6 +12,7 @@ from pgra.cli import main
 from pgra.errors import InputError
 from pgra.interchange import read_fid, read_records, write_fid
 from pgra.ownership import claim_folder
+from tests import numerics
 from tests.conftest import TASK, _records, one_error_line
 
 WORDS = {w: lab for lab, w in TASK.reader_words.items()}  # sun -> sky, city -> town
@@ -239,6 +240,6 @@ def test_imported_candidates_rerank_like_retrieved_ones(candidates, tmp_path, sk
         for a, b, c in zip(recs, got[split], got_indexed[split], strict=True):
             ids = [x["id"] for x in a["ctxs"]]
             assert [x["id"] for x in b["ctxs"]] == ids == [x["id"] for x in c["ctxs"]]
-            assert [x["score"] for x in b["ctxs"]] == pytest.approx([x["score"] for x in a["ctxs"]], abs=1e-4)
+            assert [x["score"] for x in b["ctxs"]] == numerics.close([x["score"] for x in a["ctxs"]], depth=numerics.TINY_MODEL, scale=1)
             assert [x["score"] for x in c["ctxs"]] == [x["score"] for x in a["ctxs"]]  # the index's cache rows
             assert b.get("demonstrations") == a.get("demonstrations")

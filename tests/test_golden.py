@@ -2,8 +2,9 @@
 demonstrations, then `pgra analyze`) must leave the same stage keys, cell keys, cache keys and artifact contents
 as the code recorded in ``fixtures/golden_grid.json``.
 
-Contents are compared after normalisation that keeps every id, label, order and key but rounds floats to 4
-decimals (other CPUs round the last bits of a float differently) and drops what a machine or a clock decides:
+Contents are compared after normalisation that keeps every id, label, order and key, takes the floats out (other
+CPUs round their last bits differently: their count and sum of magnitudes are compared by the numerics policy of
+``tests/numerics.py``) and drops what a machine or a clock decides:
 wall-clock times, library versions, the git commit, and the checksums of output files that hold floats (a record
 made on an AVX2-only CPU failed on an AVX-512 one for those alone). Keys hash absolute paths, so the grids run in a fixed folder
 (``$TMPDIR/pgra-golden``, emptied first) with copies of the tiny models committed in ``fixtures/golden_models``
@@ -24,6 +25,7 @@ from pathlib import Path
 from pgra.analysis.config import analyze_config
 from pgra.config import from_dict
 from pgra.experiment import Experiment
+from tests import numerics
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden_grid.json"
 # the tiny OPT, T5 and BERT the grids run, committed: every key hashes a model's files, and models saved anew by
@@ -38,34 +40,38 @@ SKIP_SUFFIXES = {".png", ".safetensors", ".bin", ".pt", ".npy", ".faiss", ".inde
 
 
 # checksums of output files that hold floats: their last bits differ between CPUs (AVX-512 against AVX2), so the
-# hash does; the files themselves are compared above after rounding. (Input checksums, such as a corpus's
+# hash does; the files themselves are compared above, their floats by the policy. (Input checksums, such as a corpus's
 # content_sha256 or an annotation file's, stay compared.)
 # (The fingerprint a run records of the data folder it read hashes that folder's file checksums: the same.)
 OUTPUT_HASHES = {"sha256", "predictions_sha256", "data_sha256", "inputs_sha256", "train_sha256", "fingerprint",
                  "data_fingerprint"}
 
 
-def _normal(value, root: str):
+def _normal(value, root: str, floats: list[float]):
+    """``value`` with its floats taken out into ``floats`` (the numerics policy compares them), hashes of output
+    files and volatile fields replaced, and the run's folder named ``<root>``."""
     if isinstance(value, dict):
         if set(value) == {"size", "sha256"}:  # a file record of a manifest: its size moves with a float's digits
             return "<file>"
-        return {k: "<hash>" if k in OUTPUT_HASHES else _normal(v, root) for k, v in value.items()
+        return {k: "<hash>" if k in OUTPUT_HASHES else _normal(v, root, floats) for k, v in value.items()
                 if k not in VOLATILE}
     if isinstance(value, list):
-        return [_normal(v, root) for v in value]
+        return [_normal(v, root, floats) for v in value]
     if isinstance(value, float):
-        return round(value, 4) + 0.0
+        floats.append(value)
+        return "<float>"
     if isinstance(value, str):
         return value.replace(root, "<root>")
     return value
 
 
-def _digest(path: Path, root: str) -> str:
-    text = path.read_text()
+def _digest(path: Path, root: str) -> dict:
+    """A file's normalised digest (every id, label, order and key) and its floats' count and sum of magnitudes."""
+    text, floats = path.read_text(), []
     if path.suffix == ".json":
-        text = json.dumps(_normal(json.loads(text), root), sort_keys=True)
+        text = json.dumps(_normal(json.loads(text), root, floats), sort_keys=True)
     elif path.suffix == ".jsonl":
-        text = "\n".join(json.dumps(_normal(json.loads(x), root), sort_keys=True) for x in text.splitlines())
+        text = "\n".join(json.dumps(_normal(json.loads(x), root, floats), sort_keys=True) for x in text.splitlines())
     else:
         text = text.replace(root, "<root>")
     text = re.sub(r"pgra commit\(s\): [^.]*\.", "pgra commit(s): <commit>.", text)  # results.md
@@ -73,12 +79,13 @@ def _digest(path: Path, root: str) -> str:
         text = re.sub(r"## Environment\n.*?(?=\n## |\n\d+ runs; |\Z)", "", text, flags=re.S)
     if path.name == "analysis.md":  # the cost table is wall-clock seconds (its tokens are checked by test_cost)
         text = re.sub(r"## Cost\n.*?(?=\n## |\Z)", "", text, flags=re.S)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return {"digest": digest, "floats": len(floats), "sum": float(f"{sum(abs(x) for x in floats):.12g}")}
 
 
-def fingerprint(root: Path) -> dict[str, str]:
+def fingerprint(root: Path) -> dict:
     """Every text artifact under ``root`` (normalised digest) and every cache folder's name (its key)."""
-    out: dict[str, str] = {}
+    out: dict = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
         if path.is_dir():
@@ -124,7 +131,7 @@ def _grid(root: Path, corpus_txt, sky_task, tiny_opt, tiny_t5, tiny_bert, retrie
     }
 
 
-def _run() -> dict[str, str]:
+def _run() -> dict:
     import shutil
     import tempfile
 
@@ -137,7 +144,7 @@ def _run() -> dict[str, str]:
     shutil.rmtree(home, ignore_errors=True)  # (the test holds the lock on pgra-golden.lock meanwhile)
     models = {name: shutil.copytree(MODELS / name, home / "models" / name) for name in ("opt", "t5", "bert")}
     corpus_txt, sky_task = write_corpus(home), write_sky_task(home)
-    record: dict[str, str] = {}
+    record: dict = {}
     for retriever in ("bm25", "dense"):
         root = home / retriever
         root.mkdir()
@@ -162,5 +169,18 @@ def test_the_grids_leave_the_recorded_keys_and_artifacts():
         GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
     want = json.loads(GOLDEN.read_text())
     assert sorted(got) == sorted(want), {"new": sorted(set(got) - set(want)), "gone": sorted(set(want) - set(got))}
-    changed = sorted(k for k in want if got[k] != want[k])
+    changed = sorted(k for k in want if not _same(got[k], want[k]))
     assert not changed, f"artifacts whose content changed: {changed}"
+
+
+# the floats of the grids' files: scores and probabilities of tiny models trained for at most 16 steps
+GOLDEN_DEPTH = numerics.trained(16, numerics.TINY_SEQ2SEQ)
+
+
+def _same(got, want) -> bool:
+    """A file's ids, labels, order and keys equal (the digest), and its floats as many, their sum of magnitudes
+    within the numerics policy (tests/numerics.py): other CPUs round the last bits of a float differently."""
+    if not isinstance(want, dict):  # a cache folder's name
+        return got == want
+    return (got["digest"], got["floats"]) == (want["digest"], want["floats"]) and \
+        got["sum"] == numerics.close(want["sum"], depth=GOLDEN_DEPTH)

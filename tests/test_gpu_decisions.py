@@ -252,4 +252,5 @@ def test_a_tiny_lm_loads_and_scores_as_before_on_the_cpu(tiny_opt):
     ids = torch.as_tensor([lm.ids("The planet orbits the sun")])
     assert lm.model.device.type == "cpu" and lm.device == torch.device("cpu")
     with torch.no_grad():
+        # exact: one model's weights loaded two ways, the same kernels on the same input
         torch.testing.assert_close(lm.model(input_ids=ids).logits, reference(input_ids=ids).logits, rtol=0, atol=0)

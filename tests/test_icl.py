@@ -13,6 +13,7 @@ from pgra.methods import load_run
 from pgra.prompts import build_prompt
 from pgra.selection import SelectorSettings, get_selector
 from pgra.tasks import Example, get_task
+from tests import numerics
 from tests.conftest import SENTENCES
 
 TASK = get_task("sst2")
@@ -26,7 +27,7 @@ def test_label_scoring_equals_naive_full_prompts(tiny_lm):
     scorer = LabelScorer(str(tiny_lm), dtype="fp32", max_tokens_per_batch=500, max_batch_size=3)  # odd batches
     fast, n_fast = scorer.score(prompts, words)
     naive, n_naive = scorer.score_naive(prompts, words)
-    assert np.abs(fast - naive).max() < 1e-4
+    numerics.assert_close(fast, naive, depth=numerics.TINY_MODEL)
     np.testing.assert_array_equal(n_fast, n_naive)
     assert n_fast[:, 2].min() > 1 and scorer.stats.uncached_pairs == 0
 
@@ -42,7 +43,7 @@ def test_ragged_continuations_equal_naive_whole_sequences(tiny_lm):
     for p, c, lp, n in zip(prompts, conts, logp, counts, strict=True):
         if c:
             naive, n_naive = scorer.score_naive([p], c)
-            np.testing.assert_allclose(lp, naive[0], atol=1e-4)
+            numerics.assert_close(lp, naive[0], depth=numerics.TINY_MODEL)
             np.testing.assert_array_equal(n, n_naive[0])
     with pytest.raises(ValueError, match="2 prompts but 1"):
         scorer.score_continuations(prompts[:2], conts[:1])
@@ -51,9 +52,9 @@ def test_ragged_continuations_equal_naive_whole_sequences(tiny_lm):
 def test_label_probabilities_sum_or_mean():
     logp = np.array([[-2.0, -3.0]])
     counts = np.array([[1, 3]])
-    np.testing.assert_allclose(label_probabilities(logp, counts, False), [[1 / (1 + np.e ** -1), 1 / (1 + np.e)]])
+    numerics.assert_close(label_probabilities(logp, counts, False), [[1 / (1 + np.e ** -1), 1 / (1 + np.e)]], depth=4)
     # mean per token: -2/1 vs -3/3 = -2 vs -1, so the longer label wins
-    np.testing.assert_allclose(label_probabilities(logp, counts, True), [[1 / (1 + np.e), 1 / (1 + np.e ** -1)]])
+    numerics.assert_close(label_probabilities(logp, counts, True), [[1 / (1 + np.e), 1 / (1 + np.e ** -1)]], depth=4)
 
 
 def _icl_cfg(candidates, tmp_path, lm, encoder, **kw):
@@ -84,7 +85,7 @@ def test_icl_run_predicts_from_its_selected_demonstrations(candidates, tmp_path,
         assert line["evidence"] == [d.id for d in demos] and line["demo_labels"] == [d.label for d in demos]
         naive, _ = scorer.score_naive([build_prompt(task, demos, line["text"])], words)
         want = np.exp(naive[0] - naive[0].max()) / np.exp(naive[0] - naive[0].max()).sum()
-        np.testing.assert_allclose([line["scores"][lab] for lab in task.labels], want, atol=1e-4)
+        numerics.assert_close([line["scores"][lab] for lab in task.labels], want, depth=numerics.TINY_MODEL, scale=1)
         assert line["prediction"] == task.labels[int(np.argmax(want))]
     manifest = json.loads((tmp_path / "icl" / "manifest.json").read_text())
     assert manifest["kind"] == "icl" and manifest["cost"]["lm_calls"] == 2 + 6  # dev + test inputs

@@ -1,3 +1,4 @@
+# numerics: a probability and its complement from one hand-made record
 """Finished results know their task's content and the data they read: a changed task (labels, metric, template,
 data files) makes its stages and cells stale; a cell whose data folder a later experiment rebuilt is refused by
 evaluate and predict; a moved experiment folder still predicts; two tasks of one name are refused."""

@@ -9,6 +9,7 @@ import yaml
 from pgra.analysis.leakage import exact_duplicates, near_duplicates, normalise
 from pgra.errors import InputError
 from pgra.retrieval.retrieve import read_excluded_ids
+from tests import numerics
 from tests.conftest import SENTENCES, SKY
 from tests.test_experiment import _config
 
@@ -64,7 +65,7 @@ def test_planted_duplicate_is_found_read_and_excluded(tmp_path, sky_task, tiny_o
     assert examples["s7"]["exact"] == [planted_id] and examples["s8"]["exact"] == [str(len(SENTENCES) + 1)]
     # the verbatim copy is a near duplicate too: the index's own encoder gives it cosine 1
     assert [n["id"] for n in examples["s8"]["near"]][:1] == [str(len(SENTENCES) + 1)]
-    assert examples["s8"]["near"][0]["cosine"] == pytest.approx(1.0, abs=1e-4)
+    assert examples["s8"]["near"][0]["cosine"] == numerics.close(1.0, depth=numerics.TINY_MODEL)  # cos(v, v)
     assert rows["dev"]["exact"] == 0 and test["excluded"] is None
     # near duplicates: every candidate scored at or above the threshold, recomputed from the candidates file
     cands = _lines(out / "sky" / "candidates" / "test.jsonl")

@@ -76,14 +76,14 @@ def test_page_holds_every_prediction_with_its_evidence(grid_dir, monkeypatch):
             for line in _lines(task_dir / method / f"seed-{seed}" / "predictions_test.jsonl"):
                 shown = {s[0]: s for s in inputs[line["id"]]["p"][method]}[seed]
                 assert shown[1] == line["prediction"] and inputs[line["id"]]["label"] == line["label"]
-                assert shown[2] == {k: pytest.approx(v, abs=1e-4) for k, v in line["scores"].items()}
+                assert shown[2] == {k: pytest.approx(v, abs=1e-4) for k, v in line["scores"].items()}  # numerics: 4 decimals shown
                 evidence = shown[3]
                 assert [k.split(":", 1)[1] for k, _, _ in evidence] == [str(e) for e in line["evidence"]]
                 for key, score, rank in evidence:
                     eid = key.split(":", 1)[1]
                     if method == "pgra":  # the reranker's probability and the first-stage rank
                         ctx = next(c for c in reranked[line["id"]]["ctxs"] if str(c["id"]) == eid)
-                        assert (score, rank) == (pytest.approx(ctx["score"], abs=1e-4), ctx["retrieval_rank"])
+                        assert (score, rank) == (pytest.approx(ctx["score"], abs=1e-4), ctx["retrieval_rank"])  # numerics: 4 decimals
                         assert texts[key]["text"] == ctx["text"]
                     elif method == "fid":
                         pos = [str(c["id"]) for c in candidates[line["id"]]["ctxs"]].index(eid)

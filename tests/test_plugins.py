@@ -1,3 +1,4 @@
+# numerics: a toy method's accuracy, counted from labels
 """Every kind of part plugs in as one file registered from outside the package: a toy method, a toy demonstration
 strategy and a toy analysis (tests/toys/) run through `pgra experiment` and `pgra analyze` like the built-in ones."""
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from pgra.rerank.prefix_attention import shared_prefix, shared_prefix_attention
+from tests import numerics
 
 
 class _Layer(torch.nn.Module):
@@ -40,7 +41,7 @@ def test_equals_eager_attention_over_copied_head(heads, kv_heads, bool_mask):
                                          scaling=0.3)
     assert model.config._attn_implementation == "eager"  # restored after the block
     assert got.shape == (n, w, heads, d)
-    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    numerics.assert_close(got, want, depth=64)
 
 
 def test_outside_the_block_it_refuses():

@@ -1,3 +1,4 @@
+# numerics: means, standard deviations and p-values of hand-made accuracies: Python and numpy float64 arithmetic
 """`pgra report` on synthetic runs: means, standard deviations, p-values and flags checked by hand."""
 
 import json

@@ -17,6 +17,7 @@ from pgra.errors import InputError
 from pgra.rerank.base import RERANKERS, Reranker
 from pgra.rerank.config import RerankConfig
 from pgra.rerank.reranker import rerank
+from tests import numerics
 
 
 def _lines(path: Path) -> list[dict]:
@@ -86,7 +87,7 @@ def test_mmr_matches_a_naive_greedy_loop(dense_candidates, tmp_path, tiny_bert):
         vecs = encoder.encode([c["text"] for c in cs])  # the first stage's vectors, embedded again
         picked, values = _naive_mmr([c["score"] for c in cs], vecs, 0.4, 3)
         assert [c["id"] for c in rec["ctxs"]] == [cs[j]["id"] for j in picked]
-        np.testing.assert_allclose([c["score"] for c in rec["ctxs"]], values, atol=1e-4)
+        numerics.assert_close([c["score"] for c in rec["ctxs"]], values, depth=numerics.TINY_MODEL, scale=1)
     first = rerank(_cfg(dense_candidates, tmp_path / "m1", "mmr", k=6, top_d=3, mmr={"lambda_": 1.0}))
     for cand, rec in zip(_lines(dense_candidates / "test.jsonl"), _lines(first / "test.jsonl"), strict=True):
         assert [c["id"] for c in rec["ctxs"]] == [c["id"] for c in cand["ctxs"][:3]]  # relevance alone
@@ -118,9 +119,7 @@ def test_mmr_reads_a_sharded_flat_index_as_the_faiss_one(dense_candidates, tmp_p
     want = rerank(_cfg(dense_candidates, tmp_path / "mf", "mmr", k=6, top_d=3, mmr={"lambda_": 0.4}))
     for split in ("train", "dev", "test"):
         a, b = _lines(got / f"{split}.jsonl"), _lines(want / f"{split}.jsonl")
-        assert [[c["id"] for c in r["ctxs"]] for r in a] == [[c["id"] for c in r["ctxs"]] for r in b]
-        np.testing.assert_allclose([c["score"] for r in a for c in r["ctxs"]],
-                                   [c["score"] for r in b for c in r["ctxs"]], atol=1e-5)
+        numerics.assert_same_rankings([r["ctxs"] for r in b], [r["ctxs"] for r in a], depth=numerics.TINY_MODEL)
 
 
 def test_query_likelihood_is_upr_mean_log_likelihood(candidates, tmp_path, tiny_opt):
@@ -143,8 +142,8 @@ def test_query_likelihood_is_upr_mean_log_likelihood(candidates, tmp_path, tiny_
             target = range(n_prompt, len(ids))
             want[c["id"]] = float(np.mean([logp[t - 1, ids[t]].item() for t in target]))
         assert [c["id"] for c in rec["ctxs"]] == sorted(want, key=lambda i: -want[i])
-        np.testing.assert_allclose([c["score"] for c in rec["ctxs"]], [want[c["id"]] for c in rec["ctxs"]],
-                                   atol=1e-4)
+        numerics.assert_close([c["score"] for c in rec["ctxs"]], [want[c["id"]] for c in rec["ctxs"]],
+                              depth=numerics.TINY_MODEL, scale=1)
     m = json.loads((out / "manifest.json").read_text())  # one LM prompt per distinct candidate, not per pair
     distinct = {c["text"] for cand in _lines(candidates / "test.jsonl") for c in cand["ctxs"][:4]}
     assert m["cost"]["lm_calls"] == len(distinct) and m["cost"]["lm_tokens"] > 0
@@ -219,7 +218,7 @@ def test_cross_encoder_follows_the_sentence_transformers_conventions(candidates,
             want[c["id"]] = float(torch.sigmoid(z[0]) if labels == 1 else torch.softmax(z, -1)[-1])
         order = sorted(want, key=lambda i: -want[i])[:2]
         assert [c["id"] for c in rec["ctxs"]] == order
-        np.testing.assert_allclose([c["score"] for c in rec["ctxs"]], [want[i] for i in order], atol=1e-5)
+        numerics.assert_close([c["score"] for c in rec["ctxs"]], [want[i] for i in order], depth=numerics.TINY_MODEL, scale=1)
 
 
 @pytest.mark.parametrize("kind", ["encoder", "causal LM"])
@@ -383,8 +382,7 @@ def test_prompt_guided_through_the_interface_scores_as_the_stage_does(tiny_opt):
     cands = [[{"id": j, "text": SENTENCES[j], "score": 1.0 - j / 10} for j in range(3, 7)] for _ in queries]
     got = PromptGuided(cfg, TASK, demos=demos).rerank(queries, cands)
     want = StageReranker.from_config(cfg, TASK, demos).rerank(queries, cands)
-    assert [[c["id"] for c in r] for r in got] == [[c["id"] for c in r] for r in want]
-    np.testing.assert_allclose([c["score"] for r in got for c in r], [c["score"] for r in want for c in r], atol=1e-6)
+    numerics.assert_same_rankings(got, want, depth=numerics.TINY_MODEL)
 
 
 def test_a_killed_generic_stage_resumes_split_by_split(candidates, tmp_path, monkeypatch):

@@ -1,3 +1,4 @@
+# numerics: Holm, MDE and standard-error arithmetic in float64 against hand values (no model, no batched kernel)
 """What a comparison can resolve (pgra/evaluation/resolution.py): Holm-adjusted p-values against a hand-computed
 family and as properties, the minimum detectable effect against its hand value, the bootstrap SE against the
 analytic SE of a paired accuracy difference, and the planning arithmetic (inputs and seeds an effect needs)

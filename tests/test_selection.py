@@ -12,6 +12,7 @@ from pgra.selection import STRATEGIES, SelectorSettings, get_selector
 from pgra.selection.rewrite import Rewrite, SkillRewriter, read_annotations
 from pgra.selection.skill_knn import skill_similarities
 from pgra.tasks import Example, get_task
+from tests import numerics
 
 TASK = get_task("sst2")
 TRAIN = [Example("a", "alpha", "1"), Example("b", "bravo", "1"), Example("c", "charlie", "0"),
@@ -117,11 +118,11 @@ def test_skill_similarity_variants_by_hand():
     # two rewrites per side, 2-d embeddings
     q = np.array([[[1.0, 0.0]], [[0.0, 1.0]]])                     # (rewrites=2, queries=1, dim)
     t = np.array([[[1.0, 0.0], [0.6, 0.8]], [[1.0, 0.0], [0.6, 0.8]]])  # (2, train=2, dim)
-    np.testing.assert_allclose(skill_similarities(q, t, "single"), [[1.0, 0.6]])
+    numerics.assert_close(skill_similarities(q, t, "single"), [[1.0, 0.6]], dtype="float64", depth=4)
     # consistency: cos(mean q = (.5,.5), mean t) -> t0 (1,0): .7071; t1 (.6,.8): (.3+.4)/(.7071*1) = .98995
-    np.testing.assert_allclose(skill_similarities(q, t, "consistency"), [[0.70711, 0.98995]], atol=1e-5)
+    assert skill_similarities(q, t, "consistency").tolist() == [[pytest.approx(0.70711, abs=1e-5), pytest.approx(0.98995, abs=1e-5)]]  # numerics: 5 decimals
     # distinctiveness: max over pairs -> t0: 1.0 (q0 . t0), t1: .8 (q1 . t1)
-    np.testing.assert_allclose(skill_similarities(q, t, "distinctiveness"), [[1.0, 0.8]])
+    numerics.assert_close(skill_similarities(q, t, "distinctiveness"), [[1.0, 0.8]], dtype="float64", depth=4)
 
 
 SKILLS = {"alpha": "delta", "bravo": "alpha", "charlie": "echo", "delta": "charlie", "echo": "bravo", "q": "alpha"}

@@ -14,6 +14,7 @@ from pgra.hfdata import MissingSplitError, open_hf_dataset
 from pgra.rerank.scoring import score_candidates
 from pgra.tasks import get_task, task_from_manifest
 from pgra.tokens import fit_text, pad_sequences
+from tests import numerics
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
@@ -119,9 +120,9 @@ def test_score_candidates_equals_the_naive_formula():
     order, probs = score_candidates(q, e, top_d=4)
     naive = [float(np.exp(e[j] @ q)) for j in range(13)]
     naive = [x / sum(naive) for x in naive]
-    np.testing.assert_allclose(probs, naive, rtol=1e-6)
+    numerics.assert_close(probs, naive, depth=64)  # fp32 scores of 8 terms, exp, a sum of 13
     want = sorted(range(13), key=lambda j: (-round(naive[j], 12), j))[:4]
-    assert order.tolist() == want and abs(probs.sum() - 1) < 1e-9
+    assert order.tolist() == want and probs.sum() == numerics.close(1.0, depth=16)
     assert json.dumps([float(p) for p in probs])  # plain floats for the JSONL
 
 
@@ -149,10 +150,16 @@ def test_artifacts_get_the_permissions_of_the_umask(tmp_path):
 @pytest.mark.parametrize("flags, capability, want", [
     ({"avx2", "avx512f"}, "AVX512", torch.float32), ({"avx512f", "avx512_bf16"}, "AVX512", torch.bfloat16),
     ({"amx_tile", "amx_bf16"}, "AVX512", torch.bfloat16), (set(), "AVX2", torch.float32),
-    ({"avx512f", "avx512_bf16"}, "AVX2", torch.float32)])  # torch held at AVX2 (ATEN_CPU_CAPABILITY=avx2): as without
+    ({"avx512f", "avx512_bf16"}, "AVX2", torch.float32),  # torch held at AVX2 (ATEN_CPU_CAPABILITY=avx2): as without
+    ({"avx512f", "avx512_bf16", "onednn:AVX512_CORE_VNNI"}, "AVX512", torch.float32)])  # oneDNN held below bf16
 def test_bf16_if_native_picks_bf16_only_on_cpus_with_bf16_hardware(monkeypatch, flags, capability, want):
     from pgra import device
 
+    isa = [f.split(":")[1] for f in flags if f.startswith("onednn:")]
+    if isa:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", isa[0])
+    else:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     monkeypatch.setattr(device, "cpu_flags", lambda: flags)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     cpu = torch.device("cpu")

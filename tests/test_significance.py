@@ -1,3 +1,4 @@
+# numerics: float64 arithmetic on label counts; the hand computations' comparisons go through tests.numerics
 """Metrics from confusion counts equal sklearn; the paired bootstrap equals a naive loop over the same draws."""
 
 import numpy as np
@@ -12,9 +13,14 @@ from pgra.evaluation.significance import (
     metric_from_confusion,
     paired_bootstrap,
 )
+from tests import numerics
 
 INVALID = "<invalid>"
 METRICS = ["accuracy", "mcc", "macro_f1"]
+
+# metrics, shares and their bootstrap in float64 against hand computations of a few dozen terms, at the scale of a
+# share (1)
+F64 = {"dtype": "float64", "depth": 64, "scale": 1}
 
 
 def _sk(metric, gold, pred, labels):
@@ -49,7 +55,7 @@ def test_metrics_from_confusion_equal_sklearn(metric, n_labels):
     rng = np.random.default_rng(n_labels)
     for n, invalid in [(40, 0.0), (40, 0.15), (25, 0.5), (7, 0.2)]:
         labels, gold, pred = _random_case(rng, n, n_labels, invalid)
-        assert _metric(metric, labels, gold, pred) == pytest.approx(_sk(metric, gold, pred, labels), abs=1e-12)
+        assert _metric(metric, labels, gold, pred) == numerics.close(_sk(metric, gold, pred, labels), **F64)
 
 
 @pytest.mark.parametrize("metric", METRICS)
@@ -66,10 +72,10 @@ def test_degenerate_cases_equal_sklearn(metric, n_labels):
         "not a label": (gold, ["zzz" if i % 3 == 0 else g for i, g in enumerate(gold)]),
     }
     for name, (g, p) in cases.items():
-        assert _metric(metric, labels, g, p) == pytest.approx(_sk(metric, g, p, labels), abs=1e-12), name
+        assert _metric(metric, labels, g, p) == numerics.close(_sk(metric, g, p, labels), **F64), name
     if metric == "mcc":
         assert _metric(metric, labels, gold, [labels[0]] * 20) == 0.0
-        assert _metric(metric, labels, gold, gold) == pytest.approx(1.0, abs=1e-12)
+        assert _metric(metric, labels, gold, gold) == numerics.close(1.0, **F64)
 
 
 def test_confusion_layout_and_float64():
@@ -102,8 +108,8 @@ def test_weights_equal_repeated_inputs():
         np.testing.assert_array_equal(weighted[b], plain)
         # metrics are vectorised over the leading (B, S) axes
         for metric in METRICS:
-            np.testing.assert_allclose(metric_from_confusion(metric, weighted)[b],
-                                       metric_from_confusion(metric, plain), atol=1e-12)
+            numerics.assert_close(metric_from_confusion(metric, weighted)[b],
+                                       metric_from_confusion(metric, plain), **F64)
     # unit weights are the unweighted counts
     np.testing.assert_array_equal(confusion_matrices(_idx(labels, gold), preds, 3, np.ones((1, 15)))[0],
                                   confusion_matrices(_idx(labels, gold), preds, 3))
@@ -144,10 +150,10 @@ def test_bootstrap_equals_a_naive_loop(metric, paired, runs):
                            chunk_size=7)
     delta, reps, p, (low, high) = _naive(gold, preds_a, preds_b, labels, metric, 50, 3, paired)
     assert isinstance(got, BootstrapResult) and got.n_resamples == 50 and got.replicates.shape == (50,)
-    assert got.delta == pytest.approx(delta, abs=1e-12)
-    np.testing.assert_allclose(got.replicates, reps, rtol=0, atol=1e-12)
-    assert got.p_value == pytest.approx(p, abs=1e-12)
-    assert (got.ci_low, got.ci_high) == pytest.approx((low, high), abs=1e-12)
+    assert got.delta == numerics.close(delta, **F64)
+    numerics.assert_close(got.replicates, reps, **F64)
+    assert got.p_value == numerics.close(p, **F64)
+    assert (got.ci_low, got.ci_high) == numerics.close((low, high), **F64)
 
 
 def test_identical_predictions_give_delta_0_and_p_1():
@@ -182,7 +188,7 @@ def test_hand_example():
     inputs = np.random.default_rng(11).integers(4, size=(5, 4))
     a_right, b_right = np.array([1, 0, 1, 1]), np.array([0, 0, 0, 1])
     want = [(a_right[i].sum() - b_right[i].sum()) / 4 for i in inputs]
-    np.testing.assert_allclose(res.replicates, want, rtol=0, atol=1e-15)
+    numerics.assert_close(res.replicates, want, **F64)
 
 
 def test_chunking_does_not_change_results():
@@ -245,10 +251,10 @@ def test_average_replicates():
     r3 = paired_bootstrap(gold, [["a", "b", "b", "b", "a"]], [["a"] * 5], labels, "macro_f1", n_resamples=100,
                           seed=3)
     avg = average_replicates([r1, r2, r3])
-    assert avg.delta == pytest.approx((r1.delta + r2.delta + r3.delta) / 3, abs=1e-15)
-    np.testing.assert_allclose(avg.replicates, (r1.replicates + r2.replicates + r3.replicates) / 3, atol=1e-15)
+    assert avg.delta == numerics.close((r1.delta + r2.delta + r3.delta) / 3, **F64)
+    numerics.assert_close(avg.replicates, (r1.replicates + r2.replicates + r3.replicates) / 3, **F64)
     extreme = np.sum(np.abs(avg.replicates - avg.delta) >= abs(avg.delta) - 1e-12)
-    assert avg.p_value == pytest.approx((1 + extreme) / 101, abs=1e-15)
+    assert avg.p_value == numerics.close((1 + extreme) / 101, **F64)
     assert (avg.ci_low, avg.ci_high) == pytest.approx(tuple(np.percentile(avg.replicates, [2.5, 97.5])))
     assert avg.n_resamples == 100
     one = average_replicates([r1])

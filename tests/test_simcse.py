@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 from pgra.simcse.config import SimCSEConfig
 from pgra.simcse.geometry import alignment, uniformity
 from pgra.simcse.train import setup, train_loop, train_simcse
+from tests import numerics
 from tests.conftest import SENTENCES, copy_in_dtype, launch_failure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,10 +39,10 @@ def _log(out: Path) -> list[float]:
 
 def test_geometry_metrics():
     x = torch.nn.functional.normalize(torch.randn(50, 8), dim=-1)
-    assert alignment(x, x) == pytest.approx(0.0)
-    assert alignment(x, -x) == pytest.approx(4.0, rel=1e-5)
+    assert alignment(x, x) == numerics.close(0.0, depth=8, scale=1)  # unit rows, 8 dims
+    assert alignment(x, -x) == numerics.close(4.0, depth=8)
     same = torch.nn.functional.normalize(torch.ones(50, 8), dim=-1)
-    assert uniformity(same) == pytest.approx(0.0, abs=1e-6)  # all on one point: the worst value
+    assert uniformity(same) == numerics.close(0.0, depth=8, scale=1)  # all on one point: the worst value
     assert uniformity(x) < -1.0
 
 
@@ -84,11 +85,10 @@ def test_resume_reaches_the_uninterrupted_weights(corpus, tiny_bert, tmp_path):
     cfg = _cfg(corpus, tiny_bert, tmp_path / "resumed", max_steps=8, save_every=3)
     train_loop(setup(cfg), stop_after=4)  # "killed" after step 4: the last checkpoint is step 3
     train_simcse(cfg)
-    assert _log(tmp_path / "full") == pytest.approx(_log(tmp_path / "resumed")[-8:], abs=1e-6)
+    assert _log(tmp_path / "full") == numerics.close(_log(tmp_path / "resumed")[-8:], depth=numerics.trained(8, numerics.TINY_MODEL))
     a = load_file(tmp_path / "full" / "model.safetensors")
     b = load_file(tmp_path / "resumed" / "model.safetensors")
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=0)
+    numerics.assert_close(numerics.flat(a), numerics.flat(b), depth=numerics.trained(8, numerics.TINY_MODEL))
 
 
 @pytest.mark.distributed
@@ -104,10 +104,9 @@ def test_two_processes_give_the_one_process_loss(corpus, tiny_bert, tmp_path):
     assert proc.returncode == 0, launch_failure(proc)
     assert json.loads((tmp_path / "two" / "manifest.json").read_text())["processes"] == 2
     one, two = _log(tmp_path / "one"), _log(tmp_path / "two")
-    assert len(two) == 6 and two == pytest.approx(one, abs=1e-4)
+    assert len(two) == 6 and two == numerics.close(one, depth=numerics.trained(6, numerics.TINY_MODEL))
     a, b = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], atol=1e-4, rtol=0)
+    numerics.assert_close(numerics.flat(a), numerics.flat(b), depth=numerics.trained(6, numerics.TINY_MODEL))
 
 
 def test_bad_input_is_one_error_line(corpus, tiny_bert, tmp_path, capsys):

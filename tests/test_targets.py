@@ -1,3 +1,4 @@
+# numerics: differences of hand-made accuracies from the paper's numbers, in Python floats
 """`pgra report --compare`: the published numbers beside each cell of a hand-made grid."""
 
 from __future__ import annotations
