@@ -12,7 +12,8 @@ input with weight zero, so 4 inputs train on 8 processes), each part's loss weig
 target tokens: the gradient and the logged loss are the single process's token mean. Resumable:
 every ``save_every`` steps the full state (weights as safetensors, optimizer, scheduler, RNG) is saved with
 ``trainer_state.json``; a re-run continues from the latest checkpoint, skipping the batches already seen, and
-reaches the same weights as an uninterrupted run (each batch's dropout is drawn from its own seed). A finished run
+reaches the same weights as an uninterrupted run on the same machine, byte for byte (each batch's dropout is
+drawn from its own seed). A finished run
 keeps ``best/``, its predictions, metrics and training log; its checkpoints are deleted unless
 ``keep_resume_state`` (a re-run of a finished run then trains again).
 """

@@ -11,7 +11,8 @@ Layout of ``out``: the trained encoder as a plain Hugging Face folder (``pgra bu
 ``metrics.json`` (alignment / uniformity before and after), ``train_log.jsonl``, ``manifest.json`` (written
 last) and ``.simcse/`` (the corpus store and resumable checkpoints; the dot keeps it out of the encoder's
 fingerprint). Resume: a re-run continues from the latest checkpoint (weights, MLP head, optimizer, scheduler,
-RNG states, data position; dropout is seeded per step) and reaches the same weights as an uninterrupted run.
+RNG states, data position; dropout is seeded per step) and reaches the same weights as an uninterrupted run on
+the same machine.
 """
 
 from __future__ import annotations
