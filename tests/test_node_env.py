@@ -210,6 +210,37 @@ def test_a_rank_releases_gpu_memory_before_it_starts_a_cell_s_child(tmp_path, mo
     assert started == [(["gc", "empty_cache"], "1")]  # released first; the child sees GPU LOCAL_RANK % 2
 
 
+KILLED_CELL = """
+import os, signal, sys
+from pgra.lock import output_lock
+
+with output_lock(sys.argv[1], "pgra.reader.train.train"):
+    os.kill(os.getpid(), signal.SIGKILL)  # the OOM killer takes the cell's process alone
+"""
+
+
+def test_a_cell_child_killed_alone_has_its_lock_released_by_its_rank(tmp_path, monkeypatch, capsys, no_cuda):
+    """Issue 68 item 6: a cell's child killed by SIGKILL leaves its `.pgra-lock` fresh (another host would find
+    the cell busy until the lock's heartbeat is stale_after old). The rank that saw it die releases it."""
+    from pgra.lock import LOCK_FILE
+
+    monkeypatch.setattr(workers, "experiment_payload", lambda exp: {})
+    cell = CellPlan("t", "fid", 1, tmp_path / "out" / "t" / "fid" / "seed-1", "k", "todo")
+    real_run = subprocess.run
+
+    def run(cmd, env):
+        done = real_run([sys.executable, "-c", KILLED_CELL, str(cell.directory)], env=env)
+        assert (cell.directory / LOCK_FILE).exists()  # the child's lock, left behind
+        return done
+
+    monkeypatch.setattr(workers.subprocess, "run", run)
+    assert _grid(tmp_path, world_size=2)._run_alone(cell) is True
+    assert not (cell.directory / LOCK_FILE).exists()
+    err = capsys.readouterr().err
+    assert f"released {cell.directory / LOCK_FILE}" in err
+    assert "killed by SIGKILL" in (cell.directory / "error.log").read_text()
+
+
 # ----- item 12: a GPU expected, none seen -----
 @pytest.mark.parametrize(("env", "smi", "expected"), [
     ({"CUDA_VISIBLE_DEVICES": "0,1"}, False, True),

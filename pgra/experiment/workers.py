@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,7 @@ from ..config import to_dict
 from ..device import CORE_SHARERS_ENV, THREADS_ENV, launcher_threads, local_device_index, ranks_per_node
 from ..distributed import DistContext, gather_objects, main_computes
 from ..errors import PgraError
+from ..lock import release_dead_writers
 from ..methods import get_method
 from .cell import report_failure, say
 from .claims import CHILD_MODULE, WORKER_ENV, is_claimed, try_claim
@@ -203,6 +205,18 @@ def cost_order(cells: list[CellPlan], out: Path, experiment: Any = None,
         return (-int(get_method(cell.method).trained), -(sum(seconds) / len(seconds) if seconds else 0.0), i)
 
     return [c for _, c in sorted(enumerate(cells), key=cost)]
+
+
+def ended(code: int) -> str:
+    """How a child process ended, from its exit code (negative: the signal that killed it)."""
+    if code >= 0:
+        return f"ended with exit code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    oom = " (the kernel's OOM killer sends it when the node runs out of memory)" if name == "SIGKILL" else ""
+    return f"was killed by {name}{oom}"
 
 
 class GridRun:
@@ -420,11 +434,14 @@ class GridRun:
                 return True
             code = subprocess.run([sys.executable, "-m", CHILD_MODULE, "cell", str(spec)],
                                   env=env).returncode
+            if code != 0 and cell.directory.is_dir():  # while the claim is held: a child killed alone (the OOM
+                for path in release_dead_writers(cell.directory):  # killer) left its output lock fresh
+                    print(f"[{now.label}] released {path}, the lock its process left", file=sys.stderr, flush=True)
         if code != 0:
             log = cell.directory / "error.log"
             if not self._failed_lately(cell):  # killed before it could say why
                 cell.directory.mkdir(parents=True, exist_ok=True)
-                write_text(log, f"the cell's process ended with exit code {code}\n")
+                write_text(log, f"the cell's process {ended(code)}\n")
             print(f"[{now.label}] failed (see {log})", file=sys.stderr, flush=True)
             self.failed.append(cell)
         return True
