@@ -23,15 +23,38 @@ def resolve_device(device: str | None = None) -> torch.device:
     return torch.device(device)
 
 
-def local_device_index(count: int | None = None) -> int:
-    """This process's GPU among the ``count`` it sees (default: all of them): ``LOCAL_RANK`` (else ``RANK``, else
-    0) modulo ``count``. The one choice of every rank (:func:`pgra.distributed.init_distributed`), stage and cell: under ``srun
-    --gpus-per-task=1`` each rank sees one GPU (its device 0, whatever its ``LOCAL_RANK``), and ranks beyond the
-    GPUs a node shows share them round-robin."""
+def launch_rank(env: Mapping[str, str] | None = None) -> int | None:
+    """This process's rank as its launcher numbers it, for choosing its GPU: ``LOCAL_RANK``, else ``RANK``
+    (mpirun-style ranks); None when launched as neither."""
+    env = os.environ if env is None else env
+    for name in ("LOCAL_RANK", "RANK"):
+        value = env.get(name, "").strip()
+        if value.isascii() and value.isdigit():
+            return int(value)
+    return None
+
+
+def local_device_index(count: int | None = None, env: Mapping[str, str] | None = None) -> int:
+    """This process's GPU among the ``count`` it sees (default: all of them): :func:`launch_rank` (else 0) modulo
+    ``count``. The one choice of every rank (:func:`pgra.distributed.init_distributed`), stage, faiss index
+    (:func:`pgra.retrieval.dense.faiss_gpus`) and cell: under ``srun --gpus-per-task=1`` each rank sees one GPU
+    (its device 0, whatever its ``LOCAL_RANK``), and ranks beyond the GPUs a node shows share them round-robin."""
     count = torch.cuda.device_count() if count is None else count
     if count < 1:
         raise ValueError("no GPU visible to choose from")
-    return int(os.environ.get("LOCAL_RANK") or os.environ.get("RANK") or 0) % count
+    return (launch_rank(env) or 0) % count
+
+
+def one_gpu_each(env: Mapping[str, str] | None = None) -> bool:
+    """Whether this process is one of several ranks, each on its own GPU (:func:`local_device_index`): launched as
+    a rank (:func:`launch_rank`) with more than one process on the node or in the job (``LOCAL_WORLD_SIZE``, else
+    ``WORLD_SIZE``, when given). A lone process may use every GPU it sees (a faiss index sharded over them)."""
+    env = os.environ if env is None else env
+    if launch_rank(env) is None:
+        return False
+    ranks = ranks_per_node(env)
+    world = env.get("WORLD_SIZE", "").strip()
+    return ranks != 1 if ranks is not None else world != "1"
 
 
 def ranks_per_node(env: Mapping[str, str] | None = None) -> int | None:
@@ -136,11 +159,26 @@ def launcher_threads(env: Mapping[str, str] | None = None,
     return max(1, node_cores() // (ranks_per_node(env) or 1))
 
 
+def shared_threads(sharers: int | None, env: Mapping[str, str] | None = None) -> int | None:
+    """The intra-op threads of each of ``sharers`` processes computing side by side on this node's cores (the
+    workers of ``--launcher local``, the jobs of Slurm's local cluster, a rank's cell children): ``cores //
+    sharers`` (at least 1), or None (the environment's kept) when ``OMP_NUM_THREADS`` is set or one process has
+    the node. Without it every worker's torch, faiss and BLAS would take all the cores."""
+    env = os.environ if env is None else env
+    if not sharers or sharers <= 1 or env.get(THREADS_ENV, "").strip():
+        return None
+    return max(1, node_cores() // sharers)
+
+
 def apply_launcher_threads() -> int | None:
-    """Give this rank :func:`launcher_threads` threads (torch's intra-op pool, faiss's OpenMP pool when loaded,
-    and ``OMP_NUM_THREADS`` for the libraries and child processes that start later); the count, or None when
-    nothing changed."""
-    threads = launcher_threads()
+    """Give this rank :func:`launcher_threads` threads (:func:`apply_threads`); the count, or None when nothing
+    changed."""
+    return apply_threads(launcher_threads())
+
+
+def apply_threads(threads: int | None) -> int | None:
+    """Give this process ``threads`` threads (torch's intra-op pool, faiss's OpenMP pool when loaded, and
+    ``OMP_NUM_THREADS`` for the libraries and child processes that start later); None: nothing changed."""
     if threads is None:
         return None
     os.environ[THREADS_ENV] = str(threads)

@@ -334,9 +334,38 @@ def test_a_cell_child_s_cost_record_counts_the_cores_it_shared(monkeypatch, no_c
     monkeypatch.setattr("pgra.verbosity.configure_child_output", lambda: None)
     monkeypatch.setenv(launch.WORKER_ENV, "test")  # run_worker sets both: restored after the test
     monkeypatch.setenv(pgra_device.CORE_SHARERS_ENV, "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # (the user's: kept, so this process's threads stay)
     assert launch.run_worker({}, "slurm-0", 3) == 0 and seen == ["3"]
     assert pgra_device.core_sharers({"LOCAL_WORLD_SIZE": "3", pgra_device.CORE_SHARERS_ENV: "8"}) == 3
     assert pgra_device.core_sharers({pgra_device.CORE_SHARERS_ENV: "0"}) == 1
+
+
+def test_local_workers_each_get_their_share_of_the_cores(monkeypatch, no_cuda):
+    """Issue 68 item 7: `--launcher local --workers W` gave every worker all the node's cores (torch, faiss and
+    BLAS each starting a thread per core): each gets cores // W threads, unless OMP_NUM_THREADS was set; so does a
+    job of Slurm's local cluster, which shares this machine with the other workers."""
+    from pgra.experiment import launch
+
+    monkeypatch.setattr(pgra_device, "node_cores", lambda: 16)
+    for k in ("OMP_NUM_THREADS", "LOCAL_WORLD_SIZE", *pgra_device.ACCELERATE_MARKS):
+        monkeypatch.delenv(k, raising=False)
+    assert {e["OMP_NUM_THREADS"] for e in launch.local_workers(4, 1)[0]} == {"4"}
+    assert {e["OMP_NUM_THREADS"] for e in launch.local_workers(32, 1)[0]} == {"1"}
+    assert "OMP_NUM_THREADS" not in launch.local_workers(1, 1)[0][0]  # one worker: the node's
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert {e["OMP_NUM_THREADS"] for e in launch.local_workers(4, 1)[0]} == {"2"}  # the user's, kept
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    applied: list[int] = []
+    monkeypatch.setattr(pgra_device.torch, "set_num_threads", applied.append)
+    monkeypatch.delitem(sys.modules, "faiss", raising=False)
+    monkeypatch.setattr(launch, "experiment_from_payload", lambda payload: SimpleNamespace(run=lambda: []))
+    monkeypatch.setattr("pgra.verbosity.configure_child_output", lambda: None)
+    monkeypatch.setenv(launch.WORKER_ENV, "test")
+    monkeypatch.setenv(pgra_device.CORE_SHARERS_ENV, "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "")  # (restored after the test)
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert launch.run_worker({}, "slurm-0", 4) == 0
+    assert applied == [4] and os.environ["OMP_NUM_THREADS"] == "4"
 
 
 def test_a_rank_applies_its_threads_once(monkeypatch):

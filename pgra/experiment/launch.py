@@ -25,7 +25,7 @@ from typing import Any
 
 from ..artifacts import claim_output
 from ..config import from_dict
-from ..device import CORE_SHARERS_ENV
+from ..device import CORE_SHARERS_ENV, apply_threads, shared_threads
 from ..distributed import DistContext
 from ..errors import InputError, PgraError
 from ..lock import is_main_launch
@@ -187,12 +187,14 @@ def _slurm(payload: dict, cfg) -> list[int] | None:
 def run_worker(payload: dict, name: str, sharers: int | None = None) -> int:
     """One worker: the grid of ``payload`` (:func:`pgra.experiment.workers.experiment_payload`) as one job; 1 when
     a cell it ran failed. ``sharers``: the workers computing on this machine's cores beside it (Slurm's ``local``
-    cluster), which its cost records count (:data:`pgra.device.CORE_SHARERS_ENV`)."""
+    cluster), which its cost records count (:data:`pgra.device.CORE_SHARERS_ENV`) and whose cores it shares
+    (:func:`pgra.device.shared_threads`)."""
     from ..verbosity import configure_child_output
 
     configure_child_output()  # a worker process (local or Slurm) is as quiet as the command that launched it
     os.environ[WORKER_ENV] = name
     if sharers:
+        apply_threads(shared_threads(sharers))  # its share of the cores, not all of them
         os.environ[CORE_SHARERS_ENV] = str(sharers)
     return 1 if experiment_from_payload(payload).run() else 0
 

@@ -30,7 +30,14 @@ from typing import Any
 
 from ..artifacts import read_json, write_text
 from ..config import to_dict
-from ..device import CORE_SHARERS_ENV, THREADS_ENV, launcher_threads, local_device_index, ranks_per_node
+from ..device import (
+    CORE_SHARERS_ENV,
+    THREADS_ENV,
+    launcher_threads,
+    local_device_index,
+    ranks_per_node,
+    shared_threads,
+)
 from ..distributed import DistContext, gather_objects, main_computes
 from ..errors import PgraError
 from ..lock import release_dead_writers
@@ -66,10 +73,12 @@ def single_process_env(device: int | None = None, worker: str = "", sharers: int
     """This process's environment without the launch's variables (:func:`launcher_variable`); ``device``: the one
     visible GPU (an index into the GPUs visible now, modulo their count). Under a launcher that left its default of
     one thread a rank (:func:`pgra.device.launcher_threads`), ``OMP_NUM_THREADS`` is this node's cores over its
-    ranks, as the rank itself was given. ``sharers`` (default: this launch's ranks on the node) is kept for the
-    child as :data:`pgra.device.CORE_SHARERS_ENV`, so that its cost records say what share of the cores it had."""
-    threads = launcher_threads()
+    ranks, as the rank itself was given; where it is unset, the cores over ``sharers``
+    (:func:`pgra.device.shared_threads`: each of ``--launcher local``'s workers its share, not all the cores).
+    ``sharers`` (default: this launch's ranks on the node) is kept for the child as
+    :data:`pgra.device.CORE_SHARERS_ENV`, so that its cost records say what share of the cores it had."""
     sharers = sharers or ranks_per_node()
+    threads = launcher_threads() or shared_threads(sharers)
     env = {k: v for k, v in os.environ.items() if not launcher_variable(k)}
     if threads is not None:
         env[THREADS_ENV] = str(threads)
