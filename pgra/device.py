@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Mapping
 
@@ -110,6 +111,44 @@ def warn_if_cuda_missing() -> bool:
     print(f"warning: {reason} but torch {torch.__version__} sees no GPU ({build}); running on the CPU in fp32",
           file=sys.stderr, flush=True)
     return True
+
+
+# ----- a GPU's compute mode -----
+EXCLUSIVE_PROCESS = "Exclusive_Process"  # nvidia-smi's name: one process (one CUDA context) at a time on the GPU
+
+
+def gpu_compute_mode(device: str) -> str | None:
+    """The compute mode of the GPU ``device`` (an index or a UUID, as ``CUDA_VISIBLE_DEVICES`` names it) as
+    ``nvidia-smi --query-gpu=index,uuid,compute_mode`` says (``Default``, ``Exclusive_Process``, ``Prohibited``);
+    None when unknown (no nvidia-smi, it failed, or the GPU is not listed: a MIG instance)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run([smi, "--query-gpu=index,uuid,compute_mode", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    for line in done.stdout.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 3 and device.strip() in fields[:2]:
+            return fields[2]
+    return None
+
+
+def exclusive_gpu_problem(devices: list[str], processes: int, what: str) -> str | None:
+    """Why ``processes`` processes a GPU cannot run on ``devices`` (their names, as ``CUDA_VISIBLE_DEVICES`` gives
+    them): the first in ``EXCLUSIVE_PROCESS`` compute mode (one CUDA context at a time) when more than one process
+    needs it; None when they can (or the mode is unknown). ``what``: which processes, in the message."""
+    if processes <= 1:
+        return None
+    for device in devices:
+        if gpu_compute_mode(device) == EXCLUSIVE_PROCESS:
+            return (f"GPU {device} is in EXCLUSIVE_PROCESS compute mode (nvidia-smi), which lets one process at a "
+                    f"time use it, and {what}")
+    return None
 
 
 # ----- CPU threads per rank -----

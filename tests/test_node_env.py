@@ -720,3 +720,71 @@ def test_the_local_launcher_s_workers_run_with_the_sharing_it_counted(tmp_path, 
     values = seen["payload"]["config"]["values"]
     assert values["cells_per_gpu"] == 2 and values["launcher"] == "none"
     assert [e["CUDA_VISIBLE_DEVICES"] for e in seen["envs"]] == ["0", "0"]
+
+
+# ----- issue 68 item 3: exclusive-process GPUs -----
+SMI = "0, GPU-0a1b, Exclusive_Process\n1, GPU-2c3d, Default\n"
+
+
+def _smi(monkeypatch, gpus: int = 2, output: str = SMI) -> list[list[str]]:
+    """Two GPUs as torch and a mocked `nvidia-smi --query-gpu=index,uuid,compute_mode` see them."""
+    asked: list[list[str]] = []
+
+    def run(cmd, **kwargs):
+        asked.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, output, "")
+
+    monkeypatch.setattr(pgra_device.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(pgra_device.subprocess, "run", run)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return asked
+
+
+def test_the_compute_mode_of_a_gpu_by_index_or_uuid(monkeypatch):
+    asked = _smi(monkeypatch)
+    assert pgra_device.gpu_compute_mode("0") == "Exclusive_Process"
+    assert pgra_device.gpu_compute_mode("GPU-2c3d") == "Default"
+    assert pgra_device.gpu_compute_mode("MIG-77") is None
+    assert "--query-gpu=index,uuid,compute_mode" in asked[0]
+    monkeypatch.setattr(pgra_device.shutil, "which", lambda name: None)
+    assert pgra_device.gpu_compute_mode("0") is None  # no nvidia-smi: unknown, nothing refused
+
+
+def test_cells_mode_on_an_exclusive_process_gpu_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    """Under parallel: cells the rank holds a CUDA context on its GPU, so its cell's child process could not create
+    one where the GPU lets one process at a time use it: refused with one line naming parallel, before the index
+    is built (a rank on a Default GPU, or a DDP job with a GPU each, runs)."""
+    from pgra.errors import InputError
+
+    _smi(monkeypatch)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    grid = _grid(tmp_path, world_size=2)
+    grid.index = lambda: pytest.fail("the index was built")
+    with pytest.raises(InputError, match=r"field 'parallel': GPU 0 is in EXCLUSIVE_PROCESS compute mode .* "
+                                         r"parallel: ddp"):
+        workers.run_pooled([grid])
+    workers.check_gpu_sharing(_grid(tmp_path, world_size=2, parallel="ddp"))  # a GPU each: one process on it
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    workers.check_gpu_sharing(grid)  # GPU 1: Default
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    with pytest.raises(InputError, match="2 ranks of this launch share it"):
+        workers.check_gpu_sharing(_grid(tmp_path, world_size=4, parallel="ddp"))
+
+
+def test_local_workers_sharing_an_exclusive_process_gpu_are_one_error_line(tmp_path, monkeypatch, capsys):
+    from pgra.experiment import launch
+    from tests.conftest import one_error_line, write_corpus, write_sky_task
+
+    _smi(monkeypatch)
+    launch.check_local_gpus(2)  # one worker a GPU: each alone on it
+    write_sky_task(tmp_path)
+    write_corpus(tmp_path)
+    line = one_error_line(["experiment", "--out", str(tmp_path / "exp"), f"tasks={tmp_path / 'sky.yaml'}",
+                           f"index.corpus={tmp_path / 'corpus.txt'}", f"index.out={tmp_path / 'index'}",
+                           "index.retriever=bm25", "--launcher", "local", "--workers", "3"], capsys)
+    assert "field 'workers'" in line and "GPU 0 is in EXCLUSIVE_PROCESS" in line and "at most 2 worker(s)" in line
+    assert not (tmp_path / "exp").exists()

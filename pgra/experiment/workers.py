@@ -33,13 +33,14 @@ from ..config import to_dict
 from ..device import (
     CORE_SHARERS_ENV,
     THREADS_ENV,
+    exclusive_gpu_problem,
     launcher_threads,
     local_device_index,
     ranks_per_node,
     shared_threads,
 )
 from ..distributed import DistContext, gather_objects, main_computes
-from ..errors import PgraError
+from ..errors import InputError, PgraError
 from ..lock import release_dead_writers
 from ..methods import get_method
 from .cell import report_failure, say
@@ -525,6 +526,27 @@ class GridRun:
             say(self.ctx, message)
 
 
+def check_gpu_sharing(grid: GridRun) -> None:
+    """Refuse (an InputError naming ``parallel``, before anything runs) a multi-rank job whose GPU is in
+    ``EXCLUSIVE_PROCESS`` compute mode (:func:`pgra.device.exclusive_gpu_problem`) where more than one process
+    needs it: under ``parallel: cells`` the rank holds a CUDA context on its GPU (its process group, its stages),
+    so the child process of each of its cells could not create one; ranks beyond the GPUs share them too."""
+    if grid.ctx.world_size == 1:
+        return
+    devices = visible_devices()
+    if not devices:
+        return
+    ranks = cells_sharing_a_gpu(1, ranks_per_node(), len(devices))
+    processes = ranks * (2 if grid.cells_mode else 1)
+    what = ("under parallel: cells a rank holds a CUDA context there while its cells' child processes need one of "
+            "their own") if grid.cells_mode else f"{ranks} ranks of this launch share it"
+    problem = exclusive_gpu_problem([devices[local_device_index(len(devices))]], processes, what)
+    if problem is not None:
+        raise InputError(f"{problem}: run with parallel: ddp and one rank per GPU, or one process per GPU without "
+                         "torchrun (--launcher local or slurm, a Slurm array), or ask for the GPUs in the Default "
+                         "compute mode (nvidia-smi -c DEFAULT, or your cluster's option for it)", field="parallel")
+
+
 def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
     """Run several grids as one job (every rank calls it with the same grids, in the same order): each grid's index
     and stages in turn, all ranks together, then the cells of all of them as one pool, so that under ``parallel:
@@ -534,6 +556,7 @@ def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
         return []
     first = grids[0]
     ctx, cfg = first.ctx, first.cfg
+    check_gpu_sharing(first)
     try:
         for g in grids:
             g.index()
@@ -636,5 +659,6 @@ def part_registries() -> dict[str, Any]:
 
 
 __all__ = ["DIST_ENV", "GIB", "LAUNCHER_ENV_PREFIXES", "WATCH", "GridRun", "cell_gpu_need", "cells_sharing_a_gpu",
+           "check_gpu_sharing", "ended",
            "cost_order", "experiment_payload", "launcher_variable", "part_registries", "leave_held_cells", "release_gpu_memory",
            "run_pooled", "single_process_env", "visible_devices", "wait_for_gpu_memory"]
