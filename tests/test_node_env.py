@@ -788,3 +788,22 @@ def test_local_workers_sharing_an_exclusive_process_gpu_are_one_error_line(tmp_p
                            "index.retriever=bm25", "--launcher", "local", "--workers", "3"], capsys)
     assert "field 'workers'" in line and "GPU 0 is in EXCLUSIVE_PROCESS" in line and "at most 2 worker(s)" in line
     assert not (tmp_path / "exp").exists()
+
+
+@pytest.mark.parametrize("skew", [3600.0, -3600.0])
+def test_a_cell_failed_lately_is_judged_on_the_file_system_s_clock(skew, tmp_path, monkeypatch):
+    """Issue 68 item 5: whether a cell failed since this job started compares its error.log's mtime (the file
+    system's clock) with the job's start: read on that clock too, a host an hour ahead does not retry a cell that
+    just failed, and one an hour behind retries a cell that failed before it started."""
+    (tmp_path / "out").mkdir()
+    cell = CellPlan("t", "fid", 1, tmp_path / "out" / "t" / "fid" / "seed-1", "k", "todo")
+    cell.directory.mkdir(parents=True)
+    (cell.directory / "error.log").write_text("failed before this job started\n")
+    before = time.time() - 60
+    os.utime(cell.directory / "error.log", (before, before))
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + skew)
+    grid = _grid(tmp_path)
+    assert not grid._failed_lately(cell)
+    (cell.directory / "error.log").write_text("failed now\n")
+    assert grid._failed_lately(cell)

@@ -41,7 +41,7 @@ from ..device import (
 )
 from ..distributed import DistContext, gather_objects, main_computes
 from ..errors import InputError, PgraError
-from ..lock import release_dead_writers
+from ..lock import fs_now, release_dead_writers
 from ..methods import get_method
 from .cell import report_failure, say
 from .claims import CHILD_MODULE, WORKER_ENV, is_claimed, try_claim
@@ -235,7 +235,7 @@ class GridRun:
     def __init__(self, experiment, ctx: DistContext) -> None:
         self.exp, self.ctx, self.cfg = experiment, ctx, experiment.cfg
         self.cells_mode = ctx.world_size > 1 and self.cfg.parallel == "cells"
-        self.started = time.time()
+        self.started = fs_now(Path(experiment.out))  # on the clock that stamps the error.log files it compares
         self.threads = torch_threads()  # what a cell's fresh child process starts with too
         self.failed: list[CellPlan] = []
         self._said: set[str] = set()
