@@ -12,7 +12,8 @@ heartbeat, recorded in the lock) and takes over another host's lock whose heartb
 (or than the timeout that lock records, if longer) (the claims of ``pgra experiment`` jobs sharing one folder,
 :mod:`pgra.experiment.claims`). The output locks a job takes under a claim (a cell's reader, a stage) beat the same
 way (:func:`beating_outputs`), so once a dead job's claim is taken over from another host, its output lock there is
-too. A lock records the Slurm job (``SLURM_JOB_ID``, ``_ARRAY_TASK_ID``) when there is one. :func:`holder` judges a
+too (waited for until it is stale where it beat after the claim did: they beat on separate threads). A parent
+whose child process died alone releases the locks it left (:func:`release_dead_writers`). A lock records the Slurm job (``SLURM_JOB_ID``, ``_ARRAY_TASK_ID``) when there is one. :func:`holder` judges a
 lock without taking it.
 
 Every lock file is checked when read, in one place (:func:`validate`: at most :data:`MAX_LOCK_BYTES`, a JSON
