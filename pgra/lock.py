@@ -13,8 +13,8 @@ heartbeat, recorded in the lock) and takes over another host's lock whose heartb
 :mod:`pgra.experiment.claims`). The output locks a job takes under a claim (a cell's reader, a stage) beat the same
 way (:func:`beating_outputs`), so once a dead job's claim is taken over from another host, its output lock there is
 too (waited for until it is stale where it beat after the claim did: they beat on separate threads). A parent
-whose child process died alone releases the locks it left (:func:`release_dead_writers`). A lock records the Slurm job (``SLURM_JOB_ID``, ``_ARRAY_TASK_ID``) when there is one. :func:`holder` judges a
-lock without taking it.
+whose child process died alone releases the locks it left (:func:`release_dead_writers`). A lock records the Slurm
+job (``SLURM_JOB_ID``, ``_ARRAY_TASK_ID``) when there is one. :func:`holder` judges a lock without taking it.
 
 Every lock file is checked when read, in one place (:func:`validate`: at most :data:`MAX_LOCK_BYTES`, a JSON
 object, a pid within 1 .. 2^31-1, a host and command that are strings, a finite start time ...). An empty,
@@ -437,6 +437,8 @@ def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | N
             return f"the lock of {_describe(info)}, whose heartbeat stopped {seen.age:.0f} s ago"
         if seen.age < -limit:
             return f"the lock of {_describe(info)}, touched {_ahead(seen.age)}"
+        if "stale_after" not in info:  # its holder does not beat: nothing to wait for
+            raise _busy(label, info, path, same_host=False)
         raise _Beating(_busy(label, info, path, same_host=False), limit - max(seen.age, 0.0))
     pid = info["pid"]
     alive = _alive(pid)
@@ -450,8 +452,8 @@ def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | N
 def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None,
              wait: bool = False) -> tuple[tuple[int, int], bytes] | None:
     """Take the lock file ``path`` for ``me``: the created file's (device, inode) and bytes; None when this
-    process holds it already. ``wait``: another host's lock still beating within its timeout is waited for, once,
-    until it would be stale (:func:`_wait_stale`), before it is refused."""
+    process holds it already. ``wait``: another host's lock that beats (it records its timeout), its heartbeat
+    younger than that, is waited for, once, until it would be stale (:func:`_wait_stale`), before it is refused."""
     data = json.dumps(me).encode("utf-8")
     took_over = ""
     waited = False

@@ -381,7 +381,12 @@ def test_under_a_claim_another_hosts_live_output_lock_is_kept(tmp_path, monkeypa
 
     cell = tmp_path / "exp" / "sky" / "fid" / "seed-1"
     cell.mkdir(parents=True)
-    _forge(cell / LOCK_FILE, age=5)
+    _forge(cell / LOCK_FILE, age=5)  # a command run by hand on another host: it does not beat
+    monkeypatch.setattr(lock, "_wait_stale", lambda *a: pytest.fail("waited for a lock that does not beat"))
+    with try_claim(cell, "cell", stale_after=60), pytest.raises(OutputBusyError, match="host node-17"), \
+            output_lock(cell, "pgra train"):
+        pass
+    _forge(cell / LOCK_FILE, age=5, stale_after=60.0)  # a job's, beating
     waits = []
     monkeypatch.setattr(lock, "_wait_stale", lambda label, seen, stale_in: waits.append(stale_in) or
                         os.utime(cell / LOCK_FILE))  # it beats while it is waited for
