@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Mapping
 
@@ -23,15 +24,38 @@ def resolve_device(device: str | None = None) -> torch.device:
     return torch.device(device)
 
 
-def local_device_index(count: int | None = None) -> int:
-    """This process's GPU among the ``count`` it sees (default: all of them): ``LOCAL_RANK`` (else ``RANK``, else
-    0) modulo ``count``. The one choice of every rank (:func:`pgra.distributed.init_distributed`), stage and cell: under ``srun
-    --gpus-per-task=1`` each rank sees one GPU (its device 0, whatever its ``LOCAL_RANK``), and ranks beyond the
-    GPUs a node shows share them round-robin."""
+def launch_rank(env: Mapping[str, str] | None = None) -> int | None:
+    """This process's rank as its launcher numbers it, for choosing its GPU: ``LOCAL_RANK``, else ``RANK``
+    (mpirun-style ranks); None when launched as neither."""
+    env = os.environ if env is None else env
+    for name in ("LOCAL_RANK", "RANK"):
+        value = env.get(name, "").strip()
+        if value.isascii() and value.isdigit():
+            return int(value)
+    return None
+
+
+def local_device_index(count: int | None = None, env: Mapping[str, str] | None = None) -> int:
+    """This process's GPU among the ``count`` it sees (default: all of them): :func:`launch_rank` (else 0) modulo
+    ``count``. The one choice of every rank (:func:`pgra.distributed.init_distributed`), stage, faiss index
+    (:func:`pgra.retrieval.dense.faiss_gpus`) and cell: under ``srun --gpus-per-task=1`` each rank sees one GPU
+    (its device 0, whatever its ``LOCAL_RANK``), and ranks beyond the GPUs a node shows share them round-robin."""
     count = torch.cuda.device_count() if count is None else count
     if count < 1:
         raise ValueError("no GPU visible to choose from")
-    return int(os.environ.get("LOCAL_RANK") or os.environ.get("RANK") or 0) % count
+    return (launch_rank(env) or 0) % count
+
+
+def one_gpu_each(env: Mapping[str, str] | None = None) -> bool:
+    """Whether this process is one of several ranks, each on its own GPU (:func:`local_device_index`): launched as
+    a rank (:func:`launch_rank`) with more than one process on the node or in the job (``LOCAL_WORLD_SIZE``, else
+    ``WORLD_SIZE``, when given). A lone process may use every GPU it sees (a faiss index sharded over them)."""
+    env = os.environ if env is None else env
+    if launch_rank(env) is None:
+        return False
+    ranks = ranks_per_node(env)
+    world = env.get("WORLD_SIZE", "").strip()
+    return ranks != 1 if ranks is not None else world != "1"
 
 
 def ranks_per_node(env: Mapping[str, str] | None = None) -> int | None:
@@ -89,6 +113,44 @@ def warn_if_cuda_missing() -> bool:
     return True
 
 
+# ----- a GPU's compute mode -----
+EXCLUSIVE_PROCESS = "Exclusive_Process"  # nvidia-smi's name: one process (one CUDA context) at a time on the GPU
+
+
+def gpu_compute_mode(device: str) -> str | None:
+    """The compute mode of the GPU ``device`` (an index or a UUID, as ``CUDA_VISIBLE_DEVICES`` names it) as
+    ``nvidia-smi --query-gpu=index,uuid,compute_mode`` says (``Default``, ``Exclusive_Process``, ``Prohibited``);
+    None when unknown (no nvidia-smi, it failed, or the GPU is not listed: a MIG instance)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run([smi, "--query-gpu=index,uuid,compute_mode", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    for line in done.stdout.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 3 and device.strip() in fields[:2]:
+            return fields[2]
+    return None
+
+
+def exclusive_gpu_problem(devices: list[str], processes: int, what: str) -> str | None:
+    """Why ``processes`` processes a GPU cannot run on ``devices`` (their names, as ``CUDA_VISIBLE_DEVICES`` gives
+    them): the first in ``EXCLUSIVE_PROCESS`` compute mode (one CUDA context at a time) when more than one process
+    needs it; None when they can (or the mode is unknown). ``what``: which processes, in the message."""
+    if processes <= 1:
+        return None
+    for device in devices:
+        if gpu_compute_mode(device) == EXCLUSIVE_PROCESS:
+            return (f"GPU {device} is in EXCLUSIVE_PROCESS compute mode (nvidia-smi), which lets one process at a "
+                    f"time use it, and {what}")
+    return None
+
+
 # ----- CPU threads per rank -----
 THREADS_ENV = "OMP_NUM_THREADS"
 ACCELERATE_MARKS = ("ACCELERATE_DYNAMO_BACKEND", "ACCELERATE_USE_DEEPSPEED")  # what every accelerate launch sets
@@ -136,11 +198,26 @@ def launcher_threads(env: Mapping[str, str] | None = None,
     return max(1, node_cores() // (ranks_per_node(env) or 1))
 
 
+def shared_threads(sharers: int | None, env: Mapping[str, str] | None = None) -> int | None:
+    """The intra-op threads of each of ``sharers`` processes computing side by side on this node's cores (the
+    workers of ``--launcher local``, the jobs of Slurm's local cluster, a rank's cell children): ``cores //
+    sharers`` (at least 1), or None (the environment's kept) when ``OMP_NUM_THREADS`` is set or one process has
+    the node. Without it every worker's torch, faiss and BLAS would take all the cores."""
+    env = os.environ if env is None else env
+    if not sharers or sharers <= 1 or env.get(THREADS_ENV, "").strip():
+        return None
+    return max(1, node_cores() // sharers)
+
+
 def apply_launcher_threads() -> int | None:
-    """Give this rank :func:`launcher_threads` threads (torch's intra-op pool, faiss's OpenMP pool when loaded,
-    and ``OMP_NUM_THREADS`` for the libraries and child processes that start later); the count, or None when
-    nothing changed."""
-    threads = launcher_threads()
+    """Give this rank :func:`launcher_threads` threads (:func:`apply_threads`); the count, or None when nothing
+    changed."""
+    return apply_threads(launcher_threads())
+
+
+def apply_threads(threads: int | None) -> int | None:
+    """Give this process ``threads`` threads (torch's intra-op pool, faiss's OpenMP pool when loaded, and
+    ``OMP_NUM_THREADS`` for the libraries and child processes that start later); None: nothing changed."""
     if threads is None:
         return None
     os.environ[THREADS_ENV] = str(threads)

@@ -12,8 +12,9 @@ heartbeat, recorded in the lock) and takes over another host's lock whose heartb
 (or than the timeout that lock records, if longer) (the claims of ``pgra experiment`` jobs sharing one folder,
 :mod:`pgra.experiment.claims`). The output locks a job takes under a claim (a cell's reader, a stage) beat the same
 way (:func:`beating_outputs`), so once a dead job's claim is taken over from another host, its output lock there is
-too. A lock records the Slurm job (``SLURM_JOB_ID``, ``_ARRAY_TASK_ID``) when there is one. :func:`holder` judges a
-lock without taking it.
+too (waited for until it is stale where it beat after the claim did: they beat on separate threads). A parent
+whose child process died alone releases the locks it left (:func:`release_dead_writers`). A lock records the Slurm
+job (``SLURM_JOB_ID``, ``_ARRAY_TASK_ID``) when there is one. :func:`holder` judges a lock without taking it.
 
 Every lock file is checked when read, in one place (:func:`validate`: at most :data:`MAX_LOCK_BYTES`, a JSON
 object, a pid within 1 .. 2^31-1, a host and command that are strings, a finite start time ...). An empty,
@@ -29,8 +30,12 @@ How it stays one writer when many processes start at once:
   supported, the lock falls back to ``O_CREAT | O_EXCL`` and then writing (readers cope: next point).
 - **An empty or unreadable lock is not taken for dead.** It may be a lock still being written (an older pgra,
   or the fallback above): a reader waits up to :data:`SETTLE_S` for it to be written, then refuses while it is
-  younger than :data:`GRACE_S`; only an older one is stale (its writer died while writing it). Its age comes
-  from the file's mtime (on NFS the server's clock: a client clock far ahead could judge it early).
+  younger than :data:`GRACE_S`; only an older one is stale (its writer died while writing it).
+- **Ages are read on one clock.** A lock's age is its mtime (set by the file system: on NFS, by the server's
+  clock, heartbeats included) against the mtime of a probe file touched in the same folder (:func:`fs_now`), never
+  against this host's clock, so a host whose clock is skewed judges a lock as the others do. A lock touched
+  further into the future than it would be stale in the past was not set by a heartbeat: it is taken over, saying
+  so (a forged claim touched a year ahead would otherwise hold its cell forever).
 - **A takeover removes exactly the stale lock it judged.** The reader keeps the lock file it read open (so its
   inode cannot be reused), judges it stale, takes an exclusive ``flock`` on that open file, and removes the name
   only if the name still refers to that same file, holding the same bytes. Every removal (takeover or release)
@@ -203,6 +208,34 @@ def _describe(info: dict) -> str:
             f"{started})")
 
 
+def _temp_name(path: Path) -> Path:
+    """A unique name beside ``path`` (``<name>.<pid>.<8 hex>.new``: pgra.ownership knows it as pgra's)."""
+    # not the ``.tmp`` of atomic writes: pgra.ownership drops those from a folder it claims, and another job may
+    # claim this folder while this file waits to be linked
+    return path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+
+
+def fs_now(folder: Path) -> float:
+    """Now, on the clock of the file system holding ``folder``: the mtime of a probe file created there and touched
+    as a heartbeat touches a lock (NFS sets both by the server's clock), then removed. A lock's age is judged on
+    this clock, so a host whose own clock is skewed judges it as every other host does. This host's clock where
+    the folder cannot be written (a read-only shared folder)."""
+    probe = _temp_name(folder / LOCK_FILE)
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except OSError:
+        return time.time()
+    try:
+        os.close(fd)
+        os.utime(probe)
+        return os.stat(probe).st_mtime
+    except OSError:
+        return time.time()
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+
+
 @dataclasses.dataclass
 class _Seen:
     """A lock file as read, kept open while it is judged (so that its inode cannot be reused meanwhile)."""
@@ -210,8 +243,15 @@ class _Seen:
     fd: int
     data: bytes  # (its first MAX_LOCK_BYTES + 1 bytes)
     info: dict | None  # None: empty, or not a lock pgra could have written (:func:`validate`)
-    age: float  # seconds since it was written
+    mtime: float  # when it was written or last beat (the file system's clock)
+    path: Path
     problem: str = ""  # why ``info`` is None (empty for an empty file)
+
+    @functools.cached_property
+    def age(self) -> float:
+        """Seconds since it was written or last beat, on the file system's clock (:func:`fs_now`); negative for a
+        file touched into the future. Read only where a judgement needs it (a probe file is written)."""
+        return fs_now(self.path.parent) - self.mtime
 
     def close(self) -> None:
         os.close(self.fd)
@@ -250,12 +290,11 @@ def _open(path: Path, writable: bool = True) -> _Seen | None:
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
         data = _read_fd(fd)
-        age = time.time() - st.st_mtime
     except OSError:
         os.close(fd)
         raise
     info, problem = validate(data)
-    return _Seen(fd, data, info, age, problem)
+    return _Seen(fd, data, info, st.st_mtime, path, problem)
 
 
 def _settled(path: Path) -> _Seen | None:
@@ -273,9 +312,7 @@ def _settled(path: Path) -> _Seen | None:
 def _create(path: Path, data: bytes) -> tuple[int, int] | None:
     """Create ``path`` holding ``data``, atomically: written whole to a unique temp file that is then hard-linked
     to ``path``. The new file's (device, inode); None when ``path`` exists."""
-    # not the ``.tmp`` of atomic writes: pgra.ownership drops those from a folder it claims, and another job may
-    # claim this folder while this file waits to be linked
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+    tmp = _temp_name(path)
     fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
     try:
         try:
@@ -347,6 +384,20 @@ def _busy(label: str, info: dict, path: Path, same_host: bool) -> OutputBusyErro
                            "folder")
 
 
+class _Beating(OutputBusyError):
+    """Another host's lock whose heartbeat is younger than its timeout: ``stale_in`` seconds before it is stale."""
+
+    def __init__(self, busy: OutputBusyError, stale_in: float) -> None:
+        super().__init__(str(busy))
+        self.stale_in = stale_in
+
+
+def _ahead(age: float) -> str:
+    """Where a lock file's mtime lies ``-age`` seconds in the future (said when it is taken over)."""
+    return (f"{-age:.0f} s in the future of the file system's clock (no heartbeat sets that: touched by hand or by "
+            "a host whose clock is wrong; taken as foreign)")
+
+
 def _heartbeat_timeout(info: dict, stale_after: float | None) -> float | None:
     """After how long without a heartbeat another host's lock ``info`` is dead: the longer of the caller's
     ``stale_after`` and the one the lock records (its holder beats every quarter of it); None: never."""
@@ -359,12 +410,16 @@ def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | N
     may be alive: a live process on this host, a process on another host (any, or with a heartbeat timeout, the
     caller's ``stale_after`` or the lock's own, one whose heartbeat is younger than that), or a fresh empty,
     unreadable or invalid lock (:func:`validate`; once :data:`GRACE_S` old it is stale: no pgra process writes
-    one, and a lock being created is never seen half-written)."""
+    one, and a lock being created is never seen half-written). Ages are on the file system's clock
+    (:func:`fs_now`); a lock touched further into the future than it would be stale in the past (another host's
+    with a heartbeat timeout; an empty or invalid one by :data:`GRACE_S`) is foreign: no heartbeat sets that."""
     info = seen.info
     if info is None:
         what = "empty" if not seen.data.strip() else \
             "unreadable" if seen.problem.startswith(("not JSON", "not a JSON", "larger")) else "invalid"
         detail = f"{what} ({seen.problem})" if seen.problem else what
+        if seen.age < -GRACE_S:
+            return f"an {detail} lock file touched {_ahead(seen.age)}"
         if seen.age < GRACE_S and what == "invalid":
             raise OutputBusyError(f"{label}: its lock {path} is {detail}, written {seen.age:.0f} s ago; delete it "
                                   f"if no process writes there (one like it is taken over once {GRACE_S:.0f} s old)")
@@ -376,9 +431,15 @@ def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | N
         return f"an {detail} lock file written {seen.age / 60:.0f} min ago ({why})"
     if info["host"] != me["host"]:
         limit = _heartbeat_timeout(info, stale_after)
-        if limit is not None and seen.age > limit:
+        if limit is None:
+            raise _busy(label, info, path, same_host=False)
+        if seen.age > limit:
             return f"the lock of {_describe(info)}, whose heartbeat stopped {seen.age:.0f} s ago"
-        raise _busy(label, info, path, same_host=False)
+        if seen.age < -limit:
+            return f"the lock of {_describe(info)}, touched {_ahead(seen.age)}"
+        if "stale_after" not in info:  # its holder does not beat: nothing to wait for
+            raise _busy(label, info, path, same_host=False)
+        raise _Beating(_busy(label, info, path, same_host=False), limit - max(seen.age, 0.0))
     pid = info["pid"]
     alive = _alive(pid)
     if alive and not _reused_pid(info):
@@ -388,12 +449,17 @@ def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | N
     return f"the lock of {_describe(info)}, {why}"
 
 
-def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None) -> tuple[tuple[int, int], bytes] | None:
+def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None,
+             wait: bool = False) -> tuple[tuple[int, int], bytes] | None:
     """Take the lock file ``path`` for ``me``: the created file's (device, inode) and bytes; None when this
-    process holds it already."""
+    process holds it already. ``wait``: another host's lock that beats (it records its timeout), its heartbeat
+    younger than that, is waited for, once, until it would be stale (:func:`_wait_stale`), before it is refused."""
     data = json.dumps(me).encode("utf-8")
     took_over = ""
-    for _ in range(_ATTEMPTS):
+    waited = False
+    attempts = 0
+    while attempts < _ATTEMPTS:
+        attempts += 1
         ident = _create(path, data)
         if ident is not None:
             if took_over:
@@ -409,12 +475,30 @@ def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None)
         try:
             if _is_mine(seen.info, me):
                 return None
-            reason = _judge(seen, me, path, label, stale_after)
+            try:
+                reason = _judge(seen, me, path, label, stale_after)
+            except _Beating as busy:
+                if not wait or waited:
+                    raise
+                waited = True
+                attempts -= 1
+                _wait_stale(label, seen, busy.stale_in)
+                continue
             if _remove_if_unchanged(path, seen):
                 took_over = reason
         finally:
             seen.close()
     raise OutputBusyError(f"{label}: could not take the lock {path} (other processes keep taking it)")
+
+
+def _wait_stale(label: str, seen: _Seen, stale_in: float) -> None:
+    """Wait ``stale_in`` seconds (and a little more) for another host's lock to be stale: under a claim taken over
+    from a dead job, the job's output lock beat on a thread of its own and may have beaten up to a quarter of the
+    timeout after its claim did (said in one line). A live holder beats meanwhile and is refused after it."""
+    print(f"{label}: its lock is held by {_describe(seen.info or {})}, whose heartbeat is "
+          f"{max(seen.age, 0.0):.0f} s old; waiting {stale_in:.0f} s to see whether it stopped (the claim on this "
+          "folder was free: its job died, or it writes here without a claim)", file=sys.stderr, flush=True)
+    time.sleep(stale_in + min(1.0, stale_in / 4 + 0.1))
 
 
 def _is_mine(info: dict | None, me: dict) -> bool:
@@ -436,16 +520,17 @@ def _me(command: str = "", stale_after: float | None = None, extra: dict | None 
 
 @contextlib.contextmanager
 def hold_lock(path: str | Path, command: str = "", label: str | None = None,
-              stale_after: float | None = None, extra: dict | None = None) -> Iterator[Path]:
+              stale_after: float | None = None, extra: dict | None = None, wait: bool = False) -> Iterator[Path]:
     """Hold the lock file ``path`` (its folder must exist) for the block; raise :class:`OutputBusyError` if a live
     process holds it. Re-entrant within one process. ``label``: what the lock guards, in messages (its folder).
     ``stale_after``: seconds after which another host's lock without a heartbeat is taken over; this lock's own
     heartbeat (its mtime touched every ``stale_after / 4`` s) runs while it is held, and the lock records it.
-    ``extra``: more fields the lock file holds (JSON values)."""
+    ``extra``: more fields the lock file holds (JSON values). ``wait``: another host's lock still beating is
+    waited for, once, until it would be stale, before it is refused (an output lock under a claim)."""
     path = Path(path)
     label = str(path.parent) if label is None else label
     me = _me(command, stale_after, extra)
-    mine = _acquire(path, me, label, stale_after)
+    mine = _acquire(path, me, label, stale_after, wait)
     if mine is None:  # this process holds it already (a stage run inside another)
         yield path
         return
@@ -500,6 +585,31 @@ def holder(path: str | Path, stale_after: float | None = None, remove_stale: boo
         seen.close()
 
 
+def release_dead_writers(folder: str | Path) -> list[Path]:
+    """Remove the output locks under ``folder`` left by processes of this host that no longer run (judged as a
+    takeover judges them): a cell's child process killed alone (the OOM killer) leaves its lock fresh, and another
+    host would take it for a live job's until its heartbeat is ``stale_after`` old. The parent that saw the child
+    die calls it. The locks removed."""
+    me, removed = _me(), []
+    for path in sorted(Path(folder).rglob(LOCK_FILE)):
+        try:
+            seen = _open(path)
+        except OSError:
+            continue
+        if seen is None:
+            continue
+        try:
+            if seen.info is None or seen.info["host"] != me["host"] or _is_mine(seen.info, me):
+                continue
+            with contextlib.suppress(OutputBusyError):
+                _judge(seen, me, path, str(path))
+                if _remove_if_unchanged(path, seen):
+                    removed.append(path)
+        finally:
+            seen.close()
+    return removed
+
+
 def inherited_stale_after() -> float | None:
     """The heartbeat timeout of output locks taken inside a claim (:data:`STALE_ENV`); None outside one."""
     value = os.environ.get(STALE_ENV, "").strip()
@@ -552,7 +662,9 @@ def output_lock(directory: str | Path, command: str = "", field: str = "out") ->
     """Hold ``directory``'s lock for the block (creating the folder); raise :class:`OutputBusyError` if a live
     process holds it. Re-entrant within one process. ``field``: the option naming the folder (for errors). Inside
     a claim (:func:`beating_outputs`) the lock beats, and another host's lock whose heartbeat stopped longer ago
-    than the claim's timeout is taken over."""
+    than the claim's timeout is taken over; one whose heartbeat is younger than that is waited for until it would
+    be stale (its job's claim was taken over, and the claim may have beaten before the lock last did), and refused
+    only if it beat meanwhile."""
     directory = Path(directory)
     if (directory.exists() or directory.is_symlink()) and not directory.is_dir():
         from .artifacts import describe_path
@@ -563,7 +675,8 @@ def output_lock(directory: str | Path, command: str = "", field: str = "out") ->
     created = [p for p in (directory, *directory.parents) if not p.exists()]  # removed again if left empty
     directory.mkdir(parents=True, exist_ok=True)
     try:
-        with hold_lock(directory / LOCK_FILE, command, label=str(directory), stale_after=stale) as path:
+        with hold_lock(directory / LOCK_FILE, command, label=str(directory), stale_after=stale,
+                       wait=stale is not None) as path:
             yield path
     finally:
         for folder in created:  # a run refused before writing anything leaves no empty folders behind

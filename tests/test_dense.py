@@ -47,11 +47,17 @@ def test_truncated_index_file_is_reported(tmp_path):
     (1, {"LOCAL_RANK": "6", "LOCAL_WORLD_SIZE": "8"}, [0]),          # the launcher shows each rank one GPU
     (1, {}, [0]),
     (0, {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, []),
+    (8, {"RANK": "3", "WORLD_SIZE": "4"}, [3]),                      # mpirun-style ranks (issue 68 item 7)
+    (4, {"RANK": "6"}, [2]),
+    (8, {"RANK": "0", "WORLD_SIZE": "1"}, list(range(8))),           # a lone process
 ])
 def test_each_rank_puts_its_faiss_index_on_its_own_gpu(n_gpus, env, expected):
+    from pgra.device import local_device_index
     from pgra.retrieval.dense import faiss_gpus
 
     assert faiss_gpus(n_gpus, env) == expected
+    if len(expected) == 1:  # one GPU: the one its models use (the device index agrees)
+        assert expected == [local_device_index(n_gpus, env)]
 
 
 def test_a_missing_faiss_is_one_error_line_naming_the_extras(monkeypatch, corpus_txt, tiny_bert, tmp_path, capsys):

@@ -527,3 +527,24 @@ def test_a_dead_job_s_cell_is_taken_over_from_another_host(tmp_path, tiny_t5):
     assert "[sky/fid/seed-1] resuming" in text
     assert json.loads((cell / "cell.json").read_text())["cost"]["resumed"]
     assert not (cell / ".pgra-lock").exists() and not (cell.parent / ".seed-1.claim").exists()
+
+
+# ----- a claim from the future (issue 67 H10) -----
+def test_a_cell_whose_claim_was_touched_a_year_ahead_runs_and_says_so(tmp_path, capsys):
+    """A forged claim from another host touched a year ahead was never stale: its cell never ran and the run
+    exited 0. It is taken over as foreign (one line naming it) and the cell runs."""
+    from pgra.experiment import Experiment
+    from pgra.experiment.claims import claim_path
+
+    write_sky_task(tmp_path)
+    write_corpus(tmp_path)
+    exp = Experiment(_grid_config(tmp_path, wait_s=2.0, claim_poll_s=0.1))
+    cell = exp.out / "sky" / "knn_vote" / "seed-1"
+    cell.parent.mkdir(parents=True)
+    ahead = time.time() + 365 * 86400
+    claim_path(cell).write_text(json.dumps({"pid": 4242, "host": "node-17", "started": time.time()}))
+    os.utime(claim_path(cell), (ahead, ahead))
+    assert exp.run() == []
+    assert (cell / "cell.json").exists()
+    said = [line for line in capsys.readouterr().err.splitlines() if "in the future" in line]
+    assert len(said) == 1 and str(claim_path(cell)) in said[0] and "host node-17" in said[0]

@@ -372,18 +372,28 @@ def test_under_a_claim_another_hosts_dead_output_lock_is_taken_over(tmp_path, ca
     assert not (cell / LOCK_FILE).exists() and STALE_ENV not in os.environ
 
 
-def test_under_a_claim_another_hosts_live_output_lock_is_kept(tmp_path):
+def test_under_a_claim_another_hosts_live_output_lock_is_kept(tmp_path, monkeypatch):
     """A lock whose heartbeat is fresh is a live job's, claim or not; outside a claim another host's lock is never
     guessed dead (a command run by hand)."""
+    import pgra.lock as lock
     from pgra.experiment.claims import try_claim
     from pgra.lock import output_lock
 
     cell = tmp_path / "exp" / "sky" / "fid" / "seed-1"
     cell.mkdir(parents=True)
-    _forge(cell / LOCK_FILE, age=5)
+    _forge(cell / LOCK_FILE, age=5)  # a command run by hand on another host: it does not beat
+    monkeypatch.setattr(lock, "_wait_stale", lambda *a: pytest.fail("waited for a lock that does not beat"))
     with try_claim(cell, "cell", stale_after=60), pytest.raises(OutputBusyError, match="host node-17"), \
             output_lock(cell, "pgra train"):
         pass
+    _forge(cell / LOCK_FILE, age=5, stale_after=60.0)  # a job's, beating
+    waits = []
+    monkeypatch.setattr(lock, "_wait_stale", lambda label, seen, stale_in: waits.append(stale_in) or
+                        os.utime(cell / LOCK_FILE))  # it beats while it is waited for
+    with try_claim(cell, "cell", stale_after=60), pytest.raises(OutputBusyError, match="host node-17"), \
+            output_lock(cell, "pgra train"):
+        pass
+    assert len(waits) == 1 and 50 < waits[0] <= 55  # waited for once (issue 68 item 1), then refused
     _forge(cell / LOCK_FILE, age=3600)
     with pytest.raises(OutputBusyError, match="host node-17"), output_lock(cell, "pgra train"):
         pass
@@ -400,3 +410,99 @@ def test_a_lock_that_records_its_heartbeat_is_judged_by_it(tmp_path):
     _forge(claim_path(cell), age=900, stale_after=600.0)
     assert not is_claimed(cell, "c", stale_after=60)
     assert not is_claimed(cell, "c", stale_after=None)  # recorded: judged by it even without the caller's
+
+
+# ----- a waiting job's takeover (issue 68 item 1) -----
+DEAD_JOB = """
+import socket, sys, time
+socket.gethostname = lambda: "node-17"  # the dead job ran on another host
+from pathlib import Path
+from pgra.experiment.claims import try_claim
+from pgra.lock import output_lock
+
+cell = Path(sys.argv[1])
+with try_claim(cell, "cell", stale_after=float(sys.argv[2])):
+    with output_lock(cell, "pgra train"):  # a cell's reader, beating on a thread of its own
+        print("ready", flush=True)
+        time.sleep(600)
+"""
+
+
+def test_a_job_that_takes_over_a_claim_takes_over_its_output_lock_beaten_later(tmp_path, capsys):
+    """A job on another host dies holding a cell's claim and its output lock, the lock's last heartbeat later than
+    the claim's (they beat on separate threads). The job polling for the claim takes it once it is stale_after old,
+    when the lock is still younger than that: it waits for the lock to go stale and takes it over (it failed the
+    cell with OutputBusyError)."""
+    from pgra.experiment.claims import claim_path, try_claim
+    from pgra.lock import output_lock
+
+    stale = 2.0
+    cell = tmp_path / "exp" / "t" / "fid" / "seed-1"
+    job = subprocess.Popen([sys.executable, "-c", DEAD_JOB, str(cell), str(stale)], stdout=subprocess.PIPE,
+                           text=True)
+    try:
+        assert job.stdout.readline().strip() == "ready"
+    finally:
+        job.kill()
+        job.wait()
+    now = time.time()
+    os.utime(claim_path(cell), (now - 1.0, now - 1.0))  # the claim beat last a second before the lock did
+    os.utime(cell / LOCK_FILE, (now, now))
+    deadline = time.monotonic() + 30
+    while (claim := try_claim(cell, "cell", stale_after=stale)) is None:  # a job polling for the claim
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    with claim, output_lock(cell, "pgra train"):
+        assert json.loads((cell / LOCK_FILE).read_text())["pid"] == os.getpid()
+    err = capsys.readouterr().err
+    assert "waiting" in err and "taking over the lock of process" in err and "host node-17" in err
+
+
+# ----- one clock: the file system's (issue 68 item 5, issue 67 H10) -----
+@pytest.mark.parametrize("skew", [3600.0, -3600.0])
+def test_a_skewed_local_clock_judges_locks_on_the_file_system_s_clock(skew, tmp_path, monkeypatch):
+    """This host's clock an hour ahead took another host's live lock for dead (two writers in one cell); an hour
+    behind, it never took a dead one over. Ages are read against a probe touched in the lock's folder."""
+    from pgra.lock import holder
+
+    live, dead = tmp_path / "live", tmp_path / "dead"
+    _forge(live, age=5)
+    _forge(dead, age=120)
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + skew)
+    assert holder(live, stale_after=60)["host"] == "node-17"
+    assert holder(dead, stale_after=60) is None
+
+
+def test_a_claim_from_the_future_is_taken_over_and_said(tmp_path, capsys):
+    """A forged claim touched a year ahead was never stale (its age negative), so its cell never ran and the run
+    exited 0. No heartbeat sets a time in the future: it is taken over, said in one line."""
+    from pgra.experiment.claims import claim_path, is_claimed, try_claim
+
+    cell = tmp_path / "exp" / "t" / "fid" / "seed-1"
+    cell.parent.mkdir(parents=True)
+    _forge(claim_path(cell), age=-365 * 86400.0, stale_after=600.0)
+    assert not is_claimed(cell, "cell", stale_after=600)
+    claim = try_claim(cell, "cell", stale_after=600)
+    assert claim is not None
+    claim.close()
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "taking over the lock of process 4242 on host node-17" in err[0]
+    assert "in the future of the file system's clock" in err[0]
+    _forge(claim_path(cell), age=-30.0, stale_after=600.0)  # a heartbeat a little ahead: a live job's
+    assert is_claimed(cell, "cell", stale_after=600)
+
+
+@pytest.mark.parametrize("content", [b"", b"{not json"])
+def test_an_empty_or_unreadable_lock_from_the_future_is_taken_over(content, tmp_path, monkeypatch, capsys):
+    from pgra.lock import output_lock
+
+    _quick_settle(monkeypatch)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_FILE).write_bytes(content)
+    then = time.time() + 86400
+    os.utime(out / LOCK_FILE, (then, then))
+    with output_lock(out, "pgra train"):
+        pass
+    assert "in the future" in capsys.readouterr().err

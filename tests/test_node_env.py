@@ -210,6 +210,37 @@ def test_a_rank_releases_gpu_memory_before_it_starts_a_cell_s_child(tmp_path, mo
     assert started == [(["gc", "empty_cache"], "1")]  # released first; the child sees GPU LOCAL_RANK % 2
 
 
+KILLED_CELL = """
+import os, signal, sys
+from pgra.lock import output_lock
+
+with output_lock(sys.argv[1], "pgra.reader.train.train"):
+    os.kill(os.getpid(), signal.SIGKILL)  # the OOM killer takes the cell's process alone
+"""
+
+
+def test_a_cell_child_killed_alone_has_its_lock_released_by_its_rank(tmp_path, monkeypatch, capsys, no_cuda):
+    """Issue 68 item 6: a cell's child killed by SIGKILL leaves its `.pgra-lock` fresh (another host would find
+    the cell busy until the lock's heartbeat is stale_after old). The rank that saw it die releases it."""
+    from pgra.lock import LOCK_FILE
+
+    monkeypatch.setattr(workers, "experiment_payload", lambda exp: {})
+    cell = CellPlan("t", "fid", 1, tmp_path / "out" / "t" / "fid" / "seed-1", "k", "todo")
+    real_run = subprocess.run
+
+    def run(cmd, env):
+        done = real_run([sys.executable, "-c", KILLED_CELL, str(cell.directory)], env=env)
+        assert (cell.directory / LOCK_FILE).exists()  # the child's lock, left behind
+        return done
+
+    monkeypatch.setattr(workers.subprocess, "run", run)
+    assert _grid(tmp_path, world_size=2)._run_alone(cell) is True
+    assert not (cell.directory / LOCK_FILE).exists()
+    err = capsys.readouterr().err
+    assert f"released {cell.directory / LOCK_FILE}" in err
+    assert "killed by SIGKILL" in (cell.directory / "error.log").read_text()
+
+
 # ----- item 12: a GPU expected, none seen -----
 @pytest.mark.parametrize(("env", "smi", "expected"), [
     ({"CUDA_VISIBLE_DEVICES": "0,1"}, False, True),
@@ -303,9 +334,38 @@ def test_a_cell_child_s_cost_record_counts_the_cores_it_shared(monkeypatch, no_c
     monkeypatch.setattr("pgra.verbosity.configure_child_output", lambda: None)
     monkeypatch.setenv(launch.WORKER_ENV, "test")  # run_worker sets both: restored after the test
     monkeypatch.setenv(pgra_device.CORE_SHARERS_ENV, "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # (the user's: kept, so this process's threads stay)
     assert launch.run_worker({}, "slurm-0", 3) == 0 and seen == ["3"]
     assert pgra_device.core_sharers({"LOCAL_WORLD_SIZE": "3", pgra_device.CORE_SHARERS_ENV: "8"}) == 3
     assert pgra_device.core_sharers({pgra_device.CORE_SHARERS_ENV: "0"}) == 1
+
+
+def test_local_workers_each_get_their_share_of_the_cores(monkeypatch, no_cuda):
+    """Issue 68 item 7: `--launcher local --workers W` gave every worker all the node's cores (torch, faiss and
+    BLAS each starting a thread per core): each gets cores // W threads, unless OMP_NUM_THREADS was set; so does a
+    job of Slurm's local cluster, which shares this machine with the other workers."""
+    from pgra.experiment import launch
+
+    monkeypatch.setattr(pgra_device, "node_cores", lambda: 16)
+    for k in ("OMP_NUM_THREADS", "LOCAL_WORLD_SIZE", *pgra_device.ACCELERATE_MARKS):
+        monkeypatch.delenv(k, raising=False)
+    assert {e["OMP_NUM_THREADS"] for e in launch.local_workers(4, 1)[0]} == {"4"}
+    assert {e["OMP_NUM_THREADS"] for e in launch.local_workers(32, 1)[0]} == {"1"}
+    assert "OMP_NUM_THREADS" not in launch.local_workers(1, 1)[0][0]  # one worker: the node's
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert {e["OMP_NUM_THREADS"] for e in launch.local_workers(4, 1)[0]} == {"2"}  # the user's, kept
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    applied: list[int] = []
+    monkeypatch.setattr(pgra_device.torch, "set_num_threads", applied.append)
+    monkeypatch.delitem(sys.modules, "faiss", raising=False)
+    monkeypatch.setattr(launch, "experiment_from_payload", lambda payload: SimpleNamespace(run=lambda: []))
+    monkeypatch.setattr("pgra.verbosity.configure_child_output", lambda: None)
+    monkeypatch.setenv(launch.WORKER_ENV, "test")
+    monkeypatch.setenv(pgra_device.CORE_SHARERS_ENV, "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "")  # (restored after the test)
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert launch.run_worker({}, "slurm-0", 4) == 0
+    assert applied == [4] and os.environ["OMP_NUM_THREADS"] == "4"
 
 
 def test_a_rank_applies_its_threads_once(monkeypatch):
@@ -660,3 +720,90 @@ def test_the_local_launcher_s_workers_run_with_the_sharing_it_counted(tmp_path, 
     values = seen["payload"]["config"]["values"]
     assert values["cells_per_gpu"] == 2 and values["launcher"] == "none"
     assert [e["CUDA_VISIBLE_DEVICES"] for e in seen["envs"]] == ["0", "0"]
+
+
+# ----- issue 68 item 3: exclusive-process GPUs -----
+SMI = "0, GPU-0a1b, Exclusive_Process\n1, GPU-2c3d, Default\n"
+
+
+def _smi(monkeypatch, gpus: int = 2, output: str = SMI) -> list[list[str]]:
+    """Two GPUs as torch and a mocked `nvidia-smi --query-gpu=index,uuid,compute_mode` see them."""
+    asked: list[list[str]] = []
+
+    def run(cmd, **kwargs):
+        asked.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, output, "")
+
+    monkeypatch.setattr(pgra_device.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(pgra_device.subprocess, "run", run)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return asked
+
+
+def test_the_compute_mode_of_a_gpu_by_index_or_uuid(monkeypatch):
+    asked = _smi(monkeypatch)
+    assert pgra_device.gpu_compute_mode("0") == "Exclusive_Process"
+    assert pgra_device.gpu_compute_mode("GPU-2c3d") == "Default"
+    assert pgra_device.gpu_compute_mode("MIG-77") is None
+    assert "--query-gpu=index,uuid,compute_mode" in asked[0]
+    monkeypatch.setattr(pgra_device.shutil, "which", lambda name: None)
+    assert pgra_device.gpu_compute_mode("0") is None  # no nvidia-smi: unknown, nothing refused
+
+
+def test_cells_mode_on_an_exclusive_process_gpu_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    """Under parallel: cells the rank holds a CUDA context on its GPU, so its cell's child process could not create
+    one where the GPU lets one process at a time use it: refused with one line naming parallel, before the index
+    is built (a rank on a Default GPU, or a DDP job with a GPU each, runs)."""
+    from pgra.errors import InputError
+
+    _smi(monkeypatch)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    grid = _grid(tmp_path, world_size=2)
+    grid.index = lambda: pytest.fail("the index was built")
+    with pytest.raises(InputError, match=r"field 'parallel': GPU 0 is in EXCLUSIVE_PROCESS compute mode .* "
+                                         r"parallel: ddp"):
+        workers.run_pooled([grid])
+    workers.check_gpu_sharing(_grid(tmp_path, world_size=2, parallel="ddp"))  # a GPU each: one process on it
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    workers.check_gpu_sharing(grid)  # GPU 1: Default
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    with pytest.raises(InputError, match="2 ranks of this launch share it"):
+        workers.check_gpu_sharing(_grid(tmp_path, world_size=4, parallel="ddp"))
+
+
+def test_local_workers_sharing_an_exclusive_process_gpu_are_one_error_line(tmp_path, monkeypatch, capsys):
+    from pgra.experiment import launch
+    from tests.conftest import one_error_line, write_corpus, write_sky_task
+
+    _smi(monkeypatch)
+    launch.check_local_gpus(2)  # one worker a GPU: each alone on it
+    write_sky_task(tmp_path)
+    write_corpus(tmp_path)
+    line = one_error_line(["experiment", "--out", str(tmp_path / "exp"), f"tasks={tmp_path / 'sky.yaml'}",
+                           f"index.corpus={tmp_path / 'corpus.txt'}", f"index.out={tmp_path / 'index'}",
+                           "index.retriever=bm25", "--launcher", "local", "--workers", "3"], capsys)
+    assert "field 'workers'" in line and "GPU 0 is in EXCLUSIVE_PROCESS" in line and "at most 2 worker(s)" in line
+    assert not (tmp_path / "exp").exists()
+
+
+@pytest.mark.parametrize("skew", [3600.0, -3600.0])
+def test_a_cell_failed_lately_is_judged_on_the_file_system_s_clock(skew, tmp_path, monkeypatch):
+    """Issue 68 item 5: whether a cell failed since this job started compares its error.log's mtime (the file
+    system's clock) with the job's start: read on that clock too, a host an hour ahead does not retry a cell that
+    just failed, and one an hour behind retries a cell that failed before it started."""
+    (tmp_path / "out").mkdir()
+    cell = CellPlan("t", "fid", 1, tmp_path / "out" / "t" / "fid" / "seed-1", "k", "todo")
+    cell.directory.mkdir(parents=True)
+    (cell.directory / "error.log").write_text("failed before this job started\n")
+    before = time.time() - 60
+    os.utime(cell.directory / "error.log", (before, before))
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + skew)
+    grid = _grid(tmp_path)
+    assert not grid._failed_lately(cell)
+    (cell.directory / "error.log").write_text("failed now\n")
+    assert grid._failed_lately(cell)

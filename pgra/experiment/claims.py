@@ -7,7 +7,9 @@ what a live job holds and comes back to it later; a claim whose holder is dead i
 is gone; another host: its heartbeat, the lock's mtime touched every ``stale_after / 4`` s, is older than
 ``stale_after``), and the cell's own resume logic continues it from its last checkpoint. The output locks taken
 under a claim (the cell's reader, a stage's folder) beat the same way, and another host's one whose heartbeat
-stopped is taken over with the claim (:func:`pgra.lock.beating_outputs`). :func:`is_claimed` only looks.
+stopped is taken over with the claim (:func:`pgra.lock.beating_outputs`; one that beat after its claim did is
+waited for until it is stale). Heartbeats are judged on the file system's clock (:func:`pgra.lock.fs_now`), and
+a claim touched into the future is taken over as foreign, saying so. :func:`is_claimed` only looks.
 
 A claim file that is invalid (edited by hand: a huge pid, a start time that is no number ...; checked by
 :func:`pgra.lock.validate`) holds only its own item: it is skipped while younger than a minute, then taken over

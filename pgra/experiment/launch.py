@@ -25,7 +25,7 @@ from typing import Any
 
 from ..artifacts import claim_output
 from ..config import from_dict
-from ..device import CORE_SHARERS_ENV
+from ..device import CORE_SHARERS_ENV, apply_threads, exclusive_gpu_problem, shared_threads
 from ..distributed import DistContext
 from ..errors import InputError, PgraError
 from ..lock import is_main_launch
@@ -85,7 +85,10 @@ def launch(experiment) -> list:
 
 def check_launcher(cfg: ExperimentConfig) -> None:
     """Refuse (an InputError on ``launcher``) a launcher that cannot start here: ``slurm`` without submitit, or
-    (``slurm.cluster: slurm``) on a machine without Slurm's ``sbatch`` and ``srun``."""
+    (``slurm.cluster: slurm``) on a machine without Slurm's ``sbatch`` and ``srun``; ``local`` workers that would
+    share a GPU in ``EXCLUSIVE_PROCESS`` compute mode (on ``workers``)."""
+    if cfg.launcher == "local":
+        check_local_gpus(cfg.workers)
     if cfg.launcher != "slurm":
         return
     try:
@@ -98,6 +101,18 @@ def check_launcher(cfg: ExperimentConfig) -> None:
         raise InputError(f"--launcher slurm: this machine has no Slurm ({' and '.join(missing)} not found on PATH): "
                          "run it where jobs are submitted (a login node), or start the workers on this machine with "
                          "--launcher local (or slurm.cluster=local)", field="launcher")
+
+
+def check_local_gpus(workers: int) -> None:
+    """Refuse (an InputError on ``workers``) local workers that would share a GPU in ``EXCLUSIVE_PROCESS`` compute
+    mode, which lets one process at a time use it (:func:`pgra.device.exclusive_gpu_problem`)."""
+    devices = visible_devices()
+    crowd = cells_sharing_a_gpu(1, workers, len(devices)) if devices else 1  # workers on one GPU
+    problem = exclusive_gpu_problem(devices[:workers], crowd, f"{workers} workers on {len(devices)} GPU(s) put "
+                                    f"{crowd} on one")
+    if problem is not None:
+        raise InputError(f"{problem}: give at most {len(devices)} worker(s), or ask for the GPUs in the Default "
+                         "compute mode (nvidia-smi -c DEFAULT, or your cluster's option for it)", field="workers")
 
 
 def slurm_parameters(s: SlurmConfig, devices_here: int = 0) -> dict[str, Any]:
@@ -187,12 +202,14 @@ def _slurm(payload: dict, cfg) -> list[int] | None:
 def run_worker(payload: dict, name: str, sharers: int | None = None) -> int:
     """One worker: the grid of ``payload`` (:func:`pgra.experiment.workers.experiment_payload`) as one job; 1 when
     a cell it ran failed. ``sharers``: the workers computing on this machine's cores beside it (Slurm's ``local``
-    cluster), which its cost records count (:data:`pgra.device.CORE_SHARERS_ENV`)."""
+    cluster), which its cost records count (:data:`pgra.device.CORE_SHARERS_ENV`) and whose cores it shares
+    (:func:`pgra.device.shared_threads`)."""
     from ..verbosity import configure_child_output
 
     configure_child_output()  # a worker process (local or Slurm) is as quiet as the command that launched it
     os.environ[WORKER_ENV] = name
     if sharers:
+        apply_threads(shared_threads(sharers))  # its share of the cores, not all of them
         os.environ[CORE_SHARERS_ENV] = str(sharers)
     return 1 if experiment_from_payload(payload).run() else 0
 
@@ -233,7 +250,7 @@ def run_cell_process(spec: dict[str, Any]) -> int:
     return 0
 
 
-__all__ = ["check_launcher", "experiment_from_payload", "launch", "local_workers", "memory_note", "run_cell_process",
+__all__ = ["check_launcher", "check_local_gpus", "experiment_from_payload", "launch", "local_workers", "memory_note", "run_cell_process",
            "run_experiment", "run_worker", "slurm_parameters"]
 
 if __name__ == "__main__":  # a grid started by an earlier pgra runs its children here

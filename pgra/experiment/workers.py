@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,9 +30,18 @@ from typing import Any
 
 from ..artifacts import read_json, write_text
 from ..config import to_dict
-from ..device import CORE_SHARERS_ENV, THREADS_ENV, launcher_threads, local_device_index, ranks_per_node
+from ..device import (
+    CORE_SHARERS_ENV,
+    THREADS_ENV,
+    exclusive_gpu_problem,
+    launcher_threads,
+    local_device_index,
+    ranks_per_node,
+    shared_threads,
+)
 from ..distributed import DistContext, gather_objects, main_computes
-from ..errors import PgraError
+from ..errors import InputError, PgraError
+from ..lock import fs_now, release_dead_writers
 from ..methods import get_method
 from .cell import report_failure, say
 from .claims import CHILD_MODULE, WORKER_ENV, is_claimed, try_claim
@@ -64,10 +74,12 @@ def single_process_env(device: int | None = None, worker: str = "", sharers: int
     """This process's environment without the launch's variables (:func:`launcher_variable`); ``device``: the one
     visible GPU (an index into the GPUs visible now, modulo their count). Under a launcher that left its default of
     one thread a rank (:func:`pgra.device.launcher_threads`), ``OMP_NUM_THREADS`` is this node's cores over its
-    ranks, as the rank itself was given. ``sharers`` (default: this launch's ranks on the node) is kept for the
-    child as :data:`pgra.device.CORE_SHARERS_ENV`, so that its cost records say what share of the cores it had."""
-    threads = launcher_threads()
+    ranks, as the rank itself was given; where it is unset, the cores over ``sharers``
+    (:func:`pgra.device.shared_threads`: each of ``--launcher local``'s workers its share, not all the cores).
+    ``sharers`` (default: this launch's ranks on the node) is kept for the child as
+    :data:`pgra.device.CORE_SHARERS_ENV`, so that its cost records say what share of the cores it had."""
     sharers = sharers or ranks_per_node()
+    threads = launcher_threads() or shared_threads(sharers)
     env = {k: v for k, v in os.environ.items() if not launcher_variable(k)}
     if threads is not None:
         env[THREADS_ENV] = str(threads)
@@ -205,13 +217,25 @@ def cost_order(cells: list[CellPlan], out: Path, experiment: Any = None,
     return [c for _, c in sorted(enumerate(cells), key=cost)]
 
 
+def ended(code: int) -> str:
+    """How a child process ended, from its exit code (negative: the signal that killed it)."""
+    if code >= 0:
+        return f"ended with exit code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    oom = " (the kernel's OOM killer sends it when the node runs out of memory)" if name == "SIGKILL" else ""
+    return f"was killed by {name}{oom}"
+
+
 class GridRun:
     """One job's run of an experiment's grid (every rank of the job builds one and calls :meth:`run`)."""
 
     def __init__(self, experiment, ctx: DistContext) -> None:
         self.exp, self.ctx, self.cfg = experiment, ctx, experiment.cfg
         self.cells_mode = ctx.world_size > 1 and self.cfg.parallel == "cells"
-        self.started = time.time()
+        self.started = fs_now(Path(experiment.out))  # on the clock that stamps the error.log files it compares
         self.threads = torch_threads()  # what a cell's fresh child process starts with too
         self.failed: list[CellPlan] = []
         self._said: set[str] = set()
@@ -420,11 +444,14 @@ class GridRun:
                 return True
             code = subprocess.run([sys.executable, "-m", CHILD_MODULE, "cell", str(spec)],
                                   env=env).returncode
+            if code != 0 and cell.directory.is_dir():  # while the claim is held: a child killed alone (the OOM
+                for path in release_dead_writers(cell.directory):  # killer) left its output lock fresh
+                    print(f"[{now.label}] released {path}, the lock its process left", file=sys.stderr, flush=True)
         if code != 0:
             log = cell.directory / "error.log"
             if not self._failed_lately(cell):  # killed before it could say why
                 cell.directory.mkdir(parents=True, exist_ok=True)
-                write_text(log, f"the cell's process ended with exit code {code}\n")
+                write_text(log, f"the cell's process {ended(code)}\n")
             print(f"[{now.label}] failed (see {log})", file=sys.stderr, flush=True)
             self.failed.append(cell)
         return True
@@ -499,6 +526,27 @@ class GridRun:
             say(self.ctx, message)
 
 
+def check_gpu_sharing(grid: GridRun) -> None:
+    """Refuse (an InputError naming ``parallel``, before anything runs) a multi-rank job whose GPU is in
+    ``EXCLUSIVE_PROCESS`` compute mode (:func:`pgra.device.exclusive_gpu_problem`) where more than one process
+    needs it: under ``parallel: cells`` the rank holds a CUDA context on its GPU (its process group, its stages),
+    so the child process of each of its cells could not create one; ranks beyond the GPUs share them too."""
+    if grid.ctx.world_size == 1:
+        return
+    devices = visible_devices()
+    if not devices:
+        return
+    ranks = cells_sharing_a_gpu(1, ranks_per_node(), len(devices))
+    processes = ranks * (2 if grid.cells_mode else 1)
+    what = ("under parallel: cells a rank holds a CUDA context there while its cells' child processes need one of "
+            "their own") if grid.cells_mode else f"{ranks} ranks of this launch share it"
+    problem = exclusive_gpu_problem([devices[local_device_index(len(devices))]], processes, what)
+    if problem is not None:
+        raise InputError(f"{problem}: run with parallel: ddp and one rank per GPU, or one process per GPU without "
+                         "torchrun (--launcher local or slurm, a Slurm array), or ask for the GPUs in the Default "
+                         "compute mode (nvidia-smi -c DEFAULT, or your cluster's option for it)", field="parallel")
+
+
 def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
     """Run several grids as one job (every rank calls it with the same grids, in the same order): each grid's index
     and stages in turn, all ranks together, then the cells of all of them as one pool, so that under ``parallel:
@@ -508,6 +556,7 @@ def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
         return []
     first = grids[0]
     ctx, cfg = first.ctx, first.cfg
+    check_gpu_sharing(first)
     try:
         for g in grids:
             g.index()
@@ -610,5 +659,6 @@ def part_registries() -> dict[str, Any]:
 
 
 __all__ = ["DIST_ENV", "GIB", "LAUNCHER_ENV_PREFIXES", "WATCH", "GridRun", "cell_gpu_need", "cells_sharing_a_gpu",
+           "check_gpu_sharing", "ended",
            "cost_order", "experiment_payload", "launcher_variable", "part_registries", "leave_held_cells", "release_gpu_memory",
            "run_pooled", "single_process_env", "visible_devices", "wait_for_gpu_memory"]

@@ -83,14 +83,15 @@ def gpu_available() -> bool:
 
 
 def faiss_gpus(n_gpus: int, env: Mapping[str, str] | None = None) -> list[int]:
-    """The GPUs this process puts its faiss index on. Under a launcher with several processes on the node
-    (``LOCAL_WORLD_SIZE`` > 1, or a ``LOCAL_RANK`` without it) each takes its own, ``LOCAL_RANK`` modulo the GPUs
-    it sees (one when the launcher hides the others); a lone process shards the index over all of them."""
-    env = os.environ if env is None else env
+    """The GPUs this process puts its faiss index on: one of several ranks (:func:`pgra.device.one_gpu_each`:
+    ``LOCAL_RANK`` or mpirun-style ``RANK``) takes its own, the one :func:`pgra.device.local_device_index` names
+    for its models too; a lone process shards the index over all of them."""
+    from ..device import local_device_index, one_gpu_each  # (torch: imported where a GPU is used)
+
     if n_gpus <= 0:
         return []
-    if "LOCAL_RANK" in env and int(env.get("LOCAL_WORLD_SIZE", "2")) > 1:
-        return [int(env["LOCAL_RANK"]) % n_gpus]
+    if one_gpu_each(env):
+        return [local_device_index(n_gpus, env)]
     return list(range(n_gpus))
 
 
