@@ -20,12 +20,14 @@ import math
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from . import device
 from .device import apply_launcher_threads, local_device_index, ranks_per_node, warn_if_cuda_missing
 from .errors import InputError, shorten
 
@@ -35,20 +37,27 @@ DEFAULT_TIMEOUT_S = 120 * 60.0
 DEFAULT_WAIT_S = 7 * 24 * 3600.0
 
 _exchanges = None  # the gloo group of pgra's own exchanges, once init_distributed made one
+_stage: tuple[DistContext | None] | None = None  # this rank's stage_context, once made
 
 
 @dataclass(frozen=True)
 class DistContext:
     rank: int = 0
     world_size: int = 1
+    group: Any = field(default=None, compare=False, repr=False)  # a part of the ranks (stage_context); None: all
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
+    @property
+    def exchanges(self) -> Any:
+        """The gloo group its exchanges run over: its own part's, else pgra's group of all ranks."""
+        return _exchanges if self.group is None else self.group
+
     def barrier(self) -> None:
         if self.world_size > 1:
-            dist.barrier(group=_exchanges)
+            dist.barrier(group=self.exchanges)
 
     def shard(self, n_items: int) -> range:
         """The items ``i`` with ``i % world_size == rank`` (round-robin keeps shards balanced)."""
@@ -117,12 +126,33 @@ def init_distributed(timeout_minutes: float | None = None) -> DistContext:
     return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
 
 
+def stage_context(ctx: DistContext) -> DistContext | None:
+    """The ranks of ``ctx`` that do a stage's work (load its models and split it): one per GPU. Where a node runs
+    more ranks than it shows GPUs (``torchrun --nproc-per-node GPUs x cells_per_gpu``), every rank would load the
+    stage's LM on its GPU, c copies on each (two OPT-13b on one 80 GB GPU); there the ranks past the first on each
+    GPU (:func:`pgra.device.shares_a_gpu`) sit the stage out and wait, and the others split its work over a group
+    of their own. ``ctx`` itself where every rank has a GPU of its own, or none (the CPU); None on a rank that
+    sits out. Every rank of ``ctx`` calls it together (the first call makes the group)."""
+    global _stage
+    if ctx.world_size == 1 or ctx.group is not None:
+        return ctx
+    if _stage is None:
+        works = gather_objects(ctx, not device.shares_a_gpu())
+        ranks = [r for r, w in enumerate(works) if w]
+        if len(ranks) == ctx.world_size or 0 not in ranks:
+            _stage = (ctx,)
+        else:
+            group = dist.new_group(ranks=ranks, backend="gloo", timeout=dist_timeouts()[1])
+            _stage = (DistContext(ranks.index(ctx.rank), len(ranks), group) if ctx.rank in ranks else None,)
+    return _stage[0]
+
+
 def shutdown_distributed() -> None:
     """Leave the process group (if this process joined one)."""
-    global _exchanges
+    global _exchanges, _stage
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
-    _exchanges = None
+    _exchanges, _stage = None, None
 
 
 def gather_objects(ctx: DistContext, obj):
@@ -130,7 +160,7 @@ def gather_objects(ctx: DistContext, obj):
     if ctx.world_size == 1:
         return [obj]
     out = [None] * ctx.world_size
-    dist.all_gather_object(out, obj, group=_exchanges)
+    dist.all_gather_object(out, obj, group=ctx.exchanges)
     return out
 
 
@@ -144,9 +174,9 @@ def main_computes(ctx: DistContext, compute):
         try:
             box = [(True, compute())]
         except Exception as e:
-            dist.broadcast_object_list([(False, f"{type(e).__name__}: {e}")], src=0, group=_exchanges)
+            dist.broadcast_object_list([(False, f"{type(e).__name__}: {e}")], src=0, group=ctx.exchanges)
             raise
-    dist.broadcast_object_list(box, src=0, group=_exchanges)
+    dist.broadcast_object_list(box, src=0, group=ctx.exchanges)  # (global rank 0 is the main one of every part)
     ok, value = box[0]
     if not ok:
         raise RuntimeError(f"the main process failed: {value}")

@@ -137,3 +137,68 @@ def test_the_distributed_timeouts_come_from_the_environment():
     for bad in ("0", "-5", "soon", "nan", "inf"):
         with pytest.raises(InputError, match="field 'PGRA_DIST_WAIT_S': must be a positive number of seconds"):
             dist_timeouts({"PGRA_DIST_WAIT_S": bad})
+
+
+_STAGES_ON_ONE_GPU = """
+import json
+import os
+import sys
+
+import pgra.device
+
+pgra.device.gpu_count = lambda: 1  # both ranks on one GPU (mocked: they compute on the CPU)
+from pgra.rerank import embedder
+
+_init = embedder.LMEmbedder.__init__
+
+
+def counted(self, *args, **kwargs):
+    with open(sys.argv[2], "a") as f:
+        f.write(os.environ["RANK"] + "\\n")
+    _init(self, *args, **kwargs)
+
+
+embedder.LMEmbedder.__init__ = counted
+from pgra.config import from_dict
+from pgra.distributed import init_distributed, shutdown_distributed
+from pgra.experiment.config import experiment_config
+from pgra.experiment.grid import Experiment
+from pgra.experiment.workers import GridRun
+
+cfg = from_dict(experiment_config(), json.loads(open(sys.argv[1]).read()), source=sys.argv[1])
+ctx = init_distributed()
+run = GridRun(Experiment(cfg), ctx)
+run.index()
+print(f"rank {ctx.rank}: {run.stages(cfg.tasks[0])}", flush=True)
+shutdown_distributed()
+"""
+
+
+@pytest.mark.distributed
+def test_ranks_sharing_a_gpu_load_a_stage_s_lm_once(tmp_path, tiny_opt):
+    """torchrun --nproc-per-node 2 with cells_per_gpu 2 on one GPU (mocked: the ranks compute on the CPU): the
+    reranked stage's LM is loaded by one rank, the other waits for it (before, each rank loaded a copy on the one
+    GPU: two OPT-13b on an 80 GB card)."""
+    import json
+
+    from tests.conftest import write_corpus, write_sky_task
+
+    values = {"tasks": [str(write_sky_task(tmp_path))], "methods": ["pgra"], "seeds": [1], "out": str(tmp_path / "x"),
+              "index": {"corpus": str(write_corpus(tmp_path)), "out": str(tmp_path / "index"), "retriever": "bm25"},
+              "retrieve": {"k": 6}, "rerank": {"lm": str(tiny_opt), "num_demos": 2, "top_d": 3,
+                                               "cache_dir": str(tmp_path / "cache")},
+              "cells_per_gpu": 2, "show_progress": False}
+    (tmp_path / "grid.json").write_text(json.dumps(values))
+    (tmp_path / "stages.py").write_text(_STAGES_ON_ONE_GPU)
+    loads = tmp_path / "loads.txt"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(tmp_path / "stages.py"), str(tmp_path / "grid.json"), str(loads)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
+        "PYTHONPATH", "")])}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, launch_failure(proc)
+    assert "rank 0: ready" in proc.stdout and "rank 1: ready" in proc.stdout
+    assert loads.read_text().split() == ["0"]  # one LM on the one GPU, loaded by rank 0
+    stage = tmp_path / "x" / "sky" / "reranked"
+    assert json.loads((stage / "manifest.json").read_text())["counts"]
+    assert json.loads((stage / "cost.json").read_text())["processes"] == 1

@@ -657,7 +657,7 @@ def test_cells_sharing_a_gpu_by_hand():
     assert [two.shared_seconds(e) for e in cells] == [100.0, 160.0, 100.0, 0.0]  # unknown device time: no gain
     assert two.wallclock()[1] == plan_wallclock([100.0, 160.0, 100.0, 0.0], 2) == 200.0
     assert "2 cells per GPU (assumed, not measured" in "\n".join(two.summary())
-    assert "side by side, 2 per GPU on 1" in two.summary()[-1] and "each sharded over the GPUs" in two.summary()[-1]
+    assert "side by side, 2 per GPU on 1" in two.summary()[-1] and "each sharded over the GPUs, one rank a GPU" in two.summary()[-1]
 
 
 def _gpu_asking_config(tmp_path, **reader) -> dict:
