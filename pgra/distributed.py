@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -78,6 +79,32 @@ def choose_backend() -> tuple[str, str | None]:
     return "nccl", None
 
 
+def gloo_interface_problem(env: Mapping[str, str] | None = None, resolve=socket.gethostbyname) -> str | None:
+    """Why gloo (pgra's exchanges: every multi-rank job makes a gloo group) cannot connect the nodes of this
+    launch, or None: gloo listens on the address this host's name resolves to (``resolve``), and where that is
+    loopback (``127.x``: Debian's default ``/etc/hosts``) while the ranks span several nodes (``WORLD_SIZE`` above
+    the node's ``LOCAL_WORLD_SIZE``; without it, Slurm's ``SLURM_NNODES``), the other nodes cannot reach it and
+    ``new_group`` fails. ``GLOO_SOCKET_IFNAME`` set: None (gloo uses that interface)."""
+    env = os.environ if env is None else env
+    if env.get("GLOO_SOCKET_IFNAME", "").strip():
+        return None
+    world, local = int(env.get("WORLD_SIZE") or 1), ranks_per_node(env)
+    nodes = str(env.get("SLURM_NNODES") or "1")
+    if not ((local is not None and world > local) or (local is None and nodes.isdigit() and int(nodes) > 1)):
+        return None
+    host = socket.gethostname()
+    try:
+        address = resolve(host)
+    except OSError:
+        address = None
+    if address is not None and not address.startswith("127."):
+        return None
+    where = f"resolves to {address} (loopback)" if address else "does not resolve"
+    return (f"this job's ranks span several nodes and this host's name {host} {where}: gloo (pgra's exchanges) "
+            "would listen where the other nodes cannot reach it; set GLOO_SOCKET_IFNAME to the network interface "
+            "the nodes share (e.g. GLOO_SOCKET_IFNAME=eth0; `ip -br addr` lists them), docs/beyond-one-machine.md")
+
+
 def seconds_from_env(name: str, default: float, env: Mapping[str, str] | None = None) -> float:
     """A positive number of seconds from the environment variable ``name`` (``default`` when unset or empty); any
     other value is an InputError naming it."""
@@ -119,8 +146,12 @@ def init_distributed(timeout_minutes: float | None = None) -> DistContext:
         backend, why = choose_backend()
         if torch.cuda.is_available():
             torch.cuda.set_device(local_device_index())
-        if why and int(os.environ.get("LOCAL_RANK") or 0) == 0:
+        first = int(os.environ.get("LOCAL_RANK") or 0) == 0
+        if why and first:
             print(f"note: {why}", file=sys.stderr, flush=True)
+        unreachable = gloo_interface_problem()
+        if unreachable and first:
+            print(f"warning: {unreachable}", file=sys.stderr, flush=True)
         dist.init_process_group(backend=backend, timeout=timeout)
         _exchanges = dist.new_group(backend="gloo", timeout=wait)
     return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())

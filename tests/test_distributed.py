@@ -202,3 +202,26 @@ def test_ranks_sharing_a_gpu_load_a_stage_s_lm_once(tmp_path, tiny_opt):
     stage = tmp_path / "x" / "sky" / "reranked"
     assert json.loads((stage / "manifest.json").read_text())["counts"]
     assert json.loads((stage / "cost.json").read_text())["processes"] == 1
+
+
+@pytest.mark.parametrize(("env", "address", "said"), [
+    ({"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, "127.0.1.1", True),     # two nodes, Debian's /etc/hosts
+    ({"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, None, True),            # the name does not resolve
+    ({"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, "10.1.2.3", False),     # a routable address
+    ({"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "GLOO_SOCKET_IFNAME": "ib0"}, "127.0.1.1", False),
+    ({"WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "8"}, "127.0.1.1", False),     # one node: loopback reaches every rank
+    ({"WORLD_SIZE": "2", "SLURM_NNODES": "2"}, "127.0.0.1", True),          # srun, one rank a node
+    ({"WORLD_SIZE": "2", "SLURM_NNODES": "1"}, "127.0.0.1", False),
+])
+def test_a_multi_node_job_whose_hostname_is_loopback_is_told_to_set_gloo_socket_ifname(env, address, said):
+    from pgra.distributed import gloo_interface_problem
+
+    def resolve(host: str) -> str:
+        if address is None:
+            raise OSError("Name or service not known")
+        return address
+
+    problem = gloo_interface_problem(env, resolve)
+    assert (problem is not None) is said
+    if said:
+        assert "GLOO_SOCKET_IFNAME" in problem and "\n" not in problem
