@@ -225,3 +225,22 @@ def test_a_multi_node_job_whose_hostname_is_loopback_is_told_to_set_gloo_socket_
     assert (problem is not None) is said
     if said:
         assert "GLOO_SOCKET_IFNAME" in problem and "\n" not in problem
+
+
+def test_an_embedding_cache_written_by_ranks_on_several_hosts_is_refused(tmp_path, monkeypatch):
+    """The reranker's memory-mapped cache is written in place: ranks on two nodes (hostnames mocked) are refused in
+    one line naming cache_dir, before anything is written; ranks on one host open it."""
+    from pgra.distributed import DistContext
+    from pgra.errors import InputError
+    from pgra.rerank import corpus_pass
+
+    key = {"lm": "x", "rows": "queries:test"}
+    monkeypatch.setattr(corpus_pass, "gather_objects", lambda ctx, obj: ["node1", "node0"])
+    with pytest.raises(InputError, match=r"field 'cache_dir': the embedding cache .* ranks on 2 hosts \(node0, node1\)"
+                       ) as refused:
+        corpus_pass.open_cache(DistContext(0, 2), str(tmp_path / "cache"), key, 4, 8)
+    assert "\n" not in str(refused.value) and "--nnodes 1" in str(refused.value)
+    assert not (tmp_path / "cache").exists()
+    monkeypatch.setattr(corpus_pass, "gather_objects", lambda ctx, obj: ["node0", "node0"])
+    monkeypatch.setattr(DistContext, "barrier", lambda self: None)
+    assert corpus_pass.open_cache(DistContext(0, 2), str(tmp_path / "cache"), key, 4, 8).directory.exists()
