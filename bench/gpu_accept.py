@@ -1,18 +1,24 @@
-"""GPU acceptance of the node path (issue 49): one grid run every way pgra runs it on one GPU, each phase a PASS or
-a FAIL with its reasons. ``bash bench/gpu_accept.sh`` runs every phase under its own time limit and then
+"""GPU acceptance of the node path (issues 49, 68): one grid run every way pgra runs it on one GPU, each phase a PASS
+or a FAIL with its reasons. ``bash bench/gpu_accept.sh`` runs every phase under its own time limit and then
 ``summary``; this driver holds their logic.
 
-    python bench/gpu_accept.py --out DIR [--cpu] phase NAME     # one phase; DIR/phases/NAME.json
-    python bench/gpu_accept.py --out DIR summary                # the PASS/FAIL table, DIR/gpu_accept.json
+    python bench/gpu_accept.py --out DIR [--work SCRATCH] [--cpu] phase NAME   # one phase; DIR/phases/NAME.json
+    python bench/gpu_accept.py --out DIR summary                              # the table, DIR/gpu_accept.json
 
-No network and no downloads: every model is built here from a config with random weights (a ~1.2B-parameter OPT so
-that memory shows on a GPU, a T5-base-shaped reader for the side-by-side timing; tiny ones in CPU mode, ``--cpu`` or
-no CUDA). The grid (one task, fid and knn_vote: two cells, one a reader) is first run by one process (the reference), then under torchrun with two ranks on one GPU (``cells_per_gpu 2``), by two jobs of which
-one is killed mid-cell (``PGRA_FAULT``), after a forged takeover from another host, by ``--launcher local --workers
-2`` on one GPU and under the variables other launchers set: every cell's key and predictions must equal the
-reference's byte for byte. Then a causal LM loaded straight to the device (host memory peak, GPU memory left after
-release) and two reader cells (two seeds) run side by side by two jobs on the GPU against one after the other by one
-job (the wall-clock ratio is printed, not judged).
+``--out`` gets the logs, the table and the JSON; ``--work`` (default ``DIR/scratch``; gpu_accept.sh gives a
+``mktemp -d`` outside ``$OUT``) the fixtures, grids, index and numba's cache. No network and no downloads: every
+model is built here from a config with random weights (a ~1.2B-parameter OPT so that memory shows on a GPU, a
+T5-base-shaped reader for the side-by-side timing; tiny ones in CPU mode, ``--cpu`` or no GPU listed). A GPU that
+``nvidia-smi -L`` lists and torch cannot use fails the env phase (no CPU-mode pass on a GPU machine) unless
+``--cpu`` was asked. The BM25 kernels are compiled first (``warm``). The grid (one task, fid and knn_vote: two
+cells, one a reader) is then run by one process (the reference), under torchrun with two ranks on one GPU
+(``cells_per_gpu 2``), by two jobs of which one is killed mid-cell (``PGRA_FAULT``), after a forged takeover from
+another host, by ``--launcher local --workers 2`` on one GPU and under the variables other launchers set: every
+cell's key and predictions must equal the reference's byte for byte. Then a causal LM loaded straight to the device
+(host memory peak, GPU memory left after release), the reranking stage with that LM under torchrun with two ranks
+on the GPU (one loads it), the reader's CUDA-graph loop (compile, reduce-overhead) and two reader cells (two seeds)
+run side by side by two jobs on the GPU against one after the other by one job (the wall-clock ratio is printed,
+not judged).
 """
 
 from __future__ import annotations

@@ -2,14 +2,14 @@
 # GPU acceptance of the node path (issues 49, 68), one prepared script: the BM25 kernels compiled first (warm), one
 # tiny grid run every way pgra runs it on one GPU (one process; torchrun with 2 ranks on the GPU, cells_per_gpu 2;
 # two jobs, one killed mid-cell and resumed; a forged takeover from another host; --launcher local --workers 2; the
-# launchers' variables), a ~1.2B OPT loaded straight to the GPU, the reranking stage with that OPT on one rank of two
-# sharing the GPU, the reader's CUDA-graph loop, and two reader cells side by side against one after the other. No
-# network, no downloads: random-weight models built from configs. Each phase runs under its own time limit (about 9
-# minutes in all on an H100 or H200). Fixtures, grids and index go to a scratch folder outside $OUT ($WORK, default
-# a new temp folder, removed at the end unless KEEP_WORK=1: the fixtures are 3.5 GB on a GPU); only the logs, the
-# PASS/FAIL table and its JSON go to $OUT (default a new temp folder: gpu_accept.txt, gpu_accept.json, *.log).
-# Exit 0 when every phase passed. A machine whose nvidia-smi lists a GPU that torch cannot use fails at once (no
-# CPU-mode pass there) unless --cpu is given.
+# launchers' variables), a ~1.2B OPT loaded straight to the GPU, the reranking stage with that OPT on one rank of
+# two sharing the GPU, the reader's CUDA-graph loop, and two reader cells side by side against one after the other.
+# No network, no downloads: random-weight models built from configs. Each phase runs under its own time limit (645 s
+# in all on an H100 or H200, about half of it expected). Fixtures, grids and index go to a scratch folder outside
+# $OUT ($WORK, default a new temp folder, removed at the end unless KEEP_WORK=1: the fixtures are 3.5 GB on a GPU);
+# only the logs, the PASS/FAIL table and its JSON go to $OUT (default a new temp folder: gpu_accept.txt,
+# gpu_accept.json, *.log). Exit 0 when every phase passed. A machine whose nvidia-smi lists a GPU that torch cannot
+# use fails at once (no CPU-mode pass there) unless --cpu is given.
 #
 #   bash bench/gpu_accept.sh            # on the GPU machine, from the repository root (CPU mode where no GPU is listed)
 #   bash bench/gpu_accept.sh --cpu      # CPU mode: tiny models, the GPU hidden (the test suite runs this)
@@ -51,7 +51,7 @@ phase() {  # phase NAME SECONDS: one phase under its own limit; its log in $OUT,
     echo "${PIPESTATUS[0]}" > "$OUT/phases/$name.rc"
 }
 
-# limits: 575 s in all on a GPU (each phase's expected time on an H100 is about half its limit)
+# limits: 645 s in all on a GPU (each phase's expected time on an H100 is about half its limit)
 phase env 15
 if grep -q '"refused"' "$OUT/mode.json" 2>/dev/null; then  # a GPU listed that torch cannot use: no CPU-mode pass
     "$PYTHON" bench/gpu_accept.py --out "$OUT" summary
