@@ -79,7 +79,7 @@ def choose_backend() -> tuple[str, str | None]:
     return "nccl", None
 
 
-def gloo_interface_problem(env: Mapping[str, str] | None = None, resolve=socket.gethostbyname) -> str | None:
+def gloo_interface_problem(env: Mapping[str, str] | None = None, resolve=None) -> str | None:
     """Why gloo (pgra's exchanges: every multi-rank job makes a gloo group) cannot connect the nodes of this
     launch, or None: gloo listens on the address this host's name resolves to (``resolve``), and where that is
     loopback (``127.x``: Debian's default ``/etc/hosts``) while the ranks span several nodes (``WORLD_SIZE`` above
@@ -94,7 +94,7 @@ def gloo_interface_problem(env: Mapping[str, str] | None = None, resolve=socket.
         return None
     host = socket.gethostname()
     try:
-        address = resolve(host)
+        address = (resolve or socket.gethostbyname)(host)
     except OSError:
         address = None
     if address is not None and not address.startswith("127."):

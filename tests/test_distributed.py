@@ -244,3 +244,24 @@ def test_an_embedding_cache_written_by_ranks_on_several_hosts_is_refused(tmp_pat
     monkeypatch.setattr(corpus_pass, "gather_objects", lambda ctx, obj: ["node0", "node0"])
     monkeypatch.setattr(DistContext, "barrier", lambda self: None)
     assert corpus_pass.open_cache(DistContext(0, 2), str(tmp_path / "cache"), key, 4, 8).directory.exists()
+
+
+def test_joining_a_multi_node_launch_on_a_loopback_hostname_warns_once_a_node(monkeypatch, capsys):
+    """init_distributed says it in one warning line (LOCAL_RANK 0 only) before the groups are made."""
+    from pgra import distributed
+
+    made = []
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: bool(made))
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda **kw: made.append("main"))
+    monkeypatch.setattr(distributed.dist, "new_group", lambda **kw: made.append("gloo"))
+    monkeypatch.setattr(distributed.dist, "get_rank", lambda: 0)
+    monkeypatch.setattr(distributed.dist, "get_world_size", lambda: 16)
+    monkeypatch.setattr(distributed.socket, "gethostbyname", lambda host: "127.0.1.1")  # Debian's /etc/hosts
+    monkeypatch.setattr(distributed, "_exchanges", None)
+    for k, v in {"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    distributed.init_distributed()
+    err = capsys.readouterr().err
+    assert made == ["main", "gloo"]
+    assert [line for line in err.splitlines() if "GLOO_SOCKET_IFNAME" in line][0].startswith("warning: ")
