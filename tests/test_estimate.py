@@ -864,6 +864,12 @@ def test_launcher_workers_build_each_tasks_stages_in_one_job(planned, monkeypatc
     assert Plan(stages, [], 4).wallclock() == (110.0 / 4, 0.0)  # one launch's ranks share each stage
     assert Plan(stages, [], 4, separate_jobs=True).wallclock() == (60.0, 0.0)  # a: 60 s, b: 50 s, side by side
     assert Plan(stages, [], 1, separate_jobs=True).wallclock() == (110.0, 0.0)
+    # --workers 4 on 2 GPUs (cells_per_gpu 2): a worker leaves the stages to its GPU's first worker, so the tasks'
+    # stages run side by side on the 2 GPUs; --workers 2 on 1 GPU: one after another
+    two_gpus = Plan(stages, [], 4, cells_per_gpu=2, separate_jobs=True)
+    assert two_gpus.wallclock() == (60.0, 0.0) and Plan(stages, [], 2, cells_per_gpu=2,
+                                                        separate_jobs=True).wallclock() == (110.0, 0.0)
+    assert "the tasks side by side, one a GPU" in two_gpus.summary()[-1]
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     plan = plan_costs(Experiment(from_dict(ExperimentConfig, planned)))
     assert (plan.workers, plan.separate_jobs) == (1, False)

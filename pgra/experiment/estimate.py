@@ -886,7 +886,8 @@ class Plan:
             lines.append(f"{self.cells_per_gpu} cells per GPU (assumed, not measured: each cell at the longer of its "
                          f"own time and {self.cells_per_gpu} x its device time)")
         own = f" + the command's own {format_seconds(self.command_s)}" if self.command_s else ""
-        how = ("each task's built by one job, the tasks side by side" if self.separate_jobs else
+        how = (f"each task's built by one job, the tasks side by side{', one a GPU' if self.cells_per_gpu > 1 else ''}"
+               if self.separate_jobs else
                "each sharded over the GPUs, one rank a GPU" if self.cells_per_gpu > 1 else
                "each sharded over the workers")
         side = ("one after another (DDP): a reader's training split among the workers, the rest whole" if self.ddp else
