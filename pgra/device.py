@@ -58,6 +58,48 @@ def one_gpu_each(env: Mapping[str, str] | None = None) -> bool:
     return ranks != 1 if ranks is not None else world != "1"
 
 
+def gpu_count() -> int:
+    """The GPUs torch sees (0 without CUDA)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def shares_a_gpu(env: Mapping[str, str] | None = None, gpus: int | None = None) -> bool:
+    """Whether this rank's GPU is also a lower local rank's: the node's ranks (``LOCAL_WORLD_SIZE``) outnumber its
+    ``gpus`` (default :func:`gpu_count`) and ``LOCAL_RANK`` is past them (rank i uses GPU i modulo the GPUs:
+    ``torchrun --nproc-per-node GPUs x cells_per_gpu``). False without GPUs, and without ``LOCAL_WORLD_SIZE``
+    (ranks started one by one by srun or mpirun, each seeing its own GPU)."""
+    env = os.environ if env is None else env
+    gpus = gpu_count() if gpus is None else gpus
+    ranks = ranks_per_node(env)
+    if gpus < 1 or ranks is None or ranks <= gpus:
+        return False
+    return int(env.get("LOCAL_RANK") or 0) >= gpus
+
+
+STAGE_PARTNER_ENV = "PGRA_STAGE_PARTNER_PID"  # a local worker: the pid of the worker that builds stages on its GPU
+
+
+def stage_partner_alive(env: Mapping[str, str] | None = None) -> bool:
+    """Whether this local worker leaves the stages to another (``--launcher local`` with more workers than GPUs):
+    the worker that took its GPU first (its pid in :data:`STAGE_PARTNER_ENV`) still runs. While it does, this
+    worker builds no stage and waits for them, so that a GPU holds one stage's models at a time; once it has
+    ended, this worker builds what is left."""
+    value = (os.environ if env is None else env).get(STAGE_PARTNER_ENV, "")
+    if not value.strip().isdigit():
+        return False
+    try:
+        os.kill(int(value), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # alive, another user's
+        return True
+    try:  # ended but not yet reaped by the launcher (which waits for its workers in turn): a zombie
+        with open(f"/proc/{int(value)}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()[:1] != ["Z"]
+    except OSError:
+        return True
+
+
 def ranks_per_node(env: Mapping[str, str] | None = None) -> int | None:
     """How many ranks of this launch run on this node (``LOCAL_WORLD_SIZE``: torchrun, accelerate launch); None
     when not launched as ranks."""

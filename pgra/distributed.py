@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from . import device
 from .device import apply_launcher_threads, local_device_index, ranks_per_node, warn_if_cuda_missing
 from .errors import InputError, shorten
 
@@ -35,20 +38,27 @@ DEFAULT_TIMEOUT_S = 120 * 60.0
 DEFAULT_WAIT_S = 7 * 24 * 3600.0
 
 _exchanges = None  # the gloo group of pgra's own exchanges, once init_distributed made one
+_stage: tuple[DistContext | None] | None = None  # this rank's stage_context, once made
 
 
 @dataclass(frozen=True)
 class DistContext:
     rank: int = 0
     world_size: int = 1
+    group: Any = field(default=None, compare=False, repr=False)  # a part of the ranks (stage_context); None: all
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
+    @property
+    def exchanges(self) -> Any:
+        """The gloo group its exchanges run over: its own part's, else pgra's group of all ranks."""
+        return _exchanges if self.group is None else self.group
+
     def barrier(self) -> None:
         if self.world_size > 1:
-            dist.barrier(group=_exchanges)
+            dist.barrier(group=self.exchanges)
 
     def shard(self, n_items: int) -> range:
         """The items ``i`` with ``i % world_size == rank`` (round-robin keeps shards balanced)."""
@@ -67,6 +77,32 @@ def choose_backend() -> tuple[str, str | None]:
         return "gloo", (f"{ranks} ranks on this node share {gpus} GPU(s) (rank i uses GPU LOCAL_RANK % {gpus}); "
                         "NCCL refuses two ranks on one GPU, so the ranks exchange their data over gloo")
     return "nccl", None
+
+
+def gloo_interface_problem(env: Mapping[str, str] | None = None, resolve=None) -> str | None:
+    """Why gloo (pgra's exchanges: every multi-rank job makes a gloo group) cannot connect the nodes of this
+    launch, or None: gloo listens on the address this host's name resolves to (``resolve``), and where that is
+    loopback (``127.x``: Debian's default ``/etc/hosts``) while the ranks span several nodes (``WORLD_SIZE`` above
+    the node's ``LOCAL_WORLD_SIZE``; without it, Slurm's ``SLURM_NNODES``), the other nodes cannot reach it and
+    ``new_group`` fails. ``GLOO_SOCKET_IFNAME`` set: None (gloo uses that interface)."""
+    env = os.environ if env is None else env
+    if env.get("GLOO_SOCKET_IFNAME", "").strip():
+        return None
+    world, local = int(env.get("WORLD_SIZE") or 1), ranks_per_node(env)
+    nodes = str(env.get("SLURM_NNODES") or "1")
+    if not ((local is not None and world > local) or (local is None and nodes.isdigit() and int(nodes) > 1)):
+        return None
+    host = socket.gethostname()
+    try:
+        address = (resolve or socket.gethostbyname)(host)
+    except OSError:
+        address = None
+    if address is not None and not address.startswith("127."):
+        return None
+    where = f"resolves to {address} (loopback)" if address else "does not resolve"
+    return (f"this job's ranks span several nodes and this host's name {host} {where}: gloo (pgra's exchanges) "
+            "would listen where the other nodes cannot reach it; set GLOO_SOCKET_IFNAME to the network interface "
+            "the nodes share (e.g. GLOO_SOCKET_IFNAME=eth0; `ip -br addr` lists them), docs/beyond-one-machine.md")
 
 
 def seconds_from_env(name: str, default: float, env: Mapping[str, str] | None = None) -> float:
@@ -110,19 +146,44 @@ def init_distributed(timeout_minutes: float | None = None) -> DistContext:
         backend, why = choose_backend()
         if torch.cuda.is_available():
             torch.cuda.set_device(local_device_index())
-        if why and int(os.environ.get("LOCAL_RANK") or 0) == 0:
+        first = int(os.environ.get("LOCAL_RANK") or 0) == 0
+        if why and first:
             print(f"note: {why}", file=sys.stderr, flush=True)
+        unreachable = gloo_interface_problem()
+        if unreachable and first:
+            print(f"warning: {unreachable}", file=sys.stderr, flush=True)
         dist.init_process_group(backend=backend, timeout=timeout)
         _exchanges = dist.new_group(backend="gloo", timeout=wait)
     return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
 
 
+def stage_context(ctx: DistContext) -> DistContext | None:
+    """The ranks of ``ctx`` that do a stage's work (load its models and split it): one per GPU. Where a node runs
+    more ranks than it shows GPUs (``torchrun --nproc-per-node GPUs x cells_per_gpu``), every rank would load the
+    stage's LM on its GPU, c copies on each (two OPT-13b on one 80 GB GPU); there the ranks past the first on each
+    GPU (:func:`pgra.device.shares_a_gpu`) sit the stage out and wait, and the others split its work over a group
+    of their own. ``ctx`` itself where every rank has a GPU of its own, or none (the CPU); None on a rank that
+    sits out. Every rank of ``ctx`` calls it together (the first call makes the group)."""
+    global _stage
+    if ctx.world_size == 1 or ctx.group is not None:
+        return ctx
+    if _stage is None:
+        works = gather_objects(ctx, not device.shares_a_gpu())
+        ranks = [r for r, w in enumerate(works) if w]
+        if len(ranks) == ctx.world_size or 0 not in ranks:
+            _stage = (ctx,)
+        else:
+            group = dist.new_group(ranks=ranks, backend="gloo", timeout=dist_timeouts()[1])
+            _stage = (DistContext(ranks.index(ctx.rank), len(ranks), group) if ctx.rank in ranks else None,)
+    return _stage[0]
+
+
 def shutdown_distributed() -> None:
     """Leave the process group (if this process joined one)."""
-    global _exchanges
+    global _exchanges, _stage
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
-    _exchanges = None
+    _exchanges, _stage = None, None
 
 
 def gather_objects(ctx: DistContext, obj):
@@ -130,7 +191,7 @@ def gather_objects(ctx: DistContext, obj):
     if ctx.world_size == 1:
         return [obj]
     out = [None] * ctx.world_size
-    dist.all_gather_object(out, obj, group=_exchanges)
+    dist.all_gather_object(out, obj, group=ctx.exchanges)
     return out
 
 
@@ -144,9 +205,9 @@ def main_computes(ctx: DistContext, compute):
         try:
             box = [(True, compute())]
         except Exception as e:
-            dist.broadcast_object_list([(False, f"{type(e).__name__}: {e}")], src=0, group=_exchanges)
+            dist.broadcast_object_list([(False, f"{type(e).__name__}: {e}")], src=0, group=ctx.exchanges)
             raise
-    dist.broadcast_object_list(box, src=0, group=_exchanges)
+    dist.broadcast_object_list(box, src=0, group=ctx.exchanges)  # (global rank 0 is the main one of every part)
     ok, value = box[0]
     if not ok:
         raise RuntimeError(f"the main process failed: {value}")

@@ -136,3 +136,131 @@ def test_the_distributed_timeouts_come_from_the_environment():
     for bad in ("0", "-5", "soon", "nan", "inf"):
         with pytest.raises(InputError, match="field 'PGRA_DIST_WAIT_S': must be a positive number of seconds"):
             dist_timeouts({"PGRA_DIST_WAIT_S": bad})
+
+
+_STAGES_ON_ONE_GPU = """
+import json
+import os
+import sys
+
+import pgra.device
+
+pgra.device.gpu_count = lambda: 1  # both ranks on one GPU (mocked: they compute on the CPU)
+from pgra.rerank import embedder
+
+_init = embedder.LMEmbedder.__init__
+
+
+def counted(self, *args, **kwargs):
+    with open(sys.argv[2], "a") as f:
+        f.write(os.environ["RANK"] + "\\n")
+    _init(self, *args, **kwargs)
+
+
+embedder.LMEmbedder.__init__ = counted
+from pgra.config import from_dict
+from pgra.distributed import init_distributed, shutdown_distributed
+from pgra.experiment.config import experiment_config
+from pgra.experiment.grid import Experiment
+from pgra.experiment.workers import GridRun
+
+cfg = from_dict(experiment_config(), json.loads(open(sys.argv[1]).read()), source=sys.argv[1])
+ctx = init_distributed()
+run = GridRun(Experiment(cfg), ctx)
+run.index()
+print(f"rank {ctx.rank}: {run.stages(cfg.tasks[0])}", flush=True)
+shutdown_distributed()
+"""
+
+
+@pytest.mark.distributed
+def test_ranks_sharing_a_gpu_load_a_stage_s_lm_once(tmp_path, tiny_opt):
+    """torchrun --nproc-per-node 2 with cells_per_gpu 2 on one GPU (mocked: the ranks compute on the CPU): the
+    reranked stage's LM is loaded by one rank, the other waits for it (before, each rank loaded a copy on the one
+    GPU: two OPT-13b on an 80 GB card)."""
+    import json
+
+    from tests.conftest import write_corpus, write_sky_task
+
+    values = {"tasks": [str(write_sky_task(tmp_path))], "methods": ["pgra"], "seeds": [1], "out": str(tmp_path / "x"),
+              "index": {"corpus": str(write_corpus(tmp_path)), "out": str(tmp_path / "index"), "retriever": "bm25"},
+              "retrieve": {"k": 6}, "rerank": {"lm": str(tiny_opt), "num_demos": 2, "top_d": 3,
+                                               "cache_dir": str(tmp_path / "cache")},
+              "cells_per_gpu": 2, "show_progress": False}
+    (tmp_path / "grid.json").write_text(json.dumps(values))
+    (tmp_path / "stages.py").write_text(_STAGES_ON_ONE_GPU)
+    loads = tmp_path / "loads.txt"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(tmp_path / "stages.py"), str(tmp_path / "grid.json"), str(loads)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
+        "PYTHONPATH", "")])}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, launch_failure(proc)
+    assert "rank 0: ready" in proc.stdout and "rank 1: ready" in proc.stdout
+    assert loads.read_text().split() == ["0"]  # one LM on the one GPU, loaded by rank 0
+    stage = tmp_path / "x" / "sky" / "reranked"
+    assert json.loads((stage / "manifest.json").read_text())["counts"]
+    assert json.loads((stage / "cost.json").read_text())["processes"] == 1
+
+
+@pytest.mark.parametrize(("env", "address", "said"), [
+    ({"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, "127.0.1.1", True),     # two nodes, Debian's /etc/hosts
+    ({"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, None, True),            # the name does not resolve
+    ({"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, "10.1.2.3", False),     # a routable address
+    ({"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "GLOO_SOCKET_IFNAME": "ib0"}, "127.0.1.1", False),
+    ({"WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "8"}, "127.0.1.1", False),     # one node: loopback reaches every rank
+    ({"WORLD_SIZE": "2", "SLURM_NNODES": "2"}, "127.0.0.1", True),          # srun, one rank a node
+    ({"WORLD_SIZE": "2", "SLURM_NNODES": "1"}, "127.0.0.1", False),
+])
+def test_a_multi_node_job_whose_hostname_is_loopback_is_told_to_set_gloo_socket_ifname(env, address, said):
+    from pgra.distributed import gloo_interface_problem
+
+    def resolve(host: str) -> str:
+        if address is None:
+            raise OSError("Name or service not known")
+        return address
+
+    problem = gloo_interface_problem(env, resolve)
+    assert (problem is not None) is said
+    if said:
+        assert "GLOO_SOCKET_IFNAME" in problem and "\n" not in problem
+
+
+def test_an_embedding_cache_written_by_ranks_on_several_hosts_is_refused(tmp_path, monkeypatch):
+    """The reranker's memory-mapped cache is written in place: ranks on two nodes (hostnames mocked) are refused in
+    one line naming cache_dir, before anything is written; ranks on one host open it."""
+    from pgra.distributed import DistContext
+    from pgra.errors import InputError
+    from pgra.rerank import corpus_pass
+
+    key = {"lm": "x", "rows": "queries:test"}
+    monkeypatch.setattr(corpus_pass, "gather_objects", lambda ctx, obj: ["node1", "node0"])
+    with pytest.raises(InputError, match=r"field 'cache_dir': the embedding cache .* ranks on 2 hosts \(node0, node1\)"
+                       ) as refused:
+        corpus_pass.open_cache(DistContext(0, 2), str(tmp_path / "cache"), key, 4, 8)
+    assert "\n" not in str(refused.value) and "--nnodes 1" in str(refused.value)
+    assert not (tmp_path / "cache").exists()
+    monkeypatch.setattr(corpus_pass, "gather_objects", lambda ctx, obj: ["node0", "node0"])
+    monkeypatch.setattr(DistContext, "barrier", lambda self: None)
+    assert corpus_pass.open_cache(DistContext(0, 2), str(tmp_path / "cache"), key, 4, 8).directory.exists()
+
+
+def test_joining_a_multi_node_launch_on_a_loopback_hostname_warns_once_a_node(monkeypatch, capsys):
+    """init_distributed says it in one warning line (LOCAL_RANK 0 only) before the groups are made."""
+    from pgra import distributed
+
+    made = []
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: bool(made))
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda **kw: made.append("main"))
+    monkeypatch.setattr(distributed.dist, "new_group", lambda **kw: made.append("gloo"))
+    monkeypatch.setattr(distributed.dist, "get_rank", lambda: 0)
+    monkeypatch.setattr(distributed.dist, "get_world_size", lambda: 16)
+    monkeypatch.setattr(distributed.socket, "gethostbyname", lambda host: "127.0.1.1")  # Debian's /etc/hosts
+    monkeypatch.setattr(distributed, "_exchanges", None)
+    for k, v in {"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    distributed.init_distributed()
+    err = capsys.readouterr().err
+    assert made == ["main", "gloo"]
+    assert [line for line in err.splitlines() if "GLOO_SOCKET_IFNAME" in line][0].startswith("warning: ")

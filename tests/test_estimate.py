@@ -658,7 +658,7 @@ def test_cells_sharing_a_gpu_by_hand():
     assert [two.shared_seconds(e) for e in cells] == [100.0, 160.0, 100.0, 0.0]  # unknown device time: no gain
     assert two.wallclock()[1] == plan_wallclock([100.0, 160.0, 100.0, 0.0], 2) == 200.0
     assert "2 cells per GPU (assumed, not measured" in "\n".join(two.summary())
-    assert "side by side, 2 per GPU on 1" in two.summary()[-1] and "each sharded over the GPUs" in two.summary()[-1]
+    assert "side by side, 2 per GPU on 1" in two.summary()[-1] and "each sharded over the GPUs, one rank a GPU" in two.summary()[-1]
 
 
 def _gpu_asking_config(tmp_path, **reader) -> dict:
@@ -865,6 +865,12 @@ def test_launcher_workers_build_each_tasks_stages_in_one_job(planned, monkeypatc
     assert Plan(stages, [], 4).wallclock() == (110.0 / 4, 0.0)  # one launch's ranks share each stage
     assert Plan(stages, [], 4, separate_jobs=True).wallclock() == (60.0, 0.0)  # a: 60 s, b: 50 s, side by side
     assert Plan(stages, [], 1, separate_jobs=True).wallclock() == (110.0, 0.0)
+    # --workers 4 on 2 GPUs (cells_per_gpu 2): a worker leaves the stages to its GPU's first worker, so the tasks'
+    # stages run side by side on the 2 GPUs; --workers 2 on 1 GPU: one after another
+    two_gpus = Plan(stages, [], 4, cells_per_gpu=2, separate_jobs=True)
+    assert two_gpus.wallclock() == (60.0, 0.0) and Plan(stages, [], 2, cells_per_gpu=2,
+                                                        separate_jobs=True).wallclock() == (110.0, 0.0)
+    assert "the tasks side by side, one a GPU" in two_gpus.summary()[-1]
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     plan = plan_costs(Experiment(from_dict(ExperimentConfig, planned)))
     assert (plan.workers, plan.separate_jobs) == (1, False)

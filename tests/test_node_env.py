@@ -714,7 +714,7 @@ def test_the_local_launcher_s_workers_run_with_the_sharing_it_counted(tmp_path, 
         def plan(self):
             return []
 
-    monkeypatch.setattr(launch, "_local", lambda payload, envs: seen.update(payload=payload, envs=envs) or [0, 0])
+    monkeypatch.setattr(launch, "_local", lambda payload, envs, gpus=0: seen.update(payload=payload, envs=envs) or [0, 0])
     cfg = from_dict(ExperimentConfig, {"out": str(tmp_path / "exp"), "launcher": "local", "workers": 2})
     assert launch.launch(Exp(cfg)) == []
     values = seen["payload"]["config"]["values"]
@@ -807,3 +807,66 @@ def test_a_cell_failed_lately_is_judged_on_the_file_system_s_clock(skew, tmp_pat
     assert not grid._failed_lately(cell)
     (cell.directory / "error.log").write_text("failed now\n")
     assert grid._failed_lately(cell)
+
+
+@pytest.mark.parametrize(("local_world", "local_rank", "gpus", "shares"), [
+    ("16", "0", 8, False), ("16", "7", 8, False), ("16", "8", 8, True), ("16", "15", 8, True),  # cells_per_gpu 2
+    ("8", "7", 8, False),   # a GPU each
+    ("2", "1", 0, False),   # the CPU: every rank works
+    (None, "3", 1, False),  # srun --gpus-per-task=1: each rank sees its own GPU
+])
+def test_which_ranks_share_a_gpu_with_a_lower_one(local_world, local_rank, gpus, shares):
+    env = {"LOCAL_RANK": local_rank, **({"LOCAL_WORLD_SIZE": local_world} if local_world else {})}
+    assert pgra_device.shares_a_gpu(env, gpus) is shares
+
+
+def test_a_local_worker_leaves_the_stages_to_its_gpu_s_first_worker_while_it_runs(tmp_path):
+    from pgra.device import STAGE_PARTNER_ENV, stage_partner_alive
+
+    assert not stage_partner_alive({}) and stage_partner_alive({STAGE_PARTNER_ENV: str(os.getpid())})
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{ended.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":  # ended, not reaped
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert not stage_partner_alive({STAGE_PARTNER_ENV: str(ended.pid)})
+    ended.wait()
+    assert not stage_partner_alive({STAGE_PARTNER_ENV: str(ended.pid)})
+
+
+def test_a_local_worker_sharing_a_gpu_builds_no_stage_while_its_partner_runs(tmp_path, monkeypatch):
+    from pgra.device import STAGE_PARTNER_ENV
+
+    run, stage = _grid(tmp_path), tmp_path / "out" / "t" / "reranked"
+    monkeypatch.setenv(STAGE_PARTNER_ENV, str(os.getpid()))
+    assert run._claim_on_main(stage, "t reranked", stage=True) == ("held", [])
+    assert not claim_path(stage).exists()
+    assert run._claim_on_main(tmp_path / "index", "index")[0] == "run"  # the index is claimed as before
+    monkeypatch.setenv(STAGE_PARTNER_ENV, "999999999")  # its partner ended: it builds what is left
+    decision, claim = run._claim_on_main(stage, "t reranked", stage=True)
+    assert decision == "run" and claim_path(stage).exists()
+    for stack in claim:
+        stack.close()
+
+
+def test_the_local_launcher_names_each_gpu_s_first_worker_to_the_workers_beside_it(tmp_path, monkeypatch):
+    """--launcher local --workers 4 on 2 GPUs: workers 2 and 3 leave the stages to workers 0 and 1."""
+    from pgra.device import STAGE_PARTNER_ENV
+    from pgra.experiment import launch
+
+    started = []
+
+    class Proc:
+        def __init__(self, cmd, env):
+            self.pid, self.env = 1000 + len(started), env
+            started.append(self)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(launch.subprocess, "Popen", Proc)
+    envs = [{"PGRA_WORKER": f"local-{i}", STAGE_PARTNER_ENV: "7"} for i in range(4)]
+    assert launch._local({}, envs, gpus=2) == [0, 0, 0, 0]
+    assert [p.env.get(STAGE_PARTNER_ENV) for p in started] == [None, None, "1000", "1001"]
+    launch._local({}, envs[:2], gpus=0)
+    assert all(STAGE_PARTNER_ENV not in p.env for p in started[4:])

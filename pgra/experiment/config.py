@@ -112,9 +112,10 @@ class ExperimentConfig:
     show_progress: bool = option(True, help="progress bars (a line every 30 s in a log)")
     parallel: str = option("cells", choices=PARALLEL,
                            help="under N processes (torchrun, accelerate launch): cells runs whole cells side by side, "
-                                "one process (one device) each; ddp runs each cell as one job over all processes (a "
-                                "reader too big for one device). The stages split their work over all processes "
-                                "either way")
+                                "one process (one device) each; ddp runs each cell as one DDP job over all processes "
+                                "(each holds the whole reader and trains on its part of the batch: fewer cells, each "
+                                "done sooner; it needs the reader to fit one device). The stages split their work "
+                                "over one process per GPU either way")
     launcher: str = option("none", choices=LAUNCHERS,
                            help="run --workers workers that share the grid: local processes (one device each, "
                                 "round-robin) or Slurm jobs (submitit; the slurm section)")
@@ -125,7 +126,8 @@ class ExperimentConfig:
     cells_per_gpu: int = option(1, min=1,
                                 help="how many cells may share one GPU (torchrun --nproc-per-node GPUs x this, or "
                                      "--launcher local --workers GPUs x this): a cell starts on a shared GPU only when "
-                                     "it has cell_gpu_gb free, else its job waits (up to wait_s)")
+                                     "it has cell_gpu_gb free, else its job waits (up to wait_s); a stage's models "
+                                     "load on one process per GPU, the others wait")
     cell_gpu_gb: float = option(0.0, min=0,
                                 help="GPU memory a cell needs free before it starts, in GiB (0: on a shared GPU, its "
                                      "memory over the cells sharing it; on a GPU of its own, no check)")

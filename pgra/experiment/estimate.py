@@ -26,8 +26,10 @@ Which fits (:func:`plan_device`): the GPU's where CUDA is here, where the config
 says which and why.
 
 The wall-clock assumes the stages run one after another, each sharded over the workers (its single-process
-seconds divided by their number, or by the GPUs' where ``cells_per_gpu`` workers share each; a stage's record is
-its wall-clock under the ``processes`` that built it, so it is first multiplied by them), then the cells side
+seconds divided by their number, or by the GPUs' where ``cells_per_gpu`` workers share each: one rank a GPU builds
+a stage, the others sharing it wait, :func:`pgra.distributed.stage_context`, and a local worker leaves the stages
+to its GPU's first worker; a stage's record is its wall-clock under the ``processes`` that built it, so it is
+first multiplied by them), then the cells side
 by side, one per worker (those sharing a GPU each at most as fast as its device time times their number allows),
 costliest first
 (:func:`plan_wallclock`: longest-processing-time greedy); under ``parallel: ddp`` the cells one after another
@@ -884,8 +886,10 @@ class Plan:
             lines.append(f"{self.cells_per_gpu} cells per GPU (assumed, not measured: each cell at the longer of its "
                          f"own time and {self.cells_per_gpu} x its device time)")
         own = f" + the command's own {format_seconds(self.command_s)}" if self.command_s else ""
-        how = ("each task's built by one job, the tasks side by side" if self.separate_jobs else
-               f"each sharded over the {'GPUs' if self.cells_per_gpu > 1 else 'workers'}")
+        how = (f"each task's built by one job, the tasks side by side{', one a GPU' if self.cells_per_gpu > 1 else ''}"
+               if self.separate_jobs else
+               "each sharded over the GPUs, one rank a GPU" if self.cells_per_gpu > 1 else
+               "each sharded over the workers")
         side = ("one after another (DDP): a reader's training split among the workers, the rest whole" if self.ddp else
                 f"side by side{per_gpu}, costliest first")
         lines.append(f"wall-clock on {self.workers} worker(s): stages {format_seconds(stages)} ({how}) + cells {format_seconds(cells)} ({side}){own} = "

@@ -208,13 +208,20 @@ class Experiment:
         return self._closure(["candidates", *sorted(self.method_stages(), key=lambda name: name == FULL_SEARCH)])
 
     def build_stage(self, task: str, stage: str, ctx) -> None:
-        """Run one stage of ``task`` (every rank of ``ctx`` together), recording its cost and key
+        """Run one stage of ``task`` (every rank of ``ctx`` together: one per GPU works, the ranks sharing its GPU
+        wait, :func:`pgra.distributed.stage_context`), recording its cost and key
         (:func:`~pgra.experiment.reuse.reuse_or_run`: reused when it finished with the same key)."""
+        from ..distributed import stage_context
+
         part = self.stage(stage)
         keys = self.stage_keys(task)
         cfg = part.config(self.request(task, stage, keys))
         _say(ctx, f"[{self._task_name(task)}] {stage}: running")
-        reuse_or_run(self.stage_dir(task, stage), STAGE_KEY_FILE, keys[stage], lambda: part.run(cfg, ctx), ctx)
+        work = stage_context(ctx)
+        if work is not None:
+            reuse_or_run(self.stage_dir(task, stage), STAGE_KEY_FILE, keys[stage], lambda: part.run(cfg, work), work)
+        if work is not ctx:
+            ctx.barrier()
 
     # ----- cells -----
     def method(self, task: str, method: str):

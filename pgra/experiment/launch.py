@@ -25,7 +25,7 @@ from typing import Any
 
 from ..artifacts import claim_output
 from ..config import from_dict
-from ..device import CORE_SHARERS_ENV, apply_threads, exclusive_gpu_problem, shared_threads
+from ..device import CORE_SHARERS_ENV, STAGE_PARTNER_ENV, apply_threads, exclusive_gpu_problem, shared_threads
 from ..distributed import DistContext
 from ..errors import InputError, PgraError
 from ..lock import is_main_launch
@@ -73,7 +73,7 @@ def launch(experiment) -> list:
         worker = replace(worker, cells_per_gpu=sharing)
     payload = experiment_payload(type(experiment)(worker, candidates_from=experiment.candidates_from,
                                                   report_writer=experiment.report_writer))
-    codes = _local(payload, envs) if cfg.launcher == "local" else _slurm(payload, cfg)
+    codes = _local(payload, envs, len(visible_devices())) if cfg.launcher == "local" else _slurm(payload, cfg)
     if codes is None:
         return []
     failed = [c for c in experiment.plan() if c.status != "done" and (c.directory / "error.log").exists()]
@@ -161,12 +161,19 @@ def local_workers(workers: int, cells_per_gpu: int) -> tuple[list[dict[str, str]
     return envs, sharing
 
 
-def _local(payload: dict, envs: list[dict[str, str]]) -> list[int]:
-    """One local process per environment of :func:`local_workers`; their exit codes."""
+def _local(payload: dict, envs: list[dict[str, str]], gpus: int = 0) -> list[int]:
+    """One local process per environment of :func:`local_workers`; their exit codes. Worker ``i`` past the
+    ``gpus`` shares its GPU with worker ``i % gpus``, and leaves the stages to it while it runs (its pid in
+    :data:`pgra.device.STAGE_PARTNER_ENV`): one stage's models on a GPU at a time."""
     with tempfile.TemporaryDirectory(prefix="pgra-workers-") as tmp:
         spec = Path(tmp) / "experiment.json"
         spec.write_text(json.dumps(payload))
-        procs = [subprocess.Popen([sys.executable, "-m", CHILD_MODULE, "grid", str(spec)], env=env) for env in envs]
+        procs: list[subprocess.Popen] = []
+        for i, env in enumerate(envs):
+            env = {k: v for k, v in env.items() if k != STAGE_PARTNER_ENV}
+            if gpus and i >= gpus:
+                env[STAGE_PARTNER_ENV] = str(procs[i % gpus].pid)
+            procs.append(subprocess.Popen([sys.executable, "-m", CHILD_MODULE, "grid", str(spec)], env=env))
         return [p.wait() for p in procs]
 
 

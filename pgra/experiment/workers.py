@@ -1,11 +1,13 @@
 """How one job runs its share of a grid: the index, the stages, then the cells, each under a claim
 (:mod:`pgra.experiment.claims`), so that any number of jobs over one experiment folder finish it together.
 
-Under N processes (torchrun, accelerate launch) the index and the stages split their work over all ranks (rank 0
-holds their claim). The cells then run either side by side (``parallel: cells``, the default): every rank claims
-cells on its own and runs each in a child process that looks like a single process (no process group, one device:
-its ``LOCAL_RANK``'s GPU), so a cell's key, predictions and metrics are those of a 1-process run; or one after
-another as one DDP job over all ranks (``parallel: ddp``, for a reader too big for one device). Cells run costliest
+Under N processes (torchrun, accelerate launch) the index and the stages split their work over all ranks, one a GPU
+where ranks share GPUs (:func:`pgra.distributed.stage_context`; rank 0 holds their claim). The cells then run either
+side by side (``parallel: cells``, the default): every rank claims cells on its own and runs each in a child process
+that looks like a single process (no process group, one device: its ``LOCAL_RANK``'s GPU), so a cell's key,
+predictions and metrics are those of a 1-process run; or one after another as one DDP job over all ranks
+(``parallel: ddp``: every rank holds the whole reader and trains on its part of each batch, so a cell finishes
+sooner; the reader must fit one device). Cells run costliest
 first (:func:`cost_order`). A job skips what another live job holds, waits for stages other jobs build, and the
 last job to finish writes the report.
 
@@ -38,8 +40,9 @@ from ..device import (
     local_device_index,
     ranks_per_node,
     shared_threads,
+    stage_partner_alive,
 )
-from ..distributed import DistContext, gather_objects, main_computes
+from ..distributed import DistContext, gather_objects, main_computes, stage_context
 from ..errors import InputError, PgraError
 from ..lock import fs_now, release_dead_writers
 from ..methods import get_method
@@ -268,14 +271,18 @@ class GridRun:
             self._watch = None
 
     # ----- the index and the stages (all ranks together; rank 0 holds the claim) -----
-    def _claim_on_main(self, target: Path, label: str, done=lambda: False) -> tuple[str, list]:
+    def _claim_on_main(self, target: Path, label: str, done=lambda: False, stage: bool = False) -> tuple[str, list]:
         """Rank 0 claims ``target``: ``("run", [claim])`` (the claim on rank 0 only), ``("held", [])`` or
-        ``("done", [])`` when ``done()`` holds once claimed (another job finished it meanwhile)."""
+        ``("done", [])`` when ``done()`` holds once claimed (another job finished it meanwhile). A ``stage`` is
+        also ``held`` by the local worker that took this worker's GPU first, while it runs
+        (:func:`pgra.device.stage_partner_alive`: one stage's models on a GPU at a time)."""
         box: list = []
 
         def decide() -> str:
             if done():
                 return "done"
+            if stage and self.ctx.world_size == 1 and stage_partner_alive():
+                return "held"
             try:
                 stack = try_claim(target, label, self.stale_after)
             except OSError:  # a read-only shared folder: nothing to claim (the stage's own lock still guards it)
@@ -300,7 +307,11 @@ class GridRun:
             decision, claim = self._claim_on_main(target, f"index {target}")
             if decision == "run":
                 try:
-                    build_index(replace(self.cfg.index, show_progress=self.cfg.show_progress), self.ctx)
+                    work = stage_context(self.ctx)  # one rank per GPU loads the encoder
+                    if work is not None:
+                        build_index(replace(self.cfg.index, show_progress=self.cfg.show_progress), work)
+                    if work is not self.ctx:
+                        self.ctx.barrier()
                 finally:
                     for stack in claim:
                         stack.close()
@@ -317,7 +328,7 @@ class GridRun:
         try:
             for stage in exp.stages_needed():  # whether it is done is rank 0's word too (another job may finish
                 decision, claim = self._claim_on_main(exp.stage_dir(task, stage), f"{task} {stage}",  # it meanwhile)
-                                                      lambda s=stage: exp.stage_done(task, s))
+                                                      lambda s=stage: exp.stage_done(task, s), stage=True)
                 if decision == "held":
                     self._say_once(f"[{exp._task_name(task)}] {stage}: being built by another job")
                     return "held"

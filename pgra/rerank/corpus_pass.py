@@ -16,6 +16,7 @@ with each input's prompted embedding: the reranker at k = the corpus, without a 
 from __future__ import annotations
 
 import hashlib
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import numpy as np
 
 from ..corpus import CorpusStore
 from ..distributed import DistContext, gather_objects
+from ..errors import InputError
 from ..faults import fault_point
 from ..progress import progress
 from ..tasks import Example, TaskSpec
@@ -59,7 +61,16 @@ def embed_rows(reranker: PromptGuidedReranker, cache: EmbeddingCache, rows: np.n
 
 
 def open_cache(ctx: DistContext, root: str, key: dict[str, Any], size: int, dim: int) -> EmbeddingCache:
-    """Rank 0 creates the cache folder; the others open it after a barrier."""
+    """Rank 0 creates the cache folder; the others open it after a barrier. Refused (an InputError on
+    ``cache_dir``, before anything is written) when the ranks of ``ctx`` run on several hosts: the cache's
+    memory-mapped files are written in place, row by row, and a shared file system (NFS) keeps no mapping coherent
+    between machines (two nodes writing rows of one page lose each other's)."""
+    hosts = sorted(set(gather_objects(ctx, socket.gethostname())))
+    if len(hosts) > 1:
+        raise InputError(f"the embedding cache {root} would be written by ranks on {len(hosts)} hosts "
+                         f"({', '.join(hosts[:3])}{', ...' if len(hosts) > 3 else ''}): its memory-mapped files are "
+                         "written in place, which a shared file system does not keep coherent between machines; "
+                         "rerank on one node (torchrun --nnodes 1), docs/beyond-one-machine.md", field="cache_dir")
     if ctx.is_main:
         EmbeddingCache(root, key, size, dim)
     ctx.barrier()
