@@ -130,6 +130,7 @@ bench: prepare
 	$(BIN)/python bench/bench_reader_top_layers.py
 	$(BIN)/python bench/bench_reader_top_layers.py --d 2,4,8 --n 0,1,2,6 --batch 16 --steps 3 --precisions fp32,bf16
 	$(BIN)/python bench/bench_collate.py
+	$(BIN)/python bench/profile_reader_step.py
 	$(BIN)/python bench/plan_table2.py
 	$(BIN)/python bench/rerankers_bootstrap.py runs/demo-experiment --task mr --d 2
 

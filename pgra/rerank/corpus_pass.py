@@ -70,7 +70,7 @@ def open_cache(ctx: DistContext, root: str, key: dict[str, Any], size: int, dim:
         raise InputError(f"the embedding cache {root} would be written by ranks on {len(hosts)} hosts "
                          f"({', '.join(hosts[:3])}{', ...' if len(hosts) > 3 else ''}): its memory-mapped files are "
                          "written in place, which a shared file system does not keep coherent between machines; "
-                         "rerank on one node (torchrun --nnodes 1), docs/beyond-one-machine.md", field="cache_dir")
+                         "rerank on one node (torchrun --nnodes 1; docs/beyond-one-machine.md)", field="cache_dir")
     if ctx.is_main:
         EmbeddingCache(root, key, size, dim)
     ctx.barrier()
