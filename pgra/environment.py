@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from .artifacts import library_versions, source_commit
@@ -23,13 +24,31 @@ SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_
               "asimd", "sve")
 
 
+SIBLINGS = "/sys/devices/system/cpu/cpu0/topology/thread_siblings_list"  # Linux: the CPUs of cpu0's core
+
+
+def threads_per_core() -> int | None:
+    """How many logical CPUs share one physical core (2 where SMT pairs them: two such CPUs compute a
+    compute-bound step about as fast as one; docs/experiments.md, *Times and tables on each CPU*); None off Linux."""
+    try:
+        text = Path(SIBLINGS).read_text(encoding="ascii")
+        count = 0
+        for part in text.strip().split(","):  # "0", "0,32" or "0-1"
+            first, _, last = part.partition("-")
+            count += int(last or first) - int(first) + 1
+    except (OSError, ValueError):
+        return None
+    return count or None
+
+
 def cpu_description() -> dict[str, Any]:
-    """The CPU: its model name, logical cores and which of :data:`SIMD_FLAGS` it has (Linux's /proc/cpuinfo;
-    elsewhere the platform's processor name only)."""
+    """The CPU: its model name, logical cores, the threads a physical core runs, and which of :data:`SIMD_FLAGS` it
+    has (Linux's /proc/cpuinfo and /sys; elsewhere the platform's processor name only)."""
     from .device import cpu_flags, cpu_model
 
     flags = cpu_flags()
-    return {"model": cpu_model(), "cores": os.cpu_count(), "simd": [f for f in SIMD_FLAGS if f in flags]}
+    return {"model": cpu_model(), "cores": os.cpu_count(), "threads_per_core": threads_per_core(),
+            "simd": [f for f in SIMD_FLAGS if f in flags]}
 
 
 def _torch_part() -> dict[str, Any]:
@@ -95,4 +114,4 @@ def cells_environment(records: list[dict[str, Any]]) -> dict[str, Any]:
             "reader_precision": _counted(precision)}
 
 
-__all__ = ["SIMD_FLAGS", "cells_environment", "cpu_description", "environment_record", "gpu_driver"]
+__all__ = ["SIMD_FLAGS", "cells_environment", "cpu_description", "environment_record", "gpu_driver", "threads_per_core"]

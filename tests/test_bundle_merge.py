@@ -144,6 +144,18 @@ def test_pieces_of_one_folder_bundle_apart_and_merge_into_its_report(apart, tmp_
     assert "no finished cells of {'seeds': [7]}" in line and not (tmp_path / "none").exists()
 
 
+@pytest.mark.parametrize("siblings,threads", [("0-1\n", 2), ("0,32\n", 2), ("3\n", 1), ("x\n", None), (None, None)])
+def test_the_environment_records_how_many_threads_share_a_core(siblings, threads, tmp_path, monkeypatch):
+    """Two SMT threads of one core compute a compute-bound step about as fast as one: a record says so."""
+    from pgra import environment
+
+    path = tmp_path / "thread_siblings_list"
+    if siblings is not None:
+        path.write_text(siblings)
+    monkeypatch.setattr(environment, "SIBLINGS", str(path))
+    assert environment.threads_per_core() == threads == environment.cpu_description()["threads_per_core"]
+
+
 def test_the_environment_records_every_variable_that_holds_the_cpu_back(monkeypatch):
     """A result made with torch, faiss and the matrix libraries held to AVX2 says so (the readers' fp32 numbers follow
     MKL's and oneDNN's kernels, not only torch's)."""
