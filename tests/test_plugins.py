@@ -291,3 +291,40 @@ def test_a_plug_in_method_with_options_named_like_a_config_field_is_refused(tmp_
     finally:
         METHODS.pop("reader")
     assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
+
+
+def test_a_plug_in_part_s_module_enters_the_keys_of_what_it_makes(toys, toy_reranker, toy_stage, tmp_path, corpus_txt,
+                                                                   sky_task, tiny_t5, tiny_opt):
+    """A plug-in's cells and stages are keyed by the module that defines it too (a method, a demonstration strategy,
+    a reranker, a stage): the same name from another module never reuses them; the built-in parts' keys do not
+    move (tests/test_golden.py pins them)."""
+    from pgra.config import load_config
+    from pgra.experiment import Experiment
+    from pgra.experiment.config import experiment_config
+    from pgra.methods import METHODS
+    from pgra.rerank.base import RERANKERS
+    from pgra.selection import STRATEGIES
+    from pgra.stages import STAGES
+
+    path = _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, "keys", reference="no_retrieval",
+                        methods=["no_retrieval", "toy_majority", "icl_toy_longest", "fid_toy_shortest", "fid_toy_tail"],
+                        icl={"lm": str(tiny_opt), "num_demos": 2, "splits": ["test"]},
+                        rerank={"top_d": 2, "toy_shortest": {"longest": True}, "demo_selection": "toy_longest"})
+
+    def keys() -> dict[str, str]:
+        exp = Experiment(load_config(experiment_config(), str(path), {"launcher": "none"}))
+        return {**exp.stage_keys(str(sky_task)), **{c.method: c.key for c in exp.plan()}}
+
+    moved = [(METHODS, "toy_majority", {"toy_majority"}),
+             (STRATEGIES, "toy_longest", {"icl_toy_longest", "reranked", "full_search"}),
+             (RERANKERS, "toy_shortest", {"reranked-toy_shortest", "fid_toy_shortest"}),
+             (STAGES, "toy_tail", {"toy_tail", "fid_toy_tail"})]
+    for registry, name, changed in moved:
+        before, part = keys(), registry[name]
+        registry.register(type(part.__name__, (part,), {"__module__": "elsewhere.plugin"}), name=name)
+        try:
+            after = keys()
+        finally:
+            registry.register(part, name=name)
+        assert {k for k in before if after[k] != before[k]} == changed, name
+        assert keys() == before
