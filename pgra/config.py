@@ -220,6 +220,14 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def whole_number(text: Any) -> int | None:
+    """The whole number ``text`` spells in ASCII digits (spaces around allowed): how an environment variable or a
+    recorded count is read; None for anything else (empty, a sign, ``1.5``, a superscript ``²`` or other digits
+    ``str.isdigit`` accepts but ``int`` refuses)."""
+    text = str(text).strip()
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None, paths: bool = False) -> None:
     """A value against its field's declared choices, range and (when ``paths``) existence: the one place
     every declared constraint is checked."""

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 
 import torch
 
+from .config import whole_number
+
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,
           "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
 
@@ -31,14 +33,13 @@ def local_device_index(count: int | None = None) -> int:
     count = torch.cuda.device_count() if count is None else count
     if count < 1:
         raise ValueError("no GPU visible to choose from")
-    return int(os.environ.get("LOCAL_RANK") or os.environ.get("RANK") or 0) % count
+    return (whole_number(os.environ.get("LOCAL_RANK") or os.environ.get("RANK") or 0) or 0) % count
 
 
 def ranks_per_node(env: Mapping[str, str] | None = None) -> int | None:
     """How many ranks of this launch run on this node (``LOCAL_WORLD_SIZE``: torchrun, accelerate launch); None
     when not launched as ranks."""
-    value = (os.environ if env is None else env).get("LOCAL_WORLD_SIZE", "")
-    return int(value) if value.strip().isdigit() and int(value) > 0 else None
+    return whole_number((os.environ if env is None else env).get("LOCAL_WORLD_SIZE", "")) or None
 
 
 CORE_SHARERS_ENV = "PGRA_CORE_SHARERS"  # a cell's child process: how many processes share this node's cores with it
@@ -49,8 +50,7 @@ def core_sharers(env: Mapping[str, str] | None = None) -> int:
     ranks on this node (:func:`ranks_per_node`), else what the rank or launcher that started this process as a
     cell's child set (:data:`CORE_SHARERS_ENV`: the child sees no launch), else 1."""
     env = os.environ if env is None else env
-    value = env.get(CORE_SHARERS_ENV, "")
-    return ranks_per_node(env) or (int(value) if value.strip().isdigit() and int(value) > 0 else 1)
+    return ranks_per_node(env) or whole_number(env.get(CORE_SHARERS_ENV, "")) or 1
 
 
 # ----- a GPU expected but not seen -----

@@ -26,6 +26,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from .config import whole_number
 from .device import apply_launcher_threads, local_device_index, ranks_per_node, warn_if_cuda_missing
 from .errors import InputError, shorten
 
@@ -100,7 +101,7 @@ def init_distributed(timeout_minutes: float | None = None) -> DistContext:
     if not dist.is_initialized():
         apply_launcher_threads()
         warn_if_cuda_missing()
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = whole_number(os.environ.get("WORLD_SIZE", "")) or 1
     if world <= 1:
         return DistContext()
     if not dist.is_initialized():
@@ -110,7 +111,7 @@ def init_distributed(timeout_minutes: float | None = None) -> DistContext:
         backend, why = choose_backend()
         if torch.cuda.is_available():
             torch.cuda.set_device(local_device_index())
-        if why and int(os.environ.get("LOCAL_RANK") or 0) == 0:
+        if why and not whole_number(os.environ.get("LOCAL_RANK") or 0):
             print(f"note: {why}", file=sys.stderr, flush=True)
         dist.init_process_group(backend=backend, timeout=timeout)
         _exchanges = dist.new_group(backend="gloo", timeout=wait)

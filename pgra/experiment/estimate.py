@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import read_json
+from ..config import whole_number
 from ..cost import Priced, device_seconds, finite_number, model_dim, on_gpu, sharing, split_seconds
 from ..errors import PgraError
 from ..reader.cost_model import encoder_layers, evaluated_inputs, trained_layers
@@ -209,7 +210,7 @@ class CpuCellCosts:
                    int(data.get("icl_demos", 4)),
                    f"bench {path.name}: {machine.get('cpu', 'CPU')}, {machine.get('cpus', '?')} cores, "
                    f"{data.get('date', '')}".rstrip(", "),
-                   int(machine["cpus"]) if str(machine.get("cpus", "")).isdigit() else None)
+                   whole_number(machine.get("cpus", "")))
 
     def price(self, kind: str, inputs: int | None, scale: float = 1.0) -> tuple[float, str] | None:
         """``(seconds, what)`` of ``kind``'s fixed part plus ``inputs`` x its per-input seconds x ``scale``."""
@@ -960,7 +961,7 @@ def plan_device(cfg: Any) -> tuple[str, str]:
 
 def default_workers() -> int:
     """The process count of the launch (``WORLD_SIZE``), 1 without a launcher."""
-    return max(int(os.environ.get("WORLD_SIZE", "1") or 1), 1)
+    return whole_number(os.environ.get("WORLD_SIZE", "")) or 1
 
 
 def worker_threads(workers: int, launcher: str = "none", slurm: Any = None) -> float | None:
@@ -977,8 +978,7 @@ def worker_threads(workers: int, launcher: str = "none", slurm: Any = None) -> f
     share = node_cores() / max(workers, 1)
     given = launcher_threads()
     if given is None:
-        value = os.environ.get(THREADS_ENV, "").strip()
-        given = int(value) if value.isdigit() and int(value) > 0 else None
+        given = whole_number(os.environ.get(THREADS_ENV, "")) or None
     return min(share, float(given)) if given else share
 
 

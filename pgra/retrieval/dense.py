@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ..config import SEED_MAX, option
+from ..config import SEED_MAX, option, whole_number
 from ..errors import IncompleteArtifactError, InputError
 
 if TYPE_CHECKING:
@@ -86,11 +86,13 @@ def faiss_gpus(n_gpus: int, env: Mapping[str, str] | None = None) -> list[int]:
     """The GPUs this process puts its faiss index on. Under a launcher with several processes on the node
     (``LOCAL_WORLD_SIZE`` > 1, or a ``LOCAL_RANK`` without it) each takes its own, ``LOCAL_RANK`` modulo the GPUs
     it sees (one when the launcher hides the others); a lone process shards the index over all of them."""
+    from ..device import ranks_per_node
+
     env = os.environ if env is None else env
     if n_gpus <= 0:
         return []
-    if "LOCAL_RANK" in env and int(env.get("LOCAL_WORLD_SIZE", "2")) > 1:
-        return [int(env["LOCAL_RANK"]) % n_gpus]
+    if "LOCAL_RANK" in env and (ranks_per_node(env) or 2) > 1:
+        return [(whole_number(env["LOCAL_RANK"]) or 0) % n_gpus]
     return list(range(n_gpus))
 
 
@@ -152,7 +154,7 @@ def _say_once(message: str) -> None:
     if message in _said:
         return
     _said.add(message)
-    if int(os.environ.get("LOCAL_RANK") or 0) == 0:
+    if not whole_number(os.environ.get("LOCAL_RANK") or 0):
         print(f"note: {message}", file=sys.stderr, flush=True)
 
 
