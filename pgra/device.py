@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import torch
 
-from .config import whole_number
+from .errors import whole_number
 
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,
           "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}

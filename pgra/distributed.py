@@ -26,9 +26,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from .config import whole_number
 from .device import apply_launcher_threads, local_device_index, ranks_per_node, warn_if_cuda_missing
-from .errors import InputError, shorten
+from .errors import InputError, shorten, whole_number
 
 TIMEOUT_ENV = "PGRA_DIST_TIMEOUT_S"  # the main process group's timeout (its tensor collectives)
 WAIT_ENV = "PGRA_DIST_WAIT_S"  # how long a rank waits for the others in pgra's own exchanges (the gloo group)

@@ -22,7 +22,7 @@ def parse_fault(spec: str | None = None) -> tuple[str, int] | None:
     spec = os.environ.get(ENV) if spec is None else spec
     if not spec:
         return None
-    from .config import whole_number
+    from .errors import whole_number
 
     target, at, nth = spec.partition("@")
     if not target or (at and not (whole_number(nth) or 0) >= 1):

@@ -69,3 +69,35 @@ CASES += [
      "the plug-in 'r5raise' (r5raise_plugin, entry point group pgra.plugins) cannot be imported: RuntimeError: "
      "no licence key"),
 ]
+
+
+def _local_beyond_the_machine(w: dict) -> list[str]:
+    """This machine as one of 2 cores and no GPU: 9 local workers are more than it runs side by side."""
+    w["mp"].setattr("pgra.experiment.launch.node_cores", lambda: 2)
+    w["mp"].setattr("pgra.experiment.launch.visible_devices", lambda: [])
+    return _experiment(w, "methods=[knn_vote]", "--launcher", "local", "--workers", "9")
+
+
+CASES += [
+    # H3: an option that sizes memory has a maximum (the dry run's schedule allocates nothing per worker either)
+    ("experiment --dry-run --workers 1e9", lambda w: _experiment(w, "--dry-run", "--workers", "1000000000"),
+     "(field \'workers\'): must be at most 1024, got 1000000000"),
+    ("experiment --launcher local --dry-run --workers 1e9",
+     lambda w: _experiment(w, "--dry-run", "--launcher", "local", "--workers", "1000000000"),
+     "(field \'workers\'): must be at most 1024"),
+    ("experiment --launcher local: more workers than the machine", _local_beyond_the_machine,
+     "field 'workers': --launcher local starts 9 processes on this machine, which runs at most 8 side by side"),
+    ("experiment cells_per_gpu=1e9", lambda w: _experiment(w, "--dry-run", "cells_per_gpu=1000000000"),
+     "(field \'cells_per_gpu\'): must be at most 64"),
+    ("experiment reader.n_passages=1e12", lambda w: _experiment(w, "--dry-run", "reader.n_passages=1000000000000"),
+     "(field \'reader.n_passages\'): must be at most 100000"),
+    ("experiment retrieve.k=1e12", lambda w: _experiment(w, "--dry-run", "retrieve.k=1000000000000"),
+     "(field \'retrieve.k\'): must be at most 100000"),
+    ("report --bootstrap 1e12", lambda w: ["report", str(w["tmp"]), "--bootstrap", "1000000000000"],
+     "(field \'bootstrap\'): must be at most 100000, got 1000000000000"),
+    ("search -k 1e12", lambda w: ["search", "--index", str(w["index"]), "--query", "sun", "-k", "1000000000000"],
+     "(field \'k\'): must be at most 100000"),
+    ("analyze analysis.calibration.n_bins=1e12",
+     lambda w: ["analyze", *_experiment(w, "analysis.calibration.n_bins=1000000000000")[1:]],
+     "(field \'analysis.calibration.n_bins\'): must be at most 10000"),
+]

@@ -666,8 +666,7 @@ def test_the_local_launcher_s_workers_run_with_the_sharing_it_counted(tmp_path, 
 def test_a_count_in_the_environment_that_is_no_ascii_whole_number_is_left_unread(junk, monkeypatch):
     """``str.isdigit`` takes ``²`` (and other scripts' digits) that ``int`` refuses or reads as another number: every
     count pgra reads from the environment goes through one parser, and such a value counts as unset (H11)."""
-    from pgra.config import whole_number
-    from pgra.errors import InputError
+    from pgra.errors import InputError, whole_number
     from pgra.experiment.estimate import default_workers, worker_threads
     from pgra.faults import parse_fault
     from pgra.retrieval.dense import faiss_gpus

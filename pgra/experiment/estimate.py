@@ -47,9 +47,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import read_json
-from ..config import whole_number
 from ..cost import Priced, device_seconds, finite_number, model_dim, on_gpu, sharing, split_seconds
-from ..errors import PgraError
+from ..errors import PgraError, whole_number
 from ..reader.cost_model import encoder_layers, evaluated_inputs, trained_layers
 from .layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
 
@@ -106,10 +105,11 @@ def lpt_order(costs: list[float]) -> list[int]:
 
 def lpt_assign(costs: list[float], workers: int) -> list[int]:
     """The worker (0..workers-1) each job runs on: jobs costliest first, each to the worker that frees first
-    (the lowest-numbered among equals)."""
+    (the lowest-numbered among equals). Workers beyond the jobs' count never get one: only as many are kept as
+    there are jobs (a billion workers cost no memory)."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    loads = [(0.0, w) for w in range(workers)]
+    loads = [(0.0, w) for w in range(min(workers, len(costs)))]
     assigned = [0] * len(costs)
     for i in lpt_order(costs):
         load, w = heapq.heappop(loads)
@@ -121,7 +121,7 @@ def lpt_assign(costs: list[float], workers: int) -> list[int]:
 def plan_wallclock(costs: list[float], workers: int) -> float:
     """Wall-clock of ``costs`` (seconds of independent jobs) on ``workers`` workers under longest-processing-time
     greedy scheduling (costliest first, each to the least loaded worker): the largest worker's load."""
-    loads = [0.0] * max(workers, 1)
+    loads = [0.0] * min(max(workers, 1), len(costs))
     for i, w in enumerate(lpt_assign(costs, workers)):
         loads[w] += costs[i]
     return max(loads) if costs else 0.0

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..artifacts import claim_output
 from ..config import from_dict
-from ..device import CORE_SHARERS_ENV
+from ..device import CORE_SHARERS_ENV, node_cores
 from ..distributed import DistContext
 from ..errors import InputError, PgraError
 from ..lock import is_main_launch
@@ -83,9 +83,18 @@ def launch(experiment) -> list:
     return failed
 
 
+LOCAL_WORKERS_PER_CORE = 4  # the most local workers (whole processes, a model each) per core of this machine
+
+
 def check_launcher(cfg: ExperimentConfig) -> None:
     """Refuse (an InputError on ``launcher``) a launcher that cannot start here: ``slurm`` without submitit, or
-    (``slurm.cluster: slurm``) on a machine without Slurm's ``sbatch`` and ``srun``."""
+    (``slurm.cluster: slurm``) on a machine without Slurm's ``sbatch`` and ``srun``; ``local`` with more workers
+    than this machine runs side by side (an InputError on ``workers``: :func:`local_workers_limit`)."""
+    if cfg.launcher == "local" and cfg.workers > local_workers_limit(cfg.cells_per_gpu):
+        raise InputError(f"--launcher local starts {cfg.workers} processes on this machine, which runs at most "
+                         f"{local_workers_limit(cfg.cells_per_gpu)} side by side ({LOCAL_WORKERS_PER_CORE} per core "
+                         f"of its {node_cores()}, or one per GPU and cells_per_gpu): start fewer, or submit them "
+                         "with --launcher slurm", field="workers")
     if cfg.launcher != "slurm":
         return
     try:
@@ -98,6 +107,12 @@ def check_launcher(cfg: ExperimentConfig) -> None:
         raise InputError(f"--launcher slurm: this machine has no Slurm ({' and '.join(missing)} not found on PATH): "
                          "run it where jobs are submitted (a login node), or start the workers on this machine with "
                          "--launcher local (or slurm.cluster=local)", field="launcher")
+
+
+def local_workers_limit(cells_per_gpu: int) -> int:
+    """The most ``--launcher local`` workers this machine runs side by side: :data:`LOCAL_WORKERS_PER_CORE` per core
+    (:func:`pgra.device.node_cores`), or its visible GPUs x ``cells_per_gpu`` where that is more."""
+    return max(LOCAL_WORKERS_PER_CORE * node_cores(), len(visible_devices()) * cells_per_gpu)
 
 
 def slurm_parameters(s: SlurmConfig, devices_here: int = 0) -> dict[str, Any]:
