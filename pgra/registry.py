@@ -130,7 +130,7 @@ class Registry(dict[str, T]):
                 part: Any = importlib.import_module(module)
                 for attr in qualname.split("."):
                     part = getattr(part, attr)
-            except (ImportError, AttributeError) as e:  # e.g. a part defined in the launching script's __main__
+            except (Exception, SystemExit) as e:  # a part of the launching script's __main__, a module that fails
                 raise InputError(f"the {self.kind} '{key}' registered in the launching process ({where}) cannot be "
                                  f"found here: {type(e).__name__}: {e}; define it in an importable module (or a "
                                  "pgra.plugins entry point)", field=self.field) from None

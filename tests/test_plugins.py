@@ -272,6 +272,21 @@ def test_a_payload_part_the_child_cannot_import_is_one_input_error():
         Registry("method").register_parts(["mine=no_such_module_xyz:Mine"])
 
 
+def test_a_payload_part_whose_module_exits_here_is_one_input_error(tmp_path, monkeypatch):
+    """A part's module that calls ``sys.exit(0)`` when a grid's worker imports it: that part's InputError, never a
+    worker that quietly exits 0 (H9)."""
+    import sys
+
+    from pgra.errors import InputError
+    from pgra.registry import Registry
+
+    (tmp_path / "exits_in_child_xyz.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(InputError, match=r"the method 'mine' .*: SystemExit: 0"):
+        Registry("method").register_parts(["mine=exits_in_child_xyz:Mine"])
+
+
 def test_a_plug_in_method_with_options_named_like_a_config_field_is_refused(tmp_path, corpus_txt, sky_task, tiny_t5,
                                                                             capsys):
     """A method whose options would be the section ``reader:`` (or any field the experiment config has) is one

@@ -95,3 +95,25 @@ def test_a_plug_in_cannot_take_a_built_in_part_s_name_whichever_registers_first(
     other = type("Other", (), {"name": "alpha", "__module__": "elsewhere"})
     assert reg.register(other) is other and reg.register(_Part) is _Part  # plug-in over plug-in
     assert Registry("widget").register(builtin) is builtin
+
+
+def test_a_plug_in_s_own_method_may_replace_the_one_pgra_made_from_its_reranker():
+    """``fid_<r>``, which pgra makes for a plug-in reranker once a method is looked up, is the plug-in's: the plug-in
+    registering its own ``fid_<r>`` later replaces it (``fid_mmr``, made from a built-in, stays refused)."""
+    from pgra.methods import METHODS, register_method
+    from pgra.methods.fid_reranked import fid_method
+    from pgra.rerank.base import RERANKERS, Reranker, register_reranker
+
+    class Toy(Reranker):
+        name = "toy_reg_reranker"
+
+    register_reranker(Toy)
+    try:
+        assert "fid_toy_reg_reranker" in METHODS.names()
+        own = type("Own", (fid_method("toy_reg_reranker"),), {"__module__": "elsewhere"})
+        assert register_method(own) is own
+        with pytest.raises(InputError, match="registers the method 'fid_mmr', the name of pgra's own"):
+            register_method(type("Mine", (fid_method("mmr"),), {"__module__": "elsewhere"}))
+    finally:
+        RERANKERS.pop("toy_reg_reranker")
+        METHODS.pop("fid_toy_reg_reranker")
