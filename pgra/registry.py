@@ -88,9 +88,9 @@ class Registry(dict[str, T]):
                              f"holds ASCII letters, digits{', -' if self.hyphens else ''} and _, not starting with a "
                              "digit")
         held = self.get(key)
-        if held is not None and held is not part and is_builtin(self._module_of(held)) != is_builtin(
-                self._module_of(part)):
-            plug_in, builtin = (part, held) if is_builtin(self._module_of(held)) else (held, part)
+        held_builtin = held is not None and is_builtin(self._module_of(held))
+        if held is not None and held is not part and held_builtin != is_builtin(self._module_of(part)):
+            plug_in, builtin = (part, held) if held_builtin else (held, part)
             raise InputError(f"{self._where(plug_in)} registers the {self.kind} '{key}', the name of pgra's own "
                              f"({self._where(builtin)}): a plug-in's part takes a name of its own")
         self[key] = part
@@ -132,7 +132,7 @@ class Registry(dict[str, T]):
                     part = getattr(part, attr)
             except (Exception, SystemExit) as e:  # a part of the launching script's __main__, a module that fails
                 raise InputError(f"the {self.kind} '{key}' registered in the launching process ({where}) cannot be "
-                                 f"found here: {type(e).__name__}: {e}; define it in an importable module (or a "
+                                 f"found here: {type(e).__name__}: {clip(str(e), 600)}; define it in an importable module (or a "
                                  "pgra.plugins entry point)", field=self.field) from None
             if self.get(key) is not part:
                 self.register(part, name=key)
