@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import choices
-from .config import option
+from .config import MAX_BATCH, MAX_TOKENS, option
 from .cost import meter
 from .errors import InputError
 from .loading import load_pretrained
 
 DEVICE_MAPS = ("none", "auto")  # how a causal LM's weights are placed (LMConfig.device_map)
-_BUDGET = {"min": 1, "help": "token budget of one LM batch (tokens every row shares, a prompt's head, count)"}
-_ROWS = {"min": 1, "help": "inputs per LM batch at most"}
+_BUDGET = {"min": 1, "max": MAX_TOKENS, "help": "token budget of one LM batch (tokens every row shares, a prompt's head, count)"}
+_ROWS = {"min": 1, "max": MAX_BATCH, "help": "inputs per LM batch at most"}
 
 
 @dataclass
@@ -42,7 +42,7 @@ class LMConfig:
     attn_implementation: str = option("auto", help="auto = eager on CPU, sdpa on GPU; or flash_attention_2 ...")
     max_tokens_per_batch: int = option(4096, **_BUDGET)
     max_batch_size: int = option(16, **_ROWS)
-    max_context: int = option(0, min=0, help="LM context in tokens; 0 = the LM's own")
+    max_context: int = option(0, min=0, max=MAX_TOKENS, help="LM context in tokens; 0 = the LM's own")
     device_map: str = option("none", choices=DEVICE_MAPS, cosmetic=True, omit_default=True, record_default=False,
                              help="none = the LM loaded straight onto this process's device; auto = spread over "
                                   "every GPU the process sees (an LM larger than one GPU; one rank per node)")

@@ -29,6 +29,17 @@ IO_ROLES = ("in", "out", "base", "store")
 # undeclared fields with these names are input paths when they name something on disk (a model folder)
 _INPUT_NAMES = ("model", "lm", "encoder", "corpus")
 SEED_MAX = 2**32 - 1  # every seed option is declared option(min=0, max=SEED_MAX): what numpy's and torch's seeding take
+# the largest values of the options that size memory (an option never takes the machine): far above any use, far
+# below what exhausts one
+MAX_ITEMS = 100_000  # items one input or query holds at once: k, d, passages, demonstrations, candidates, examples
+MAX_BATCH = 65_536  # texts or rows of one batch
+MAX_TOKENS = 1_048_576  # a length in tokens (and a batch's token budget)
+MAX_SHARD = 4_194_304  # texts of one index shard held in memory
+MAX_HNSW_M = 1_024  # HNSW links per node (the graph holds 2 x this per vector)
+MAX_BINS = 10_000  # bins of a histogram
+MAX_RESAMPLES = 100_000  # bootstrap resamples (the resampled inputs are drawn at once: resamples x inputs)
+MAX_WORKERS = 1_024  # workers (processes or jobs) of one grid
+MAX_CELLS_PER_GPU = 64  # cells sharing one GPU
 
 
 def option(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, help: str = "",
@@ -218,6 +229,7 @@ def _choice_word(f: dataclasses.Field, value: Any) -> Any:
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
 
 
 def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None, paths: bool = False) -> None:

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 
 import torch
 
+from .errors import whole_number
+
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,
           "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
 
@@ -29,9 +31,9 @@ def launch_rank(env: Mapping[str, str] | None = None) -> int | None:
     (mpirun-style ranks); None when launched as neither."""
     env = os.environ if env is None else env
     for name in ("LOCAL_RANK", "RANK"):
-        value = env.get(name, "").strip()
-        if value.isascii() and value.isdigit():
-            return int(value)
+        value = whole_number(env.get(name, ""))
+        if value is not None:
+            return value
     return None
 
 
@@ -73,7 +75,7 @@ def shares_a_gpu(env: Mapping[str, str] | None = None, gpus: int | None = None) 
     ranks = ranks_per_node(env)
     if gpus < 1 or ranks is None or ranks <= gpus:
         return False
-    return int(env.get("LOCAL_RANK") or 0) >= gpus
+    return (whole_number(env.get("LOCAL_RANK") or 0) or 0) >= gpus
 
 
 STAGE_PARTNER_ENV = "PGRA_STAGE_PARTNER_PID"  # a local worker: the pid of the worker that builds stages on its GPU
@@ -84,8 +86,8 @@ def stage_partner_alive(env: Mapping[str, str] | None = None) -> bool:
     the worker that took its GPU first (its pid in :data:`STAGE_PARTNER_ENV`) still runs. While it does, this
     worker builds no stage and waits for them, so that a GPU holds one stage's models at a time; once it has
     ended, this worker builds what is left."""
-    value = (os.environ if env is None else env).get(STAGE_PARTNER_ENV, "")
-    if not value.strip().isdigit():
+    value = whole_number((os.environ if env is None else env).get(STAGE_PARTNER_ENV, ""))
+    if value is None:
         return False
     try:
         os.kill(int(value), 0)
@@ -103,8 +105,7 @@ def stage_partner_alive(env: Mapping[str, str] | None = None) -> bool:
 def ranks_per_node(env: Mapping[str, str] | None = None) -> int | None:
     """How many ranks of this launch run on this node (``LOCAL_WORLD_SIZE``: torchrun, accelerate launch); None
     when not launched as ranks."""
-    value = (os.environ if env is None else env).get("LOCAL_WORLD_SIZE", "")
-    return int(value) if value.strip().isdigit() and int(value) > 0 else None
+    return whole_number((os.environ if env is None else env).get("LOCAL_WORLD_SIZE", "")) or None
 
 
 CORE_SHARERS_ENV = "PGRA_CORE_SHARERS"  # a cell's child process: how many processes share this node's cores with it
@@ -115,8 +116,7 @@ def core_sharers(env: Mapping[str, str] | None = None) -> int:
     ranks on this node (:func:`ranks_per_node`), else what the rank or launcher that started this process as a
     cell's child set (:data:`CORE_SHARERS_ENV`: the child sees no launch), else 1."""
     env = os.environ if env is None else env
-    value = env.get(CORE_SHARERS_ENV, "")
-    return ranks_per_node(env) or (int(value) if value.strip().isdigit() and int(value) > 0 else 1)
+    return ranks_per_node(env) or whole_number(env.get(CORE_SHARERS_ENV, "")) or 1
 
 
 # ----- a GPU expected but not seen -----

@@ -30,7 +30,7 @@ import torch.distributed as dist
 
 from . import device
 from .device import apply_launcher_threads, local_device_index, ranks_per_node, warn_if_cuda_missing
-from .errors import InputError, shorten
+from .errors import InputError, shorten, whole_number
 
 TIMEOUT_ENV = "PGRA_DIST_TIMEOUT_S"  # the main process group's timeout (its tensor collectives)
 WAIT_ENV = "PGRA_DIST_WAIT_S"  # how long a rank waits for the others in pgra's own exchanges (the gloo group)
@@ -88,9 +88,9 @@ def gloo_interface_problem(env: Mapping[str, str] | None = None, resolve=None) -
     env = os.environ if env is None else env
     if env.get("GLOO_SOCKET_IFNAME", "").strip():
         return None
-    world, local = int(env.get("WORLD_SIZE") or 1), ranks_per_node(env)
-    nodes = str(env.get("SLURM_NNODES") or "1")
-    if not ((local is not None and world > local) or (local is None and nodes.isdigit() and int(nodes) > 1)):
+    world, local = whole_number(env.get("WORLD_SIZE") or 1) or 1, ranks_per_node(env)
+    nodes = whole_number(env.get("SLURM_NNODES") or 1) or 1
+    if not ((local is not None and world > local) or (local is None and nodes > 1)):
         return None
     host = socket.gethostname()
     try:
@@ -136,7 +136,7 @@ def init_distributed(timeout_minutes: float | None = None) -> DistContext:
     if not dist.is_initialized():
         apply_launcher_threads()
         warn_if_cuda_missing()
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = whole_number(os.environ.get("WORLD_SIZE", "")) or 1
     if world <= 1:
         return DistContext()
     if not dist.is_initialized():
@@ -146,7 +146,7 @@ def init_distributed(timeout_minutes: float | None = None) -> DistContext:
         backend, why = choose_backend()
         if torch.cuda.is_available():
             torch.cuda.set_device(local_device_index())
-        first = int(os.environ.get("LOCAL_RANK") or 0) == 0
+        first = not whole_number(os.environ.get("LOCAL_RANK") or 0)
         if why and first:
             print(f"note: {why}", file=sys.stderr, flush=True)
         unreachable = gloo_interface_problem()

@@ -1,4 +1,5 @@
-"""Error types that tell the user which file, line and field is wrong."""
+"""Error types that tell the user which file, line and field is wrong, and the helpers that read and echo a user's text
+for them."""
 
 from __future__ import annotations
 
@@ -44,6 +45,14 @@ ECHO_LIMIT = 200  # characters of a user's value repeated in an error message
 def clip(text: str, limit: int = ECHO_LIMIT) -> str:
     """``text`` cut to ``limit`` characters, saying how long it was."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def whole_number(text: object) -> int | None:
+    """The whole number ``text`` spells in ASCII digits (spaces around allowed): how an environment variable or a
+    recorded count is read; None for anything else (empty, a sign, ``1.5``, a superscript ``²`` or other digits
+    ``str.isdigit`` accepts but ``int`` refuses)."""
+    text = str(text).strip()
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def shorten(value: object, limit: int = ECHO_LIMIT) -> str:

@@ -22,8 +22,10 @@ def parse_fault(spec: str | None = None) -> tuple[str, int] | None:
     spec = os.environ.get(ENV) if spec is None else spec
     if not spec:
         return None
+    from .errors import whole_number
+
     target, at, nth = spec.partition("@")
-    if not target or (at and not (nth.isdigit() and int(nth) >= 1)):
+    if not target or (at and not (whole_number(nth) or 0) >= 1):
         from .errors import InputError, shorten
 
         raise InputError(f"{ENV}={shorten(spec)} is not <point>[@n] with n a whole number from 1 (e.g. "

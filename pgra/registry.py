@@ -10,7 +10,9 @@ itself when imported)::
     class MMR(Reranker):
         name = "mmr"
 
-A plug-in (a user's file, a test) registers the same way from outside ``pgra/``. The registry is a ``dict``, so
+A plug-in (a user's file, a test) registers the same way from outside ``pgra/``, under a name of its own (an
+identifier no built-in part has: it never replaces one), and its module enters the keys of what its part makes
+(:func:`plug_in_key`: its cells and stages never pass for a built-in's). The registry is a ``dict``, so
 ``name in REG``, ``REG[name]`` and ``list(REG)`` work as before; :meth:`Registry.names` loads the built-in parts
 first (a config's choices), :meth:`Registry.part` names the field and the choices when a name is unknown.
 """
@@ -21,10 +23,28 @@ import importlib
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar, overload
 
-from .errors import InputError
+from .errors import InputError, clip, shorten
 
 T = TypeVar("T")
 P = TypeVar("P")
+
+
+def defined_in(part: Any) -> str:
+    """The module that defines ``part`` (a class's or function's own; an instance's class's)."""
+    return getattr(part, "__module__", None) or ""
+
+
+def is_builtin(module: str) -> bool:
+    """Whether ``module`` is pgra's own (its parts are the built-in ones)."""
+    return module == "pgra" or module.startswith("pgra.")
+
+
+def plug_in_key(part: Any, field: str = "plug_in") -> dict[str, str]:
+    """What a part defined outside pgra adds to the key of what it makes (a cell, a stage): its module under
+    ``field``, so that its results never pass for a built-in part's (nor another plug-in's) of the same name;
+    nothing for a built-in part, whose keys stay what they always were."""
+    module = defined_in(part)
+    return {} if is_builtin(module) else {field: module}
 
 
 class Registry(dict[str, T]):
@@ -32,15 +52,19 @@ class Registry(dict[str, T]):
 
     ``kind``: what a part is, in messages ("reranker"); ``package`` and ``builtin``: the modules of the built-in
     parts (``package.module``), imported by :meth:`load_builtin`; ``field``: the config field that names a part
-    (for errors); ``name_of``: how a part gives its name (its ``name`` attribute by default).
+    (for errors); ``name_of``: how a part gives its name (its ``name`` attribute by default); ``module_of``: the
+    module that defines a part (pgra's own: a built-in part); ``hyphens``: a name may hold ``-`` (a model type such
+    as ``xlm-roberta``), else it is an identifier.
     """
 
     def __init__(self, kind: str, package: str | None = None, builtin: Iterable[str] = (), field: str | None = None,
-                 name_of: Callable[[Any], str] | None = None) -> None:
+                 name_of: Callable[[Any], str] | None = None, module_of: Callable[[Any], str] = defined_in,
+                 hyphens: bool = False) -> None:
         super().__init__()
         self.kind, self.package, self.builtin = kind, package, tuple(builtin)
         self.field = field or kind
         self._name_of = name_of or (lambda part: getattr(part, "name", ""))
+        self._module_of, self.hyphens = module_of, hyphens
         self._loaded = False
 
     @overload
@@ -49,15 +73,33 @@ class Registry(dict[str, T]):
     def register(self, part: None = None, *, name: str) -> Callable[[P], P]: ...
 
     def register(self, part: Any = None, *, name: str | None = None) -> Any:
-        """Add ``part`` under ``name`` (default: its own name), replacing one of the same name; returns it, so it
-        works as a decorator (``@REG.register`` or ``@REG.register(name="x")``)."""
+        """Add ``part`` under ``name`` (default: its own name), replacing a part of the same name from the same
+        side (built-in or plug-in); returns it, so it works as a decorator (``@REG.register`` or
+        ``@REG.register(name="x")``). A name that is not an identifier, or a plug-in's part under a built-in part's
+        name (either registered first), is an InputError naming the plug-in's part."""
         if part is None:
             return lambda p: self.register(p, name=name)
         key = name or self._name_of(part)
         if not key:
             raise ValueError(f"{part!r} has no name to register as a {self.kind}")
+        if not (isinstance(key, str) and key.isascii() and
+                (key.replace("-", "_") if self.hyphens else key).isidentifier()):
+            raise InputError(f"{self._where(part)} registers the {self.kind} {shorten(key)}: a {self.kind}'s name "
+                             f"holds ASCII letters, digits{', -' if self.hyphens else ''} and _, not starting with a "
+                             "digit")
+        held = self.get(key)
+        held_builtin = held is not None and is_builtin(self._module_of(held))
+        if held is not None and held is not part and held_builtin != is_builtin(self._module_of(part)):
+            plug_in, builtin = (part, held) if held_builtin else (held, part)
+            raise InputError(f"{self._where(plug_in)} registers the {self.kind} '{key}', the name of pgra's own "
+                             f"({self._where(builtin)}): a plug-in's part takes a name of its own")
         self[key] = part
         return part
+
+    def _where(self, part: Any) -> str:
+        """A part as messages name it: ``module:qualname`` (a plug-in's file and class)."""
+        qualname = getattr(part, "__qualname__", None) or getattr(type(part), "__qualname__", "")
+        return clip(f"{self._module_of(part) or '?'}:{qualname}", 120)
 
     def load_builtin(self) -> None:
         """Import (so register) the built-in parts, then every installed plug-in (:func:`load_plugins`); once."""
@@ -75,7 +117,7 @@ class Registry(dict[str, T]):
         out = []
         for key, part in self.items():
             module, qualname = getattr(part, "__module__", ""), getattr(part, "__qualname__", "")
-            if module and qualname and not module.startswith("pgra.") and "<" not in qualname:
+            if module and qualname and not is_builtin(module) and "<" not in qualname:
                 out.append(f"{key}={module}:{qualname}")
         return out
 
@@ -88,9 +130,9 @@ class Registry(dict[str, T]):
                 part: Any = importlib.import_module(module)
                 for attr in qualname.split("."):
                     part = getattr(part, attr)
-            except (ImportError, AttributeError) as e:  # e.g. a part defined in the launching script's __main__
+            except (Exception, SystemExit) as e:  # a part of the launching script's __main__, a module that fails
                 raise InputError(f"the {self.kind} '{key}' registered in the launching process ({where}) cannot be "
-                                 f"found here: {type(e).__name__}: {e}; define it in an importable module (or a "
+                                 f"found here: {type(e).__name__}: {clip(str(e), 600)}; define it in an importable module (or a "
                                  "pgra.plugins entry point)", field=self.field) from None
             if self.get(key) is not part:
                 self.register(part, name=key)
@@ -130,13 +172,25 @@ def load_plugins() -> list[str]:
 
     names = []
     for ep in entry_points(group=PLUGIN_GROUP):
-        try:
-            ep.load()
-        except Exception as e:  # a broken plug-in: say which, not a traceback from deep in a lookup
-            raise InputError(f"the plug-in '{ep.name}' ({ep.value}, entry point group {PLUGIN_GROUP}) cannot be "
-                             f"imported: {type(e).__name__}: {e}", field=PLUGIN_GROUP) from e
+        _load_plugin(ep)
         names.append(ep.name)
     return names
+
+
+def _load_plugin(ep: Any) -> None:
+    """Import one plug-in's module; whatever goes wrong there (a part refused, an error, ``sys.exit``) is that
+    plug-in's InputError, never a traceback from deep in a lookup nor a quiet exit of the command."""
+    where = f"the plug-in '{clip(ep.name, 80)}' ({clip(ep.value, 120)}, entry point group {PLUGIN_GROUP})"
+    try:
+        ep.load()
+    except InputError as e:  # a part it registers is refused
+        raise InputError(f"{where} is refused: {clip(str(e), 600)}", field=PLUGIN_GROUP) from None
+    except SystemExit as e:
+        raise InputError(f"{where} exited while being imported (code {shorten(e.code, 40)}): a plug-in's module "
+                         "registers its parts and returns", field=PLUGIN_GROUP) from None
+    except Exception as e:
+        raise InputError(f"{where} cannot be imported: {type(e).__name__}: {clip(str(e), 600)}",
+                         field=PLUGIN_GROUP) from e
 
 
 class HandedOver(Generic[T]):
@@ -160,4 +214,4 @@ class HandedOver(Generic[T]):
         return self._registry
 
 
-__all__ = ["PLUGIN_GROUP", "HandedOver", "Registry", "load_plugins"]
+__all__ = ["PLUGIN_GROUP", "HandedOver", "Registry", "defined_in", "is_builtin", "load_plugins", "plug_in_key"]

@@ -45,6 +45,20 @@ def _cell(task, method, seconds, settings=READER, resumed=False, device=H100):
             "cost": {"elapsed_s": seconds, "resumed": resumed, "hardware": device}}
 
 
+def test_the_schedule_allocates_nothing_per_worker():
+    """A billion workers (a library caller's: the option stops at MAX_WORKERS) are scheduled in the memory of the
+    jobs alone: run under a 3 GiB address-space limit, which one list entry per worker would exceed (H3)."""
+    import subprocess
+    import sys
+
+    resource = pytest.importorskip("resource")
+    code = ("from pgra.experiment.estimate import lpt_assign, plan_wallclock\n"
+            "print(lpt_assign([5.0, 4.0, 3.0], 10**12), plan_wallclock([5.0, 4.0, 3.0], 10**12))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)))
+    assert proc.stdout.split() == ["[0,", "1,", "2]", "5.0"], proc.stderr[-2000:]
+
+
 def test_lpt_schedule_exact():
     assert lpt_order([1.0, 3.0, 2.0, 3.0]) == [1, 3, 2, 0]  # costliest first, ties in their order
     # LPT, not the optimum: 5,4 | 3,3,3 would take 9; greedy gives 5+3 | 4+3+3 = 10

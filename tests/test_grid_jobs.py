@@ -296,7 +296,7 @@ def test_slurm_launcher_without_submitit_says_how_to_install_it(setup, monkeypat
     monkeypatch.setitem(sys.modules, "submitit", None)  # not installed
     path = _config(root, base, "no-submitit")
     line = one_error_line(["experiment", "--config", str(path), "--launcher", "slurm", "--workers", "2"], capsys)
-    assert "--launcher slurm needs submitit: pip install 'pgra[slurm]'" in line
+    assert "--launcher slurm needs submitit: pip install 'submitit>=1.5'" in line
     assert not (root / "no-submitit").exists()
 
 

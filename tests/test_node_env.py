@@ -870,3 +870,27 @@ def test_the_local_launcher_names_each_gpu_s_first_worker_to_the_workers_beside_
     assert [p.env.get(STAGE_PARTNER_ENV) for p in started] == [None, None, "1000", "1001"]
     launch._local({}, envs[:2], gpus=0)
     assert all(STAGE_PARTNER_ENV not in p.env for p in started[4:])
+
+
+@pytest.mark.parametrize("junk", ["²", "１２", "٣", "-2", "1.5", "x", " "])
+def test_a_count_in_the_environment_that_is_no_ascii_whole_number_is_left_unread(junk, monkeypatch):
+    """``str.isdigit`` takes ``²`` (and other scripts' digits) that ``int`` refuses or reads as another number: every
+    count pgra reads from the environment goes through one parser, and such a value counts as unset (H11)."""
+    from pgra.errors import InputError, whole_number
+    from pgra.experiment.estimate import default_workers, worker_threads
+    from pgra.faults import parse_fault
+    from pgra.retrieval.dense import faiss_gpus
+
+    assert whole_number(junk) is None and whole_number(" 12 ") == 12
+    assert pgra_device.core_sharers({pgra_device.CORE_SHARERS_ENV: junk}) == 1
+    assert pgra_device.ranks_per_node({"LOCAL_WORLD_SIZE": junk}) is None
+    assert pgra_device.core_sharers({"LOCAL_WORLD_SIZE": junk, pgra_device.CORE_SHARERS_ENV: "3"}) == 3
+    assert faiss_gpus(2, {"LOCAL_RANK": junk, "LOCAL_WORLD_SIZE": junk}) == [0, 1]  # as unset: a lone process
+    for name, value in (("LOCAL_RANK", junk), ("RANK", "3"), ("WORLD_SIZE", junk), ("OMP_NUM_THREADS", junk)):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(pgra_device, "node_cores", lambda: 4)
+    # LOCAL_RANK unread, so the mpirun-style RANK 3 chooses the GPU (3 mod 2), as pgra.device.launch_rank says
+    assert pgra_device.local_device_index(2) == 1 and default_workers() == 1 and worker_threads(2) == 2.0
+    assert distributed.init_distributed().world_size == 1
+    with pytest.raises(InputError, match="PGRA_FAULT"):
+        parse_fault(f"train.step@{junk}")

@@ -273,6 +273,21 @@ def test_a_payload_part_the_child_cannot_import_is_one_input_error():
         Registry("method").register_parts(["mine=no_such_module_xyz:Mine"])
 
 
+def test_a_payload_part_whose_module_exits_here_is_one_input_error(tmp_path, monkeypatch):
+    """A part's module that calls ``sys.exit(0)`` when a grid's worker imports it: that part's InputError, never a
+    worker that quietly exits 0 (H9)."""
+    import sys
+
+    from pgra.errors import InputError
+    from pgra.registry import Registry
+
+    (tmp_path / "exits_in_child_xyz.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(InputError, match=r"the method 'mine' .*: SystemExit: 0"):
+        Registry("method").register_parts(["mine=exits_in_child_xyz:Mine"])
+
+
 def test_a_plug_in_method_with_options_named_like_a_config_field_is_refused(tmp_path, corpus_txt, sky_task, tiny_t5,
                                                                             capsys):
     """A method whose options would be the section ``reader:`` (or any field the experiment config has) is one
@@ -292,3 +307,40 @@ def test_a_plug_in_method_with_options_named_like_a_config_field_is_refused(tmp_
     finally:
         METHODS.pop("reader")
     assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
+
+
+def test_a_plug_in_part_s_module_enters_the_keys_of_what_it_makes(toys, toy_reranker, toy_stage, tmp_path, corpus_txt,
+                                                                   sky_task, tiny_t5, tiny_opt):
+    """A plug-in's cells and stages are keyed by the module that defines it too (a method, a demonstration strategy,
+    a reranker, a stage): the same name from another module never reuses them; the built-in parts' keys do not
+    move (tests/test_golden.py pins them)."""
+    from pgra.config import load_config
+    from pgra.experiment import Experiment
+    from pgra.experiment.config import experiment_config
+    from pgra.methods import METHODS
+    from pgra.rerank.base import RERANKERS
+    from pgra.selection import STRATEGIES
+    from pgra.stages import STAGES
+
+    path = _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, "keys", reference="no_retrieval",
+                        methods=["no_retrieval", "toy_majority", "icl_toy_longest", "fid_toy_shortest", "fid_toy_tail"],
+                        icl={"lm": str(tiny_opt), "num_demos": 2, "splits": ["test"]},
+                        rerank={"top_d": 2, "toy_shortest": {"longest": True}, "demo_selection": "toy_longest"})
+
+    def keys() -> dict[str, str]:
+        exp = Experiment(load_config(experiment_config(), str(path), {"launcher": "none"}))
+        return {**exp.stage_keys(str(sky_task)), **{c.method: c.key for c in exp.plan()}}
+
+    moved = [(METHODS, "toy_majority", {"toy_majority"}),
+             (STRATEGIES, "toy_longest", {"icl_toy_longest", "reranked", "full_search"}),
+             (RERANKERS, "toy_shortest", {"reranked-toy_shortest", "fid_toy_shortest"}),
+             (STAGES, "toy_tail", {"toy_tail", "fid_toy_tail"})]
+    for registry, name, changed in moved:
+        before, part = keys(), registry[name]
+        registry.register(type(part.__name__, (part,), {"__module__": "elsewhere.plugin"}), name=name)
+        try:
+            after = keys()
+        finally:
+            registry.register(part, name=name)
+        assert {k for k in before if after[k] != before[k]} == changed, name
+        assert keys() == before

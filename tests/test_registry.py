@@ -57,3 +57,63 @@ def test_builtins_are_loaded_once_before_names_and_lookups(monkeypatch):
     with pytest.raises(InputError, match="unknown widget 'nope', use one of alpha") as err:
         reg.part("nope")
     assert err.value.field == "widgets.kind"
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "a/b", "x.y", "²", "café", "9lives", " pad", "a-b"])
+def test_a_name_that_is_not_an_identifier_is_refused_naming_the_part(name):
+    """A name becomes a folder, a config field and a flag: only an identifier is registered (H8)."""
+    reg: Registry[type] = Registry("widget")
+    with pytest.raises(InputError, match="test_registry:_Part registers the widget") as err:
+        reg.register(_Part, name=name)
+    assert repr(name) in str(err.value) and not reg
+    hyphens: Registry[type] = Registry("encoder split", hyphens=True)  # a model type such as xlm-roberta
+    assert hyphens.register(_Part, name="xlm-roberta") is _Part
+    with pytest.raises(InputError, match="registers the encoder split '../x'"):
+        hyphens.register(_Part, name="../x")
+
+
+def test_a_plug_in_cannot_take_a_built_in_part_s_name_whichever_registers_first():
+    """A plug-in's part under a built-in's name is one InputError naming the plug-in's file and class (the built-in
+    stays); a plug-in replaces a plug-in, a built-in a built-in, as before."""
+    from pgra.methods import METHODS, register_method
+    from pgra.methods.knn_vote import KnnVote
+
+    class Mine(KnnVote):
+        pass
+
+    with pytest.raises(InputError, match=r"test_registry:.*Mine registers the method 'knn_vote', the name of "
+                                         r"pgra's own \(pgra.methods.knn_vote:KnnVote\)"):
+        register_method(Mine)
+    assert METHODS["knn_vote"] is KnnVote
+
+    reg: Registry[type] = Registry("widget")
+    builtin = type("Builtin", (), {"name": "alpha", "__module__": "pgra.widgets"})
+    reg.register(_Part)  # the plug-in's first (a built-in module imported later, on the first lookup)
+    with pytest.raises(InputError, match="test_registry:_Part registers the widget 'alpha'"):
+        reg.register(builtin)
+    assert reg["alpha"] is _Part
+    other = type("Other", (), {"name": "alpha", "__module__": "elsewhere"})
+    assert reg.register(other) is other and reg.register(_Part) is _Part  # plug-in over plug-in
+    assert Registry("widget").register(builtin) is builtin
+
+
+def test_a_plug_in_s_own_method_may_replace_the_one_pgra_made_from_its_reranker():
+    """``fid_<r>``, which pgra makes for a plug-in reranker once a method is looked up, is the plug-in's: the plug-in
+    registering its own ``fid_<r>`` later replaces it (``fid_mmr``, made from a built-in, stays refused)."""
+    from pgra.methods import METHODS, register_method
+    from pgra.methods.fid_reranked import fid_method
+    from pgra.rerank.base import RERANKERS, Reranker, register_reranker
+
+    class Toy(Reranker):
+        name = "toy_reg_reranker"
+
+    register_reranker(Toy)
+    try:
+        assert "fid_toy_reg_reranker" in METHODS.names()
+        own = type("Own", (fid_method("toy_reg_reranker"),), {"__module__": "elsewhere"})
+        assert register_method(own) is own
+        with pytest.raises(InputError, match="registers the method 'fid_mmr', the name of pgra's own"):
+            register_method(type("Mine", (fid_method("mmr"),), {"__module__": "elsewhere"}))
+    finally:
+        RERANKERS.pop("toy_reg_reranker")
+        METHODS.pop("fid_toy_reg_reranker")

@@ -5,6 +5,7 @@ retrieve stage, and runs an experiment's FiD and kNN vote, with no other module 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -153,6 +154,21 @@ def _grid(tmp_path: Path, corpus_txt, sky_task, tiny_opt, tiny_t5) -> dict:
                    "eval_every": 2, "eval_batch_size": 8, "learning_rate": 1e-3},
         "knn_vote": {"k": 3}, "show_progress": False, "report": True,
     }
+
+
+def test_a_registered_retriever_s_module_enters_its_index_build_key(overlap, corpus_txt, tmp_path):
+    """An index a plug-in retriever built is keyed by the plug-in's module too: a retriever of the same name from
+    another module never reuses its shards or its index; a built-in retriever's key holds no module (as always)."""
+    from pgra.retrieval.base import get_retriever
+    from pgra.retrieval.build import _build_key
+
+    cfg = from_dict(IndexConfig, {"corpus": str(corpus_txt), "out": str(tmp_path / "idx"), "retriever": NAME})
+    moved = type("Moved", (OverlapRetriever,), {"__module__": "elsewhere.plugin"})
+    assert _build_key(get_retriever(cfg), "fp") != _build_key(moved(cfg), "fp")
+    bm25 = get_retriever(from_dict(IndexConfig, {"corpus": str(corpus_txt), "out": str(tmp_path / "b"),
+                                                 "retriever": "bm25"}))
+    payload = {"retriever": "bm25", "corpus": "fp", **bm25.key_fields()}
+    assert _build_key(bm25, "fp") == hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def test_an_experiment_runs_fid_and_knn_vote_over_a_registered_retriever(overlap, tmp_path, corpus_txt, sky_task,

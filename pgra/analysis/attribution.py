@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import SEED_MAX, option
+from ..config import MAX_BATCH, MAX_ITEMS, SEED_MAX, option
 from ..errors import InputError
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
@@ -28,10 +28,10 @@ from .writer import Writer, signed
 class AttributionConfig:
     """Leave-one-out effects of each evidence sentence on the gold label's probability (fid and pgra cells)."""
 
-    n: int = option(200, min=0, help="inputs drawn (seeded) from the analysed split; 0 = all")
+    n: int = option(200, min=0, max=MAX_ITEMS, help="inputs drawn (seeded) from the analysed split; 0 = all")
     seed: int = option(0, min=0, max=SEED_MAX,
                        help="seed of the draw (the same inputs for every method and seed)")
-    batch_size: int = option(64, min=1, help="reader inputs per batch (each input runs d + 2 times)")
+    batch_size: int = option(64, min=1, max=MAX_BATCH, help="reader inputs per batch (each input runs d + 2 times)")
 
 
 READERS_WITH_EVIDENCE = ("fid", "pgra")

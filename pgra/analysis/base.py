@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..registry import Registry
+from ..registry import Registry, defined_in
 from .config import use_analyses
 
 if TYPE_CHECKING:
@@ -69,7 +69,8 @@ BUILTIN = ("consistency", "sweep", "retrievers", "differences", "calibration", "
            "case_study")
 SHOWN = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "cost",
          "case_study")  # the analyses those modules register, in that order
-ANALYSES: Registry[Analysis] = Registry("analysis", __package__, BUILTIN, field="analysis.analyses")
+ANALYSES: Registry[Analysis] = Registry("analysis", __package__, BUILTIN, field="analysis.analyses",
+                                        module_of=lambda a: defined_in(a.compute))  # whose file computes it
 
 
 def register_analysis(analysis: Analysis) -> Analysis:

@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import option
+from ..config import MAX_BINS, option
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, pct
@@ -24,7 +24,7 @@ from .writer import Writer, pct
 class CalibrationConfig:
     """Expected calibration error, Brier score, reliability diagrams and seed flips of every method."""
 
-    n_bins: int = option(10, min=2, help="equal-width confidence bins of the calibration error and the diagrams")
+    n_bins: int = option(10, min=2, max=MAX_BINS, help="equal-width confidence bins of the calibration error and the diagrams")
 
 
 def _probabilities(line: dict[str, Any]) -> dict[str, float] | None:

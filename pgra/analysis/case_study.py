@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..artifacts import write_text
-from ..config import SEED_MAX, option
+from ..config import MAX_ITEMS, SEED_MAX, option
 from ..errors import InputError
 from ..markdown import md_cell, md_row, md_table
 from ..methods import get_method
@@ -21,9 +21,9 @@ class CaseStudyConfig:
     """Inputs shown with every method's prediction and top evidence (the paper's Table 9)."""
 
     ids: list[str] = option(default_factory=list, help="input ids to show (default: n drawn at random)")
-    n: int = option(5, min=1, help="inputs drawn at random when no ids are given")
+    n: int = option(5, min=1, max=MAX_ITEMS, help="inputs drawn at random when no ids are given")
     seed: int = option(0, min=0, max=SEED_MAX, help="seed of the random draw")
-    top: int = option(3, min=1, help="evidence sentences shown per method")
+    top: int = option(3, min=1, max=MAX_ITEMS, help="evidence sentences shown per method")
     prefer_disagreement: bool = option(True, help="draw from the inputs where FiD and PGRA disagree when any do")
 
 

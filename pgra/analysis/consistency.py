@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import read_json, write_json
-from ..config import SEED_MAX, option
+from ..config import MAX_BATCH, SEED_MAX, option
 from ..errors import InputError
 from ..experiment import CELL_FILE
 from ..experiment.grid import FULL_SEARCH
@@ -34,7 +34,7 @@ class ConsistencyConfig:
     rerank_lms: list[str] = option(default_factory=list,
                                    help="more reranker LMs (paths or hub ids): each reranks the candidates again "
                                         "and its top d is labelled too (Table 10's OPT sizes)")
-    batch_size: int = option(64, min=1, help="evidence sentences per labelling batch")
+    batch_size: int = option(64, min=1, max=MAX_BATCH, help="evidence sentences per labelling batch")
 
 
 FIRST_STAGE = "first stage (FiD)"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import path_under, write_text
-from ..config import option
+from ..config import MAX_ITEMS, option
 from ..corpus import CorpusStore
 from ..retrieval.base import recorded_retriever, retriever_title
 from ..retrieval.retrieve import read_candidates_manifest, read_excluded_ids
@@ -37,7 +37,7 @@ class LeakageConfig:
     threshold: float = option(0.95, min=0, max=1, help="cosine (index encoder) at or above which a corpus "
                                                        "sentence is a near duplicate of an input (dense indexes)")
     splits: list[str] = option(default_factory=lambda: ["dev", "test"], path_segment=True, help="splits audited")
-    examples: int = option(5, min=0, help="flagged inputs shown per task and split")
+    examples: int = option(5, min=0, max=MAX_ITEMS, help="flagged inputs shown per task and split")
 
 
 IDS_FILE = "leakage_ids.txt"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import MANIFEST, read_json
-from ..config import SEED_MAX, option
+from ..config import MAX_ITEMS, SEED_MAX, option
 from ..errors import InputError
 from ..experiment import Experiment
 from ..metrics import mean_std
@@ -35,9 +35,9 @@ from .writer import Writer, pct
 class SweepConfig:
     """PGRA with other k and d (the paper's Figures 4 and 5); the other value stays the experiment's."""
 
-    k: list[int] = option(default_factory=lambda: [16, 50, 100, 150],
+    k: list[int] = option(default_factory=lambda: [16, 50, 100, 150], max=MAX_ITEMS,
                           help="candidates reranked per input (at most the retrieved k)")
-    d: list[int] = option(default_factory=lambda: [4, 8, 16, 24], help="evidence sentences the reader reads")
+    d: list[int] = option(default_factory=lambda: [4, 8, 16, 24], max=MAX_ITEMS, help="evidence sentences the reader reads")
     seeds: list[int] = option(default_factory=list, min=0, max=SEED_MAX, path_segment=True,
                               help="seeds of each point (default: the experiment's)")
 

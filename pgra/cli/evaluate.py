@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import option
+from ..config import MAX_BATCH, option
 from .command import Command
 
 
@@ -14,7 +14,7 @@ class EvaluateOptions:
     split: str = option("test", path_segment=True, help="split to evaluate")
     data: str = option("", exists="dir", help="a candidates or reranked folder of the same task (default: the run's own)")
     out: str = option("", help="where predictions and metrics go (default: RUN/evaluations/<data>-<hash>)")
-    batch_size: int = option(16, min=1, help="inputs per batch")
+    batch_size: int = option(16, min=1, max=MAX_BATCH, help="inputs per batch")
     device: str = option("auto", help="auto, cpu, cuda ...")
     trust_remote_code: bool = option(False, help="let the run's encoder or LM run its own code (its manifest never "
                                                  "can)")

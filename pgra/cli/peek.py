@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import option
+from ..config import MAX_ITEMS, option
 from .command import Command
 
 
@@ -13,8 +13,8 @@ from .command import Command
 class PeekOptions:
     path: str = option("", positional=True, help="a .jsonl file, or a candidates/reranked folder")
     split: str = option("test", path_segment=True, help="split file to read from a folder")
-    inputs: int = option(2, short="-n", min=0, help="inputs to show")
-    evidence: int = option(3, short="-d", min=0, help="evidence sentences per input")
+    inputs: int = option(2, short="-n", min=0, max=MAX_ITEMS, help="inputs to show")
+    evidence: int = option(3, short="-d", min=0, max=MAX_ITEMS, help="evidence sentences per input")
 
 
 def run(opts: PeekOptions) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..config import option
+from ..config import MAX_BATCH, MAX_ITEMS, option
 from .command import Command, read_texts
 
 
@@ -16,8 +16,8 @@ class PredictOptions:
     text: list[str] = option(default_factory=list, append=True, help="input text (repeatable)")
     input_file: str = option("", exists="file", help="file with one input a line")
     json: bool = option(False, help="JSON lines: text, prediction, scores, evidence")
-    evidence: int = option(3, min=0, help="evidence sentences shown per input (text output)")
-    batch_size: int = option(64, min=1, help="inputs per batch")
+    evidence: int = option(3, min=0, max=MAX_ITEMS, help="evidence sentences shown per input (text output)")
+    batch_size: int = option(64, min=1, max=MAX_BATCH, help="inputs per batch")
     device: str = option("auto", help="auto, cpu, cuda ...")
     trust_remote_code: bool = option(False, help="let the run's encoder and LMs run their own code (its manifests "
                                                  "never can)")

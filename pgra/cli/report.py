@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import SEED_MAX, option
+from ..config import MAX_RESAMPLES, SEED_MAX, option
 from .command import Command
 
 
@@ -17,7 +17,7 @@ class ReportOptions:
     out: str = option("", help="folder of the merged report (default: the one DIR given)")
     reference: str = option("fid", help="method every other method is tested against")
     split: str = option("test", path_segment=True, help="split reported")
-    bootstrap: int = option(10000, min=1, help="bootstrap resamples of the significance test")
+    bootstrap: int = option(10000, min=1, max=MAX_RESAMPLES, help="bootstrap resamples of the significance test")
     min_inputs: int = option(30, min=1, help="fewer shared test inputs than this: the difference's interval only, no "
                                               "p-value or star (a bootstrap over a handful of inputs is too coarse)")
     seed: int = option(0, min=0, max=SEED_MAX, help="seed of the bootstrap")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..config import option
+from ..config import MAX_ITEMS, option
 from ..errors import InputError
 from .command import Command, read_texts
 
@@ -15,7 +15,7 @@ class SearchOptions:
     index: str = option("", exists="dir", help="index folder from build-index (required)")
     query: list[str] = option(default_factory=list, append=True, help="query text (repeatable)")
     queries_file: str = option("", exists="file", help="file with one query a line")
-    k: int = option(10, flag="-k", min=1, help="hits per query")
+    k: int = option(10, flag="-k", min=1, max=MAX_ITEMS, help="hits per query")
     json: bool = option(False, help="JSON lines with query, rank, id, score, text")
     encoder: str = option("", help="the index's encoder at a new location (checked against the manifest)")
     corpus: str = option("", help="check that this corpus file is the one the index was built from")

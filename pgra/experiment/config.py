@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import choices
-from ..config import SEED_MAX, from_dict, merge, option, to_dict
+from ..config import MAX_CELLS_PER_GPU, MAX_WORKERS, SEED_MAX, from_dict, merge, option, to_dict
 from ..errors import InputError
 from ..icl.config import ICLConfig
 from ..methods import KnnVoteConfig, LinearProbeConfig
@@ -119,11 +119,11 @@ class ExperimentConfig:
     launcher: str = option("none", choices=LAUNCHERS,
                            help="run --workers workers that share the grid: local processes (one device each, "
                                 "round-robin) or Slurm jobs (submitit; the slurm section)")
-    workers: int = option(1, min=1, help="how many workers --launcher starts (with --dry-run and no launcher: the "
+    workers: int = option(1, min=1, max=MAX_WORKERS, help="how many workers --launcher starts (with --dry-run and no launcher: the "
                                          "ranks of the torchrun launch the plan prices)")
     slurm: SlurmConfig = option(default_factory=SlurmConfig, flag=False,
                                 help="slurm section of --launcher slurm (key=value: slurm.FIELD=...)")
-    cells_per_gpu: int = option(1, min=1,
+    cells_per_gpu: int = option(1, min=1, max=MAX_CELLS_PER_GPU,
                                 help="how many cells may share one GPU (torchrun --nproc-per-node GPUs x this, or "
                                      "--launcher local --workers GPUs x this): a cell starts on a shared GPU only when "
                                      "it has cell_gpu_gb free, else its job waits (up to wait_s); a stage's models "

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..artifacts import read_json
 from ..cost import Priced, device_seconds, finite_number, model_dim, on_gpu, sharing, split_seconds
-from ..errors import PgraError
+from ..errors import PgraError, whole_number
 from ..reader.cost_model import encoder_layers, evaluated_inputs, trained_layers
 from .layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
 
@@ -107,10 +107,11 @@ def lpt_order(costs: list[float]) -> list[int]:
 
 def lpt_assign(costs: list[float], workers: int) -> list[int]:
     """The worker (0..workers-1) each job runs on: jobs costliest first, each to the worker that frees first
-    (the lowest-numbered among equals)."""
+    (the lowest-numbered among equals). Workers beyond the jobs' count never get one: only as many are kept as
+    there are jobs (a billion workers cost no memory)."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    loads = [(0.0, w) for w in range(workers)]
+    loads = [(0.0, w) for w in range(min(workers, len(costs)))]
     assigned = [0] * len(costs)
     for i in lpt_order(costs):
         load, w = heapq.heappop(loads)
@@ -122,7 +123,7 @@ def lpt_assign(costs: list[float], workers: int) -> list[int]:
 def plan_wallclock(costs: list[float], workers: int) -> float:
     """Wall-clock of ``costs`` (seconds of independent jobs) on ``workers`` workers under longest-processing-time
     greedy scheduling (costliest first, each to the least loaded worker): the largest worker's load."""
-    loads = [0.0] * max(workers, 1)
+    loads = [0.0] * min(max(workers, 1), len(costs))
     for i, w in enumerate(lpt_assign(costs, workers)):
         loads[w] += costs[i]
     return max(loads) if costs else 0.0
@@ -211,7 +212,7 @@ class CpuCellCosts:
                    int(data.get("icl_demos", 4)),
                    f"bench {path.name}: {machine.get('cpu', 'CPU')}, {machine.get('cpus', '?')} cores, "
                    f"{data.get('date', '')}".rstrip(", "),
-                   int(machine["cpus"]) if str(machine.get("cpus", "")).isdigit() else None)
+                   whole_number(machine.get("cpus", "")))
 
     def price(self, kind: str, inputs: int | None, scale: float = 1.0) -> tuple[float, str] | None:
         """``(seconds, what)`` of ``kind``'s fixed part plus ``inputs`` x its per-input seconds x ``scale``."""
@@ -964,7 +965,7 @@ def plan_device(cfg: Any) -> tuple[str, str]:
 
 def default_workers() -> int:
     """The process count of the launch (``WORLD_SIZE``), 1 without a launcher."""
-    return max(int(os.environ.get("WORLD_SIZE", "1") or 1), 1)
+    return whole_number(os.environ.get("WORLD_SIZE", "")) or 1
 
 
 def worker_threads(workers: int, launcher: str = "none", slurm: Any = None) -> float | None:
@@ -981,8 +982,7 @@ def worker_threads(workers: int, launcher: str = "none", slurm: Any = None) -> f
     share = node_cores() / max(workers, 1)
     given = launcher_threads()
     if given is None:
-        value = os.environ.get(THREADS_ENV, "").strip()
-        given = int(value) if value.isdigit() and int(value) > 0 else None
+        given = whole_number(os.environ.get(THREADS_ENV, "")) or None
     return min(share, float(given)) if given else share
 
 

@@ -22,6 +22,7 @@ from ..artifacts import MANIFEST, check_disjoint, path_under, read_json_object, 
 from ..config import check_config
 from ..errors import InputError
 from ..methods import MethodInputs, get_method
+from ..registry import plug_in_key
 from ..rerank.base import DEFAULT, reranker_class
 from ..rerank.config import RerankConfig
 from ..rerank.stages import RERANKED, FullSearchStage, RerankedStage
@@ -158,7 +159,7 @@ class Experiment:
         for name in self._closure(["candidates", RERANKED, *self.stages_needed(), FULL_SEARCH]):
             stage = self.stage(name)
             request = self.request(task, name, keys)
-            keys[name] = key_of(stage.key_record(request, stage.config(request)))
+            keys[name] = key_of({**stage.key_record(request, stage.config(request)), **plug_in_key(stage)})
         del keys["index"]
         return keys
 
@@ -255,7 +256,8 @@ class Experiment:
                 independent = not method.depends_on_seed()
                 for seed in self._seeds(method):
                     directory = self.cell_dir(task, name, seed)
-                    key = key_of({"method": name, "seed": seed, "settings": method.settings(), "upstream": upstream})
+                    key = key_of({"method": name, "seed": seed, "settings": method.settings(), "upstream": upstream,
+                                  **plug_in_key(method)})
                     cells.append(CellPlan(task, name, seed, directory, key, cell_status(directory, key), independent))
         return cells
 

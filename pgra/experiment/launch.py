@@ -25,7 +25,14 @@ from typing import Any
 
 from ..artifacts import claim_output
 from ..config import from_dict
-from ..device import CORE_SHARERS_ENV, STAGE_PARTNER_ENV, apply_threads, exclusive_gpu_problem, shared_threads
+from ..device import (
+    CORE_SHARERS_ENV,
+    STAGE_PARTNER_ENV,
+    apply_threads,
+    exclusive_gpu_problem,
+    node_cores,
+    shared_threads,
+)
 from ..distributed import DistContext
 from ..errors import InputError, PgraError
 from ..lock import is_main_launch
@@ -83,18 +90,27 @@ def launch(experiment) -> list:
     return failed
 
 
+LOCAL_WORKERS_PER_CORE = 4  # the most local workers (whole processes, a model each) per core of this machine
+
+
 def check_launcher(cfg: ExperimentConfig) -> None:
     """Refuse (an InputError on ``launcher``) a launcher that cannot start here: ``slurm`` without submitit, or
-    (``slurm.cluster: slurm``) on a machine without Slurm's ``sbatch`` and ``srun``; ``local`` workers that would
-    share a GPU in ``EXCLUSIVE_PROCESS`` compute mode (on ``workers``)."""
+    (``slurm.cluster: slurm``) on a machine without Slurm's ``sbatch`` and ``srun``; ``local`` with more workers
+    than this machine runs side by side (an InputError on ``workers``: :func:`local_workers_limit`), or with
+    workers that would share a GPU in ``EXCLUSIVE_PROCESS`` compute mode (on ``workers``)."""
     if cfg.launcher == "local":
+        if cfg.workers > local_workers_limit(cfg.cells_per_gpu):
+            raise InputError(f"--launcher local starts {cfg.workers} processes on this machine, which runs at most "
+                             f"{local_workers_limit(cfg.cells_per_gpu)} side by side ({LOCAL_WORKERS_PER_CORE} per "
+                             f"core of its {node_cores()}, or one per GPU and cells_per_gpu): start fewer, or submit "
+                             "them with --launcher slurm", field="workers")
         check_local_gpus(cfg.workers)
     if cfg.launcher != "slurm":
         return
     try:
         import submitit  # noqa: F401
     except ImportError:
-        raise InputError("--launcher slurm needs submitit: pip install 'pgra[slurm]' (submitit>=1.5)",
+        raise InputError("--launcher slurm needs submitit: pip install 'submitit>=1.5' (the slurm extra of pgra's pyproject.toml)",
                          field="launcher") from None
     missing = [tool for tool in ("sbatch", "srun") if shutil.which(tool) is None]
     if cfg.slurm.cluster == "slurm" and missing:
@@ -113,6 +129,12 @@ def check_local_gpus(workers: int) -> None:
     if problem is not None:
         raise InputError(f"{problem}: give at most {len(devices)} worker(s), or ask for the GPUs in the Default "
                          "compute mode (nvidia-smi -c DEFAULT, or your cluster's option for it)", field="workers")
+
+
+def local_workers_limit(cells_per_gpu: int) -> int:
+    """The most ``--launcher local`` workers this machine runs side by side: :data:`LOCAL_WORKERS_PER_CORE` per core
+    (:func:`pgra.device.node_cores`), or its visible GPUs x ``cells_per_gpu`` where that is more."""
+    return max(LOCAL_WORKERS_PER_CORE * node_cores(), len(visible_devices()) * cells_per_gpu)
 
 
 def slurm_parameters(s: SlurmConfig, devices_here: int = 0) -> dict[str, Any]:

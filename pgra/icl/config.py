@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .. import choices
 from ..causal_lm import LMConfig
-from ..config import SEED_MAX, option
+from ..config import MAX_ITEMS, SEED_MAX, option
 from ..selection.settings import SelectorSettings
 
 
@@ -19,10 +19,10 @@ class _Selection:
     lm: str = option("facebook/opt-13b", help="causal LM name or local folder")
     selection: str = option("kate", choices=choices.demo_selections,
                             help="how each input's demonstrations are chosen")
-    num_demos: int = option(8, min=0, help="demonstrations per input (m)")
+    num_demos: int = option(8, min=0, max=MAX_ITEMS, help="demonstrations per input (m)")
     seed: int = option(13, min=0, max=SEED_MAX, help="seed of random selections")
     demos: SelectorSettings = option(default_factory=SelectorSettings, help="strategy settings")
-    pool: int = option(0, min=0, help="draw demonstrations from a fixed sample of this many training inputs (the "
+    pool: int = option(0, min=0, max=MAX_ITEMS, help="draw demonstrations from a fixed sample of this many training inputs (the "
                                       "same whatever the seed; Skill-KNN rewrites only these); 0 = all")
     pool_seed: int = option(13, min=0, max=SEED_MAX, help="seed of the pool's sample")
     length_normalise: bool = option(False, help="score a label by its mean token log-probability (default: sum)")

@@ -24,7 +24,8 @@ from ..loading import remote_code_allowed
 from ..lock import locks_output
 from ..predictions import Predictor
 from ..provenance import data_fields, run_data
-from ..selection.base import settings_key, with_index_encoder
+from ..registry import plug_in_key
+from ..selection.base import STRATEGIES, settings_key, with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
 from .classify import ICLClassifier
 from .config import ICLConfig
@@ -123,4 +124,4 @@ def icl_settings(cfg: ICLConfig) -> dict[str, Any]:
     """The settings that define an ICL run's predictions (no paths, seeds or progress bars)."""
     settings = result_settings(cfg, without=("data", "out", "seed", "splits"))
     settings["demos"] = settings_key(cfg.demos)
-    return settings
+    return {**settings, **plug_in_key(STRATEGIES.part(cfg.selection), "selection_plug_in")}

@@ -10,7 +10,7 @@ registered demonstration strategy ``s`` (a plug-in's too) is also a method ``icl
 from __future__ import annotations
 
 from ..predictions import Predictor
-from ..registry import Registry
+from ..registry import Registry, defined_in, is_builtin
 from .base import FitResult, Method, MethodInputs
 from .fid import FiD
 from .fid_reranked import RERANKED_READERS, fid_method
@@ -49,7 +49,21 @@ class MethodRegistry(Registry[type[Method]]):
         return super().part(name, field)
 
 
-METHODS = MethodRegistry("method", field="methods")
+def _made_in(cls: type[Method]) -> str:
+    """Where a method comes from: for an ``icl_<s>`` / ``fid_<r>`` pgra made (:func:`icl_method`,
+    :func:`fid_method`), its strategy's or reranker's module (a plug-in's, whose own method may replace it), else
+    its own (a subclass, which inherits ``made_from``, is its own module's)."""
+    kind, name = vars(cls).get("made_from") or (None, None)
+    if kind is None or not is_builtin(defined_in(cls)):
+        return defined_in(cls)
+    from ..rerank.base import RERANKERS
+    from ..selection.registered import STRATEGIES
+
+    source = (STRATEGIES if kind == "strategy" else RERANKERS).get(name)
+    return defined_in(source if source is not None else cls)
+
+
+METHODS = MethodRegistry("method", field="methods", module_of=_made_in)
 for _method in (NoRetrieval, FiD, PGRA, PGRAFull, KnnVote, LinearProbe, ICL, ICLRandom, ICLKate, ICLSkillKnn,
                 *RERANKED_READERS):
     METHODS.register(_method)

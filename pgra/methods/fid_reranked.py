@@ -41,6 +41,7 @@ def fid_method(reranker: str) -> type[ReaderMethod]:
     stage), as the built-in rerankers' methods are."""
     return type(f"FiD_{reranker}", (ReaderMethod,), {
         "name": f"fid_{reranker}", "data": "reranked", "reranker": reranker, "__module__": __name__,
+        "made_from": ("reranker", reranker),
         "__doc__": f"Fusion-in-Decoder on the {reranker} reranker's top d."})
 
 

@@ -101,4 +101,5 @@ class ICLSkillKnn(ICL):
 def icl_method(strategy: str) -> type[ICL]:
     """The method ``icl_<strategy>``: in-context learning with the demonstration strategy ``strategy`` pinned."""
     return type(f"ICL_{strategy}", (ICL,), {"name": f"icl_{strategy}", "strategy": strategy, "__module__": __name__,
+                                           "made_from": ("strategy", strategy),
                                            "__doc__": f"In-context learning with '{strategy}' demonstrations."})

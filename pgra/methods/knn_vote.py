@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import read_json, read_manifest, write_json, write_manifest
-from ..config import option, to_dict
+from ..config import MAX_ITEMS, option, to_dict
 from ..errors import InputError
 from ..interchange import read_records, write_records
 from ..itself import without_itself
@@ -30,7 +30,7 @@ KIND = "knn_vote"
 class KnnVoteConfig:
     """The ``knn_vote`` section of an experiment config."""
 
-    k: int = option(16, min=1, help="labelled training inputs that vote")
+    k: int = option(16, min=1, max=MAX_ITEMS, help="labelled training inputs that vote")
 
 
 def vote(task: TaskSpec, neighbour_labels: list[str]) -> tuple[str, dict[str, float]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import choices
-from ..config import SEED_MAX, option
+from ..config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, SEED_MAX, option
 from ..tracking import TRACKERS
 
 
@@ -17,12 +17,12 @@ class TrainConfig:
     out: str = option("", help="run folder (checkpoints, best/, metrics.json)")
     model: str = option("t5-base", io="in", help="encoder-decoder name or folder (t5-base, models/bert2bert-minilm ...)")
     task: str = option("", suggest=choices.task_names, help="default: the task recorded with the data")
-    n_passages: int = option(16, min=0, help="d evidence sentences per input; 0 = no retrieval")
+    n_passages: int = option(16, min=0, max=MAX_ITEMS, help="d evidence sentences per input; 0 = no retrieval")
     input_format: str = option("intended", choices=choices.reader_formats,
                                help="intended (the paper's), released (the released code's) or fid")
-    max_length: int = option(128, min=1, help="tokens per (input, evidence) pair")
+    max_length: int = option(128, min=1, max=MAX_TOKENS, help="tokens per (input, evidence) pair")
     learning_rate: float = option(8e-5, min=0, help="AdamW learning rate")
-    batch_size: int = option(8, min=1, help="global batch per optimizer step (before accumulation)")
+    batch_size: int = option(8, min=1, max=MAX_BATCH, help="global batch per optimizer step (before accumulation)")
     grad_accum: int = option(1, min=1, help="gradient accumulation steps")
     max_steps: int = option(5000, min=1, help="optimizer steps")
     warmup_steps: int = option(0, min=0, help="linear warm-up steps")
@@ -37,7 +37,7 @@ class TrainConfig:
                                           "final evaluation (in a grid, once the cell's cell.json is written), "
                                           "leaving best/, the predictions, metrics and train_log.jsonl")
     early_stopping_patience: int = option(0, min=0, help="evaluations without improvement before stopping; 0 = off")
-    eval_batch_size: int = option(16, min=1, help="inputs per evaluation batch")
+    eval_batch_size: int = option(16, min=1, max=MAX_BATCH, help="inputs per evaluation batch")
     max_eval_examples: int = option(0, min=0, help="dev inputs used during training; 0 = all")
     max_train_examples: int = option(0, min=0, help="training inputs used; 0 = all")
     mixed_precision: str = option("no", choices=choices.MIXED_PRECISION, help="no, fp16 or bf16")
@@ -50,7 +50,7 @@ class TrainConfig:
     compile_mode: str = option("default", choices=choices.COMPILE_MODES, omit_default=True, record_default=False,
                                help="with compile: torch.compile's mode; reduce-overhead replays each step's kernels "
                                     "as CUDA graphs (GPU; one graph per batch width: see pad_to_multiple)")
-    pad_to_multiple: int = option(1, min=1, omit_default=True, record_default=False,
+    pad_to_multiple: int = option(1, min=1, max=MAX_TOKENS, omit_default=True, record_default=False,
                                   help="pad each training batch's inputs to a multiple of this many tokens (within "
                                        "max_length): fewer distinct shapes for compile and CUDA graphs to trace "
                                        "(evaluation and stored encoder states are not padded)")

@@ -44,7 +44,7 @@ class EncoderSplit:
         return list(cls.layers(encoder)[k:])
 
 
-SPLITS: Registry[type[EncoderSplit]] = Registry("encoder split", field="train_top_layers")
+SPLITS: Registry[type[EncoderSplit]] = Registry("encoder split", field="train_top_layers", hyphens=True)
 
 
 def _mask(encoder: Any, hidden: torch.Tensor, attention_mask: torch.Tensor):

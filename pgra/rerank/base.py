@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..registry import Registry
+from ..registry import Registry, plug_in_key
 
 if TYPE_CHECKING:
     from ..causal_lm import LMCost
@@ -97,11 +97,11 @@ class Reranker(ABC):
 
     @classmethod
     def key_settings(cls, cfg: Any) -> dict[str, Any]:
-        """What its stage key holds of the rerank config ``cfg``: its name, the fields in :attr:`uses` and its
-        section."""
+        """What its stage key holds of the rerank config ``cfg``: its name, the fields in :attr:`uses`, its
+        section and a plug-in's module."""
         section = getattr(cfg, cls.name, None) if cls.options is not None else None
         return {"reranker": cls.name, **{f: getattr(cfg, f) for f in cls.uses},
-                **({cls.name: asdict(section)} if is_dataclass(section) else {})}
+                **({cls.name: asdict(section)} if is_dataclass(section) else {}), **plug_in_key(cls)}
 
 
 RERANKERS: Registry[type[Reranker]] = Registry("reranker", __package__, BUILTIN, field="rerank.reranker")

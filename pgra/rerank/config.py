@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import choices
 from ..causal_lm import lm_config
-from ..config import SEED_MAX, option
+from ..config import MAX_BATCH, MAX_ITEMS, SEED_MAX, option
 from ..selection.settings import SelectorSettings
 
 CORPUS_PASSES = ("off", "candidates", "corpus")  # what the corpus pass embeds (pgra.rerank.corpus_pass)
@@ -30,9 +30,9 @@ class _Prompting:
     lm: str = option("facebook/opt-13b", help="causal LM name or local folder (OPT, Llama, GPT-2 ...)")
     task: str = option("", io="in", suggest=choices.task_names, help="default: the task recorded with the candidates")
     index: str = option("", exists="dir", help="default: the index recorded with the candidates (for id -> corpus row)")
-    top_d: int = option(16, min=1, help="evidence kept per input (d)")
-    k: int = option(0, flag="-k", min=0, help="rerank the first k candidates; 0 = all retrieved")
-    num_demos: int = option(8, min=0, help="demonstrations in the prompt (m)")
+    top_d: int = option(16, min=1, max=MAX_ITEMS, help="evidence kept per input (d)")
+    k: int = option(0, flag="-k", min=0, max=MAX_ITEMS, help="rerank the first k candidates; 0 = all retrieved")
+    num_demos: int = option(8, min=0, max=MAX_ITEMS, help="demonstrations in the prompt (m)")
     demo_selection: str = option("paper", choices=choices.demo_selections,
                                  help="paper = seeded random, balanced over labels; code = the released code's "
                                       "file order (both: one prompt for all); random, kate, skill_knn = per query")
@@ -52,7 +52,7 @@ class PromptGuidedConfig(lm_config(max_tokens_per_batch=16384, max_batch_size=64
     """Everything ``pgra rerank`` needs: the candidates and the prompt, the LM block
     (:class:`pgra.causal_lm.LMConfig`, shared with in-context learning), then the stage's own options."""
 
-    chunk_size: int = option(1024, cosmetic=True, min=1, help="texts embedded between cache writes (resume granularity)")
+    chunk_size: int = option(1024, cosmetic=True, min=1, max=MAX_BATCH, help="texts embedded between cache writes (resume granularity)")
     corpus_pass: str = option("off", choices=CORPUS_PASSES, cosmetic=True, record_default=False,
                               help="embed up front, once per prompt: candidates = every split's retrieved candidates "
                                    "and queries (then any k up to the retrieved one runs no LM), corpus = every "

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import option
+from ..config import MAX_BATCH, MAX_TOKENS, option
 from ..errors import InputError
 from .base import RERANKERS, Reranker
 
@@ -35,10 +35,10 @@ class CrossEncoderOptions:
 
     model: str = option("", help="local folder of a sequence-classification checkpoint (e.g. a sentence-"
                                  "transformers cross-encoder)")
-    max_length: int = option(512, min=8, help="tokens of a (query, candidate) pair at most (longest_first)")
+    max_length: int = option(512, min=8, max=MAX_TOKENS, help="tokens of a (query, candidate) pair at most (longest_first)")
     label: int = option(-1, help="with several labels: the one whose softmax probability is the score (-1: the "
                                  "last; -n .. n-1 for n labels)")
-    batch_size: int = option(32, min=1, cosmetic=True, help="pairs per forward pass")
+    batch_size: int = option(32, min=1, max=MAX_BATCH, cosmetic=True, help="pairs per forward pass")
 
 
 def pair_scores(logits: np.ndarray, label: int = -1) -> np.ndarray:

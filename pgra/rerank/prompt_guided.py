@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..registry import plug_in_key
 from .base import RERANKERS, Reranker
 
 
@@ -58,12 +59,14 @@ class PromptGuided(Reranker):
     @classmethod
     def key_settings(cls, cfg: Any) -> dict[str, Any]:
         """Every defining field of the rerank config but the other rerankers' sections, and the demonstrations'
-        settings by their own key: what prompt-guided stage keys always held."""
+        settings by their own key: what prompt-guided stage keys always held (and a plug-in's modules: a subclass's,
+        its demonstration strategy's)."""
         from ..config import result_settings
-        from ..selection.base import settings_key
+        from ..selection.base import STRATEGIES, settings_key
 
         others = tuple(f.name for f in fields(cfg) if f.name in RERANKERS and f.name != cls.name)
-        return {**result_settings(cfg, without=("out", "candidates", *others)), "demos": settings_key(cfg.demos)}
+        return {**result_settings(cfg, without=("out", "candidates", *others)), "demos": settings_key(cfg.demos),
+                **plug_in_key(cls), **plug_in_key(STRATEGIES.part(cfg.demo_selection), "demo_selection_plug_in")}
 
 
 __all__ = ["PromptGuided"]

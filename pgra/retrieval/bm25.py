@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..artifacts import load_npy, read_json, save_npy, write_json
-from ..config import option
+from ..config import MAX_BATCH, option
 from ..errors import InputError
 from ..progress import progress
 from . import bm25_kernel
@@ -41,7 +41,7 @@ class BM25Config:
     delta: float = option(0.5, min=0, help="bm25l / bm25+ delta")
     tokenizer: str = option("auto", choices=("auto", "whitespace", "word_lower"),
                             help="whitespace (okapi's text.split(' ')), word_lower (bm25s's) or auto (by method)")
-    query_batch_size: int = option(32, min=1, help="queries per sparse product")
+    query_batch_size: int = option(32, min=1, max=MAX_BATCH, help="queries per sparse product")
 
 
 def tokenizer_for(cfg: BM25Config) -> str:

@@ -36,6 +36,7 @@ from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
 from ..faults import fault_point
 from ..lock import locks_output
 from ..ownership import PART_CHECKS, check_own_folder
+from ..registry import plug_in_key
 from .base import INDEX_KIND, RETRIEVERS, Retriever, get_retriever, load_builtin
 from .config import IndexConfig
 
@@ -65,7 +66,8 @@ def own_files() -> dict[str, str]:
 
 def _build_key(retriever: Retriever, corpus_fp: str) -> str:
     """Identity of a build: what must match for finished shards or a finished index to be reused."""
-    payload: dict[str, Any] = {"retriever": retriever.name, "corpus": corpus_fp, **retriever.key_fields()}
+    payload: dict[str, Any] = {"retriever": retriever.name, "corpus": corpus_fp, **retriever.key_fields(),
+                               **plug_in_key(retriever)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

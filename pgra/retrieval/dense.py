@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ..config import SEED_MAX, option
-from ..errors import IncompleteArtifactError, InputError
+from ..config import MAX_HNSW_M, MAX_ITEMS, SEED_MAX, option
+from ..errors import IncompleteArtifactError, InputError, whole_number
 
 if TYPE_CHECKING:
     import faiss
@@ -40,9 +40,9 @@ class FaissParams:
     nlist: int = option(0, min=0, help="IVF cells; 0 = 4 * sqrt(N), at most train_size")
     nprobe: int = option(32, min=1, help="IVF cells visited per query")
     train_size: int = option(262144, min=1, help="IVF training sample (seeded)")
-    hnsw_m: int = option(32, min=2, help="HNSW neighbours per node")
-    ef_construction: int = option(200, min=1, help="HNSW build-time search width")
-    ef_search: int = option(256, min=1, help="HNSW query-time search width")
+    hnsw_m: int = option(32, min=2, max=MAX_HNSW_M, help="HNSW neighbours per node")
+    ef_construction: int = option(200, min=1, max=MAX_ITEMS, help="HNSW build-time search width")
+    ef_search: int = option(256, min=1, max=MAX_ITEMS, help="HNSW query-time search width")
     seed: int = option(0, min=0, max=SEED_MAX, help="seed of the IVF training sample")
     # added later: left out of build keys and manifests while at their defaults (:func:`pgra.config.recorded_settings`)
     pq_m: int = option(0, min=0, omit_default=True, record_default=False,
@@ -50,10 +50,10 @@ class FaissParams:
                             "up to dim/8")
     pq_nbits: int = option(8, min=1, max=16, omit_default=True, record_default=False, help="ivfpq: bits per sub-quantiser code")
     opq: bool = option(False, omit_default=True, record_default=False, help="ivfpq: learn an OPQ rotation before the quantisers")
-    recall_queries: int = option(256, min=0, cosmetic=True, omit_default=True, record_default=False,
+    recall_queries: int = option(256, min=0, max=MAX_ITEMS, cosmetic=True, omit_default=True, record_default=False,
                                  help="approximate indexes: corpus sentences (a seeded sample) searched at build "
                                       "time to record recall@k against exact search in the manifest; 0 = none")
-    recall_k: int = option(150, min=1, cosmetic=True, omit_default=True, record_default=False, help="the k of the recorded recall@k")
+    recall_k: int = option(150, min=1, max=MAX_ITEMS, cosmetic=True, omit_default=True, record_default=False, help="the k of the recorded recall@k")
     min_recall: float = option(0.0, min=0, max=1, cosmetic=True, omit_default=True, record_default=False,
                                help="refuse to finish an approximate index whose recorded recall@k is lower")
 
@@ -153,7 +153,7 @@ def _say_once(message: str) -> None:
     if message in _said:
         return
     _said.add(message)
-    if int(os.environ.get("LOCAL_RANK") or 0) == 0:
+    if not whole_number(os.environ.get("LOCAL_RANK") or 0):
         print(f"note: {message}", file=sys.stderr, flush=True)
 
 

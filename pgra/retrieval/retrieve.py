@@ -32,7 +32,7 @@ from ..artifacts import (
     write_json,
     write_manifest,
 )
-from ..config import SEED_MAX, check_config, option, recorded_settings, to_dict
+from ..config import MAX_BATCH, MAX_ITEMS, SEED_MAX, check_config, option, recorded_settings, to_dict
 from ..distributed import DistContext, init_distributed
 from ..errors import InputError, StaleArtifactError
 from ..faults import fault_point
@@ -54,10 +54,10 @@ class RetrieveConfig:
     task: str = option("", io="in", suggest=choices.task_names, help="registered task name or task YAML")
     index: str = option("", exists="dir", help="index folder from build-index")
     out: str = option("", help="candidates folder to write")
-    k: int = option(150, flag="-k", min=1, help="candidates per input")
+    k: int = option(150, flag="-k", min=1, max=MAX_ITEMS, help="candidates per input")
     splits: list[str] = option(path_segment=True, default_factory=lambda: ["train", "dev", "test"], help="comma-separated splits")
     data_dir: str = option("data", io="in", help="root of the task data")
-    query_batch_size: int = option(256, min=1, help="queries per search batch")
+    query_batch_size: int = option(256, min=1, max=MAX_BATCH, help="queries per search batch")
     exclude_query_text: bool = option(False, help="drop candidates whose text equals the query")
     exclude_ids: str = option("", io="in", help="file of corpus ids (one a line, e.g. the leakage audit's "
                                                  "analysis/<task>/leakage_ids.txt) never returned as candidates")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import option
+from ..config import MAX_ITEMS, option
 from ..tasks.loaders import Example
 from .base import STRATEGIES, order_by_similarity, reverse_option
 from .encoded import EncodedSelector, EncoderOptions, top_allowed
@@ -23,7 +23,7 @@ EPS = 1e-10  # a candidate adding less than this to the determinant adds nothing
 class DPPOptions(EncoderOptions):
     """``dpp``'s options: the sentence encoder, the candidates, the relevance scale, the order."""
 
-    dpp_candidates: int = option(100, min=1, omit_default=True,
+    dpp_candidates: int = option(100, min=1, max=MAX_ITEMS, omit_default=True,
                                  help="dpp: nearest training inputs per query the DPP chooses among")
     dpp_scale: float = option(0.1, above=0, omit_default=True,
                               help="dpp: relevance scale (smaller: relevance weighs more against diversity)")

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import choices
 from ..artifacts import load_npy, save_npy, write_json
-from ..config import option
+from ..config import MAX_TOKENS, option
 from ..errors import IncompleteArtifactError
 from ..tasks.loaders import Example
 from .base import Selector
@@ -29,7 +29,7 @@ class EncoderOptions:
                                "encoder (name or folder); default: the index's encoder")
     pooler: str = option("mean", flag="--demo-pooler", choices=choices.poolers,
                          help="pooler of --demo-encoder (the index's own with the index's encoder)")
-    max_length: int = option(128, min=1, help="tokens per encoded input (of --demo-encoder)")
+    max_length: int = option(128, min=1, max=MAX_TOKENS, help="tokens per encoded input (of --demo-encoder)")
     cache_dir: str = option("cache/selection", cosmetic=True, io="store",
                             help="encoded training sets and rewrites, kept across runs")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import option
+from ..config import MAX_ITEMS, option
 from ..prompts import build_prompt
 from ..tasks.loaders import Example
 from .base import STRATEGIES, order_by_similarity, reverse_option
@@ -28,9 +28,9 @@ from .lm_scored import LMScoredSelector
 class MDLOptions(EncoderOptions):
     """``mdl``'s options: the sentence encoder, the candidates, the sets ranked, the order of the first set."""
 
-    mdl_candidates: int = option(30, min=1, omit_default=True,
+    mdl_candidates: int = option(30, min=1, max=MAX_ITEMS, omit_default=True,
                                  help="mdl: nearest training inputs per query the sets are drawn from")
-    mdl_samples: int = option(10, min=1, omit_default=True,
+    mdl_samples: int = option(10, min=1, max=MAX_ITEMS, omit_default=True,
                               help="mdl: candidate sets per query (the nearest m, then random subsets and orders)")
     reverse: bool = reverse_option()
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import option
+from ..config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, option
 from ..errors import InputError
 from ..tasks.loaders import Example
 from .base import STRATEGIES, Selector, order_by_similarity, reverse_option
@@ -36,9 +36,9 @@ class SkillKnnOptions(EncoderOptions):
     variant: str = option("single", flag="--skill-variant", choices=SKILL_VARIANTS,
                           help="skill_knn: one rewrite, or m rewrites with shuffled demonstration order "
                                "(consistency: cosine of mean embeddings; distinctiveness: max cosine over pairs)")
-    rewrites: int = option(5, min=1, help="skill_knn: rewrites per input for the two variants (m)")
-    max_new_tokens: int = option(32, min=1, help="skill_knn: longest rewrite in tokens")
-    batch_size: int = option(16, cosmetic=True, min=1, help="skill_knn: inputs per generation batch")
+    rewrites: int = option(5, min=1, max=MAX_ITEMS, help="skill_knn: rewrites per input for the two variants (m)")
+    max_new_tokens: int = option(32, min=1, max=MAX_TOKENS, help="skill_knn: longest rewrite in tokens")
+    batch_size: int = option(16, cosmetic=True, min=1, max=MAX_BATCH, help="skill_knn: inputs per generation batch")
     reverse: bool = reverse_option()
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import option
+from ..config import MAX_ITEMS, option
 from ..prompts import demo_prefix
 from ..tasks.loaders import Example
 from .base import STRATEGIES, order_by_similarity, reverse_option
@@ -25,7 +25,7 @@ from .lm_scored import LMScoredSelector
 class ConEOptions(EncoderOptions):
     """``topk_cone``'s options: the sentence encoder, the candidates re-ranked, the order."""
 
-    cone_candidates: int = option(30, min=1, omit_default=True,
+    cone_candidates: int = option(30, min=1, max=MAX_ITEMS, omit_default=True,
                                   help="topk_cone: nearest training inputs per query the LM re-ranks")
     reverse: bool = reverse_option()
 

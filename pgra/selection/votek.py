@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import option
+from ..config import MAX_ITEMS, option
 from ..tasks.loaders import Example
 from .base import STRATEGIES, order_by_similarity, reverse_option
 from .encoded import EncodedSelector, EncoderOptions, top_allowed
@@ -24,9 +24,9 @@ from .encoded import EncodedSelector, EncoderOptions, top_allowed
 class VoteKOptions(EncoderOptions):
     """``votek``'s options: the sentence encoder, the graph, the pool's size, the order."""
 
-    votek_pool: int = option(100, min=1, omit_default=True,
+    votek_pool: int = option(100, min=1, max=MAX_ITEMS, omit_default=True,
                              help="votek: training inputs selected into the annotated pool (the budget M)")
-    votek_k: int = option(150, min=1, omit_default=True, help="votek: neighbours per input in the graph")
+    votek_k: int = option(150, min=1, max=MAX_ITEMS, omit_default=True, help="votek: neighbours per input in the graph")
     votek_rho: float = option(10.0, above=1, omit_default=True,
                               help="votek: discount base of a voter per chosen input among its neighbours")
     reverse: bool = reverse_option()

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import choices
 from ..artifacts import iter_jsonl, require_file, write_json
-from ..config import SEED_MAX, check_config, option
+from ..config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, SEED_MAX, check_config, option
 from ..errors import InputError
 from ..markdown import md_row, md_table
 
@@ -38,13 +38,13 @@ class RetrievalEvalConfig:
     group_field: str = option("article", help="the group of a JSONL line")
     text_field: str = option("text", help="the sentence of a JSONL line")
     distractors: str = option("", io="in", help="txt corpus (one sentence a line) added to the search space")
-    queries: int = option(1000, min=1, help="query sentences drawn (seeded) from the groups with 2+ sentences")
-    k: list[int] = option(default_factory=lambda: [1, 5, 10], help="recall@k cut-offs")
+    queries: int = option(1000, min=1, max=MAX_ITEMS, help="query sentences drawn (seeded) from the groups with 2+ sentences")
+    k: list[int] = option(default_factory=lambda: [1, 5, 10], max=MAX_ITEMS, help="recall@k cut-offs")
     task: str = option("", suggest=choices.task_names, help="task whose dev split the kNN vote classifies")
     data_dir: str = option("data", io="in", help="root of the task data")
-    knn_k: int = option(16, min=1, help="training inputs that vote")
-    max_length: int = option(128, min=1, help="tokens per encoded sentence")
-    batch_size: int = option(128, min=1, help="sentences per encoding batch")
+    knn_k: int = option(16, min=1, max=MAX_ITEMS, help="training inputs that vote")
+    max_length: int = option(128, min=1, max=MAX_TOKENS, help="tokens per encoded sentence")
+    batch_size: int = option(128, min=1, max=MAX_BATCH, help="sentences per encoding batch")
     seed: int = option(13, min=0, max=SEED_MAX, help="seed of the query draw")
 
 
