@@ -20,7 +20,14 @@ import yaml
 
 from pgra.cli import main
 from tests import matrix_b as B
-from tests import matrix_r4_export, matrix_r4_fid, matrix_r4_locks, matrix_r4_misc, matrix_r4_rerank
+from tests import (
+    matrix_r4_export,
+    matrix_r4_fid,
+    matrix_r4_locks,
+    matrix_r4_misc,
+    matrix_r4_rerank,
+    matrix_r5_bundles,
+)
 
 MAX_ERROR_LINE = 1500  # characters: no error echoes a huge value (a YAML bomb, a 100 kB argument) back
 
@@ -549,6 +556,7 @@ CASES: list[tuple[str, Callable[[dict], list[str]], Any]] = [
 # --- issue 53 (reliability round 4), one module per surface ---
 for _round4 in (matrix_r4_export, matrix_r4_fid, matrix_r4_rerank, matrix_r4_locks, matrix_r4_misc):
     CASES += _round4.CASES
+CASES += matrix_r5_bundles.CASES  # --- issue 67 (reliability round 5): results bundles as untrusted input ---
 
 
 @pytest.fixture()
