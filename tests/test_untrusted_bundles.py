@@ -330,3 +330,27 @@ def test_the_model_card_shows_labels_and_settings_as_text(tmp_path):
 
     html = MarkdownIt("commonmark").enable("table").render(card.split("\n---\n", 1)[1])
     assert "<script>" not in html and "<img" not in html
+
+
+def test_a_bundle_record_or_manifest_of_another_shape_is_one_error_line(bundle, tmp_path, capsys):
+    """H6: the bundle's ownership record and manifest are read for their types before use (a list of files where
+    pgra writes an object, a number where it writes the files' records were a TypeError)."""
+    assert main(["report", str(bundle), "--bootstrap", "20"]) == 0
+    record = json.loads((bundle / ".pgra-owned.json").read_text())
+    (bundle / ".pgra-owned.json").write_text(json.dumps({**record, "files": ["results.json", "results.md"]}))
+    assert "results.json was not written by pgra" in one_error_line(["report", str(bundle)], capsys)
+    (bundle / ".pgra-owned.json").write_text(json.dumps(record))
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    (bundle / "manifest.json").write_text(json.dumps({**manifest, "files": 5}))
+    line = one_error_line(["report", str(bundle), "--analyses", "calibration"], capsys)
+    assert "manifest.json (field 'files'): lists no files" in line
+
+
+def test_results_analyses_never_write_through_a_linked_analysis_folder(exp, tmp_path, capsys):
+    """H1, in a report's own folder: its ``analysis/`` as a link is refused (the ownership check followed it)."""
+    out, elsewhere = tmp_path / "report", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert main(["report", str(exp), "--out", str(out), "--bootstrap", "20"]) == 0
+    (out / "analysis").symlink_to(elsewhere)
+    line = one_error_line(["report", str(exp), "--out", str(out), "--analyses", "calibration"], capsys)
+    assert f"{out / 'analysis'} is a symbolic link" in line and not any(elsewhere.iterdir())
