@@ -158,14 +158,27 @@ def _cell_field_error(record: dict[str, Any], name: str) -> str | None:
     if name in ("seed_independent", "still_improving"):  # still_improving: null when not checked
         ok = isinstance(value, bool) or (value is None and name == "still_improving")
         return None if ok or name not in record else f"must be true or false, got {shorten(value)}"
-    if name in ("task_spec", PREDICTIONS_SHA256):
+    if name in ("task_spec", PREDICTIONS_SHA256, "config", "data", "versions"):
         ok = value is None or isinstance(value, dict)
         return None if ok else f"must be an object, got {shorten(value)}"
+    if name in ("cost", "elapsed_s") and value is not None:  # what it spent (pgra.cost.metered), read by the analyses
+        from .cost import cost_problem
+
+        problem = cost_problem(value if name == "cost" else {"elapsed_s": value})
+        hardware = value.get("hardware") if isinstance(value, dict) and name == "cost" else None
+        if problem is None and not (hardware is None or isinstance(hardware, dict)):
+            problem = ("hardware", "must be an object")
+        return None if problem is None else f"{problem[0] + ': ' if problem[0] and name == 'cost' else ''}{problem[1]}"
+    if name == "lm_cost" and value is not None:  # the LM work its predictions took, averaged by the report
+        from .cost import finite_number
+
+        ok = isinstance(value, dict) and all(finite_number(value.get(k)) for k in ("lm_calls", "lm_tokens"))
+        return None if ok else f"must be {{lm_calls, lm_tokens}} (numbers), got {shorten(value)}"
     return None
 
 
 CELL_FIELDS = ("task", "method", "seed", "metric", "results", "seed_independent", "still_improving", "task_spec",
-               PREDICTIONS_SHA256)
+               PREDICTIONS_SHA256, "config", "data", "versions", "cost", "elapsed_s", "lm_cost")
 
 
 def read_cell(path: str | Path) -> dict[str, Any]:

@@ -354,3 +354,21 @@ def test_results_analyses_never_write_through_a_linked_analysis_folder(exp, tmp_
     (out / "analysis").symlink_to(elsewhere)
     line = one_error_line(["report", str(exp), "--out", str(out), "--analyses", "calibration"], capsys)
     assert f"{out / 'analysis'} is a symbolic link" in line and not any(elsewhere.iterdir())
+
+
+CELL_FIELDS = [("config", [1]), ("cost", [1]), ("cost", {"work": [], "hardware": 3}), ("lm_cost", [1]),
+               ("lm_cost", {"lm_calls": "x", "lm_tokens": 1}), ("elapsed_s", "x"), ("data", "x"), ("versions", [1])]
+
+
+@pytest.mark.parametrize(("field", "value"), CELL_FIELDS, ids=[f"{f}={v!r}" for f, v in CELL_FIELDS])
+def test_a_bundled_cell_field_of_another_type_is_one_error_line(bundle, exp, tmp_path, field, value, capsys):
+    """H6: the fields of a cell.json the report, the merge and the analyses read (its config, cost, LM cost, data
+    and versions records) are checked for type when it is read (a list config was an AttributeError in the report's
+    environment section, a list lm_cost a TypeError in its diagnostics)."""
+    rel = "sst2/fid/seed-1/cell.json"
+    forge(bundle, rel, json.dumps({**json.loads((bundle / rel).read_text()), field: value}))
+    for args in (["report", str(bundle)], ["report", str(bundle), str(exp), "--out", str(tmp_path / "m")],
+                 ["report", str(bundle), "--out", str(tmp_path / "o"), "--analyses", "cost"]):
+        line = one_error_line([*args, "--bootstrap", "20"], capsys)
+        assert f"{bundle / rel} (field '{field}')" in line, line
+    assert not (bundle / "results.md").exists() and not (tmp_path / "m").exists() and not (tmp_path / "o").exists()
