@@ -154,6 +154,10 @@ def _cell_field_error(record: dict[str, Any], name: str) -> str | None:
         return None if value in METRICS else f"must be one of {list(METRICS)}, got {shorten(value)}"
     if name == "results":
         ok = isinstance(value, dict) and all(isinstance(r, dict) for r in value.values())
+        odd = [k for k in value if not (SAFE_NAME.fullmatch(k) and len(k) <= 100)] if ok else []
+        if odd:  # a split names its predictions file: predictions_<split>.jsonl beside the cell.json
+            return (f"holds a split {shorten(odd[0])}, which cannot be part of a file name: use letters, digits, '-', "
+                    "'_' and '.' (not first)")
         return None if ok else f"must map each split to its results, got {shorten(value)}"
     if name in ("seed_independent", "still_improving"):  # still_improving: null when not checked
         ok = isinstance(value, bool) or (value is None and name == "still_improving")

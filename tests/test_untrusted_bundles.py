@@ -372,3 +372,21 @@ def test_a_bundled_cell_field_of_another_type_is_one_error_line(bundle, exp, tmp
         line = one_error_line([*args, "--bootstrap", "20"], capsys)
         assert f"{bundle / rel} (field '{field}')" in line, line
     assert not (bundle / "results.md").exists() and not (tmp_path / "m").exists() and not (tmp_path / "o").exists()
+
+
+def test_a_split_name_never_leads_a_read_out_of_the_cell(bundle, tmp_path, capsys):
+    """A bundled cell's split names its predictions file (``predictions_<split>.jsonl``): one with ``/`` and ``..``
+    (through an empty folder the bundle holds) read a file of this machine as the cell's; it is refused when the
+    cell is read, as it was when the experiment was bundled."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    rel = "sst2/fid/seed-1/cell.json"
+    (victim / "predictions_test.jsonl").write_bytes((bundle / "sst2/fid/seed-1/predictions_dev.jsonl").read_bytes())
+    (bundle / "sst2/fid/seed-1/predictions_a").mkdir()
+    record = json.loads((bundle / rel).read_text())
+    split = "a/../../../../../victim/predictions_test"
+    record["results"][split] = record["results"]["dev"]
+    forge(bundle, rel, json.dumps(record))
+    line = one_error_line(["report", str(bundle), "--bootstrap", "20"], capsys)
+    assert f"{bundle / rel} (field 'results'): holds a split '{split}'" in line
+    assert not (bundle / "results.json").exists()
