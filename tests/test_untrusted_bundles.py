@@ -390,3 +390,13 @@ def test_a_split_name_never_leads_a_read_out_of_the_cell(bundle, tmp_path, capsy
     line = one_error_line(["report", str(bundle), "--bootstrap", "20"], capsys)
     assert f"{bundle / rel} (field 'results'): holds a split '{split}'" in line
     assert not (bundle / "results.json").exists()
+
+
+def test_the_cost_analysis_shows_a_bundles_hardware_as_text(bundle, tmp_path):
+    """H7: the hardware a bundled cell's cost record names lands in analysis.md as text, not as a tag."""
+    rel = "sst2/fid/seed-1/cell.json"
+    record = json.loads((bundle / rel).read_text())
+    forge(bundle, rel, json.dumps({**record, "cost": {"work": [], "hardware": {"device": IMG}}}))
+    assert main(["report", str(bundle), "--out", str(tmp_path / "o"), "--analyses", "cost", "--bootstrap", "20"]) == 0
+    md = (tmp_path / "o" / "analysis" / "analysis.md").read_text()
+    assert "&lt;img src=x onerror=" in md and "<img" not in md

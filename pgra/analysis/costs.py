@@ -24,6 +24,7 @@ from ..artifacts import MANIFEST, read_json, read_json_object, read_utf8
 from ..cost import cost_problem, device_seconds, estimated_flops, local_folder, merge_work, parameter_counts
 from ..errors import InputError
 from ..experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
+from ..markdown import md_text
 from ..methods import get_method
 from ..predictions import read_cell
 from .base import Analysis, register_analysis
@@ -215,7 +216,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
               ["task", "method", "metric (%)", "seconds (one device)", "of which stages", "tokens", "est. FLOPs", "dominated (FLOPs)", "dominated (time)"],
               _cells)
     hardware = {str(r["hardware"]) for r in rows if r.get("hardware")}
-    w.md += [f"Hardware: {'; '.join(sorted(hardware)) or 'not recorded'}.", ""]
+    w.md += [f"Hardware: {md_text('; '.join(sorted(hardware))) or 'not recorded'}.", ""]  # as the records hold it
     for task in dict.fromkeys(r["task"] for r in rows):
         sel = [r for r in rows if r["task"] == task]
         use_flops = all(r["flops"] is not None for r in sel)
