@@ -77,7 +77,7 @@ def _is_number(value: Any) -> bool:
 
 # what each field of a predictions line must hold (a file is read as untrusted input: a bundle's is its sender's)
 _LINE_FIELDS = {
-    "id": ("a string or a whole number", lambda v: _is_scalar(v)),
+    "id": ("a string or a whole number", _is_scalar),
     "text": ("a string", lambda v: isinstance(v, str)),
     "label": ("a label (a string) or null", lambda v: _is_scalar(v, none=True)),
     "prediction": ("a label (a string) or null", lambda v: _is_scalar(v, none=True)),
