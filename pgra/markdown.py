@@ -13,12 +13,14 @@ _CELL_MARKUP = re.compile(r"[\\`|]|\](?=[(\[])")
 
 
 def md_cell(value: object) -> str:
-    """``value`` (text from data: a label, a name, an input) as the text of one table cell: HTML's ``&``, ``<`` and
-    ``>`` written as entities (no tag, comment or script reaches a renderer, nor an autolink), a backslash, a
-    backtick, ``|`` and the ``]`` of a link or image backslash-escaped, and each line break written ``<br>``.
-    Emphasis (``*``, ``_``, ``~``) is left as it is: it only formats the cell's own text."""
+    """``value`` (text from data: a label, a name, an input) as the text of one table cell: ``&`` written ``&amp;``,
+    ``<`` and ``>`` as entities where a ``>`` follows a ``<`` (only then could they make a tag, a comment or an
+    autolink: pgra's own ``p<0.001`` keeps its bytes), a backslash, a backtick, ``|`` and the ``]`` of a link or
+    image backslash-escaped, and each line break written ``<br>``. Emphasis (``*``, ``_``, ``~``) is left as it is:
+    it only formats the cell's own text."""
     text = _CELL_MARKUP.sub(lambda m: "\\" + m.group(0), str(value))
-    return _BREAK.sub("<br>", "".join(_HTML.get(c, c) for c in text))
+    markup = "<" in text and ">" in text[text.index("<"):]
+    return _BREAK.sub("<br>", "".join(_HTML.get(c, c) if markup or c == "&" else c for c in text))
 
 
 _MARKUP = re.compile(r"[\\`*_\[\]|~]")

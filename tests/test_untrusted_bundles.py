@@ -400,3 +400,18 @@ def test_the_cost_analysis_shows_a_bundles_hardware_as_text(bundle, tmp_path):
     assert main(["report", str(bundle), "--out", str(tmp_path / "o"), "--analyses", "cost", "--bootstrap", "20"]) == 0
     md = (tmp_path / "o" / "analysis" / "analysis.md").read_text()
     assert "&lt;img src=x onerror=" in md and "<img" not in md
+
+
+def test_a_cells_lone_angle_bracket_keeps_its_bytes_and_a_tag_never_does():
+    """pgra's own ``p<0.001`` (the laptop table in README.md) stays as it is: a ``<`` with no ``>`` after it opens
+    no tag, comment or autolink; with one after it, both are entities (an email autolink starts with a digit too)."""
+    from markdown_it import MarkdownIt
+
+    from pgra.markdown import md_cell
+
+    assert md_cell("-6.0 (p<0.001, Holm 0.004)*") == "-6.0 (p<0.001, Holm 0.004)*"
+    for value in ("<0@evil.example>", "a <b\n>", "x<y>z", "<!-- c -->"):
+        cell = md_cell(value)
+        assert "<" not in cell.replace("<br>", "") and ">" not in cell.replace("<br>", ""), cell
+    html = MarkdownIt("commonmark").enable("table").render("| a |\n|---|\n| " + md_cell("<0@evil.example>") + " |\n")
+    assert "mailto" not in html and "<a " not in html

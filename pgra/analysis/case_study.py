@@ -111,7 +111,7 @@ def case_study(runs: ExperimentRuns) -> tuple[str, list[dict[str, Any]]]:
                 mark = "✓" if line["prediction"] == line["label"] else "✗"
                 evidence = _evidence(runs, task, m, line, cfg.top)
                 row["methods"][m] = {"prediction": line["prediction"], "evidence": [e for _, e in evidence]}
-                shown = "<br>".join(md_cell(f"{k}. {e}") for k, e in evidence) or "–"  # each escaped, then joined
+                shown = md_cell("\n".join(f"{k}. {e}" for k, e in evidence)) or "–"  # one line each (<br>)
                 lines.append(md_row([m, f"{line['prediction']} {mark}"]) + f" {shown} |")
             lines.append("")
             rows.append(row)
