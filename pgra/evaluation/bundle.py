@@ -11,8 +11,11 @@ A bundle keeps what the report and a reader of the numbers need, and none of the
 
 Its cells lie where an experiment's do, so ``pgra report BUNDLE`` reads it as it reads the experiment (and writes
 its tables into it); ``pgra report A B ...`` merges bundles and experiment folders into one table
-(:mod:`pgra.evaluation.merge`). Every file is checked against the manifest when a bundle is read: an edited
-prediction is refused by name. A bundle is a few hundred kilobytes to a few megabytes (the predictions' size).
+(:mod:`pgra.evaluation.merge`). A bundle someone sends is untrusted input, its manifest and checksums included: it
+is read in one place (:func:`verify_bundle`), which refuses a link, a newer format, a file the manifest does not list
+in a task's folder and a file that is not what was bundled (an edited prediction is refused by name); the readers
+after it check every field they use for type. A bundle is a few hundred kilobytes to a few megabytes (the
+predictions' size).
 """
 
 from __future__ import annotations
