@@ -60,8 +60,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_dir(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary folder beside ``target``; it replaces ``target`` only if the block succeeds."""
+    """Yield a temporary folder beside ``target``; it replaces ``target`` only if the block succeeds. A ``target``
+    that is a symbolic link is refused first (an InputError naming it and what it points to): the folder is
+    replaced whole, and a link is not a folder to replace."""
     target = Path(target)
+    refuse_link(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     tmp.chmod(0o777 & ~_umask())
@@ -74,6 +77,14 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def refuse_link(folder: Path, field: str | None = None) -> None:
+    """An InputError naming ``folder`` and what it points to when it is a symbolic link: a folder pgra replaces
+    whole (:func:`atomic_dir`) is never a link, whose target lies elsewhere."""
+    if folder.is_symlink():
+        raise InputError(f"{folder} is a symbolic link (to {os.readlink(folder)}); pgra replaces this folder whole and "
+                         "does not replace a link: give the folder itself", field=field)
 
 
 def apply_umask(path: str | Path) -> None:
@@ -141,14 +152,14 @@ def read_utf8(path: str | Path, what: str = "file", field: str | None = None) ->
                          line=raw[:at].count(b"\n") + 1, field=field) from None
 
 
-_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")  # one path component pgra names (safe_name)
 
 
 def safe_name(name: str, field: str = "name", source: str | Path | None = None, what: str = "a name") -> str:
     """``name`` if it can be one component of a path pgra writes (a task's folder in an experiment, a method's
     ...): letters, digits, ``-``, ``_`` and ``.``, not starting with a dot, at most 100 characters. Anything
     else (``../x``, ``/abs``, ``a/b``, ``.``, ``..``, a space) is an InputError naming the field."""
-    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or len(name) > 100:
+    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name) or len(name) > 100:
         raise InputError(f"{what} {shorten(name)} cannot be used as a folder name: use letters, digits, '-', '_' "
                          "and '.' (not first), at most 100 characters", path=source, field=field)
     return name
@@ -274,20 +285,23 @@ def verify_run(run: str | Path) -> None:
             verify_safetensors(folder)
 
 
+def _loads(text: str | bytes) -> Any:
+    """``json.loads`` of untrusted text, every way it fails a ValueError: bad JSON, bytes that are not UTF-8 (a
+    UnicodeDecodeError), nesting too deep for the parser, an integer of more than 4,300 digits."""
+    try:
+        return json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def parse_json(text: str | bytes, path: str | Path, line: int | None = None) -> Any:
     """One JSON document of user input; anything unreadable is an InputError naming the file (and line): bad
     JSON, bytes that are not UTF-8, nesting too deep for the parser, an integer of more than 4,300 digits."""
     try:
-        if isinstance(text, bytes):
-            text = text.decode("utf-8")
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"invalid JSON ({e})", path=path, line=line) from None
+        return _loads(text)
     except UnicodeDecodeError as e:
         raise InputError(f"not UTF-8 text ({e.reason} at byte {e.start})", path=path, line=line) from None
-    except RecursionError:
-        raise InputError("invalid JSON (nested too deeply)", path=path, line=line) from None
-    except ValueError as e:  # int('9' * 5000): Python refuses to convert integers past 4,300 digits
+    except ValueError as e:
         raise InputError(f"invalid JSON ({clip(str(e))})", path=path, line=line) from None
 
 
@@ -339,14 +353,15 @@ def load_npy(path: str | Path, mmap: bool = False) -> np.ndarray:
 
 
 def read_json(path: str | Path) -> Any:
-    """Read a JSON file, naming the file in any error."""
+    """Read a JSON file, naming the file in any error (as :func:`parse_json` reads: nothing it holds, however
+    deep or long, is a traceback)."""
     path = Path(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return _loads(path.read_bytes())
     except FileNotFoundError:
         raise IncompleteArtifactError(f"{path}: file is missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise IncompleteArtifactError(f"{path}: corrupted JSON ({e})") from None
+    except ValueError as e:
+        raise IncompleteArtifactError(f"{path}: corrupted JSON ({clip(str(e))})") from None
 
 
 def read_json_object(path: str | Path) -> dict[str, Any]:

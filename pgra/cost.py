@@ -130,6 +130,32 @@ def finite_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _whole(value: Any, low: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def cost_problem(record: Any, timed: bool = False) -> tuple[str, str] | None:
+    """What is wrong with a cost record read from a file (a stage's ``cost.json``, a cell's ``cost``; a bundle's is
+    its sender's), as ``(field, problem)``; None when it can be read: an object whose ``elapsed_s`` (given, or
+    ``timed``: a stage's record, which holds its wall-clock) is a finite number from 0, and whose ``work`` is a list of ``{model, part, mode, tokens[, parameters]}`` (names as
+    strings, a mode of :data:`MODES`, whole numbers of tokens and parameters). The numbers the other fields hold
+    are read only where they are finite (:func:`sharing`, :func:`split_seconds`)."""
+    if not isinstance(record, dict):
+        return "", f"must be an object, got {type(record).__name__}"
+    if ("elapsed_s" in record or timed) and not (finite_number(record.get("elapsed_s")) and record["elapsed_s"] >= 0):
+        return "elapsed_s", "must be a number of seconds from 0"
+    work = record.get("work", [])
+    if not isinstance(work, list):
+        return "work", "must be a list"
+    for i, w in enumerate(work):
+        ok = isinstance(w, dict) and isinstance(w.get("model"), str) and isinstance(w.get("part"), str) and \
+            w.get("mode") in MODES and _whole(w.get("tokens")) and (w.get("parameters") in (None, 0)
+                                                                     or _whole(w.get("parameters"), 1))
+        if not ok:
+            return f"work[{i}]", f"must be {{model, part, mode ({'/'.join(MODES)}), tokens[, parameters]}}"
+    return None
+
+
 def on_gpu(record: dict[str, Any]) -> bool:
     """Whether a cost record's work ran on a GPU (its ``hardware.device`` names one, not ``cpu``)."""
     hardware = record.get("hardware")
@@ -284,6 +310,6 @@ def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int]
     return total
 
 
-__all__ = ["FLOPS_PER_TOKEN", "WHOLE_MODEL_PARTS", "Priced", "TokenMeter", "device_seconds", "estimated_flops",
+__all__ = ["FLOPS_PER_TOKEN", "WHOLE_MODEL_PARTS", "Priced", "TokenMeter", "cost_problem", "device_seconds", "estimated_flops",
            "finite_number", "hardware", "local_folder", "merge_work", "meter", "metered", "model_dim", "on_gpu",
            "parameter_counts", "sharing", "split_seconds", "tensor_sizes", "with_parameters", "work_since"]

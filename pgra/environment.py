@@ -103,12 +103,18 @@ def _counted(values: list[Any]) -> list[dict[str, Any]]:
     return list(counts.values())
 
 
+def _section(record: dict[str, Any], name: str) -> dict[str, Any]:
+    """``record[name]`` when it is an object, else an empty one (a record read from a file may hold anything)."""
+    value = record.get(name)
+    return value if isinstance(value, dict) else {}
+
+
 def cells_environment(records: list[dict[str, Any]]) -> dict[str, Any]:
     """What the cells recorded of where they ran: the distinct pgra commits, library versions and hardware
     (device, CPU, cores), each with how many cells; and each reader's precision setting."""
-    hardware = [{k: ((r.get("cost") or {}).get("hardware") or {}).get(k) for k in ("device", "cpu", "cores")}
+    hardware = [{k: _section(_section(r, "cost"), "hardware").get(k) for k in ("device", "cpu", "cores")}
                 for r in records]
-    precision = [((r.get("config") or {}).get("reader") or {}).get("mixed_precision") for r in records]
+    precision = [_section(_section(r, "config"), "reader").get("mixed_precision") for r in records]
     return {"cells": len(records), "git_commits": _counted([r.get("git_commit") for r in records]),
             "versions": _counted([r.get("versions") for r in records]), "hardware": _counted(hardware),
             "reader_precision": _counted(precision)}

@@ -56,6 +56,7 @@ from .artifacts import (
 )
 from .errors import InputError, shorten
 from .hub import EXPORT_FILE
+from .markdown import md_code, md_fence, md_row, md_table, md_text
 
 EXPORT_KIND = "export"
 # what an export writes in its folder (replaced on a re-run); export.json, its completion mark, comes last
@@ -465,17 +466,17 @@ def model_card(run: Path, spec: dict[str, Any], reader: dict[str, Any], name: st
     name = name or f"{task['name']}-" + re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-")
     model = reader.get("model", cfg.get("model"))
     lines = ["---", _front_matter(task, metric, metrics, name, model, spec).rstrip("\n"), "---", "",
-             f"# {task['name']}: a {kind} reader exported by pgra {spec['pgra']}", "",
+             f"# {md_text(task['name'])}: a {kind} reader exported by pgra {spec['pgra']}", "",
              "A Fusion-in-Decoder reader that classifies a text from the text and the evidence sentences a "
              "first-stage retriever" + (" and a prompt-guided LM reranker" if second == PROMPT_GUIDED else
                                          f" and a second stage ({second})" if second else "") +
              " find for it in an external corpus (PGRA, Guo et al. 2023).", "",
-             "## Task and labels", "", f"Task `{task['name']}`, metric {metric}.", "",
-             "| label | reader word |", "|---|---|",
-             *(f"| {lab} | {task.get('reader_words', {}).get(lab, '')} |" for lab in task["labels"]), "",
-             "## Results", "", "| seed | split | " + metric + " | examples |", "|---|---|---|---|"]
+             "## Task and labels", "", f"Task {md_code(task['name'])}, metric {md_text(metric)}.", "",
+             *md_table(["label", "reader word"], ([lab, task.get("reader_words", {}).get(lab, "")]
+                                                  for lab in task["labels"])), "",
+             "## Results", "", *md_table(["seed", "split", metric, "examples"], [])]
     for seed, results in seeds:
-        lines += [f"| {seed} | {split} | {100 * r[metric]:.1f} | {r.get('examples', '')} |"
+        lines += [md_row([seed, split, f"{100 * r[metric]:.1f}", r.get("examples", "")])
                   for split, r in results.items() if metric in r]
     lines += ["", "This folder holds the reader of seed " + str(cfg.get("seed", "?")) + "; the other rows are the "
               "same experiment's other seeds where they were found beside it.", "",
@@ -517,9 +518,9 @@ def model_card(run: Path, spec: dict[str, Any], reader: dict[str, Any], name: st
                 "not copied (predict where the run was made, or export it with --copy-index to carry them)"))
     lines += [f"- reader: `{display_name(str(model))}`, {spec['n_passages']} passages per input, "
               f"{reader.get('steps', '?')} steps (best {reader.get('best_step', '?')})", "",
-              "## Settings", "", "Every setting of the run, whole (paths by their folder's name):", "", "```yaml",
-              yaml.safe_dump(_settings(spec, cfg, rerank_config), sort_keys=True, allow_unicode=True).rstrip("\n"),
-              "```", "", "## Use", "", "```bash", *INSTALL, "```", "", "```python", "import pgra", "",
+              "## Settings", "", "Every setting of the run, whole (paths by their folder's name):", "",
+              *md_fence(yaml.safe_dump(_settings(spec, cfg, rerank_config), sort_keys=True,
+                                       allow_unicode=True).rstrip("\n"), "yaml"), "", "## Use", "", "```bash", *INSTALL, "```", "", "```python", "import pgra", "",
               f"pipe = pgra.Pipeline.load({json.dumps(name)})" + _load_hint(spec),
               'out = pipe.predict(["A text to classify."])[0]', 'print(out["prediction"], out["scores"])'
               '  # the label, a probability per label; out["evidence"]: the sentences read', "```", "",

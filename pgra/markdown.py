@@ -5,18 +5,24 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-_PIPE = re.compile(r"(\\*)\|")
 _BREAK = re.compile(r"\r\n|\r|\n|\u2028|\u2029")
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# in a table cell: what would end the cell (``|``), open a code span (a backtick), or make a link or an image of
+# text (``](`` and ``][``); a backslash first, so that none of them is unescaped by one written before it
+_CELL_MARKUP = re.compile(r"[\\`|]|\](?=[(\[])")
 
 
 def md_cell(value: object) -> str:
-    """``value`` as the text of one table cell: a ``|`` escaped (the backslashes right before it doubled, so that
-    they stay text) and each line break written ``<br>``."""
-    text = _PIPE.sub(lambda m: m.group(1) * 2 + "\\|", str(value))
-    return _BREAK.sub("<br>", text)
+    """``value`` (text from data: a label, a name, an input) as the text of one table cell: ``&`` written ``&amp;``,
+    ``<`` and ``>`` as entities where a ``>`` follows a ``<`` (only then could they make a tag, a comment or an
+    autolink: pgra's own ``p<0.001`` keeps its bytes), a backslash, a backtick, ``|`` and the ``]`` of a link or
+    image backslash-escaped, and each line break written ``<br>``. Emphasis (``*``, ``_``, ``~``) is left as it is:
+    it only formats the cell's own text."""
+    text = _CELL_MARKUP.sub(lambda m: "\\" + m.group(0), str(value))
+    markup = "<" in text and ">" in text[text.index("<"):]
+    return _BREAK.sub("<br>", "".join(_HTML.get(c, c) if markup or c == "&" else c for c in text))
 
 
-_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _MARKUP = re.compile(r"[\\`*_\[\]|~]")
 
 
@@ -31,6 +37,22 @@ def md_text(value: object) -> str:
     return "".join(_HTML.get(c, c) for c in text)
 
 
+def md_code(value: object) -> str:
+    """``value`` as an inline code span (shown as written: a renderer acts on no tag or markup inside one), or as
+    :func:`md_text` where it holds what would end the span (a backtick) or its line."""
+    text = str(value)
+    plain = text and "`" not in text and not _BREAK.search(text) and all(ord(c) >= 32 and c != "\x7f" for c in text)
+    return f"`{text}`" if plain else md_text(text)
+
+
+def md_fence(text: str, lang: str = "") -> list[str]:
+    """The lines of a fenced code block holding ``text`` as written: its fence one backtick longer than the longest
+    run of backticks in it (at least three), so no line of ``text`` closes it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + lang, *text.split("\n"), fence]
+
+
 def md_row(cells: Iterable[object]) -> str:
     """One table line ``| a | b |`` of ``cells``, each escaped by :func:`md_cell`."""
     return "| " + " | ".join(md_cell(c) for c in cells) + " |"
@@ -42,4 +64,4 @@ def md_table(header: Iterable[object], rows: Iterable[Iterable[object]]) -> list
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *(md_row(r) for r in rows)]
 
 
-__all__ = ["md_cell", "md_row", "md_table", "md_text"]
+__all__ = ["md_cell", "md_code", "md_fence", "md_row", "md_table", "md_text"]

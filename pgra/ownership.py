@@ -206,7 +206,8 @@ def check_replaceable(folder: str | Path, names: Collection[str], field: str = "
     """Refuse to replace any of ``names`` in ``folder`` that pgra did not record writing with these very bytes
     (:func:`record_files`): a file the user wrote, or edited since, is named in an InputError and kept."""
     folder = Path(folder)
-    recorded = (read_record(folder) or {}).get("files", {})
+    recorded = (read_record(folder) or {}).get("files")
+    recorded = recorded if isinstance(recorded, dict) else {}  # a record of another shape records no file
     for name in names:
         path = folder / name
         if not (path.exists() or path.is_symlink()):
@@ -226,7 +227,7 @@ def record_files(folder: str | Path, names: Collection[str], kind: str = "") -> 
     """Record the checksums of ``names`` (just written by pgra in ``folder``) so a later run may replace them."""
     folder = Path(folder)
     record = read_record(folder) or {"kind": kind}
-    files = dict(record.get("files", {}))
+    files = dict(record["files"]) if isinstance(record.get("files"), dict) else {}
     files.update({name: sha256_file(folder / name) for name in names if (folder / name).is_file()})
     _write_record(folder, {**{k: v for k, v in record.items() if k != "pgra"}, "files": files})
 

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from .artifacts import iter_jsonl, sha256_file
+from .artifacts import SAFE_NAME, iter_jsonl, sha256_file
 from .errors import InputError, shorten
 from .metrics import compute_metric
 from .tasks import TaskSpec
@@ -60,14 +60,46 @@ class Predictor(ABC):
                 for i in line["evidence"]]
 
 
+def _is_scalar(value: Any, none: bool = False) -> bool:
+    """A string or a whole number (an id, a label), or None where ``none`` allows it."""
+    return (value is None and none) or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_number(value: Any) -> bool:
+    """A finite number (a probability), never a boolean or an integer too large for a float."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+# what each field of a predictions line must hold (a file is read as untrusted input: a bundle's is its sender's)
+_LINE_FIELDS = {
+    "id": ("a string or a whole number", _is_scalar),
+    "text": ("a string", lambda v: isinstance(v, str)),
+    "label": ("a label (a string) or null", lambda v: _is_scalar(v, none=True)),
+    "prediction": ("a label (a string) or null", lambda v: _is_scalar(v, none=True)),
+    "scores": ("an object of numbers (a probability per label) or null",
+               lambda v: v is None or (isinstance(v, dict) and all(map(_is_number, v.values())))),
+    "evidence": ("a list of ids (strings or whole numbers)", lambda v: isinstance(v, list) and all(map(_is_scalar, v))),
+    "demo_labels": ("a list of labels", lambda v: isinstance(v, list) and all(map(_is_scalar, v))),
+}
+
+
 def read_predictions(path: str | Path, task: TaskSpec | None = None) -> list[dict[str, Any]]:
-    """The lines of a predictions file, each checked for the schema's fields (and the task's labels)."""
+    """The lines of a predictions file, each checked for the schema's fields and their types (and the task's
+    labels): a field of another type is an InputError naming the file, the line and the field."""
     path = Path(path)
     lines = []
     for line_no, rec in iter_jsonl(path):
         for key in PREDICTION_FIELDS:
             if key not in rec:
                 raise InputError("missing field", path=path, line=line_no, field=key)
+        for key, (want, ok) in _LINE_FIELDS.items():
+            if key in rec and not ok(rec[key]):
+                raise InputError(f"must be {want}, got {shorten(rec[key])}", path=path, line=line_no, field=key)
         if task is not None:
             for key in ("label", "prediction"):
                 if rec[key] is not None and str(rec[key]) not in task.labels:
@@ -111,8 +143,10 @@ def _cell_field_error(record: dict[str, Any], name: str) -> str | None:
     from .tasks.spec import METRICS
 
     value = record.get(name)
-    if name in ("task", "method"):
-        return None if isinstance(value, str) and value else f"must be a non-empty string, got {shorten(value)}"
+    if name in ("task", "method"):  # each names a folder of the experiment (and is shown in every report)
+        ok = isinstance(value, str) and SAFE_NAME.fullmatch(value) is not None and len(value) <= 100
+        return None if ok else (f"must be a {name} name (letters, digits, '-', '_' and '.', not first), got "
+                                f"{shorten(value)}")
     if name == "seed":
         ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= SEED_MAX
         return None if ok else f"must be a whole number from 0 to {SEED_MAX}, got {shorten(value)}"
@@ -120,18 +154,35 @@ def _cell_field_error(record: dict[str, Any], name: str) -> str | None:
         return None if value in METRICS else f"must be one of {list(METRICS)}, got {shorten(value)}"
     if name == "results":
         ok = isinstance(value, dict) and all(isinstance(r, dict) for r in value.values())
+        odd = [k for k in value if not (SAFE_NAME.fullmatch(k) and len(k) <= 100)] if ok else []
+        if odd:  # a split names its predictions file: predictions_<split>.jsonl beside the cell.json
+            return (f"holds a split {shorten(odd[0])}, which cannot be part of a file name: use letters, digits, '-', "
+                    "'_' and '.' (not first)")
         return None if ok else f"must map each split to its results, got {shorten(value)}"
     if name in ("seed_independent", "still_improving"):  # still_improving: null when not checked
         ok = isinstance(value, bool) or (value is None and name == "still_improving")
         return None if ok or name not in record else f"must be true or false, got {shorten(value)}"
-    if name in ("task_spec", PREDICTIONS_SHA256):
+    if name in ("task_spec", PREDICTIONS_SHA256, "config", "data", "versions"):
         ok = value is None or isinstance(value, dict)
         return None if ok else f"must be an object, got {shorten(value)}"
+    if name in ("cost", "elapsed_s") and value is not None:  # what it spent (pgra.cost.metered), read by the analyses
+        from .cost import cost_problem
+
+        problem = cost_problem(value if name == "cost" else {"elapsed_s": value})
+        hardware = value.get("hardware") if isinstance(value, dict) and name == "cost" else None
+        if problem is None and not (hardware is None or isinstance(hardware, dict)):
+            problem = ("hardware", "must be an object")
+        return None if problem is None else f"{problem[0] + ': ' if problem[0] and name == 'cost' else ''}{problem[1]}"
+    if name == "lm_cost" and value is not None:  # the LM work its predictions took, averaged by the report
+        from .cost import finite_number
+
+        ok = isinstance(value, dict) and all(finite_number(value.get(k)) for k in ("lm_calls", "lm_tokens"))
+        return None if ok else f"must be {{lm_calls, lm_tokens}} (numbers), got {shorten(value)}"
     return None
 
 
 CELL_FIELDS = ("task", "method", "seed", "metric", "results", "seed_independent", "still_improving", "task_spec",
-               PREDICTIONS_SHA256)
+               PREDICTIONS_SHA256, "config", "data", "versions", "cost", "elapsed_s", "lm_cost")
 
 
 def read_cell(path: str | Path) -> dict[str, Any]:

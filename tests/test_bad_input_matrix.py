@@ -26,6 +26,7 @@ from tests import (
     matrix_r4_locks,
     matrix_r4_misc,
     matrix_r4_rerank,
+    matrix_r5_bundles,
     matrix_r5_plugins,
 )
 
@@ -557,6 +558,7 @@ CASES: list[tuple[str, Callable[[dict], list[str]], Any]] = [
 for _round4 in (matrix_r4_export, matrix_r4_fid, matrix_r4_rerank, matrix_r4_locks, matrix_r4_misc):
     CASES += _round4.CASES
 CASES += matrix_r5_plugins.CASES  # issue 67 (reliability round 5): plug-ins, options that size memory
+CASES += matrix_r5_bundles.CASES  # --- issue 67 (reliability round 5): results bundles as untrusted input ---
 
 
 @pytest.fixture()
@@ -593,3 +595,13 @@ def test_bad_input_is_one_error_line_and_touches_nothing(name, argv, expected, w
     assert {p: after.get(p) for p in before} == before, (name, [p for p in before if after.get(p) != before[p]])
     created = [p for p in after if p not in before and not (new_out and Path(p).is_relative_to(out_path))]
     assert not created, (name, created)
+
+
+def test_the_docs_count_the_matrix_s_kinds_as_it_holds():
+    """The pages that give the matrix's size give this one (a figure from the suite, not written by hand)."""
+    import re
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    for page in ("failure-and-recovery.md", "tests-and-benchmarks.md"):
+        counts = re.findall(r"(\d[\d,]*) kinds", (docs / page).read_text(encoding="utf-8"))
+        assert counts and {int(c.replace(",", "")) for c in counts} == {len(CASES)}, (page, counts, len(CASES))

@@ -284,7 +284,7 @@ def _md_tables(md: str) -> list[list[list[str]]]:
 
 def test_markdown_cells_escape_pipes_and_line_breaks():
     assert md_cell("a|b\nc\r\nd\re") == "a\\|b<br>c<br>d<br>e"
-    assert md_cell("a\\|b") == "a\\\\\\|b" and md_cell("a\\b") == "a\\b"  # a backslash before a pipe stays text
+    assert md_cell("a\\|b") == "a\\\\\\|b" and md_cell("a\\b") == "a\\\\b"  # a backslash stays text
     assert md_table(["x|y", "z"], [[1, "p\nq"]]) == ["| x\\|y | z |", "|---|---|", "| 1 | p<br>q |"]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from ..artifacts import write_text
 from ..config import MAX_ITEMS, SEED_MAX, option
 from ..errors import InputError
-from ..markdown import md_cell, md_row, md_table
+from ..markdown import md_cell, md_code, md_row, md_table, md_text
 from ..methods import get_method
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
@@ -103,15 +103,15 @@ def case_study(runs: ExperimentRuns) -> tuple[str, list[dict[str, Any]]]:
         lines += [f"## {runs.task_name(task)}", ""]
         for i in chosen:
             first = preds[methods[0]][i]
-            lines += [f"### input {_cell_text(i)}: gold `{_cell_text(first['label'])}`", "",
-                      f"> {_cell_text(first['text'], 500)}", "", *md_table(["method", "prediction", "evidence (top)"], [])]
+            lines += [f"### input {md_text(_cell_text(i))}: gold {md_code(_cell_text(first['label']))}", "",
+                      f"> {md_text(_cell_text(first['text'], 500))}", "", *md_table(["method", "prediction", "evidence (top)"], [])]
             row = {"task": runs.task_name(task), "id": i, "text": first["text"], "label": first["label"], "methods": {}}
             for m in methods:
                 line = preds[m][i]
                 mark = "✓" if line["prediction"] == line["label"] else "✗"
                 evidence = _evidence(runs, task, m, line, cfg.top)
                 row["methods"][m] = {"prediction": line["prediction"], "evidence": [e for _, e in evidence]}
-                shown = "<br>".join(md_cell(f"{k}. {e}") for k, e in evidence) or "–"  # each escaped, then joined
+                shown = md_cell("\n".join(f"{k}. {e}" for k, e in evidence)) or "–"  # one line each (<br>)
                 lines.append(md_row([m, f"{line['prediction']} {mark}"]) + f" {shown} |")
             lines.append("")
             rows.append(row)

@@ -20,9 +20,11 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, read_json, read_json_object
-from ..cost import device_seconds, estimated_flops, local_folder, merge_work, parameter_counts
+from ..artifacts import MANIFEST, read_json, read_json_object, read_utf8
+from ..cost import cost_problem, device_seconds, estimated_flops, local_folder, merge_work, parameter_counts
+from ..errors import InputError
 from ..experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
+from ..markdown import md_text
 from ..methods import get_method
 from ..predictions import read_cell
 from .base import Analysis, register_analysis
@@ -39,8 +41,18 @@ def _stage_cost(folder: Path) -> dict[str, Any] | None:
     path, key = folder / STAGE_COST_FILE, folder / STAGE_KEY_FILE
     if not (path.exists() and key.exists()):
         return None
-    record = read_json(path)
-    return record if record.get("stage_key") == key.read_text().strip() else None
+    record = checked_cost(read_json(path), path, timed=True)
+    return record if record.get("stage_key") == read_utf8(key, "stage key").strip() else None
+
+
+def checked_cost(record: Any, path: Path, field: str = "", timed: bool = False) -> dict[str, Any]:
+    """``record`` (a cost record read from ``path``, at ``field``) when it can be read (:func:`~pgra.cost.cost_problem`);
+    else an InputError naming the file and the field."""
+    problem = cost_problem(record, timed)
+    if problem is not None:
+        where = ".".join(p for p in (field, problem[0]) if p)
+        raise InputError(f"{problem[1]} (edited by hand?)", path=path, field=where or None)
+    return record
 
 
 def _corpus_pass(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -119,7 +131,12 @@ def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -
     seeds = runs.finished_seeds(task, method)
     if not seeds:
         return None
-    cells = [read_cell(runs.cell(task, method, s) / CELL_FILE) for s in seeds]
+    paths = [runs.cell(task, method, s) / CELL_FILE for s in seeds]
+    cells = [read_cell(p) for p in paths]
+    for c, p in zip(cells, paths, strict=True):  # read as the file holds them (a bundle's cell is its sender's)
+        checked_cost({"elapsed_s": c.get("elapsed_s", 0.0)}, p)
+        if c.get("cost") is not None:
+            checked_cost(c["cost"], p, "cost")
     costs = [c.get("cost") for c in cells]
     recorded = all(c is not None for c in costs)
     cell_seconds = [device_seconds({**(c.get("cost") or {}), "elapsed_s": c.get("elapsed_s", 0.0)}) for c in cells]
@@ -144,7 +161,7 @@ def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -
             "flops": (_mean([f for f in cell_flops if f is not None]) or 0.0) + sum(f or 0.0 for f in stage_flops)
             if known else None,
             "work": {"cells": [c["work"] for c in costs if c], "stages": stage_work},
-            "hardware": next((c["hardware"] for c in costs if c), None),
+            "hardware": next((c.get("hardware") for c in costs if c), None),
             "resumed": any(c.get("resumed") for c in costs if c)}
 
 
@@ -199,7 +216,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
               ["task", "method", "metric (%)", "seconds (one device)", "of which stages", "tokens", "est. FLOPs", "dominated (FLOPs)", "dominated (time)"],
               _cells)
     hardware = {str(r["hardware"]) for r in rows if r.get("hardware")}
-    w.md += [f"Hardware: {'; '.join(sorted(hardware)) or 'not recorded'}.", ""]
+    w.md += [f"Hardware: {md_text('; '.join(sorted(hardware))) or 'not recorded'}.", ""]  # as the records hold it
     for task in dict.fromkeys(r["task"] for r in rows):
         sel = [r for r in rows if r["task"] == task]
         use_flops = all(r["flops"] is not None for r in sel)

@@ -23,6 +23,7 @@ from typing import Any
 from ..artifacts import path_under, write_text
 from ..config import MAX_ITEMS, option
 from ..corpus import CorpusStore
+from ..markdown import md_code, md_text
 from ..retrieval.base import recorded_retriever, retriever_title
 from ..retrieval.retrieve import read_candidates_manifest, read_excluded_ids
 from .base import Analysis, register_analysis
@@ -175,10 +176,10 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
               _cells)
     for r in rows:
         for ex in r["examples"]:
-            near = "; ".join(f"{n['id']} (cos {n['cosine']:.3f}): {n['text']}" for n in ex["near"])
-            w.md.append(f"- {r['task']}/{r['split']} `{ex['id']}`: {ex['text']}" +
-                        (f" — exact: {', '.join(ex['exact'])}" if ex["exact"] else "") + (f" — near: {near}" if near
-                                                                                          else ""))
+            near = "; ".join(f"{md_text(n['id'])} (cos {n['cosine']:.3f}): {md_text(n['text'])}" for n in ex["near"])
+            w.md.append(f"- {r['task']}/{r['split']} {md_code(ex['id'])}: {md_text(ex['text'])}" +
+                        (f" — exact: {md_text(', '.join(map(str, ex['exact'])))}" if ex["exact"] else "") +
+                        (f" — near: {near}" if near else ""))
     if any(r["examples"] for r in rows):
         w.md.append("")
 

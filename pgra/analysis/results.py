@@ -229,7 +229,8 @@ def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
         raise InputError(f"{target} is not a results bundle: an experiment folder's own analyses are `pgra analyze "
                          "--config CONFIG`'s (which reads its stages too); give --out DIR for the analyses of its "
                          "results alone", field="out")
-    files = read_json_object(target / MANIFEST).get("files") or {}
+    files = read_json_object(target / MANIFEST).get("files")  # checked whole when the bundle is read, next
+    files = files if isinstance(files, dict) else {}
     if any(str(name).startswith(f"{ANALYSIS_DIR}/") for name in files):
         raise InputError(f"{target} holds the analyses its experiment's `pgra analyze` wrote ({ANALYSIS_DIR}/, "
                          "checksummed with the bundle): give --out DIR for the analyses of its results",
@@ -242,13 +243,15 @@ def analyze_results(sources: Sequence[str | Path], out: str | Path, analyses: Se
     """Run the analyses ``analyses`` (each must read results only) on the cells of ``sources`` merged, and write
     ``<out>/analysis/`` (``analysis.md``, ``analysis.json``, figures) as ``pgra analyze`` does. Nothing is
     written when the sources cannot be merged or an analysis needs an experiment folder."""
+    from ..evaluation.bundle import ANALYSIS_DIR
     from ..evaluation.report import check_report_files
-    from ..ownership import claim_folder
+    from ..ownership import check_folders, claim_folder
     from .run import write_analyses
 
     chosen = chosen_analyses(analyses)
     own = _check_out(sources, out)
-    runs = ResultsRuns.merged(sources, out, [a.name for a in chosen], split)
+    runs = ResultsRuns.merged(sources, out, [a.name for a in chosen], split)  # a bundle is checked whole here
+    check_folders(out, [ANALYSIS_DIR])  # a link (or a file) there would take the analyses' writes elsewhere
     if Path(out).exists():  # the report that will link the analyses could not be written: refuse before them
         check_report_files(out, "directory" if own else "out")
     results = {a.name: a.compute(runs, None) for a in chosen}

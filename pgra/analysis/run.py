@@ -15,6 +15,7 @@ from ..artifacts import library_versions, read_json, source_commit, write_json, 
 from ..config import check_config
 from ..errors import InputError
 from ..evaluation.bundle import check_plan_records
+from ..evaluation.page import FIGURES_FILE
 from ..experiment import Experiment
 from ..experiment.cell import recorded_config
 from ..experiment.layout import finished_cells
@@ -22,8 +23,6 @@ from .base import ANALYSES
 from .config import as_analyze_config
 from .inputs import ExperimentRuns
 from .writer import Writer
-
-FIGURES_FILE = "figures.json"
 
 
 def analyze(cfg, ctx=None) -> ExperimentRuns:

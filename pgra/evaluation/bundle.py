@@ -11,13 +11,17 @@ A bundle keeps what the report and a reader of the numbers need, and none of the
 
 Its cells lie where an experiment's do, so ``pgra report BUNDLE`` reads it as it reads the experiment (and writes
 its tables into it); ``pgra report A B ...`` merges bundles and experiment folders into one table
-(:mod:`pgra.evaluation.merge`). Every file is checked against the manifest when a bundle is read: an edited
-prediction is refused by name. A bundle is a few hundred kilobytes to a few megabytes (the predictions' size).
+(:mod:`pgra.evaluation.merge`). A bundle someone sends is untrusted input, its manifest and checksums included: it
+is read in one place (:func:`verify_bundle`), which refuses a link, a newer format, a file the manifest does not list
+in a task's folder and a file that is not what was bundled (an edited prediction is refused by name); the readers
+after it check every field they use for type. A bundle is a few hundred kilobytes to a few megabytes (the
+predictions' size).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,15 +30,17 @@ from typing import Any
 from ..artifacts import (
     MANIFEST,
     atomic_dir,
+    describe_path,
     file_record,
+    own_file_name,
     read_json_object,
     read_manifest,
-    safe_name,
+    refuse_link,
     verify_file,
     write_json,
 )
 from ..environment import cells_environment, environment_record
-from ..errors import IncompleteArtifactError, InputError
+from ..errors import IncompleteArtifactError, InputError, shorten
 from ..experiment.layout import CELL_GLOB, STAGE_COST_FILE, STAGE_KEY_FILE
 from ..ownership import RECORD, claim_folder, read_record
 from ..predictions import checked_cell_results, read_cell
@@ -60,29 +66,70 @@ def is_bundle(folder: str | Path) -> bool:
 
 
 def verify_bundle(folder: str | Path) -> dict[str, Any]:
-    """The bundle's manifest, after checking every file it lists (size and SHA-256): a file edited, truncated or
-    removed since it was bundled is refused by name."""
+    """The bundle's manifest, after checking the bundle as the untrusted input it is (everything in it, the manifest
+    and its checksums included, is its sender's): its ``format`` one this pgra reads; no link and nothing but files
+    and folders in it (a link would lead a read, or the report's writes, out of it); every file it lists whole (size
+    and SHA-256: an edited or truncated file is refused by name); and nothing in a task's folder that it does not
+    list (a cell, predictions or a stage folder added by hand would be read as bundled). What ``pgra report`` writes
+    into a bundle (its report files, the analyses of its results in ``analysis/``) is no part of it."""
     folder = Path(folder)
+    found = _bundle_files(folder)  # first: the manifest's own checks look at the files it lists
     manifest = read_manifest(folder, KIND)
+    _check_format(folder, manifest.get("format"))
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
         raise InputError("lists no files (edited by hand?)", path=folder / MANIFEST, field="files")
     for name, record in files.items():
-        if not isinstance(record, dict) or not isinstance(record.get("size"), int) or "sha256" not in record:
-            raise InputError(f"the record of {name!r} is not {{size, sha256}} (edited by hand?)",
-                             path=folder / MANIFEST, field=f"files.{name}")
+        if not isinstance(record, dict) or not isinstance(record.get("size"), int) or \
+                not isinstance(record.get("sha256"), str):
+            raise InputError(f"the record of {shorten(name)} is not {{size, sha256}} (edited by hand?)",
+                             path=folder / MANIFEST, field=f"files.{shorten(name, 60)}")
+        own_file_name(folder, name)  # inside the bundle (a relative path, no '..'), before it is looked for
+        if name not in found:
+            raise InputError(f"{folder / name}: file listed in the manifest is missing; the bundle no longer holds "
+                             "what was bundled: bundle the experiment again", path=folder / MANIFEST,
+                             field=f"files.{shorten(name, 60)}")
         try:
             verify_file(folder, name, record)
         except IncompleteArtifactError as e:
             raise InputError(f"{e}; the bundle no longer holds what was bundled: bundle the experiment again",
-                             path=folder / MANIFEST, field=f"files.{name}") from e
-    added = sorted(str(p.relative_to(folder)) for pattern in (CELL_GLOB, "*/*/seed-*/predictions_*.jsonl")
-                   for p in folder.glob(pattern) if p.relative_to(folder).as_posix() not in files)
-    if added:  # a cell or predictions put into the bundle by hand would be reported unchecked
+                             path=folder / MANIFEST, field=f"files.{shorten(name, 60)}") from e
+    analysed = not any(str(name).startswith(f"{ANALYSIS_DIR}/") for name in files)  # report --analyses wrote it
+    added = sorted(name for name in found if name not in files and "/" in name
+                   and not (analysed and name.startswith(f"{ANALYSIS_DIR}/")))
+    if added:  # a cell, predictions or a stage's records put into the bundle by hand would be read unchecked
         raise InputError(f"holds {', '.join(added[:5])}, which its manifest does not list (added by hand?): only "
                          "what was bundled is reported; bundle the experiment again", path=folder / MANIFEST,
                          field="files")
     return manifest
+
+
+def _check_format(folder: Path, value: Any) -> None:
+    """A bundle's ``format``: a whole number this pgra reads (a newer one is refused by name: upgrade pgra)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InputError(f"must be a whole number from 1, got {shorten(value)} (edited by hand?)",
+                         path=folder / MANIFEST, field="format")
+    if value > BUNDLE_FORMAT:
+        raise InputError(f"the bundle is of format {value}, written by a newer pgra; this pgra reads bundles of "
+                         f"format {BUNDLE_FORMAT} and older: upgrade pgra to report it", path=folder / MANIFEST,
+                         field="format")
+
+
+def _bundle_files(folder: Path) -> set[str]:
+    """Every file in the bundle (relative POSIX paths), found without following a link: a link, or anything but
+    files and folders (a FIFO would hang its reader), is refused by name."""
+    found: set[str] = set()
+    for top, dirs, names in os.walk(folder):
+        for name in [*dirs, *names]:
+            path = Path(top, name)
+            if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                what = "a symbolic link" if path.is_symlink() else describe_path(path)
+                raise InputError(f"{what} in a bundle, which holds only files and folders (a link would lead reads "
+                                 "and writes out of it); nothing was read or written: remove it, or bundle the "
+                                 "experiment again", path=path)
+            if name in names:
+                found.add(path.relative_to(folder).as_posix())
+    return found
 
 
 def check_plan_records(cfg: Any) -> None:
@@ -138,9 +185,7 @@ def bundle_files(experiment: Path, only: CellFilter | None = None
         task, method, seed = cell_json.parent.relative_to(experiment).parts
         if not only.takes(task, method, int(seed.removeprefix("seed-")) if seed[5:].isdigit() else -1):
             continue
-        record = read_cell(cell_json)
-        for split in record["results"]:  # a hand-edited split name never names a file outside the cell
-            safe_name(split, "results", cell_json, what="a split")
+        record = read_cell(cell_json)  # a hand-edited split name (one outside the cell) refused
         checked_cell_results(cell_json, record, _task_of(record))
         records.append(record)
         rel = cell_json.parent.relative_to(experiment)
@@ -149,7 +194,14 @@ def bundle_files(experiment: Path, only: CellFilter | None = None
         task_dirs.add(rel.parts[0])
     for task in sorted(task_dirs):
         for stage in sorted(p for p in (experiment / task).iterdir() if (p / STAGE_KEY_FILE).is_file()):
-            files += [Path(task, stage.name, name) for name in STAGE_FILES if (stage / name).is_file()]
+            files += [Path(task, stage.name, name) for name in STAGE_FILES
+                      if (stage / name).is_file() or (stage / name).is_symlink()]
+    for rel in files:  # a link's target is not the experiment's file: it would be shared as one (a token as cost.json)
+        if (experiment / rel).is_symlink() or not (experiment / rel).is_file():
+            what = "a symbolic link" if (experiment / rel).is_symlink() else describe_path(experiment / rel)
+            raise InputError(f"is {what}, not a file the experiment wrote: a bundle copies only the experiment's own "
+                             "files; nothing was written: replace it with the file itself, or remove it",
+                             path=experiment / rel)
     if only.record():  # the analyses describe the whole experiment: a piece of it is bundled without them
         return files, records, None
     stale = stale_analyses(experiment, {cell_ident(r) for r in records})  # every cell is taken: these are its cells
@@ -206,6 +258,7 @@ def stale_analyses(experiment: Path, current: set[str] | None = None) -> str | N
 
 
 def _check_out(experiment: Path, out: Path) -> None:
+    refuse_link(out, "out")  # before anything in it is looked at (or claimed): the link's target lies elsewhere
     exp, dest = experiment.resolve(), out.resolve()
     if dest == exp or dest in exp.parents or exp in dest.parents:
         raise InputError(f"the bundle's folder {out} and the experiment {experiment} overlap: choose a folder "

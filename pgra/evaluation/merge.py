@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, read_json_object
+from ..artifacts import MANIFEST, read_json_object, read_utf8
 from ..errors import InputError, shorten
 from ..experiment.config import JOB_FIELDS, METHOD_OVERRIDABLE, RUNTIME_FIELDS
 from ..experiment.layout import STAGE_KEY_FILE
@@ -148,7 +148,7 @@ def _check_stages(sources: list[Path], tasks: set[str]) -> None:
             if not folder.is_dir():
                 continue
             for stage in sorted(p for p in folder.iterdir() if (p / STAGE_KEY_FILE).is_file()):
-                key = (stage / STAGE_KEY_FILE).read_text(encoding="utf-8").strip()
+                key = read_utf8(stage / STAGE_KEY_FILE, "stage key").strip()
                 prior = seen.setdefault((task, stage.name), (key, stage))
                 if prior[0] == key:
                     continue

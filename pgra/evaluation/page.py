@@ -19,13 +19,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json, write_text
-from ..errors import PgraError
+from ..artifacts import SAFE_NAME, read_json, write_text
+from ..errors import InputError, PgraError, shorten
 from ..experiment.layout import cell_path
 from ..interchange import read_records
 from ..methods import get_method
+from .bundle import ANALYSIS_DIR
 from .page_assets import PAGE_TEMPLATE
 
+FIGURES_FILE = "figures.json"  # pgra analyze's index of its figures and pages, in ANALYSIS_DIR
 PAGE = "results.html"
 DATA_SCRIPT = "results_data.js"
 INLINE_LIMIT = 4_000_000  # bytes of JSON kept inside the page
@@ -44,6 +46,17 @@ def _inside(directory: Path, expected: Path, recorded: str | Path) -> Path:
     path the report recorded."""
     own = directory / expected
     return own if own.exists() else Path(recorded)
+
+
+def _data_folder(directory: Path, task: str, data: Any, roots: list[Path]) -> Path | None:
+    """The data folder a cell records having read (its ``data.folder``): the report's own copy of it
+    (``<directory>/<task>/<its name>``) or the folder recorded, read only where it lies inside the report's folder or
+    one of its sources (a cell's record is its sender's: it never leads the page to a folder of this machine)."""
+    recorded = data.get("folder") if isinstance(data, dict) else None
+    if not isinstance(recorded, str) or not SAFE_NAME.fullmatch(Path(recorded).name):
+        return None
+    path = _inside(directory, Path(task, Path(recorded).name), recorded)
+    return path if any(path.resolve().is_relative_to(root.resolve()) for root in roots) else None
 
 
 def _records(folder: Path, name: str, cache: dict[Path, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
@@ -84,6 +97,44 @@ def _score_name(method: str) -> str:
         return "score"
 
 
+def analysis_figures(directory: str | Path) -> dict[str, list[dict[str, str]]]:
+    """What ``<directory>/analysis/figures.json`` (``pgra analyze``'s index of its figures and pages) lists, read as
+    untrusted input (a bundle's is its sender's): ``{"pages": [{file, title}], "figures": [{file, title,
+    caption}]}``, each entry a file that is there, beside the index (a regular file, no link); none when the index
+    is absent or the folder is a link. An index of another shape, a field of another type, or a file named outside
+    ``analysis/`` (absolute, ``../``, a sub-folder) or of another kind than a page's ``.md`` or a figure's ``.png``
+    is an InputError naming the index and the field: nothing is read from elsewhere."""
+    folder = Path(directory) / ANALYSIS_DIR
+    index = folder / FIGURES_FILE
+    if folder.is_symlink() or not index.is_file() or index.is_symlink():
+        return {"pages": [], "figures": []}
+    entries = read_json(index)
+    if not isinstance(entries, dict):
+        raise InputError(f"holds a JSON {type(entries).__name__}, not an object (edited by hand?)", path=index)
+    found: dict[str, list[dict[str, str]]] = {}
+    for kind, suffix, fields in (("pages", ".md", ("file", "title")), ("figures", ".png", ("file", "title", "caption"))):
+        listed = entries.get(kind, [])
+        if not isinstance(listed, list):
+            raise InputError(f"must be a list, got {shorten(listed)}", path=index, field=kind)
+        found[kind] = []
+        for i, entry in enumerate(listed):
+            if not isinstance(entry, dict):
+                raise InputError(f"must be an object, got {shorten(entry)}", path=index, field=f"{kind}[{i}]")
+            for name in fields:
+                value = entry.get(name)
+                if not isinstance(value, str):
+                    raise InputError(f"must be a string, got {shorten(value)} (edited by hand?)", path=index,
+                                     field=f"{kind}[{i}].{name}")
+            file = entry["file"]
+            if not SAFE_NAME.fullmatch(file) or not file.endswith(suffix):
+                raise InputError(f"names {shorten(file)}, which is not a {suffix} file beside {FIGURES_FILE}: an "
+                                 f"index names only the analyses' own files", path=index, field=f"{kind}[{i}].file")
+            path = folder / file
+            if path.is_file() and not path.is_symlink():
+                found[kind].append({name: entry[name] for name in fields})
+    return found
+
+
 def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
     """Everything the page shows, from ``results.json``'s report and the cells' files."""
     split = report["split"]
@@ -91,14 +142,14 @@ def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
     inputs: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in report["tasks"]}
     texts: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in report["tasks"]}
     cells = []
+    roots = [directory, *(Path(s["path"]) for s in report.get("sources") or [] if isinstance(s, dict))]
     for cell in report["cells"]:
         task, method, seed = cell["task"], cell["method"], cell["seed"]
         run = _inside(directory, cell_path(task, method, seed), cell["path"])  # a moved folder reads its own
         cells.append({"task": task, "method": method, "seed": seed, "path": _rel(run, directory)})
-        recorded = cell.get("data", {}).get("folder") or ""
-        data = _inside(directory, Path(task, Path(recorded).name), recorded) if recorded else Path("")
-        records = _records(data, f"{split}.jsonl", cache) if data.name else {}
-        train = _records(data, "train.jsonl", cache) if data.name else {}
+        data = _data_folder(directory, task, cell.get("data"), roots)
+        records = _records(data, f"{split}.jsonl", cache) if data else {}
+        train = _records(data, "train.jsonl", cache) if data else {}
         path = run / f"predictions_{split}.jsonl"
         if not path.exists():
             continue
@@ -110,19 +161,16 @@ def page_data(directory: Path, report: dict[str, Any]) -> dict[str, Any]:
             entry["p"].setdefault(method, []).append(
                 [seed, None if line["prediction"] is None else str(line["prediction"]), scores,
                  _evidence(line, records.get(iid), train, texts[task])])
-    figures = []
-    index = directory / "analysis" / "figures.json"
-    for fig in (read_json(index).get("figures", []) if index.exists() else []):
-        png = directory / "analysis" / fig["file"]
-        if png.exists():
-            figures.append({"title": fig["title"], "caption": fig["caption"],
-                            "src": "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()})
+    figures = [{"title": fig["title"], "caption": fig["caption"], "src": "data:image/png;base64," +
+                base64.b64encode((directory / ANALYSIS_DIR / fig["file"]).read_bytes()).decode()}
+               for fig in analysis_figures(directory)["figures"]]
     label_words: dict[str, dict[str, str]] = {}
     for cell in report["cells"]:  # the task's own words for its labels (MR's 0 / 1: negative / positive)
         record = _inside(directory, cell_path(cell["task"], cell["method"], cell["seed"]), cell["path"]) / "cell.json"
         if cell["task"] not in label_words and record.exists():
-            spec = read_json(record).get("task_spec", {})
-            label_words[cell["task"]] = {str(k): str(v) for k, v in (spec.get("demo_words") or {}).items()}
+            spec = read_json(record).get("task_spec") or {}
+            words = spec.get("demo_words") if isinstance(spec, dict) else None
+            label_words[cell["task"]] = {str(k): str(v) for k, v in words.items()} if isinstance(words, dict) else {}
     first = report["cells"][0] if report["cells"] else {}
     return {"directory": str(report.get("directory", directory)), "split": split, "reference": report["reference"],
             "floor": report.get("floor"), "tasks": report["tasks"], "methods": report["methods"],
@@ -165,4 +213,4 @@ def write_page(directory: str | Path, report: dict[str, Any]) -> Path:
     return directory / PAGE
 
 
-__all__ = ["DATA_SCRIPT", "INLINE_LIMIT", "PAGE", "page_data", "script_json", "write_page"]
+__all__ = ["DATA_SCRIPT", "FIGURES_FILE", "INLINE_LIMIT", "PAGE", "analysis_figures", "page_data", "script_json", "write_page"]

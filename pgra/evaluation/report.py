@@ -463,6 +463,7 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
     if own:
         check_report_files(directory, "directory")
     report = build_report(sources, reference, split, n_resamples, seed, min_inputs)  # nothing written if refused
+    figures = figure_index(directory)  # its index read (and refused) before anything is written
     if not own:
         from ..ownership import claim_folder
 
@@ -474,7 +475,7 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
         report["compare"] = compare(report, targets)
     write_json(directory / "results.json", report)
     md = directory / "results.md"
-    write_text(md, format_markdown(report) + figure_index(directory))
+    write_text(md, format_markdown(report) + figures)
     from .page import write_page
 
     write_page(directory, report)
@@ -505,18 +506,17 @@ def _older_report(path: Path) -> bool:
 
 
 def figure_index(directory: Path) -> str:
-    """The ``## Figures`` section linking what ``pgra analyze`` wrote (empty before any analysis)."""
-    index = directory / "analysis" / "figures.json"
-    if not index.exists():
+    """The ``## Figures`` section linking what ``pgra analyze`` wrote (empty before any analysis): the files its
+    index names (:func:`~pgra.evaluation.page.analysis_figures`), their titles and captions as plain text."""
+    from .page import ANALYSIS_DIR, FIGURES_FILE, analysis_figures
+
+    found = analysis_figures(directory)
+    if not (directory / ANALYSIS_DIR / FIGURES_FILE).is_file():
         return ""
-    entries = read_json(index)
     lines = ["", "## Figures", "", "Written by `pgra analyze` into `analysis/`:", ""]
-    for page in entries.get("pages", []):
-        if (directory / "analysis" / page["file"]).exists():
-            lines.append(f"- [{page['title']}](analysis/{page['file']})")
-    for fig in entries.get("figures", []):
-        if (directory / "analysis" / fig["file"]).exists():
-            lines.append(f"- [{fig['title']}](analysis/{fig['file']}): {fig['caption']}")
+    lines += [f"- [{md_text(page['title'])}](analysis/{page['file']})" for page in found["pages"]]
+    lines += [f"- [{md_text(fig['title'])}](analysis/{fig['file']}): {md_text(fig['caption'])}"
+              for fig in found["figures"]]
     return "\n".join(lines) + "\n"
 
 
