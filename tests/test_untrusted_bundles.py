@@ -415,3 +415,11 @@ def test_a_cells_lone_angle_bracket_keeps_its_bytes_and_a_tag_never_does():
         assert "<" not in cell.replace("<br>", "") and ">" not in cell.replace("<br>", ""), cell
     html = MarkdownIt("commonmark").enable("table").render("| a |\n|---|\n| " + md_cell("<0@evil.example>") + " |\n")
     assert "mailto" not in html and "<a " not in html
+
+
+def test_a_seed_folder_named_by_hand_is_no_seed_any_filter_takes():
+    """``seed-²`` (a digit ``str.isdigit`` takes and ``int`` refuses) is a folder made by hand: seed -1, taken by no
+    filter of seeds, and never a traceback (issue 67, H11)."""
+    from pgra.evaluation.bundle import _seed
+
+    assert [_seed(s) for s in ("seed-1", "seed-12", "seed-²", "seed-", "seed-1.5", "other")] == [1, 12, -1, -1, -1, -1]

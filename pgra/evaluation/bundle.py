@@ -40,7 +40,7 @@ from ..artifacts import (
     write_json,
 )
 from ..environment import cells_environment, environment_record
-from ..errors import IncompleteArtifactError, InputError, shorten
+from ..errors import IncompleteArtifactError, InputError, shorten, whole_number
 from ..experiment.layout import CELL_GLOB, STAGE_COST_FILE, STAGE_KEY_FILE
 from ..ownership import RECORD, claim_folder, read_record
 from ..predictions import checked_cell_results, read_cell
@@ -170,6 +170,12 @@ class CellFilter:
         return {k: list(v) for k, v in (("tasks", self.tasks), ("methods", self.methods), ("seeds", self.seeds)) if v}
 
 
+def _seed(folder: str) -> int:
+    """The seed a ``seed-N`` folder names (ASCII digits), else -1 (a folder made by hand: ``seed-²``)."""
+    n = whole_number(folder.removeprefix("seed-"))
+    return -1 if n is None else n
+
+
 def bundle_files(experiment: Path, only: CellFilter | None = None
                  ) -> tuple[list[Path], list[dict[str, Any]], str | None]:
     """The files of ``experiment`` a bundle copies (relative paths), the records of its finished cells (those
@@ -183,7 +189,7 @@ def bundle_files(experiment: Path, only: CellFilter | None = None
     only = only or CellFilter()
     for cell_json in sorted(experiment.glob(CELL_GLOB)):
         task, method, seed = cell_json.parent.relative_to(experiment).parts
-        if not only.takes(task, method, int(seed.removeprefix("seed-")) if seed[5:].isdigit() else -1):
+        if not only.takes(task, method, _seed(seed)):
             continue
         record = read_cell(cell_json)  # a hand-edited split name (one outside the cell) refused
         checked_cell_results(cell_json, record, _task_of(record))
