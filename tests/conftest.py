@@ -116,6 +116,17 @@ def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=rank)
 
 
+def load_script(rel: str, name: str | None = None):
+    """A script of the repository (``bench/x.py``, ``scripts/x.py``) loaded as a module, as its tests call it."""
+    import importlib.util
+
+    path = ROOT / rel
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def launch_failure(proc) -> str:
     """Why a torchrun launch failed: every rank's own ``error:`` line and traceback tail first (the last lines of
     stderr are usually the launcher's report about the rank that died, not the rank's reason), then the tail."""

@@ -1,7 +1,6 @@
 # numerics: the benchmarks' bookkeeping (sums, ratios, fits of hand-made rows) in float64; no result of a model
 """The GPU-scale benchmark runs end to end at tiny sizes on CPU (on a GPU it measures the paper's sizes)."""
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -9,15 +8,13 @@ from pathlib import Path
 import pytest
 
 from tests import numerics
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("bench_gpu_scale", ROOT / "bench" / "bench_gpu_scale.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/bench_gpu_scale.py")
 
 
 def test_gpu_scale_bench_at_tiny_sizes_on_cpu(tmp_path):
@@ -85,9 +82,7 @@ def test_grid_cost_by_hand():
 
 
 def test_cpu_bf16_bench_compares_by_hand():
-    spec = importlib.util.spec_from_file_location("bench_cpu_bf16", ROOT / "bench" / "bench_cpu_bf16.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("bench/bench_cpu_bf16.py")
     ctx = lambda *pairs: [{"id": i, "score": s} for i, s in pairs]  # noqa: E731
     fp32 = [ctx(("a", 0.30), ("b", 0.26)), ctx(("c", 0.5), ("d", 0.4))]
     bf16 = [ctx(("b", 0.27), ("a", 0.29)), ctx(("c", 0.45), ("e", 0.4))]  # same set in another order; one swapped
@@ -100,9 +95,7 @@ def test_cpu_bf16_bench_compares_by_hand():
 
 
 def test_scaling_plot_fits_and_draws_hand_made_rows(tmp_path):
-    spec = importlib.util.spec_from_file_location("plot_scaling", ROOT / "bench" / "plot_scaling.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("bench/plot_scaling.py")
     assert mod.line_fit([1, 2, 3], [5, 7, 9]) == pytest.approx((3.0, 2.0))
     assert mod.size_at(24, 0.5, 2.0) == pytest.approx(11.75) and mod.size_at(24, 1.0, 0.0) is None
     # memory 0.5 GiB + 3 GiB per million sentences: 24 GiB at 7.83M; build 1 s + 10 s per million
@@ -122,9 +115,7 @@ def test_scaling_plot_fits_and_draws_hand_made_rows(tmp_path):
 
 
 def test_collate_bench_reads_each_pair_once(tmp_path):
-    spec = importlib.util.spec_from_file_location("bench_collate", ROOT / "bench" / "bench_collate.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("bench/bench_collate.py")
     rows = mod.main(["--inputs", "16", "--demo", str(tmp_path / "none")])  # the random-word task only
     (first, later), = rows.values()  # seconds a batch, epoch 1 and 2 (how much faster is the bench's to say)
     assert list(rows) == ["random words, cut to 128 tokens"] and first > 0 and later > 0
@@ -135,9 +126,7 @@ def test_cell_overheads_bench_times_pgras_own_checkpoints_at_their_sizes(tmp_pat
     moments (12 bytes a parameter, plus the scheduler, RNG and marker), best/ the weights (4 bytes a parameter), one
     checkpoint and one dev evaluation after each step, the reader loaded for training and again for the final
     evaluation."""
-    spec = importlib.util.spec_from_file_location("bench_cell_overheads", ROOT / "bench" / "bench_cell_overheads.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("bench/bench_cell_overheads.py")
     parts = mod.cell_parts("t5-base", True, 2, tmp_path)
     n = parts["params"]
     assert 12 * n <= parts["checkpoint_bytes"] <= 12 * n * 1.05

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
 
@@ -170,11 +172,8 @@ def test_the_offline_configs_name_only_local_models_and_the_docs_do_not_claim_mo
 
 @pytest.fixture(scope="module")
 def table2_plans():
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location("plan_table2", ROOT / "bench" / "plan_table2.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("bench/plan_table2.py")
     return [module.plan(8, cells_per_gpu=n) for n in (1, 2)]
 
 

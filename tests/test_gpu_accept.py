@@ -8,7 +8,6 @@ cannot use fails at once unless --cpu is given."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _driver():
-    spec = importlib.util.spec_from_file_location("gpu_accept", ROOT / "bench" / "gpu_accept.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("bench/gpu_accept.py")
     return mod
 
 

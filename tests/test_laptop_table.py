@@ -1,22 +1,20 @@
 """The laptop table in the README and docs/experiments.md is what merging the committed bundles gives (issue 51):
 rebuilt here from docs/results/laptop/*/ and compared with both copies and with the committed merged report."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from tests import numerics
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def built():
-    spec = importlib.util.spec_from_file_location("laptop_table", ROOT / "scripts" / "laptop_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("scripts/laptop_table.py")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(ROOT)  # the bundles are named relative to the repository, as the merged report names them
         sources = module.bundles()

@@ -1,20 +1,18 @@
 """The times and demo tables on every CPU measured (docs/experiments.md) are what the committed record gives."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def table():
-    spec = importlib.util.spec_from_file_location("machine_table", ROOT / "scripts" / "machine_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/machine_table.py")
 
 
 def test_the_page_holds_the_records_tables(table):
