@@ -54,9 +54,10 @@ test: prepare browser
 # kernels, compared by the policy of tests/numerics.py) at each SIMD level users' CPUs run: torch and the matrix
 # libraries under it (MKL, oneDNN: left alone they run AVX-512, and bf16 where the CPU has it) held to AVX2, on
 # faiss's generic kernels and on its AVX2 ones; AVX-512 without bf16 (Intel Xeons before Cooper Lake: oneDNN held
-# below its bf16 level, MKL to plain AVX-512); and the machine's own. A level the CPU lacks runs at the highest it
-# has (each run's last lines name the level torch ran and the variables that held it). faiss-cpu wheels of one build per level choose it at import (FAISS_OPT_LEVEL);
-# dynamic-dispatch wheels at run time (FAISS_SIMD_LEVEL): both are set. `make test-simd PYTEST_ARGS=` with
+# below its bf16 level, MKL to plain AVX-512; only on a CPU with AVX-512: torch would run AVX-512 code on one without
+# it); and the machine's own. Each run's last lines name the level torch ran and the variables that held it.
+# faiss-cpu wheels of one build per level choose it at import (FAISS_OPT_LEVEL); dynamic-dispatch wheels at run
+# time (FAISS_SIMD_LEVEL): both are set. `make test-simd PYTEST_ARGS=` with
 # `SIMD_TESTS=` empty runs the whole suite at each level.
 SIMD_TESTS ?= -m numerics
 AVX2_TORCH = ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
@@ -71,7 +72,8 @@ test-simd: prepare browser
 # what .ci/run adds to `make test`: the marked tests held to AVX2 and to AVX-512 without bf16
 test-simd-ci: prepare
 	FAISS_OPT_LEVEL=avx2 FAISS_SIMD_LEVEL=AVX2 $(AVX2_TORCH) $(SIMD_PYTEST)
-	$(AVX512_NO_BF16) $(SIMD_PYTEST)
+	if grep -qw avx512bw /proc/cpuinfo 2>/dev/null && grep -qw avx512vl /proc/cpuinfo; then \
+	  $(AVX512_NO_BF16) $(SIMD_PYTEST); else echo "test-simd: no AVX-512 on this CPU: that level skipped"; fi
 
 # the same suite against transformers 4.57 (the oldest supported), in its own virtual environment
 .venv-tf4/.stamp: pyproject.toml

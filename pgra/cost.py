@@ -127,7 +127,12 @@ def metered(ctx=None) -> Iterator[dict[str, Any]]:
 def finite_number(value: Any) -> bool:
     """Whether ``value`` is a finite int or float (not a bool): what a cost record's numbers must be to be read
     (a record edited by hand may hold anything)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float (400 digits)
+        return False
 
 
 def _whole(value: Any, low: int = 0) -> bool:

@@ -50,9 +50,9 @@ def clip(text: str, limit: int = ECHO_LIMIT) -> str:
 def whole_number(text: object) -> int | None:
     """The whole number ``text`` spells in ASCII digits (spaces around allowed): how an environment variable or a
     recorded count is read; None for anything else (empty, a sign, ``1.5``, a superscript ``²`` or other digits
-    ``str.isdigit`` accepts but ``int`` refuses)."""
+    ``str.isdigit`` accepts but ``int`` refuses, more than 18 digits)."""
     text = str(text).strip()
-    return int(text) if text.isascii() and text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
 
 def shorten(value: object, limit: int = ECHO_LIMIT) -> str:

@@ -477,8 +477,8 @@ def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None,
                 return None
             try:
                 reason = _judge(seen, me, path, label, stale_after)
-            except _Beating as busy:
-                if not wait or waited:
+            except _Beating as busy:  # waited for once, never longer than this caller's own timeout (a forged lock
+                if not wait or waited or stale_after is None or busy.stale_in > stale_after:  # may record 1e9 s)
                     raise
                 waited = True
                 attempts -= 1

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .artifacts import SAFE_NAME, iter_jsonl, sha256_file
+from .cost import finite_number
 from .errors import InputError, shorten
 from .metrics import compute_metric
 from .tasks import TaskSpec
@@ -65,10 +66,6 @@ def _is_scalar(value: Any, none: bool = False) -> bool:
     return (value is None and none) or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _is_number(value: Any) -> bool:
-    """A finite number (a probability), never a boolean or an integer too large for a float."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
     try:
         return math.isfinite(float(value))
     except OverflowError:
@@ -82,7 +79,7 @@ _LINE_FIELDS = {
     "label": ("a label (a string) or null", lambda v: _is_scalar(v, none=True)),
     "prediction": ("a label (a string) or null", lambda v: _is_scalar(v, none=True)),
     "scores": ("an object of numbers (a probability per label) or null",
-               lambda v: v is None or (isinstance(v, dict) and all(map(_is_number, v.values())))),
+               lambda v: v is None or (isinstance(v, dict) and all(map(finite_number, v.values())))),
     "evidence": ("a list of ids (strings or whole numbers)", lambda v: isinstance(v, list) and all(map(_is_scalar, v))),
     "demo_labels": ("a list of labels", lambda v: isinstance(v, list) and all(map(_is_scalar, v))),
 }

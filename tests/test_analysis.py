@@ -22,6 +22,7 @@ from pgra.analysis.sweep import sweep_points
 from pgra.config import from_dict
 from pgra.errors import InputError
 from pgra.experiment import Experiment, ExperimentConfig
+from tests import numerics
 from tests.conftest import one_error_line
 from tests.test_experiment import _config
 
@@ -377,7 +378,7 @@ def test_attribution_on_saved_checkpoints(finished, monkeypatch):
     planted = [r for r in rows if text[r["evidence"]] == decisive]
     assert planted and max(rows, key=lambda r: r["effect"]) in planted
     assert all(r["effect"] == pytest.approx(0.9 - 0.31) for r in planted)  # sure only with it; 0.31 without
-    assert all(r["effect"] <= 0.01 + 1e-9 for r in rows if r not in planted)  # any other sentence: 0.01 or 0
+    assert all(r["effect"] <= 0.01 + numerics.tolerance(depth=8) for r in rows if r not in planted)  # any other sentence: 0.01 or 0
     # PGRA's verdicts follow the first-stage ranks of its evidence; FiD's, whether the reranker keeps it
     assert all(r["verdict"] == ("promoted" if r["first_stage_rank"] > 2 else "kept") for r in
                attribute_cell(runs, task, "pgra", 1, ids, {"x": []}))

@@ -162,3 +162,11 @@ def test_a_cell_trained_by_several_processes_counts_its_training_loop_on_each(tm
     after = _rows(copy, tmp_path / "after")["fid"]
     assert after["cell_elapsed_s"] == pytest.approx(2 * elapsed - 10.0)
     assert after["elapsed_s"] - before["elapsed_s"] == pytest.approx(elapsed - 10.0)
+
+
+def test_a_number_too_large_for_a_float_is_no_finite_number():
+    """A record edited by hand may hold a 400-digit integer: read as no number, never an OverflowError."""
+    from pgra.cost import finite_number
+
+    assert finite_number(3) and finite_number(0.5) and not finite_number(True)
+    assert not finite_number(10 ** 400) and not finite_number(float("nan")) and not finite_number("1")

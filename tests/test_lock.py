@@ -399,6 +399,22 @@ def test_under_a_claim_another_hosts_live_output_lock_is_kept(tmp_path, monkeypa
         pass
 
 
+def test_a_forged_lock_recording_a_huge_timeout_is_refused_not_waited_for(tmp_path, monkeypatch):
+    """A lock from another host may record any timeout (up to 1e9 s): a job under a claim waits for it no longer
+    than its own timeout, so one forged lock cannot put it to sleep for decades."""
+    import pgra.lock as lock
+    from pgra.experiment.claims import try_claim
+    from pgra.lock import output_lock
+
+    cell = tmp_path / "exp" / "sky" / "fid" / "seed-1"
+    cell.mkdir(parents=True)
+    _forge(cell / LOCK_FILE, age=5, stale_after=1e9)
+    monkeypatch.setattr(lock, "_wait_stale", lambda *a: pytest.fail("waited for a forged lock"))
+    with try_claim(cell, "cell", stale_after=60), pytest.raises(OutputBusyError, match="host node-17"), \
+            output_lock(cell, "pgra train"):
+        pass
+
+
 def test_a_lock_that_records_its_heartbeat_is_judged_by_it(tmp_path):
     """A lock records the heartbeat timeout its holder beats by; a reader judges it by the longer of its own and
     the lock's, so a reader with a shorter timeout never takes over a lock beating slower than that."""

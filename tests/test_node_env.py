@@ -872,7 +872,7 @@ def test_the_local_launcher_names_each_gpu_s_first_worker_to_the_workers_beside_
     assert all(STAGE_PARTNER_ENV not in p.env for p in started[4:])
 
 
-@pytest.mark.parametrize("junk", ["²", "１２", "٣", "-2", "1.5", "x", " "])
+@pytest.mark.parametrize("junk", ["²", "１２", "٣", "-2", "1.5", "x", " ", "9" * 5000])
 def test_a_count_in_the_environment_that_is_no_ascii_whole_number_is_left_unread(junk, monkeypatch):
     """``str.isdigit`` takes ``²`` (and other scripts' digits) that ``int`` refuses or reads as another number: every
     count pgra reads from the environment goes through one parser, and such a value counts as unset (H11)."""

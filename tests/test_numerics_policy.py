@@ -12,7 +12,8 @@ import pytest
 from tests import numerics
 
 TESTS = Path(__file__).resolve().parent
-LIBRARY = {"approx", "allclose", "assert_allclose", "assert_close", "isclose", "assert_array_almost_equal"}
+LIBRARY = {"approx", "allclose", "assert_allclose", "assert_close", "isclose", "assert_array_almost_equal",
+           "assert_almost_equal", "assert_approx_equal"}
 TOLERANCES = {"abs", "rel", "atol", "rtol", "abs_tol", "rel_tol"}
 WHY = re.compile(r"#\s*(exact|numerics):\s*\S")  # a comment that says why, e.g. "# exact: the same kernels"
 
@@ -27,27 +28,52 @@ def _library_call(node: ast.Call, helper_names: set[str]) -> str | None:
     return None
 
 
-def _constant(node: ast.expr) -> float | None:
+def _constant(node: ast.expr, names: dict[str, float] | None = None) -> float | None:
+    """A number written in the source: a literal, a negated one, or a module-level name bound to one."""
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
         return float(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        value = _constant(node.operand)
+        value = _constant(node.operand, names)
         return None if value is None else -value
+    if isinstance(node, ast.Name) and names:
+        return names.get(node.id)
     return None
 
 
-def _hand_tolerance(node: ast.Compare, lines: list[str], name: str, file_says: bool) -> list[str]:
-    """``abs(a - b) < 1e-5`` or ``np.abs(x).max() <= 1e-4``: a tolerance written by hand as a comparison."""
-    if len(node.ops) != 1 or not isinstance(node.ops[0], ast.Lt | ast.LtE):
-        return []
-    bound = _constant(node.comparators[0])
-    measured = any(isinstance(n, ast.Call) and (getattr(n.func, "id", None) == "abs"
-                                                or getattr(n.func, "attr", None) == "abs") for n in ast.walk(node.left))
-    if bound is None or not measured or not 0 < bound <= 1e-3:
-        return []
+def _module_constants(tree: ast.Module) -> dict[str, float]:
+    """The module's names bound once, at the top level, to a number (``TOL = 1e-12``)."""
+    out: dict[str, float] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = _constant(node.value)
+            if value is not None:
+                out[node.targets[0].id] = value
+    return out
+
+
+def _below_floor(value: float | None) -> bool:
+    return value is not None and 0 < abs(value) < numerics.FLOOR
+
+
+def _hand_tolerance(node: ast.Compare, lines: list[str], name: str, file_says: bool,
+                    names: dict[str, float]) -> list[str]:
+    """A tolerance written by hand in a comparison: any number below the floor in it (``abs(a - b) < 1e-12``,
+    ``1e-12 > abs(a - b)``, ``a <= b + TOL``), or ``abs(a - b) < 1e-5`` (either way round) outside the policy."""
     where = f"{name}:{node.lineno} <"
-    if bound < numerics.FLOOR:
+    inside_calls = {id(n) for c in ast.walk(node) if isinstance(c, ast.Call) and _library_call(c, set())
+                    for n in ast.walk(c)}  # a comparison call's own tolerance is judged as the call's
+    if any(_below_floor(_constant(n, names)) for n in ast.walk(node)
+           if isinstance(n, ast.expr) and id(n) not in inside_calls):
         return [f"{where}: a tolerance below the policy's floor ({numerics.FLOOR:.3g}) written by hand"]
+    if len(node.ops) != 1 or not isinstance(node.ops[0], ast.Lt | ast.LtE | ast.Gt | ast.GtE):
+        return []
+    small, measured = (node.comparators[0], node.left) if isinstance(node.ops[0], ast.Lt | ast.LtE) \
+        else (node.left, node.comparators[0])
+    bound = _constant(small, names)
+    if bound is None or not 0 < bound <= 1e-3 or not any(
+            isinstance(n, ast.Call) and "abs" in (getattr(n.func, "id", None), getattr(n.func, "attr", None))
+            for n in ast.walk(measured)):
+        return []
     span = "\n".join(lines[max(0, node.lineno - 2):node.end_lineno])
     return [] if WHY.search(span) or file_says else [f"{where}: a tolerance written by hand; use tests.numerics"]
 
@@ -58,18 +84,22 @@ def violations(source: str, name: str) -> list[str]:
     lines = source.splitlines()
     helper_names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                     and n.module == "tests.numerics" for a in n.names}
+    names = _module_constants(tree)
     header = "\n".join(line for line in lines[:40] if line.startswith("#"))
     file_says = bool(re.search(r"^#\s*numerics:\s*\S", header, re.M))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
-            found += _hand_tolerance(node, lines, name, file_says)
+            found += _hand_tolerance(node, lines, name, file_says, names)
         if not isinstance(node, ast.Call) or (call := _library_call(node, helper_names)) is None:
             continue
         where = f"{name}:{node.lineno} {call}"
         span = "\n".join(lines[max(0, node.lineno - 2):node.end_lineno])
-        tols = {k.arg: _constant(k.value) for k in node.keywords if k.arg in TOLERANCES}
-        if any(v is not None and 0 < abs(v) < numerics.FLOOR for v in tols.values()):
+        tols = {k.arg: _constant(k.value, names) for k in node.keywords if k.arg in TOLERANCES}
+        decimal = next((_constant(k.value, names) for k in node.keywords if k.arg in ("decimal", "significant")), None)
+        if decimal is not None:  # numpy's assert_almost_equal: |a - b| < 1.5 * 10**-decimal
+            tols["decimal"] = 1.5 * 10 ** -decimal
+        if any(_below_floor(v) for v in tols.values()):
             found.append(f"{where}: a tolerance below the policy's floor ({numerics.FLOOR:.3g}) written by hand; "
                          "use tests.numerics (its dtype and depth)")
         elif tols and all(v == 0 for v in tols.values()) and not re.search(r"#\s*exact:\s*\S", span):
@@ -94,6 +124,12 @@ def test_every_float_comparison_in_the_suite_follows_the_policy():
     ("from pytest import approx\nassert x == approx(1.0)\n", "use tests.numerics"),
     ("import numpy as np\nassert np.abs(a - b).max() < 1e-4\n", "written by hand; use tests.numerics"),
     ("assert max(abs(x - y) for x, y in pairs) < 1e-9  # numerics: float64\n", "below the policy's floor"),
+    ("assert 1e-12 > abs(a - b)\n", "below the policy's floor"),
+    ("TOL = 1e-12\nassert abs(a - b) < TOL\n", "below the policy's floor"),
+    ("assert a <= b + 1e-12\n", "below the policy's floor"),
+    ("import numpy as np\nnp.testing.assert_almost_equal(a, b, decimal=12)  # numerics: x\n", "below"),
+    ("import pytest\nTOL = 1e-12\nassert x == pytest.approx(1.0, abs=TOL)\n", "below the policy's floor"),
+    ("assert 1e-4 > abs(a - b)\n", "written by hand; use tests.numerics"),
 ])
 def test_the_policy_check_finds_what_it_forbids(source, says):
     found = violations(source, "t.py")

@@ -27,6 +27,7 @@ from pgra.evaluation.resolution import (
     seeds_needed,
 )
 from pgra.evaluation.significance import paired_bootstrap
+from tests import numerics
 from tests.fuzzing import FUZZ
 
 Z = 1.959963984540054 + 0.8416212335729143  # z_{0.975} + z_{0.8}
@@ -50,10 +51,10 @@ def test_holm_hand_computed_family():
 def test_holm_properties(ps):
     adj = holm(ps)
     assert len(adj) == len(ps)
-    assert all(p <= a + 1e-15 and a <= 1.0 for p, a in zip(ps, adj, strict=True))  # at least the raw, at most 1
+    assert all(p <= a + numerics.tolerance("float64", 8) and a <= 1.0 for p, a in zip(ps, adj, strict=True))  # at least the raw, at most 1
     order = sorted(range(len(ps)), key=lambda i: ps[i])
     assert all(adj[i] <= adj[j] for i, j in zip(order, order[1:], strict=False))  # monotone in the raw p-values
-    assert all(a <= min(1.0, len(ps) * p) + 1e-15 for p, a in zip(ps, adj, strict=True))  # never past Bonferroni
+    assert all(a <= min(1.0, len(ps) * p) + numerics.tolerance("float64", 8) for p, a in zip(ps, adj, strict=True))  # never past Bonferroni
     assert holm(list(reversed(ps))) == list(reversed(adj))  # in the input order, whatever it is
 
 
@@ -147,12 +148,12 @@ def test_seeds_needed_hand_computation():
 def test_needed_counts_are_the_smallest_that_fit(effect, count, dis, std):
     n = inputs_needed(effect, count, dis, std)
     if n is None:
-        assert Z * math.sqrt(2 * std ** 2 / count) >= effect * (1 - 1e-9)
+        assert Z * math.sqrt(2 * std ** 2 / count) >= effect * (1 - numerics.tolerance("float64", 64))
     else:
         assert _mde(n, count, dis, std) <= effect and (n == 1 or _mde(n - 1, count, dis, std) > effect)
     s = seeds_needed(effect, count, dis, std)
     if s is None:
-        assert Z * math.sqrt(dis / count) >= effect * (1 - 1e-9)
+        assert Z * math.sqrt(dis / count) >= effect * (1 - numerics.tolerance("float64", 64))
     else:
         assert _mde(count, s, dis, std) <= effect and (s == 1 or _mde(count, s - 1, dis, std) > effect)
 
