@@ -286,7 +286,11 @@ def phase_env(p: Phase, cpu: bool) -> None:
         info["nvidia_smi"] = q.stdout.strip().splitlines() or q.stderr.strip()
         q = subprocess.run([smi, "-L"], capture_output=True, text=True)
         listed = [line.strip() for line in q.stdout.splitlines() if line.strip().startswith("GPU ")]
+        if q.returncode != 0 and not listed:  # nvidia-smi there but failing (the driver not loaded): a GPU machine
+            listed = [f"nvidia-smi -L failed ({q.returncode}): {q.stderr.strip()[:200]}"]
         info["gpus_listed"] = listed
+    if not listed and os.path.exists("/dev/nvidia0"):
+        listed = ["/dev/nvidia0"]
     if listed and not cpu and not torch.cuda.is_available():  # not a CPU-mode pass on a GPU machine: refused
         info["refused"] = (f"nvidia-smi -L lists {len(listed)} GPU(s) but torch {torch.__version__} sees no CUDA "
                            f"({'a CPU-only build' if torch.version.cuda is None else 'built for CUDA ' + torch.version.cuda}"

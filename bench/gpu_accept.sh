@@ -51,7 +51,9 @@ phase() {  # phase NAME SECONDS: one phase under its own limit; its log in $OUT,
     echo "${PIPESTATUS[0]}" > "$OUT/phases/$name.rc"
 }
 
-# limits: 655 s in all on a GPU (each phase's expected time on an H100 is about half its limit)
+# limits: 655 s in all on a GPU (each phase's expected time on an H100 is about half its limit); a command cut
+# short (the device tool's 600 s) still writes the table of the phases that ran
+trap '"$PYTHON" bench/gpu_accept.py --out "$OUT" --work "$WORK" summary >/dev/null 2>&1; exit 143' TERM INT
 phase env 15
 if grep -q '"refused"' "$OUT/mode.json" 2>/dev/null; then  # a GPU listed that torch cannot use: no CPU-mode pass
     "$PYTHON" bench/gpu_accept.py --out "$OUT" summary

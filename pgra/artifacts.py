@@ -83,8 +83,8 @@ def refuse_link(folder: Path, field: str | None = None) -> None:
     """An InputError naming ``folder`` and what it points to when it is a symbolic link: a folder pgra replaces
     whole (:func:`atomic_dir`) is never a link, whose target lies elsewhere."""
     if folder.is_symlink():
-        raise InputError(f"{folder} is a symbolic link (to {os.readlink(folder)}); pgra replaces this folder whole and "
-                         "does not replace a link: give the folder itself", field=field)
+        raise InputError(f"{folder} is a symbolic link (to {shorten(os.readlink(folder))}); pgra replaces this folder "
+                         "whole and does not replace a link: give the folder itself", field=field)
 
 
 def apply_umask(path: str | Path) -> None:

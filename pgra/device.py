@@ -87,7 +87,7 @@ def stage_partner_alive(env: Mapping[str, str] | None = None) -> bool:
     worker builds no stage and waits for them, so that a GPU holds one stage's models at a time; once it has
     ended, this worker builds what is left."""
     value = whole_number((os.environ if env is None else env).get(STAGE_PARTNER_ENV, ""))
-    if value is None:
+    if value is None or not 2 <= value < 2 ** 31:  # 0 names a process group, 1 is init
         return False
     try:
         os.kill(int(value), 0)

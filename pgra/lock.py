@@ -560,8 +560,9 @@ def _heartbeat(path: Path, ident: tuple[int, int], every: float, stop: threading
 def holder(path: str | Path, stale_after: float | None = None, remove_stale: bool = False) -> dict | None:
     """Who holds the lock file ``path``, judged as :func:`hold_lock` judges it but without taking it: the live
     holder's lock content (``{}`` for a fresh empty, unreadable or invalid one, or one that cannot be read), or
-    None when there is none, it is this process's own, or its holder is dead. Nothing is written unless
-    ``remove_stale`` (then a dead holder's lock is removed, as a takeover would)."""
+    None when there is none, it is this process's own, or its holder is dead. No lock is written or removed unless
+    ``remove_stale`` (then a dead holder's lock is removed, as a takeover would); judging a lock by its age creates
+    and removes a probe file beside it (:func:`fs_now`: the file system's clock)."""
     path = Path(path)
     me = _me()
     try:

@@ -3,7 +3,8 @@ demonstrations, then `pgra analyze`) must leave the same stage keys, cell keys, 
 as the code recorded in ``fixtures/golden_grid.json``.
 
 Contents are compared after normalisation that keeps every id, label, order and key, takes the floats out (other
-CPUs round their last bits differently: their count and sum of magnitudes are compared by the numerics policy of
+CPUs round their last bits differently: their count and three sums, of magnitudes, signed and weighted by
+position, are compared by the numerics policy of
 ``tests/numerics.py``) and drops what a machine or a clock decides:
 wall-clock times, library versions, the git commit, and the checksums of output files that hold floats (a record
 made on an AVX2-only CPU failed on an AVX-512 one for those alone). Keys hash absolute paths, so the grids run in a fixed folder
@@ -80,7 +81,9 @@ def _digest(path: Path, root: str) -> dict:
     if path.name == "analysis.md":  # the cost table is wall-clock seconds (its tokens are checked by test_cost)
         text = re.sub(r"## Cost\n.*?(?=\n## |\Z)", "", text, flags=re.S)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return {"digest": digest, "floats": len(floats), "sum": float(f"{sum(abs(x) for x in floats):.12g}")}
+    # three sums: of magnitudes, signed (a sign flipped) and weighted by position (two values swapped)
+    sums = (sum(abs(x) for x in floats), sum(floats), sum((i + 1) * x for i, x in enumerate(floats)))
+    return {"digest": digest, "floats": len(floats), "sums": [float(f"{v:.12g}") for v in sums]}
 
 
 def fingerprint(root: Path) -> dict:
@@ -178,9 +181,14 @@ GOLDEN_DEPTH = numerics.trained(16, numerics.TINY_SEQ2SEQ)
 
 
 def _same(got, want) -> bool:
-    """A file's ids, labels, order and keys equal (the digest), and its floats as many, their sum of magnitudes
-    within the numerics policy (tests/numerics.py): other CPUs round the last bits of a float differently."""
+    """A file's ids, labels, order and keys equal (the digest), and its floats as many, their sums (of magnitudes,
+    signed, weighted by position) within the numerics policy (tests/numerics.py), each at the scale of the
+    magnitudes it adds: other CPUs round the last bits of a float differently."""
     if not isinstance(want, dict):  # a cache folder's name
         return got == want
-    return (got["digest"], got["floats"]) == (want["digest"], want["floats"]) and \
-        got["sum"] == numerics.close(want["sum"], depth=GOLDEN_DEPTH)
+    if (got["digest"], got["floats"]) != (want["digest"], want["floats"]):
+        return False
+    magnitude = want["sums"][0]
+    scales = (magnitude, magnitude, magnitude * want["floats"])
+    return all(g == numerics.close(w, depth=GOLDEN_DEPTH, scale=scale)
+               for g, w, scale in zip(got["sums"], want["sums"], scales, strict=True))

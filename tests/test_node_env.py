@@ -824,6 +824,8 @@ def test_a_local_worker_leaves_the_stages_to_its_gpu_s_first_worker_while_it_run
     from pgra.device import STAGE_PARTNER_ENV, stage_partner_alive
 
     assert not stage_partner_alive({}) and stage_partner_alive({STAGE_PARTNER_ENV: str(os.getpid())})
+    for forged in ("0", "1", "9" * 20):  # this process group, init, past any pid: never a partner
+        assert not stage_partner_alive({STAGE_PARTNER_ENV: forged})
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 60
     while Path(f"/proc/{ended.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":  # ended, not reaped

@@ -264,3 +264,15 @@ def test_average_replicates():
         average_replicates([r1, paired_bootstrap(gold, [gold], [gold], labels, "accuracy", n_resamples=50)])
     with pytest.raises(ValueError, match="no results"):
         average_replicates([])
+
+
+def test_a_bootstrap_too_large_to_draw_at_once_is_refused_before_it_allocates():
+    """The resampled indices are drawn at once (the documented protocol): B x inputs past 2**28 is one error naming
+    --bootstrap, not 100,000 x 70,000 x 8 bytes asked of the machine."""
+    from pgra.errors import InputError
+    from pgra.evaluation.significance import MAX_DRAWS
+
+    gold = ["a", "b"] * 35_000
+    with pytest.raises(InputError, match=r"100,000 x 70,000 input indices at once .* at most 3,834 resamples"):
+        paired_bootstrap(gold, [gold], [gold], ["a", "b"], "accuracy", n_resamples=100_000)
+    assert MAX_DRAWS // len(gold) == 3834

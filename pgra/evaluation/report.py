@@ -508,10 +508,10 @@ def _older_report(path: Path) -> bool:
 def figure_index(directory: Path) -> str:
     """The ``## Figures`` section linking what ``pgra analyze`` wrote (empty before any analysis): the files its
     index names (:func:`~pgra.evaluation.page.analysis_figures`), their titles and captions as plain text."""
-    from .page import ANALYSIS_DIR, FIGURES_FILE, analysis_figures
+    from .page import analysis_figures
 
     found = analysis_figures(directory)
-    if not (directory / ANALYSIS_DIR / FIGURES_FILE).is_file():
+    if not found["pages"] and not found["figures"]:  # none, or none it may show (a linked analysis/)
         return ""
     lines = ["", "## Figures", "", "Written by `pgra analyze` into `analysis/`:", ""]
     lines += [f"- [{md_text(page['title'])}](analysis/{page['file']})" for page in found["pages"]]

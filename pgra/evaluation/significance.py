@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import InputError
 from ..tasks.spec import METRICS
 
 #: slack on the p-value's tie test ``|d* - d| >= |d|``: a replicate equal to 0 or 2d in exact arithmetic
 #: counts as extreme even when rounding moves it by a few ulps
 _TIE_TOL = 1e-12
+MAX_DRAWS = 2 ** 28  # resampled input indices drawn at once (8 bytes each: 2 GiB)
 
 
 def confusion_matrices(gold_idx: np.ndarray, pred_idx: np.ndarray, n_labels: int,
@@ -158,6 +160,10 @@ def paired_bootstrap(gold: Sequence[str], preds_a: Sequence[Sequence[str | None]
     n = len(gold)
     if n == 0:
         raise ValueError("no inputs to resample (empty gold)")
+    if n_resamples * n > MAX_DRAWS:  # drawn at once, so that the p-values follow the documented protocol
+        raise InputError(f"the paired bootstrap would draw {n_resamples:,} x {n:,} input indices at once "
+                         f"({n_resamples * n * 8 / 2 ** 30:.1f} GiB): at most {MAX_DRAWS // n:,} resamples for "
+                         f"{n:,} inputs", field="bootstrap")
     index = {lab: i for i, lab in enumerate(labels)}
     missing = sorted({g for g in gold if g not in index})
     if missing:

@@ -67,7 +67,8 @@ def try_claim(target: Path, label: str, stale_after: float | None) -> contextlib
 
 def is_claimed(target: Path, label: str, stale_after: float | None) -> bool:
     """Whether a live job (not this process) holds ``target``'s claim, judged as :func:`try_claim` judges it but
-    read-only: jobs that finish together and look at each other's claims never see a claim taken just to look."""
+    without taking it: jobs that finish together and look at each other's claims never see a claim taken just to
+    look (a probe file may be created and removed beside it to read the file system's clock)."""
     return holder(claim_path(target), stale_after) is not None
 
 
