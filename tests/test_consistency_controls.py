@@ -181,3 +181,66 @@ def test_a_labelled_pool_and_the_controls_table_end_to_end(tmp_path, sky_task, t
     assert main_rows[FIRST_STAGE]["share"] == pytest.approx(at["first"])
     md = (analysis / "analysis.md").read_text()
     assert "## Label consistency with controls" in md and f"| sky | {tiny_opt.name} | 4 | 2 | corpus |" in md
+
+
+def test_the_readers_ceiling_re_reads_with_oracle_and_anti_oracle_evidence(tmp_path, corpus_txt, sky_task, tiny_opt,
+                                                                           tiny_t5, monkeypatch):
+    """The FiD cell re-reads the test split with its own evidence (its own predictions again), the candidates whose
+    (pseudo-)label agrees with the gold label first, and those that disagree first; the differences are the
+    report's paired bootstrap."""
+    import json
+
+    import yaml
+
+    from pgra.analysis.ceiling import ordered_evidence
+    from pgra.cli import main
+    from pgra.config import from_dict
+    from pgra.evaluation.significance import paired_bootstrap
+    from pgra.experiment import Experiment, ExperimentConfig
+    from pgra.methods.reader_method import ReaderPredictor
+    from tests.test_analysis import hashed_labels
+    from tests.test_experiment import _config
+
+    cfg = _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, methods=["no_retrieval", "fid", "pgra"],
+                  seeds=[1])
+    cfg["rerank"]["k"] = 6
+    cfg["reader"]["n_passages"] = cfg["rerank"]["top_d"] = 2
+    assert not Experiment(from_dict(ExperimentConfig, cfg)).run()
+    cfg_file = tmp_path / "exp.yaml"
+    cfg_file.write_text(yaml.safe_dump(cfg))
+    label_of = hashed_labels(monkeypatch, ["sky", "town"])
+    read: dict[str, list] = {}
+    real = ReaderPredictor.predict
+
+    def spy(self, records):
+        lines = real(self, records)
+        read.setdefault("calls", []).append((records, lines))
+        return lines
+
+    monkeypatch.setattr(ReaderPredictor, "predict", spy)
+    assert main(["analyze", "--config", str(cfg_file), "analysis.analyses=ceiling"]) == 0
+    row = json.loads((tmp_path / "exp" / "analysis" / "analysis.json").read_text())["tables"]["ceiling"][0]
+    assert (row["task"], row["method"], row["seed"], row["k"], row["d"]) == ("sky", "fid", 1, 6, 2)
+    own, oracle, anti = read["calls"]
+    cands = _lines(tmp_path / "exp" / "sky" / "candidates" / "test.jsonl")
+    # its own evidence: the first stage's top d, and the cell's own predictions again
+    assert [[c["id"] for c in r["ctxs"]] for r in own[0]] == [[c["id"] for c in r["ctxs"][:2]] for r in cands]
+    cell_preds = {x["id"]: x["prediction"] for x in _lines(tmp_path / "exp" / "sky" / "fid" / "seed-1" /
+                                                            "predictions_test.jsonl")}
+    assert [x["prediction"] for x in own[1]] == [cell_preds[r["id"]] for r in cands]
+    # oracle: agreeing candidates of the first 6 first, in first-stage order; anti-oracle: the others first
+    for recs, agree in ((oracle[0], True), (anti[0], False)):
+        for r, c in zip(recs, cands, strict=True):
+            top = c["ctxs"][:6]
+            want = ([x for x in top if (label_of(x["id"]) == c["label"]) == agree]
+                    + [x for x in top if (label_of(x["id"]) == c["label"]) != agree])[:2]
+            assert [x["id"] for x in r["ctxs"]] == [x["id"] for x in want]
+    labels = {str(x["id"]): label_of(x["id"]) for c in cands for x in c["ctxs"]}
+    assert [x["id"] for x in ordered_evidence(cands[0], labels, 6, 2, True)] == [x["id"] for x in oracle[0][0]["ctxs"]]
+    gold = [c["label"] for c in cands]
+    preds = {n: [x["prediction"] for x in lines] for n, (_, lines) in zip(("own", "oracle", "anti"), read["calls"], strict=True)}
+    assert row["own"] == sum(g == p for g, p in zip(gold, preds["own"], strict=True)) / len(gold)  # exact: a count
+    want = paired_bootstrap(gold, [preds["oracle"]], [preds["own"]], ["sky", "town"], "accuracy", 10000)
+    assert (row["oracle_delta"], row["oracle_p"], row["oracle_ci"]) == (want.delta, want.p_value,
+                                                                         [want.ci_low, want.ci_high])
+    assert "## The reader's ceiling" in (tmp_path / "exp" / "analysis" / "analysis.md").read_text()
