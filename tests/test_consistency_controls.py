@@ -141,7 +141,7 @@ def test_a_labelled_pool_and_the_controls_table_end_to_end(tmp_path, sky_task, t
     cfg_file.write_text(yaml.safe_dump(cfg))
     args = ["analyze", "--config", str(cfg_file), "analysis.analyses=consistency", "analysis.consistency.k=2,4,8",
             "analysis.consistency.d=1,2", "analysis.consistency.group_field=article",
-            "analysis.consistency.resamples=200"]
+            f"analysis.consistency.rerank_lms=[{tiny_opt}]", "analysis.consistency.resamples=200"]
     assert main([*args, "--dry-run"]) == 0
     printed = capsys.readouterr().out
     assert f"sky/rank the first 8 candidates of test with {tiny_opt.name}" in printed
@@ -179,8 +179,18 @@ def test_a_labelled_pool_and_the_controls_table_end_to_end(tmp_path, sky_task, t
     assert at["reranker"] == pytest.approx(sum(pgra) / len(pgra))
     main_rows = {r["source"]: r for r in data["tables"]["consistency"]}
     assert main_rows[FIRST_STAGE]["share"] == pytest.approx(at["first"])
+    # the further LM's row of the main table is read off the controls' ranking of the first 8 (no rerank of its own):
+    # the same LM as the experiment's, so the same top 2 of the first 4 as the experiment's reranked stage
+    extra = [r for r in data["tables"]["consistency"] if r["lm"] == str(tiny_opt)]
+    assert len(extra) == 2 and extra[0]["consistent"] == extra[1]["consistent"] == sum(pgra)
+    assert not (analysis / "sky" / f"rerank-{tiny_opt.name}").exists()
     md = (analysis / "analysis.md").read_text()
     assert "## Label consistency with controls" in md and f"| sky | {tiny_opt.name} | 4 | 2 | corpus |" in md
+    # a column no row of the data has (a task without sources beside one with them): every input its own cluster
+    assert main([*args[:-2], "analysis.consistency.group_field=nope"]) == 0
+    again = json.loads((analysis / "analysis.json").read_text())["tables"]["consistency_controls"]
+    assert {r["clusters"] for r in again} == {len(cands)}
+    assert [r["reranker"] for r in again] == [r["reranker"] for r in controls]  # the same ranking, reused
 
 
 def test_the_readers_ceiling_re_reads_with_oracle_and_anti_oracle_evidence(tmp_path, corpus_txt, sky_task, tiny_opt,

@@ -55,7 +55,7 @@ class ConsistencyConfig:
                        help="seed of the controls table's bootstrap")
     group_field: str = option("", omit_default=True, record_default=False,
                               help="a column of the task's data naming each input's source (wiki_topic: article): "
-                                   "the bootstrap resamples whole sources")
+                                   "the bootstrap resamples whole sources (a task without the column: each input)")
 
 
 FIRST_STAGE = "first stage (FiD)"
@@ -192,10 +192,10 @@ def extra_reranks(runs: ExperimentRuns) -> list[tuple[str, str, bool]]:
 
     planned = []
     for task in runs.cfg.tasks:
-        for lm in runs.cfg.analysis.consistency.rerank_lms:
+        top = max(control_points(runs, task, planning=True)[0], default=0)
+        for lm in runs.cfg.analysis.consistency.rerank_lms if top < _experiment_k(runs, task, True) else []:
             _, out, key = _extra_rerank(runs, task, lm)
             planned.append((task, f"rerank with {_lm_name(lm)}", finished_with(out, ".analysis_key", key)))
-        top = max(control_points(runs, task, planning=True)[0], default=0)
         for lm in control_lms(runs, task) if top else []:
             _, out, key = _extra_rerank(runs, task, lm, top)
             planned.append((task, f"rank the first {top} candidates of {runs.split} with {_lm_name(lm)}",
@@ -211,9 +211,10 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
     controls: list[dict[str, Any]] = []
     for task in runs.cfg.tasks:
         name = runs.task_name(task)
-        extra = {lm: extra_reranked(runs, task, lm, ctx) for lm in cfg.rerank_lms}
         top = max(control_points(runs, task)[0], default=0)
         ranked = {lm: extra_reranked(runs, task, lm, ctx, top) for lm in control_lms(runs, task)} if top else {}
+        within = _experiment_k(runs, task) if top >= _experiment_k(runs, task) else 0
+        extra = {lm: extra_reranked(runs, task, lm, ctx) for lm in cfg.rerank_lms if not within}
         if not ctx.is_main:
             continue
         labeller = task_labeller(runs, task)
@@ -226,8 +227,11 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
             lm = runs.settings(task).rerank.lm
             sources.append((f"PGRA ({_lm_name(lm)})", lm, list(runs.stage_records(task, "reranked").values()), d_pgra))
             reranker_of[sources[-1][0]] = DEFAULT
-        for lm, folder in extra.items():
-            sources.append((f"PGRA ({_lm_name(lm)})", lm, list(runs.records(task, folder).values()), d_pgra))
+        for lm in cfg.rerank_lms:  # the controls' ranking of the first `top` holds the experiment's k: read off it
+            records = (list(runs.records(task, extra[lm]).values()) if not within else
+                       [{**r, "ctxs": [c for c in r.get("ctxs", []) if int(c["retrieval_rank"]) <= within]}
+                        for r in runs.records(task, ranked[lm]).values()])
+            sources.append((f"PGRA ({_lm_name(lm)})", lm, records, d_pgra))
         # the grid's other reranked stages (fid_upr, fid_mmr ...): one row each, and the comparison of the rerankers
         others = runs.other_rerankers()
         for reranker, stage, method in others:
@@ -248,6 +252,14 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
         if top:
             controls += controls_table(runs, task, labeller, ranked)
     return rows + controls
+
+
+def _experiment_k(runs: ExperimentRuns, task: str, planning: bool = False) -> int:
+    """The candidates the experiment's reranker ranks per input: its rerank.k, else all retrieved."""
+    manifest = runs.experiment.stage_dir(task, "candidates") / MANIFEST
+    retrieved = (int(read_json(manifest)["k"]) if manifest.exists() and not planning
+                 else runs.experiment.retrieve_config(task).k)
+    return runs.settings(task, "pgra" if "pgra" in runs.cfg.methods else None).rerank.k or retrieved
 
 
 def control_lms(runs: ExperimentRuns, task: str) -> list[str]:
@@ -275,21 +287,25 @@ def control_points(runs: ExperimentRuns, task: str, planning: bool = False) -> t
     return ks, ds
 
 
-def input_groups(runs: ExperimentRuns, task: str, column: str) -> dict[str, str]:
+def input_groups(runs: ExperimentRuns, task: str, column: str) -> dict[str, str] | None:
     """``{input id: its value of column}`` in the analysed split's data file (the ids as the task loader gives
-    them: its id column, else ``<split>-<row>``)."""
+    them: its id column, else ``<split>-<row>``); None when no row has the column (a task without sources, as MR
+    beside wiki_topic in one grid: every input its own), an InputError when only some have it."""
     from ..tasks.loaders import _columns, _rows, resolve_data_path
 
     spec = runs.task_spec(task)
     rows, source = _rows(spec.data, resolve_data_path(spec.data, runs.settings(task).data_dir), runs.split)
     id_col = _columns(spec.data)[2]
-    groups = {}
+    groups, lacking = {}, None
     for n, (line, row) in enumerate(rows):
-        if column not in row:
-            raise InputError(f"no column '{column}' (columns: {sorted(row)})", path=source, line=line,
-                             field="analysis.consistency.group_field")
-        groups[str(row[id_col]) if id_col else f"{runs.split}-{n}"] = str(row[column])
-    return groups
+        if column in row:
+            groups[str(row[id_col]) if id_col else f"{runs.split}-{n}"] = str(row[column])
+        elif lacking is None:
+            lacking = line
+    if groups and lacking is not None:
+        raise InputError(f"no column '{column}' on this row, though others have it", path=source, line=lacking,
+                         field="analysis.consistency.group_field")
+    return groups or None
 
 
 def control_counts(first: list[dict[str, Any]], ranked: list[list[dict[str, Any]]], consistent: list[set[str]],
@@ -337,10 +353,8 @@ def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, 
     labels = labeller.label({str(c["id"]): c["text"] for r in first for c in r.get("ctxs", [])[:top]})
     consistent = [{str(c["id"]) for c in r.get("ctxs", [])[:top] if labels[str(c["id"])] == str(r["label"])}
                   for r in first]
-    clusters = None
-    if cfg.group_field:
-        groups = input_groups(runs, task, cfg.group_field)
-        clusters = [groups.get(str(r["id"]), f"input {r['id']}") for r in first]
+    groups = input_groups(runs, task, cfg.group_field) if cfg.group_field else None
+    clusters = [groups.get(str(r["id"]), f"input {r['id']}") for r in first] if groups else None
     weights = input_weights(cfg.resamples, len(first), cfg.seed, clusters)
     lms = list(rankings)
     ranked_lists = [[rankings[lm][str(r["id"])].get("ctxs", []) for r in first] for lm in lms]
