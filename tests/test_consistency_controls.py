@@ -254,3 +254,25 @@ def test_the_readers_ceiling_re_reads_with_oracle_and_anti_oracle_evidence(tmp_p
     assert (row["oracle_delta"], row["oracle_p"], row["oracle_ci"]) == (want.delta, want.p_value,
                                                                          [want.ci_low, want.ci_high])
     assert "## The reader's ceiling" in (tmp_path / "exp" / "analysis" / "analysis.md").read_text()
+
+
+def test_a_pool_refuses_what_it_cannot_write_and_its_labels_belong_to_one_task(tmp_path, sky_task, capsys):
+    from pgra.analysis.consistency import CorpusLabels
+    from pgra.cli import main
+    from pgra.errors import InputError
+    from tests.conftest import one_error_line
+
+    assert "needs --out DIR" in one_error_line(["tasks", "pool", str(sky_task)], capsys)
+    line = one_error_line(["tasks", "pool", str(sky_task), "--out", str(tmp_path / "p"), "--split", "test2"], capsys)
+    assert "has no split 'test2'" in line
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "manifest.json").write_text('{"kind": "index"}')  # another stage's folder: refused
+    assert "holds a 'index' artifact" in one_error_line(["tasks", "pool", str(sky_task), "--out", str(tmp_path / "mine")],
+                                                          capsys)
+    assert main(["tasks", "pool", str(sky_task), "--out", str(tmp_path / "p"), "--split", "test"]) == 0
+    labels = CorpusLabels(tmp_path / "p" / "corpus.labels.json", "sky")
+    assert labels.label({"0": "", "5": ""}) == {"0": "sky", "5": "town"}  # test.jsonl: s7 s8 s9 t7 ...
+    with pytest.raises(InputError, match="not a line of the labelled corpus"):
+        labels.label({"99": ""})
+    with pytest.raises(InputError, match="not 'mr'"):
+        CorpusLabels(tmp_path / "p" / "corpus.labels.json", "mr")
