@@ -63,6 +63,7 @@ def test_counts_by_hand():
     assert c["first"].tolist() == [1, 0]  # a0 a1 | b0 b1
     assert c["random"].tolist() == [2 * 2 / 4, 2 * 1 / 4]  # d x consistent among the first k / k
     assert c["oracle"].tolist() == [2, 1]
+    assert c["full"].tolist() == [1, 0]  # input 0's first 4 hold 2 consistent sentences, input 1's one
     assert c["reranker0"].tolist() == [1, 1]  # a3 a0 | b2 b1
     # k=1 < d: one sentence kept
     c1 = control_counts(first, [ranked], consistent, 1, 2)
@@ -166,6 +167,7 @@ def test_a_labelled_pool_and_the_controls_table_end_to_end(tmp_path, sky_task, t
         assert r["first"] == pytest.approx(sum(first) / len(first))
         hits = [sum(ok(x, c) for c in x["ctxs"][:k]) for x in cands.values()]
         assert r["oracle"] == pytest.approx(sum(min(d, h) for h in hits) / (d * len(hits)))
+        assert r["full_inputs"] == pytest.approx(sum(h >= d for h in hits) / len(hits))
         assert r["random"] == pytest.approx(sum(d * h / k for h in hits) / (d * len(hits)))
         mine = [ok(cands[i], c) for i, x in ranked.items()
                 for c in [c for c in x["ctxs"] if c["retrieval_rank"] <= k][:d]]

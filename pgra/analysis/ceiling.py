@@ -3,7 +3,7 @@ the best and the worst evidence the candidates hold.
 
 For each task, the FiD cell at the experiment's first seed predicts the analysed split three times: with its own
 evidence (the first stage's top d), with *oracle* evidence (of the first k candidates, the experiment's
-``rerank.k``, those whose label agrees with the input's gold label come first, in first-stage order, then the
+``rerank.k``, else all retrieved, those whose label agrees with the input's gold label come first, in first-stage order, then the
 others: the top d of that order) and with *anti-oracle* evidence (the disagreeing ones first). Labels are the
 consistency analysis's (:func:`pgra.analysis.consistency.task_labeller`: a labelled pool's true labels, else the
 no-retrieval reader's pseudo-labels). The differences from its own evidence are tested with the report's paired
@@ -42,9 +42,8 @@ def reader_ceiling(runs: ExperimentRuns, task: str) -> dict[str, Any] | None:
         return None
     m = runs.experiment.method(task, READER)
     d = m.n_passages()
-    k = runs.settings(task, "pgra").rerank.k if "pgra" in runs.cfg.methods else 0
     records = list(runs.stage_records(task, "candidates").values())
-    k = k or max(len(r.get("ctxs", [])) for r in records)
+    k = runs.settings(task).rerank.k or max(len(r.get("ctxs", [])) for r in records)
     labeller = task_labeller(runs, task, "the reader's ceiling")
     labels = labeller.label({str(c["id"]): c["text"] for r in records for c in r.get("ctxs", [])[:k]})
     variants = {"own": [{**r, "ctxs": r.get("ctxs", [])[:d]} for r in records],

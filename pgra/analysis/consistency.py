@@ -312,10 +312,11 @@ def control_counts(first: list[dict[str, Any]], ranked: list[list[dict[str, Any]
                    k: int, d: int) -> dict[str, np.ndarray]:
     """Per input, the evidence kept (``kept``: min(d, candidates among the first k)) and how much of it is
     consistent for each evidence source: ``first`` stage's top d, the ``random`` floor's expectation (kept x
-    consistent / candidates among the first k), the ``oracle`` (min(kept, consistent among the first k)) and each
+    consistent / candidates among the first k), the ``oracle`` (min(kept, consistent among the first k)), whether
+    the first k hold ``kept`` consistent sentences (``full``: 1 or 0) and each
     reranker's top d of the first k (``ranked[j][i]``: reranker j's ranking of input i, ``retrieval_rank`` each)."""
     n = len(first)
-    out = {name: np.zeros(n) for name in ("kept", "first", "random", "oracle")}
+    out = {name: np.zeros(n) for name in ("kept", "first", "random", "oracle", "full")}
     out.update({f"reranker{j}": np.zeros(n) for j in range(len(ranked))})
     for i, rec in enumerate(first):
         top = [str(c["id"]) for c in rec.get("ctxs", [])[:k]]
@@ -326,6 +327,7 @@ def control_counts(first: list[dict[str, Any]], ranked: list[list[dict[str, Any]
         out["first"][i] = sum(t in ok for t in top[:d])
         out["random"][i] = kept * hits / len(top) if top else 0.0
         out["oracle"][i] = min(kept, hits)
+        out["full"][i] = float(hits >= kept)
         for j, ranking in enumerate(ranked):
             mine = [str(c["id"]) for c in ranking[i] if int(c["retrieval_rank"]) <= k][:d]
             out[f"reranker{j}"][i] = sum(t in ok for t in mine)
@@ -363,6 +365,7 @@ def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, 
         for d in (d for d in ds if d <= k):
             counts = control_counts(first, ranked_lists, consistent, k, d)
             shared = {name: share_bootstrap(counts[name], counts["kept"], weights) for name, _ in CONTROLS[1:]}
+            full = share_bootstrap(counts["full"], np.ones(len(first)), weights)
             for j, lm in enumerate(lms):
                 mine = share_bootstrap(counts[f"reranker{j}"], counts["kept"], weights)
                 gain = share_bootstrap(counts[f"reranker{j}"] - counts["random"], counts["kept"], weights)
@@ -371,7 +374,8 @@ def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, 
                        "labels": "corpus" if isinstance(labeller, CorpusLabels) else "pseudo"}
                 for name, res in (("reranker", mine), *shared.items()):
                     row.update({name: res.delta, f"{name}_low": res.ci_low, f"{name}_high": res.ci_high})
-                row.update({"over_floor": gain.delta, "over_floor_p": gain.p_value, "resamples": cfg.resamples})
+                row.update({"over_floor": gain.delta, "over_floor_p": gain.p_value, "resamples": cfg.resamples,
+                            "full_inputs": full.delta, "full_inputs_low": full.ci_low, "full_inputs_high": full.ci_high})
                 rows.append(row)
     return rows
 
@@ -401,13 +405,14 @@ def render_controls(w: Writer, rows: list[dict[str, Any]]) -> None:
                "label (`labels`: the corpus's true labels, or pseudo-labels of the no-retrieval reader) equals the "
                "input's gold label, for the reranker's top d of the first k, the first stage's top d (FiD's "
                "evidence), a random d of the first k (the floor: its expectation) and the oracle's (the ceiling: "
-               "per input min(d, consistent among the first k) of d). In brackets the 2.5-97.5% bootstrap interval "
+               "per input min(d, consistent among the first k) of d; `d consistent`: the share of inputs whose "
+               "first k hold d consistent sentences). In brackets the 2.5-97.5% bootstrap interval "
                "over the inputs (`clusters` < `inputs`: whole sources resampled), all sources on the same "
                "replicates; `over floor`: the reranker minus the floor in points, its two-sided bootstrap p."),
               ["task", "LM", "k", "d", "labels", "reranker (%)", "first stage (%)", "random (%)", "oracle (%)",
-               "over floor", "p", "inputs", "clusters"],
+               "d consistent (%)", "over floor", "p", "inputs", "clusters"],
               lambda r: (r["task"], r["lm"], r["k"], r["d"], r["labels"], _interval(r, "reranker"),
-                         _interval(r, "first"), _interval(r, "random"), _interval(r, "oracle"),
+                         _interval(r, "first"), _interval(r, "random"), _interval(r, "oracle"), _interval(r, "full_inputs"),
                          f"{100 * r['over_floor']:+.1f}", p_text(r["over_floor_p"], r["resamples"]).lstrip("="), r["inputs"],
                          r["clusters"]))
 
