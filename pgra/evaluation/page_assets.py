@@ -157,15 +157,17 @@ function renderDifferences() {
     const cells = D.tasks.map((t) => {
       const v = own(s, t);
       if (!v) return H`<td class="num" data-v="0">–</td>`;
-      const sig = v.p_value < 0.05;
-      return H`<td class="num${sig ? " sig" : ""}" data-v="${v.delta}">${v.delta >= 0 ? "+" : ""}${pct(v.delta)} (p=${fixed(v.p_value, 3)})${sig ? "*" : ""}</td>`;
+      const sig = (v.p_holm_all ?? v.p_value) < 0.05;
+      const least = 1 / (((D.bootstrap || {}).n_resamples || 0) + 1);
+      const p = v.p_value <= least * (1 + 1e-9) ? `<${+least.toPrecision(1)}` : `=${fixed(v.p_value, 3)}`;
+      return H`<td class="num${sig ? " sig" : ""}" data-v="${v.delta}">${v.delta >= 0 ? "+" : ""}${pct(v.delta)} (p${p})${sig ? "*" : ""}</td>`;
     });
     return H`<tr><td data-v="${m}">${m}</td>${cells}</tr>`;
   });
   put(el("differences"), cat(H`<table id="diff-table"><thead><tr><th class="sortable">method</th>`,
     H`${D.tasks.map((t) => H`<th class="sortable">${t}: Δ (p)</th>`)}</tr></thead><tbody>${rows}</tbody></table>`,
     H`<p class="muted">Difference from ${D.reference} in points, paired bootstrap over inputs and seeds `,
-    H`(${(D.bootstrap || {}).n_resamples} resamples); *: p &lt; 0.05.</p>`));
+    H`(${(D.bootstrap || {}).n_resamples} resamples); *: Holm-adjusted p &lt; 0.05 (the average: its own p).</p>`));
   sortable(el("diff-table"));
 }
 

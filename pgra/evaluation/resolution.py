@@ -24,8 +24,8 @@ DEFAULT_POWER = 0.8
 # comes from the bootstrap replicates over inputs and seeds). DEFAULT_DISAGREEMENT: the share of test inputs on
 # which two methods differ in correctness; readers near the paper's accuracies (about 90% on most tasks,
 # configs/paper/targets.yaml) are each wrong on about 10% of the inputs, and half of those errors shared gives
-# 5% + 5%. DEFAULT_SEED_STD: one method's standard deviation over seeds, 0.5 points; the paper publishes means of
-# 3 runs without their spread, so this is assumed.
+# 5% + 5%. DEFAULT_SEED_STD: one method's standard deviation over seeds, 0.5 points; the paper's Table 2 gives means
+# of 3 runs without their spread (its Table 8 gives PGRA's alone), so this is assumed.
 DEFAULT_DISAGREEMENT = 0.10
 DEFAULT_SEED_STD = 0.005
 # the paper's average gain of PGRA over FiD: 82.4 - 81.8 points (Table 2's average column, configs/paper/targets.yaml)

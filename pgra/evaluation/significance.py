@@ -119,6 +119,50 @@ def _summarise(delta: float, replicates: np.ndarray) -> BootstrapResult:
                            len(replicates), replicates)
 
 
+def draw_counts(draws: np.ndarray, n: int) -> np.ndarray:
+    """How often each of ``n`` items was drawn in each row of ``draws`` ``(rows, m)``: counts ``(rows, n)``
+    (row r's indices offset by ``r * n``, one bincount)."""
+    rows = draws.shape[0]
+    flat = (draws + n * np.arange(rows)[:, None]).ravel()
+    return np.bincount(flat, minlength=rows * n).reshape(rows, n)
+
+
+def input_weights(n_resamples: int, n: int, seed: int = 0,
+                  clusters: Sequence[object] | None = None) -> np.ndarray:
+    """Bootstrap weights ``(B, n)`` of ``n`` inputs: how often replicate b drew each input.
+
+    Without ``clusters``: ``np.random.default_rng(seed).integers(n, size=(B, n))``, the draw of
+    :func:`paired_bootstrap`. With ``clusters`` (one value per input; inputs sharing it come from one source, as
+    wiki_topic's sentences from one article): the G sources, in order of first appearance, are drawn with
+    replacement (``integers(G, size=(B, G))``) and every input weighs its source's count, so a replicate holds
+    whole sources.
+    """
+    if n_resamples < 1 or n < 1:
+        raise ValueError(f"need at least one resample and one input, got {n_resamples} and {n}")
+    rng = np.random.default_rng(seed)
+    if clusters is None:
+        return draw_counts(rng.integers(n, size=(n_resamples, n)), n)
+    if len(clusters) != n:
+        raise ValueError(f"{len(clusters)} cluster values for {n} inputs")
+    first: dict[object, int] = {}
+    member = np.asarray([first.setdefault(c, len(first)) for c in clusters], dtype=np.int64)
+    g = len(first)
+    return draw_counts(rng.integers(g, size=(n_resamples, g)), g)[:, member]
+
+
+def share_bootstrap(numer: Sequence[float] | np.ndarray, denom: Sequence[float] | np.ndarray,
+                    weights: np.ndarray) -> BootstrapResult:
+    """``sum(numer) / sum(denom)`` over the inputs and its bootstrap under ``weights`` ``(B, n)``
+    (:func:`input_weights`): replicate b is ``sum(w_b numer) / sum(w_b denom)``. A share of evidence
+    (consistent / kept) or, with ``numer`` a difference of two counts over the same kept evidence, a paired
+    difference of shares (its p-value tests 0 as :func:`paired_bootstrap`'s; a share's p-value means nothing)."""
+    numer, denom = np.asarray(numer, dtype=np.float64), np.asarray(denom, dtype=np.float64)
+    if numer.shape != denom.shape or weights.shape[1:] != numer.shape:
+        raise ValueError(f"numerators {numer.shape}, denominators {denom.shape} and weights {weights.shape} differ")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _summarise(float(numer.sum() / denom.sum()), (weights @ numer) / (weights @ denom))
+
+
 def _indices(preds: Sequence[Sequence[str | None]], index: dict[str, int], n: int, name: str) -> np.ndarray:
     """Label indices ``(S, n)`` of one method's runs; None or a string not among the labels is -1."""
     if len(preds) == 0:
@@ -188,10 +232,7 @@ def paired_bootstrap(gold: Sequence[str], preds_a: Sequence[Sequence[str | None]
     replicates = np.empty(n_resamples, dtype=np.float64)
     for start in range(0, n_resamples, chunk_size):
         stop = min(start + chunk_size, n_resamples)
-        rows = stop - start
-        # per-replicate draw counts: offset replicate r's indices by r * n, one bincount for the chunk
-        flat = (inputs[start:stop] + n * np.arange(rows)[:, None]).ravel()
-        weights = np.bincount(flat, minlength=rows * n).reshape(rows, n)
+        weights = draw_counts(inputs[start:stop], n)
         m_a = metric_from_confusion(metric, confusion_matrices(gold_idx, a, n_labels, weights))  # (rows, S_a)
         m_b = metric_from_confusion(metric, confusion_matrices(gold_idx, b, n_labels, weights))  # (rows, S_b)
         pick_a = np.take_along_axis(m_a, seeds_a[start:stop], axis=1).mean(1)
@@ -216,4 +257,4 @@ def average_replicates(results: Sequence[BootstrapResult]) -> BootstrapResult:
 
 
 __all__ = ["BootstrapResult", "average_replicates", "compute_metric_from_indices", "confusion_matrices",
-           "metric_from_confusion", "paired_bootstrap"]
+           "draw_counts", "input_weights", "metric_from_confusion", "paired_bootstrap", "share_bootstrap"]
