@@ -5,6 +5,7 @@ matrix products and the top operators. Run once per SIMD level (the variables ar
 
     python bench/profile_reader_step.py --json bench/results/reader_step_native.json
     python bench/profile_reader_step.py --busy     # a busy process beside it: one of the cores shared
+    OMP_WAIT_POLICY=PASSIVE python bench/profile_reader_step.py --busy   # torch's threads sleep, not spin, at a wait
     ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 \\
         python bench/profile_reader_step.py --json bench/results/reader_step_avx2.json
 
@@ -108,7 +109,7 @@ def _main(args: argparse.Namespace) -> None:
           f"1 thread against 2: {by[0, 1] / by[0, 2]:.2f}x without evidence, {by[2, 1] / by[2, 2]:.2f}x with it")
     if args.json:
         held = {k: v for k, v in os.environ.items() if k in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",
-                                                             "ONEDNN_MAX_CPU_ISA")}
+                                                             "ONEDNN_MAX_CPU_ISA", "OMP_WAIT_POLICY")}
         record = {"cpu": cpu_model(), "avx512_bf16": "avx512_bf16" in cpu_flags(), "held": held, "busy": args.busy,
                   "torch_capability": str(torch.backends.cpu.get_cpu_capability()), "torch": torch.__version__,
                   "machine": platform.machine(), "cores": os.cpu_count(), "rows": rows}
