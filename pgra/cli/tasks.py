@@ -20,7 +20,7 @@ class TasksOptions:
                        help="registered task name or path of a task YAML file")
     data_dir: str = option("data", io="in", help="root of the task data")
     out: str = option("", help="export: folder to write the splits to; pool: folder of corpus.txt and its labels")
-    split: str = option("train", help="pool: the split whose inputs become the corpus")
+    split: str = option("train", path_segment=True, help="pool: the split whose inputs become the corpus")
 
 
 def run(opts: TasksOptions) -> None:
