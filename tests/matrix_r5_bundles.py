@@ -93,18 +93,10 @@ def _cell(w: dict, field: str, value: Any) -> Path:
 
 def _listed_link(w: dict) -> Path:
     """A bundle whose manifest lists, with its size and SHA-256, a link to a file of this machine."""
-    import hashlib
+    from tests.test_untrusted_bundles import list_a_link
 
-    secret = w["tmp"] / "r5-cost.json"
-    secret.write_text(json.dumps({"stage_key": "cand-sst2", "elapsed_s": 1.0, "work": []}))
     bundle = _bundle(w)
-    cost = bundle / "sst2" / "candidates" / "cost.json"
-    cost.unlink()
-    cost.symlink_to(secret)
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    manifest["files"]["sst2/candidates/cost.json"] = {"size": secret.stat().st_size,
-                                                      "sha256": hashlib.sha256(secret.read_bytes()).hexdigest()}
-    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    list_a_link(bundle, w["tmp"] / "r5-cost.json")
     return bundle
 
 

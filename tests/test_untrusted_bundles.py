@@ -208,11 +208,10 @@ def test_files_added_to_a_bundle_by_hand_are_refused(bundle, capsys):
     assert "sst2/candidates/notes.txt" in one_error_line(["report", str(bundle)], capsys)
 
 
-def test_a_listed_file_that_is_a_link_is_refused_whatever_its_checksum(bundle, tmp_path, capsys):
-    """Forged checksums: a manifest may list a link to a file of this machine with that file's size and SHA-256;
-    no link is followed out of a bundle, and a FIFO (which would hang its reader) is refused alike."""
-    secret = tmp_path / "secret.json"
-    secret.write_text(json.dumps({"stage_key": "cand-sst2", "elapsed_s": 1, "work": []}))
+def list_a_link(bundle: Path, secret: Path) -> tuple[Path, dict]:
+    """Replace the bundle's candidates cost.json by a link to ``secret`` (a file of this machine), listed in the
+    manifest with the target's own size and SHA-256 (forged checksums); the link and the manifest."""
+    secret.write_text(json.dumps({"stage_key": "cand-sst2", "elapsed_s": 1.0, "work": []}))
     cost = bundle / "sst2" / "candidates" / "cost.json"
     cost.unlink()
     cost.symlink_to(secret)
@@ -220,6 +219,13 @@ def test_a_listed_file_that_is_a_link_is_refused_whatever_its_checksum(bundle, t
     manifest["files"]["sst2/candidates/cost.json"] = {"size": secret.stat().st_size,
                                                       "sha256": hashlib.sha256(secret.read_bytes()).hexdigest()}
     (bundle / "manifest.json").write_text(json.dumps(manifest))
+    return cost, manifest
+
+
+def test_a_listed_file_that_is_a_link_is_refused_whatever_its_checksum(bundle, tmp_path, capsys):
+    """Forged checksums: a manifest may list a link to a file of this machine with that file's size and SHA-256;
+    no link is followed out of a bundle, and a FIFO (which would hang its reader) is refused alike."""
+    cost, manifest = list_a_link(bundle, tmp_path / "secret.json")
     line = one_error_line(["report", str(bundle), "--out", str(tmp_path / "o"), "--analyses", "cost"], capsys)
     assert f"{cost}: a symbolic link in a bundle" in line
     cost.unlink()
