@@ -174,7 +174,8 @@ def test_a_labelled_pool_and_the_controls_table_end_to_end(tmp_path, sky_task, t
         assert r["reranker"] == pytest.approx(sum(mine) / len(mine))
         for name in ("reranker", "first", "random", "oracle"):
             assert r[f"{name}_low"] <= r[name] <= r[f"{name}_high"]
-        assert r["random"] <= r["oracle"] and 0 < r["over_floor_p"] <= 1
+        assert r["random"] <= r["oracle"] and 0 < r["over_floor_p"] <= 1 and 0 < r["over_first_p"] <= 1
+        assert r["over_first"] == pytest.approx(r["reranker"] - r["first"])  # the same kept evidence: one share
     # at the experiment's own k and d the reranker's top d is the PGRA reader's evidence, and the main table agrees
     at = next(r for r in controls if (r["k"], r["d"]) == (4, 2))
     pgra = [ok(own[i], c) for i in own for c in own[i]["ctxs"][:2]]
@@ -188,6 +189,10 @@ def test_a_labelled_pool_and_the_controls_table_end_to_end(tmp_path, sky_task, t
     assert not (analysis / "sky" / f"rerank-{tiny_opt.name}").exists()
     md = (analysis / "analysis.md").read_text()
     assert "## Label consistency with controls" in md and f"| sky | {tiny_opt.name} | 4 | 2 | corpus |" in md
+    # the paper's Figure 4 layout, one figure per task and d, named by analysis.json (so a bundle carries it)
+    drawn = {f["file"] for f in data["figures"]}
+    assert {"consistency_size_sky_d1.png", "consistency_size_sky_d2.png"} <= drawn
+    assert all((analysis / name).stat().st_size > 0 for name in drawn)
     # a column no row of the data has (a task without sources beside one with them): every input its own cluster
     assert main([*args[:-2], "analysis.consistency.group_field=nope"]) == 0
     again = json.loads((analysis / "analysis.json").read_text())["tables"]["consistency_controls"]

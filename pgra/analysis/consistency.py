@@ -369,12 +369,14 @@ def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, 
             for j, lm in enumerate(lms):
                 mine = share_bootstrap(counts[f"reranker{j}"], counts["kept"], weights)
                 gain = share_bootstrap(counts[f"reranker{j}"] - counts["random"], counts["kept"], weights)
+                over_first = share_bootstrap(counts[f"reranker{j}"] - counts["first"], counts["kept"], weights)
                 row = {"task": runs.task_name(task), "lm": _lm_name(lm), "k": k, "d": d, "inputs": len(first),
                        "clusters": len(set(clusters)) if clusters else len(first),
                        "labels": "corpus" if isinstance(labeller, CorpusLabels) else "pseudo"}
                 for name, res in (("reranker", mine), *shared.items()):
                     row.update({name: res.delta, f"{name}_low": res.ci_low, f"{name}_high": res.ci_high})
-                row.update({"over_floor": gain.delta, "over_floor_p": gain.p_value, "resamples": cfg.resamples,
+                row.update({"over_floor": gain.delta, "over_floor_p": gain.p_value, "over_first": over_first.delta,
+                            "over_first_p": over_first.p_value, "resamples": cfg.resamples,
                             "full_inputs": full.delta, "full_inputs_low": full.ci_low, "full_inputs_high": full.ci_high})
                 rows.append(row)
     return rows
@@ -397,9 +399,8 @@ def _interval(r: dict[str, Any], name: str) -> str:
 
 
 def render_controls(w: Writer, rows: list[dict[str, Any]]) -> None:
-    """The controls table: consistency against reranker LM, k and d with its floor and ceiling."""
-    from ..evaluation.report import p_text
-
+    """The controls table: consistency against reranker LM, k and d with its floor and ceiling, and per task and d
+    the figure in the paper's Figure 4 layout."""
     w.section("consistency_controls", rows, "Label consistency with controls",
               ("Per task, reranker LM, k (candidates ranked) and d (evidence kept): the share of kept evidence whose "
                "label (`labels`: the corpus's true labels, or pseudo-labels of the no-retrieval reader) equals the "
@@ -408,13 +409,44 @@ def render_controls(w: Writer, rows: list[dict[str, Any]]) -> None:
                "per input min(d, consistent among the first k) of d; `d consistent`: the share of inputs whose "
                "first k hold d consistent sentences). In brackets the 2.5-97.5% bootstrap interval "
                "over the inputs (`clusters` < `inputs`: whole sources resampled), all sources on the same "
-               "replicates; `over floor`: the reranker minus the floor in points, its two-sided bootstrap p."),
+               "replicates; `over floor` and `over FiD`: the reranker minus the floor or the first stage in points, "
+               "each with its two-sided bootstrap p."),
               ["task", "LM", "k", "d", "labels", "reranker (%)", "first stage (%)", "random (%)", "oracle (%)",
-               "d consistent (%)", "over floor", "p", "inputs", "clusters"],
+               "d consistent (%)", "over floor", "p", "over FiD", "p", "inputs", "clusters"],
               lambda r: (r["task"], r["lm"], r["k"], r["d"], r["labels"], _interval(r, "reranker"),
                          _interval(r, "first"), _interval(r, "random"), _interval(r, "oracle"), _interval(r, "full_inputs"),
-                         f"{100 * r['over_floor']:+.1f}", p_text(r["over_floor_p"], r["resamples"]).lstrip("="), r["inputs"],
-                         r["clusters"]))
+                         *_gain(r, "over_floor"), *_gain(r, "over_first"), r["inputs"], r["clusters"]))
+    for task in dict.fromkeys(r["task"] for r in rows):
+        for d in dict.fromkeys(r["d"] for r in rows if r["task"] == task):
+            _size_figure(w, [r for r in rows if r["task"] == task and r["d"] == d], task, d)
+
+
+def _gain(r: dict[str, Any], name: str) -> tuple[str, str]:
+    from ..evaluation.report import p_text
+
+    if name not in r:  # a table written before the column existed
+        return "", ""
+    return f"{100 * r[name]:+.1f}", p_text(r[f"{name}_p"], r["resamples"]).lstrip("=")
+
+
+def _size_figure(w: Writer, rows: list[dict[str, Any]], task: str, d: int) -> None:
+    """The paper's Figure 4 layout: consistency against the reranker LM (in the order configured: by size), one
+    panel per k, with the first stage, the floor and the ceiling beside it, each with its interval."""
+    from .plots import interval_panels
+
+    lms = list(dict.fromkeys(r["lm"] for r in rows))
+    panels = {}
+    for k in dict.fromkeys(r["k"] for r in rows):
+        at = {r["lm"]: r for r in rows if r["k"] == k}
+        panels[f"k={k}"] = {label: [(at[lm][name], at[lm][f"{name}_low"], at[lm][f"{name}_high"]) for lm in lms]
+                            for name, label in CONTROLS}
+    path = interval_panels(w.runs.out / f"consistency_size_{task}_d{d}.png", panels, lms,
+                           f"{task}: label consistency of the top {d} against the reranker", "reranker LM",
+                           "consistent evidence (%)")
+    w.figure(path, f"Label consistency against the reranker, {task}, d={d}",
+             f"The paper's Figure 4 layout: per k (candidates ranked), the share of the kept {d} whose label equals "
+             "the input's, for each reranker LM (in the configured order), the first stage's top d, a random d of "
+             "the top k (floor) and the oracle (ceiling), with 2.5-97.5% bootstrap intervals.")
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:

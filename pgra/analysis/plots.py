@@ -75,6 +75,27 @@ def lines(path: Path, xs: dict[str, list[float]], ys: dict[str, list[float]], ti
     return _save(fig, path)
 
 
+def interval_panels(path: Path, panels: dict[str, dict[str, list[tuple[float, float, float]]]], xlabels: list[str],
+                    title: str, xlabel: str, ylabel: str) -> Path:
+    """Side-by-side panels sharing a categorical x axis (``xlabels``); in each, one line per series of
+    ``(value, low, high)`` points in [0, 1], drawn as percent with its interval as an error bar."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels) + 1.5, 3.6), sharey=True, squeeze=False)
+    for ax, (name, series) in zip(axes[0], panels.items(), strict=True):
+        for label, points in series.items():
+            ys = [100 * v for v, _, _ in points]
+            err = [[100 * (v - lo) for v, lo, _ in points], [100 * (hi - v) for v, _, hi in points]]
+            ax.errorbar(range(len(points)), ys, yerr=err, marker="o", capsize=3, label=label)
+        ax.set_xticks(range(len(xlabels)), xlabels, rotation=20, fontsize=8)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(ylabel)
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
 def histogram(path: Path, counts: dict[str, dict[int, int]], title: str, xlabel: str, ylabel: str,
               marker: float | None = None, marker_label: str = "") -> Path:
     """Shares (percent of each series' total) per integer value, as side-by-side bars; an optional vertical line."""
