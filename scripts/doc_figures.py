@@ -8,7 +8,8 @@ A figure in a page is a span ``<!-- fig KIND key=value ... -->TEXT<!-- /fig -->`
 KIND computes from the record the keys name (``file=`` a JSON record under ``bench/results/`` or ``docs/results/``):
 
 - ``json file=F path=P [scale=X] [fmt=F]``: one number of the record (``path``: keys and list positions joined by
-  ``.``; ``key=value`` picks the list element whose ``key`` is ``value``), times ``scale``, formatted by ``fmt``
+  ``.``; ``key=value`` picks the list element whose ``key`` is ``value``, ``a=x&b=y`` the one with both; ``~`` in a
+  value stands for a space), times ``scale``, formatted by ``fmt``
   (a Python format, ``{:.1f}`` unless given; ``_`` in it stands for a space).
 - ``ratio file=F num=P den=P [fmt=F]``: one number of the record over another (``{:.1f}x`` unless given).
 - ``default option=MODULE:CLASS.FIELD [fmt=F]``: a config option's default in the code (``{:,}`` unless given).
@@ -77,9 +78,9 @@ def pluck(record: Any, path: str) -> Any:
     """The value at ``path`` (``a.0.b``, or ``docs=1000000`` for the list element whose ``docs`` is 1000000)."""
     node = record
     for part in path.split("."):
-        key, sep, want = part.partition("=")
-        if sep and isinstance(node, list):
-            found = [x for x in node if isinstance(x, dict) and str(x.get(key)) == want]
+        if "=" in part and isinstance(node, list):
+            want = dict(pair.replace("~", " ").split("=", 1) for pair in part.split("&"))
+            found = [x for x in node if isinstance(x, dict) and all(str(x.get(k)) == v for k, v in want.items())]
             if len(found) != 1:
                 raise FigureError(f"{path}: {len(found)} elements with {part}")
             node = found[0]
