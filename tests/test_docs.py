@@ -223,3 +223,42 @@ def test_the_experiments_page_shows_the_current_laptop_setting_and_the_changelog
         name = "MR" if task == "mr" else task
         said = f"{name} seed {found[0]}" if len(found) == 1 else f"{name} seeds {min(found)}-{max(found)}"
         assert said in committed and sorted(found) == list(range(min(found), max(found) + 1)), said
+
+
+# ---- claims that drift as the code grows (issue 71) ------------------------------------------------------------
+
+EXTRA = re.compile(r"pgra\[[\w,\-]+\]")
+
+
+def test_no_install_line_names_an_extra_of_a_pgra_that_is_not_on_an_index():
+    """pgra is installed from its repository (`pip install -e '.[cpu,...]'` in a clone), not from PyPI: a page or an
+    error message that says `pip install 'pgra[slurm]'` sends the reader to a package that does not exist."""
+    files = [*_pages(), ROOT / "bench" / "README.md", ROOT / "Makefile", *sorted((ROOT / "pgra").rglob("*.py")),
+             *sorted(p for p in (ROOT / "examples").rglob("*") if p.is_file() and p.suffix in (".md", ".yaml", ".sbatch"))]
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in files for m in EXTRA.finditer(p.read_text())]
+    assert found == []
+
+
+def test_the_architecture_map_names_every_module_script_and_example():
+    """The README calls docs/architecture.md the map of every package and module: each module of pgra/ (by its
+    name), each script of scripts/ and each folder of examples/ is named in the map's block."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("```")[1]
+    missing = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "pgra").rglob("*.py"))
+               if not re.search(rf"\b{re.escape(p.parent.name if p.stem == '__init__' else p.stem)}\b", block)]
+    missing += [f"scripts/{p.name}" for p in sorted((ROOT / "scripts").glob("*.py")) if p.name not in block]
+    missing += [f"examples/{p.name}" for p in sorted((ROOT / "examples").iterdir()) if f"{p.name}/" not in block]
+    assert missing == []
+    assert "every package and module" in (ROOT / "README.md").read_text()
+
+
+def test_the_readme_names_the_pages_that_are_not_plain_markdown():
+    """The README says the docs are plain markdown, readable on GitHub; a page that holds mkdocstrings directives
+    (`::: pgra.x`, which only the site build renders) is named there as the exception."""
+    readme = (ROOT / "README.md").read_text()
+    directives = [p.name for p in sorted((ROOT / "docs").glob("*.md"))
+                  if re.search(r"^::: ", p.read_text(), flags=re.M)]
+    assert directives == ["api.md"]
+    sentence = readme[readme.index("readable here"):][:300]
+    for name in directives:
+        assert f"docs/{name}" in sentence, name
