@@ -105,7 +105,7 @@ def _json(root: Path, keys: dict[str, str]) -> str:
     value = pluck(_record(root, _need(keys, "file")), _need(keys, "path"))
     if isinstance(value, str):  # a name the record gives (the machine, the model)
         return _fmt(keys, "{}", value)
-    return _fmt(keys, "{:.1f}", value * float(keys.get("scale", 1)))
+    return _fmt(keys, "{:.1f}", value * float(keys["scale"]) if "scale" in keys else value)
 
 
 def _ratio(root: Path, keys: dict[str, str]) -> str:
