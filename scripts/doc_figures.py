@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SPAN = re.compile(r"<!-- fig (?P<spec>[^>]*?) -->(?P<text>.*?)<!-- /fig -->", re.S)
+SPAN = re.compile(r"<!-- fig (?P<spec>[a-z][^>\n]*?) -->(?P<text>[^\n]*?)<!-- /fig -->")  # a kind, on one line
 MACHINES = "docs/results/machines.json"
 
 
@@ -151,7 +151,10 @@ def render(spec: str, root: Path = ROOT) -> str:
 
 
 def regenerate(text: str, where: str, root: Path = ROOT) -> str:
-    """``text`` with every span's figure rendered again; an unrenderable span is an ``error:`` naming ``where``."""
+    """``text`` with every span's figure rendered again; an unrenderable span, or one whose opening has no closing
+    on its line, is an ``error:`` naming ``where``."""
+    if len(re.findall(r"<!-- fig [a-z]", text)) != len(SPAN.findall(text)):
+        raise SystemExit(f"error: {where}: a <!-- fig ... --> without its <!-- /fig --> on the same line")
     def one(m: re.Match[str]) -> str:
         try:
             return f"<!-- fig {m['spec']} -->{render(m['spec'], root)}<!-- /fig -->"

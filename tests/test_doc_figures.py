@@ -68,6 +68,7 @@ def test_a_changed_record_is_a_difference_and_write_renders_it(figures, tmp_path
     ("machines field=after_setup_s what=demo", "2 runs of docs/results/machines.json"),
     ("guess file=docs/results/r.json", "unknown kind 'guess'"),
     ("json path", "'path' is not key=value"),
+    ("json file=docs/results/r.json path=0.a -->5.8\n<!-- /fig", "without its <!-- /fig --> on the same line"),
 ])
 def test_a_span_without_its_figure_is_one_error_line_naming_the_page(figures, tmp_path, span, says):
     root = _root(tmp_path, [{"docs": 1000, "a": 5.84}])
