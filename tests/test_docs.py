@@ -262,3 +262,22 @@ def test_the_readme_names_the_pages_that_are_not_plain_markdown():
     sentence = readme[readme.index("readable here"):][:300]
     for name in directives:
         assert f"docs/{name}" in sentence, name
+
+
+def test_the_readmes_first_screen_says_what_the_first_hour_needs_each_in_one_line():
+    """Before the first `make`: the platforms and Python versions (pyproject's floor), the disk, the CUDA torch PyPI
+    gives Linux x86_64 and the TORCH_INDEX that avoids it (the Makefile's), and what `make test` installs outside
+    the virtual environment (Chromium with apt, as the Makefile's `browser` target does as root): one line each."""
+    readme = (ROOT / "README.md").read_text()
+    screen = readme[:readme.index("pgra reproduces")]
+    bullets = {m[1]: m[2] for m in re.finditer(r"^- \*\*`?([\w ]+?)`?\*\*:?(.*)$", screen, flags=re.M)}
+    assert set(bullets) == {"Platforms", "Disk", "torch", "make test"}
+    assert all(not line.startswith("  ") for line in screen.splitlines())  # no bullet runs on to a second line
+    floor = re.search(r'requires-python = ">=([\d.]+)"', (ROOT / "pyproject.toml").read_text())[1]
+    assert "Linux x86_64" in bullets["Platforms"] and f"{floor} or newer" in bullets["Platforms"]
+    assert "GB" in bullets["Disk"]
+    make = (ROOT / "Makefile").read_text()
+    index = re.search(r"make setup (TORCH_INDEX=\S+)", make)[1]
+    assert "CUDA" in bullets["torch"] and f"make setup {index}" in bullets["torch"]
+    assert "apt-get install" in make and '"$$(id -u)" != 0' in make
+    assert "Chromium" in bullets["make test"] and "root" in bullets["make test"] and "apt" in bullets["make test"]
