@@ -17,9 +17,11 @@ KIND computes from the record the keys name (``file=`` a JSON record under ``ben
   the one run of ``docs/results/machines.json`` the keys pick, as ``N min N s`` (``setup_s``: with less after);
   ``stat=min|max`` over every run they pick instead of exactly one.
 
-The blocks ``<!-- machine-times -->`` and ``<!-- demo-rows -->`` (scripts/machine_table.py) and ``<!-- laptop-table
--->`` (scripts/laptop_table.py, a merge of the laptop bundles with a 10,000-resample bootstrap, checked by
-tests/test_laptop_table.py) are rendered by those scripts; ``--write`` runs them too. A span names its record, so a
+The marked tables ``<!-- NAME -->`` ... ``<!-- /NAME -->`` are rendered here too, each by the function that made it:
+``machine-times`` and ``demo-rows`` (scripts/machine_table.py, from docs/results/machines.json), ``selectors-table``
+(bench/bench_selectors.py's ``table``, from bench/results/selectors_*.json); ``laptop-table`` by
+scripts/laptop_table.py (a merge of the laptop bundles with a 10,000-resample bootstrap, checked by
+tests/test_laptop_table.py), which ``--write`` runs last. A span names its record, so a
 reader sees where a figure comes from in the page's source; one record's figure is shown on one page and linked from
 the others (the test checks).
 """
@@ -143,6 +145,47 @@ KINDS: dict[str, Callable[[Path, dict[str, str]], str]] = {
     "json": _json, "ratio": _ratio, "default": _default, "machines": _machines}
 
 
+def _load(rel: str):
+    """A script of the repository (``scripts/x.py``, ``bench/x.py``) as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(Path(rel).stem, ROOT / rel)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _machine_blocks(root: Path) -> dict[str, str]:
+    return _load("scripts/machine_table.py").render(_record(root, MACHINES))
+
+
+def _selectors_table(root: Path) -> str:
+    rows = [r for task in ("mr", "wiki_topic") for r in _record(root, f"bench/results/selectors_{task}.json")["rows"]]
+    return _load("bench/bench_selectors.py").table(rows)
+
+
+# the marked tables: name -> (the page that shows it, what renders it from its records)
+BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
+    "machine-times": ("docs/experiments.md", lambda root: _machine_blocks(root)["machine-times"]),
+    "demo-rows": ("docs/experiments.md", lambda root: _machine_blocks(root)["demo-rows"]),
+    "selectors-table": ("docs/selectors.md", _selectors_table),
+}
+
+
+def _blocks(text: str, page: str, root: Path) -> str:
+    """``text`` with each marked table of ``page`` rendered again from its records."""
+    for name, (where, make) in BLOCKS.items():
+        if where != page:
+            continue
+        start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
+        found = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+        if not found.search(text):
+            raise SystemExit(f"error: {page}: no {start} ... {end} block")
+        table = f"{start}\n{make(root)}\n{end}"
+        text = found.sub(lambda _m, r=table: r, text)
+    return text
+
+
 def render(spec: str, root: Path = ROOT) -> str:
     kind, keys = parse(spec)
     if kind not in KINDS:
@@ -164,32 +207,29 @@ def regenerate(text: str, where: str, root: Path = ROOT) -> str:
 
 
 def differences(root: Path = ROOT) -> list[str]:
-    """Each figure a page shows that its record does not give, as ``page: spec: shown -> record``."""
+    """Each figure a page shows that its record does not give, as ``page: spec: shown -> record``, and each marked
+    table that differs from its records, as ``page: <!-- name --> differs``."""
     out = []
     for page in pages(root):
-        text = page.read_text(encoding="utf-8")
-        fresh = regenerate(text, page.relative_to(root).as_posix(), root)
+        rel, text = page.relative_to(root).as_posix(), page.read_text(encoding="utf-8")
+        fresh = regenerate(text, rel, root)
         for old, new in zip(SPAN.finditer(text), SPAN.finditer(fresh), strict=True):
             if old["text"] != new["text"]:
-                out.append(f"{page.relative_to(root)}: {old['spec']}: {old['text']!r} -> {new['text']!r}")
+                out.append(f"{rel}: {old['spec']}: {old['text']!r} -> {new['text']!r}")
+        if _blocks(text, rel, root) != text:
+            out.append(f"{rel}: a marked table differs from its records")
     return out
 
 
 def write(root: Path = ROOT) -> None:
+    """Every span and marked table of every page rendered again (the laptop table: ``main(["--write"])``)."""
     for page in pages(root):
-        text = page.read_text(encoding="utf-8")
-        fresh = regenerate(text, page.relative_to(root).as_posix(), root)
+        rel, text = page.relative_to(root).as_posix(), page.read_text(encoding="utf-8")
+        fresh = _blocks(regenerate(text, rel, root), rel, root)
         if fresh != text:
             page.write_text(fresh, encoding="utf-8")
 
 
-def _script(name: str):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,11 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.write:
         write()
-        machines = _script("machine_table")
-        blocks = machines.render(json.loads(machines.RECORD.read_text(encoding="utf-8")))
-        machines.PAGE.write_text(machines.replace_blocks(machines.PAGE.read_text(encoding="utf-8"), blocks),
-                                 encoding="utf-8")
-        return _script("laptop_table").main(["--write"]) or 0
+        return _load("scripts/laptop_table.py").main(["--write"]) or 0
     found = differences()
     print("\n".join(found) or "every figure is its record's")
     return 1 if found and args.check else 0

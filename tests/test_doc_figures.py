@@ -75,3 +75,14 @@ def test_a_span_without_its_figure_is_one_error_line_naming_the_page(figures, tm
     (root / "README.md").write_text(f"<!-- fig {span} -->x<!-- /fig -->\n")
     with pytest.raises(SystemExit, match="error: README.md: .*" + says.replace("(", r"\(")):
         figures.differences(root)
+
+
+def test_a_marked_table_is_rendered_from_its_records(figures):
+    """The selectors' table (bench/bench_selectors.py's, from its two records) and the CPU tables
+    (scripts/machine_table.py's) are marked blocks the generator renders: an edited cell is a difference."""
+    page = (ROOT / "docs" / "selectors.md").read_text(encoding="utf-8")
+    assert figures._blocks(page, "docs/selectors.md", ROOT) == page
+    edited = page.replace("| wiki_topic | `kate` | 1 | 60.3 |", "| wiki_topic | `kate` | 1 | 61.3 |")
+    assert edited != page and figures._blocks(edited, "docs/selectors.md", ROOT) == page
+    with pytest.raises(SystemExit, match="error: docs/selectors.md: no <!-- selectors-table -->"):
+        figures._blocks("no table here", "docs/selectors.md", ROOT)
