@@ -164,17 +164,17 @@ def _selectors_table(root: Path) -> str:
     return _load("bench/bench_selectors.py").table(rows)
 
 
-# the marked tables: name -> (the page that shows it, what renders it from its records)
-BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
-    "machine-times": ("docs/experiments.md", lambda root: _machine_blocks(root)["machine-times"]),
-    "demo-rows": ("docs/experiments.md", lambda root: _machine_blocks(root)["demo-rows"]),
-    "selectors-table": ("docs/selectors.md", _selectors_table),
+# the marked tables: name -> (what renders it from its records, the page that shows it)
+BLOCKS: dict[str, tuple[Callable[[Path], str], str]] = {
+    "machine-times": (lambda root: _machine_blocks(root)["machine-times"], "docs/experiments.md"),
+    "demo-rows": (lambda root: _machine_blocks(root)["demo-rows"], "docs/experiments.md"),
+    "selectors-table": (_selectors_table, "docs/selectors.md"),
 }
 
 
 def _blocks(text: str, page: str, root: Path) -> str:
     """``text`` with each marked table of ``page`` rendered again from its records."""
-    for name, (where, make) in BLOCKS.items():
+    for name, (make, where) in BLOCKS.items():
         if where != page:
             continue
         start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
