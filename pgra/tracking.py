@@ -23,7 +23,8 @@ def tracker_config(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _missing(package: str) -> InputError:
-    return InputError(f"log_with needs the '{package}' package: pip install \"pgra[tracking]\"", field="log_with")
+    return InputError(f"log_with needs the '{package}' package: pip install {package} (pgra's tracking extra)",
+                      field="log_with")
 
 
 def _reinit(version: str) -> str | bool:

@@ -5,6 +5,8 @@
     python scripts/machine_table.py            # print both tables
     python scripts/machine_table.py --write    # and replace them in docs/experiments.md
 
+scripts/doc_figures.py renders these two blocks with every other figure of the docs (``--write``, ``--check``).
+
 Add a run to the record (its CPU, the level it was held to, the commit, the seconds), then ``--write``;
 ``tests/test_machine_table.py`` fails while the page differs from the record.
 """

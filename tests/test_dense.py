@@ -68,7 +68,7 @@ def test_a_missing_faiss_is_one_error_line_naming_the_extras(monkeypatch, corpus
     monkeypatch.setitem(sys.modules, "faiss", None)  # `import faiss` raises ImportError
     line = one_error_line(["build-index", "--corpus", str(corpus_txt), "--encoder", str(tiny_bert),
                            "--out", str(tmp_path / "dense")], capsys)
-    assert "faiss is not importable" in line and "pgra[cpu]" in line and "pgra[gpu]" in line
+    assert "faiss is not importable" in line and "pip install faiss-cpu" in line and "faiss-gpu-cu12" in line
     assert not (tmp_path / "dense").exists()  # said before anything was encoded or written
     # BM25 needs no faiss
     assert main(["build-index", "--corpus", str(corpus_txt), "--retriever", "bm25", "--out", str(tmp_path / "b")]) == 0

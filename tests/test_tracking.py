@@ -103,7 +103,7 @@ def test_open_tracker_writes_what_it_is_given(kind, tmp_path, monkeypatch):
 
 def test_missing_tracker_package_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)
-    with pytest.raises(InputError, match=r"pgra\[tracking\]"):
+    with pytest.raises(InputError, match=r"pip install wandb \(pgra's tracking extra\)"):
         open_tracker("wandb", tmp_path, "x", {})
 
 

@@ -1,4 +1,5 @@
-"""Pseudo-label consistency (the paper's Figure 2 / Table 10): how often evidence carries its input's label.
+"""Pseudo-label consistency (the paper's Figure 2; against the reranker's size its Figure 4 / Tables 9-10): how
+often evidence carries its input's label.
 
 A reader trained without retrieval labels every evidence sentence; an evidence sentence is consistent when
 that pseudo-label equals its input's gold label. The share is counted over every (input, evidence) pair of the
@@ -36,13 +37,13 @@ from .writer import Writer, pct
 
 @dataclass
 class ConsistencyConfig:
-    """Pseudo-label consistency (the paper's Figure 2 / Table 10)."""
+    """Pseudo-label consistency (the paper's Figure 2; against the reranker's size its Figure 4 / Tables 9-10)."""
 
     labeller_seed: int = option(0, min=0, max=SEED_MAX,
                                 help="seed of the no_retrieval cell that labels the evidence (0 = first seed)")
     rerank_lms: list[str] = option(default_factory=list,
                                    help="more reranker LMs (paths or hub ids): each reranks the candidates again "
-                                        "and its top d is labelled too (Table 10's OPT sizes)")
+                                        "and its top d is labelled too (Figure 4 / Tables 9-10's OPT sizes)")
     batch_size: int = option(64, min=1, max=MAX_BATCH, help="evidence sentences per labelling batch")
     k: list[int] = option(default_factory=list, min=1, max=MAX_ITEMS, omit_default=True, record_default=False,
                           help="the controls table's k: candidates each reranker LM ranks (default: the "
@@ -456,7 +457,8 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     rows = [r for r in rows if "oracle" not in r]
     w.section("consistency", rows, "Label consistency",
               ("Share of evidence sentences whose pseudo-label (from the no-retrieval reader) equals their input's "
-               "gold label, over every (input, evidence) pair (the paper's Figure 2 / Table 10)."),
+               "gold label, over every (input, evidence) pair (the paper's Figure 2; against the reranker's size its "
+               "Figure 4 / Tables 9-10)."),
               ["task", "evidence", "d", "consistent", "evidence pairs", "share (%)"],
               lambda r: (r["task"], r["source"], r["d"], r["consistent"], r["evidence"], pct(r["share"])))
     compared = [r for r in rows if "reranker" in r]

@@ -1,6 +1,6 @@
 """k and d sweeps of PGRA, reusing the experiment's cached evidence embeddings. (The paper fixes k=150 and d=16
-in its main results; its Figure 4 plots consistency and accuracy against the reranker's size, not against k: that
-is the consistency analysis's ``rerank_lms`` axis.)
+in its main results; its Figure 4 / Tables 9-10 plot consistency and accuracy against the reranker's size, OPT-350m
+to 13b at k=150 and d=16, not against k: that is the consistency analysis's ``rerank_lms`` axis.)
 
 Each point is a variant of the experiment with ``rerank.k``, ``rerank.top_d`` and the reader's ``n_passages``
 changed; the k sweep keeps the experiment's d, the d sweep its k. The points' stages run from the largest k down,

@@ -136,7 +136,7 @@ def cell_gpu_need(total: int, sharing: int, cell_gpu_gb: float) -> int | None:
     """The bytes of GPU memory a cell needs free before it starts on a GPU of ``total`` bytes that ``sharing``
     cells may share: ``cell_gpu_gb`` GiB when given, else its share of the GPU (``total / sharing``) when the GPU
     is shared; None (no check) on a GPU of its own without ``cell_gpu_gb``. A share, not a measurement: a T5-base
-    cell takes about 15 GiB of an 80 GB GPU, so two or four cells pass at once; a cell that takes more than its
+    cell takes less than a sixth of an 80 GB GPU (its measured peak: docs/beyond-one-machine.md), so two or four cells pass at once; a cell that takes more than its
     share makes the next one wait until it ends."""
     if cell_gpu_gb > 0:
         return int(cell_gpu_gb * GIB)

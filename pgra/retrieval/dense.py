@@ -72,8 +72,8 @@ def import_faiss():
     try:
         import faiss
     except ImportError as e:
-        raise InputError(f"faiss is not importable ({e}): install one of pgra's extras, pip install 'pgra[cpu]' "
-                         "(faiss-cpu) or 'pgra[gpu]' (faiss-gpu-cu12, CUDA 12), not both") from None
+        raise InputError(f"faiss is not importable ({e}): install exactly one: pip install faiss-cpu "
+                         "(pgra's cpu extra) or faiss-gpu-cu12 (its gpu extra, CUDA 12)") from None
     return faiss
 
 

@@ -1,0 +1,249 @@
+"""Every measured figure the README and the docs quote, rendered from the committed record it comes from (issue 71).
+
+    python scripts/doc_figures.py            # list the pages whose figures differ from their records
+    python scripts/doc_figures.py --check    # the same, exit 1 on any difference (tests/test_doc_figures.py)
+    python scripts/doc_figures.py --write    # rewrite every figure, the CPU tables and the laptop table
+
+A figure in a page is a span ``<!-- fig KIND key=value ... -->TEXT<!-- /fig -->``; ``--write`` replaces TEXT by what
+KIND computes from the record the keys name (``file=`` a JSON record under ``bench/results/`` or ``docs/results/``):
+
+- ``json file=F path=P [scale=X] [fmt=F]``: one number of the record (``path``: keys and list positions joined by
+  ``.``; ``key=value`` picks the list element whose ``key`` is ``value``, ``a=x&b=y`` the one with both; ``~`` in a
+  value stands for a space), times ``scale``, formatted by ``fmt``
+  (a Python format, ``{:.1f}`` unless given; ``_`` in it stands for a space).
+- ``ratio file=F num=P den=P [fmt=F]``: one number of the record over another (``{:.1f}x`` unless given).
+- ``default option=MODULE:CLASS.FIELD [fmt=F]``: a config option's default in the code (``{:,}`` unless given).
+- ``machines field=after_setup_s|with_setup_s|setup_s what=demo|test [commit=C] [cpu=C] [level=L] [cores=C]``:
+  the one run of ``docs/results/machines.json`` the keys pick, as ``N min N s`` (``setup_s``: with less after);
+  ``stat=min|max`` over every run they pick instead of exactly one.
+
+The marked tables ``<!-- NAME -->`` ... ``<!-- /NAME -->`` are rendered here too, each by the function that made it:
+``machine-times`` and ``demo-rows`` (scripts/machine_table.py, from docs/results/machines.json), ``selectors-table``
+(bench/bench_selectors.py's ``table``, from bench/results/selectors_*.json); ``laptop-table`` by
+scripts/laptop_table.py (a merge of the laptop bundles with a 10,000-resample bootstrap, checked by
+tests/test_laptop_table.py), which ``--write`` runs last. A span names its record, so a
+reader sees where a figure comes from in the page's source; one record's figure is shown on one page and linked from
+the others (the test checks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SPAN = re.compile(r"<!-- fig (?P<spec>[a-z][^>\n]*?) -->(?P<text>[^\n]*?)<!-- /fig -->")  # a kind, on one line
+MACHINES = "docs/results/machines.json"
+
+
+class FigureError(Exception):
+    """A span that names no known kind, a missing key, or a record without the figure."""
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """The pages whose figures are generated: the README, docs/ and bench/README.md."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")), root / "bench" / "README.md"]
+
+
+def parse(spec: str) -> tuple[str, dict[str, str]]:
+    """``KIND key=value ...`` -> (kind, keys)."""
+    kind, *pairs = spec.split()
+    keys = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise FigureError(f"{spec!r}: {pair!r} is not key=value")
+        keys[key] = value
+    return kind, keys
+
+
+def _need(keys: dict[str, str], name: str) -> str:
+    if name not in keys:
+        raise FigureError(f"no {name}=")
+    return keys[name]
+
+
+def _record(root: Path, rel: str) -> Any:
+    path = root / rel
+    if not path.is_file():
+        raise FigureError(f"no record {rel}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def pluck(record: Any, path: str) -> Any:
+    """The value at ``path`` (``a.0.b``, or ``docs=1000000`` for the list element whose ``docs`` is 1000000)."""
+    node = record
+    for part in path.split("."):
+        if "=" in part and isinstance(node, list):
+            want = dict(pair.replace("~", " ").split("=", 1) for pair in part.split("&"))
+            found = [x for x in node if isinstance(x, dict) and all(str(x.get(k)) == v for k, v in want.items())]
+            if len(found) != 1:
+                raise FigureError(f"{path}: {len(found)} elements with {part}")
+            node = found[0]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            raise FigureError(f"{path}: no {part!r}")
+    return node
+
+
+def _fmt(keys: dict[str, str], default: str, value: Any) -> str:
+    return keys.get("fmt", default).replace("_", " ").format(value)
+
+
+def duration(seconds: float) -> str:
+    return f"{int(seconds) // 60} min {int(seconds) % 60} s"
+
+
+def _json(root: Path, keys: dict[str, str]) -> str:
+    value = pluck(_record(root, _need(keys, "file")), _need(keys, "path"))
+    if isinstance(value, str):  # a name the record gives (the machine, the model)
+        return _fmt(keys, "{}", value)
+    return _fmt(keys, "{:.1f}", value * float(keys["scale"]) if "scale" in keys else value)
+
+
+def _ratio(root: Path, keys: dict[str, str]) -> str:
+    record = _record(root, _need(keys, "file"))
+    return _fmt(keys, "{:.1f}x", pluck(record, _need(keys, "num")) / pluck(record, _need(keys, "den")))
+
+
+def _default(root: Path, keys: dict[str, str]) -> str:
+    module, _, attr = _need(keys, "option").partition(":")
+    cls, _, field = attr.partition(".")
+    try:
+        value = getattr(getattr(importlib.import_module(module), cls)(), field)
+    except (ImportError, AttributeError) as e:
+        raise FigureError(f"option={keys['option']}: {e}") from None
+    return _fmt(keys, "{:,}", value)
+
+
+def _machines(root: Path, keys: dict[str, str]) -> str:
+    field = _need(keys, "field")
+    picks = {k: v.replace("_", " ") for k, v in keys.items() if k in ("what", "commit", "cpu", "level", "cores")}
+    runs = [r for r in _record(root, MACHINES)["runs"] if all(str(r.get(k)) == v for k, v in picks.items())]
+    if field == "setup_s":
+        values = [r["with_setup_s"] - r["after_setup_s"] for r in runs if r["with_setup_s"] and r["after_setup_s"]]
+    else:
+        values = [r[field] for r in runs if r.get(field) is not None]
+    stat = keys.get("stat")
+    if stat in ("min", "max") and values:
+        return duration(min(values) if stat == "min" else max(values))
+    if stat is not None or len(values) != 1:
+        raise FigureError(f"{len(values)} runs of {MACHINES} have {field} for {picks} (stat=min|max for several)")
+    return duration(values[0])
+
+
+KINDS: dict[str, Callable[[Path, dict[str, str]], str]] = {
+    "json": _json, "ratio": _ratio, "default": _default, "machines": _machines}
+
+
+def _load(rel: str):
+    """A script of the repository (``scripts/x.py``, ``bench/x.py``) as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(Path(rel).stem, ROOT / rel)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _machine_blocks(root: Path) -> dict[str, str]:
+    return _load("scripts/machine_table.py").render(_record(root, MACHINES))
+
+
+def _selectors_table(root: Path) -> str:
+    rows = [r for task in ("mr", "wiki_topic") for r in _record(root, f"bench/results/selectors_{task}.json")["rows"]]
+    return _load("bench/bench_selectors.py").table(rows)
+
+
+# the marked tables: name -> (what renders it from its records, the page that shows it)
+BLOCKS: dict[str, tuple[Callable[[Path], str], str]] = {
+    "machine-times": (lambda root: _machine_blocks(root)["machine-times"], "docs/experiments.md"),
+    "demo-rows": (lambda root: _machine_blocks(root)["demo-rows"], "docs/experiments.md"),
+    "selectors-table": (_selectors_table, "docs/selectors.md"),
+}
+
+
+def _blocks(text: str, page: str, root: Path) -> str:
+    """``text`` with each marked table of ``page`` rendered again from its records."""
+    for name, (make, where) in BLOCKS.items():
+        if where != page:
+            continue
+        start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
+        found = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+        if not found.search(text):
+            raise SystemExit(f"error: {page}: no {start} ... {end} block")
+        table = f"{start}\n{make(root)}\n{end}"
+        text = found.sub(lambda _m, r=table: r, text)
+    return text
+
+
+def render(spec: str, root: Path = ROOT) -> str:
+    kind, keys = parse(spec)
+    if kind not in KINDS:
+        raise FigureError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    return KINDS[kind](root, keys)
+
+
+def regenerate(text: str, where: str, root: Path = ROOT) -> str:
+    """``text`` with every span's figure rendered again; an unrenderable span, or one whose opening has no closing
+    on its line, is an ``error:`` naming ``where``."""
+    if len(re.findall(r"<!-- fig [a-z]", text)) != len(SPAN.findall(text)):
+        raise SystemExit(f"error: {where}: a <!-- fig ... --> without its <!-- /fig --> on the same line")
+    def one(m: re.Match[str]) -> str:
+        try:
+            return f"<!-- fig {m['spec']} -->{render(m['spec'], root)}<!-- /fig -->"
+        except FigureError as e:
+            raise SystemExit(f"error: {where}: <!-- fig {m['spec']} -->: {e}") from None
+    return SPAN.sub(one, text)
+
+
+def differences(root: Path = ROOT) -> list[str]:
+    """Each figure a page shows that its record does not give, as ``page: spec: shown -> record``, and each marked
+    table that differs from its records, as ``page: <!-- name --> differs``."""
+    out = []
+    for page in pages(root):
+        rel, text = page.relative_to(root).as_posix(), page.read_text(encoding="utf-8")
+        fresh = regenerate(text, rel, root)
+        for old, new in zip(SPAN.finditer(text), SPAN.finditer(fresh), strict=True):
+            if old["text"] != new["text"]:
+                out.append(f"{rel}: {old['spec']}: {old['text']!r} -> {new['text']!r}")
+        if _blocks(text, rel, root) != text:
+            out.append(f"{rel}: a marked table differs from its records")
+    return out
+
+
+def write(root: Path = ROOT) -> None:
+    """Every span and marked table of every page rendered again (the laptop table: ``main(["--write"])``)."""
+    for page in pages(root):
+        rel, text = page.relative_to(root).as_posix(), page.read_text(encoding="utf-8")
+        fresh = _blocks(regenerate(text, rel, root), rel, root)
+        if fresh != text:
+            page.write_text(fresh, encoding="utf-8")
+
+
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 when a page's figure differs from its record")
+    ap.add_argument("--write", action="store_true", help="rewrite the figures, the CPU tables and the laptop table")
+    args = ap.parse_args(argv)
+    if args.write:
+        write()
+        return _load("scripts/laptop_table.py").main(["--write"]) or 0
+    found = differences()
+    print("\n".join(found) or "every figure is its record's")
+    return 1 if found and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
