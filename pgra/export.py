@@ -13,7 +13,9 @@ Layout of ``DIR``::
     store/                   a copy of the vectors a pgra_full run searches (the corpus pass's, ``--copy-index``)
     encoder/                 a copy of the index's query encoder (``--copy-index`` of a dense index whose encoder
                              is a local folder; an encoder given as a Hub id is recorded by that id)
-    README.md                a model card in the Hugging Face Hub's format
+    wheel/                   the wheel of the pgra that made the export (:mod:`pgra.distribution`)
+    README.md                a model card in the Hugging Face Hub's format (:mod:`pgra.card`): its install lines
+                             (torch and transformers pinned to the run's versions, the wheel) run in the folder
 
 Without the copies the folder records where the index, its encoder and the LM were and what they held (the
 corpus's, the encoder's and the LM files' fingerprints); ``Pipeline.load(DIR, index=..., encoder=..., lm=...)``
