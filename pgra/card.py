@@ -89,7 +89,6 @@ def hub_id(name: Any) -> str | None:
     return name
 
 
-
 def model_card(run: Path, spec: dict[str, Any], reader: dict[str, Any], name: str = "",
                rerank_config: dict[str, Any] | None = None, no_wheel: str = "the card was written without an export") \
         -> str:

@@ -1,6 +1,6 @@
 """pgra as the receiver of an export installs it: the wheel of the pgra that is running, built from its checkout,
-and the versions of torch and transformers a run used, as the install lines of its model card (docs/setup.md says
-where pgra comes from)."""
+and the versions of torch and transformers a run used, as the install lines of its model card (docs/getting-pgra.md
+says where pgra comes from)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .errors import PgraError
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "pgra")  # what setuptools builds the wheel from
 PINNED = ("torch", "transformers")
 WHEEL_DIR = "wheel"  # the export's folder that holds the wheel
-VERSION = re.compile(r"[0-9][0-9A-Za-z.!_-]{0,40}(\+[0-9A-Za-z.]{1,40})?")  # a version safe in a shell line
+VERSION = re.compile(r"[0-9][0-9A-Za-z.]{0,40}(\+[0-9A-Za-z.]{1,40})?")  # a version safe in a shell line
 BUILD = "import sys; from setuptools import build_meta; build_meta.build_wheel(sys.argv[1])"
 PREDICT = 'pgra predict --run . --text "A text to classify."'  # the card's line after the install lines
 _BUILT: dict[str, tuple[str, bytes]] = {}  # the sources' digest -> (file name, bytes): one build per process
@@ -109,7 +109,7 @@ def install_lines(wheel_name: str | None, versions: dict[str, str], why: str = "
         return [*lines, "pip install " + " ".join([*pins, f'"./{WHEEL_DIR}/{wheel_name}[cpu]"'])
                 + "   # the pgra that made this export; [gpu] on a CUDA 12 machine"]
     return [*lines, f"# no wheel of pgra in this folder: {why}; pgra {__version__} from a clone of its repository or "
-            "its release archive (docs/setup.md):", "pip install " + " ".join([*pins, '"PATH/TO/pgra[cpu]"'])]
+            "its release archive (docs/getting-pgra.md):", "pip install " + " ".join([*pins, '"PATH/TO/pgra[cpu]"'])]
 
 
 __all__ = ["PREDICT", "WheelError", "checkout", "install_lines", "pinned", "wheel"]

@@ -100,19 +100,28 @@ def test_the_cards_install_lines_install_and_predict_in_a_fresh_venv(tmp_path, c
     print(f"fresh venv: made, installed and predicted in {time.monotonic() - started:.1f} s")
 
 
-def test_an_export_without_a_checkout_says_why_it_carries_no_wheel(tmp_path, capsys, monkeypatch):
-    """pgra installed from a wheel (no checkout to build one from): the export is written, without wheel/; a
-    `warning:` line and the card say why and how the receiver installs pgra instead."""
+@pytest.mark.parametrize(("break_it", "why"), [
+    ("checkout", "this pgra does not run from a checkout"),
+    ("BUILD", "setuptools could not build it from "),
+])
+def test_an_export_that_cannot_build_the_wheel_says_why_it_carries_none(tmp_path, capsys, monkeypatch, break_it,
+                                                                         why):
+    """pgra installed from a wheel (no checkout to build one from), or setuptools failing: the export is written,
+    without wheel/; a `warning:` line and the card say why and how the receiver installs pgra instead."""
     import pgra.distribution as distribution
 
-    monkeypatch.setattr(distribution, "checkout", lambda: None)
+    monkeypatch.setattr(distribution, "_BUILT", {})
+    if break_it == "checkout":
+        monkeypatch.setattr(distribution, "checkout", lambda: None)
+    else:
+        monkeypatch.setattr(distribution, "BUILD", "import sys; sys.exit('no setuptools here')")
     run = fake_run(tmp_path / "exp" / "sky" / "fid")
     assert main(["export", "--run", str(run), "--out", str(tmp_path / "out")]) == 0
     err = capsys.readouterr().err
-    assert "warning: the export carries no wheel of pgra: this pgra does not run from a checkout" in err
+    assert f"warning: the export carries no wheel of pgra: {why}" in err
     card = (tmp_path / "out" / "README.md").read_text()
     assert not (tmp_path / "out" / "wheel").exists()
-    assert "# no wheel of pgra in this folder: this pgra does not run from a checkout" in card
+    assert f"# no wheel of pgra in this folder: {why}" in card
     assert f"pgra {pgra.__version__} from a clone of its repository or its release archive" in card
 
 
