@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # 2-process launches of its own); 0 runs it in this process. Each worker's torch gets its share of the cores.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); if [ $$n -gt 4 ]; then n=4; fi; if [ $$n -lt 2 ]; then n=0; fi; echo $$n)
 
-.PHONY: setup prepare prepare-qwen prepare-qwen-0.5b demo test test-simd test-simd-ci test-transformers4 lint docs bench bench-scale bench-gpu chromium browser screenshot clean
+.PHONY: dist setup prepare prepare-qwen prepare-qwen-0.5b demo test test-simd test-simd-ci test-transformers4 lint docs bench bench-scale bench-gpu chromium browser screenshot clean
 
 # 1. virtual environment; 2. torch first. Which build pip picks: PyPI's torch wheel for Linux x86_64 is a CUDA
 #    build (it pulls several GB of nvidia-* packages and runs on CPUs too); macOS and Windows wheels are CPU builds.
@@ -42,6 +42,13 @@ $(VENV)/.stamp-mr-sources: $(VENV)/.stamp-pkg
 	touch $@
 
 setup: $(VENV)/.stamp-assets $(VENV)/.stamp-mr-sources
+
+# the release archive: pgra's sdist and wheel in dist/ (docs/getting-pgra.md), built by setuptools' own hooks in
+# this environment (offline: no isolated build environment, nothing downloaded once setuptools is there)
+dist: $(VENV)/.stamp-venv
+	$(PIP) install -q "setuptools>=77"
+	rm -rf dist
+	$(BIN)/python -c "from setuptools import build_meta as b; b.build_sdist('dist'); b.build_wheel('dist')"
 
 # 5. local model folders (MiniLM, SmolLM2 as safetensors) + the Wikipedia corpus and wiki_topic task
 prepare: setup
@@ -172,4 +179,4 @@ bench-scale: prepare
 	$(BIN)/python bench/plot_scaling.py
 
 clean:
-	rm -rf $(VENV) .venv-tf4 site models data/demo indexes/demo-* runs/wiki_topic/demo runs/demo-experiment cache .pytest_cache
+	rm -rf $(VENV) .venv-tf4 site dist build pgra.egg-info models data/demo indexes/demo-* runs/wiki_topic/demo runs/demo-experiment cache .pytest_cache

@@ -74,7 +74,8 @@ def pytest_terminal_summary(terminalreporter) -> None:
 # that the short ones fill the workers around them instead of one long test running alone at the end
 RUN_FIRST = ("tests/test_tutorials.py::", "tests/test_gpu_accept.py::", "tests/test_reader.py::test_compiled",
              "tests/test_reader.py::test_deepspeed", "tests/test_plugins.py::test_plug_ins_reach",
-             "tests/test_demo_integration.py::", "tests/test_fault_injection.py::")
+             "tests/test_demo_integration.py::", "tests/test_fault_injection.py::",
+             "tests/test_export_install.py::test_the_cards_install_lines")
 
 
 # files whose every test is numerically sensitive (byte-for-byte runs, faiss near ties, rounded golden contents)

@@ -8,6 +8,8 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -111,9 +113,14 @@ def test_export_of_a_made_run_writes_the_folder(tmp_path, capsys):
     sibling_cell(run)
     assert main(["export", "--run", str(run), "--out", str(tmp_path / "out")]) == 0
     out = tmp_path / "out"
+    wheel = f"wheel/pgra-{pgra.__version__}-py3-none-any.whl"
     assert set(_files(out)) == {"best/model.safetensors", "best/fid_config.json", "metrics.json", "README.md",
-                                "manifest.json", "export.json"}
+                                "manifest.json", "export.json", wheel}
     assert "| 2 | test | 75.0 | 6 |" in (out / "README.md").read_text()
+    assert f'pip install transformers=={version("transformers")} "./{wheel}[cpu]"' in (out / "README.md").read_text()
+    with zipfile.ZipFile(out / wheel) as built:  # the pgra that made it: this checkout's code, byte for byte
+        assert built.read("pgra/export.py") == (ROOT / "pgra" / "export.py").read_bytes()
+        assert "pgra = pgra.cli:main" in built.read(f"pgra-{pgra.__version__}.dist-info/entry_points.txt").decode()
     assert [p.name for p in out.iterdir() if p.name.startswith(".export.")] == []  # no staging folder left
 
 

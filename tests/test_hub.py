@@ -40,8 +40,16 @@ class FakeApi:
         root = Path(folder_path)
         names = [str(p.relative_to(root)) for p in sorted(root.rglob("*")) if p.is_file()]
         kept = huggingface_hub.utils.filter_repo_objects(names, ignore_patterns=kw.get("ignore_patterns"))
-        files = {name: (root / name).read_text() for name in kept}  # what huggingface_hub would upload
+        files = {name: _text_or_bytes(root / name) for name in kept}  # what huggingface_hub would upload
         self.calls.append(("upload_folder", repo_id, {**kw, "files": files}))
+
+
+def _text_or_bytes(path: Path) -> str | bytes:
+    """A file's text, or its bytes where it is binary (the export's wheel)."""
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        return path.read_bytes()
 
 
 @pytest.fixture
@@ -147,4 +155,4 @@ def test_a_failed_upload_is_retried_by_the_same_export(tmp_path, capsys, monkeyp
     assert main(argv) == 0
     uploaded = FakeApi.made[-1].calls[-1][2]["files"]
     assert set(uploaded) == {"best/model.safetensors", "best/fid_config.json", "metrics.json", "README.md",
-                             "manifest.json", "export.json"}
+                             "manifest.json", "export.json", f"wheel/pgra-{pgra.__version__}-py3-none-any.whl"}

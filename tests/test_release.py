@@ -4,6 +4,7 @@ documented path under the demo experiment made by `make demo`, every README sect
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import tomllib
@@ -50,6 +51,56 @@ def test_citation_cff_names_the_paper():
     assert paper["title"] == "Prompt-Guided Retrieval Augmentation for Non-Knowledge-Intensive Tasks"
     assert paper["year"] == 2023 and paper["authors"][0]["family-names"] == "Guo"
     assert "ACL 2023" in paper["collection-title"]
+
+
+def test_citation_cff_cites_pgra_as_software_and_the_paper_as_its_reference():
+    """Issue 71 item 3: the file's own entry is pgra, the software (its version, how it is obtained); pgra has no
+    public URL, so it names none, and nowhere the paper authors' code as a repository; the paper is the preferred
+    citation, found by its arXiv page."""
+    text = (ROOT / "CITATION.cff").read_text()
+    cff = yaml.safe_load(text)
+    assert cff["type"] == "software" and cff["title"].startswith("pgra: ") and str(cff["version"]) == pgra.__version__
+    assert {"url", "repository", "repository-code", "repository-artifact"} & set(cff) == set()
+    assert "clone of its repository" in cff["message"] and "release archive" in cff["message"]
+    assert "repository-code" not in text and "THUNLP-MT" not in text  # the paper authors' code is not pgra
+    paper = cff["preferred-citation"]
+    assert paper["type"] == "conference-paper" and paper["url"] == "https://arxiv.org/abs/2305.17653"
+
+
+def test_make_dist_builds_the_release_archive_offline(tmp_path):
+    """`make dist` in a copy of the checkout's sources (the checkout is not written to): pgra's sdist and wheel in
+    dist/, built in this environment by setuptools' hooks (nothing downloaded), the wheel holding the package and
+    its command, the sdist what builds it again."""
+    import os
+    import subprocess
+    import sys
+    import tarfile
+    import zipfile
+
+    import pytest
+
+    venv = Path(sys.prefix)
+    if not (venv / ".stamp-venv").is_file():
+        pytest.skip("the suite's environment is not one `make setup` made")
+    src = tmp_path / "src"
+    for name in ("Makefile", "pyproject.toml", "README.md", "LICENSE"):
+        (src / name).parent.mkdir(exist_ok=True)
+        (src / name).write_bytes((ROOT / name).read_bytes())
+    shutil.copytree(ROOT / "pgra", src / "pgra", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MAKEFLAGS")}
+    done = subprocess.run(["make", "-C", str(src), "dist", f"VENV={venv}"], env={**env, "PIP_NO_INDEX": "1"},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    v = pgra.__version__
+    assert sorted(p.name for p in (src / "dist").iterdir()) == [f"pgra-{v}-py3-none-any.whl", f"pgra-{v}.tar.gz"]
+    with zipfile.ZipFile(src / "dist" / f"pgra-{v}-py3-none-any.whl") as wheel:
+        assert wheel.read("pgra/export.py") == (ROOT / "pgra" / "export.py").read_bytes()
+        assert "pgra = pgra.cli:main" in wheel.read(f"pgra-{v}.dist-info/entry_points.txt").decode()
+    with tarfile.open(src / "dist" / f"pgra-{v}.tar.gz") as sdist:
+        names = set(sdist.getnames())
+    assert {f"pgra-{v}/pyproject.toml", f"pgra-{v}/LICENSE", f"pgra-{v}/pgra/__init__.py"} <= names
+    page = (ROOT / "docs" / "getting-pgra.md").read_text()  # the page that names the archive's files
+    assert f"`pgra-{v}.tar.gz`, `pgra-{v}-py3-none-any.whl`" in page
 
 
 def test_py_typed_ships_in_the_package():

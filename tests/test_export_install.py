@@ -1,0 +1,149 @@
+"""Issue 71 item 3: an export carries what its receiver installs (the wheel of the pgra that made it; torch and
+transformers pinned to the versions the run used), and its card's install lines work from the export folder alone:
+in a fresh virtual environment without the checkout, offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+import pgra
+from pgra.cli import main
+from pgra.config import from_dict
+from pgra.distribution import install_lines, pinned
+from pgra.experiment import Experiment, ExperimentConfig
+from tests.test_experiment import _config
+from tests.test_export import fake_run
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = "A text to classify."
+
+
+def _card_lines(card: str) -> list[list[str]]:
+    """The commands of the card's shell block (its ``## Use`` section), each split as a shell would, comments out."""
+    block = card.split("## Use\n", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [argv for argv in (shlex.split(line, comments=True) for line in block.splitlines()) if argv]
+
+
+def _fresh_venv(where: Path) -> Path:
+    """A new virtual environment that sees this one's packages (torch, transformers, ...: a folder of links to them
+    and a .pth file, nothing downloaded) but not pgra; its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    python = where / "bin" / "python"
+    shared = where / "shared"
+    shared.mkdir()
+    for folder in {Path(sysconfig.get_path("purelib")), Path(sysconfig.get_path("platlib"))}:
+        for entry in folder.iterdir():
+            if entry.name != "pgra" and not entry.name.startswith(("pgra-", "pgra.", "__editable__")) \
+                    and not (shared / entry.name).exists():
+                (shared / entry.name).symlink_to(entry)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    (Path(site) / "shared.pth").write_text(f"{shared}\n")
+    return python
+
+
+@pytest.mark.integration
+def test_the_cards_install_lines_install_and_predict_in_a_fresh_venv(tmp_path, corpus_txt, sky_task, tiny_opt,
+                                                                      tiny_t5):
+    """The export of a PGRA run, moved away from everything it came from; in a new virtual environment that has
+    torch and transformers but no pgra, from a folder outside the checkout with PYTHONPATH unset: the card's lines
+    (each `pip install` run offline: --no-index) install pgra from the folder's wheel, the versions they pin are the
+    ones installed (and the run's), and its `pgra predict` labels the text as the run does."""
+    from pgra.pipeline import Pipeline
+
+    lm = shutil.copytree(tiny_opt, tmp_path / "lm")
+    grid = _config(tmp_path, corpus_txt, sky_task, lm, tiny_t5, methods=["pgra"], seeds=[1], report=False)
+    assert Experiment(from_dict(ExperimentConfig, grid)).run() == []
+    run = Path(grid["out"]) / "sky" / "pgra" / "seed-1"
+    want = Pipeline.load(run).predict([TEXT])[0]["prediction"]
+    assert main(["export", "--run", str(run), "--out", str(tmp_path / "sky-pgra"), "--copy-index", "--copy-lm"]) == 0
+    recorded = json.loads((run / "manifest.json").read_text())["versions"]
+    for gone in (grid["out"], grid["index"]["out"], lm, tmp_path / "cache"):
+        shutil.rmtree(gone)
+    export = Path(shutil.move(str(tmp_path / "sky-pgra"), str(tmp_path / "receiver" / "sky-pgra")))
+
+    started = time.monotonic()
+    venv = tmp_path / "venv"
+    python = _fresh_venv(venv)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", HF_HUB_OFFLINE="1", PIP_NO_INDEX="1")
+    said = []
+    for argv in _card_lines((export / "README.md").read_text()):
+        assert argv[0] in ("pip", "pgra"), argv  # nothing else to run
+        command = [str(python), "-m", "pip", *argv[1:]] if argv[0] == "pip" else [str(venv / "bin" / "pgra"), *argv[1:]]
+        done = subprocess.run(command, cwd=export, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-3000:])
+        said.append(done.stdout)
+    assert said[-1].startswith(f"{want} ") and TEXT in said[-1]  # the card's `pgra predict` labels the text
+
+    probe = ("import importlib.metadata as m, pgra; print(pgra.__file__); "
+             "print(m.version('torch'), m.version('transformers'), m.version('pgra'))")
+    done = subprocess.run([str(python), "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120, check=True)
+    where, versions = done.stdout.split("\n", 1)
+    assert Path(where).resolve().is_relative_to(venv.resolve())  # installed from the wheel, not the checkout
+    torch, transformers, installed = versions.split()
+    card = (export / "README.md").read_text()
+    assert f"pip install torch=={torch.partition('+')[0]} " in card and f"transformers=={transformers} " in card
+    assert (torch, transformers, installed) == (recorded["torch"], recorded["transformers"], pgra.__version__)
+    print(f"fresh venv: made, installed and predicted in {time.monotonic() - started:.1f} s")
+
+
+@pytest.mark.parametrize(("break_it", "why"), [
+    ("checkout", "this pgra does not run from a checkout"),
+    ("BUILD", "setuptools could not build it from "),
+])
+def test_an_export_that_cannot_build_the_wheel_says_why_it_carries_none(tmp_path, capsys, monkeypatch, break_it,
+                                                                         why):
+    """pgra installed from a wheel (no checkout to build one from), or setuptools failing: the export is written,
+    without wheel/; a `warning:` line and the card say why and how the receiver installs pgra instead."""
+    import pgra.distribution as distribution
+
+    monkeypatch.setattr(distribution, "_BUILT", {})
+    if break_it == "checkout":
+        monkeypatch.setattr(distribution, "checkout", lambda: None)
+    else:
+        monkeypatch.setattr(distribution, "BUILD", "import sys; sys.exit('no setuptools here')")
+    run = fake_run(tmp_path / "exp" / "sky" / "fid")
+    assert main(["export", "--run", str(run), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: the export carries no wheel of pgra: {why}" in err
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert not (tmp_path / "out" / "wheel").exists()
+    assert f"# no wheel of pgra in this folder: {why}" in card
+    assert f"pgra {pgra.__version__} from a clone of its repository or its release archive" in card
+
+
+def test_the_card_pins_the_versions_the_run_recorded():
+    """The run's manifest's versions win over this machine's; one that is not a version (it would be run in a shell)
+    is this machine's; torch's local build names PyTorch's index for it."""
+    assert pinned({"torch": "2.1.0+cu121", "transformers": "4.57.1"}) == {"torch": "2.1.0+cu121",
+                                                                         "transformers": "4.57.1"}
+    assert pinned({"torch": "1; rm -rf ~", "transformers": None}) == {"torch": version("torch"),
+                                                                      "transformers": version("transformers")}
+    lines = install_lines("pgra-0.1.0-py3-none-any.whl", {"torch": "2.1.0+cu121", "transformers": "4.57.1"})
+    assert lines[1].startswith("pip install torch==2.1.0   # the version the run used (2.1.0+cu121: its build "
+                               "from --index-url https://download.pytorch.org/whl/cu121)")
+    assert lines[2].startswith('pip install transformers==4.57.1 "./wheel/pgra-0.1.0-py3-none-any.whl[cpu]"')
+    assert len(lines) == 3
+
+
+def test_the_cards_predict_line_names_what_the_export_did_not_copy(tmp_path):
+    """An export without copies: the card's `pgra predict` line says which options point at local copies."""
+    from pgra.card import _load_hint
+
+    spec = {"index": {"copied": False, "encoder": str(tmp_path), "copied_encoder": False},
+            "reranked": {"lm": str(tmp_path), "copied_lm": False}}
+    assert _load_hint(spec, cli=True) == "  # elsewhere: --index PATH --encoder PATH --lm PATH (local copies)"
+    assert _load_hint(spec) == '  # elsewhere: index="...", encoder="...", lm="..." (local copies)'
