@@ -227,7 +227,7 @@ def test_the_experiments_page_shows_the_current_laptop_setting_and_the_changelog
 
 # ---- claims that drift as the code grows (issue 71) ------------------------------------------------------------
 
-EXTRA = re.compile(r"pgra\[[\w,\-]+\]")
+EXTRA = re.compile(r"(?<![/\w.-])pgra\[[\w,\-]+\]")  # a local path (PATH/TO/pgra[cpu], a clone) is no index
 
 
 def test_no_install_line_names_an_extra_of_a_pgra_that_is_not_on_an_index():
@@ -267,11 +267,12 @@ def test_the_readme_names_the_pages_that_are_not_plain_markdown():
 def test_the_readmes_first_screen_says_what_the_first_hour_needs_each_in_one_line():
     """Before the first `make`: the platforms and Python versions (pyproject's floor), the disk, the CUDA torch PyPI
     gives Linux x86_64 and the TORCH_INDEX that avoids it (the Makefile's), and what `make test` installs outside
-    the virtual environment (Chromium with apt, as the Makefile's `browser` target does as root): one line each."""
+    the virtual environment (Chromium with apt, as the Makefile's `browser` target does as root), and where pgra
+    comes from (a clone, or the release archive `make dist` builds): one line each."""
     readme = (ROOT / "README.md").read_text()
     screen = readme[:readme.index("pgra reproduces")]
     bullets = {m[1]: m[2] for m in re.finditer(r"^- \*\*`?([\w ]+?)`?\*\*:?(.*)$", screen, flags=re.M)}
-    assert set(bullets) == {"Platforms", "Disk", "torch", "make test"}
+    assert set(bullets) == {"Platforms", "Disk", "torch", "Where pgra comes from", "make test"}
     assert all(not line.startswith("  ") for line in screen.splitlines())  # no bullet runs on to a second line
     floor = re.search(r'requires-python = ">=([\d.]+)"', (ROOT / "pyproject.toml").read_text())[1]
     assert "Linux x86_64" in bullets["Platforms"] and f"{floor} or newer" in bullets["Platforms"]
@@ -281,3 +282,4 @@ def test_the_readmes_first_screen_says_what_the_first_hour_needs_each_in_one_lin
     assert "CUDA" in bullets["torch"] and f"make setup {index}" in bullets["torch"]
     assert "apt-get install" in make and '"$$(id -u)" != 0' in make
     assert "Chromium" in bullets["make test"] and "root" in bullets["make test"] and "apt" in bullets["make test"]
+    assert "docs/getting-pgra.md" in bullets["Where pgra comes from"] and "make dist" in bullets["Where pgra comes from"]
