@@ -120,7 +120,7 @@ def rerank_work(runs: ExperimentRuns, reranks: list[tuple[str, str, bool]], grid
             continue
         base = own.get(f"{runs.task_name(task)}/reranked")
         seconds = None if base is None else base.seconds
-        estimates.append(Estimate(f"{runs.task_name(task)}/{what}", seconds, "as the experiment's reranking",
+        estimates.append(Estimate.at(f"{runs.task_name(task)}/{what}", seconds, "as the experiment's reranking",
                                   base.device if base is not None else "cpu"))
     return Work(stages=len(estimates), estimates=estimates)
 

@@ -1,0 +1,88 @@
+"""How big things are, and how the plans write it: seconds and bytes as text, a folder's bytes, a text file's mean
+line, a model's parameters (its safetensors, the Hugging Face cache, or a known count) and its download."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# parameters of the Hub readers the paper's configs name, for a model that is not here (its Hub card's count)
+KNOWN_PARAMETERS = {"t5-small": 60_506_624, "t5-base": 222_903_552, "t5-large": 737_668_096}
+SAMPLE_BYTES = 1 << 20  # a line size is measured on a file's first MiB
+
+
+def format_seconds(seconds: float) -> str:
+    """``42 s``, ``12.5 min`` or ``3.20 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+def format_bytes(n: float) -> str:
+    """``12.3 kB``, ``4.5 MB``, ``587 MB``, ``2.68 GB`` or ``1.20 TB`` (decimal units)."""
+    if n < 1e6:
+        return f"{n / 1e3:.1f} kB"
+    if n < 1e9:
+        return f"{n / 1e6:.1f} MB" if n < 1e8 else f"{n / 1e6:.0f} MB"
+    if n < 1e12:
+        return f"{n / 1e9:.2f} GB" if n < 1e11 else f"{n / 1e9:.0f} GB"
+    return f"{n / 1e12:.2f} TB"
+
+
+def mean_line_bytes(path: str | Path) -> float | None:
+    """The mean bytes of a line of a text file, measured on its first MiB; None for no readable, non-empty file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SAMPLE_BYTES)
+    except OSError:
+        return None
+    lines = head.count(b"\n") or (1 if head else 0)
+    return len(head) / lines if lines else None
+
+
+def folder_bytes(folder: str | Path) -> int:
+    """The bytes of the files under ``folder`` (0 when it is not there)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def model_parameters(model: str) -> tuple[dict[str, int] | None, str]:
+    """A model's parameters (``all``, and ``encoder`` / ``decoder`` where its weights' names tell) and where the
+    count came from: a local folder's safetensors headers (:func:`pgra.cost.parameter_counts`), the same of a Hub model
+    in the local Hugging Face cache, or :data:`KNOWN_PARAMETERS`; (None, why) otherwise."""
+    from .cost import parameter_counts
+
+    counts = parameter_counts(model)
+    if counts:
+        return counts, f"{model}'s safetensors"
+    if not Path(model).exists():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(model, "model.safetensors")
+            counts = parameter_counts(Path(cached).parent) if isinstance(cached, str) else None
+        except Exception:  # noqa: BLE001 - not a repo id, no hub library: only the plan's estimate is missed
+            counts = None
+        if counts:
+            return counts, f"{model}'s safetensors (Hugging Face cache)"
+    known = KNOWN_PARAMETERS.get(model.removeprefix("google-t5/"))
+    if known:
+        return {"all": known}, f"{model}: its Hub card's count"
+    return None, f"{model}: parameters unknown (not a local folder, not in the Hugging Face cache)"
+
+
+def count_text(n: int) -> str:
+    """``222.9M`` parameters, or all the digits of a small count (``46,592``)."""
+    return f"{n / 1e6:.1f}M" if n >= 100_000 else f"{n:,}"
+
+
+__all__ = ["KNOWN_PARAMETERS", "count_text", "folder_bytes", "format_bytes", "format_seconds", "mean_line_bytes",
+           "model_parameters"]
