@@ -117,6 +117,10 @@ class Stage(ABC):
         reranked stage embedded the whole corpus. None: unknown, or it runs no LM (the default)."""
         return None
 
+    def models(self, rerank: Any) -> list[str]:
+        """The models it loads for a task (``rerank``: the task's rerank config; the plan sizes their downloads)."""
+        return []
+
     def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
                      ) -> tuple[float, str, int] | None:
         """The bytes of one input's line in its files (the plan's disk: ``input_bytes`` the input's record,

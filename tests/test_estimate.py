@@ -901,3 +901,39 @@ def test_launcher_workers_build_each_tasks_stages_in_one_job(planned, monkeypatc
     plan = plan_costs(exp)
     assert plan.ddp and [e.split_s for e in plan.cells] == [0.0, 80.0] and plan.wallclock()[1] == 20.0 + 80.0 / 4
     assert "one after another (DDP): a reader's training split among the workers" in "\n".join(plan.summary())
+
+
+def test_the_dry_runs_plan_the_models_and_the_analyses_embedding_caches(tmp_path, corpus_txt, sky_task, tiny_opt,
+                                                                        tiny_t5, capsys):
+    """Issue 71.5: `pgra experiment --dry-run` sizes the models the grid loads (a local folder at its size, a Hub
+    model not here by its parameters x its checkpoint's bytes a parameter) and the embedding cache of each further LM
+    the analyses rerank with (the experiment's reranked texts x that LM's hidden size x 4 B) with its download;
+    `pgra analyze --dry-run` gives the same, with its grids'."""
+    import yaml
+
+    from pgra.experiment.estimate import format_bytes, plan_costs
+    from pgra.sizes import KNOWN_MODELS, folder_bytes
+
+    cfg = _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, methods=["pgra"], seeds=[1], report=False,
+                  analysis={"analyses": ["consistency"], "consistency": {"rerank_lms": ["facebook/opt-350m"]}})
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    disk = plan_costs(Experiment(from_dict(ExperimentConfig, cfg)), workers=1).disk
+    mine = {str(tiny_opt): folder_bytes(tiny_opt), str(tiny_t5): folder_bytes(tiny_t5)}
+    assert disk.models == pytest.approx(mine) and disk.cache > 0
+    assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"  models: {format_bytes(sum(mine.values()))} ({tiny_opt} {format_bytes(mine[str(tiny_opt)])} (here); " \
+           f"{tiny_t5} {format_bytes(mine[str(tiny_t5)])} (here))" in out
+    assert f"  with the models: {format_bytes(disk.total + sum(mine.values()))}" in out
+    params, width, dim = KNOWN_MODELS["facebook/opt-350m"]
+    cache = disk.cache / json.loads((tiny_opt / "config.json").read_text())["hidden_size"] * dim
+    block = out[out.index("disk, estimated for the analyses (beyond the experiment's grid):"):]
+    assert block[1] == f"  the embedding caches of their rerankings: up to {format_bytes(cache)} (x each LM's " \
+                       "hidden size x 4 B)"
+    assert block[2] == f"  models: {format_bytes(params * width)} (facebook/opt-350m {format_bytes(params * width)} " \
+                       "to download (331.2M x 2 B))"
+    assert block[3].startswith(f"  total: {format_bytes(cache + params * width)}; with the grid's and its models: ")
+    assert main(["analyze", "--config", str(path), "--dry-run"]) == 0
+    analyzed = capsys.readouterr().out.splitlines()
+    assert analyzed[-4:] == block[:4]

@@ -168,6 +168,10 @@ class Method(ABC):
         """The options its :meth:`price` reads as ``disk`` that are in no key (so in no settings). None by default."""
         return None
 
+    def models(self) -> list[str]:
+        """The models its cell loads (names or folders; the plan sizes their downloads). None by default."""
+        return []
+
     def planned_disk(self) -> Any:
         """What the cell holds on disk besides its predictions and record, for the plan (a
         :class:`pgra.reader.cost_model.CellDisk`); None (the default): nothing else."""

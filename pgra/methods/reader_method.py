@@ -72,6 +72,9 @@ class ReaderMethod(Method):
 
         return cosmetic(self.inputs.settings.reader)
 
+    def models(self) -> list[str]:
+        return [str(self.inputs.settings.reader.model)]
+
     def planned_disk(self) -> Any:
         from ..reader.cost_model import cell_disk
 

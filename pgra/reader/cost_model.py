@@ -1,11 +1,6 @@
-"""The reader's cost model: what a reader cell costs before it runs, from the bench fits.
-
-:meth:`pgra.methods.reader_method.ReaderMethod.price` asks :func:`reader_cell_price`; the fits themselves (the
-bench results, read once) are :class:`pgra.reader.fits.ReaderFits` (of the plan's fits), passed in. On a GPU a cell is priced as
-what its config runs (``fits.gpu_cell``); on a CPU by the step fit at its d, the share of its trained encoder
-layers (storing the frozen layers' outputs of every input), its bf16 ratio and the measured fixed part of a cell
-with its evaluated inputs (``fits.cpu_cells``). What a cell holds on disk: :func:`cell_disk`.
-"""
+"""The reader's cost model: what a reader cell costs (:func:`reader_cell_price`, over the plan's
+:class:`~pgra.reader.fits.ReaderFits`; on a GPU :mod:`pgra.reader.gpu_cost`) and holds on disk (:func:`cell_disk`)
+before it runs."""
 
 from __future__ import annotations
 
@@ -15,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cost import Priced
-from ..sizes import count_text, format_bytes, model_parameters
+from ..sizes import WEIGHT_FILES, count_text, format_bytes, model_parameters
 
 
 def evaluated_inputs(reader: dict[str, Any], splits: dict[str, int] | None) -> int | None:
@@ -64,8 +59,7 @@ def reader_cell_price(fits: Any, reader: dict[str, Any], inputs: int | None, spl
     if fits.gpu_steps:
         cost = fits.gpu_cell({**reader, **(disk or {})}, splits)
         if cost is not None:
-            return Priced(cost.seconds, cost.source, fits.device, cost.device_s, cost.written_bytes, cost.kept_bytes,
-                          cost.parts.get("steps", 0.0))
+            return cost
     passages, layers = int(reader.get("n_passages", 0)), trained_layers(reader)
     total = encoder_layers(str(reader.get("model", ""))) if layers is not None else None
     precision = str(reader.get("mixed_precision", "no"))
@@ -145,7 +139,7 @@ def reader_disk(reader: Any) -> ReaderDisk | None:
     other = 0
     if folder.is_dir():
         other = sum(p.stat().st_size for p in folder.iterdir()
-                    if p.is_file() and not p.name.endswith((".safetensors", ".bin", ".pt", ".h5", ".msgpack")))
+                    if p.is_file() and not p.name.endswith(WEIGHT_FILES))
     return ReaderDisk(total, trained, other, source)
 
 

@@ -1,8 +1,5 @@
-"""The reader's bench fits: seconds per training step against d (on a CPU ``reader_scale.json``; the share of a
-step training only the top layers and storing the frozen layers' outputs, ``reader_top_layers.json``; a bf16
-step's ratio, ``reader_top_layers_bf16.json``) and on a GPU the measured steps of the reader's variants with pgra's
-training loop around them (:mod:`pgra.reader.gpu_cost`). :func:`pgra.reader.cost_model.reader_cell_price` prices a
-cell with them."""
+"""The reader's bench fits: on a CPU its seconds per step against d, the share of training only the top layers and
+of a bf16 step; on a GPU its variants' measured steps in pgra's loop (:mod:`pgra.reader.gpu_cost`)."""
 
 from __future__ import annotations
 
@@ -51,10 +48,10 @@ class ReaderFits(Fits):
     loop_source: str = ""
     overheads: CellOverheads | None = None
 
-    def load_reader(self, results: Path, measured: dict[str, Any] | None = None) -> None:
-        """The fits from ``results`` (on a GPU, ``measured``: the loop's H100 run, or None)."""
+    def load_reader(self, results: Path) -> None:
+        """The fits from ``results`` (on a GPU, the runs ``gpu_plan_cells.json`` names)."""
         if self.device == "gpu":
-            self._load_gpu(results, measured)
+            self._load_gpu(results)
             return
         path = results / "reader_scale.json"
         if path.is_file():
@@ -75,12 +72,7 @@ class ReaderFits(Fits):
             if self.bf16_ratios:
                 self.bf16_layers = max(n for points in self.bf16_ratios.values() for n, _ in points)
 
-    def _load_gpu(self, results: Path, reader: dict[str, Any] | None) -> None:
-        if reader is not None:
-            self.reader, self.reader_batch = (0.0, reader["s_per_step"] / reader["passages"]), int(reader["batch"])
-            self.reader_source = (f"bench {reader['source']}: {reader['model']} {reader['s_per_step']:.3f} s/step "
-                                  f"at d={reader['passages']} in pgra's training loop ({reader['variant']}) on an "
-                                  f"H100, x d/{reader['passages']}")
+    def _load_gpu(self, results: Path) -> None:
         cells = gpu_cell_measurements(results)
         if cells is None:
             return

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cost import Priced
 from ..sizes import format_seconds
 from .cost_model import evaluated_inputs, trained_layers
 
 GPU_PLAN_CELLS = "gpu_plan_cells.json"
-
 DEFAULT_GPU_VARIANT = "fused+compile"  # the variant of the loop measured around it
-
 
 
 @dataclass
@@ -46,16 +45,10 @@ class CellOverheads:
 
 
 @dataclass
-class CellCost:
-    """A cell priced from the fits: ``seconds`` in all, of them ``device_s`` on the device, by part; its source;
-    the bytes it writes and keeps."""
+class CellCost(Priced):
+    """A cell priced from the GPU fits, with its seconds by part."""
 
-    seconds: float
-    device_s: float
-    parts: dict[str, float]
-    source: str
-    written_bytes: float = 0.0
-    kept_bytes: float = 0.0
+    parts: dict[str, float] = field(default_factory=dict)
 
 
 def gpu_variant(reader: dict[str, Any]) -> str:
@@ -121,7 +114,7 @@ def gpu_cell(fits: Any, reader: dict[str, Any], splits: dict[str, int] | None = 
     device = steps * model_s + _evaluations(fits, reader, splits, step, parts, text, notes)
     written, kept = _overheads(fits.overheads, reader, steps, parts, text)
     source = f"bench H100, {GPU_PLAN_CELLS}: " + "; ".join(text + notes)
-    return CellCost(sum(parts.values()), device, parts, source, written, kept)
+    return CellCost(sum(parts.values()), source, "gpu", device, written, kept, parts["steps"], parts=parts)
 
 
 def _notes(fits: Any, reader: dict[str, Any], variant: str, step: GpuStep, passages: int) -> list[str]:

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import read_json
-from ..cost import Fits, fit_line, model_dim
+from ..cost import Fits, fit_line
 from ..errors import PgraError
-from ..sizes import format_bytes
+from ..sizes import format_bytes, hidden_size
 
 
 @dataclass
@@ -47,8 +47,8 @@ class RerankFits(Fits):
 
 def cache_bytes(rerank: Any, texts: int) -> tuple[float, int | None]:
     """The embedding cache of ``texts`` rows of the reranker's LM (fp32: its dimension x 4 B each) and that
-    dimension; (0, None) where the dimension is unknown here (no local config)."""
-    dim = model_dim(str(rerank.lm))
+    dimension (:func:`pgra.sizes.hidden_size`); (0, None) where it is unknown."""
+    dim = hidden_size(str(rerank.lm))
     return (float(texts * dim * 4), dim) if dim else (0.0, None)
 
 

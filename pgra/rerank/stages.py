@@ -117,6 +117,9 @@ class RerankedStage(Stage):
                      ) -> tuple[float, str, int] | None:
         return _line(rerank, input_bytes, sentence_bytes, rerank.num_demos)
 
+    def models(self, rerank: Any) -> list[str]:
+        return [str(rerank.lm)] if self.reranker == DEFAULT else []
+
     replayable = True
 
     @classmethod
@@ -191,6 +194,9 @@ class FullSearchStage(Stage):
     def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
                      ) -> tuple[float, str, int] | None:
         return _line(rerank, input_bytes, sentence_bytes, 0)
+
+    def models(self, rerank: Any) -> list[str]:
+        return [str(rerank.lm)]
 
     replayable = True
 

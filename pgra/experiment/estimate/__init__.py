@@ -1,12 +1,6 @@
-"""What a grid will cost before it runs: per stage and cell, the wall-clock on N workers, and the disk.
-
-The experiment layer asks, each part answers: a stage prices itself (:meth:`pgra.stages.Stage.price`,
-:meth:`~pgra.stages.Stage.planned_line`), a method its cell (:meth:`pgra.methods.Method.price`,
-:meth:`~pgra.methods.Method.planned_disk`), each from its own share of the bench fits (:mod:`pgra.reader.fits`,
-:mod:`pgra.rerank.cost_model`, :mod:`pgra.retrieval.cost_model`). Here: the fits put together (:mod:`.fits`), what a
-plan counts (:mod:`.inputs`: the device, workers, inputs), estimates from cost records before the fits
-(:mod:`.records`), the schedule (:mod:`.schedule`), the disk (:mod:`.disk`) and the plan (:mod:`.plan`).
-"""
+"""What a grid will cost before it runs (per stage and cell, the wall-clock on N workers, the disk): the experiment
+layer asks, each part answers from its own cost model (:meth:`pgra.stages.Stage.price`, :meth:`pgra.methods.Method.
+price`, ``planned_line``, ``planned_disk``, ``models``) over its share of the bench fits (:mod:`.fits`)."""
 
 from ...sizes import format_bytes, format_seconds
 from .disk import DiskPlan, plan_disk

@@ -1,9 +1,6 @@
-"""What a grid holds on disk once done, by part, each part sized by its own cost model: the shared index
-(:func:`pgra.retrieval.cost_model.index_disk`), each stage's files (inputs x its line,
-:meth:`pgra.stages.Stage.planned_line`), the reranker's embedding cache (:mod:`pgra.rerank.cost_model`), every
-cell's predictions and record and what a trained cell keeps (:meth:`pgra.methods.Method.planned_disk`: a reader's
-``best/``); what is done is counted at its size on disk. Training adds, for each trained cell running at once, its
-peak (a reader's resumable checkpoints)."""
+"""What a grid holds on disk once done, each part sized by its own cost model (the index, each stage's lines, the
+reranker's cache, each cell's predictions and what a trained cell keeps, the models it loads); what is done at its
+size on disk. Training adds, for each trained cell running at once, its peak (a reader's checkpoints)."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from typing import TYPE_CHECKING
 from ...errors import PgraError
 from ...rerank.cost_model import cache_bytes, cache_text, corpus_passed
 from ...retrieval.cost_model import corpus_lines, index_disk
-from ...sizes import folder_bytes, format_bytes, mean_line_bytes
+from ...sizes import folder_bytes, format_bytes, mean_line_bytes, model_bytes
 from ...stages import get_stage
 from .inputs import stage_embeddings
 
@@ -46,6 +43,8 @@ class DiskPlan:
     peak: float = 0.0
     peak_text: str = ""
     unknown: list[str] = field(default_factory=list)
+    models: dict[str, float] = field(default_factory=dict)  # the models the grid loads, here or to download
+    models_text: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> float:
@@ -65,8 +64,12 @@ class DiskPlan:
             each = f"{len(sizes)} x {format_bytes(max(sizes))}" if len(set(sizes)) == 1 else \
                 f"{len(sizes)}, up to {format_bytes(max(sizes))} each"
             out.append(f"  {kind}: {each} = {format_bytes(sum(sizes))} ({self.cell_text[kind]})")
+        if self.models:
+            out.append(f"  models: {format_bytes(sum(self.models.values()))} ({'; '.join(self.models_text)})")
         out.append(f"  total: {format_bytes(self.total)}" + (f"; peak while training: + {format_bytes(self.peak)} "
                                                              f"({self.peak_text})" if self.peak else ""))
+        if self.models:
+            out.append(f"  with the models: {format_bytes(self.total + sum(self.models.values()))}")
         if self.unknown:
             out.append(f"  not counted: {'; '.join(self.unknown)}")
         return out
@@ -107,7 +110,40 @@ def plan_disk(exp: GridView, cells: list[CellPlan], splits: dict[str, dict[str, 
     inputs = {t: _task_input_bytes(exp, t) for t in exp.cfg.tasks}
     _stages_disk(exp, plan, splits, inputs, sentences, sentence)
     _cells_disk(exp, plan, cells, splits, inputs, workers)
+    add_models(plan, grid_models(exp, cells))
     return plan
+
+
+def grid_models(exp: GridView, cells: list[CellPlan]) -> list[str]:
+    """The models a grid loads, as its parts name them: the index's query encoder, each stage's and each cell's."""
+    from ...errors import InputError
+    from ...retrieval.base import get_retriever
+
+    try:
+        encoder = get_retriever(exp.cfg.index).query_encoder()
+    except PgraError:  # a retriever the build will refuse: the plan says what it can
+        encoder = None
+    names = [str(encoder.encoder)] if encoder is not None else []
+    for t in exp.cfg.tasks:
+        for stage in exp.stages_needed():
+            try:
+                names += get_stage(stage).models(exp.rerank_config(t))
+            except InputError:  # a stage no family names now
+                continue
+    return names + [m for c in cells for m in exp.method(c.task, c.method).models()]
+
+
+def add_models(plan: DiskPlan, names: list[str]) -> None:
+    """Each of ``names`` not yet in ``plan``: its size here, or its download (:func:`pgra.sizes.model_bytes`)."""
+    for name in dict.fromkeys(names):
+        size, text = model_bytes(name)
+        if name in plan.models or text in plan.unknown:
+            continue
+        if size is None:
+            plan.unknown.append(text)
+        else:
+            plan.models[name] = size
+            plan.models_text.append(text)
 
 
 def _stages_disk(exp: GridView, plan: DiskPlan, splits: dict[str, dict[str, int] | None], inputs: dict[str, float],
@@ -202,4 +238,4 @@ def _cells_disk(exp: GridView, plan: DiskPlan, cells: list[CellPlan], splits: di
         plan.peak_text = f"{concurrent} reader cell(s) at once x {format_bytes(peak)}: {widest.peak_text}"
 
 
-__all__ = ["DiskPlan", "plan_disk"]
+__all__ = ["DiskPlan", "add_models", "grid_models", "plan_disk"]

@@ -1,9 +1,6 @@
-"""The bench fits a plan prices with: each part's (:class:`~pgra.reader.fits.ReaderFits`,
-:class:`~pgra.rerank.cost_model.RerankFits`) over the common :class:`~pgra.cost.Fits`, read from this checkout's
-``bench/results`` for the device :func:`~pgra.experiment.estimate.inputs.plan_device` chooses. On a CPU: the
-reader's seconds per step against d and the reranker's seconds per candidate sentence, both measured on 2 threads,
-so that a worker computing on fewer takes proportionally longer; on a GPU the H100 runs ``gpu_plan_inputs.json``
-and ``gpu_plan_cells.json`` name."""
+"""The bench fits a plan prices with: each part's share (:class:`~pgra.reader.fits.ReaderFits`,
+:class:`~pgra.rerank.cost_model.RerankFits`) over :class:`~pgra.cost.Fits`, read from this checkout's
+``bench/results`` for one device (on a GPU, the H100 runs ``gpu_plan_inputs.json`` and ``gpu_plan_cells.json`` name)."""
 
 from __future__ import annotations
 
@@ -38,7 +35,7 @@ class BenchFits(ReaderFits, RerankFits):
             fits.cpu_cells = CpuCellCosts.load(results / CPU_CELL_COSTS)
             if fits.cpu_cells is not None and fits.cpu_cells.threads:
                 fits.bench_threads = fits.cpu_cells.threads
-        fits.load_reader(results, measured and measured["reader"])
+        fits.load_reader(results)
         fits.load_rerank(results, measured and measured["rerank"])
         return fits
 
@@ -53,25 +50,23 @@ def gpu_measurements(results: Path) -> dict[str, dict[str, Any]] | None:
     """The H100 measurements GPU plans use, as ``results/gpu_plan_inputs.json`` names them (None without it or
     one of the files it names):
     ``encoding`` (BERT-base sentences/s), ``index`` (the flat index of 1M vectors built and searched on the CPU
-    cores), ``rerank`` (the named reranker's texts/s) and ``reader`` (a step of pgra's own training loop in the
-    named variant); each with the ``source`` file its numbers come from."""
+    cores) and ``rerank`` (the named reranker's texts/s); each with the ``source`` file its numbers come from."""
     path = Path(results) / GPU_PLAN_INPUTS
     if not path.is_file():
         return None
     names = json.loads(path.read_text())
-    files = {part: path.parent / names[part]["file"] for part in ("encoding", "index", "rerank", "reader")}
+    files = {part: path.parent / names[part]["file"] for part in ("encoding", "index", "rerank")}
     if not all(f.is_file() for f in files.values()):
         return None
     run = {part: json.loads(f.read_text()) for part, f in files.items()}
     source = {part: names[part]["file"] for part in run}
     rerank = next(r for r in run["rerank"]["rerank"] if r["model"] == names["rerank"]["model"])
-    reader = next(r for r in run["reader"]["loops"] if r["variant"] == names["reader"]["loop_variant"])
     index = run["index"]["encoding"]
     return {"encoding": {**run["encoding"]["encoding"], "source": source["encoding"]},
             "index": {"index_vectors": index["index_vectors"], "index_build_s": index["index_build_s"],
                       "search_1000_queries_top150_s": index["search_1000_queries_top150_s"],
                       "source": source["index"]},
-            "rerank": {**rerank, "source": source["rerank"]}, "reader": {**reader, "source": source["reader"]}}
+            "rerank": {**rerank, "source": source["rerank"]}}
 
 
 __all__ = ["BenchFits", "gpu_measurements"]

@@ -25,13 +25,9 @@ STAGES = ("candidates", "reranked", "full_search")
 def plan_costs(exp: GridView, cells: list[CellPlan] | None = None, workers: int | None = None,
                fits: BenchFits | None = None, cells_per_gpu: int | None = None, record_folders: tuple[Path, ...] = (),
                as_new: bool = False) -> Plan:
-    """The estimates of every stage and planned cell of ``exp`` (``workers``: default the config's ``workers`` when it
-    has one, else the process count; ``cells_per_gpu``: default the config's, else 1), priced by ``fits`` (default:
-    this checkout's bench fits for :func:`plan_device`'s device, the plan's note saying which and why). The records
-    are the finished cells and stages of ``exp``'s folder, of ``record_folders`` (an analysis's variant reads its
-    experiment's) and of the config's ``plan_records`` (experiment folders or results bundles run elsewhere: a
-    bundle keeps the cells' records and the stages' cost.json). ``as_new``: every stage and cell priced as if none
-    had run (what the whole grid costs)."""
+    """The estimates of every stage and planned cell of ``exp`` on ``workers`` (default: the config's, else the
+    process count), ``fits`` default: :func:`_fits`; the records are those of ``exp``'s folder, ``record_folders``
+    and the config's ``plan_records``. ``as_new``: every stage and cell priced as if none had run."""
     cells = cells if cells is not None else exp.plan()
     if as_new:
         cells = [dataclasses.replace(c, status="todo") for c in cells]

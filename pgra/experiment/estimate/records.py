@@ -1,10 +1,6 @@
-"""Estimates from cost records, else from each part's cost model. Each says where it came from
-(:attr:`Estimate.source`), the first that applies of: ``done`` (finished with its key: nothing to spend);
-``recorded``: a cost record in the experiment folder (a stage's ``cost.json``, a cell's ``cell.json`` ``cost``) of
-the same stage of the task built before (other settings), or a cell of the same task, method and settings (another
-seed); else of the same stage or method on another task, scaled by the ratio of their input counts; ``bench``: the
-part's own cost model over the bench fits (:meth:`pgra.stages.Stage.price`, :meth:`pgra.methods.Method.price`); or
-none (left out of the totals, and counted)."""
+"""Estimates, each with its source, the first that applies: ``done``; ``recorded`` (the same stage or cell's cost
+record, else another task's scaled by inputs); the part's own cost model over the bench fits
+(:meth:`pgra.stages.Stage.price`, :meth:`pgra.methods.Method.price`); none (left out of the totals, counted)."""
 
 from __future__ import annotations
 
@@ -23,11 +19,8 @@ def _device(record: dict[str, Any]) -> str:
 
 
 def _recorded_cells(fits: BenchFits | None, records: list[dict[str, Any]]) -> tuple[float, str, float]:
-    """The mean of finished cells' recorded seconds (``records``: cell.json records) as one of the plan's workers
-    would take them (:func:`_one_worker`: the training loop of a cell trained by several processes together, x
-    their number; on a CPU, x :meth:`BenchFits.thread_factor` at the cores each had), a clause saying so (empty
-    when nothing scaled), and the mean of those seconds that DDP ranks would split (a reader's training loop,
-    ``split_s``; 0 for a cell that records none)."""
+    """The mean of finished cells' recorded seconds as one worker of the plan would take them (:func:`_one_worker`),
+    a clause saying how they were scaled, and the mean of those seconds that DDP ranks would split."""
     priced = [_one_worker(r["cost"], fits, cell=True) for r in records]
     seconds = sum(s for s, _, _ in priced) / len(priced)
     split = sum(x for _, _, x in priced) / len(priced)
@@ -39,12 +32,9 @@ def _recorded_cells(fits: BenchFits | None, records: list[dict[str, Any]]) -> tu
 
 
 def _one_worker(record: dict[str, Any], fits: BenchFits | None, cell: bool = False) -> tuple[float, str, float]:
-    """A stage's or cell's recorded seconds as one worker of the plan would take them (the plan divides a stage by
-    the workers, or on GPUs by the devices, that share it): :func:`pgra.cost.device_seconds` (its wall-clock, with
-    the part its devices split x their number: a stage's all, a DDP-trained cell's training loop), on a CPU also x
-    :meth:`BenchFits.thread_factor` at the cores each process had (``cores_each``, else its torch threads). Also a
-    clause saying so (empty when 1), and of those seconds the ones DDP ranks split (a ``cell``'s ``split_s``, scaled
-    alike, 0 where it records none; all of a stage's)."""
+    """A recorded stage's or cell's seconds as one worker would take them (:func:`pgra.cost.device_seconds`; on a
+    CPU x :meth:`~pgra.cost.Fits.thread_factor` at the cores each process had), a clause saying so, and of them the
+    ones DDP ranks split (a ``cell``'s ``split_s``; all of a stage's)."""
     shared, gpu = sharing(record), on_gpu(record)
     hardware = record.get("hardware") if isinstance(record.get("hardware"), dict) else {}
     threads = hardware.get("cores_each", hardware.get("torch_threads"))
@@ -71,11 +61,9 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
                   inputs: dict[str, int | None], fits: BenchFits | None = None,
                   splits: dict[str, dict[str, int] | None] | None = None,
                   disk: dict[str, Any] | None = None) -> Estimate:
-    """A cell's cost from ``records`` (``(label, cell.json)`` of finished cells): the same task, method and
-    settings (their mean), else the same method on another task scaled by input counts (``inputs``: task name ->
-    count), else the bench fit for a reader (``settings["reader"]``; on a GPU the whole cell as its settings run it,
-    :meth:`BenchFits.gpu_cell`, with ``splits``: task name -> inputs per split, and ``disk``: the reader's cosmetic
-    ``keep_checkpoints`` and ``keep_resume_state``, which no settings hold), else unknown."""
+    """A cell's cost from ``records`` (``(label, cell.json)``): the same task, method and settings, another method's
+    with the same reader or in-context settings, the same method on another task scaled by ``inputs``; else its
+    method's cost model (``splits``: inputs per split; ``disk``: the options it reads that no settings hold)."""
     label = f"{task}/{method}"
     settings = json.loads(json.dumps(settings, sort_keys=True, default=str))  # as cell.json holds them
     usable = [(lab, r) for lab, r in records if r.get("method") == method and r.get("cost")
@@ -101,7 +89,7 @@ def estimate_cell(task: str, method: str, settings: dict[str, Any], records: lis
     if fits is not None:  # the method's own cost model (a reader's steps, in-context prompts, a cell's inputs)
         priced = method_class(method, settings).price(fits, settings, inputs.get(task), (splits or {}).get(task), disk)
         if priced is not None:
-            return Estimate(**vars(priced), label=label)
+            return Estimate.of(label, priced)
     return Estimate.at(label, None, "no record of this method, no bench fit")
 
 
@@ -146,7 +134,7 @@ def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, s
         except InputError:  # a record of a stage no family names now
             priced = None
         if priced is not None:
-            return Estimate(**vars(priced), label=label)
+            return Estimate.of(label, priced)
     return Estimate.at(label, None, "no record of this stage, no bench fit")
 
 

@@ -1,16 +1,10 @@
-"""The estimates and the wall-clock: one :class:`Estimate` per stage or cell, scheduled on the workers.
-
-The wall-clock assumes the stages run one after another, each sharded over the workers (its single-process seconds
-divided by their number, or by the GPUs' where ``cells_per_gpu`` workers share each; a stage's record is its
-wall-clock under the ``processes`` that built it, so it is first multiplied by them), then the cells side by side,
-one per worker (those sharing a GPU each at most as fast as its device time times their number allows), costliest
-first (:func:`plan_wallclock`: longest-processing-time greedy); under ``parallel: ddp`` the cells one after another
-instead, the seconds the ranks split (a reader's training steps) divided among the workers' GPUs as a stage's are,
-the rest (loads, predictions, a kNN vote, in-context learning) whole.
-"""
+"""One :class:`Estimate` per stage or cell, and their wall-clock on the workers (:meth:`Plan.wallclock`): the
+stages one after another, each sharded over the workers (or GPUs), then the cells side by side, costliest first
+(:func:`plan_wallclock`), or under ``parallel: ddp`` one after another, their training split among the GPUs."""
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,6 +28,11 @@ class Estimate(Priced):
     def at(cls, label: str, seconds: float | None, source: str, device: str = "cpu", **rest: Any) -> Estimate:
         """The estimate of ``label``."""
         return cls(seconds, source, device, label=label, **rest)
+
+    @classmethod
+    def of(cls, label: str, priced: Priced) -> Estimate:
+        """A part's priced cost as the estimate of ``label``."""
+        return cls(**{f.name: getattr(priced, f.name) for f in dataclasses.fields(Priced)}, label=label)
 
     def text(self) -> str:
         if self.seconds is None:
