@@ -349,11 +349,8 @@ CPU_KINDS = {"reader": "evaluated input (dev evaluations, the final dev and test
 
 @dataclass
 class CpuCellCosts:
-    """What a cell or stage spends on a CPU besides what the step and reranking fits price, measured through
-    pgra's own code (``bench/bench_cpu_cell_costs.py``: the tutorial's grid run at two sizes): per kind of
-    :data:`CPU_KINDS`, ``(fixed seconds, seconds per input)``: the model loads, tokenizer and data set-up, the
-    ``best/`` saves and checkpoints of a small reader, the report of the cell; in-context learning's per-input
-    seconds at ``icl_demos`` demonstrations."""
+    """What a cell or stage spends on a CPU besides what the step and reranking fits price, per kind of
+    :data:`CPU_KINDS` ``(fixed seconds, seconds per input)``, measured by ``bench/bench_cpu_cell_costs.py``."""
 
     parts: dict[str, tuple[float, float]]
     icl_demos: int
@@ -386,11 +383,8 @@ class CpuCellCosts:
 
 @dataclass
 class Fits:
-    """What every part's cost model reads of the bench fits (each part adds its own: :class:`pgra.reader.fits.
-    ReaderFits`, :class:`pgra.rerank.cost_model.RerankFits`): the ``device`` they price (``gpu`` / ``cpu``); on a
-    CPU, the measured fixed costs of cells and stages (``cpu_cell_costs.json``), the intra-op threads the CPU benches
-    ran with (its ``machine.cpus``) and the cores each worker of the planned grid computes on (None: as many as the
-    benches); fewer make every bench-priced CPU second ``bench_threads / cpu_threads`` times longer."""
+    """What every part's cost model reads of the bench fits (each part adds its own share): the ``device`` they
+    price; on a CPU the measured fixed costs, the threads the benches ran with and those a planned worker has."""
 
     device: str
     cpu_cells: CpuCellCosts | None = None
