@@ -67,19 +67,10 @@ def model_parameters(model: str) -> tuple[dict[str, int] | None, str]:
     in the local Hugging Face cache, or :data:`KNOWN_MODELS`; (None, why) otherwise."""
     from .cost import parameter_counts
 
-    counts = parameter_counts(model)
+    folder = _here(model)
+    counts = parameter_counts(folder) if folder is not None else None
     if counts:
-        return counts, f"{model}'s safetensors"
-    if not Path(model).exists():
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            cached = try_to_load_from_cache(model, "model.safetensors")
-            counts = parameter_counts(Path(cached).parent) if isinstance(cached, str) else None
-        except Exception:  # noqa: BLE001 - not a repo id, no hub library: only the plan's estimate is missed
-            counts = None
-        if counts:
-            return counts, f"{model}'s safetensors (Hugging Face cache)"
+        return counts, f"{model}'s safetensors" + ("" if folder == Path(model) else " (Hugging Face cache)")
     known = _known(model)
     if known:
         return {"all": known[0]}, f"{model}: its Hub card's count"

@@ -1,14 +1,7 @@
-"""``pgra analyze --dry-run``: what the chosen analyses would run, priced as ``pgra experiment --dry-run`` prices a
-grid, and nothing run or written.
-
-An analysis declares what it runs besides reading the experiment (:class:`~pgra.analysis.base.Analysis`):
-``variants``, grids such as the sweep's points and the compared retrievers' FiD and PGRA, each planned as an
-experiment of its own (its cells that are the experiment's own finished cells are reused, so not counted), and
-``reranks``, rerank stages outside any grid (the consistency analysis's further reranker LMs), priced at the
-experiment's own reranking. The variants are priced from the records of their own folders and the experiment's
-(:func:`pgra.experiment.estimate.plan_costs`); the experiment's grid is priced the same way as if none of it had run,
-so the analyses' cost is also given as a multiple of the grid's.
-"""
+"""``pgra analyze --dry-run``: what the chosen analyses would run and hold on disk, priced as ``pgra experiment
+--dry-run`` prices a grid (:func:`pgra.experiment.estimate.plan_costs`), nothing run or written: each analysis's
+``variants`` (grids of their own; the experiment's finished cells reused) and ``reranks`` (rerank stages outside any
+grid, priced at the experiment's own reranking); their cost also as a multiple of the grid's, as if none had run."""
 
 from __future__ import annotations
 
