@@ -74,7 +74,7 @@ def plan(exp, work: Path, fits):
 
 
 def kind_inputs(exp, label: str, kind: str, splits: dict[str, int]) -> int:
-    from pgra.experiment.estimate import evaluated_inputs
+    from pgra.reader.cost_model import evaluated_inputs
 
     if kind == "reader":
         task, method = label.split("/")[:2]
@@ -121,9 +121,9 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     """``(fixed, per input)`` of a least-squares line through ``points``; where the seconds do not grow with the
     inputs, their mean as the fixed part. The fixed part may be negative: a correction of a fit that overprices
     (the plan never prices a part below 0)."""
-    from pgra.experiment.estimate import _line
+    from pgra.cost import fit_line
 
-    a, b = _line([float(x) for x, _ in points], [y for _, y in points])
+    a, b = fit_line([float(x) for x, _ in points], [y for _, y in points])
     if b < 0:
         a, b = sum(y for _, y in points) / len(points), 0.0
     return a, b
@@ -136,8 +136,9 @@ def main() -> None:
     p.add_argument("--json", default="", help="write the result here")
     args = p.parse_args()
 
+    from pgra.cost import CPU_CELL_COSTS, CpuCellCosts
     from pgra.device import cpu_model
-    from pgra.experiment.estimate import CPU_CELL_COSTS, BenchFits, CpuCellCosts, format_seconds
+    from pgra.experiment.estimate import BenchFits, format_seconds
 
     with tempfile.TemporaryDirectory(prefix="pgra-bench-cells-") as tmp:
         work = Path(tmp)

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import whole_number
+
 MODES = ("forward", "trained")
 FLOPS_PER_TOKEN = {"forward": 2, "trained": 6}
 # the parts a model folder's parameter counts price (parameter_counts: "all", and the weights' name prefixes); a
@@ -315,6 +317,100 @@ def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int]
     return total
 
 
-__all__ = ["FLOPS_PER_TOKEN", "WHOLE_MODEL_PARTS", "Priced", "TokenMeter", "cost_problem", "device_seconds", "estimated_flops",
-           "finite_number", "hardware", "local_folder", "merge_work", "meter", "metered", "model_dim", "on_gpu",
-           "parameter_counts", "sharing", "split_seconds", "tensor_sizes", "with_parameters", "work_since"]
+# ----------------------------------------------------------------------------------------------- bench fits
+
+def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares ``y = a + b x``."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
+    return my - b * mx, b
+
+
+def read_linear(points: list[tuple[int, float]], x: float) -> float:
+    """``points`` (sorted by x) read at ``x``: linear between neighbours, the end values beyond them."""
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+        if x0 <= x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
+    return points[-1][1]
+
+
+CPU_CELL_COSTS = "cpu_cell_costs.json"
+
+# what a kind of cell or stage is priced by besides its fixed seconds (bench_cpu_cell_costs.py measures both)
+CPU_KINDS = {"reader": "evaluated input (dev evaluations, the final dev and test predictions)",
+             "icl": "predicted input", "cell": "input of every split", "candidates": "input of every split",
+             "reranked": "input", "full_search": "input"}
+
+
+
+@dataclass
+class CpuCellCosts:
+    """What a cell or stage spends on a CPU besides what the step and reranking fits price, per kind of
+    :data:`CPU_KINDS` ``(fixed seconds, seconds per input)``, measured by ``bench/bench_cpu_cell_costs.py``."""
+
+    parts: dict[str, tuple[float, float]]
+    icl_demos: int
+    source: str
+    threads: int | None = None  # the cores of the machine that measured them (torch's threads there)
+
+    @classmethod
+    def load(cls, path: Path) -> CpuCellCosts | None:
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text())
+        machine = data.get("machine", {})
+        return cls({k: (float(v["fixed_s"]), float(v["per_input_s"])) for k, v in data["kinds"].items()},
+                   int(data.get("icl_demos", 4)),
+                   f"bench {path.name}: {machine.get('cpu', 'CPU')}, {machine.get('cpus', '?')} cores, "
+                   f"{data.get('date', '')}".rstrip(", "),
+                   whole_number(machine.get("cpus", "")))
+
+    def price(self, kind: str, inputs: int | None, scale: float = 1.0) -> tuple[float, str] | None:
+        """``(seconds, what)`` of ``kind``'s fixed part plus ``inputs`` x its per-input seconds x ``scale``."""
+        if kind not in self.parts:
+            return None
+        fixed, per_input = self.parts[kind]
+        n = int(inputs or 0)
+        seconds = fixed + n * per_input * scale  # a negative fixed part corrects a fit that overprices
+        return seconds, (f"{fixed:.1f} s fixed + {n} x {1000 * per_input * scale:.0f} ms per {CPU_KINDS[kind]} "
+                         f"({self.source})")
+
+
+
+@dataclass
+class Fits:
+    """What every part's cost model reads of the bench fits (each part adds its own share): the ``device`` they
+    price; on a CPU the measured fixed costs, the threads the benches ran with and those a planned worker has."""
+
+    device: str
+    cpu_cells: CpuCellCosts | None = None
+    bench_threads: int = 2
+    cpu_threads: float | None = None
+    note: str = ""
+
+    def thread_factor(self, measured_threads: float | None = None) -> float:
+        """How much longer CPU work measured on ``measured_threads`` (default: the benches') takes on a worker
+        computing on ``cpu_threads`` cores: their ratio, never below 1 (more threads are not assumed faster), and 1
+        on a GPU or where either is unknown."""
+        measured = self.bench_threads if measured_threads is None else measured_threads
+        if self.device != "cpu" or not self.cpu_threads or not measured or self.cpu_threads >= measured:
+            return 1.0
+        return measured / self.cpu_threads
+
+    def cpu_price(self, kind: str, inputs: int | None, scale: float = 1.0) -> Priced | None:
+        """``kind``'s measured fixed part plus ``inputs`` x its seconds per input (:meth:`CpuCellCosts.price`) on a
+        CPU, x :meth:`thread_factor`; None on a GPU or without ``bench/results/cpu_cell_costs.json``."""
+        if self.cpu_cells is None or self.device != "cpu":
+            return None
+        priced = self.cpu_cells.price(kind, inputs, scale)
+        return Priced(priced[0] * self.thread_factor(), priced[1], self.device) if priced is not None else None
+
+
+
+__all__ = ["CPU_CELL_COSTS", "CPU_KINDS", "FLOPS_PER_TOKEN", "CpuCellCosts", "Fits", "WHOLE_MODEL_PARTS", "Priced", "TokenMeter", "cost_problem", "device_seconds", "estimated_flops",
+           "finite_number", "fit_line", "hardware", "local_folder", "merge_work", "meter", "metered", "model_dim", "on_gpu",
+           "parameter_counts", "read_linear", "sharing", "split_seconds", "tensor_sizes", "with_parameters", "work_since"]

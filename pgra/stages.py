@@ -38,6 +38,9 @@ def defining(cfg: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     return result_settings(cfg, without=drop)
 
 
+CTX_BYTES = 60  # a candidate's id, score and keys besides its text, in a stage's line
+
+
 @dataclass(frozen=True)
 class StageRequest:
     """What a grid gives one stage of one task."""
@@ -101,7 +104,7 @@ class Stage(ABC):
 
     def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
         """Its cost model: the stage priced from the bench fits before it runs (``pgra experiment --dry-run``, where
-        no record of it prices it). ``fits``: :class:`pgra.experiment.estimate.BenchFits`; ``inputs``: the task's
+        no record of it prices it). ``fits``: the plan's bench fits (:class:`pgra.cost.Fits` and the parts'); ``inputs``: the task's
         inputs; ``texts``: the texts its LM embeds (None: unknown, or it runs none). None: no fit prices it (the
         default: the plan counts it unknown)."""
         return None
@@ -112,6 +115,17 @@ class Stage(ABC):
         the task's rerank config, ``retrieved_k`` the first stage's k, ``inputs`` the task's inputs, ``corpus`` the
         corpus's sentences, ``stages`` every stage the grid builds for the task, ``corpus_passed`` whether its
         reranked stage embedded the whole corpus. None: unknown, or it runs no LM (the default)."""
+        return None
+
+    def models(self, rerank: Any) -> list[str]:
+        """The models it loads for a task (``rerank``: the task's rerank config; the plan sizes their downloads)."""
+        return []
+
+    def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
+                     ) -> tuple[float, str, int] | None:
+        """The bytes of one input's line in its files (the plan's disk: ``input_bytes`` the input's record,
+        ``sentence_bytes`` a corpus sentence's), what the line holds as a template and its number (``"k={}
+        candidates"``, 150). None: its size is its own (the default: the plan says it is not counted)."""
         return None
 
     replayable: ClassVar[bool] = False  # whether :meth:`replay` can do its work again on new texts
@@ -190,4 +204,4 @@ def stage_kinds() -> tuple[str, ...]:
     return tuple(dict.fromkeys(family.kind for family in _families() if family.kind))
 
 
-__all__ = ["STAGES", "Carried", "Stage", "StageRequest", "defining", "get_stage", "key_of", "register_stage", "stage_kinds", "stage_of_kind"]
+__all__ = ["CTX_BYTES", "STAGES", "Carried", "Stage", "StageRequest", "defining", "get_stage", "key_of", "register_stage", "stage_kinds", "stage_of_kind"]

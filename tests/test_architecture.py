@@ -16,6 +16,7 @@ FLOORS: list[tuple[str, ...]] = [
      "pgra.config", "pgra.lock", "pgra.ownership", "pgra.cost", "pgra.download", "pgra.corpus", "pgra.interchange",
      "pgra.tasks", "pgra.metrics", "pgra.predictions", "pgra.itself", "pgra.training", "pgra.causal_lm",
      "pgra.provenance", "pgra.markdown", "pgra.registry", "pgra.hub", "pgra.environment", "pgra.distribution",
+     "pgra.sizes",
      "pgra.prompts", "pgra.label_scoring",  # the paper's prompt format; label words scored by a causal LM
      "pgra.stages"),  # the stage interface and its registry (the stages themselves live with their parts)
     ("pgra.retrieval",),                      # stage 1: encoders, indexes, search

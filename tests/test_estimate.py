@@ -10,28 +10,24 @@ import pytest
 
 from pgra.cli import main
 from pgra.config import from_dict
+from pgra.cost import CPU_CELL_COSTS, CpuCellCosts
 from pgra.experiment import Experiment, ExperimentConfig
 from pgra.experiment.estimate import (
-    CPU_CELL_COSTS,
     BenchFits,
-    CpuCellCosts,
     Plan,
-    bf16_step_ratios,
-    encoder_layers,
     estimate_cell,
     estimate_stage,
-    evaluated_inputs,
     format_seconds,
     gpu_measurements,
     lpt_assign,
     lpt_order,
     plan_wallclock,
     stage_embeddings,
-    top_layer_shares,
-    top_layer_store,
     worker_threads,
 )
 from pgra.experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
+from pgra.reader.cost_model import encoder_layers, evaluated_inputs
+from pgra.reader.fits import bf16_step_ratios, top_layer_shares, top_layer_store
 from tests.conftest import write_corpus, write_sky_task
 from tests.test_experiment import _config
 
@@ -438,16 +434,16 @@ def test_dry_run_says_what_the_grid_can_resolve(planned, tmp_path, capsys, monke
     assert line.endswith("to detect +0.6 points: no number of test inputs at 2 seed(s), or no number of seeds at "
                          "1,000 inputs")
     # no test split, or unknown before the data is built (no local files): skipped, with the reason
-    monkeypatch.setattr("pgra.experiment.estimate.task_splits", lambda *a, **k: {"train": 10, "dev": 2})
+    monkeypatch.setattr("pgra.experiment.estimate.inputs.task_splits", lambda *a, **k: {"train": 10, "dev": 2})
     assert dry_run_resolution(Experiment(cfg))[1] == "  sky: no 'test' inputs among its splits (dev, train): skipped"
-    monkeypatch.setattr("pgra.experiment.estimate.task_splits", lambda *a, **k: None)
+    monkeypatch.setattr("pgra.experiment.estimate.inputs.task_splits", lambda *a, **k: None)
     assert dry_run_resolution(Experiment(cfg)) == [
         "Resolution:", "  sky: its test inputs are unknown until its data is built (no local split files to "
                        "count): skipped"]
 
 
 def test_corpus_passed_reads_a_done_stage_from_its_manifest(planned, monkeypatch):
-    from pgra.experiment.estimate import _corpus_passed
+    from pgra.experiment.estimate.disk import corpus_passed_by as _corpus_passed
 
     exp = Experiment(from_dict(ExperimentConfig, {**planned, "rerank": {**planned["rerank"],
                                                                        "corpus_pass": "corpus"}}))
@@ -470,7 +466,9 @@ def test_the_dry_run_plans_the_disk_and_a_tiny_cell_holds_what_it_planned(tmp_pa
     are counted at their size on disk: the cell without its checkpoints, the index built."""
     import yaml
 
-    from pgra.experiment.estimate import folder_bytes, format_bytes, plan_costs, reader_disk
+    from pgra.experiment.estimate import format_bytes, plan_costs
+    from pgra.reader.cost_model import reader_disk
+    from pgra.sizes import folder_bytes
 
     cfg = _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, methods=["fid", "knn_vote"], seeds=[1],
                   report=False)
@@ -664,9 +662,9 @@ def test_cells_sharing_a_gpu_by_hand():
     stages sharded over the one GPU."""
     from pgra.experiment.estimate import Estimate, Plan
 
-    cells = [Estimate("a", 100.0, "x", "gpu", device_s=30.0), Estimate("b", 100.0, "x", "gpu", device_s=80.0),
-             Estimate("c", 50.0, "x", "gpu"), Estimate("d", 0.0, "done")]
-    stage = [Estimate("s", 60.0, "x", "gpu")]
+    cells = [Estimate.at("a", 100.0, "x", "gpu", device_s=30.0), Estimate.at("b", 100.0, "x", "gpu", device_s=80.0),
+             Estimate.at("c", 50.0, "x", "gpu"), Estimate.at("d", 0.0, "done")]
+    stage = [Estimate.at("s", 60.0, "x", "gpu")]
     one, two = Plan(stage, cells, 1), Plan(stage, cells, 2, cells_per_gpu=2)
     assert one.wallclock() == (60.0, 250.0) and two.gpus == 1 and two.wallclock()[0] == 60.0
     assert [two.shared_seconds(e) for e in cells] == [100.0, 160.0, 100.0, 0.0]  # unknown device time: no gain
@@ -874,8 +872,8 @@ def test_launcher_workers_build_each_tasks_stages_in_one_job(planned, monkeypatc
     which share each stage."""
     from pgra.experiment.estimate import Estimate, Plan, plan_costs
 
-    stages = [Estimate("a/candidates", 10.0, "x"), Estimate("a/reranked", 50.0, "x"),
-              Estimate("b/candidates", 20.0, "x"), Estimate("b/reranked", 30.0, "x")]
+    stages = [Estimate.at("a/candidates", 10.0, "x"), Estimate.at("a/reranked", 50.0, "x"),
+              Estimate.at("b/candidates", 20.0, "x"), Estimate.at("b/reranked", 30.0, "x")]
     assert Plan(stages, [], 4).wallclock() == (110.0 / 4, 0.0)  # one launch's ranks share each stage
     assert Plan(stages, [], 4, separate_jobs=True).wallclock() == (60.0, 0.0)  # a: 60 s, b: 50 s, side by side
     assert Plan(stages, [], 1, separate_jobs=True).wallclock() == (110.0, 0.0)
@@ -903,3 +901,39 @@ def test_launcher_workers_build_each_tasks_stages_in_one_job(planned, monkeypatc
     plan = plan_costs(exp)
     assert plan.ddp and [e.split_s for e in plan.cells] == [0.0, 80.0] and plan.wallclock()[1] == 20.0 + 80.0 / 4
     assert "one after another (DDP): a reader's training split among the workers" in "\n".join(plan.summary())
+
+
+def test_the_dry_runs_plan_the_models_and_the_analyses_embedding_caches(tmp_path, corpus_txt, sky_task, tiny_opt,
+                                                                        tiny_t5, capsys):
+    """Issue 71.5: `pgra experiment --dry-run` sizes the models the grid loads (a local folder at its size, a Hub
+    model not here by its parameters x its checkpoint's bytes a parameter) and the embedding cache of each further LM
+    the analyses rerank with (the experiment's reranked texts x that LM's hidden size x 4 B) with its download;
+    `pgra analyze --dry-run` gives the same, with its grids'."""
+    import yaml
+
+    from pgra.experiment.estimate import format_bytes, plan_costs
+    from pgra.sizes import KNOWN_MODELS, folder_bytes
+
+    cfg = _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, methods=["pgra"], seeds=[1], report=False,
+                  analysis={"analyses": ["consistency"], "consistency": {"rerank_lms": ["facebook/opt-350m"]}})
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    disk = plan_costs(Experiment(from_dict(ExperimentConfig, cfg)), workers=1).disk
+    mine = {str(tiny_opt): folder_bytes(tiny_opt), str(tiny_t5): folder_bytes(tiny_t5)}
+    assert disk.models == pytest.approx(mine) and disk.cache > 0
+    assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"  models: {format_bytes(sum(mine.values()))} ({tiny_opt} {format_bytes(mine[str(tiny_opt)])} (here); " \
+           f"{tiny_t5} {format_bytes(mine[str(tiny_t5)])} (here))" in out
+    assert f"  with the models: {format_bytes(disk.total + sum(mine.values()))}" in out
+    params, width, dim = KNOWN_MODELS["facebook/opt-350m"]
+    cache = disk.cache / json.loads((tiny_opt / "config.json").read_text())["hidden_size"] * dim
+    block = out[out.index("disk, estimated for the analyses (beyond the experiment's grid):"):]
+    assert block[1] == f"  the embedding caches of their rerankings: up to {format_bytes(cache)} (x each LM's " \
+                       "hidden size x 4 B)"
+    assert block[2] == f"  models: {format_bytes(params * width)} (facebook/opt-350m {format_bytes(params * width)} " \
+                       "to download (331.2M x 2 B))"
+    assert block[3].startswith(f"  total: {format_bytes(cache + params * width)}; with the grid's and its models: ")
+    assert main(["analyze", "--config", str(path), "--dry-run"]) == 0
+    analyzed = capsys.readouterr().out.splitlines()
+    assert analyzed[-4:] == block[:4]

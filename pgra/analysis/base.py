@@ -37,7 +37,7 @@ class Analysis:
     (``option(path_segment=True)``, checked with every config). What it runs besides reading the experiment, for
     ``pgra analyze --dry-run`` (:mod:`pgra.analysis.plan`) to price without running: ``variants(runs)``, the grids
     it runs as ``(label, Experiment)``; ``reranks(runs)``, rerank stages outside any grid as ``(task, what,
-    done)``. ``reads``: ``"experiment"`` when it needs the experiment folder (stage data, models, a grid of its
+    done, rerank config)``. ``reads``: ``"experiment"`` when it needs the experiment folder (stage data, models, a grid of its
     own), ``"results"`` when the cells' records, predictions (with their evidence ids) and the stages' key and cost
     records are enough: then it also runs on results bundles, several merged (``pgra report ... --analyses``,
     :class:`~pgra.analysis.results.ResultsRuns`).
@@ -52,7 +52,7 @@ class Analysis:
     render_empty: bool = False  # render (a link, a note) even when it has no rows
     path_segment: bool = False
     variants: Callable[[ExperimentRuns], list[tuple[str, Experiment]]] | None = None
-    reranks: Callable[[ExperimentRuns], list[tuple[str, str, bool]]] | None = None
+    reranks: Callable[[ExperimentRuns], list[tuple[str, str, bool, Any]]] | None = None
     reads: str = "experiment"  # or "results": it runs on bundles too
 
     def __post_init__(self) -> None:

@@ -186,8 +186,8 @@ def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx, top: int = 0) 
     return out
 
 
-def extra_reranks(runs: ExperimentRuns) -> list[tuple[str, str, bool]]:
-    """``(task, what, done)`` for each reranking with ``analysis.consistency.rerank_lms`` (for ``pgra analyze
+def extra_reranks(runs: ExperimentRuns) -> list[tuple[str, str, bool, Any]]:
+    """``(task, what, done, its rerank config)`` for each reranking with ``analysis.consistency.rerank_lms`` (for ``pgra analyze
     --dry-run``); ``done``: a finished folder of the same key is reused."""
     from ..experiment.reuse import finished_with
 
@@ -195,12 +195,12 @@ def extra_reranks(runs: ExperimentRuns) -> list[tuple[str, str, bool]]:
     for task in runs.cfg.tasks:
         top = max(control_points(runs, task, planning=True)[0], default=0)
         for lm in runs.cfg.analysis.consistency.rerank_lms if top < _experiment_k(runs, task, True) else []:
-            _, out, key = _extra_rerank(runs, task, lm)
-            planned.append((task, f"rerank with {_lm_name(lm)}", finished_with(out, ".analysis_key", key)))
+            cfg, out, key = _extra_rerank(runs, task, lm)
+            planned.append((task, f"rerank with {_lm_name(lm)}", finished_with(out, ".analysis_key", key), cfg))
         for lm in control_lms(runs, task) if top else []:
-            _, out, key = _extra_rerank(runs, task, lm, top)
+            cfg, out, key = _extra_rerank(runs, task, lm, top)
             planned.append((task, f"rank the first {top} candidates of {runs.split} with {_lm_name(lm)}",
-                            finished_with(out, ".analysis_key", key)))
+                            finished_with(out, ".analysis_key", key), cfg))
     return planned
 
 

@@ -1,14 +1,7 @@
-"""``pgra analyze --dry-run``: what the chosen analyses would run, priced as ``pgra experiment --dry-run`` prices a
-grid, and nothing run or written.
-
-An analysis declares what it runs besides reading the experiment (:class:`~pgra.analysis.base.Analysis`):
-``variants``, grids such as the sweep's points and the compared retrievers' FiD and PGRA, each planned as an
-experiment of its own (its cells that are the experiment's own finished cells are reused, so not counted), and
-``reranks``, rerank stages outside any grid (the consistency analysis's further reranker LMs), priced at the
-experiment's own reranking. The variants are priced from the records of their own folders and the experiment's
-(:func:`pgra.experiment.estimate.plan_costs`); the experiment's grid is priced the same way as if none of it had run,
-so the analyses' cost is also given as a multiple of the grid's.
-"""
+"""``pgra analyze --dry-run``: what the chosen analyses would run and hold on disk, priced as ``pgra experiment
+--dry-run`` prices a grid (:func:`pgra.experiment.estimate.plan_costs`), nothing run or written: each analysis's
+``variants`` (grids of their own; the experiment's finished cells reused) and ``reranks`` (rerank stages outside any
+grid, priced at the experiment's own reranking); their cost also as a multiple of the grid's, as if none had run."""
 
 from __future__ import annotations
 
@@ -17,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import MANIFEST
-from ..experiment.estimate import Estimate, format_seconds, plan_costs
+from ..experiment.estimate import Estimate, format_bytes, format_seconds, plan_costs
 from .base import Analysis
 from .inputs import ExperimentRuns
 from .variants import is_experiment
@@ -33,11 +26,15 @@ class Work:
     reused: int = 0
     indexes: int = 0
     estimates: list[Estimate] = dataclasses.field(default_factory=list)
+    disk: float = 0.0  # what its variant grids hold on disk, beyond the experiment's
+    cache: float = 0.0  # the embedding caches of its rerankings
+    models: list[str] = dataclasses.field(default_factory=list)  # the models it loads
 
     def add(self, other: Work) -> None:
-        for f in ("stages", "cells", "readers", "reused", "indexes"):
+        for f in ("stages", "cells", "readers", "reused", "indexes", "disk", "cache"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
         self.estimates += other.estimates
+        self.models += other.models
 
     @property
     def seconds(self) -> float:
@@ -82,10 +79,14 @@ def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
               if s not in shared and not variant.stage_done(t, s)]
     names = {f"{variant.tasks[t].name}/{s}": t for t, s in stages}
     index = Path(variant.cfg.index.out)
+    own = index != Path(main.cfg.index.out)
+    disk = plan.disk  # less what is the experiment's: its index, candidates and (the same LM's) embedding cache
     return Work(stages=len(stages), cells=len(todo), readers=sum(_is_reader(c.method) for c in todo),
-                indexes=int(index != Path(main.cfg.index.out) and not (index / MANIFEST).exists()),
+                indexes=int(own and not (index / MANIFEST).exists()),
                 estimates=[_cached_share(main, variant, names[e.label], e) for e in plan.stages if e.label in names]
-                + [e for e in plan.cells if e.source != "done"])
+                + [e for e in plan.cells if e.source != "done"],
+                disk=disk.total - (0.0 if own else disk.index or 0.0) - sum(disk.stages.get(s, 0.0) for s in shared)
+                - (disk.cache if variant.cfg.rerank.lm == main.cfg.rerank.lm else 0.0), models=list(disk.models))
 
 
 def _cached_share(main: Any, variant: Any, task: str, e: Estimate) -> Estimate:
@@ -110,19 +111,36 @@ def _cached_share(main: Any, variant: Any, task: str, e: Estimate) -> Estimate:
                                       "(the rest from its embedding cache)")
 
 
-def rerank_work(runs: ExperimentRuns, reranks: list[tuple[str, str, bool]], grid: Any) -> Work:
+def rerank_work(runs: ExperimentRuns, reranks: list[tuple[str, str, bool, Any]], grid: Any) -> Work:
     """Rerank runs outside any grid, each priced as the experiment's own reranking of its task (another LM's size
-    changes it: a rough guide)."""
+    changes it: a rough guide), and the embedding cache its LM fills (:func:`rerank_cache`)."""
     own = {e.label: e for e in grid.stages}
-    estimates = []
-    for task, what, done in reranks:
+    work = Work()
+    for task, what, done, cfg in reranks:
         if done:
             continue
         base = own.get(f"{runs.task_name(task)}/reranked")
         seconds = None if base is None else base.seconds
-        estimates.append(Estimate(f"{runs.task_name(task)}/{what}", seconds, "as the experiment's reranking",
-                                  base.device if base is not None else "cpu"))
-    return Work(stages=len(estimates), estimates=estimates)
+        work.estimates.append(Estimate.at(f"{runs.task_name(task)}/{what}", seconds, "as the experiment's reranking",
+                                          base.device if base is not None else "cpu"))
+        work.cache += rerank_cache(runs, task, cfg)
+        work.models.append(str(cfg.lm))
+    work.stages = len(work.estimates)
+    return work
+
+
+def rerank_cache(runs: ExperimentRuns, task: str, cfg: Any) -> float:
+    """The embedding cache a reranking of ``task`` with ``cfg`` fills (0 where unknown)."""
+    from ..experiment.estimate import task_inputs
+    from ..rerank.cost_model import cache_bytes, corpus_passed
+    from ..retrieval.cost_model import corpus_lines
+    from ..stages import get_stage
+
+    exp = runs.experiment
+    n, corpus = task_inputs(exp, runs.task_name(task), task), corpus_lines(exp.cfg.index)[0]
+    texts = get_stage("reranked").embedded_texts(cfg, exp.retrieve_config(task).k, n, corpus, exp.stages_needed(),
+                                                 corpus_passed(cfg, Path(cfg.out), False, corpus))
+    return cache_bytes(cfg, texts + (n or 0))[0] if texts else 0.0
 
 
 def plan_lines(runs: ExperimentRuns, chosen: list[Analysis]) -> list[str]:
@@ -161,7 +179,54 @@ def plan_lines(runs: ExperimentRuns, chosen: list[Analysis]) -> list[str]:
                  f"{len(grid.stages)} stage(s), priced the same way as if none had run)")
     if grid.note:
         lines.append(f"fits: {grid.note}")
+    return lines + disk_lines(total, grid.disk)
+
+
+def disk_lines(work: Work, grid: Any) -> list[str]:
+    """What the analyses hold on disk beyond the grid's (``grid``: its DiskPlan): their grids, their rerankings'
+    caches and the models the grid does not load; nothing when they hold none."""
+    from ..experiment.estimate.disk import DiskPlan, add_models
+
+    models = DiskPlan(None, "", models=dict(grid.models))
+    add_models(models, work.models)
+    extra = {m: b for m, b in models.models.items() if m not in grid.models}
+    if not (work.disk or work.cache or extra):
+        return []
+    lines = ["disk, estimated for the analyses (beyond the experiment's grid):"]
+    if work.disk:
+        lines.append(f"  their grids: {format_bytes(work.disk)} (stages, cells, caches and indexes of their own)")
+    if work.cache:
+        lines.append(f"  the embedding caches of their rerankings: up to {format_bytes(work.cache)} (x each LM's "
+                     "hidden size x 4 B)")
+    if extra:
+        lines.append(f"  models: {format_bytes(sum(extra.values()))} ({'; '.join(models.models_text)})")
+    added = work.disk + work.cache + sum(extra.values())
+    everything = grid.total + sum(grid.models.values()) + added
+    lines.append(f"  total: {format_bytes(added)}; with the grid's and its models: {format_bytes(everything)}")
+    if models.unknown:
+        lines.append(f"  not counted: {'; '.join(models.unknown)}")
     return lines
 
 
-__all__ = ["Work", "plan_lines", "rerank_work", "variant_work"]
+def rerank_disk_lines(cfg: Any) -> list[str]:
+    """:func:`disk_lines` of the rerankings of the analyses an experiment config's ``analysis`` section chooses
+    (``pgra experiment --dry-run``: no variant grid planned); none without that section."""
+    from ..experiment import Experiment
+    from .base import ANALYSES
+    from .config import as_analyze_config
+
+    if not cfg.analysis:
+        return []
+    cfg = as_analyze_config(cfg)
+    runs = ExperimentRuns(Experiment(cfg), cfg.analysis.split)
+    chosen = [ANALYSES[name] for name in ANALYSES if name in cfg.analysis.analyses]
+    if not any(a.reranks is not None for a in chosen):
+        return []
+    grid, work = plan_costs(runs.experiment), Work()
+    for a in chosen:
+        if a.reranks is not None:
+            work.add(rerank_work(runs, a.reranks(runs), grid))
+    return disk_lines(work, grid.disk)
+
+
+__all__ = ["Work", "disk_lines", "plan_lines", "rerank_disk_lines", "rerank_work", "variant_work"]

@@ -143,9 +143,10 @@ def run_and_report(cfg, ctx=None) -> list:
         check_report_files(Path(cfg.out))
     failed = run_experiment(cfg, ctx, report_writer=write_and_print_report if cfg.report else None)
     if cfg.dry_run and (ctx.is_main if ctx is not None else is_main_launch()):
+        from ..analysis.plan import rerank_disk_lines
         from ..experiment import Experiment
 
-        print("\n".join(dry_run_resolution(Experiment(cfg))))
+        print("\n".join(rerank_disk_lines(cfg) + dry_run_resolution(Experiment(cfg))))
     return failed
 
 

@@ -157,12 +157,25 @@ class Method(ABC):
     def price(cls, fits: Any, settings: dict[str, Any], inputs: int | None, splits: dict[str, int] | None,
               disk: dict[str, Any] | None = None) -> Priced | None:
         """Its cell's cost model: the cell priced from the bench fits before it runs (``pgra experiment --dry-run``;
-        used where no finished cell's record prices it). ``fits``: :class:`pgra.experiment.estimate.BenchFits`;
+        used where no finished cell's record prices it). ``fits``: the plan's bench fits (:class:`pgra.cost.Fits` and the parts');
         ``settings``: the cell's settings as its ``cell.json`` holds them (:meth:`settings`); ``inputs``: the
         task's inputs; ``splits``: its inputs per split (None: unknown); ``disk``: the cosmetic settings of what it
         keeps. None: no fit prices it (the plan counts it unknown). By default, on a CPU, the measured fixed part of
         a cell plus its seconds per input of every split (``bench/bench_cpu_cell_costs.py``)."""
         return fits.cpu_price("cell", sum(splits.values())) if splits is not None else None
+
+    def cost_options(self) -> dict[str, Any] | None:
+        """The options its :meth:`price` reads as ``disk`` that are in no key (so in no settings). None by default."""
+        return None
+
+    def models(self) -> list[str]:
+        """The models its cell loads (names or folders; the plan sizes their downloads). None by default."""
+        return []
+
+    def planned_disk(self) -> Any:
+        """What the cell holds on disk besides its predictions and record, for the plan (a
+        :class:`pgra.reader.cost_model.CellDisk`); None (the default): nothing else."""
+        return None
 
     @classmethod
     @abstractmethod

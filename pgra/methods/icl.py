@@ -58,6 +58,9 @@ class ICL(Method):
         demos = int((settings.get("icl") or {}).get("num_demos", bench_demos) or 0)
         return fits.cpu_price("icl", predicted, (demos + 1) / (bench_demos + 1))
 
+    def models(self) -> list[str]:
+        return [str(self.inputs.settings.icl.lm)]
+
     def settings(self) -> dict[str, Any]:
         from ..icl.run import icl_settings
 

@@ -67,6 +67,19 @@ class ReaderMethod(Method):
         reader = settings.get("reader")
         return reader_cell_price(fits, reader, inputs, splits, disk) if reader else None
 
+    def cost_options(self) -> dict[str, Any] | None:
+        from ..reader.cost_model import cosmetic
+
+        return cosmetic(self.inputs.settings.reader)
+
+    def models(self) -> list[str]:
+        return [str(self.inputs.settings.reader.model)]
+
+    def planned_disk(self) -> Any:
+        from ..reader.cost_model import cell_disk
+
+        return cell_disk(self.inputs.settings.reader, self.n_passages())
+
     def settings(self) -> dict[str, Any]:
         reader = result_settings(self.inputs.settings.reader, without=_PER_CELL)
         return {"reader": {**reader, "n_passages": self.n_passages()}, "data": self.data}

@@ -1,19 +1,16 @@
-"""The reader's cost model: what a reader cell costs before it runs, from the bench fits.
-
-:meth:`pgra.methods.reader_method.ReaderMethod.price` asks :func:`reader_cell_price`; the fits themselves (the
-bench results, read once) are :class:`pgra.experiment.estimate.BenchFits`, passed in. On a GPU a cell is priced as
-what its config runs (``fits.gpu_cell``); on a CPU by the step fit at its d, the share of its trained encoder
-layers (storing the frozen layers' outputs of every input), its bf16 ratio and the measured fixed part of a cell
-with its evaluated inputs (``fits.cpu_cells``).
-"""
+"""The reader's cost model: what a reader cell costs (:func:`reader_cell_price`, over the plan's
+:class:`~pgra.reader.fits.ReaderFits`; on a GPU :mod:`pgra.reader.gpu_cost`) and holds on disk (:func:`cell_disk`)
+before it runs."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..cost import Priced
+from ..sizes import WEIGHT_FILES, count_text, format_bytes, model_parameters
 
 
 def evaluated_inputs(reader: dict[str, Any], splits: dict[str, int] | None) -> int | None:
@@ -56,14 +53,13 @@ def trained_layers(reader: dict[str, Any]) -> int | None:
 def reader_cell_price(fits: Any, reader: dict[str, Any], inputs: int | None, splits: dict[str, int] | None,
                       disk: dict[str, Any] | None = None) -> Priced | None:
     """A reader cell (its settings' ``reader`` block, as ``cell.json`` holds it) priced from ``fits``
-    (:class:`~pgra.experiment.estimate.BenchFits`): on a GPU the whole cell as its settings run it, with ``splits``
+    (:class:`~pgra.reader.fits.ReaderFits`): on a GPU the whole cell as its settings run it, with ``splits``
     (inputs per split) and ``disk`` (the cosmetic ``keep_checkpoints`` / ``keep_resume_state``, which no settings
     hold); on a CPU its steps over ``inputs`` training inputs plus the fixed part of a cell. None: no fit applies."""
     if fits.gpu_steps:
         cost = fits.gpu_cell({**reader, **(disk or {})}, splits)
         if cost is not None:
-            return Priced(cost.seconds, cost.source, fits.device, cost.device_s, cost.written_bytes, cost.kept_bytes,
-                          cost.parts.get("steps", 0.0))
+            return cost
     passages, layers = int(reader.get("n_passages", 0)), trained_layers(reader)
     total = encoder_layers(str(reader.get("model", ""))) if layers is not None else None
     precision = str(reader.get("mixed_precision", "no"))
@@ -87,5 +83,118 @@ def reader_cell_price(fits: Any, reader: dict[str, Any], inputs: int | None, spl
         source += f"; plus {fixed.source}"
     return Priced(seconds, source, fits.device, split_s=min(steps, seconds))
 
+WEIGHT_BYTES = 4  # best/ and the checkpoints hold fp32 weights (the master weights, whatever mixed_precision)
+ADAMW_MOMENTS = 2  # a checkpoint adds AdamW's two fp32 moments of every trained weight
+LOG_LINE_BYTES = 70  # a step's line of a reader's train_log.jsonl
 
-__all__ = ["encoder_layers", "evaluated_inputs", "reader_cell_price", "trained_layers"]
+
+@dataclass
+class ReaderDisk:
+    """What one reader cell writes, from its model's parameters: ``best/`` (the fp32 weights and the model folder's
+    other files: tokenizer, configs) and a resumable checkpoint (the weights and AdamW's two moments of the trained
+    ones)."""
+
+    parameters: int
+    trained: int
+    other_bytes: int
+    source: str
+
+    @property
+    def best_bytes(self) -> float:
+        return self.parameters * WEIGHT_BYTES + self.other_bytes
+
+    @property
+    def checkpoint_bytes(self) -> float:
+        return (self.parameters + ADAMW_MOMENTS * self.trained) * WEIGHT_BYTES
+
+
+# weights a frozen encoder's reader does not train besides the encoder's: the word embeddings and the output
+# projection over the vocabulary (FiDReader.freeze_encoder), by their names in T5 and bert2bert checkpoints
+FROZEN_WITH_THE_ENCODER = ("shared.", "embed_tokens.", "word_embeddings.", "lm_head.", "cls.predictions.decoder.",
+                           "cls.predictions.bias")
+
+
+def reader_disk(reader: Any) -> ReaderDisk | None:
+    """:class:`ReaderDisk` of a reader config (``reader``: a :class:`pgra.reader.config.TrainConfig`); None when its
+    model's parameters are unknown. With a frozen encoder (``freeze_encoder``, ``train_top_layers``) the trained
+    weights are all but the encoder's, the word embeddings and the output projection (by their names in the local
+    safetensors), plus the top layers' share of the encoder's; every weight where the names cannot be read."""
+    from ..cost import tensor_sizes
+
+    model = str(reader.model)
+    counts, source = model_parameters(model)
+    if not counts:
+        return None
+    total = int(counts["all"])
+    layers = trained_layers({"train_top_layers": reader.train_top_layers, "freeze_encoder": reader.freeze_encoder})
+    trained = total
+    sizes = tensor_sizes(model) if layers is not None else None
+    if sizes:
+        encoder = sum(n for k, n in sizes.items() if k.startswith("encoder."))
+        frozen = encoder + sum(n for k, n in sizes.items() if not k.startswith("encoder.")
+                               and any(f".{part}" in f".{k}" for part in FROZEN_WITH_THE_ENCODER))
+        of = encoder_layers(model)
+        trained = max(total - frozen + (encoder * min(layers, of) // of if of else 0), 0)
+    folder = Path(model)
+    other = 0
+    if folder.is_dir():
+        other = sum(p.stat().st_size for p in folder.iterdir()
+                    if p.is_file() and not p.name.endswith(WEIGHT_FILES))
+    return ReaderDisk(total, trained, other, source)
+
+
+@dataclass
+class CellDisk:
+    """What one trained cell holds once done besides its predictions (``kept``: ``best/``, the checkpoints it keeps,
+    its training log) and what training adds at its peak (``peak``), with how each was reckoned; ``unknown``: why
+    it cannot be sized (then nothing else is set); ``evidence``: the passages a predictions line lists."""
+
+    kind: str
+    evidence: int
+    kept: float = 0.0
+    peak: float = 0.0
+    text: str = ""
+    kept_text: str = ""
+    peak_text: str = ""
+    unknown: str = ""
+
+
+def cell_disk(reader: Any, evidence: int) -> CellDisk:
+    """A reader cell's :class:`CellDisk` (``reader``: its :class:`~pgra.reader.config.TrainConfig`): ``best/``, the
+    ``keep_checkpoints`` resumable checkpoints it keeps with ``keep_resume_state`` and its log; while it trains it
+    holds ``keep_checkpoints`` checkpoints and, for a moment, the next one (written before the oldest is deleted;
+    best/'s replacement is smaller and never at once)."""
+    disk = reader_disk(reader)
+    if disk is None:
+        return CellDisk("reader cells", evidence, unknown=model_parameters(str(reader.model))[1])
+    keep, ckpt = int(reader.keep_checkpoints), disk.checkpoint_bytes
+    kept = keep * ckpt if reader.keep_resume_state else 0.0
+    text = (f"best/ {format_bytes(disk.best_bytes)} = {count_text(disk.parameters)} parameters x 4 B "
+            f"(fp32, {disk.source})" + (f" + tokenizer and configs {format_bytes(disk.other_bytes)}"
+                                         if disk.other_bytes else ""))
+    kept_text = (f"keeps {keep} resumable checkpoint(s) of {format_bytes(ckpt)} a cell (reader.keep_resume_state)"
+                 if reader.keep_resume_state else
+                 "its resumable checkpoints deleted once the cell is done (reader.keep_resume_state keeps them)")
+    peak_text = (f"{keep + 1} resumable checkpoint(s) of {format_bytes(ckpt)}: the weights and AdamW's 2 moments of "
+                 f"the {count_text(disk.trained)} trained, x 4 B; the next is written before the last is deleted"
+                 + (", the kept ones counted above" if kept else ""))
+    return CellDisk("reader cells", evidence, disk.best_bytes + kept + reader.max_steps * LOG_LINE_BYTES,
+                    (keep + 1) * ckpt - kept, text, kept_text, peak_text)
+
+def gpu_requests(reader: Any) -> list[str]:
+    """What a reader config asks of a GPU (the plan then prices the GPU fits): CUDA graphs or fp16."""
+    found = []
+    if reader.compile and reader.compile_mode == "reduce-overhead":
+        found.append("reader.compile_mode=reduce-overhead (CUDA graphs)")
+    if reader.mixed_precision == "fp16":
+        found.append("reader.mixed_precision=fp16")
+    return found
+
+
+def cosmetic(reader: Any) -> dict[str, Any]:
+    """The reader settings a cell's disk follows that are in no key, so in no cell's settings."""
+    return {"keep_checkpoints": reader.keep_checkpoints, "keep_resume_state": reader.keep_resume_state}
+
+
+
+__all__ = ["CellDisk", "ReaderDisk", "cell_disk", "cosmetic", "encoder_layers", "gpu_requests", "reader_disk", "evaluated_inputs", "reader_cell_price", "trained_layers"]

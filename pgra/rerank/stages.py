@@ -15,7 +15,7 @@ from typing import Any
 
 from ..artifacts import MANIFEST, safe_name
 from ..cost import Priced
-from ..stages import STAGES, Carried, Stage, StageRequest
+from ..stages import CTX_BYTES, STAGES, Carried, Stage, StageRequest
 from .base import DEFAULT, RERANKERS, reranker_class
 from .stage import FULL_SEARCH_KIND, RERANKED_KIND
 
@@ -26,6 +26,15 @@ def reranked_stage(reranker: str) -> str:
     """The stage (and folder) name of a reranker's top-d: ``reranked`` for the prompt-guided one (as always),
     ``reranked-<name>`` for another."""
     return RERANKED if reranker == DEFAULT else f"{RERANKED}-{safe_name(reranker, 'rerank.reranker', what='reranker name')}"
+
+RERANKED_CTX_BYTES = 50  # a reranked candidate's retrieval score and rank on top of a candidate's keys
+DEMO_BYTES = 35  # a demonstration's id and label in a reranked line
+
+
+def _line(rerank: Any, input_bytes: float, sentence_bytes: float, demos: int) -> tuple[float, str, int]:
+    """A line of the input's record, its top d and ``demos`` demonstrations."""
+    return (input_bytes + rerank.top_d * (sentence_bytes + CTX_BYTES + RERANKED_CTX_BYTES) + demos * DEMO_BYTES,
+            "their top d={}", rerank.top_d)
 
 
 def _lm_price(fits: Any, family: str, inputs: int | None, texts: int | None) -> Priced | None:
@@ -104,6 +113,13 @@ class RerankedStage(Stage):
         reranker's own work has no fit: None)."""
         return _lm_price(fits, self.family, inputs, texts) if self.reranker == DEFAULT else None
 
+    def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
+                     ) -> tuple[float, str, int] | None:
+        return _line(rerank, input_bytes, sentence_bytes, rerank.num_demos)
+
+    def models(self, rerank: Any) -> list[str]:
+        return [str(rerank.lm)] if self.reranker == DEFAULT else []
+
     replayable = True
 
     @classmethod
@@ -174,6 +190,13 @@ class FullSearchStage(Stage):
     def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
         """The prompt-guided LM over the texts it embeds (the corpus, or only the queries after a corpus pass)."""
         return _lm_price(fits, self.family, inputs, texts)
+
+    def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
+                     ) -> tuple[float, str, int] | None:
+        return _line(rerank, input_bytes, sentence_bytes, 0)
+
+    def models(self, rerank: Any) -> list[str]:
+        return [str(rerank.lm)]
 
     replayable = True
 

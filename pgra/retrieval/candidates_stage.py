@@ -9,7 +9,7 @@ from typing import Any
 
 from ..artifacts import sha256_file
 from ..cost import Priced
-from ..stages import STAGES, Stage, StageRequest, defining
+from ..stages import CTX_BYTES, STAGES, Stage, StageRequest, defining
 from .retrieve import CANDIDATES_KIND, RetrieveConfig
 
 
@@ -44,6 +44,11 @@ class CandidatesStage(Stage):
     def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
         """On a CPU: the measured fixed part of retrieving a task plus its seconds per input of every split."""
         return fits.cpu_price(self.family, inputs) if inputs else None
+
+    def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
+                     ) -> tuple[float, str, int] | None:
+        """The input's record and its k candidates."""
+        return input_bytes + retrieved_k * (sentence_bytes + CTX_BYTES), "k={} candidates", retrieved_k
 
 
 __all__ = ["CandidatesStage"]
