@@ -177,11 +177,10 @@ def _extra_rerank(runs: ExperimentRuns, task: str, lm: str, top: int = 0) -> tup
 
 
 def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx, top: int = 0) -> Path:
-    """Rerank the experiment's candidates of ``task`` with another LM (reused when done); returns the folder."""
-    from ..rerank.reranker import rerank
-
+    """Rerank the experiment's candidates of ``task`` with another LM (reused when done) through the ``reranked``
+    stage's runner; returns the folder."""
     cfg, out, key = _extra_rerank(runs, task, lm, top)
-    reuse_or_run(out, ".analysis_key", key, lambda: rerank(cfg, ctx), ctx)
+    reuse_or_run(out, ".analysis_key", key, lambda: runs.experiment.stage("reranked").run(cfg, ctx), ctx)
     return out
 
 
@@ -256,10 +255,17 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
 
 def _experiment_k(runs: ExperimentRuns, task: str, planning: bool = False) -> int:
     """The candidates the experiment's reranker ranks per input: its rerank.k, else all retrieved."""
-    manifest = runs.experiment.stage_dir(task, "candidates") / MANIFEST
-    retrieved = (int(read_json(manifest)["k"]) if manifest.exists() and not planning
-                 else runs.experiment.retrieve_config(task).k)
+    retrieved = _retrieved_k(runs, task, planning)
     return runs.settings(task, "pgra" if "pgra" in runs.cfg.methods else None).rerank.k or retrieved
+
+
+def _retrieved_k(runs: ExperimentRuns, task: str, planning: bool = False) -> int:
+    """The candidates retrieved per input: their folder's ``k`` (opened by their stage), else (``planning``, or not
+    retrieved yet) the config's ``retrieve.k``."""
+    folder = runs.experiment.stage_dir(task, "candidates")
+    if (folder / MANIFEST).exists() and not planning:
+        return int(runs.experiment.stage("candidates").open(folder)["k"])
+    return runs.experiment.retrieve_config(task).k
 
 
 def control_lms(runs: ExperimentRuns, task: str) -> list[str]:
@@ -276,9 +282,7 @@ def control_points(runs: ExperimentRuns, task: str, planning: bool = False) -> t
     if not cfg.k and not cfg.d:
         return [], []
     s = runs.settings(task, "pgra") if "pgra" in runs.cfg.methods else runs.settings(task)
-    manifest = runs.experiment.stage_dir(task, "candidates") / MANIFEST
-    k_max = (int(read_json(manifest)["k"]) if manifest.exists() and not planning
-             else runs.experiment.retrieve_config(task).k)
+    k_max = _retrieved_k(runs, task, planning)
     ks = sorted(set(cfg.k or [s.rerank.k or k_max]))
     ds = sorted(set(cfg.d or [s.reader.n_passages]))
     if ks[-1] > k_max:

@@ -31,6 +31,7 @@ from ..errors import InputError
 from ..lock import locks_output
 from ..progress import progress
 from ..prompts import demo_prefix, render_demo
+from ..retrieval.candidates_stage import StageInputs
 from ..selection import get_selector
 from ..selection.base import with_index_encoder
 from ..tasks import Example, TaskSpec
@@ -40,15 +41,8 @@ from .core import RERANKED_KIND, PromptGuidedReranker, evidence_cache_key, promp
 from .corpus_pass import embed_rows as _embed_rows
 from .corpus_pass import open_cache as _open_cache
 from .corpus_pass import query_caches_of, run_corpus_pass
-from .stage import (
-    StageInputs,
-    open_corpus,
-    run_stage,
-    train_queries,
-)
+from .stage import generic_stage, train_queries
 from .stage import reranked_cost as reranked_cost  # re-exported: its home is pgra.rerank.stage
-
-_open_corpus = open_corpus  # (its home: pgra.rerank.stage)
 
 
 def demo_records(demos: list[Example]) -> list[dict[str, Any]]:
@@ -149,7 +143,7 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     output folder (the prompt-guided reranker's stage is this function's body; any other runs the generic stage)."""
     check_config(cfg)
     if cfg.reranker != DEFAULT:
-        return run_stage(reranker_class(cfg.reranker, "rerank.reranker"), cfg, ctx)
+        return generic_stage(reranker_class(cfg.reranker, "rerank.reranker"), cfg, ctx)
     run = StageInputs.read(cfg)
     cand, task, store, data, splits = run.cand, run.task, run.store, run.data, run.splits
     ctx = ctx or init_distributed()
@@ -176,8 +170,8 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     if not ctx.is_main:
         return out
 
-    run.begin()
-    counts, short = {}, 0
+    folder = run.begin()
+    short = 0
     for split in splits:
         recs = data[split]
         short += sum(len(rec["ctxs"]) < cfg.top_d for rec in recs)
@@ -188,16 +182,16 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         records = [{**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs,
                     "demonstrations": demo_records(demos_of[split][qi])}
                    for qi, (rec, ctxs) in enumerate(zip(recs, ranked, strict=True))]
-        counts[split] = run.write_split(split, records)
+        folder.split(split, lambda records=records: records)
     if short:
         warnings.warn(f"{short} queries had fewer than d={cfg.top_d} candidates; they keep all they have",
                       stacklevel=2)
     write_json(out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
-    return run.finish(RERANKED_KIND, {
+    return folder.finish(RERANKED_KIND, task, {
         "lm": cfg.lm, "lm_fingerprint": embedder.fingerprint,
         "demo_selection": selection["describe"], "per_query_demonstrations": selection["per_query"],
         "demonstrations": [d.id for d in demos], "prompt_prefix": prefix, "k": cfg.k or cand["k"],
-        "top_d": cfg.top_d, "counts": counts, "queries_with_fewer_than_d": short,
-        "embedding": {**total, **info}, "selection_cost": selection["cost"]},
-        files=["demonstrations.json"], after={"corpus_pass": corpus_pass} if corpus_pass else None)
+        "top_d": cfg.top_d, "counts": folder.counts, "queries_with_fewer_than_d": short,
+        "embedding": {**total, **info}, "selection_cost": selection["cost"]}, run.inputs(), cfg,
+        files=["demonstrations.json"], splits=splits, after={"corpus_pass": corpus_pass} if corpus_pass else None)

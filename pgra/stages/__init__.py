@@ -1,15 +1,17 @@
 """The stage: a folder a grid builds once per task, from the folders of the stages it reads, and its methods read.
 
 Every stage is one :class:`Stage`: its name (the folder under ``<out>/<task>/``), the stages it reads
-(:attr:`Stage.reads`), how it makes its config from the task's settings (:meth:`Stage.config`), what of that config
-and of its inputs defines its result (:meth:`Stage.key_record`, hashed into the folder's key) and how it runs
-(:meth:`Stage.run`). The built-in ones: ``candidates`` (the first stage's top k, :mod:`pgra.retrieval.candidates_stage`),
+(:attr:`Stage.reads`), its options (:attr:`Stage.options`: its section of an experiment config), how it makes its
+config from the task's settings (:meth:`Stage.config`), what of that config and of its inputs defines its result
+(:meth:`Stage.key_record`, hashed into the folder's key), how it writes its splits (:meth:`Stage.build`, run by the
+one runner of :mod:`pgra.stages.runner`, which opens the folder, resumes split by split, meters and writes the
+manifest) and how its folder is read back and checked (:meth:`Stage.open`). The built-in ones: ``candidates`` (the first stage's top k, :mod:`pgra.retrieval.candidates_stage`),
 ``reranked`` / ``reranked-<reranker>`` (a reranker's top d) and ``full_search`` (the whole corpus's top d under the
 prompt-guided embedding), both in :mod:`pgra.rerank.stages`. A method names the stage whose records it reads
 (:meth:`pgra.methods.Method.stage`); the grid (:class:`pgra.experiment.Experiment`) derives the stages it builds,
 their order and their keys from its methods, and one runner builds each (reused by its key, claimed, metered:
 :meth:`pgra.experiment.Experiment.build_stage`). A plug-in stage is one file: a subclass registered with
-``@STAGES.register``, read by a method whose ``data`` names it.
+``@STAGES.register`` that implements ``build``, read by a method whose ``data`` names it.
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .config import result_settings
-from .cost import Priced
-from .errors import InputError
-from .registry import Registry
+from ..config import result_settings
+from ..cost import Priced
+from ..errors import InputError
+from ..registry import Registry
 
 
 def key_of(payload: Any) -> str:
@@ -71,13 +73,16 @@ class Carried:
 
 class Stage(ABC):
     """One kind of stage folder. A subclass sets ``family`` (its registry name, and its folder's name unless
-    :meth:`named` reads more from it), ``kind`` (its manifest's kind) and implements :meth:`config`,
-    :meth:`key_record` and :meth:`run`."""
+    :meth:`named` reads more from it), ``kind`` (its manifest's kind), ``options`` (the dataclass of its section
+    ``<family>:`` of an experiment config, as a method's; None: none) and implements :meth:`config`,
+    :meth:`key_record` and :meth:`build` (the one runner, :func:`pgra.stages.runner.run_stage`, does the rest: the
+    built-in stages drive it from their own :meth:`run`)."""
 
     family: ClassVar[str] = ""
     kind: ClassVar[str] = ""
     reads: ClassVar[tuple[str, ...]] = ("candidates",)  # the stages whose folders it reads
     score_name: ClassVar[str] = "score"  # what the ``score`` of its records' evidence is (results.html)
+    options: ClassVar[type | None] = None  # the dataclass of its section ``<family>:`` (None: no options)
 
     def __init__(self, name: str = "") -> None:
         self.name = name or self.family
@@ -87,6 +92,10 @@ class Stage(ABC):
         """The stage of this family whose folder is ``name``, or None (default: the family's one folder)."""
         return cls() if name == cls.family else None
 
+    def own_options(self, settings: Any) -> Any:
+        """Its section of the task's ``settings`` (its defaults where the config was made before it registered)."""
+        return getattr(settings, self.family, None) or self.options() if self.options is not None else None
+
     @abstractmethod
     def config(self, request: StageRequest) -> Any:
         """Its config for one task: the settings' section, with its input and output folders."""
@@ -95,9 +104,26 @@ class Stage(ABC):
     def key_record(self, request: StageRequest, config: Any) -> dict[str, Any]:
         """What defines its result (hashed into its key): the settings it reads and the keys of its inputs."""
 
-    @abstractmethod
     def run(self, config: Any, ctx: Any) -> Path:
-        """Build its folder (every process of ``ctx`` together); returns the folder."""
+        """Build its folder (every process of ``ctx`` together); returns the folder. Default: the one runner over
+        :meth:`build` (:func:`pgra.stages.runner.run_stage`)."""
+        from .runner import run_stage
+
+        return run_stage(self, config, ctx)
+
+    def build(self, config: Any, inputs: Mapping[str, dict[str, Any]], run: Any) -> dict[str, Any]:
+        """Write its splits through ``run`` (:class:`pgra.stages.runner.StageRun`: ``run.split(name, make)``) from
+        the folders it reads (``inputs``: each one's manifest as its stage :meth:`open` read it, by stage name);
+        returns its manifest's own fields (the runner adds the kind, task, counts, inputs, config and checksums)."""
+        raise NotImplementedError(f"the {self.family} stage implements neither build nor run")
+
+    @classmethod
+    def open(cls, folder: str | Path) -> dict[str, Any]:
+        """Read and check a folder this stage wrote: its manifest, refused when unfinished, of another kind, or
+        when a file it records has another size (:func:`pgra.artifacts.read_manifest`)."""
+        from ..artifacts import read_manifest
+
+        return read_manifest(folder, cls.kind)
 
     def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
         """Its cost model: the stage priced from the bench fits before it runs (``pgra experiment --dry-run``, where
