@@ -28,7 +28,7 @@ from ..experiment import CELL_FILE
 from ..experiment.grid import FULL_SEARCH
 from ..experiment.reuse import reuse_or_run
 from ..predictions import read_cell
-from ..rerank.base import DEFAULT, reranker_class
+from ..rerank.base import reranker_class
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, pct
@@ -222,10 +222,10 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
         sources.append((FIRST_STAGE, None, list(runs.stage_records(task, "candidates").values()), d_fid))
         d_pgra = runs.n_passages(task, "pgra")
         reranker_of = {FIRST_STAGE: "first stage"}
-        if DEFAULT in runs.experiment.rerankers_needed():
+        if "reranked" in runs.experiment.reranked_stages():  # the prompt-guided reranker's
             lm = runs.settings(task).rerank.lm
             sources.append((f"PGRA ({_lm_name(lm)})", lm, list(runs.stage_records(task, "reranked").values()), d_pgra))
-            reranker_of[sources[-1][0]] = DEFAULT
+            reranker_of[sources[-1][0]] = runs.experiment.stage("reranked").reranker
         for lm in cfg.rerank_lms:  # the controls' ranking of the first `top` holds the experiment's k: read off it
             records = (list(runs.records(task, extra[lm]).values()) if not within else
                        [{**r, "ctxs": [c for c in r.get("ctxs", []) if int(c["retrieval_rank"]) <= within]}
@@ -271,7 +271,7 @@ def _retrieved_k(runs: ExperimentRuns, task: str, planning: bool = False) -> int
 def control_lms(runs: ExperimentRuns, task: str) -> list[str]:
     """The reranker LMs of the controls table: the experiment's (when its grid reranks with it), then
     ``analysis.consistency.rerank_lms``."""
-    own = [runs.settings(task).rerank.lm] if DEFAULT in runs.experiment.rerankers_needed() else []
+    own = [runs.settings(task).rerank.lm] if "reranked" in runs.experiment.reranked_stages() else []
     return list(dict.fromkeys(own + list(runs.cfg.analysis.consistency.rerank_lms)))
 
 

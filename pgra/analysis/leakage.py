@@ -155,7 +155,6 @@ def leakage(runs: ExperimentRuns) -> list[dict[str, Any]]:
     return [row for task in runs.cfg.tasks for row in audit_task(runs, task)]
 
 
-
 def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
     """An audit row's cells in the table."""
     near = f"– ({retriever_title(r['retriever'])})" if r["near"] is None else \

@@ -85,8 +85,8 @@ def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         "demo_selection": selection["describe"], "per_query_demonstrations": False,
         "demonstrations": [d.id for d in demos], "prompt_prefix": demo_prefix(task, demos), "top_d": cfg.top_d,
         "searched_rows": len(store), "counts": folder.counts, "embedding": {**total, "cache": str(evidence.directory)},
-        "corpus_pass": corpus, "selection_cost": selection["cost"]}, run.inputs(), cfg, files=["demonstrations.json"],
-        splits=splits)  # the config as given (read with k=0: the search covers every sentence)
+        "corpus_pass": corpus, "selection_cost": selection["cost"]}, run.inputs(), cfg,
+        files=["demonstrations.json"])  # the config as given (read with k=0: the search covers every sentence)
 
 
 class FullSearchReplay:

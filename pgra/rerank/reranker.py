@@ -35,14 +35,13 @@ from ..retrieval.candidates_stage import StageInputs
 from ..selection import get_selector
 from ..selection.base import with_index_encoder
 from ..tasks import Example, TaskSpec
-from .base import DEFAULT, reranker_class
+from .base import reranker_class
 from .config import RerankConfig
 from .core import RERANKED_KIND, PromptGuidedReranker, evidence_cache_key, prompt_key
 from .corpus_pass import embed_rows as _embed_rows
 from .corpus_pass import open_cache as _open_cache
 from .corpus_pass import query_caches_of, run_corpus_pass
-from .stage import generic_stage, train_queries
-from .stage import reranked_cost as reranked_cost  # re-exported: its home is pgra.rerank.stage
+from .stage import train_queries
 
 
 def demo_records(demos: list[Example]) -> list[dict[str, Any]]:
@@ -139,11 +138,14 @@ def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[
 
 @locks_output(kind=RERANKED_KIND)
 def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
-    """Rerank every requested split of a candidates folder with the reranker ``cfg.reranker`` names; returns the
-    output folder (the prompt-guided reranker's stage is this function's body; any other runs the generic stage)."""
+    """Rerank every requested split of a candidates folder with the reranker ``cfg.reranker`` names (its stage,
+    :meth:`~pgra.rerank.base.Reranker.run_stage`); returns the output folder."""
     check_config(cfg)
-    if cfg.reranker != DEFAULT:
-        return generic_stage(reranker_class(cfg.reranker, "rerank.reranker"), cfg, ctx)
+    return reranker_class(cfg.reranker, "rerank.reranker").run_stage(cfg, ctx)
+
+
+def prompt_guided_stage(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
+    """The prompt-guided reranker's stage (:meth:`PromptGuided.run_stage`, under :func:`rerank`'s lock)."""
     run = StageInputs.read(cfg)
     cand, task, store, data, splits = run.cand, run.task, run.store, run.data, run.splits
     ctx = ctx or init_distributed()
@@ -194,4 +196,4 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         "demonstrations": [d.id for d in demos], "prompt_prefix": prefix, "k": cfg.k or cand["k"],
         "top_d": cfg.top_d, "counts": folder.counts, "queries_with_fewer_than_d": short,
         "embedding": {**total, **info}, "selection_cost": selection["cost"]}, run.inputs(), cfg,
-        files=["demonstrations.json"], splits=splits, after={"corpus_pass": corpus_pass} if corpus_pass else None)
+        files=["demonstrations.json"], after={"corpus_pass": corpus_pass} if corpus_pass else None)

@@ -1,8 +1,7 @@
-"""The ``candidates`` stage and what a candidates folder is: each input's first-stage top k (``pgra retrieve``) from
-the grid's index, the first folder of every task; its key holds the retrieval settings, the index's build key and the
-task's content. :meth:`CandidatesStage.open` reads and checks such a folder; :class:`StageInputs` is what a second
-stage reads of it (the corpus its candidates came from, or for candidates imported without an index their own texts,
-:class:`CandidateTexts`; each split's records cut to the first k)."""
+"""The ``candidates`` stage (each input's first-stage top k from the grid's index, ``pgra retrieve``; its key holds
+the retrieval settings, the index's build key and the task's content) and what a candidates folder is: read by
+:meth:`CandidatesStage.open`, and by a second stage as :class:`StageInputs` (the corpus its candidates came from, or
+imported candidates' own texts, :class:`CandidateTexts`; each split cut to the first k)."""
 
 from __future__ import annotations
 
@@ -57,12 +56,6 @@ class CandidatesStage(Stage):
     def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
         """On a CPU: the measured fixed part of retrieving a task plus its seconds per input of every split."""
         return fits.cpu_price(self.family, inputs) if inputs else None
-
-
-def index_path(cfg: Any, cand: dict[str, Any]) -> str | None:
-    """The index folder a stage reads corpus rows from: ``cfg.index``, else the one the candidates record (None:
-    candidates imported without one, ``pgra fid import``)."""
-    return cfg.index or (cand.get("index") or {}).get("path")
 
 
 def open_corpus(cfg: Any, cand: dict[str, Any]) -> CorpusStore | CandidateTexts:
@@ -210,7 +203,6 @@ def load_split(path: Path, task: TaskSpec, k: int) -> list[dict[str, Any]]:
     return records
 
 
-
 @dataclass
 class StageInputs:
     """What a second stage (the prompt-guided reranker's, the generic stage's, the full search's) reads of a
@@ -236,7 +228,8 @@ class StageInputs:
         if not cfg.candidates or not cfg.out:
             raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")
         cand = CandidatesStage.open(cfg.candidates)
-        check_disjoint({"out": cfg.out}, {"index": index_path(cfg, cand)})  # recorded with the candidates
+        # the index it reads corpus rows from: cfg.index, else the one the candidates record (imported: none)
+        check_disjoint({"out": cfg.out}, {"index": cfg.index or (cand.get("index") or {}).get("path")})
         cand_dir = Path(cfg.candidates)
         task = task_from_manifest(cand, cand_dir / MANIFEST, cfg.task)
         store = open_corpus(cfg, cand)  # imported candidates (no index): their own texts
@@ -251,15 +244,13 @@ class StageInputs:
                    splits)
 
     def begin(self, key: Any = None) -> StageRun:
-        """Open the output folder through the runner (:class:`~pgra.stages.runner.StageRun`; ``key``: what a killed
-        run's finished splits are kept under, None: none kept)."""
+        """Its folder opened by the one runner (resumed under ``key``; None: not resumed)."""
         return StageRun(self.out, key).begin()
 
     def inputs(self) -> dict[str, Any]:
-        """The manifest's record of what the stage read: where the candidates are, their fingerprint and the first stage's index record."""
+        """The manifest's record of the candidates it read (with the first stage's index record)."""
         return {"candidates": input_record(self.cand_dir, self.out, index=self.cand["index"])}
 
 
-
-__all__ = ["CandidateTexts", "CandidatesStage", "StageInputs", "effective_candidates", "imported_corpus", "index_path",
+__all__ = ["CandidateTexts", "CandidatesStage", "StageInputs", "effective_candidates", "imported_corpus",
            "index_record", "load_split", "open_corpus"]

@@ -151,7 +151,7 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
         "index": {"path": str(Path(cfg.index).resolve()), "build_key": m["build_key"],
                   "retriever": m["retriever"], "encoder": m.get("encoder"), "pooler": m.get("pooler"),
                   "corpus_content_sha256": m["corpus"]["content_sha256"], "corpus_size": m["size"]},
-        "data_provenance": data.provenance}, config=recorded_settings(cfg), splits=cfg.splits, after={
+        "data_provenance": data.provenance}, config=recorded_settings(cfg), after={
         "excluded": ({"file": str(Path(cfg.exclude_ids).resolve()), "sha256": sha256_file(cfg.exclude_ids),
                       "ids": len(excluded), "removed_from_top_k": removed} if cfg.exclude_ids else None)})
 
