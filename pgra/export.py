@@ -124,7 +124,8 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
     from .hub import check_no_links_out
     from .provenance import check_run_data, run_data
     from .rerank.core import candidates_of
-    from .retrieval.retrieve import CANDIDATES_KIND, read_candidates_manifest, recorded_exclusions
+    from .retrieval.candidates_stage import CandidatesStage
+    from .retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
     from .stages import stage_kinds, stage_of_kind
 
     reader = read_manifest(run, "reader")
@@ -160,7 +161,7 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
                                 "copied_lm": bool(copy_lm and carried.model), "top_d": manifest["top_d"],
                                 "k": int(manifest.get("k") or 0), "store": store}
             store_dir = carried.store if copy_index else None
-        cand = read_candidates_manifest(data)
+        cand = CandidatesStage.open(data)
         if not cand.get("index"):
             raise InputError("the run's data was imported (no index): its evidence cannot be retrieved for new "
                              "texts", path=data / MANIFEST, field="index")

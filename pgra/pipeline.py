@@ -69,8 +69,9 @@ class Pipeline:
               lm: str | Path | None, verbose: bool, encoder: str | Path | None = None) -> Pipeline:
         from .export import EXPORT_FILE, check_encoder_given, load_export, read_export
         from .methods.reader_method import ReaderPredictor
+        from .retrieval.candidates_stage import CandidatesStage
         from .retrieval.index import Index
-        from .retrieval.retrieve import CANDIDATES_KIND, read_candidates_manifest, recorded_exclusions
+        from .retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
         from .stages import stage_kinds, stage_of_kind
 
         exported = (run / EXPORT_FILE).exists() or (run / EXPORT_FILE).is_symlink()
@@ -96,7 +97,7 @@ class Pipeline:
             if not stage.replayable:  # refused before any model loads
                 raise stage.not_replayable(data)
             reranked, data = data, candidates_of(data, manifest)
-        cand = read_candidates_manifest(data)
+        cand = CandidatesStage.open(data)
         excluded = recorded_exclusions(cand, data)  # refused before any model loads when its file changed
         check_encoder_given(encoder, cand["index"])
         index = Index(cand["index"]["path"], encoder=None if encoder is None else str(encoder), device=device,

@@ -189,7 +189,7 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
     assert cell["data"]["folder"] == str((task / "full_search").resolve())
     manifest = json.loads((task / "full_search" / "manifest.json").read_text())
     assert manifest["corpus_pass"]["evidence_rows"] == len(SENTENCES)  # the whole corpus, searched
-    from pgra.rerank.reranker import reranked_cost
+    from pgra.rerank.stage import reranked_cost
 
     assert cell["lm_cost"] == {**reranked_cost(manifest).as_dict(), "shared_by_seeds": True}  # the stage's LM work
     full = [json.loads(x) for x in (task / "full_search" / "test.jsonl").read_text().splitlines()]

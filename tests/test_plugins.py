@@ -230,26 +230,45 @@ def toy_stage():
 
 
 def test_a_new_method_on_a_new_stage_is_two_files(toy_stage, tmp_path, corpus_txt, sky_task, tiny_t5):
-    """A plug-in stage (tests/toys/toy_stage.py) and the method that reads it (toy_stage_reader.py): the grid derives
-    the stage from the method, builds it after the candidates it reads with a key of its own, and reuses it; the
-    reader trains on its folder; the plan lists it; under --launcher local its workers find both through the
-    payload."""
+    """A plug-in stage with options (tests/toys/toy_stage.py: it only builds; the one runner opens its folder and the
+    candidates, and writes its manifest) and the method that reads it (toy_stage_reader.py), installed as a package's
+    plug-ins: under 2 torchrun ranks (gloo) the grid derives the stage from the method, builds it after the
+    candidates it reads with its options (``toy_tail.keep``) and a key of its own, and reuses it; the reader trains on
+    its folder; the plan lists it; under --launcher local its workers find both through the payload."""
+    import os
+    import subprocess
+    import sys
+
     from pgra.config import load_config
     from pgra.experiment import Experiment
-    from pgra.experiment.config import ExperimentConfig
+    from pgra.experiment.config import experiment_config
+    from tests.conftest import launch_failure
 
-    path = _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, "tail", launcher="local", workers=2)
+    root = Path(__file__).resolve().parents[1]
+    info = tmp_path / "site" / "toytail-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toytail\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pgra.plugins]\nstage = tests.toys.toy_stage\n"
+                                           "reader = tests.toys.toy_stage_reader\n")
+    path = _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, "tail")
     data = yaml.safe_load(path.read_text())
-    data.update(methods=["fid", "fid_toy_tail"], reference="fid")
-    data["rerank"] = {"top_d": 2}
+    data.update(methods=["fid", "fid_toy_tail"], reference="fid", toy_tail={"keep": 2}, rerank={"top_d": 2})
     data.pop("toy_majority")
     path.write_text(yaml.safe_dump(data))
-    assert main(["experiment", "--config", str(path)]) == 0
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{root}", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(root / "scripts" / "experiment.py"), "--config", str(path)],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=root)
+    assert proc.returncode == 0, launch_failure(proc)
     out = tmp_path / "tail" / "sky"
     candidates = {r["id"]: r["ctxs"] for r in _lines(out / "candidates" / "test.jsonl")}
     for x in _lines(out / "fid_toy_tail" / "seed-1" / "predictions_test.jsonl"):
         assert x["evidence"] == [c["id"] for c in candidates[x["id"]][-2:][::-1]]
-    exp = Experiment(load_config(ExperimentConfig, str(path), {"launcher": "none"}))
+    manifest = json.loads((out / "toy_tail" / "manifest.json").read_text())
+    assert manifest["kind"] == "toy_tail" and manifest["keep"] == 2 and manifest["config"]["toy_tail"] == {"keep": 2}
+    assert manifest["candidates"]["fingerprint"] and set(manifest["files"]) == {f"{s}.jsonl" for s in manifest["counts"]}
+    assert manifest["task"]["name"] == "sky"
+    exp = Experiment(load_config(experiment_config(), str(path), {"launcher": "none"}))
     assert exp.stages_needed() == ["candidates", "toy_tail"]
     keys = exp.stage_keys(str(sky_task))
     assert (out / "toy_tail" / ".stage_key").read_text().strip() == keys["toy_tail"] != keys["candidates"]
@@ -261,6 +280,9 @@ def test_a_new_method_on_a_new_stage_is_two_files(toy_stage, tmp_path, corpus_tx
 
     with pytest.raises(InputError, match="toy_tail stage, which cannot be replayed"):
         Pipeline.load(out / "fid_toy_tail" / "seed-1")
+    local = ["experiment", "--config", str(path), f"out={tmp_path / 'local'}", "launcher=local", "workers=2"]
+    assert main([*local, "toy_tail.keep=1"]) == 0  # its option set like any section's; the workers get both parts
+    assert json.loads((tmp_path / "local" / "sky" / "toy_tail" / "manifest.json").read_text())["keep"] == 1
 
 
 def test_a_payload_part_the_child_cannot_import_is_one_input_error():

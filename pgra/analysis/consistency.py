@@ -29,7 +29,7 @@ from ..experiment import CELL_FILE
 from ..experiment.grid import FULL_SEARCH
 from ..experiment.reuse import reuse_or_run
 from ..predictions import read_cell
-from ..rerank.base import DEFAULT, reranker_class
+from ..rerank.base import reranker_class
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, pct
@@ -178,11 +178,10 @@ def _extra_rerank(runs: ExperimentRuns, task: str, lm: str, top: int = 0) -> tup
 
 
 def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx, top: int = 0) -> Path:
-    """Rerank the experiment's candidates of ``task`` with another LM (reused when done); returns the folder."""
-    from ..rerank.reranker import rerank
-
+    """Rerank the experiment's candidates of ``task`` with another LM (reused when done) through the ``reranked``
+    stage's runner; returns the folder."""
     cfg, out, key = _extra_rerank(runs, task, lm, top)
-    reuse_or_run(out, ".analysis_key", key, lambda: rerank(cfg, ctx), ctx)
+    reuse_or_run(out, ".analysis_key", key, lambda: runs.experiment.stage("reranked").run(cfg, ctx), ctx)
     return out
 
 
@@ -224,10 +223,10 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
         sources.append((FIRST_STAGE, None, list(runs.stage_records(task, "candidates").values()), d_fid))
         d_pgra = runs.n_passages(task, "pgra")
         reranker_of = {FIRST_STAGE: "first stage"}
-        if DEFAULT in runs.experiment.rerankers_needed():
+        if "reranked" in runs.experiment.reranked_stages():  # the prompt-guided reranker's
             lm = runs.settings(task).rerank.lm
             sources.append((f"PGRA ({_lm_name(lm)})", lm, list(runs.stage_records(task, "reranked").values()), d_pgra))
-            reranker_of[sources[-1][0]] = DEFAULT
+            reranker_of[sources[-1][0]] = runs.experiment.stage("reranked").reranker
         for lm in cfg.rerank_lms:  # the controls' ranking of the first `top` holds the experiment's k: read off it
             records = (list(runs.records(task, extra[lm]).values()) if not within else
                        [{**r, "ctxs": [c for c in r.get("ctxs", []) if int(c["retrieval_rank"]) <= within]}
@@ -257,16 +256,23 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
 
 def _experiment_k(runs: ExperimentRuns, task: str, planning: bool = False) -> int:
     """The candidates the experiment's reranker ranks per input: its rerank.k, else all retrieved."""
-    manifest = runs.experiment.stage_dir(task, "candidates") / MANIFEST
-    retrieved = (int(read_json(manifest)["k"]) if manifest.exists() and not planning
-                 else runs.experiment.retrieve_config(task).k)
+    retrieved = _retrieved_k(runs, task, planning)
     return runs.settings(task, "pgra" if "pgra" in runs.cfg.methods else None).rerank.k or retrieved
+
+
+def _retrieved_k(runs: ExperimentRuns, task: str, planning: bool = False) -> int:
+    """The candidates retrieved per input: their folder's ``k`` (opened by their stage), else (``planning``, or not
+    retrieved yet) the config's ``retrieve.k``."""
+    folder = runs.experiment.stage_dir(task, "candidates")
+    if (folder / MANIFEST).exists() and not planning:
+        return int(runs.experiment.stage("candidates").open(folder)["k"])
+    return runs.experiment.retrieve_config(task).k
 
 
 def control_lms(runs: ExperimentRuns, task: str) -> list[str]:
     """The reranker LMs of the controls table: the experiment's (when its grid reranks with it), then
     ``analysis.consistency.rerank_lms``."""
-    own = [runs.settings(task).rerank.lm] if DEFAULT in runs.experiment.rerankers_needed() else []
+    own = [runs.settings(task).rerank.lm] if "reranked" in runs.experiment.reranked_stages() else []
     return list(dict.fromkeys(own + list(runs.cfg.analysis.consistency.rerank_lms)))
 
 
@@ -277,9 +283,7 @@ def control_points(runs: ExperimentRuns, task: str, planning: bool = False) -> t
     if not cfg.k and not cfg.d:
         return [], []
     s = runs.settings(task, "pgra") if "pgra" in runs.cfg.methods else runs.settings(task)
-    manifest = runs.experiment.stage_dir(task, "candidates") / MANIFEST
-    k_max = (int(read_json(manifest)["k"]) if manifest.exists() and not planning
-             else runs.experiment.retrieve_config(task).k)
+    k_max = _retrieved_k(runs, task, planning)
     ks = sorted(set(cfg.k or [s.rerank.k or k_max]))
     ds = sorted(set(cfg.d or [s.reader.n_passages]))
     if ks[-1] > k_max:

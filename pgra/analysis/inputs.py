@@ -129,15 +129,13 @@ class ExperimentRuns:
     def other_rerankers(self) -> list[tuple[str, str, str]]:
         """``(reranker, stage, method)`` of each reranked stage of the grid besides the prompt-guided one (``mmr``,
         ``reranked-mmr``, ``fid_mmr``: the first method that reads it), in method order."""
-        from ..experiment.layout import reranked_stage
         from ..methods import get_method
-        from ..rerank.base import DEFAULT
 
         out: dict[str, tuple[str, str, str]] = {}
         for m in self.cfg.methods:
-            cls = get_method(m)
-            if cls.data == "reranked" and cls.reranker != DEFAULT and cls.reranker not in out:
-                out[cls.reranker] = (cls.reranker, reranked_stage(cls.reranker), m)
+            stage = get_method(m).stage()
+            if stage != "reranked" and stage in self.experiment.reranked_stages() and stage not in out:
+                out[stage] = (self.experiment.stage(stage).reranker, stage, m)
         return list(out.values())
 
     def settings(self, task: str, method: str | None = None):

@@ -25,7 +25,8 @@ from ..config import MAX_ITEMS, option
 from ..corpus import CorpusStore
 from ..markdown import md_code, md_text
 from ..retrieval.base import recorded_retriever, retriever_title
-from ..retrieval.retrieve import read_candidates_manifest, read_excluded_ids
+from ..retrieval.candidates_stage import CandidatesStage
+from ..retrieval.retrieve import read_excluded_ids
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, number
@@ -94,7 +95,7 @@ def audit_task(runs: ExperimentRuns, task: str) -> list[dict[str, Any]]:
     """The audit rows (one per split) of ``task``; writes the flagged ids file."""
     cfg = runs.cfg.analysis.leakage
     folder = runs.experiment.stage_dir(task, "candidates")
-    manifest = read_candidates_manifest(folder)
+    manifest = CandidatesStage.open(folder)
     index = manifest["index"]
     retriever = recorded_retriever(index)
     dense = bool(retriever and retriever.cosine_scores)  # its scores are cosines: near duplicates are seen
@@ -152,7 +153,6 @@ def audit_task(runs: ExperimentRuns, task: str) -> list[dict[str, Any]]:
 def leakage(runs: ExperimentRuns) -> list[dict[str, Any]]:
     """The leakage audit of every task of the experiment."""
     return [row for task in runs.cfg.tasks for row in audit_task(runs, task)]
-
 
 
 def _cells(r: dict[str, Any]) -> tuple[Any, ...]:

@@ -74,7 +74,7 @@ def models_needed(cfg) -> list[tuple[str, str, str, bool, bool]]:
     from ..methods import get_method
     from ..methods.icl import ICL
     from ..methods.reader_method import ReaderMethod
-    from ..rerank.base import DEFAULT, reranker_class
+    from ..rerank.base import reranker_class
     from ..retrieval.base import get_retriever
 
     found: dict[tuple[str, str], tuple[str, str, str, bool, bool]] = {}
@@ -91,9 +91,9 @@ def models_needed(cfg) -> list[tuple[str, str, str, bool, bool]]:
                  retriever.trusts_remote_code())
         for method in cfg.methods:
             cls, s = get_method(method), cell_settings(cfg, task, method)
-            rerankers = [cls.reranker] if cls.data == "reranked" else [DEFAULT] if cls.data == "full_search" else []
-            for name in rerankers:
-                if name == DEFAULT or "lm" in reranker_class(name).uses:
+            # (the full search embeds with the prompt-guided reranker's LM: its method's ``reranker``)
+            for name in [cls.reranker] if cls.data in ("reranked", "full_search") else []:
+                if "lm" in reranker_class(name).uses:
                     need("rerank.lm", s.rerank.lm, f"{name} reranker's LM", s.rerank.trust_remote_code)
                 if name == "cross_encoder":
                     need("rerank.cross_encoder.model", s.rerank.cross_encoder.model, "cross-encoder",

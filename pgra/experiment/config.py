@@ -143,32 +143,33 @@ class ExperimentConfig:
 _made: dict[tuple[tuple[str, type], ...], type] = {}
 
 
-def method_sections() -> tuple[tuple[str, type], ...]:
-    """``(name, options)`` of every registered method that declares options and has no section of
-    :class:`ExperimentConfig` (a plug-in's), in registry order."""
+def part_sections() -> tuple[tuple[str, type], ...]:
+    """``(name, options)`` of every registered method and stage that declares options and has no section of
+    :class:`ExperimentConfig` (a plug-in's), in registry order (the methods first)."""
     from ..methods import METHODS
+    from ..stages import STAGES
 
     static = {f.name: f for f in dataclasses.fields(ExperimentConfig)}
-    for name in METHODS.names():  # a section of its own name that is not its options: never silently the other's
-        options = getattr(METHODS[name], "options", None)
+    parts = [(name, getattr(registry[name], "options", None), what)
+             for registry, what in ((METHODS, "method"), (STAGES, "stage")) for name in registry.names()]
+    for name, options, what in parts:  # a section of its own name that is not its options: never silently the other's
         if options is not None and name in static and static[name].default_factory is not options:
-            raise InputError(f"the method '{name}' ({METHODS[name].__module__}) declares options, but '{name}' is "
-                             "already a field of the experiment config: register the method under another name",
-                             field="methods")
-    return tuple((name, METHODS[name].options) for name in METHODS.names()
-                 if getattr(METHODS[name], "options", None) is not None and name not in static)
+            raise InputError(f"the {what} '{name}' declares options, but '{name}' is already a field of the "
+                             f"experiment config: register the {what} under another name", field="methods")
+    return tuple(dict.fromkeys((name, options) for name, options, _ in parts
+                               if options is not None and name not in static))
 
 
 def experiment_config() -> type:
-    """:class:`ExperimentConfig` with a section for every registered method that declares options and has none there
-    (:func:`method_sections`: ``<name>:`` in YAML, overridable per task and method); ExperimentConfig itself when
-    there is none. Made once per set of sections, named ``PluggedExperimentConfig`` (what a grid's payload names:
+    """:class:`ExperimentConfig` with a section for every registered method or stage that declares options and has
+    none there (:func:`part_sections`: ``<name>:`` in YAML, overridable per task and method); ExperimentConfig
+    itself when there is none. Made once per set of sections, named ``PluggedExperimentConfig`` (what a grid's payload names:
     its child processes make it again from the parts registered there)."""
-    sections = method_sections()
+    sections = part_sections()
     if not sections:
         return ExperimentConfig
     if sections not in _made:
-        fields = [(name, tp, option(default_factory=tp, flag=False, help=f"options of the {name} method (key=value: "
+        fields = [(name, tp, option(default_factory=tp, flag=False, help=f"options of the {name} part (key=value: "
                                                                           f"{name}.FIELD=...)"))
                   for name, tp in sections]
         made = dataclasses.make_dataclass("PluggedExperimentConfig", fields, bases=(ExperimentConfig,),
@@ -255,4 +256,4 @@ def cell_settings(cfg: ExperimentConfig, task: str, method: str | None = None) -
 
 
 __all__ = ["JOB_FIELDS", "apply_limit", "LAUNCHERS", "METHOD_OVERRIDABLE", "PARALLEL", "RUNTIME_FIELDS", "TASK_OVERRIDABLE", "ExperimentConfig", "SlurmConfig",
-           "cell_settings", "experiment_config", "method_sections"]
+           "cell_settings", "experiment_config", "part_sections"]

@@ -14,6 +14,7 @@ cell is reported and the grid goes on; the run exits non-zero listing the failur
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,6 @@ from ..config import check_config
 from ..errors import InputError
 from ..methods import MethodInputs, get_method
 from ..registry import plug_in_key
-from ..rerank.base import DEFAULT, reranker_class
-from ..rerank.config import RerankConfig
-from ..rerank.stages import RERANKED, FullSearchStage, RerankedStage
-from ..retrieval.retrieve import RetrieveConfig
 from ..stages import Stage, StageRequest, get_stage
 from .cell import check_stale_cell, run_cell
 from .cell import say as _say
@@ -38,11 +35,10 @@ from .layout import (
     cell_folder,
     cell_status,
     key_of,
-    reranked_stage,
 )
 from .reuse import finished_with, reuse_or_run
 
-FULL_SEARCH = FullSearchStage.family  # pgra_full's stage: each input's top d of the whole corpus
+RERANKED, FULL_SEARCH = "reranked", "full_search"  # the prompt-guided reranker's stage; pgra_full's (the whole corpus)
 
 
 class Experiment:
@@ -128,16 +124,12 @@ class Experiment:
         """The config the stage ``name`` of ``task`` runs with."""
         return self.stage(name).config(self.request(task, name))
 
-    def retrieve_config(self, task: str) -> RetrieveConfig:
+    def retrieve_config(self, task: str) -> Any:
         return self.stage_config(task, "candidates")
 
-    def rerank_config(self, task: str, reranker: str = DEFAULT) -> RerankConfig:
-        """The rerank stage of ``task`` with ``reranker`` (its folder ``reranked`` or ``reranked-<name>``)."""
-        return self.stage_config(task, reranked_stage(reranker))
-
-    def full_search_config(self, task: str) -> RerankConfig:
-        """The rerank section's settings for ``pgra_full``'s search of the whole corpus (its own folder)."""
-        return self.stage_config(task, FULL_SEARCH)
+    def rerank_config(self, task: str, stage: str = RERANKED) -> Any:
+        """The config of the reranked stage ``stage`` of ``task`` (``reranked``: the prompt-guided reranker's)."""
+        return self.stage_config(task, stage)
 
     def task_content(self, task: str) -> dict[str, Any]:
         """What of ``task`` changes results (its spec and data files' checksums), read once per experiment."""
@@ -170,19 +162,10 @@ class Experiment:
         """The stage each of the grid's methods reads (:meth:`pgra.methods.Method.stage`), in method order."""
         return list(dict.fromkeys(get_method(m).stage() for m in self.cfg.methods))
 
-    @property
-    def needs_reranking(self) -> bool:
-        """Whether a method of the grid reads a reranked folder (then every task builds the ones they read)."""
-        return bool(self.rerankers_needed())
-
-    def rerankers_needed(self) -> list[str]:
-        """The rerankers whose top-d a method of the grid reads, in method order (each its own stage)."""
-        stages = [self.stage(s) for s in self.stages_needed()]
-        return [s.reranker for s in stages if isinstance(s, RerankedStage)]
-
     def reranked_stages(self) -> list[str]:
-        """The reranked stages the grid builds (``reranked`` for the prompt-guided one, ``reranked-<name>``)."""
-        return [reranked_stage(r) for r in self.rerankers_needed()]
+        """The reranked stages the grid builds (``reranked`` for the prompt-guided one, ``reranked-<name>``): those
+        of a reranker."""
+        return [s for s in self.stages_needed() if getattr(self.stage(s), "reranker", None)]
 
     def _closure(self, names: list[str]) -> list[str]:
         """``names`` and every stage they read, each after what it reads, in first-needed order."""
@@ -378,10 +361,10 @@ def _check_reranker_choice(cfg: ExperimentConfig) -> None:
     from ..methods import METHODS
 
     for task in cfg.tasks:
-        chosen = cell_settings(cfg, task).rerank.reranker
-        if chosen == DEFAULT:
+        rerank = cell_settings(cfg, task).rerank  # (an unknown name was refused reading it, with the choices)
+        chosen = rerank.reranker
+        if chosen == next(f.default for f in dataclasses.fields(rerank) if f.name == "reranker"):
             continue
-        reranker_class(chosen, "rerank.reranker")  # an unknown name: the registry's error, with the choices
         readers = [name for name in METHODS.names()
                    if getattr(METHODS[name], "data", None) == "reranked" and METHODS[name].reranker == chosen]
         field = f"task_overrides.{task}.rerank.reranker" if (cfg.task_overrides.get(task) or {}).get(

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from ..artifacts import path_under, read_json, safe_name, write_json
 from ..provenance import CELL_FILE
-from ..rerank.stages import reranked_stage
 from ..stages import defining, key_of
 
 CELL_KEY_FILE = ".cell_key"
@@ -85,4 +84,4 @@ def mark_seed_independent(directory: Path) -> None:
 
 
 __all__ = ["CELL_FILE", "CELL_GLOB", "CELL_KEY_FILE", "CellPlan", "STAGE_COST_FILE", "STAGE_KEY_FILE", "cell_folder", "cell_path", "cell_status",
-           "defining", "finished_cells", "key_of", "mark_seed_independent", "reranked_stage"]
+           "defining", "finished_cells", "key_of", "mark_seed_independent"]

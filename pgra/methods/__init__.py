@@ -14,7 +14,7 @@ from ..registry import Registry, defined_in, is_builtin
 from .base import FitResult, Method, MethodInputs
 from .fid import FiD
 from .fid_reranked import RERANKED_READERS, fid_method
-from .icl import ICL, ICLKate, ICLRandom, ICLSkillKnn, icl_method
+from .icl import ICL, icl_method
 from .knn_vote import KnnVote, KnnVoteConfig
 from .linear_probe import LinearProbe, LinearProbeConfig
 from .no_retrieval import NoRetrieval
@@ -64,8 +64,8 @@ def _made_in(cls: type[Method]) -> str:
 
 
 METHODS = MethodRegistry("method", field="methods", module_of=_made_in)
-for _method in (NoRetrieval, FiD, PGRA, PGRAFull, KnnVote, LinearProbe, ICL, ICLRandom, ICLKate, ICLSkillKnn,
-                *RERANKED_READERS):
+for _method in (NoRetrieval, FiD, PGRA, PGRAFull, KnnVote, LinearProbe, ICL,
+                *map(icl_method, ("random", "kate", "skill_knn")), *RERANKED_READERS):
     METHODS.register(_method)
 # manifest kind of a fitted run -> the method class that loads it
 RUN_KINDS: dict[str, type[Method]] = {"reader": FiD, KnnVote.name: KnnVote, LinearProbe.name: LinearProbe,

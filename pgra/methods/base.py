@@ -118,10 +118,6 @@ class Method(ABC):
         return get_stage(cls.stage(), "methods").score_name
 
     @property
-    def needs_reranking(self) -> bool:
-        return self.data == "reranked"
-
-    @property
     def data_dir(self) -> Path:
         """The folder whose ``{split}.jsonl`` this method trains on and predicts."""
         if self.data == "reranked" and self.inputs.reranked is not None and self.stage() not in self.inputs.folders:

@@ -86,21 +86,6 @@ class ICL(Method):
         return ICLPredictor(out, device=device, trust_remote_code=trust_remote_code)
 
 
-class ICLRandom(ICL):
-    name = "icl_random"
-    strategy = "random"
-
-
-class ICLKate(ICL):
-    name = "icl_kate"
-    strategy = "kate"
-
-
-class ICLSkillKnn(ICL):
-    name = "icl_skill_knn"
-    strategy = "skill_knn"
-
-
 def icl_method(strategy: str) -> type[ICL]:
     """The method ``icl_<strategy>``: in-context learning with the demonstration strategy ``strategy`` pinned."""
     return type(f"ICL_{strategy}", (ICL,), {"name": f"icl_{strategy}", "strategy": strategy, "__module__": __name__,

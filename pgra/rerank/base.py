@@ -8,9 +8,9 @@ picks it by ``name``. The file registers it with ``@RERANKERS.register``; a plug
 ``pgra/`` (its options are then a section of every rerank config read after it registered:
 :func:`pgra.rerank.config.rerank_config`).
 
-``pgra rerank`` (:func:`pgra.rerank.reranker.rerank`) runs the prompt-guided reranker's own stage (its
-demonstrations and embedding caches) and every other through the one generic stage (:mod:`pgra.rerank.stage`):
-load, score each split, write ``<split>.jsonl`` and a ``reranked`` manifest with the reranker's cost.
+``pgra rerank`` runs the chosen reranker's stage (:meth:`Reranker.run_stage`: by default load, score each split,
+write ``<split>.jsonl`` and a ``reranked`` manifest); its replay, what an export carries and its price are its own
+too (:meth:`Reranker.own_replay`, :meth:`Reranker.own_carried`, :meth:`Reranker.price`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -65,6 +66,7 @@ class Reranker(ABC):
     # the config field naming the one model folder it loads (dotted for its section's: ``cross_encoder.model``;
     # empty: none): what ``pgra export`` carries or points at, and ``Pipeline.load(..., lm=)`` replaces
     model_field: ClassVar[str] = ""
+    folder: ClassVar[str] = ""  # its stage's folder ("": ``reranked-<name>``)
 
     def __init__(self, cfg: Any, task: TaskSpec, corpus: CorpusStore | None = None,
                  candidates: dict[str, Any] | None = None) -> None:
@@ -94,6 +96,55 @@ class Reranker(ABC):
     def rerank(self, queries: Sequence[str], candidates: Sequence[Sequence[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
         """Per query, its candidates' top d by :meth:`scores`, best first (fewer when it has fewer)."""
         return [ranked(c, s, self.top_d) for c, s in zip(candidates, self.scores(queries, candidates), strict=True)]
+
+    @classmethod
+    def run_stage(cls, cfg: Any, ctx: Any = None) -> Path:
+        """Its stage (``pgra rerank``): each requested split of ``cfg.candidates`` scored into ``cfg.out`` by rank 0
+        through the one runner (resumed under its settings and the candidates' fingerprint)."""
+        from ..distributed import init_distributed
+        from ..provenance import folder_fingerprint
+        from ..retrieval.candidates_stage import StageInputs
+
+        run = StageInputs.read(cfg, with_train=False)
+        ctx = ctx or init_distributed()
+        if not ctx.is_main:
+            return run.out
+        reranker = cls(cfg, run.task, run.store, run.cand)
+        reranker.load()
+        folder = run.begin({"settings": cls.key_settings(cfg), "candidates": folder_fingerprint(run.cand_dir)})
+        for split in run.splits:
+            recs = run.data[split]
+            folder.split(split, lambda recs=recs: [{**{k: v for k, v in r.items() if k != "ctxs"}, "ctxs": c} for r, c
+                                                   in zip(recs, reranker.rerank([r["text"] for r in recs],
+                                                                                [r["ctxs"] for r in recs]), strict=True)],
+                         meter=reranker.cost)
+        return folder.finish("reranked", run.task, {
+            "reranker": cls.name, "reranker_settings": cls.key_settings(cfg), **reranker.describe(),
+            "k": cfg.k or run.cand["k"], "top_d": cfg.top_d, "counts": folder.counts,
+            "queries_with_fewer_than_d": sum(len(r["ctxs"]) < cfg.top_d for s in run.splits for r in run.data[s]),
+            "cost": folder.cost.as_dict()},
+            run.inputs(), cfg)
+
+    @classmethod
+    def own_replay(cls, folder: Path, manifest: dict[str, Any], index: Any, device: str | None,
+                   trust_remote_code: bool, model: str | Path | None) -> Any:
+        """What reranks new texts as its folder recorded (None: :class:`~pgra.rerank.stage.Replay` rebuilds it)."""
+        return None
+
+    @classmethod
+    def own_carried(cls, folder: Path, manifest: dict[str, Any]) -> Any:
+        """What an export carries of its folder beyond its one model (None: that model)."""
+        return None
+
+    @classmethod
+    def price(cls, fits: Any, family: str, inputs: int | None, texts: int | None) -> Any:
+        """Its stage priced from the bench fits (:meth:`pgra.stages.Stage.price`; None: no fit)."""
+        return None
+
+    @classmethod
+    def models(cls, rerank: Any) -> list[str]:
+        """The models its stage downloads or reads, from the rerank config (the dry run's disk; none by default)."""
+        return []
 
     @classmethod
     def key_settings(cls, cfg: Any) -> dict[str, Any]:

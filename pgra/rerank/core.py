@@ -32,10 +32,11 @@ from ..provenance import check_unchanged, recorded_folder
 from ..selection import get_selector
 from ..selection.base import Selector, with_index_encoder
 from ..tasks import Example, TaskSpec, task_from_manifest
+from .base import ranked
 from .cache import EmbeddingCache
 from .config import RerankConfig, rerank_config
 from .embedder import LMEmbedder
-from .scoring import reranked_ctxs
+from .scoring import score_candidates
 from .stage import RERANKED_KIND
 
 # one query's vectors: (its embedding, its candidates' embeddings in candidate order)
@@ -141,7 +142,7 @@ class PromptGuidedReranker:
         if vectors is None:
             vectors = self._per_query_vectors(queries, candidates) if self.per_query else \
                 self._shared_vectors(queries, candidates)
-        return [reranked_ctxs(c, *vectors(i), self.top_d) for i, c in enumerate(candidates)]
+        return [ranked(c, score_candidates(*vectors(i), self.top_d)[1], self.top_d) for i, c in enumerate(candidates)]
 
     def _per_query_vectors(self, queries: Sequence[str], candidates: list[list[dict[str, Any]]]) -> Vectors:
         """Each query and its candidates under that query's own prompt."""

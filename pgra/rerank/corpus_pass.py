@@ -28,11 +28,12 @@ from ..distributed import DistContext, gather_objects
 from ..errors import InputError
 from ..faults import fault_point
 from ..progress import progress
+from ..retrieval.candidates_stage import load_split
 from ..tasks import Example, TaskSpec
 from .cache import EmbeddingCache
 from .config import RerankConfig
 from .core import PromptGuidedReranker, evidence_cache_key, prompt_key
-from .stage import load_split, train_queries
+from .stage import train_queries
 
 
 def embed_rows(reranker: PromptGuidedReranker, cache: EmbeddingCache, rows: np.ndarray, texts_of, demos: list[Example],

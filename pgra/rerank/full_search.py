@@ -19,12 +19,13 @@ from ..distributed import DistContext, gather_objects, init_distributed, main_co
 from ..errors import InputError
 from ..lock import locks_output
 from ..prompts import demo_prefix
+from ..retrieval.candidates_stage import StageInputs
 from .cache import EmbeddingCache
 from .config import RerankConfig, rerank_config
 from .core import PromptGuidedReranker, evidence_cache_key, prompt_key
 from .corpus_pass import query_caches_of, run_corpus_pass
 from .reranker import _select, demo_records
-from .stage import FULL_SEARCH_KIND, StageInputs, train_queries
+from .stage import FULL_SEARCH_KIND, train_queries
 
 # what to do where a pgra_full run's corpus-pass embeddings are not found
 WHERE_EMBEDDINGS = ("predict where the experiment ran, run its full_search stage here, or export the run with "
@@ -66,8 +67,7 @@ def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     key = evidence_cache_key(prompt_key(reranker.embedder, cfg.lm, task, demos), cand["index"]["corpus_content_sha256"])
     evidence = EmbeddingCache(cfg.cache_dir, key, len(store), reranker.embedder.dim, create=False)
     vectors = evidence.get(np.arange(len(store)))
-    run.begin()
-    counts = {}
+    folder = run.begin()
     for split in splits:
         recs = data[split]
         scores, rows = search_corpus(vectors, queries[split].get(np.arange(len(recs))), cfg.top_d)
@@ -77,16 +77,16 @@ def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
             records.append({**{k: v for k, v in rec.items() if k != "ctxs"},
                             "ctxs": [{"id": i, "text": t, "score": float(x)} for i, t, x in zip(ids, texts, s, strict=True)],
                             "demonstrations": demo_records(demos)})
-        counts[split] = run.write_split(split, records)
+        folder.split(split, lambda records=records: records)
     write_json(out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
-    return run.finish(FULL_SEARCH_KIND, {
+    return folder.finish(FULL_SEARCH_KIND, task, {
         "lm": cfg.lm, "lm_fingerprint": reranker.embedder.fingerprint,
         "demo_selection": selection["describe"], "per_query_demonstrations": False,
         "demonstrations": [d.id for d in demos], "prompt_prefix": demo_prefix(task, demos), "top_d": cfg.top_d,
-        "searched_rows": len(store), "counts": counts, "embedding": {**total, "cache": str(evidence.directory)},
-        "corpus_pass": corpus, "selection_cost": selection["cost"]}, files=["demonstrations.json"],
-        config=cfg)  # the config as given (read with k=0: the search covers every sentence)
+        "searched_rows": len(store), "counts": folder.counts, "embedding": {**total, "cache": str(evidence.directory)},
+        "corpus_pass": corpus, "selection_cost": selection["cost"]}, run.inputs(), cfg,
+        files=["demonstrations.json"])  # the config as given (read with k=0: the search covers every sentence)
 
 
 class FullSearchReplay:

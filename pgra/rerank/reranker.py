@@ -31,24 +31,17 @@ from ..errors import InputError
 from ..lock import locks_output
 from ..progress import progress
 from ..prompts import demo_prefix, render_demo
+from ..retrieval.candidates_stage import StageInputs
 from ..selection import get_selector
 from ..selection.base import with_index_encoder
 from ..tasks import Example, TaskSpec
-from .base import DEFAULT, reranker_class
+from .base import reranker_class
 from .config import RerankConfig
 from .core import RERANKED_KIND, PromptGuidedReranker, evidence_cache_key, prompt_key
 from .corpus_pass import embed_rows as _embed_rows
 from .corpus_pass import open_cache as _open_cache
 from .corpus_pass import query_caches_of, run_corpus_pass
-from .stage import (
-    StageInputs,
-    open_corpus,
-    run_stage,
-    train_queries,
-)
-from .stage import reranked_cost as reranked_cost  # re-exported: its home is pgra.rerank.stage
-
-_open_corpus = open_corpus  # (its home: pgra.rerank.stage)
+from .stage import train_queries
 
 
 def demo_records(demos: list[Example]) -> list[dict[str, Any]]:
@@ -145,11 +138,14 @@ def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[
 
 @locks_output(kind=RERANKED_KIND)
 def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
-    """Rerank every requested split of a candidates folder with the reranker ``cfg.reranker`` names; returns the
-    output folder (the prompt-guided reranker's stage is this function's body; any other runs the generic stage)."""
+    """Rerank every requested split of a candidates folder with the reranker ``cfg.reranker`` names (its stage,
+    :meth:`~pgra.rerank.base.Reranker.run_stage`); returns the output folder."""
     check_config(cfg)
-    if cfg.reranker != DEFAULT:
-        return run_stage(reranker_class(cfg.reranker, "rerank.reranker"), cfg, ctx)
+    return reranker_class(cfg.reranker, "rerank.reranker").run_stage(cfg, ctx)
+
+
+def prompt_guided_stage(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
+    """The prompt-guided reranker's stage (:meth:`PromptGuided.run_stage`, under :func:`rerank`'s lock)."""
     run = StageInputs.read(cfg)
     cand, task, store, data, splits = run.cand, run.task, run.store, run.data, run.splits
     ctx = ctx or init_distributed()
@@ -176,8 +172,8 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     if not ctx.is_main:
         return out
 
-    run.begin()
-    counts, short = {}, 0
+    folder = run.begin()
+    short = 0
     for split in splits:
         recs = data[split]
         short += sum(len(rec["ctxs"]) < cfg.top_d for rec in recs)
@@ -188,16 +184,16 @@ def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
         records = [{**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs,
                     "demonstrations": demo_records(demos_of[split][qi])}
                    for qi, (rec, ctxs) in enumerate(zip(recs, ranked, strict=True))]
-        counts[split] = run.write_split(split, records)
+        folder.split(split, lambda records=records: records)
     if short:
         warnings.warn(f"{short} queries had fewer than d={cfg.top_d} candidates; they keep all they have",
                       stacklevel=2)
     write_json(out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
-    return run.finish(RERANKED_KIND, {
+    return folder.finish(RERANKED_KIND, task, {
         "lm": cfg.lm, "lm_fingerprint": embedder.fingerprint,
         "demo_selection": selection["describe"], "per_query_demonstrations": selection["per_query"],
         "demonstrations": [d.id for d in demos], "prompt_prefix": prefix, "k": cfg.k or cand["k"],
-        "top_d": cfg.top_d, "counts": counts, "queries_with_fewer_than_d": short,
-        "embedding": {**total, **info}, "selection_cost": selection["cost"]},
+        "top_d": cfg.top_d, "counts": folder.counts, "queries_with_fewer_than_d": short,
+        "embedding": {**total, **info}, "selection_cost": selection["cost"]}, run.inputs(), cfg,
         files=["demonstrations.json"], after={"corpus_pass": corpus_pass} if corpus_pass else None)

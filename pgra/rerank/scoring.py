@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 
@@ -19,11 +17,3 @@ def score_candidates(query: np.ndarray, evidence: np.ndarray, top_d: int) -> tup
     probs /= probs.sum()
     return np.argsort(-probs, kind="stable")[:top_d], probs
 
-
-def reranked_ctxs(ctxs: list[dict[str, Any]], query: np.ndarray, evidence: np.ndarray,
-                  top_d: int) -> list[dict[str, Any]]:
-    """The top-``top_d`` of a query's candidate ``ctxs`` (evidence rows in the same order), best first, each with
-    its reranker probability as ``score`` and its first-stage ``retrieval_score`` and ``retrieval_rank``."""
-    order, probs = score_candidates(query, evidence, top_d)
-    return [{**ctxs[j], "score": float(probs[j]), "retrieval_score": ctxs[j].get("score"),
-             "retrieval_rank": int(j) + 1} for j in order]

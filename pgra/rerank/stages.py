@@ -1,9 +1,7 @@
-"""The stages of the second stage, each reading a task's ``candidates``: ``reranked`` (the prompt-guided reranker's
-top d, :mod:`pgra.rerank.reranker`), ``reranked-<name>`` (any other registered reranker's, :mod:`pgra.rerank.stage`)
-and ``full_search`` (``pgra_full``'s top d of the whole corpus, :mod:`pgra.rerank.full_search`).
-
-Their keys are what they always were: a reranked folder's the reranker's settings (:meth:`Reranker.key_settings`)
-and the candidates' key; ``full_search``'s the prompt-guided reranker's settings but ``k``, and the candidates' key.
+"""The second stages, each reading a task's ``candidates``: a reranker's top d (``reranked`` for the prompt-guided
+one, ``reranked-<name>``: each reranker's own stage, :meth:`Reranker.run_stage`) and ``full_search`` (``pgra_full``'s
+top d of the whole corpus, :mod:`pgra.rerank.full_search`). Their keys are what they always were: the reranker's
+settings (:meth:`Reranker.key_settings`; the full search's: the prompt-guided one's but ``k``) and the candidates'.
 """
 
 from __future__ import annotations
@@ -16,16 +14,20 @@ from typing import Any
 from ..artifacts import MANIFEST, safe_name
 from ..cost import Priced
 from ..stages import CTX_BYTES, STAGES, Carried, Stage, StageRequest
-from .base import DEFAULT, RERANKERS, reranker_class
+from .base import RERANKERS, reranker_class
+from .prompt_guided import PromptGuided
 from .stage import FULL_SEARCH_KIND, RERANKED_KIND
 
 RERANKED = "reranked"
 
 
 def reranked_stage(reranker: str) -> str:
-    """The stage (and folder) name of a reranker's top-d: ``reranked`` for the prompt-guided one (as always),
-    ``reranked-<name>`` for another."""
-    return RERANKED if reranker == DEFAULT else f"{RERANKED}-{safe_name(reranker, 'rerank.reranker', what='reranker name')}"
+    """The stage (and folder) name of a reranker's top-d: its own :attr:`Reranker.folder` (the prompt-guided one's
+    ``reranked``, as always), else ``reranked-<name>``."""
+    RERANKERS.load_builtin()
+    own = getattr(RERANKERS.get(reranker), "folder", "")
+    return own or f"{RERANKED}-{safe_name(reranker, 'rerank.reranker', what='reranker name')}"
+
 
 RERANKED_CTX_BYTES = 50  # a reranked candidate's retrieval score and rank on top of a candidate's keys
 DEMO_BYTES = 35  # a demonstration's id and label in a reranked line
@@ -35,21 +37,6 @@ def _line(rerank: Any, input_bytes: float, sentence_bytes: float, demos: int) ->
     """A line of the input's record, its top d and ``demos`` demonstrations."""
     return (input_bytes + rerank.top_d * (sentence_bytes + CTX_BYTES + RERANKED_CTX_BYTES) + demos * DEMO_BYTES,
             "their top d={}", rerank.top_d)
-
-
-def _lm_price(fits: Any, family: str, inputs: int | None, texts: int | None) -> Priced | None:
-    """The prompt-guided LM's stage priced from the bench: its ``texts`` at the bench's seconds per embedded
-    sentence (``rerank_scale.json``), plus on a CPU the stage's measured fixed part and seconds per input."""
-    if not texts:
-        return None
-    seconds = fits.rerank_seconds(texts)
-    if seconds is None:
-        return None
-    source = f"{fits.rerank_source}, {texts} candidates"
-    fixed = fits.cpu_price(family, inputs)
-    if fixed is not None:
-        seconds, source = max(seconds + fixed.seconds, 0.0), f"{source}; plus {fixed.source}"
-    return Priced(seconds, source, fits.device)
 
 
 def _rerank_config(request: StageRequest, reranker: str, out: Path) -> Any:
@@ -65,19 +52,16 @@ class RerankedStage(Stage):
     family = RERANKED
     kind = RERANKED_KIND
 
-    def __init__(self, reranker: str = DEFAULT) -> None:
+    def __init__(self, reranker: str) -> None:
         super().__init__(reranked_stage(reranker))
         self.reranker = reranker
 
     @classmethod
     def named(cls, name: str) -> RerankedStage | None:
-        if name == RERANKED:
-            return cls(DEFAULT)
-        prefix = f"{RERANKED}-"
-        if not name.startswith(prefix):
+        if name != RERANKED and not name.startswith(f"{RERANKED}-"):
             return None
         RERANKERS.load_builtin()
-        return next((cls(r) for r in RERANKERS if r != DEFAULT and f"{prefix}{r}" == name), None)
+        return next((cls(r) for r in RERANKERS if reranked_stage(r) == name), None)
 
     @property
     def score_name(self) -> str:  # type: ignore[override]
@@ -109,16 +93,15 @@ class RerankedStage(Stage):
         return min(embedded, corpus) if embedded and corpus and shared else embedded
 
     def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
-        """The prompt-guided reranker's LM over the texts it embeds (the bench measures that LM's embedding; another
-        reranker's own work has no fit: None)."""
-        return _lm_price(fits, self.family, inputs, texts) if self.reranker == DEFAULT else None
+        """Its reranker's price (:meth:`Reranker.price`: the prompt-guided LM's over the texts it embeds)."""
+        return reranker_class(self.reranker).price(fits, self.family, inputs, texts)
 
     def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
                      ) -> tuple[float, str, int] | None:
         return _line(rerank, input_bytes, sentence_bytes, rerank.num_demos)
 
     def models(self, rerank: Any) -> list[str]:
-        return [str(rerank.lm)] if self.reranker == DEFAULT else []
+        return reranker_class(self.reranker).models(rerank)
 
     replayable = True
 
@@ -126,39 +109,24 @@ class RerankedStage(Stage):
     def replay(cls, folder: Path, manifest: dict[str, Any], index: Any, device: str | None = None,
                trust_remote_code: bool = False, model: str | Path | None = None,
                store: Path | None = None) -> Any:
-        """The prompt-guided reranker as its folder recorded it (:meth:`PromptGuidedReranker.load`: its LM,
-        demonstrations and prompt; a per-query strategy that embeds with the index's encoder reuses the loaded one),
-        or any other reranker rebuilt from its folder's manifest (:class:`~pgra.rerank.stage.Replay`) over
-        ``index``'s folder; ``model``: its model's folder when not where the manifest says."""
-        from .stage import Replay, reranker_of
+        """Its reranker as its folder recorded it, over ``index`` (:class:`~pgra.rerank.stage.Replay`); ``model``:
+        its model's folder when not where the manifest says."""
+        from .stage import Replay
 
-        if reranker_of(manifest) != DEFAULT:
-            return Replay.load(folder, index.corpus, device, trust_remote_code, model=model, index=index.directory)
-        from ..retrieval.base import recorded_encoder
-        from .core import PromptGuidedReranker
-
-        # only a per-query strategy refits with it (loading it otherwise would load a model nothing uses)
-        per_query = bool(manifest.get("per_query_demonstrations"))
-        encoder = index.encoder if per_query and recorded_encoder(index.manifest) else None
-        return PromptGuidedReranker.load(folder, index.corpus, device, trust_remote_code, lm=model, encoder=encoder)
+        return Replay.load(folder, index, device, trust_remote_code, model=model)
 
     @classmethod
     def carried(cls, folder: Path, manifest: dict[str, Any]) -> Carried:
-        """The prompt-guided reranker's demonstrations and LM (one set of demonstrations: a per-query selector is
-        refitted on the training split, which an export does not carry), or another reranker's model."""
-        from ..errors import InputError
+        """Its reranker's own (:meth:`Reranker.own_carried`: the prompt-guided one's demonstrations and LM), else
+        its one model."""
         from .stage import model_of, reranker_of
 
-        name = reranker_of(manifest)
-        if name != DEFAULT:
-            model, fingerprint = model_of(manifest)
-            return Carried(model=model, model_fingerprint=fingerprint, title=reranker_class(name).title or name)
-        if manifest.get("per_query_demonstrations"):
-            raise InputError("a reranking with per-query demonstrations refits its selector on the training split at "
-                             "load time, which an export does not carry: export a run whose reranker shows one set "
-                             "of demonstrations", path=folder / MANIFEST, field="per_query_demonstrations")
-        return Carried(files=("demonstrations.json",), model=manifest["lm"], model_fingerprint=manifest["lm_fingerprint"],
-                       title="prompt-guided reranking")
+        kind = reranker_class(reranker_of(manifest))
+        own = kind.own_carried(folder, manifest)
+        if own is not None:
+            return own
+        model, fingerprint = model_of(manifest)
+        return Carried(model=model, model_fingerprint=fingerprint, title=kind.title or kind.name)
 
 
 @STAGES.register
@@ -171,10 +139,10 @@ class FullSearchStage(Stage):
     score_name = "inner product"
 
     def config(self, request: StageRequest) -> Any:
-        return _rerank_config(request, DEFAULT, request.folder)
+        return _rerank_config(request, PromptGuided.name, request.folder)
 
     def key_record(self, request: StageRequest, config: Any) -> dict[str, Any]:
-        guided = {k: v for k, v in reranker_class(DEFAULT).key_settings(config).items() if k != "k"}
+        guided = {k: v for k, v in PromptGuided.key_settings(config).items() if k != "k"}
         return {"full_search": guided, "candidates": request.keys["candidates"]}
 
     def run(self, config: Any, ctx: Any) -> Path:
@@ -189,7 +157,7 @@ class FullSearchStage(Stage):
 
     def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
         """The prompt-guided LM over the texts it embeds (the corpus, or only the queries after a corpus pass)."""
-        return _lm_price(fits, self.family, inputs, texts)
+        return PromptGuided.price(fits, self.family, inputs, texts)
 
     def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
                      ) -> tuple[float, str, int] | None:

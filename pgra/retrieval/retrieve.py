@@ -26,13 +26,11 @@ from .. import choices
 from ..artifacts import (
     MANIFEST,
     check_disjoint,
-    file_record,
     read_json,
     sha256_file,
     write_json,
-    write_manifest,
 )
-from ..config import MAX_BATCH, MAX_ITEMS, SEED_MAX, check_config, option, recorded_settings, to_dict
+from ..config import MAX_BATCH, MAX_ITEMS, SEED_MAX, check_config, option, recorded_settings
 from ..distributed import DistContext, init_distributed
 from ..errors import InputError, StaleArtifactError
 from ..faults import fault_point
@@ -41,6 +39,7 @@ from ..itself import without_itself
 from ..lock import locks_output
 from ..ownership import PART_CHECKS
 from ..progress import progress
+from ..stages.runner import StageRun
 from ..tasks import get_task, load_task, task_paths
 from .index import Index
 
@@ -103,9 +102,7 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     qctx = DistContext() if index.spans_ranks else ctx  # who splits the queries: no one when ranks split the index
     excluded = read_excluded_ids(cfg.exclude_ids) if cfg.exclude_ids else set()  # a bad file: nothing written yet
     out = Path(cfg.out)
-    if ctx.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / MANIFEST).unlink(missing_ok=True)
+    folder = StageRun(out).begin() if ctx.is_main else None  # the one runner of every stage opens its folder
     ctx.barrier()
     parts = out / ".parts"
     counts: dict[str, int] = {}
@@ -146,20 +143,17 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
         shards = [list(read_records(parts / f"{split}.{r:05d}.jsonl")) for r in range(writers)]
         merged = [shards[r][j] for r, j in (chunk_place(i, cfg.query_batch_size, writers)
                                             for i in range(counts[split]))]
-        write_records(out / f"{split}.jsonl", merged)
+        folder.split(split, lambda merged=merged: merged)
     shutil.rmtree(parts, ignore_errors=True)
     m = index.manifest
-    write_manifest(out, {
-        "kind": CANDIDATES_KIND, "task": to_dict(task), "k": cfg.k, "counts": counts,
+    return folder.finish(CANDIDATES_KIND, task, {
+        "k": cfg.k, "counts": counts,
         "index": {"path": str(Path(cfg.index).resolve()), "build_key": m["build_key"],
                   "retriever": m["retriever"], "encoder": m.get("encoder"), "pooler": m.get("pooler"),
                   "corpus_content_sha256": m["corpus"]["content_sha256"], "corpus_size": m["size"]},
-        "data_provenance": data.provenance, "config": recorded_settings(cfg),
+        "data_provenance": data.provenance}, config=recorded_settings(cfg), after={
         "excluded": ({"file": str(Path(cfg.exclude_ids).resolve()), "sha256": sha256_file(cfg.exclude_ids),
-                      "ids": len(excluded), "removed_from_top_k": removed} if cfg.exclude_ids else None),
-        "files": {f"{split}.jsonl": file_record(out / f"{split}.jsonl") for split in cfg.splits},
-    })
-    return out
+                      "ids": len(excluded), "removed_from_top_k": removed} if cfg.exclude_ids else None)})
 
 
 def query_chunks(n: int, size: int) -> int:
@@ -258,12 +252,6 @@ def recorded_exclusions(manifest: dict[str, Any], folder: str | Path) -> set[str
     return read_excluded_ids(path)
 
 
-def read_candidates_manifest(directory: str | Path) -> dict[str, Any]:
-    from ..artifacts import read_manifest
-
-    return read_manifest(directory, CANDIDATES_KIND)
-
-
 __all__ = ["CANDIDATES_KIND", "RetrieveConfig", "by_score_then_position", "chunk_place", "query_chunks", "ranked_hits",
-           "read_candidates_manifest", "read_excluded_ids", "recorded_exclusions", "retrieve", "search_candidates",
+           "read_excluded_ids", "recorded_exclusions", "retrieve", "search_candidates",
            "subsample"]

@@ -1,22 +1,30 @@
-"""A toy stage registered from outside the package (a plug-in stage's whole file): ``toy_tail`` keeps each input's
-last ``rerank.top_d`` first-stage candidates, the ones the first stage ranked lowest."""
+"""A toy stage registered from outside the package (a plug-in stage's whole file, with options): ``toy_tail`` keeps
+each input's last ``toy_tail.keep`` first-stage candidates, the ones the first stage ranked lowest. The one runner
+opens its folder and the candidates it reads, resumes it split by split and writes its manifest: it only builds."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pgra.artifacts import file_record, read_manifest, write_manifest
-from pgra.interchange import read_records, write_records
+from pgra.config import option
+from pgra.interchange import read_records
 from pgra.stages import STAGES, Stage, StageRequest
+
+
+@dataclass
+class TailOptions:
+    """The toy stage's options (its section ``toy_tail:`` of an experiment config)."""
+
+    keep: int = option(1, min=1, help="how many of each input's last candidates it keeps")
 
 
 @dataclass
 class TailConfig:
     candidates: str
     out: str
-    keep: int
+    toy_tail: TailOptions
 
 
 @STAGES.register
@@ -24,23 +32,17 @@ class Tail(Stage):
     family = "toy_tail"
     kind = "toy_tail"
     score_name = "first-stage score (lowest first)"
+    options = TailOptions
 
     def config(self, request: StageRequest) -> TailConfig:
-        return TailConfig(str(request.inputs["candidates"]), str(request.folder), request.settings.rerank.top_d)
+        return TailConfig(str(request.inputs["candidates"]), str(request.folder), self.own_options(request.settings))
 
     def key_record(self, request: StageRequest, config: TailConfig) -> dict[str, Any]:
-        return {"toy_tail": {"keep": config.keep}, "candidates": request.keys["candidates"]}
+        return {"toy_tail": asdict(config.toy_tail), "candidates": request.keys["candidates"]}
 
-    def run(self, config: TailConfig, ctx: Any) -> Path:
-        out = Path(config.out)
-        if ctx.is_main:  # the other ranks wait for it (the runner meets them after the run)
-            cand = read_manifest(config.candidates, "candidates")
-            out.mkdir(parents=True, exist_ok=True)
-            counts = {}
-            for split in cand["counts"]:
-                records = read_records(Path(config.candidates) / f"{split}.jsonl")
-                counts[split] = write_records(out / f"{split}.jsonl", [
-                    {**r, "ctxs": r["ctxs"][-config.keep:][::-1]} for r in records])
-            write_manifest(out, {"kind": self.kind, "task": cand["task"], "counts": counts, "keep": config.keep,
-                                 "files": {f"{s}.jsonl": file_record(out / f"{s}.jsonl") for s in counts}})
-        return out
+    def build(self, config: TailConfig, inputs: dict[str, dict[str, Any]], run: Any) -> dict[str, Any]:
+        keep = config.toy_tail.keep
+        for split in inputs["candidates"]["counts"]:
+            path = Path(config.candidates) / f"{split}.jsonl"
+            run.split(split, lambda path=path: [{**r, "ctxs": r["ctxs"][-keep:][::-1]} for r in read_records(path)])
+        return {"keep": keep}

@@ -1,15 +1,14 @@
 """The stage: a folder a grid builds once per task, from the folders of the stages it reads, and its methods read.
 
-Every stage is one :class:`Stage`: its name (the folder under ``<out>/<task>/``), the stages it reads
-(:attr:`Stage.reads`), how it makes its config from the task's settings (:meth:`Stage.config`), what of that config
-and of its inputs defines its result (:meth:`Stage.key_record`, hashed into the folder's key) and how it runs
-(:meth:`Stage.run`). The built-in ones: ``candidates`` (the first stage's top k, :mod:`pgra.retrieval.candidates_stage`),
-``reranked`` / ``reranked-<reranker>`` (a reranker's top d) and ``full_search`` (the whole corpus's top d under the
-prompt-guided embedding), both in :mod:`pgra.rerank.stages`. A method names the stage whose records it reads
-(:meth:`pgra.methods.Method.stage`); the grid (:class:`pgra.experiment.Experiment`) derives the stages it builds,
-their order and their keys from its methods, and one runner builds each (reused by its key, claimed, metered:
+Every stage is one :class:`Stage`: its name (its folder under ``<out>/<task>/``), the stages it reads, its options
+(its section of an experiment config), its config from the task's settings, what defines its result (hashed into
+its key), how it writes its splits (:meth:`Stage.build`, run by the one runner of :mod:`pgra.stages.runner`, which
+opens the folder, resumes split by split, meters and writes the manifest) and how its folder is read back
+(:meth:`Stage.open`). The built-in ones: ``candidates`` (:mod:`pgra.retrieval.candidates_stage`), ``reranked`` /
+``reranked-<reranker>`` and ``full_search`` (:mod:`pgra.rerank.stages`). A method names the stage it reads; the
+grid derives its stages, their order and keys from its methods, and builds each (reused by its key, claimed:
 :meth:`pgra.experiment.Experiment.build_stage`). A plug-in stage is one file: a subclass registered with
-``@STAGES.register``, read by a method whose ``data`` names it.
+``@STAGES.register`` that implements ``build``, read by a method whose ``data`` names it.
 """
 
 from __future__ import annotations
@@ -22,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .config import result_settings
-from .cost import Priced
-from .errors import InputError
-from .registry import Registry
+from ..config import result_settings
+from ..cost import Priced
+from ..errors import InputError
+from ..registry import Registry
 
 
 def key_of(payload: Any) -> str:
@@ -73,14 +72,15 @@ class Carried:
 
 
 class Stage(ABC):
-    """One kind of stage folder. A subclass sets ``family`` (its registry name, and its folder's name unless
-    :meth:`named` reads more from it), ``kind`` (its manifest's kind) and implements :meth:`config`,
-    :meth:`key_record` and :meth:`run`."""
+    """One kind of stage folder. A subclass sets ``family`` (its registry name, and its folder's unless :meth:`named`
+    says more), ``kind`` (its manifest's) and implements :meth:`config`, :meth:`key_record` and :meth:`build` (the
+    one runner does the rest; the built-in stages drive it from their own :meth:`run`)."""
 
     family: ClassVar[str] = ""
     kind: ClassVar[str] = ""
     reads: ClassVar[tuple[str, ...]] = ("candidates",)  # the stages whose folders it reads
     score_name: ClassVar[str] = "score"  # what the ``score`` of its records' evidence is (results.html)
+    options: ClassVar[type | None] = None  # the dataclass of its section ``<family>:`` (None: no options)
 
     def __init__(self, name: str = "") -> None:
         self.name = name or self.family
@@ -90,6 +90,10 @@ class Stage(ABC):
         """The stage of this family whose folder is ``name``, or None (default: the family's one folder)."""
         return cls() if name == cls.family else None
 
+    def own_options(self, settings: Any) -> Any:
+        """Its section of the task's ``settings`` (its defaults where the config was made before it registered)."""
+        return getattr(settings, self.family, None) or self.options() if self.options is not None else None
+
     @abstractmethod
     def config(self, request: StageRequest) -> Any:
         """Its config for one task: the settings' section, with its input and output folders."""
@@ -98,15 +102,27 @@ class Stage(ABC):
     def key_record(self, request: StageRequest, config: Any) -> dict[str, Any]:
         """What defines its result (hashed into its key): the settings it reads and the keys of its inputs."""
 
-    @abstractmethod
     def run(self, config: Any, ctx: Any) -> Path:
-        """Build its folder (every process of ``ctx`` together); returns the folder."""
+        """Build its folder (every process of ``ctx`` together): the one runner over :meth:`build` by default."""
+        from .runner import run_stage
+
+        return run_stage(self, config, ctx)
+
+    def build(self, config: Any, inputs: Mapping[str, dict[str, Any]], run: Any) -> dict[str, Any]:
+        """Write its splits through ``run.split(name, make)`` (:class:`~pgra.stages.runner.StageRun`) from the folders
+        it reads (``inputs``: their manifests by stage name); returns its manifest's own fields."""
+        raise NotImplementedError(f"the {self.family} stage implements neither build nor run")
+
+    @classmethod
+    def open(cls, folder: str | Path) -> dict[str, Any]:
+        """A folder this stage wrote, read and checked: its manifest (:func:`pgra.artifacts.read_manifest`)."""
+        from ..artifacts import read_manifest
+
+        return read_manifest(folder, cls.kind)
 
     def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
-        """Its cost model: the stage priced from the bench fits before it runs (``pgra experiment --dry-run``, where
-        no record of it prices it). ``fits``: the plan's bench fits (:class:`pgra.cost.Fits` and the parts'); ``inputs``: the task's
-        inputs; ``texts``: the texts its LM embeds (None: unknown, or it runs none). None: no fit prices it (the
-        default: the plan counts it unknown)."""
+        """Its cost model over the bench ``fits`` (the dry run's, where no record prices it), for the task's
+        ``inputs`` and the ``texts`` its LM embeds (None: unknown or none). None (the default): unpriced."""
         return None
 
     def embedded_texts(self, rerank: Any, retrieved_k: int, inputs: int | None, corpus: int | None,
@@ -134,12 +150,10 @@ class Stage(ABC):
     def replay(cls, folder: Path, manifest: dict[str, Any], index: Any, device: str | None = None,
                trust_remote_code: bool = False, model: str | Path | None = None,
                store: Path | None = None) -> Any:
-        """What does this stage's work again on new texts (``Pipeline.load`` of a run that read its folder): an
-        object whose ``rerank(queries, candidates)`` gives each text's evidence, loaded from the folder it wrote
-        (``manifest``: that folder's, whose ``candidates`` block names the candidates it read) over the loaded first
-        stage ``index`` (:class:`pgra.retrieval.index.Index`). ``model`` / ``store``: where its model and its
-        searched store (:class:`Carried`) are when not where the manifest recorded them (an export's copies, a
-        colleague's); the same files or refused. A stage that cannot be replayed says so (the default)."""
+        """What does its work again on new texts (``Pipeline.load``): an object whose ``rerank(queries, candidates)``
+        gives each text's evidence, loaded from its ``folder`` (and ``manifest``) over the loaded first-stage
+        ``index``; ``model`` / ``store``: its model and searched store (:class:`Carried`) when not where the manifest
+        recorded them (the same files or refused). A stage that cannot be replayed says so (the default)."""
         raise cls.not_replayable(folder)
 
     @classmethod

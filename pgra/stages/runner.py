@@ -1,0 +1,119 @@
+"""The one runner of every stage: :class:`StageRun` opens a stage's folder, writes it split by split (a killed run
+resumes), meters it and writes its manifest last. The built-in stages (``pgra retrieve``, ``pgra rerank``, the full
+search) drive it from their bodies; :func:`run_stage` runs a stage's :meth:`~pgra.stages.Stage.build` whole."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import MANIFEST, file_record, read_json, sha256_text, write_json, write_manifest
+from ..causal_lm import LMCost
+from ..config import to_dict
+from ..errors import IncompleteArtifactError
+from ..interchange import write_records
+from ..provenance import folder_fingerprint, relative_path
+
+SPLITS_DONE = ".splits_done.json"
+
+
+def input_record(folder: Path, out: Path, **more: Any) -> dict[str, Any]:
+    """An input folder's block in a stage's manifest: where it is, absolute and relative to ``out``, and its
+    fingerprint (what replays and the provenance checks read), with ``more``."""
+    return {"path": str(folder.resolve()), "relative": relative_path(folder, out),
+            "fingerprint": folder_fingerprint(folder), **more}
+
+
+class StageRun:
+    """One stage folder being built: opened, written split by split (resumable under ``key``, what defines the
+    splits), metered (``cost``: its splits' LM work) and finished by its manifest."""
+
+    def __init__(self, out: str | Path, key: Any = None) -> None:
+        self.out, self.counts, self.cost = Path(out), {}, LMCost()
+        self.key = None if key is None else sha256_text(json.dumps(key, sort_keys=True, default=str))[:20]
+        self._done: dict[str, Any] = {"key": self.key, "splits": {}}
+
+    def begin(self) -> StageRun:
+        """Open the folder: made, its manifest removed, and the splits a killed run with this key finished read."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / MANIFEST).unlink(missing_ok=True)
+        if self.key is not None:
+            self._done = _splits_done(self.out, self.key)
+        return self
+
+    def split(self, name: str, make: Callable[[], Iterable[dict[str, Any]]],
+              meter: Callable[[], LMCost] | None = None) -> int:
+        """Write ``<name>.jsonl`` from ``make()`` (atomically), or keep it when a killed run with this key finished
+        it; ``meter``: the stage's LM work so far (its split's share is recorded). Returns its record count."""
+        path = self.out / f"{name}.jsonl"
+        kept = _kept(self._done["splits"].get(name), path) if self.key is not None else None
+        if kept is None:
+            before = meter() if meter else LMCost()
+            records = list(make())
+            spent = meter() if meter else LMCost()
+            kept = {"count": write_records(path, records),
+                    "cost": LMCost(spent.calls - before.calls, spent.tokens - before.tokens).as_dict()}
+            if self.key is not None:
+                self._done["splits"][name] = {"file": file_record(path), **kept}
+                write_json(self.out / SPLITS_DONE, self._done)
+        self.counts[name] = kept["count"]
+        self.cost += LMCost.from_dict(kept["cost"])
+        return kept["count"]
+
+    def finish(self, kind: str, task: Any, fields: Mapping[str, Any], inputs: Mapping[str, Any] | None = None,
+               config: Any = None, files: Sequence[str] = (), after: Mapping[str, Any] | None = None) -> Path:
+        """Write the manifest, last: ``kind``, the ``task``, the stage's ``fields``, its ``inputs``' records, its
+        ``config``, the checksums of its splits' files and ``files``, then ``after``; returns the folder."""
+        names = [f"{s}.jsonl" for s in self.counts] + list(files)
+        write_manifest(self.out, {
+            "kind": kind, "task": task if isinstance(task, dict) else to_dict(task), **fields, **(inputs or {}),
+            "config": config if isinstance(config, dict) else to_dict(config),
+            "files": {n: file_record(self.out / n) for n in names}, **(after or {})})
+        return self.out
+
+
+def run_stage(stage: Any, config: Any, ctx: Any = None) -> Path:
+    """Build ``stage`` (its :meth:`~pgra.stages.Stage.build`) into ``config.out`` on rank 0: the folders it reads
+    (``config.<name>``) opened by their stages, its splits resumed under its config and inputs, the task its first
+    input's. The other ranks return at once (the grid meets them after the stage)."""
+    from ..distributed import init_distributed
+    from . import get_stage
+
+    ctx = ctx or init_distributed()
+    out = Path(config.out)
+    if not ctx.is_main:
+        return out
+    folders = {name: Path(getattr(config, name)) for name in stage.reads}
+    opened = {name: get_stage(name).open(folder) for name, folder in folders.items()}
+    run = StageRun(out, key={"config": to_dict(config), "inputs": {n: folder_fingerprint(f) for n, f in
+                                                                    folders.items()}}).begin()
+    fields = stage.build(config, opened, run)
+    task = next((m["task"] for m in opened.values() if "task" in m), None)
+    return run.finish(stage.kind, task, {**fields, "counts": run.counts},
+                      {name: input_record(folder, out) for name, folder in folders.items()}, config)
+
+
+def _splits_done(out: Path, key: str) -> dict[str, Any]:
+    """The splits a killed run of this stage (the same ``key``) finished, or none."""
+    try:
+        done = read_json(out / SPLITS_DONE)
+    except (OSError, IncompleteArtifactError):
+        done = {}
+    ok = isinstance(done, dict) and done.get("key") == key and isinstance(done.get("splits"), dict)
+    return done if ok else {"key": key, "splits": {}}
+
+
+def _kept(record: Any, path: Path) -> dict[str, Any] | None:
+    """A split's record in ``.splits_done.json`` when it is whole and its file is the one it recorded (a record
+    edited by hand into anything else counts as no record: the split is written again)."""
+    try:
+        if path.is_file() and file_record(path) == record["file"]:
+            return {"count": int(record["count"]), "cost": dict(record["cost"])}
+    except (KeyError, TypeError, ValueError):
+        pass
+    return None
+
+
+__all__ = ["SPLITS_DONE", "StageRun", "input_record", "run_stage"]
