@@ -1,6 +1,6 @@
 """What a reader cell spends besides its training steps, through pgra's own code: the cell process's start (a fresh
 Python importing what a cell's child imports), loading the reader, a resumable checkpoint (weights, AdamW's two
-moments, scheduler, RNG: ``pgra.training.save_checkpoint``) and ``best/`` (``save_pretrained``), with their sizes.
+moments, scheduler, RNG: ``pgra.runtime.training.save_checkpoint``) and ``best/`` (``save_pretrained``), with their sizes.
 
 The reader is the bench's T5-base (``bench_gpu_scale.build``: random weights at T5-base's shape, a word-level
 tokenizer of its vocabulary) trained by ``pgra.reader.train.train`` on a small random-word task for ``--steps``

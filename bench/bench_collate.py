@@ -26,9 +26,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from bench.bench_gpu_scale import _loop_data, word_tokenizer  # noqa: E402
-from pgra.artifacts import MANIFEST, read_manifest  # noqa: E402
 from pgra.reader.data import ReaderFormatter  # noqa: E402
 from pgra.reader.fid import load_tokenizer  # noqa: E402
+from pgra.storage.artifacts import MANIFEST, read_manifest  # noqa: E402
 from pgra.tasks import task_from_manifest  # noqa: E402
 
 

@@ -24,13 +24,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pgra.device import cpu_flags
-from pgra.distributed import DistContext
 from pgra.rerank.cache import EmbeddingCache
 from pgra.rerank.config import RerankConfig
 from pgra.rerank.core import PromptGuidedReranker
 from pgra.rerank.corpus_pass import embed_rows
 from pgra.rerank.embedder import LMEmbedder
+from pgra.runtime.device import cpu_flags
+from pgra.runtime.distributed import DistContext
 from pgra.selection import get_selector
 from pgra.tasks import get_task, load_task
 

@@ -34,13 +34,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pgra.config import from_dict
-from pgra.device import cpu_flags
+from pgra.core.config import from_dict
 from pgra.icl.classify import ICLClassifier
 from pgra.icl.config import ICLConfig
 from pgra.rerank.core import PromptGuidedReranker
 from pgra.rerank.embedder import LMEmbedder
 from pgra.retrieval.index import Index
+from pgra.runtime.device import cpu_flags
 from pgra.selection import get_selector
 from pgra.selection.base import SelectorSettings
 from pgra.tasks import get_task, load_task
@@ -82,7 +82,7 @@ def reader_run(run: Path, records: list[dict], dtype: str, repeats: int = 3) -> 
 
 def reader_records(run: Path) -> list[dict]:
     """A reader run's own dev and test inputs (the data folder its manifest records)."""
-    from pgra.artifacts import iter_jsonl, read_json
+    from pgra.storage.artifacts import iter_jsonl, read_json
 
     data = Path(read_json(run / "manifest.json")["data"])
     return [r for split in ("dev", "test") for _, r in iter_jsonl(data / f"{split}.jsonl")]

@@ -49,7 +49,7 @@ def pgra(args: list[str], cwd: Path) -> float:
 def experiment(work: Path, n: int, out: str):
     """The tutorial's grid at ``--limit n`` into ``out`` (an Experiment, not run)."""
     from pgra.analysis.config import AnalyzeConfig
-    from pgra.config import load_config, parse_overrides
+    from pgra.core.config import load_config, parse_overrides
     from pgra.experiment import Experiment
     from pgra.experiment.config import apply_limit
 
@@ -121,7 +121,7 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     """``(fixed, per input)`` of a least-squares line through ``points``; where the seconds do not grow with the
     inputs, their mean as the fixed part. The fixed part may be negative: a correction of a fit that overprices
     (the plan never prices a part below 0)."""
-    from pgra.cost import fit_line
+    from pgra.runtime.cost import fit_line
 
     a, b = fit_line([float(x) for x, _ in points], [y for _, y in points])
     if b < 0:
@@ -136,9 +136,9 @@ def main() -> None:
     p.add_argument("--json", default="", help="write the result here")
     args = p.parse_args()
 
-    from pgra.cost import CPU_CELL_COSTS, CpuCellCosts
-    from pgra.device import cpu_model
     from pgra.experiment.estimate import BenchFits, format_seconds
+    from pgra.runtime.cost import CPU_CELL_COSTS, CpuCellCosts
+    from pgra.runtime.device import cpu_model
 
     with tempfile.TemporaryDirectory(prefix="pgra-bench-cells-") as tmp:
         work = Path(tmp)

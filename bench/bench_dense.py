@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pgra.corpus import CorpusSource, build_store
+from pgra.data.corpus import CorpusSource, build_store
 from pgra.retrieval.dense import build_faiss, search_faiss
 from pgra.retrieval.encoder import DenseEncoder
 

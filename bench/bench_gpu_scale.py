@@ -191,7 +191,7 @@ def bench_reader(name: str, args, device, variant: str = "eager") -> dict:
 
     from pgra.reader.fid import FiDReader
     from pgra.reader.train import compile_for_training
-    from pgra.training import adamw_with_schedule
+    from pgra.runtime.training import adamw_with_schedule
 
     parts = variant_parts(variant)
     rng = np.random.default_rng(args.seed)
@@ -248,8 +248,8 @@ def bench_reader(name: str, args, device, variant: str = "eager") -> dict:
 def _loop_data(folder: Path, vocab: list[str], args, rng) -> Path:
     """A reranked data folder of random words: every (input, evidence) pair longer than ``--passage-tokens`` (the
     evidence is cut, so every batch is ``(batch, 16, passage_tokens)`` like the step benchmark's)."""
-    from pgra.artifacts import write_manifest
-    from pgra.config import to_dict
+    from pgra.core.config import to_dict
+    from pgra.storage.artifacts import write_manifest
     from pgra.tasks import TaskSpec
 
     task = TaskSpec(name="random", labels=["a", "b"], rerank_template="{text}", demo_words={"a": "w1", "b": "w2"},

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pgra.prompts import ANSWER_CUE, demo_prefix
+from pgra.lm.prompts import ANSWER_CUE, demo_prefix
 from pgra.rerank.cache import EmbeddingCache
 from pgra.rerank.embedder import LMEmbedder, shared_head
 from pgra.retrieval.index import Index

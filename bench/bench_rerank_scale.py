@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pgra.cost import meter
 from pgra.rerank.core import PromptGuidedReranker
 from pgra.rerank.embedder import LMEmbedder
 from pgra.retrieval.index import Index
+from pgra.runtime.cost import meter
 from pgra.selection import get_selector
 from pgra.tasks import get_task, load_task
 

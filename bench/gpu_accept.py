@@ -42,7 +42,7 @@ EXPERIMENT = ROOT / "scripts" / "experiment.py"
 PHASES = ("env", "fixtures", "warm", "reference", "torchrun_shared", "kill_resume", "takeover", "local_workers",
           "launcher_env", "lm_to_device", "rerank_stage", "graph_loop", "side_by_side")
 PREDICTIONS = ("predictions_dev.jsonl", "predictions_test.jsonl")
-KILLED = 137  # pgra.faults.KILLED_EXIT
+KILLED = 137  # pgra.core.faults.KILLED_EXIT
 FAULT = "train.step@2"
 # what other launchers put in a rank's environment (srun --mpi=pmi2, mpirun, accelerate launch with DeepSpeed):
 # the ranks carry them, the cells' processes must not see them
@@ -494,7 +494,7 @@ def phase_launcher_env(p: Phase) -> None:
 LM_PROBE = r'''
 import json, sys, threading, time
 import torch
-from pgra.causal_lm import CausalLM
+from pgra.lm.causal_lm import CausalLM
 from pgra.experiment.workers import release_gpu_memory
 
 def status():

@@ -62,7 +62,7 @@ def table2_splits(dev_fraction: float = 0.1) -> dict[str, dict[str, int]]:
 
 
 def load_table2(config: Path = CONFIG):
-    from pgra.config import load_config
+    from pgra.core.config import load_config
     from pgra.experiment import Experiment, ExperimentConfig
 
     return Experiment(load_config(ExperimentConfig, config))

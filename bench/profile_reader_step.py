@@ -94,8 +94,8 @@ def _main(args: argparse.Namespace) -> None:
 
     import torch
 
-    from pgra.device import cpu_flags, cpu_model
     from pgra.retrieval.index import Index
+    from pgra.runtime.device import cpu_flags, cpu_model
     from pgra.tasks import get_task, load_task
 
     task = get_task("mr")

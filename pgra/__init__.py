@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     # configs
-    "load_config": "pgra.config",
+    "load_config": "pgra.core.config",
     "IndexConfig": "pgra.retrieval.config",
     "RetrieveConfig": "pgra.retrieval.retrieve",
     "RerankConfig": "pgra.rerank.config",
@@ -51,9 +51,9 @@ _EXPORTS = {
     "DenseEncoder": "pgra.retrieval.encoder",
     # stage 2
     "LMEmbedder": "pgra.rerank.embedder",
-    "build_prompt": "pgra.prompts",
-    "demo_prefix": "pgra.prompts",
-    "ANSWER_CUE": "pgra.prompts",
+    "build_prompt": "pgra.lm.prompts",
+    "demo_prefix": "pgra.lm.prompts",
+    "ANSWER_CUE": "pgra.lm.prompts",
     "score_candidates": "pgra.rerank.scoring",
     "PromptGuidedReranker": "pgra.rerank.core",
     "Reranker": "pgra.rerank.base",
@@ -65,7 +65,7 @@ _EXPORTS = {
     "STRATEGIES": "pgra.selection",
     "ICLConfig": "pgra.icl.config",
     "run_icl": "pgra.icl.run",
-    "LabelScorer": "pgra.label_scoring",
+    "LabelScorer": "pgra.lm.label_scoring",
     # stage 3
     "Reader": "pgra.reader.predict",
     "FiDReader": "pgra.reader.fid",
@@ -77,15 +77,15 @@ _EXPORTS = {
     "load_run": "pgra.methods",
     "write_report": "pgra.evaluation.report",
     "evaluate_run": "pgra.evaluation.evaluate",
-    "Pipeline": "pgra.pipeline",
-    "export_run": "pgra.export",
+    "Pipeline": "pgra.serving.pipeline",
+    "export_run": "pgra.serving.export",
     "load_targets": "pgra.evaluation.targets",
     # formats
-    "read_fid": "pgra.interchange",
-    "write_fid": "pgra.interchange",
+    "read_fid": "pgra.data.interchange",
+    "write_fid": "pgra.data.interchange",
     # errors
-    "PgraError": "pgra.errors",
-    "InputError": "pgra.errors",
+    "PgraError": "pgra.core.errors",
+    "InputError": "pgra.core.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -74,7 +74,7 @@ def _difference(sig: dict[str, Any] | None) -> str:
 
 def table(report: dict[str, Any]) -> list[str]:
     """The compact table of a merged report (``build_report``'s dict): a line per method."""
-    from pgra.markdown import md_table
+    from pgra.core.markdown import md_table
 
     tasks, ref = report["tasks"], report["reference"]
     header = ["method", *tasks, *(f"Δ vs {ref}, {t}" for t in tasks), f"MDE {' / '.join(tasks)}"]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pgra.artifacts import write_manifest
-from pgra.config import to_dict
+from pgra.core.config import to_dict
+from pgra.storage.artifacts import write_manifest
 from pgra.tasks import TaskSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
     """The SIMD level the suite ran at (torch's, and the variables that held it and the libraries under it)."""
     import torch
 
-    from pgra.environment import SIMD_VARIABLES
+    from pgra.runtime.environment import SIMD_VARIABLES
 
     held = " ".join(f"{k}={os.environ[k]}" for k in SIMD_VARIABLES if k in os.environ) or "nothing held"
     terminalreporter.write_line(f"SIMD level: torch {torch.backends.cpu.get_cpu_capability()} ({held})")

@@ -45,8 +45,8 @@ def make_evil(folder: Path) -> Path:
 
 def evil_index(w: dict) -> Path:
     """A dense index whose encoder has code of its own and whose manifest says to trust it."""
-    from pgra.artifacts import model_fingerprint
     from pgra.retrieval.index import DenseConfig, IndexConfig, build_index
+    from pgra.storage.artifacts import model_fingerprint
 
     enc = w["tmp"] / "b-evil-encoder"
     shutil.copytree(tiny_bert(w), enc)
@@ -62,9 +62,9 @@ def evil_index(w: dict) -> Path:
 
 def evil_icl_run(w: dict) -> Path:
     """A finished-looking ``icl`` run whose LM has code of its own and whose manifest says to trust it."""
-    from pgra.artifacts import write_manifest
-    from pgra.config import to_dict
+    from pgra.core.config import to_dict
     from pgra.icl.config import ICLConfig
+    from pgra.storage.artifacts import write_manifest
     from pgra.tasks import get_task
 
     lm = make_evil(shutil.copytree(tiny_bert(w), w["tmp"] / "b-evil-lm"))
@@ -95,7 +95,7 @@ def bert2bert(w: dict) -> Path:
 
 def data_with_reader_words(w: dict, words: dict[str, str]) -> Path:
     """A copy of the candidates folder whose recorded task has the reader words ``words``."""
-    from pgra.config import from_dict, to_dict
+    from pgra.core.config import from_dict, to_dict
     from pgra.tasks import TaskSpec
 
     d = w["tmp"] / "b-words-data"
@@ -111,7 +111,7 @@ def changed_cell(w: dict, checksums: bool) -> tuple[Path, Path]:
     """An experiment folder with one finished cell whose test predictions changed after it finished: edited (one
     right prediction made wrong; a cell without checksums) or truncated (a cell with checksums). Returns the folder
     and the changed file."""
-    from pgra.config import to_dict
+    from pgra.core.config import to_dict
     from pgra.tasks import get_task
 
     task = get_task(str(w["task"]))

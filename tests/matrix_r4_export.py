@@ -74,7 +74,7 @@ def into_the_experiment(w: dict) -> list[str]:
 
 
 def predict_edited_export(w: dict) -> list[str]:
-    from pgra.export import export_run
+    from pgra.serving.export import export_run
 
     out = export_run(_run(w), w["tmp"] / "exported")
     spec = json.loads((out / "export.json").read_text())

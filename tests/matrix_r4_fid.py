@@ -64,7 +64,7 @@ def _two_texts(split: str, items: list[dict]) -> None:
 
 
 def _run_folder(w: dict) -> list[str]:
-    from pgra.ownership import claim_folder
+    from pgra.storage.ownership import claim_folder
 
     run = w["tmp"] / "run"
     claim_folder(run, "reader")

@@ -45,7 +45,7 @@ def _no_slurm(w: dict) -> list[str]:
 
 def _other_settings(w: dict) -> list[str]:
     """A live job (pid 1, this host) runs the folder with knn_vote.k=7; this one asks k=3."""
-    from pgra.config import from_dict
+    from pgra.core.config import from_dict
     from pgra.experiment import Experiment, ExperimentConfig
 
     out = w["tmp"] / "shared"

@@ -31,7 +31,7 @@ def _index_naming(w: dict, name: str) -> Path:
 
 def _no_fp16_device(w: dict) -> None:
     """This machine as one without a GPU (the case holds on any machine)."""
-    w["mp"].setattr("pgra.training.fp16_device_present", lambda: False)
+    w["mp"].setattr("pgra.runtime.training.fp16_device_present", lambda: False)
 
 
 def _train_fp16(w: dict) -> list[str]:

@@ -31,7 +31,7 @@ def _installed(w: dict, name: str, code: str) -> None:
     mp = w["mp"]
     mp.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ beside it
     mp.syspath_prepend(str(site))
-    mp.setattr("pgra.registry._plugins_loaded", False)
+    mp.setattr("pgra.core.registry._plugins_loaded", False)
     mp.setattr(METHODS, "_loaded", False)  # the next method lookup loads the plug-ins
     mp.setitem(METHODS, "knn_vote", KnnVote)  # (put back should a plug-in replace it)
 

@@ -19,8 +19,8 @@ from pgra.analysis.config import analyze_config
 from pgra.analysis.consistency import consistency_share
 from pgra.analysis.differences import overlap_at_d, overlap_table, rank_shift
 from pgra.analysis.sweep import sweep_points
-from pgra.config import from_dict
-from pgra.errors import InputError
+from pgra.core.config import from_dict
+from pgra.core.errors import InputError
 from pgra.experiment import Experiment, ExperimentConfig
 from tests import numerics
 from tests.conftest import one_error_line
@@ -290,7 +290,7 @@ def test_analyze_writes_every_table_and_figure(finished, capsys):
     assert "## Calibration" in (analysis / "analysis.md").read_text()
 
     # cost: the table adds up to the stages' and cells' own records
-    from pgra.cost import estimated_flops, parameter_counts
+    from pgra.runtime.cost import estimated_flops, parameter_counts
 
     stage = {s: json.loads((task_dir / s / "cost.json").read_text()) for s in ("candidates", "reranked")}
     reranked = json.loads((task_dir / "reranked" / "manifest.json").read_text())
@@ -555,7 +555,7 @@ def test_a_bundles_results_analyses_equal_its_experiments(finished, tmp_path, ca
 def test_paper_analysis_section_builds_its_variants(tmp_path):
     """The paper config's analyses: every retriever and sweep point is a valid experiment config."""
     from pgra.analysis.variants import variant_config
-    from pgra.config import load_config
+    from pgra.core.config import load_config
 
     root = Path(__file__).resolve().parents[1]
     cfg = load_config(analyze_config(), root / "configs" / "paper" / "experiment_table2.yaml")

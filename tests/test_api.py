@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import pgra
-from pgra.errors import InputError
+from pgra.core.errors import InputError
 
 
 def test_every_exported_name_resolves_and_has_a_docstring():
@@ -40,7 +40,7 @@ class _Predictor:
 def test_predict_takes_one_str_as_one_text_and_refuses_a_bad_batch_size():
     """Finding 7: a str is one text (one prediction, not one per character); batch_size 0, -1 or a bool and a
     text that is not a str are InputErrors naming the field (before: [] or a prediction per character)."""
-    from pgra.pipeline import Pipeline
+    from pgra.serving.pipeline import Pipeline
 
     pipe = Pipeline(_Predictor())
     one = pipe.predict("Stars fill the sky.")

@@ -11,13 +11,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pgra"
 # lowest first; a module belongs to the floor of its longest matching prefix
 FLOORS: list[tuple[str, ...]] = [
     # the ground floor: files, configs, tasks, the predictions schema and metrics, models' shared plumbing
-    ("pgra.errors", "pgra.faults", "pgra.verbosity", "pgra.choices", "pgra.artifacts", "pgra.distributed",
-     "pgra.device", "pgra.progress", "pgra.tokens", "pgra.kv", "pgra.loading", "pgra.hfdata", "pgra.tracking",
-     "pgra.config", "pgra.lock", "pgra.ownership", "pgra.cost", "pgra.download", "pgra.corpus", "pgra.interchange",
-     "pgra.tasks", "pgra.metrics", "pgra.predictions", "pgra.itself", "pgra.training", "pgra.causal_lm",
-     "pgra.provenance", "pgra.markdown", "pgra.registry", "pgra.hub", "pgra.environment", "pgra.distribution",
-     "pgra.sizes",
-     "pgra.prompts", "pgra.label_scoring",  # the paper's prompt format; label words scored by a causal LM
+    ("pgra.core.errors", "pgra.core.faults", "pgra.core.verbosity", "pgra.core.choices", "pgra.storage.artifacts", "pgra.runtime.distributed",
+     "pgra.runtime.device", "pgra.core.progress", "pgra.lm.tokens", "pgra.lm.kv", "pgra.lm.loading", "pgra.data.hfdata", "pgra.runtime.tracking",
+     "pgra.core.config", "pgra.storage.lock", "pgra.storage.ownership", "pgra.runtime.cost", "pgra.data.download", "pgra.data.corpus", "pgra.data.interchange",
+     "pgra.tasks", "pgra.results.metrics", "pgra.results.predictions", "pgra.data.itself", "pgra.runtime.training", "pgra.lm.causal_lm",
+     "pgra.storage.provenance", "pgra.core.markdown", "pgra.core.registry", "pgra.serving.hub", "pgra.runtime.environment", "pgra.serving.distribution",
+     "pgra.runtime.sizes",
+     "pgra.lm.prompts", "pgra.lm.label_scoring",  # the paper's prompt format; label words scored by a causal LM
      "pgra.stages"),  # the stage interface and its registry (the stages themselves live with their parts)
     ("pgra.retrieval",),                      # stage 1: encoders, indexes, search
     ("pgra.selection",),                      # demonstrations (KATE reuses the retrieval encoder)
@@ -25,7 +25,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("pgra.icl",),                            # in-context learning
     ("pgra.methods",),                        # every compared method behind one interface
     ("pgra.simcse",),                         # training a retriever's encoder (judged with a method's kNN vote)
-    ("pgra.experiment", "pgra.pipeline", "pgra.export", "pgra.card"),  # the grid; prediction from a run; a run exported
+    ("pgra.experiment", "pgra.serving.pipeline", "pgra.serving.export", "pgra.serving.card"),  # the grid; prediction from a run; a run exported
     ("pgra.evaluation",),                     # reports read the experiment's layout (the command writes them)
     ("pgra.analysis",),
     ("pgra.demo",),

@@ -32,7 +32,7 @@ def test_unloadable_models_are_one_error_line(kind, tmp_path, corpus_txt, candid
 def test_causal_lms_pass_the_architecture_check_and_load_every_weight(tiny_lm):
     """OPT (and OPT-350m's projected shape), GPT-2 and Llama: causal LMs by their config, every weight from the
     checkpoint, with the LM head and without it."""
-    from pgra.causal_lm import CausalLM
+    from pgra.lm.causal_lm import CausalLM
 
     for head in ("lm", "none"):
         assert CausalLM(str(tiny_lm), device="cpu", head=head).model is not None
@@ -44,8 +44,8 @@ def test_an_encoder_is_no_causal_lm_unless_configured_as_a_decoder(tiny_bert, tm
     import json
     import shutil
 
-    from pgra.causal_lm import CausalLM
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
+    from pgra.lm.causal_lm import CausalLM
 
     with pytest.raises(InputError) as e:
         CausalLM(str(tiny_bert), device="cpu", role="rewriting LM", field="rewrite_lm")
@@ -59,7 +59,7 @@ def test_an_encoder_is_no_causal_lm_unless_configured_as_a_decoder(tiny_bert, tm
 
 
 def test_newly_initialised_weights_are_the_missing_and_mismatched_keys():
-    from pgra.causal_lm import newly_initialised
+    from pgra.lm.causal_lm import newly_initialised
 
     assert newly_initialised({"missing_keys": {"b", "a"}, "unexpected_keys": {"c"}, "mismatched_keys": set()}) == \
         ["a", "b"]
@@ -70,8 +70,8 @@ def test_newly_initialised_weights_are_the_missing_and_mismatched_keys():
 
 def test_an_icl_lm_without_its_head_is_refused_when_it_loads(tmp_path):
     """In-context learning scores label words with the LM head: a checkpoint without it is refused, naming it."""
-    from pgra.errors import InputError
-    from pgra.label_scoring import LabelScorer
+    from pgra.core.errors import InputError
+    from pgra.lm.label_scoring import LabelScorer
     from tests.matrix_r4_rerank import headless_lm_at
 
     lm = headless_lm_at(tmp_path / "headless")

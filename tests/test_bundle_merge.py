@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pgra.cli import main
-from pgra.errors import InputError
+from pgra.core.errors import InputError
 from pgra.evaluation.bundle import verify_bundle, write_bundle
 from pgra.evaluation.report import build_report
 from tests.conftest import one_error_line
@@ -147,7 +147,7 @@ def test_pieces_of_one_folder_bundle_apart_and_merge_into_its_report(apart, tmp_
 @pytest.mark.parametrize("siblings,threads", [("0-1\n", 2), ("0,32\n", 2), ("3\n", 1), ("x\n", None), (None, None)])
 def test_the_environment_records_how_many_threads_share_a_core(siblings, threads, tmp_path, monkeypatch):
     """Two SMT threads of one core compute a compute-bound step about as fast as one: a record says so."""
-    from pgra import environment
+    from pgra.runtime import environment
 
     path = tmp_path / "thread_siblings_list"
     if siblings is not None:
@@ -159,7 +159,7 @@ def test_the_environment_records_how_many_threads_share_a_core(siblings, threads
 def test_the_environment_records_every_variable_that_holds_the_cpu_back(monkeypatch):
     """A result made with torch, faiss and the matrix libraries held to AVX2 says so (the readers' fp32 numbers follow
     MKL's and oneDNN's kernels, not only torch's)."""
-    from pgra.environment import SIMD_VARIABLES, environment_record
+    from pgra.runtime.environment import SIMD_VARIABLES, environment_record
 
     for name in SIMD_VARIABLES:
         monkeypatch.delenv(name, raising=False)

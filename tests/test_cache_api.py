@@ -8,8 +8,8 @@ import warnings
 
 import pytest
 
-from pgra.label_scoring import LabelScorer
-from pgra.prompts import ANSWER_CUE, build_prompt, demo_prefix
+from pgra.lm.label_scoring import LabelScorer
+from pgra.lm.prompts import ANSWER_CUE, build_prompt, demo_prefix
 from pgra.rerank.embedder import LMEmbedder
 from tests.conftest import SENTENCES
 from tests.test_embedder import DEMOS, TASK

@@ -12,8 +12,8 @@ import pytest
 
 from pgra.cli import COMMANDS, build_parser, main
 from pgra.cli.options import default_of, leaves
-from pgra.config import field_choices, load_config, resolve_yaml, to_dict
-from pgra.errors import InputError
+from pgra.core.config import field_choices, load_config, resolve_yaml, to_dict
+from pgra.core.errors import InputError
 from pgra.reader.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,8 +2,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pgra.config import load_config, parse_overrides
-from pgra.errors import InputError
+from pgra.core.config import load_config, parse_overrides
+from pgra.core.errors import InputError
 from pgra.retrieval.index import IndexConfig
 
 
@@ -62,7 +62,7 @@ def test_index_config_nested():
 def test_numbers_below_their_minimum_are_refused_at_load(tmp_path, capsys):
     """Ranges are declared once (option(min=...)) and checked from YAML, key=value, flags and Python."""
     from pgra.cli import main
-    from pgra.config import check_config
+    from pgra.core.config import check_config
     from pgra.reader.config import TrainConfig
     from pgra.retrieval.retrieve import RetrieveConfig
 
@@ -80,7 +80,7 @@ def test_numbers_below_their_minimum_are_refused_at_load(tmp_path, capsys):
 
 def test_cosmetic_fields_are_left_out_of_the_settings_that_define_a_result():
     """``option(cosmetic=True)`` is read by every key function (stages, cells, checkpoints, selection caches)."""
-    from pgra.config import result_settings
+    from pgra.core.config import result_settings
     from pgra.reader.config import TrainConfig
     from pgra.selection.base import SelectorSettings, settings_key
 
@@ -95,7 +95,7 @@ def test_cosmetic_fields_are_left_out_of_the_settings_that_define_a_result():
 def test_settings_added_later_stay_out_of_keys_at_their_default():
     """``option(omit_default=True)``: a setting enters the keys only when set away from its default, so the keys of
     results made before it existed stay valid."""
-    from pgra.config import result_settings
+    from pgra.core.config import result_settings
     from pgra.reader.config import TrainConfig
 
     base = result_settings(TrainConfig())
@@ -109,7 +109,7 @@ def test_settings_added_later_stay_out_of_keys_at_their_default():
 def test_settings_recorded_only_when_set():
     """``option(record_default=False)``: the recorded config (manifests, cell.json) holds the setting only when set,
     in a nested section too, so artifacts made before it existed stay byte-identical."""
-    from pgra.config import to_dict
+    from pgra.core.config import to_dict
     from pgra.experiment.config import ExperimentConfig
     from pgra.reader.config import TrainConfig
 

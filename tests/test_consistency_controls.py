@@ -117,7 +117,7 @@ def test_a_labelled_pool_and_the_controls_table_end_to_end(tmp_path, sky_task, t
 
     from pgra.analysis.consistency import FIRST_STAGE
     from pgra.cli import main
-    from pgra.config import from_dict
+    from pgra.core.config import from_dict
     from pgra.experiment import Experiment, ExperimentConfig
     from tests.test_experiment import _config
 
@@ -211,7 +211,7 @@ def test_the_readers_ceiling_re_reads_with_oracle_and_anti_oracle_evidence(tmp_p
 
     from pgra.analysis.ceiling import ordered_evidence
     from pgra.cli import main
-    from pgra.config import from_dict
+    from pgra.core.config import from_dict
     from pgra.evaluation.significance import paired_bootstrap
     from pgra.experiment import Experiment, ExperimentConfig
     from pgra.methods.reader_method import ReaderPredictor
@@ -266,7 +266,7 @@ def test_the_readers_ceiling_re_reads_with_oracle_and_anti_oracle_evidence(tmp_p
 def test_a_pool_refuses_what_it_cannot_write_and_its_labels_belong_to_one_task(tmp_path, sky_task, capsys):
     from pgra.analysis.consistency import CorpusLabels
     from pgra.cli import main
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
     from tests.conftest import one_error_line
 
     assert "needs --out DIR" in one_error_line(["tasks", "pool", str(sky_task)], capsys)

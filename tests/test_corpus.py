@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from pgra.corpus import CorpusSource, CorpusStore, build_store
-from pgra.errors import IncompleteArtifactError, InputError
+from pgra.core.errors import IncompleteArtifactError, InputError
+from pgra.data.corpus import CorpusSource, CorpusStore, build_store
 from tests.conftest import SENTENCES
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pgra.config import result_settings, to_dict
-from pgra.errors import InputError
-from pgra.faults import ENV, KILLED_EXIT
+from pgra.core.config import result_settings, to_dict
+from pgra.core.errors import InputError
+from pgra.core.faults import ENV, KILLED_EXIT
 from pgra.rerank.embedder import LMEmbedder
 from pgra.rerank.full_search import full_search
 from pgra.rerank.reranker import RerankConfig, rerank
@@ -165,7 +165,7 @@ def test_full_search_is_the_reranker_at_k_equal_to_the_corpus(all_candidates, tm
 
 def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, monkeypatch):
     from pgra.cli.experiment import run_and_report
-    from pgra.config import from_dict
+    from pgra.core.config import from_dict
     from pgra.experiment import Experiment, ExperimentConfig
 
     grid = {
@@ -203,7 +203,7 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
     assert keys <= {(c.method, c.key) for c in exp.plan()}
     assert all(c.status == "done" for c in Experiment(replace(cfg)).plan())
     # raw texts through the pgra_full run: the whole corpus searched again, the run's evidence and predictions
-    from pgra.pipeline import Pipeline
+    from pgra.serving.pipeline import Pipeline
 
     saved = [json.loads(x) for x in (task / "pgra_full" / "seed-1" / "predictions_test.jsonl").read_text().splitlines()]
     got = Pipeline.load(task / "pgra_full" / "seed-1").predict([x["text"] for x in saved])
@@ -230,7 +230,7 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
     # where the corpus pass's embeddings are gone (another machine), the pgra_full run says so, naming them
     import shutil
 
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
 
     # an export carries the search: the folder's demonstrations, its LM and (--copy-index) the corpus pass's vectors
     run = task / "pgra_full" / "seed-1"

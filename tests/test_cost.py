@@ -1,5 +1,5 @@
 # numerics: cost records added up (seconds, FLOPs) in Python floats
-"""What stages and cells spend (pgra.cost): the token meter against each model's own counts, parameter
+"""What stages and cells spend (pgra.runtime.cost): the token meter against each model's own counts, parameter
 counts against the loaded models, FLOPs and dominance by hand."""
 
 import json
@@ -11,8 +11,8 @@ import torch
 
 from pgra.analysis.costs import borrowed_pass, cost_table, dominated
 from pgra.analysis.results import ResultsRuns
-from pgra.artifacts import sha256_file
-from pgra.cost import estimated_flops, merge_work, meter, metered, parameter_counts, work_since
+from pgra.runtime.cost import estimated_flops, merge_work, meter, metered, parameter_counts, work_since
+from pgra.storage.artifacts import sha256_file
 from tests.conftest import SENTENCES
 
 
@@ -54,7 +54,7 @@ def test_dominance_by_hand():
 
 
 def test_the_meter_counts_what_each_model_ran(tiny_opt, tiny_bert):
-    from pgra.label_scoring import LabelScorer
+    from pgra.lm.label_scoring import LabelScorer
     from pgra.rerank.embedder import LMEmbedder
     from pgra.retrieval.encoder import DenseEncoder
 
@@ -93,7 +93,7 @@ def test_metered_block_records_time_hardware_and_work():
 def test_a_stage_counts_the_seconds_of_every_device_that_built_it():
     """The cost table's seconds are one device's: a stage built by several processes (GPUs) together counts its
     wall-clock times their number; a record from before pgra wrote them counts once."""
-    from pgra.cost import device_seconds
+    from pgra.runtime.cost import device_seconds
 
     cpu, gpu = {"device": "cpu"}, {"device": "NVIDIA H100 80GB HBM3"}
     assert device_seconds({"elapsed_s": 100.0, "processes": 2, "hardware": cpu}) == 200.0
@@ -166,7 +166,7 @@ def test_a_cell_trained_by_several_processes_counts_its_training_loop_on_each(tm
 
 def test_a_number_too_large_for_a_float_is_no_finite_number():
     """A record edited by hand may hold a 400-digit integer: read as no number, never an OverflowError."""
-    from pgra.cost import finite_number
+    from pgra.runtime.cost import finite_number
 
     assert finite_number(3) and finite_number(0.5) and not finite_number(True)
     assert not finite_number(10 ** 400) and not finite_number(float("nan")) and not finite_number("1")

@@ -86,7 +86,7 @@ def test_demo_dense_index_on_a_slice(tmp_path):
 
 
 def test_smollm2_prefix_cache_matches_naive_and_keeps_top_d():
-    from pgra.prompts import ANSWER_CUE, build_prompt, demo_prefix
+    from pgra.lm.prompts import ANSWER_CUE, build_prompt, demo_prefix
     from pgra.rerank.embedder import LMEmbedder
     from pgra.selection import get_selector
 
@@ -108,9 +108,9 @@ def test_smollm2_prefix_cache_matches_naive_and_keeps_top_d():
 
 
 def test_bert2bert_demo_reader_trains_and_predicts_valid_labels(tmp_path):
-    from pgra.artifacts import write_manifest
-    from pgra.config import to_dict
+    from pgra.core.config import to_dict
     from pgra.reader.train import TrainConfig, train
+    from pgra.storage.artifacts import write_manifest
 
     model = demo_asset("models/bert2bert-minilm")
     task = get_task("wiki_topic")

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from pgra.cli import main
-from pgra.errors import IncompleteArtifactError
+from pgra.core.errors import IncompleteArtifactError
 from pgra.retrieval.dense import FaissParams, build_faiss, load_faiss, save_faiss, search_faiss
 from tests import numerics
 
@@ -52,8 +52,8 @@ def test_truncated_index_file_is_reported(tmp_path):
     (8, {"RANK": "0", "WORLD_SIZE": "1"}, list(range(8))),           # a lone process
 ])
 def test_each_rank_puts_its_faiss_index_on_its_own_gpu(n_gpus, env, expected):
-    from pgra.device import local_device_index
     from pgra.retrieval.dense import faiss_gpus
+    from pgra.runtime.device import local_device_index
 
     assert faiss_gpus(n_gpus, env) == expected
     if len(expected) == 1:  # one GPU: the one its models use (the device index agrees)

@@ -86,7 +86,7 @@ _LATE_RANK = """
 import sys
 import time
 
-from pgra.distributed import gather_objects, init_distributed, main_computes, shutdown_distributed
+from pgra.runtime.distributed import gather_objects, init_distributed, main_computes, shutdown_distributed
 
 ctx = init_distributed()
 gather_objects(ctx, ctx.rank)  # both ranks in step
@@ -127,8 +127,8 @@ def test_ranks_that_meet_long_after_the_process_groups_timeout_still_finish(tmp_
 def test_the_distributed_timeouts_come_from_the_environment():
     from datetime import timedelta
 
-    from pgra.distributed import dist_timeouts
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
+    from pgra.runtime.distributed import dist_timeouts
 
     assert dist_timeouts({}) == (timedelta(minutes=120), timedelta(days=7))
     assert dist_timeouts({"PGRA_DIST_TIMEOUT_S": "30", "PGRA_DIST_WAIT_S": "86400"}) == (
@@ -143,9 +143,9 @@ import json
 import os
 import sys
 
-import pgra.device
+import pgra.runtime.device
 
-pgra.device.gpu_count = lambda: 1  # both ranks on one GPU (mocked: they compute on the CPU)
+pgra.runtime.device.gpu_count = lambda: 1  # both ranks on one GPU (mocked: they compute on the CPU)
 from pgra.rerank import embedder
 
 _init = embedder.LMEmbedder.__init__
@@ -158,8 +158,8 @@ def counted(self, *args, **kwargs):
 
 
 embedder.LMEmbedder.__init__ = counted
-from pgra.config import from_dict
-from pgra.distributed import init_distributed, shutdown_distributed
+from pgra.core.config import from_dict
+from pgra.runtime.distributed import init_distributed, shutdown_distributed
 from pgra.experiment.config import experiment_config
 from pgra.experiment.grid import Experiment
 from pgra.experiment.workers import GridRun
@@ -213,7 +213,7 @@ def test_ranks_sharing_a_gpu_load_a_stage_s_lm_once(tmp_path, tiny_opt):
     ({"WORLD_SIZE": "2", "SLURM_NNODES": "1"}, "127.0.0.1", False),
 ])
 def test_a_multi_node_job_whose_hostname_is_loopback_is_told_to_set_gloo_socket_ifname(env, address, said):
-    from pgra.distributed import gloo_interface_problem
+    from pgra.runtime.distributed import gloo_interface_problem
 
     def resolve(host: str) -> str:
         if address is None:
@@ -229,9 +229,9 @@ def test_a_multi_node_job_whose_hostname_is_loopback_is_told_to_set_gloo_socket_
 def test_an_embedding_cache_written_by_ranks_on_several_hosts_is_refused(tmp_path, monkeypatch):
     """The reranker's memory-mapped cache is written in place: ranks on two nodes (hostnames mocked) are refused in
     one line naming cache_dir, before anything is written; ranks on one host open it."""
-    from pgra.distributed import DistContext
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
     from pgra.rerank import corpus_pass
+    from pgra.runtime.distributed import DistContext
 
     key = {"lm": "x", "rows": "queries:test"}
     monkeypatch.setattr(corpus_pass, "gather_objects", lambda ctx, obj: ["node1", "node0"])
@@ -247,7 +247,7 @@ def test_an_embedding_cache_written_by_ranks_on_several_hosts_is_refused(tmp_pat
 
 def test_joining_a_multi_node_launch_on_a_loopback_hostname_warns_once_a_node(monkeypatch, capsys):
     """init_distributed says it in one warning line (LOCAL_RANK 0 only) before the groups are made."""
-    from pgra import distributed
+    from pgra.runtime import distributed
 
     made = []
     monkeypatch.setattr(distributed.dist, "is_initialized", lambda: bool(made))

@@ -21,7 +21,7 @@ import pytest
 
 from pgra.cli import COMMANDS, top_parser
 from pgra.cli.options import config_from_args
-from pgra.errors import PgraError
+from pgra.core.errors import PgraError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHELL = {"bash", "sh", "shell", "console"}

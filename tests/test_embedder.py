@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from pgra.prompts import ANSWER_CUE, build_prompt, demo_prefix
+from pgra.lm.prompts import ANSWER_CUE, build_prompt, demo_prefix
 from pgra.rerank.embedder import LMEmbedder
 from pgra.tasks import Example, get_task
 from tests import numerics

@@ -3,7 +3,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from pgra.errors import InputError
+from pgra.core.errors import InputError
 from pgra.retrieval.encoder import DenseEncoder
 from tests import numerics
 from tests.conftest import SENTENCES

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pgra.errors import InputError
+from pgra.core.errors import InputError
 from pgra.simcse.quality import (
     EvalEncoderConfig,
     RetrievalEvalConfig,

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from pgra.cli import main
-from pgra.config import from_dict
-from pgra.cost import CPU_CELL_COSTS, CpuCellCosts
+from pgra.core.config import from_dict
 from pgra.experiment import Experiment, ExperimentConfig
 from pgra.experiment.estimate import (
     BenchFits,
@@ -28,6 +27,7 @@ from pgra.experiment.estimate import (
 from pgra.experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
 from pgra.reader.cost_model import encoder_layers, evaluated_inputs
 from pgra.reader.fits import bf16_step_ratios, top_layer_shares, top_layer_store
+from pgra.runtime.cost import CPU_CELL_COSTS, CpuCellCosts
 from tests.conftest import write_corpus, write_sky_task
 from tests.test_experiment import _config
 
@@ -176,7 +176,7 @@ def test_a_cell_trained_under_ddp_is_priced_as_one_workers_work():
     predictions) once, x the thread factor at the cores each had (``cores_each``, which holds half a core where 4
     ranks of one thread shared 2 cores); so does the cost table. Under ``parallel: ddp`` the plan's cells run one
     after another, the split seconds divided among the workers, the rest whole."""
-    from pgra.cost import device_seconds
+    from pgra.runtime.cost import device_seconds
 
     cpu = {"device": "cpu", "torch_threads": 1, "cores_each": 0.5}
     ddp = {**_cell("mr", "fid", 100.0, device=cpu), "key": "k"}
@@ -285,11 +285,11 @@ def test_bench_fits_read_the_results(monkeypatch):
     # bf16 autocast steps: measured beside fp32 (d=4, n=1: 0.41x); read only on a CPU with bf16 hardware
     bf16_rows = json.loads((results / "reader_top_layers_bf16.json").read_text())
     at = {(r["d"], r["n"], r["precision"]): r["cpu_s_per_step"] for r in bf16_rows}
-    monkeypatch.setattr("pgra.device.cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr("pgra.runtime.device.cpu_has_native_bf16", lambda: True)
     native = BenchFits.load(results, "cpu")
     assert native.bf16_ratio("bf16", 1, 4, 6) == pytest.approx(at[4, 1, "bf16"] / at[4, 1, "fp32"])
     assert native.bf16_ratio("bf16", 1, 4, 6) == pytest.approx(0.41, abs=0.01) and native.bf16_layers == 6
-    monkeypatch.setattr("pgra.device.cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr("pgra.runtime.device.cpu_has_native_bf16", lambda: False)
     assert BenchFits.load(results, "cpu").bf16_ratio("bf16", 1, 4, 6) is None
     gpu = BenchFits.load(results, "gpu")
     names = json.loads((results / "gpu_plan_inputs.json").read_text())  # which H100 runs the GPU plans read
@@ -468,7 +468,7 @@ def test_the_dry_run_plans_the_disk_and_a_tiny_cell_holds_what_it_planned(tmp_pa
 
     from pgra.experiment.estimate import format_bytes, plan_costs
     from pgra.reader.cost_model import reader_disk
-    from pgra.sizes import folder_bytes
+    from pgra.runtime.sizes import folder_bytes
 
     cfg = _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, methods=["fid", "knn_vote"], seeds=[1],
                   report=False)
@@ -509,9 +509,9 @@ def test_the_dry_run_plans_the_disk_and_a_tiny_cell_holds_what_it_planned(tmp_pa
 
 
 def test_reuse_or_run_records_cost_and_key_then_reuses(tmp_path):
-    from pgra.artifacts import MANIFEST
-    from pgra.distributed import DistContext
     from pgra.experiment.reuse import reuse_or_run
+    from pgra.runtime.distributed import DistContext
+    from pgra.storage.artifacts import MANIFEST
 
     folder, calls = tmp_path / "stage", []
 
@@ -684,7 +684,7 @@ def test_a_dry_run_without_cuda_prices_the_gpu_fits_when_the_config_asks_for_gpu
     the plan says so; PGRA_PLAN_DEVICE chooses either way; a config asking for no GPU keeps the CPU fits, said too."""
     import torch
 
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
     from pgra.experiment.estimate import gpu_requests, plan_costs, plan_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -824,7 +824,7 @@ def test_cpu_prices_scale_with_the_cores_each_worker_computes_on(planned, tmp_pa
     assert estimate_cell("sky", "fid", {"reader": reader}, [("sky/fid/seed-1", record)], {"sky": 70},
                          fits).seconds == pytest.approx(100.0)
     # the cores of a worker: this machine's shared among the workers, at most a rank's OMP_NUM_THREADS
-    monkeypatch.setattr("pgra.device.node_cores", lambda: 8)
+    monkeypatch.setattr("pgra.runtime.device.node_cores", lambda: 8)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     assert (worker_threads(1), worker_threads(4), worker_threads(16)) == (8, 2, 0.5)
@@ -836,10 +836,10 @@ def test_cpu_prices_scale_with_the_cores_each_worker_computes_on(planned, tmp_pa
     assert worker_threads(1) == 1
     # under torchrun, a launcher's default OMP_NUM_THREADS=1 is the cores over the node's ranks
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    monkeypatch.setattr("pgra.device._launcher_start_env", lambda: {})
+    monkeypatch.setattr("pgra.runtime.device._launcher_start_env", lambda: {})
     assert worker_threads(2) == 4
     # the plan: 2 workers on 2 cores price each bench-priced CPU cell at twice its 1-worker seconds, and say why
-    monkeypatch.setattr("pgra.device.node_cores", lambda: 2)
+    monkeypatch.setattr("pgra.runtime.device.node_cores", lambda: 2)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     monkeypatch.setenv("PGRA_PLAN_DEVICE", "cpu")
@@ -912,7 +912,7 @@ def test_the_dry_runs_plan_the_models_and_the_analyses_embedding_caches(tmp_path
     import yaml
 
     from pgra.experiment.estimate import format_bytes, plan_costs
-    from pgra.sizes import KNOWN_MODELS, folder_bytes
+    from pgra.runtime.sizes import KNOWN_MODELS, folder_bytes
 
     cfg = _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, methods=["pgra"], seeds=[1], report=False,
                   analysis={"analyses": ["consistency"], "consistency": {"rerank_lms": ["facebook/opt-350m"]}})

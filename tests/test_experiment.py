@@ -7,8 +7,8 @@ import pytest
 
 from pgra.cli import main
 from pgra.cli.experiment import run_and_report
-from pgra.config import from_dict
-from pgra.errors import InputError
+from pgra.core.config import from_dict
+from pgra.core.errors import InputError
 from pgra.experiment import CELL_FILE, Experiment, ExperimentConfig
 from pgra.methods import knn_vote as knn_mod
 from pgra.methods.knn_vote import vote
@@ -117,11 +117,11 @@ def test_the_experiment_command_leaves_the_process_group_like_every_stage_comman
     exception", after the report was written)."""
     import yaml
 
-    import pgra.distributed
+    import pgra.runtime.distributed
 
     calls: list[str] = []
-    real = pgra.distributed.shutdown_distributed
-    monkeypatch.setattr(pgra.distributed, "shutdown_distributed", lambda: (calls.append("left"), real())[1])
+    real = pgra.runtime.distributed.shutdown_distributed
+    monkeypatch.setattr(pgra.runtime.distributed, "shutdown_distributed", lambda: (calls.append("left"), real())[1])
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump({**grid, "methods": ["knn_vote"], "seeds": [3]}))
     assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
@@ -214,7 +214,7 @@ def test_seed_independent_cell_is_marked_and_reported_as_deterministic(grid):
 def test_repeated_seeds_methods_or_tasks_are_refused(grid, tmp_path, capsys):
     import yaml
 
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
 
     for key, value in (("seeds", [1, 1]), ("seeds", "1,2,1"), ("methods", ["fid", "fid"])):
         with pytest.raises(InputError, match="more than once") as e:
@@ -247,8 +247,8 @@ def test_knn_vote_on_a_hand_checked_example(tmp_path):
              ("b2", "blue blue sea", "blue"), ("b3", "blue blue red", "blue")]
     (data / "train.jsonl").write_text("".join(json.dumps({"id": i, "text": t, "label": y}) + "\n"
                                               for i, t, y in train))
-    from pgra.artifacts import write_manifest
-    from pgra.config import to_dict
+    from pgra.core.config import to_dict
+    from pgra.storage.artifacts import write_manifest
 
     write_manifest(data, {"kind": "candidates", "task": to_dict(task)})
     settings = from_dict(ExperimentConfig, {"index": {"retriever": "bm25", "out": "unused"}, "knn_vote": {"k": 3},
@@ -271,7 +271,7 @@ def test_knn_vote_on_a_hand_checked_example(tmp_path):
 
 
 def test_evaluate_reproduces_and_pipeline_predicts_like_the_run(grid, tmp_path, capsys):
-    from pgra.pipeline import Pipeline
+    from pgra.serving.pipeline import Pipeline
 
     # fid_random and fid_upr: readers of other rerankers' stages, replayed by the generic stage's Replay
     grid.update(methods=["fid", "pgra", "knn_vote", "no_retrieval", "fid_random", "fid_upr"], seeds=[1], report=False)
@@ -334,8 +334,8 @@ def test_evaluate_reproduces_and_pipeline_predicts_like_the_run(grid, tmp_path, 
     # another task's folder is refused
     other = tmp_path / "other"
     other.mkdir()
-    from pgra.artifacts import write_manifest
-    from pgra.config import to_dict
+    from pgra.core.config import to_dict
+    from pgra.storage.artifacts import write_manifest
 
     write_manifest(other, {"kind": "candidates", "task": to_dict(get_task("sst2"))})
     assert main(["evaluate", "--run", str(out / "fid" / "seed-1"), "--data", str(other)]) == 2
@@ -348,7 +348,7 @@ def test_a_finished_reader_cell_keeps_what_predicts_and_drops_its_resume_state(g
     Pipeline.load work on the cell. reader.keep_resume_state keeps them, and changes no key: a finished cell stays
     done."""
     from pgra.experiment import cell as cell_mod
-    from pgra.pipeline import Pipeline
+    from pgra.serving.pipeline import Pipeline
 
     grid.update(methods=["fid"], seeds=[1], report=False)
     real_write = cell_mod.write_json
@@ -394,7 +394,7 @@ def test_a_finished_reader_cell_keeps_what_predicts_and_drops_its_resume_state(g
 
 def test_paper_table2_config_matches_the_reader_configs():
     """The grid's per-task reader settings are Table 7's, as in configs/paper/reader_<task>.yaml."""
-    from pgra.config import load_config
+    from pgra.core.config import load_config
     from pgra.experiment import cell_settings
     from pgra.reader.config import TrainConfig
 
@@ -476,7 +476,7 @@ def test_two_process_grid_equals_single_process(grid, tmp_path, tiny_bert):
         la = [r["loss"] for r in _lines(one / m / "seed-1" / "train_log.jsonl")]
         lb = [r["loss"] for r in _lines(two / m / "seed-1" / "train_log.jsonl")]
         assert len(la) == len(lb) == 4 and la == pytest.approx(lb, abs=5e-2)  # numerics: 2 processes average other batches' losses
-        # what the two processes trained, summed, is what the single process trained (pgra.cost)
+        # what the two processes trained, summed, is what the single process trained (pgra.runtime.cost)
         trained = [{(w["model"], w["part"]): w["tokens"] for w in json.loads((d / m / "seed-1" / CELL_FILE)
                                                                               .read_text())["cost"]["work"]
                     if w["mode"] == "trained"} for d in (one, two)]
@@ -486,7 +486,7 @@ def test_two_process_grid_equals_single_process(grid, tmp_path, tiny_bert):
 def test_icl_rows_and_per_query_reranking_in_a_grid(grid, tmp_path, tiny_bert, capsys):
     """ICL with random / KATE / Skill-KNN demonstrations next to PGRA with per-query (KATE) demonstrations: every
     cell runs, the report has their diagnostics, and evaluate / Pipeline reproduce the runs."""
-    from pgra.pipeline import Pipeline
+    from pgra.serving.pipeline import Pipeline
 
     skills = tmp_path / "skills.jsonl"
     skills.write_text('{"input": "The sun is bright.", "skill": "Describing light in the sky."}\n'
@@ -532,7 +532,7 @@ def test_icl_rows_and_per_query_reranking_in_a_grid(grid, tmp_path, tiny_bert, c
 
 
 def test_demo_and_laptop_configs_run_every_method_on_mr_and_paper_configs_train_every_weight():
-    from pgra.config import load_config
+    from pgra.core.config import load_config
     from pgra.experiment import cell_settings
     from pgra.methods import METHODS
 
@@ -612,7 +612,7 @@ def test_models_a_grid_does_not_use_are_not_checked_and_hub_ids_are_shapes(grid,
     check_grid(hub)  # hub ids: their shape is checked here, the download when the stage runs
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
 
     with pytest.raises(InputError, match="offline") as e:
         check_grid(hub)
@@ -625,7 +625,7 @@ def test_fp16_readers_on_a_machine_without_a_gpu_are_refused_before_the_grid_run
 
     from tests.conftest import one_error_line
 
-    monkeypatch.setattr("pgra.training.fp16_device_present", lambda: False)
+    monkeypatch.setattr("pgra.runtime.training.fp16_device_present", lambda: False)
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump({**grid, "methods": ["knn_vote", "fid"], "seeds": [1]}))
     line = one_error_line(["experiment", "--config", str(path), "method_overrides={fid: {reader: "

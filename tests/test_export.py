@@ -16,8 +16,8 @@ import pytest
 
 import pgra
 from pgra.cli import main
-from pgra.config import from_dict
-from pgra.errors import InputError
+from pgra.core.config import from_dict
+from pgra.core.errors import InputError
 from pgra.experiment import Experiment, ExperimentConfig
 from tests import numerics
 from tests.conftest import one_error_line
@@ -36,7 +36,7 @@ def _digest(out: list[dict]) -> list[tuple]:
 
 def test_exported_run_loads_and_predicts_the_same_elsewhere(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5,
                                                              capsys):
-    from pgra.pipeline import Pipeline
+    from pgra.serving.pipeline import Pipeline
 
     lm = shutil.copytree(tiny_opt, tmp_path / "lm")  # deleted below, like the run and its index
     grid = _config(tmp_path, corpus_txt, sky_task, lm, tiny_t5, methods=["pgra"], seeds=[1], report=False)
@@ -119,7 +119,7 @@ def test_export_of_a_made_run_writes_the_folder(tmp_path, capsys):
     assert "| 2 | test | 75.0 | 6 |" in (out / "README.md").read_text()
     assert f'pip install transformers=={version("transformers")} "./{wheel}[cpu]"' in (out / "README.md").read_text()
     with zipfile.ZipFile(out / wheel) as built:  # the pgra that made it: this checkout's code, byte for byte
-        assert built.read("pgra/export.py") == (ROOT / "pgra" / "export.py").read_bytes()
+        assert built.read("pgra/serving/export.py") == (ROOT / "pgra" / "export.py").read_bytes()
         assert "pgra = pgra.cli:main" in built.read(f"pgra-{pgra.__version__}.dist-info/entry_points.txt").decode()
     assert [p.name for p in out.iterdir() if p.name.startswith(".export.")] == []  # no staging folder left
 
@@ -165,7 +165,7 @@ def test_a_link_out_of_the_copied_index_is_refused(tmp_path, capsys, candidates)
 
 def _read_reranked_by(run: Path, lm: Path, reranked: Path, candidates: Path) -> None:
     """Make ``run`` a reader run over a reranked folder whose reranking LM is ``lm``."""
-    from pgra.artifacts import write_manifest
+    from pgra.storage.artifacts import write_manifest
 
     reranked.mkdir()
     (reranked / "demonstrations.json").write_text("[]")
@@ -225,7 +225,7 @@ def test_an_export_reruns_into_its_own_folder_and_refuses_any_other(tmp_path, ca
     assert "90.0" in again["README.md"].decode()
 
     other = fake_run(tmp_path / "other")  # a run: its record says 'reader' (or its manifest does)
-    from pgra.ownership import claim_folder
+    from pgra.storage.ownership import claim_folder
 
     claim_folder(other, "reader")
     before = _files(other)
@@ -237,7 +237,7 @@ def test_an_export_reruns_into_its_own_folder_and_refuses_any_other(tmp_path, ca
 
 def test_an_export_into_the_experiment_is_refused_from_python_too(tmp_path):
     """Finding 5: export_run refuses an out that holds the run (the experiment folder, which pgra owns)."""
-    from pgra.ownership import claim_folder
+    from pgra.storage.ownership import claim_folder
 
     exp = tmp_path / "exp"
     claim_folder(exp, "experiment")  # as `pgra experiment` claims its folder before it runs
@@ -287,7 +287,7 @@ def test_a_damaged_run_is_one_error_line_and_no_folder(tmp_path, capsys, damage,
 def test_a_failed_write_leaves_no_partial_folder_and_keeps_the_old_export(tmp_path, capsys, monkeypatch):
     import errno
 
-    import pgra.export as export
+    import pgra.serving.export as export
 
     run = fake_run(tmp_path / "exp")
     real = export.write_text
@@ -332,7 +332,7 @@ def _exported(tmp_path: Path) -> Path:
 def test_a_hand_edited_export_json_is_one_error_line(tmp_path, capsys, edit, says):
     """Finding 6: `pgra predict` (and Pipeline.load) refuse a hand-edited export.json naming the file and field,
     before any model loads (before: a KeyError or AttributeError traceback)."""
-    from pgra.pipeline import Pipeline
+    from pgra.serving.pipeline import Pipeline
 
     out = _exported(tmp_path)
     spec = json.loads((out / "export.json").read_text())
@@ -344,7 +344,7 @@ def test_a_hand_edited_export_json_is_one_error_line(tmp_path, capsys, edit, say
 
 
 def test_a_copied_index_that_links_out_of_the_export_is_refused(tmp_path):
-    from pgra.export import read_export
+    from pgra.serving.export import read_export
 
     out = _exported(tmp_path)
     spec = json.loads((out / "export.json").read_text())

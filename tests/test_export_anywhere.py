@@ -15,8 +15,8 @@ import yaml
 
 import pgra
 from pgra.cli import main
-from pgra.config import from_dict
-from pgra.errors import InputError, StaleArtifactError
+from pgra.core.config import from_dict
+from pgra.core.errors import InputError, StaleArtifactError
 from pgra.experiment import Experiment, ExperimentConfig
 from tests import numerics
 from tests.test_experiment import _config
@@ -68,7 +68,7 @@ def test_an_export_predicts_the_same_with_every_source_folder_moved(dense_run, t
     cache and the task's data moved away the export loads and predicts as the run did (before: Pipeline.load
     succeeded and predict failed, "encoder folder ... no longer exists; pass --encoder"). Item 2: the card's front
     matter and settings parse, and no exported text file names a folder of this machine."""
-    from pgra.pipeline import Pipeline
+    from pgra.serving.pipeline import Pipeline
 
     run, grid, models = dense_run
     want = Pipeline.load(run).predict(TEXTS)
@@ -153,7 +153,7 @@ def test_an_export_predicts_the_same_with_every_source_folder_moved(dense_run, t
 
 def test_the_uploaded_card_loads_the_repository(tmp_path):
     """push_to_hub names the repository in the card's snippet (Pipeline.load("USER/NAME")) before uploading."""
-    from pgra.hub import push_to_hub
+    from pgra.serving.hub import push_to_hub
 
     out = pgra.export_run(fake_run(tmp_path / "exp"), tmp_path / "mr-pgra")
     assert 'pgra.Pipeline.load("mr-pgra")' in (out / "README.md").read_text()
@@ -206,7 +206,7 @@ def test_a_made_run_exports_no_local_path(tmp_path):
 def test_a_hub_id_that_cannot_be_had_is_one_input_error(tmp_path, monkeypatch, case):
     import huggingface_hub
 
-    from pgra.pipeline import Pipeline
+    from pgra.serving.pipeline import Pipeline
 
     monkeypatch.chdir(tmp_path)
     if case == "offline":  # the real snapshot_download, offline, with nothing in its cache
@@ -230,7 +230,7 @@ def test_a_hub_id_that_cannot_be_had_is_one_input_error(tmp_path, monkeypatch, c
 
 
 def test_encoder_is_refused_for_an_index_without_one():
-    from pgra.export import check_encoder_given
+    from pgra.serving.export import check_encoder_given
 
     with pytest.raises(InputError, match="has no query encoder"):
         check_encoder_given("models/minilm", {"retriever": "bm25", "encoder": None})
@@ -239,7 +239,7 @@ def test_encoder_is_refused_for_an_index_without_one():
 
 
 def test_portable_keeps_content_and_hub_ids():
-    from pgra.export import display_name, portable
+    from pgra.serving.export import display_name, portable
 
     snapshot = "/home/u/.cache/huggingface/hub/models--org--enc/snapshots/abc123"
     value = {"model": "/home/u/models/t5", "encoder": snapshot, "lm": "org/lm", "rel": "models/minilm",

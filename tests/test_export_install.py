@@ -19,9 +19,9 @@ import pytest
 
 import pgra
 from pgra.cli import main
-from pgra.config import from_dict
-from pgra.distribution import install_lines, pinned
+from pgra.core.config import from_dict
 from pgra.experiment import Experiment, ExperimentConfig
+from pgra.serving.distribution import install_lines, pinned
 from tests.test_experiment import _config
 from tests.test_export import fake_run
 
@@ -60,7 +60,7 @@ def test_the_cards_install_lines_install_and_predict_in_a_fresh_venv(tmp_path, c
     torch and transformers but no pgra, from a folder outside the checkout with PYTHONPATH unset: the card's lines
     (each `pip install` run offline: --no-index) install pgra from the folder's wheel, the versions they pin are the
     ones installed (and the run's), and its `pgra predict` labels the text as the run does."""
-    from pgra.pipeline import Pipeline
+    from pgra.serving.pipeline import Pipeline
 
     lm = shutil.copytree(tiny_opt, tmp_path / "lm")
     grid = _config(tmp_path, corpus_txt, sky_task, lm, tiny_t5, methods=["pgra"], seeds=[1], report=False)
@@ -108,7 +108,7 @@ def test_an_export_that_cannot_build_the_wheel_says_why_it_carries_none(tmp_path
                                                                          why):
     """pgra installed from a wheel (no checkout to build one from), or setuptools failing: the export is written,
     without wheel/; a `warning:` line and the card say why and how the receiver installs pgra instead."""
-    import pgra.distribution as distribution
+    import pgra.serving.distribution as distribution
 
     monkeypatch.setattr(distribution, "_BUILT", {})
     if break_it == "checkout":
@@ -141,7 +141,7 @@ def test_the_card_pins_the_versions_the_run_recorded():
 
 def test_the_cards_predict_line_names_what_the_export_did_not_copy(tmp_path):
     """An export without copies: the card's `pgra predict` line says which options point at local copies."""
-    from pgra.card import _load_hint
+    from pgra.serving.card import _load_hint
 
     spec = {"index": {"copied": False, "encoder": str(tmp_path), "copied_encoder": False},
             "reranked": {"lm": str(tmp_path), "copied_lm": False}}

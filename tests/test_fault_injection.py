@@ -1,5 +1,5 @@
 """Kill anywhere, resume, same result: each long stage is killed (exit 137, no cleanup, like `kill -9`) at chosen
-points through the PGRA_FAULT hook (pgra/faults.py), re-run with the same command, and compared with an
+points through the PGRA_FAULT hook (pgra/core/faults.py), re-run with the same command, and compared with an
 uninterrupted run."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from safetensors.torch import load_file
 
 from pgra.cli import main
-from pgra.faults import ENV, KILLED_EXIT
+from pgra.core.faults import ENV, KILLED_EXIT
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from pgra.cli import main
-from pgra.errors import InputError
-from pgra.interchange import read_fid, read_records, write_fid
-from pgra.ownership import claim_folder
+from pgra.core.errors import InputError
+from pgra.data.interchange import read_fid, read_records, write_fid
+from pgra.storage.ownership import claim_folder
 from tests import numerics
 from tests.conftest import TASK, _records, one_error_line
 

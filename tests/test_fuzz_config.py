@@ -1,4 +1,4 @@
-"""Fuzzing config loading (pgra/config.py): YAML files with ``base`` chains and ``key=value`` overrides, for every
+"""Fuzzing config loading (pgra/core/config.py): YAML files with ``base`` chains and ``key=value`` overrides, for every
 stage's config and the experiment's. Any input is a config or an InputError (one ``error:`` line through the
 CLI), never another exception, and loading writes nothing. Plain regression tests of what the fuzzing found
 follow the properties."""
@@ -17,8 +17,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgra.config import check_config, load_config, parse_overrides, resolve_yaml, safe_load_yaml
-from pgra.errors import InputError
+from pgra.core.config import check_config, load_config, parse_overrides, resolve_yaml, safe_load_yaml
+from pgra.core.errors import InputError
 from tests.fuzzing import FUZZ, TRICKY, assert_clean_exit, names, run_cli, snapshot, values
 
 
@@ -167,7 +167,7 @@ def test_any_experiment_config_plans_or_is_an_input_error(data: st.DataObject) -
                  "method_overrides": data.draw(scoped, label="method_overrides")}
         before = snapshot(folder)
         try:
-            from pgra.config import merge
+            from pgra.core.config import merge
 
             cfg = load_config(AnalyzeConfig, path, merge(extra, parse_overrides(overrides)))
             grid = Experiment(cfg)
@@ -225,7 +225,7 @@ def test_base_with_a_name_too_long_for_the_file_system_is_an_input_error(tmp_pat
 
 
 def test_a_number_too_large_for_a_float_is_an_input_error() -> None:
-    from pgra.config import from_dict
+    from pgra.core.config import from_dict
     from pgra.tasks import DataSpec
 
     with pytest.raises(InputError, match=r"field 'dev_fraction'.*expected float"):
@@ -233,7 +233,7 @@ def test_a_number_too_large_for_a_float_is_an_input_error() -> None:
 
 
 def test_mapping_values_take_the_declared_type() -> None:
-    from pgra.config import from_dict
+    from pgra.core.config import from_dict
     from pgra.tasks import DataSpec
 
     assert from_dict(DataSpec, {"files": {"train": 5}, "label_map": {1: "pos"}}).files == {"train": "5"}

@@ -1,4 +1,4 @@
-"""Fuzzing the reader of an exported manifest (pgra/export.py's ``read_export``, which ``Pipeline.load`` and
+"""Fuzzing the reader of an exported manifest (pgra/serving/export.py's ``read_export``, which ``Pipeline.load`` and
 ``pgra predict`` call before any model loads): any ``export.json`` is a spec whose every part ``load_export`` reads
 has its type, or an InputError naming the file, never another exception (a KeyError, a TypeError ...)."""
 
@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgra.errors import InputError
-from pgra.export import read_export
+from pgra.core.errors import InputError
+from pgra.serving.export import read_export
 from tests.fuzzing import FUZZ, names, values
 
 field_values = st.one_of(st.sampled_from([0, 1, 2, -1, True, False, None, "", "x", "/tmp/index", 1.5, [], {},

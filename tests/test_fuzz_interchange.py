@@ -1,4 +1,4 @@
-"""Fuzzing the interchange reader (pgra/interchange.py, the JSONL between stages). Any file is a list of records
+"""Fuzzing the interchange reader (pgra/data/interchange.py, the JSONL between stages). Any file is a list of records
 every stage can use (an id, a non-empty text, a known label, evidence with an id and a text) or an InputError
 naming the file and line (one ``error:`` line through ``pgra peek``), never another exception. The same of FiD's
 JSON arrays (``read_fid``, ``pgra fid import``): nested, huge integers, NaN, wrong types. Plain regression tests of
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgra.errors import InputError
-from pgra.interchange import read_fid, read_records
+from pgra.core.errors import InputError
+from pgra.data.interchange import read_fid, read_records
 from tests.fuzzing import FUZZ, assert_clean_exit, names, run_cli, snapshot, values
 
 LABELS = ["0", "1"]

@@ -1,4 +1,4 @@
-"""Fuzzing the lock files jobs share (pgra/lock.py, pgra/experiment/claims.py): whatever a `.pgra-lock`, a claim
+"""Fuzzing the lock files jobs share (pgra/storage/lock.py, pgra/experiment/claims.py): whatever a `.pgra-lock`, a claim
 (`.<name>.claim`) or a job's registration (`.job-<id>.claim`) holds (hand-edited fields of any type, huge or
 infinite numbers, bytes that are no JSON) and however old it is, taking it, probing it or reading it gives a
 result or pgra's own error (OutputBusyError, InputError), never another exception. Plain regression tests of what
@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgra.errors import InputError, PgraError
-from pgra.lock import LOCK_FILE, holder, output_lock, validate
+from pgra.core.errors import InputError, PgraError
+from pgra.storage.lock import LOCK_FILE, holder, output_lock, validate
 from tests.fuzzing import FUZZ, scalars, values
 
 HOST = socket.gethostname()
@@ -63,7 +63,7 @@ stale_afters = st.sampled_from([None, 0.5, 600.0])
 @FUZZ
 @given(lock_bytes(), ages, stale_afters)
 def test_any_output_lock_is_taken_or_refused_by_pgras_own_error(content: bytes, age: float, stale: Any) -> None:
-    with tempfile.TemporaryDirectory() as tmp, mock.patch("pgra.lock.SETTLE_S", 0.0), \
+    with tempfile.TemporaryDirectory() as tmp, mock.patch("pgra.storage.lock.SETTLE_S", 0.0), \
             mock.patch.dict(os.environ, {"PGRA_LOCK_STALE_AFTER_S": str(stale)} if stale else {}):
         out = Path(tmp) / "out"
         out.mkdir()
@@ -81,7 +81,7 @@ def test_any_claim_is_claimed_skipped_or_probed_without_another_exception(conten
                                                                           stale: Any) -> None:
     from pgra.experiment.claims import claim_path, is_claimed, try_claim
 
-    with tempfile.TemporaryDirectory() as tmp, mock.patch("pgra.lock.SETTLE_S", 0.0):
+    with tempfile.TemporaryDirectory() as tmp, mock.patch("pgra.storage.lock.SETTLE_S", 0.0):
         cell = Path(tmp) / "sky" / "fid" / "seed-1"
         cell.parent.mkdir(parents=True)
         _place(claim_path(cell), content, age)
@@ -104,7 +104,7 @@ def test_any_job_registration_is_shared_refused_or_ignored(content: bytes, setti
     from pgra.experiment.claims import check_settings
 
     mine = {"reader": {"learning_rate": 0.001}, "knn_vote": {"k": 3}}
-    with tempfile.TemporaryDirectory() as tmp, mock.patch("pgra.lock.SETTLE_S", 0.0):
+    with tempfile.TemporaryDirectory() as tmp, mock.patch("pgra.storage.lock.SETTLE_S", 0.0):
         out = Path(tmp)
         live = json.dumps({"pid": 1, "host": HOST, "command": "pgra experiment", "started": time.time(),
                            "settings": settings}, allow_nan=True).encode("utf-8", "surrogatepass")

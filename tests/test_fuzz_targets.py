@@ -16,7 +16,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgra.errors import InputError
+from pgra.core.errors import InputError
 from pgra.evaluation.targets import compare, format_comparison, load_targets
 from tests.fuzzing import FUZZ, assert_clean_exit, names, run_cli, scalars, snapshot, values
 

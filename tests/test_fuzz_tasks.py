@@ -17,7 +17,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgra.errors import InputError
+from pgra.core.errors import InputError
 from pgra.tasks import get_task, load_task, task_paths
 from tests.fuzzing import FUZZ, assert_clean_exit, names, run_cli, snapshot, values
 

@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 
 from pgra.analysis.config import analyze_config
-from pgra.config import from_dict
+from pgra.core.config import from_dict
 from pgra.experiment import Experiment
 from tests import numerics
 

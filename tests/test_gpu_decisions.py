@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pgra.errors import InputError
+from pgra.core.errors import InputError
 from pgra.retrieval import dense
 from pgra.retrieval.dense import GPU_MAX_K, FaissParams, load_faiss, pq_lookup_bytes, search_faiss
 
@@ -204,7 +204,7 @@ def from_pretrained(monkeypatch):
     ("cuda:0", "auto", "auto", False),  # across every GPU the process sees
 ])
 def test_the_lm_is_loaded_straight_onto_its_device(from_pretrained, tiny_opt, device, device_map, placement, moved):
-    from pgra.causal_lm import CausalLM
+    from pgra.lm.causal_lm import CausalLM
 
     lm = CausalLM(str(tiny_opt), device=device, dtype="bf16", device_map=device_map)
     model = lm.model
@@ -218,7 +218,7 @@ def test_the_lm_is_loaded_straight_onto_its_device(from_pretrained, tiny_opt, de
 
 
 def test_the_lm_options_device_map_reaches_the_embedder_and_label_scorer(from_pretrained, tiny_opt):
-    from pgra.label_scoring import LabelScorer
+    from pgra.lm.label_scoring import LabelScorer
     from pgra.rerank.config import PromptGuidedConfig
     from pgra.rerank.embedder import LMEmbedder
 
@@ -230,7 +230,7 @@ def test_the_lm_options_device_map_reaches_the_embedder_and_label_scorer(from_pr
 
 
 def test_device_map_auto_with_several_ranks_on_the_node_is_refused(from_pretrained, tiny_opt, monkeypatch):
-    from pgra.causal_lm import CausalLM
+    from pgra.lm.causal_lm import CausalLM
 
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
     with pytest.raises(InputError, match="^field 'device_map': device_map auto spreads the LM over every GPU"):
@@ -244,7 +244,7 @@ def test_device_map_auto_with_several_ranks_on_the_node_is_refused(from_pretrain
 def test_a_tiny_lm_loads_and_scores_as_before_on_the_cpu(tiny_opt):
     from transformers import AutoModelForCausalLM
 
-    from pgra.causal_lm import CausalLM
+    from pgra.lm.causal_lm import CausalLM
 
     lm = CausalLM(str(tiny_opt), device="cpu", dtype="fp32")
     reference = AutoModelForCausalLM.from_pretrained(str(tiny_opt), dtype=torch.float32,

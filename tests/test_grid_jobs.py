@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pgra.faults import ENV, KILLED_EXIT
+from pgra.core.faults import ENV, KILLED_EXIT
 from tests.conftest import launch_failure, write_corpus, write_sky_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -207,7 +207,7 @@ def test_claims_skip_live_holders_and_take_over_dead_ones(tmp_path):
     cell = tmp_path / "sky" / "fid" / "seed-1"
     held = try_claim(cell, "cell", stale_after=600)
     assert held is not None and claim_path(cell).exists()
-    child = subprocess.run([sys.executable, "-c", "import sys; from pgra.lock import OutputBusyError, hold_lock\n"
+    child = subprocess.run([sys.executable, "-c", "import sys; from pgra.storage.lock import OutputBusyError, hold_lock\n"
                             f"try:\n    with hold_lock({str(claim_path(cell))!r}, stale_after=600): sys.exit(1)\n"
                             "except OutputBusyError: sys.exit(0)"], env=_env(), timeout=120)
     assert child.returncode == 0  # another process cannot take a live holder's claim
@@ -228,7 +228,7 @@ def test_claims_skip_live_holders_and_take_over_dead_ones(tmp_path):
 
 
 def test_a_held_claim_beats_and_records_the_slurm_job(tmp_path, monkeypatch):
-    from pgra.lock import hold_lock
+    from pgra.storage.lock import hold_lock
 
     monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "42")
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
@@ -243,7 +243,7 @@ def test_a_held_claim_beats_and_records_the_slurm_job(tmp_path, monkeypatch):
 
 
 def test_cost_order_and_parallel_option_leave_keys_alone(setup):
-    from pgra.config import from_dict
+    from pgra.core.config import from_dict
     from pgra.experiment import Experiment, ExperimentConfig
     from pgra.experiment.workers import cost_order
 
@@ -263,8 +263,8 @@ def test_cost_order_and_parallel_option_leave_keys_alone(setup):
 def test_a_first_run_goes_by_the_plan(setup, monkeypatch):
     """With no finished cell the order is the dry run's (costliest planned first); a plan that cannot be priced
     falls back to the order without records (readers first, then plan order)."""
-    from pgra.config import from_dict
-    from pgra.errors import InputError
+    from pgra.core.config import from_dict
+    from pgra.core.errors import InputError
     from pgra.experiment import Experiment, ExperimentConfig, estimate
     from pgra.experiment.workers import cost_order
 
@@ -303,7 +303,7 @@ def test_slurm_launcher_without_submitit_says_how_to_install_it(setup, monkeypat
 # ----- the "others busy?" probe only looks (issue 49 item 7) -----
 def test_probing_a_claim_writes_nothing(tmp_path, monkeypatch):
     """is_claimed judges a claim as try_claim does (free, live, dead), without creating or removing a file."""
-    import pgra.lock as lock
+    import pgra.storage.lock as lock
     from pgra.experiment.claims import claim_path, is_claimed
 
     def no_writes(*args, **kwargs):
@@ -384,7 +384,7 @@ def test_an_invalid_claim_holds_only_its_cell_and_is_taken_over_naming_its_field
 
 # ----- jobs sharing a folder share its settings (issue 53) -----
 def _grid_config(root: Path, **change):
-    from pgra.config import from_dict
+    from pgra.core.config import from_dict
     from pgra.experiment import ExperimentConfig
 
     data = {"out": str(root / "exp"), "tasks": [str(root / "sky.yaml")], "methods": ["knn_vote"], "seeds": [1],
@@ -401,7 +401,7 @@ def _grid_config(root: Path, **change):
 
 HOLD_REGISTRATION = '''
 import json, sys, time
-from pgra.lock import hold_lock
+from pgra.storage.lock import hold_lock
 with hold_lock(sys.argv[1], "pgra experiment", stale_after=600, extra={"settings": json.loads(sys.argv[2])}):
     print("held", flush=True)
     time.sleep(120)
@@ -412,9 +412,9 @@ def test_a_job_with_other_settings_is_refused_naming_the_setting(tmp_path):
     """Job A runs the folder with knn_vote.k=3; job B with k=5 would find A's cells stale and rerun them (and A
     B's): B is refused before it writes anything, naming the setting. A job that differs only in the grid's extent
     (methods, seeds) shares the folder; once A is gone, B runs."""
-    from pgra.distributed import DistContext
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
     from pgra.experiment import Experiment
+    from pgra.runtime.distributed import DistContext
 
     write_sky_task(tmp_path)
     write_corpus(tmp_path)

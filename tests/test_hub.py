@@ -13,7 +13,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 
-import pgra.export
+import pgra.serving.export
 from pgra.cli import main
 from tests.conftest import one_error_line
 
@@ -67,7 +67,7 @@ def hub(monkeypatch, tmp_path):
             (Path(out) / name).write_text(text)
         return Path(out)
 
-    monkeypatch.setattr(pgra.export, "export_run", fake_export)
+    monkeypatch.setattr(pgra.serving.export, "export_run", fake_export)
     (tmp_path / "run").mkdir()
     return exports
 
@@ -127,14 +127,14 @@ def test_a_link_in_the_folder_is_never_uploaded(hub, tmp_path, capsys, monkeypat
     """Finding 1: a link out of the exported folder (to the Hub token) is refused by name; nothing is uploaded."""
     secret = tmp_path / "token"
     secret.write_text("hf_secret")
-    fake_export = pgra.export.export_run
+    fake_export = pgra.serving.export.export_run
 
     def planted(run, out, copy_index=False, copy_lm=False):
         fake_export(run, out)
         (Path(out) / "best" / "tokenizer.json").symlink_to(secret)
         return Path(out)
 
-    monkeypatch.setattr(pgra.export, "export_run", planted)
+    monkeypatch.setattr(pgra.serving.export, "export_run", planted)
     line = one_error_line(_argv(tmp_path, "--push-to-hub", "alice/mr-pgra"), capsys)
     assert "best/tokenizer.json is a symbolic link to" in line and "field 'push_to_hub'" in line, line
     assert FakeApi.made[0].calls == []  # neither created nor uploaded

@@ -8,9 +8,9 @@ import pytest
 from pgra.icl.classify import label_probabilities
 from pgra.icl.config import ICLConfig
 from pgra.icl.run import ICLPredictor, run_icl
-from pgra.label_scoring import LabelScorer
+from pgra.lm.label_scoring import LabelScorer
+from pgra.lm.prompts import build_prompt
 from pgra.methods import load_run
-from pgra.prompts import build_prompt
 from pgra.selection import SelectorSettings, get_selector
 from pgra.tasks import Example, get_task
 from tests import numerics
@@ -133,7 +133,7 @@ def test_icl_frees_the_rewriting_lm_before_scoring(candidates, tmp_path, tiny_op
 
 
 def test_icl_bad_inputs(candidates, tmp_path, tiny_opt, tiny_bert):
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
 
     with pytest.raises(InputError, match="more than the 12 labelled"):
         run_icl(_icl_cfg(candidates, tmp_path, tiny_opt, tiny_bert, num_demos=13))

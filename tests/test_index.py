@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from pgra.cli import main
-from pgra.corpus import CorpusSource
-from pgra.errors import IncompleteArtifactError, StaleArtifactError
+from pgra.core.errors import IncompleteArtifactError, StaleArtifactError
+from pgra.data.corpus import CorpusSource
 from pgra.retrieval import encoder as encoder_mod
 from pgra.retrieval.index import DenseConfig, Index, IndexConfig, build_index
 from tests import numerics
@@ -148,7 +148,7 @@ def _edit_manifest(folder, change) -> None:
 
 def test_an_index_manifest_whose_pooler_differs_from_its_build_is_refused(corpus_txt, tmp_path, tiny_bert):
     """The query pooler comes from the manifest: an edited one would embed queries unlike the corpus, silently."""
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
 
     out = build_index(_dense_cfg(corpus_txt, tmp_path / "idx", tiny_bert))
     _edit_manifest(out, lambda m: m.update(pooler="mean"))
@@ -161,8 +161,8 @@ def test_an_index_manifest_whose_pooler_differs_from_its_build_is_refused(corpus
 
 
 def test_an_index_manifest_naming_files_outside_its_folder_is_refused(corpus_txt, tmp_path, tiny_bert):
-    from pgra.artifacts import file_record
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
+    from pgra.storage.artifacts import file_record
 
     out = build_index(_dense_cfg(corpus_txt, tmp_path / "idx", tiny_bert, bounded_memory=True))
     secret = tmp_path / "secret.npy"
@@ -187,7 +187,7 @@ def test_an_encoder_trained_for_one_pooler_is_refused_under_another(corpus_txt, 
     another is refused, naming the field, before anything is written."""
     import shutil
 
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
     from pgra.retrieval.base import recorded_encoder
 
     simcse = tmp_path / "simcse"

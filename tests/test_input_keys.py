@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from pgra.cli import main
-from pgra.config import from_dict
-from pgra.errors import InputError
+from pgra.core.config import from_dict
+from pgra.core.errors import InputError
 from pgra.experiment import CELL_FILE, Experiment, ExperimentConfig
 from tests.conftest import SENTENCES, one_error_line
 
@@ -124,7 +124,7 @@ def test_a_reranked_cell_whose_candidates_a_later_experiment_rebuilt_is_refused(
 
 def test_a_moved_experiment_folder_still_predicts_and_evaluates(tmp_path, corpus_txt, sky_task, tiny_t5, capsys):
     from pgra.evaluation.evaluate import evaluate_run
-    from pgra.pipeline import Pipeline
+    from pgra.serving.pipeline import Pipeline
 
     grid = _grid(tmp_path, corpus_txt, sky_task, tiny_t5, ["fid", "knn_vote"])
     _run(grid)

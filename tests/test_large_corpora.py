@@ -11,11 +11,11 @@ import faiss
 import numpy as np
 import pytest
 
-from pgra.artifacts import save_npy
 from pgra.retrieval.dense import FaissParams, build_faiss, load_faiss
 from pgra.retrieval.dense_build import FAISS_FILE, IVFDATA_FILE, shard_name, write_dense_index
 from pgra.retrieval.dense_retriever import DenseConfig
 from pgra.retrieval.shards import VectorShards
+from pgra.storage.artifacts import save_npy
 from tests import numerics
 
 
@@ -148,7 +148,7 @@ def test_a_bounded_build_does_not_grow_with_the_corpus(tmp_path, kind):
 
 
 def test_new_options_at_their_defaults_leave_keys_and_records_as_they_were():
-    from pgra.config import recorded_settings
+    from pgra.core.config import recorded_settings
     from pgra.retrieval.config import IndexConfig
     from pgra.retrieval.dense_retriever import DenseRetriever
 
@@ -230,7 +230,7 @@ def test_a_compressed_index_records_its_recall_and_rescoring_raises_it(tmp_path)
 
 
 def test_an_index_below_its_recall_floor_is_refused(tmp_path):
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
 
     params = FaissParams(nlist=16, nprobe=1, recall_queries=50, recall_k=10, min_recall=0.99)
     with pytest.raises(InputError, match="below min_recall 0.99") as e:
@@ -360,7 +360,7 @@ def test_two_ranks_each_holding_half_the_index_retrieve_as_one_process(corpus_tx
 
 def test_ivfpq_and_opq_on_too_few_vectors_are_an_input_error_naming_the_minimum(tmp_path):
     """In memory, bounded or from Python: pgra's InputError (field and minimum), never faiss's RuntimeError."""
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
 
     base = _unit(100, 16, 11)
     cases = [(FaissParams(nlist=4, pq_m=4), "dense.faiss.pq_nbits", "pq_nbits=6"),
@@ -379,7 +379,7 @@ def test_ivfpq_and_opq_on_too_few_vectors_are_an_input_error_naming_the_minimum(
 def test_ivf_cells_fit_the_training_sample(tmp_path):
     """The default nlist (4 * sqrt(N)) is at most the training sample (k-means needs a point per cell); an explicit
     nlist above train_size is refused by name."""
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
 
     index = build_faiss(_unit(1000, 8, 12), "ivf", FaissParams(train_size=10))
     assert faiss.extract_index_ivf(index).nlist == 10 and index.ntotal == 1000

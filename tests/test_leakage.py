@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from pgra.analysis.leakage import exact_duplicates, near_duplicates, normalise
-from pgra.errors import InputError
+from pgra.core.errors import InputError
 from pgra.retrieval.retrieve import read_excluded_ids
 from tests import numerics
 from tests.conftest import SENTENCES, SKY

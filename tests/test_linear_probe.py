@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from pgra.artifacts import write_manifest
-from pgra.config import from_dict, to_dict
-from pgra.errors import InputError
+from pgra.core.config import from_dict, to_dict
+from pgra.core.errors import InputError
 from pgra.experiment import ExperimentConfig
 from pgra.methods import METHODS, RUN_KINDS, MethodInputs, load_run
 from pgra.methods.linear_probe import LinearProbe, probabilities
+from pgra.storage.artifacts import write_manifest
 from tests import numerics
 from tests.conftest import SENTENCES, TASK
 

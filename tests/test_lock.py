@@ -14,14 +14,14 @@ import time
 import pytest
 
 from pgra.cli import main
-from pgra.lock import LOCK_FILE, OutputBusyError
+from pgra.storage.lock import LOCK_FILE, OutputBusyError
 
 
 @contextlib.contextmanager
 def _held(out, command):
     """Another live process holding ``out``'s lock for the block (killed after it, leaving a stale lock)."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import time; from pgra.lock import output_lock\n"
+        [sys.executable, "-c", "import time; from pgra.storage.lock import output_lock\n"
          f"with output_lock({str(out)!r}, {command!r}):\n print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -112,7 +112,7 @@ def _live_stranger():
 
 @pytest.mark.parametrize("recorded", ["start time", "no start time"])
 def test_a_lock_whose_pid_now_belongs_to_another_process_is_taken_over(recorded, tmp_path, corpus_txt, capsys):
-    from pgra.lock import _start_token
+    from pgra.storage.lock import _start_token
 
     if _start_token(os.getpid()) is None:
         pytest.skip("no way to read a process's start time here (no /proc, no psutil)")
@@ -135,7 +135,7 @@ def test_a_lock_whose_pid_now_belongs_to_another_process_is_taken_over(recorded,
 
 
 def test_a_lock_records_its_writers_start_and_a_live_writer_keeps_it(tmp_path, corpus_txt, capsys):
-    from pgra.lock import _start_token
+    from pgra.storage.lock import _start_token
 
     out = tmp_path / "idx"
     with _held(out, "pgra build-index") as holder:
@@ -146,14 +146,14 @@ def test_a_lock_records_its_writers_start_and_a_live_writer_keeps_it(tmp_path, c
 
 
 def _quick_settle(monkeypatch):
-    monkeypatch.setattr("pgra.lock.SETTLE_S", 0.1, raising=False)  # (raising=False: runs against older lock.py)
+    monkeypatch.setattr("pgra.storage.lock.SETTLE_S", 0.1, raising=False)  # (raising=False: runs against older lock.py)
 
 
 @pytest.mark.parametrize("content", ["", '{"pid": 12'])
 def test_a_fresh_empty_or_cut_off_lock_is_not_deleted(content, tmp_path, monkeypatch):
     """An empty lock may be one another process is writing this very moment (an older pgra creates it, then
     writes it): while it is fresh it is kept and the run refused, naming it."""
-    from pgra.lock import output_lock
+    from pgra.storage.lock import output_lock
 
     _quick_settle(monkeypatch)
     out = tmp_path / "out"
@@ -166,7 +166,7 @@ def test_a_fresh_empty_or_cut_off_lock_is_not_deleted(content, tmp_path, monkeyp
 
 
 def test_an_old_empty_lock_is_taken_over(tmp_path, monkeypatch, capsys):
-    from pgra.lock import output_lock
+    from pgra.storage.lock import output_lock
 
     _quick_settle(monkeypatch)
     out = tmp_path / "out"
@@ -181,7 +181,7 @@ def test_an_old_empty_lock_is_taken_over(tmp_path, monkeypatch, capsys):
 
 
 def _live_lock(proc, command):
-    from pgra.lock import _start_token
+    from pgra.storage.lock import _start_token
 
     return {"pid": proc.pid, "host": socket.gethostname(), "command": command, "started": time.time(),
             "pid_start": _start_token(proc.pid)}
@@ -190,9 +190,9 @@ def _live_lock(proc, command):
 def test_an_empty_lock_written_while_waiting_is_judged_by_its_content(tmp_path, monkeypatch):
     import threading
 
-    from pgra.lock import output_lock
+    from pgra.storage.lock import output_lock
 
-    monkeypatch.setattr("pgra.lock.SETTLE_S", 5.0, raising=False)
+    monkeypatch.setattr("pgra.storage.lock.SETTLE_S", 5.0, raising=False)
     out = tmp_path / "out"
     out.mkdir()
     (out / LOCK_FILE).write_text("")
@@ -212,7 +212,7 @@ def test_an_empty_lock_written_while_waiting_is_judged_by_its_content(tmp_path, 
 def test_a_takeover_leaves_alone_a_lock_a_live_process_wrote_after_the_stale_one_was_read(tmp_path, monkeypatch):
     """Two processes find the same dead process's lock; one takes it over and holds the folder before the other
     acts on what it read: the other must not delete the live lock (it refuses, naming its holder)."""
-    import pgra.lock as lock
+    import pgra.storage.lock as lock
 
     out = tmp_path / "out"
     out.mkdir()
@@ -244,11 +244,11 @@ def test_a_takeover_leaves_alone_a_lock_a_live_process_wrote_after_the_stale_one
 def test_any_lock_file_path_can_be_held(tmp_path):
     """The lower-level lock (for locks other than an output folder's): re-entrant, refused to another process,
     removed after the block."""
-    from pgra.lock import hold_lock
+    from pgra.storage.lock import hold_lock
 
     path = tmp_path / "cell.lock"
     with hold_lock(path, "job A"), hold_lock(path, "job A again"):
-        other = subprocess.run([sys.executable, "-c", "from pgra.lock import hold_lock\n"
+        other = subprocess.run([sys.executable, "-c", "from pgra.storage.lock import hold_lock\n"
                                 f"with hold_lock({str(path)!r}, 'job B', label='cell 3'): pass"],
                                capture_output=True, text=True)
         assert other.returncode != 0
@@ -263,7 +263,7 @@ def test_the_lock_is_taken_where_link_misbehaves(link, tmp_path, monkeypatch):
     count says it is ours); a filesystem without hard links falls back to exclusive create-then-write."""
     import errno
 
-    import pgra.lock as lock
+    import pgra.storage.lock as lock
 
     real_link = os.link
 
@@ -304,7 +304,7 @@ INVALID_LOCKS = [  # (content, the field named)
 def test_an_invalid_lock_is_refused_naming_its_field_then_taken_over(content, named, tmp_path, monkeypatch, capsys):
     """A fresh invalid lock: OutputBusyError naming the file and the field, telling to delete it (nothing changed);
     once older than GRACE_S it is taken over, saying why."""
-    from pgra.lock import output_lock
+    from pgra.storage.lock import output_lock
 
     _quick_settle(monkeypatch)
     out = tmp_path / "out"
@@ -336,7 +336,7 @@ def test_the_cli_names_an_invalid_lock_in_one_error_line(tmp_path, corpus_txt):
 
 
 def test_validate_accepts_what_pgra_writes_and_keeps_unknown_fields():
-    from pgra.lock import _me, validate
+    from pgra.storage.lock import _me, validate
 
     me = _me("pgra train", stale_after=600.0, extra={"settings": {"a": [1]}})
     info, problem = validate(json.dumps(me).encode())
@@ -356,7 +356,7 @@ def test_under_a_claim_another_hosts_dead_output_lock_is_taken_over(tmp_path, ca
     """A dead job's cell: its claim and the reader's `.pgra-lock` inside the cell both from another host, their
     heartbeat long stopped. The job that takes the claim over takes the lock over too (it raised OutputBusyError)."""
     from pgra.experiment.claims import claim_path, try_claim
-    from pgra.lock import STALE_ENV, output_lock
+    from pgra.storage.lock import STALE_ENV, output_lock
 
     cell = tmp_path / "exp" / "sky" / "fid" / "seed-1"
     cell.mkdir(parents=True)
@@ -375,9 +375,9 @@ def test_under_a_claim_another_hosts_dead_output_lock_is_taken_over(tmp_path, ca
 def test_under_a_claim_another_hosts_live_output_lock_is_kept(tmp_path, monkeypatch):
     """A lock whose heartbeat is fresh is a live job's, claim or not; outside a claim another host's lock is never
     guessed dead (a command run by hand)."""
-    import pgra.lock as lock
+    import pgra.storage.lock as lock
     from pgra.experiment.claims import try_claim
-    from pgra.lock import output_lock
+    from pgra.storage.lock import output_lock
 
     cell = tmp_path / "exp" / "sky" / "fid" / "seed-1"
     cell.mkdir(parents=True)
@@ -402,9 +402,9 @@ def test_under_a_claim_another_hosts_live_output_lock_is_kept(tmp_path, monkeypa
 def test_a_forged_lock_recording_a_huge_timeout_is_refused_not_waited_for(tmp_path, monkeypatch):
     """A lock from another host may record any timeout (up to 1e9 s): a job under a claim waits for it no longer
     than its own timeout, so one forged lock cannot put it to sleep for decades."""
-    import pgra.lock as lock
+    import pgra.storage.lock as lock
     from pgra.experiment.claims import try_claim
-    from pgra.lock import output_lock
+    from pgra.storage.lock import output_lock
 
     cell = tmp_path / "exp" / "sky" / "fid" / "seed-1"
     cell.mkdir(parents=True)
@@ -434,7 +434,7 @@ import socket, sys, time
 socket.gethostname = lambda: "node-17"  # the dead job ran on another host
 from pathlib import Path
 from pgra.experiment.claims import try_claim
-from pgra.lock import output_lock
+from pgra.storage.lock import output_lock
 
 cell = Path(sys.argv[1])
 with try_claim(cell, "cell", stale_after=float(sys.argv[2])):
@@ -450,7 +450,7 @@ def test_a_job_that_takes_over_a_claim_takes_over_its_output_lock_beaten_later(t
     when the lock is still younger than that: it waits for the lock to go stale and takes it over (it failed the
     cell with OutputBusyError)."""
     from pgra.experiment.claims import claim_path, try_claim
-    from pgra.lock import output_lock
+    from pgra.storage.lock import output_lock
 
     stale = 2.0
     cell = tmp_path / "exp" / "t" / "fid" / "seed-1"
@@ -479,7 +479,7 @@ def test_a_job_that_takes_over_a_claim_takes_over_its_output_lock_beaten_later(t
 def test_a_skewed_local_clock_judges_locks_on_the_file_system_s_clock(skew, tmp_path, monkeypatch):
     """This host's clock an hour ahead took another host's live lock for dead (two writers in one cell); an hour
     behind, it never took a dead one over. Ages are read against a probe touched in the lock's folder."""
-    from pgra.lock import holder
+    from pgra.storage.lock import holder
 
     live, dead = tmp_path / "live", tmp_path / "dead"
     _forge(live, age=5)
@@ -511,7 +511,7 @@ def test_a_claim_from_the_future_is_taken_over_and_said(tmp_path, capsys):
 
 @pytest.mark.parametrize("content", [b"", b"{not json"])
 def test_an_empty_or_unreadable_lock_from_the_future_is_taken_over(content, tmp_path, monkeypatch, capsys):
-    from pgra.lock import output_lock
+    from pgra.storage.lock import output_lock
 
     _quick_settle(monkeypatch)
     out = tmp_path / "out"

@@ -5,7 +5,7 @@ O_APPEND write per line) must never show two holders at once. Half the workers s
 some read the lock while others are between reading it and acting on it (a takeover that removes whichever lock
 is there by then fails here most runs; the exact interleaving is tested in test_lock.py).
 
-The race runs in a driver subprocess that imports only ``pgra.lock`` (no torch) and forks its workers, so the
+The race runs in a driver subprocess that imports only ``pgra.storage.lock`` (no torch) and forks its workers, so the
 test's own process (threads of whatever earlier tests loaded) is never forked."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ WORKERS, TRIALS = 8, 50
 
 DRIVER = textwrap.dedent('''
     import json, multiprocessing as mp, os, random, sys, time
-    from pgra.lock import LOCK_FILE, OutputBusyError, output_lock
+    from pgra.storage.lock import LOCK_FILE, OutputBusyError, output_lock
 
     folder, log, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
     workers, trials = int(sys.argv[4]), int(sys.argv[5])

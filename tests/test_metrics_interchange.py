@@ -4,9 +4,9 @@ import time
 
 import pytest
 
-from pgra.errors import InputError, PgraError
-from pgra.interchange import example_record, read_records, write_records
-from pgra.metrics import compute_metric, mean_std
+from pgra.core.errors import InputError, PgraError
+from pgra.data.interchange import example_record, read_records, write_records
+from pgra.results.metrics import compute_metric, mean_std
 from pgra.tasks import Example
 
 
@@ -45,7 +45,7 @@ def test_interchange_roundtrip_and_validation(tmp_path):
 
 
 def test_download_fails_fast_offline(tmp_path, monkeypatch):
-    from pgra.download import download
+    from pgra.data.download import download
 
     monkeypatch.setenv("PGRA_OFFLINE", "1")
     start = time.monotonic()

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from pgra.artifacts import sha256_file
+from pgra.core.errors import InputError, PgraError
 from pgra.demo import mr
 from pgra.demo.assets import MARKER
-from pgra.errors import InputError, PgraError
+from pgra.storage.artifacts import sha256_file
 from pgra.tasks import get_task, load_task
 
 # ---------------------------------------------------------------- synthetic packages
@@ -383,7 +383,7 @@ def test_real_mr_rerun_and_task(real_mr):
 
 
 def test_lmbff_download_replaces_the_rebuilt_mr(tmp_path, fakes, monkeypatch):
-    from pgra.download import _extract_original, download
+    from pgra.data.download import _extract_original, download
 
     data = tmp_path / "data"
     mr.prepare_mr(data, *fakes, test_size=10)

@@ -19,16 +19,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pgra import device as pgra_device
-from pgra import distributed
-from pgra.device import (
-    NO_GPU_WARNED,
-    cuda_expected,
-    launcher_threads,
-    local_device_index,
-    resolve_device,
-    warn_if_cuda_missing,
-)
 from pgra.experiment import workers
 from pgra.experiment.claims import claim_path
 from pgra.experiment.layout import CellPlan
@@ -38,6 +28,16 @@ from pgra.experiment.workers import (
     leave_held_cells,
     release_gpu_memory,
     single_process_env,
+)
+from pgra.runtime import device as pgra_device
+from pgra.runtime import distributed
+from pgra.runtime.device import (
+    NO_GPU_WARNED,
+    cuda_expected,
+    launcher_threads,
+    local_device_index,
+    resolve_device,
+    warn_if_cuda_missing,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,7 +212,7 @@ def test_a_rank_releases_gpu_memory_before_it_starts_a_cell_s_child(tmp_path, mo
 
 KILLED_CELL = """
 import os, signal, sys
-from pgra.lock import output_lock
+from pgra.storage.lock import output_lock
 
 with output_lock(sys.argv[1], "pgra.reader.train.train"):
     os.kill(os.getpid(), signal.SIGKILL)  # the OOM killer takes the cell's process alone
@@ -222,7 +222,7 @@ with output_lock(sys.argv[1], "pgra.reader.train.train"):
 def test_a_cell_child_killed_alone_has_its_lock_released_by_its_rank(tmp_path, monkeypatch, capsys, no_cuda):
     """Issue 68 item 6: a cell's child killed by SIGKILL leaves its `.pgra-lock` fresh (another host would find
     the cell busy until the lock's heartbeat is stale_after old). The rank that saw it die releases it."""
-    from pgra.lock import LOCK_FILE
+    from pgra.storage.lock import LOCK_FILE
 
     monkeypatch.setattr(workers, "experiment_payload", lambda exp: {})
     cell = CellPlan("t", "fid", 1, tmp_path / "out" / "t" / "fid" / "seed-1", "k", "todo")
@@ -311,8 +311,8 @@ def test_a_cell_child_s_cost_record_counts_the_cores_it_shared(monkeypatch, no_c
     """A cell's child sees no launch, so it cannot count the ranks beside it; the rank tells it
     (``PGRA_CORE_SHARERS``), and so does the local launcher its workers: 4 ranks of one thread on 2 cores record
     half a core each (``cores_each``), which the plan scales by."""
-    from pgra.cost import _cores_each
     from pgra.experiment import launch
+    from pgra.runtime.cost import _cores_each
 
     monkeypatch.setattr(pgra_device, "node_cores", lambda: 2)
     for k, v in {**LAUNCHERS["torchrun"], **TORCHRUN_4}.items():
@@ -331,7 +331,7 @@ def test_a_cell_child_s_cost_record_counts_the_cores_it_shared(monkeypatch, no_c
     seen = []
     grid = type("Grid", (), {"run": lambda self: seen.append(os.environ.get(pgra_device.CORE_SHARERS_ENV)) or []})
     monkeypatch.setattr(launch, "experiment_from_payload", lambda payload: grid())
-    monkeypatch.setattr("pgra.verbosity.configure_child_output", lambda: None)
+    monkeypatch.setattr("pgra.core.verbosity.configure_child_output", lambda: None)
     monkeypatch.setenv(launch.WORKER_ENV, "test")  # run_worker sets both: restored after the test
     monkeypatch.setenv(pgra_device.CORE_SHARERS_ENV, "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # (the user's: kept, so this process's threads stay)
@@ -359,7 +359,7 @@ def test_local_workers_each_get_their_share_of_the_cores(monkeypatch, no_cuda):
     monkeypatch.setattr(pgra_device.torch, "set_num_threads", applied.append)
     monkeypatch.delitem(sys.modules, "faiss", raising=False)
     monkeypatch.setattr(launch, "experiment_from_payload", lambda payload: SimpleNamespace(run=lambda: []))
-    monkeypatch.setattr("pgra.verbosity.configure_child_output", lambda: None)
+    monkeypatch.setattr("pgra.core.verbosity.configure_child_output", lambda: None)
     monkeypatch.setenv(launch.WORKER_ENV, "test")
     monkeypatch.setenv(pgra_device.CORE_SHARERS_ENV, "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "")  # (restored after the test)
@@ -384,7 +384,7 @@ def test_the_launcher_s_start_environment_is_the_parent_s(monkeypatch):
     """What decides a user's ``OMP_NUM_THREADS=1`` from a launcher's: the parent's environment as it started (a
     variable this process set afterwards is not in it, though its child inherits it)."""
     monkeypatch.setenv("PGRA_TEST_SET_LATER", "1")
-    code = ("import os; from pgra.device import _launcher_start_env as s; e = s(); "
+    code = ("import os; from pgra.runtime.device import _launcher_start_env as s; e = s(); "
             "print(os.environ['PGRA_TEST_SET_LATER'], 'PGRA_TEST_SET_LATER' in e, 'PATH' in e)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -700,7 +700,7 @@ def test_the_local_launcher_without_cuda_leaves_the_devices_alone(monkeypatch, n
 
 def test_the_local_launcher_s_workers_run_with_the_sharing_it_counted(tmp_path, monkeypatch):
     """A worker sees one GPU and cannot count the workers beside it: the launcher raises its cells_per_gpu."""
-    from pgra.config import from_dict
+    from pgra.core.config import from_dict
     from pgra.experiment import ExperimentConfig, launch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -756,7 +756,7 @@ def test_cells_mode_on_an_exclusive_process_gpu_is_refused_before_anything_runs(
     """Under parallel: cells the rank holds a CUDA context on its GPU, so its cell's child process could not create
     one where the GPU lets one process at a time use it: refused with one line naming parallel, before the index
     is built (a rank on a Default GPU, or a DDP job with a GPU each, runs)."""
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
 
     _smi(monkeypatch)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
@@ -821,7 +821,7 @@ def test_which_ranks_share_a_gpu_with_a_lower_one(local_world, local_rank, gpus,
 
 
 def test_a_local_worker_leaves_the_stages_to_its_gpu_s_first_worker_while_it_runs(tmp_path):
-    from pgra.device import STAGE_PARTNER_ENV, stage_partner_alive
+    from pgra.runtime.device import STAGE_PARTNER_ENV, stage_partner_alive
 
     assert not stage_partner_alive({}) and stage_partner_alive({STAGE_PARTNER_ENV: str(os.getpid())})
     for forged in ("0", "1", "9" * 20):  # this process group, init, past any pid: never a partner
@@ -837,7 +837,7 @@ def test_a_local_worker_leaves_the_stages_to_its_gpu_s_first_worker_while_it_run
 
 
 def test_a_local_worker_sharing_a_gpu_builds_no_stage_while_its_partner_runs(tmp_path, monkeypatch):
-    from pgra.device import STAGE_PARTNER_ENV
+    from pgra.runtime.device import STAGE_PARTNER_ENV
 
     run, stage = _grid(tmp_path), tmp_path / "out" / "t" / "reranked"
     monkeypatch.setenv(STAGE_PARTNER_ENV, str(os.getpid()))
@@ -853,8 +853,8 @@ def test_a_local_worker_sharing_a_gpu_builds_no_stage_while_its_partner_runs(tmp
 
 def test_the_local_launcher_names_each_gpu_s_first_worker_to_the_workers_beside_it(tmp_path, monkeypatch):
     """--launcher local --workers 4 on 2 GPUs: workers 2 and 3 leave the stages to workers 0 and 1."""
-    from pgra.device import STAGE_PARTNER_ENV
     from pgra.experiment import launch
+    from pgra.runtime.device import STAGE_PARTNER_ENV
 
     started = []
 
@@ -878,9 +878,9 @@ def test_the_local_launcher_names_each_gpu_s_first_worker_to_the_workers_beside_
 def test_a_count_in_the_environment_that_is_no_ascii_whole_number_is_left_unread(junk, monkeypatch):
     """``str.isdigit`` takes ``²`` (and other scripts' digits) that ``int`` refuses or reads as another number: every
     count pgra reads from the environment goes through one parser, and such a value counts as unset (H11)."""
-    from pgra.errors import InputError, whole_number
+    from pgra.core.errors import InputError, whole_number
+    from pgra.core.faults import parse_fault
     from pgra.experiment.estimate import default_workers, worker_threads
-    from pgra.faults import parse_fault
     from pgra.retrieval.dense import faiss_gpus
 
     assert whole_number(junk) is None and whole_number(" 12 ") == 12
@@ -891,7 +891,7 @@ def test_a_count_in_the_environment_that_is_no_ascii_whole_number_is_left_unread
     for name, value in (("LOCAL_RANK", junk), ("RANK", "3"), ("WORLD_SIZE", junk), ("OMP_NUM_THREADS", junk)):
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(pgra_device, "node_cores", lambda: 4)
-    # LOCAL_RANK unread, so the mpirun-style RANK 3 chooses the GPU (3 mod 2), as pgra.device.launch_rank says
+    # LOCAL_RANK unread, so the mpirun-style RANK 3 chooses the GPU (3 mod 2), as pgra.runtime.device.launch_rank says
     assert pgra_device.local_device_index(2) == 1 and default_workers() == 1 and worker_threads(2) == 2.0
     assert distributed.init_distributed().world_size == 1
     with pytest.raises(InputError, match="PGRA_FAULT"):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import pgra.progress as progress_mod
-from pgra.progress import LogProgress, progress
-from pgra.verbosity import EXPECTED_WARNINGS, configure_output
+import pgra.core.progress as progress_mod
+from pgra.core.progress import LogProgress, progress
+from pgra.core.verbosity import EXPECTED_WARNINGS, configure_output
 
 
 class _FakeClock:
@@ -196,7 +196,7 @@ def test_a_quiet_commands_child_processes_are_quiet_too(isolated_output, monkeyp
     configure_output(False)
     assert os.environ["PGRA_QUIET"] == "1"
     category, _, module, example = EXPECTED_WARNINGS[0]
-    child = ("import warnings; from pgra.verbosity import configure_child_output; configure_child_output(); "
+    child = ("import warnings; from pgra.core.verbosity import configure_child_output; configure_child_output(); "
              f"warnings.warn_explicit({example!r}, {category.__name__}, {module.replace('.', '/')!r} + '.py', 1, "
              f"module={module!r})")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
@@ -206,11 +206,11 @@ def test_a_quiet_commands_child_processes_are_quiet_too(isolated_output, monkeyp
     assert quiet.returncode == loud.returncode == 0
     assert example[:30] not in quiet.stderr and example[:30] in loud.stderr
     # the cell's and the worker's entry points call it first
-    import pgra.verbosity
+    import pgra.core.verbosity
     from pgra.experiment import launch
 
     called = []
-    monkeypatch.setattr(pgra.verbosity, "configure_child_output", lambda: called.append(1))
+    monkeypatch.setattr(pgra.core.verbosity, "configure_child_output", lambda: called.append(1))
     monkeypatch.setenv(launch.WORKER_ENV, "test")  # run_worker sets it: restored after the test
     with pytest.raises(KeyError):
         launch.run_cell_process({})
@@ -354,9 +354,9 @@ def test_pipeline_is_quiet_and_leaves_the_libraries_settings_alone(tmp_path, cor
     else:
         monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", hub_bars_env)
 
-    from pgra.config import from_dict
+    from pgra.core.config import from_dict
     from pgra.experiment import Experiment, ExperimentConfig
-    from pgra.pipeline import Pipeline
+    from pgra.serving.pipeline import Pipeline
     from tests.test_experiment import _config
 
     grid = _config(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_bert2bert, methods=["fid"], seeds=[1],

@@ -1,4 +1,4 @@
-"""pgra deletes or replaces only what it can prove it wrote (pgra.ownership): a non-empty output folder it did not
+"""pgra deletes or replaces only what it can prove it wrote (pgra.storage.ownership): a non-empty output folder it did not
 make, a stale cell holding a user's file and a hand-written or hand-edited report are refused with one error line
 (exit 2) and nothing is changed; its own folders are still resumed, rerun and re-reported."""
 
@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from pgra.cli import main
-from pgra.errors import InputError
-from pgra.ownership import RECORD, claim_folder, is_temp
+from pgra.core.errors import InputError
+from pgra.storage.ownership import RECORD, claim_folder, is_temp
 from tests.conftest import one_error_line
 
 
@@ -44,9 +44,9 @@ def test_claim_refuses_a_folder_pgra_did_not_make_and_records_its_own(tmp_path):
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "train_log.jsonl").write_text("")
     assert claim_folder(tmp_path / "old", "reader")
-    from pgra import lock, ownership
+    from pgra.storage import lock, ownership
 
-    assert ownership.LOCK_FILE == lock.LOCK_FILE  # the lock's name, spelled out (pgra.lock imports ownership)
+    assert ownership.LOCK_FILE == lock.LOCK_FILE  # the lock's name, spelled out (pgra.storage.lock imports ownership)
 
 
 def test_a_folder_pgra_made_for_one_kind_is_refused_to_another(tmp_path, corpus_txt, capsys):
@@ -79,7 +79,7 @@ def test_a_folder_pgra_made_for_one_kind_is_refused_to_another(tmp_path, corpus_
 def test_a_lock_on_its_way_is_pgras_and_never_dropped(tmp_path, monkeypatch):
     """Another job's lock between its write and its link (``.<lock>.<pid>.<hex>.new``) is neither a user's file nor
     a leftover: claiming the folder meanwhile keeps it (dropping it made that job's link fail)."""
-    from pgra.lock import hold_lock
+    from pgra.storage.lock import hold_lock
 
     folder = tmp_path / "out"
     claim_folder(folder, "output")
@@ -92,8 +92,8 @@ def test_a_lock_on_its_way_is_pgras_and_never_dropped(tmp_path, monkeypatch):
     assert claim_folder(fresh, "output") is True  # nothing of a user's in it
     import os
 
-    import pgra.lock as lock_mod
-    from pgra.ownership import entries
+    import pgra.storage.lock as lock_mod
+    from pgra.storage.ownership import entries
 
     names, link = [], os.link
     monkeypatch.setattr(lock_mod.os, "link", lambda src, dst: (names.append(Path(src).name), link(src, dst))[1])
@@ -176,7 +176,7 @@ def test_a_killed_export_leaves_a_temporary_file_the_next_run_removes(tmp_path, 
     import subprocess
     import sys
 
-    from pgra.faults import ENV, KILLED_EXIT
+    from pgra.core.faults import ENV, KILLED_EXIT
 
     out = tmp_path / "exported"
     root = Path(__file__).resolve().parents[1]

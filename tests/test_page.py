@@ -12,11 +12,11 @@ from urllib.parse import urlencode
 import pytest
 
 from pgra.cli.experiment import run_and_report
-from pgra.config import from_dict
+from pgra.core.config import from_dict
+from pgra.core.markdown import md_cell, md_table
 from pgra.evaluation import page as page_mod
 from pgra.evaluation.report import format_markdown
 from pgra.experiment import ExperimentConfig
-from pgra.markdown import md_cell, md_table
 from tests.conftest import write_corpus, write_sky_task
 from tests.test_experiment import _config
 

@@ -1,6 +1,6 @@
 """Config values that become path components (splits, methods, seeds, task names, analysis.retrievers keys ...)
-are declared ``option(path_segment=True)`` and checked in one place (:func:`pgra.config.check_path_segments`,
-built on :func:`pgra.artifacts.safe_name`): every such option of every config class refuses a value that would
+are declared ``option(path_segment=True)`` and checked in one place (:func:`pgra.core.config.check_path_segments`,
+built on :func:`pgra.storage.artifacts.safe_name`): every such option of every config class refuses a value that would
 lead outside its folder, with one error naming the field, before anything is read or written."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from pgra.cli import COMMANDS
-from pgra.config import check_config, from_dict, section_type, to_dict
-from pgra.errors import InputError
+from pgra.core.config import check_config, from_dict, section_type, to_dict
+from pgra.core.errors import InputError
 from pgra.tasks import TaskSpec, get_task
 from tests.conftest import one_error_line
 
@@ -85,7 +85,7 @@ def test_the_enumeration_reaches_every_config_class():
     reached: dict[str, type] = {}
     for cls in _roots().values():
         _classes(cls, reached)
-    # BatchDefaults: made inside pgra.causal_lm.lm_config, reached under the names of the classes it makes
+    # BatchDefaults: made inside pgra.lm.causal_lm.lm_config, reached under the names of the classes it makes
     assert declared - set(reached) - {"BatchDefaults"} == set()
     assert len(declared) >= 30
 
@@ -200,7 +200,7 @@ def test_every_path_option_refuses_a_name_leading_elsewhere(bad, tmp_path, monke
 
 
 def test_good_names_pass():
-    from pgra.config import check_path_segments
+    from pgra.core.config import check_path_segments
 
     for value in ("test", ["train", "dev"], {"bm25-v2": {}, "simcse_large": {}}, [1, 2, -3], "SST-2.v1"):
         check_path_segments(value, "f")
@@ -239,7 +239,7 @@ def test_analysis_retrievers_name_cannot_build_anything_elsewhere(tmp_path, corp
 
 
 def test_peek_reads_no_split_outside_its_folder(tmp_path, monkeypatch, capsys):
-    import pgra.interchange
+    import pgra.data.interchange
 
     folder = tmp_path / "a" / "cands"
     folder.mkdir(parents=True)
@@ -247,8 +247,8 @@ def test_peek_reads_no_split_outside_its_folder(tmp_path, monkeypatch, capsys):
     (folder / "test.jsonl").write_text(json.dumps(record) + "\n")
     (tmp_path / "secret.jsonl").write_text(json.dumps({**record, "text": "SECRET"}) + "\n")
     read: list[Path] = []
-    real = pgra.interchange.read_records
-    monkeypatch.setattr(pgra.interchange, "read_records", lambda path, *a, **kw: (read.append(Path(path)),
+    real = pgra.data.interchange.read_records
+    monkeypatch.setattr(pgra.data.interchange, "read_records", lambda path, *a, **kw: (read.append(Path(path)),
                                                                                   real(path, *a, **kw))[1])
     for split in ("../../secret", str(tmp_path / "secret"), "a/b", ".."):
         line = one_error_line(["peek", str(folder), "--split", split], capsys)

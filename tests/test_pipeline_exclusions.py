@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pgra.errors import InputError, StaleArtifactError
+from pgra.core.errors import InputError, StaleArtifactError
 from pgra.methods.reader_method import ReaderPredictor
-from pgra.pipeline import Pipeline
 from pgra.retrieval.index import Index, IndexConfig, build_index
 from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+from pgra.serving.pipeline import Pipeline
 
 
 class _Reader(ReaderPredictor):
@@ -41,8 +41,8 @@ def excluded_run(tmp_path, corpus_txt, sky_task, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()
     (run / "manifest.json").write_text(json.dumps({"kind": "reader", "data": str(cands)}))
-    monkeypatch.setattr("pgra.pipeline.verify_run", lambda run: None)
-    monkeypatch.setattr("pgra.pipeline.load_run", lambda run, device=None, trust_remote_code=False: _Reader())
+    monkeypatch.setattr("pgra.serving.pipeline.verify_run", lambda run: None)
+    monkeypatch.setattr("pgra.serving.pipeline.load_run", lambda run, device=None, trust_remote_code=False: _Reader())
     return {"run": run, "cands": cands, "ids": ids, "planted": planted, "first": first, "index": index}
 
 

@@ -239,7 +239,7 @@ def test_a_new_method_on_a_new_stage_is_two_files(toy_stage, tmp_path, corpus_tx
     import subprocess
     import sys
 
-    from pgra.config import load_config
+    from pgra.core.config import load_config
     from pgra.experiment import Experiment
     from pgra.experiment.config import experiment_config
     from tests.conftest import launch_failure
@@ -275,8 +275,8 @@ def test_a_new_method_on_a_new_stage_is_two_files(toy_stage, tmp_path, corpus_tx
     assert exp.stage_done(str(sky_task), "toy_tail")
     assert "toy_tail" in exp.describe()
     # a run that read a stage which cannot replay its work on new texts: one InputError, before any model loads
-    from pgra.errors import InputError
-    from pgra.pipeline import Pipeline
+    from pgra.core.errors import InputError
+    from pgra.serving.pipeline import Pipeline
 
     with pytest.raises(InputError, match="toy_tail stage, which cannot be replayed"):
         Pipeline.load(out / "fid_toy_tail" / "seed-1")
@@ -288,8 +288,8 @@ def test_a_new_method_on_a_new_stage_is_two_files(toy_stage, tmp_path, corpus_tx
 def test_a_payload_part_the_child_cannot_import_is_one_input_error():
     """A part registered from the launching script's ``__main__`` (or a module gone) cannot be found in a child:
     an InputError naming it, not a traceback."""
-    from pgra.errors import InputError
-    from pgra.registry import Registry
+    from pgra.core.errors import InputError
+    from pgra.core.registry import Registry
 
     with pytest.raises(InputError, match="the method 'mine' registered in the launching process"):
         Registry("method").register_parts(["mine=no_such_module_xyz:Mine"])
@@ -300,8 +300,8 @@ def test_a_payload_part_whose_module_exits_here_is_one_input_error(tmp_path, mon
     worker that quietly exits 0 (H9)."""
     import sys
 
-    from pgra.errors import InputError
-    from pgra.registry import Registry
+    from pgra.core.errors import InputError
+    from pgra.core.registry import Registry
 
     (tmp_path / "exits_in_child_xyz.py").write_text("import sys\nsys.exit(0)\n")
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
@@ -336,7 +336,7 @@ def test_a_plug_in_part_s_module_enters_the_keys_of_what_it_makes(toys, toy_rera
     """A plug-in's cells and stages are keyed by the module that defines it too (a method, a demonstration strategy,
     a reranker, a stage): the same name from another module never reuses them; the built-in parts' keys do not
     move (tests/test_golden.py pins them)."""
-    from pgra.config import load_config
+    from pgra.core.config import load_config
     from pgra.experiment import Experiment
     from pgra.experiment.config import experiment_config
     from pgra.methods import METHODS

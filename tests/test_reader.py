@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from pgra.cli import main
-from pgra.errors import InputError
+from pgra.core.errors import InputError
 from pgra.reader import train as train_mod
 from pgra.reader.data import ReaderFormatter
 from pgra.reader.fid import FiDReader, load_tokenizer
@@ -345,7 +345,7 @@ def test_train_top_layers_at_its_ends_is_freeze_encoder_and_the_unfrozen_reader(
     whole-model forward), so their losses and weights are equal bit for bit, whatever the CPU's kernels (the
     tolerance is 0; checked under ATEN_CPU_CAPABILITY=avx2 too). Dropout is on: the top ends of the encoder train
     with it."""
-    from pgra.config import result_settings, to_dict
+    from pgra.core.config import result_settings, to_dict
 
     base = dict(data=str(reranked), model=str(tiny_bert2bert_dropout), n_passages=2, max_length=48, batch_size=4,
                 max_steps=3, eval_every=2, learning_rate=1e-3, show_progress=False, test_split="")
@@ -388,7 +388,7 @@ def test_train_top_layers_trains_the_top_layers_on_states_stored_once(reranked, 
     cfg = TrainConfig(data=str(reranked), out=str(out), model=str(tiny_bert2bert_dropout), n_passages=2,
                       max_length=48, batch_size=4, max_steps=12, eval_every=4, learning_rate=1e-3,
                       show_progress=False, train_top_layers=1, eval_batch_size=5)
-    from pgra.cost import metered
+    from pgra.runtime.cost import metered
 
     with metered() as cost:
         train(cfg)
@@ -454,7 +454,7 @@ def test_a_finished_run_keeps_what_predicts_and_drops_its_resume_state(reranked,
     settings and refuses other ones (as a checkpoint's resume key did); ``keep_resume_state`` keeps the checkpoints
     and enters no key."""
     from pgra.reader.predict import Reader
-    from pgra.training import resume_settings
+    from pgra.runtime.training import resume_settings
 
     base = dict(data=str(reranked), model=str(tiny_t5), n_passages=2, max_length=48, batch_size=4, max_steps=2,
                 save_every=1, eval_every=1, learning_rate=1e-3, show_progress=False)

@@ -12,10 +12,10 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-from pgra.artifacts import write_manifest
 from pgra.cli import main
-from pgra.config import to_dict
-from pgra.training import rank_share
+from pgra.core.config import to_dict
+from pgra.runtime.training import rank_share
+from pgra.storage.artifacts import write_manifest
 from tests import numerics
 from tests.conftest import TASK, launch_failure
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pgra.artifacts import write_manifest
 from pgra.cli import main
-from pgra.config import to_dict
-from pgra.errors import InputError
+from pgra.core.config import to_dict
+from pgra.core.errors import InputError
 from pgra.reader.data import ReaderFormatter
 from pgra.reader.fid import load_tokenizer
+from pgra.storage.artifacts import write_manifest
 from pgra.tasks import check_label_ids
 from tests.conftest import TASK, one_error_line
 
@@ -83,16 +83,16 @@ def test_train_refuses_a_test_split_the_data_lacks(tmp_path, reranked, tiny_t5, 
 def test_fp16_without_a_gpu_is_refused_before_anything_is_written(tmp_path, reranked, tiny_t5, capsys, monkeypatch):
     """On a CPU accelerate ignores fp16 (the weights come out byte for byte an fp32 run's) while the run would record
     fp16: refused, naming the field; bf16 is the precision a CPU runs."""
-    from pgra.training import check_mixed_precision
+    from pgra.runtime.training import check_mixed_precision
 
-    monkeypatch.setattr("pgra.training.fp16_device_present", lambda: False)  # this machine as a CPU-only one
+    monkeypatch.setattr("pgra.runtime.training.fp16_device_present", lambda: False)  # this machine as a CPU-only one
     line = one_error_line(["train", "--data", str(reranked), "--out", str(tmp_path / "o"), "--model", str(tiny_t5),
                            "--max-steps", "1", "--batch-size", "4", "mixed_precision=fp16"], capsys)
     assert "field 'mixed_precision'" in line and "needs a GPU" in line and "bf16" in line
     assert not (tmp_path / "o").exists()
     for fine in ("no", "bf16"):
         check_mixed_precision(fine)
-    monkeypatch.setattr("pgra.training.fp16_device_present", lambda: True)
+    monkeypatch.setattr("pgra.runtime.training.fp16_device_present", lambda: True)
     check_mixed_precision("fp16")
 
 

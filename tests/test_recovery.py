@@ -9,10 +9,10 @@ import stat
 
 import pytest
 
-from pgra.artifacts import MANIFEST, read_json
 from pgra.cli import main
 from pgra.retrieval.index import Index
-from pgra.training import read_checkpoint
+from pgra.runtime.training import read_checkpoint
+from pgra.storage.artifacts import MANIFEST, read_json
 from tests import numerics
 
 
@@ -183,7 +183,7 @@ def test_a_damaged_cache_is_refused_by_name_where_it_is_not_created(tmp_path):
     """Ranks other than 0 open caches with create=False: they name the damage instead of racing to rebuild."""
     import numpy as np
 
-    from pgra.errors import IncompleteArtifactError
+    from pgra.core.errors import IncompleteArtifactError
     from pgra.rerank.cache import EmbeddingCache
 
     cache = EmbeddingCache(tmp_path, {"k": 1}, 5, 3)

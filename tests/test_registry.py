@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from pgra.errors import InputError
-from pgra.registry import Registry
+from pgra.core.errors import InputError
+from pgra.core.registry import Registry
 
 
 class _Part:

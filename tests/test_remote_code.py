@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pgra.artifacts import model_fingerprint
 from pgra.cli import main
-from pgra.config import to_dict
-from pgra.errors import InputError
+from pgra.core.config import to_dict
+from pgra.core.errors import InputError
 from pgra.retrieval.index import DenseConfig, Index, IndexConfig, build_index
+from pgra.storage.artifacts import model_fingerprint
 from tests.conftest import TASK
 
 EVIL = '''
@@ -100,11 +100,11 @@ def test_a_manifest_without_code_to_run_still_searches(tmp_path, corpus_txt, tin
 
 def test_predict_never_trusts_a_reranked_manifest_or_an_icl_run(tmp_path, tiny_bert):
     """The reranking LM a run's reranked folder names, and the LM of an ICL run, load without their code."""
-    from pgra.artifacts import write_manifest
     from pgra.icl.config import ICLConfig
     from pgra.icl.run import ICLPredictor
     from pgra.rerank.config import RerankConfig
     from pgra.rerank.core import PromptGuidedReranker
+    from pgra.storage.artifacts import write_manifest
 
     lm = tmp_path / "lm"
     shutil.copytree(tiny_bert, lm)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pgra.cli import main
-from pgra.config import to_dict
-from pgra.errors import InputError
+from pgra.core.config import to_dict
+from pgra.core.errors import InputError
 from pgra.evaluation.report import build_report, collect_cells, format_markdown
 from pgra.evaluation.significance import paired_bootstrap
 from pgra.tasks import get_task
@@ -235,7 +235,7 @@ def test_report_recomputes_from_the_predictions_and_refuses_changed_files(runs, 
 
 def test_md_text_keeps_any_text_on_its_line_as_text():
     """Text inside a markdown line (results.md's `--compare` source and file): no markup, no HTML, no line break."""
-    from pgra.markdown import md_text
+    from pgra.core.markdown import md_text
 
     assert md_text("a|b\nc\r\nd\u2028e\x85f") == "a\\|b c d e f"
     assert md_text("<b>x</b> & <!-- y") == "&lt;b&gt;x&lt;/b&gt; &amp; &lt;!-- y"

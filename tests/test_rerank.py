@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pgra.errors import IncompleteArtifactError, InputError, StaleArtifactError
-from pgra.prompts import build_prompt
+from pgra.core.errors import IncompleteArtifactError, InputError, StaleArtifactError
+from pgra.lm.prompts import build_prompt
 from pgra.rerank.embedder import LMEmbedder
 from pgra.rerank.reranker import RerankConfig, rerank
 from pgra.retrieval.index import IndexConfig, build_index
@@ -218,7 +218,7 @@ def test_per_query_demonstrations_match_the_naive_formula(candidates, tmp_path, 
 def test_in_memory_reranker_replays_the_stage(candidates, tmp_path, tiny_opt, tiny_bert, strategy):
     """``PromptGuidedReranker.load(folder).rerank(texts, candidates)`` gives the stage's top d: with the evidence cache, without
     it, without a corpus (the candidates' own texts), and with per-query demonstrations."""
-    from pgra.corpus import CorpusStore
+    from pgra.data.corpus import CorpusStore
     from pgra.rerank.core import PromptGuidedReranker
     from pgra.selection import SelectorSettings
 

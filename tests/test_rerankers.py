@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from pgra.cli import main
-from pgra.config import from_dict, to_dict
-from pgra.errors import InputError
+from pgra.core.config import from_dict, to_dict
+from pgra.core.errors import InputError
 from pgra.rerank.base import RERANKERS, Reranker
 from pgra.rerank.config import RerankConfig
 from pgra.rerank.reranker import rerank

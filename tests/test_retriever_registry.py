@@ -18,15 +18,15 @@ import numpy as np
 import pytest
 
 import pgra
-from pgra.artifacts import file_record, read_json, write_json
 from pgra.cli import main
-from pgra.config import from_dict, option
-from pgra.errors import InputError
+from pgra.core.config import from_dict, option
+from pgra.core.errors import InputError
 from pgra.experiment import Experiment, ExperimentConfig
 from pgra.retrieval.base import RETRIEVERS, LoadOptions, Retriever, Searcher, register_retriever
 from pgra.retrieval.config import IndexConfig
 from pgra.retrieval.index import Index
 from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+from pgra.storage.artifacts import file_record, read_json, write_json
 from tests.conftest import SENTENCES
 
 NAME = "toy_overlap"
@@ -101,7 +101,7 @@ def overlap():
 
 
 def test_a_registered_retriever_builds_searches_and_retrieves(overlap, corpus_txt, sky_task, tmp_path, capsys):
-    from pgra.choices import retrievers
+    from pgra.core.choices import retrievers
 
     assert NAME in retrievers() and {"dense", "bm25"} <= set(retrievers())
     cfg = from_dict(IndexConfig, {"corpus": str(corpus_txt), "out": str(tmp_path / "idx"), "retriever": NAME,

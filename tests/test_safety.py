@@ -13,7 +13,11 @@ import numpy as np
 import pytest
 import yaml
 
-from pgra.artifacts import (
+from pgra.cli import COMMANDS, main
+from pgra.cli.options import leaves
+from pgra.core.config import from_dict, load_config, load_yaml, parse_overrides, safe_load_yaml, to_dict
+from pgra.core.errors import IncompleteArtifactError, InputError, os_error_message
+from pgra.storage.artifacts import (
     MANIFEST,
     atomic_dir,
     atomic_path,
@@ -23,10 +27,6 @@ from pgra.artifacts import (
     safe_name,
     verify_safetensors,
 )
-from pgra.cli import COMMANDS, main
-from pgra.cli.options import leaves
-from pgra.config import from_dict, load_config, load_yaml, parse_overrides, safe_load_yaml, to_dict
-from pgra.errors import IncompleteArtifactError, InputError, os_error_message
 from tests.conftest import TASK
 
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -205,7 +205,7 @@ def test_a_scalar_where_a_list_is_expected_is_a_one_item_list():
 # ---------------------------------------------------------------- files
 
 def test_a_utf8_bom_is_not_part_of_the_first_text(tmp_path):
-    from pgra.corpus import CorpusSource, build_store
+    from pgra.data.corpus import CorpusSource, build_store
     from pgra.tasks import DataSpec, load_task
 
     bom = "\ufeff"

@@ -8,7 +8,7 @@ import dataclasses
 import typing
 
 from pgra.cli import COMMANDS
-from pgra.config import SEED_MAX
+from pgra.core.config import SEED_MAX
 from pgra.tasks.spec import TaskSpec
 
 

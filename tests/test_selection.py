@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from pgra.errors import InputError
+from pgra.core.errors import InputError
 from pgra.selection import STRATEGIES, SelectorSettings, get_selector
 from pgra.selection.rewrite import Rewrite, SkillRewriter, read_annotations
 from pgra.selection.skill_knn import skill_similarities

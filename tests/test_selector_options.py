@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pgra.config import from_dict, option
+from pgra.core.config import from_dict, option
 from pgra.selection import STRATEGIES, GlobalSelector, SelectorSettings, get_selector, settings_key
 from pgra.tasks import Example, get_task
 from tests.toys.toy_selection import Longest
@@ -49,7 +49,7 @@ def test_a_plugin_strategy_option_is_configurable_and_keys_stay(toy):
     assert cfg.demos.toy_skip == 2 and cfg.demos.encoder == "e"
     assert settings_key(cfg.demos)["toy_skip"] == 2
     assert from_dict(RerankConfig, {"demos": {"toy_skip": 1}}).demos.toy_skip == 1
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
 
     with pytest.raises(InputError, match="icl.demos.toy_skip"):
         from_dict(ICLConfig, {"demos": {"toy_skip": -1}}, prefix="icl.")
@@ -113,7 +113,7 @@ def test_kate_uses_the_index_encoder_already_loaded(tiny_bert, tiny_bert_other, 
 def test_a_config_record_holds_the_new_strategies_options_only_when_set(toy):
     """Manifests and cells record ``to_dict`` of their config: the options strategies declare ``omit_default``
     are left out at their default, so no record changes with the strategies registered (the golden records)."""
-    from pgra.config import to_dict
+    from pgra.core.config import to_dict
     from pgra.icl.config import ICLConfig
 
     original = {"balanced", "encoder", "pooler", "max_length", "metric", "reverse", "annotations", "rewrite_lm",

@@ -142,8 +142,8 @@ def _entropy(logp_row):
 
 
 def test_mdl_picks_the_candidate_set_of_least_label_entropy(fake_encoder, tiny_opt):
-    from pgra.label_scoring import LabelScorer
-    from pgra.prompts import build_prompt
+    from pgra.lm.label_scoring import LabelScorer
+    from pgra.lm.prompts import build_prompt
 
     m, cands, samples = 2, 5, 4
     sel = get_selector("mdl", m, seed=3, settings=_settings(mdl_candidates=cands, mdl_samples=samples),
@@ -173,8 +173,8 @@ def test_mdl_picks_the_candidate_set_of_least_label_entropy(fake_encoder, tiny_o
 
 
 def test_topk_cone_reranks_by_the_inputs_conditional_entropy(fake_encoder, tiny_opt):
-    from pgra.label_scoring import LabelScorer
-    from pgra.prompts import demo_prefix
+    from pgra.lm.label_scoring import LabelScorer
+    from pgra.lm.prompts import demo_prefix
 
     m, cands = 3, 6
     sel = get_selector("topk_cone", m, settings=_settings(cone_candidates=cands), lm=str(tiny_opt)).fit(TASK, TRAIN)

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from pgra.artifacts import read_manifest, write_manifest
-from pgra.errors import IncompleteArtifactError, InputError, StaleArtifactError
-from pgra.hfdata import MissingSplitError, open_hf_dataset
+from pgra.core.errors import IncompleteArtifactError, InputError, StaleArtifactError
+from pgra.data.hfdata import MissingSplitError, open_hf_dataset
+from pgra.lm.tokens import fit_text, pad_sequences
 from pgra.rerank.scoring import score_candidates
+from pgra.storage.artifacts import read_manifest, write_manifest
 from pgra.tasks import get_task, task_from_manifest
-from pgra.tokens import fit_text, pad_sequences
 from tests import numerics
 
 
@@ -103,7 +103,7 @@ def test_read_manifest_checks_kinds(tmp_path):
 
 
 def test_task_from_manifest_refuses_another_task(tmp_path):
-    from pgra.config import to_dict
+    from pgra.core.config import to_dict
 
     manifest = {"task": to_dict(get_task("sst2"))}
     assert task_from_manifest(manifest, "m.json").name == "sst2"
@@ -131,7 +131,7 @@ def test_artifacts_get_the_permissions_of_the_umask(tmp_path):
     import os
     import stat
 
-    from pgra.artifacts import atomic_dir, write_json
+    from pgra.storage.artifacts import atomic_dir, write_json
 
     old = os.umask(0o022)
     try:
@@ -153,7 +153,7 @@ def test_artifacts_get_the_permissions_of_the_umask(tmp_path):
     ({"avx512f", "avx512_bf16"}, "AVX2", torch.float32),  # torch held at AVX2 (ATEN_CPU_CAPABILITY=avx2): as without
     ({"avx512f", "avx512_bf16", "onednn:AVX512_CORE_VNNI"}, "AVX512", torch.float32)])  # oneDNN held below bf16
 def test_bf16_if_native_picks_bf16_only_on_cpus_with_bf16_hardware(monkeypatch, flags, capability, want):
-    from pgra import device
+    from pgra.runtime import device
 
     isa = [f.split(":")[1] for f in flags if f.startswith("onednn:")]
     if isa:
@@ -171,7 +171,7 @@ def test_bf16_if_native_picks_bf16_only_on_cpus_with_bf16_hardware(monkeypatch, 
 def test_cpu_flags_reads_this_machines_flags():
     from pathlib import Path
 
-    from pgra.device import cpu_flags
+    from pgra.runtime.device import cpu_flags
 
     info = Path("/proc/cpuinfo")
     if not info.exists():

@@ -269,7 +269,7 @@ def test_average_replicates():
 def test_a_bootstrap_too_large_to_draw_at_once_is_refused_before_it_allocates():
     """The resampled indices are drawn at once (the documented protocol): B x inputs past 2**28 is one error naming
     --bootstrap, not 100,000 x 70,000 x 8 bytes asked of the machine."""
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
     from pgra.evaluation.significance import MAX_DRAWS
 
     gold = ["a", "b"] * 35_000

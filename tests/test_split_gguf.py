@@ -8,8 +8,8 @@ import zipfile
 
 import pytest
 
+from pgra.core.errors import PgraError
 from pgra.demo import split_gguf
-from pgra.errors import PgraError
 from tests.conftest import one_error_line
 
 

@@ -134,7 +134,7 @@ def test_a_key_twice_in_a_targets_file_is_refused(runs, tmp_path, capsys, text, 
 
 
 def test_a_source_that_is_not_text_is_refused(tmp_path):
-    from pgra.errors import InputError
+    from pgra.core.errors import InputError
 
     f = tmp_path / "targets.yaml"
     f.write_text(yaml.safe_dump({"source": {"a": 1}, "methods": {"pgra": {"sst2": 70}}}))

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 
 from pgra.cli import main
-from pgra.errors import InputError
-from pgra.prompts import build_prompt
+from pgra.core.errors import InputError
+from pgra.lm.prompts import build_prompt
 from pgra.tasks import Example, carve_dev, check_label_words, get_task, list_tasks, load_task, task_from_yaml
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lmbff"

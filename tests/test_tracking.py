@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pgra.errors import InputError
+from pgra.core.errors import InputError
 from pgra.reader.train import TrainConfig, train
-from pgra.tracking import open_tracker
+from pgra.runtime.tracking import open_tracker
 
 
 def _wandb_records(run_dir: Path) -> list:

@@ -132,8 +132,8 @@ def test_a_figure_index_of_another_shape_is_one_error_line(bundle, text, expecte
 def test_a_deep_or_long_manifest_is_one_error_line(bundle, capsys):
     """H6: ``artifacts.read_json`` (every manifest, cell and record) reads as ``parse_json`` does: nesting too deep
     for the parser and a 5,000-digit number are one line, not a RecursionError or a ValueError."""
-    from pgra.artifacts import read_json
-    from pgra.errors import IncompleteArtifactError
+    from pgra.core.errors import IncompleteArtifactError
+    from pgra.storage.artifacts import read_json
 
     manifest = bundle / "manifest.json"
     record = manifest.read_text()
@@ -271,7 +271,7 @@ def test_markdown_cells_render_data_as_text():
     only); rendered, no tag, link or image comes from the data."""
     from markdown_it import MarkdownIt
 
-    from pgra.markdown import md_cell, md_fence, md_row, md_table
+    from pgra.core.markdown import md_cell, md_fence, md_row, md_table
 
     hostile = [IMG, "[x](javascript:alert(1))", "![i](http://t/p.png)", "<http://t>", "`a|b`", "\\](x)", "a & b"]
     html = MarkdownIt("commonmark").enable("table").render("\n".join(md_table(["label"], ([h] for h in hostile))))
@@ -323,7 +323,7 @@ def test_a_task_or_method_name_with_markup_is_refused_before_anything_is_written
 def test_the_model_card_shows_labels_and_settings_as_text(tmp_path):
     """H7: the card ``--push-to-hub`` publishes: labels with markup are text in its table, and a setting holding a
     code fence stays inside the settings' block."""
-    from pgra.export import model_card
+    from pgra.serving.export import model_card
 
     (tmp_path / "metrics.json").write_text(json.dumps({"metric": "accuracy", "test": {"accuracy": 0.5}}))
     (tmp_path / "manifest.json").write_text(json.dumps({"kind": "reader", "config": {"seed": 1}}))
@@ -413,7 +413,7 @@ def test_a_cells_lone_angle_bracket_keeps_its_bytes_and_a_tag_never_does():
     no tag, comment or autolink; with one after it, both are entities (an email autolink starts with a digit too)."""
     from markdown_it import MarkdownIt
 
-    from pgra.markdown import md_cell
+    from pgra.core.markdown import md_cell
 
     assert md_cell("-6.0 (p<0.001, Holm 0.004)*") == "-6.0 (p<0.001, Holm 0.004)*"
     for value in ("<0@evil.example>", "a <b\n>", "x<y>z", "<!-- c -->"):

@@ -17,8 +17,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import MAX_BATCH, MAX_ITEMS, SEED_MAX, option
-from ..errors import InputError
+from ..core.config import MAX_BATCH, MAX_ITEMS, SEED_MAX, option
+from ..core.errors import InputError
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, signed

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..registry import Registry, defined_in
+from ..core.registry import Registry, defined_in
 from .config import use_analyses
 
 if TYPE_CHECKING:

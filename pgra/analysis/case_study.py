@@ -6,11 +6,11 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ..artifacts import write_text
-from ..config import MAX_ITEMS, SEED_MAX, option
-from ..errors import InputError
-from ..markdown import md_cell, md_code, md_row, md_table, md_text
+from ..core.config import MAX_ITEMS, SEED_MAX, option
+from ..core.errors import InputError
+from ..core.markdown import md_cell, md_code, md_row, md_table, md_text
 from ..methods import get_method
+from ..storage.artifacts import write_text
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import metrics
 from ..evaluation.significance import paired_bootstrap
+from ..results import metrics
 from .base import Analysis, register_analysis
 from .consistency import CorpusLabels, task_labeller
 from .inputs import ExperimentRuns

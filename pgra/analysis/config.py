@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import make_dataclass
 from typing import Any
 
-from ..config import from_dict, option, to_dict
+from ..core.config import from_dict, option, to_dict
+from ..core.registry import HandedOver
 from ..experiment import ExperimentConfig
 from ..experiment.config import experiment_config
-from ..registry import HandedOver
 
 DEFAULT_ANALYSES = ["consistency", "differences", "case_study"]
 _classes: dict[tuple[Any, ...], tuple[type, type]] = {}

@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import MANIFEST, read_json, write_json
-from ..config import MAX_BATCH, MAX_ITEMS, MAX_RESAMPLES, SEED_MAX, option
-from ..errors import InputError
+from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_RESAMPLES, SEED_MAX, option
+from ..core.errors import InputError
 from ..experiment import CELL_FILE
 from ..experiment.grid import FULL_SEARCH
 from ..experiment.reuse import reuse_or_run
-from ..predictions import read_cell
 from ..rerank.base import reranker_class
+from ..results.predictions import read_cell
+from ..storage.artifacts import MANIFEST, read_json, write_json
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, pct
@@ -115,7 +115,7 @@ class CorpusLabels:
     txt corpus: evidence id = line number). The reranker never reads them: they only score consistency."""
 
     def __init__(self, sidecar: Path, task: str) -> None:
-        from ..artifacts import read_json_object
+        from ..storage.artifacts import read_json_object
 
         data = read_json_object(sidecar)
         if data.get("task") != task or not isinstance(data.get("labels"), list):

@@ -5,9 +5,9 @@ a user running only that method would pay them: the first-stage retrieval for a 
 and the reranking for PGRA (the index is built once per corpus and left out). The whole-corpus pass that the
 reranked and full-search stages share (``corpus_pass: corpus``) is recorded by the stage that ran first; a method
 whose stage read it from the cache counts it too (:func:`borrowed_pass`). Each stage and cell records
-its wall-clock seconds, its hardware and the tokens every model ran (:mod:`pgra.cost`); FLOPs are estimated
+its wall-clock seconds, its hardware and the tokens every model ran (:mod:`pgra.runtime.cost`); FLOPs are estimated
 from those tokens and the models' parameter counts. Seconds are one device's: a stage that several processes (GPUs)
-built together counts its wall-clock times their number (:func:`pgra.cost.device_seconds`), and a reader's cell
+built together counts its wall-clock times their number (:func:`pgra.runtime.cost.device_seconds`), and a reader's cell
 trained by several (``parallel: ddp``) its training likewise; a cell run by one process counts its own. A
 method is *dominated* when another method of the task scores at least as well for at most the cost, better in one of
 the two.
@@ -20,13 +20,20 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, read_json, read_json_object, read_utf8
-from ..cost import cost_problem, device_seconds, estimated_flops, local_folder, merge_work, parameter_counts
-from ..errors import InputError
+from ..core.errors import InputError
+from ..core.markdown import md_text
 from ..experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
-from ..markdown import md_text
 from ..methods import get_method
-from ..predictions import read_cell
+from ..results.predictions import read_cell
+from ..runtime.cost import (
+    cost_problem,
+    device_seconds,
+    estimated_flops,
+    local_folder,
+    merge_work,
+    parameter_counts,
+)
+from ..storage.artifacts import MANIFEST, read_json, read_json_object, read_utf8
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, number, pct
@@ -46,7 +53,7 @@ def _stage_cost(folder: Path) -> dict[str, Any] | None:
 
 
 def checked_cost(record: Any, path: Path, field: str = "", timed: bool = False) -> dict[str, Any]:
-    """``record`` (a cost record read from ``path``, at ``field``) when it can be read (:func:`~pgra.cost.cost_problem`);
+    """``record`` (a cost record read from ``path``, at ``field``) when it can be read (:func:`~pgra.runtime.cost.cost_problem`);
     else an InputError naming the file and the field."""
     problem = cost_problem(record, timed)
     if problem is not None:

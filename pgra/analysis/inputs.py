@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..core.errors import InputError
+from ..data.interchange import read_records
 from ..experiment import CELL_FILE, Experiment, cell_settings
-from ..interchange import read_records
 from ..methods import get_method
-from ..predictions import checked_cell_metric, read_predictions
+from ..results.predictions import checked_cell_metric, read_predictions
 from .config import as_analyze_config
 
 ANALYSIS_DIR = "analysis"

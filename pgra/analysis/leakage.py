@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import path_under, write_text
-from ..config import MAX_ITEMS, option
-from ..corpus import CorpusStore
-from ..markdown import md_code, md_text
+from ..core.config import MAX_ITEMS, option
+from ..core.markdown import md_code, md_text
+from ..data.corpus import CorpusStore
 from ..retrieval.base import recorded_retriever, retriever_title
 from ..retrieval.candidates_stage import CandidatesStage
 from ..retrieval.retrieve import read_excluded_ids
+from ..storage.artifacts import path_under, write_text
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, number

@@ -9,8 +9,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST
 from ..experiment.estimate import Estimate, format_bytes, format_seconds, plan_costs
+from ..storage.artifacts import MANIFEST
 from .base import Analysis
 from .inputs import ExperimentRuns
 from .variants import is_experiment

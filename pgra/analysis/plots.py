@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..artifacts import atomic_path
+from ..storage.artifacts import atomic_path
 
 DPI = 120
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .base import ANALYSES, Analysis
 from .config import analysis_config
 from .inputs import ExperimentRuns
@@ -97,7 +97,7 @@ class ResultsRuns(ExperimentRuns):
     def task_spec(self, task: str):
         """The task's spec as its cells recorded it (the registry's where a cell predates that record)."""
         if task not in self._specs:
-            from ..config import from_dict
+            from ..core.config import from_dict
             from ..tasks import get_task
             from ..tasks.spec import TaskSpec
 
@@ -175,7 +175,7 @@ def _recorded_options(cells: list[Any], analyses: list[str], split: str) -> Any:
     recorded it must agree on; the defaults where none did."""
     import dataclasses
 
-    from ..config import from_dict, to_dict
+    from ..core.config import from_dict, to_dict
 
     section = analysis_config()
     factories = {f.name: f.default_factory for f in dataclasses.fields(section)}
@@ -218,9 +218,9 @@ def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
     """Whether ``out`` is the one source (else a folder of its own, claimed as a report's); refused: one of several
     sources, an experiment folder (its analyses are `pgra analyze`'s, which reads its stages too), a bundle holding
     the analyses its experiment's ``pgra analyze`` wrote (checksummed: rewritten, it would no longer verify)."""
-    from ..artifacts import MANIFEST, read_json_object
     from ..evaluation.bundle import ANALYSIS_DIR, is_bundle
     from ..evaluation.merge import out_is_source
+    from ..storage.artifacts import MANIFEST, read_json_object
 
     target = Path(out)
     if not out_is_source(sources, out):
@@ -245,7 +245,7 @@ def analyze_results(sources: Sequence[str | Path], out: str | Path, analyses: Se
     written when the sources cannot be merged or an analysis needs an experiment folder."""
     from ..evaluation.bundle import ANALYSIS_DIR
     from ..evaluation.report import check_report_files
-    from ..ownership import check_folders, claim_folder
+    from ..storage.ownership import check_folders, claim_folder
     from .run import write_analyses
 
     chosen = chosen_analyses(analyses)

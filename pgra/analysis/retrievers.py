@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..artifacts import path_under
-from ..errors import InputError
+from ..core.errors import InputError
 from ..experiment import Experiment
-from ..metrics import mean_std
+from ..results.metrics import mean_std
+from ..storage.artifacts import path_under
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .variants import run_variants, variant_config, variant_metric

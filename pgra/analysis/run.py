@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..artifacts import library_versions, read_json, source_commit, write_json, write_text
-from ..config import check_config
-from ..errors import InputError
+from ..core.config import check_config
+from ..core.errors import InputError
 from ..evaluation.bundle import check_plan_records
 from ..evaluation.page import FIGURES_FILE
 from ..experiment import Experiment
 from ..experiment.cell import recorded_config
 from ..experiment.layout import finished_cells
+from ..storage.artifacts import library_versions, read_json, source_commit, write_json, write_text
 from .base import ANALYSES
 from .config import as_analyze_config
 from .inputs import ExperimentRuns
@@ -28,7 +28,7 @@ from .writer import Writer
 def analyze(cfg, ctx=None) -> ExperimentRuns:
     """Run the configured analyses of the experiment ``cfg`` (an ``ExperimentConfig``) and write them; with
     ``cfg.dry_run``, print what they would run and cost (:func:`pgra.analysis.plan.plan_lines`) and write nothing."""
-    from ..distributed import init_distributed
+    from ..runtime.distributed import init_distributed
 
     cfg = as_analyze_config(cfg)
     check_config(cfg)
@@ -47,7 +47,7 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
                          path=runs.experiment.out)
     if ctx.is_main:  # before any work: the analysis folder is pgra's, and the report it remakes is pgra's own
         from ..evaluation.report import check_report_files
-        from ..ownership import claim_folder
+        from ..storage.ownership import claim_folder
 
         claim_folder(runs.out, "analysis")
         check_report_files(runs.experiment.out)

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, read_json
-from ..config import MAX_ITEMS, SEED_MAX, option
-from ..errors import InputError
+from ..core.config import MAX_ITEMS, SEED_MAX, option
+from ..core.errors import InputError
 from ..experiment import Experiment
-from ..metrics import mean_std
+from ..results.metrics import mean_std
+from ..storage.artifacts import MANIFEST, read_json
 from .base import Analysis, register_analysis
 from .consistency import evidence_consistency, task_labeller
 from .inputs import ExperimentRuns

@@ -11,11 +11,11 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json
-from ..config import from_dict, merge, to_dict
+from ..core.config import from_dict, merge, to_dict
 from ..experiment import CELL_FILE, Experiment, ExperimentConfig
 from ..experiment.grid import run_grids
-from ..predictions import checked_cell_metric
+from ..results.predictions import checked_cell_metric
+from ..storage.artifacts import read_json
 from .inputs import ExperimentRuns
 
 
@@ -44,7 +44,7 @@ def run_variants(runs: ExperimentRuns, configs: list[ExperimentConfig], ctx,
     one's stages in turn, then all their cells as one pool, so that the ranks of a launch share one-cell variants),
     except those whose every cell is a finished cell of the experiment (each is then that experiment). A failed
     cell raises a PgraError naming every failed cell's folder on every process, once all the others have run."""
-    from ..distributed import main_computes
+    from ..runtime.distributed import main_computes
 
     variants = [Experiment(c, candidates_from=runs.experiment if share_candidates else None) for c in configs]
     # decided on the main process: every rank must run the same grids (another job may finish a cell meanwhile)
@@ -53,7 +53,7 @@ def run_variants(runs: ExperimentRuns, configs: list[ExperimentConfig], ctx,
     if todo:
         failed = run_grids(todo, ctx)
         if failed:
-            from ..errors import PgraError
+            from ..core.errors import PgraError
 
             raise PgraError(f"{len(failed)} cell(s) of the analysis runs failed: "
                             + ", ".join(str(c.directory) for c in failed))

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..markdown import md_table
+from ..core.markdown import md_table
 
 if TYPE_CHECKING:
     from .inputs import ExperimentRuns

@@ -11,9 +11,9 @@ import argparse
 import importlib
 import sys
 
-from ..errors import PgraError, os_error_message, os_error_of
-from ..faults import parse_fault
-from ..lock import is_main_launch, output_lock
+from ..core.errors import PgraError, os_error_message, os_error_of
+from ..core.faults import parse_fault
+from ..storage.lock import is_main_launch, output_lock
 from .command import Command
 
 _MODULES = ("prepare_demo", "download_data", "build_index", "search", "retrieve", "rerank", "peek", "train",
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     except PgraError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from ..verbosity import configure_output
+    from ..core.verbosity import configure_output
 
     configure_output(verbose=top.verbose or ns.verbose)
     out = ""

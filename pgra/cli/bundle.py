@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import SEED_MAX, option
+from ..core.config import SEED_MAX, option
 from .command import Command
 
 
@@ -24,7 +24,7 @@ class BundleOptions:
 def run(opts: BundleOptions) -> None:
     from pathlib import Path
 
-    from ..errors import InputError
+    from ..core.errors import InputError
     from ..evaluation.bundle import CellFilter, write_bundle
 
     if not opts.experiment:

@@ -49,7 +49,7 @@ class Command:
 
     def build_config(self, ns: argparse.Namespace) -> Any:
         """The config from ``--config``, ``key=value`` and flags (an InputError names a bad key or value)."""
-        from ..config import check_config
+        from ..core.config import check_config
 
         cfg = config_from_args(self.config_class(), ns, ns.generated_options, self.from_yaml)
         check_config(cfg)  # ranges were checked while building; this adds the paths that must exist
@@ -59,8 +59,8 @@ class Command:
 def read_texts(values: list[str], file: str, what: str, flag: str, file_flag: str) -> list[str]:
     """Texts given with a repeatable flag (none empty) plus the non-blank lines of a UTF-8 file; at least one
     (else an InputError naming the flag or the file)."""
-    from ..artifacts import read_utf8
-    from ..errors import InputError
+    from ..core.errors import InputError
+    from ..storage.artifacts import read_utf8
 
     texts = list(values)
     blank = next((i for i, t in enumerate(texts, start=1) if not t.strip()), None)
@@ -76,7 +76,7 @@ def read_texts(values: list[str], file: str, what: str, flag: str, file_flag: st
 
 def run_distributed(fn: Callable[..., Any], cfg: Any) -> tuple[Any, Any]:
     """Run a stage under torchrun/accelerate's process group (or alone); returns (context, result)."""
-    from ..distributed import init_distributed, shutdown_distributed
+    from ..runtime.distributed import init_distributed, shutdown_distributed
 
     ctx = init_distributed()
     try:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from ..config import from_dict, merge, option, parse_overrides, resolve_yaml
-from ..errors import InputError, PgraError
+from ..core.config import from_dict, merge, option, parse_overrides, resolve_yaml
+from ..core.errors import InputError, PgraError
 from .command import Command
 
 

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..choices import registry_names
-from ..config import option
+from ..core.choices import registry_names
+from ..core.config import option
 from .command import Command
 
 
 @dataclass
 class DownloadOptions:
-    what: list[str] = option(default_factory=lambda: ["lmbff", "wiki1m"], positional=True, choices=registry_names("pgra.download", "RESOURCES"),
+    what: list[str] = option(default_factory=lambda: ["lmbff", "wiki1m"], positional=True, choices=registry_names("pgra.data.download", "RESOURCES"),
                              help="what to download")
     data_dir: str = option("data", help="where to put it")
     timeout: float = option(5.0, above=0, help="seconds to wait for a connection")
 
 
 def run(opts: DownloadOptions) -> None:
-    from ..download import download
+    from ..data.download import download
 
     download(opts.what, opts.data_dir, timeout=opts.timeout)
 

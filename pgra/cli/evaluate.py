@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import MAX_BATCH, option
+from ..core.config import MAX_BATCH, option
 from .command import Command
 
 

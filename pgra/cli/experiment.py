@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import InputError, clip
-from ..lock import is_main_launch
+from ..core.errors import InputError, clip
+from ..storage.lock import is_main_launch
 from .command import Command
 
 
@@ -33,7 +33,7 @@ def check_model(name: str, field: str, what: str, trust_remote_code: bool = Fals
     """A model a stage or cell will load, checked without loading it: a folder must exist and hold a config
     transformers reads (``config.json``, read locally); anything else must look like a hub id (``NAME`` or
     ``ORG/NAME``), and offline (``HF_HUB_OFFLINE=1``) be in the hub cache. An InputError names ``field``."""
-    from ..loading import load_pretrained
+    from ..lm.loading import load_pretrained
 
     name = str(name or "")
     if not name:
@@ -108,7 +108,7 @@ def models_needed(cfg) -> list[tuple[str, str, str, bool, bool]]:
 def check_grid(cfg) -> None:
     """What every cell of the grid needs, checked before any stage runs (else each cell would fail on it): the
     models (:func:`check_model`) and, where this machine runs the cells (not Slurm's workers), a reader precision it
-    can run (:func:`pgra.training.check_mixed_precision`). One InputError naming the field."""
+    can run (:func:`pgra.runtime.training.check_mixed_precision`). One InputError naming the field."""
     for field, name, what, trust, local_only in models_needed(cfg):
         check_model(name, field, what, trust, local_only)
     if cfg.launcher == "slurm":  # the workers' machines, not this one, run the readers
@@ -116,7 +116,7 @@ def check_grid(cfg) -> None:
     from ..experiment.config import cell_settings
     from ..methods import get_method
     from ..methods.reader_method import ReaderMethod
-    from ..training import check_mixed_precision
+    from ..runtime.training import check_mixed_precision
 
     for task in cfg.tasks:
         for method in cfg.methods:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import option
+from ..core.config import option
 from .command import Command
 
 
@@ -30,8 +30,8 @@ class ExportOptions:
 
 
 def run(opts: ExportOptions) -> None:
-    from ..errors import InputError
-    from ..export import export_run
+    from ..core.errors import InputError
+    from ..serving.export import export_run
 
     if not opts.run or not opts.out:
         raise InputError("`pgra export` needs --run RUN and --out DIR", field="run" if not opts.run else "out")
@@ -39,13 +39,13 @@ def run(opts: ExportOptions) -> None:
         raise InputError("--private applies to --push-to-hub REPO only", field="private")
     api = None
     if opts.push_to_hub:
-        from ..hub import hub_client
+        from ..serving.hub import hub_client
 
         api = hub_client(opts.push_to_hub)  # the package and the token, before anything is written
     out = export_run(opts.run, opts.out, opts.copy_index, opts.copy_lm)
     print(f"exported {opts.run} to {out}: load it with pgra.Pipeline.load({str(out)!r}); model card: {out}/README.md")
     if api is not None:
-        from ..hub import push_to_hub
+        from ..serving.hub import push_to_hub
 
         url = push_to_hub(out, opts.push_to_hub, opts.private, api=api)
         print(f"uploaded {out} to {url}: load it anywhere with pgra.Pipeline.load({opts.push_to_hub!r})")

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import choices
-from ..config import option
+from ..core import choices
+from ..core.config import option
 from .command import Command
 
 IMPORT_KIND = "candidates"  # `pgra train`, `evaluate` and `icl` read it like `pgra retrieve`'s folder (no index)
@@ -36,11 +36,11 @@ def _words(task: Any) -> dict[str, str]:
 
 def import_fid(opts: FidOptions) -> Path:
     """Write ``out/{split}.jsonl`` and a candidates manifest (no index) from FiD JSON files."""
-    from ..artifacts import check_disjoint, claim_output, file_record, sha256_file, write_manifest
-    from ..config import to_dict
-    from ..errors import InputError
-    from ..interchange import read_fid, write_records
-    from ..ownership import claimed
+    from ..core.config import to_dict
+    from ..core.errors import InputError
+    from ..data.interchange import read_fid, write_records
+    from ..storage.artifacts import check_disjoint, claim_output, file_record, sha256_file, write_manifest
+    from ..storage.ownership import claimed
     from ..tasks import get_task
 
     if not opts.task:
@@ -72,10 +72,10 @@ def import_fid(opts: FidOptions) -> Path:
 
 def export_fid(opts: FidOptions) -> Path:
     """Write every ``<split>.jsonl`` of a data folder as ``out/<split>.json`` (labels as the reader's words)."""
-    from ..artifacts import check_disjoint, claim_output, read_manifest, write_manifest
-    from ..errors import InputError
-    from ..interchange import read_records, write_fid
-    from ..ownership import claimed
+    from ..core.errors import InputError
+    from ..data.interchange import read_records, write_fid
+    from ..storage.artifacts import check_disjoint, claim_output, read_manifest, write_manifest
+    from ..storage.ownership import claimed
     from ..tasks import task_from_manifest
 
     if not opts.data or not opts.out:

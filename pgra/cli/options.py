@@ -1,6 +1,6 @@
 """Command-line flags generated from a config dataclass (each option is declared once, in its field).
 
-A top-level field ``n_passages`` becomes ``--n-passages`` (or the ``flag`` its :func:`pgra.config.option`
+A top-level field ``n_passages`` becomes ``--n-passages`` (or the ``flag`` its :func:`pgra.core.config.option`
 names, plus an optional ``short`` alias); a nested field gets a flag only when its metadata names one
 (``dense.encoder`` -> ``--encoder``). Every field, flagged or not, can be set as ``key=value`` on commands
 that read YAML configs. The help shows the dataclass default, so it never drifts from the code.
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import (
+from ..core.config import (
     field_choices,
     from_dict,
     load_config,

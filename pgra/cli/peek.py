@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import MAX_ITEMS, option
+from ..core.config import MAX_ITEMS, option
 from .command import Command
 
 
@@ -18,8 +18,8 @@ class PeekOptions:
 
 
 def run(opts: PeekOptions) -> None:
-    from ..errors import InputError
-    from ..interchange import read_records
+    from ..core.errors import InputError
+    from ..data.interchange import read_records
 
     if not opts.path:
         raise InputError("pass a .jsonl file or a candidates/reranked folder", field="path")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..config import MAX_BATCH, MAX_ITEMS, option
+from ..core.config import MAX_BATCH, MAX_ITEMS, option
 from .command import Command, read_texts
 
 
@@ -31,9 +31,9 @@ class PredictOptions:
 
 
 def run(opts: PredictOptions) -> None:
-    from ..errors import InputError
-    from ..pipeline import Pipeline
-    from ..verbosity import verbose_output
+    from ..core.errors import InputError
+    from ..core.verbosity import verbose_output
+    from ..serving.pipeline import Pipeline
 
     if not opts.run:
         raise InputError("no run given (--run)", field="run")

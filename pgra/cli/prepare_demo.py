@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import option
+from ..core.config import option
 from .command import Command
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import MAX_RESAMPLES, SEED_MAX, option
+from ..core.config import MAX_RESAMPLES, SEED_MAX, option
 from .command import Command
 
 
@@ -35,11 +35,11 @@ def run(opts: ReportOptions) -> None:
     import contextlib
     from pathlib import Path
 
-    from ..errors import InputError
+    from ..core.errors import InputError
     from ..evaluation.bundle import is_bundle
     from ..evaluation.merge import out_is_source
     from ..evaluation.report import write_report
-    from ..lock import output_lock
+    from ..storage.lock import output_lock
 
     if not opts.directories:
         raise InputError("no experiment folder given", field="directory")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..artifacts import read_json
+from ..storage.artifacts import read_json
 from .command import Command, run_distributed
 
 

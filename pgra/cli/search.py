@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..config import MAX_ITEMS, option
-from ..errors import InputError
+from ..core.config import MAX_ITEMS, option
+from ..core.errors import InputError
 from .command import Command, read_texts
 
 
@@ -25,7 +25,7 @@ class SearchOptions:
 
 
 def run(opts: SearchOptions) -> None:
-    from ..corpus import CorpusSource
+    from ..data.corpus import CorpusSource
     from ..retrieval.index import Index
 
     if not opts.index:

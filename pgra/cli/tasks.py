@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import choices
-from ..config import option
-from ..errors import InputError
+from ..core import choices
+from ..core.config import option
+from ..core.errors import InputError
 from .command import Command
 
 
@@ -43,8 +43,8 @@ def run(opts: TasksOptions) -> None:
 
 def show_task(task: Any, data_dir: str) -> None:
     """Print a task's labels, words, templates and an example reranker prompt."""
-    from ..errors import PgraError
-    from ..prompts import build_prompt
+    from ..core.errors import PgraError
+    from ..lm.prompts import build_prompt
     from ..tasks import load_task
 
     print(f"task: {task.name}  ({task.description or task.source})")
@@ -81,10 +81,10 @@ def show_task(task: Any, data_dir: str) -> None:
 
 def export_task(task: Any, data_dir: str, out: str) -> None:
     """Write a task's splits as interchange JSONL with a manifest."""
-    from ..artifacts import check_disjoint, claim_output, write_manifest
-    from ..config import to_dict
-    from ..interchange import example_record, write_records
-    from ..ownership import claimed
+    from ..core.config import to_dict
+    from ..data.interchange import example_record, write_records
+    from ..storage.artifacts import check_disjoint, claim_output, write_manifest
+    from ..storage.ownership import claimed
     from ..tasks import load_task, task_paths
 
     if not out:
@@ -107,8 +107,8 @@ def write_pool(task: Any, data_dir: str, split: str, out: str) -> None:
     the line numbers) and ``corpus.labels.json`` beside it (their labels, which only the consistency analysis
     reads: :func:`pgra.analysis.consistency.labels_sidecar`), with a manifest."""
     from ..analysis.consistency import labels_sidecar
-    from ..artifacts import check_disjoint, claim_output, write_json, write_manifest, write_text
-    from ..ownership import claimed
+    from ..storage.artifacts import check_disjoint, claim_output, write_json, write_manifest, write_text
+    from ..storage.ownership import claimed
     from ..tasks import load_task, task_paths
 
     if not out:

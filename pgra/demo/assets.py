@@ -9,8 +9,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import atomic_dir, read_json, write_json
-from ..errors import PgraError
+from ..core.errors import PgraError
+from ..storage.artifacts import atomic_dir, read_json, write_json
 
 MARKER = ".pgra-source.json"
 PACKAGES = {

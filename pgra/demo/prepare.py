@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import read_json, write_json
-from ..errors import PgraError
+from ..core.errors import PgraError
+from ..storage.artifacts import read_json, write_json
 from ..tasks.registry import WIKI_TOPICS
 from .assets import MARKER, PACKAGES, _produce, _version, package_dir
 from .sentences import split_sentences

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import PgraError
+from ..core.errors import PgraError
 
 #: model folder -> (distribution name with ``{}`` for the part, version, number of parts, what it is, the joined
 #: GGUF file's SHA-256: a join that differs is refused)

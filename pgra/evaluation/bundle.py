@@ -27,7 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import (
+from ..core.errors import IncompleteArtifactError, InputError, shorten, whole_number
+from ..experiment.layout import CELL_GLOB, STAGE_COST_FILE, STAGE_KEY_FILE
+from ..results.predictions import checked_cell_results, read_cell
+from ..runtime.environment import cells_environment, environment_record
+from ..storage.artifacts import (
     MANIFEST,
     atomic_dir,
     describe_path,
@@ -39,11 +43,7 @@ from ..artifacts import (
     verify_file,
     write_json,
 )
-from ..environment import cells_environment, environment_record
-from ..errors import IncompleteArtifactError, InputError, shorten, whole_number
-from ..experiment.layout import CELL_GLOB, STAGE_COST_FILE, STAGE_KEY_FILE
-from ..ownership import RECORD, claim_folder, read_record
-from ..predictions import checked_cell_results, read_cell
+from ..storage.ownership import RECORD, claim_folder, read_record
 from ..tasks.spec import TaskSpec
 from .cells import REPORT_FILES
 
@@ -144,7 +144,7 @@ def check_plan_records(cfg: Any) -> None:
 
 
 def _task_of(record: dict[str, Any]) -> TaskSpec:
-    from ..config import from_dict
+    from ..core.config import from_dict
     from ..tasks import get_task
 
     spec = record.get("task_spec")

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..core.errors import InputError
 from ..experiment.layout import CELL_GLOB
-from ..predictions import checked_cell_results, inputs_fingerprint, read_cell
-from ..provenance import check_cell_data
+from ..results.predictions import checked_cell_results, inputs_fingerprint, read_cell
+from ..storage.provenance import check_cell_data
 
 # what a report writes beside the cells it reads (an experiment folder's, a bundle's or a merged report's)
 REPORT_FILES = ("results.json", "results.md", "results.html", "results_data.js")
@@ -48,10 +48,10 @@ class CellResult:
 def source_cells(directory: str | Path, split: str = "test", bundle: bool = False) -> list[CellResult]:
     """Every finished cell under ``directory`` (an experiment folder, or a results bundle when ``bundle``) with
     its predictions on ``split``. Each cell's results are recomputed from its predictions files, which must be the
-    ones it finished with (:func:`~pgra.predictions.checked_cell_results`): an edited or truncated file is refused
+    ones it finished with (:func:`~pgra.results.predictions.checked_cell_results`): an edited or truncated file is refused
     by name, never reported with the numbers its cell.json recorded. A bundle holds no data folder, so a cell's is
     checked only in an experiment folder."""
-    from ..config import from_dict
+    from ..core.config import from_dict
     from ..tasks import get_task
     from ..tasks.spec import TaskSpec
 

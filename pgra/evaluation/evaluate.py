@@ -7,14 +7,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, read_manifest, verify_run, write_json
-from ..errors import InputError
-from ..interchange import read_records, write_records
+from ..core.errors import InputError
+from ..data.interchange import read_records, write_records
 from ..methods import load_run
-from ..ownership import claim_folder
-from ..predictions import score_lines
-from ..provenance import check_run_data
+from ..results.predictions import score_lines
 from ..stages import stage_kinds
+from ..storage.artifacts import MANIFEST, read_manifest, verify_run, write_json
+from ..storage.ownership import claim_folder
+from ..storage.provenance import check_run_data
 
 
 def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None = None, out: str | Path | None = None,

@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, read_json_object, read_utf8
-from ..errors import InputError, shorten
+from ..core.errors import InputError, shorten
 from ..experiment.config import JOB_FIELDS, METHOD_OVERRIDABLE, RUNTIME_FIELDS
 from ..experiment.layout import STAGE_KEY_FILE
+from ..storage.artifacts import MANIFEST, read_json_object, read_utf8
 from .bundle import is_bundle, verify_bundle
 from .cells import CellResult, check_shared_inputs, source_cells
 

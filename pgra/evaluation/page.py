@@ -19,11 +19,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import SAFE_NAME, read_json, write_text
-from ..errors import InputError, PgraError, shorten
+from ..core.errors import InputError, PgraError, shorten
+from ..data.interchange import read_records
 from ..experiment.layout import cell_path
-from ..interchange import read_records
 from ..methods import get_method
+from ..storage.artifacts import SAFE_NAME, read_json, write_text
 from .bundle import ANALYSIS_DIR
 from .page_assets import PAGE_TEMPLATE
 

@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json, write_json, write_text
-from ..errors import IncompleteArtifactError
-from ..markdown import md_row, md_table, md_text
-from ..metrics import mean_std
-from ..ownership import record_files
-from ..predictions import inputs_fingerprint
+from ..core.errors import IncompleteArtifactError
+from ..core.markdown import md_row, md_table, md_text
+from ..results.metrics import mean_std
+from ..results.predictions import inputs_fingerprint
+from ..storage.artifacts import read_json, write_json, write_text
+from ..storage.ownership import record_files
 from .cells import REPORT_FILES, CellResult, drop_superseded
 from .resolution import DEFAULT_ALPHA, DEFAULT_POWER
 
@@ -95,8 +95,8 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
     """The report's content: rows, summary (mean, std, n, still improving) and significance tests, over the cells
     of ``directory``: an experiment folder or a results bundle, or several of them merged
     (:func:`pgra.evaluation.merge.merged_cells`)."""
-    from ..choices import task_names
-    from ..config import from_dict
+    from ..core.choices import task_names
+    from ..core.config import from_dict
     from ..methods import METHODS
     from ..methods.reader_method import ReaderMethod
     from ..tasks import get_task
@@ -185,7 +185,7 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
                 tests[method] = per_task
     _adjust_holm(tests, tasks)
     diagnostics = _diagnostics(by, specs, tasks, methods)
-    from ..environment import cells_environment
+    from ..runtime.environment import cells_environment
 
     return {"directory": ", ".join(str(p) for p in sources), "sources": merge_info["sources"],
             "duplicates": merge_info["duplicates"], "split": split,
@@ -482,7 +482,7 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
     report = build_report(sources, reference, split, n_resamples, seed, min_inputs)  # nothing written if refused
     figures = figure_index(directory)  # its index read (and refused) before anything is written
     if not own:
-        from ..ownership import claim_folder
+        from ..storage.ownership import claim_folder
 
         claim_folder(directory, "report")
         check_report_files(directory, "out")
@@ -505,7 +505,7 @@ def check_report_files(directory: str | Path, field: str = "out") -> None:
     """Refuse (an InputError naming it, nothing written) when a report file in ``directory`` is not the one pgra
     last wrote there: a ``results.md`` written or edited by hand is kept. A report an older pgra wrote before
     it recorded its files (its ``results.json`` is pgra's report) is replaced."""
-    from ..ownership import check_replaceable, read_record
+    from ..storage.ownership import check_replaceable, read_record
 
     directory = Path(directory)
     if not (read_record(directory) or {}).get("files") and _older_report(directory / "results.json"):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 from ..tasks.spec import METRICS
 
 #: slack on the p-value's tie test ``|d* - d| >= |d|``: a replicate equal to 0 or 2d in exact arithmetic

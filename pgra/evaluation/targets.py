@@ -13,8 +13,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, shorten
-from ..markdown import md_row, md_table, md_text
+from ..core.errors import InputError, shorten
+from ..core.markdown import md_row, md_table, md_text
 
 PAPER = "paper"  # --compare paper: configs/paper/targets.yaml of this source checkout
 OUTSIDE = "†"  # the mark of a cell outside the tolerance
@@ -45,7 +45,7 @@ def load_targets(spec: str | Path, tolerance: float | None = None) -> dict[str, 
 
     Returns ``{"file", "source", "methods": {method: {task: {"value", "tolerance"}}}}``; a malformed file is an
     :class:`InputError` naming the field."""
-    from ..config import load_yaml
+    from ..core.config import load_yaml
 
     path = paper_targets_path() if str(spec) == PAPER else Path(spec)
     if not path.is_file():

@@ -10,14 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, library_versions, sha256_file, source_commit, write_json, write_text
-from ..config import recorded_settings, to_dict
-from ..cost import merge_work, metered
-from ..interchange import read_records, write_records
+from ..core.config import recorded_settings, to_dict
+from ..data.interchange import read_records, write_records
 from ..methods import Method
-from ..ownership import check_only_own, claim_folder
-from ..predictions import PREDICTIONS_SHA256, score_lines
-from ..provenance import folder_fingerprint, relative_path
+from ..results.predictions import PREDICTIONS_SHA256, score_lines
+from ..runtime.cost import merge_work, metered
+from ..storage.artifacts import MANIFEST, library_versions, sha256_file, source_commit, write_json, write_text
+from ..storage.ownership import check_only_own, claim_folder
+from ..storage.provenance import folder_fingerprint, relative_path
 from .claims import worker_identity
 from .layout import CELL_FILE, CELL_KEY_FILE, CellPlan
 
@@ -126,7 +126,7 @@ def _trusts_code(method) -> bool:
 def _track(cell: CellPlan, record: dict[str, Any], log_with: str) -> None:
     if log_with == "none":
         return
-    from ..tracking import open_tracker
+    from ..runtime.tracking import open_tracker
 
     config = {"task": cell.task, "method": cell.method, "seed": cell.seed, **record["settings"].get("reader", {})}
     metric = record["metric"]

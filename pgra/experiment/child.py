@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import PgraError
+from ..core.errors import PgraError
 from .claims import WORKER_ENV
 from .launch import run_cell_process, run_worker
 

@@ -2,17 +2,17 @@
 
 A job (a ``pgra experiment`` process, a rank of a cell-parallel launch, a Slurm array task) runs a stage or a
 cell only while it holds that item's claim: the lock file ``.<name>.claim`` beside the item's folder
-(:func:`pgra.lock.hold_lock`: created whole and atomically, naming host, pid and Slurm job). Another job skips
+(:func:`pgra.storage.lock.hold_lock`: created whole and atomically, naming host, pid and Slurm job). Another job skips
 what a live job holds and comes back to it later; a claim whose holder is dead is taken over (same host: its pid
 is gone; another host: its heartbeat, the lock's mtime touched every ``stale_after / 4`` s, is older than
 ``stale_after``), and the cell's own resume logic continues it from its last checkpoint. The output locks taken
 under a claim (the cell's reader, a stage's folder) beat the same way, and another host's one whose heartbeat
-stopped is taken over with the claim (:func:`pgra.lock.beating_outputs`; one that beat after its claim did is
-waited for until it is stale). Heartbeats are judged on the file system's clock (:func:`pgra.lock.fs_now`), and
+stopped is taken over with the claim (:func:`pgra.storage.lock.beating_outputs`; one that beat after its claim did is
+waited for until it is stale). Heartbeats are judged on the file system's clock (:func:`pgra.storage.lock.fs_now`), and
 a claim touched into the future is taken over as foreign, saying so. :func:`is_claimed` only looks.
 
 A claim file that is invalid (edited by hand: a huge pid, a start time that is no number ...; checked by
-:func:`pgra.lock.validate`) holds only its own item: it is skipped while younger than a minute, then taken over
+:func:`pgra.storage.lock.validate`) holds only its own item: it is skipped while younger than a minute, then taken over
 with a line naming the file and the field; every other stage and cell goes on.
 
 Jobs sharing a folder must run the same settings: with other settings each would find the other's finished cells
@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, shorten
-from ..lock import OutputBusyError, beating_outputs, describe_holder, hold_lock, holder, job_id
+from ..core.errors import InputError, shorten
+from ..storage.lock import OutputBusyError, beating_outputs, describe_holder, hold_lock, holder, job_id
 
 CLAIM_SUFFIX = ".claim"
 WORKER_ENV = "PGRA_WORKER"  # which worker of a launch this process is (recorded in the cells it runs)
@@ -51,7 +51,7 @@ def claim_path(target: Path) -> Path:
 def try_claim(target: Path, label: str, stale_after: float | None) -> contextlib.ExitStack | None:
     """Claim ``target`` (a stage or cell folder, which need not exist): an open stack holding the claim (close it
     to release), or None when a live job holds it. While it is held, the output locks this process (and the
-    processes it starts) takes beat, and another host's dead one is taken over (:func:`pgra.lock.beating_outputs`)."""
+    processes it starts) takes beat, and another host's dead one is taken over (:func:`pgra.storage.lock.beating_outputs`)."""
     path = claim_path(target)
     path.parent.mkdir(parents=True, exist_ok=True)
     stack = contextlib.ExitStack()
@@ -106,7 +106,7 @@ def _value(settings: Any, name: str) -> Any:
 
 
 def check_settings(out: Path, settings: dict[str, Any], stale_after: float | None) -> None:
-    """Refuse (an :class:`~pgra.errors.InputError` naming the first differing setting) when a live job registered
+    """Refuse (an :class:`~pgra.core.errors.InputError` naming the first differing setting) when a live job registered
     in the experiment folder ``out`` runs other ``settings``; read-only but for removing dead jobs' registrations.
     A registration that holds no settings mapping is judged only as a lock (it is pgra's file edited by hand)."""
     mine = json.loads(json.dumps(settings, default=str))

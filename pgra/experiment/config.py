@@ -18,16 +18,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .. import choices
-from ..config import MAX_CELLS_PER_GPU, MAX_WORKERS, SEED_MAX, from_dict, merge, option, to_dict
-from ..errors import InputError
+from ..core import choices
+from ..core.config import MAX_CELLS_PER_GPU, MAX_WORKERS, SEED_MAX, from_dict, merge, option, to_dict
+from ..core.errors import InputError
 from ..icl.config import ICLConfig
 from ..methods import KnnVoteConfig, LinearProbeConfig
 from ..reader.config import TrainConfig
 from ..rerank.config import RerankSection, rerank_config
 from ..retrieval.base import IndexSection, index_config
 from ..retrieval.retrieve import RetrieveConfig
-from ..tracking import TRACKERS
+from ..runtime.tracking import TRACKERS
 
 # what task_overrides / method_overrides may change (the index is shared by every task; methods share stages)
 TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote", "linear_probe", "icl")

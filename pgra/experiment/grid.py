@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, check_disjoint, path_under, read_json_object, safe_name
-from ..config import check_config
-from ..errors import InputError
+from ..core.config import check_config
+from ..core.errors import InputError
+from ..core.registry import plug_in_key
 from ..methods import MethodInputs, get_method
-from ..registry import plug_in_key
 from ..stages import Stage, StageRequest, get_stage
+from ..storage.artifacts import MANIFEST, check_disjoint, path_under, read_json_object, safe_name
 from .cell import check_stale_cell, run_cell
 from .cell import say as _say
 from .config import JOB_FIELDS, RUNTIME_FIELDS, ExperimentConfig, cell_settings
@@ -60,7 +60,7 @@ class Experiment:
             get_method(m)
         # overrides of known tasks or methods outside the grid are unused (a base config for eight tasks run on
         # one); a name that is neither is a typo
-        from ..choices import task_names
+        from ..core.choices import task_names
         from ..methods import METHODS
 
         unknown = [t for t in cfg.task_overrides if t not in cfg.tasks and t not in task_names()]
@@ -193,9 +193,9 @@ class Experiment:
 
     def build_stage(self, task: str, stage: str, ctx) -> None:
         """Run one stage of ``task`` (every rank of ``ctx`` together: one per GPU works, the ranks sharing its GPU
-        wait, :func:`pgra.distributed.stage_context`), recording its cost and key
+        wait, :func:`pgra.runtime.distributed.stage_context`), recording its cost and key
         (:func:`~pgra.experiment.reuse.reuse_or_run`: reused when it finished with the same key)."""
-        from ..distributed import stage_context
+        from ..runtime.distributed import stage_context
 
         part = self.stage(stage)
         keys = self.stage_keys(task)
@@ -250,7 +250,7 @@ class Experiment:
         that finishes last writes the report with ``report_writer`` when one is given (the command's). Refused (an
         InputError naming the setting, nothing written) while a live job runs the folder with other settings
         (:meth:`sharing`)."""
-        from ..distributed import init_distributed
+        from ..runtime.distributed import init_distributed
 
         ctx = ctx or init_distributed()
         if self.cfg.dry_run:
@@ -263,7 +263,7 @@ class Experiment:
         """The settings every job sharing this experiment's folder must agree on: all that enter a stage's or a
         cell's key (less the cosmetic ones, how the grid is run and what each job may choose:
         :data:`~pgra.experiment.config.JOB_FIELDS`)."""
-        from ..config import recorded_settings
+        from ..core.config import recorded_settings
 
         return {k: v for k, v in recorded_settings(self.cfg, cosmetic=False).items()
                 if k not in RUNTIME_FIELDS and k not in JOB_FIELDS}
@@ -279,8 +279,8 @@ class Experiment:
     def sharing(self, ctx) -> Iterator[None]:
         """This job registered in its folder for the block (the main process of a launch registers for all its
         ranks, and all of them refuse together: :func:`~pgra.experiment.claims.shared_folder`)."""
-        from ..distributed import main_computes
-        from ..errors import PgraError
+        from ..core.errors import PgraError
+        from ..runtime.distributed import main_computes
         from .claims import shared_folder
 
         with contextlib.ExitStack() as stack:
@@ -342,7 +342,7 @@ def run_grids(experiments: list[Experiment], ctx=None) -> list[CellPlan]:
     claims from all the grids, so grids of one cell each, such as an analysis's variants, run side by side). Every
     grid registers in its folder and is checked before anything runs (refused with an InputError as
     :meth:`Experiment.run` refuses); returns the cells this job saw fail, those of every grid."""
-    from ..distributed import init_distributed
+    from ..runtime.distributed import init_distributed
     from .workers import GridRun, run_pooled
 
     ctx = ctx or init_distributed()

@@ -23,9 +23,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import claim_output
-from ..config import from_dict
-from ..device import (
+from ..core.config import from_dict
+from ..core.errors import InputError, PgraError
+from ..runtime.device import (
     CORE_SHARERS_ENV,
     STAGE_PARTNER_ENV,
     apply_threads,
@@ -33,10 +33,10 @@ from ..device import (
     node_cores,
     shared_threads,
 )
-from ..distributed import DistContext
-from ..errors import InputError, PgraError
-from ..lock import is_main_launch
-from ..ownership import claimed
+from ..runtime.distributed import DistContext
+from ..storage.artifacts import claim_output
+from ..storage.lock import is_main_launch
+from ..storage.ownership import claimed
 from .cell import report_failure
 from .claims import CHILD_MODULE, WORKER_ENV
 from .config import ExperimentConfig, SlurmConfig
@@ -55,7 +55,7 @@ def run_experiment(cfg: ExperimentConfig, ctx=None,
                    report_writer: Callable[[Path, str], None] | None = None) -> list[CellPlan]:
     """Run (or with ``dry_run`` describe) the grid, or with ``launcher`` start ``workers`` jobs that run it; returns
     the failed cells. No lock on ``out``: jobs sharing it claim its stages and cells (:mod:`.claims`); ``out`` must
-    be new, empty or pgra's (:func:`pgra.ownership.claimed`). ``report_writer(out, reference)``: called by the job
+    be new, empty or pgra's (:func:`pgra.storage.ownership.claimed`). ``report_writer(out, reference)``: called by the job
     that finishes last (:meth:`~pgra.experiment.grid.Experiment.run`)."""
     experiment = Experiment(cfg, report_writer=report_writer)
     if cfg.dry_run:
@@ -121,7 +121,7 @@ def check_launcher(cfg: ExperimentConfig) -> None:
 
 def check_local_gpus(workers: int) -> None:
     """Refuse (an InputError on ``workers``) local workers that would share a GPU in ``EXCLUSIVE_PROCESS`` compute
-    mode, which lets one process at a time use it (:func:`pgra.device.exclusive_gpu_problem`)."""
+    mode, which lets one process at a time use it (:func:`pgra.runtime.device.exclusive_gpu_problem`)."""
     devices = visible_devices()
     crowd = cells_sharing_a_gpu(1, workers, len(devices)) if devices else 1  # workers on one GPU
     problem = exclusive_gpu_problem(devices[:workers], crowd, f"{workers} workers on {len(devices)} GPU(s) put "
@@ -133,7 +133,7 @@ def check_local_gpus(workers: int) -> None:
 
 def local_workers_limit(cells_per_gpu: int) -> int:
     """The most ``--launcher local`` workers this machine runs side by side: :data:`LOCAL_WORKERS_PER_CORE` per core
-    (:func:`pgra.device.node_cores`), or its visible GPUs x ``cells_per_gpu`` where that is more."""
+    (:func:`pgra.runtime.device.node_cores`), or its visible GPUs x ``cells_per_gpu`` where that is more."""
     return max(LOCAL_WORKERS_PER_CORE * node_cores(), len(visible_devices()) * cells_per_gpu)
 
 
@@ -168,7 +168,7 @@ def memory_note(s: SlurmConfig) -> str:
 def local_workers(workers: int, cells_per_gpu: int) -> tuple[list[dict[str, str]], int]:
     """The environments of ``workers`` local workers, one GPU each: worker ``i`` sees the visible GPU ``i`` modulo
     their count (``CUDA_VISIBLE_DEVICES``; none without CUDA), as rank ``i`` of a launch would
-    (:func:`pgra.device.local_device_index`); and the ``cells_per_gpu`` they run with: the given one, or the most
+    (:func:`pgra.runtime.device.local_device_index`); and the ``cells_per_gpu`` they run with: the given one, or the most
     workers that share one GPU where that is more (:func:`~.workers.cells_sharing_a_gpu`: a worker, which sees
     one GPU, cannot count them), said in one line."""
     devices = visible_devices()
@@ -186,7 +186,7 @@ def local_workers(workers: int, cells_per_gpu: int) -> tuple[list[dict[str, str]
 def _local(payload: dict, envs: list[dict[str, str]], gpus: int = 0) -> list[int]:
     """One local process per environment of :func:`local_workers`; their exit codes. Worker ``i`` past the
     ``gpus`` shares its GPU with worker ``i % gpus``, and leaves the stages to it while it runs (its pid in
-    :data:`pgra.device.STAGE_PARTNER_ENV`): one stage's models on a GPU at a time."""
+    :data:`pgra.runtime.device.STAGE_PARTNER_ENV`): one stage's models on a GPU at a time."""
     with tempfile.TemporaryDirectory(prefix="pgra-workers-") as tmp:
         spec = Path(tmp) / "experiment.json"
         spec.write_text(json.dumps(payload))
@@ -231,9 +231,9 @@ def _slurm(payload: dict, cfg) -> list[int] | None:
 def run_worker(payload: dict, name: str, sharers: int | None = None) -> int:
     """One worker: the grid of ``payload`` (:func:`pgra.experiment.workers.experiment_payload`) as one job; 1 when
     a cell it ran failed. ``sharers``: the workers computing on this machine's cores beside it (Slurm's ``local``
-    cluster), which its cost records count (:data:`pgra.device.CORE_SHARERS_ENV`) and whose cores it shares
-    (:func:`pgra.device.shared_threads`)."""
-    from ..verbosity import configure_child_output
+    cluster), which its cost records count (:data:`pgra.runtime.device.CORE_SHARERS_ENV`) and whose cores it shares
+    (:func:`pgra.runtime.device.shared_threads`)."""
+    from ..core.verbosity import configure_child_output
 
     configure_child_output()  # a worker process (local or Slurm) is as quiet as the command that launched it
     os.environ[WORKER_ENV] = name
@@ -263,7 +263,7 @@ def experiment_from_payload(payload: dict[str, Any]):
 def run_cell_process(spec: dict[str, Any]) -> int:
     """A cell-parallel worker's cell (the child process of :meth:`~.workers.GridRun._run_alone`) from the spec it
     wrote: 0 when it finished."""
-    from ..verbosity import configure_child_output
+    from ..core.verbosity import configure_child_output
 
     configure_child_output()  # as quiet as the rank that started it
     exp = experiment_from_payload(spec)

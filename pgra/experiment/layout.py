@@ -19,13 +19,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..artifacts import path_under, read_json, safe_name, write_json
-from ..provenance import CELL_FILE
 from ..stages import defining, key_of
+from ..storage.artifacts import path_under, read_json, safe_name, write_json
+from ..storage.provenance import CELL_FILE
 
 CELL_KEY_FILE = ".cell_key"
 STAGE_KEY_FILE = ".stage_key"
-STAGE_COST_FILE = "cost.json"  # what building the stage spent (pgra.cost.metered), with its stage key
+STAGE_COST_FILE = "cost.json"  # what building the stage spent (pgra.runtime.cost.metered), with its stage key
 CELL_GLOB = f"*/*/seed-*/{CELL_FILE}"
 
 
@@ -48,7 +48,7 @@ class CellPlan:
 def cell_path(task: str, method: str, seed: int) -> Path:
     """``<task>/<method>/seed-<n>``, relative to the experiment folder: the one place a cell's folder is named
     (``task`` is the task's name; the task and the method become folder names, checked by
-    :func:`pgra.artifacts.safe_name`)."""
+    :func:`pgra.storage.artifacts.safe_name`)."""
     return Path(safe_name(task, "tasks", what="task name"), safe_name(method, "methods", what="method name"),
                 f"seed-{seed}")
 

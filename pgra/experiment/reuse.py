@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, write_json, write_text
-from ..cost import metered
+from ..runtime.cost import metered
+from ..storage.artifacts import MANIFEST, write_json, write_text
 from .layout import STAGE_COST_FILE
 
 
@@ -25,7 +25,7 @@ def finished_with(folder: Path, key_file: str, key: str) -> bool:
 def reuse_or_run(folder: Path, key_file: str, key: str, run: Callable[[], Any], ctx,
                  cost_file: str = STAGE_COST_FILE) -> bool:
     """Reuse ``folder`` when it finished with ``key``; else call ``run()`` (on every process of ``ctx``), then on the
-    main process write ``cost_file`` (what the run spent, :func:`pgra.cost.metered`, with ``stage_key``) and
+    main process write ``cost_file`` (what the run spent, :func:`pgra.runtime.cost.metered`, with ``stage_key``) and
     ``key_file``. Returns True when the folder was reused."""
     folder = Path(folder)
     if finished_with(folder, key_file, key):

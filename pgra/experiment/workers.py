@@ -2,7 +2,7 @@
 (:mod:`pgra.experiment.claims`), so that any number of jobs over one experiment folder finish it together.
 
 Under N processes (torchrun, accelerate launch) the index and the stages split their work over all ranks, one a GPU
-where ranks share GPUs (:func:`pgra.distributed.stage_context`; rank 0 holds their claim). The cells then run either
+where ranks share GPUs (:func:`pgra.runtime.distributed.stage_context`; rank 0 holds their claim). The cells then run either
 side by side (``parallel: cells``, the default): every rank claims cells on its own and runs each in a child process
 that looks like a single process (no process group, one device: its ``LOCAL_RANK``'s GPU), so a cell's key,
 predictions and metrics are those of a 1-process run; or one after another as one DDP job over all ranks
@@ -12,7 +12,7 @@ first (:func:`cost_order`). A job skips what another live job holds, waits for s
 last job to finish writes the report.
 
 Several cells may share one GPU (``cells_per_gpu``: torchrun with GPUs x that many ranks a node, or as many local
-workers): the ranks or workers take GPUs round-robin (:func:`pgra.device.local_device_index`), and a cell starts on
+workers): the ranks or workers take GPUs round-robin (:func:`pgra.runtime.device.local_device_index`), and a cell starts on
 a shared GPU only once the GPU has the memory it needs free (:func:`cell_gpu_need`, :func:`wait_for_gpu_memory`).
 """
 
@@ -30,9 +30,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json, write_text
-from ..config import to_dict
-from ..device import (
+from ..core.config import to_dict
+from ..core.errors import InputError, PgraError
+from ..methods import get_method
+from ..runtime.device import (
     CORE_SHARERS_ENV,
     THREADS_ENV,
     exclusive_gpu_problem,
@@ -42,10 +43,9 @@ from ..device import (
     shared_threads,
     stage_partner_alive,
 )
-from ..distributed import DistContext, gather_objects, main_computes, stage_context
-from ..errors import InputError, PgraError
-from ..lock import fs_now, release_dead_writers
-from ..methods import get_method
+from ..runtime.distributed import DistContext, gather_objects, main_computes, stage_context
+from ..storage.artifacts import read_json, write_text
+from ..storage.lock import fs_now, release_dead_writers
 from .cell import report_failure, say
 from .claims import CHILD_MODULE, WORKER_ENV, is_claimed, try_claim
 from .layout import CellPlan, cell_status, finished_cells, mark_seed_independent
@@ -76,11 +76,11 @@ def launcher_variable(name: str) -> bool:
 def single_process_env(device: int | None = None, worker: str = "", sharers: int | None = None) -> dict[str, str]:
     """This process's environment without the launch's variables (:func:`launcher_variable`); ``device``: the one
     visible GPU (an index into the GPUs visible now, modulo their count). Under a launcher that left its default of
-    one thread a rank (:func:`pgra.device.launcher_threads`), ``OMP_NUM_THREADS`` is this node's cores over its
+    one thread a rank (:func:`pgra.runtime.device.launcher_threads`), ``OMP_NUM_THREADS`` is this node's cores over its
     ranks, as the rank itself was given; where it is unset, the cores over ``sharers``
-    (:func:`pgra.device.shared_threads`: each of ``--launcher local``'s workers its share, not all the cores).
+    (:func:`pgra.runtime.device.shared_threads`: each of ``--launcher local``'s workers its share, not all the cores).
     ``sharers`` (default: this launch's ranks on the node) is kept for the child as
-    :data:`pgra.device.CORE_SHARERS_ENV`, so that its cost records say what share of the cores it had."""
+    :data:`pgra.runtime.device.CORE_SHARERS_ENV`, so that its cost records say what share of the cores it had."""
     sharers = sharers or ranks_per_node()
     threads = launcher_threads() or shared_threads(sharers)
     env = {k: v for k, v in os.environ.items() if not launcher_variable(k)}
@@ -275,7 +275,7 @@ class GridRun:
         """Rank 0 claims ``target``: ``("run", [claim])`` (the claim on rank 0 only), ``("held", [])`` or
         ``("done", [])`` when ``done()`` holds once claimed (another job finished it meanwhile). A ``stage`` is
         also ``held`` by the local worker that took this worker's GPU first, while it runs
-        (:func:`pgra.device.stage_partner_alive`: one stage's models on a GPU at a time)."""
+        (:func:`pgra.runtime.device.stage_partner_alive`: one stage's models on a GPU at a time)."""
         box: list = []
 
         def decide() -> str:
@@ -468,7 +468,7 @@ class GridRun:
         return True
 
     def _gpu_short(self, cell: CellPlan, released: bool = False) -> str | None:
-        """Before ``cell`` starts on this process's GPU (:func:`pgra.device.local_device_index`): None when it may
+        """Before ``cell`` starts on this process's GPU (:func:`pgra.runtime.device.local_device_index`): None when it may
         start (no CUDA; a GPU of its own without ``cell_gpu_gb``; enough memory free, at once or after waiting),
         else why not (:func:`wait_for_gpu_memory`). A rank's GPU is shared by the node's ranks beyond its GPUs
         (``LOCAL_WORLD_SIZE``); a local worker's by the workers its launcher gave the same GPU (their count
@@ -539,7 +539,7 @@ class GridRun:
 
 def check_gpu_sharing(grid: GridRun) -> None:
     """Refuse (an InputError naming ``parallel``, before anything runs) a multi-rank job whose GPU is in
-    ``EXCLUSIVE_PROCESS`` compute mode (:func:`pgra.device.exclusive_gpu_problem`) where more than one process
+    ``EXCLUSIVE_PROCESS`` compute mode (:func:`pgra.runtime.device.exclusive_gpu_problem`) where more than one process
     needs it: under ``parallel: cells`` the rank holds a CUDA context on its GPU (its process group, its stages),
     so the child process of each of its cells could not create one; ranks beyond the GPUs share them too."""
     if grid.ctx.world_size == 1:

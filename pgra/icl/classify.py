@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from ..causal_lm import LMCost
-from ..label_scoring import LabelScorer
-from ..predictions import prediction_line
-from ..prompts import build_prompt
+from ..lm.causal_lm import LMCost
+from ..lm.label_scoring import LabelScorer
+from ..lm.prompts import build_prompt
+from ..results.predictions import prediction_line
 from ..selection import get_selector
 from ..selection.settings import SelectorSettings
 from ..tasks import Example, TaskSpec, check_label_ids

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import choices
-from ..causal_lm import LMConfig
-from ..config import MAX_ITEMS, SEED_MAX, option
+from ..core import choices
+from ..core.config import MAX_ITEMS, SEED_MAX, option
+from ..lm.causal_lm import LMConfig
 from ..selection.settings import SelectorSettings
 
 
@@ -32,7 +32,7 @@ class _Selection:
 @dataclass
 class ICLConfig(LMConfig, _Selection):
     """Everything ``pgra icl`` needs: the data, the causal LM and how demonstrations are selected, the LM block
-    (:class:`pgra.causal_lm.LMConfig`, shared with the reranker), then the stage's own options."""
+    (:class:`pgra.lm.causal_lm.LMConfig`, shared with the reranker), then the stage's own options."""
 
     trust_remote_code: bool = option(False, help="allow the LM's own code (off: never run hub code)")
     show_progress: bool = option(True, cosmetic=True, help="progress bars (a line every 30 s in a log)")

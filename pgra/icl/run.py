@@ -8,7 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import (
+from ..core.config import check_config, from_dict, result_settings, to_dict
+from ..core.errors import InputError, StaleArtifactError
+from ..core.registry import plug_in_key
+from ..data.interchange import read_records, write_records
+from ..lm.loading import remote_code_allowed
+from ..results.predictions import Predictor
+from ..selection.base import STRATEGIES, settings_key, with_index_encoder
+from ..storage.artifacts import (
     MANIFEST,
     check_disjoint,
     read_json_object,
@@ -17,15 +24,8 @@ from ..artifacts import (
     write_json,
     write_manifest,
 )
-from ..config import check_config, from_dict, result_settings, to_dict
-from ..errors import InputError, StaleArtifactError
-from ..interchange import read_records, write_records
-from ..loading import remote_code_allowed
-from ..lock import locks_output
-from ..predictions import Predictor
-from ..provenance import data_fields, run_data
-from ..registry import plug_in_key
-from ..selection.base import STRATEGIES, settings_key, with_index_encoder
+from ..storage.lock import locks_output
+from ..storage.provenance import data_fields, run_data
 from ..tasks import Example, TaskSpec, task_from_manifest
 from .classify import ICLClassifier
 from .config import ICLConfig
@@ -55,7 +55,7 @@ def _classifier(cfg: ICLConfig, task: TaskSpec, data: Path, manifest: dict[str, 
 @locks_output(kind=KIND)
 def run_icl(cfg: ICLConfig) -> dict[str, dict[str, Any]]:
     """Select demonstrations, predict every split in ``cfg.splits`` into ``cfg.out``; returns metrics per split."""
-    from ..predictions import score_lines
+    from ..results.predictions import score_lines
 
     check_config(cfg)
     if not cfg.data or not cfg.out:

@@ -1,6 +1,6 @@
 """Every compared method behind one interface (:class:`Method`), one file each, in one registry.
 
-``METHODS`` (a :class:`~pgra.registry.Registry`) maps a name to its class; the CLI reads its choices from it. A new
+``METHODS`` (a :class:`~pgra.core.registry.Registry`) maps a name to its class; the CLI reads its choices from it. A new
 method is one file whose class is added here, or registered with :func:`register_method` (a plug-in, a test); a
 method with options declares them on itself (``options``: the experiment config's section named after it). Every
 registered demonstration strategy ``s`` (a plug-in's too) is also a method ``icl_<s>``, and every registered reranker
@@ -9,8 +9,8 @@ registered demonstration strategy ``s`` (a plug-in's too) is also a method ``icl
 
 from __future__ import annotations
 
-from ..predictions import Predictor
-from ..registry import Registry, defined_in, is_builtin
+from ..core.registry import Registry, defined_in, is_builtin
+from ..results.predictions import Predictor
 from .base import FitResult, Method, MethodInputs
 from .fid import FiD
 from .fid_reranked import RERANKED_READERS, fid_method
@@ -86,8 +86,8 @@ def load_run(run, device: str | None = None, trust_remote_code: bool = False) ->
     ``trust_remote_code``: the caller lets its models run their own code (what the run recorded never does)."""
     from pathlib import Path
 
-    from ..artifacts import MANIFEST, read_json
-    from ..errors import InputError
+    from ..core.errors import InputError
+    from ..storage.artifacts import MANIFEST, read_json
 
     run = Path(run)
     if not (run / MANIFEST).exists():

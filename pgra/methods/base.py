@@ -1,8 +1,8 @@
 """The interface every compared method implements.
 
 A method is built from an experiment's settings for one task (:class:`MethodInputs`), ``fit`` trains it into a
-run folder on the task's training data (resumable), and ``load`` gives a :class:`~pgra.predictions.Predictor` of
-a fitted run that predicts any records of the task, in the one predictions schema (:mod:`pgra.predictions`).
+run folder on the task's training data (resumable), and ``load`` gives a :class:`~pgra.results.predictions.Predictor` of
+a fitted run that predicts any records of the task, in the one predictions schema (:mod:`pgra.results.predictions`).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from ..predictions import Predictor
+from ..results.predictions import Predictor
 
 if TYPE_CHECKING:
-    from ..cost import Priced
     from ..icl.config import ICLConfig
     from ..reader.config import TrainConfig
     from ..retrieval.index import IndexConfig
+    from ..runtime.cost import Priced
     from ..tasks import TaskSpec
 
 
@@ -153,7 +153,7 @@ class Method(ABC):
     def price(cls, fits: Any, settings: dict[str, Any], inputs: int | None, splits: dict[str, int] | None,
               disk: dict[str, Any] | None = None) -> Priced | None:
         """Its cell's cost model: the cell priced from the bench fits before it runs (``pgra experiment --dry-run``;
-        used where no finished cell's record prices it). ``fits``: the plan's bench fits (:class:`pgra.cost.Fits` and the parts');
+        used where no finished cell's record prices it). ``fits``: the plan's bench fits (:class:`pgra.runtime.cost.Fits` and the parts');
         ``settings``: the cell's settings as its ``cell.json`` holds them (:meth:`settings`); ``inputs``: the
         task's inputs; ``splits``: its inputs per split (None: unknown); ``disk``: the cosmetic settings of what it
         keeps. None: no fit prices it (the plan counts it unknown). By default, on a CPU, the measured fixed part of

@@ -12,11 +12,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..predictions import Predictor
+from ..results.predictions import Predictor
 from .base import FitResult, Method
 
 if TYPE_CHECKING:
-    from ..cost import Priced
+    from ..runtime.cost import Priced
 
 
 class ICL(Method):
@@ -69,9 +69,9 @@ class ICL(Method):
     def fit(self, out: Path, seed: int) -> FitResult:
         """Run on the main process only (a multi-process launch waits for it): the selection's caches and the
         run folder have one writer."""
-        from ..artifacts import read_json
-        from ..distributed import init_distributed, main_computes
         from ..icl.run import run_icl
+        from ..runtime.distributed import init_distributed, main_computes
+        from ..storage.artifacts import read_json
 
         ctx = init_distributed()
         main_computes(ctx, lambda: run_icl(replace(self.config(out, seed), splits=list(self.splits()))))

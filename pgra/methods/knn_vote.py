@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json, read_manifest, write_json, write_manifest
-from ..config import MAX_ITEMS, option, to_dict
-from ..errors import InputError
-from ..interchange import read_records, write_records
-from ..itself import without_itself
-from ..predictions import Predictor, prediction_line
-from ..provenance import data_fields, recorded_folder, relative_path, run_data
+from ..core.config import MAX_ITEMS, option, to_dict
+from ..core.errors import InputError
+from ..data.interchange import read_records, write_records
+from ..data.itself import without_itself
+from ..results.predictions import Predictor, prediction_line
+from ..storage.artifacts import read_json, read_manifest, write_json, write_manifest
+from ..storage.provenance import data_fields, recorded_folder, relative_path, run_data
 from ..tasks import TaskSpec, task_from_manifest
 from .base import FitResult, Method
 

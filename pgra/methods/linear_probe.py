@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import read_manifest, write_manifest
-from ..config import option, to_dict
-from ..errors import InputError
-from ..interchange import read_records
-from ..predictions import Predictor, prediction_line
-from ..provenance import data_fields, run_data
+from ..core.config import option, to_dict
+from ..core.errors import InputError
+from ..data.interchange import read_records
+from ..results.predictions import Predictor, prediction_line
+from ..storage.artifacts import read_manifest, write_manifest
+from ..storage.provenance import data_fields, run_data
 from ..tasks import TaskSpec, task_from_manifest
 from .base import FitResult, Method
 
@@ -102,7 +102,7 @@ def fit_probe(task: TaskSpec, train_x: np.ndarray, train_y: list[str], dev_x: np
     """Standardise, fit one regression per C, keep the best on dev (without dev: one fit, at the grid's median C)."""
     from sklearn.linear_model import LogisticRegression
 
-    from ..metrics import compute_metric
+    from ..results.metrics import compute_metric
 
     mean = train_x.mean(axis=0)
     scale = train_x.std(axis=0)
@@ -157,7 +157,7 @@ class LinearProbe(Method):
     def fit(self, out: Path, seed: int) -> FitResult:
         from safetensors.numpy import save_file
 
-        from ..artifacts import atomic_path
+        from ..storage.artifacts import atomic_path
 
         cfg, task = self.own_options(), self.inputs.task
         if not cfg.c_grid or any(not (c > 0 and np.isfinite(c)) for c in cfg.c_grid):

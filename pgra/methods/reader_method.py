@@ -6,14 +6,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..artifacts import MANIFEST, iter_jsonl, read_json
-from ..config import result_settings
-from ..predictions import Predictor
-from ..provenance import run_data
+from ..core.config import result_settings
+from ..results.predictions import Predictor
+from ..storage.artifacts import MANIFEST, iter_jsonl, read_json
+from ..storage.provenance import run_data
 from .base import FitResult, Method
 
 if TYPE_CHECKING:
-    from ..cost import Priced
+    from ..runtime.cost import Priced
 
 # settings of a reader cell that do not change what it learns
 _PER_CELL = ("data", "out", "seed")  # the cell gives these (its data folder, its folder, its seed)
@@ -85,8 +85,8 @@ class ReaderMethod(Method):
         return {"reader": {**reader, "n_passages": self.n_passages()}, "data": self.data}
 
     def fit(self, out: Path, seed: int) -> FitResult:
-        from ..distributed import init_distributed
         from ..reader.train import train
+        from ..runtime.distributed import init_distributed
 
         cfg = self.train_config(out, seed)
         timing: dict[str, float] = {}
@@ -105,7 +105,7 @@ class ReaderMethod(Method):
         """Delete the cell's resumable checkpoints unless ``reader.keep_resume_state``: ``best/``, the predictions,
         ``metrics.json`` and ``train_log.jsonl`` are what prediction, the report and the analyses read."""
         if not self.inputs.settings.reader.keep_resume_state:
-            from ..training import drop_resume_state
+            from ..runtime.training import drop_resume_state
 
             drop_resume_state(out)
 

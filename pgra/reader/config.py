@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import choices
-from ..config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, SEED_MAX, option
-from ..tracking import TRACKERS
+from ..core import choices
+from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, SEED_MAX, option
+from ..runtime.tracking import TRACKERS
 
 
 @dataclass

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cost import Priced
-from ..sizes import WEIGHT_FILES, count_text, format_bytes, model_parameters
+from ..runtime.cost import Priced
+from ..runtime.sizes import WEIGHT_FILES, count_text, format_bytes, model_parameters
 
 
 def evaluated_inputs(reader: dict[str, Any], splits: dict[str, int] | None) -> int | None:
@@ -119,7 +119,7 @@ def reader_disk(reader: Any) -> ReaderDisk | None:
     model's parameters are unknown. With a frozen encoder (``freeze_encoder``, ``train_top_layers``) the trained
     weights are all but the encoder's, the word embeddings and the output projection (by their names in the local
     safetensors), plus the top layers' share of the encoder's; every weight where the names cannot be read."""
-    from ..cost import tensor_sizes
+    from ..runtime.cost import tensor_sizes
 
     model = str(reader.model)
     counts, source = model_parameters(model)

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import InputError
+from ..core.errors import InputError
+from ..lm.tokens import fit_text, pad_sequences
 from ..tasks.loaders import check_label_ids
 from ..tasks.spec import READER_FORMATS, TaskSpec
-from ..tokens import fit_text, pad_sequences
 
 
 class ReaderFormatter:

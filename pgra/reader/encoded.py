@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from ..cost import meter
-from ..progress import progress
+from ..core.progress import progress
+from ..runtime.cost import meter
 from .data import ReaderFormatter
 
 

@@ -16,7 +16,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 FID_CONFIG = "fid_config.json"
 
@@ -179,7 +179,7 @@ class FiDReader(torch.nn.Module):
     @classmethod
     def from_pretrained(cls, name_or_path: str, **kwargs) -> FiDReader:
         """Load any HF encoder-decoder; weights the checkpoint lacks (beyond what FiD drops) are warned about."""
-        from ..loading import load_pretrained
+        from ..lm.loading import load_pretrained
 
         model, info = load_pretrained(AutoModelForSeq2SeqLM, name_or_path, "encoder-decoder reader", "model",
                                       output_loading_info=True, **kwargs)
@@ -199,6 +199,6 @@ def unexpected_missing(missing_keys) -> list[str]:
 
 
 def load_tokenizer(name_or_path: str):
-    from ..loading import load_pretrained
+    from ..lm.loading import load_pretrained
 
     return load_pretrained(AutoTokenizer, name_or_path, "reader's tokenizer", "model")

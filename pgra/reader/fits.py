@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cost import Fits, fit_line, read_linear
+from ..runtime.cost import Fits, fit_line, read_linear
 from .gpu_cost import (
     DEFAULT_GPU_VARIANT,
     GPU_PLAN_CELLS,
@@ -65,7 +65,7 @@ class ReaderFits(Fits):
             self.top_layers, self.top_layers_store = top_layer_shares(rows), top_layer_store(rows)
             self.bench_layers = max(int(r["n"]) for r in rows)
         path = results / "reader_top_layers_bf16.json"
-        from .. import device as devices
+        from ..runtime import device as devices
 
         if path.is_file() and devices.cpu_has_native_bf16():  # emulated bf16 is slower than fp32: not measured
             self.bf16_ratios = bf16_step_ratios(json.loads(path.read_text())) or None

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cost import Priced
-from ..sizes import format_seconds
+from ..runtime.cost import Priced
+from ..runtime.sizes import format_seconds
 from .cost_model import evaluated_inputs, trained_layers
 
 GPU_PLAN_CELLS = "gpu_plan_cells.json"
@@ -137,7 +137,7 @@ def _evaluations(fits: Any, reader: dict[str, Any], splits: dict[str, int] | Non
     """Its dev evaluations (every ``eval_every`` steps) and the final dev and test evaluation (``splits``: inputs per
     split), an input a forward pass of the eager step (``FLOPS_PER_TOKEN`` forward/trained of it), added to
     ``parts`` and ``text``; returns their device seconds."""
-    from ..cost import FLOPS_PER_TOKEN
+    from ..runtime.cost import FLOPS_PER_TOKEN
 
     evaluated = evaluated_inputs(reader, splits)
     if evaluated is None:

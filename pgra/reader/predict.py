@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from .. import choices
-from ..artifacts import MANIFEST, read_json, read_manifest
-from ..cost import meter
-from ..errors import InputError
-from ..metrics import compute_metric
+from ..core import choices
+from ..core.errors import InputError
+from ..results.metrics import compute_metric
+from ..runtime.cost import meter
+from ..storage.artifacts import MANIFEST, read_json, read_manifest
 from ..tasks import TaskSpec, get_task, task_from_manifest
 from .data import ReaderFormatter
 from .encoded import EncodedInputs
@@ -90,7 +90,7 @@ def score_predictions(task: TaskSpec, records: list[dict[str, Any]], labels: lis
 def prediction_lines(records: list[dict[str, Any]], preds: Predictions, n_passages: int) -> list[dict[str, Any]]:
     """``predictions_<split>.jsonl`` lines in the methods' schema (id, text, label, prediction, scores, evidence);
     with ``demo_labels`` when the records carry the reranker's demonstrations and the reader read evidence."""
-    from ..predictions import prediction_line
+    from ..results.predictions import prediction_line
 
     lines = []
     for rec, label, probs in zip(records, preds.labels, preds.probabilities, strict=True):
@@ -105,7 +105,7 @@ def _run_task(run: Path, best: Path, fid_config: dict[str, Any], manifest: dict[
     if manifest is not None:  # a finished run records its task in full
         return task_from_manifest(manifest, run / MANIFEST)
     if "task_spec" in fid_config:
-        from ..config import from_dict
+        from ..core.config import from_dict
 
         return from_dict(TaskSpec, fid_config["task_spec"], source=str(best / FID_CONFIG))
     return get_task(fid_config["task"])
@@ -134,7 +134,7 @@ class Reader:
 
         ``dtype``: the precision it predicts in (``fp32``, ``bf16``, ``bf16-if-native``, ``auto``); None = the
         run's own ``eval_dtype`` (what its recorded dev and test predictions used; fp32 when it recorded none)."""
-        from ..device import resolve_device, resolve_dtype
+        from ..runtime.device import resolve_device, resolve_dtype
 
         run = Path(run_dir)
         best = run / "best" if (run / "best" / FID_CONFIG).exists() else run

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import torch
 from transformers.masking_utils import create_bidirectional_mask
 
-from ..registry import Registry
+from ..core.registry import Registry
 
 
 class EncoderSplit:

@@ -7,7 +7,7 @@ writes the predictions, metrics and manifest. :func:`train` runs the three.
 
 ``accelerate launch scripts/train.py --config configs/...yaml`` (or ``torchrun``, or plain ``python``).
 Global batch = ``batch_size`` whatever the number of processes: every process reads the same global batch and
-trains on its own contiguous part (:func:`pgra.training.rank_share`; a process past the batch runs its first
+trains on its own contiguous part (:func:`pgra.runtime.training.rank_share`; a process past the batch runs its first
 input with weight zero, so 4 inputs train on 8 processes), each part's loss weighted by its share of the batch's
 target tokens: the gradient and the logged loss are the single process's token mean. Resumable:
 every ``save_every`` steps the full state (weights as safetensors, optimizer, scheduler, RNG) is saved with
@@ -33,28 +33,14 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ..artifacts import (
-    MANIFEST,
-    atomic_dir,
-    read_manifest,
-    sha256_file,
-    write_json,
-    write_manifest,
-    write_text,
-)
-from ..config import check_config, to_dict
-from ..cost import meter
-from ..device import resolve_dtype
-from ..errors import InputError
-from ..faults import fault_point
-from ..interchange import read_records, write_records
-from ..lock import locks_output
-from ..ownership import check_folders
-from ..progress import progress
-from ..provenance import data_fields
-from ..stages import stage_kinds
-from ..tasks import TaskSpec, check_label_words, task_from_manifest
-from ..training import (
+from ..core.config import check_config, to_dict
+from ..core.errors import InputError
+from ..core.faults import fault_point
+from ..core.progress import progress
+from ..data.interchange import read_records, write_records
+from ..runtime.cost import meter
+from ..runtime.device import resolve_dtype
+from ..runtime.training import (
     EpochSampler,
     adamw_with_schedule,
     check_mixed_precision,
@@ -64,6 +50,20 @@ from ..training import (
     resume_state,
     save_checkpoint,
 )
+from ..stages import stage_kinds
+from ..storage.artifacts import (
+    MANIFEST,
+    atomic_dir,
+    read_manifest,
+    sha256_file,
+    write_json,
+    write_manifest,
+    write_text,
+)
+from ..storage.lock import locks_output
+from ..storage.ownership import check_folders
+from ..storage.provenance import data_fields
+from ..tasks import TaskSpec, check_label_words, task_from_manifest
 from .config import TrainConfig
 from .data import ReaderFormatter
 from .encoded import EncodedInputs
@@ -269,7 +269,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
         # the log holds exactly the steps of the state resumed from (a killed run may have logged more)
         write_text(out / "train_log.jsonl", "".join(json.dumps(r) + "\n" for r in state["history"]))
     if cfg.log_with != "none":
-        from ..tracking import tracker_config
+        from ..runtime.tracking import tracker_config
 
         acc.init_trackers("pgra", config=tracker_config(asdict(cfg)),
                           init_kwargs={"wandb": {"dir": str(out.resolve()), "name": out.name}})
@@ -283,10 +283,10 @@ def _check_finished_run(out: Path, cfg: TrainConfig, data_dir: Path) -> None:
     only with the settings and data its manifest recorded, as resuming a checkpoint requires: a run folder written
     with another config or other data is refused (an InputError naming ``out``). An unreadable manifest is not
     compared."""
-    from ..artifacts import read_json_object
-    from ..config import from_dict
-    from ..errors import PgraError
-    from ..provenance import folder_fingerprint
+    from ..core.config import from_dict
+    from ..core.errors import PgraError
+    from ..storage.artifacts import read_json_object
+    from ..storage.provenance import folder_fingerprint
 
     path = out / MANIFEST
     if not path.is_file():

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..registry import Registry, plug_in_key
+from ..core.registry import Registry, plug_in_key
 
 if TYPE_CHECKING:
-    from ..causal_lm import LMCost
-    from ..corpus import CorpusStore
+    from ..data.corpus import CorpusStore
+    from ..lm.causal_lm import LMCost
     from ..tasks import TaskSpec
 
 DEFAULT = "prompt_guided"
@@ -49,7 +49,7 @@ def ranked(ctxs: Sequence[dict[str, Any]], scores: np.ndarray, top_d: int) -> li
 class Reranker(ABC):
     """One kind of reranker: ``scores(queries, candidates)`` gives each query's candidates a score (higher is
     better); :meth:`rerank` sorts and keeps the top d. ``load`` loads its models (once, before scoring); ``cost``
-    is its LM work (:class:`~pgra.causal_lm.LMCost`).
+    is its LM work (:class:`~pgra.lm.causal_lm.LMCost`).
 
     Built from a rerank config (``cfg``: its ``top_d``, ``k``, its section ``cfg.<name>`` and, for those that run
     an LM, the LM block), the task, the corpus store of the index the candidates came from and the candidates
@@ -85,7 +85,7 @@ class Reranker(ABC):
 
     def cost(self) -> LMCost:
         """The LM work it did so far (none by default)."""
-        from ..causal_lm import LMCost
+        from ..lm.causal_lm import LMCost
 
         return LMCost()
 
@@ -101,9 +101,9 @@ class Reranker(ABC):
     def run_stage(cls, cfg: Any, ctx: Any = None) -> Path:
         """Its stage (``pgra rerank``): each requested split of ``cfg.candidates`` scored into ``cfg.out`` by rank 0
         through the one runner (resumed under its settings and the candidates' fingerprint)."""
-        from ..distributed import init_distributed
-        from ..provenance import folder_fingerprint
         from ..retrieval.candidates_stage import StageInputs
+        from ..runtime.distributed import init_distributed
+        from ..storage.provenance import folder_fingerprint
 
         run = StageInputs.read(cfg, with_train=False)
         ctx = ctx or init_distributed()

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import write_json
-from ..errors import IncompleteArtifactError
-from ..faults import fault_point
+from ..core.errors import IncompleteArtifactError
+from ..core.faults import fault_point
+from ..storage.artifacts import write_json
 
 
 def cache_key_hash(key: dict[str, Any]) -> str:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, make_dataclass
 from typing import Any
 
-from .. import choices
-from ..causal_lm import lm_config
-from ..config import MAX_BATCH, MAX_ITEMS, SEED_MAX, option
+from ..core import choices
+from ..core.config import MAX_BATCH, MAX_ITEMS, SEED_MAX, option
+from ..lm.causal_lm import lm_config
 from ..selection.settings import SelectorSettings
 
 CORPUS_PASSES = ("off", "candidates", "corpus")  # what the corpus pass embeds (pgra.rerank.corpus_pass)
@@ -50,7 +50,7 @@ class _Prompting:
 @dataclass
 class PromptGuidedConfig(lm_config(max_tokens_per_batch=16384, max_batch_size=64), _Prompting):
     """Everything ``pgra rerank`` needs: the candidates and the prompt, the LM block
-    (:class:`pgra.causal_lm.LMConfig`, shared with in-context learning), then the stage's own options."""
+    (:class:`pgra.lm.causal_lm.LMConfig`, shared with in-context learning), then the stage's own options."""
 
     chunk_size: int = option(1024, cosmetic=True, min=1, max=MAX_BATCH, help="texts embedded between cache writes (resume granularity)")
     corpus_pass: str = option("off", choices=CORPUS_PASSES, cosmetic=True, record_default=False,
@@ -100,7 +100,7 @@ def rerank_config() -> type:
 
 class RerankSection:
     """The declared type of a config's ``rerank`` section (an experiment's): read as the rerank config of the
-    rerankers registered when the config is read (:func:`pgra.config.section_type`), so a plug-in reranker's
+    rerankers registered when the config is read (:func:`pgra.core.config.section_type`), so a plug-in reranker's
     options are set from YAML like a built-in one's (``rerank.<name>.FIELD``)."""
 
     @classmethod

@@ -21,16 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import MANIFEST, read_json, read_manifest
-from ..config import from_dict
-from ..corpus import CorpusStore
-from ..errors import InputError, StaleArtifactError
-from ..interchange import read_records
-from ..loading import remote_code_allowed
-from ..prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
-from ..provenance import check_unchanged, recorded_folder
+from ..core.config import from_dict
+from ..core.errors import InputError, StaleArtifactError
+from ..data.corpus import CorpusStore
+from ..data.interchange import read_records
+from ..lm.loading import remote_code_allowed
+from ..lm.prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
 from ..selection import get_selector
 from ..selection.base import Selector, with_index_encoder
+from ..storage.artifacts import MANIFEST, read_json, read_manifest
+from ..storage.provenance import check_unchanged, recorded_folder
 from ..tasks import Example, TaskSpec, task_from_manifest
 from .base import ranked
 from .cache import EmbeddingCache

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from ..corpus import CorpusStore
-from ..distributed import DistContext, gather_objects
-from ..errors import InputError
-from ..faults import fault_point
-from ..progress import progress
+from ..core.errors import InputError
+from ..core.faults import fault_point
+from ..core.progress import progress
+from ..data.corpus import CorpusStore
 from ..retrieval.candidates_stage import load_split
+from ..runtime.distributed import DistContext, gather_objects
 from ..tasks import Example, TaskSpec
 from .cache import EmbeddingCache
 from .config import RerankConfig

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json
-from ..cost import Fits, fit_line
-from ..errors import PgraError
-from ..sizes import format_bytes, hidden_size
+from ..core.errors import PgraError
+from ..runtime.cost import Fits, fit_line
+from ..runtime.sizes import format_bytes, hidden_size
+from ..storage.artifacts import read_json
 
 
 @dataclass
@@ -47,7 +47,7 @@ class RerankFits(Fits):
 
 def cache_bytes(rerank: Any, texts: int) -> tuple[float, int | None]:
     """The embedding cache of ``texts`` rows of the reranker's LM (fp32: its dimension x 4 B each) and that
-    dimension (:func:`pgra.sizes.hidden_size`); (0, None) where it is unknown."""
+    dimension (:func:`pgra.runtime.sizes.hidden_size`); (0, None) where it is unknown."""
     dim = hidden_size(str(rerank.lm))
     return (float(texts * dim * 4), dim) if dim else (0.0, None)
 

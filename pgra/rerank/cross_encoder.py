@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..config import MAX_BATCH, MAX_TOKENS, option
-from ..errors import InputError
+from ..core.config import MAX_BATCH, MAX_TOKENS, option
+from ..core.errors import InputError
 from .base import RERANKERS, Reranker
 
 # what ``rerank.cross_encoder.model`` must be (said when a model's classification head would be random)
@@ -62,10 +62,10 @@ class CrossEncoder(Reranker):
     def load(self) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from ..artifacts import model_fingerprint
-        from ..causal_lm import load_trained
-        from ..device import resolve_device, resolve_dtype
-        from ..loading import load_pretrained
+        from ..lm.causal_lm import load_trained
+        from ..lm.loading import load_pretrained
+        from ..runtime.device import resolve_device, resolve_dtype
+        from ..storage.artifacts import model_fingerprint
 
         folder = self.settings.model
         if not folder or not Path(folder).expanduser().is_dir():
@@ -93,7 +93,7 @@ class CrossEncoder(Reranker):
         """The model's logits ``(pairs, labels)`` for ``(queries[i], texts[i])`` pairs, in batches."""
         import torch
 
-        from ..cost import meter
+        from ..runtime.cost import meter
 
         out = []
         for start in range(0, len(texts), self.settings.batch_size):
@@ -115,7 +115,7 @@ class CrossEncoder(Reranker):
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def cost(self):
-        from ..causal_lm import LMCost
+        from ..lm.causal_lm import LMCost
 
         return LMCost(getattr(self, "_calls", 0), getattr(self, "_tokens", 0))
 

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..artifacts import model_fingerprint
-from ..causal_lm import CausalLM, LMCost, expand_cache
-from ..errors import InputError
-from ..kv import SEAM_BACKOFF
-from ..progress import progress
-from ..tokens import fit_text, pad_sequences
+from ..core.errors import InputError
+from ..core.progress import progress
+from ..lm.causal_lm import CausalLM, LMCost, expand_cache
+from ..lm.kv import SEAM_BACKOFF
+from ..lm.tokens import fit_text, pad_sequences
+from ..storage.artifacts import model_fingerprint
 from . import prefix_attention
 
 _SENTINEL = "\x00pgra-text\x00"
@@ -64,7 +64,7 @@ def seam_groups(seqs: Sequence[list[int]], head: list[int]) -> tuple[dict[int, l
 
 @dataclass
 class EmbedStats(LMCost):
-    """The embedder's cost record (:class:`pgra.causal_lm.LMCost`: ``calls`` = texts embedded, ``tokens`` = tokens
+    """The embedder's cost record (:class:`pgra.lm.causal_lm.LMCost`: ``calls`` = texts embedded, ``tokens`` = tokens
     the LM ran, the prefix once + suffixes, or full prompts) and what manifests and benchmarks also report."""
 
     truncated: int = 0  # texts cut to fit the LM's context

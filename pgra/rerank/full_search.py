@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import MANIFEST, write_json
-from ..distributed import DistContext, gather_objects, init_distributed, main_computes
-from ..errors import InputError
-from ..lock import locks_output
-from ..prompts import demo_prefix
+from ..core.errors import InputError
+from ..lm.prompts import demo_prefix
 from ..retrieval.candidates_stage import StageInputs
+from ..runtime.distributed import DistContext, gather_objects, init_distributed, main_computes
+from ..storage.artifacts import MANIFEST, write_json
+from ..storage.lock import locks_output
 from .cache import EmbeddingCache
 from .config import RerankConfig, rerank_config
 from .core import PromptGuidedReranker, evidence_cache_key, prompt_key
@@ -104,10 +104,10 @@ class FullSearchReplay:
         cache that is gone (another machine) or incomplete is an InputError saying so. ``lm``: the LM's folder when
         not where the manifest says (an export's copy); ``store``: the folder holding the cache (an export's copy,
         ``store/``), the same vectors or refused."""
-        from ..artifacts import read_json, read_manifest
-        from ..config import from_dict
-        from ..errors import StaleArtifactError
-        from ..loading import remote_code_allowed
+        from ..core.config import from_dict
+        from ..core.errors import StaleArtifactError
+        from ..lm.loading import remote_code_allowed
+        from ..storage.artifacts import read_json, read_manifest
         from ..tasks import Example, task_from_manifest
         from .embedder import LMEmbedder
 
@@ -155,7 +155,7 @@ class FullSearchReplay:
 def complete_store(cache: str | Path) -> dict:
     """The ``key.json`` record of the corpus pass's cache folder ``cache`` (a full_search folder's
     ``embedding.cache``) when every row of it is filled; an InputError saying what is missing otherwise."""
-    from ..artifacts import read_json
+    from ..storage.artifacts import read_json
 
     cache = Path(cache)
     try:  # read only: the exporter may not own the cache
@@ -178,7 +178,7 @@ def complete_store(cache: str | Path) -> dict:
 def _stored_key(store: Path, key: dict, folder: Path) -> dict:
     """The key of the cache in ``store`` (an export's copy) that holds ``key``'s vectors: the same in every part but
     the name the LM had (``lm_name``, a path of the machine the cache was made on); an InputError when none does."""
-    from ..artifacts import read_json
+    from ..storage.artifacts import read_json
 
     want = {k: v for k, v in json.loads(json.dumps(key)).items() if k != "lm_name"}
     for meta_path in sorted(store.glob("*/key.json")):

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..config import option
-from ..errors import InputError
+from ..core.config import option
+from ..core.errors import InputError
 from .base import RERANKERS, Reranker
 
 

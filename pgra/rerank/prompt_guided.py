@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import MANIFEST
-from ..cost import Priced
-from ..errors import InputError
-from ..registry import plug_in_key
+from ..core.errors import InputError
+from ..core.registry import plug_in_key
+from ..runtime.cost import Priced
 from ..stages import Carried
+from ..storage.artifacts import MANIFEST
 from .base import RERANKERS, Reranker
 
 
@@ -60,7 +60,7 @@ class PromptGuided(Reranker):
         return out
 
     def cost(self):
-        from ..causal_lm import LMCost
+        from ..lm.causal_lm import LMCost
 
         return self._inner.embedder.stats if self._inner is not None else LMCost()
 
@@ -118,7 +118,7 @@ class PromptGuided(Reranker):
         """Every defining field of the rerank config but the other rerankers' sections, and the demonstrations'
         settings by their own key: what prompt-guided stage keys always held (and a plug-in's modules: a subclass's,
         its demonstration strategy's)."""
-        from ..config import result_settings
+        from ..core.config import result_settings
         from ..selection.base import STRATEGIES, settings_key
 
         others = tuple(f.name for f in fields(cfg) if f.name in RERANKERS and f.name != cls.name)

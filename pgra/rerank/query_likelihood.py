@@ -3,7 +3,7 @@ Generation"): a candidate's score is the mean log-probability of the input given
 ``mean_t log p(x_t | prompt(e), x_<t)``, under a causal LM with ``prompt(e) = template.format(evidence=e)``.
 
 It runs on the rerank config's own LM block (``lm``, ``dtype``, ``max_tokens_per_batch`` ...) through the
-in-context learning scorer (:meth:`pgra.label_scoring.LabelScorer.score_continuations`): each distinct candidate's
+in-context learning scorer (:meth:`pgra.lm.label_scoring.LabelScorer.score_continuations`): each distinct candidate's
 prompt runs once in token-budgeted batches, however many inputs retrieved it, and its KV cache is shared by those
 inputs' tokens; the joint tokenisation is checked at the seam (a pair that merges runs whole), and the scorer's
 cost record (prompts run plus pairs run whole, tokens run) is the stage's ``cost``.
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..config import option
-from ..errors import InputError
+from ..core.config import option
+from ..core.errors import InputError
 from .base import RERANKERS, Reranker
 
 UPR_TEMPLATE = "Passage: {evidence} Please write a sentence based on this passage."
@@ -48,7 +48,7 @@ class QueryLikelihood(Reranker):
         self.scorer = None
 
     def load(self) -> None:
-        from ..label_scoring import LabelScorer
+        from ..lm.label_scoring import LabelScorer
 
         self.scorer = LabelScorer(self.cfg.lm, **self.cfg.lm_settings(), trust_remote_code=self.cfg.trust_remote_code)
         # the weights now, before the stage writes anything: an LM whose head its checkpoint lacks (it would be
@@ -81,12 +81,12 @@ class QueryLikelihood(Reranker):
         return [np.array([logp[i][j] / counts[i][j] for i, j in row], dtype=np.float64) for row in where]
 
     def describe(self) -> dict[str, Any]:
-        from ..artifacts import model_fingerprint
+        from ..storage.artifacts import model_fingerprint
 
         return {"lm": self.cfg.lm, "lm_fingerprint": model_fingerprint(self.cfg.lm)}
 
     def cost(self):
-        from ..causal_lm import LMCost
+        from ..lm.causal_lm import LMCost
 
         return LMCost(self.scorer.cost.calls, self.scorer.cost.tokens) if self.scorer is not None else LMCost()
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import SEED_MAX, option
+from ..core.config import SEED_MAX, option
 from .base import RERANKERS, Reranker
 
 

@@ -24,16 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import write_json
-from ..config import check_config
-from ..distributed import DistContext, gather_objects, init_distributed, main_computes
-from ..errors import InputError
-from ..lock import locks_output
-from ..progress import progress
-from ..prompts import demo_prefix, render_demo
+from ..core.config import check_config
+from ..core.errors import InputError
+from ..core.progress import progress
+from ..lm.prompts import demo_prefix, render_demo
 from ..retrieval.candidates_stage import StageInputs
+from ..runtime.distributed import DistContext, gather_objects, init_distributed, main_computes
 from ..selection import get_selector
 from ..selection.base import with_index_encoder
+from ..storage.artifacts import write_json
+from ..storage.lock import locks_output
 from ..tasks import Example, TaskSpec
 from .base import reranker_class
 from .config import RerankConfig

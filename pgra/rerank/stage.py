@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, read_json, read_manifest
-from ..causal_lm import LMCost
-from ..errors import StaleArtifactError
+from ..core.errors import StaleArtifactError
+from ..lm.causal_lm import LMCost
+from ..storage.artifacts import MANIFEST, read_json, read_manifest
 from ..tasks import task_from_manifest
 from .base import DEFAULT
 
@@ -56,7 +56,7 @@ class Replay:
         replay, else built from the manifest's config, task and candidates record, its models loaded on ``device``
         and checked against the recorded fingerprints. ``trust_remote_code``: the caller lets its models run their
         own code; ``model``: its model's folder (:attr:`Reranker.model_field`) when not where the manifest says."""
-        from ..config import from_dict
+        from ..core.config import from_dict
         from .base import reranker_class
         from .config import rerank_config
 

@@ -11,9 +11,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, safe_name
-from ..cost import Priced
+from ..runtime.cost import Priced
 from ..stages import CTX_BYTES, STAGES, Carried, Stage, StageRequest
+from ..storage.artifacts import MANIFEST, safe_name
 from .base import RERANKERS, reranker_class
 from .prompt_guided import PromptGuided
 from .stage import FULL_SEARCH_KIND, RERANKED_KIND
@@ -181,7 +181,7 @@ class FullSearchStage(Stage):
     @classmethod
     def carried(cls, folder: Path, manifest: dict[str, Any]) -> Carried:
         """Its demonstrations, its LM and the corpus pass's embeddings it searches (checked complete here)."""
-        from ..errors import InputError
+        from ..core.errors import InputError
         from .full_search import complete_store
 
         embedding = manifest.get("embedding")

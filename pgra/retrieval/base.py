@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from .. import choices
-from ..config import check_config, option
-from ..corpus import CorpusOptions, CorpusSource
-from ..errors import InputError
-from ..registry import Registry
+from ..core import choices
+from ..core.config import check_config, option
+from ..core.errors import InputError
+from ..core.registry import Registry
+from ..data.corpus import CorpusOptions, CorpusSource
 
 if TYPE_CHECKING:
-    from ..corpus import CorpusStore
-    from ..distributed import DistContext
+    from ..data.corpus import CorpusStore
+    from ..runtime.distributed import DistContext
 
 INDEX_KIND = "index"  # the manifest kind of an index folder
 
@@ -179,7 +179,7 @@ def retriever_class(name: str, field: str = "retriever") -> type[Retriever]:
 
 def options_section(name: str) -> type:
     """The type of the index config's section of retriever ``name``: it stands for the options that retriever
-    declares (:attr:`Retriever.options`, looked up when a config is read: :func:`pgra.config.section_type`), so the
+    declares (:attr:`Retriever.options`, looked up when a config is read: :func:`pgra.core.config.section_type`), so the
     config names no retriever's module."""
 
     def section(cls: type) -> type:
@@ -224,7 +224,7 @@ BM25Section = options_section("bm25")  # the options BM25Retriever declares
 @dataclass
 class IndexConfig(CorpusOptions):
     """Everything ``pgra build-index`` needs (YAML in ``configs/``; CLI flags override): the corpus
-    (:class:`pgra.corpus.CorpusOptions`, shared with SimCSE training) and how to read it, the output folder, the
+    (:class:`pgra.data.corpus.CorpusOptions`, shared with SimCSE training) and how to read it, the output folder, the
     retriever."""
 
     id_field: str = option("id", help="id field of a JSONL/HF corpus")
@@ -289,7 +289,7 @@ def index_config() -> type:
 
 class IndexSection:
     """The declared type of an experiment's ``index`` section: read as :func:`index_config` (a plug-in retriever's
-    options included) when the config is read (:func:`pgra.config.section_type`)."""
+    options included) when the config is read (:func:`pgra.core.config.section_type`)."""
 
     @classmethod
     def __section__(cls) -> type:

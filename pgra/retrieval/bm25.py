@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..artifacts import load_npy, read_json, save_npy, write_json
-from ..config import MAX_BATCH, option
-from ..errors import InputError
-from ..progress import progress
+from ..core.config import MAX_BATCH, option
+from ..core.errors import InputError
+from ..core.progress import progress
+from ..storage.artifacts import load_npy, read_json, save_npy, write_json
 from . import bm25_kernel
 
 METHODS = ("okapi", "lucene", "robertson", "atire", "bm25l", "bm25+")

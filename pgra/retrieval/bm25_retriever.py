@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..artifacts import file_record
-from ..errors import IncompleteArtifactError
+from ..core.errors import IncompleteArtifactError
+from ..storage.artifacts import file_record
 from .base import LoadOptions, Retriever, Searcher, register_retriever
 from .bm25 import BM25Config, BM25Index
 
 if TYPE_CHECKING:
-    from ..corpus import CorpusStore
-    from ..distributed import DistContext
+    from ..data.corpus import CorpusStore
+    from ..runtime.distributed import DistContext
 
 BM25_DIR = "bm25"
 

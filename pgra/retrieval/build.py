@@ -20,7 +20,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import (
+from ..core.config import recorded_settings
+from ..core.errors import IncompleteArtifactError, InputError, StaleArtifactError
+from ..core.faults import fault_point
+from ..core.registry import plug_in_key
+from ..data.corpus import CorpusStore, build_store
+from ..runtime.distributed import DistContext, init_distributed, main_computes
+from ..storage.artifacts import (
     MANIFEST,
     describe_path,
     read_json,
@@ -29,14 +35,8 @@ from ..artifacts import (
     write_json,
     write_manifest,
 )
-from ..config import recorded_settings
-from ..corpus import CorpusStore, build_store
-from ..distributed import DistContext, init_distributed, main_computes
-from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
-from ..faults import fault_point
-from ..lock import locks_output
-from ..ownership import PART_CHECKS, check_own_folder
-from ..registry import plug_in_key
+from ..storage.lock import locks_output
+from ..storage.ownership import PART_CHECKS, check_own_folder
 from .base import INDEX_KIND, RETRIEVERS, Retriever, get_retriever, load_builtin
 from .config import IndexConfig
 
@@ -136,7 +136,7 @@ def _start_plan(out: Path, build_dir: Path, key: str, size: int) -> None:
 def _check_own_parts(out: Path) -> None:
     """Refuse an output folder whose ``corpus/``, retriever parts (``bm25/``, ``index.faiss`` ...) or ``.build/``
     is not what an index build writes there (a user's own ``corpus/`` folder beside the corpus file): a build
-    replaces only its own parts. (Its manifest is checked by the lock: :func:`pgra.artifacts.claim_output`.)"""
+    replaces only its own parts. (Its manifest is checked by the lock: :func:`pgra.storage.artifacts.claim_output`.)"""
     for sub, (patterns, what) in own_parts().items():
         check_own_folder(out / sub, patterns, what)
     for name, what in own_files().items():

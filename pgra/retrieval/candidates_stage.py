@@ -11,14 +11,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..artifacts import MANIFEST, check_disjoint, read_manifest, sha256_file, sha256_text
-from ..config import check_config
-from ..corpus import CorpusId, CorpusStore
-from ..cost import Priced
-from ..errors import InputError, StaleArtifactError, shorten
-from ..interchange import read_records
+from ..core.config import check_config
+from ..core.errors import InputError, StaleArtifactError, shorten
+from ..data.corpus import CorpusId, CorpusStore
+from ..data.interchange import read_records
+from ..runtime.cost import Priced
 from ..stages import CTX_BYTES, STAGES, Stage, StageRequest, defining
 from ..stages.runner import StageRun, input_record
+from ..storage.artifacts import MANIFEST, check_disjoint, read_manifest, sha256_file, sha256_text
 from ..tasks import TaskSpec, task_from_manifest
 
 if TYPE_CHECKING:

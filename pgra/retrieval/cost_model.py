@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json
-from ..errors import PgraError
-from ..sizes import folder_bytes, format_bytes, mean_line_bytes
+from ..core.errors import PgraError
+from ..runtime.sizes import folder_bytes, format_bytes, mean_line_bytes
+from ..storage.artifacts import read_json
 
 SENTENCE_BYTES = 150  # a corpus sentence when the corpus cannot be read
 

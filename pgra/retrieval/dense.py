@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ..config import MAX_HNSW_M, MAX_ITEMS, SEED_MAX, option
-from ..errors import IncompleteArtifactError, InputError, whole_number
+from ..core.config import MAX_HNSW_M, MAX_ITEMS, SEED_MAX, option
+from ..core.errors import IncompleteArtifactError, InputError, whole_number
 
 if TYPE_CHECKING:
     import faiss
@@ -44,7 +44,7 @@ class FaissParams:
     ef_construction: int = option(200, min=1, max=MAX_ITEMS, help="HNSW build-time search width")
     ef_search: int = option(256, min=1, max=MAX_ITEMS, help="HNSW query-time search width")
     seed: int = option(0, min=0, max=SEED_MAX, help="seed of the IVF training sample")
-    # added later: left out of build keys and manifests while at their defaults (:func:`pgra.config.recorded_settings`)
+    # added later: left out of build keys and manifests while at their defaults (:func:`pgra.core.config.recorded_settings`)
     pq_m: int = option(0, min=0, omit_default=True, record_default=False,
                        help="ivfpq: sub-quantisers (bytes a vector at 8 bits); 0 = the largest divisor of the dim "
                             "up to dim/8")
@@ -83,10 +83,10 @@ def gpu_available() -> bool:
 
 
 def faiss_gpus(n_gpus: int, env: Mapping[str, str] | None = None) -> list[int]:
-    """The GPUs this process puts its faiss index on: one of several ranks (:func:`pgra.device.one_gpu_each`:
-    ``LOCAL_RANK`` or mpirun-style ``RANK``) takes its own, the one :func:`pgra.device.local_device_index` names
+    """The GPUs this process puts its faiss index on: one of several ranks (:func:`pgra.runtime.device.one_gpu_each`:
+    ``LOCAL_RANK`` or mpirun-style ``RANK``) takes its own, the one :func:`pgra.runtime.device.local_device_index` names
     for its models too; a lone process shards the index over all of them."""
-    from ..device import local_device_index, one_gpu_each  # (torch: imported where a GPU is used)
+    from ..runtime.device import local_device_index, one_gpu_each  # (torch: imported where a GPU is used)
 
     if n_gpus <= 0:
         return []

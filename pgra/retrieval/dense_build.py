@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..artifacts import atomic_path, file_record
-from ..errors import IncompleteArtifactError, InputError
+from ..core.errors import IncompleteArtifactError, InputError
+from ..storage.artifacts import atomic_path, file_record
 from .dense import IVF_TYPES, build_faiss, empty_index, import_faiss, save_faiss, train_index, train_positions
 from .shards import VectorShards, held_out_recall, search_index
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import choices
-from ..config import MAX_BATCH, MAX_ITEMS, MAX_SHARD, MAX_TOKENS, option
+from ..core import choices
+from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_SHARD, MAX_TOKENS, option
 from .dense import FaissParams
 
 

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..artifacts import MANIFEST, load_npy, model_fingerprint, save_npy
-from ..config import recorded_settings, result_settings
-from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
-from ..faults import fault_point
-from ..progress import progress
+from ..core.config import recorded_settings, result_settings
+from ..core.errors import IncompleteArtifactError, InputError, StaleArtifactError
+from ..core.faults import fault_point
+from ..core.progress import progress
+from ..storage.artifacts import MANIFEST, load_npy, model_fingerprint, save_npy
 from .base import LoadOptions, QueryEncoder, Retriever, Searcher, register_retriever
 from .dense import INDEX_TYPES, OPQ_CENTROIDS, FaissParams, check_trainable, import_faiss, load_faiss
 from .dense_build import FAISS_FILE, IVFDATA_FILE, VECTORS_DIR, shard_name, write_dense_index
@@ -27,8 +27,8 @@ from .dense_config import DenseConfig
 from .shards import VectorShards, merge_over_ranks, search_index
 
 if TYPE_CHECKING:
-    from ..corpus import CorpusStore
-    from ..distributed import DistContext
+    from ..data.corpus import CorpusStore
+    from ..runtime.distributed import DistContext
     from .encoder import DenseEncoder
 
 # options added after indexes were built: in the build key (and the manifest's config) only when set
@@ -66,7 +66,7 @@ def check_index_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     query pooler (``pooler``) missing, unknown, or not the one its build config records (``config.dense.pooler``,
     part of its build key) or not the one its encoder was trained for; stored vector shards not among its own
     listed files (so not inside its folder)."""
-    from ..artifacts import own_file_name
+    from ..storage.artifacts import own_file_name
     from .encoder import POOLERS
 
     path = directory / MANIFEST
@@ -143,7 +143,7 @@ class DenseRetriever(Retriever):
             return
         from itertools import islice
 
-        from ..corpus import iter_corpus
+        from ..data.corpus import iter_corpus
 
         need = max(2 ** d.faiss.pq_nbits, OPQ_CENTROIDS if d.faiss.opq else 1)
         check_trainable(d.index_type, d.faiss, sum(1 for _ in islice(iter_corpus(self.cfg.source()), need)))
@@ -153,7 +153,7 @@ class DenseRetriever(Retriever):
         written."""
         from transformers import AutoConfig
 
-        from ..loading import load_pretrained
+        from ..lm.loading import load_pretrained
 
         d = self.settings
         self._check_corpus_size()
@@ -215,7 +215,7 @@ class DenseRetriever(Retriever):
     def estimated_index_bytes(self, sentences: int) -> tuple[float | None, str]:
         """``sentences`` x the encoder's dimension x 4 B (flat, HNSW's graph not counted), 1 B a dimension for
         ``ivfsq8``, the sub-quantisers' bytes for ``ivfpq``."""
-        from ..cost import model_dim
+        from ..runtime.cost import model_dim
 
         dim = model_dim(str(self.settings.encoder))
         if dim is None:
@@ -319,7 +319,7 @@ class DenseSearcher(Searcher):
     def encoder(self) -> DenseEncoder:
         """The index's own encoder (the manifest's path, or the verified override), loaded on first use."""
         if self._encoder is None:
-            from ..loading import remote_code_allowed
+            from ..lm.loading import remote_code_allowed
             from .encoder import DenseEncoder
 
             override = self.options.encoder

@@ -9,13 +9,13 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from ..artifacts import model_fingerprint
-from ..cost import meter
-from ..device import resolve_device, resolve_dtype
-from ..errors import InputError
-from ..loading import load_pretrained
-from ..progress import progress
-from ..tokens import pad_sequences
+from ..core.errors import InputError
+from ..core.progress import progress
+from ..lm.loading import load_pretrained
+from ..lm.tokens import pad_sequences
+from ..runtime.cost import meter
+from ..runtime.device import resolve_device, resolve_dtype
+from ..storage.artifacts import model_fingerprint
 
 Pooler = Literal["cls", "cls_before_pooler", "mean"]
 POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "mean")
@@ -75,7 +75,7 @@ class DenseEncoder:
 
     @property
     def fingerprint(self) -> str:
-        """Fingerprint of the encoder's files (see :func:`pgra.artifacts.model_fingerprint`)."""
+        """Fingerprint of the encoder's files (see :func:`pgra.storage.artifacts.model_fingerprint`)."""
         if self._fingerprint is None:
             self._fingerprint = model_fingerprint(self.name_or_path)
         return self._fingerprint

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import MANIFEST, read_manifest, verify_file
-from ..corpus import CorpusSource, CorpusStore
-from ..errors import IncompleteArtifactError, InputError, StaleArtifactError
+from ..core.errors import IncompleteArtifactError, InputError, StaleArtifactError
+from ..data.corpus import CorpusSource, CorpusStore
+from ..storage.artifacts import MANIFEST, read_manifest, verify_file
 from .base import INDEX_KIND, RETRIEVERS, LoadOptions, recorded_retriever
 from .bm25 import BM25Config
 from .build import CORPUS_DIR, build_index

@@ -22,24 +22,24 @@ from typing import Any
 
 import numpy as np
 
-from .. import choices
-from ..artifacts import (
+from ..core import choices
+from ..core.config import MAX_BATCH, MAX_ITEMS, SEED_MAX, check_config, option, recorded_settings
+from ..core.errors import InputError, StaleArtifactError
+from ..core.faults import fault_point
+from ..core.progress import progress
+from ..data.interchange import example_record, read_records, write_records
+from ..data.itself import without_itself
+from ..runtime.distributed import DistContext, init_distributed
+from ..stages.runner import StageRun
+from ..storage.artifacts import (
     MANIFEST,
     check_disjoint,
     read_json,
     sha256_file,
     write_json,
 )
-from ..config import MAX_BATCH, MAX_ITEMS, SEED_MAX, check_config, option, recorded_settings
-from ..distributed import DistContext, init_distributed
-from ..errors import InputError, StaleArtifactError
-from ..faults import fault_point
-from ..interchange import example_record, read_records, write_records
-from ..itself import without_itself
-from ..lock import locks_output
-from ..ownership import PART_CHECKS
-from ..progress import progress
-from ..stages.runner import StageRun
+from ..storage.lock import locks_output
+from ..storage.ownership import PART_CHECKS
 from ..tasks import get_task, load_task, task_paths
 from .index import Index
 
@@ -230,7 +230,7 @@ def subsample(examples: list, n: int, how: str = "first", seed: int = 13) -> lis
 
 def read_excluded_ids(path: str | Path) -> set[str]:
     """The corpus ids of an exclusion file: one a line (blank lines and ``#`` comments skipped), as strings."""
-    from ..artifacts import read_utf8
+    from ..storage.artifacts import read_utf8
 
     lines = read_utf8(path, "exclusion file", field="exclude_ids").splitlines()
     return {line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")}

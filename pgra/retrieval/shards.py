@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import load_npy
-from ..distributed import DistContext, gather_objects
-from ..errors import IncompleteArtifactError
+from ..core.errors import IncompleteArtifactError
+from ..runtime.distributed import DistContext, gather_objects
+from ..storage.artifacts import load_npy
 from .dense import search_faiss
 
 MISSING_SCORE = np.float32(-np.finfo(np.float32).max)  # what faiss returns beside a -1 position

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..config import option
-from ..errors import InputError
-from ..itself import same_text
-from ..registry import Registry
+from ..core.config import option
+from ..core.errors import InputError
+from ..core.registry import Registry
+from ..data.itself import same_text
 from ..tasks.loaders import Example
 from ..tasks.spec import TaskSpec
 from .settings import SelectorSettings, use_strategies
@@ -41,7 +41,7 @@ class SelectionCost:
 
 
 def same_input(query: Example, candidate: Example) -> bool:
-    """The never-itself rule (:mod:`pgra.itself`) for two examples."""
+    """The never-itself rule (:mod:`pgra.data.itself`) for two examples."""
     return same_text(query.text, candidate.text)
 
 
@@ -49,7 +49,7 @@ class Selector(ABC):
     """A demonstration-selection strategy: ``fit(task, train)``, then ``select(queries)``.
 
     ``options``: the dataclass of the options it reads from ``self.settings`` (declared in its file, with
-    :func:`~pgra.config.option`), or None; they join the ``demos`` section (:mod:`pgra.selection.settings`).
+    :func:`~pgra.core.config.option`), or None; they join the ``demos`` section (:mod:`pgra.selection.settings`).
     ``encoder``: a sentence encoder already loaded (the index's), which a strategy that embeds inputs uses instead
     of loading its own when it is the one its settings name.
     """
@@ -155,8 +155,8 @@ def settings_key(settings: Any) -> dict[str, Any]:
     content hash: for the cache keys of the runs that use it."""
     from pathlib import Path
 
-    from ..artifacts import sha256_file
-    from ..config import io_role, result_settings
+    from ..core.config import io_role, result_settings
+    from ..storage.artifacts import sha256_file
 
     key = result_settings(settings)
     for f in dataclasses.fields(settings):  # an input file's content (Skill-KNN's annotations), not its path alone

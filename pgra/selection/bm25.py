@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..config import option
+from ..core.config import option
 from ..retrieval.bm25 import METHODS, BM25Config, BM25Index
 from ..tasks.loaders import Example
 from .base import STRATEGIES, Selector, order_by_similarity, reverse_option

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import MAX_ITEMS, option
+from ..core.config import MAX_ITEMS, option
 from ..tasks.loaders import Example
 from .base import STRATEGIES, order_by_similarity, reverse_option
 from .encoded import EncodedSelector, EncoderOptions, top_allowed

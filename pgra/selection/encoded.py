@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import choices
-from ..artifacts import load_npy, save_npy, write_json
-from ..config import MAX_TOKENS, option
-from ..errors import IncompleteArtifactError
+from ..core import choices
+from ..core.config import MAX_TOKENS, option
+from ..core.errors import IncompleteArtifactError
+from ..storage.artifacts import load_npy, save_npy, write_json
 from ..tasks.loaders import Example
 from .base import Selector
 
@@ -126,7 +126,7 @@ class EncodedSelector(Selector):
         return False
 
     def _fit(self) -> None:
-        from ..errors import InputError
+        from ..core.errors import InputError
 
         if not self.settings.encoder:
             raise InputError(f"{self.name} needs a sentence encoder", field="demo_encoder")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..config import option
-from ..errors import InputError
+from ..core.config import option
+from ..core.errors import InputError
 from ..tasks.loaders import Example
 from .base import STRATEGIES, Selector, order_by_similarity, reverse_option
 from .encoded import CachedEncoder, EncoderOptions, similarities, top_allowed

@@ -1,5 +1,5 @@
 """What the strategies that ask a causal LM share (``mdl``, ``topk_cone``): the stage's LM as a
-:class:`~pgra.label_scoring.LabelScorer` (summed log-probabilities of continuations after prompts), loaded when first
+:class:`~pgra.lm.label_scoring.LabelScorer` (summed log-probabilities of continuations after prompts), loaded when first
 needed and freed by ``release``, and its cost counted into the selection's."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 from ..tasks.loaders import Example
 from .encoded import EncodedSelector
 
@@ -42,7 +42,7 @@ class LMScoredSelector(EncodedSelector):
     def scorer(self) -> Any:
         """The stage's LM, loaded on first use."""
         if self._scorer is None:
-            from ..label_scoring import LabelScorer
+            from ..lm.label_scoring import LabelScorer
 
             self._scorer = LabelScorer(self.lm, device=self.device, dtype=self.dtype)
         return self._scorer

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import MAX_ITEMS, option
-from ..prompts import build_prompt
+from ..core.config import MAX_ITEMS, option
+from ..lm.prompts import build_prompt
 from ..tasks.loaders import Example
 from .base import STRATEGIES, order_by_similarity, reverse_option
 from .encoded import EncoderOptions, top_allowed

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import option
+from ..core.config import option
 from ..tasks.loaders import Example
 from .base import STRATEGIES, Selector
 from .paper import balanced_draw

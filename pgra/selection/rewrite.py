@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import iter_jsonl, model_fingerprint
-from ..causal_lm import CausalLM, LMCost, expand_cache, token_batches
-from ..errors import InputError
-from ..kv import output_cache
-from ..progress import progress
+from ..core.errors import InputError
+from ..core.progress import progress
+from ..lm.causal_lm import CausalLM, LMCost, expand_cache, token_batches
+from ..lm.kv import output_cache
+from ..storage.artifacts import iter_jsonl, model_fingerprint
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ class SkillRewriter:
         (fp32's keys carry none, as before)."""
         import torch
 
-        from ..device import resolve_device, resolve_dtype
+        from ..runtime.device import resolve_device, resolve_dtype
 
         precision = resolve_dtype(self.dtype, resolve_device(self.device))
         return "" if precision == torch.float32 else f"{precision}\x00"
@@ -146,7 +146,7 @@ class SkillRewriter:
         """Greedy answers of one batch, up to the first newline, reusing the shared prompt head's KV cache."""
         import torch
 
-        from ..tokens import pad_sequences
+        from ..lm.tokens import pad_sequences
 
         lm = self.language_model()
         model, tok, device = lm.model, lm.tokenizer, lm.device
@@ -188,7 +188,7 @@ class SkillRewriter:
 
     def _head_ids(self, prompt: str) -> list[int]:
         """Tokens of the prompt head every input shares (instruction + annotations), a few short of the seam."""
-        from ..kv import SEAM_BACKOFF
+        from ..lm.kv import SEAM_BACKOFF
 
         head = prompt[: prompt.rindex("Sentence: ")]
         ids = self.language_model().ids(head)

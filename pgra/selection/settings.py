@@ -7,7 +7,7 @@ KateOptions`); the section holds the options of every registered strategy, flat 
 (the sentence encoder of every strategy that embeds inputs) is one option they share and must be declared alike.
 The options that define a result come first in registration order, the cosmetic ones (cache folders, batch sizes)
 last. A plug-in strategy registered later gets its options into the section like a built-in one
-(:func:`pgra.config.section_type`).
+(:func:`pgra.core.config.section_type`).
 
 Keys: every existing stage key hashes the section's fields; an option added since (a new strategy's) is declared
 ``option(..., omit_default=True)`` so that keys made before it stay valid while it holds its default.
@@ -19,7 +19,7 @@ import dataclasses
 import typing
 from typing import Any
 
-from ..registry import HandedOver
+from ..core.registry import HandedOver
 
 _made: dict[tuple[type, ...], type] = {}
 # the registry the section is built from, handed over by the interface's module when it is imported (that

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, option
-from ..errors import InputError
+from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, option
+from ..core.errors import InputError
 from ..tasks.loaders import Example
 from .base import STRATEGIES, Selector, order_by_similarity, reverse_option
 from .encoded import CachedEncoder, EncoderOptions, top_allowed

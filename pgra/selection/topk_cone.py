@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import MAX_ITEMS, option
-from ..prompts import demo_prefix
+from ..core.config import MAX_ITEMS, option
+from ..lm.prompts import demo_prefix
 from ..tasks.loaders import Example
 from .base import STRATEGIES, order_by_similarity, reverse_option
 from .encoded import EncoderOptions, top_allowed

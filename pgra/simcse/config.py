@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import choices
-from ..config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, SEED_MAX, option
-from ..corpus import CorpusOptions
+from ..core import choices
+from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, SEED_MAX, option
+from ..data.corpus import CorpusOptions
 from .quality import RetrievalEvalConfig
 
 
 @dataclass
 class SimCSEConfig(CorpusOptions):
     """Everything ``pgra train-simcse`` needs (the SimCSE paper's unsupervised settings are the defaults): the
-    corpus (:class:`pgra.corpus.CorpusOptions`, shared with the index build), the encoder, training."""
+    corpus (:class:`pgra.data.corpus.CorpusOptions`, shared with the index build), the encoder, training."""
 
     split: str = option("train", help="split of an HF dataset corpus")
     encoder: str = option("bert-base-uncased", help="starting HF encoder (name or folder)")

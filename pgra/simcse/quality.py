@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import choices
-from ..artifacts import iter_jsonl, require_file, write_json
-from ..config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, SEED_MAX, check_config, option
-from ..errors import InputError
-from ..markdown import md_row, md_table
+from ..core import choices
+from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, SEED_MAX, check_config, option
+from ..core.errors import InputError
+from ..core.markdown import md_row, md_table
+from ..storage.artifacts import iter_jsonl, require_file, write_json
 
 
 @dataclass
@@ -186,7 +186,7 @@ def compare_encoders(cfg: EvalEncoderConfig) -> list[dict[str, Any]]:
     inputs = read_inputs(cfg.eval)
     rows = [measure(e, p, cfg.eval, inputs, cfg.device) for e in cfg.encoders for p in cfg.poolers]
     if cfg.out:
-        from ..config import to_dict
+        from ..core.config import to_dict
 
         write_json(Path(cfg.out), {"results": rows, "config": to_dict(cfg)})
     return rows

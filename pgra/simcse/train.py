@@ -28,7 +28,21 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ..artifacts import (
+from ..core.config import check_config
+from ..core.errors import InputError
+from ..core.faults import fault_point
+from ..core.progress import progress
+from ..data.corpus import CorpusStore, build_store
+from ..lm.loading import load_pretrained
+from ..lm.tokens import pad_sequences
+from ..runtime.training import (
+    EpochSampler,
+    adamw_with_schedule,
+    resume_settings,
+    resume_state,
+    save_checkpoint,
+)
+from ..storage.artifacts import (
     MANIFEST,
     apply_umask,
     model_fingerprint,
@@ -37,15 +51,7 @@ from ..artifacts import (
     write_manifest,
     write_text,
 )
-from ..config import check_config
-from ..corpus import CorpusStore, build_store
-from ..errors import InputError
-from ..faults import fault_point
-from ..loading import load_pretrained
-from ..lock import locks_output
-from ..progress import progress
-from ..tokens import pad_sequences
-from ..training import EpochSampler, adamw_with_schedule, resume_settings, resume_state, save_checkpoint
+from ..storage.lock import locks_output
 from .config import SimCSEConfig
 from .geometry import alignment, uniformity
 from .model import SimCSEModel, contrastive_loss, gather_with_grad

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..config import result_settings
-from ..cost import Priced
-from ..errors import InputError
-from ..registry import Registry
+from ..core.config import result_settings
+from ..core.errors import InputError
+from ..core.registry import Registry
+from ..runtime.cost import Priced
 
 
 def key_of(payload: Any) -> str:
@@ -115,8 +115,8 @@ class Stage(ABC):
 
     @classmethod
     def open(cls, folder: str | Path) -> dict[str, Any]:
-        """A folder this stage wrote, read and checked: its manifest (:func:`pgra.artifacts.read_manifest`)."""
-        from ..artifacts import read_manifest
+        """A folder this stage wrote, read and checked: its manifest (:func:`pgra.storage.artifacts.read_manifest`)."""
+        from ..storage.artifacts import read_manifest
 
         return read_manifest(folder, cls.kind)
 

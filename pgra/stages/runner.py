@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import MANIFEST, file_record, read_json, sha256_text, write_json, write_manifest
-from ..causal_lm import LMCost
-from ..config import to_dict
-from ..errors import IncompleteArtifactError
-from ..interchange import write_records
-from ..provenance import folder_fingerprint, relative_path
+from ..core.config import to_dict
+from ..core.errors import IncompleteArtifactError
+from ..data.interchange import write_records
+from ..lm.causal_lm import LMCost
+from ..storage.artifacts import MANIFEST, file_record, read_json, sha256_text, write_json, write_manifest
+from ..storage.provenance import folder_fingerprint, relative_path
 
 SPLITS_DONE = ".splits_done.json"
 
@@ -78,7 +78,7 @@ def run_stage(stage: Any, config: Any, ctx: Any = None) -> Path:
     """Build ``stage`` (its :meth:`~pgra.stages.Stage.build`) into ``config.out`` on rank 0: the folders it reads
     (``config.<name>``) opened by their stages, its splits resumed under its config and inputs, the task its first
     input's. The other ranks return at once (the grid meets them after the stage)."""
-    from ..distributed import init_distributed
+    from ..runtime.distributed import init_distributed
     from . import get_stage
 
     ctx = ctx or init_distributed()

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import iter_jsonl, parse_json, read_utf8, require_file, sha256_file
-from ..config import to_dict
-from ..errors import InputError, clip, shorten
+from ..core.config import to_dict
+from ..core.errors import InputError, clip, shorten
+from ..storage.artifacts import iter_jsonl, parse_json, read_utf8, require_file, sha256_file
 from .spec import DataSpec, TaskSpec
 
 SPLITS = ("train", "dev", "test")
@@ -58,7 +58,7 @@ def resolve_data_path(spec: DataSpec, data_dir: str | Path) -> Path | str:
 
 def task_paths(task: TaskSpec, data_dir: str | Path) -> list[str]:
     """What a task reads on disk: its YAML file, its data folder and data files (a stage's output may not
-    overlap them: :func:`pgra.artifacts.check_disjoint`)."""
+    overlap them: :func:`pgra.storage.artifacts.check_disjoint`)."""
     paths = [task.source] if task.source != "builtin" else []
     base = resolve_data_path(task.data, data_dir)
     if isinstance(base, Path):
@@ -191,7 +191,7 @@ def _read_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _read_hf(spec: DataSpec, location: Path | str, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    from ..hfdata import MissingSplitError, open_hf_dataset
+    from ..data.hfdata import MissingSplitError, open_hf_dataset
 
     try:
         ds = open_hf_dataset(location, spec.hf_splits.get(split, split), spec.hf_name or None)

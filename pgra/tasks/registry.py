@@ -6,8 +6,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from ..config import from_dict, load_yaml
-from ..errors import InputError, StaleArtifactError
+from ..core.config import from_dict, load_yaml
+from ..core.errors import InputError, StaleArtifactError
 from .spec import DataSpec, TaskSpec
 
 _SENTIMENT = "Does the following sentence have a positive or negative sentiment?\n{text}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 
-from ..config import SEED_MAX, check_path_segments, option
-from ..errors import InputError
+from ..core.config import SEED_MAX, check_path_segments, option
+from ..core.errors import InputError
 
 METRICS = ("accuracy", "mcc", "macro_f1")
 # Reader input formats (the reader substitutes its own sentinel for {mask}: <extra_id_0> for T5).

@@ -8,7 +8,7 @@ from typing import Any
 
 from pgra.analysis import Analysis
 from pgra.analysis.writer import Writer, pct
-from pgra.config import option
+from pgra.core.config import option
 
 
 @dataclass

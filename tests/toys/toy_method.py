@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pgra.artifacts import read_json, write_json
-from pgra.config import option
-from pgra.interchange import read_records
+from pgra.core.config import option
+from pgra.data.interchange import read_records
 from pgra.methods import FitResult, Method
-from pgra.predictions import Predictor, prediction_line
+from pgra.results.predictions import Predictor, prediction_line
+from pgra.storage.artifacts import read_json, write_json
 
 
 class MajorityPredictor(Predictor):

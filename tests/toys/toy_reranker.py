@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from pgra.config import option
+from pgra.core.config import option
 from pgra.rerank.base import Reranker
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pgra.config import option
+from pgra.core.config import option
 from pgra.selection import GlobalSelector
 
 

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pgra.config import option
-from pgra.interchange import read_records
+from pgra.core.config import option
+from pgra.data.interchange import read_records
 from pgra.stages import STAGES, Stage, StageRequest
 
 

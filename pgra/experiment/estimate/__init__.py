@@ -2,7 +2,7 @@
 layer asks, each part answers from its own cost model (:meth:`pgra.stages.Stage.price`, :meth:`pgra.methods.Method.
 price`, ``planned_line``, ``planned_disk``, ``models``) over its share of the bench fits (:mod:`.fits`)."""
 
-from ...sizes import format_bytes, format_seconds
+from ...runtime.sizes import format_bytes, format_seconds
 from .disk import DiskPlan, plan_disk
 from .fits import BenchFits, gpu_measurements
 from .inputs import (

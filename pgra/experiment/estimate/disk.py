@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...errors import PgraError
+from ...core.errors import PgraError
 from ...rerank.cost_model import cache_bytes, cache_text, corpus_passed
 from ...retrieval.cost_model import corpus_lines, index_disk
-from ...sizes import folder_bytes, format_bytes, mean_line_bytes, model_bytes
+from ...runtime.sizes import folder_bytes, format_bytes, mean_line_bytes, model_bytes
 from ...stages import get_stage
 from .inputs import stage_embeddings
 
@@ -116,7 +116,7 @@ def plan_disk(exp: GridView, cells: list[CellPlan], splits: dict[str, dict[str, 
 
 def grid_models(exp: GridView, cells: list[CellPlan]) -> list[str]:
     """The models a grid loads, as its parts name them: the index's query encoder, each stage's and each cell's."""
-    from ...errors import InputError
+    from ...core.errors import InputError
     from ...retrieval.base import get_retriever
 
     try:
@@ -134,7 +134,7 @@ def grid_models(exp: GridView, cells: list[CellPlan]) -> list[str]:
 
 
 def add_models(plan: DiskPlan, names: list[str]) -> None:
-    """Each of ``names`` not yet in ``plan``: its size here, or its download (:func:`pgra.sizes.model_bytes`)."""
+    """Each of ``names`` not yet in ``plan``: its size here, or its download (:func:`pgra.runtime.sizes.model_bytes`)."""
     for name in dict.fromkeys(names):
         size, text = model_bytes(name)
         if name in plan.models or text in plan.unknown:

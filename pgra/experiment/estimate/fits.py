@@ -1,5 +1,5 @@
 """The bench fits a plan prices with: each part's share (:class:`~pgra.reader.fits.ReaderFits`,
-:class:`~pgra.rerank.cost_model.RerankFits`) over :class:`~pgra.cost.Fits`, read from this checkout's
+:class:`~pgra.rerank.cost_model.RerankFits`) over :class:`~pgra.runtime.cost.Fits`, read from this checkout's
 ``bench/results`` for one device (on a GPU, the H100 runs ``gpu_plan_inputs.json`` and ``gpu_plan_cells.json`` name)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...cost import CPU_CELL_COSTS, CpuCellCosts
 from ...reader.fits import ReaderFits
 from ...rerank.cost_model import RerankFits
+from ...runtime.cost import CPU_CELL_COSTS, CpuCellCosts
 
 GPU_PLAN_INPUTS = "gpu_plan_inputs.json"
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import whole_number
+from ...core.errors import whole_number
 
 if TYPE_CHECKING:
     from ..grid_view import GridView
@@ -57,7 +57,7 @@ def plan_device(cfg: Any) -> tuple[str, str]:
     import torch
 
     chosen = str(getattr(cfg, "plan_device", "") or os.environ.get("PGRA_PLAN_DEVICE", "") or "auto").lower()
-    from ...errors import InputError, clip
+    from ...core.errors import InputError, clip
 
     where = "plan_device" if getattr(cfg, "plan_device", "") else "PGRA_PLAN_DEVICE"
     if chosen not in PLAN_DEVICES:
@@ -82,12 +82,12 @@ def default_workers() -> int:
 
 
 def worker_threads(workers: int, launcher: str = "none", slurm: Any = None) -> float | None:
-    """The cores each of ``workers`` CPU workers computes on: this machine's (:func:`pgra.device.node_cores`) shared
+    """The cores each of ``workers`` CPU workers computes on: this machine's (:func:`pgra.runtime.device.node_cores`) shared
     among them (a fraction where they outnumber the cores), at most the ``OMP_NUM_THREADS`` a rank runs with (a
-    user's, or what pgra makes of a launcher's default, :func:`pgra.device.launcher_threads`). Slurm jobs
+    user's, or what pgra makes of a launcher's default, :func:`pgra.runtime.device.launcher_threads`). Slurm jobs
     (``slurm``: the config's section) compute on their ``cpus_per_worker``; submitit's local cluster shares this
     machine. None where unknown."""
-    from ...device import THREADS_ENV, launcher_threads, node_cores
+    from ...runtime.device import THREADS_ENV, launcher_threads, node_cores
 
     if launcher == "slurm" and getattr(slurm, "cluster", "slurm") != "local":
         cpus = int(getattr(slurm, "cpus_per_worker", 0) or 0)
@@ -164,7 +164,7 @@ def stage_embeddings(rerank, retrieved_k: int, inputs: int | None, corpus: int |
     """The texts each stage's LM embeds (what the bench fit prices; None: unknown, or it runs none), as each stage
     counts them (:meth:`pgra.stages.Stage.embedded_texts`: a reranked stage's inputs x k at most the corpus, or the
     corpus; the full search's corpus, or only its queries after a corpus pass, ``corpus_passed``)."""
-    from ...errors import InputError
+    from ...core.errors import InputError
     from ...stages import get_stage
 
     out: dict[str, int | None] = {}

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...artifacts import read_json
+from ...storage.artifacts import read_json
 from ..layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
 from .disk import corpus_passed_by, plan_disk
 from .fits import BenchFits

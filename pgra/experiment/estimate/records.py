@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...cost import device_seconds, finite_number, on_gpu, sharing, split_seconds
+from ...runtime.cost import device_seconds, finite_number, on_gpu, sharing, split_seconds
 from .fits import BenchFits
 from .schedule import Estimate
 
@@ -32,8 +32,8 @@ def _recorded_cells(fits: BenchFits | None, records: list[dict[str, Any]]) -> tu
 
 
 def _one_worker(record: dict[str, Any], fits: BenchFits | None, cell: bool = False) -> tuple[float, str, float]:
-    """A recorded stage's or cell's seconds as one worker would take them (:func:`pgra.cost.device_seconds`; on a
-    CPU x :meth:`~pgra.cost.Fits.thread_factor` at the cores each process had), a clause saying so, and of them the
+    """A recorded stage's or cell's seconds as one worker would take them (:func:`pgra.runtime.cost.device_seconds`; on a
+    CPU x :meth:`~pgra.runtime.cost.Fits.thread_factor` at the cores each process had), a clause saying so, and of them the
     ones DDP ranks split (a ``cell``'s ``split_s``; all of a stage's)."""
     shared, gpu = sharing(record), on_gpu(record)
     hardware = record.get("hardware") if isinstance(record.get("hardware"), dict) else {}
@@ -126,7 +126,7 @@ def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, s
             if scaled:
                 return Estimate.at(label, scaled[0], scaled[1] + why, _device(r))
     if fits is not None:  # the stage's own cost model (the reranking LM's texts, the first stage's inputs)
-        from ...errors import InputError
+        from ...core.errors import InputError
         from ...stages import get_stage
 
         try:
@@ -142,7 +142,7 @@ def method_class(method: str, settings: dict[str, Any]) -> type:
     """The class registered as ``method`` (whose :meth:`~pgra.methods.Method.price` is its cost model); for a name
     no method has (a record of a method since removed), the kind its settings show: a reader, in-context learning or
     any other cell; likewise for a method with no cost model of its own (:meth:`pgra.methods.Method.price`)."""
-    from ...errors import InputError
+    from ...core.errors import InputError
     from ...methods import ICL, METHODS, Method
     from ...methods.reader_method import ReaderMethod
 
@@ -170,7 +170,7 @@ def _timed_cell(record: dict[str, Any]) -> dict[str, Any]:
 def record_sources(cfg: Any) -> list[Path]:
     """The folders of the config's ``plan_records`` (refused with an InputError naming the field when one is not a
     folder)."""
-    from ...errors import InputError
+    from ...core.errors import InputError
 
     folders = [Path(p) for p in getattr(cfg, "plan_records", None) or []]
     for folder in folders:

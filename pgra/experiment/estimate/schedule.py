@@ -9,8 +9,8 @@ import heapq
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...cost import Priced
-from ...sizes import format_seconds
+from ...runtime.cost import Priced
+from ...runtime.sizes import format_seconds
 
 if TYPE_CHECKING:
     from .disk import DiskPlan
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class Estimate(Priced):
-    """The expected cost of one stage or cell (:class:`~pgra.cost.Priced`: ``seconds``, None: unknown, on
+    """The expected cost of one stage or cell (:class:`~pgra.runtime.cost.Priced`: ``seconds``, None: unknown, on
     ``device``, where the number came from, ...), and its ``label``."""
 
     seconds: float | None  # type: ignore[assignment]

@@ -1,0 +1,217 @@
+"""One way to register a part: :class:`Registry`, a name -> part mapping shared by every family of parts
+(retrievers, rerankers, demonstration selectors, methods, analyses).
+
+A family declares its registry once, with the modules of its built-in parts (one file per part, which registers
+itself when imported)::
+
+    RERANKERS: Registry[type[Reranker]] = Registry("reranker", "pgra.rerank", ("prompt_guided", "mmr"))
+
+    @RERANKERS.register
+    class MMR(Reranker):
+        name = "mmr"
+
+A plug-in (a user's file, a test) registers the same way from outside ``pgra/``, under a name of its own (an
+identifier no built-in part has: it never replaces one), and its module enters the keys of what its part makes
+(:func:`plug_in_key`: its cells and stages never pass for a built-in's). The registry is a ``dict``, so
+``name in REG``, ``REG[name]`` and ``list(REG)`` work as before; :meth:`Registry.names` loads the built-in parts
+first (a config's choices), :meth:`Registry.part` names the field and the choices when a name is unknown.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar, overload
+
+from .errors import InputError, clip, shorten
+
+T = TypeVar("T")
+P = TypeVar("P")
+
+
+def defined_in(part: Any) -> str:
+    """The module that defines ``part`` (a class's or function's own; an instance's class's)."""
+    return getattr(part, "__module__", None) or ""
+
+
+def is_builtin(module: str) -> bool:
+    """Whether ``module`` is pgra's own (its parts are the built-in ones)."""
+    return module == "pgra" or module.startswith("pgra.")
+
+
+def plug_in_key(part: Any, field: str = "plug_in") -> dict[str, str]:
+    """What a part defined outside pgra adds to the key of what it makes (a cell, a stage): its module under
+    ``field``, so that its results never pass for a built-in part's (nor another plug-in's) of the same name;
+    nothing for a built-in part, whose keys stay what they always were."""
+    module = defined_in(part)
+    return {} if is_builtin(module) else {field: module}
+
+
+class Registry(dict[str, T]):
+    """Parts of one kind by name.
+
+    ``kind``: what a part is, in messages ("reranker"); ``package`` and ``builtin``: the modules of the built-in
+    parts (``package.module``), imported by :meth:`load_builtin`; ``field``: the config field that names a part
+    (for errors); ``name_of``: how a part gives its name (its ``name`` attribute by default); ``module_of``: the
+    module that defines a part (pgra's own: a built-in part); ``hyphens``: a name may hold ``-`` (a model type such
+    as ``xlm-roberta``), else it is an identifier.
+    """
+
+    def __init__(self, kind: str, package: str | None = None, builtin: Iterable[str] = (), field: str | None = None,
+                 name_of: Callable[[Any], str] | None = None, module_of: Callable[[Any], str] = defined_in,
+                 hyphens: bool = False) -> None:
+        super().__init__()
+        self.kind, self.package, self.builtin = kind, package, tuple(builtin)
+        self.field = field or kind
+        self._name_of = name_of or (lambda part: getattr(part, "name", ""))
+        self._module_of, self.hyphens = module_of, hyphens
+        self._loaded = False
+
+    @overload
+    def register(self, part: P) -> P: ...
+    @overload
+    def register(self, part: None = None, *, name: str) -> Callable[[P], P]: ...
+
+    def register(self, part: Any = None, *, name: str | None = None) -> Any:
+        """Add ``part`` under ``name`` (default: its own name), replacing a part of the same name from the same
+        side (built-in or plug-in); returns it, so it works as a decorator (``@REG.register`` or
+        ``@REG.register(name="x")``). A name that is not an identifier, or a plug-in's part under a built-in part's
+        name (either registered first), is an InputError naming the plug-in's part."""
+        if part is None:
+            return lambda p: self.register(p, name=name)
+        key = name or self._name_of(part)
+        if not key:
+            raise ValueError(f"{part!r} has no name to register as a {self.kind}")
+        if not (isinstance(key, str) and key.isascii() and
+                (key.replace("-", "_") if self.hyphens else key).isidentifier()):
+            raise InputError(f"{self._where(part)} registers the {self.kind} {shorten(key)}: a {self.kind}'s name "
+                             f"holds ASCII letters, digits{', -' if self.hyphens else ''} and _, not starting with a "
+                             "digit")
+        held = self.get(key)
+        held_builtin = held is not None and is_builtin(self._module_of(held))
+        if held is not None and held is not part and held_builtin != is_builtin(self._module_of(part)):
+            plug_in, builtin = (part, held) if held_builtin else (held, part)
+            raise InputError(f"{self._where(plug_in)} registers the {self.kind} '{key}', the name of pgra's own "
+                             f"({self._where(builtin)}): a plug-in's part takes a name of its own")
+        self[key] = part
+        return part
+
+    def _where(self, part: Any) -> str:
+        """A part as messages name it: ``module:qualname`` (a plug-in's file and class)."""
+        qualname = getattr(part, "__qualname__", None) or getattr(type(part), "__qualname__", "")
+        return clip(f"{self._module_of(part) or '?'}:{qualname}", 120)
+
+    def load_builtin(self) -> None:
+        """Import (so register) the built-in parts, then every installed plug-in (:func:`load_plugins`); once."""
+        if self._loaded:
+            return
+        for module in self.builtin if self.package else ():  # a failing import raises again on the next lookup
+            importlib.import_module(f"{self.package}.{module}")
+        self._loaded = True
+        load_plugins()
+
+    def plug_ins(self) -> list[str]:
+        """The registered parts defined outside pgra, as ``module:qualname`` (what a child process imports and
+        registers again, :func:`register_parts`); parts pgra makes from others (``icl_<s>``, ``fid_<r>``) are made
+        again there from theirs."""
+        out = []
+        for key, part in self.items():
+            module, qualname = getattr(part, "__module__", ""), getattr(part, "__qualname__", "")
+            if module and qualname and not is_builtin(module) and "<" not in qualname:
+                out.append(f"{key}={module}:{qualname}")
+        return out
+
+    def register_parts(self, specs: Iterable[str]) -> None:
+        """Register again the parts :meth:`plug_ins` listed (``name=module:qualname``), importing their modules."""
+        for spec in specs:
+            key, _, where = spec.partition("=")
+            module, _, qualname = where.partition(":")
+            try:
+                part: Any = importlib.import_module(module)
+                for attr in qualname.split("."):
+                    part = getattr(part, attr)
+            except (Exception, SystemExit) as e:  # a part of the launching script's __main__, a module that fails
+                raise InputError(f"the {self.kind} '{key}' registered in the launching process ({where}) cannot be "
+                                 f"found here: {type(e).__name__}: {clip(str(e), 600)}; define it in an importable module (or a "
+                                 "pgra.plugins entry point)", field=self.field) from None
+            if self.get(key) is not part:
+                self.register(part, name=key)
+
+    def names(self) -> tuple[str, ...]:
+        """The registered names, the built-in ones loaded first (and any registered since), in registry order."""
+        self.load_builtin()
+        return tuple(self)
+
+    def part(self, name: str, field: str | None = None) -> T:
+        """The part registered as ``name`` (built-in parts loaded first); an unknown name is an
+        :class:`~pgra.core.errors.InputError` naming ``field`` (default: the registry's) and the choices."""
+        self.load_builtin()
+        if name in self:
+            return self[name]
+        raise InputError(f"unknown {self.kind} '{name}', use one of {', '.join(self) or '(none registered)'}",
+                         field=field or self.field)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {list(self)})"
+
+
+PLUGIN_GROUP = "pgra.plugins"  # the entry-point group a package's plug-in modules are declared in
+_plugins_loaded = False
+
+
+def load_plugins() -> list[str]:
+    """Import every module an installed package declares in the ``pgra.plugins`` entry-point group (as pytest's
+    ``pytest11`` and lm-evaluation-harness's plug-ins are found), so that its parts register in every process that
+    looks a part up (a grid's workers and cells too); once per process. Returns the entry points' names. A plug-in
+    that fails to import is an InputError naming it."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return []
+    _plugins_loaded = True
+    from importlib.metadata import entry_points
+
+    names = []
+    for ep in entry_points(group=PLUGIN_GROUP):
+        _load_plugin(ep)
+        names.append(ep.name)
+    return names
+
+
+def _load_plugin(ep: Any) -> None:
+    """Import one plug-in's module; whatever goes wrong there (a part refused, an error, ``sys.exit``) is that
+    plug-in's InputError, never a traceback from deep in a lookup nor a quiet exit of the command."""
+    where = f"the plug-in '{clip(ep.name, 80)}' ({clip(ep.value, 120)}, entry point group {PLUGIN_GROUP})"
+    try:
+        ep.load()
+    except InputError as e:  # a part it registers is refused
+        raise InputError(f"{where} is refused: {clip(str(e), 600)}", field=PLUGIN_GROUP) from None
+    except SystemExit as e:
+        raise InputError(f"{where} exited while being imported (code {shorten(e.code, 40)}): a plug-in's module "
+                         "registers its parts and returns", field=PLUGIN_GROUP) from None
+    except Exception as e:
+        raise InputError(f"{where} cannot be imported: {type(e).__name__}: {clip(str(e), 600)}",
+                         field=PLUGIN_GROUP) from e
+
+
+class HandedOver(Generic[T]):
+    """A registry that a lower module reads but may not import: the module that owns it hands it over when it is
+    imported (:meth:`hand_over`), which breaks the import circle of a config section built from the registered
+    parts whose interface imports that section. ``what`` names the parts and ``owner`` the package whose import
+    hands it over, for the error if it never was."""
+
+    def __init__(self, what: str, owner: str) -> None:
+        self.what, self.owner = what, owner
+        self._registry: Registry[T] | None = None
+
+    def hand_over(self, registry: Registry[T]) -> None:
+        self._registry = registry
+
+    def __call__(self) -> Registry[T]:
+        """The registry, its built-in parts loaded."""
+        if self._registry is None:
+            raise RuntimeError(f"no registry of {self.what} handed over (import {self.owner})")
+        self._registry.load_builtin()
+        return self._registry
+
+
+__all__ = ["PLUGIN_GROUP", "HandedOver", "Registry", "defined_in", "is_builtin", "load_plugins", "plug_in_key"]

@@ -1,0 +1,60 @@
+"""The one way pgra loads a Hugging Face model, tokenizer or config: a bad name is an InputError, not a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import InputError
+
+
+def load_pretrained(loader: Any, name_or_path: str, what: str, field: str, **kwargs: Any) -> Any:
+    """``loader.from_pretrained(name_or_path, **kwargs)``; a folder or hub id that cannot be loaded (missing,
+    incomplete, offline, not that kind of model) raises an :class:`InputError` naming it and the config field."""
+    name = str(name_or_path)
+    looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).expanduser().exists()
+    if looks_local and not Path(name).expanduser().is_dir():
+        raise InputError(f"cannot load the {what} '{name}': no such folder", field=field)
+    if looks_local and not (Path(name).expanduser() / "config.json").exists():
+        raise InputError(f"cannot load the {what} '{name}': the folder has no config.json, so it is not a saved "
+                         "Hugging Face model", field=field)
+    try:
+        return loader.from_pretrained(name, **kwargs)
+    except (OSError, ValueError, KeyError) as e:
+        text = str(e).strip()
+        first = text.splitlines()[0].rstrip(":") if text else type(e).__name__
+        raise InputError(f"cannot load the {what} '{name}': {first}", field=field) from None
+
+
+def has_own_code(name_or_path: str) -> bool:
+    """Whether a model would run code of its own under ``trust_remote_code``: a local folder whose
+    ``config.json`` or ``tokenizer_config.json`` has an ``auto_map``; a hub id always counts (it is not looked up)."""
+    import json
+
+    folder = Path(str(name_or_path)).expanduser()
+    if not folder.is_dir():
+        return True
+    for name in ("config.json", "tokenizer_config.json"):
+        try:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("auto_map"):
+            return True
+    return False
+
+
+def remote_code_allowed(name_or_path: str, allowed: bool, recorded: Any, what: str, artifact: str | Path,
+                        flag: str = "--trust-remote-code") -> bool:
+    """The ``trust_remote_code`` to load a model named by an artifact with: only ``allowed``, the option of the
+    command at hand, never ``recorded``, what the artifact's manifest says. A model that has code of its own and
+    was used with it (``recorded`` true) is refused unless allowed: loaded without its code it would be another
+    model, and a file pgra reads (a shared index, a run folder) must never make it run code."""
+    if allowed:
+        return True
+    if recorded is True and has_own_code(name_or_path):
+        raise InputError(f"the {what} '{name_or_path}' has code of its own, and this artifact records that it ran "
+                         "with it (trust_remote_code: true); pgra runs a model's own code only when the command at "
+                         f"hand allows it, never because a file it reads says so: pass {flag} if you trust that code",
+                         path=artifact, field="trust_remote_code")
+    return False

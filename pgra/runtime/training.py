@@ -1,0 +1,177 @@
+"""What every trainer here shares (the FiD reader, SimCSE): a seeded sampler, AdamW with the linear schedule, and
+resumable checkpoints (accelerate's full state plus a marker recording the trainer state, the settings a resume
+must share and every file's size and checksum; a damaged checkpoint is skipped for the one before it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+
+from ..core.config import result_settings
+from ..core.errors import IncompleteArtifactError, InputError
+from ..core.faults import fault_point
+from ..storage.artifacts import VERIFY_HASH_LIMIT, apply_umask, file_record, verify_files, write_json
+
+
+class EpochSampler(Sampler[int]):
+    """A seeded permutation per epoch (the same on every process; accelerate shards the batches)."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self):
+        return iter(np.random.default_rng([self.seed, self.epoch]).permutation(self.n).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def rank_share(batch_size: int, world: int, rank: int) -> slice:
+    """The contiguous part of a global batch that process ``rank`` of ``world`` trains on: sizes differ by at most
+    one, the first ranks take the larger parts, and a rank past ``batch_size`` gets an empty slice (4 on 8
+    processes: one input each on ranks 0-3, none on 4-7). Any batch size runs on any number of processes."""
+    base, extra = divmod(batch_size, world)
+    start = rank * base + min(rank, extra)
+    return slice(start, start + base + (rank < extra))
+
+
+def fp16_device_present() -> bool:
+    """Whether this machine has a device that runs fp16 mixed precision (accelerate's autocast and loss scaling: a
+    CUDA, XPU or MPS GPU). On a CPU accelerate ignores fp16 and trains in fp32."""
+    if torch.cuda.is_available():
+        return True
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and xpu.is_available():
+        return True
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def check_mixed_precision(mixed_precision: str, field: str = "mixed_precision") -> None:
+    """Refuse ``fp16`` mixed precision without a GPU (an InputError naming ``field``): accelerate would train in fp32
+    (the weights byte for byte an fp32 run's) while the run records fp16. bf16 runs on a CPU (autocast)."""
+    if mixed_precision == "fp16" and not fp16_device_present():
+        raise InputError("fp16 mixed precision needs a GPU: on this machine (no CUDA, XPU or MPS device) it would "
+                         "silently train in fp32 while the run records fp16; use bf16 (runs on CPU) or no",
+                         field=field)
+
+
+def adamw_with_schedule(model: torch.nn.Module, cfg: Any):
+    """AdamW without weight decay on biases and layer norms, and the linear warm-up and decay schedule (``cfg``:
+    ``learning_rate``, ``weight_decay``, ``warmup_steps``, ``max_steps``; optional ``adamw_impl``: ``auto``, ``foreach``
+    or ``fused``)."""
+    from transformers import get_linear_schedule_with_warmup
+
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
+    trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]  # not a frozen encoder
+    groups = [{"params": [p for n, p in trained if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
+              {"params": [p for n, p in trained if any(k in n for k in no_decay)], "weight_decay": 0.0}]
+    impl = getattr(cfg, "adamw_impl", "auto")
+    kernels = {"foreach": {"foreach": True}, "fused": {"fused": True}}.get(impl, {})
+    optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate, **kernels)
+    return optimizer, get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
+
+
+def _step(ckpt: Path) -> int:
+    return int(ckpt.name.split("_")[1])
+
+
+def _checkpoints(out: Path) -> list[Path]:
+    """Checkpoint folders (complete or not), oldest first."""
+    return sorted((out / "checkpoints").glob("step_*"), key=_step)
+
+
+def _complete_checkpoints(out: Path) -> list[Path]:
+    """Checkpoints whose marker (``trainer_state.json``) was written, oldest first."""
+    return [c for c in _checkpoints(out) if (c / "trainer_state.json").exists()]
+
+
+def read_checkpoint(ckpt: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """A complete checkpoint's marker (``trainer_state.json``) and what is wrong with the checkpoint: an unreadable
+    marker, or a file whose size (or, up to 256 MiB, checksum) differs from what the marker recorded. The
+    marker is None when unreadable; the damage is None when the checkpoint is whole."""
+    try:
+        saved = json.loads((ckpt / "trainer_state.json").read_text(encoding="utf-8"))
+        records = saved.get("files", {})
+        int(saved["state"]["step"])  # a marker without its step is unreadable too
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        return None, f"its trainer_state.json is unreadable ({type(e).__name__})"
+    try:
+        verify_files(ckpt, records)
+    except IncompleteArtifactError as e:
+        return saved, str(e).replace(f"{ckpt}/", "")
+    return saved, None
+
+
+def resume_state(acc, out: Path, resume_key: dict[str, Any]) -> dict[str, Any] | None:
+    """Load the latest whole checkpoint under ``out/checkpoints`` into ``acc``'s objects and return its trainer
+    state (None when there is none). A damaged one is skipped for the one before it, saying so; one written
+    with another ``resume_key`` is refused."""
+    for ckpt in reversed(_complete_checkpoints(out)):
+        saved, damage = read_checkpoint(ckpt)
+        if damage:
+            acc.print(f"{ckpt}: {damage}; skipping this damaged checkpoint")
+            continue
+        if saved.get("config") != resume_key:
+            raise InputError(f"{ckpt} was written with another config or other data; use another --out or "
+                             "delete it", field="out")
+        acc.load_state(str(ckpt))
+        acc.print(f"resuming from {ckpt} (step {saved['state']['step']})")
+        return saved["state"]
+    return None
+
+
+def resume_settings(cfg: Any) -> dict[str, Any]:
+    """The settings a checkpoint must share to be resumed (all but the cosmetic ones: logging, progress)."""
+    return result_settings(cfg)
+
+
+def save_checkpoint(acc, out: Path, state: dict[str, Any], keep: int, resume_key: dict[str, Any]) -> None:
+    """Save ``acc``'s full state as ``out/checkpoints/step_<n>`` with its marker (``trainer_state.json``: the trainer
+    state, ``resume_key`` and file records), keeping the ``keep`` latest checkpoints."""
+    directory = out / "checkpoints" / f"step_{state['step']}"
+    if acc.is_main_process and directory.exists():  # a damaged one from a run that was not resumed from it
+        shutil.rmtree(directory)
+    acc.wait_for_everyone()
+    acc.save_state(str(directory), safe_serialization=True)
+    acc.wait_for_everyone()  # every rank's files are written before the marker records them
+    if acc.is_main_process:
+        apply_umask(directory)  # accelerate writes 0600 files: the run folder follows the user's umask
+    fault_point("train.checkpoint")  # tests: killed with the state saved, before the marker that completes it
+    if acc.is_main_process:
+        files = {str(p.relative_to(directory)): file_record(p, hash_limit=VERIFY_HASH_LIMIT)
+                 for p in sorted(directory.rglob("*")) if p.is_file()}
+        write_json(directory / "trainer_state.json", {"state": state, "config": resume_key, "files": files})
+        ckpts = _checkpoints(out)
+        # one past this step was skipped as damaged when this run resumed: it must not outlive this one
+        later = [c for c in ckpts if _step(c) > state["step"]]
+        for old in later + [c for c in ckpts if c not in later][: -keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    acc.wait_for_everyone()
+
+
+def drop_resume_state(out: Path) -> None:
+    """Delete ``out/checkpoints`` (the resumable state: weights, optimizer, scheduler, RNG) of a finished run (a
+    link of that name is left alone). The folder is first renamed to a temporary name of pgra's
+    (``.checkpoints.<8 hex>``), so a run killed while deleting it leaves no half checkpoint a re-run could resume from,
+    and the next claim of the folder removes the leftover (:func:`pgra.storage.ownership.drop_temp`)."""
+    folder = Path(out) / "checkpoints"
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    doomed = folder.with_name(f".checkpoints.{secrets.token_hex(4)}")
+    os.replace(folder, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+__all__ = ["EpochSampler", "adamw_with_schedule", "check_mixed_precision", "drop_resume_state", "fp16_device_present", "rank_share", "read_checkpoint", "resume_settings", "resume_state", "save_checkpoint"]

@@ -1,0 +1,115 @@
+"""pgra as the receiver of an export installs it: the wheel of the pgra that is running, built from its checkout,
+and the versions of torch and transformers a run used, as the install lines of its model card (docs/getting-pgra.md
+says where pgra comes from)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import PgraError
+
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "pgra")  # what setuptools builds the wheel from
+PINNED = ("torch", "transformers")
+WHEEL_DIR = "wheel"  # the export's folder that holds the wheel
+VERSION = re.compile(r"[0-9][0-9A-Za-z.]{0,40}(\+[0-9A-Za-z.]{1,40})?")  # a version safe in a shell line
+BUILD = "import sys; from setuptools import build_meta; build_meta.build_wheel(sys.argv[1])"
+PREDICT = 'pgra predict --run . --text "A text to classify."'  # the card's line after the install lines
+_BUILT: dict[str, tuple[str, bytes]] = {}  # the sources' digest -> (file name, bytes): one build per process
+
+
+class WheelError(PgraError):
+    """The running pgra's wheel cannot be built (no checkout, or setuptools failed)."""
+
+
+def checkout() -> Path | None:
+    """The folder of pgra's source when pgra runs from a checkout (a pyproject.toml naming pgra beside the
+    package), else None (pgra installed from a wheel or an archive)."""
+    root = Path(__file__).resolve().parent.parent
+    project = root / "pyproject.toml"
+    if project.is_file() and re.search(r'(?m)^name\s*=\s*"pgra"', project.read_text(encoding="utf-8")):
+        return root
+    return None
+
+
+def wheel() -> tuple[str, bytes]:
+    """The wheel of the running pgra (its file name and bytes), built from a copy of :func:`checkout` in a
+    temporary folder (nothing is written to the checkout); a WheelError says why it cannot be."""
+    root = checkout()
+    if root is None:
+        raise WheelError("this pgra does not run from a checkout (it was installed from a wheel or an archive)")
+    h = hashlib.sha256()
+    for path in _sources(root):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    if h.hexdigest() not in _BUILT:
+        _BUILT[h.hexdigest()] = _build(root)
+    return _BUILT[h.hexdigest()]
+
+
+def _sources(root: Path) -> Iterator[Path]:
+    """The files of :data:`SOURCES` under ``root`` (no ``__pycache__``), in a fixed order."""
+    for name in SOURCES:
+        path = root / name
+        if path.is_dir():
+            yield from sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        elif path.is_file():
+            yield path
+
+
+def _build(root: Path) -> tuple[str, bytes]:
+    """Build the wheel with setuptools' own hook (no download, no isolated environment)."""
+    with tempfile.TemporaryDirectory(prefix="pgra-wheel.") as tmp:
+        src, out = Path(tmp) / "src", Path(tmp) / "out"
+        for path in _sources(root):
+            (src / path.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, src / path.relative_to(root))
+        out.mkdir()
+        done = subprocess.run([sys.executable, "-c", BUILD, str(out)], cwd=src, capture_output=True, text=True,
+                              timeout=600)
+        built = sorted(out.glob("pgra-*.whl"))
+        if done.returncode or len(built) != 1:
+            said = (done.stderr.strip().splitlines() or ["no wheel written"])[-1]
+            raise WheelError(f"setuptools could not build it from {root} ({said[:300]})")
+        return built[0].name, built[0].read_bytes()
+
+
+def pinned(recorded: Any) -> dict[str, str]:
+    """The versions of :data:`PINNED` a run used: its manifest's ``versions`` (``recorded``), else this machine's."""
+    from ..storage.artifacts import library_versions
+
+    here, recorded = library_versions(), recorded if isinstance(recorded, dict) else {}
+    out = {}
+    for name in PINNED:
+        value = recorded.get(name)
+        value = value if isinstance(value, str) and VERSION.fullmatch(value) else here.get(name)
+        if value:
+            out[name] = value
+    return out
+
+
+def install_lines(wheel_name: str | None, versions: dict[str, str], why: str = "") -> list[str]:
+    """The model card's install lines, run in the export's folder: torch and transformers as the run used them, and
+    the wheel the folder carries (``wheel_name``; None: ``why`` there is none)."""
+    from .. import __version__
+
+    torch, lines = versions.get("torch", ""), ["# in this folder (or a download of it from the Hub):"]
+    if torch:
+        build = torch.partition("+")[2]
+        lines.append(f"pip install torch=={torch.partition('+')[0]}   # the version the run used" + (
+            f" ({torch}: its build from --index-url https://download.pytorch.org/whl/{build})" if build else ""))
+    pins = [f"transformers=={versions['transformers']}"] if "transformers" in versions else []
+    if wheel_name:
+        return [*lines, "pip install " + " ".join([*pins, f'"./{WHEEL_DIR}/{wheel_name}[cpu]"'])
+                + "   # the pgra that made this export; [gpu] on a CUDA 12 machine"]
+    return [*lines, f"# no wheel of pgra in this folder: {why}; pgra {__version__} from a clone of its repository or "
+            "its release archive (docs/getting-pgra.md):", "pip install " + " ".join([*pins, '"PATH/TO/pgra[cpu]"'])]
+
+
+__all__ = ["PREDICT", "WheelError", "checkout", "install_lines", "pinned", "wheel"]
