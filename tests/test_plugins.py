@@ -359,10 +359,10 @@ def test_a_plug_in_part_s_module_enters_the_keys_of_what_it_makes(toys, toy_rera
              (STAGES, "toy_tail", {"toy_tail", "fid_toy_tail"})]
     for registry, name, changed in moved:
         before, part = keys(), registry[name]
-        registry.register(type(part.__name__, (part,), {"__module__": "elsewhere.plugin"}), name=name)
+        registry[name] = type(part.__name__, (part,), {"__module__": "elsewhere.plugin"})  # the part's file moved
         try:
             after = keys()
         finally:
-            registry.register(part, name=name)
+            registry[name] = part
         assert {k for k in before if after[k] != before[k]} == changed, name
         assert keys() == before

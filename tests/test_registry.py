@@ -92,9 +92,52 @@ def test_a_plug_in_cannot_take_a_built_in_part_s_name_whichever_registers_first(
     with pytest.raises(InputError, match="test_registry:_Part registers the widget 'alpha'"):
         reg.register(builtin)
     assert reg["alpha"] is _Part
-    other = type("Other", (), {"name": "alpha", "__module__": "elsewhere"})
-    assert reg.register(other) is other and reg.register(_Part) is _Part  # plug-in over plug-in
     assert Registry("widget").register(builtin) is builtin
+
+
+def test_a_name_another_part_holds_is_refused_and_the_same_part_again_replaces_it():
+    """Two parts defined apart never share a name (plug-in and plug-in, built-in and built-in): the second is one
+    InputError naming both, the first stays; the same part registered again (its module imported again, a class
+    made again by the same code) replaces it."""
+    reg: Registry[type] = Registry("widget")
+    reg.register(_Part)
+    other = type("Other", (), {"name": "alpha", "__module__": "elsewhere"})
+    with pytest.raises(InputError, match="elsewhere:Other registers the widget 'alpha', the name of "
+                                         "test_registry:_Part"):
+        reg.register(other)
+    assert reg["alpha"] is _Part
+    again = type("_Part", (), {"name": "alpha", "__module__": _Part.__module__})
+    assert reg.register(again) is again and reg["alpha"] is again
+    builtins: Registry[type] = Registry("widget")
+    builtins.register(type("One", (), {"name": "alpha", "__module__": "pgra.one"}))
+    with pytest.raises(InputError, match="pgra.two:Two registers the widget 'alpha', the name of pgra.one:One"):
+        builtins.register(type("Two", (), {"name": "alpha", "__module__": "pgra.two"}))
+
+
+def _registries():
+    from pgra.analysis.base import ANALYSES
+    from pgra.methods import METHODS
+    from pgra.reader.split import SPLITS
+    from pgra.rerank.base import RERANKERS
+    from pgra.retrieval.base import RETRIEVERS
+    from pgra.selection.base import STRATEGIES
+    from pgra.stages import STAGES
+
+    return [ANALYSES, METHODS, SPLITS, RERANKERS, RETRIEVERS, STAGES, STRATEGIES]
+
+
+def test_a_part_of_the_wrong_type_is_refused_by_every_family():
+    """A class that is not the family's interface (a reranker offered as a retriever, a bare class), or an object
+    that is not one of its parts, is one InputError naming the part and the interface; nothing is registered."""
+    for registry in _registries():
+        wrong = type("Wrong", (), {"name": "toy_wrong", "family": "toy_wrong", "__module__": "elsewhere"})
+        for part in (wrong, wrong()):
+            with pytest.raises(InputError, match=f"elsewhere:Wrong registers the {registry.kind} 'toy_wrong', "
+                                                 f"which is not a {registry.base.__module__}"):
+                registry.register(part)
+        assert "toy_wrong" not in registry
+    reg: Registry[type] = Registry("widget", base=int)
+    assert reg.register(bool, name="flag") is bool  # a subclass is one
 
 
 def test_a_plug_in_s_own_method_may_replace_the_one_pgra_made_from_its_reranker():

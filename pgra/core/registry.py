@@ -4,14 +4,16 @@
 A family declares its registry once, with the modules of its built-in parts (one file per part, which registers
 itself when imported)::
 
-    RERANKERS: Registry[type[Reranker]] = Registry("reranker", "pgra.rerank", ("prompt_guided", "mmr"))
+    RERANKERS: Registry[type[Reranker]] = Registry("reranker", "pgra.rerank", ("prompt_guided", "mmr"),
+                                                   base=Reranker)
 
     @RERANKERS.register
     class MMR(Reranker):
         name = "mmr"
 
 A plug-in (a user's file, a test) registers the same way from outside ``pgra/``, under a name of its own (an
-identifier no built-in part has: it never replaces one), and its module enters the keys of what its part makes
+identifier no other part holds: a part never replaces another, and a part that is not the family's ``base`` is
+refused), and its module enters the keys of what its part makes
 (:func:`plug_in_key`: its cells and stages never pass for a built-in's). The registry is a ``dict``, so
 ``name in REG``, ``REG[name]`` and ``list(REG)`` work as before; :meth:`Registry.names` loads the built-in parts
 first (a config's choices), :meth:`Registry.part` names the field and the choices when a name is unknown.
@@ -54,14 +56,15 @@ class Registry(dict[str, T]):
     parts (``package.module``), imported by :meth:`load_builtin`; ``field``: the config field that names a part
     (for errors); ``name_of``: how a part gives its name (its ``name`` attribute by default); ``module_of``: the
     module that defines a part (pgra's own: a built-in part); ``hyphens``: a name may hold ``-`` (a model type such
-    as ``xlm-roberta``), else it is an identifier.
+    as ``xlm-roberta``), else it is an identifier; ``base``: what a part is (a subclass, or an instance, of it),
+    anything else is refused.
     """
 
     def __init__(self, kind: str, package: str | None = None, builtin: Iterable[str] = (), field: str | None = None,
                  name_of: Callable[[Any], str] | None = None, module_of: Callable[[Any], str] = defined_in,
-                 hyphens: bool = False) -> None:
+                 hyphens: bool = False, base: type | None = None) -> None:
         super().__init__()
-        self.kind, self.package, self.builtin = kind, package, tuple(builtin)
+        self.kind, self.package, self.builtin, self.base = kind, package, tuple(builtin), base
         self.field = field or kind
         self._name_of = name_of or (lambda part: getattr(part, "name", ""))
         self._module_of, self.hyphens = module_of, hyphens
@@ -73,10 +76,11 @@ class Registry(dict[str, T]):
     def register(self, part: None = None, *, name: str) -> Callable[[P], P]: ...
 
     def register(self, part: Any = None, *, name: str | None = None) -> Any:
-        """Add ``part`` under ``name`` (default: its own name), replacing a part of the same name from the same
-        side (built-in or plug-in); returns it, so it works as a decorator (``@REG.register`` or
-        ``@REG.register(name="x")``). A name that is not an identifier, or a plug-in's part under a built-in part's
-        name (either registered first), is an InputError naming the plug-in's part."""
+        """Add ``part`` under ``name`` (default: its own name); returns it, so it works as a decorator
+        (``@REG.register`` or ``@REG.register(name="x")``). An InputError naming the part refuses a part that is
+        not a ``base``, a name that is not an identifier, and a name another part holds (a plug-in's part under a
+        built-in's name, whichever registered first, or any two parts defined apart); the same part registered
+        again (its module imported again, a child process) replaces the one held."""
         if part is None:
             return lambda p: self.register(p, name=name)
         key = name or self._name_of(part)
@@ -87,19 +91,36 @@ class Registry(dict[str, T]):
             raise InputError(f"{self._where(part)} registers the {self.kind} {shorten(key)}: a {self.kind}'s name "
                              f"holds ASCII letters, digits{', -' if self.hyphens else ''} and _, not starting with a "
                              "digit")
+        if self.base is not None and not _is_a(part, self.base):
+            raise InputError(f"{self._where(part, defined_in)} registers the {self.kind} '{key}', which is not a "
+                             f"{self.base.__module__}.{self.base.__qualname__}")
         held = self.get(key)
-        held_builtin = held is not None and is_builtin(self._module_of(held))
-        if held is not None and held is not part and held_builtin != is_builtin(self._module_of(part)):
-            plug_in, builtin = (part, held) if held_builtin else (held, part)
-            raise InputError(f"{self._where(plug_in)} registers the {self.kind} '{key}', the name of pgra's own "
-                             f"({self._where(builtin)}): a plug-in's part takes a name of its own")
+        if held is not None and held is not part:
+            self._check_clash(key, held, part)
         self[key] = part
         return part
 
-    def _where(self, part: Any) -> str:
+    def _check_clash(self, key: str, held: Any, part: Any) -> None:
+        """Refuse ``part`` under ``key``, held by another part, unless it is the same part again or
+        :meth:`replaceable`."""
+        held_builtin = is_builtin(self._module_of(held))
+        if held_builtin != is_builtin(self._module_of(part)):
+            plug_in, builtin = (part, held) if held_builtin else (held, part)
+            raise InputError(f"{self._where(plug_in)} registers the {self.kind} '{key}', the name of pgra's own "
+                             f"({self._where(builtin)}): a plug-in's part takes a name of its own")
+        if self._where(held) != self._where(part) and not self.replaceable(held):
+            raise InputError(f"{self._where(part)} registers the {self.kind} '{key}', the name of "
+                             f"{self._where(held)}: a part takes a name no other part holds")
+
+    def replaceable(self, held: Any) -> bool:
+        """Whether a part registered under ``held``'s name replaces it (a family whose registry makes parts of its
+        own says which; none by default)."""
+        return False
+
+    def _where(self, part: Any, module_of: Callable[[Any], str] | None = None) -> str:
         """A part as messages name it: ``module:qualname`` (a plug-in's file and class)."""
         qualname = getattr(part, "__qualname__", None) or getattr(type(part), "__qualname__", "")
-        return clip(f"{self._module_of(part) or '?'}:{qualname}", 120)
+        return clip(f"{(module_of or self._module_of)(part) or '?'}:{qualname}", 120)
 
     def load_builtin(self) -> None:
         """Import (so register) the built-in parts, then every installed plug-in (:func:`load_plugins`); once."""
@@ -153,6 +174,11 @@ class Registry(dict[str, T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {list(self)})"
+
+
+def _is_a(part: Any, base: type) -> bool:
+    """Whether ``part`` is a subclass of ``base`` (a family of classes) or an instance of it."""
+    return issubclass(part, base) if isinstance(part, type) else isinstance(part, base)
 
 
 PLUGIN_GROUP = "pgra.plugins"  # the entry-point group a package's plug-in modules are declared in

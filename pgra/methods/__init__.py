@@ -43,6 +43,10 @@ class MethodRegistry(Registry[type[Method]]):
         self._with_strategies()
         return super().names()
 
+    def replaceable(self, held: type[Method]) -> bool:
+        """A method pgra made (``icl_<s>``, ``fid_<r>``) gives way to the plug-in's own of that name."""
+        return "made_from" in vars(held)
+
     def part(self, name: str, field: str | None = None) -> type[Method]:
         if name not in self:
             self._with_strategies()
@@ -63,7 +67,7 @@ def _made_in(cls: type[Method]) -> str:
     return defined_in(source if source is not None else cls)
 
 
-METHODS = MethodRegistry("method", field="methods", module_of=_made_in)
+METHODS = MethodRegistry("method", field="methods", module_of=_made_in, base=Method)
 for _method in (NoRetrieval, FiD, PGRA, PGRAFull, KnnVote, LinearProbe, ICL,
                 *map(icl_method, ("random", "kate", "skill_knn")), *RERANKED_READERS):
     METHODS.register(_method)

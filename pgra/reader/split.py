@@ -44,7 +44,8 @@ class EncoderSplit:
         return list(cls.layers(encoder)[k:])
 
 
-SPLITS: Registry[type[EncoderSplit]] = Registry("encoder split", field="train_top_layers", hyphens=True)
+SPLITS: Registry[type[EncoderSplit]] = Registry("encoder split", field="train_top_layers", hyphens=True,
+                                                 base=EncoderSplit)
 
 
 def _mask(encoder: Any, hidden: torch.Tensor, attention_mask: torch.Tensor):

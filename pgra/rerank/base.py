@@ -155,7 +155,8 @@ class Reranker(ABC):
                 **({cls.name: asdict(section)} if is_dataclass(section) else {}), **plug_in_key(cls)}
 
 
-RERANKERS: Registry[type[Reranker]] = Registry("reranker", __package__, BUILTIN, field="rerank.reranker")
+RERANKERS: Registry[type[Reranker]] = Registry("reranker", __package__, BUILTIN, field="rerank.reranker",
+                                             base=Reranker)
 register_reranker = RERANKERS.register  # add a reranker class under its ``name``; works as a decorator
 reranker_names = RERANKERS.names  # the registered rerankers' names (the config's choices)
 

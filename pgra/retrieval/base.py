@@ -166,7 +166,8 @@ class Retriever(ABC):
 
 # the retrievers that ship with pgra, one module each (importing one registers it)
 BUILTIN = ("dense_retriever", "bm25_retriever")
-RETRIEVERS: Registry[type[Retriever]] = Registry("retriever", __package__, BUILTIN, field="retriever")
+RETRIEVERS: Registry[type[Retriever]] = Registry("retriever", __package__, BUILTIN, field="retriever",
+                                                 base=Retriever)
 register_retriever = RETRIEVERS.register  # add a retriever class under its ``name``; works as a decorator
 load_builtin = RETRIEVERS.load_builtin  # import (so register) the built-in retrievers
 retriever_names = RETRIEVERS.names  # the registered retrievers' names (the config's choices)

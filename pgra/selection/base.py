@@ -139,7 +139,7 @@ class GlobalSelector(Selector):
 BUILTIN = ("paper", "code_order", "random_draw", "kate", "skill_knn", "bm25", "mmr", "votek", "dpp", "mdl",
            "topk_cone")
 STRATEGIES: Registry[type[Selector]] = Registry("demonstration selection", __package__, BUILTIN,
-                                                field="demo_selection")
+                                                field="demo_selection", base=Selector)
 register_selector = STRATEGIES.register  # add a strategy class under its ``name``; works as a decorator
 use_strategies(STRATEGIES)  # the ``demos`` section is made from it (.settings sits below: it is handed over)
 

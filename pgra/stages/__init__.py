@@ -182,7 +182,7 @@ class Stage(ABC):
 # are imported by name when a stage is first looked up (run time, never at import: no floor is crossed by an import)
 BUILTIN_FAMILIES = ("candidates", "reranked", "full_search")
 STAGES: Registry[type[Stage]] = Registry("stage", "pgra", ("retrieval.candidates_stage", "rerank.stages"),
-                                         field="stage", name_of=lambda cls: getattr(cls, "family", ""))
+                                         field="stage", name_of=lambda cls: getattr(cls, "family", ""), base=Stage)
 register_stage = STAGES.register  # add a stage family under its ``family``; works as a decorator
 
 
