@@ -123,6 +123,39 @@ def test_the_floors_name_every_package():
         floor(package)
 
 
+def _named_modules(tree: ast.AST, modules: set[str]) -> set[str]:
+    """The pgra modules a file names in a string (``"pgra.x"`` or ``"pgra.x:attr"``: what importlib, runpy or a
+    payload would load at run time)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            name = node.value.partition(":")[0]
+            if name in modules and name != "pgra":  # "pgra" alone is also a method's name
+                found.add(name)
+    return found
+
+
+def test_no_module_looked_up_by_name_at_run_time_runs_upward():
+    """A module named in a string obeys the floors like an import (a config's choices come from the registry the
+    field's module imports, not from "pgra.x" strings on the ground floor), and a registry loads its built-in parts
+    from its own package only (``__package__``): a family whose parts live on several floors is assembled where the
+    drawing sees it (the stages: :mod:`pgra.rerank.families`)."""
+    graph = imports()
+    modules = set(graph)
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name, tree = _module(path), ast.parse(path.read_text())
+        upward += [f"{name} names {m} (floor {floor(m)} > {floor(name)})" for m in sorted(_named_modules(tree, modules))
+                   if floor(m) > floor(name)]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "Registry":
+                package = node.args[1] if len(node.args) > 1 else next(
+                    (k.value for k in node.keywords if k.arg == "package"), None)
+                if package is not None and getattr(package, "id", None) != "__package__":
+                    upward.append(f"{name}: a Registry loads its built-in parts from {ast.unparse(package)}")
+    assert not upward, "\n".join(upward)
+
+
 def test_the_grid_and_the_cli_start_without_importing_what_only_one_path_needs():
     """Every cell child, torchrun rank and command imports the experiment layer: scikit-learn (1-2 s with pandas
     and scipy.stats) is imported where a metric or the probe needs it, not at start-up."""

@@ -133,8 +133,8 @@ def rerank_cache(runs: ExperimentRuns, task: str, cfg: Any) -> float:
     """The embedding cache a reranking of ``task`` with ``cfg`` fills (0 where unknown)."""
     from ..experiment.estimate import task_inputs
     from ..rerank.cost_model import cache_bytes, corpus_passed
+    from ..rerank.families import get_stage
     from ..retrieval.cost_model import corpus_lines
-    from ..stages import get_stage
 
     exp = runs.experiment
     n, corpus = task_inputs(exp, runs.task_name(task), task), corpus_lines(exp.cfg.index)[0]

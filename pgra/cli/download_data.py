@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.choices import registry_names
 from ..core.config import option
+from ..data.download import RESOURCES
 from .command import Command
 
 
 @dataclass
 class DownloadOptions:
-    what: list[str] = option(default_factory=lambda: ["lmbff", "wiki1m"], positional=True, choices=registry_names("pgra.data.download", "RESOURCES"),
+    what: list[str] = option(default_factory=lambda: ["lmbff", "wiki1m"], positional=True, choices=tuple(RESOURCES),
                              help="what to download")
     data_dir: str = option("data", help="where to put it")
     timeout: float = option(5.0, above=0, help="seconds to wait for a connection")

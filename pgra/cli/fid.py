@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core import choices
 from ..core.config import option
+from ..tasks import task_names
 from .command import Command
 
 IMPORT_KIND = "candidates"  # `pgra train`, `evaluate` and `icl` read it like `pgra retrieve`'s folder (no index)
@@ -20,7 +20,7 @@ SPLITS = ("train", "dev", "test")
 class FidOptions:
     action: str = option("import", positional=True, choices=("import", "export"),
                          help="import: FiD JSON files -> a data folder; export: a data folder -> FiD JSON files")
-    task: str = option("", suggest=choices.task_names, help="import: the task the examples belong to (its labels "
+    task: str = option("", suggest=task_names, help="import: the task the examples belong to (its labels "
                        "and label words read the answers)")
     train: str = option("", exists="file", help="import: the training split, a FiD JSON array")
     dev: str = option("", exists="file", help="import: the dev split")

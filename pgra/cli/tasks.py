@@ -7,16 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core import choices
 from ..core.config import option
 from ..core.errors import InputError
+from ..tasks import task_names
 from .command import Command
 
 
 @dataclass
 class TasksOptions:
     action: str = option("list", positional=True, choices=("list", "show", "export", "pool"), help="what to do")
-    name: str = option("", positional=True, io="in", suggest=choices.task_names,
+    name: str = option("", positional=True, io="in", suggest=task_names,
                        help="registered task name or path of a task YAML file")
     data_dir: str = option("data", io="in", help="root of the task data")
     out: str = option("", help="export: folder to write the splits to; pool: folder of corpus.txt and its labels")

@@ -11,7 +11,6 @@ from ..core.errors import InputError
 from ..data.interchange import read_records, write_records
 from ..methods import load_run
 from ..results.predictions import score_lines
-from ..stages import stage_kinds
 from ..storage.artifacts import MANIFEST, read_manifest, verify_run, write_json
 from ..storage.ownership import claim_folder
 from ..storage.provenance import check_run_data
@@ -32,6 +31,8 @@ def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None =
     if not data:  # the run's own folder must still hold what the run read
         check_run_data(run, folder, "re-run the experiment, or evaluate with --data pointing at a folder that "
                                     "holds the original")
+    from ..rerank.families import stage_kinds  # the stage families (imports the stages)
+
     manifest = read_manifest(folder, stage_kinds())
     task = predictor.task
     theirs = manifest.get("task", {})

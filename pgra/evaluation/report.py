@@ -95,11 +95,10 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
     """The report's content: rows, summary (mean, std, n, still improving) and significance tests, over the cells
     of ``directory``: an experiment folder or a results bundle, or several of them merged
     (:func:`pgra.evaluation.merge.merged_cells`)."""
-    from ..core.choices import task_names
     from ..core.config import from_dict
     from ..methods import METHODS
     from ..methods.reader_method import ReaderMethod
-    from ..tasks import get_task
+    from ..tasks import get_task, task_names
     from ..tasks.spec import TaskSpec
     from .merge import merged_cells
     from .significance import average_replicates, paired_bootstrap

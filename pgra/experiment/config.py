@@ -18,16 +18,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import choices
 from ..core.config import MAX_CELLS_PER_GPU, MAX_WORKERS, SEED_MAX, from_dict, merge, option, to_dict
 from ..core.errors import InputError
 from ..icl.config import ICLConfig
-from ..methods import KnnVoteConfig, LinearProbeConfig
+from ..methods import METHODS, KnnVoteConfig, LinearProbeConfig
 from ..reader.config import TrainConfig
 from ..rerank.config import RerankSection, rerank_config
 from ..retrieval.base import IndexSection, index_config
 from ..retrieval.retrieve import RetrieveConfig
 from ..runtime.tracking import TRACKERS
+from ..tasks import task_names
 
 # what task_overrides / method_overrides may change (the index is shared by every task; methods share stages)
 TASK_OVERRIDABLE = ("data_dir", "retrieve", "rerank", "reader", "knn_vote", "linear_probe", "icl")
@@ -67,10 +67,10 @@ class ExperimentConfig:
     """A grid of tasks x methods x seeds and the settings of every stage (YAML; ``key=value`` reaches all)."""
 
     out: str = option("", help="experiment folder: <out>/<task>/<method>/seed-<n>/")
-    tasks: list[str] = option(default_factory=lambda: ["wiki_topic"], io="in", suggest=choices.task_names, unique=True,
+    tasks: list[str] = option(default_factory=lambda: ["wiki_topic"], io="in", suggest=task_names, unique=True,
                               help="comma-separated tasks (registered names or task YAML files)")
     methods: list[str] = option(default_factory=lambda: ["no_retrieval", "fid", "pgra", "knn_vote"],
-                                choices=choices.methods, unique=True, path_segment=True,
+                                choices=METHODS.names, unique=True, path_segment=True,
                                 help="comma-separated methods")
     seeds: list[int] = option(default_factory=lambda: [1], min=0, max=SEED_MAX, unique=True, path_segment=True,
                               help="comma-separated seeds (one cell per seed; a method the seed cannot change "

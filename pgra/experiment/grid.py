@@ -23,7 +23,8 @@ from ..core.config import check_config
 from ..core.errors import InputError
 from ..core.registry import plug_in_key
 from ..methods import MethodInputs, get_method
-from ..stages import Stage, StageRequest, get_stage
+from ..rerank.families import get_stage
+from ..stages import Stage, StageRequest
 from ..storage.artifacts import MANIFEST, check_disjoint, path_under, read_json_object, safe_name
 from .cell import check_stale_cell, run_cell
 from .cell import say as _say
@@ -60,8 +61,8 @@ class Experiment:
             get_method(m)
         # overrides of known tasks or methods outside the grid are unused (a base config for eight tasks run on
         # one); a name that is neither is a typo
-        from ..core.choices import task_names
         from ..methods import METHODS
+        from ..tasks import task_names
 
         unknown = [t for t in cfg.task_overrides if t not in cfg.tasks and t not in task_names()]
         if unknown:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core import choices
 from ..core.config import MAX_ITEMS, SEED_MAX, option
 from ..lm.causal_lm import LMConfig
+from ..selection.registered import STRATEGIES
 from ..selection.settings import SelectorSettings
 
 
@@ -17,7 +17,7 @@ class _Selection:
     data: str = option("", exists="dir", help="a task folder with {train,dev,test}.jsonl (e.g. `pgra retrieve`'s candidates)")
     out: str = option("", help="run folder (manifest, predictions_<split>.jsonl, metrics.json)")
     lm: str = option("facebook/opt-13b", help="causal LM name or local folder")
-    selection: str = option("kate", choices=choices.demo_selections,
+    selection: str = option("kate", choices=STRATEGIES.names,
                             help="how each input's demonstrations are chosen")
     num_demos: int = option(8, min=0, max=MAX_ITEMS, help="demonstrations per input (m)")
     seed: int = option(13, min=0, max=SEED_MAX, help="seed of random selections")

@@ -113,7 +113,7 @@ class Method(ABC):
         """What the ``score`` of its corpus evidence is, as results.html labels it: its stage's
         (:attr:`pgra.stages.Stage.score_name`: a reranker's, the inner product of the full search, the first
         stage's score)."""
-        from ..stages import get_stage
+        from ..rerank.families import get_stage
 
         return get_stage(cls.stage(), "methods").score_name
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ..core import choices
 from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, SEED_MAX, option
 from ..runtime.tracking import TRACKERS
+from ..tasks import READER_FORMATS, task_names
 
 
 @dataclass
@@ -16,9 +17,9 @@ class TrainConfig:
     data: str = option("", exists="dir", help="a reranked (or candidates) folder with {train,dev,test}.jsonl")
     out: str = option("", help="run folder (checkpoints, best/, metrics.json)")
     model: str = option("t5-base", io="in", help="encoder-decoder name or folder (t5-base, models/bert2bert-minilm ...)")
-    task: str = option("", suggest=choices.task_names, help="default: the task recorded with the data")
+    task: str = option("", suggest=task_names, help="default: the task recorded with the data")
     n_passages: int = option(16, min=0, max=MAX_ITEMS, help="d evidence sentences per input; 0 = no retrieval")
-    input_format: str = option("intended", choices=choices.reader_formats,
+    input_format: str = option("intended", choices=READER_FORMATS,
                                help="intended (the paper's), released (the released code's) or fid")
     max_length: int = option(128, min=1, max=MAX_TOKENS, help="tokens per (input, evidence) pair")
     learning_rate: float = option(8e-5, min=0, help="AdamW learning rate")

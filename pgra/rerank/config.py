@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, make_dataclass
 from typing import Any
 
-from ..core import choices
 from ..core.config import MAX_BATCH, MAX_ITEMS, SEED_MAX, option
 from ..lm.causal_lm import lm_config
+from ..selection.registered import STRATEGIES
 from ..selection.settings import SelectorSettings
+from ..tasks import task_names
 
 CORPUS_PASSES = ("off", "candidates", "corpus")  # what the corpus pass embeds (pgra.rerank.corpus_pass)
 
@@ -28,12 +29,12 @@ class _Prompting:
     candidates: str = option("", exists="dir", help="folder written by `pgra retrieve`")
     out: str = option("", help="reranked folder to write")
     lm: str = option("facebook/opt-13b", help="causal LM name or local folder (OPT, Llama, GPT-2 ...)")
-    task: str = option("", io="in", suggest=choices.task_names, help="default: the task recorded with the candidates")
+    task: str = option("", io="in", suggest=task_names, help="default: the task recorded with the candidates")
     index: str = option("", exists="dir", help="default: the index recorded with the candidates (for id -> corpus row)")
     top_d: int = option(16, min=1, max=MAX_ITEMS, help="evidence kept per input (d)")
     k: int = option(0, flag="-k", min=0, max=MAX_ITEMS, help="rerank the first k candidates; 0 = all retrieved")
     num_demos: int = option(8, min=0, max=MAX_ITEMS, help="demonstrations in the prompt (m)")
-    demo_selection: str = option("paper", choices=choices.demo_selections,
+    demo_selection: str = option("paper", choices=STRATEGIES.names,
                                  help="paper = seeded random, balanced over labels; code = the released code's "
                                       "file order (both: one prompt for all); random, kate, skill_knn = per query")
     seed: int = option(13, min=0, max=SEED_MAX, help="seed of the demonstration draw")

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..core import choices
 from ..core.config import check_config, option
 from ..core.errors import InputError
 from ..core.registry import Registry
@@ -232,7 +231,7 @@ class IndexConfig(CorpusOptions):
     split: str = option("train", help="split of an HF dataset corpus")
     skip_blank_lines: bool = option(False, help="skip blank lines of a txt corpus (ids stay line numbers)")
     out: str = option("", help="index folder to write")
-    retriever: str = option("dense", choices=choices.retrievers,
+    retriever: str = option("dense", choices=RETRIEVERS.names,
                             help="a registered first-stage retriever: dense (an encoder + faiss), bm25 ...")
     dense: DenseSection = field(default_factory=lambda: retriever_class("dense").options())
     bm25: BM25Section = field(default_factory=lambda: retriever_class("bm25").options())

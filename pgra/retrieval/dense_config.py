@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 
 from ..core import choices
 from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_SHARD, MAX_TOKENS, option
-from .dense import FaissParams
+from .dense import INDEX_TYPES, FaissParams
+
+POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "mean")  # how a dense encoder pools a sentence
 
 
 @dataclass
@@ -16,11 +18,11 @@ class DenseConfig:
     """A dense retriever (``dense.*`` keys of a build-index config)."""
 
     encoder: str = option("bert-base-uncased", flag="--encoder", help="HF encoder name or local folder")
-    pooler: str = option("cls", flag="--pooler", choices=choices.poolers,
+    pooler: str = option("cls", flag="--pooler", choices=POOLERS,
                          help="cls = pooler_output (the paper's BERT), cls_before_pooler (SimCSE), mean")
     max_length: int = option(512, flag="--max-length", min=1, max=MAX_TOKENS, help="tokens per sentence")
     batch_size: int = option(64, flag="--batch-size", min=1, max=MAX_BATCH, help="sentences per encoder batch")
-    index_type: str = option("flat", flag="--index-type", choices=choices.index_types,
+    index_type: str = option("flat", flag="--index-type", choices=INDEX_TYPES,
                              help="flat = exact cosine (the paper's); ivf / hnsw approximate")
     faiss: FaissParams = field(default_factory=FaissParams)
     device: str = option("auto", flag="--device", help="auto, cpu, cuda, cuda:1 ...")

@@ -16,9 +16,9 @@ from ..lm.tokens import pad_sequences
 from ..runtime.cost import meter
 from ..runtime.device import resolve_device, resolve_dtype
 from ..storage.artifacts import model_fingerprint
+from .dense_config import POOLERS
 
 Pooler = Literal["cls", "cls_before_pooler", "mean"]
-POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "mean")
 GPU_ROWS = 65536  # vectors an encoder keeps on a GPU before copying them back in one transfer
 
 

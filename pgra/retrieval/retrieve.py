@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from ..core import choices
 from ..core.config import MAX_BATCH, MAX_ITEMS, SEED_MAX, check_config, option, recorded_settings
 from ..core.errors import InputError, StaleArtifactError
 from ..core.faults import fault_point
@@ -40,7 +39,7 @@ from ..storage.artifacts import (
 )
 from ..storage.lock import locks_output
 from ..storage.ownership import PART_CHECKS
-from ..tasks import get_task, load_task, task_paths
+from ..tasks import get_task, load_task, task_names, task_paths
 from .index import Index
 
 CANDIDATES_KIND = "candidates"
@@ -50,7 +49,7 @@ CANDIDATES_KIND = "candidates"
 class RetrieveConfig:
     """Everything ``pgra retrieve`` needs."""
 
-    task: str = option("", io="in", suggest=choices.task_names, help="registered task name or task YAML")
+    task: str = option("", io="in", suggest=task_names, help="registered task name or task YAML")
     index: str = option("", exists="dir", help="index folder from build-index")
     out: str = option("", help="candidates folder to write")
     k: int = option(150, flag="-k", min=1, max=MAX_ITEMS, help="candidates per input")

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core import choices
 from ..core.config import MAX_TOKENS, option
 from ..core.errors import IncompleteArtifactError
+from ..retrieval.dense_config import POOLERS
 from ..storage.artifacts import load_npy, save_npy, write_json
 from ..tasks.loaders import Example
 from .base import Selector
@@ -27,7 +27,7 @@ class EncoderOptions:
     encoder: str = option("", flag="--demo-encoder",
                           help="strategies that embed inputs (kate, skill_knn, mmr, votek, dpp, topk_cone): sentence "
                                "encoder (name or folder); default: the index's encoder")
-    pooler: str = option("mean", flag="--demo-pooler", choices=choices.poolers,
+    pooler: str = option("mean", flag="--demo-pooler", choices=POOLERS,
                          help="pooler of --demo-encoder (the index's own with the index's encoder)")
     max_length: int = option(128, min=1, max=MAX_TOKENS, help="tokens per encoded input (of --demo-encoder)")
     cache_dir: str = option("cache/selection", cosmetic=True, io="store",

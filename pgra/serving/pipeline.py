@@ -68,10 +68,10 @@ class Pipeline:
     def _load(cls, run: Path, device: str | None, trust_remote_code: bool, index: str | Path | None,
               lm: str | Path | None, verbose: bool, encoder: str | Path | None = None) -> Pipeline:
         from ..methods.reader_method import ReaderPredictor
+        from ..rerank.families import stage_kinds, stage_of_kind
         from ..retrieval.candidates_stage import CandidatesStage
         from ..retrieval.index import Index
         from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
-        from ..stages import stage_kinds, stage_of_kind
         from .export import EXPORT_FILE, check_encoder_given, load_export, read_export
 
         exported = (run / EXPORT_FILE).exists() or (run / EXPORT_FILE).is_symlink()

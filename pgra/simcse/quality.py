@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core import choices
 from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, SEED_MAX, check_config, option
 from ..core.errors import InputError
 from ..core.markdown import md_row, md_table
+from ..retrieval.dense_config import POOLERS
 from ..storage.artifacts import iter_jsonl, require_file, write_json
+from ..tasks import task_names
 
 
 @dataclass
@@ -40,7 +41,7 @@ class RetrievalEvalConfig:
     distractors: str = option("", io="in", help="txt corpus (one sentence a line) added to the search space")
     queries: int = option(1000, min=1, max=MAX_ITEMS, help="query sentences drawn (seeded) from the groups with 2+ sentences")
     k: list[int] = option(default_factory=lambda: [1, 5, 10], max=MAX_ITEMS, help="recall@k cut-offs")
-    task: str = option("", suggest=choices.task_names, help="task whose dev split the kNN vote classifies")
+    task: str = option("", suggest=task_names, help="task whose dev split the kNN vote classifies")
     data_dir: str = option("data", io="in", help="root of the task data")
     knn_k: int = option(16, min=1, max=MAX_ITEMS, help="training inputs that vote")
     max_length: int = option(128, min=1, max=MAX_TOKENS, help="tokens per encoded sentence")
@@ -53,7 +54,7 @@ class EvalEncoderConfig:
     """Everything ``pgra eval-encoder`` needs."""
 
     encoders: list[str] = option(default_factory=list, help="HF encoders or folders to compare")
-    poolers: list[str] = option(default_factory=lambda: ["cls_before_pooler", "mean"], choices=choices.poolers,
+    poolers: list[str] = option(default_factory=lambda: ["cls_before_pooler", "mean"], choices=POOLERS,
                                 help="poolers each encoder is measured under")
     eval: RetrievalEvalConfig = option(default_factory=RetrievalEvalConfig, help="what is measured")
     out: str = option("", help="JSON file of the results (optional)")

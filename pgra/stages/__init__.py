@@ -177,45 +177,12 @@ class Stage(ABC):
         return f"{type(self).__name__}({self.name!r})"
 
 
-# the built-in stages, one module each (importing one registers its family). The one registry whose built-in parts
-# live above its floor: the interface is on the ground floor so that every layer may name a stage, and the modules
-# are imported by name when a stage is first looked up (run time, never at import: no floor is crossed by an import)
-BUILTIN_FAMILIES = ("candidates", "reranked", "full_search")
-STAGES: Registry[type[Stage]] = Registry("stage", "pgra", ("retrieval.candidates_stage", "rerank.stages"),
-                                         field="stage", name_of=lambda cls: getattr(cls, "family", ""), base=Stage)
+# the stages' registry: the interface is on the ground floor so that every layer may name a stage; the built-in
+# families register themselves where they live (retrieval, rerank), and the lookups that need them all
+# (:mod:`pgra.rerank.families`) import them: imports the drawing sees, none running upward
+STAGES: Registry[type[Stage]] = Registry("stage", field="stage", name_of=lambda cls: getattr(cls, "family", ""),
+                                         base=Stage)
 register_stage = STAGES.register  # add a stage family under its ``family``; works as a decorator
 
 
-def get_stage(name: str, field: str = "stage") -> Stage:
-    """The stage whose folder is ``name``: ``candidates``, ``reranked`` (the prompt-guided reranker's top d),
-    ``reranked-<reranker>``, ``full_search`` or a registered plug-in's; an unknown name is an InputError naming
-    ``field`` and the families."""
-    for family in _families():
-        stage = family.named(name)
-        if stage is not None:
-            return stage
-    raise InputError(f"no stage is named '{name}' (stage families: {', '.join(STAGES)})", field=field)
-
-
-def _families() -> list[type[Stage]]:
-    """The registered stage families, the built-in ones first in their fixed order (whatever imported them first)."""
-    STAGES.load_builtin()
-    order = {name: i for i, name in enumerate(BUILTIN_FAMILIES)}
-    return sorted(STAGES.values(), key=lambda family: order.get(family.family, len(order)))
-
-
-def stage_of_kind(kind: str) -> type[Stage]:
-    """The stage family whose folders' manifests have ``kind``; an InputError when none has."""
-    for family in _families():
-        if family.kind == kind:
-            return family
-    raise InputError(f"no stage writes folders of kind '{kind}' (stage families: {', '.join(STAGES)})", field="kind")
-
-
-def stage_kinds() -> tuple[str, ...]:
-    """The manifest kinds of every registered stage's folder (built-in ones first): what a reader trains on and
-    ``pgra evaluate`` scores (a plug-in stage's folder too)."""
-    return tuple(dict.fromkeys(family.kind for family in _families() if family.kind))
-
-
-__all__ = ["CTX_BYTES", "STAGES", "Carried", "Stage", "StageRequest", "defining", "get_stage", "key_of", "register_stage", "stage_kinds", "stage_of_kind"]
+__all__ = ["CTX_BYTES", "STAGES", "Carried", "Stage", "StageRequest", "defining", "key_of", "register_stage"]

@@ -132,6 +132,11 @@ def task_from_manifest(manifest: dict[str, Any], source: str | Path, requested: 
     return task
 
 
+def task_names() -> list[str]:
+    """The registered tasks' names (a config's suggestions: a task YAML path is accepted too)."""
+    return list(BUILTIN)
+
+
 def list_tasks() -> list[TaskSpec]:
     """The registered tasks (the paper's eight and the offline demo's ``wiki_topic``)."""
     return list(BUILTIN.values())

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from ...core.errors import PgraError
 from ...rerank.cost_model import cache_bytes, cache_text, corpus_passed
+from ...rerank.families import get_stage
 from ...retrieval.cost_model import corpus_lines, index_disk
 from ...runtime.sizes import folder_bytes, format_bytes, mean_line_bytes, model_bytes
-from ...stages import get_stage
 from .inputs import stage_embeddings
 
 if TYPE_CHECKING:
