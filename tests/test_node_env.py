@@ -722,6 +722,30 @@ def test_the_local_launcher_s_workers_run_with_the_sharing_it_counted(tmp_path, 
     assert [e["CUDA_VISIBLE_DEVICES"] for e in seen["envs"]] == ["0", "0"]
 
 
+def test_the_report_writer_is_handed_over_never_named_in_a_worker_s_payload(tmp_path, monkeypatch):
+    """A worker's payload carries the grid's config, not the command's report writer by ``module:qualname`` (a
+    name the experiment layer would import at run time, above its floor): the command that waits for its local
+    workers writes the report after them; Slurm jobs are handed the writer itself (issue 70 item 5)."""
+    from pgra.cli.experiment import write_and_print_report
+    from pgra.core.config import from_dict
+    from pgra.experiment import Experiment, ExperimentConfig, launch
+
+    cfg = from_dict(ExperimentConfig, {"out": str(tmp_path / "exp"), "launcher": "local", "workers": 2,
+                                       "index": {"out": str(tmp_path / "index")}})
+    payload = workers.experiment_payload(Experiment(cfg, report_writer=write_and_print_report))
+    assert "write_and_print_report" not in json.dumps(payload)
+    assert launch.experiment_from_payload(payload).report_writer is None
+    reported, handed = [], []
+    monkeypatch.setattr(launch, "_local", lambda payload, envs, gpus=0: [0, 0])
+    monkeypatch.setattr(launch, "report_if_last", reported.append)
+    monkeypatch.setattr(launch, "_slurm", lambda payload, cfg, writer=None: handed.append(writer) or [0])
+    parent = Experiment(cfg, report_writer=write_and_print_report)
+    launch.launch(parent)
+    assert reported == [parent]
+    launch.launch(Experiment(replace(cfg, launcher="slurm"), report_writer=write_and_print_report))
+    assert handed == [write_and_print_report]
+
+
 # ----- issue 68 item 3: exclusive-process GPUs -----
 SMI = "0, GPU-0a1b, Exclusive_Process\n1, GPU-2c3d, Default\n"
 

@@ -46,6 +46,7 @@ from .workers import (
     cells_sharing_a_gpu,
     experiment_payload,
     part_registries,
+    report_if_last,
     single_process_env,
     visible_devices,
 )
@@ -78,9 +79,12 @@ def launch(experiment) -> list:
     if cfg.launcher == "local":
         envs, sharing = local_workers(cfg.workers, cfg.cells_per_gpu)
         worker = replace(worker, cells_per_gpu=sharing)
-    payload = experiment_payload(type(experiment)(worker, candidates_from=experiment.candidates_from,
-                                                  report_writer=experiment.report_writer))
-    codes = _local(payload, envs, len(visible_devices())) if cfg.launcher == "local" else _slurm(payload, cfg)
+    payload = experiment_payload(type(experiment)(worker, candidates_from=experiment.candidates_from))
+    if cfg.launcher == "local":  # the workers write no report: this command, which waits for them, does
+        codes = _local(payload, envs, len(visible_devices()))
+        report_if_last(experiment)
+    else:
+        codes = _slurm(payload, cfg, experiment.report_writer)
     if codes is None:
         return []
     failed = [c for c in experiment.plan() if c.status != "done" and (c.directory / "error.log").exists()]
@@ -199,8 +203,9 @@ def _local(payload: dict, envs: list[dict[str, str]], gpus: int = 0) -> list[int
         return [p.wait() for p in procs]
 
 
-def _slurm(payload: dict, cfg) -> list[int] | None:
-    """``cfg.workers`` Slurm jobs (submitit); their exit codes, or None when not waiting for them."""
+def _slurm(payload: dict, cfg, report_writer: Callable[[Path, str], None] | None = None) -> list[int] | None:
+    """``cfg.workers`` Slurm jobs (submitit); their exit codes, or None when not waiting for them. Each job is
+    handed ``report_writer`` (submitit pickles it with the job): the last to finish writes the report."""
     check_launcher(cfg)
     import submitit
 
@@ -212,7 +217,7 @@ def _slurm(payload: dict, cfg) -> list[int] | None:
         raise InputError(f"--launcher slurm: {e}", field="launcher") from None
     executor.update_parameters(**slurm_parameters(s, len(visible_devices()) if s.cluster == "local" else 0))
     sharers = cfg.workers if s.cluster == "local" else None  # local jobs share this machine's cores
-    jobs = [executor.submit(run_worker, payload, f"slurm-{i}", sharers) for i in range(cfg.workers)]
+    jobs = [executor.submit(run_worker, payload, f"slurm-{i}", sharers, report_writer) for i in range(cfg.workers)]
     print(f"submitted {len(jobs)} worker(s): {', '.join(str(j.job_id) for j in jobs)} (logs in {folder}); "
           f"{memory_note(s)}", flush=True)
     if not s.wait:
@@ -228,9 +233,10 @@ def _slurm(payload: dict, cfg) -> list[int] | None:
     return codes
 
 
-def run_worker(payload: dict, name: str, sharers: int | None = None) -> int:
+def run_worker(payload: dict, name: str, sharers: int | None = None,
+               report_writer: Callable[[Path, str], None] | None = None) -> int:
     """One worker: the grid of ``payload`` (:func:`pgra.experiment.workers.experiment_payload`) as one job; 1 when
-    a cell it ran failed. ``sharers``: the workers computing on this machine's cores beside it (Slurm's ``local``
+    a cell it ran failed; ``report_writer``: the launching command's (a Slurm job's), written by the last job. ``sharers``: the workers computing on this machine's cores beside it (Slurm's ``local``
     cluster), which its cost records count (:data:`pgra.runtime.device.CORE_SHARERS_ENV`) and whose cores it shares
     (:func:`pgra.runtime.device.shared_threads`)."""
     from ..core.verbosity import configure_child_output
@@ -240,7 +246,10 @@ def run_worker(payload: dict, name: str, sharers: int | None = None) -> int:
     if sharers:
         apply_threads(shared_threads(sharers))  # its share of the cores, not all of them
         os.environ[CORE_SHARERS_ENV] = str(sharers)
-    return 1 if experiment_from_payload(payload).run() else 0
+    experiment = experiment_from_payload(payload)
+    if report_writer is not None:
+        experiment.report_writer = report_writer
+    return 1 if experiment.run() else 0
 
 
 def experiment_from_payload(payload: dict[str, Any]):
@@ -252,12 +261,8 @@ def experiment_from_payload(payload: dict[str, Any]):
     registries = part_registries()
     for kind, parts in (payload.get("plugins") or {}).items():  # the parent's plug-ins, registered here too
         registries[kind].register_parts(parts)
-    source, writer = payload.get("candidates_from"), payload.get("report_writer")
-    if writer is not None:
-        module, _, name = writer.partition(":")
-        writer = getattr(importlib.import_module(module), name)
-    return Experiment(config(payload["config"]),
-                      candidates_from=None if source is None else Experiment(config(source)), report_writer=writer)
+    source = payload.get("candidates_from")
+    return Experiment(config(payload["config"]), candidates_from=None if source is None else Experiment(config(source)))
 
 
 def run_cell_process(spec: dict[str, Any]) -> int:

@@ -506,12 +506,7 @@ class GridRun:
             ctx.barrier()  # kill the rank writing the report; so the ranks meet, rank 0 reports for the job,
         try:               # and the others wait for it (the gather below) before any rank exits
             if ctx.is_main:
-                writer = exp.report_writer
-                if writer is not None and any(finished_cells(exp.out)) and not self._others_busy():
-                    report = try_claim(exp.out / "report", "the report", self.stale_after)
-                    if report is not None:
-                        with report:
-                            writer(exp.out, exp.cfg.reference)
+                report_if_last(exp)
         finally:
             own = list(self.failed)
             if self.cells_mode:  # rank 0 comes here once its report is written (or failed); every rank then
@@ -524,17 +519,30 @@ class GridRun:
             for c in own:
                 print(f"  {c.label} (see {c.directory / 'error.log'})", file=sys.stderr)
 
-    def _others_busy(self) -> bool:
-        exp = self.exp
-        for task in exp.cfg.tasks:
-            if any(is_claimed(exp.stage_dir(task, s), f"{task} {s}", self.stale_after) for s in exp.stages_needed()):
-                return True
-        return any(is_claimed(c.directory, c.label, self.stale_after) for c in exp.plan() if c.status != "done")
-
     def _say_once(self, message: str) -> None:
         if message not in self._said:
             self._said.add(message)
             say(self.ctx, message)
+
+
+def report_if_last(exp) -> None:
+    """The report of ``exp``, written with its ``report_writer`` (the command's; none: no report) when a cell has
+    finished and no job holds a claim on a stage or cell any more: the job that finishes last writes it (a worker
+    job, or the command that waited for its local workers)."""
+    writer, stale_after = exp.report_writer, exp.cfg.claim_stale_after_s
+    if writer is None or not any(finished_cells(exp.out)) or _others_busy(exp, stale_after):
+        return
+    report = try_claim(exp.out / "report", "the report", stale_after)
+    if report is not None:
+        with report:
+            writer(exp.out, exp.cfg.reference)
+
+
+def _others_busy(exp, stale_after: float) -> bool:
+    for task in exp.cfg.tasks:
+        if any(is_claimed(exp.stage_dir(task, s), f"{task} {s}", stale_after) for s in exp.stages_needed()):
+            return True
+    return any(is_claimed(c.directory, c.label, stale_after) for c in exp.plan() if c.status != "done")
 
 
 def check_gpu_sharing(grid: GridRun) -> None:
@@ -647,13 +655,13 @@ def leave_held_cells(out: Path, stale_after: float | None):
 
 def experiment_payload(exp) -> dict[str, Any]:
     """What a child process needs to rebuild ``exp``: its config (and that of the experiment whose candidates it
-    reads), by class and value."""
+    reads), by class and value, and the plug-ins registered here. Not the report writer: the command that launched
+    the workers writes the report after them (:func:`report_if_last`), or hands its writer to the Slurm jobs."""
     def config(cfg) -> dict[str, Any]:
         return {"class": f"{type(cfg).__module__}:{type(cfg).__qualname__}", "values": to_dict(cfg)}
 
-    source, writer = exp.candidates_from, exp.report_writer
+    source = exp.candidates_from
     return {"config": config(exp.cfg), "candidates_from": None if source is None else config(source.cfg),
-            "report_writer": None if writer is None else f"{writer.__module__}:{writer.__qualname__}",
             "plugins": {kind: registry.plug_ins() for kind, registry in part_registries().items()}}
 
 
@@ -672,4 +680,4 @@ def part_registries() -> dict[str, Any]:
 __all__ = ["DIST_ENV", "GIB", "LAUNCHER_ENV_PREFIXES", "WATCH", "GridRun", "cell_gpu_need", "cells_sharing_a_gpu",
            "check_gpu_sharing", "ended",
            "cost_order", "experiment_payload", "launcher_variable", "part_registries", "leave_held_cells", "release_gpu_memory",
-           "run_pooled", "single_process_env", "visible_devices", "wait_for_gpu_memory"]
+           "report_if_last", "run_pooled", "single_process_env", "visible_devices", "wait_for_gpu_memory"]
