@@ -101,9 +101,7 @@ def overlap():
 
 
 def test_a_registered_retriever_builds_searches_and_retrieves(overlap, corpus_txt, sky_task, tmp_path, capsys):
-    from pgra.core.choices import retrievers
-
-    assert NAME in retrievers() and {"dense", "bm25"} <= set(retrievers())
+    assert NAME in RETRIEVERS.names() and {"dense", "bm25"} <= set(RETRIEVERS.names())
     cfg = from_dict(IndexConfig, {"corpus": str(corpus_txt), "out": str(tmp_path / "idx"), "retriever": NAME,
                                   "show_progress": False})
     out = pgra.build_index(cfg)
