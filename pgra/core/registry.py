@@ -108,7 +108,7 @@ class Registry(dict[str, T]):
             plug_in, builtin = (part, held) if held_builtin else (held, part)
             raise InputError(f"{self._where(plug_in)} registers the {self.kind} '{key}', the name of pgra's own "
                              f"({self._where(builtin)}): a plug-in's part takes a name of its own")
-        if self._where(held) != self._where(part) and not self.replaceable(held):
+        if self._identity(held) != self._identity(part) and not self.replaceable(held):
             raise InputError(f"{self._where(part)} registers the {self.kind} '{key}', the name of "
                              f"{self._where(held)}: a part takes a name no other part holds")
 
@@ -117,10 +117,14 @@ class Registry(dict[str, T]):
         own says which; none by default)."""
         return False
 
-    def _where(self, part: Any, module_of: Callable[[Any], str] | None = None) -> str:
-        """A part as messages name it: ``module:qualname`` (a plug-in's file and class)."""
+    def _identity(self, part: Any, module_of: Callable[[Any], str] | None = None) -> str:
+        """``module:qualname``: the part's file and class (the same for the same part imported again)."""
         qualname = getattr(part, "__qualname__", None) or getattr(type(part), "__qualname__", "")
-        return clip(f"{(module_of or self._module_of)(part) or '?'}:{qualname}", 120)
+        return f"{(module_of or self._module_of)(part) or '?'}:{qualname}"
+
+    def _where(self, part: Any, module_of: Callable[[Any], str] | None = None) -> str:
+        """A part as messages name it: its :meth:`_identity`, clipped."""
+        return clip(self._identity(part, module_of), 120)
 
     def load_builtin(self) -> None:
         """Import (so register) the built-in parts, then every installed plug-in (:func:`load_plugins`); once."""
