@@ -82,7 +82,6 @@ class PseudoLabeller:
         self.key = read_cell(cell / CELL_FILE).get("key")
         cached = read_json(cache_file) if cache_file.exists() else {}
         self.labels: dict[str, str] = cached.get("labels", {}) if cached.get("labeller") == self.key else {}
-        self.labelled_now = 0
         self._predictor = None
 
     def label(self, sentences: dict[str, str]) -> dict[str, str]:
@@ -96,7 +95,6 @@ class PseudoLabeller:
                 self._predictor.batch_size = self.batch_size
             for line in self._predictor.predict(todo):
                 self.labels[str(line["id"])] = line["prediction"]
-            self.labelled_now += len(todo)
             write_json(self.cache_file, {"labeller": self.key, "cell": str(self.cell), "labels": self.labels})
         return {i: self.labels[i] for i in sentences}
 
@@ -122,7 +120,6 @@ class CorpusLabels:
             raise InputError(f"labels the evidence of task '{data.get('task')}', not '{task}'", path=sidecar,
                              field="task")
         self.sidecar, self.labels_list = sidecar, [str(x) for x in data["labels"]]
-        self.labelled_now = 0
 
     def label(self, sentences: dict[str, str]) -> dict[str, str]:
         """The sidecar's label of each evidence id (its line in the corpus)."""
