@@ -37,10 +37,10 @@ class FakeEncoder:
 
 @pytest.fixture()
 def fake_encoder(monkeypatch):
-    import pgra.selection.kate as kate
+    import pgra.selection.encoded as encoded
     import pgra.selection.skill_knn as skill_knn
 
-    monkeypatch.setattr(kate, "CachedEncoder", FakeEncoder)
+    monkeypatch.setattr(encoded, "CachedEncoder", FakeEncoder)
     monkeypatch.setattr(skill_knn, "CachedEncoder", FakeEncoder)
     return FakeEncoder
 

@@ -39,10 +39,8 @@ class FakeEncoder:
 @pytest.fixture()
 def fake_encoder(monkeypatch):
     import pgra.selection.encoded as encoded
-    import pgra.selection.kate as kate
 
     monkeypatch.setattr(encoded, "CachedEncoder", FakeEncoder)
-    monkeypatch.setattr(kate, "CachedEncoder", FakeEncoder)
 
 
 def _unit(v):

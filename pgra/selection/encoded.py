@@ -117,8 +117,8 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
 
 class EncodedSelector(Selector):
     """A strategy over the sentence encoder's embeddings of the training inputs (``settings.encoder``, or the
-    index's already loaded): ``fit`` encodes the training set once (cached on disk) into :attr:`train_units`
-    (unit rows); :meth:`query_units` encodes queries. It ranks by the encoder and draws nothing, so the seed changes
+    index's already loaded): ``fit`` encodes the training set once (cached on disk) into :attr:`train_vectors`
+    (raw) and :attr:`train_units` (unit rows); :meth:`query_units` encodes queries. It ranks by the encoder and draws nothing, so the seed changes
     nothing unless a subclass says otherwise."""
 
     @classmethod
@@ -131,7 +131,8 @@ class EncodedSelector(Selector):
         if not self.settings.encoder:
             raise InputError(f"{self.name} needs a sentence encoder", field="demo_encoder")
         self.encoder = CachedEncoder(self.settings, self.device, self.show_progress, self.loaded_encoder)
-        self.train_units = unit_rows(self.encoder.encode([ex.text for ex in self.train]))
+        self.train_vectors = self.encoder.encode([ex.text for ex in self.train])
+        self.train_units = unit_rows(self.train_vectors)
         self._fit_encoded()
 
     def _fit_encoded(self) -> None:

@@ -6,10 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..core.config import option
-from ..core.errors import InputError
 from ..tasks.loaders import Example
-from .base import STRATEGIES, Selector, order_by_similarity, reverse_option
-from .encoded import CachedEncoder, EncoderOptions, similarities, top_allowed
+from .base import STRATEGIES, order_by_similarity, reverse_option
+from .encoded import EncodedSelector, EncoderOptions, similarities, top_allowed
 
 METRICS = ("cosine", "euclidean")
 
@@ -24,22 +23,13 @@ class KateOptions(EncoderOptions):
 
 
 @STRATEGIES.register
-class KateSelector(Selector):
+class KateSelector(EncodedSelector):
     """Nearest training examples by cosine (or negative Euclidean distance) of their encodings; the most
-    similar sits next to the query unless ``reverse``. The encoded training set is cached on disk."""
+    similar sits next to the query unless ``reverse``. The encoded training set is cached on disk; ties are broken
+    by position, so no draw."""
 
     name = "kate"
     options = KateOptions
-
-    @classmethod
-    def uses_seed(cls, num_demos: int, settings) -> bool:
-        return False  # nearest neighbours, ties broken by position: no draw
-
-    def _fit(self) -> None:
-        if not self.settings.encoder:
-            raise InputError("kate needs a sentence encoder", field="demo_encoder")
-        self.encoder = CachedEncoder(self.settings, self.device, self.show_progress, self.loaded_encoder)
-        self.train_vectors = self.encoder.encode([ex.text for ex in self.train])
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
         if not queries:
@@ -50,7 +40,4 @@ class KateSelector(Selector):
                 for i, q in enumerate(queries)]
 
     def describe(self) -> dict:
-        s = self.settings
-        encoder = self.encoder.encoder.fingerprint if hasattr(self, "encoder") else s.encoder
-        return {**super().describe(), "encoder": encoder, "pooler": s.pooler,
-                "max_length": s.max_length, "metric": s.metric, "reverse": s.reverse}
+        return {**super().describe(), "metric": self.settings.metric, "reverse": self.settings.reverse}
