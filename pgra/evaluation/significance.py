@@ -89,15 +89,6 @@ def metric_from_confusion(name: str, conf: np.ndarray) -> np.ndarray:
     return np.where(denom_sq != 0, cov_ytyp / np.sqrt(safe), 0.0)
 
 
-def compute_metric_from_indices(name: str, gold_idx: Sequence[int] | np.ndarray,
-                                pred_idx: Sequence[int] | np.ndarray, n_labels: int) -> float:
-    """The metric of one run given label indices ``(n,)`` (-1 = invalid prediction)."""
-    pred = np.asarray(pred_idx, dtype=np.int64)
-    if pred.ndim != 1:
-        raise ValueError(f"one run of predicted indices expected, got shape {pred.shape}")
-    return float(metric_from_confusion(name, confusion_matrices(gold_idx, pred[None], n_labels))[0])
-
-
 @dataclass
 class BootstrapResult:
     """Observed difference (A - B), two-sided p-value, 95% percentile interval and the resampled differences."""
@@ -256,5 +247,5 @@ def average_replicates(results: Sequence[BootstrapResult]) -> BootstrapResult:
     return _summarise(delta, np.mean([np.asarray(r.replicates, dtype=np.float64) for r in results], axis=0))
 
 
-__all__ = ["BootstrapResult", "average_replicates", "compute_metric_from_indices", "confusion_matrices",
-           "draw_counts", "input_weights", "metric_from_confusion", "paired_bootstrap", "share_bootstrap"]
+__all__ = ["BootstrapResult", "average_replicates", "confusion_matrices", "draw_counts",
+           "input_weights", "metric_from_confusion", "paired_bootstrap", "share_bootstrap"]
