@@ -9,7 +9,8 @@ import pytest
 from pgra.cli import main
 from pgra.core.config import to_dict
 from pgra.core.errors import InputError
-from pgra.evaluation.report import build_report, collect_cells, format_markdown
+from pgra.evaluation.merge import merged_cells
+from pgra.evaluation.report import build_report, format_markdown
 from pgra.evaluation.significance import paired_bootstrap
 from pgra.tasks import get_task
 from tests.conftest import one_error_line
@@ -150,7 +151,7 @@ def test_readers_below_the_linear_probe_are_marked(runs):
 def test_runs_on_different_inputs_are_refused(runs, capsys):
     _cell(runs, "sst2", "fid", 9, 6, text_of=lambda i: f"other input {i}")
     with pytest.raises(InputError, match="different test inputs of task sst2"):
-        collect_cells(runs)
+        merged_cells([runs])
     assert main(["report", str(runs)]) == 2
     assert "never compared" in capsys.readouterr().err
     assert main(["report", str(runs / "nothing")]) == 2

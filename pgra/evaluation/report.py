@@ -43,14 +43,6 @@ BELOW_RESOLUTION = "≈"  # a difference smaller than the comparison's minimum d
 MIN_TEST_INPUTS = 30
 
 
-def collect_cells(directory: str | Path, split: str = "test") -> list[CellResult]:
-    """Every finished cell under ``directory`` (an experiment folder or a results bundle) with its predictions on
-    ``split``, checked for shared inputs (:func:`pgra.evaluation.merge.merged_cells` of one source)."""
-    from .merge import merged_cells
-
-    return merged_cells([directory], split)[0]
-
-
 def _order(names: list[str], preferred: list[str]) -> list[str]:
     return [n for n in preferred if n in names] + sorted(n for n in names if n not in preferred)
 
@@ -536,5 +528,5 @@ def figure_index(directory: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["REPORT_FILES", "CellResult", "build_report", "check_report_files", "collect_cells", "figure_index",
+__all__ = ["REPORT_FILES", "CellResult", "build_report", "check_report_files", "figure_index",
            "format_markdown", "write_report"]
