@@ -12,7 +12,6 @@ d), sentences the reranker also keeps against those it *demotes* out of its top 
 from __future__ import annotations
 
 import random
-import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,7 @@ from ..core.config import MAX_BATCH, MAX_ITEMS, SEED_MAX, option
 from ..core.errors import InputError
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
-from .writer import Writer, signed
+from .writer import Writer, mean_or_none, signed
 
 
 @dataclass
@@ -66,10 +65,6 @@ def sample_ids(ids: list[str], n: int, seed: int) -> list[str]:
     return [i for i in ids if i in chosen]
 
 
-def _mean(xs: list[float]) -> float | None:
-    return statistics.fmean(xs) if xs else None
-
-
 def attribute_cell(runs: ExperimentRuns, task: str, method: str, seed: int, ids: list[str],
                    reranked_top: dict[str, list[str]]) -> list[dict[str, Any]]:
     """Per sampled input and evidence sentence of one cell: its ranks, the reranker's verdict and its effect."""
@@ -111,11 +106,11 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             by_verdict[r["verdict"]].append(r["effect"])
         inputs[(r.get("seed"), r["input"])] = r["full"] - r["none"]
     def table(groups: dict[Any, list[float]]) -> dict[str, dict[str, Any]]:
-        return {str(k): {"sentences": len(v), "mean_effect": _mean(v)} for k, v in sorted(groups.items())}
+        return {str(k): {"sentences": len(v), "mean_effect": mean_or_none(v)} for k, v in sorted(groups.items())}
 
     return {"sentences": len(rows), "inputs": len({i for _, i in inputs}), "input_seed_pairs": len(inputs),
-            "mean_effect": _mean([r["effect"] for r in rows]),
-            "all_evidence_effect": _mean(list(inputs.values())), "by_first_stage_rank": table(by_first),
+            "mean_effect": mean_or_none([r["effect"] for r in rows]),
+            "all_evidence_effect": mean_or_none(list(inputs.values())), "by_first_stage_rank": table(by_first),
             "by_reranker_rank": table(by_rerank), "by_verdict": table(by_verdict)}
 
 

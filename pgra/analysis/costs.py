@@ -16,7 +16,6 @@ the two.
 from __future__ import annotations
 
 import math
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from ..runtime.cost import (
 from ..storage.artifacts import MANIFEST, read_json, read_json_object, read_utf8
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
-from .writer import Writer, number, pct
+from .writer import Writer, mean_or_none, number, pct
 
 
 def stage_cost(runs: ExperimentRuns, task: str, stage: str) -> dict[str, Any] | None:
@@ -129,10 +128,6 @@ class _Params:
         return self.cache
 
 
-def _mean(xs: list[float]) -> float | None:
-    return statistics.fmean(xs) if xs else None
-
-
 def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -> dict[str, Any] | None:
     """One row: the method's score and what it cost (cell mean over seeds plus the stages it needs)."""
     seeds = runs.finished_seeds(task, method)
@@ -158,14 +153,14 @@ def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -
     cell_tokens = [sum(w["tokens"] for w in c["work"]) for c in costs if c]
     stage_work = merge_work([c["work"] for c in stages.values() if c])
     values = runs.metric_values(task, method)
-    return {"task": runs.task_name(task), "method": method, "seeds": seeds, "metric": _mean(values),
-            "elapsed_s": _mean(cell_seconds) + stage_seconds if all(stages.values()) else None,
-            "cell_elapsed_s": _mean(cell_seconds),
+    return {"task": runs.task_name(task), "method": method, "seeds": seeds, "metric": mean_or_none(values),
+            "elapsed_s": mean_or_none(cell_seconds) + stage_seconds if all(stages.values()) else None,
+            "cell_elapsed_s": mean_or_none(cell_seconds),
             "stage_elapsed_s": stage_seconds, "stages": [s for s, c in stages.items() if c],
             "missing_stages": [s for s, c in stages.items() if not c],
-            "tokens": (_mean(cell_tokens) or 0) + sum(w["tokens"] for w in stage_work)
+            "tokens": (mean_or_none(cell_tokens) or 0) + sum(w["tokens"] for w in stage_work)
             if recorded and all(stages.values()) else None,
-            "flops": (_mean([f for f in cell_flops if f is not None]) or 0.0) + sum(f or 0.0 for f in stage_flops)
+            "flops": (mean_or_none([f for f in cell_flops if f is not None]) or 0.0) + sum(f or 0.0 for f in stage_flops)
             if known else None,
             "work": {"cells": [c["work"] for c in costs if c], "stages": stage_work},
             "hardware": next((c.get("hardware") for c in costs if c), None),

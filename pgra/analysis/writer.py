@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,11 @@ if TYPE_CHECKING:
 def pct(x: float | None) -> str:
     """A fraction as a percentage with one decimal (``–`` for a missing value)."""
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
+
+
+def mean_or_none(xs: Sequence[float]) -> float | None:
+    """The mean of ``xs`` (None when there are none)."""
+    return statistics.fmean(xs) if xs else None
 
 
 def number(x: float | None, spec: str) -> str:
