@@ -8,12 +8,11 @@ from typing import Any
 
 from ..core.errors import InputError
 from ..data.interchange import read_records
+from ..evaluation.bundle import ANALYSIS_DIR
 from ..experiment import CELL_FILE, Experiment, cell_settings
 from ..methods import get_method
 from ..results.predictions import checked_cell_metric, read_predictions
 from .config import as_analyze_config
-
-ANALYSIS_DIR = "analysis"
 
 
 @dataclass
@@ -67,7 +66,7 @@ class ExperimentRuns:
         return not self.experiment.method(task, method).depends_on_seed()
 
     def task_name(self, task: str) -> str:
-        return self.experiment.tasks[task].name
+        return self.task_spec(task).name
 
     def task_spec(self, task: str):
         return self.experiment.tasks[task]

@@ -106,9 +106,6 @@ class ResultsRuns(ExperimentRuns):
             self._specs[task] = from_dict(TaskSpec, spec, source=str(record.get("task"))) if spec else get_task(task)
         return self._specs[task]
 
-    def task_name(self, task: str) -> str:
-        return self.task_spec(task).name
-
     def n_passages(self, task: str, method: str) -> int:
         """The evidence sentences the method's reader read: the most any of its predictions names."""
         return max((len(line.get("evidence") or []) for (t, m, _), c in self.cells.items()
