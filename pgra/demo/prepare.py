@@ -136,12 +136,9 @@ def prepare_bert2bert(models_dir: Path, force: bool = False) -> bool:
         # no encoder pooler: FiD never uses it, and DDP refuses parameters that get no gradient
         model = EncoderDecoderModel.from_encoder_decoder_pretrained(str(src), str(src),
                                                                     encoder_add_pooling_layer=False)
-        model.config.decoder_start_token_id = tok.cls_token_id
-        model.config.pad_token_id = tok.pad_token_id
-        model.config.eos_token_id = tok.sep_token_id
-        model.generation_config.decoder_start_token_id = tok.cls_token_id
-        model.generation_config.pad_token_id = tok.pad_token_id
-        model.generation_config.eos_token_id = tok.sep_token_id
+        for config in (model.config, model.generation_config):
+            config.decoder_start_token_id, config.pad_token_id = tok.cls_token_id, tok.pad_token_id
+            config.eos_token_id = tok.sep_token_id
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         print(_describe_new_weights(model, src))
