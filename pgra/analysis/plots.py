@@ -28,18 +28,17 @@ def _save(fig, path: Path) -> Path:
 
 
 def grouped_bars(path: Path, groups: list[str], series: dict[str, list[float]], title: str, ylabel: str,
-                 xlabel: str, errors: dict[str, list[float]] | None = None, percent: bool = True,
+                 xlabel: str, errors: dict[str, list[float]] | None = None,
                  notes: dict[str, list[str]] | None = None) -> Path:
-    """Bars of each series side by side in every group (values in [0, 1] shown as percent when ``percent``),
+    """Bars of each series side by side in every group (values in [0, 1] shown as percent),
     each labelled with its value, or with ``notes`` (a text per bar) when given."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(groups) * max(1, len(series)) / 2 + 2), 4))
     width = 0.8 / max(1, len(series))
-    scale = 100.0 if percent else 1.0
     for j, (name, values) in enumerate(series.items()):
         xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(groups))]
-        ys = [v * scale if v is not None and not math.isnan(v) else 0.0 for v in values]
-        err = [e * scale for e in errors[name]] if errors and name in errors else None
+        ys = [v * 100.0 if v is not None and not math.isnan(v) else 0.0 for v in values]
+        err = [e * 100.0 for e in errors[name]] if errors and name in errors else None
         bars = ax.bar(xs, ys, width, label=name, yerr=err, capsize=3 if err else 0)
         if notes and name in notes:
             ax.bar_label(bars, labels=notes[name], fontsize=8, padding=2)
@@ -49,8 +48,7 @@ def grouped_bars(path: Path, groups: list[str], series: dict[str, list[float]], 
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if percent:
-        ax.set_ylim(0, 105)
+    ax.set_ylim(0, 105)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, path)
@@ -140,8 +138,8 @@ def reliability(path: Path, curves: dict[str, tuple[list[float], list[float], li
     return _save(fig, path)
 
 
-def pareto(path: Path, points: list[tuple[str, float, float, bool]], title: str, xlabel: str, ylabel: str,
-           log_x: bool = True) -> Path:
+def pareto(path: Path, points: list[tuple[str, float, float, bool]], title: str, xlabel: str,
+           ylabel: str) -> Path:
     """Score against cost, one labelled point per method (``(name, cost, score, dominated)``); the methods no
     other beats on both are filled and joined by the frontier line, dominated ones hollow."""
     plt = _pyplot()
@@ -153,7 +151,7 @@ def pareto(path: Path, points: list[tuple[str, float, float, bool]], title: str,
     for name, x, y, dom in points:
         ax.scatter([x], [100 * y], s=40, facecolors="none" if dom else "C0", edgecolors="C0")
         ax.annotate(name, (x, 100 * y), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    if log_x and all(x > 0 for _, x, _, _ in points):
+    if all(x > 0 for _, x, _, _ in points):
         ax.set_xscale("log")
     ax.set_title(title)
     ax.set_xlabel(xlabel)
