@@ -227,8 +227,8 @@ def _columns(spec: DataSpec) -> tuple[str, str, str]:
     return spec.text_column, spec.label_column, spec.id_column
 
 
-def read_split(task: TaskSpec, split: str, data_dir: str | Path = "data",
-               require_labels: bool = True) -> tuple[list[Example], dict[str, Any]] | None:
+def read_split(task: TaskSpec, split: str, data_dir: str | Path = "data"
+               ) -> tuple[list[Example], dict[str, Any]] | None:
     """One split's examples and provenance, or None when the task has no such split."""
     spec = task.data
     location = resolve_data_path(spec, data_dir)
@@ -251,7 +251,7 @@ def read_split(task: TaskSpec, split: str, data_dir: str | Path = "data",
             if eid in seen:
                 raise InputError(f"duplicate id '{eid}'", path=source, line=line, field=id_col or "id")
             seen.add(eid)
-            label = _label(task, row, label_col, source, line, require_labels)
+            label = _label(task, row, label_col, source, line)
             examples.append(Example(id=eid, text=text, label=label))
     except _MissingSplit:
         return None
@@ -263,11 +263,8 @@ def read_split(task: TaskSpec, split: str, data_dir: str | Path = "data",
     return examples, prov
 
 
-def _label(task: TaskSpec, row: dict[str, Any], col: str, source: str, line: int,
-           require: bool) -> str | None:
+def _label(task: TaskSpec, row: dict[str, Any], col: str, source: str, line: int) -> str:
     if col not in row or row[col] is None or (isinstance(row[col], str) and not row[col].strip()):
-        if not require:
-            return None
         raise InputError(f"missing label (columns: {sorted(row)})", path=source, line=line, field=col)
     raw = row[col]
     if isinstance(raw, float) and raw.is_integer():
