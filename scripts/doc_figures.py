@@ -19,7 +19,8 @@ KIND computes from the record the keys name (``file=`` a JSON record under ``ben
 
 The marked tables ``<!-- NAME -->`` ... ``<!-- /NAME -->`` are rendered here too, each by the function that made it:
 ``machine-times`` and ``demo-rows`` (scripts/machine_table.py, from docs/results/machines.json), ``selectors-table``
-(bench/bench_selectors.py's ``table``, from bench/results/selectors_*.json); ``laptop-table`` by
+(bench/bench_selectors.py's ``table``, from bench/results/selectors_*.json), ``mechanism-table``
+(scripts/mechanism_table.py, from docs/results/mechanism/*/analysis/analysis.json); ``laptop-table`` by
 scripts/laptop_table.py (a merge of the laptop bundles with a 10,000-resample bootstrap, checked by
 tests/test_laptop_table.py), which ``--write`` runs last. A span names its record, so a
 reader sees where a figure comes from in the page's source; one record's figure is shown on one page and linked from
@@ -169,6 +170,7 @@ BLOCKS: dict[str, tuple[Callable[[Path], str], str]] = {
     "machine-times": (lambda root: _machine_blocks(root)["machine-times"], "docs/experiments.md"),
     "demo-rows": (lambda root: _machine_blocks(root)["demo-rows"], "docs/experiments.md"),
     "selectors-table": (_selectors_table, "docs/selectors.md"),
+    "mechanism-table": (lambda root: _load("scripts/mechanism_table.py").render(root), "docs/experiments.md"),
 }
 
 

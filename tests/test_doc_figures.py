@@ -86,3 +86,24 @@ def test_a_marked_table_is_rendered_from_its_records(figures):
     assert edited != page and figures._blocks(edited, "docs/selectors.md", ROOT) == page
     with pytest.raises(SystemExit, match="error: docs/selectors.md: no <!-- selectors-table -->"):
         figures._blocks("no table here", "docs/selectors.md", ROOT)
+
+
+def test_the_mechanism_table_puts_each_lm_in_its_column_in_size_order_and_stars_by_the_largest():
+    """One row per task, pool, k and d; each LM's share in its own column in the bundle's order (by size), the
+    controls from any row of that point, and the largest LM over FiD starred only where its p < 0.05."""
+    table = load_script("scripts/mechanism_table.py").table
+
+    def row(lm, k, share, gain, p):
+        base = {"task": "mr", "labels": "corpus", "k": k, "d": 4, "lm": lm, "reranker": share, "over_first": gain,
+                "over_first_p": p}
+        for name, v in (("reranker", share), ("first", 0.6), ("random", 0.5), ("oracle", 1.0)):
+            base.update({name: v, f"{name}_low": v - 0.01, f"{name}_high": v + 0.01})
+        return base
+
+    text = table([row("small", 16, 0.62, 0.02, 0.3), row("big", 16, 0.8, 0.2, 0.001),
+                  row("small", 50, 0.61, 0.01, 0.5), row("big", 50, 0.605, 0.005, 0.2)])
+    lines = text.splitlines()
+    assert lines[0].split(" | ")[6:8] == ["small", "big"] and len(lines) == 4
+    assert lines[2].startswith("| mr | labelled (training inputs) | 16 | 4 | 60.0 [59.0, 61.0] | 50.0 [49.0, 51.0] | "
+                               "62.0 [61.0, 63.0] | 80.0 [79.0, 81.0] | 100.0 [99.0, 101.0] | +20.0* |")
+    assert lines[3].endswith("| +0.5 |")  # the largest's gain, not starred at p=0.2

@@ -202,7 +202,7 @@ def test_the_experiments_page_shows_the_current_laptop_setting_and_the_changelog
     table (generated), what it shows and how to rerun it; the runs of superseded settings are in CHANGELOG.md, not
     beside the current ones; no status line says the table is partial when both tasks' seeds are committed."""
     text = (ROOT / "docs" / "experiments.md").read_text()
-    laptop = text[text.index("### The laptop experiment"):text.index("### Still to run")]
+    laptop = text[text.index("### The laptop experiment"):text.index("### PGRA's mechanism at laptop scale")]
     assert "#### The table (k=150 into d=4, both tasks, 3 seeds)" in laptop and "**What it shows.**" in laptop
     assert "torchrun --nproc_per_node 2 scripts/experiment.py" in laptop and "<!-- laptop-table -->" in laptop
     for stale in ("superseded", "partial", "not yet", "(k=4 into d=2)", "bf16 readers"):

@@ -94,7 +94,7 @@ def test_make_dist_builds_the_release_archive_offline(tmp_path):
     v = pgra.__version__
     assert sorted(p.name for p in (src / "dist").iterdir()) == [f"pgra-{v}-py3-none-any.whl", f"pgra-{v}.tar.gz"]
     with zipfile.ZipFile(src / "dist" / f"pgra-{v}-py3-none-any.whl") as wheel:
-        assert wheel.read("pgra/serving/export.py") == (ROOT / "pgra" / "export.py").read_bytes()
+        assert wheel.read("pgra/serving/export.py") == (ROOT / "pgra" / "serving" / "export.py").read_bytes()
         assert "pgra = pgra.cli:main" in wheel.read(f"pgra-{v}.dist-info/entry_points.txt").decode()
     with tarfile.open(src / "dist" / f"pgra-{v}.tar.gz") as sdist:
         names = set(sdist.getnames())

@@ -32,7 +32,7 @@ class WheelError(PgraError):
 def checkout() -> Path | None:
     """The folder of pgra's source when pgra runs from a checkout (a pyproject.toml naming pgra beside the
     package), else None (pgra installed from a wheel or an archive)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # pgra/<room>/<module>.py
     project = root / "pyproject.toml"
     if project.is_file() and re.search(r'(?m)^name\s*=\s*"pgra"', project.read_text(encoding="utf-8")):
         return root

@@ -432,7 +432,7 @@ def source_commit() -> str | None:
     """The git commit of the pgra source in use (``+dirty`` when it has uncommitted changes), or None."""
     import subprocess
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # pgra/<room>/<module>.py
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
