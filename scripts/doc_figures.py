@@ -176,16 +176,8 @@ BLOCKS: dict[str, tuple[Callable[[Path], str], str]] = {
 
 def _blocks(text: str, page: str, root: Path) -> str:
     """``text`` with each marked table of ``page`` rendered again from its records."""
-    for name, (make, where) in BLOCKS.items():
-        if where != page:
-            continue
-        start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
-        found = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-        if not found.search(text):
-            raise SystemExit(f"error: {page}: no {start} ... {end} block")
-        table = f"{start}\n{make(root)}\n{end}"
-        text = found.sub(lambda _m, r=table: r, text)
-    return text
+    tables = {name: make(root) for name, (make, where) in BLOCKS.items() if where == page}
+    return _load("scripts/machine_table.py").replace_blocks(text, tables, page) if tables else text
 
 
 def render(spec: str, root: Path = ROOT) -> str:

@@ -69,13 +69,13 @@ def render(record: dict[str, Any]) -> dict[str, str]:
     return {"machine-times": times_table(record), "demo-rows": rows_table(record)}
 
 
-def replace_blocks(text: str, blocks: dict[str, str]) -> str:
-    """``text`` with each ``<!-- name -->`` ... ``<!-- /name -->`` block replaced by its table."""
+def replace_blocks(text: str, blocks: dict[str, str], page: str = PAGE) -> str:
+    """``text`` (of ``page``) with each ``<!-- name -->`` ... ``<!-- /name -->`` block replaced by its table."""
     for name, table in blocks.items():
         start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
         pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
         if not pattern.search(text):
-            raise SystemExit(f"error: {PAGE}: no {start} ... {end} block")
+            raise SystemExit(f"error: {page}: no {start} ... {end} block")
         replacement = f"{start}\n{table}\n{end}"
         text = pattern.sub(lambda _m, r=replacement: r, text)
     return text
