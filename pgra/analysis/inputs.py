@@ -131,10 +131,11 @@ class ExperimentRuns:
         from ..methods import get_method
 
         out: dict[str, tuple[str, str, str]] = {}
-        for m in self.cfg.methods:
-            stage = get_method(m).stage()
-            if stage != "reranked" and stage in self.experiment.reranked_stages() and stage not in out:
-                out[stage] = (self.experiment.stage(stage).reranker, stage, m)
+        for m in self.cfg.methods:  # from the methods alone: results without their experiment (a bundle) ask too
+            cls = get_method(m)
+            stage = cls.stage()
+            if cls.data == "reranked" and stage != "reranked" and stage not in out:
+                out[stage] = (cls.reranker, stage, m)
         return list(out.values())
 
     def settings(self, task: str, method: str | None = None):
