@@ -13,6 +13,9 @@ KIND computes from the record the keys name (``file=`` a JSON record under ``ben
   (a Python format, ``{:.1f}`` unless given; ``_`` in it stands for a space).
 - ``ratio file=F num=P den=P [fmt=F]``: one number of the record over another (``{:.1f}x`` unless given).
 - ``default option=MODULE:CLASS.FIELD [fmt=F]``: a config option's default in the code (``{:,}`` unless given).
+- ``plan n_inputs=N n_seeds=S field=F [disagreement=D] [seed_std=X] [scale=X] [fmt=F]``: one field (``mde``,
+  ``se``, ``inputs_needed``, ``seeds_needed``) of the resolution pgra plans (pgra/evaluation/resolution.py's
+  ``plan_resolution``, at its default assumptions unless given): a figure computed, not measured.
 - ``machines field=after_setup_s|with_setup_s|setup_s what=demo|test [commit=C] [cpu=C] [level=L] [cores=C]``:
   the one run of ``docs/results/machines.json`` the keys pick, as ``N min N s`` (``setup_s``: with less after);
   ``stat=min|max`` over every run they pick instead of exactly one.
@@ -104,11 +107,26 @@ def duration(seconds: float) -> str:
     return f"{int(seconds) // 60} min {int(seconds) % 60} s"
 
 
-def _json(root: Path, keys: dict[str, str]) -> str:
-    value = pluck(_record(root, _need(keys, "file")), _need(keys, "path"))
+def _number(keys: dict[str, str], value: Any) -> str:
     if isinstance(value, str):  # a name the record gives (the machine, the model)
         return _fmt(keys, "{}", value)
     return _fmt(keys, "{:.1f}", value * float(keys["scale"]) if "scale" in keys else value)
+
+
+def _json(root: Path, keys: dict[str, str]) -> str:
+    return _number(keys, pluck(_record(root, _need(keys, "file")), _need(keys, "path")))
+
+
+def _plan(root: Path, keys: dict[str, str]) -> str:
+    """A field of pgra's planned resolution (``plan_resolution``) at ``n_inputs`` and ``n_seeds``."""
+    from pgra.evaluation.resolution import plan_resolution
+
+    shares = {k: float(keys[k]) for k in ("disagreement", "seed_std") if k in keys}
+    plan = plan_resolution(int(_need(keys, "n_inputs")), int(_need(keys, "n_seeds")), **shares)
+    field = _need(keys, "field")
+    if plan.get(field) is None:
+        raise FigureError(f"the plan has no {field!r} (or no number suffices)")
+    return _number(keys, plan[field])
 
 
 def _ratio(root: Path, keys: dict[str, str]) -> str:
@@ -143,7 +161,7 @@ def _machines(root: Path, keys: dict[str, str]) -> str:
 
 
 KINDS: dict[str, Callable[[Path, dict[str, str]], str]] = {
-    "json": _json, "ratio": _ratio, "default": _default, "machines": _machines}
+    "json": _json, "ratio": _ratio, "default": _default, "machines": _machines, "plan": _plan}
 
 
 def _load(rel: str):

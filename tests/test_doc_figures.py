@@ -67,6 +67,8 @@ def test_a_changed_record_is_a_difference_and_write_renders_it(figures, tmp_path
     ("json file=docs/results/r.json path=0.c", "no 'c'"),
     ("machines field=after_setup_s what=demo", "2 runs of docs/results/machines.json"),
     ("guess file=docs/results/r.json", "unknown kind 'guess'"),
+    ("plan n_inputs=1000 n_seeds=3 field=inputs_needed", "the plan has no 'inputs_needed'"),
+    ("plan n_seeds=3 field=mde", "no n_inputs="),
     ("json path", "'path' is not key=value"),
     ("json file=docs/results/r.json path=0.a -->5.8\n<!-- /fig", "without its <!-- /fig --> on the same line"),
 ])
@@ -75,6 +77,18 @@ def test_a_span_without_its_figure_is_one_error_line_naming_the_page(figures, tm
     (root / "README.md").write_text(f"<!-- fig {span} -->x<!-- /fig -->\n")
     with pytest.raises(SystemExit, match="error: README.md: .*" + says.replace("(", r"\(")):
         figures.differences(root)
+
+
+def test_a_plan_figure_is_the_resolution_pgra_plans(figures):
+    """The MDE worked example (docs/experiments.md) is computed by pgra/evaluation/resolution.py, not typed."""
+    from pgra.evaluation.resolution import inputs_needed, minimum_detectable_effect, planned_se
+
+    assert figures.render("plan n_inputs=1000 n_seeds=3 field=mde scale=100 fmt={:.2f}") == \
+        f"{100 * minimum_detectable_effect(planned_se(1000, 3)):.2f}"
+    assert figures.render("plan n_inputs=1000 n_seeds=3 disagreement=0 field=mde scale=100 fmt={:.2f}") == \
+        f"{100 * minimum_detectable_effect(planned_se(1000, 3, disagreement=0.0)):.2f}"
+    assert figures.render("plan n_inputs=1000 n_seeds=20 field=inputs_needed fmt={:,}") == \
+        f"{inputs_needed(0.006, 20):,}"
 
 
 def test_a_marked_table_is_rendered_from_its_records(figures):
