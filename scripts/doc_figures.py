@@ -9,7 +9,7 @@ KIND computes from the record the keys name (``file=`` a JSON record under ``ben
 
 - ``json file=F path=P [scale=X] [fmt=F]``: one number of the record (``path``: keys and list positions joined by
   ``.``; ``key=value`` picks the list element whose ``key`` is ``value``, ``a=x&b=y`` the one with both; ``~`` in a
-  value stands for a space), times ``scale``, formatted by ``fmt``
+  key or a value stands for a space), times ``scale``, formatted by ``fmt``
   (a Python format, ``{:.1f}`` unless given; ``_`` in it stands for a space).
 - ``ratio file=F num=P den=P [fmt=F]``: one number of the record over another (``{:.1f}x`` unless given).
 - ``default option=MODULE:CLASS.FIELD [fmt=F]``: a config option's default in the code (``{:,}`` unless given).
@@ -92,8 +92,8 @@ def pluck(record: Any, path: str) -> Any:
             node = found[0]
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
-        elif isinstance(node, dict) and part in node:
-            node = node[part]
+        elif isinstance(node, dict) and part.replace("~", " ") in node:
+            node = node[part.replace("~", " ")]
         else:
             raise FigureError(f"{path}: no {part!r}")
     return node

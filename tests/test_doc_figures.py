@@ -79,6 +79,13 @@ def test_a_span_without_its_figure_is_one_error_line_naming_the_page(figures, tm
         figures.differences(root)
 
 
+def test_a_key_with_a_space_is_written_with_a_tilde(figures):
+    """bench/results/cpu_bf16_reader.json's readers are keyed ``reader fid``: a span has no spaces in its keys."""
+    record = {"reader fid": {"speedup": 2.94}, "rows": [{"kind": "a b", "x": 1}]}
+    assert figures.pluck(record, "reader~fid.speedup") == 2.94
+    assert figures.pluck(record, "rows.kind=a~b.x") == 1
+
+
 def test_a_plan_figure_is_the_resolution_pgra_plans(figures):
     """The MDE worked example (docs/experiments.md) is computed by pgra/evaluation/resolution.py, not typed."""
     from pgra.evaluation.resolution import inputs_needed, minimum_detectable_effect, planned_se
