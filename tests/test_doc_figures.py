@@ -86,6 +86,13 @@ def test_a_key_with_a_space_is_written_with_a_tilde(figures):
     assert figures.pluck(record, "rows.kind=a~b.x") == 1
 
 
+def test_a_ratio_can_be_scaled(figures, tmp_path):
+    """bench/README's "ms per distinct sentence" is seconds over sentences, times 1000."""
+    root = _root(tmp_path, [{"k": 10, "seconds": 8.9, "distinct": 72}])
+    assert figures.render("ratio file=docs/results/r.json num=k=10.seconds den=k=10.distinct scale=1000 fmt={:.0f}",
+                          root) == "124"
+
+
 def test_a_plan_figure_is_the_resolution_pgra_plans(figures):
     """The MDE worked example (docs/experiments.md) is computed by pgra/evaluation/resolution.py, not typed."""
     from pgra.evaluation.resolution import inputs_needed, minimum_detectable_effect, planned_se
