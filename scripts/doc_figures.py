@@ -11,8 +11,8 @@ KIND computes from the record the keys name (``file=`` a JSON record under ``ben
   ``.``; ``key=value`` picks the list element whose ``key`` is ``value``, ``a=x&b=y`` the one with both; ``~`` in a
   key or a value stands for a space), times ``scale``, formatted by ``fmt``
   (a Python format, ``{:.1f}`` unless given; ``_`` in it stands for a space).
-- ``ratio file=F num=P den=P [scale=X] [fmt=F]``: one number of the record over another, times ``scale``
-  (``{:.1f}x`` unless given).
+- ``ratio file=F num=P den=P [den_file=F2] [scale=X] [fmt=F]``: one number of the record over another (of
+  ``den_file``'s record where given: a run against an earlier one), times ``scale`` (``{:.1f}x`` unless given).
 - ``default option=MODULE:CLASS.FIELD [fmt=F]``: a config option's default in the code (``{:,}`` unless given).
 - ``plan n_inputs=N n_seeds=S field=F [disagreement=D] [seed_std=X] [scale=X] [fmt=F]``: one field (``mde``,
   ``se``, ``inputs_needed``, ``seeds_needed``) of the resolution pgra plans (pgra/evaluation/resolution.py's
@@ -132,7 +132,8 @@ def _plan(root: Path, keys: dict[str, str]) -> str:
 
 def _ratio(root: Path, keys: dict[str, str]) -> str:
     record = _record(root, _need(keys, "file"))
-    value = pluck(record, _need(keys, "num")) / pluck(record, _need(keys, "den"))
+    other = _record(root, keys["den_file"]) if "den_file" in keys else record
+    value = pluck(record, _need(keys, "num")) / pluck(other, _need(keys, "den"))
     return _fmt(keys, "{:.1f}x", value * float(keys.get("scale", 1)))
 
 

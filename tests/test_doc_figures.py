@@ -91,6 +91,9 @@ def test_a_ratio_can_be_scaled(figures, tmp_path):
     root = _root(tmp_path, [{"k": 10, "seconds": 8.9, "distinct": 72}])
     assert figures.render("ratio file=docs/results/r.json num=k=10.seconds den=k=10.distinct scale=1000 fmt={:.0f}",
                           root) == "124"
+    (root / "docs" / "results" / "before.json").write_text(json.dumps({"rate": 2.0}))
+    assert figures.render("ratio file=docs/results/r.json num=0.seconds den=rate den_file=docs/results/before.json"
+                          " fmt={:.2f}x", root) == "4.45x"  # a run against an earlier run's record
 
 
 def test_a_plan_figure_is_the_resolution_pgra_plans(figures):
