@@ -17,6 +17,9 @@ KIND computes from the record the keys name (``file=`` a JSON record under ``ben
 - ``plan n_inputs=N n_seeds=S field=F [disagreement=D] [seed_std=X] [scale=X] [fmt=F]``: one field (``mde``,
   ``se``, ``inputs_needed``, ``seeds_needed``) of the resolution pgra plans (pgra/evaluation/resolution.py's
   ``plan_resolution``, at its default assumptions unless given): a figure computed, not measured.
+- ``table2 field=F [cells_per_gpu=N] [scale=X] [fmt=F]``: one field (``total_s``, ``rerank_s``, ``cells_s``,
+  ``gpu_hours`` ...) of bench/plan_table2.py's plan of the paper's Table 2 grid on one 8-GPU node (the dry run's
+  functions over the committed H100 records).
 - ``machines field=after_setup_s|with_setup_s|setup_s what=demo|test [commit=C] [cpu=C] [level=L] [cores=C]``:
   the one run of ``docs/results/machines.json`` the keys pick, as ``N min N s`` (``setup_s``: with less after);
   ``stat=min|max`` over every run they pick instead of exactly one.
@@ -34,6 +37,7 @@ the others (the test checks).
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import re
@@ -163,8 +167,23 @@ def _machines(root: Path, keys: dict[str, str]) -> str:
     return duration(values[0])
 
 
+@functools.cache
+def _table2_plan(cells_per_gpu: int) -> dict[str, Any]:
+    return _load("bench/plan_table2.py").plan(8, cells_per_gpu=cells_per_gpu)
+
+
+def _table2(root: Path, keys: dict[str, str]) -> str:
+    """A field of bench/plan_table2.py's plan of the paper's Table 2 grid on one 8-GPU node."""
+    plan = _table2_plan(int(keys.get("cells_per_gpu", "1")))
+    field = _need(keys, "field")
+    if field not in plan:
+        raise FigureError(f"the Table 2 plan has no {field!r}")
+    return _number(keys, plan[field])
+
+
 KINDS: dict[str, Callable[[Path, dict[str, str]], str]] = {
-    "json": _json, "ratio": _ratio, "default": _default, "machines": _machines, "plan": _plan}
+    "json": _json, "ratio": _ratio, "default": _default, "machines": _machines, "plan": _plan,
+    "table2": _table2}
 
 
 def _load(rel: str):

@@ -108,6 +108,16 @@ def test_a_plan_figure_is_the_resolution_pgra_plans(figures):
         f"{inputs_needed(0.006, 20):,}"
 
 
+def test_a_table2_figure_is_the_planners(figures):
+    """docs/beyond-one-machine.md's times of the Table 2 grid come from bench/plan_table2.py's plan, not typed."""
+    plans = {n: load_script("bench/plan_table2.py").plan(8, cells_per_gpu=n) for n in (1, 2)}
+    assert figures.render("table2 field=total_s scale=0.000277778 fmt={:.2f}") == f"{plans[1]['total_s'] / 3600:.2f}"
+    assert figures.render("table2 cells_per_gpu=2 field=cells_s scale=0.0166667 fmt={:.0f}") == \
+        f"{plans[2]['cells_s'] / 60:.0f}"
+    with pytest.raises(figures.FigureError, match="no 'days'"):
+        figures.render("table2 field=days")
+
+
 def test_a_marked_table_is_rendered_from_its_records(figures):
     """The selectors' table (bench/bench_selectors.py's, from its two records) and the CPU tables
     (scripts/machine_table.py's) are marked blocks the generator renders: an edited cell is a difference."""
