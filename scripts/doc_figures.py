@@ -5,7 +5,8 @@
     python scripts/doc_figures.py --write    # rewrite every figure, the CPU tables and the laptop table
 
 A figure in a page is a span ``<!-- fig KIND key=value ... -->TEXT<!-- /fig -->``; ``--write`` replaces TEXT by what
-KIND computes from the record the keys name (``file=`` a JSON record under ``bench/results/`` or ``docs/results/``):
+KIND computes from the record the keys name (``file=`` a JSON record under ``bench/results/`` or ``docs/results/``;
+a ``.jsonl`` file is the list of its lines' records):
 
 - ``json file=F path=P [scale=X] [fmt=F]``: one number of the record (``path``: keys and list positions joined by
   ``.``; ``key=value`` picks the list element whose ``key`` is ``value``, ``a=x&b=y`` the one with both; ``~`` in a
@@ -82,7 +83,10 @@ def _record(root: Path, rel: str) -> Any:
     path = root / rel
     if not path.is_file():
         raise FigureError(f"no record {rel}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":  # one record a line: a list
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return json.loads(text)
 
 
 def pluck(record: Any, path: str) -> Any:

@@ -96,6 +96,13 @@ def test_a_ratio_can_be_scaled(figures, tmp_path):
                           " fmt={:.2f}x", root) == "4.45x"  # a run against an earlier run's record
 
 
+def test_a_jsonl_record_is_the_list_of_its_lines(figures, tmp_path):
+    """bench/results/simcse_sweep_h100.jsonl holds one run a line."""
+    root = _root(tmp_path, [])
+    (root / "docs" / "results" / "sweep.jsonl").write_text('{"run": "base", "a": 0.349}\n{"run": "s30", "a": 0.32}\n')
+    assert figures.render("json file=docs/results/sweep.jsonl path=run=s30.a fmt={:.3f}", root) == "0.320"
+
+
 def test_a_plan_figure_is_the_resolution_pgra_plans(figures):
     """The MDE worked example (docs/experiments.md) is computed by pgra/evaluation/resolution.py, not typed."""
     from pgra.evaluation.resolution import inputs_needed, minimum_detectable_effect, planned_se
