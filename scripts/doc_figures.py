@@ -5,14 +5,22 @@
     python scripts/doc_figures.py --write    # rewrite every figure, the CPU tables and the laptop table
 
 A figure in a page is a span ``<!-- fig KIND key=value ... -->TEXT<!-- /fig -->``; ``--write`` replaces TEXT by what
-KIND computes from the record the keys name (``file=`` a JSON record under ``bench/results/`` or ``docs/results/``):
+KIND computes from the record the keys name (``file=`` a JSON record under ``bench/results/`` or ``docs/results/``;
+a ``.jsonl`` file is the list of its lines' records):
 
 - ``json file=F path=P [scale=X] [fmt=F]``: one number of the record (``path``: keys and list positions joined by
   ``.``; ``key=value`` picks the list element whose ``key`` is ``value``, ``a=x&b=y`` the one with both; ``~`` in a
-  value stands for a space), times ``scale``, formatted by ``fmt``
+  key or a value stands for a space), times ``scale``, formatted by ``fmt``
   (a Python format, ``{:.1f}`` unless given; ``_`` in it stands for a space).
-- ``ratio file=F num=P den=P [fmt=F]``: one number of the record over another (``{:.1f}x`` unless given).
+- ``ratio file=F num=P den=P [den_file=F2] [scale=X] [fmt=F]``: one number of the record over another (of
+  ``den_file``'s record where given: a run against an earlier one), times ``scale`` (``{:.1f}x`` unless given).
 - ``default option=MODULE:CLASS.FIELD [fmt=F]``: a config option's default in the code (``{:,}`` unless given).
+- ``plan n_inputs=N n_seeds=S field=F [disagreement=D] [seed_std=X] [scale=X] [fmt=F]``: one field (``mde``,
+  ``se``, ``inputs_needed``, ``seeds_needed``) of the resolution pgra plans (pgra/evaluation/resolution.py's
+  ``plan_resolution``, at its default assumptions unless given): a figure computed, not measured.
+- ``table2 field=F [cells_per_gpu=N] [scale=X] [fmt=F]``: one field (``total_s``, ``rerank_s``, ``cells_s``,
+  ``gpu_hours`` ...) of bench/plan_table2.py's plan of the paper's Table 2 grid on one 8-GPU node (the dry run's
+  functions over the committed H100 records).
 - ``machines field=after_setup_s|with_setup_s|setup_s what=demo|test [commit=C] [cpu=C] [level=L] [cores=C]``:
   the one run of ``docs/results/machines.json`` the keys pick, as ``N min N s`` (``setup_s``: with less after);
   ``stat=min|max`` over every run they pick instead of exactly one.
@@ -30,6 +38,7 @@ the others (the test checks).
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import re
@@ -74,7 +83,10 @@ def _record(root: Path, rel: str) -> Any:
     path = root / rel
     if not path.is_file():
         raise FigureError(f"no record {rel}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":  # one record a line: a list
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return json.loads(text)
 
 
 def pluck(record: Any, path: str) -> Any:
@@ -89,8 +101,8 @@ def pluck(record: Any, path: str) -> Any:
             node = found[0]
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
-        elif isinstance(node, dict) and part in node:
-            node = node[part]
+        elif isinstance(node, dict) and part.replace("~", " ") in node:
+            node = node[part.replace("~", " ")]
         else:
             raise FigureError(f"{path}: no {part!r}")
     return node
@@ -104,16 +116,33 @@ def duration(seconds: float) -> str:
     return f"{int(seconds) // 60} min {int(seconds) % 60} s"
 
 
-def _json(root: Path, keys: dict[str, str]) -> str:
-    value = pluck(_record(root, _need(keys, "file")), _need(keys, "path"))
+def _number(keys: dict[str, str], value: Any) -> str:
     if isinstance(value, str):  # a name the record gives (the machine, the model)
         return _fmt(keys, "{}", value)
     return _fmt(keys, "{:.1f}", value * float(keys["scale"]) if "scale" in keys else value)
 
 
+def _json(root: Path, keys: dict[str, str]) -> str:
+    return _number(keys, pluck(_record(root, _need(keys, "file")), _need(keys, "path")))
+
+
+def _plan(root: Path, keys: dict[str, str]) -> str:
+    """A field of pgra's planned resolution (``plan_resolution``) at ``n_inputs`` and ``n_seeds``."""
+    from pgra.evaluation.resolution import plan_resolution
+
+    shares = {k: float(keys[k]) for k in ("disagreement", "seed_std") if k in keys}
+    plan = plan_resolution(int(_need(keys, "n_inputs")), int(_need(keys, "n_seeds")), **shares)
+    field = _need(keys, "field")
+    if plan.get(field) is None:
+        raise FigureError(f"the plan has no {field!r} (or no number suffices)")
+    return _number(keys, plan[field])
+
+
 def _ratio(root: Path, keys: dict[str, str]) -> str:
     record = _record(root, _need(keys, "file"))
-    return _fmt(keys, "{:.1f}x", pluck(record, _need(keys, "num")) / pluck(record, _need(keys, "den")))
+    other = _record(root, keys["den_file"]) if "den_file" in keys else record
+    value = pluck(record, _need(keys, "num")) / pluck(other, _need(keys, "den"))
+    return _fmt(keys, "{:.1f}x", value * float(keys.get("scale", 1)))
 
 
 def _default(root: Path, keys: dict[str, str]) -> str:
@@ -142,8 +171,23 @@ def _machines(root: Path, keys: dict[str, str]) -> str:
     return duration(values[0])
 
 
+@functools.cache
+def _table2_plan(cells_per_gpu: int) -> dict[str, Any]:
+    return _load("bench/plan_table2.py").plan(8, cells_per_gpu=cells_per_gpu)
+
+
+def _table2(root: Path, keys: dict[str, str]) -> str:
+    """A field of bench/plan_table2.py's plan of the paper's Table 2 grid on one 8-GPU node."""
+    plan = _table2_plan(int(keys.get("cells_per_gpu", "1")))
+    field = _need(keys, "field")
+    if field not in plan:
+        raise FigureError(f"the Table 2 plan has no {field!r}")
+    return _number(keys, plan[field])
+
+
 KINDS: dict[str, Callable[[Path, dict[str, str]], str]] = {
-    "json": _json, "ratio": _ratio, "default": _default, "machines": _machines}
+    "json": _json, "ratio": _ratio, "default": _default, "machines": _machines, "plan": _plan,
+    "table2": _table2}
 
 
 def _load(rel: str):

@@ -67,6 +67,8 @@ def test_a_changed_record_is_a_difference_and_write_renders_it(figures, tmp_path
     ("json file=docs/results/r.json path=0.c", "no 'c'"),
     ("machines field=after_setup_s what=demo", "2 runs of docs/results/machines.json"),
     ("guess file=docs/results/r.json", "unknown kind 'guess'"),
+    ("plan n_inputs=1000 n_seeds=3 field=inputs_needed", "the plan has no 'inputs_needed'"),
+    ("plan n_seeds=3 field=mde", "no n_inputs="),
     ("json path", "'path' is not key=value"),
     ("json file=docs/results/r.json path=0.a -->5.8\n<!-- /fig", "without its <!-- /fig --> on the same line"),
 ])
@@ -75,6 +77,52 @@ def test_a_span_without_its_figure_is_one_error_line_naming_the_page(figures, tm
     (root / "README.md").write_text(f"<!-- fig {span} -->x<!-- /fig -->\n")
     with pytest.raises(SystemExit, match="error: README.md: .*" + says.replace("(", r"\(")):
         figures.differences(root)
+
+
+def test_a_key_with_a_space_is_written_with_a_tilde(figures):
+    """bench/results/cpu_bf16_reader.json's readers are keyed ``reader fid``: a span has no spaces in its keys."""
+    record = {"reader fid": {"speedup": 2.94}, "rows": [{"kind": "a b", "x": 1}]}
+    assert figures.pluck(record, "reader~fid.speedup") == 2.94
+    assert figures.pluck(record, "rows.kind=a~b.x") == 1
+
+
+def test_a_ratio_can_be_scaled(figures, tmp_path):
+    """bench/README's "ms per distinct sentence" is seconds over sentences, times 1000."""
+    root = _root(tmp_path, [{"k": 10, "seconds": 8.9, "distinct": 72}])
+    assert figures.render("ratio file=docs/results/r.json num=k=10.seconds den=k=10.distinct scale=1000 fmt={:.0f}",
+                          root) == "124"
+    (root / "docs" / "results" / "before.json").write_text(json.dumps({"rate": 2.0}))
+    assert figures.render("ratio file=docs/results/r.json num=0.seconds den=rate den_file=docs/results/before.json"
+                          " fmt={:.2f}x", root) == "4.45x"  # a run against an earlier run's record
+
+
+def test_a_jsonl_record_is_the_list_of_its_lines(figures, tmp_path):
+    """bench/results/simcse_sweep_h100.jsonl holds one run a line."""
+    root = _root(tmp_path, [])
+    (root / "docs" / "results" / "sweep.jsonl").write_text('{"run": "base", "a": 0.349}\n{"run": "s30", "a": 0.32}\n')
+    assert figures.render("json file=docs/results/sweep.jsonl path=run=s30.a fmt={:.3f}", root) == "0.320"
+
+
+def test_a_plan_figure_is_the_resolution_pgra_plans(figures):
+    """The MDE worked example (docs/experiments.md) is computed by pgra/evaluation/resolution.py, not typed."""
+    from pgra.evaluation.resolution import inputs_needed, minimum_detectable_effect, planned_se
+
+    assert figures.render("plan n_inputs=1000 n_seeds=3 field=mde scale=100 fmt={:.2f}") == \
+        f"{100 * minimum_detectable_effect(planned_se(1000, 3)):.2f}"
+    assert figures.render("plan n_inputs=1000 n_seeds=3 disagreement=0 field=mde scale=100 fmt={:.2f}") == \
+        f"{100 * minimum_detectable_effect(planned_se(1000, 3, disagreement=0.0)):.2f}"
+    assert figures.render("plan n_inputs=1000 n_seeds=20 field=inputs_needed fmt={:,}") == \
+        f"{inputs_needed(0.006, 20):,}"
+
+
+def test_a_table2_figure_is_the_planners(figures):
+    """docs/beyond-one-machine.md's times of the Table 2 grid come from bench/plan_table2.py's plan, not typed."""
+    plans = {n: load_script("bench/plan_table2.py").plan(8, cells_per_gpu=n) for n in (1, 2)}
+    assert figures.render("table2 field=total_s scale=0.000277778 fmt={:.2f}") == f"{plans[1]['total_s'] / 3600:.2f}"
+    assert figures.render("table2 cells_per_gpu=2 field=cells_s scale=0.0166667 fmt={:.0f}") == \
+        f"{plans[2]['cells_s'] / 60:.0f}"
+    with pytest.raises(figures.FigureError, match="no 'days'"):
+        figures.render("table2 field=days")
 
 
 def test_a_marked_table_is_rendered_from_its_records(figures):
