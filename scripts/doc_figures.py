@@ -89,22 +89,34 @@ def _record(root: Path, rel: str) -> Any:
     return json.loads(text)
 
 
-def pluck(record: Any, path: str) -> Any:
-    """The value at ``path`` (``a.0.b``, or ``docs=1000000`` for the list element whose ``docs`` is 1000000)."""
-    node = record
+def locate(record: Any, path: str) -> tuple[int | str, ...]:
+    """Where ``path`` points in ``record``, as concrete keys and list positions (``rows.type=ivf`` -> ``("rows", 3)``):
+    two spellings of one place give one location."""
+    node, where = record, []
     for part in path.split("."):
         if "=" in part and isinstance(node, list):
             want = dict(pair.replace("~", " ").split("=", 1) for pair in part.split("&"))
-            found = [x for x in node if isinstance(x, dict) and all(str(x.get(k)) == v for k, v in want.items())]
+            found = [i for i, x in enumerate(node)
+                     if isinstance(x, dict) and all(str(x.get(k)) == v for k, v in want.items())]
             if len(found) != 1:
                 raise FigureError(f"{path}: {len(found)} elements with {part}")
-            node = found[0]
+            step: int | str = found[0]
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
+            step = int(part)
         elif isinstance(node, dict) and part.replace("~", " ") in node:
-            node = node[part.replace("~", " ")]
+            step = part.replace("~", " ")
         else:
             raise FigureError(f"{path}: no {part!r}")
+        node = node[step]
+        where.append(step)
+    return tuple(where)
+
+
+def pluck(record: Any, path: str) -> Any:
+    """The value at ``path`` (``a.0.b``, or ``docs=1000000`` for the list element whose ``docs`` is 1000000)."""
+    node = record
+    for step in locate(record, path):
+        node = node[step]
     return node
 
 
@@ -229,6 +241,25 @@ def render(spec: str, root: Path = ROOT) -> str:
     if kind not in KINDS:
         raise FigureError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
     return KINDS[kind](root, keys)
+
+
+def _file(rel: str) -> str:
+    return Path(rel).as_posix().removeprefix("./")
+
+
+def identity(spec: str, root: Path = ROOT) -> tuple[Any, ...]:
+    """What a span shows, whatever its format or scale: ``(record, location)`` of a ``json`` span, the two locations
+    of a ``ratio``, the keys of another kind (tests/test_doc_figures.py: one figure is shown on one page)."""
+    kind, keys = parse(spec)
+    if kind == "json":
+        file = _need(keys, "file")
+        return (_file(file), locate(_record(root, file), _need(keys, "path")))
+    if kind == "ratio":
+        file = _need(keys, "file")
+        other = keys.get("den_file", file)
+        return ("ratio", _file(file), locate(_record(root, file), _need(keys, "num")),
+                _file(other), locate(_record(root, other), _need(keys, "den")))
+    return (kind, *sorted((k, v) for k, v in keys.items() if k not in ("fmt", "scale")))
 
 
 def regenerate(text: str, where: str, root: Path = ROOT) -> str:

@@ -23,12 +23,29 @@ def test_every_figure_on_the_pages_is_its_records(figures):
     assert len(spans) >= 8  # the disagreements issue 71 listed: set-up time, BM25, a T5 cell, IVF's sample ...
 
 
-def test_a_figure_is_shown_on_one_page_and_linked_from_the_others(figures):
+def _shown_on_several_pages(figures, root=ROOT):
     shown = defaultdict(set)
-    for page in figures.pages():
+    for page in figures.pages(root):
         for m in figures.SPAN.finditer(page.read_text(encoding="utf-8")):
-            shown[m["spec"]].add(page.relative_to(ROOT).as_posix())
-    assert {spec: pages for spec, pages in shown.items() if len(pages) > 1} == {}
+            shown[figures.identity(m["spec"], root)].add(page.relative_to(root).as_posix())
+    return {key: pages for key, pages in shown.items() if len(pages) > 1}
+
+
+def test_a_figure_is_shown_on_one_page_and_linked_from_the_others(figures):
+    assert _shown_on_several_pages(figures) == {}
+
+
+def test_one_figure_in_two_formats_or_spellings_is_one_figure(figures, tmp_path):
+    """A record's value is one figure whatever its format, scale or path spelling: ``rows.type=a`` and ``rows.0``
+    on two pages are the same figure shown twice; two values of one record are not."""
+    root = _root(tmp_path, {"rows": [{"type": "a", "x": 3.03}, {"type": "b", "x": 1.0}]})
+    (root / "docs" / "one.md").write_text(
+        "<!-- fig json file=docs/results/r.json path=rows.type=a.x fmt={:.2f}x -->3.03x<!-- /fig -->\n")
+    (root / "docs" / "two.md").write_text("<!-- fig json file=./docs/results/r.json path=rows.0.x -->3.0<!-- /fig -->"
+                                          " <!-- fig json file=docs/results/r.json path=rows.1.x -->1.0<!-- /fig -->\n")
+    (root / "README.md").write_text("")
+    assert _shown_on_several_pages(figures, root) == {
+        ("docs/results/r.json", ("rows", 0, "x")): {"docs/one.md", "docs/two.md"}}
 
 
 def _root(tmp_path, record):
