@@ -133,7 +133,7 @@ def test_a_plan_figure_is_the_resolution_pgra_plans(figures):
 
 
 def test_a_table2_figure_is_the_planners(figures):
-    """docs/beyond-one-machine.md's times of the Table 2 grid come from bench/plan_table2.py's plan, not typed."""
+    """bench/README's Table 2 plan is bench/plan_table2.py's, rendered, not typed."""
     plans = {n: load_script("bench/plan_table2.py").plan(8, cells_per_gpu=n) for n in (1, 2)}
     assert figures.render("table2 field=total_s scale=0.000277778 fmt={:.2f}") == f"{plans[1]['total_s'] / 3600:.2f}"
     assert figures.render("table2 cells_per_gpu=2 field=cells_s scale=0.0166667 fmt={:.0f}") == \

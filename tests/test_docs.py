@@ -194,7 +194,10 @@ def test_the_table2_gpu_hours_the_pages_quote_are_the_planners(table2_plans):
     for m in GPU_HOURS.finditer(bench):
         before = bench[max(0, m.start() - 400):m.start()]
         assert m.group(1) in parts or re.search(r"tally|earlier plan|Issue 39's", before), m.group(0)
-    assert f"**2.76 h** ({table2_plans[0]['gpu_hours']:.1f} GPU h)" in bench
+    total = re.search(r"\| \*\*total\*\* \| \*\*<!-- fig table2 field=total_s [^>]*-->([^<]*)<!-- /fig -->\*\* "
+                      r"\(<!-- fig table2 field=gpu_hours [^>]*-->([^<]*)<!-- /fig -->\)", bench)
+    assert total, "bench/README's Table 2 total row is not the planner's total_s and gpu_hours spans"
+    assert total.groups() == (f"{table2_plans[0]['total_s'] / 3600:.2f} h", f"{table2_plans[0]['gpu_hours']:.1f} GPU h")
 
 
 def test_the_experiments_page_shows_the_current_laptop_setting_and_the_changelog_its_history():
