@@ -21,6 +21,8 @@ a ``.jsonl`` file is the list of its lines' records):
 - ``table2 field=F [cells_per_gpu=N] [scale=X] [fmt=F]``: one field (``total_s``, ``rerank_s``, ``cells_s``,
   ``gpu_hours`` ...) of bench/plan_table2.py's plan of the paper's Table 2 grid on one 8-GPU node (the dry run's
   functions over the committed H100 records).
+- ``stat file=F path=P where=K=V field=F [of=mean|min|max] [scale=X] [fmt=F]``: the mean (the least, the
+  largest) of ``field`` over the elements of the list at ``path`` that ``where`` picks (a strategy's seeds).
 - ``machines field=after_setup_s|with_setup_s|setup_s what=demo|test [commit=C] [cpu=C] [level=L] [cores=C]``:
   the one run of ``docs/results/machines.json`` the keys pick, as ``N min N s`` (``setup_s``: with less after);
   ``stat=min|max`` over every run they pick instead of exactly one.
@@ -183,6 +185,21 @@ def _machines(root: Path, keys: dict[str, str]) -> str:
     return duration(values[0])
 
 
+def _stat(root: Path, keys: dict[str, str]) -> str:
+    """The mean (``of=min|max``: the least, the largest) of ``field`` over the elements of the list at ``path`` that
+    ``where`` picks (``strategy=random``, ``a=x&b=y``): a figure over seeds."""
+    rows = pluck(_record(root, _need(keys, "file")), _need(keys, "path"))
+    want = dict(pair.replace("~", " ").split("=", 1) for pair in _need(keys, "where").split("&"))
+    field = _need(keys, "field")
+    values = [r[field] for r in rows if isinstance(r, dict) and field in r
+              and all(str(r.get(k)) == v for k, v in want.items())] if isinstance(rows, list) else []
+    ofs: dict[str, Callable[[list[float]], float]] = {"mean": lambda v: sum(v) / len(v), "min": min, "max": max}
+    of = keys.get("of", "mean")
+    if of not in ofs or not values:
+        raise FigureError(f"of={of} (mean|min|max) of {field} over {len(values)} elements of {keys['path']}")
+    return _number(keys, ofs[of](values))
+
+
 @functools.cache
 def _table2_plan(cells_per_gpu: int) -> dict[str, Any]:
     return _load("bench/plan_table2.py").plan(8, cells_per_gpu=cells_per_gpu)
@@ -199,7 +216,7 @@ def _table2(root: Path, keys: dict[str, str]) -> str:
 
 KINDS: dict[str, Callable[[Path, dict[str, str]], str]] = {
     "json": _json, "ratio": _ratio, "default": _default, "machines": _machines, "plan": _plan,
-    "table2": _table2}
+    "table2": _table2, "stat": _stat}
 
 
 def _load(rel: str):

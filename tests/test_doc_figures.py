@@ -120,6 +120,18 @@ def test_a_jsonl_record_is_the_list_of_its_lines(figures, tmp_path):
     assert figures.render("json file=docs/results/sweep.jsonl path=run=s30.a fmt={:.3f}", root) == "0.320"
 
 
+def test_a_stat_figure_is_over_the_elements_it_picks(figures, tmp_path):
+    """docs/selectors.md's MR means and seed ranges are over bench/results/selectors_mr.json's seeds, not typed."""
+    root = _root(tmp_path, {"rows": [{"s": "random", "acc": 0.58}, {"s": "random", "acc": 0.62},
+                                     {"s": "random", "acc": 0.613}, {"s": "kate", "acc": 0.9}]})
+    spec = "stat file=docs/results/r.json path=rows where=s=random field=acc scale=100"
+    assert [figures.render(spec + of, root) for of in ("", " of=min", " of=max")] == ["60.4", "58.0", "62.0"]
+    with pytest.raises(figures.FigureError, match="over 0 elements"):
+        figures.render("stat file=docs/results/r.json path=rows where=s=dpp field=acc", root)
+    with pytest.raises(figures.FigureError, match="of=median"):
+        figures.render(spec + " of=median", root)
+
+
 def test_a_plan_figure_is_the_resolution_pgra_plans(figures):
     """The MDE worked example (docs/experiments.md) is computed by pgra/evaluation/resolution.py, not typed."""
     from pgra.evaluation.resolution import inputs_needed, minimum_detectable_effect, planned_se
