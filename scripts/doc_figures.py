@@ -34,7 +34,8 @@ The marked tables ``<!-- NAME -->`` ... ``<!-- /NAME -->`` are rendered here too
 scripts/laptop_table.py (a merge of the laptop bundles with a 10,000-resample bootstrap, checked by
 tests/test_laptop_table.py), which ``--write`` runs last. A span names its record, so a
 reader sees where a figure comes from in the page's source; one record's figure is shown on one page and linked from
-the others (the test checks).
+the others (the test checks, keyed on ``identity``: the record and the value's place in it, whatever the span's
+format, scale or path spelling).
 """
 
 from __future__ import annotations
