@@ -30,9 +30,12 @@ def _cell(r: dict[str, Any], name: str) -> str:
 
 
 def _gain(r: dict[str, Any]) -> str:
-    """The largest reranker over the first stage in points, starred where its paired bootstrap p < 0.05."""
+    """The largest reranker over the first stage in points, starred where its paired bootstrap p < 0.05, and which
+    LM that is (a bundle without one of the sizes has another largest)."""
+    if "over_first" not in r:  # a table written before the column existed
+        return ""
     star = "*" if r["over_first_p"] < 0.05 else ""
-    return f"{100 * r['over_first']:+.1f}{star}"
+    return f"{100 * r['over_first']:+.1f}{star} ({r['lm']})"
 
 
 def table(found: list[dict[str, Any]]) -> str:
@@ -42,6 +45,9 @@ def table(found: list[dict[str, Any]]) -> str:
     head = ["task", "pool", "k", "d", "first stage (FiD)", "random (floor)", *lms, "oracle (ceiling)",
             "largest over FiD"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    seen = [(r["task"], r["labels"], r["k"], r["d"], r["lm"]) for r in found]
+    if len(seen) != len(set(seen)):
+        raise SystemExit("error: docs/results/mechanism: two bundles hold the same task, pool, k, d and LM")
     keys = dict.fromkeys((r["task"], r["labels"], r["k"], r["d"]) for r in found)
     for task, labels, k, d in keys:
         at = {r["lm"]: r for r in found if (r["task"], r["labels"], r["k"], r["d"]) == (task, labels, k, d)}

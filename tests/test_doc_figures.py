@@ -182,5 +182,7 @@ def test_the_mechanism_table_puts_each_lm_in_its_column_in_size_order_and_stars_
     lines = text.splitlines()
     assert lines[0].split(" | ")[6:8] == ["small", "big"] and len(lines) == 4
     assert lines[2].startswith("| mr | labelled (training inputs) | 16 | 4 | 60.0 [59.0, 61.0] | 50.0 [49.0, 51.0] | "
-                               "62.0 [61.0, 63.0] | 80.0 [79.0, 81.0] | 100.0 [99.0, 101.0] | +20.0* |")
-    assert lines[3].endswith("| +0.5 |")  # the largest's gain, not starred at p=0.2
+                               "62.0 [61.0, 63.0] | 80.0 [79.0, 81.0] | 100.0 [99.0, 101.0] | +20.0* (big) |")
+    assert lines[3].endswith("| +0.5 (big) |")  # the largest's gain, not starred at p=0.2
+    with pytest.raises(SystemExit, match="same task, pool, k, d and LM"):
+        table([row("big", 16, 0.8, 0.2, 0.001)] * 2)

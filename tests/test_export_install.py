@@ -147,3 +147,25 @@ def test_the_cards_predict_line_names_what_the_export_did_not_copy(tmp_path):
             "reranked": {"lm": str(tmp_path), "copied_lm": False}}
     assert _load_hint(spec, cli=True) == "  # elsewhere: --index PATH --encoder PATH --lm PATH (local copies)"
     assert _load_hint(spec) == '  # elsewhere: index="...", encoder="...", lm="..." (local copies)'
+
+
+def test_the_wheel_ships_what_git_tracks_and_never_a_link(tmp_path):
+    """In a git checkout the wheel's sources are the files git tracks (a file a user left in pgra/ stays out); a
+    link is never followed (its target could be anything on this machine); without git, every plain file."""
+    import subprocess
+
+    from pgra.serving.distribution import _sources
+
+    root = tmp_path / "checkout"
+    (root / "pgra").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "pgra"\n')
+    (root / "pgra" / "kept.py").write_text("x = 1\n")
+    secret = tmp_path / "secret.py"
+    secret.write_text("token = 'not yours'\n")
+    (root / "pgra" / "linked.py").symlink_to(secret)
+    names = {p.relative_to(root).as_posix() for p in _sources(root)}
+    assert names == {"pyproject.toml", "pgra/kept.py"}  # no git: every plain file, no link
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "pyproject.toml", "pgra/kept.py"], check=True)
+    (root / "pgra" / "left_here.py").write_text("draft = True\n")
+    assert {p.relative_to(root).as_posix() for p in _sources(root)} == {"pyproject.toml", "pgra/kept.py"}

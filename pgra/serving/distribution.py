@@ -45,22 +45,48 @@ def wheel() -> tuple[str, bytes]:
     root = checkout()
     if root is None:
         raise WheelError("this pgra does not run from a checkout (it was installed from a wheel or an archive)")
-    h = hashlib.sha256()
-    for path in _sources(root):
-        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    if h.hexdigest() not in _BUILT:
-        _BUILT[h.hexdigest()] = _build(root)
+    try:
+        h = hashlib.sha256()
+        for path in _sources(root):
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + _file_digest(path) + b"\0")
+        if h.hexdigest() not in _BUILT:
+            _BUILT[h.hexdigest()] = _build(root)
+    except (OSError, subprocess.SubprocessError) as e:  # an unreadable file, a full disk, a build past its time
+        raise WheelError(f"it could not be built from {root} ({type(e).__name__}: {str(e)[:200]})") from None
     return _BUILT[h.hexdigest()]
 
 
+def _file_digest(path: Path) -> bytes:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.digest()
+
+
 def _sources(root: Path) -> Iterator[Path]:
-    """The files of :data:`SOURCES` under ``root`` (no ``__pycache__``), in a fixed order."""
+    """The files of :data:`SOURCES` under ``root`` that git tracks when ``root`` is a git checkout (a file a user
+    left in pgra/ is not shipped), else every one (no ``__pycache__``); never a link; in a fixed order."""
+    tracked = _tracked(root)
     for name in SOURCES:
         path = root / name
-        if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-        elif path.is_file():
-            yield path
+        found = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
+        yield from (p for p in found if not p.is_symlink() and "__pycache__" not in p.parts
+                    and (tracked is None or p.relative_to(root).as_posix() in tracked))
+
+
+def _tracked(root: Path) -> set[str] | None:
+    """The files git tracks in ``root`` when ``root`` is the top of a git checkout, else None."""
+    try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=30)
+        if top.returncode or Path(top.stdout.strip()).resolve() != root.resolve():
+            return None
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, timeout=60,
+                                check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name}
 
 
 def _build(root: Path) -> tuple[str, bytes]:

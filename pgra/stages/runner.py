@@ -97,10 +97,14 @@ def run_stage(stage: Any, config: Any, ctx: Any = None) -> Path:
         return out
     folders = {name: Path(getattr(config, name)) for name in stage.reads}
     opened = {name: _stage_named(name).open(folder) for name, folder in folders.items()}
+    task = next((m["task"] for m in opened.values() if "task" in m), None)
+    if task is None:  # refused before any work: its manifest names the task every later stage reads
+        raise InputError(f"the {stage.family} stage reads no folder that records a task (reads: "
+                         f"{', '.join(stage.reads) or 'none'}): a stage built by the runner reads the candidates or "
+                         "a stage after them", field="reads")
     run = StageRun(out, key={"config": to_dict(config), "inputs": {n: folder_fingerprint(f) for n, f in
                                                                     folders.items()}}).begin()
     fields = stage.build(config, opened, run)
-    task = next((m["task"] for m in opened.values() if "task" in m), None)
     return run.finish(stage.kind, task, {**fields, "counts": run.counts},
                       {name: input_record(folder, out) for name, folder in folders.items()}, config)
 

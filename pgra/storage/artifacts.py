@@ -434,6 +434,10 @@ def source_commit() -> str | None:
 
     root = Path(__file__).resolve().parents[2]  # pgra/<room>/<module>.py
     try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        if Path(top).resolve() != root:  # pgra installed in a venv inside another project: not pgra's commit
+            return None
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
