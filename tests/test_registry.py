@@ -133,11 +133,18 @@ def test_a_part_of_the_wrong_type_is_refused_by_every_family():
         wrong = type("Wrong", (), {"name": "toy_wrong", "family": "toy_wrong", "__module__": "elsewhere"})
         for part in (wrong, wrong()):
             with pytest.raises(InputError, match=f"elsewhere:Wrong registers the {registry.kind} 'toy_wrong', "
-                                                 f"which is not a {registry.base.__module__}"):
+                                                 f"which is not (a|a subclass of) {registry.base.__module__}"):
                 registry.register(part)
         assert "toy_wrong" not in registry
     reg: Registry[type] = Registry("widget", base=int)
     assert reg.register(bool, name="flag") is bool  # a subclass is one
+    with pytest.raises(InputError, match="which is not a subclass of builtins.int"):
+        reg.register(True, name="instance")  # an instance where classes belong: it would fail only when called
+    counts: Registry[int] = Registry("count", base=int, instances=True)
+    assert counts.register(3, name="three") == 3
+    with pytest.raises(InputError, match="which is not a builtins.int"):
+        counts.register(bool, name="a_class")  # a class where instances belong
+    assert "instance" not in reg and "a_class" not in counts
 
 
 def test_a_plug_in_s_own_method_may_replace_the_one_pgra_made_from_its_reranker():

@@ -70,7 +70,8 @@ BUILTIN = ("consistency", "sweep", "retrievers", "differences", "calibration", "
 SHOWN = ("consistency", "sweep", "retrievers", "differences", "calibration", "leakage", "attribution", "ceiling",
          "cost", "case_study")  # the analyses those modules register, in that order
 ANALYSES: Registry[Analysis] = Registry("analysis", __package__, BUILTIN, field="analysis.analyses",
-                                        module_of=lambda a: defined_in(a.compute), base=Analysis)  # whose file computes it
+                                        module_of=lambda a: defined_in(a.compute), base=Analysis,
+                                        instances=True)  # whose file computes it
 
 
 def register_analysis(analysis: Analysis) -> Analysis:

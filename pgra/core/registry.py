@@ -62,9 +62,10 @@ class Registry(dict[str, T]):
 
     def __init__(self, kind: str, package: str | None = None, builtin: Iterable[str] = (), field: str | None = None,
                  name_of: Callable[[Any], str] | None = None, module_of: Callable[[Any], str] = defined_in,
-                 hyphens: bool = False, base: type | None = None) -> None:
+                 hyphens: bool = False, base: type | None = None, instances: bool = False) -> None:
         super().__init__()
         self.kind, self.package, self.builtin, self.base = kind, package, tuple(builtin), base
+        self.instances = instances  # its parts are instances of ``base`` (the analyses), else subclasses
         self.field = field or kind
         self._name_of = name_of or (lambda part: getattr(part, "name", ""))
         self._module_of, self.hyphens = module_of, hyphens
@@ -91,9 +92,10 @@ class Registry(dict[str, T]):
             raise InputError(f"{self._where(part)} registers the {self.kind} {shorten(key)}: a {self.kind}'s name "
                              f"holds ASCII letters, digits{', -' if self.hyphens else ''} and _, not starting with a "
                              "digit")
-        if self.base is not None and not _is_a(part, self.base):
-            raise InputError(f"{self._where(part, defined_in)} registers the {self.kind} '{key}', which is not a "
-                             f"{self.base.__module__}.{self.base.__qualname__}")
+        if self.base is not None and not _is_a(part, self.base, self.instances):
+            raise InputError(f"{self._where(part, defined_in)} registers the {self.kind} '{key}', which is not "
+                             f"{'a' if self.instances else 'a subclass of'} {self.base.__module__}."
+                             f"{self.base.__qualname__}")
         held = self.get(key)
         if held is not None and held is not part:
             self._check_clash(key, held, part)
@@ -180,9 +182,12 @@ class Registry(dict[str, T]):
         return f"Registry({self.kind!r}, {list(self)})"
 
 
-def _is_a(part: Any, base: type) -> bool:
-    """Whether ``part`` is a subclass of ``base`` (a family of classes) or an instance of it."""
-    return issubclass(part, base) if isinstance(part, type) else isinstance(part, base)
+def _is_a(part: Any, base: type, instances: bool) -> bool:
+    """Whether ``part`` is an instance of ``base`` (``instances``) or a subclass of it (a family of classes): an
+    instance where a class belongs, or a class where an instance does, is neither."""
+    if isinstance(part, type):
+        return not instances and issubclass(part, base)
+    return instances and isinstance(part, base)
 
 
 PLUGIN_GROUP = "pgra.plugins"  # the entry-point group a package's plug-in modules are declared in
