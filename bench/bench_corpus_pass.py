@@ -1,5 +1,5 @@
 """The corpus pass's throughput: the first N demo corpus sentences embedded under a task's reranking prompt into a
-fresh evidence cache (``pgra.rerank.corpus_pass.embed_rows``, what ``rerank.corpus_pass`` runs), per LM precision,
+fresh evidence cache (``pgra.rerank.prompt_guided.corpus_pass.embed_rows``, what ``rerank.corpus_pass`` runs), per LM precision,
 extrapolated linearly to the whole demo corpus (the pass's cost is linear in the sentences it embeds). On cores
 shared with other jobs the wall-clock stretches: the CPU seconds over the threads estimate the time with the cores
 to itself.
@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pgra.rerank.cache import EmbeddingCache
 from pgra.rerank.config import RerankConfig
-from pgra.rerank.core import PromptGuidedReranker
-from pgra.rerank.corpus_pass import embed_rows
-from pgra.rerank.embedder import LMEmbedder
+from pgra.rerank.prompt_guided.cache import EmbeddingCache
+from pgra.rerank.prompt_guided.corpus_pass import embed_rows
+from pgra.rerank.prompt_guided.embedder import LMEmbedder
+from pgra.rerank.prompt_guided.in_memory import PromptGuidedReranker
 from pgra.runtime.device import cpu_flags
 from pgra.runtime.distributed import DistContext
 from pgra.selection import get_selector

@@ -6,7 +6,7 @@ inputs, one after the other:
 
 - **reranking**: the first N test inputs' first-stage top-k MiniLM candidates (the demo's index), reranked by
   SmolLM2-135M with the demo's shared demonstrations (``paper`` selection, seed 13) into their top d
-  (``pgra.rerank.core.PromptGuidedReranker``, no evidence cache); agreement = share of inputs whose top d (as a set) is the
+  (``pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker``, no evidence cache); agreement = share of inputs whose top d (as a set) is the
   same, and the largest difference of a kept candidate's reranker probability;
 - **in-context learning**: the same N test inputs classified from m random demonstrations of a fixed pool
   (``pgra.icl.classify.ICLClassifier``); agreement = share of equal predicted labels, and the largest difference
@@ -37,8 +37,8 @@ import torch
 from pgra.core.config import from_dict
 from pgra.icl.classify import ICLClassifier
 from pgra.icl.config import ICLConfig
-from pgra.rerank.core import PromptGuidedReranker
-from pgra.rerank.embedder import LMEmbedder
+from pgra.rerank.prompt_guided.embedder import LMEmbedder
+from pgra.rerank.prompt_guided.in_memory import PromptGuidedReranker
 from pgra.retrieval.index import Index
 from pgra.runtime.device import cpu_flags
 from pgra.selection import get_selector

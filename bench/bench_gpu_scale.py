@@ -138,7 +138,7 @@ def _flat_index(n: int, dim: int, rng) -> tuple[float, float]:
 
 
 def bench_reranker(name: str, args, device, dtype, rng) -> dict:
-    from pgra.rerank.embedder import LMEmbedder
+    from pgra.rerank.prompt_guided.embedder import LMEmbedder
 
     model = build(name, args.tiny, device, dtype)
     cfg = model.config

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from pgra.lm.prompts import ANSWER_CUE, demo_prefix
-from pgra.rerank.cache import EmbeddingCache
-from pgra.rerank.embedder import LMEmbedder, shared_head
+from pgra.rerank.prompt_guided.cache import EmbeddingCache
+from pgra.rerank.prompt_guided.embedder import LMEmbedder, shared_head
 from pgra.retrieval.index import Index
 from pgra.selection import get_selector
 from pgra.tasks import get_task, load_task

@@ -1,7 +1,7 @@
 """Reranking time against k, the first-stage candidates reranked per input (demo reranker, CPU).
 
 The first N MR test inputs' top-k MiniLM candidates (the demo's index) reranked by SmolLM2-135M with the demo's 8
-shared demonstrations into their top d=2 (``pgra.rerank.core.PromptGuidedReranker``, no evidence cache), for each k in one
+shared demonstrations into their top d=2 (``pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker``, no evidence cache), for each k in one
 process on the same inputs. Per k it prints the seconds, the distinct candidate sentences (each is embedded once
 per call, so the cost follows them rather than the k x N slots) and the LM tokens run, and fits seconds against
 distinct sentences: the per-sentence cost and the fixed part (the shared head and the queries).
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pgra.rerank.core import PromptGuidedReranker
-from pgra.rerank.embedder import LMEmbedder
+from pgra.rerank.prompt_guided.embedder import LMEmbedder
+from pgra.rerank.prompt_guided.in_memory import PromptGuidedReranker
 from pgra.retrieval.index import Index
 from pgra.runtime.cost import meter
 from pgra.selection import get_selector

@@ -36,7 +36,7 @@ _EXPORTS = {
     # stage functions
     "build_index": "pgra.retrieval.build",
     "retrieve": "pgra.retrieval.retrieve",
-    "rerank": "pgra.rerank.reranker",
+    "rerank": "pgra.rerank.prompt_guided.rerank_stage",
     "train": "pgra.reader.train",
     # tasks
     "get_task": "pgra.tasks",
@@ -50,12 +50,12 @@ _EXPORTS = {
     "RETRIEVERS": "pgra.retrieval",
     "DenseEncoder": "pgra.retrieval.encoder",
     # stage 2
-    "LMEmbedder": "pgra.rerank.embedder",
+    "LMEmbedder": "pgra.rerank.prompt_guided.embedder",
     "build_prompt": "pgra.lm.prompts",
     "demo_prefix": "pgra.lm.prompts",
     "ANSWER_CUE": "pgra.lm.prompts",
-    "score_candidates": "pgra.rerank.scoring",
-    "PromptGuidedReranker": "pgra.rerank.core",
+    "score_candidates": "pgra.rerank.prompt_guided.scoring",
+    "PromptGuidedReranker": "pgra.rerank.prompt_guided.in_memory",
     "Reranker": "pgra.rerank.base",
     "RERANKERS": "pgra.rerank.base",
     "register_reranker": "pgra.rerank.base",

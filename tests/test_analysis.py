@@ -139,7 +139,7 @@ def _lines(path: Path) -> list[dict]:
 def finished(tmp_path, corpus_txt, sky_task, tiny_opt, tiny_t5, monkeypatch):
     """A finished grid (no_retrieval, fid, pgra; one seed) whose reranker read only the first 4 of 8 candidates;
     every text the reranker's LM embeds is recorded (``embedded``)."""
-    from pgra.rerank.embedder import LMEmbedder
+    from pgra.rerank.prompt_guided.embedder import LMEmbedder
 
     embedded: list[tuple[str, str]] = []
     real = LMEmbedder.embed

@@ -10,7 +10,7 @@ import pytest
 
 from pgra.lm.label_scoring import LabelScorer
 from pgra.lm.prompts import ANSWER_CUE, build_prompt, demo_prefix
-from pgra.rerank.embedder import LMEmbedder
+from pgra.rerank.prompt_guided.embedder import LMEmbedder
 from tests.conftest import SENTENCES
 from tests.test_embedder import DEMOS, TASK
 

@@ -14,9 +14,10 @@ import pytest
 from pgra.core.config import result_settings, to_dict
 from pgra.core.errors import InputError
 from pgra.core.faults import ENV, KILLED_EXIT
-from pgra.rerank.embedder import LMEmbedder
-from pgra.rerank.full_search import full_search
-from pgra.rerank.reranker import RerankConfig, rerank
+from pgra.rerank.config import RerankConfig
+from pgra.rerank.prompt_guided.embedder import LMEmbedder
+from pgra.rerank.prompt_guided.full_search import full_search
+from pgra.rerank.prompt_guided.rerank_stage import rerank
 from tests import numerics
 from tests.conftest import SENTENCES
 
@@ -247,7 +248,7 @@ def test_pgra_full_runs_beside_fid_and_pgra_in_a_grid(tmp_path, corpus_txt, sky_
         Pipeline.load(run)
     with pytest.raises(InputError, match="export the run with --copy-index"):
         Pipeline.load(pointed)
-    from pgra.rerank.cache import EmbeddingCache
+    from pgra.rerank.prompt_guided.cache import EmbeddingCache
 
     opened, real = [], EmbeddingCache.__init__
     monkeypatch.setattr(EmbeddingCache, "__init__",

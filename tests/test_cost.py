@@ -55,7 +55,7 @@ def test_dominance_by_hand():
 
 def test_the_meter_counts_what_each_model_ran(tiny_opt, tiny_bert):
     from pgra.lm.label_scoring import LabelScorer
-    from pgra.rerank.embedder import LMEmbedder
+    from pgra.rerank.prompt_guided.embedder import LMEmbedder
     from pgra.retrieval.encoder import DenseEncoder
 
     before = meter.snapshot()

@@ -87,7 +87,7 @@ def test_demo_dense_index_on_a_slice(tmp_path):
 
 def test_smollm2_prefix_cache_matches_naive_and_keeps_top_d():
     from pgra.lm.prompts import ANSWER_CUE, build_prompt, demo_prefix
-    from pgra.rerank.embedder import LMEmbedder
+    from pgra.rerank.prompt_guided.embedder import LMEmbedder
     from pgra.selection import get_selector
 
     lm = demo_asset("models/smollm2-135m")

@@ -60,7 +60,8 @@ def test_two_nodes_build_and_rerank_equal_one_process(corpus_txt, tmp_path, tiny
     shards and the reranker fills disjoint rows of one shared embedding cache, with the single-process results."""
     import json
 
-    from pgra.rerank.reranker import RerankConfig, rerank
+    from pgra.rerank.config import RerankConfig
+    from pgra.rerank.prompt_guided.rerank_stage import rerank
 
     single = build_index(IndexConfig(corpus=str(corpus_txt), out=str(tmp_path / "single"), show_progress=False,
                                      dense=DenseConfig(encoder=str(tiny_bert), batch_size=4, shard_size=5)))
@@ -230,7 +231,7 @@ def test_an_embedding_cache_written_by_ranks_on_several_hosts_is_refused(tmp_pat
     """The reranker's memory-mapped cache is written in place: ranks on two nodes (hostnames mocked) are refused in
     one line naming cache_dir, before anything is written; ranks on one host open it."""
     from pgra.core.errors import InputError
-    from pgra.rerank import corpus_pass
+    from pgra.rerank.prompt_guided import corpus_pass
     from pgra.runtime.distributed import DistContext
 
     key = {"lm": "x", "rows": "queries:test"}

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from pgra.lm.prompts import ANSWER_CUE, build_prompt, demo_prefix
-from pgra.rerank.embedder import LMEmbedder
+from pgra.rerank.prompt_guided.embedder import LMEmbedder
 from pgra.tasks import Example, get_task
 from tests import numerics
 from tests.conftest import SENTENCES
@@ -31,7 +31,7 @@ def test_prefix_cache_matches_naive_reference(tiny_lm):
 
 
 def test_a_model_the_shared_prefix_attention_does_not_match_falls_back_exactly(tiny_opt, monkeypatch):
-    from pgra.rerank import prefix_attention
+    from pgra.rerank.prompt_guided import prefix_attention
 
     def wrong(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kw):
         return torch.zeros_like(query).transpose(1, 2), None
@@ -77,7 +77,7 @@ def test_long_text_is_truncated_never_the_prefix_or_cue(tiny_opt):
 
 def test_the_template_head_is_shared_too(tiny_opt):
     """Only each text's own tokens, the template's tail and the cue run per text: the token floor."""
-    from pgra.rerank.embedder import shared_head
+    from pgra.rerank.prompt_guided.embedder import shared_head
 
     emb = LMEmbedder(str(tiny_opt))
     prefix = demo_prefix(TASK, DEMOS)
@@ -92,7 +92,7 @@ def test_the_template_head_is_shared_too(tiny_opt):
 
 
 def test_seam_groups_take_the_longest_matching_split():
-    from pgra.rerank.embedder import SEAM_BACKOFF, seam_groups
+    from pgra.rerank.prompt_guided.embedder import SEAM_BACKOFF, seam_groups
 
     head = list(range(10, 20))
     seqs = [head + [1, 2],                      # the whole head, then its own tokens
@@ -106,7 +106,7 @@ def test_seam_groups_take_the_longest_matching_split():
 
 def test_texts_merging_across_the_seam_continue_from_a_shorter_head_and_stay_exact(tiny_opt):
     """A head ending mid-word ("... posit" + "ive"): those texts split earlier, from a slice of the same cache."""
-    from pgra.rerank.embedder import seam_groups, shared_head
+    from pgra.rerank.prompt_guided.embedder import seam_groups, shared_head
 
     emb = LMEmbedder(str(tiny_opt), dtype="fp32")
     prefix = demo_prefix(TASK, DEMOS)

@@ -220,7 +220,7 @@ def test_the_lm_is_loaded_straight_onto_its_device(from_pretrained, tiny_opt, de
 def test_the_lm_options_device_map_reaches_the_embedder_and_label_scorer(from_pretrained, tiny_opt):
     from pgra.lm.label_scoring import LabelScorer
     from pgra.rerank.config import PromptGuidedConfig
-    from pgra.rerank.embedder import LMEmbedder
+    from pgra.rerank.prompt_guided.embedder import LMEmbedder
 
     settings = {**PromptGuidedConfig(device_map="auto").lm_settings(), "device": "cuda:0", "dtype": "bf16"}
     assert "device_map" not in PromptGuidedConfig().lm_settings()  # the default adds nothing

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from pgra.rerank.prefix_attention import shared_prefix, shared_prefix_attention
+from pgra.rerank.prompt_guided.prefix_attention import shared_prefix, shared_prefix_attention
 from tests import numerics
 
 

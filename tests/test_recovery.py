@@ -146,7 +146,7 @@ def test_a_damaged_embedding_cache_is_repaired_on_a_plain_rerun(damage, says, tm
 def test_cache_rows_past_a_cut_are_embedded_again_and_the_rest_kept(tmp_path):
     import numpy as np
 
-    from pgra.rerank.cache import EmbeddingCache
+    from pgra.rerank.prompt_guided.cache import EmbeddingCache
 
     cache = EmbeddingCache(tmp_path, {"k": 1}, 10, 4)
     unit = np.eye(4, dtype=np.float32)[[0, 1, 2, 3, 0, 1]]
@@ -167,7 +167,7 @@ def test_a_read_only_cache_is_mapped_read_only(tmp_path):
     write, and nothing can change it by mistake."""
     import numpy as np
 
-    from pgra.rerank.cache import EmbeddingCache
+    from pgra.rerank.prompt_guided.cache import EmbeddingCache
 
     unit = np.eye(4, dtype=np.float32)[[0, 1, 2]]
     EmbeddingCache(tmp_path, {"k": 1}, 3, 4).put(np.arange(3), unit)
@@ -184,7 +184,7 @@ def test_a_damaged_cache_is_refused_by_name_where_it_is_not_created(tmp_path):
     import numpy as np
 
     from pgra.core.errors import IncompleteArtifactError
-    from pgra.rerank.cache import EmbeddingCache
+    from pgra.rerank.prompt_guided.cache import EmbeddingCache
 
     cache = EmbeddingCache(tmp_path, {"k": 1}, 5, 3)
     cache.put(np.array([1, 3]), np.eye(3)[:2])
@@ -255,7 +255,7 @@ def test_a_skipped_damaged_checkpoint_does_not_outlive_the_new_ones(tmp_path, re
 def test_damaged_cache_rows_are_reported_once_and_only_by_the_reporting_rank(tmp_path, capsys):
     import numpy as np
 
-    from pgra.rerank.cache import EmbeddingCache
+    from pgra.rerank.prompt_guided.cache import EmbeddingCache
 
     cache = EmbeddingCache(tmp_path, {"k": 1}, 6, 4)
     cache.put(np.arange(3), np.eye(4, dtype=np.float32)[:3])

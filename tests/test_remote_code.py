@@ -103,7 +103,7 @@ def test_predict_never_trusts_a_reranked_manifest_or_an_icl_run(tmp_path, tiny_b
     from pgra.icl.config import ICLConfig
     from pgra.icl.run import ICLPredictor
     from pgra.rerank.config import RerankConfig
-    from pgra.rerank.core import PromptGuidedReranker
+    from pgra.rerank.prompt_guided.in_memory import PromptGuidedReranker
     from pgra.storage.artifacts import write_manifest
 
     lm = tmp_path / "lm"

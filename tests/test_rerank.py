@@ -10,8 +10,9 @@ import pytest
 
 from pgra.core.errors import IncompleteArtifactError, InputError, StaleArtifactError
 from pgra.lm.prompts import build_prompt
-from pgra.rerank.embedder import LMEmbedder
-from pgra.rerank.reranker import RerankConfig, rerank
+from pgra.rerank.config import RerankConfig
+from pgra.rerank.prompt_guided.embedder import LMEmbedder
+from pgra.rerank.prompt_guided.rerank_stage import rerank
 from pgra.retrieval.index import IndexConfig, build_index
 from pgra.selection import get_selector
 from pgra.tasks import Example, get_task
@@ -219,7 +220,7 @@ def test_in_memory_reranker_replays_the_stage(candidates, tmp_path, tiny_opt, ti
     """``PromptGuidedReranker.load(folder).rerank(texts, candidates)`` gives the stage's top d: with the evidence cache, without
     it, without a corpus (the candidates' own texts), and with per-query demonstrations."""
     from pgra.data.corpus import CorpusStore
-    from pgra.rerank.core import PromptGuidedReranker
+    from pgra.rerank.prompt_guided.in_memory import PromptGuidedReranker
     from pgra.selection import SelectorSettings
 
     settings = SelectorSettings(encoder=str(tiny_bert), pooler="mean", cache_dir=str(tmp_path / "sel"))

@@ -16,7 +16,7 @@ from pgra.core.config import from_dict, to_dict
 from pgra.core.errors import InputError
 from pgra.rerank.base import RERANKERS, Reranker
 from pgra.rerank.config import RerankConfig
-from pgra.rerank.reranker import rerank
+from pgra.rerank.prompt_guided.rerank_stage import rerank
 from tests import numerics
 
 
@@ -371,8 +371,8 @@ def test_a_grid_with_several_rerankers(tmp_path, corpus_txt, sky_task, tiny_opt,
 def test_prompt_guided_through_the_interface_scores_as_the_stage_does(tiny_opt):
     """The registered prompt-guided reranker (in memory, given demonstrations) keeps what the in-memory reranker
     the stage and Pipeline use keeps, with the same probabilities."""
-    from pgra.rerank.core import PromptGuidedReranker as StageReranker
-    from pgra.rerank.prompt_guided import PromptGuided
+    from pgra.rerank.prompt_guided.in_memory import PromptGuidedReranker as StageReranker
+    from pgra.rerank.prompt_guided.reranker import PromptGuided
     from pgra.tasks import Example
     from tests.conftest import SENTENCES, TASK
 

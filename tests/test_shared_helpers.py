@@ -11,7 +11,7 @@ import torch
 from pgra.core.errors import IncompleteArtifactError, InputError, StaleArtifactError
 from pgra.data.hfdata import MissingSplitError, open_hf_dataset
 from pgra.lm.tokens import fit_text, pad_sequences
-from pgra.rerank.scoring import score_candidates
+from pgra.rerank.prompt_guided.scoring import score_candidates
 from pgra.storage.artifacts import read_manifest, write_manifest
 from pgra.tasks import get_task, task_from_manifest
 from tests import numerics

@@ -6,7 +6,7 @@ from .command import Command, run_distributed
 
 
 def run(cfg) -> None:
-    from ..rerank.reranker import rerank
+    from ..rerank.prompt_guided.rerank_stage import rerank
     from ..rerank.stage import summary
 
     ctx, out = run_distributed(rerank, cfg)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 DEFAULT = "prompt_guided"
 # the rerankers that ship with pgra, one module each (importing one registers it)
-BUILTIN = ("prompt_guided", "cross_encoder", "query_likelihood", "mmr", "random")
+BUILTIN = ("prompt_guided.reranker", "cross_encoder", "query_likelihood", "mmr", "random")
 
 
 def ranked(ctxs: Sequence[dict[str, Any]], scores: np.ndarray, top_d: int) -> list[dict[str, Any]]:

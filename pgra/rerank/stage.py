@@ -16,7 +16,7 @@ from ..tasks import task_from_manifest
 from .base import DEFAULT
 
 RERANKED_KIND = "reranked"
-FULL_SEARCH_KIND = "full_search"  # pgra_full's folder (pgra.rerank.full_search), a reranked folder's twin
+FULL_SEARCH_KIND = "full_search"  # pgra_full's folder (pgra.rerank.prompt_guided.full_search), a reranked folder's twin
 
 
 def train_queries(cfg: Any, train: list[dict[str, Any]], demos: Sequence[Any]) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """The second stages, each reading a task's ``candidates``: a reranker's top d (``reranked`` for the prompt-guided
 one, ``reranked-<name>``: each reranker's own stage, :meth:`Reranker.run_stage`) and ``full_search`` (``pgra_full``'s
-top d of the whole corpus, :mod:`pgra.rerank.full_search`). Their keys are what they always were: the reranker's
+top d of the whole corpus, :mod:`pgra.rerank.prompt_guided.full_search`). Their keys are what they always were: the reranker's
 settings (:meth:`Reranker.key_settings`; the full search's: the prompt-guided one's but ``k``) and the candidates'.
 """
 
@@ -15,7 +15,7 @@ from ..runtime.cost import Priced
 from ..stages import CTX_BYTES, STAGES, Carried, Stage, StageRequest
 from ..storage.artifacts import MANIFEST, safe_name
 from .base import RERANKERS, reranker_class
-from .prompt_guided import PromptGuided
+from .prompt_guided.reranker import PromptGuided
 from .stage import FULL_SEARCH_KIND, RERANKED_KIND
 
 RERANKED = "reranked"
@@ -74,7 +74,7 @@ class RerankedStage(Stage):
         return {"rerank": reranker_class(self.reranker).key_settings(config), "candidates": request.keys["candidates"]}
 
     def run(self, config: Any, ctx: Any) -> Path:
-        from .reranker import rerank
+        from .prompt_guided.rerank_stage import rerank
 
         return rerank(config, ctx)
 
@@ -146,7 +146,7 @@ class FullSearchStage(Stage):
         return {"full_search": guided, "candidates": request.keys["candidates"]}
 
     def run(self, config: Any, ctx: Any) -> Path:
-        from .full_search import full_search
+        from .prompt_guided.full_search import full_search
 
         return full_search(config, ctx)
 
@@ -172,9 +172,9 @@ class FullSearchStage(Stage):
     def replay(cls, folder: Path, manifest: dict[str, Any], index: Any, device: str | None = None,
                trust_remote_code: bool = False, model: str | Path | None = None,
                store: Path | None = None) -> Any:
-        """The search of the whole corpus under the folder's prompt (:class:`~pgra.rerank.full_search.FullSearchReplay`:
+        """The search of the whole corpus under the folder's prompt (:class:`~pgra.rerank.prompt_guided.full_search.FullSearchReplay`:
         the corpus pass's embeddings must be where the folder recorded them, or in ``store``)."""
-        from .full_search import FullSearchReplay
+        from .prompt_guided.full_search import FullSearchReplay
 
         return FullSearchReplay.load(folder, index.corpus, device, trust_remote_code, lm=model, store=store)
 
@@ -182,7 +182,7 @@ class FullSearchStage(Stage):
     def carried(cls, folder: Path, manifest: dict[str, Any]) -> Carried:
         """Its demonstrations, its LM and the corpus pass's embeddings it searches (checked complete here)."""
         from ..core.errors import InputError
-        from .full_search import complete_store
+        from .prompt_guided.full_search import complete_store
 
         embedding = manifest.get("embedding")
         cache = embedding.get("cache") if isinstance(embedding, dict) else None

@@ -121,8 +121,8 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
     """Read and check everything the export of ``run`` writes (nothing is written yet); ``folder_name``: the
     export folder's name (the model card's)."""
     from .. import __version__
-    from ..rerank.core import candidates_of
     from ..rerank.families import stage_kinds, stage_of_kind
+    from ..rerank.prompt_guided.in_memory import candidates_of
     from ..retrieval.candidates_stage import CandidatesStage
     from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
     from ..storage.provenance import check_run_data, run_data
@@ -338,7 +338,7 @@ def _copy_store(cache: Path, store: Path) -> None:
     """Copy the cache folder ``cache`` (the corpus pass's vectors, checked complete when planned) into ``store``:
     its arrays byte for byte, its key with the LM's name (``lm_name``) :func:`portable` (the folder named by that
     key's hash, as the cache names its folders)."""
-    from ..rerank.cache import cache_key_hash
+    from ..rerank.prompt_guided.cache import cache_key_hash
     from ..storage.artifacts import read_json
 
     meta = read_json(cache / "key.json")

@@ -2,7 +2,7 @@
 
 The run's manifests lead back to everything: a reader run names its data folder; a reranked folder names its
 LM, demonstrations, k and d and its candidates folder; a candidates folder names its index and k. The
-reranking is the stage's own in-memory :class:`pgra.rerank.core.PromptGuidedReranker`, loaded from the reranked folder;
+reranking is the stage's own in-memory :class:`pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`, loaded from the reranked folder;
 evidence embeddings come from its cache when present (only missing sentences run the LM)::
 
     pipe = pgra.Pipeline.load("runs/demo-experiment/mr/pgra/seed-1")
@@ -28,8 +28,8 @@ from ..storage.artifacts import read_manifest, verify_run
 from ..storage.provenance import check_run_data, run_data
 
 if TYPE_CHECKING:
-    from ..rerank.core import PromptGuidedReranker
-    from ..rerank.full_search import FullSearchReplay
+    from ..rerank.prompt_guided.full_search import FullSearchReplay
+    from ..rerank.prompt_guided.in_memory import PromptGuidedReranker
     from ..rerank.stage import Replay
 
 
@@ -92,7 +92,7 @@ class Pipeline:
         manifest = read_manifest(data, stage_kinds())
         stage = stage_of_kind(manifest["kind"])
         if manifest["kind"] != CANDIDATES_KIND:  # a second stage's folder: it read these candidates
-            from ..rerank.core import candidates_of
+            from ..rerank.prompt_guided.in_memory import candidates_of
 
             if not stage.replayable:  # refused before any model loads
                 raise stage.not_replayable(data)

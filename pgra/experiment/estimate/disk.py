@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.errors import PgraError
-from ...rerank.cost_model import cache_bytes, cache_text, corpus_passed
 from ...rerank.families import get_stage
+from ...rerank.prompt_guided.cost_model import cache_bytes, cache_text, corpus_passed
 from ...retrieval.cost_model import corpus_lines, index_disk
 from ...runtime.sizes import folder_bytes, format_bytes, mean_line_bytes, model_bytes
 from .inputs import stage_embeddings
@@ -93,7 +93,7 @@ def _task_input_bytes(exp: GridView, task: str) -> float:
 
 
 def corpus_passed_by(exp: GridView, task: str, corpus: int | None) -> bool:
-    """Whether ``task``'s reranked stage embeds (or embedded) the whole corpus (:func:`pgra.rerank.cost_model.
+    """Whether ``task``'s reranked stage embeds (or embedded) the whole corpus (:func:`pgra.rerank.prompt_guided.cost_model.
     corpus_passed`)."""
     return corpus_passed(exp.rerank_config(task), exp.stage_dir(task, "reranked"), exp.stage_done(task, "reranked"),
                          corpus)

@@ -1,5 +1,5 @@
 """The bench fits a plan prices with: each part's share (:class:`~pgra.reader.fits.ReaderFits`,
-:class:`~pgra.rerank.cost_model.RerankFits`) over :class:`~pgra.runtime.cost.Fits`, read from this checkout's
+:class:`~pgra.rerank.prompt_guided.cost_model.RerankFits`) over :class:`~pgra.runtime.cost.Fits`, read from this checkout's
 ``bench/results`` for one device (on a GPU, the H100 runs ``gpu_plan_inputs.json`` and ``gpu_plan_cells.json`` name)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...reader.fits import ReaderFits
-from ...rerank.cost_model import RerankFits
+from ...rerank.prompt_guided.cost_model import RerankFits
 from ...runtime.cost import CPU_CELL_COSTS, CpuCellCosts
 
 GPU_PLAN_INPUTS = "gpu_plan_inputs.json"

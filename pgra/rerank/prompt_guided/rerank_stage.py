@@ -9,7 +9,7 @@ Per-query strategies (``random``, ``kate``, ``skill_knn``) give each query its o
 and its candidates share that query's prefix (its KV cache computed once per query), and the cache rows of a
 split are each query followed by its candidates, keyed by every query's demonstrations. Multi-process: ranks
 embed disjoint rows (or queries) of the caches, rank 0 scores and writes. The embedding and the scoring are the
-in-memory :class:`pgra.rerank.core.PromptGuidedReranker`'s (the one ``Pipeline`` replays); this module keeps the caches,
+in-memory :class:`pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`'s (the one ``Pipeline`` replays); this module keeps the caches,
 the processes and the folder.
 """
 
@@ -24,24 +24,24 @@ from typing import Any
 
 import numpy as np
 
-from ..core.config import check_config
-from ..core.errors import InputError
-from ..core.progress import progress
-from ..lm.prompts import demo_prefix, render_demo
-from ..retrieval.candidates_stage import StageInputs
-from ..runtime.distributed import DistContext, gather_objects, init_distributed, main_computes
-from ..selection import get_selector
-from ..selection.base import with_index_encoder
-from ..storage.artifacts import write_json
-from ..storage.lock import locks_output
-from ..tasks import Example, TaskSpec
-from .base import reranker_class
-from .config import RerankConfig
-from .core import RERANKED_KIND, PromptGuidedReranker, evidence_cache_key, prompt_key
+from ...core.config import check_config
+from ...core.errors import InputError
+from ...core.progress import progress
+from ...lm.prompts import demo_prefix, render_demo
+from ...retrieval.candidates_stage import StageInputs
+from ...runtime.distributed import DistContext, gather_objects, init_distributed, main_computes
+from ...selection import get_selector
+from ...selection.base import with_index_encoder
+from ...storage.artifacts import write_json
+from ...storage.lock import locks_output
+from ...tasks import Example, TaskSpec
+from ..base import reranker_class
+from ..config import RerankConfig
+from ..stage import train_queries
 from .corpus_pass import embed_rows as _embed_rows
 from .corpus_pass import open_cache as _open_cache
 from .corpus_pass import query_caches_of, run_corpus_pass
-from .stage import train_queries
+from .in_memory import RERANKED_KIND, PromptGuidedReranker, evidence_cache_key, prompt_key
 
 
 def demo_records(demos: list[Example]) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ without a cache, and each layer's attention computes two blocks and merges their
 It plugs into transformers' attention registry (``AttentionInterface`` / ``AttentionMaskInterface``) under
 :data:`NAME`, so any model that dispatches through the registry (Llama, SmolLM2, OPT, GPT-2, ...) uses it;
 :func:`shared_prefix` switches a model to it for one forward pass. Callers check it against the cache path
-once per model (:meth:`pgra.rerank.embedder.LMEmbedder`), since a model with its own attention quirks (GPT-2's
+once per model (:meth:`pgra.rerank.prompt_guided.embedder.LMEmbedder`), since a model with its own attention quirks (GPT-2's
 ``scale_attn_by_inverse_layer_idx``) may not match.
 """
 
@@ -63,7 +63,7 @@ def shared_prefix_attention(module, query: torch.Tensor, key: torch.Tensor, valu
     ``(n, w, heads, d)`` as transformers' attention functions do."""
     layers = _PREFIX.get()
     if layers is None:
-        raise RuntimeError(f"{NAME} attention used outside pgra.rerank.prefix_attention.shared_prefix()")
+        raise RuntimeError(f"{NAME} attention used outside pgra.rerank.prompt_guided.prefix_attention.shared_prefix()")
     head_k, head_v = layers[module.layer_idx]
     n, heads, w, d = query.shape
     kv_heads = key.shape[1]

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import PgraError
-from ..runtime.cost import Fits, fit_line
-from ..runtime.sizes import format_bytes, hidden_size
-from ..storage.artifacts import read_json
+from ...core.errors import PgraError
+from ...runtime.cost import Fits, fit_line
+from ...runtime.sizes import format_bytes, hidden_size
+from ...storage.artifacts import read_json
 
 
 @dataclass

@@ -4,9 +4,9 @@ p_j = softmax_j(q . e_j) over a query's k candidates, q and e_j the LM's last-to
 each candidate under the same prompt of m demonstrations. Its options are the rerank config's own top-level
 fields (``lm``, ``num_demos``, ``demo_selection``, ``demos``, ``cache_dir`` ... and the LM block), as before the
 family: its stage key is exactly the one prompt-guided folders always had. It is a member like any other: its
-stage (with the demonstrations' selection and the persistent embedding caches, :mod:`pgra.rerank.reranker`), its
+stage (with the demonstrations' selection and the persistent embedding caches, :mod:`pgra.rerank.prompt_guided.rerank_stage`), its
 folder's replay, what an export carries and its price are its class's; the in-memory scorer it shares with
-``Pipeline`` is :class:`pgra.rerank.core.PromptGuidedReranker`. This module stays light (no torch at import).
+``Pipeline`` is :class:`pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`. This module stays light (no torch at import).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import InputError
-from ..core.registry import plug_in_key
-from ..runtime.cost import Priced
-from ..stages import Carried
-from ..storage.artifacts import MANIFEST
-from .base import RERANKERS, Reranker
+from ...core.errors import InputError
+from ...core.registry import plug_in_key
+from ...runtime.cost import Priced
+from ...stages import Carried
+from ...storage.artifacts import MANIFEST
+from ..base import RERANKERS, Reranker
 
 
 @RERANKERS.register
@@ -43,7 +43,7 @@ class PromptGuided(Reranker):
         self._inner = None
 
     def load(self) -> None:
-        from .core import PromptGuidedReranker as Inner
+        from .in_memory import PromptGuidedReranker as Inner
 
         self._inner = Inner.from_config(self.cfg, self.task, self.demos)
 
@@ -60,14 +60,14 @@ class PromptGuided(Reranker):
         return out
 
     def cost(self):
-        from ..lm.causal_lm import LMCost
+        from ...lm.causal_lm import LMCost
 
         return self._inner.embedder.stats if self._inner is not None else LMCost()
 
     @classmethod
     def run_stage(cls, cfg: Any, ctx: Any = None) -> Path:
-        """Its stage, with the demonstrations' selection and the embedding caches (:mod:`pgra.rerank.reranker`)."""
-        from .reranker import prompt_guided_stage
+        """Its stage, with the demonstrations' selection and the embedding caches (:mod:`pgra.rerank.prompt_guided.rerank_stage`)."""
+        from .rerank_stage import prompt_guided_stage
 
         return prompt_guided_stage(cfg, ctx)
 
@@ -76,8 +76,8 @@ class PromptGuided(Reranker):
                    trust_remote_code: bool, model: str | Path | None) -> Any:
         """Its folder's LM, demonstrations and prompt (:meth:`PromptGuidedReranker.load`; only a per-query strategy
         that embeds with the index's encoder is given the loaded one)."""
-        from ..retrieval.base import recorded_encoder
-        from .core import PromptGuidedReranker
+        from ...retrieval.base import recorded_encoder
+        from .in_memory import PromptGuidedReranker
 
         per_query = bool(manifest.get("per_query_demonstrations"))
         encoder = index.encoder if per_query and recorded_encoder(index.manifest) else None
@@ -118,8 +118,8 @@ class PromptGuided(Reranker):
         """Every defining field of the rerank config but the other rerankers' sections, and the demonstrations'
         settings by their own key: what prompt-guided stage keys always held (and a plug-in's modules: a subclass's,
         its demonstration strategy's)."""
-        from ..core.config import result_settings
-        from ..selection.base import STRATEGIES, settings_key
+        from ...core.config import result_settings
+        from ...selection.base import STRATEGIES, settings_key
 
         others = tuple(f.name for f in fields(cfg) if f.name in RERANKERS and f.name != cls.name)
         return {**result_settings(cfg, without=("out", "candidates", *others)), "demos": settings_key(cfg.demos),

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import IncompleteArtifactError
-from ..core.faults import fault_point
-from ..storage.artifacts import write_json
+from ...core.errors import IncompleteArtifactError
+from ...core.faults import fault_point
+from ...storage.artifacts import write_json
 
 
 def cache_key_hash(key: dict[str, Any]) -> str:

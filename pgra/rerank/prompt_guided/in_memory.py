@@ -21,23 +21,23 @@ from typing import Any
 
 import numpy as np
 
-from ..core.config import from_dict
-from ..core.errors import InputError, StaleArtifactError
-from ..data.corpus import CorpusStore
-from ..data.interchange import read_records
-from ..lm.loading import remote_code_allowed
-from ..lm.prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
-from ..selection import get_selector
-from ..selection.base import Selector, with_index_encoder
-from ..storage.artifacts import MANIFEST, read_json, read_manifest
-from ..storage.provenance import check_unchanged, recorded_folder
-from ..tasks import Example, TaskSpec, task_from_manifest
-from .base import ranked
+from ...core.config import from_dict
+from ...core.errors import InputError, StaleArtifactError
+from ...data.corpus import CorpusStore
+from ...data.interchange import read_records
+from ...lm.loading import remote_code_allowed
+from ...lm.prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
+from ...selection import get_selector
+from ...selection.base import Selector, with_index_encoder
+from ...storage.artifacts import MANIFEST, read_json, read_manifest
+from ...storage.provenance import check_unchanged, recorded_folder
+from ...tasks import Example, TaskSpec, task_from_manifest
+from ..base import ranked
+from ..config import RerankConfig, rerank_config
+from ..stage import RERANKED_KIND
 from .cache import EmbeddingCache
-from .config import RerankConfig, rerank_config
 from .embedder import LMEmbedder
 from .scoring import score_candidates
-from .stage import RERANKED_KIND
 
 # one query's vectors: (its embedding, its candidates' embeddings in candidate order)
 Vectors = Callable[[int], tuple[np.ndarray, np.ndarray]]

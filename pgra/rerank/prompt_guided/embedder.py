@@ -20,12 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..core.errors import InputError
-from ..core.progress import progress
-from ..lm.causal_lm import CausalLM, LMCost, expand_cache
-from ..lm.kv import SEAM_BACKOFF
-from ..lm.tokens import fit_text, pad_sequences
-from ..storage.artifacts import model_fingerprint
+from ...core.errors import InputError
+from ...core.progress import progress
+from ...lm.causal_lm import CausalLM, LMCost, expand_cache
+from ...lm.kv import SEAM_BACKOFF
+from ...lm.tokens import fit_text, pad_sequences
+from ...storage.artifacts import model_fingerprint
 from . import prefix_attention
 
 _SENTINEL = "\x00pgra-text\x00"

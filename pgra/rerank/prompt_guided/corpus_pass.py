@@ -4,12 +4,12 @@ stage's plumbing it shares (reading a candidates split, filling the keyed caches
 ``rerank.corpus_pass`` (``pgra rerank --corpus-pass``): ``candidates`` embeds the union of every split's retrieved
 candidates (all k of them, every split of the candidates folder) and every split's queries; ``corpus`` embeds every
 corpus sentence as well. The rows go into the same keyed evidence and query caches the per-candidate path fills
-(:mod:`pgra.rerank.reranker`), split over ranks, chunk by chunk (a killed pass resumes from its last chunk), with
+(:mod:`pgra.rerank.prompt_guided.rerank_stage`), split over ranks, chunk by chunk (a killed pass resumes from its last chunk), with
 one progress line and its ETA. After it, reranking at any k up to the retrieved one (``corpus``: any retrieval,
 any k) reads the caches and runs no LM. The union of candidates is never larger than the corpus; ``corpus`` is
 for what the candidates cannot cover: a later retrieval at a larger k, and ``pgra_full``.
 
-``pgra_full``'s stage (:mod:`pgra.rerank.full_search`) searches the corpus pass's vectors of every corpus sentence
+``pgra_full``'s stage (:mod:`pgra.rerank.prompt_guided.full_search`) searches the corpus pass's vectors of every corpus sentence
 with each input's prompted embedding: the reranker at k = the corpus, without a first stage.
 """
 
@@ -23,17 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import InputError
-from ..core.faults import fault_point
-from ..core.progress import progress
-from ..data.corpus import CorpusStore
-from ..retrieval.candidates_stage import load_split
-from ..runtime.distributed import DistContext, gather_objects
-from ..tasks import Example, TaskSpec
+from ...core.errors import InputError
+from ...core.faults import fault_point
+from ...core.progress import progress
+from ...data.corpus import CorpusStore
+from ...retrieval.candidates_stage import load_split
+from ...runtime.distributed import DistContext, gather_objects
+from ...tasks import Example, TaskSpec
+from ..config import RerankConfig
+from ..stage import train_queries
 from .cache import EmbeddingCache
-from .config import RerankConfig
-from .core import PromptGuidedReranker, evidence_cache_key, prompt_key
-from .stage import train_queries
+from .in_memory import PromptGuidedReranker, evidence_cache_key, prompt_key
 
 
 def embed_rows(reranker: PromptGuidedReranker, cache: EmbeddingCache, rows: np.ndarray, texts_of, demos: list[Example],

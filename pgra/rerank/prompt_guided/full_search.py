@@ -1,7 +1,7 @@
 """``pgra_full``'s stage: prompt-guided retrieval without a first stage.
 
 Each input's prompted embedding searches every corpus sentence's prompted embedding (a faiss flat inner-product
-index over the corpus pass's vectors, :mod:`pgra.rerank.corpus_pass`); its top d go to the reader. Ranking by inner
+index over the corpus pass's vectors, :mod:`pgra.rerank.prompt_guided.corpus_pass`); its top d go to the reader. Ranking by inner
 product is ranking by Eq. 3's probability over the whole corpus (a softmax keeps the order): the reranker at
 k = the corpus. The folder is a reranked folder's twin (kind ``full_search``; ``score`` is the inner product).
 """
@@ -14,18 +14,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import InputError
-from ..lm.prompts import demo_prefix
-from ..retrieval.candidates_stage import StageInputs
-from ..runtime.distributed import DistContext, gather_objects, init_distributed, main_computes
-from ..storage.artifacts import MANIFEST, write_json
-from ..storage.lock import locks_output
+from ...core.errors import InputError
+from ...lm.prompts import demo_prefix
+from ...retrieval.candidates_stage import StageInputs
+from ...runtime.distributed import DistContext, gather_objects, init_distributed, main_computes
+from ...storage.artifacts import MANIFEST, write_json
+from ...storage.lock import locks_output
+from ..config import RerankConfig, rerank_config
+from ..stage import FULL_SEARCH_KIND, train_queries
 from .cache import EmbeddingCache
-from .config import RerankConfig, rerank_config
-from .core import PromptGuidedReranker, evidence_cache_key, prompt_key
 from .corpus_pass import query_caches_of, run_corpus_pass
-from .reranker import _select, demo_records
-from .stage import FULL_SEARCH_KIND, train_queries
+from .in_memory import PromptGuidedReranker, evidence_cache_key, prompt_key
+from .rerank_stage import _select, demo_records
 
 # what to do where a pgra_full run's corpus-pass embeddings are not found
 WHERE_EMBEDDINGS = ("predict where the experiment ran, run its full_search stage here, or export the run with "
@@ -104,11 +104,11 @@ class FullSearchReplay:
         cache that is gone (another machine) or incomplete is an InputError saying so. ``lm``: the LM's folder when
         not where the manifest says (an export's copy); ``store``: the folder holding the cache (an export's copy,
         ``store/``), the same vectors or refused."""
-        from ..core.config import from_dict
-        from ..core.errors import StaleArtifactError
-        from ..lm.loading import remote_code_allowed
-        from ..storage.artifacts import read_json, read_manifest
-        from ..tasks import Example, task_from_manifest
+        from ...core.config import from_dict
+        from ...core.errors import StaleArtifactError
+        from ...lm.loading import remote_code_allowed
+        from ...storage.artifacts import read_json, read_manifest
+        from ...tasks import Example, task_from_manifest
         from .embedder import LMEmbedder
 
         folder = Path(folder)
@@ -155,7 +155,7 @@ class FullSearchReplay:
 def complete_store(cache: str | Path) -> dict:
     """The ``key.json`` record of the corpus pass's cache folder ``cache`` (a full_search folder's
     ``embedding.cache``) when every row of it is filled; an InputError saying what is missing otherwise."""
-    from ..storage.artifacts import read_json
+    from ...storage.artifacts import read_json
 
     cache = Path(cache)
     try:  # read only: the exporter may not own the cache
@@ -178,7 +178,7 @@ def complete_store(cache: str | Path) -> dict:
 def _stored_key(store: Path, key: dict, folder: Path) -> dict:
     """The key of the cache in ``store`` (an export's copy) that holds ``key``'s vectors: the same in every part but
     the name the LM had (``lm_name``, a path of the machine the cache was made on); an InputError when none does."""
-    from ..storage.artifacts import read_json
+    from ...storage.artifacts import read_json
 
     want = {k: v for k, v in json.loads(json.dumps(key)).items() if k != "lm_name"}
     for meta_path in sorted(store.glob("*/key.json")):
