@@ -36,7 +36,7 @@ _EXPORTS = {
     # stage functions
     "build_index": "pgra.retrieval.build",
     "retrieve": "pgra.retrieval.retrieve",
-    "rerank": "pgra.rerank.prompt_guided.rerank_stage",
+    "rerank": "pgra.rerank.stage",
     "train": "pgra.reader.train",
     # tasks
     "get_task": "pgra.tasks",

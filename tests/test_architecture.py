@@ -30,6 +30,11 @@ FLOORS: list[tuple[str, ...]] = [
     ("pgra.cli", "pgra"),                     # the commands and the package's public names
 ]
 LOOSE = {"stages"}  # the one module still directly under pgra/ (a folder of its own in issue 70 item 1)
+# the paper's reranker: a folder of pgra.rerank beside the other families, which the shared modules reach through the
+# reranker registry (base.py's BUILTIN), not by import. The one that still imports it: stages.py, whose full_search
+# stage (pgra_full's) is the prompt-guided reranker's and still lives among the shared second stages
+PROMPT_GUIDED = "pgra.rerank.prompt_guided"
+IMPORT_PROMPT_GUIDED = {"pgra.rerank.stages"}
 
 
 def _module(path: Path) -> str:
@@ -130,6 +135,20 @@ def test_the_floors_name_every_package():
     packages = {p.parent.relative_to(PACKAGE.parent).as_posix().replace("/", ".") for p in PACKAGE.rglob("__init__.py")}
     for package in packages:
         floor(package)
+
+
+def test_the_shared_rerank_modules_reach_the_prompt_guided_reranker_through_the_registry():
+    """The prompt-guided reranker is one family of ``pgra.rerank``, not the exception: the modules every reranker
+    shares (the interface, the config, ``pgra rerank`` and a reranked folder read back) and the other families import
+    nothing of its folder, counting imports inside functions and for type hints."""
+    graph = imports()
+
+    def guided(module: str) -> bool:
+        return module == PROMPT_GUIDED or module.startswith(PROMPT_GUIDED + ".")
+
+    reaching = {a: sorted(filter(guided, targets)) for a, targets in graph.items()
+                if a.startswith("pgra.rerank.") and not guided(a) and any(map(guided, targets))}
+    assert set(reaching) <= IMPORT_PROMPT_GUIDED, reaching
 
 
 def _named_modules(tree: ast.AST, modules: set[str]) -> set[str]:

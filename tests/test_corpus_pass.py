@@ -17,7 +17,7 @@ from pgra.core.faults import ENV, KILLED_EXIT
 from pgra.rerank.config import RerankConfig
 from pgra.rerank.prompt_guided.embedder import LMEmbedder
 from pgra.rerank.prompt_guided.full_search import full_search
-from pgra.rerank.prompt_guided.rerank_stage import rerank
+from pgra.rerank.stage import rerank
 from tests import numerics
 from tests.conftest import SENTENCES
 

@@ -79,7 +79,7 @@ def _stage_functions():
     from pgra.reader.config import TrainConfig
     from pgra.reader.train import train
     from pgra.rerank.config import RerankConfig
-    from pgra.rerank.prompt_guided.rerank_stage import rerank
+    from pgra.rerank.stage import rerank
     from pgra.retrieval.index import IndexConfig, build_index
     from pgra.retrieval.retrieve import RetrieveConfig, retrieve
     from pgra.simcse.config import SimCSEConfig

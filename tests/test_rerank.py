@@ -12,7 +12,7 @@ from pgra.core.errors import IncompleteArtifactError, InputError, StaleArtifactE
 from pgra.lm.prompts import build_prompt
 from pgra.rerank.config import RerankConfig
 from pgra.rerank.prompt_guided.embedder import LMEmbedder
-from pgra.rerank.prompt_guided.rerank_stage import rerank
+from pgra.rerank.stage import rerank
 from pgra.retrieval.index import IndexConfig, build_index
 from pgra.selection import get_selector
 from pgra.tasks import Example, get_task

@@ -16,7 +16,7 @@ from pgra.core.config import from_dict, to_dict
 from pgra.core.errors import InputError
 from pgra.rerank.base import RERANKERS, Reranker
 from pgra.rerank.config import RerankConfig
-from pgra.rerank.prompt_guided.rerank_stage import rerank
+from pgra.rerank.stage import rerank
 from tests import numerics
 
 

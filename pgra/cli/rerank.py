@@ -6,8 +6,7 @@ from .command import Command, run_distributed
 
 
 def run(cfg) -> None:
-    from ..rerank.prompt_guided.rerank_stage import rerank
-    from ..rerank.stage import summary
+    from ..rerank.stage import rerank, summary
 
     ctx, out = run_distributed(rerank, cfg)
     if ctx.is_main:

@@ -19,7 +19,7 @@ from ..selection.registered import STRATEGIES
 from ..selection.settings import SelectorSettings
 from ..tasks import task_names
 
-CORPUS_PASSES = ("off", "candidates", "corpus")  # what the corpus pass embeds (pgra.rerank.prompt_guided.corpus_pass)
+CORPUS_PASSES = ("off", "candidates", "corpus")  # what the corpus pass embeds (prompt_guided/corpus_pass.py)
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""A reranked folder read back: its replay (:class:`Replay`), its LM cost, its reranker and model, the line
-``pgra rerank`` prints. Every reranker's stage (:meth:`pgra.rerank.base.Reranker.run_stage`) reads a candidates
+"""``pgra rerank`` (:func:`rerank`: the chosen reranker's stage, under the folder's lock) and a reranked folder read
+back: its replay (:class:`Replay`), its candidates folder, its LM cost, its reranker and model, the line ``pgra
+rerank`` prints. Every reranker's stage (:meth:`pgra.rerank.base.Reranker.run_stage`) reads a candidates
 folder through :class:`~pgra.retrieval.candidates_stage.StageInputs` and writes its own through the one runner of
 every stage (:class:`pgra.stages.runner.StageRun`)."""
 
@@ -7,16 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core.errors import StaleArtifactError
+from ..core.config import check_config
+from ..core.errors import InputError, StaleArtifactError
 from ..lm.causal_lm import LMCost
 from ..storage.artifacts import MANIFEST, read_json, read_manifest
+from ..storage.lock import locks_output
+from ..storage.provenance import check_unchanged, recorded_folder
 from ..tasks import task_from_manifest
-from .base import DEFAULT
+from .base import DEFAULT, reranker_class
+
+if TYPE_CHECKING:
+    from ..runtime.distributed import DistContext
+    from .config import RerankConfig
 
 RERANKED_KIND = "reranked"
-FULL_SEARCH_KIND = "full_search"  # pgra_full's folder (pgra.rerank.prompt_guided.full_search), a reranked folder's twin
+FULL_SEARCH_KIND = "full_search"  # pgra_full's folder (prompt_guided/full_search.py), a reranked folder's twin
 
 
 def train_queries(cfg: Any, train: list[dict[str, Any]], demos: Sequence[Any]) -> list[dict[str, Any]]:
@@ -57,7 +65,6 @@ class Replay:
         and checked against the recorded fingerprints. ``trust_remote_code``: the caller lets its models run their
         own code; ``model``: its model's folder (:attr:`Reranker.model_field`) when not where the manifest says."""
         from ..core.config import from_dict
-        from .base import reranker_class
         from .config import rerank_config
 
         reranked = Path(reranked)
@@ -96,11 +103,32 @@ class Replay:
         return self.reranker.rerank(list(queries), cut)
 
 
+def candidates_of(reranked: Path, manifest: dict[str, Any]) -> Path:
+    """The candidates folder a reranked folder was made from (relative to it when there: a moved experiment),
+    refused when it no longer holds what the reranker read."""
+    record = manifest.get("candidates")
+    if not isinstance(record, dict) or "path" not in record:
+        raise InputError(f"{reranked} records no candidates folder it was made from (its manifest's candidates block)",
+                         path=reranked / MANIFEST, field="candidates")
+    folder = recorded_folder(reranked, record["path"], record.get("relative"))
+    check_unchanged(folder, record.get("fingerprint"), str(reranked),
+                    "re-run the experiment (or pgra rerank) to rebuild both folders")
+    return folder
+
+
+
+@locks_output(kind=RERANKED_KIND)
+def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
+    """Rerank every requested split of a candidates folder with the reranker ``cfg.reranker`` names (its stage,
+    :meth:`~pgra.rerank.base.Reranker.run_stage`); returns the output folder."""
+    check_config(cfg)
+    return reranker_class(cfg.reranker, "rerank.reranker").run_stage(cfg, ctx)
+
+
+
 def model_of(manifest: dict[str, Any]) -> tuple[str | None, str | None]:
     """The model folder a reranked folder's reranker loaded (its :attr:`Reranker.model_field` in the manifest's
     config) and that model's fingerprint as recorded; ``(None, None)`` for a reranker without one."""
-    from .base import reranker_class
-
     field = reranker_class(reranker_of(manifest), "reranker").model_field
     if not field:
         return None, None
@@ -134,5 +162,5 @@ def summary(out: str | Path) -> str:
     return head + f"; {m['cost']['lm_tokens']} LM tokens run)"
 
 
-__all__ = ["FULL_SEARCH_KIND", "RERANKED_KIND", "Replay", "model_of", "reranked_cost", "reranker_of",
-           "summary", "train_queries"]
+__all__ = ["FULL_SEARCH_KIND", "RERANKED_KIND", "Replay", "candidates_of", "model_of", "rerank", "reranked_cost",
+           "reranker_of", "summary", "train_queries"]

@@ -74,7 +74,7 @@ class RerankedStage(Stage):
         return {"rerank": reranker_class(self.reranker).key_settings(config), "candidates": request.keys["candidates"]}
 
     def run(self, config: Any, ctx: Any) -> Path:
-        from .prompt_guided.rerank_stage import rerank
+        from .stage import rerank
 
         return rerank(config, ctx)
 

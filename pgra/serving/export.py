@@ -122,7 +122,7 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
     export folder's name (the model card's)."""
     from .. import __version__
     from ..rerank.families import stage_kinds, stage_of_kind
-    from ..rerank.prompt_guided.in_memory import candidates_of
+    from ..rerank.stage import candidates_of
     from ..retrieval.candidates_stage import CandidatesStage
     from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
     from ..storage.provenance import check_run_data, run_data

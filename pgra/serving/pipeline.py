@@ -2,8 +2,8 @@
 
 The run's manifests lead back to everything: a reader run names its data folder; a reranked folder names its
 LM, demonstrations, k and d and its candidates folder; a candidates folder names its index and k. The
-reranking is the stage's own in-memory :class:`pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`, loaded from the reranked folder;
-evidence embeddings come from its cache when present (only missing sentences run the LM)::
+reranking is the stage's own in-memory :class:`pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`, loaded
+from the reranked folder; evidence embeddings come from its cache when present (only missing sentences run the LM)::
 
     pipe = pgra.Pipeline.load("runs/demo-experiment/mr/pgra/seed-1")
     out = pipe.predict(["A warm, funny and beautifully acted film."])[0]
@@ -92,7 +92,7 @@ class Pipeline:
         manifest = read_manifest(data, stage_kinds())
         stage = stage_of_kind(manifest["kind"])
         if manifest["kind"] != CANDIDATES_KIND:  # a second stage's folder: it read these candidates
-            from ..rerank.prompt_guided.in_memory import candidates_of
+            from ..rerank.stage import candidates_of
 
             if not stage.replayable:  # refused before any model loads
                 raise stage.not_replayable(data)

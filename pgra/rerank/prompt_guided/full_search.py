@@ -1,9 +1,9 @@
 """``pgra_full``'s stage: prompt-guided retrieval without a first stage.
 
 Each input's prompted embedding searches every corpus sentence's prompted embedding (a faiss flat inner-product
-index over the corpus pass's vectors, :mod:`pgra.rerank.prompt_guided.corpus_pass`); its top d go to the reader. Ranking by inner
-product is ranking by Eq. 3's probability over the whole corpus (a softmax keeps the order): the reranker at
-k = the corpus. The folder is a reranked folder's twin (kind ``full_search``; ``score`` is the inner product).
+index over the corpus pass's vectors, :mod:`pgra.rerank.prompt_guided.corpus_pass`); its top d go to the reader.
+Ranking by inner product is ranking by Eq. 3's probability over the whole corpus (a softmax keeps the order): the
+reranker at k = the corpus. The folder is a reranked folder's twin (kind ``full_search``; ``score`` is the inner product).
 """
 
 from __future__ import annotations

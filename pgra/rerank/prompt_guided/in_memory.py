@@ -30,11 +30,10 @@ from ...lm.prompts import ANSWER_CUE, HEADER, demo_prefix, render_demo
 from ...selection import get_selector
 from ...selection.base import Selector, with_index_encoder
 from ...storage.artifacts import MANIFEST, read_json, read_manifest
-from ...storage.provenance import check_unchanged, recorded_folder
 from ...tasks import Example, TaskSpec, task_from_manifest
 from ..base import ranked
 from ..config import RerankConfig, rerank_config
-from ..stage import RERANKED_KIND
+from ..stage import RERANKED_KIND, candidates_of
 from .cache import EmbeddingCache
 from .embedder import LMEmbedder
 from .scoring import score_candidates
@@ -176,19 +175,6 @@ class PromptGuidedReranker:
         return rows, vecs
 
 
-def candidates_of(reranked: Path, manifest: dict[str, Any]) -> Path:
-    """The candidates folder a reranked folder was made from (relative to it when there: a moved experiment),
-    refused when it no longer holds what the reranker read."""
-    record = manifest.get("candidates")
-    if not isinstance(record, dict) or "path" not in record:
-        raise InputError(f"{reranked} records no candidates folder it was made from (its manifest's candidates block)",
-                         path=reranked / MANIFEST, field="candidates")
-    folder = recorded_folder(reranked, record["path"], record.get("relative"))
-    check_unchanged(folder, record.get("fingerprint"), str(reranked),
-                    "re-run the experiment (or pgra rerank) to rebuild both folders")
-    return folder
-
-
 def _refit_selector(reranked: Path, manifest: dict[str, Any], cfg: RerankConfig, task: TaskSpec,
                     encoder: Any = None) -> Selector:
     """A reranked folder's per-query selector, fitted again on the training split it selected from."""
@@ -199,4 +185,4 @@ def _refit_selector(reranked: Path, manifest: dict[str, Any], cfg: RerankConfig,
                         encoder=encoder).fit(task, train)
 
 
-__all__ = ["RERANKED_KIND", "PromptGuidedReranker", "evidence_cache_key", "prompt_key"]
+__all__ = ["PromptGuidedReranker", "evidence_cache_key", "prompt_key"]

@@ -1,4 +1,5 @@
-"""``pgra rerank``: score each query's first-stage candidates with prompt-guided LM embeddings (Eq. 3).
+"""The prompt-guided reranker's stage (``pgra rerank`` with ``rerank.reranker: prompt_guided``, the default): score
+each query's first-stage candidates with prompt-guided LM embeddings (Eq. 3).
 
 For a query q with candidates e_1..e_k: p_j = softmax_j(q . e_j) over the k candidates; the top d go to the
 reader. Query and evidence embeddings share one prompt prefix (the same demonstrations in the same order).
@@ -9,8 +10,8 @@ Per-query strategies (``random``, ``kate``, ``skill_knn``) give each query its o
 and its candidates share that query's prefix (its KV cache computed once per query), and the cache rows of a
 split are each query followed by its candidates, keyed by every query's demonstrations. Multi-process: ranks
 embed disjoint rows (or queries) of the caches, rank 0 scores and writes. The embedding and the scoring are the
-in-memory :class:`pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`'s (the one ``Pipeline`` replays); this module keeps the caches,
-the processes and the folder.
+in-memory :class:`~pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`'s (the one ``Pipeline`` replays); this
+module keeps the caches, the processes and the folder.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from ...core.config import check_config
 from ...core.errors import InputError
 from ...core.progress import progress
 from ...lm.prompts import demo_prefix, render_demo
@@ -33,15 +33,13 @@ from ...runtime.distributed import DistContext, gather_objects, init_distributed
 from ...selection import get_selector
 from ...selection.base import with_index_encoder
 from ...storage.artifacts import write_json
-from ...storage.lock import locks_output
 from ...tasks import Example, TaskSpec
-from ..base import reranker_class
 from ..config import RerankConfig
-from ..stage import train_queries
+from ..stage import RERANKED_KIND, train_queries
 from .corpus_pass import embed_rows as _embed_rows
 from .corpus_pass import open_cache as _open_cache
 from .corpus_pass import query_caches_of, run_corpus_pass
-from .in_memory import RERANKED_KIND, PromptGuidedReranker, evidence_cache_key, prompt_key
+from .in_memory import PromptGuidedReranker, evidence_cache_key, prompt_key
 
 
 def demo_records(demos: list[Example]) -> list[dict[str, Any]]:
@@ -136,16 +134,9 @@ def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[
             "cost": asdict(selector.cost)}
 
 
-@locks_output(kind=RERANKED_KIND)
-def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
-    """Rerank every requested split of a candidates folder with the reranker ``cfg.reranker`` names (its stage,
-    :meth:`~pgra.rerank.base.Reranker.run_stage`); returns the output folder."""
-    check_config(cfg)
-    return reranker_class(cfg.reranker, "rerank.reranker").run_stage(cfg, ctx)
-
-
 def prompt_guided_stage(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
-    """The prompt-guided reranker's stage (:meth:`PromptGuided.run_stage`, under :func:`rerank`'s lock)."""
+    """The prompt-guided reranker's stage (:meth:`PromptGuided.run_stage`, under
+    :func:`pgra.rerank.stage.rerank`'s lock)."""
     run = StageInputs.read(cfg)
     cand, task, store, data, splits = run.cand, run.task, run.store, run.data, run.splits
     ctx = ctx or init_distributed()

@@ -4,9 +4,9 @@ p_j = softmax_j(q . e_j) over a query's k candidates, q and e_j the LM's last-to
 each candidate under the same prompt of m demonstrations. Its options are the rerank config's own top-level
 fields (``lm``, ``num_demos``, ``demo_selection``, ``demos``, ``cache_dir`` ... and the LM block), as before the
 family: its stage key is exactly the one prompt-guided folders always had. It is a member like any other: its
-stage (with the demonstrations' selection and the persistent embedding caches, :mod:`pgra.rerank.prompt_guided.rerank_stage`), its
-folder's replay, what an export carries and its price are its class's; the in-memory scorer it shares with
-``Pipeline`` is :class:`pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`. This module stays light (no torch at import).
+stage (with the demonstrations' selection and the persistent embedding caches, :mod:`.rerank_stage`), its folder's
+replay, what an export carries and its price are its class's; the in-memory scorer it shares with ``Pipeline`` is
+:class:`~pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`. This module stays light (no torch at import).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ class PromptGuided(Reranker):
 
     @classmethod
     def run_stage(cls, cfg: Any, ctx: Any = None) -> Path:
-        """Its stage, with the demonstrations' selection and the embedding caches (:mod:`pgra.rerank.prompt_guided.rerank_stage`)."""
+        """Its stage, with the demonstrations' selection and the embedding caches
+        (:mod:`pgra.rerank.prompt_guided.rerank_stage`)."""
         from .rerank_stage import prompt_guided_stage
 
         return prompt_guided_stage(cfg, ctx)
