@@ -18,14 +18,17 @@ a ``.jsonl`` file is the list of its lines' records):
 - ``plan n_inputs=N n_seeds=S field=F [disagreement=D] [seed_std=X] [scale=X] [fmt=F]``: one field (``mde``,
   ``se``, ``inputs_needed``, ``seeds_needed``) of the resolution pgra plans (pgra/evaluation/resolution.py's
   ``plan_resolution``, at its default assumptions unless given): a figure computed, not measured.
-- ``table2 field=F [cells_per_gpu=N] [scale=X] [fmt=F]``: one field (``total_s``, ``rerank_s``, ``cells_s``,
-  ``gpu_hours`` ...) of bench/plan_table2.py's plan of the paper's Table 2 grid on one 8-GPU node (the dry run's
-  functions over the committed H100 records).
+- ``table2 field=F [cells_per_gpu=N] [eager=1] [scale=X] [fmt=F]``: one field (``total_s``, ``rerank_s``,
+  ``cells_s``, ``gpu_hours`` ...) of bench/plan_table2.py's plan of the paper's Table 2 grid on one 8-GPU node (the
+  dry run's functions over the committed H100 records; ``eager=1``: with the config's former eager reader);
+  ``path=P`` instead of ``field`` reaches into it (``estimates.label=mr/pgra/seed-1.seconds``: one cell's estimate,
+  ``cell_s_by_method.fid.0``), and ``match=REGEX`` takes the first group of REGEX (``~`` for a space) in the text
+  found (a part of a cell's ``source``, the planner's own breakdown).
 - ``stat file=F path=P where=K=V field=F [of=mean|min|max] [scale=X] [fmt=F]``: the mean (the least, the
   largest) of ``field`` over the elements of the list at ``path`` that ``where`` picks (a strategy's seeds).
 - ``dryrun run=NAME match=REGEX [fmt=F]``: the first group of ``REGEX`` (``~`` for a space) in the first line of
   ``docs/results/table2_dry_run.json``'s output of the dry run ``NAME`` that it matches (a figure a dry run prints).
-- ``expr value=EXPR NAME=FILE:PATH ... [fmt=F]``: arithmetic (``+ - * / **``, numbers, parentheses) over the numbers
+- ``expr value=EXPR NAME=FILE:PATH ... [fmt=F]``: arithmetic (``+ - * / **``, ``log10()``, numbers) over the numbers
   of records, each ``NAME`` the value at ``PATH`` of ``FILE``: a figure worked out from measured ones.
 - ``machines field=after_setup_s|with_setup_s|setup_s what=demo|test [commit=C] [cpu=C] [level=L] [cores=C]``:
   the one run of ``docs/results/machines.json`` the keys pick, as ``N min N s`` (``setup_s``: with less after);
@@ -49,9 +52,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import functools
 import importlib
 import json
+import math
 import operator
 import os
 import re
@@ -224,17 +229,30 @@ def _stat(root: Path, keys: dict[str, str]) -> str:
 
 
 @functools.cache
-def _table2_plan(cells_per_gpu: int) -> dict[str, Any]:
-    return _load("bench/plan_table2.py").plan(8, cells_per_gpu=cells_per_gpu)
+def _table2_plan(cells_per_gpu: int, eager: bool = False) -> dict[str, Any]:
+    """bench/plan_table2.py's plan, its cells' estimates as dicts (a path reaches into them)."""
+    module = _load("bench/plan_table2.py")
+    plan = module.plan(8, cells_per_gpu=cells_per_gpu, overrides=module.EAGER if eager else None)
+    return {**plan, "estimates": [dataclasses.asdict(e) for e in plan["estimates"]],
+            "cell_s_by_method": {m: list(span) for m, span in plan["cell_s_by_method"].items()}}
 
 
 def _table2(root: Path, keys: dict[str, str]) -> str:
     """A field of bench/plan_table2.py's plan of the paper's Table 2 grid on one 8-GPU node."""
-    plan = _table2_plan(int(keys.get("cells_per_gpu", "1")))
-    field = _need(keys, "field")
-    if field not in plan:
-        raise FigureError(f"the Table 2 plan has no {field!r}")
-    return _number(keys, plan[field])
+    plan = _table2_plan(int(keys.get("cells_per_gpu", "1")), keys.get("eager") == "1")
+    if "path" in keys:
+        value = pluck(plan, keys["path"])
+    else:
+        field = _need(keys, "field")
+        if field not in plan:
+            raise FigureError(f"the Table 2 plan has no {field!r}")
+        value = plan[field]
+    if "match" in keys:
+        found = re.search(keys["match"].replace("~", " "), str(value))
+        if found is None or not found.groups():
+            raise FigureError(f"no group of {keys['match']!r} in {str(value)[:80]!r}")
+        return _fmt(keys, "{}", found[1])
+    return _number(keys, value)
 
 
 def _dryrun(root: Path, keys: dict[str, str]) -> str:
@@ -260,14 +278,17 @@ def _evaluate(node: ast.AST, names: dict[str, float]) -> float:
         return _ARITHMETIC[type(node.op)](_evaluate(node.left, names), _evaluate(node.right, names))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_evaluate(node.operand, names)
-    raise FigureError(f"{ast.unparse(node)!r}: only numbers, + - * / ** and the names given")
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "log10" \
+            and len(node.args) == 1 and not node.keywords:
+        return math.log10(_evaluate(node.args[0], names))
+    raise FigureError(f"{ast.unparse(node)!r}: only numbers, + - * / **, log10() and the names given")
 
 
 def _expr(root: Path, keys: dict[str, str]) -> str:
     """``value`` worked out over the record values its names stand for (``NAME=FILE:PATH``)."""
     names = {}
     for name, where in keys.items():
-        if name not in ("value", "fmt"):
+        if name not in ("value", "fmt", "scale"):
             file, sep, path = where.partition(":")
             if not sep:
                 raise FigureError(f"{name}={where}: not FILE:PATH")

@@ -226,3 +226,18 @@ def test_an_expr_figure_is_worked_out_from_record_values(figures, tmp_path):
             figures.render(f"expr value={bad}", root)
     with pytest.raises(figures.FigureError, match="not FILE:PATH"):
         figures.render("expr value=r r=docs/results/r.json", root)
+
+
+def test_a_table2_path_reaches_a_cells_estimate_and_match_a_part_of_its_breakdown(figures):
+    """bench/README's breakdown of MR's PGRA cell is the planner's ``Estimate.source``, and the eager figures the
+    planner's price of the config with bench/plan_table2.py's EAGER reader: rendered, not typed."""
+    module = load_script("bench/plan_table2.py")
+    cell = next(e for e in module.plan(8)["estimates"] if e.label == "mr/pgra/seed-1")
+    eager = next(e for e in module.plan(8, overrides=module.EAGER)["estimates"] if e.label == "mr/pgra/seed-1")
+    path = "path=estimates.label=mr/pgra/seed-1"
+    assert figures.render(f"table2 {path}.seconds fmt={{:.0f}}") == f"{cell.seconds:.0f}"
+    assert figures.render(f"table2 eager=1 {path}.seconds fmt={{:.0f}}") == f"{eager.seconds:.0f}" != \
+        f"{cell.seconds:.0f}"
+    assert f"warm-up {figures.render(f'table2 {path}.source match=warm-up~([0-9.]+~[a-z]+)')};" in cell.source
+    with pytest.raises(figures.FigureError, match="no group of"):
+        figures.render(f"table2 {path}.source match=never~([0-9]+)")
