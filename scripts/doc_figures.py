@@ -77,9 +77,12 @@ DRY_RUN = "docs/results/table2_dry_run.json"
 DRY_RUNS = {"experiment": "pgra experiment --config configs/paper/experiment_table2.yaml --dry-run --workers 8",
             "local": "pgra experiment --config configs/paper/experiment_table2.yaml --dry-run --workers 8 "
                      "--launcher local",
-            "analyze": "pgra analyze --config configs/paper/experiment_table2.yaml --dry-run"}
-CLONE = ("a clone whose data/ holds MR alone (data/original/mr, as `pgra prepare-demo` builds it): no other task's "
-         "data, no index, no runs/, an empty Hugging Face cache, no CUDA (CUDA_VISIBLE_DEVICES empty)")
+            "analyze": "pgra analyze --config configs/paper/experiment_table2.yaml --dry-run",
+            "demo": "pgra experiment --config configs/demo/experiment.yaml --dry-run",
+            "laptop": "pgra experiment --config configs/laptop/experiment.yaml --dry-run"}
+CLONE = ("a clone after `make prepare` (models/ and data/demo/ as it builds them) whose data/original/ holds MR "
+         "alone (as `pgra prepare-demo` builds it): no LM-BFF data, no index, no runs/, an empty Hugging Face cache, "
+         "no CUDA (CUDA_VISIBLE_DEVICES empty)")
 
 
 class FigureError(Exception):
@@ -342,11 +345,13 @@ def _dry_run_block(root: Path, run: str, starts: tuple[str, ...]) -> str:
 
 def dry_runs(root: Path = ROOT) -> dict[str, list[str]]:
     """What each of :data:`DRY_RUNS` prints now in :data:`CLONE` (made in a temporary folder from ``root``'s
-    configs and MR data), line by line."""
+    configs, models, demo data and MR data), line by line."""
     with tempfile.TemporaryDirectory(prefix="pgra-dry-run.") as tmp:
         work = Path(tmp)
         (work / "configs").symlink_to(root / "configs")
+        (work / "models").symlink_to((root / "models").resolve())
         shutil.copytree(root / "data" / "original" / "mr", work / "data" / "original" / "mr")
+        (work / "data" / "demo").symlink_to((root / "data" / "demo").resolve())
         env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_", "PGRA_"))}
         env.update(HF_HOME=str(work / "hf"), CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(root))
         out = {}
@@ -367,7 +372,8 @@ def record_dry_runs(root: Path = ROOT) -> None:
 
     dirty = "+dirty" if git("status", "--porcelain", "pgra", "configs", "bench/results") else ""
     outputs = dry_runs(root)
-    record = {"what": "the dry runs docs/tutorial-table2.md quotes (python scripts/doc_figures.py --record-dry-run)",
+    record = {"what": "the dry runs docs/tutorial-table2.md quotes and docs/experiments.md's disk figures come from "
+                      "(python scripts/doc_figures.py --record-dry-run)",
               "commit": git("rev-parse", "--short", "HEAD") + dirty, "clone": CLONE,
               "runs": {name: {"command": DRY_RUNS[name], "output": outputs[name]} for name in DRY_RUNS}}
     (root / DRY_RUN).write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
