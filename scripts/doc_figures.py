@@ -28,6 +28,7 @@ a ``.jsonl`` file is the list of its lines' records):
   largest) of ``field`` over the elements of the list at ``path`` that ``where`` picks (a strategy's seeds).
 - ``dryrun run=NAME match=REGEX [fmt=F]``: the first group of ``REGEX`` (``~`` for a space) in the first line of
   ``docs/results/table2_dry_run.json``'s output of the dry run ``NAME`` that it matches (a figure a dry run prints).
+- ``size folder=F [scale=X] [fmt=F]``: the bytes of the files under a committed folder (a bundle's size).
 - ``expr value=EXPR NAME=FILE:PATH ... [fmt=F]``: arithmetic (``+ - * / **``, ``log10()``, numbers) over the numbers
   of records, each ``NAME`` the value at ``PATH`` of ``FILE``: a figure worked out from measured ones.
 - ``machines field=after_setup_s|with_setup_s|setup_s what=demo|test [commit=C] [cpu=C] [level=L] [cores=C]``:
@@ -268,6 +269,14 @@ def _dryrun(root: Path, keys: dict[str, str]) -> str:
     return _fmt(keys, "{}", found[1])
 
 
+def _size(root: Path, keys: dict[str, str]) -> str:
+    """The bytes of the files under ``folder`` (a committed bundle)."""
+    folder = root / _need(keys, "folder")
+    if not folder.is_dir():
+        raise FigureError(f"no folder {keys['folder']}")
+    return _number(keys, sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()))
+
+
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
                ast.Pow: operator.pow}
 
@@ -305,7 +314,8 @@ def _expr(root: Path, keys: dict[str, str]) -> str:
 
 KINDS: dict[str, Callable[[Path, dict[str, str]], str]] = {
     "json": _json, "ratio": _ratio, "default": _default, "machines": _machines, "plan": _plan,
-    "table2": _table2, "stat": _stat, "dryrun": _dryrun, "expr": _expr}
+    "table2": _table2, "stat": _stat, "dryrun": _dryrun, "expr": _expr,
+    "size": _size}
 
 
 def _load(rel: str):

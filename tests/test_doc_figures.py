@@ -242,3 +242,14 @@ def test_a_table2_path_reaches_a_cells_estimate_and_match_a_part_of_its_breakdow
     assert f"warm-up {figures.render(f'table2 {path}.source match=warm-up~([0-9.]+~[a-z]+)')};" in cell.source
     with pytest.raises(figures.FigureError, match="no group of"):
         figures.render(f"table2 {path}.source match=never~([0-9]+)")
+
+
+def test_a_size_figure_is_the_bytes_of_a_committed_folder(figures, tmp_path):
+    """docs/experiments.md's bundle sizes are their folders' bytes, not typed."""
+    root = _root(tmp_path, [])
+    (root / "docs" / "results" / "b" / "sub").mkdir(parents=True)
+    (root / "docs" / "results" / "b" / "sub" / "x.json").write_bytes(b"x" * 1_500_000)
+    (root / "docs" / "results" / "b" / "y.md").write_bytes(b"y" * 400_000)
+    assert figures.render("size folder=docs/results/b scale=1e-6 fmt={:.1f}_MB", root) == "1.9 MB"
+    with pytest.raises(figures.FigureError, match="no folder docs/results/none"):
+        figures.render("size folder=docs/results/none", root)
