@@ -18,11 +18,19 @@ a ``.jsonl`` file is the list of its lines' records):
 - ``plan n_inputs=N n_seeds=S field=F [disagreement=D] [seed_std=X] [scale=X] [fmt=F]``: one field (``mde``,
   ``se``, ``inputs_needed``, ``seeds_needed``) of the resolution pgra plans (pgra/evaluation/resolution.py's
   ``plan_resolution``, at its default assumptions unless given): a figure computed, not measured.
-- ``table2 field=F [cells_per_gpu=N] [scale=X] [fmt=F]``: one field (``total_s``, ``rerank_s``, ``cells_s``,
-  ``gpu_hours`` ...) of bench/plan_table2.py's plan of the paper's Table 2 grid on one 8-GPU node (the dry run's
-  functions over the committed H100 records).
+- ``table2 field=F [cells_per_gpu=N] [eager=1] [scale=X] [fmt=F]``: one field (``total_s``, ``rerank_s``,
+  ``cells_s``, ``gpu_hours`` ...) of bench/plan_table2.py's plan of the paper's Table 2 grid on one 8-GPU node (the
+  dry run's functions over the committed H100 records; ``eager=1``: with the config's former eager reader);
+  ``path=P`` instead of ``field`` reaches into it (``estimates.label=mr/pgra/seed-1.seconds``: one cell's estimate,
+  ``cell_s_by_method.fid.0``), and ``match=REGEX`` takes the first group of REGEX (``~`` for a space) in the text
+  found (a part of a cell's ``source``, the planner's own breakdown).
 - ``stat file=F path=P where=K=V field=F [of=mean|min|max] [scale=X] [fmt=F]``: the mean (the least, the
   largest) of ``field`` over the elements of the list at ``path`` that ``where`` picks (a strategy's seeds).
+- ``dryrun run=NAME match=REGEX [fmt=F]``: the first group of ``REGEX`` (``~`` for a space) in the first line of
+  ``docs/results/table2_dry_run.json``'s output of the dry run ``NAME`` that it matches (a figure a dry run prints).
+- ``size folder=F [scale=X] [fmt=F]``: the bytes of the files under a committed folder (a bundle's size).
+- ``expr value=EXPR NAME=FILE:PATH ... [fmt=F]``: arithmetic (``+ - * / **``, ``log10()``, numbers) over the numbers
+  of records, each ``NAME`` the value at ``PATH`` of ``FILE``: a figure worked out from measured ones.
 - ``machines field=after_setup_s|with_setup_s|setup_s what=demo|test [commit=C] [cpu=C] [level=L] [cores=C]``:
   the one run of ``docs/results/machines.json`` the keys pick, as ``N min N s`` (``setup_s``: with less after);
   ``stat=min|max`` over every run they pick instead of exactly one.
@@ -30,7 +38,10 @@ a ``.jsonl`` file is the list of its lines' records):
 The marked tables ``<!-- NAME -->`` ... ``<!-- /NAME -->`` are rendered here too, each by the function that made it:
 ``machine-times`` and ``demo-rows`` (scripts/machine_table.py, from docs/results/machines.json), ``selectors-table``
 (bench/bench_selectors.py's ``table``, from bench/results/selectors_*.json), ``mechanism-table``
-(scripts/mechanism_table.py, from docs/results/mechanism/*/analysis/analysis.json); ``laptop-table`` by
+(scripts/mechanism_table.py, from docs/results/mechanism/*/analysis/analysis.json), ``table2-dry-run`` and
+``table2-analyze-dry-run`` (the lines of docs/results/table2_dry_run.json's outputs that docs/tutorial-table2.md
+quotes; ``--record-dry-run`` runs the dry runs again in a clone of known state and writes that record, and
+tests/test_doc_figures.py runs them and compares); ``laptop-table`` by
 scripts/laptop_table.py (a merge of the laptop bundles with a 10,000-resample bootstrap, checked by
 tests/test_laptop_table.py), which ``--write`` runs last. A span names its record, so a
 reader sees where a figure comes from in the page's source; one record's figure is shown on one page and linked from
@@ -41,11 +52,20 @@ format, scale or path spelling).
 from __future__ import annotations
 
 import argparse
+import ast
+import dataclasses
 import functools
 import importlib
 import json
+import math
+import operator
+import os
 import re
+import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,6 +73,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 SPAN = re.compile(r"<!-- fig (?P<spec>[a-z][^>\n]*?) -->(?P<text>[^\n]*?)<!-- /fig -->")  # a kind, on one line
 MACHINES = "docs/results/machines.json"
+DRY_RUN = "docs/results/table2_dry_run.json"
+# the dry runs docs/tutorial-table2.md quotes: name -> the command, run in CLONE
+DRY_RUNS = {"experiment": "pgra experiment --config configs/paper/experiment_table2.yaml --dry-run --workers 8",
+            "local": "pgra experiment --config configs/paper/experiment_table2.yaml --dry-run --workers 8 "
+                     "--launcher local",
+            "analyze": "pgra analyze --config configs/paper/experiment_table2.yaml --dry-run",
+            "demo": "pgra experiment --config configs/demo/experiment.yaml --dry-run",
+            "laptop": "pgra experiment --config configs/laptop/experiment.yaml --dry-run"}
+CLONE = ("a clone after `make prepare` (models/ and data/demo/ as it builds them) whose data/original/ holds MR "
+         "alone (as `pgra prepare-demo` builds it): no LM-BFF data, no index, no runs/, an empty Hugging Face cache, "
+         "no CUDA (CUDA_VISIBLE_DEVICES empty)")
 
 
 class FigureError(Exception):
@@ -202,22 +233,89 @@ def _stat(root: Path, keys: dict[str, str]) -> str:
 
 
 @functools.cache
-def _table2_plan(cells_per_gpu: int) -> dict[str, Any]:
-    return _load("bench/plan_table2.py").plan(8, cells_per_gpu=cells_per_gpu)
+def _table2_plan(cells_per_gpu: int, eager: bool = False) -> dict[str, Any]:
+    """bench/plan_table2.py's plan, its cells' estimates as dicts (a path reaches into them)."""
+    module = _load("bench/plan_table2.py")
+    plan = module.plan(8, cells_per_gpu=cells_per_gpu, overrides=module.EAGER if eager else None)
+    return {**plan, "estimates": [dataclasses.asdict(e) for e in plan["estimates"]],
+            "cell_s_by_method": {m: list(span) for m, span in plan["cell_s_by_method"].items()}}
 
 
 def _table2(root: Path, keys: dict[str, str]) -> str:
     """A field of bench/plan_table2.py's plan of the paper's Table 2 grid on one 8-GPU node."""
-    plan = _table2_plan(int(keys.get("cells_per_gpu", "1")))
-    field = _need(keys, "field")
-    if field not in plan:
-        raise FigureError(f"the Table 2 plan has no {field!r}")
-    return _number(keys, plan[field])
+    plan = _table2_plan(int(keys.get("cells_per_gpu", "1")), keys.get("eager") == "1")
+    if "path" in keys:
+        value = pluck(plan, keys["path"])
+    else:
+        field = _need(keys, "field")
+        if field not in plan:
+            raise FigureError(f"the Table 2 plan has no {field!r}")
+        value = plan[field]
+    if "match" in keys:
+        found = re.search(keys["match"].replace("~", " "), str(value))
+        if found is None or not found.groups():
+            raise FigureError(f"no group of {keys['match']!r} in {str(value)[:80]!r}")
+        return _fmt(keys, "{}", found[1])
+    return _number(keys, value)
+
+
+def _dryrun(root: Path, keys: dict[str, str]) -> str:
+    """The first group of ``match`` in the first line of the recorded output of the dry run ``run`` it matches."""
+    run, match = _need(keys, "run"), _need(keys, "match").replace("~", " ")
+    lines = _record(root, DRY_RUN)["runs"].get(run, {}).get("output", [])
+    found = next((m for m in map(re.compile(match).search, lines) if m), None)
+    if found is None or not found.groups():
+        raise FigureError(f"no line of {DRY_RUN}'s {run!r} output has a group of {match!r}")
+    return _fmt(keys, "{}", found[1])
+
+
+def _size(root: Path, keys: dict[str, str]) -> str:
+    """The bytes of the files under ``folder`` (a committed bundle)."""
+    folder = root / _need(keys, "folder")
+    if not folder.is_dir():
+        raise FigureError(f"no folder {keys['folder']}")
+    return _number(keys, sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()))
+
+
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+               ast.Pow: operator.pow}
+
+
+def _evaluate(node: ast.AST, names: dict[str, float]) -> float:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        return _ARITHMETIC[type(node.op)](_evaluate(node.left, names), _evaluate(node.right, names))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_evaluate(node.operand, names)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "log10" \
+            and len(node.args) == 1 and not node.keywords:
+        return math.log10(_evaluate(node.args[0], names))
+    raise FigureError(f"{ast.unparse(node)!r}: only numbers, + - * / **, log10() and the names given")
+
+
+def _expr(root: Path, keys: dict[str, str]) -> str:
+    """``value`` worked out over the record values its names stand for (``NAME=FILE:PATH``)."""
+    names = {}
+    for name, where in keys.items():
+        if name not in ("value", "fmt", "scale"):
+            file, sep, path = where.partition(":")
+            if not sep:
+                raise FigureError(f"{name}={where}: not FILE:PATH")
+            names[name] = pluck(_record(root, file), path)
+    try:
+        tree = ast.parse(_need(keys, "value"), mode="eval")
+    except SyntaxError:
+        raise FigureError(f"value={keys['value']}: not arithmetic") from None
+    return _number(keys, _evaluate(tree.body, names))
 
 
 KINDS: dict[str, Callable[[Path, dict[str, str]], str]] = {
     "json": _json, "ratio": _ratio, "default": _default, "machines": _machines, "plan": _plan,
-    "table2": _table2, "stat": _stat}
+    "table2": _table2, "stat": _stat, "dryrun": _dryrun, "expr": _expr,
+    "size": _size}
 
 
 def _load(rel: str):
@@ -239,12 +337,68 @@ def _selectors_table(root: Path) -> str:
     return _load("bench/bench_selectors.py").table(rows)
 
 
+def _quoted(lines: list[str], starts: tuple[str, ...]) -> str:
+    """The lines that begin with one of ``starts`` and every line of a ``disk, estimated`` section (its header and
+    its lines indented by two), as a ``text`` block."""
+    picked, section = [], False
+    for line in lines:
+        section = line.startswith("disk, estimated") or (section and line.startswith("  "))
+        if (section and not line.startswith("    ")) or line.startswith(starts):
+            picked.append(line)
+    return "\n".join(["```text", *picked, "```"])
+
+
+def _dry_run_block(root: Path, run: str, starts: tuple[str, ...]) -> str:
+    record = _record(root, DRY_RUN)
+    return _quoted(record["runs"][run]["output"], starts)
+
+
+def dry_runs(root: Path = ROOT) -> dict[str, list[str]]:
+    """What each of :data:`DRY_RUNS` prints now in :data:`CLONE` (made in a temporary folder from ``root``'s
+    configs, models, demo data and MR data), line by line."""
+    with tempfile.TemporaryDirectory(prefix="pgra-dry-run.") as tmp:
+        work = Path(tmp)
+        (work / "configs").symlink_to(root / "configs")
+        (work / "models").symlink_to((root / "models").resolve())
+        shutil.copytree(root / "data" / "original" / "mr", work / "data" / "original" / "mr")
+        (work / "data" / "demo").symlink_to((root / "data" / "demo").resolve())
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_", "PGRA_"))}
+        env.update(HF_HOME=str(work / "hf"), CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(root))
+        out = {}
+        for name, command in DRY_RUNS.items():
+            argv = [sys.executable, "-c", "import sys; from pgra.cli import main; sys.exit(main())",
+                    *shlex.split(command)[1:]]
+            done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+            if done.returncode:
+                raise SystemExit(f"error: {command}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
+            out[name] = done.stdout.splitlines()
+    return out
+
+
+def record_dry_runs(root: Path = ROOT) -> None:
+    """Write :data:`DRY_RUN`: each dry run's command and output, the clone it ran in and the commit of the code."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True).stdout.strip()
+
+    dirty = "+dirty" if git("status", "--porcelain", "pgra", "configs", "bench/results") else ""
+    outputs = dry_runs(root)
+    record = {"what": "the dry runs docs/tutorial-table2.md quotes and docs/experiments.md's disk figures come from "
+                      "(python scripts/doc_figures.py --record-dry-run)",
+              "commit": git("rev-parse", "--short", "HEAD") + dirty, "clone": CLONE,
+              "runs": {name: {"command": DRY_RUNS[name], "output": outputs[name]} for name in DRY_RUNS}}
+    (root / DRY_RUN).write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 # the marked tables: name -> (what renders it from its records, the page that shows it)
 BLOCKS: dict[str, tuple[Callable[[Path], str], str]] = {
     "machine-times": (lambda root: _machine_blocks(root)["machine-times"], "docs/experiments.md"),
     "demo-rows": (lambda root: _machine_blocks(root)["demo-rows"], "docs/experiments.md"),
     "selectors-table": (_selectors_table, "docs/selectors.md"),
     "mechanism-table": (lambda root: _load("scripts/mechanism_table.py").render(root), "docs/experiments.md"),
+    "table2-dry-run": (lambda root: _dry_run_block(root, "experiment", ("wall-clock on",)), "docs/tutorial-table2.md"),
+    "table2-analyze-dry-run": (lambda root: _dry_run_block(root, "analyze", ("  sweep:", "  retrievers:",
+                                                                             "analyses in all:")),
+                               "docs/tutorial-table2.md"),
 }
 
 
@@ -323,7 +477,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when a page's figure differs from its record")
     ap.add_argument("--write", action="store_true", help="rewrite the figures, the CPU tables and the laptop table")
+    ap.add_argument("--record-dry-run", action="store_true",
+                    help=f"run the dry runs docs/tutorial-table2.md quotes again and write {DRY_RUN} (then --write)")
     args = ap.parse_args(argv)
+    if args.record_dry_run:
+        record_dry_runs()
+        print(f"wrote {DRY_RUN}")
+        return 0
     if args.write:
         write()
         return _load("scripts/laptop_table.py").main(["--write"]) or 0

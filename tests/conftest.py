@@ -75,7 +75,8 @@ def pytest_terminal_summary(terminalreporter) -> None:
 RUN_FIRST = ("tests/test_tutorials.py::", "tests/test_gpu_accept.py::", "tests/test_reader.py::test_compiled",
              "tests/test_reader.py::test_deepspeed", "tests/test_plugins.py::test_plug_ins_reach",
              "tests/test_demo_integration.py::", "tests/test_fault_injection.py::",
-             "tests/test_export_install.py::test_the_cards_install_lines")
+             "tests/test_export_install.py::test_the_cards_install_lines",
+             "tests/test_doc_figures.py::test_the_dry_runs_the_tutorial_quotes")
 
 
 # files whose every test is numerically sensitive (byte-for-byte runs, faiss near ties, rounded golden contents)

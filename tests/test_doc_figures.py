@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import pytest
 
-from tests.conftest import ROOT, load_script
+from tests.conftest import ROOT, demo_asset, load_script
 
 
 @pytest.fixture(scope="module")
@@ -186,3 +186,70 @@ def test_the_mechanism_table_puts_each_lm_in_its_column_in_size_order_and_stars_
     assert lines[3].endswith("| +0.5 (big) |")  # the largest's gain, not starred at p=0.2
     with pytest.raises(SystemExit, match="same task, pool, k, d and LM"):
         table([row("big", 16, 0.8, 0.2, 0.001)] * 2)
+
+
+def test_the_dry_runs_the_tutorial_quotes_print_what_their_record_holds(figures):
+    """docs/tutorial-table2.md quotes Table 2's dry runs from docs/results/table2_dry_run.json (marked blocks and
+    ``dryrun`` spans); run again in the record's clone they print the record's lines, so a change to what they
+    print fails here until the record is made again (``--record-dry-run``) and the page rewritten (``--write``)."""
+    for asset in ("data/original/mr/test.csv", "data/demo", "models/bert2bert-minilm"):
+        demo_asset(asset)
+    record = json.loads((ROOT / figures.DRY_RUN).read_text(encoding="utf-8"))
+    assert {name: run["command"] for name, run in record["runs"].items()} == figures.DRY_RUNS
+    assert record["clone"] == figures.CLONE and record["commit"]
+    now = figures.dry_runs()
+    for name, run in record["runs"].items():
+        assert run["output"] == now[name], f"{name}: run python scripts/doc_figures.py --record-dry-run, then --write"
+
+
+def test_a_dry_run_figure_and_block_are_the_records_lines(figures, tmp_path):
+    """A ``dryrun`` span is a group of a recorded line; the quoted block is the picked lines and the disk sections."""
+    root = _root(tmp_path, [])
+    output = ["plan", "wall-clock on 8 worker(s): stages 6.8 min + cells 1 min", "    a cell", "disk, estimated:",
+              "  models: 27.04 GB", "    not this", "  total: 1 GB", "Resolution:", "  mr: skipped"]
+    (root / figures.DRY_RUN).write_text(json.dumps({"runs": {"experiment": {"output": output}}}))
+    assert figures.render("dryrun run=experiment match=stages~([0-9.]+~min)", root) == "6.8 min"
+    with pytest.raises(figures.FigureError, match="no line of"):
+        figures.render("dryrun run=experiment match=cells~([0-9.]+~h)", root)
+    assert figures._dry_run_block(root, "experiment", ("wall-clock on",)) == "\n".join([
+        "```text", output[1], output[3], output[4], output[6], "```"])
+
+
+def test_an_expr_figure_is_worked_out_from_record_values(figures, tmp_path):
+    """bench/README's 100M and 1B rows are arithmetic over measured figures: ``expr`` names them by file and path."""
+    root = _root(tmp_path, {"rate": 44883.0, "rows": [{"size": 10, "s": 734.0}]})
+    spec = "expr value=1e8/(r*8)/60 r=docs/results/r.json:rate fmt={:.1f}"
+    assert figures.render(spec, root) == f"{1e8 / (44883.0 * 8) / 60:.1f}"
+    assert figures.render("expr value=-s*10**1.13/3600 s=docs/results/r.json:rows.size=10.s fmt={:.2f}", root) == \
+        f"{-734.0 * 10 ** 1.13 / 3600:.2f}"
+    for bad, says in (("__import__('os')", "only numbers"), ("x+1", "only numbers"), ("1+", "not arithmetic")):
+        with pytest.raises(figures.FigureError, match=says):
+            figures.render(f"expr value={bad}", root)
+    with pytest.raises(figures.FigureError, match="not FILE:PATH"):
+        figures.render("expr value=r r=docs/results/r.json", root)
+
+
+def test_a_table2_path_reaches_a_cells_estimate_and_match_a_part_of_its_breakdown(figures):
+    """bench/README's breakdown of MR's PGRA cell is the planner's ``Estimate.source``, and the eager figures the
+    planner's price of the config with bench/plan_table2.py's EAGER reader: rendered, not typed."""
+    module = load_script("bench/plan_table2.py")
+    cell = next(e for e in module.plan(8)["estimates"] if e.label == "mr/pgra/seed-1")
+    eager = next(e for e in module.plan(8, overrides=module.EAGER)["estimates"] if e.label == "mr/pgra/seed-1")
+    path = "path=estimates.label=mr/pgra/seed-1"
+    assert figures.render(f"table2 {path}.seconds fmt={{:.0f}}") == f"{cell.seconds:.0f}"
+    assert figures.render(f"table2 eager=1 {path}.seconds fmt={{:.0f}}") == f"{eager.seconds:.0f}" != \
+        f"{cell.seconds:.0f}"
+    assert f"warm-up {figures.render(f'table2 {path}.source match=warm-up~([0-9.]+~[a-z]+)')};" in cell.source
+    with pytest.raises(figures.FigureError, match="no group of"):
+        figures.render(f"table2 {path}.source match=never~([0-9]+)")
+
+
+def test_a_size_figure_is_the_bytes_of_a_committed_folder(figures, tmp_path):
+    """docs/experiments.md's bundle sizes are their folders' bytes, not typed."""
+    root = _root(tmp_path, [])
+    (root / "docs" / "results" / "b" / "sub").mkdir(parents=True)
+    (root / "docs" / "results" / "b" / "sub" / "x.json").write_bytes(b"x" * 1_500_000)
+    (root / "docs" / "results" / "b" / "y.md").write_bytes(b"y" * 400_000)
+    assert figures.render("size folder=docs/results/b scale=1e-6 fmt={:.1f}_MB", root) == "1.9 MB"
+    with pytest.raises(figures.FigureError, match="no folder docs/results/none"):
+        figures.render("size folder=docs/results/none", root)

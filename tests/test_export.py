@@ -117,7 +117,8 @@ def test_export_of_a_made_run_writes_the_folder(tmp_path, capsys):
     assert set(_files(out)) == {"best/model.safetensors", "best/fid_config.json", "metrics.json", "README.md",
                                 "manifest.json", "export.json", wheel}
     assert "| 2 | test | 75.0 | 6 |" in (out / "README.md").read_text()
-    assert f'pip install transformers=={version("transformers")} "./{wheel}[cpu]"' in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    assert f"pip install transformers=={version('transformers')} " in card and f'pip install "./{wheel}[cpu]"' in card
     with zipfile.ZipFile(out / wheel) as built:  # the pgra that made it: this checkout's code, byte for byte
         assert built.read("pgra/serving/export.py") == (ROOT / "pgra" / "serving" / "export.py").read_bytes()
         assert "pgra = pgra.cli:main" in built.read(f"pgra-{pgra.__version__}.dist-info/entry_points.txt").decode()

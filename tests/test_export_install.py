@@ -95,7 +95,7 @@ def test_the_cards_install_lines_install_and_predict_in_a_fresh_venv(tmp_path, c
     assert Path(where).resolve().is_relative_to(venv.resolve())  # installed from the wheel, not the checkout
     torch, transformers, installed = versions.split()
     card = (export / "README.md").read_text()
-    assert f"pip install torch=={torch.partition('+')[0]} " in card and f"transformers=={transformers} " in card
+    assert f"pip install torch=={torch} " in card and f"pip install transformers=={transformers} " in card
     assert (torch, transformers, installed) == (recorded["torch"], recorded["transformers"], pgra.__version__)
     print(f"fresh venv: made, installed and predicted in {time.monotonic() - started:.1f} s")
 
@@ -123,20 +123,55 @@ def test_an_export_that_cannot_build_the_wheel_says_why_it_carries_none(tmp_path
     assert not (tmp_path / "out" / "wheel").exists()
     assert f"# no wheel of pgra in this folder: {why}" in card
     assert f"pgra {pgra.__version__} from a clone of its repository or its release archive" in card
+    # fake_run's manifest records no versions: the card pins this machine's and says so
+    assert f"torch=={version('torch')}" in card and "the version the run used" not in card
+    assert card.count("this machine's version when exported (the run recorded none)") == 2
 
 
-def test_the_card_pins_the_versions_the_run_recorded():
+def test_the_card_pins_the_versions_the_run_recorded_and_says_whose_each_is():
     """The run's manifest's versions win over this machine's; one that is not a version (it would be run in a shell)
-    is this machine's; torch's local build names PyTorch's index for it."""
-    assert pinned({"torch": "2.1.0+cu121", "transformers": "4.57.1"}) == {"torch": "2.1.0+cu121",
-                                                                         "transformers": "4.57.1"}
-    assert pinned({"torch": "1; rm -rf ~", "transformers": None}) == {"torch": version("torch"),
-                                                                      "transformers": version("transformers")}
-    lines = install_lines("pgra-0.1.0-py3-none-any.whl", {"torch": "2.1.0+cu121", "transformers": "4.57.1"})
-    assert lines[1].startswith("pip install torch==2.1.0   # the version the run used (2.1.0+cu121: its build "
-                               "from --index-url https://download.pytorch.org/whl/cu121)")
-    assert lines[2].startswith('pip install transformers==4.57.1 "./wheel/pgra-0.1.0-py3-none-any.whl[cpu]"')
-    assert len(lines) == 3
+    or none recorded is this machine's, and the card says so instead of "the version the run used"."""
+    assert pinned({"torch": "2.1.0+cu121", "transformers": "4.57.1"}) == {"torch": ("2.1.0+cu121", "run"),
+                                                                         "transformers": ("4.57.1", "run")}
+    here = {"torch": (version("torch"), "here"), "transformers": (version("transformers"), "here")}
+    assert pinned({"torch": "1; rm -rf ~", "transformers": None}) == here
+    assert pinned(None) == here  # a run without recorded versions
+    lines = install_lines("pgra-0.1.0-py3-none-any.whl", {"torch": ("2.1.0", "here"), "transformers": ("4.57.1", "run")})
+    assert lines[1:] == [
+        "pip install torch==2.1.0   # this machine's version when exported (the run recorded none)",
+        "pip install transformers==4.57.1   # the version the run used",
+        'pip install "./wheel/pgra-0.1.0-py3-none-any.whl[cpu]"   # the pgra that made this export; [gpu] on a CUDA 12 '
+        "machine"]
+
+
+@pytest.mark.parametrize(("torch", "line"), [
+    ("2.1.0+cu121", "pip install torch==2.1.0+cu121 --index-url https://download.pytorch.org/whl/cu121   # the "
+                    "version the run used"),
+    ("2.13.0+cpu", "pip install torch==2.13.0+cpu --index-url https://download.pytorch.org/whl/cpu   # the version "
+                   "the run used"),
+    ("2.4.1+rocm6.1", "pip install torch==2.4.1+rocm6.1 --index-url https://download.pytorch.org/whl/rocm6.1   # "
+                      "the version the run used"),
+    ("2.5.0a0+git1234", "pip install torch   # 2.5.0a0+git1234, the version the run used, cannot be pinned: a local "
+                        "or pre-release build that no index serves"),
+    ("2.6.0.dev20241112+cpu", "pip install torch   # 2.6.0.dev20241112+cpu, the version the run used, cannot be "
+                              "pinned: a local or pre-release build that no index serves"),
+    ("2.1.0+mybuild", "pip install torch   # 2.1.0+mybuild, the version the run used, cannot be pinned: a local or "
+                      "pre-release build that no index serves"),
+])
+def test_the_cards_torch_line_is_one_pip_can_run(torch, line):
+    """A known build tag puts PyTorch's index on the install line itself (not only in a comment); a local or
+    pre-release build is on no index: the line installs torch unpinned and says which version the run had."""
+    assert install_lines("pgra-0.1.0-py3-none-any.whl", {"torch": (torch, "run")})[1] == line
+    assert install_lines(None, {"transformers": ("4.58.0.dev0", "run")}, "no checkout")[1].startswith(
+        "pip install transformers   # 4.58.0.dev0, the version the run used, cannot be pinned")
+
+
+def test_getting_pgras_example_is_what_the_card_writes():
+    """docs/getting-pgra.md's example of a card's install lines is install_lines' output for a +cpu torch."""
+    page = (ROOT / "docs" / "getting-pgra.md").read_text(encoding="utf-8")
+    lines = install_lines("pgra-0.1.0-py3-none-any.whl", {"torch": ("2.13.0+cpu", "run"),
+                                                           "transformers": ("5.25.0", "run")})
+    assert "\n".join(lines) + '\npgra predict --run . --text "A text to classify."\n```' in page
 
 
 def test_the_cards_predict_line_names_what_the_export_did_not_copy(tmp_path):

@@ -20,6 +20,8 @@ SOURCES = ("pyproject.toml", "README.md", "LICENSE", "pgra")  # what setuptools 
 PINNED = ("torch", "transformers")
 WHEEL_DIR = "wheel"  # the export's folder that holds the wheel
 VERSION = re.compile(r"[0-9][0-9A-Za-z.]{0,40}(\+[0-9A-Za-z.]{1,40})?")  # a version safe in a shell line
+RELEASE = re.compile(r"[0-9]+(\.[0-9]+)*")  # a final release: PyPI (or PyTorch's index) serves it
+TORCH_BUILD = re.compile(r"cpu|cu[0-9]{2,4}|rocm[0-9]+(\.[0-9]+)*|xpu")  # a build PyTorch's index has, /whl/<tag>
 BUILD = "import sys; from setuptools import build_meta; build_meta.build_wheel(sys.argv[1])"
 PREDICT = 'pgra predict --run . --text "A text to classify."'  # the card's line after the install lines
 _BUILT: dict[str, tuple[str, bytes]] = {}  # the sources' digest -> (file name, bytes): one build per process
@@ -106,36 +108,49 @@ def _build(root: Path) -> tuple[str, bytes]:
         return built[0].name, built[0].read_bytes()
 
 
-def pinned(recorded: Any) -> dict[str, str]:
-    """The versions of :data:`PINNED` a run used: its manifest's ``versions`` (``recorded``), else this machine's."""
+def pinned(recorded: Any) -> dict[str, tuple[str, str]]:
+    """The versions of :data:`PINNED` and where each came from: ``run`` (the run's manifest's ``versions``,
+    ``recorded``) or ``here`` (this machine's, where the run recorded none, or none that is a version)."""
     from ..storage.artifacts import library_versions
 
     here, recorded = library_versions(), recorded if isinstance(recorded, dict) else {}
     out = {}
     for name in PINNED:
         value = recorded.get(name)
-        value = value if isinstance(value, str) and VERSION.fullmatch(value) else here.get(name)
-        if value:
-            out[name] = value
+        if isinstance(value, str) and VERSION.fullmatch(value):
+            out[name] = (value, "run")
+        elif here.get(name):
+            out[name] = (here[name], "here")
     return out
 
 
-def install_lines(wheel_name: str | None, versions: dict[str, str], why: str = "") -> list[str]:
-    """The model card's install lines, run in the export's folder: torch and transformers as the run used them, and
-    the wheel the folder carries (``wheel_name``; None: ``why`` there is none)."""
+def requirement(name: str, version: str, source: str) -> str:
+    """``pip install`` arguments for ``name`` at ``version`` and a comment saying whose version it is: pinned where pip
+    can install it (a release; a torch build tag with PyTorch's index for it, ``--index-url`` on the line), else
+    unpinned, the comment saying why (a local or pre-release build, e.g. ``2.5.0a0+git1234``, is on no index)."""
+    whose = "the version the run used" if source == "run" else \
+        "this machine's version when exported (the run recorded none)"
+    release, _, build = version.partition("+")
+    if not RELEASE.fullmatch(release) or (build and (name != "torch" or not TORCH_BUILD.fullmatch(build))):
+        return f"{name}   # {version}, {whose}, cannot be pinned: a local or pre-release build that no index serves"
+    if build:
+        return f"{name}=={version} --index-url https://download.pytorch.org/whl/{build}   # {whose}"
+    return f"{name}=={version}   # {whose}"
+
+
+def install_lines(wheel_name: str | None, versions: dict[str, tuple[str, str]], why: str = "") -> list[str]:
+    """The model card's install lines, run in the export's folder: torch and transformers as :func:`pinned` gives
+    them (each on its own line: torch's may need PyTorch's index), and the wheel the folder carries
+    (``wheel_name``; None: ``why`` there is none)."""
     from .. import __version__
 
-    torch, lines = versions.get("torch", ""), ["# in this folder (or a download of it from the Hub):"]
-    if torch:
-        build = torch.partition("+")[2]
-        lines.append(f"pip install torch=={torch.partition('+')[0]}   # the version the run used" + (
-            f" ({torch}: its build from --index-url https://download.pytorch.org/whl/{build})" if build else ""))
-    pins = [f"transformers=={versions['transformers']}"] if "transformers" in versions else []
+    lines = ["# in this folder (or a download of it from the Hub):"]
+    lines += [f"pip install {requirement(name, *versions[name])}" for name in PINNED if name in versions]
     if wheel_name:
-        return [*lines, "pip install " + " ".join([*pins, f'"./{WHEEL_DIR}/{wheel_name}[cpu]"'])
-                + "   # the pgra that made this export; [gpu] on a CUDA 12 machine"]
+        return [*lines, f'pip install "./{WHEEL_DIR}/{wheel_name}[cpu]"'
+                        "   # the pgra that made this export; [gpu] on a CUDA 12 machine"]
     return [*lines, f"# no wheel of pgra in this folder: {why}; pgra {__version__} from a clone of its repository or "
-            "its release archive (docs/getting-pgra.md):", "pip install " + " ".join([*pins, '"PATH/TO/pgra[cpu]"'])]
+            "its release archive (docs/getting-pgra.md):", 'pip install "PATH/TO/pgra[cpu]"']
 
 
-__all__ = ["PREDICT", "WheelError", "checkout", "install_lines", "pinned", "wheel"]
+__all__ = ["PREDICT", "WheelError", "checkout", "install_lines", "pinned", "requirement", "wheel"]
