@@ -1,6 +1,6 @@
 """A results bundle: the small, shareable copy of an experiment's results (``pgra bundle EXPERIMENT --out DIR``).
 
-A bundle keeps what the report and a reader of the numbers need, and none of the stages' data or any weights::
+It keeps what the report and a reader of the numbers need, and none of the stages' data or any weights::
 
     <bundle>/manifest.json                          kind "bundle": source, date, every file's size and SHA-256,
                                                     the environment of the machine that bundled it and of the cells
@@ -9,13 +9,9 @@ A bundle keeps what the report and a reader of the numbers need, and none of the
     <bundle>/<task>/<stage>/{.stage_key,cost.json,manifest.json}   each stage's key, cost and manifest
     <bundle>/analysis/{analysis.md,analysis.json,figures.json,*.png}   what ``pgra analyze`` wrote, if it ran
 
-Its cells lie where an experiment's do, so ``pgra report BUNDLE`` reads it as it reads the experiment (and writes
-its tables into it); ``pgra report A B ...`` merges bundles and experiment folders into one table
-(:mod:`pgra.evaluation.merge`). A bundle someone sends is untrusted input, its manifest and checksums included: it
-is read in one place (:func:`verify_bundle`), which refuses a link, a newer format, a file the manifest does not list
-in a task's folder and a file that is not what was bundled (an edited prediction is refused by name); the readers
-after it check every field they use for type. A bundle is a few hundred kilobytes to a few megabytes (the
-predictions' size).
+Its cells lie where an experiment's do, so ``pgra report BUNDLE`` reads it as an experiment (``pgra report A B``
+merges several: :mod:`pgra.evaluation.merge`). A bundle someone sends is untrusted input, checked in one place
+(:func:`verify_bundle`).
 """
 
 from __future__ import annotations
@@ -66,12 +62,9 @@ def is_bundle(folder: str | Path) -> bool:
 
 
 def verify_bundle(folder: str | Path) -> dict[str, Any]:
-    """The bundle's manifest, after checking the bundle as the untrusted input it is (everything in it, the manifest
-    and its checksums included, is its sender's): its ``format`` one this pgra reads; no link and nothing but files
-    and folders in it (a link would lead a read, or the report's writes, out of it); every file it lists whole (size
-    and SHA-256: an edited or truncated file is refused by name); and nothing in a task's folder that it does not
-    list (a cell, predictions or a stage folder added by hand would be read as bundled). What ``pgra report`` writes
-    into a bundle (its report files, the analyses of its results in ``analysis/``) is no part of it."""
+    """The bundle's manifest, after checking the bundle as untrusted input: a ``format`` this pgra reads, no link,
+    every listed file whole (size and SHA-256), and nothing unlisted in a task's folder (what ``pgra report`` and
+    ``pgra analyze`` write into it is no part of it)."""
     folder = Path(folder)
     found = _bundle_files(folder)  # first: the manifest's own checks look at the files it lists
     manifest = read_manifest(folder, KIND)
@@ -178,11 +171,9 @@ def _seed(folder: str) -> int:
 
 def bundle_files(experiment: Path, only: CellFilter | None = None
                  ) -> tuple[list[Path], list[dict[str, Any]], str | None]:
-    """The files of ``experiment`` a bundle copies (relative paths), the records of its finished cells (those
-    ``only`` takes), and why ``pgra analyze``'s tables are left out (:func:`stale_analyses`; None: they come along,
-    or there are none); every cell's predictions are checked against its ``cell.json`` first (an edited file is
-    never bundled). The stage records of every task a taken cell belongs to come along, and what ``pgra analyze``
-    wrote (:func:`analysis_files`) when every cell is taken (its tables describe them all)."""
+    """The files of ``experiment`` a bundle copies (relative paths; each cell's predictions checked against its
+    ``cell.json``), the records of its finished cells (those ``only`` takes), and why ``pgra analyze``'s tables are
+    left out (None: they come along, or there are none; they come only when every cell is taken)."""
     files: list[Path] = []
     records: list[dict[str, Any]] = []
     task_dirs: set[Path] = set()
@@ -215,10 +206,8 @@ def bundle_files(experiment: Path, only: CellFilter | None = None
 
 
 def analysis_files(experiment: Path) -> list[Path]:
-    """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` (tables, figures, their index; relative
-    paths): the analyses' results, never their runs (a sweep point's cells, cached pseudo-labels, which lie in
-    folders below), nor a figure ``analysis.json`` does not name (left by an earlier run). It does not ask whether
-    they still describe the cells: a caller bundles them only where :func:`stale_analyses` finds nothing."""
+    """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` (relative paths): the results, not the
+    runs below them, nor a figure ``analysis.json`` does not name; whether they are stale is the caller's to ask."""
     folder = experiment / ANALYSIS_DIR
     if not (folder / "analysis.json").is_file() or folder.is_symlink():
         return []
