@@ -60,9 +60,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_dir(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary folder beside ``target``; it replaces ``target`` only if the block succeeds. A ``target``
-    that is a symbolic link is refused first (an InputError naming it and what it points to): the folder is
-    replaced whole, and a link is not a folder to replace."""
+    """Yield a temporary folder beside ``target``; it replaces ``target`` only if the block succeeds (a ``target``
+    that is a symbolic link is refused)."""
     target = Path(target)
     refuse_link(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -88,9 +87,8 @@ def refuse_link(folder: Path, field: str | None = None) -> None:
 
 
 def apply_umask(path: str | Path) -> None:
-    """Give ``path`` (and, for a folder, everything under it) the permissions of the process's umask, as a
-    plain ``open`` would have made them: libraries that write 0600 files (safetensors) or folders do not leave
-    a run folder the team cannot read. Executable bits are kept on files that have them."""
+    """Give ``path`` (and everything under it) the permissions a plain ``open`` under the umask would have (not
+    a library's 0600), keeping executable bits."""
     mask = _umask()
     path = Path(path)
     todo = [path]
@@ -156,9 +154,8 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")  # one path component pgr
 
 
 def safe_name(name: str, field: str = "name", source: str | Path | None = None, what: str = "a name") -> str:
-    """``name`` if it can be one component of a path pgra writes (a task's folder in an experiment, a method's
-    ...): letters, digits, ``-``, ``_`` and ``.``, not starting with a dot, at most 100 characters. Anything
-    else (``../x``, ``/abs``, ``a/b``, ``.``, ``..``, a space) is an InputError naming the field."""
+    """``name`` if it can be one component of a path pgra writes (letters, digits, ``-``, ``_``, ``.``, not first
+    a dot, at most 100 characters), else an InputError naming the field."""
     if not isinstance(name, str) or not SAFE_NAME.fullmatch(name) or len(name) > 100:
         raise InputError(f"{what} {shorten(name)} cannot be used as a folder name: use letters, digits, '-', '_' "
                          "and '.' (not first), at most 100 characters", path=source, field=field)
@@ -185,12 +182,9 @@ def _values(value: Any) -> Iterator[str]:
 
 
 def check_disjoint(outputs: Mapping[str, Any], inputs: Mapping[str, Any], may_hold: Collection[str] = ()) -> None:
-    """The one check that a stage's output folders do not overlap its inputs: an output that is, holds or lies
-    inside an existing input path (a corpus file, an index, a data folder, a task's data, a model folder ...)
-    is an InputError naming both fields, before anything is written. ``outputs`` and ``inputs`` map a field
-    name to a path (or a list of paths; empty values and paths that do not exist, such as hub ids, are
-    skipped). ``may_hold``: inputs an output may lie inside (``evaluate`` writes into its run's
-    ``evaluations/``), though it may still not be or hold them."""
+    """The one check that no output folder is, holds or lies inside an existing input (an InputError naming both
+    fields). ``outputs`` / ``inputs``: field -> path or list of paths (missing ones, such as hub ids, skipped).
+    ``may_hold``: inputs an output may lie inside (``evaluate``'s run), though not be or hold."""
     for out_field, out in outputs.items():
         for out_value in _values(out):
             o = Path(out_value).expanduser().resolve()
@@ -219,10 +213,8 @@ def _manifest_head(kind: str) -> bytes:
 
 
 def claim_output(out: str | Path, kinds: str | Collection[str], field: str = "out") -> None:
-    """Refuse to write into ``out`` unless every ``manifest.json`` there is this stage's own: a finished
-    artifact of another kind (an index given as a candidates' ``--out``), a manifest that is not a JSON object,
-    or a file named ``manifest.json`` pgra did not write (a user's corpus) is an InputError, so a stage only
-    ever deletes or replaces what it wrote. A manifest of ``kinds`` cut off mid-write is the stage's own."""
+    """Refuse to write into ``out`` unless every ``manifest.json`` there is one of ``kinds`` (one cut off mid-write
+    included): another artifact, or a manifest pgra did not write, is an InputError."""
     accepted = [kinds] if isinstance(kinds, str) else list(kinds)
     path = Path(out) / MANIFEST
     if not (path.exists() or path.is_symlink()):
@@ -252,9 +244,8 @@ def claim_output(out: str | Path, kinds: str | Collection[str], field: str = "ou
 
 
 def verify_safetensors(folder: str | Path) -> None:
-    """Check every ``*.safetensors`` file directly in ``folder`` against its own header (the header's length
-    and the end of its last tensor): a truncated weights file is an IncompleteArtifactError naming it,
-    before a library fails on it with a traceback. Reads only the headers."""
+    """Check every ``*.safetensors`` file directly in ``folder`` against its own header (reading only that): a
+    truncated one is an IncompleteArtifactError naming it."""
     for path in sorted(Path(folder).glob("*.safetensors")):
         size = path.stat().st_size
         try:
@@ -274,9 +265,8 @@ def verify_safetensors(folder: str | Path) -> None:
 
 
 def verify_run(run: str | Path) -> None:
-    """Before a finished run's model is loaded (``evaluate``, ``predict``): its manifest, when there, is a JSON
-    object, and its weights files (in the run folder and in ``best/``) are whole; an IncompleteArtifactError
-    names the damaged file instead of a library's traceback."""
+    """Before a finished run's model is loaded: its manifest, when there, is a JSON object, and its weights (in
+    the folder and in ``best/``) are whole."""
     run = Path(run)
     if (run / MANIFEST).is_file():
         read_json_object(run / MANIFEST)
@@ -389,13 +379,8 @@ def sha256_text(text: str) -> str:
 
 
 def model_fingerprint(name_or_path: str) -> str:
-    """Identify a model's weights and tokenizer.
-
-    A local folder: SHA-256 over its config and tokenizer files, plus for each weight file its size and the
-    hashes of its first and last MiB (hashing 26 GB of OPT-13b on every run would cost minutes; a changed
-    checkpoint changes its size or its header/tail in practice). A hub id: the id itself (the hub's commit
-    is recorded separately by the stage when it is known).
-    """
+    """Identify a model's weights and tokenizer: for a local folder, SHA-256 over its config and tokenizer files
+    and each weight file's size and first and last MiB (not 26 GB of OPT-13b on every run); for a hub id, the id."""
     path = Path(name_or_path)
     if not path.is_dir():
         return f"hub:{name_or_path}"

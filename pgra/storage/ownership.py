@@ -1,17 +1,12 @@
 """What pgra wrote in a folder, and the one rule every writer follows: pgra deletes or replaces only what it can
 prove it wrote.
 
-A stage's output folder is claimed before anything in it is touched (:func:`claimed`, through
-:func:`pgra.storage.lock.locks_output`; ``pgra tasks export`` and a grid's cells call it too). A folder that is new or
-empty gets a record, ``.pgra-owned.json``, which proves from then on that pgra made it; a non-empty folder without
-that record is refused with one error naming what it holds (nothing is changed), unless it is a finished artifact
-of the stage's own kind (its ``manifest.json``) or a folder an older pgra made (:data:`EVIDENCE`). The record
-names the kind pgra made the folder for: another stage's output there is refused (an index given as
-``pgra fid export --out``), but for the runs a folder of that kind holds (:data:`HOSTED`: a cell's method). The record
-also holds the checksums of files a writer replaces by name in a folder others share (the report's
-``results.*``): one that differs (edited by hand) or was never recorded is refused (:func:`check_replaceable`).
-A folder pgra replaces wholesale (a stale cell) may hold nothing but pgra's own names (:func:`check_only_own`).
-Leftover temporary files of pgra's atomic writes (a run killed before the rename) are removed on the next claim.
+A stage's output folder is claimed before anything in it is touched (:func:`claimed`): a new or empty folder gets
+a record, ``.pgra-owned.json``, naming the kind pgra made it for; a non-empty folder without one is refused (unless
+a finished artifact of the stage's kind, or an older pgra's: :data:`EVIDENCE`), and so is another kind's output
+(but for the runs it hosts: :data:`HOSTED`). The record also holds the checksums of files replaced by name in a
+shared folder (:func:`check_replaceable`); a folder replaced wholesale may hold only pgra's names
+(:func:`check_only_own`); leftover temporary files are removed on the next claim.
 """
 
 from __future__ import annotations
@@ -145,10 +140,8 @@ def check_kind(folder: Path, record: dict[str, Any], kind: str, field: str = "ou
 
 
 def claim_folder(folder: str | Path, kind: str, field: str = "out", cfg: Any = None) -> bool:
-    """Refuse to write into ``folder`` unless it is new, empty or pgra's (:func:`made_by_pgra`): an InputError
-    names what it holds, and nothing is changed (``cfg``: the stage's config, for its :data:`PART_CHECKS`).
-    Records pgra's ownership of a new or empty folder (or one an older pgra made) and drops pgra's leftover
-    temporary files. Returns True when it wrote a new record."""
+    """Refuse to write into ``folder`` unless it is new, empty or pgra's (:func:`made_by_pgra`; ``cfg``: for its
+    :data:`PART_CHECKS`); record pgra's ownership and drop leftover temporary files. True: a new record."""
     folder = Path(folder)
     if not (folder.exists() or folder.is_symlink()):
         folder.mkdir(parents=True)
