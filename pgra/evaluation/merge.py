@@ -1,21 +1,11 @@
 """One report from experiments run apart: the cells of several experiment folders and results bundles, merged.
 
-A grid is often run in pieces (one task on a cluster, another on a laptop, seeds re-run after a preemption).
-:func:`merged_cells` reads every source (an experiment folder, or a bundle, whose files are checked against its
-manifest first) and returns one list of cells, refusing with one error line what cannot be one table:
-
-- a cell (task, method, seed) found in two sources with different predictions (both named: keep one), or with the
-  same predictions but another key (another setting: named);
-- cells of one task whose settings differ where they must agree (the setting named, with both values and both
-  cells): everything a cell's config records but how each job chose its share of the grid (its ``tasks``,
-  ``methods``, ``seeds``, ``out``...; :data:`~pgra.experiment.config.JOB_FIELDS`) and where files lie (``out``,
-  ``data_dir``). The sections a method may override (``reader``, ``knn_vote``, ``icl``) must agree between cells of
-  one method; the others between every two cells of the task;
-- stages of one task (``candidates``, a reranked top-d) built with different keys, and cells that read other task
-  data (another data fingerprint);
-- and, as for one folder, cells of one task that evaluated different inputs.
-
-The same cell found twice with the same predictions and key counts once (``duplicates`` says where).
+:func:`merged_cells` reads every source (an experiment folder, or a checked bundle) into one list of cells,
+refusing with one error line what cannot be one table: one cell found twice with other predictions or another
+key; cells of one task whose settings differ where they must agree (all but a job's share of the grid,
+:data:`~pgra.experiment.config.JOB_FIELDS`, and where files lie; a method's own sections only within the method);
+stages of one task built with other keys, or other task data; cells of one task that evaluated other inputs.
+The same cell found twice alike counts once (``duplicates`` says where).
 """
 
 from __future__ import annotations
@@ -204,9 +194,8 @@ def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[li
 
 
 def out_is_source(sources: Sequence[str | Path], out: str | Path) -> bool:
-    """Whether the report's folder ``out`` is one of ``sources`` (a report written beside its one source's cells);
-    refused: ``out`` as one of several merged sources, and ``out`` inside a source or around one (there its files
-    would be read as the source's, or it would hold the source)."""
+    """Whether the report's folder ``out`` is its one source; refused: ``out`` as one of several sources, or
+    inside or around one."""
     dest = Path(out).resolve()
     for source in sources:
         src = Path(source).resolve()

@@ -1,17 +1,10 @@
 """``pgra report DIR``: the paper's Table 2 layout over an experiment's cells, with seeds and significance.
 
-Reads every ``<task>/<method>/seed-<n>/cell.json`` under ``DIR`` with its ``predictions_<split>.jsonl`` and
-writes ``DIR/results.md`` (methods as rows, tasks as columns, an average column; mean ± sample standard
-deviation over seeds with the number of seeds; a second table with each method's difference from the
-reference method and its paired-bootstrap p-value) and ``DIR/results.json`` (one row per task, method, seed,
-split and metric, the summary, the tests, and every cell's config, seed, versions, git commit and data
-fingerprints). Cells of one task whose evaluated inputs differ are refused, never compared.
-
-A seed-independent method (its cell says ``"seed_independent": true``: the experiment ran it once, at the first
-seed) shows its one value as deterministic, not as a spread of one, and is paired with every seed of the method
-it is compared with; its cells at other seeds left by older runs are ignored. When the grid has the floor method
-(``linear_probe``: logistic regression on frozen sentence embeddings), a trained reader below it on a task is
-marked: it learned less than the embedding alone gives.
+Reads every finished cell under ``DIR`` and writes ``results.md`` (methods x tasks: mean ± std over seeds, and
+each method's difference from the reference with its paired-bootstrap p-value), ``results.json`` (rows, summary,
+tests, provenance) and ``results.html``. A seed-independent method's one run is shown as deterministic and paired
+with every seed of the other side; a reader below the floor method (``linear_probe``) is marked.
+docs/experiments.md tells how to read it.
 """
 
 from __future__ import annotations
@@ -56,9 +49,8 @@ def _sources(directory: str | Path | Sequence[str | Path]) -> list[Path]:
 
 
 def _train_inputs_note(tasks: list[str], summary: dict[str, dict[str, Any]]) -> str | None:
-    """The note on the training inputs of the methods that train (readers, probe, kNN vote), per task from their
-    cells' records; it flags a task whose methods trained on different numbers of inputs (their difference is then
-    also one of training data). None when no cell recorded it."""
+    """The note on the training inputs of the methods that train, per task, flagging a task whose methods trained
+    on different numbers of inputs; None when no cell recorded them."""
     parts, differ = [], []
     for t in tasks:
         counts = {m: s[t]["train_inputs"] for m, s in summary.items() if s.get(t, {}).get("train_inputs")}
@@ -460,11 +452,8 @@ def p_text(p: float, n_resamples: int) -> str:
 def write_report(directory: str | Path, reference: str = "fid", split: str = "test", n_resamples: int = 10000,
                  seed: int = 0, targets: dict[str, Any] | None = None,
                  sources: Sequence[str | Path] | None = None, min_inputs: int = MIN_TEST_INPUTS) -> Path:
-    """Write ``results.md``, ``results.json`` and ``results.html`` (the page to explore the grid in a browser) into
-    ``directory``; returns the markdown's path. The cells reported are ``directory``'s own, or those of
-    ``sources`` merged (experiment folders and bundles; ``directory`` is then a folder of pgra's kind ``report``,
-    or one of them). ``targets`` (:func:`pgra.evaluation.targets.load_targets`) adds the published numbers beside
-    each cell (``compare``)."""
+    """Write ``results.md``, ``results.json`` and ``results.html`` into ``directory`` (of its own cells, or of
+    ``sources`` merged); returns the markdown's path. ``targets``: published numbers shown beside each cell."""
     directory = Path(directory)
     sources = [directory] if sources is None else [Path(s) for s in sources]
     own = any(directory.resolve() == Path(s).resolve() for s in sources)
@@ -493,9 +482,8 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
 
 
 def check_report_files(directory: str | Path, field: str = "out") -> None:
-    """Refuse (an InputError naming it, nothing written) when a report file in ``directory`` is not the one pgra
-    last wrote there: a ``results.md`` written or edited by hand is kept. A report an older pgra wrote before
-    it recorded its files (its ``results.json`` is pgra's report) is replaced."""
+    """Refuse (nothing written) when a report file in ``directory`` is not the one pgra last wrote there (edited
+    by hand); an older pgra's report, before files were recorded, is replaced."""
     from ..storage.ownership import check_replaceable, read_record
 
     directory = Path(directory)
