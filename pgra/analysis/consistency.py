@@ -1,17 +1,11 @@
 """Pseudo-label consistency (the paper's Figure 2; against the reranker's size its Figure 4 / Tables 9-10): how
 often evidence carries its input's label.
 
-A reader trained without retrieval labels every evidence sentence; an evidence sentence is consistent when
-that pseudo-label equals its input's gold label. The share is counted over every (input, evidence) pair of the
-analysed split, for the first stage's top d (FiD's evidence), the reranker's top d (PGRA's), the top d of
-any further reranker LMs, and the top d of the prompt-guided search of the whole corpus (``pgra_full``'s).
-
-With ``analysis.consistency.k`` or ``.d`` set, a second table measures it as a quantity with controls: per task,
-reranker LM, k and d, the consistency of the reranker's top d of the first k candidates, of the first stage's top d,
-of a random d of the first k (the floor, its expectation) and the oracle's (the ceiling: per input min(d, consistent
-among the first k) of d), each with a bootstrap interval over the analysed inputs (whole sources resampled with
-``group_field``). A corpus with a label sidecar (``<corpus stem>.labels.json``, written by ``pgra tasks pool``)
-gives its evidence's true labels instead of pseudo-labels (:class:`CorpusLabels`).
+An evidence sentence is consistent when its label (a no-retrieval reader's pseudo-label, or the corpus's label
+sidecar: :class:`CorpusLabels`) equals its input's gold label; the share is counted for the first stage's top d,
+the reranker's and further reranker LMs' top d, and ``pgra_full``'s. With ``analysis.consistency.k`` or ``.d``
+set, a second table adds controls per LM, k and d: a random d of the first k (the floor) and the oracle (the
+ceiling), with bootstrap intervals. docs/analyses.md tells the rest.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Cost-aware comparison: what each method's score cost, and which methods another beats on both.
 
-A method's cost on a task is its cell's (mean over seeds) plus the shared stages it needs, counted in full as
-a user running only that method would pay them: the first-stage retrieval for a reader of corpus evidence,
-and the reranking for PGRA (the index is built once per corpus and left out). The whole-corpus pass that the
-reranked and full-search stages share (``corpus_pass: corpus``) is recorded by the stage that ran first; a method
-whose stage read it from the cache counts it too (:func:`borrowed_pass`). Each stage and cell records
-its wall-clock seconds, its hardware and the tokens every model ran (:mod:`pgra.runtime.cost`); FLOPs are estimated
-from those tokens and the models' parameter counts. Seconds are one device's: a stage that several processes (GPUs)
-built together counts its wall-clock times their number (:func:`pgra.runtime.cost.device_seconds`), and a reader's cell
-trained by several (``parallel: ddp``) its training likewise; a cell run by one process counts its own. A
-method is *dominated* when another method of the task scores at least as well for at most the cost, better in one of
-the two.
+A method's cost on a task is its cell's (mean over seeds) plus the shared stages it needs, in full (the index
+left out; a corpus pass read from the cache counted too: :func:`borrowed_pass`), in one device's seconds
+(:func:`pgra.runtime.cost.device_seconds`) and FLOPs. A method is *dominated* when another scores at least as well
+for at most the cost, better in one of the two.
 """
 
 from __future__ import annotations

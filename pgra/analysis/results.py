@@ -1,12 +1,8 @@
 """The analyses that need only results, run on results bundles, alone or merged (``pgra report ... --analyses``).
 
-An analysis whose ``reads`` is ``"results"`` (:class:`~pgra.analysis.base.Analysis`) reads nothing but the cells'
-records, their predictions (with the evidence ids each input's reader read) and the stages' key and cost
-records: what a bundle keeps (:mod:`pgra.evaluation.bundle`). :class:`ResultsRuns` gives such an analysis the
-same view of the cells as :class:`~pgra.analysis.inputs.ExperimentRuns` does, built from the cells of one or
-several experiment folders and bundles merged as the report merges them (:func:`~pgra.evaluation.merge.merged_cells`:
-the same refusals). :func:`analyze_results` runs the chosen analyses and writes ``<out>/analysis/`` as
-``pgra analyze`` does; the analyses that need an experiment's stage data or models are refused by name.
+An analysis whose ``reads`` is ``"results"`` needs only what a bundle keeps (the cells' records and predictions,
+the stages' key and cost records); :class:`ResultsRuns` gives it the view :class:`~pgra.analysis.inputs.ExperimentRuns`
+gives, from sources merged as the report merges them, and :func:`analyze_results` writes ``<out>/analysis/``.
 """
 
 from __future__ import annotations

@@ -2,15 +2,10 @@
 in its main results; its Figure 4 / Tables 9-10 plot consistency and accuracy against the reranker's size, OPT-350m
 to 13b at k=150 and d=16, not against k: that is the consistency analysis's ``rerank_lms`` axis.)
 
-Each point is a variant of the experiment with ``rerank.k``, ``rerank.top_d`` and the reader's ``n_passages``
-changed; the k sweep keeps the experiment's d, the d sweep its k. The points' stages run from the largest k down,
-so the first one embeds whatever the experiment had not and the others find every evidence embedding in the cache
-(each point's reranked manifest records the texts its LM embedded, ``embedding.texts``, and the sweep's record sums
-them); their cells then run as one pool, side by side under torchrun. (With per-query demonstrations,
-``rerank.demo_selection: kate | skill_knn``, a prompt is cached per query and candidate list, so each k embeds
-again; the sweep warns.) When the grid has a finished no-retrieval cell, each point also reports the label
-consistency of the evidence its reader reads
-(:mod:`pgra.analysis.consistency`), beside its accuracy.
+Each point is a variant of the experiment with ``rerank.k``, ``rerank.top_d`` and ``n_passages`` changed. The
+points' stages run from the largest k down, so the first embeds what the experiment had not and the others find
+it cached; their cells then run as one pool. With a finished no-retrieval cell, each point also reports its
+evidence's label consistency. docs/analyses.md tells the rest.
 """
 
 from __future__ import annotations
