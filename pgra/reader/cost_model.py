@@ -52,10 +52,9 @@ def trained_layers(reader: dict[str, Any]) -> int | None:
 
 def reader_cell_price(fits: Any, reader: dict[str, Any], inputs: int | None, splits: dict[str, int] | None,
                       disk: dict[str, Any] | None = None) -> Priced | None:
-    """A reader cell (its settings' ``reader`` block, as ``cell.json`` holds it) priced from ``fits``
-    (:class:`~pgra.reader.fits.ReaderFits`): on a GPU the whole cell as its settings run it, with ``splits``
-    (inputs per split) and ``disk`` (the cosmetic ``keep_checkpoints`` / ``keep_resume_state``, which no settings
-    hold); on a CPU its steps over ``inputs`` training inputs plus the fixed part of a cell. None: no fit applies."""
+    """A reader cell (its settings' ``reader`` block) priced from ``fits``: on a GPU the whole cell (``splits``:
+    inputs per split; ``disk``: the cosmetic checkpoint options), on a CPU its steps plus a cell's fixed part;
+    None when no fit applies."""
     if fits.gpu_steps:
         cost = fits.gpu_cell({**reader, **(disk or {})}, splits)
         if cost is not None:
@@ -115,10 +114,8 @@ FROZEN_WITH_THE_ENCODER = ("shared.", "embed_tokens.", "word_embeddings.", "lm_h
 
 
 def reader_disk(reader: Any) -> ReaderDisk | None:
-    """:class:`ReaderDisk` of a reader config (``reader``: a :class:`pgra.reader.config.TrainConfig`); None when its
-    model's parameters are unknown. With a frozen encoder (``freeze_encoder``, ``train_top_layers``) the trained
-    weights are all but the encoder's, the word embeddings and the output projection (by their names in the local
-    safetensors), plus the top layers' share of the encoder's; every weight where the names cannot be read."""
+    """:class:`ReaderDisk` of a reader config; None when its model's parameters are unknown. With a frozen encoder
+    only the weights that train count for the optimizer state (every weight where their names cannot be read)."""
     from ..runtime.cost import tensor_sizes
 
     model = str(reader.model)
@@ -160,10 +157,8 @@ class CellDisk:
 
 
 def cell_disk(reader: Any, evidence: int) -> CellDisk:
-    """A reader cell's :class:`CellDisk` (``reader``: its :class:`~pgra.reader.config.TrainConfig`): ``best/``, the
-    ``keep_checkpoints`` resumable checkpoints it keeps with ``keep_resume_state`` and its log; while it trains it
-    holds ``keep_checkpoints`` checkpoints and, for a moment, the next one (written before the oldest is deleted;
-    best/'s replacement is smaller and never at once)."""
+    """A reader cell's :class:`CellDisk`: what it keeps (``best/``, kept checkpoints, its log) and its peak while
+    training (``keep_checkpoints`` checkpoints and, for a moment, the next)."""
     disk = reader_disk(reader)
     if disk is None:
         return CellDisk("reader cells", evidence, unknown=model_parameters(str(reader.model))[1])

@@ -64,10 +64,8 @@ def gpu_variant(reader: dict[str, Any]) -> str:
 
 
 def gpu_cell_measurements(results: Path) -> dict[str, Any] | None:
-    """The GPU reader cell's measurements, as ``results/gpu_plan_cells.json`` names them (None without it or a file
-    it names): ``steps`` (variant -> :class:`GpuStep`, each from its run file's ``readers``), ``loop_s`` (pgra's
-    training loop's ``loop_overhead_s`` around the step it names), the bench reader's ``batch`` and ``passages``,
-    and ``overheads`` (:class:`CellOverheads`)."""
+    """The GPU reader cell's measurements that ``results/gpu_plan_cells.json`` names (None without them): ``steps``
+    (variant -> :class:`GpuStep`), ``loop_s``, the bench reader's ``batch`` and ``passages``, and ``overheads``."""
     path = Path(results) / GPU_PLAN_CELLS
     if not path.is_file():
         return None
@@ -96,10 +94,8 @@ def gpu_cell_measurements(results: Path) -> dict[str, Any] | None:
 
 
 def gpu_cell(fits: Any, reader: dict[str, Any], splits: dict[str, int] | None = None) -> CellCost | None:
-    """A reader cell on the GPU as its settings run it (``reader``: the cell's reader settings; ``fits``: a
-    :class:`~pgra.reader.fits.ReaderFits`): its steps (:meth:`~pgra.reader.fits.ReaderFits.gpu_step` of its
-    :func:`gpu_variant`, x ``grad_accum``), the variant's warm-up (its compilation, once), its evaluations
-    (:func:`_evaluations`) and its saves, loads and start (:func:`_overheads`); None without the GPU fits."""
+    """A reader cell on the GPU as its settings run it: its steps of its :func:`gpu_variant`, the warm-up, its
+    evaluations, saves, loads and start; None without the GPU fits."""
     if not fits.gpu_steps:
         return None
     variant, steps = gpu_variant(reader), int(reader.get("max_steps", 0))
@@ -134,9 +130,8 @@ def _notes(fits: Any, reader: dict[str, Any], variant: str, step: GpuStep, passa
 
 def _evaluations(fits: Any, reader: dict[str, Any], splits: dict[str, int] | None, step: GpuStep,
                  parts: dict[str, float], text: list[str], notes: list[str]) -> float:
-    """Its dev evaluations (every ``eval_every`` steps) and the final dev and test evaluation (``splits``: inputs per
-    split), an input a forward pass of the eager step (``FLOPS_PER_TOKEN`` forward/trained of it), added to
-    ``parts`` and ``text``; returns their device seconds."""
+    """Its dev and final evaluations, an input a forward pass of the eager step, added to ``parts`` and ``text``;
+    returns their device seconds."""
     from ..runtime.cost import FLOPS_PER_TOKEN
 
     evaluated = evaluated_inputs(reader, splits)
@@ -155,9 +150,8 @@ def _evaluations(fits: Any, reader: dict[str, Any], splits: dict[str, int] | Non
 
 def _overheads(o: CellOverheads | None, reader: dict[str, Any], steps: int, parts: dict[str, float],
                text: list[str]) -> tuple[float, float]:
-    """Its checkpoints (every ``save_every``, else ``eval_every``, steps and at the end), ``best/`` saves (at most
-    one per evaluation), two model loads (the reader, then ``best/``) and the process's start, added to ``parts``
-    and ``text``; returns the bytes written and kept (``best/``; checkpoints deleted unless keep_resume_state)."""
+    """Its checkpoints, ``best/`` saves, two model loads and the process's start, added to ``parts`` and ``text``;
+    returns the bytes written and kept."""
     if o is None:
         return 0.0, 0.0
     eval_every, save_every = int(reader.get("eval_every", 0)), int(reader.get("save_every", 0))
