@@ -137,8 +137,6 @@ def setup(cfg: SimCSEConfig) -> SimCSESetup:
     if not cfg.corpus or not cfg.out:
         raise InputError("train-simcse needs a corpus and an output folder", field="corpus" if not cfg.corpus
                          else "out")
-    if cfg.dropout > 1:
-        raise InputError(f"dropout {cfg.dropout} must be -1 (the model's own) or in [0, 1]", field="dropout")
     out = Path(cfg.out)
     state_dir = out / STATE_DIR
     acc = _accelerator(cfg)
