@@ -46,11 +46,8 @@ class CellResult:
 
 
 def source_cells(directory: str | Path, split: str = "test", bundle: bool = False) -> list[CellResult]:
-    """Every finished cell under ``directory`` (an experiment folder, or a results bundle when ``bundle``) with
-    its predictions on ``split``. Each cell's results are recomputed from its predictions files, which must be the
-    ones it finished with (:func:`~pgra.results.predictions.checked_cell_results`): an edited or truncated file is refused
-    by name, never reported with the numbers its cell.json recorded. A bundle holds no data folder, so a cell's is
-    checked only in an experiment folder."""
+    """Every finished cell under ``directory`` (a bundle when ``bundle``) with its predictions on ``split``, its
+    results recomputed from files checked against its record (:func:`~pgra.results.predictions.checked_cell_results`)."""
     from ..core.config import from_dict
     from ..tasks import get_task
     from ..tasks.spec import TaskSpec

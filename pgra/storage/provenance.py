@@ -1,9 +1,7 @@
 """What a finished run read, recorded so that a later use of the run can find it again and tell when it changed.
 
-A run records the folder it read (a candidates or reranked folder) three ways: its absolute path, its path
-relative to the run (a moved or copied experiment folder finds its own copy) and its fingerprint (the checksums
-its manifest lists). ``pgra evaluate``, ``pgra predict`` and ``pgra report`` refuse a folder whose fingerprint is
-no longer the one the run read: a later experiment with another index or other task data rebuilt it in place.
+A run records the folder it read by absolute path, path relative to the run (a moved experiment finds its own
+copy) and fingerprint; a folder whose fingerprint changed since (rebuilt in place) is refused.
 """
 
 from __future__ import annotations
