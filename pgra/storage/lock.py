@@ -418,7 +418,7 @@ def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None,
                                   "process writes there") from None
         if seen is None:
             continue  # released meanwhile: try again
-        try:
+        with contextlib.closing(seen):
             if _is_mine(seen.info, me):
                 return None
             try:
@@ -432,8 +432,6 @@ def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None,
                 continue
             if _remove_if_unchanged(path, seen):
                 took_over = reason
-        finally:
-            seen.close()
     raise OutputBusyError(f"{label}: could not take the lock {path} (other processes keep taking it)")
 
 
@@ -512,7 +510,7 @@ def holder(path: str | Path, stale_after: float | None = None, remove_stale: boo
         return {}
     if seen is None:
         return None
-    try:
+    with contextlib.closing(seen):
         if _is_mine(seen.info, me):
             return None
         try:
@@ -523,8 +521,6 @@ def holder(path: str | Path, stale_after: float | None = None, remove_stale: boo
             with contextlib.suppress(OSError):
                 _remove_if_unchanged(path, seen)
         return None
-    finally:
-        seen.close()
 
 
 def release_dead_writers(folder: str | Path) -> list[Path]:
@@ -538,15 +534,13 @@ def release_dead_writers(folder: str | Path) -> list[Path]:
             continue
         if seen is None:
             continue
-        try:
+        with contextlib.closing(seen):
             if seen.info is None or seen.info["host"] != me["host"] or _is_mine(seen.info, me):
                 continue
             with contextlib.suppress(OutputBusyError):
                 _judge(seen, me, path, str(path))
                 if _remove_if_unchanged(path, seen):
                     removed.append(path)
-        finally:
-            seen.close()
     return removed
 
 
@@ -588,12 +582,10 @@ def _release(path: Path, ident: tuple[int, int], data: bytes) -> None:
         return
     if seen is None:
         return
-    try:
+    with contextlib.closing(seen):
         st = os.fstat(seen.fd)
         if (st.st_dev, st.st_ino) == ident and seen.data == data:
             _remove_if_unchanged(path, seen)
-    finally:
-        seen.close()
 
 
 @contextlib.contextmanager

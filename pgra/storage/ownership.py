@@ -73,15 +73,19 @@ def _names(paths: Collection[Path]) -> str:
     return shown + (f" and {len(paths) - MAX_NAMED} more" if len(paths) > MAX_NAMED else "")
 
 
-def read_record(folder: str | Path) -> dict[str, Any] | None:
-    """The ownership record of ``folder`` (None when there is none, or it is unreadable: not proof)."""
-    path = Path(folder) / RECORD
+def _json_or_none(path: Path) -> Any:
+    """What the regular file (not a link) ``path`` holds as JSON; None when it is not there or unreadable."""
     if not path.is_file() or path.is_symlink():
         return None
     try:
-        record = read_json(path)
+        return read_json(path)
     except IncompleteArtifactError:
         return None
+
+
+def read_record(folder: str | Path) -> dict[str, Any] | None:
+    """The ownership record of ``folder`` (None when there is none, or it is unreadable: not proof)."""
+    record = _json_or_none(Path(folder) / RECORD)
     return record if isinstance(record, dict) and record.get("pgra") == "owned" else None
 
 
@@ -91,13 +95,7 @@ def _write_record(folder: Path, record: dict[str, Any]) -> None:
 
 def _own_manifest(folder: Path, kind: str) -> bool:
     """A finished artifact of ``kind`` is there (its ``manifest.json``, of that kind, pgra wrote)."""
-    path = folder / MANIFEST
-    if not path.is_file() or path.is_symlink():
-        return False
-    try:
-        manifest = read_json(path)
-    except IncompleteArtifactError:
-        return False
+    manifest = _json_or_none(folder / MANIFEST)
     return isinstance(manifest, dict) and manifest.get("kind") == kind
 
 
