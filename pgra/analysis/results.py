@@ -50,9 +50,8 @@ def chosen_analyses(names: Sequence[str]) -> list[Analysis]:
 
 @dataclass
 class ResultsRuns(ExperimentRuns):
-    """Cells merged from experiment folders and bundles, seen as the analyses see an experiment. Only what a
-    bundle keeps is readable: asking for a stage's records (its data) is refused, and the grid has no reranked
-    stage to read, so an analysis leaves out what needs one (PGRA's rank shift)."""
+    """Cells merged from experiment folders and bundles, seen as the analyses see an experiment (a stage's data
+    is refused, and there is no reranked stage to read)."""
 
     cells: dict[tuple[str, str, int], Any] = field(default_factory=dict, repr=False)
     sources: list[Path] = field(default_factory=list)
@@ -163,9 +162,8 @@ _NO_EXPERIMENT = _NoExperiment()
 
 
 def _recorded_options(cells: list[Any], analyses: list[str], split: str) -> Any:
-    """The ``analysis`` section the cells' runs recorded (the chosen analyses' options: a calibration's bins), each
-    option section read as this pgra reads it (fields added since take their defaults), which every cell that
-    recorded it must agree on; the defaults where none did."""
+    """The ``analysis`` section the cells' runs recorded (each cell that recorded one must agree), read as this
+    pgra reads it; the defaults where none did."""
     import dataclasses
 
     from ..core.config import from_dict, to_dict
@@ -208,9 +206,8 @@ def _ordered(cells: list[Any], name: str) -> list[str]:
 
 
 def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
-    """Whether ``out`` is the one source (else a folder of its own, claimed as a report's); refused: one of several
-    sources, an experiment folder (its analyses are `pgra analyze`'s, which reads its stages too), a bundle holding
-    the analyses its experiment's ``pgra analyze`` wrote (checksummed: rewritten, it would no longer verify)."""
+    """Whether ``out`` is the one source (else a folder of its own); refused: one of several sources, an experiment
+    folder (`pgra analyze`'s), a bundle holding its experiment's analyses (checksummed)."""
     from ..evaluation.bundle import ANALYSIS_DIR, is_bundle
     from ..evaluation.merge import out_is_source
     from ..storage.artifacts import MANIFEST, read_json_object
@@ -233,9 +230,8 @@ def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
 
 def analyze_results(sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
                     split: str = "test") -> ResultsRuns:
-    """Run the analyses ``analyses`` (each must read results only) on the cells of ``sources`` merged, and write
-    ``<out>/analysis/`` (``analysis.md``, ``analysis.json``, figures) as ``pgra analyze`` does. Nothing is
-    written when the sources cannot be merged or an analysis needs an experiment folder."""
+    """Run the results-only ``analyses`` on the cells of ``sources`` merged into ``<out>/analysis/`` as ``pgra
+    analyze`` does (nothing written when refused)."""
     from ..evaluation.bundle import ANALYSIS_DIR
     from ..evaluation.report import check_report_files
     from ..storage.ownership import check_folders, claim_folder

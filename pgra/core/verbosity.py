@@ -51,10 +51,7 @@ def configure_child_output() -> None:
 
 
 def configure_output(verbose: bool) -> None:
-    """Quiet the libraries' expected output (``verbose=False``); ``verbose=True`` leaves everything as is.
-
-    Idempotent; call it once at start-up, before or after the libraries are imported.
-    """
+    """Quiet the libraries' expected output unless ``verbose``; idempotent, before or after they are imported."""
     global _verbose
     _verbose = verbose
     if verbose:

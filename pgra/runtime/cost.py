@@ -159,9 +159,8 @@ def on_gpu(record: dict[str, Any]) -> bool:
 
 
 def sharing(record: dict[str, Any]) -> int:
-    """How many devices' time a cost record's wall-clock holds: on a GPU the distinct devices that did the work
-    together (``devices``: ranks sharing a GPU share its time; else ``processes``), on a CPU the processes; 1 in
-    records from before pgra wrote them, or where the count is no finite number of at least 1."""
+    """How many devices' time a cost record's wall-clock holds: on a GPU its distinct ``devices`` (else
+    ``processes``), on a CPU its processes; 1 where the count is missing or invalid."""
     value = record.get("devices", record.get("processes")) if on_gpu(record) else record.get("processes")
     return int(value) if finite_number(value) and value >= 1 else 1
 
@@ -191,9 +190,8 @@ def _device_tag() -> str:
 
 
 def _cores_each() -> float:
-    """The cores this process computed on: its torch threads, at most its share of the cores it may run on among
-    the processes computing on this node side by side (:func:`pgra.runtime.device.core_sharers`: the launch's ranks, or a
-    cell child's siblings; 4 ranks of 1 thread on 2 cores: half a core each)."""
+    """The cores this process computed on: its torch threads, at most its share of the node's cores among the
+    processes beside it (:func:`pgra.runtime.device.core_sharers`)."""
     import torch
 
     from .device import core_sharers, node_cores
@@ -376,9 +374,8 @@ class Fits:
     note: str = ""
 
     def thread_factor(self, measured_threads: float | None = None) -> float:
-        """How much longer CPU work measured on ``measured_threads`` (default: the benches') takes on a worker
-        computing on ``cpu_threads`` cores: their ratio, never below 1 (more threads are not assumed faster), and 1
-        on a GPU or where either is unknown."""
+        """How much longer CPU work measured on ``measured_threads`` (default: the benches') takes on ``cpu_threads``
+        cores: their ratio, never below 1; 1 on a GPU or where either is unknown."""
         measured = self.bench_threads if measured_threads is None else measured_threads
         if self.device != "cpu" or not self.cpu_threads or not measured or self.cpu_threads >= measured:
             return 1.0
