@@ -66,9 +66,8 @@ ANALYSES: Registry[Analysis] = Registry("analysis", __package__, BUILTIN, field=
 
 
 def register_analysis(analysis: Analysis) -> Analysis:
-    """Add ``analysis`` to the registry (the same analysis again replaces it; another under a taken name is
-    refused); returns it. The built-in analyses keep their order (``SHOWN``) whatever order their modules were
-    imported in; others follow in registration order."""
+    """Add ``analysis`` to the registry (another under a taken name is refused) and return it; the built-in ones
+    keep their order (``SHOWN``), others follow in registration order."""
     ANALYSES.register(analysis)
     ordered = sorted(ANALYSES.values(), key=lambda a: SHOWN.index(a.name) if a.name in SHOWN else len(SHOWN))
     ANALYSES.clear()

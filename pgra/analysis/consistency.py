@@ -126,9 +126,8 @@ class CorpusLabels:
 
 def task_labeller(runs: ExperimentRuns, task: str,
                   why: str = "label consistency") -> PseudoLabeller | CorpusLabels:
-    """The labeller of ``task``'s evidence: the corpus's true labels when it has a sidecar (:func:`labels_sidecar`),
-    else the no-retrieval cell at ``analysis.consistency.labeller_seed`` (pseudo-labels cached in the analysis
-    folder's ``<task>/pseudo_labels.json``, shared by every analysis that labels evidence)."""
+    """The labeller of ``task``'s evidence: the corpus's label sidecar (:func:`labels_sidecar`), else the
+    no-retrieval cell at ``labeller_seed`` (pseudo-labels cached in ``<task>/pseudo_labels.json``)."""
     sidecar = labels_sidecar(runs.cfg.index.corpus) if runs.cfg.index.corpus else None
     if sidecar is not None and sidecar.is_file():
         return CorpusLabels(sidecar, runs.task_name(task))
@@ -155,9 +154,8 @@ def _lm_name(lm: str) -> str:
 
 
 def _extra_rerank(runs: ExperimentRuns, task: str, lm: str, top: int = 0) -> tuple[Any, Path, str]:
-    """The experiment's reranking of ``task`` with another LM: its config, folder and reuse key. ``top``: rank the
-    first ``top`` candidates of the analysed split and keep them all (the controls table's), embedding only those
-    (no corpus pass: it changes no score)."""
+    """The experiment's reranking of ``task`` with another LM: its config, folder and reuse key. ``top``: rank and
+    keep the first ``top`` candidates of the analysed split (the controls table's; no corpus pass)."""
     exp = runs.experiment
     cfg = replace(exp.rerank_config(task), lm=lm,
                   out=str(runs.out / runs.task_name(task) / f"rerank-{_lm_name(lm)}"))
@@ -284,9 +282,8 @@ def control_points(runs: ExperimentRuns, task: str, planning: bool = False) -> t
 
 
 def input_groups(runs: ExperimentRuns, task: str, column: str) -> dict[str, str] | None:
-    """``{input id: its value of column}`` in the analysed split's data file (the ids as the task loader gives
-    them: its id column, else ``<split>-<row>``); None when no row has the column (a task without sources, as MR
-    beside wiki_topic in one grid: every input its own), an InputError when only some have it."""
+    """``{input id: its value of column}`` in the analysed split's data file; None when no row has the column
+    (every input its own group), an InputError when only some have it."""
     from ..tasks.loaders import _columns, _rows, resolve_data_path
 
     spec = runs.task_spec(task)
@@ -335,9 +332,8 @@ CONTROLS = (("reranker", "reranker's top d"), ("first", "first stage's top d (Fi
 
 
 def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, Path]) -> list[dict[str, Any]]:
-    """The controls table's rows of ``task``: one per reranker LM (``ranked``: its folder of the first K ranked),
-    k and d (d <= k), each evidence source's share with its 2.5-97.5% bootstrap interval and the reranker's
-    difference from the floor with its p-value, all from one set of bootstrap weights (paired)."""
+    """The controls table's rows of ``task``, one per reranker LM (``ranked``: its folder), k and d: each source's
+    share with its 95% bootstrap interval, and the reranker's paired difference from the floor with its p-value."""
     from ..evaluation.significance import input_weights, share_bootstrap
 
     cfg = runs.cfg.analysis.consistency

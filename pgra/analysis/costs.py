@@ -55,9 +55,8 @@ def checked_cost(record: Any, path: Path, field: str = "", timed: bool = False) 
 
 
 def _corpus_pass(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """A built stage's record of the task's whole-corpus pass (``corpus_pass: corpus``, with numeric ``seconds``,
-    ``tokens_run`` and ``cached_before``) and its manifest, which names the embedding cache it filled or read; None
-    without one (a manifest edited by hand into another shape is read as having none)."""
+    """A built stage's record of the task's whole-corpus pass (``corpus_pass``) and its manifest; None without a
+    well-formed one."""
     path = folder / MANIFEST
     if not (path.is_file() and (folder / STAGE_KEY_FILE).is_file()):
         return None
@@ -71,10 +70,8 @@ def _corpus_pass(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
 
 
 def borrowed_pass(runs: ExperimentRuns, task: str, stages: list[str]) -> tuple[str, dict[str, Any]] | None:
-    """The whole-corpus pass one of ``stages`` read from the embedding cache another stage of the task (in the same
-    folder) filled first (``reranked`` and ``full_search`` share one pass; the first to run records it): ``(that
-    stage, a cost record of the pass alone)``, from its manifest's ``corpus_pass`` (seconds, tokens) and its cost
-    record's hardware and the LM's parameters; None when the stages ran their own pass, or none."""
+    """The whole-corpus pass one of ``stages`` read from the cache another stage of the task filled first (the first
+    to run records it): ``(that stage, a cost record of the pass alone)``; None when they ran their own, or none."""
     for stage in stages:
         folder = runs.stage_dir(task, stage)
         mine = _corpus_pass(folder)

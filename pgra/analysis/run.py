@@ -64,9 +64,8 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
 
 def write_analyses(runs: ExperimentRuns, results: dict[str, Any], config: dict[str, Any],
                    keep_previous: bool = True) -> None:
-    """``analysis.md``, ``analysis.json`` (with ``config``, what was analysed) and ``figures.json``: this run's
-    tables, and (``keep_previous``: an experiment's, whose cells the earlier run read too) those of analyses not
-    chosen this time as the run that made them left them."""
+    """``analysis.md``, ``analysis.json`` and ``figures.json``: this run's tables, and with ``keep_previous`` those
+    of analyses not chosen this time."""
     previous_file = runs.out / "analysis.json"
     previous = read_json(previous_file) if previous_file.exists() else {}
     kept = previous.get("tables", {}) if keep_previous else {}

@@ -72,9 +72,8 @@ class SweepPoint:
 
 
 def sweep_plan(runs: ExperimentRuns, planning: bool = False) -> list[SweepPoint]:
-    """Every task's points, largest k first, each a PGRA-only variant of the experiment (nothing runs). The largest
-    k is the candidates' ``retrieve.k`` as their manifest records it; without them the sweep cannot run (an
-    InputError: the experiment's candidates come first), but ``planning`` takes the config's before they exist."""
+    """Every task's points, largest k first, each a PGRA-only variant of the experiment (nothing runs); the largest
+    k is the candidates' (an InputError without them, unless ``planning``: then the config's)."""
     cfg = runs.cfg
     if "pgra" not in cfg.methods:
         raise InputError("the k and d sweeps vary PGRA: add pgra to methods", field="methods")
@@ -107,9 +106,8 @@ def sweep_variants(runs: ExperimentRuns) -> list[tuple[str, Experiment]]:
 
 
 def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
-    """Run (or reuse) every point; one row per task and point: k, d, metric mean ± std, what the LM embedded. The
-    points' stages run one after another, largest k first, and then their cells together
-    (:func:`~pgra.analysis.variants.run_variants`): under torchrun each rank trains another point's reader."""
+    """Run (or reuse) every point, stages largest k first, then all cells together; one row per task and point:
+    k, d, metric mean ± std, what the LM embedded."""
     from ..selection import STRATEGIES
 
     cfg = runs.cfg

@@ -126,9 +126,7 @@ def _bundle_files(folder: Path) -> set[str]:
 
 
 def check_plan_records(cfg: Any) -> None:
-    """The config's ``plan_records`` before anything is priced from them: each a folder
-    (:func:`pgra.experiment.estimate.record_sources`), and each results bundle among them what was bundled
-    (:func:`verify_bundle`: an edited record is refused by name, as when the bundle is reported)."""
+    """Verify every results bundle among the config's ``plan_records`` before anything is priced from them."""
     from ..experiment.estimate import record_sources
 
     for folder in record_sources(cfg):
@@ -146,9 +144,7 @@ def _task_of(record: dict[str, Any]) -> TaskSpec:
 
 @dataclass(frozen=True)
 class CellFilter:
-    """Which finished cells a bundle takes: those of the given tasks (their folders' names), methods and seeds
-    (empty: all). A piece of a grid run in one folder is bundled on its own (one seed of a task, a k sweep's
-    cells ...)."""
+    """Which finished cells a bundle takes: those of the given tasks (folder names), methods and seeds (empty: all)."""
 
     tasks: tuple[str, ...] = ()
     methods: tuple[str, ...] = ()
@@ -229,9 +225,8 @@ def cell_idents(experiment: Path) -> list[str]:
 
 
 def stale_analyses(experiment: Path, current: set[str] | None = None) -> str | None:
-    """Why the analyses ``pgra analyze`` wrote in ``experiment`` do not describe its cells (a table read other cells
-    than the folder holds now, by the cells ``analysis.json`` records each table read), or None; ``current``: the
-    folder's :func:`cell_idents` where the caller has read them already."""
+    """Why the analyses in ``experiment`` do not describe its cells (a table read other cells, as ``analysis.json``
+    records), or None; ``current``: the folder's :func:`cell_idents` where already read."""
     written = experiment / ANALYSIS_DIR / "analysis.json"
     if not written.is_file():
         return None
@@ -278,9 +273,8 @@ def _check_out(experiment: Path, out: Path) -> None:
 
 
 def write_bundle(experiment: str | Path, out: str | Path, only: CellFilter | None = None) -> dict[str, Any]:
-    """Copy ``experiment``'s results (the cells ``only`` takes: all by default) into the bundle folder ``out`` (new,
-    empty, or a bundle pgra wrote, which is replaced whole); returns the bundle's manifest. Nothing is written when
-    a check fails."""
+    """Copy ``experiment``'s results (the cells ``only`` takes) into the bundle folder ``out`` (new, empty, or a bundle,
+    replaced whole); returns its manifest. Nothing is written when a check fails."""
     experiment, out = Path(experiment), Path(out)
     if not experiment.is_dir():
         raise InputError(f"no such experiment folder: {experiment}", field="experiment")

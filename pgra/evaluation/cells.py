@@ -72,9 +72,8 @@ def source_cells(directory: str | Path, split: str = "test", bundle: bool = Fals
 
 
 def drop_superseded(cells: list[CellResult]) -> tuple[list[CellResult], list[CellResult]]:
-    """Per task and method with a seed-independent cell, only that cell (the lowest seed if several): the
-    method's cells at other seeds were left by runs made before it ran once; they would only count copies of
-    one run as seeds. Returns the cells kept and those left out."""
+    """Per task and method with a seed-independent cell, only that cell (the lowest seed): its other seeds' cells
+    are older runs' copies. Returns the cells kept and those left out."""
     keep: dict[tuple[str, str], CellResult] = {}
     for c in sorted(cells, key=lambda c: c.seed):
         if c.seed_independent:

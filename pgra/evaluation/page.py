@@ -179,9 +179,7 @@ _SCRIPT_ESCAPES = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
 
 
 def script_json(value: Any) -> str:
-    """``value`` as JSON safe to embed in a ``<script>`` element or a script file: the characters of
-    ``_SCRIPT_ESCAPES`` written as unicode escapes, which only a JSON string can hold (``json.loads`` reads the
-    same value back)."""
+    """``value`` as JSON safe inside a ``<script>``: the characters of ``_SCRIPT_ESCAPES`` as unicode escapes."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
 
 
