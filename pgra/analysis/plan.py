@@ -89,8 +89,8 @@ def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
 
 
 def _cached_share(main: Any, variant: Any, task: str, e: Estimate) -> Estimate:
-    """The share of a sweep point's reranking still to embed: its k beyond the experiment's, whose evidence the
-    shared cache holds (1 for any other stage, or per-query demonstrations)."""
+    """``e`` of a sweep point's reranking priced at the share of its k beyond the experiment's (the shared cache
+    holds the rest); ``e`` itself for any other stage, or per-query demonstrations."""
     from ..selection import STRATEGIES
 
     if variant.candidates_from is not main or not e.label.endswith("/reranked") or e.seconds is None:
