@@ -287,9 +287,8 @@ class CausalLM:
 
     @property
     def cache_kwarg(self) -> str:
-        """The name the model's ``forward`` takes a KV cache under: ``cache`` (transformers 5.x, where
-        ``past_key_values`` is deprecated and removed in 5.40) or ``past_key_values`` (4.x, and models whose own
-        code knows only that name)."""
+        """The name the model's ``forward`` takes a KV cache under: ``cache`` (transformers 5.x) or
+        ``past_key_values``."""
         return "cache" if self.accepts("cache") else "past_key_values"
 
     @property

@@ -14,9 +14,8 @@ from ..runtime.sizes import WEIGHT_FILES, count_text, format_bytes, model_parame
 
 
 def evaluated_inputs(reader: dict[str, Any], splits: dict[str, int] | None) -> int | None:
-    """The inputs a reader cell evaluates: its dev split (at most ``max_eval_examples``) at every ``eval_every`` steps
-    up to ``max_steps``, then the whole dev and test split once (None: the splits are unknown). An upper bound: early
-    stopping ends a cell sooner."""
+    """The inputs a reader cell evaluates at most: its dev split every ``eval_every`` steps, then the whole dev and
+    test split once (None: the splits are unknown)."""
     if splits is None or splits.get("dev") is None:
         return None
     steps, eval_every = int(reader.get("max_steps", 0)), int(reader.get("eval_every", 0) or 0)
@@ -89,9 +88,8 @@ LOG_LINE_BYTES = 70  # a step's line of a reader's train_log.jsonl
 
 @dataclass
 class ReaderDisk:
-    """What one reader cell writes, from its model's parameters: ``best/`` (the fp32 weights and the model folder's
-    other files: tokenizer, configs) and a resumable checkpoint (the weights and AdamW's two moments of the trained
-    ones)."""
+    """What one reader cell writes, from its model's parameters: ``best/`` and a resumable checkpoint (the weights and
+    AdamW's two moments of the trained ones)."""
 
     parameters: int
     trained: int
@@ -142,9 +140,8 @@ def reader_disk(reader: Any) -> ReaderDisk | None:
 
 @dataclass
 class CellDisk:
-    """What one trained cell holds once done besides its predictions (``kept``: ``best/``, the checkpoints it keeps,
-    its training log) and what training adds at its peak (``peak``), with how each was reckoned; ``unknown``: why
-    it cannot be sized (then nothing else is set); ``evidence``: the passages a predictions line lists."""
+    """What one trained cell keeps besides its predictions (``kept``) and adds at its peak (``peak``), with how each
+    was reckoned; ``unknown``: why it cannot be sized; ``evidence``: the passages a predictions line lists."""
 
     kind: str
     evidence: int

@@ -21,9 +21,8 @@ DEFAULT_GPU_VARIANT = "fused+compile"  # the variant of the loop measured around
 
 @dataclass
 class GpuStep:
-    """A measured variant of the bench reader's training step on the GPU (``variant``: parts joined by ``+``, as
-    ``bench_gpu_scale.py`` names them): seconds a step at steady state, and the one-time part of its warm-up (the
-    warm-up steps' time less that many steady steps: the compilation)."""
+    """A measured variant of the bench reader's GPU training step: seconds a steady step, and its warm-up's one-time
+    part (the compilation)."""
 
     variant: str
     s_per_step: float
@@ -52,9 +51,8 @@ class CellCost(Priced):
 
 
 def gpu_variant(reader: dict[str, Any]) -> str:
-    """The bench's name of the step a reader's settings run: ``fused`` (``adamw_impl: fused``), ``compile``
-    (``compile: true``) and ``cudagraphs`` (``compile_mode: reduce-overhead``) joined by ``+``, or ``eager``. (Other
-    compile modes are priced as ``compile``; ``adamw_impl: auto`` is torch's foreach on a GPU.)"""
+    """The bench's name of the step a reader's settings run: ``fused``, ``compile`` and ``cudagraphs`` joined by
+    ``+``, or ``eager``."""
     parts = ["fused"] if reader.get("adamw_impl") == "fused" else []
     if reader.get("compile"):
         parts.append("compile")

@@ -156,9 +156,8 @@ def compile_for_training(reader: FiDReader, mode: str = "default") -> None:
 
 
 def stored_top_layers(cfg: TrainConfig, reader: FiDReader) -> int | None:
-    """How many of the encoder's top layers train on the stored outputs of the frozen ones below them (0: the whole
-    encoder is frozen, ``freeze_encoder``), or None when nothing is stored (every weight trains: the default, and
-    ``train_top_layers`` = the encoder's layer count)."""
+    """How many of the encoder's top layers train on the stored outputs of the frozen ones below (0: all frozen), or
+    None when nothing is stored (every weight trains)."""
     n = cfg.train_top_layers
     if n is None:
         return 0 if cfg.freeze_encoder else None
@@ -330,9 +329,8 @@ def _rank_batch(s: TrainingSetup, positions: list[int], share: slice,
 
 
 class HostValue:
-    """A 0-dim tensor on its way to the host: on a GPU its copy to pinned memory is queued behind the work queued so
-    far and marked by an event, so :meth:`read` waits for that work only (``Tensor.item()`` would wait for every
-    kernel queued since, the next step's too); elsewhere it is read as it is."""
+    """A 0-dim tensor on its way to the host: on a GPU copied to pinned memory behind an event, so :meth:`read` waits
+    for the work queued so far only (``Tensor.item()`` would wait for the next step's too)."""
 
     def __init__(self, value: torch.Tensor) -> None:
         self.ready = None

@@ -87,9 +87,7 @@ class Selector(ABC):
 
     @classmethod
     def uses_seed(cls, num_demos: int, settings: Any) -> bool:
-        """Whether ``seed`` can change what this strategy selects under these settings (False lets an experiment
-        run an in-context learning method once, not once per seed). Seeded draws keep this default; no
-        demonstrations at all need no seed."""
+        """Whether ``seed`` can change what this strategy selects (False: an experiment runs it once, not per seed)."""
         return num_demos > 0
 
     @abstractmethod
