@@ -254,6 +254,20 @@ def _open(path: Path, writable: bool = True) -> _Seen | None:
     return _Seen(fd, data, info, st.st_mtime, path, problem)
 
 
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[_Seen | None]:
+    """:func:`_open` for the block, closed after it; None when there is none or it cannot be read."""
+    try:
+        seen = _open(path)
+    except OSError:
+        seen = None
+    if seen is None:
+        yield None
+        return
+    with contextlib.closing(seen):
+        yield seen
+
+
 def _settled(path: Path) -> _Seen | None:
     """:func:`_open`, re-reading a fresh empty or unreadable lock for up to :data:`SETTLE_S`."""
     deadline = time.monotonic() + SETTLE_S
@@ -528,14 +542,8 @@ def release_dead_writers(folder: str | Path) -> list[Path]:
     parent that saw a cell's child die alone (the OOM killer), whose fresh lock would look live elsewhere."""
     me, removed = _me(), []
     for path in sorted(Path(folder).rglob(LOCK_FILE)):
-        try:
-            seen = _open(path)
-        except OSError:
-            continue
-        if seen is None:
-            continue
-        with contextlib.closing(seen):
-            if seen.info is None or seen.info["host"] != me["host"] or _is_mine(seen.info, me):
+        with _reading(path) as seen:
+            if seen is None or seen.info is None or seen.info["host"] != me["host"] or _is_mine(seen.info, me):
                 continue
             with contextlib.suppress(OutputBusyError):
                 _judge(seen, me, path, str(path))
@@ -576,15 +584,9 @@ def beating_outputs(stale_after: float) -> Iterator[None]:
 
 def _release(path: Path, ident: tuple[int, int], data: bytes) -> None:
     """Remove the lock this process created, if it is still there (and still its own)."""
-    try:
-        seen = _open(path)
-    except OSError:
-        return
-    if seen is None:
-        return
-    with contextlib.closing(seen):
-        st = os.fstat(seen.fd)
-        if (st.st_dev, st.st_ino) == ident and seen.data == data:
+    with _reading(path) as seen:
+        st = os.fstat(seen.fd) if seen is not None else None
+        if st is not None and (st.st_dev, st.st_ino) == ident and seen.data == data:
             _remove_if_unchanged(path, seen)
 
 
