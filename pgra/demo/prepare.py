@@ -82,11 +82,8 @@ def prepare_smollm2(models_dir: Path, force: bool = False) -> bool:
 
 
 def new_weights(module: Any, checkpoint: Path, prefix: str = "") -> list[str]:
-    """Parameters of ``module`` that ``checkpoint`` (a safetensors file) has no tensor for.
-
-    A parameter named ``bert.x`` (``prefix`` = ``bert.``) is found as ``bert.x`` or ``x`` in the checkpoint;
-    tied parameters count once (``named_parameters`` lists a shared tensor under its first name).
-    """
+    """Parameters of ``module`` that ``checkpoint`` (a safetensors file) has no tensor for (``bert.x`` found as
+    ``bert.x`` or, with ``prefix`` ``bert.``, ``x``; tied parameters once)."""
     from safetensors import safe_open
 
     with safe_open(str(checkpoint), framework="pt") as f:

@@ -198,11 +198,9 @@ def token_batches(lengths: Sequence[int], max_tokens: float, max_batch_size: int
 class CausalLM:
     """A causal LM by name or folder, its tokenizer and config loaded now, its weights on first use.
 
-    ``head``: ``"lm"`` loads the model with its LM head (logits), ``"none"`` without it (hidden states only).
-    ``attn_implementation``: ``"auto"`` is eager on CPU (sdpa was ~10x slower for these small batches) and sdpa on
-    GPU; None leaves transformers' own default. ``role`` names the model in errors, ``field`` the config field,
-    ``needs`` what refuses an encoder-decoder (``"the reranker"``). ``device_map``: None or ``"none"`` loads the
-    weights straight onto the device, ``"auto"`` across every GPU the process sees (:func:`load_arguments`).
+    ``head``: ``"lm"`` (logits) or ``"none"`` (hidden states). ``attn_implementation``: ``"auto"`` is eager on CPU
+    (sdpa was ~10x slower for these small batches), sdpa on GPU. ``role`` / ``field`` / ``needs``: for errors.
+    ``device_map``: ``"auto"`` spreads the weights over every GPU the process sees (:func:`load_arguments`).
     """
 
     def __init__(self, name_or_path: str, device: str | None = None, dtype: str | None = None,

@@ -46,13 +46,9 @@ def same_input(query: Example, candidate: Example) -> bool:
 
 
 class Selector(ABC):
-    """A demonstration-selection strategy: ``fit(task, train)``, then ``select(queries)``.
-
-    ``options``: the dataclass of the options it reads from ``self.settings`` (declared in its file, with
-    :func:`~pgra.core.config.option`), or None; they join the ``demos`` section (:mod:`pgra.selection.settings`).
-    ``encoder``: a sentence encoder already loaded (the index's), which a strategy that embeds inputs uses instead
-    of loading its own when it is the one its settings name.
-    """
+    """A demonstration-selection strategy: ``fit(task, train)``, then ``select(queries)``. ``options``: the dataclass
+    of its options (read from ``self.settings``; they join the ``demos`` section), or None; ``encoder``: the index's
+    sentence encoder, already loaded, used where the settings name it."""
 
     name: ClassVar[str]
     per_query: ClassVar[bool] = True

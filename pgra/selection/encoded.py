@@ -35,11 +35,8 @@ class EncoderOptions:
 
 
 class CachedEncoder:
-    """A :class:`~pgra.retrieval.encoder.DenseEncoder` whose encodings of a list of texts are kept on disk.
-
-    Vectors are the pooled outputs before normalisation (negative Euclidean distance needs them); the key is the
-    encoder's files, pooler, length limit and the texts themselves.
-    """
+    """A :class:`~pgra.retrieval.encoder.DenseEncoder` whose unnormalised encodings of a list of texts are kept on
+    disk, keyed by the encoder's files, pooler, length limit and the texts."""
 
     def __init__(self, settings: Any, device: str | None = None, show_progress: bool = False,
                  loaded: Any = None) -> None:
