@@ -50,8 +50,7 @@ def compared_methods(cfg) -> list[str]:
 
 
 def retriever_variants(runs: ExperimentRuns) -> list[tuple[str, Experiment]]:
-    """The compared retrievers' grids as :func:`compare_retrievers` would run them (for ``pgra analyze
-    --dry-run``)."""
+    """The compared retrievers' grids as :func:`compare_retrievers` would run them (for ``pgra analyze --dry-run``)."""
     return [(f"retriever {name}", Experiment(vcfg)) for name, vcfg in retriever_configs(runs).items()]
 
 
