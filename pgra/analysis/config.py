@@ -58,8 +58,7 @@ def analyze_config() -> type:
 
 
 def as_analyze_config(cfg: ExperimentConfig) -> Any:
-    """``cfg`` with its ``analysis`` section checked and typed (an ``ExperimentConfig`` read without it has it as a
-    plain mapping)."""
+    """``cfg`` with its ``analysis`` section checked and typed (else read as a plain mapping)."""
     cls = analyze_config()
     return cfg if isinstance(cfg, cls) else from_dict(cls, to_dict(cfg), source="<experiment config>")
 

@@ -259,8 +259,7 @@ def _retrieved_k(runs: ExperimentRuns, task: str, planning: bool = False) -> int
 
 
 def control_lms(runs: ExperimentRuns, task: str) -> list[str]:
-    """The reranker LMs of the controls table: the experiment's (when its grid reranks with it), then
-    ``analysis.consistency.rerank_lms``."""
+    """The controls table's reranker LMs: the experiment's (when its grid reranks), then ``rerank_lms``."""
     own = [runs.settings(task).rerank.lm] if "reranked" in runs.experiment.reranked_stages() else []
     return list(dict.fromkeys(own + list(runs.cfg.analysis.consistency.rerank_lms)))
 

@@ -55,8 +55,7 @@ def checked_cost(record: Any, path: Path, field: str = "", timed: bool = False) 
 
 
 def _corpus_pass(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """A built stage's record of the task's whole-corpus pass (``corpus_pass``) and its manifest; None without a
-    well-formed one."""
+    """A built stage's record of the task's whole-corpus pass and its manifest; None without a well-formed one."""
     path = folder / MANIFEST
     if not (path.is_file() and (folder / STAGE_KEY_FILE).is_file()):
         return None

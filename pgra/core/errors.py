@@ -82,8 +82,7 @@ def os_error_message(error: OSError, writing: str | Path | None = None) -> str:
 
 
 def os_error_of(error: BaseException) -> OSError | None:
-    """``error`` as an OSError when it is one or a library wraps one (safetensors' ``... (os error 28)``); None
-    otherwise."""
+    """``error`` as an OSError when it is one or a library wraps one (``... (os error 28)``); else None."""
     import os
     import re
 

@@ -93,8 +93,7 @@ class Registry(dict[str, T]):
         return part
 
     def _check_clash(self, key: str, held: Any, part: Any) -> None:
-        """Refuse ``part`` under ``key``, held by another part, unless it is the same part again or
-        :meth:`replaceable`."""
+        """Refuse ``part`` under ``key``, held by another part, unless the same or :meth:`replaceable`."""
         held_builtin = is_builtin(self._module_of(held))
         if held_builtin != is_builtin(self._module_of(part)):
             plug_in, builtin = (part, held) if held_builtin else (held, part)

@@ -213,8 +213,7 @@ def prepare_wiki(data_dir: Path, task_fraction: float = 0.2, seed: int = 13, min
 
 def prepare_demo(models_dir: str | Path = "models", data_dir: str | Path = "data", force: bool = False,
                  log: Callable[[str], None] = print, sdist_dir: str | Path | None = None) -> None:
-    """Prepare every offline demo asset (idempotent). ``sdist_dir``: where vaderSentiment's sdist is (for MR;
-    default ``sys.prefix/sdists``)."""
+    """Prepare every offline demo asset (idempotent); ``sdist_dir``: vaderSentiment's sdist (MR)."""
     from .mr import prepare_mr
 
     models_dir, data_dir = Path(models_dir), Path(data_dir)

@@ -42,8 +42,7 @@ def _without_locations(value: Any) -> Any:
 
 
 def first_difference(a: Any, b: Any, prefix: str = "") -> tuple[str, Any, Any] | None:
-    """The first dotted key (in sorted order) where the JSON values ``a`` and ``b`` differ, with both values;
-    None when they are equal."""
+    """The first dotted key (sorted) where JSON values ``a`` and ``b`` differ, with both values; None if equal."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b), key=str):
             found = first_difference(a.get(key, _MISSING), b.get(key, _MISSING), f"{prefix}{key}.")
@@ -194,8 +193,7 @@ def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[li
 
 
 def out_is_source(sources: Sequence[str | Path], out: str | Path) -> bool:
-    """Whether the report's folder ``out`` is its one source; refused: ``out`` as one of several sources, or
-    inside or around one."""
+    """Whether ``out`` is the report's one source; refused: one of several sources, or inside or around one."""
     dest = Path(out).resolve()
     for source in sources:
         src = Path(source).resolve()

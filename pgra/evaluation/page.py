@@ -37,8 +37,7 @@ def _rel(path: str | Path, directory: Path) -> str:
 
 
 def _inside(directory: Path, expected: Path, recorded: str | Path) -> Path:
-    """``directory/expected`` when it exists (the experiment's own layout, wherever the folder now is), else the
-    path the report recorded."""
+    """``directory/expected`` when it exists (the experiment's own layout), else the path the report recorded."""
     own = directory / expected
     return own if own.exists() else Path(recorded)
 

@@ -203,8 +203,7 @@ def _significance(by: dict[tuple[str, str], list[CellResult]], specs: dict[str, 
 
 
 def _resolution(res) -> dict[str, Any]:
-    """The minimum detectable effect of a comparison (None with fewer than 2 resamples) and whether its difference
-    is below it."""
+    """A comparison's minimum detectable effect (None under 2 resamples) and whether its difference is below it."""
     from .resolution import bootstrap_se, minimum_detectable_effect
 
     if res.n_resamples < 2:

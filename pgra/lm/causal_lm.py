@@ -44,8 +44,7 @@ class LMConfig:
                                   "every GPU the process sees (an LM larger than one GPU; one rank per node)")
 
     def lm_settings(self) -> dict[str, Any]:
-        """The block as :class:`CausalLM`'s keyword arguments (``max_context`` 0: the LM's own; ``device_map`` only
-        when set)."""
+        """The block as :class:`CausalLM`'s keyword arguments (``max_context`` 0: the LM's own)."""
         auto = {"device_map": self.device_map} if self.device_map != "none" else {}
         return {"device": self.device, "dtype": self.dtype, "attn_implementation": self.attn_implementation,
                 "max_tokens_per_batch": self.max_tokens_per_batch, "max_batch_size": self.max_batch_size,
@@ -285,8 +284,7 @@ class CausalLM:
 
     @property
     def cache_kwarg(self) -> str:
-        """The name the model's ``forward`` takes a KV cache under: ``cache`` (transformers 5.x) or
-        ``past_key_values``."""
+        """The name ``forward`` takes a KV cache under: ``cache`` (transformers 5.x) or ``past_key_values``."""
         return "cache" if self.accepts("cache") else "past_key_values"
 
     @property

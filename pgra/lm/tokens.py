@@ -10,8 +10,7 @@ import torch
 
 def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int, side: Literal["right", "left"] = "right",
                   width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(ids, mask)`` long tensors of shape ``(len(seqs), width)`` (default: the longest), padded on ``side``;
-    ``mask`` is 1 on real tokens."""
+    """``(ids, mask)`` long tensors ``(len(seqs), width)`` (default: the longest), padded on ``side``."""
     width = max((len(s) for s in seqs), default=0) if width is None else width
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)

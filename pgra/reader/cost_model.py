@@ -42,8 +42,7 @@ def encoder_layers(model: str) -> int | None:
 
 
 def trained_layers(reader: dict[str, Any]) -> int | None:
-    """The encoder layers a reader's settings train: ``train_top_layers``, 0 with ``freeze_encoder``, else None
-    (every weight)."""
+    """The encoder layers a reader trains: ``train_top_layers``, 0 with ``freeze_encoder``, else None (all)."""
     if reader.get("train_top_layers") is not None:
         return int(reader["train_top_layers"])
     return 0 if reader.get("freeze_encoder") else None

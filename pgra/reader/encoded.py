@@ -61,8 +61,7 @@ class EncodedInputs:
 
     def passages(self, indices: Sequence[int] | torch.Tensor, device: torch.device | str | None = None,
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-        """States ``(B, P, L, H)`` and mask ``(B, P, L)`` of the records at ``indices``, each passage padded to the
-        batch's longest."""
+        """States ``(B, P, L, H)`` and mask ``(B, P, L)`` of the records at ``indices``, padded to the longest."""
         idx = [int(i) for i in indices]
         p, hidden = self.states[idx[0]].shape[0], self.states[idx[0]].shape[-1]
         width = max(self.states[i].shape[1] for i in idx)

@@ -179,8 +179,7 @@ def top_layer_store(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, flo
 
 
 def bf16_step_ratios(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, float]]]:
-    """``{d: [(n, bf16 step / fp32 step), ...]}`` from ``bench_reader_top_layers.py --precisions fp32,bf16`` rows
-    (n sorted)."""
+    """``{d: [(n, bf16 step / fp32 step), ...]}`` from ``bench_reader_top_layers.py`` rows (n sorted)."""
     by_d: dict[int, dict[int, float]] = {}
     for r in rows:
         if r.get("precision") == "bf16" and math.isfinite(float(r.get("ratio_to_fp32", "nan"))):

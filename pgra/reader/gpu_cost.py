@@ -21,8 +21,7 @@ DEFAULT_GPU_VARIANT = "fused+compile"  # the variant of the loop measured around
 
 @dataclass
 class GpuStep:
-    """A measured variant of the bench reader's GPU training step: seconds a steady step, and its warm-up's one-time
-    part (the compilation)."""
+    """A measured variant of the bench reader's GPU training step: a steady step's seconds, its compilation's."""
 
     variant: str
     s_per_step: float
@@ -51,8 +50,7 @@ class CellCost(Priced):
 
 
 def gpu_variant(reader: dict[str, Any]) -> str:
-    """The bench's name of the step a reader's settings run: ``fused``, ``compile`` and ``cudagraphs`` joined by
-    ``+``, or ``eager``."""
+    """The bench's name of a reader's step: ``fused``, ``compile``, ``cudagraphs`` joined by ``+``, or ``eager``."""
     parts = ["fused"] if reader.get("adamw_impl") == "fused" else []
     if reader.get("compile"):
         parts.append("compile")

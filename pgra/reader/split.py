@@ -113,6 +113,5 @@ class T5Split(EncoderSplit):
 
 
 def encoder_split(encoder: Any) -> type[EncoderSplit]:
-    """The split of ``encoder`` (by its ``config.model_type``); an unknown architecture is an InputError naming
-    ``train_top_layers``."""
+    """The split of ``encoder`` (by ``config.model_type``); an unknown one is an InputError."""
     return SPLITS.part(str(getattr(encoder.config, "model_type", type(encoder).__name__)))

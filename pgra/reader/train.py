@@ -78,8 +78,7 @@ def load_split(data_dir: Path, split: str, task: TaskSpec, limit: int = 0) -> li
 
 def evaluate(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[str, Any]], batch_size: int, mode: str,
              accelerator=None, encoded: EncodedInputs | None = None) -> tuple[float, Predictions]:
-    """The task metric of ``reader`` on ``records`` and its predictions (``encoded``: their frozen encoder's
-    outputs, computed once)."""
+    """The task metric of ``reader`` on ``records`` and its predictions (``encoded``: stored encoder states)."""
     preds = predict_records(reader, fmt, records, batch_size, mode,
                             accelerator.autocast if accelerator is not None else None, encoded)
     return score_predictions(fmt.task, records, preds.labels), preds

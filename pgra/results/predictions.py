@@ -183,8 +183,7 @@ CELL_FIELDS = ("task", "method", "seed", "metric", "results", "seed_independent"
 
 
 def read_cell(path: str | Path) -> dict[str, Any]:
-    """A finished cell's ``cell.json``, the fields the report reads checked (an InputError naming the field);
-    unknown fields kept unchecked."""
+    """A finished cell's ``cell.json``, the fields the report reads checked (unknown ones kept unchecked)."""
     from ..storage.artifacts import read_json_object
 
     path = Path(path)

@@ -26,8 +26,7 @@ def _missing(package: str) -> InputError:
 
 
 def _reinit(version: str) -> str | bool:
-    """wandb's ``reinit``: always a run of our own, never one another caller left active ("create_new" where
-    wandb has it, else True)."""
+    """wandb's ``reinit``: always a run of our own, never one another caller left active."""
     from packaging.version import Version
 
     return "create_new" if Version(version) >= Version("0.19.10") else True

@@ -139,8 +139,7 @@ use_strategies(STRATEGIES)  # the ``demos`` section is made from it (.settings s
 
 
 def order_by_similarity(ranked: list[int], reverse: bool) -> list[int]:
-    """Prompt order of demonstrations ranked most similar first: the most similar last (next to the query), or
-    first with ``reverse``."""
+    """Prompt order of demonstrations ranked most similar first: that one last (by the query) unless ``reverse``."""
     return list(ranked) if reverse else list(reversed(ranked))
 
 

@@ -91,8 +91,7 @@ def export_run(run: str | Path, out: str | Path, copy_index: bool = False, copy_
 
 
 def _claim_export(out: Path) -> None:
-    """Refuse ``out`` unless it is new, empty or an export (by its ownership record: its ``manifest.json`` is
-    the run's reader manifest)."""
+    """Refuse ``out`` unless it is new, empty or an export (by its ownership record, not its manifest)."""
     from ..storage.artifacts import claim_output
     from ..storage.ownership import read_record
 

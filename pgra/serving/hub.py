@@ -49,8 +49,7 @@ def check_no_links_out(top: str | Path, root: str | Path | None = None, field: s
 
 
 def hub_client(repo: str) -> Any:
-    """An ``HfApi`` holding the user's token, or an InputError naming what is missing (the package, the token,
-    a well-formed repository id)."""
+    """An ``HfApi`` holding the user's token, or an InputError naming what is missing."""
     try:
         import huggingface_hub
         from huggingface_hub.utils import HFValidationError, validate_repo_id

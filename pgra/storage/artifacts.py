@@ -106,8 +106,7 @@ def apply_umask(path: str | Path) -> None:
 # ---------------------------------------------------------------- what an input or output path is
 
 def describe_path(path: str | Path) -> str:
-    """What is at ``path``, for an error message: ``a file``, ``a folder``, ``a FIFO (named pipe)``, ... or
-    ``not found``."""
+    """What is at ``path``, for an error: ``a file``, ``a folder``, ``a FIFO (named pipe)`` ... ``not found``."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -163,8 +162,7 @@ def safe_name(name: str, field: str = "name", source: str | Path | None = None, 
 
 
 def path_under(root: str | Path, *parts: str) -> Path:
-    """``root / parts...``, proved to stay inside ``root`` once resolved (symbolic links included); an
-    InputError otherwise."""
+    """``root / parts...``, proved to stay inside ``root`` once resolved (links included); else an InputError."""
     root = Path(root)
     path = root.joinpath(*parts)
     if not path.resolve().is_relative_to(root.resolve()):
@@ -296,8 +294,7 @@ def parse_json(text: str | bytes, path: str | Path, line: int | None = None) -> 
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each non-blank line; bad JSON (or bytes that are not UTF-8) or a non-object
-    names the file and line."""
+    """``(line number, object)`` per non-blank line; bad JSON, bytes or a non-object name the file and line."""
     path = require_file(path)
     with open(path, "rb") as f:  # decoded line by line: a byte that is not UTF-8 is named with its line
         for line_no, raw in enumerate(f, start=1):
@@ -343,8 +340,7 @@ def load_npy(path: str | Path, mmap: bool = False) -> np.ndarray:
 
 
 def read_json(path: str | Path) -> Any:
-    """Read a JSON file, naming the file in any error (as :func:`parse_json` reads: nothing it holds, however
-    deep or long, is a traceback)."""
+    """Read a JSON file as :func:`parse_json` reads (nothing it holds is a traceback), naming the file."""
     path = Path(path)
     try:
         return _loads(path.read_bytes())
