@@ -33,8 +33,7 @@ READERS_WITH_EVIDENCE = ("fid", "pgra")
 
 
 def leave_one_out(record: dict[str, Any], d: int) -> list[dict[str, Any]]:
-    """``record`` with its first ``d`` evidence sentences (1) all read, (2..d+1) each blanked in turn, (d+2)
-    all blanked; every variant keeps d positions."""
+    """``record``'s first ``d`` evidence sentences all read, each blanked in turn, all blanked (d positions kept)."""
     ctxs = list(record.get("ctxs", []))[:d]
     blank = [{**c, "text": ""} for c in ctxs]
     variants = [ctxs] + [ctxs[:i] + [blank[i]] + ctxs[i + 1:] for i in range(len(ctxs))] + [blank]

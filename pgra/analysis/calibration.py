@@ -84,8 +84,7 @@ def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
 
 
 def method_calibration(runs: ExperimentRuns, task: str, method: str, n_bins: int) -> dict[str, Any] | None:
-    """One row of the calibration table: ECE and Brier per seed (mean, std), the pooled reliability bins,
-    and the seed flips (None for a method with one seed)."""
+    """One row: ECE and Brier per seed (mean, std), the pooled reliability bins and the seed flips."""
     seeds = runs.finished_seeds(task, method)
     if not seeds:
         return None

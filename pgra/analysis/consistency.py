@@ -167,8 +167,7 @@ def _extra_rerank(runs: ExperimentRuns, task: str, lm: str, top: int = 0) -> tup
 
 
 def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx, top: int = 0) -> Path:
-    """Rerank the experiment's candidates of ``task`` with another LM (reused when done) through the ``reranked``
-    stage's runner; returns the folder."""
+    """Rerank ``task``'s candidates with another LM (reused when done) through the stage runner; its folder."""
     cfg, out, key = _extra_rerank(runs, task, lm, top)
     reuse_or_run(out, ".analysis_key", key, lambda: runs.experiment.stage("reranked").run(cfg, ctx), ctx)
     return out
@@ -250,8 +249,7 @@ def _experiment_k(runs: ExperimentRuns, task: str, planning: bool = False) -> in
 
 
 def _retrieved_k(runs: ExperimentRuns, task: str, planning: bool = False) -> int:
-    """The candidates retrieved per input: their folder's ``k`` (opened by their stage), else (``planning``, or not
-    retrieved yet) the config's ``retrieve.k``."""
+    """The candidates retrieved per input: their folder's ``k``, else (``planning``) the config's ``retrieve.k``."""
     folder = runs.experiment.stage_dir(task, "candidates")
     if (folder / MANIFEST).exists() and not planning:
         return int(runs.experiment.stage("candidates").open(folder)["k"])
@@ -390,8 +388,7 @@ def _interval(r: dict[str, Any], name: str) -> str:
 
 
 def render_controls(w: Writer, rows: list[dict[str, Any]]) -> None:
-    """The controls table: consistency against reranker LM, k and d with its floor and ceiling, and per task and d
-    the figure in the paper's Figure 4 layout."""
+    """The controls table (against LM, k and d, with floor and ceiling) and its Figure 4 layout per task and d."""
     w.section("consistency_controls", rows, "Label consistency with controls",
               ("Per task, reranker LM, k (candidates ranked) and d (evidence kept): the share of kept evidence whose "
                "label (`labels`: the corpus's true labels, or pseudo-labels of the no-retrieval reader) equals the "

@@ -35,8 +35,7 @@ def results_analyses() -> list[str]:
 
 
 def chosen_analyses(names: Sequence[str]) -> list[Analysis]:
-    """The analyses ``names`` in registration order; an unknown name, or one that needs an experiment folder, is
-    refused with what runs on results alone."""
+    """The analyses ``names`` in registration order; an unknown one, or one needing an experiment, is refused."""
     for name in names:
         ANALYSES.part(name, field="analyses")  # an unknown name: the registry's error, listing the known ones
     need = [n for n in ANALYSES.names() if n in names and ANALYSES[n].reads != "results"]
@@ -50,8 +49,7 @@ def chosen_analyses(names: Sequence[str]) -> list[Analysis]:
 
 @dataclass
 class ResultsRuns(ExperimentRuns):
-    """Cells merged from experiment folders and bundles, seen as the analyses see an experiment (a stage's data
-    is refused, and there is no reranked stage to read)."""
+    """Cells merged from experiment folders and bundles, seen as the analyses see an experiment (no stage data)."""
 
     cells: dict[tuple[str, str, int], Any] = field(default_factory=dict, repr=False)
     sources: list[Path] = field(default_factory=list)
@@ -62,8 +60,7 @@ class ResultsRuns(ExperimentRuns):
     @classmethod
     def merged(cls, sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
                split: str = "test") -> ResultsRuns:
-        """The cells of ``sources`` merged (refused as ``pgra report`` refuses them), analysed into
-        ``<out>/analysis/`` with the analyses ``analyses``."""
+        """The cells of ``sources`` merged (as ``pgra report`` merges them), analysed into ``<out>/analysis/``."""
         from ..evaluation.cells import drop_superseded
         from ..evaluation.merge import merged_cells
 
@@ -162,8 +159,7 @@ _NO_EXPERIMENT = _NoExperiment()
 
 
 def _recorded_options(cells: list[Any], analyses: list[str], split: str) -> Any:
-    """The ``analysis`` section the cells' runs recorded (each cell that recorded one must agree), read as this
-    pgra reads it; the defaults where none did."""
+    """The ``analysis`` section the cells' runs recorded (all must agree), as this pgra reads it; else defaults."""
     import dataclasses
 
     from ..core.config import from_dict, to_dict
@@ -230,8 +226,7 @@ def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
 
 def analyze_results(sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
                     split: str = "test") -> ResultsRuns:
-    """Run the results-only ``analyses`` on the cells of ``sources`` merged into ``<out>/analysis/`` as ``pgra
-    analyze`` does (nothing written when refused)."""
+    """Run the results-only ``analyses`` on ``sources`` merged into ``<out>/analysis/``, as ``pgra analyze`` does."""
     from ..evaluation.bundle import ANALYSIS_DIR
     from ..evaluation.report import check_report_files
     from ..storage.ownership import check_folders, claim_folder

@@ -64,8 +64,7 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
 
 def write_analyses(runs: ExperimentRuns, results: dict[str, Any], config: dict[str, Any],
                    keep_previous: bool = True) -> None:
-    """``analysis.md``, ``analysis.json`` and ``figures.json``: this run's tables, and with ``keep_previous`` those
-    of analyses not chosen this time."""
+    """``analysis.md``, ``analysis.json`` and ``figures.json`` (``keep_previous``: with unchosen analyses')."""
     previous_file = runs.out / "analysis.json"
     previous = read_json(previous_file) if previous_file.exists() else {}
     kept = previous.get("tables", {}) if keep_previous else {}

@@ -292,8 +292,7 @@ def io_role(f: dataclasses.Field) -> str | None:
 
 
 def _check_overlap(cfg: Any, prefix: str = "") -> tuple[dict[str, Any], set[str]]:
-    """Refuse an output of ``cfg`` overlapping an input of its section or those inside; returns the subtree's
-    inputs and those outputs may lie inside."""
+    """Refuse an output of ``cfg`` overlapping an input; returns the inputs and those outputs may lie inside."""
     outputs: dict[str, Any] = {}
     inputs: dict[str, Any] = {}
     may_hold: set[str] = set()
@@ -437,8 +436,7 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that stops at MAX_YAML_DEPTH nested brackets and refuses a key set twice (a key a ``<<``
-    merge brings in may be set again)."""
+    """``yaml.SafeLoader`` refusing more than MAX_YAML_DEPTH nested brackets and a key set twice."""
 
     def fetch_more_tokens(self) -> None:
         if self.flow_level > MAX_YAML_DEPTH:

@@ -104,8 +104,7 @@ class Registry(dict[str, T]):
                              f"{self._where(held)}: a part takes a name no other part holds")
 
     def replaceable(self, held: Any) -> bool:
-        """Whether a part registered under ``held``'s name replaces it (a family whose registry makes parts of its
-        own says which; none by default)."""
+        """Whether a part registered under ``held``'s name replaces it (none by default)."""
         return False
 
     def _identity(self, part: Any, module_of: Callable[[Any], str] | None = None) -> str:

@@ -26,8 +26,7 @@ def is_saved_dataset(location: str | Path) -> bool:
 
 
 def open_hf_dataset(location: str | Path, split: str, config_name: str | None = None) -> Any:
-    """One split of a local ``save_to_disk`` folder, else of ``datasets.load_dataset(location)`` (a missing split: a
-    :class:`MissingSplitError`)."""
+    """One split of a local ``save_to_disk`` folder, else of ``datasets.load_dataset(location)``."""
     import datasets
 
     if is_saved_dataset(location):

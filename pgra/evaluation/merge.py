@@ -82,8 +82,7 @@ def _refuse_setting(what: str, diff: tuple[str, Any, Any], a: CellResult, b: Cel
 
 
 def _check_same_run(kept: CellResult, other: CellResult) -> None:
-    """Refuse ``other`` (the same task, method and seed as ``kept``, from another source) unless it is the same run:
-    the same predictions and key."""
+    """Refuse ``other`` (``kept``'s task, method and seed, from elsewhere) unless the same predictions and key."""
     def lines(c: CellResult) -> str:
         return json.dumps(c.predictions, sort_keys=True, ensure_ascii=False)
 

@@ -169,8 +169,7 @@ def check_device_map(device_map: str | None, device: Any, field: str = "device_m
 
 
 def context_limit(config: Any, default: int = 2048) -> int:
-    """A model's context in tokens from its config (the smaller of ``max_position_embeddings`` and
-    ``n_positions`` when both are set), else ``default``."""
+    """A model's context in tokens (the smaller of its config's position limits), else ``default``."""
     limits = [getattr(config, a, None) for a in ("max_position_embeddings", "n_positions")]
     limits = [x for x in limits if isinstance(x, int) and x > 0]
     return min(limits) if limits else default

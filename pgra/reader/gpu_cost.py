@@ -126,8 +126,7 @@ def _notes(fits: Any, reader: dict[str, Any], variant: str, step: GpuStep, passa
 
 def _evaluations(fits: Any, reader: dict[str, Any], splits: dict[str, int] | None, step: GpuStep,
                  parts: dict[str, float], text: list[str], notes: list[str]) -> float:
-    """Its dev and final evaluations, an input a forward pass of the eager step, added to ``parts`` and ``text``;
-    returns their device seconds."""
+    """Its dev and final evaluations added to ``parts`` and ``text``; returns their device seconds."""
     from ..runtime.cost import FLOPS_PER_TOKEN
 
     evaluated = evaluated_inputs(reader, splits)
@@ -146,8 +145,7 @@ def _evaluations(fits: Any, reader: dict[str, Any], splits: dict[str, int] | Non
 
 def _overheads(o: CellOverheads | None, reader: dict[str, Any], steps: int, parts: dict[str, float],
                text: list[str]) -> tuple[float, float]:
-    """Its checkpoints, ``best/`` saves, two model loads and the process's start, added to ``parts`` and ``text``;
-    returns the bytes written and kept."""
+    """Its checkpoints, saves, loads and start added to ``parts`` and ``text``; the bytes written and kept."""
     if o is None:
         return 0.0, 0.0
     eval_every, save_every = int(reader.get("eval_every", 0)), int(reader.get("save_every", 0))

@@ -119,8 +119,7 @@ def metered(ctx=None) -> Iterator[dict[str, Any]]:
 
 
 def finite_number(value: Any) -> bool:
-    """Whether ``value`` is a finite int or float (not a bool): what a cost record's numbers must be to be read
-    (a record edited by hand may hold anything)."""
+    """Whether ``value`` is a finite int or float (not a bool), as a cost record's numbers must be."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         return False
     try:

@@ -114,8 +114,7 @@ _warned = False
 
 
 def cuda_expected(env: Mapping[str, str] | None = None) -> str | None:
-    """Why this machine looks like it has a GPU for this process (``CUDA_VISIBLE_DEVICES`` naming devices, else
-    ``nvidia-smi`` on the PATH), or None."""
+    """Why this process looks like it has a GPU (``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi``), or None."""
     env = os.environ if env is None else env
     listed = env.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
@@ -126,8 +125,7 @@ def cuda_expected(env: Mapping[str, str] | None = None) -> str | None:
 
 
 def warn_if_cuda_missing() -> bool:
-    """Warn once (in this process and those it starts) when a GPU is expected (:func:`cuda_expected`) but torch sees
-    none; whether it warned now."""
+    """Warn once (here and in child processes) when a GPU is expected but torch sees none; whether it warned."""
     global _warned
     if _warned or os.environ.get(NO_GPU_WARNED) == "1" or torch.cuda.is_available():
         return False

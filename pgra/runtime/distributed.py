@@ -93,8 +93,7 @@ def gloo_interface_problem(env: Mapping[str, str] | None = None, resolve=None) -
 
 
 def seconds_from_env(name: str, default: float, env: Mapping[str, str] | None = None) -> float:
-    """A positive number of seconds from the environment variable ``name`` (``default`` when unset or empty); any
-    other value is an InputError naming it."""
+    """Seconds > 0 from the environment variable ``name`` (``default`` when unset); else an InputError naming it."""
     value = (os.environ if env is None else env).get(name, "").strip()
     if not value:
         return default

@@ -79,8 +79,7 @@ class CachedEncoder:
 
 
 def is_encoder_of(encoder: Any, settings: Any) -> bool:
-    """Whether a loaded :class:`~pgra.retrieval.encoder.DenseEncoder` is the model ``settings`` name (its folder
-    or name, resolved, and its pooler)."""
+    """Whether a loaded encoder is the model ``settings`` name (its resolved folder or name, and its pooler)."""
     def resolved(name: str) -> str:
         return str(Path(name).resolve()) if Path(name).is_dir() else name
 

@@ -24,8 +24,7 @@ class KateOptions(EncoderOptions):
 
 @STRATEGIES.register
 class KateSelector(EncodedSelector):
-    """Nearest training examples by cosine (or negative Euclidean distance), the most similar next to the query
-    unless ``reverse``; ties broken by position."""
+    """Nearest training examples by cosine (or negative Euclidean distance), the nearest last unless ``reverse``."""
 
     name = "kate"
     options = KateOptions

@@ -25,8 +25,7 @@ class RandomOptions:
 @STRATEGIES.register
 
 class RandomSelector(Selector):
-    """m training examples drawn per query (never the query itself) from the seed and the query's text alone;
-    ``balanced`` spreads them over labels."""
+    """m training examples per query (never itself), drawn from the seed and its text (``balanced``: over labels)."""
 
     name = "random"
     options = RandomOptions

@@ -109,8 +109,7 @@ class SkillRewriter:
 
     @cached_property
     def _precision(self) -> str:
-        """The precision the rewrites run in, as part of their cache key: other precisions give other rewrites
-        (fp32's keys carry none, as before)."""
+        """The rewrites' precision, part of their cache key (fp32's keys carry none, as before)."""
         import torch
 
         from ..runtime.device import resolve_device, resolve_dtype

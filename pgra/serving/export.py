@@ -104,8 +104,7 @@ def _claim_export(out: Path) -> None:
 
 
 def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> _Plan:
-    """Read and check everything the export of ``run`` writes (nothing is written yet); ``folder_name``: the
-    export folder's name (the model card's)."""
+    """Read and check everything the export of ``run`` writes; ``folder_name``: the model card's name."""
     from .. import __version__
     from ..rerank.core import candidates_of
     from ..rerank.families import stage_kinds, stage_of_kind
@@ -183,8 +182,7 @@ def _wheel() -> tuple[tuple[str, bytes] | None, str]:
 
 
 def _encoder_to_copy(index: Path, ix: dict[str, Any]) -> Path | None:
-    """The local query encoder of the index folder ``index`` to copy (refused when its files changed), else None
-    (BM25, or a Hub id, recorded in ``ix``)."""
+    """The local query encoder of ``index`` to copy (refused when changed), else None (BM25, a Hub id)."""
     from ..retrieval.base import INDEX_KIND
     from ..storage.artifacts import model_fingerprint
 
@@ -250,8 +248,7 @@ def _links_may_reach(folder: Path) -> Path:
 
 
 def _write(out: Path, plan: _Plan) -> None:
-    """Compose the export in a temporary folder inside ``out``, then move each part into place, ``export.json``
-    last (a failure leaves ``out`` as it was)."""
+    """Compose the export in a temporary folder in ``out``, then move it into place, ``export.json`` last."""
     stage = Path(tempfile.mkdtemp(prefix=".export.", dir=out))  # a temporary name pgra's next claim drops
     try:
         _compose(stage, plan)

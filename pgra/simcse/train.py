@@ -224,8 +224,7 @@ def train_loop(s: SimCSESetup, stop_after: int = 0) -> None:
 
 
 def finish(s: SimCSESetup) -> dict[str, Any]:
-    """Save the encoder folder and the head, measure alignment / uniformity after training, write the
-    metrics and the manifest (last). Returns the metrics."""
+    """Save the encoder and head, measure the geometry after training, write metrics and manifest; the metrics."""
     cfg, acc, out = s.cfg, s.acc, s.out
     acc.wait_for_everyone()
     metrics: dict[str, Any] = {}

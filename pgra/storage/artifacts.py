@@ -60,8 +60,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_dir(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary folder beside ``target``; it replaces ``target`` only if the block succeeds (a ``target``
-    that is a symbolic link is refused)."""
+    """Yield a temporary folder that replaces ``target`` (not a link) only if the block succeeds."""
     target = Path(target)
     refuse_link(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -87,8 +86,7 @@ def refuse_link(folder: Path, field: str | None = None) -> None:
 
 
 def apply_umask(path: str | Path) -> None:
-    """Give ``path`` (and everything under it) the permissions a plain ``open`` under the umask would have (not
-    a library's 0600), keeping executable bits."""
+    """Give ``path`` (and all under it) the permissions of the umask, not a library's 0600 (keeping exec bits)."""
     mask = _umask()
     path = Path(path)
     todo = [path]
@@ -242,8 +240,7 @@ def claim_output(out: str | Path, kinds: str | Collection[str], field: str = "ou
 
 
 def verify_safetensors(folder: str | Path) -> None:
-    """Check every ``*.safetensors`` file directly in ``folder`` against its own header (reading only that): a
-    truncated one is an IncompleteArtifactError naming it."""
+    """Check every ``*.safetensors`` file in ``folder`` against its own header: a truncated one is refused."""
     for path in sorted(Path(folder).glob("*.safetensors")):
         size = path.stat().st_size
         try:
@@ -263,8 +260,7 @@ def verify_safetensors(folder: str | Path) -> None:
 
 
 def verify_run(run: str | Path) -> None:
-    """Before a finished run's model is loaded: its manifest, when there, is a JSON object, and its weights (in
-    the folder and in ``best/``) are whole."""
+    """Before a finished run's model loads: its manifest is a JSON object, and its weights are whole."""
     run = Path(run)
     if (run / MANIFEST).is_file():
         read_json_object(run / MANIFEST)
@@ -458,8 +454,7 @@ def read_manifest(directory: str | Path, kinds: str | Collection[str]) -> dict[s
 
 
 def file_record(path: str | Path, hash_limit: int | None = None) -> dict[str, Any]:
-    """Size and SHA-256 of an artifact file, stored in the manifest and checked on load (the size alone for a
-    file over ``hash_limit`` bytes, when one is given)."""
+    """Size and SHA-256 of an artifact file, as its manifest records it (the size alone past ``hash_limit``)."""
     path = Path(path)
     size = path.stat().st_size
     if hash_limit is not None and size > hash_limit:
@@ -479,8 +474,7 @@ def own_file_name(directory: str | Path, name: object) -> Path:
 
 
 def verify_file(directory: str | Path, name: str, record: dict[str, Any], full: bool = True) -> Path:
-    """Check an artifact file against its manifest record (size always, SHA-256 when ``full``); its name must lie
-    inside ``directory`` (:func:`own_file_name`)."""
+    """Check an artifact file inside ``directory`` against its record (size; SHA-256 when ``full``)."""
     path = own_file_name(directory, name)
     if not path.exists():
         raise IncompleteArtifactError(f"{path}: file listed in the manifest is missing")

@@ -177,8 +177,7 @@ def _temp_name(path: Path) -> Path:
 
 
 def fs_now(folder: Path) -> float:
-    """Now, on the clock of the file system holding ``folder``: the mtime of a probe file touched there (this
-    host's clock where the folder cannot be written)."""
+    """Now, on ``folder``'s file system clock: a probe file's mtime (this host's clock where it cannot write)."""
     probe = _temp_name(folder / LOCK_FILE)
     try:
         fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)

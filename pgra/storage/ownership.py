@@ -63,8 +63,7 @@ def _empty_dir(p: Path) -> bool:
 
 
 def entries(folder: Path) -> list[Path]:
-    """What ``folder`` holds that could be someone's: every entry but pgra's record, lock and temporary names
-    and empty folders (which hold nothing to lose)."""
+    """What ``folder`` holds that could be someone's: all but pgra's record, lock and temporary names, empty folders."""
     return sorted(p for p in folder.iterdir() if not _pgra_name(p) and not _empty_dir(p))
 
 

@@ -35,8 +35,7 @@ def relative_path(path: str | Path, base: str | Path) -> str:
 
 
 def recorded_folder(base: str | Path, absolute: str | Path, relative: str | None = None) -> Path:
-    """A folder a record in ``base`` names: by its relative path when that exists (a moved or copied experiment
-    reads its own copy), else by its absolute path."""
+    """A folder a record in ``base`` names: by its relative path when it exists (a moved experiment), else absolute."""
     if relative:
         local = Path(os.path.normpath(Path(base) / relative))
         if local.exists():
@@ -63,8 +62,7 @@ def run_data(run: str | Path, manifest: dict[str, Any] | None = None) -> Path | 
 
 
 def recorded_fingerprint(run: str | Path) -> str | None:
-    """The fingerprint of the data folder the run read, as the run (or its experiment cell) recorded it; None for
-    a run made before runs recorded one."""
+    """The fingerprint of the data folder the run read, as recorded; None for a run made before runs recorded one."""
     run = Path(run)
     for name, get in ((MANIFEST, lambda r: r.get("data_fingerprint")),
                       (CELL_FILE, lambda r: (r.get("data") or {}).get("fingerprint"))):

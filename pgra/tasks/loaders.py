@@ -72,8 +72,7 @@ _COSMETIC = ("description", "source")
 
 
 def task_content(task: TaskSpec, data_dir: str | Path) -> dict[str, Any]:
-    """Everything of a task that changes a result, for keys: its spec and the SHA-256 of every data file it reads
-    (a Hub dataset is named, not hashed)."""
+    """What of a task changes a result, for keys: its spec and each data file's SHA-256 (a Hub dataset: its name)."""
     spec = {k: v for k, v in to_dict(task).items() if k not in _COSMETIC}
     base = resolve_data_path(task.data, data_dir)
     if not isinstance(base, Path):
