@@ -1,12 +1,8 @@
 """Evidence attribution: which evidence sentences move a reader's prediction.
 
-For a sample of inputs, a reader cell (fid, pgra) predicts again with each of its d evidence sentences left
-out in turn (its text blanked in place, as the formatter pads a short evidence list) and with all of them left
-out. A sentence's *effect* is the gold label's probability with every sentence read minus the probability
-without it: positive when the sentence helped. Effects are averaged by the sentence's first-stage rank and by
-its place in the reranker's top d, and split by what the reranker did to it: among PGRA's evidence, sentences
-it *promoted* from beyond the first stage's top d against those it *kept*; among FiD's (the first stage's top
-d), sentences the reranker also keeps against those it *demotes* out of its top d.
+A sentence's *effect* is the gold label's probability with every evidence sentence read minus that with it
+blanked in place; effects are averaged by first-stage rank, by place in the reranker's top d, and by what the
+reranker did to the sentence (promoted, kept, demoted). docs/analyses.md tells the rest.
 """
 
 from __future__ import annotations
@@ -37,8 +33,7 @@ READERS_WITH_EVIDENCE = ("fid", "pgra")
 
 
 def leave_one_out(record: dict[str, Any], d: int) -> list[dict[str, Any]]:
-    """``record`` with its first ``d`` evidence sentences (1) all read, (2..d+1) each blanked in turn, (d+2)
-    all blanked; every variant keeps d positions."""
+    """``record``'s first ``d`` evidence sentences all read, each blanked in turn, all blanked (d positions kept)."""
     ctxs = list(record.get("ctxs", []))[:d]
     blank = [{**c, "text": ""} for c in ctxs]
     variants = [ctxs] + [ctxs[:i] + [blank[i]] + ctxs[i + 1:] for i in range(len(ctxs))] + [blank]

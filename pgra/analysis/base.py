@@ -1,10 +1,7 @@
 """The interface of an analysis and its registry.
 
-An analysis is one file: its options (a dataclass, the section ``analysis.<name>`` of the experiment config), a
-function that computes its rows from a finished experiment, and one that renders them (markdown and figures) with
-a :class:`~pgra.analysis.writer.Writer`; the file registers them with :func:`register_analysis`. ``pgra analyze``
-runs the registered analyses the config chooses, in registration order, and the config's ``analysis`` section is
-built from the registry (:func:`pgra.analysis.config.analyze_config`).
+An analysis is one file: its options (the section ``analysis.<name>``), a function computing its rows and one
+rendering them with a :class:`~pgra.analysis.writer.Writer`, registered with :func:`register_analysis`.
 """
 
 from __future__ import annotations
@@ -30,17 +27,11 @@ READS = ("experiment", "results")  # what an analysis needs (Analysis.reads)
 class Analysis:
     """One analysis: ``compute(runs, ctx)`` gives its rows (a JSON table), ``render(writer, rows)`` writes them.
 
-    ``every_process``: it runs models, so it runs on every process of a distributed launch (its stages shard);
-    otherwise it runs on the main process only. ``config``: the type of its options section (a dataclass, or
-    ``dict[str, Any]``), read as ``runs.cfg.analysis.<name>``; None when it has no options. ``path_segment``: the
-    keys of a mapping ``config`` become folder names (``analysis/retrievers/<name>/``), declared so on its option
-    (``option(path_segment=True)``, checked with every config). What it runs besides reading the experiment, for
-    ``pgra analyze --dry-run`` (:mod:`pgra.analysis.plan`) to price without running: ``variants(runs)``, the grids
-    it runs as ``(label, Experiment)``; ``reranks(runs)``, rerank stages outside any grid as ``(task, what,
-    done, rerank config)``. ``reads``: ``"experiment"`` when it needs the experiment folder (stage data, models, a grid of its
-    own), ``"results"`` when the cells' records, predictions (with their evidence ids) and the stages' key and cost
-    records are enough: then it also runs on results bundles, several merged (``pgra report ... --analyses``,
-    :class:`~pgra.analysis.results.ResultsRuns`).
+    ``every_process``: it runs models on every process of a launch (else the main one only). ``config``: its options
+    section's type (read as ``runs.cfg.analysis.<name>``), or None; ``path_segment``: a mapping ``config``'s keys
+    name folders. For ``pgra analyze --dry-run``: ``variants(runs)``, the grids it runs as ``(label, Experiment)``,
+    and ``reranks(runs)``, rerank stages outside any grid as ``(task, what, done, rerank config)``. ``reads``:
+    ``"experiment"`` (stage data, models) or ``"results"`` (what a bundle keeps: then it runs on bundles too).
     """
 
     name: str
@@ -75,9 +66,8 @@ ANALYSES: Registry[Analysis] = Registry("analysis", __package__, BUILTIN, field=
 
 
 def register_analysis(analysis: Analysis) -> Analysis:
-    """Add ``analysis`` to the registry (the same analysis again replaces it; another under a taken name is
-    refused); returns it. The built-in analyses keep their order (``SHOWN``) whatever order their modules were
-    imported in; others follow in registration order."""
+    """Add ``analysis`` to the registry (another under a taken name is refused) and return it; the built-in ones
+    keep their order (``SHOWN``), others follow in registration order."""
     ANALYSES.register(analysis)
     ordered = sorted(ANALYSES.values(), key=lambda a: SHOWN.index(a.name) if a.name in SHOWN else len(SHOWN))
     ANALYSES.clear()

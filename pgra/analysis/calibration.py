@@ -1,11 +1,9 @@
 """Are the probabilities the methods print worth anything: calibration error, Brier score and seed flips.
 
-Every method writes ``scores`` (a probability per label) beside its prediction. Its *confidence* on an input
-is the probability it gives its own prediction, after the scores are normalised to sum to 1. The expected
-calibration error (Guo et al. 2017) sorts the inputs into ``n_bins`` equal-width confidence bins
-(``[0, 1/n), ..., [(n-1)/n, 1]``) and averages ``|accuracy - mean confidence|`` over the bins, weighted by
-their share of the inputs. The Brier score is the mean over inputs of ``sum_c (p_c - [c is gold])^2``. A
-seed flip is an input whose prediction is not the same under every seed of a method.
+Confidence is the normalised probability a method gives its own prediction. The expected calibration error (Guo
+et al. 2017) averages ``|accuracy - mean confidence|`` over ``n_bins`` equal-width bins weighted by their inputs;
+the Brier score is the mean of ``sum_c (p_c - [c is gold])^2``; a seed flip is an input whose prediction changes
+with the seed.
 """
 
 from __future__ import annotations
@@ -86,8 +84,7 @@ def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
 
 
 def method_calibration(runs: ExperimentRuns, task: str, method: str, n_bins: int) -> dict[str, Any] | None:
-    """One row of the calibration table: ECE and Brier per seed (mean, std), the pooled reliability bins,
-    and the seed flips (None for a method with one seed)."""
+    """One row: ECE and Brier per seed (mean, std), the pooled reliability bins and the seed flips."""
     seeds = runs.finished_seeds(task, method)
     if not seeds:
         return None

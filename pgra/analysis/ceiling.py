@@ -1,13 +1,10 @@
 """The reader's ceiling: how much any reranker could move a trained FiD reader, by re-reading its test inputs with
 the best and the worst evidence the candidates hold.
 
-For each task, the FiD cell at the experiment's first seed predicts the analysed split three times: with its own
-evidence (the first stage's top d), with *oracle* evidence (of the first k candidates, the experiment's
-``rerank.k``, else all retrieved, those whose label agrees with the input's gold label come first, in first-stage order, then the
-others: the top d of that order) and with *anti-oracle* evidence (the disagreeing ones first). Labels are the
-consistency analysis's (:func:`pgra.analysis.consistency.task_labeller`: a labelled pool's true labels, else the
-no-retrieval reader's pseudo-labels). The differences from its own evidence are tested with the report's paired
-bootstrap over the inputs (:func:`pgra.evaluation.significance.paired_bootstrap`).
+The FiD cell at the first seed predicts the analysed split with its own evidence, with *oracle* evidence (of the
+first k candidates, those whose label (:func:`pgra.analysis.consistency.task_labeller`) agrees with the gold first)
+and with *anti-oracle* evidence (the disagreeing first); the differences are tested with the report's paired
+bootstrap. docs/analyses.md tells the rest.
 """
 
 from __future__ import annotations

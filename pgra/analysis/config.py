@@ -2,9 +2,7 @@
 the experiment config with that section typed (what ``pgra experiment`` and ``pgra analyze`` read).
 
 ``analysis.analyses`` chooses among the registered analyses, ``analysis.split`` is the split they read, and each
-analysis with options has its own section ``analysis.<name>`` declared in its file. The classes are made from the
-registry when asked for (:func:`analyze_config`), so an analysis registered later (a plug-in, a test) is
-configurable like the built-in ones.
+has its own section ``analysis.<name>``; made from the registry when asked for (:func:`analyze_config`).
 """
 
 from __future__ import annotations
@@ -60,8 +58,7 @@ def analyze_config() -> type:
 
 
 def as_analyze_config(cfg: ExperimentConfig) -> Any:
-    """``cfg`` with its ``analysis`` section checked and typed (an ``ExperimentConfig`` read without it has it as a
-    plain mapping)."""
+    """``cfg`` with its ``analysis`` section checked and typed (else read as a plain mapping)."""
     cls = analyze_config()
     return cfg if isinstance(cfg, cls) else from_dict(cls, to_dict(cfg), source="<experiment config>")
 

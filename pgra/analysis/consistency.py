@@ -1,17 +1,11 @@
 """Pseudo-label consistency (the paper's Figure 2; against the reranker's size its Figure 4 / Tables 9-10): how
 often evidence carries its input's label.
 
-A reader trained without retrieval labels every evidence sentence; an evidence sentence is consistent when
-that pseudo-label equals its input's gold label. The share is counted over every (input, evidence) pair of the
-analysed split, for the first stage's top d (FiD's evidence), the reranker's top d (PGRA's), the top d of
-any further reranker LMs, and the top d of the prompt-guided search of the whole corpus (``pgra_full``'s).
-
-With ``analysis.consistency.k`` or ``.d`` set, a second table measures it as a quantity with controls: per task,
-reranker LM, k and d, the consistency of the reranker's top d of the first k candidates, of the first stage's top d,
-of a random d of the first k (the floor, its expectation) and the oracle's (the ceiling: per input min(d, consistent
-among the first k) of d), each with a bootstrap interval over the analysed inputs (whole sources resampled with
-``group_field``). A corpus with a label sidecar (``<corpus stem>.labels.json``, written by ``pgra tasks pool``)
-gives its evidence's true labels instead of pseudo-labels (:class:`CorpusLabels`).
+An evidence sentence is consistent when its label (a no-retrieval reader's pseudo-label, or the corpus's label
+sidecar: :class:`CorpusLabels`) equals its input's gold label; the share is counted for the first stage's top d,
+the reranker's and further reranker LMs' top d, and ``pgra_full``'s. With ``analysis.consistency.k`` or ``.d``
+set, a second table adds controls per LM, k and d: a random d of the first k (the floor) and the oracle (the
+ceiling), with bootstrap intervals. docs/analyses.md tells the rest.
 """
 
 from __future__ import annotations
@@ -132,9 +126,8 @@ class CorpusLabels:
 
 def task_labeller(runs: ExperimentRuns, task: str,
                   why: str = "label consistency") -> PseudoLabeller | CorpusLabels:
-    """The labeller of ``task``'s evidence: the corpus's true labels when it has a sidecar (:func:`labels_sidecar`),
-    else the no-retrieval cell at ``analysis.consistency.labeller_seed`` (pseudo-labels cached in the analysis
-    folder's ``<task>/pseudo_labels.json``, shared by every analysis that labels evidence)."""
+    """The labeller of ``task``'s evidence: the corpus's label sidecar (:func:`labels_sidecar`), else the
+    no-retrieval cell at ``labeller_seed`` (pseudo-labels cached in ``<task>/pseudo_labels.json``)."""
     sidecar = labels_sidecar(runs.cfg.index.corpus) if runs.cfg.index.corpus else None
     if sidecar is not None and sidecar.is_file():
         return CorpusLabels(sidecar, runs.task_name(task))
@@ -161,9 +154,8 @@ def _lm_name(lm: str) -> str:
 
 
 def _extra_rerank(runs: ExperimentRuns, task: str, lm: str, top: int = 0) -> tuple[Any, Path, str]:
-    """The experiment's reranking of ``task`` with another LM: its config, folder and reuse key. ``top``: rank the
-    first ``top`` candidates of the analysed split and keep them all (the controls table's), embedding only those
-    (no corpus pass: it changes no score)."""
+    """The experiment's reranking of ``task`` with another LM: its config, folder and reuse key. ``top``: rank and
+    keep the first ``top`` candidates of the analysed split (the controls table's; no corpus pass)."""
     exp = runs.experiment
     cfg = replace(exp.rerank_config(task), lm=lm,
                   out=str(runs.out / runs.task_name(task) / f"rerank-{_lm_name(lm)}"))
@@ -175,8 +167,7 @@ def _extra_rerank(runs: ExperimentRuns, task: str, lm: str, top: int = 0) -> tup
 
 
 def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx, top: int = 0) -> Path:
-    """Rerank the experiment's candidates of ``task`` with another LM (reused when done) through the ``reranked``
-    stage's runner; returns the folder."""
+    """Rerank ``task``'s candidates with another LM (reused when done) through the stage runner; its folder."""
     cfg, out, key = _extra_rerank(runs, task, lm, top)
     reuse_or_run(out, ".analysis_key", key, lambda: runs.experiment.stage("reranked").run(cfg, ctx), ctx)
     return out
@@ -258,8 +249,7 @@ def _experiment_k(runs: ExperimentRuns, task: str, planning: bool = False) -> in
 
 
 def _retrieved_k(runs: ExperimentRuns, task: str, planning: bool = False) -> int:
-    """The candidates retrieved per input: their folder's ``k`` (opened by their stage), else (``planning``, or not
-    retrieved yet) the config's ``retrieve.k``."""
+    """The candidates retrieved per input: their folder's ``k``, else (``planning``) the config's ``retrieve.k``."""
     folder = runs.experiment.stage_dir(task, "candidates")
     if (folder / MANIFEST).exists() and not planning:
         return int(runs.experiment.stage("candidates").open(folder)["k"])
@@ -267,8 +257,7 @@ def _retrieved_k(runs: ExperimentRuns, task: str, planning: bool = False) -> int
 
 
 def control_lms(runs: ExperimentRuns, task: str) -> list[str]:
-    """The reranker LMs of the controls table: the experiment's (when its grid reranks with it), then
-    ``analysis.consistency.rerank_lms``."""
+    """The controls table's reranker LMs: the experiment's (when its grid reranks), then ``rerank_lms``."""
     own = [runs.settings(task).rerank.lm] if "reranked" in runs.experiment.reranked_stages() else []
     return list(dict.fromkeys(own + list(runs.cfg.analysis.consistency.rerank_lms)))
 
@@ -290,9 +279,8 @@ def control_points(runs: ExperimentRuns, task: str, planning: bool = False) -> t
 
 
 def input_groups(runs: ExperimentRuns, task: str, column: str) -> dict[str, str] | None:
-    """``{input id: its value of column}`` in the analysed split's data file (the ids as the task loader gives
-    them: its id column, else ``<split>-<row>``); None when no row has the column (a task without sources, as MR
-    beside wiki_topic in one grid: every input its own), an InputError when only some have it."""
+    """``{input id: its value of column}`` in the analysed split's data file; None when no row has the column
+    (every input its own group), an InputError when only some have it."""
     from ..tasks.loaders import _columns, _rows, resolve_data_path
 
     spec = runs.task_spec(task)
@@ -341,9 +329,8 @@ CONTROLS = (("reranker", "reranker's top d"), ("first", "first stage's top d (Fi
 
 
 def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, Path]) -> list[dict[str, Any]]:
-    """The controls table's rows of ``task``: one per reranker LM (``ranked``: its folder of the first K ranked),
-    k and d (d <= k), each evidence source's share with its 2.5-97.5% bootstrap interval and the reranker's
-    difference from the floor with its p-value, all from one set of bootstrap weights (paired)."""
+    """The controls table's rows of ``task``, one per reranker LM (``ranked``: its folder), k and d: each source's
+    share with its 95% bootstrap interval, and the reranker's paired difference from the floor with its p-value."""
     from ..evaluation.significance import input_weights, share_bootstrap
 
     cfg = runs.cfg.analysis.consistency
@@ -401,8 +388,7 @@ def _interval(r: dict[str, Any], name: str) -> str:
 
 
 def render_controls(w: Writer, rows: list[dict[str, Any]]) -> None:
-    """The controls table: consistency against reranker LM, k and d with its floor and ceiling, and per task and d
-    the figure in the paper's Figure 4 layout."""
+    """The controls table (against LM, k and d, with floor and ceiling) and its Figure 4 layout per task and d."""
     w.section("consistency_controls", rows, "Label consistency with controls",
               ("Per task, reranker LM, k (candidates ranked) and d (evidence kept): the share of kept evidence whose "
                "label (`labels`: the corpus's true labels, or pseudo-labels of the no-retrieval reader) equals the "

@@ -1,16 +1,9 @@
 """Cost-aware comparison: what each method's score cost, and which methods another beats on both.
 
-A method's cost on a task is its cell's (mean over seeds) plus the shared stages it needs, counted in full as
-a user running only that method would pay them: the first-stage retrieval for a reader of corpus evidence,
-and the reranking for PGRA (the index is built once per corpus and left out). The whole-corpus pass that the
-reranked and full-search stages share (``corpus_pass: corpus``) is recorded by the stage that ran first; a method
-whose stage read it from the cache counts it too (:func:`borrowed_pass`). Each stage and cell records
-its wall-clock seconds, its hardware and the tokens every model ran (:mod:`pgra.runtime.cost`); FLOPs are estimated
-from those tokens and the models' parameter counts. Seconds are one device's: a stage that several processes (GPUs)
-built together counts its wall-clock times their number (:func:`pgra.runtime.cost.device_seconds`), and a reader's cell
-trained by several (``parallel: ddp``) its training likewise; a cell run by one process counts its own. A
-method is *dominated* when another method of the task scores at least as well for at most the cost, better in one of
-the two.
+A method's cost on a task is its cell's (mean over seeds) plus the shared stages it needs, in full (the index
+left out; a corpus pass read from the cache counted too: :func:`borrowed_pass`), in one device's seconds
+(:func:`pgra.runtime.cost.device_seconds`) and FLOPs. A method is *dominated* when another scores at least as well
+for at most the cost, better in one of the two.
 """
 
 from __future__ import annotations
@@ -62,9 +55,7 @@ def checked_cost(record: Any, path: Path, field: str = "", timed: bool = False) 
 
 
 def _corpus_pass(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """A built stage's record of the task's whole-corpus pass (``corpus_pass: corpus``, with numeric ``seconds``,
-    ``tokens_run`` and ``cached_before``) and its manifest, which names the embedding cache it filled or read; None
-    without one (a manifest edited by hand into another shape is read as having none)."""
+    """A built stage's record of the task's whole-corpus pass and its manifest; None without a well-formed one."""
     path = folder / MANIFEST
     if not (path.is_file() and (folder / STAGE_KEY_FILE).is_file()):
         return None
@@ -78,10 +69,8 @@ def _corpus_pass(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
 
 
 def borrowed_pass(runs: ExperimentRuns, task: str, stages: list[str]) -> tuple[str, dict[str, Any]] | None:
-    """The whole-corpus pass one of ``stages`` read from the embedding cache another stage of the task (in the same
-    folder) filled first (``reranked`` and ``full_search`` share one pass; the first to run records it): ``(that
-    stage, a cost record of the pass alone)``, from its manifest's ``corpus_pass`` (seconds, tokens) and its cost
-    record's hardware and the LM's parameters; None when the stages ran their own pass, or none."""
+    """The whole-corpus pass one of ``stages`` read from the cache another stage of the task filled first (the first
+    to run records it): ``(that stage, a cost record of the pass alone)``; None when they ran their own, or none."""
     for stage in stages:
         folder = runs.stage_dir(task, stage)
         mine = _corpus_pass(folder)

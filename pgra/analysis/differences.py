@@ -41,8 +41,7 @@ def overlap_table(pairs: list[tuple[dict[str, Any], dict[str, Any]]], d: int) ->
 
 
 def rank_shift(records: list[dict[str, Any]], d: int) -> dict[str, Any]:
-    """The first-stage rank of each sentence in the reranked top ``d``: histogram, mean, share promoted
-    from beyond the first stage's top ``d``."""
+    """The first-stage ranks of the reranked top ``d``: histogram, mean, share promoted from beyond top ``d``."""
     ranks = [int(c["retrieval_rank"]) for rec in records for c in rec.get("ctxs", [])[:d]]
     hist = Counter(ranks)
     return {"d": d, "kept": len(ranks), "histogram": {r: hist[r] for r in sorted(hist)},

@@ -1,15 +1,9 @@
 """Leakage audit: is a task's test (or dev) input in the retrieval corpus, and did a reader read it?
 
-An input has an *exact* duplicate when a corpus sentence equals it after normalisation (Unicode NFKC,
-case folded, everything but letters and digits dropped); it has a *near* duplicate when a corpus sentence's
-cosine under the index's own encoder is at least ``threshold``. Near duplicates come from the experiment's
-candidates: the first stage already searched the index's vectors with every input, so its scores are those
-cosines (dense indexes only: BM25 scores are not cosines, and only exact duplicates are audited there). A
-near duplicate ranked below the candidates' k is not seen; the table says k.
-
-Per method that reads corpus evidence (fid, pgra), the audit counts the (input, seed) pairs whose evidence
-held a duplicate of that same input. The flagged corpus ids go to ``analysis/<task>/leakage_ids.txt``, which
-``retrieve.exclude_ids`` reads to drop them from the task's candidates.
+An *exact* duplicate equals the input after normalisation (NFKC, case folded, letters and digits only); a *near*
+one is a candidate (of the first k, dense indexes only) whose cosine is at least ``threshold``. Per method that
+reads corpus evidence, the audit counts the (input, seed) pairs whose evidence held one; the flagged ids go to
+``analysis/<task>/leakage_ids.txt`` for ``retrieve.exclude_ids``. docs/analyses.md tells the rest.
 """
 
 from __future__ import annotations

@@ -65,9 +65,8 @@ def _is_reader(method: str) -> bool:
 
 
 def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
-    """A variant grid's stages and cells still to run and their cost. A variant whose every cell is a finished cell
-    of the experiment is that experiment and runs nothing; any other runs as a grid of its own folder (its cells
-    that equal the experiment's too: :func:`~pgra.analysis.variants.run_variants`)."""
+    """A variant grid's stages and cells still to run and their cost (none when every cell is a finished cell of
+    the experiment: :func:`~pgra.analysis.variants.run_variants`)."""
     main = runs.experiment
     planned = variant.plan()
     if is_experiment(runs, variant):
@@ -90,10 +89,8 @@ def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
 
 
 def _cached_share(main: Any, variant: Any, task: str, e: Estimate) -> Estimate:
-    """A variant's reranking over the experiment's own candidates with the experiment's reranker (a sweep point: k
-    and d changed) finds the evidence of the experiment's first k candidates in the shared embedding cache: it is
-    priced at the share of its k beyond the experiment's (0 at or below it). Any other stage keeps its estimate, as
-    does a reranking with per-query demonstrations (its prompts are cached per query and candidate list)."""
+    """``e`` of a sweep point's reranking priced at the share of its k beyond the experiment's (the shared cache
+    holds the rest); ``e`` itself for any other stage, or per-query demonstrations."""
     from ..selection import STRATEGIES
 
     if variant.candidates_from is not main or not e.label.endswith("/reranked") or e.seconds is None:

@@ -1,12 +1,8 @@
 """The analyses that need only results, run on results bundles, alone or merged (``pgra report ... --analyses``).
 
-An analysis whose ``reads`` is ``"results"`` (:class:`~pgra.analysis.base.Analysis`) reads nothing but the cells'
-records, their predictions (with the evidence ids each input's reader read) and the stages' key and cost
-records: what a bundle keeps (:mod:`pgra.evaluation.bundle`). :class:`ResultsRuns` gives such an analysis the
-same view of the cells as :class:`~pgra.analysis.inputs.ExperimentRuns` does, built from the cells of one or
-several experiment folders and bundles merged as the report merges them (:func:`~pgra.evaluation.merge.merged_cells`:
-the same refusals). :func:`analyze_results` runs the chosen analyses and writes ``<out>/analysis/`` as
-``pgra analyze`` does; the analyses that need an experiment's stage data or models are refused by name.
+An analysis whose ``reads`` is ``"results"`` needs only what a bundle keeps (the cells' records and predictions,
+the stages' key and cost records); :class:`ResultsRuns` gives it the view :class:`~pgra.analysis.inputs.ExperimentRuns`
+gives, from sources merged as the report merges them, and :func:`analyze_results` writes ``<out>/analysis/``.
 """
 
 from __future__ import annotations
@@ -39,8 +35,7 @@ def results_analyses() -> list[str]:
 
 
 def chosen_analyses(names: Sequence[str]) -> list[Analysis]:
-    """The analyses ``names`` in registration order; an unknown name, or one that needs an experiment folder, is
-    refused with what runs on results alone."""
+    """The analyses ``names`` in registration order; an unknown one, or one needing an experiment, is refused."""
     for name in names:
         ANALYSES.part(name, field="analyses")  # an unknown name: the registry's error, listing the known ones
     need = [n for n in ANALYSES.names() if n in names and ANALYSES[n].reads != "results"]
@@ -54,9 +49,7 @@ def chosen_analyses(names: Sequence[str]) -> list[Analysis]:
 
 @dataclass
 class ResultsRuns(ExperimentRuns):
-    """Cells merged from experiment folders and bundles, seen as the analyses see an experiment. Only what a
-    bundle keeps is readable: asking for a stage's records (its data) is refused, and the grid has no reranked
-    stage to read, so an analysis leaves out what needs one (PGRA's rank shift)."""
+    """Cells merged from experiment folders and bundles, seen as the analyses see an experiment (no stage data)."""
 
     cells: dict[tuple[str, str, int], Any] = field(default_factory=dict, repr=False)
     sources: list[Path] = field(default_factory=list)
@@ -67,8 +60,7 @@ class ResultsRuns(ExperimentRuns):
     @classmethod
     def merged(cls, sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
                split: str = "test") -> ResultsRuns:
-        """The cells of ``sources`` merged (refused as ``pgra report`` refuses them), analysed into
-        ``<out>/analysis/`` with the analyses ``analyses``."""
+        """The cells of ``sources`` merged (as ``pgra report`` merges them), analysed into ``<out>/analysis/``."""
         from ..evaluation.cells import drop_superseded
         from ..evaluation.merge import merged_cells
 
@@ -167,9 +159,7 @@ _NO_EXPERIMENT = _NoExperiment()
 
 
 def _recorded_options(cells: list[Any], analyses: list[str], split: str) -> Any:
-    """The ``analysis`` section the cells' runs recorded (the chosen analyses' options: a calibration's bins), each
-    option section read as this pgra reads it (fields added since take their defaults), which every cell that
-    recorded it must agree on; the defaults where none did."""
+    """The ``analysis`` section the cells' runs recorded (all must agree), as this pgra reads it; else defaults."""
     import dataclasses
 
     from ..core.config import from_dict, to_dict
@@ -212,9 +202,8 @@ def _ordered(cells: list[Any], name: str) -> list[str]:
 
 
 def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
-    """Whether ``out`` is the one source (else a folder of its own, claimed as a report's); refused: one of several
-    sources, an experiment folder (its analyses are `pgra analyze`'s, which reads its stages too), a bundle holding
-    the analyses its experiment's ``pgra analyze`` wrote (checksummed: rewritten, it would no longer verify)."""
+    """Whether ``out`` is the one source (else a folder of its own); refused: one of several sources, an experiment
+    folder (`pgra analyze`'s), a bundle holding its experiment's analyses (checksummed)."""
     from ..evaluation.bundle import ANALYSIS_DIR, is_bundle
     from ..evaluation.merge import out_is_source
     from ..storage.artifacts import MANIFEST, read_json_object
@@ -237,9 +226,7 @@ def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
 
 def analyze_results(sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
                     split: str = "test") -> ResultsRuns:
-    """Run the analyses ``analyses`` (each must read results only) on the cells of ``sources`` merged, and write
-    ``<out>/analysis/`` (``analysis.md``, ``analysis.json``, figures) as ``pgra analyze`` does. Nothing is
-    written when the sources cannot be merged or an analysis needs an experiment folder."""
+    """Run the results-only ``analyses`` on ``sources`` merged into ``<out>/analysis/``, as ``pgra analyze`` does."""
     from ..evaluation.bundle import ANALYSIS_DIR
     from ..evaluation.report import check_report_files
     from ..storage.ownership import check_folders, claim_folder

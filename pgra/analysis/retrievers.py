@@ -1,9 +1,7 @@
 """First-stage retrievers compared (the paper's Figure 6): FiD and PGRA over each retriever's candidates.
 
-The experiment's own retriever is one of them (its cells are reused); every other one, from
-``analysis.retrievers: {name: {index settings}}``, builds its index (``out`` defaults to
-``<experiment index>-<name>``) and runs FiD and PGRA into ``analysis/retrievers/<name>/``. The reranker's
-embedding cache is shared, so evidence sentences two retrievers both find are embedded once.
+The experiment's own retriever reuses its cells; each other one of ``analysis.retrievers: {name: {index
+settings}}`` builds its index and runs FiD and PGRA into ``analysis/retrievers/<name>/`` (embedding cache shared).
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ def compared_methods(cfg) -> list[str]:
 
 
 def retriever_variants(runs: ExperimentRuns) -> list[tuple[str, Experiment]]:
-    """The compared retrievers' grids as :func:`compare_retrievers` would run them (for ``pgra analyze
-    --dry-run``)."""
+    """The compared retrievers' grids as :func:`compare_retrievers` would run them (for ``pgra analyze --dry-run``)."""
     return [(f"retriever {name}", Experiment(vcfg)) for name, vcfg in retriever_configs(runs).items()]
 
 

@@ -1,10 +1,7 @@
 """``pgra analyze``: the analyses of an experiment as tables (markdown + JSON) and PNG figures.
 
-Writes into ``<experiment>/analysis/``: ``analysis.md`` and ``analysis.json`` (every table), one PNG per
-figure, ``case_study.md`` and ``figures.json`` (the figure index ``results.md`` links); then re-makes
-``results.md`` so its figure index is current. The analyses' own runs (sweep points, other retrievers,
-other reranker LMs) go under the same folder and are reused by a re-run. The analyses are the registered ones
-(:mod:`pgra.analysis.base`), run and shown in registration order.
+Writes ``<experiment>/analysis/`` (``analysis.md``, ``analysis.json``, PNG figures, ``case_study.md``,
+``figures.json``), the analyses' own runs under it (reused by a re-run), then re-makes ``results.md``.
 """
 
 from __future__ import annotations
@@ -67,9 +64,7 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
 
 def write_analyses(runs: ExperimentRuns, results: dict[str, Any], config: dict[str, Any],
                    keep_previous: bool = True) -> None:
-    """``analysis.md``, ``analysis.json`` (with ``config``, what was analysed) and ``figures.json``: this run's
-    tables, and (``keep_previous``: an experiment's, whose cells the earlier run read too) those of analyses not
-    chosen this time as the run that made them left them."""
+    """``analysis.md``, ``analysis.json`` and ``figures.json`` (``keep_previous``: with unchosen analyses')."""
     previous_file = runs.out / "analysis.json"
     previous = read_json(previous_file) if previous_file.exists() else {}
     kept = previous.get("tables", {}) if keep_previous else {}

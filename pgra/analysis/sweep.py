@@ -2,15 +2,10 @@
 in its main results; its Figure 4 / Tables 9-10 plot consistency and accuracy against the reranker's size, OPT-350m
 to 13b at k=150 and d=16, not against k: that is the consistency analysis's ``rerank_lms`` axis.)
 
-Each point is a variant of the experiment with ``rerank.k``, ``rerank.top_d`` and the reader's ``n_passages``
-changed; the k sweep keeps the experiment's d, the d sweep its k. The points' stages run from the largest k down,
-so the first one embeds whatever the experiment had not and the others find every evidence embedding in the cache
-(each point's reranked manifest records the texts its LM embedded, ``embedding.texts``, and the sweep's record sums
-them); their cells then run as one pool, side by side under torchrun. (With per-query demonstrations,
-``rerank.demo_selection: kate | skill_knn``, a prompt is cached per query and candidate list, so each k embeds
-again; the sweep warns.) When the grid has a finished no-retrieval cell, each point also reports the label
-consistency of the evidence its reader reads
-(:mod:`pgra.analysis.consistency`), beside its accuracy.
+Each point is a variant of the experiment with ``rerank.k``, ``rerank.top_d`` and ``n_passages`` changed. The
+points' stages run from the largest k down, so the first embeds what the experiment had not and the others find
+it cached; their cells then run as one pool. With a finished no-retrieval cell, each point also reports its
+evidence's label consistency. docs/analyses.md tells the rest.
 """
 
 from __future__ import annotations
@@ -77,9 +72,8 @@ class SweepPoint:
 
 
 def sweep_plan(runs: ExperimentRuns, planning: bool = False) -> list[SweepPoint]:
-    """Every task's points, largest k first, each a PGRA-only variant of the experiment (nothing runs). The largest
-    k is the candidates' ``retrieve.k`` as their manifest records it; without them the sweep cannot run (an
-    InputError: the experiment's candidates come first), but ``planning`` takes the config's before they exist."""
+    """Every task's points, largest k first, each a PGRA-only variant of the experiment (nothing runs); the largest
+    k is the candidates' (an InputError without them, unless ``planning``: then the config's)."""
     cfg = runs.cfg
     if "pgra" not in cfg.methods:
         raise InputError("the k and d sweeps vary PGRA: add pgra to methods", field="methods")
@@ -112,9 +106,8 @@ def sweep_variants(runs: ExperimentRuns) -> list[tuple[str, Experiment]]:
 
 
 def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
-    """Run (or reuse) every point; one row per task and point: k, d, metric mean ± std, what the LM embedded. The
-    points' stages run one after another, largest k first, and then their cells together
-    (:func:`~pgra.analysis.variants.run_variants`): under torchrun each rank trains another point's reader."""
+    """Run (or reuse) every point, stages largest k first, then all cells together; one row per task and point:
+    k, d, metric mean ± std, what the LM embedded."""
     from ..selection import STRATEGIES
 
     cfg = runs.cfg

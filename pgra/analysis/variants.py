@@ -40,10 +40,8 @@ def variant_config(cfg: ExperimentConfig, out: Path, methods: list[str], seeds: 
 
 def run_variants(runs: ExperimentRuns, configs: list[ExperimentConfig], ctx,
                  share_candidates: bool) -> list[Experiment]:
-    """The variant grids of ``configs`` (in order), run as one job (:func:`~pgra.experiment.grid.run_grids`: each
-    one's stages in turn, then all their cells as one pool, so that the ranks of a launch share one-cell variants),
-    except those whose every cell is a finished cell of the experiment (each is then that experiment). A failed
-    cell raises a PgraError naming every failed cell's folder on every process, once all the others have run."""
+    """The variant grids of ``configs`` run as one job (:func:`~pgra.experiment.grid.run_grids`), but those whose
+    every cell is a finished cell of the experiment; failed cells raise one PgraError naming them all."""
     from ..runtime.distributed import main_computes
 
     variants = [Experiment(c, candidates_from=runs.experiment if share_candidates else None) for c in configs]

@@ -46,9 +46,7 @@ class Writer:
 
     def section(self, name: str, rows: list[dict[str, Any]], title: str, text: str, columns: list[str],
                 cells: Callable[[dict[str, Any]], Sequence[Any]]) -> None:
-        """Start analysis ``name``'s section: its JSON table ``rows``, a heading, a paragraph and a markdown table
-        with ``columns``, a line per row of the cells ``cells(row)`` gives, then a blank line (the renderer
-        appends the rest)."""
+        """Start ``name``'s section: its JSON ``rows``, a heading, ``text`` and a table of ``cells(row)``."""
         self.tables[name] = rows
         self.md += [f"## {title}", "", text, "", *md_table(columns, (cells(r) for r in rows))]
         self.md.append("")

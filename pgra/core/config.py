@@ -51,31 +51,15 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
            record_default: bool = True) -> Any:
     """A config field together with its command-line declaration.
 
-    ``choices``: allowed values (a tuple, or a zero-argument callable reading a registry), checked when a
-    config is built from YAML, flags or ``key=value``. ``suggest``: values listed in the help but not
-    enforced (e.g. registered task names, where a YAML path is also accepted). ``flag``: the flag of a
-    nested field (nested fields get none by default; ``key=value`` reaches every field), or ``False`` to
-    hide a top-level field from the flags. ``short``: an extra short flag such as ``-k``. ``append``: a
-    repeatable flag collecting a list. ``positional``: a positional argument. ``min`` / ``max``: the
-    smallest / largest allowed value of a number and ``above``: a bound it must exceed (a learning rate > 0),
-    all checked like ``choices``. ``exists``: ``"dir"`` or ``"file"``, a path that must exist when given
-    (checked by :func:`check_config`, i.e. when a stage starts, not when a recorded config is read back).
-    ``unique``: a list whose items must all differ (checked like ``choices``). ``io``: the part a path plays
-    in the stage: ``"in"`` (read: an output folder may not be, hold or lie inside it), ``"base"`` (read, and
-    an output may lie inside it: ``evaluate``'s run), ``"out"`` (written: a folder, or not there yet) or
-    ``"store"`` (read and written, shared between runs: a cache folder). Fields declared with ``exists`` are
-    inputs, a field named ``out`` is an output, and an undeclared ``model`` / ``lm`` / ``encoder`` / ``corpus``
-    is an input; :func:`check_config` refuses an output that overlaps an input (:func:`pgra.storage.artifacts.check_disjoint`).
-    ``path_segment``: the value becomes one component of a file or folder name (a split: ``<out>/<split>.jsonl``; a
-    method: ``<out>/<task>/<method>/``): a string, each item of a list or each key of a mapping, checked by
-    :func:`check_path_segments` (``"optional"``: a string field whose empty value means none). ``cosmetic``: the field never
-    changes a result (progress bars, the device, a batch size that only trades memory for time, a cache folder):
-    :func:`result_settings` leaves it out, so every key of a stage, cell or checkpoint ignores it.
-    ``omit_default``: the field changes a result but :func:`result_settings` leaves it out while it holds its
-    default, so adding a setting (whose default does what the code did before) keeps every existing key valid.
-    ``record_default=False`` (with ``omit_default``): :func:`to_dict` / :func:`recorded_settings` leave the field
-    out too while it holds its default, so the configs recorded in manifests and ``cell.json`` (and the build keys
-    that hash nested settings) stay byte-identical to those made before it.
+    Checked when a config is built (YAML, flags, ``key=value``): ``choices`` (a tuple, or a callable reading a
+    registry), ``min`` / ``max`` / ``above`` (a bound to exceed), ``unique`` (list items differ),
+    ``path_segment`` (the value names a file or folder: :func:`check_path_segments`; ``"optional"``: empty means
+    none). Checked when a stage starts (:func:`check_config`): ``exists`` (``"dir"`` / ``"file"``) and ``io``, the
+    part a path plays: ``"in"`` (an output may not be, hold or lie inside it), ``"base"`` (read; an output may lie
+    inside it), ``"out"`` or ``"store"`` (a shared cache); see :func:`io_role`. Flags: ``suggest`` (listed, not
+    enforced), ``flag`` (a nested field's flag, or ``False`` to hide one), ``short``, ``append``, ``positional``.
+    Keys: ``cosmetic`` (never changes a result: no key hashes it), ``omit_default`` (keyed only when set), and
+    ``record_default=False`` (not even recorded while at its default, so old manifests stay byte-identical).
 
         @dataclass
         class SearchConfig:
@@ -93,9 +77,8 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
 
 
 def result_settings(cfg: Any, without: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The fields of config ``cfg`` that define its result, as a dict in field order: all but those declared
-    ``option(cosmetic=True)``, those declared ``option(omit_default=True)`` while they hold their default, and the
-    names in ``without`` (what the caller keys separately: paths, the seed)."""
+    """The fields of ``cfg`` that define its result: less the cosmetic ones, the ``omit_default`` ones at their
+    default, and ``without`` (what the caller keys separately)."""
     fields = dataclasses.fields(cfg)
     left_out = {f.name for f in fields if f.metadata.get("cosmetic")}
     left_out |= {f.name for f in fields if f.metadata.get("omit_default") and at_default(cfg, f)}
@@ -110,11 +93,9 @@ def at_default(cfg: Any, f: dataclasses.Field) -> bool:
 
 
 def recorded_settings(cfg: Any, cosmetic: bool = True) -> dict[str, Any]:
-    """``dataclasses.asdict(cfg)`` with nested configs, less every field declared ``option(record_default=False)``
-    while it holds its default, and less the ``omit_default`` options at their default of a section made from a
-    registry (what the parts registered now add, a new strategy's options, is recorded only when set; with
-    ``cosmetic=False``, less the cosmetic fields too): what a manifest records (:func:`to_dict`) and a build key
-    hashes, so an option added with a default that does what the code did before leaves both as they were."""
+    """``dataclasses.asdict(cfg)`` less the ``record_default=False`` fields at their default, and in a section made
+    from a registry the ``omit_default`` ones too (``cosmetic=False``: less the cosmetic fields): what a manifest
+    records and a build key hashes, so adding an option with a backward-compatible default changes neither."""
     out: dict[str, Any] = {}
     made = hasattr(type(cfg), "__section__")  # a section made from a registry (:func:`section_type`)
     for f in dataclasses.fields(cfg):
@@ -148,9 +129,8 @@ def field_choices(f: dataclasses.Field) -> list[Any] | None:
 
 
 def section_type(tp: Any) -> Any:
-    """The dataclass a section's declared type stands for: the type itself, or, for a section made from a registry
-    (a class with a ``__section__`` classmethod, e.g. :class:`pgra.selection.SelectorSettings`), the dataclass of
-    the parts registered now (a plug-in registered later is configurable like a built-in part)."""
+    """The dataclass a section's declared type stands for: the type itself, or for one with a ``__section__``
+    classmethod (:class:`pgra.selection.SelectorSettings`), the dataclass of the parts registered now."""
     made = getattr(tp, "__section__", None)
     return made() if made is not None else tp
 
@@ -231,17 +211,14 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-
 def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None, paths: bool = False) -> None:
-    """A value against its field's declared choices, range and (when ``paths``) existence: the one place
-    every declared constraint is checked."""
+    """The one place every declared constraint of a field is checked (its path's existence when ``paths``)."""
     allowed = field_choices(f)
-    if allowed is not None:
-        bad = [v for v in (value if isinstance(value, list) else [value]) if v not in allowed]
-        if bad:
-            raise InputError(f"must be one of {allowed}, got {shorten(bad[0])}", path=source, field=key)
-    for v in value if isinstance(value, list) else [value]:  # NaN passes every comparison: refused outright
-        if isinstance(v, float) and not math.isfinite(v):
+    items = value if isinstance(value, list) else [value]  # a list's bounds hold for each item (seeds)
+    for v in items:
+        if allowed is not None and v not in allowed:
+            raise InputError(f"must be one of {allowed}, got {shorten(v)}", path=source, field=key)
+        if isinstance(v, float) and not math.isfinite(v):  # NaN passes every comparison: refused outright
             raise InputError(f"must be a finite number, got {v!r}", path=source, field=key)
     if f.metadata.get("unique") and isinstance(value, list):
         repeated = [v for i, v in enumerate(value) if v in value[:i]]
@@ -249,9 +226,7 @@ def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None,
             raise InputError(f"lists {shorten(repeated[0])} more than once ({shorten(value)}); each value may "
                              "appear once", path=source, field=key)
     low, high, above = (f.metadata.get(k) for k in ("min", "max", "above"))
-    for v in (value if isinstance(value, list) else [value]):  # a list's bounds hold for each item (seeds)
-        if not _number(v):
-            continue
+    for v in filter(_number, items):
         for bound, bad, words in ((low, low is not None and v < low, "at least"),
                                   (high, high is not None and v > high, "at most"),
                                   (above, above is not None and v <= above, "greater than")):
@@ -260,10 +235,16 @@ def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None,
                 raise InputError(f"must be {words} {shown}, got {v!r}", path=source, field=key)
     if f.metadata.get("path_segment"):
         check_path_segments(value, key, source, empty_ok=f.metadata["path_segment"] == "optional")
-    kind = f.metadata.get("exists")
-    if paths and kind and isinstance(value, str) and value:
-        from ..storage.artifacts import describe_path
+    if paths and isinstance(value, str) and value:
+        _check_path(f, value, key, source)
 
+
+def _check_path(f: dataclasses.Field, value: str, key: str, source: str | None) -> None:
+    """A path option's ``exists`` and, for an output or store, that it is a folder or not there yet."""
+    from ..storage.artifacts import describe_path
+
+    kind = f.metadata.get("exists")
+    if kind:
         path = Path(value).expanduser()
         ok = path.is_dir() if kind == "dir" else path.is_file() if kind == "file" else path.exists()
         if not ok:
@@ -272,9 +253,7 @@ def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None,
             said = f"no such {what}: {value}" if found.startswith("not found") else \
                 f"{value} is {found}, not a {what}" if not found.startswith("not ") else f"{value}: {found}"
             raise InputError(said, path=source, field=key)
-    if paths and io_role(f) in ("out", "store") and isinstance(value, str) and value:
-        from ..storage.artifacts import describe_path
-
+    if io_role(f) in ("out", "store"):
         found = describe_path(Path(value).expanduser())
         if found not in ("a folder", "not found"):
             raise InputError(f"{value} is {found}, not a folder (this option names a folder pgra writes): "
@@ -282,10 +261,9 @@ def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None,
 
 
 def check_path_segments(value: Any, field: str, source: str | Path | None = None, empty_ok: bool = False) -> None:
-    """The one check of a value that becomes a component of a path pgra reads or writes (a split, a method, an
-    analysis's retriever ...): a string, each item of a list and each key of a mapping must be a safe name
-    (:func:`pgra.storage.artifacts.safe_name`: no ``/``, ``\\``, ``..``, absolute path, NUL or empty name); an integer (a
-    seed's ``seed-<n>``) is one by itself. ``empty_ok``: an empty string (not an empty item) means none."""
+    """The one check of a value that names a file or folder (a split, a method ...): a string, each item of a list
+    and each key of a mapping must be a :func:`pgra.storage.artifacts.safe_name`; an integer is one by itself.
+    ``empty_ok``: an empty string (not an empty item) means none."""
     from ..storage.artifacts import safe_name
 
     if isinstance(value, dict):
@@ -314,8 +292,7 @@ def io_role(f: dataclasses.Field) -> str | None:
 
 
 def _check_overlap(cfg: Any, prefix: str = "") -> tuple[dict[str, Any], set[str]]:
-    """Refuse an output folder of ``cfg`` (or of a section of it) that overlaps an input of that section or of
-    the sections inside it; returns the inputs of this subtree and those outputs may lie inside."""
+    """Refuse an output of ``cfg`` overlapping an input; returns the inputs and those outputs may lie inside."""
     outputs: dict[str, Any] = {}
     inputs: dict[str, Any] = {}
     may_hold: set[str] = set()
@@ -340,9 +317,8 @@ def _check_overlap(cfg: Any, prefix: str = "") -> tuple[dict[str, Any], set[str]
 
 
 def check_config(cfg: Any, prefix: str = "") -> None:
-    """Check a config when a stage starts (built in Python, from YAML or from flags): every field's choices,
-    range and, for paths declared with ``exists``, that the path is there; and that no output folder is,
-    holds or lies inside an input (see ``io`` in :func:`option`)."""
+    """Check a config when a stage starts: every field (:func:`_check_field`, paths included) and that no output
+    folder is, holds or lies inside an input (see ``io`` in :func:`option`)."""
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         if dataclasses.is_dataclass(value):
@@ -372,9 +348,7 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<config>", pref
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
-    """A plain dict of a dataclass config (for manifests and YAML dumps), without the fields declared
-    ``option(record_default=False)`` while they hold their default (in nested sections too):
-    :func:`recorded_settings`."""
+    """A plain dict of a dataclass config, as manifests record it (:func:`recorded_settings`)."""
     return recorded_settings(cfg)
 
 
@@ -418,8 +392,7 @@ class YAMLTooLargeError(yaml.YAMLError):
 
 
 def _expanded_size(root: yaml.Node, limit: int) -> int:
-    """How many nodes ``root`` stands for once every alias is expanded (counted without expanding: each
-    node's size is computed once), stopping past ``limit``."""
+    """How many nodes ``root`` stands for once every alias is expanded (each node sized once), up to ``limit``."""
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()  # expanded, not yet sized: the path from the root (depth-first)
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -452,8 +425,7 @@ def _expanded_size(root: yaml.Node, limit: int) -> int:
 
 
 class DuplicateKeyError(yaml.YAMLError):
-    """A mapping that sets one key twice (PyYAML would keep the last silently): the key, its line and the line that
-    set it first (1-based)."""
+    """A mapping that sets one key twice (PyYAML would keep the last silently)."""
 
     def __init__(self, key: Any, line: int, first_line: int) -> None:
         super().__init__(f"duplicate key {shorten(key, 100)} on line {line} (first set on line {first_line})")
@@ -464,9 +436,7 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that stops at MAX_YAML_DEPTH nested brackets (PyYAML composes recursively, and a few
-    thousand ``[`` take seconds to reach Python's recursion limit) and refuses a mapping that sets a key twice
-    (:class:`DuplicateKeyError`; a key a ``<<`` merge brings in may be set again, as YAML intends)."""
+    """``yaml.SafeLoader`` refusing more than MAX_YAML_DEPTH nested brackets and a key set twice."""
 
     def fetch_more_tokens(self) -> None:
         if self.flow_level > MAX_YAML_DEPTH:
@@ -492,9 +462,7 @@ class _BoundedLoader(yaml.SafeLoader):
 
 
 def safe_load_yaml(text: str, limit: int = MAX_YAML_NODES) -> Any:
-    """``yaml.safe_load`` bounded: a document whose aliases expand it past ``limit`` nodes (a "billion laughs"
-    of a few hundred bytes) is a YAMLTooLargeError before anything is built. Anchors and aliases within the
-    bound work as usual."""
+    """``yaml.safe_load`` refusing a document whose aliases expand it past ``limit`` nodes ("billion laughs")."""
     loader = _BoundedLoader(text)
     try:
         node = loader.get_single_node()
@@ -532,10 +500,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def resolve_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """A YAML config with its ``base`` chain merged in (base first; the file's own keys win).
-
-    ``base`` is a path relative to the file that names it (or a list of them, merged in order).
-    """
+    """A YAML config with its ``base`` chain (paths relative to the file, merged in order) under its own keys."""
     path = Path(path).resolve()
     if path in _seen:
         chain = " -> ".join(str(p) for p in (*_seen, path))

@@ -48,9 +48,8 @@ def clip(text: str, limit: int = ECHO_LIMIT) -> str:
 
 
 def whole_number(text: object) -> int | None:
-    """The whole number ``text`` spells in ASCII digits (spaces around allowed): how an environment variable or a
-    recorded count is read; None for anything else (empty, a sign, ``1.5``, a superscript ``²`` or other digits
-    ``str.isdigit`` accepts but ``int`` refuses, more than 18 digits)."""
+    """The whole number ``text`` spells in at most 18 ASCII digits (spaces around allowed); None for anything else
+    (a sign, ``1.5``, a superscript ``²``)."""
     text = str(text).strip()
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
@@ -83,9 +82,7 @@ def os_error_message(error: OSError, writing: str | Path | None = None) -> str:
 
 
 def os_error_of(error: BaseException) -> OSError | None:
-    """``error`` as an OSError when it is one, or when a library wraps one in its own type (safetensors'
-    ``SafetensorError: Error while serializing: I/O error: No space left on device (os error 28)``, raised by
-    every ``save_pretrained``): the same one line as any OS error (:func:`os_error_message`). None otherwise."""
+    """``error`` as an OSError when it is one or a library wraps one (``... (os error 28)``); else None."""
     import os
     import re
 

@@ -1,9 +1,6 @@
 """Fault injection for the kill-and-resume tests: ``fault_point(name)`` ends the process at once, like
-``kill -9`` (no cleanup, no ``finally``), when the environment variable ``PGRA_FAULT`` names that point.
-
-``PGRA_FAULT=index.shard_written@2`` kills at the second time the point is reached (``@1`` when left out).
-Points are placed where a kill is most damaging: between writing data and marking it done, inside atomic
-writes before the rename (``write:<file name>``), and before a manifest. Unset, a point costs one dict lookup.
+``kill -9`` (no cleanup, no ``finally``), when ``PGRA_FAULT`` names that point (``index.shard_written@2``: the
+second time it is reached; ``@1`` when left out).
 """
 
 from __future__ import annotations

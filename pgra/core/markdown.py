@@ -13,11 +13,8 @@ _CELL_MARKUP = re.compile(r"[\\`|]|\](?=[(\[])")
 
 
 def md_cell(value: object) -> str:
-    """``value`` (text from data: a label, a name, an input) as the text of one table cell: ``&`` written ``&amp;``,
-    ``<`` and ``>`` as entities where a ``>`` follows a ``<`` (only then could they make a tag, a comment or an
-    autolink: pgra's own ``p<0.001`` keeps its bytes), a backslash, a backtick, ``|`` and the ``]`` of a link or
-    image backslash-escaped, and each line break written ``<br>``. Emphasis (``*``, ``_``, ``~``) is left as it is:
-    it only formats the cell's own text."""
+    """``value`` (text from data) as one table cell's text: ``&``, and ``<`` / ``>`` where they could make a tag, as
+    entities; backslash, backtick, ``|`` and ``]`` escaped; line breaks as ``<br>`` (emphasis left as it is)."""
     text = _CELL_MARKUP.sub(lambda m: "\\" + m.group(0), str(value))
     markup = "<" in text and ">" in text[text.index("<"):]
     return _BREAK.sub("<br>", "".join(_HTML.get(c, c) if markup or c == "&" else c for c in text))
@@ -27,10 +24,8 @@ _MARKUP = re.compile(r"[\\`*_\[\]|~]")
 
 
 def md_text(value: object) -> str:
-    """``value`` as plain text inside a markdown line (a heading, a sentence): HTML's ``&``, ``<`` and ``>`` written
-    as entities (no tag, comment or script reaches a renderer), markdown's markup characters (backslash, backtick,
-    ``*``, ``_``, brackets, ``|``, ``~``) backslash-escaped, and every line break (and other control character) a
-    space, so the text stays on its line and shows as written."""
+    """``value`` as plain text inside a markdown line: ``&``, ``<``, ``>`` as entities, markdown's markup characters
+    escaped, control characters (line breaks included) as spaces."""
     text = _BREAK.sub(" ", str(value))
     text = "".join(" " if ord(c) < 32 or 127 <= ord(c) <= 159 else c for c in text)  # C0, DEL, C1 (NEL)
     text = _MARKUP.sub(lambda m: "\\" + m.group(0), text)

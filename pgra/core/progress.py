@@ -1,8 +1,4 @@
-"""Progress for long stages: a tqdm bar on a terminal, a plain line at most every 30 s in a log.
-
-A log (stderr redirected to a file, a cluster job's output) would otherwise collect thousands of
-carriage-return updates. ``PGRA_PROGRESS_INTERVAL`` sets the seconds between log lines.
-"""
+"""Progress for long stages: a tqdm bar on a terminal, a plain line every ``PGRA_PROGRESS_INTERVAL`` s in a log."""
 
 from __future__ import annotations
 
@@ -43,10 +39,7 @@ def _scaled(n: float) -> str:
 
 
 class LogProgress:
-    """tqdm's interface (iterate, ``update``, ``set_postfix``, ``close``) printing newline-terminated lines.
-
-    A line is printed by ``update`` at most every ``interval`` seconds, and once more by ``close``.
-    """
+    """tqdm's interface printing a line at most every ``interval`` seconds, and once more on ``close``."""
 
     def __init__(self, iterable: Iterable[Any] | None = None, total: float | None = None, desc: str = "",
                  unit: str = "it", interval: float = DEFAULT_INTERVAL, initial: float = 0,
@@ -184,13 +177,8 @@ class _Silent:
 def progress(iterable: Iterable[Any] | None = None, *, total: float | None = None, desc: str = "",
              unit: str = "it", disable: bool = False, interval: float | None = None, initial: float = 0,
              unit_scale: bool = False) -> Any:
-    """A tqdm-like progress object over ``iterable`` (or for manual ``update`` calls).
-
-    On a terminal (stderr is a TTY) a ``tqdm`` bar redrawn at most once a second; in a log a plain line
-    at most every ``interval`` seconds (default ``PGRA_PROGRESS_INTERVAL`` or 30) plus a final one on
-    ``close``. ``disable`` prints nothing. Supports iteration, ``update``, ``set_postfix(_str)``,
-    ``close`` and ``with``.
-    """
+    """A tqdm-like progress object over ``iterable`` (or for ``update`` calls): a ``tqdm`` bar on a terminal, else
+    a :class:`LogProgress` (``interval``: default ``PGRA_PROGRESS_INTERVAL`` or 30 s); ``disable`` prints nothing."""
     if disable:
         return _Silent(iterable, total, initial)
     if sys.stderr.isatty():

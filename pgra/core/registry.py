@@ -11,12 +11,9 @@ itself when imported)::
     class MMR(Reranker):
         name = "mmr"
 
-A plug-in (a user's file, a test) registers the same way from outside ``pgra/``, under a name of its own (an
-identifier no other part holds: a part never replaces another, and a part that is not the family's ``base`` is
-refused), and its module enters the keys of what its part makes
-(:func:`plug_in_key`: its cells and stages never pass for a built-in's). The registry is a ``dict``, so
-``name in REG``, ``REG[name]`` and ``list(REG)`` work as before; :meth:`Registry.names` loads the built-in parts
-first (a config's choices), :meth:`Registry.part` names the field and the choices when a name is unknown.
+A plug-in registers the same way from outside ``pgra/`` under a name no other part holds, and its module enters
+the keys of what its part makes (:func:`plug_in_key`). The registry is a ``dict``; :meth:`Registry.names` loads the
+built-in parts first, :meth:`Registry.part` names the field and the choices when a name is unknown.
 """
 
 from __future__ import annotations
@@ -42,9 +39,8 @@ def is_builtin(module: str) -> bool:
 
 
 def plug_in_key(part: Any, field: str = "plug_in") -> dict[str, str]:
-    """What a part defined outside pgra adds to the key of what it makes (a cell, a stage): its module under
-    ``field``, so that its results never pass for a built-in part's (nor another plug-in's) of the same name;
-    nothing for a built-in part, whose keys stay what they always were."""
+    """What a part defined outside pgra adds to the key of what it makes: its module under ``field`` (so its results
+    never pass for another part's of the same name); nothing for a built-in part."""
     module = defined_in(part)
     return {} if is_builtin(module) else {field: module}
 
@@ -52,12 +48,9 @@ def plug_in_key(part: Any, field: str = "plug_in") -> dict[str, str]:
 class Registry(dict[str, T]):
     """Parts of one kind by name.
 
-    ``kind``: what a part is, in messages ("reranker"); ``package`` and ``builtin``: the modules of the built-in
-    parts (``package.module``), imported by :meth:`load_builtin`; ``field``: the config field that names a part
-    (for errors); ``name_of``: how a part gives its name (its ``name`` attribute by default); ``module_of``: the
-    module that defines a part (pgra's own: a built-in part); ``hyphens``: a name may hold ``-`` (a model type such
-    as ``xlm-roberta``), else it is an identifier; ``base``: what a part is (a subclass, or an instance, of it),
-    anything else is refused.
+    ``kind``: what a part is, in messages; ``package`` / ``builtin``: the built-in parts' modules; ``field``: the
+    config field naming a part; ``name_of`` / ``module_of``: a part's name and defining module; ``hyphens``: a name
+    may hold ``-``; ``base``: what a part must be (a subclass, or an instance, of it).
     """
 
     def __init__(self, kind: str, package: str | None = None, builtin: Iterable[str] = (), field: str | None = None,
@@ -77,11 +70,8 @@ class Registry(dict[str, T]):
     def register(self, part: None = None, *, name: str) -> Callable[[P], P]: ...
 
     def register(self, part: Any = None, *, name: str | None = None) -> Any:
-        """Add ``part`` under ``name`` (default: its own name); returns it, so it works as a decorator
-        (``@REG.register`` or ``@REG.register(name="x")``). An InputError naming the part refuses a part that is
-        not a ``base``, a name that is not an identifier, and a name another part holds (a plug-in's part under a
-        built-in's name, whichever registered first, or any two parts defined apart); the same part registered
-        again (its module imported again, a child process) replaces the one held."""
+        """Add ``part`` under ``name`` (default: its own); returns it, so it works as a decorator. Refuses a part that
+        is not a ``base``, a bad name, and a name another part holds (the same part again replaces itself)."""
         if part is None:
             return lambda p: self.register(p, name=name)
         key = name or self._name_of(part)
@@ -103,8 +93,7 @@ class Registry(dict[str, T]):
         return part
 
     def _check_clash(self, key: str, held: Any, part: Any) -> None:
-        """Refuse ``part`` under ``key``, held by another part, unless it is the same part again or
-        :meth:`replaceable`."""
+        """Refuse ``part`` under ``key``, held by another part, unless the same or :meth:`replaceable`."""
         held_builtin = is_builtin(self._module_of(held))
         if held_builtin != is_builtin(self._module_of(part)):
             plug_in, builtin = (part, held) if held_builtin else (held, part)
@@ -115,8 +104,7 @@ class Registry(dict[str, T]):
                              f"{self._where(held)}: a part takes a name no other part holds")
 
     def replaceable(self, held: Any) -> bool:
-        """Whether a part registered under ``held``'s name replaces it (a family whose registry makes parts of its
-        own says which; none by default)."""
+        """Whether a part registered under ``held``'s name replaces it (none by default)."""
         return False
 
     def _identity(self, part: Any, module_of: Callable[[Any], str] | None = None) -> str:
@@ -138,9 +126,8 @@ class Registry(dict[str, T]):
         load_plugins()
 
     def plug_ins(self) -> list[str]:
-        """The registered parts defined outside pgra, as ``module:qualname`` (what a child process imports and
-        registers again, :func:`register_parts`); parts pgra makes from others (``icl_<s>``, ``fid_<r>``) are made
-        again there from theirs."""
+        """The registered parts defined outside pgra, as ``module:qualname`` (what a child process registers again,
+        :func:`register_parts`); parts made from others are made again there."""
         out = []
         for key, part in self.items():
             module, qualname = getattr(part, "__module__", ""), getattr(part, "__qualname__", "")
@@ -195,10 +182,8 @@ _plugins_loaded = False
 
 
 def load_plugins() -> list[str]:
-    """Import every module an installed package declares in the ``pgra.plugins`` entry-point group (as pytest's
-    ``pytest11`` and lm-evaluation-harness's plug-ins are found), so that its parts register in every process that
-    looks a part up (a grid's workers and cells too); once per process. Returns the entry points' names. A plug-in
-    that fails to import is an InputError naming it."""
+    """Import, once per process, every module installed packages declare in the ``pgra.plugins`` entry-point
+    group; returns their names (one that fails to import is an InputError naming it)."""
     global _plugins_loaded
     if _plugins_loaded:
         return []
@@ -229,10 +214,8 @@ def _load_plugin(ep: Any) -> None:
 
 
 class HandedOver(Generic[T]):
-    """A registry that a lower module reads but may not import: the module that owns it hands it over when it is
-    imported (:meth:`hand_over`), which breaks the import circle of a config section built from the registered
-    parts whose interface imports that section. ``what`` names the parts and ``owner`` the package whose import
-    hands it over, for the error if it never was."""
+    """A registry that a lower module reads but may not import: its owner (``owner``, a package) hands it over when
+    imported (:meth:`hand_over`), breaking an import circle; ``what`` names the parts, for the error."""
 
     def __init__(self, what: str, owner: str) -> None:
         self.what, self.owner = what, owner

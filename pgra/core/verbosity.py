@@ -1,18 +1,9 @@
 """Quiet library output unless ``-v``: silence what pgra expects, keep what it does not.
 
-Silenced when not verbose (each is expected, and pgra says so in one line where it matters):
-- transformers' logging below ERROR: model load reports (MISSING/UNEXPECTED key tables, "This checkpoint
-  seem corrupted" for tied weights absent by design), "new weights initialised" notes. pgra checks the
-  weights that matter itself: ``pgra.reader.fid.FiDReader.from_pretrained`` warns about missing reader
-  weights beyond the encoder pooler FiD drops, ``pgra.demo.prepare`` names the bert2bert reader's new weights;
-- accelerate's logging below ERROR ("Removed shared tensor ... while saving": bert2bert's tied decoder
-  embeddings / LM head, tied again on load), and DeepSpeed's info chatter;
-- the Hugging Face libraries' own progress bars ("Loading weights" ...);
-- the library warnings listed in ``EXPECTED_WARNINGS``, each matched by category, message and module.
-Every other warning, pgra's own ``warnings.warn`` messages included, still shows. ``verbose=True`` changes
-nothing. A grid's cell and worker processes are as quiet as the command that started them (``PGRA_QUIET`` in
-the environment they inherit: :func:`configure_child_output`). The Python API (:class:`pgra.Pipeline`) is as quiet
-for the length of each call only (:func:`quiet_output`): the user's own settings are back once it returns.
+Silenced when not verbose: transformers', accelerate's and DeepSpeed's logging below ERROR (model load reports
+pgra checks itself), the Hugging Face progress bars, and the library warnings in ``EXPECTED_WARNINGS``. Every
+other warning still shows. Child processes inherit it (``PGRA_QUIET``: :func:`configure_child_output`); the Python
+API is quiet for each call only (:func:`quiet_output`).
 """
 
 from __future__ import annotations
@@ -60,10 +51,7 @@ def configure_child_output() -> None:
 
 
 def configure_output(verbose: bool) -> None:
-    """Quiet the libraries' expected output (``verbose=False``); ``verbose=True`` leaves everything as is.
-
-    Idempotent; call it once at start-up, before or after the libraries are imported.
-    """
+    """Quiet the libraries' expected output unless ``verbose``; idempotent, before or after they are imported."""
     global _verbose
     _verbose = verbose
     if verbose:
@@ -102,9 +90,7 @@ def verbose_output() -> bool:
 
 @contextmanager
 def quiet_output(verbose: bool = False) -> Iterator[None]:
-    """:func:`configure_output` for the ``with`` block only (the Python API's calls): the loggers' levels and
-    filters, transformers' verbosity and progress bars, the Hugging Face Hub's progress bars, the warning filters
-    and the environment are as they were once it ends. ``verbose=True`` changes nothing."""
+    """:func:`configure_output` for the ``with`` block only: every setting it changes is restored at its end."""
     if verbose:
         yield
         return

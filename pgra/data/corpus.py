@@ -231,11 +231,8 @@ class CorpusStore:
 
 def build_store(src: CorpusSource, out_dir: str | Path, show_progress: bool = True,
                 source_fingerprint: str | None = None) -> CorpusStore:
-    """Stream ``src`` into a store at ``out_dir`` (atomically: a temp folder renamed at the end).
-
-    If ``out_dir`` already holds a store of the same source fingerprint, it is reused as is.
-    ``source_fingerprint``: ``src.fingerprint()`` when the caller already has it (it hashes the whole file).
-    """
+    """Stream ``src`` into a store at ``out_dir`` atomically, or reuse one there of the same source fingerprint
+    (``source_fingerprint``: ``src.fingerprint()`` when the caller has it)."""
     out_dir = Path(out_dir)
     source_fp = source_fingerprint or src.fingerprint()
     if (out_dir / "corpus.json").exists():

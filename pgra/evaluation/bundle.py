@@ -1,6 +1,6 @@
 """A results bundle: the small, shareable copy of an experiment's results (``pgra bundle EXPERIMENT --out DIR``).
 
-A bundle keeps what the report and a reader of the numbers need, and none of the stages' data or any weights::
+It keeps what the report and a reader of the numbers need, and none of the stages' data or any weights::
 
     <bundle>/manifest.json                          kind "bundle": source, date, every file's size and SHA-256,
                                                     the environment of the machine that bundled it and of the cells
@@ -9,13 +9,9 @@ A bundle keeps what the report and a reader of the numbers need, and none of the
     <bundle>/<task>/<stage>/{.stage_key,cost.json,manifest.json}   each stage's key, cost and manifest
     <bundle>/analysis/{analysis.md,analysis.json,figures.json,*.png}   what ``pgra analyze`` wrote, if it ran
 
-Its cells lie where an experiment's do, so ``pgra report BUNDLE`` reads it as it reads the experiment (and writes
-its tables into it); ``pgra report A B ...`` merges bundles and experiment folders into one table
-(:mod:`pgra.evaluation.merge`). A bundle someone sends is untrusted input, its manifest and checksums included: it
-is read in one place (:func:`verify_bundle`), which refuses a link, a newer format, a file the manifest does not list
-in a task's folder and a file that is not what was bundled (an edited prediction is refused by name); the readers
-after it check every field they use for type. A bundle is a few hundred kilobytes to a few megabytes (the
-predictions' size).
+Its cells lie where an experiment's do, so ``pgra report BUNDLE`` reads it as an experiment (``pgra report A B``
+merges several: :mod:`pgra.evaluation.merge`). A bundle someone sends is untrusted input, checked in one place
+(:func:`verify_bundle`).
 """
 
 from __future__ import annotations
@@ -66,12 +62,9 @@ def is_bundle(folder: str | Path) -> bool:
 
 
 def verify_bundle(folder: str | Path) -> dict[str, Any]:
-    """The bundle's manifest, after checking the bundle as the untrusted input it is (everything in it, the manifest
-    and its checksums included, is its sender's): its ``format`` one this pgra reads; no link and nothing but files
-    and folders in it (a link would lead a read, or the report's writes, out of it); every file it lists whole (size
-    and SHA-256: an edited or truncated file is refused by name); and nothing in a task's folder that it does not
-    list (a cell, predictions or a stage folder added by hand would be read as bundled). What ``pgra report`` writes
-    into a bundle (its report files, the analyses of its results in ``analysis/``) is no part of it."""
+    """The bundle's manifest, after checking the bundle as untrusted input: a ``format`` this pgra reads, no link,
+    every listed file whole (size and SHA-256), and nothing unlisted in a task's folder (what ``pgra report`` and
+    ``pgra analyze`` write into it is no part of it)."""
     folder = Path(folder)
     found = _bundle_files(folder)  # first: the manifest's own checks look at the files it lists
     manifest = read_manifest(folder, KIND)
@@ -133,9 +126,7 @@ def _bundle_files(folder: Path) -> set[str]:
 
 
 def check_plan_records(cfg: Any) -> None:
-    """The config's ``plan_records`` before anything is priced from them: each a folder
-    (:func:`pgra.experiment.estimate.record_sources`), and each results bundle among them what was bundled
-    (:func:`verify_bundle`: an edited record is refused by name, as when the bundle is reported)."""
+    """Verify every results bundle among the config's ``plan_records`` before anything is priced from them."""
     from ..experiment.estimate import record_sources
 
     for folder in record_sources(cfg):
@@ -153,9 +144,7 @@ def _task_of(record: dict[str, Any]) -> TaskSpec:
 
 @dataclass(frozen=True)
 class CellFilter:
-    """Which finished cells a bundle takes: those of the given tasks (their folders' names), methods and seeds
-    (empty: all). A piece of a grid run in one folder is bundled on its own (one seed of a task, a k sweep's
-    cells ...)."""
+    """Which finished cells a bundle takes: those of the given tasks (folder names), methods and seeds (empty: all)."""
 
     tasks: tuple[str, ...] = ()
     methods: tuple[str, ...] = ()
@@ -178,11 +167,9 @@ def _seed(folder: str) -> int:
 
 def bundle_files(experiment: Path, only: CellFilter | None = None
                  ) -> tuple[list[Path], list[dict[str, Any]], str | None]:
-    """The files of ``experiment`` a bundle copies (relative paths), the records of its finished cells (those
-    ``only`` takes), and why ``pgra analyze``'s tables are left out (:func:`stale_analyses`; None: they come along,
-    or there are none); every cell's predictions are checked against its ``cell.json`` first (an edited file is
-    never bundled). The stage records of every task a taken cell belongs to come along, and what ``pgra analyze``
-    wrote (:func:`analysis_files`) when every cell is taken (its tables describe them all)."""
+    """The files of ``experiment`` a bundle copies (relative paths; each cell's predictions checked against its
+    ``cell.json``), the records of its finished cells (those ``only`` takes), and why ``pgra analyze``'s tables are
+    left out (None: they come along, or there are none; they come only when every cell is taken)."""
     files: list[Path] = []
     records: list[dict[str, Any]] = []
     task_dirs: set[Path] = set()
@@ -215,10 +202,8 @@ def bundle_files(experiment: Path, only: CellFilter | None = None
 
 
 def analysis_files(experiment: Path) -> list[Path]:
-    """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` (tables, figures, their index; relative
-    paths): the analyses' results, never their runs (a sweep point's cells, cached pseudo-labels, which lie in
-    folders below), nor a figure ``analysis.json`` does not name (left by an earlier run). It does not ask whether
-    they still describe the cells: a caller bundles them only where :func:`stale_analyses` finds nothing."""
+    """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` (relative paths): the results, not the
+    runs below them, nor a figure ``analysis.json`` does not name; whether they are stale is the caller's to ask."""
     folder = experiment / ANALYSIS_DIR
     if not (folder / "analysis.json").is_file() or folder.is_symlink():
         return []
@@ -240,9 +225,8 @@ def cell_idents(experiment: Path) -> list[str]:
 
 
 def stale_analyses(experiment: Path, current: set[str] | None = None) -> str | None:
-    """Why the analyses ``pgra analyze`` wrote in ``experiment`` do not describe its cells (a table read other cells
-    than the folder holds now, by the cells ``analysis.json`` records each table read), or None; ``current``: the
-    folder's :func:`cell_idents` where the caller has read them already."""
+    """Why the analyses in ``experiment`` do not describe its cells (a table read other cells, as ``analysis.json``
+    records), or None; ``current``: the folder's :func:`cell_idents` where already read."""
     written = experiment / ANALYSIS_DIR / "analysis.json"
     if not written.is_file():
         return None
@@ -289,9 +273,8 @@ def _check_out(experiment: Path, out: Path) -> None:
 
 
 def write_bundle(experiment: str | Path, out: str | Path, only: CellFilter | None = None) -> dict[str, Any]:
-    """Copy ``experiment``'s results (the cells ``only`` takes: all by default) into the bundle folder ``out`` (new,
-    empty, or a bundle pgra wrote, which is replaced whole); returns the bundle's manifest. Nothing is written when
-    a check fails."""
+    """Copy ``experiment``'s results (the cells ``only`` takes) into the bundle folder ``out`` (new, empty, or a bundle,
+    replaced whole); returns its manifest. Nothing is written when a check fails."""
     experiment, out = Path(experiment), Path(out)
     if not experiment.is_dir():
         raise InputError(f"no such experiment folder: {experiment}", field="experiment")

@@ -46,11 +46,8 @@ class CellResult:
 
 
 def source_cells(directory: str | Path, split: str = "test", bundle: bool = False) -> list[CellResult]:
-    """Every finished cell under ``directory`` (an experiment folder, or a results bundle when ``bundle``) with
-    its predictions on ``split``. Each cell's results are recomputed from its predictions files, which must be the
-    ones it finished with (:func:`~pgra.results.predictions.checked_cell_results`): an edited or truncated file is refused
-    by name, never reported with the numbers its cell.json recorded. A bundle holds no data folder, so a cell's is
-    checked only in an experiment folder."""
+    """Every finished cell under ``directory`` (a bundle when ``bundle``) with its predictions on ``split``, its
+    results recomputed from files checked against its record (:func:`~pgra.results.predictions.checked_cell_results`)."""
     from ..core.config import from_dict
     from ..tasks import get_task
     from ..tasks.spec import TaskSpec
@@ -75,9 +72,8 @@ def source_cells(directory: str | Path, split: str = "test", bundle: bool = Fals
 
 
 def drop_superseded(cells: list[CellResult]) -> tuple[list[CellResult], list[CellResult]]:
-    """Per task and method with a seed-independent cell, only that cell (the lowest seed if several): the
-    method's cells at other seeds were left by runs made before it ran once; they would only count copies of
-    one run as seeds. Returns the cells kept and those left out."""
+    """Per task and method with a seed-independent cell, only that cell (the lowest seed): its other seeds' cells
+    are older runs' copies. Returns the cells kept and those left out."""
     keep: dict[tuple[str, str], CellResult] = {}
     for c in sorted(cells, key=lambda c: c.seed):
         if c.seed_independent:

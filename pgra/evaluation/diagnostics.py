@@ -1,11 +1,7 @@
 """What the selected demonstrations did: per cell, from the predictions' ``demo_labels`` and the cell's LM cost.
 
-- ``label_histogram``: the share of each label among all demonstrations the inputs got;
-- ``majority_agreement``: how often the prediction is the majority label of its demonstrations (a tie counts when
-  the prediction is one of the tied labels);
-- ``gold_in_demos``: how often the gold label is among the demonstrations' labels;
-- ``lm_calls`` / ``lm_tokens``: the LM inputs and tokens the method's predictions took (Skill-KNN's rewrites and
-  the reranker's embeddings included; for PGRA, what its rerank stage ran, which every seed shares).
+``label_histogram``, ``majority_agreement`` (the prediction is the demonstrations' majority label, or one of the
+tied), ``gold_in_demos``, and the LM inputs and tokens the method's predictions took (``lm_calls``, ``lm_tokens``).
 """
 
 from __future__ import annotations

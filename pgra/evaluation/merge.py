@@ -1,21 +1,11 @@
 """One report from experiments run apart: the cells of several experiment folders and results bundles, merged.
 
-A grid is often run in pieces (one task on a cluster, another on a laptop, seeds re-run after a preemption).
-:func:`merged_cells` reads every source (an experiment folder, or a bundle, whose files are checked against its
-manifest first) and returns one list of cells, refusing with one error line what cannot be one table:
-
-- a cell (task, method, seed) found in two sources with different predictions (both named: keep one), or with the
-  same predictions but another key (another setting: named);
-- cells of one task whose settings differ where they must agree (the setting named, with both values and both
-  cells): everything a cell's config records but how each job chose its share of the grid (its ``tasks``,
-  ``methods``, ``seeds``, ``out``...; :data:`~pgra.experiment.config.JOB_FIELDS`) and where files lie (``out``,
-  ``data_dir``). The sections a method may override (``reader``, ``knn_vote``, ``icl``) must agree between cells of
-  one method; the others between every two cells of the task;
-- stages of one task (``candidates``, a reranked top-d) built with different keys, and cells that read other task
-  data (another data fingerprint);
-- and, as for one folder, cells of one task that evaluated different inputs.
-
-The same cell found twice with the same predictions and key counts once (``duplicates`` says where).
+:func:`merged_cells` reads every source (an experiment folder, or a checked bundle) into one list of cells,
+refusing with one error line what cannot be one table: one cell found twice with other predictions or another
+key; cells of one task whose settings differ where they must agree (all but a job's share of the grid,
+:data:`~pgra.experiment.config.JOB_FIELDS`, and where files lie; a method's own sections only within the method);
+stages of one task built with other keys, or other task data; cells of one task that evaluated other inputs.
+The same cell found twice alike counts once (``duplicates`` says where).
 """
 
 from __future__ import annotations
@@ -52,8 +42,7 @@ def _without_locations(value: Any) -> Any:
 
 
 def first_difference(a: Any, b: Any, prefix: str = "") -> tuple[str, Any, Any] | None:
-    """The first dotted key (in sorted order) where the JSON values ``a`` and ``b`` differ, with both values;
-    None when they are equal."""
+    """The first dotted key (sorted) where JSON values ``a`` and ``b`` differ, with both values; None if equal."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b), key=str):
             found = first_difference(a.get(key, _MISSING), b.get(key, _MISSING), f"{prefix}{key}.")
@@ -93,8 +82,7 @@ def _refuse_setting(what: str, diff: tuple[str, Any, Any], a: CellResult, b: Cel
 
 
 def _check_same_run(kept: CellResult, other: CellResult) -> None:
-    """Refuse ``other`` (the same task, method and seed as ``kept``, from another source) unless it is the same run:
-    the same predictions and key."""
+    """Refuse ``other`` (``kept``'s task, method and seed, from elsewhere) unless the same predictions and key."""
     def lines(c: CellResult) -> str:
         return json.dumps(c.predictions, sort_keys=True, ensure_ascii=False)
 
@@ -204,9 +192,7 @@ def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[li
 
 
 def out_is_source(sources: Sequence[str | Path], out: str | Path) -> bool:
-    """Whether the report's folder ``out`` is one of ``sources`` (a report written beside its one source's cells);
-    refused: ``out`` as one of several merged sources, and ``out`` inside a source or around one (there its files
-    would be read as the source's, or it would hold the source)."""
+    """Whether ``out`` is the report's one source; refused: one of several sources, or inside or around one."""
     dest = Path(out).resolve()
     for source in sources:
         src = Path(source).resolve()

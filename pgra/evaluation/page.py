@@ -1,14 +1,9 @@
 """``results.html``: one self-contained page to explore a finished experiment in a browser (no server, no network).
 
-It holds the results and difference tables (sortable, each cell linking to its runs), the analyses' figures
-inline, an input browser (every test input of every task: filters by task, by "methods disagree", by "wrong
-for method X" and by text; for one input every method's prediction with its label probabilities, the evidence
-each reader read with its score, named by what it is (the prompt-guided reranker's probability, UPR's
-log-probability, MMR's marginal value, the first stage's score: ``score_names``), and its first-stage rank, the
-demonstrations and voters with their labels) and the experiment's provenance. The data sits in the page as JSON;
-when it is larger than ``INLINE_LIMIT`` it goes to ``results_data.js`` beside the page (a script the page loads
-from disk, which a browser allows where it refuses to fetch a JSON file). The page reads its state from the URL's
-``#`` part (``#task=mr&disagree=1&wrong=fid&q=film&open=test-3``), so a view can be linked, and tested headless.
+It holds the tables, the analyses' figures, an input browser (every method's prediction, evidence and
+demonstrations per test input) and the provenance (docs/experiments.md). The data sits in the page as JSON, or
+past ``INLINE_LIMIT`` in ``results_data.js`` beside it (a script a browser loads from disk); the page reads its
+state from the URL's ``#`` part, so a view can be linked.
 """
 
 from __future__ import annotations
@@ -42,16 +37,14 @@ def _rel(path: str | Path, directory: Path) -> str:
 
 
 def _inside(directory: Path, expected: Path, recorded: str | Path) -> Path:
-    """``directory/expected`` when it exists (the experiment's own layout, wherever the folder now is), else the
-    path the report recorded."""
+    """``directory/expected`` when it exists (the experiment's own layout), else the path the report recorded."""
     own = directory / expected
     return own if own.exists() else Path(recorded)
 
 
 def _data_folder(directory: Path, task: str, data: Any, roots: list[Path]) -> Path | None:
-    """The data folder a cell records having read (its ``data.folder``): the report's own copy of it
-    (``<directory>/<task>/<its name>``) or the folder recorded, read only where it lies inside the report's folder or
-    one of its sources (a cell's record is its sender's: it never leads the page to a folder of this machine)."""
+    """The data folder a cell records having read: the report's own copy, or the one recorded where it lies inside
+    the report's folder or a source (a cell's record never leads the page elsewhere on this machine)."""
     recorded = data.get("folder") if isinstance(data, dict) else None
     if not isinstance(recorded, str) or not SAFE_NAME.fullmatch(Path(recorded).name):
         return None
@@ -98,12 +91,8 @@ def _score_name(method: str) -> str:
 
 
 def analysis_figures(directory: str | Path) -> dict[str, list[dict[str, str]]]:
-    """What ``<directory>/analysis/figures.json`` (``pgra analyze``'s index of its figures and pages) lists, read as
-    untrusted input (a bundle's is its sender's): ``{"pages": [{file, title}], "figures": [{file, title,
-    caption}]}``, each entry a file that is there, beside the index (a regular file, no link); none when the index
-    is absent or the folder is a link. An index of another shape, a field of another type, or a file named outside
-    ``analysis/`` (absolute, ``../``, a sub-folder) or of another kind than a page's ``.md`` or a figure's ``.png``
-    is an InputError naming the index and the field: nothing is read from elsewhere."""
+    """What ``<directory>/analysis/figures.json`` lists (``{"pages": [{file, title}], "figures": [{file, title,
+    caption}]}``), read as untrusted input: each a ``.md`` page or ``.png`` figure beside the index, no link."""
     folder = Path(directory) / ANALYSIS_DIR
     index = folder / FIGURES_FILE
     if folder.is_symlink() or not index.is_file() or index.is_symlink():
@@ -189,9 +178,7 @@ _SCRIPT_ESCAPES = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
 
 
 def script_json(value: Any) -> str:
-    """``value`` as JSON safe to embed in a ``<script>`` element or a script file: the characters of
-    ``_SCRIPT_ESCAPES`` written as unicode escapes, which only a JSON string can hold (``json.loads`` reads the
-    same value back)."""
+    """``value`` as JSON safe inside a ``<script>``: the characters of ``_SCRIPT_ESCAPES`` as unicode escapes."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
 
 

@@ -1,17 +1,10 @@
 """``pgra report DIR``: the paper's Table 2 layout over an experiment's cells, with seeds and significance.
 
-Reads every ``<task>/<method>/seed-<n>/cell.json`` under ``DIR`` with its ``predictions_<split>.jsonl`` and
-writes ``DIR/results.md`` (methods as rows, tasks as columns, an average column; mean ± sample standard
-deviation over seeds with the number of seeds; a second table with each method's difference from the
-reference method and its paired-bootstrap p-value) and ``DIR/results.json`` (one row per task, method, seed,
-split and metric, the summary, the tests, and every cell's config, seed, versions, git commit and data
-fingerprints). Cells of one task whose evaluated inputs differ are refused, never compared.
-
-A seed-independent method (its cell says ``"seed_independent": true``: the experiment ran it once, at the first
-seed) shows its one value as deterministic, not as a spread of one, and is paired with every seed of the method
-it is compared with; its cells at other seeds left by older runs are ignored. When the grid has the floor method
-(``linear_probe``: logistic regression on frozen sentence embeddings), a trained reader below it on a task is
-marked: it learned less than the embedding alone gives.
+Reads every finished cell under ``DIR`` and writes ``results.md`` (methods x tasks: mean ± std over seeds, and
+each method's difference from the reference with its paired-bootstrap p-value), ``results.json`` (rows, summary,
+tests, provenance) and ``results.html``. A seed-independent method's one run is shown as deterministic and paired
+with every seed of the other side; a reader below the floor method (``linear_probe``) is marked.
+docs/experiments.md tells how to read it.
 """
 
 from __future__ import annotations
@@ -56,9 +49,8 @@ def _sources(directory: str | Path | Sequence[str | Path]) -> list[Path]:
 
 
 def _train_inputs_note(tasks: list[str], summary: dict[str, dict[str, Any]]) -> str | None:
-    """The note on the training inputs of the methods that train (readers, probe, kNN vote), per task from their
-    cells' records; it flags a task whose methods trained on different numbers of inputs (their difference is then
-    also one of training data). None when no cell recorded it."""
+    """The note on the training inputs of the methods that train, per task, flagging a task whose methods trained
+    on different numbers of inputs; None when no cell recorded them."""
     parts, differ = [], []
     for t in tasks:
         counts = {m: s[t]["train_inputs"] for m, s in summary.items() if s.get(t, {}).get("train_inputs")}
@@ -89,11 +81,10 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
     (:func:`pgra.evaluation.merge.merged_cells`)."""
     from ..core.config import from_dict
     from ..methods import METHODS
-    from ..methods.reader_method import ReaderMethod
+    from ..runtime.environment import cells_environment
     from ..tasks import get_task, task_names
     from ..tasks.spec import TaskSpec
     from .merge import merged_cells
-    from .significance import average_replicates, paired_bootstrap
 
     sources = _sources(directory)
     merged, merge_info = merged_cells(sources, split)
@@ -108,10 +99,37 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
     by: dict[tuple[str, str], list[CellResult]] = {}
     for c in sorted(cells, key=lambda c: c.seed):
         by.setdefault((c.task, c.method), []).append(c)
-
     rows = [{"task": c.task, "method": c.method, "seed": c.seed, "split": s, "metric": c.record["metric"],
              "value": r[c.record["metric"]]}
             for c in cells for s, r in c.record["results"].items()]
+    tests = _significance(by, specs, tasks, methods, reference, n_resamples, seed) if reference in methods else {}
+    _adjust_holm(tests, tasks)
+    return {"directory": ", ".join(str(p) for p in sources), "sources": merge_info["sources"],
+            "duplicates": merge_info["duplicates"], "split": split,
+            "environment": cells_environment([c.record for c in cells]), "reference": reference, "tasks": tasks,
+            "methods": methods, "summary": _summary(by, tasks, split), "significance": tests,
+            "diagnostics": _diagnostics(by, specs, tasks, methods),
+            "bootstrap": {"n_resamples": n_resamples, "seed": seed,
+                          "protocol": "paired over the shared test inputs and seeds; two-sided, null-centred; a "
+                                      "seed-independent run repeated for every seed of the other side"},
+            "min_inputs": min_inputs,
+            "resolution": {"alpha": DEFAULT_ALPHA, "power": DEFAULT_POWER,
+                           "mde": "(z_{1-alpha/2} + z_power) x the standard deviation of the bootstrap's resampled "
+                                  "differences (over the test inputs and seeds)",
+                           "holm": {"p_holm_task": "family: the methods compared with the reference on one task",
+                                    "p_holm_all": "family: every task x method comparison of the table (averages "
+                                                  "over tasks left out)"}},
+            "floor": FLOOR_METHOD, "rows": rows, "cells": [_cell_provenance(c) for c in cells],
+            "ignored_cells": [{"path": str(c.path.parent), "used": f"seed-{by[(c.task, c.method)][0].seed}",
+                               "reason": "a seed-independent method's cell at another seed (an older run)"}
+                              for c in superseded]}
+
+
+def _summary(by: dict[tuple[str, str], list[CellResult]], tasks: list[str], split: str) -> dict[str, dict[str, Any]]:
+    """Per method and task: mean and std over seeds, still improving, training inputs; per method its average."""
+    from ..methods import METHODS
+    from ..methods.reader_method import ReaderMethod
+
     summary: dict[str, dict[str, Any]] = {}
     for (task, method), group in by.items():
         values = [g.record["results"][split][g.record["metric"]] for g in group]
@@ -132,75 +150,60 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
         if all(t in per_task for t in tasks):
             per_task["average"] = {"mean": sum(per_task[t]["mean"] for t in tasks) / len(tasks),
                                    "n": min(per_task[t]["n"] for t in tasks)}
+    return summary
+
+
+def _paired_runs(a: list[CellResult], b: list[CellResult]) -> tuple[list, list, bool]:
+    """The runs of two methods as the bootstrap pairs them, and whether their seeds pair. A seed-independent
+    method's one run is what it predicts at every seed, so it is repeated once per seed of the other side (run s
+    of each side is then its seed-s run); two seed-independent runs pair with each other. Methods that ran other
+    seeds have each side's seeds resampled on their own (the inputs stay paired)."""
+    runs_a, runs_b = _runs(a), _runs(b)
+    seeds_a, seeds_b = [c.seed for c in a], [c.seed for c in b]
+    fixed_a, fixed_b = all(c.seed_independent for c in a), all(c.seed_independent for c in b)
+    if fixed_a and fixed_b:
+        seeds_a = seeds_b = seeds_b[:1]
+    elif fixed_a:
+        runs_a, seeds_a = runs_a[:1] * len(runs_b), seeds_b
+    elif fixed_b:
+        runs_b, seeds_b = runs_b[:1] * len(runs_a), seeds_a
+    return runs_a, runs_b, seeds_a == seeds_b
+
+
+def _significance(by: dict[tuple[str, str], list[CellResult]], specs: dict[str, Any], tasks: list[str],
+                  methods: list[str], reference: str, n_resamples: int, seed: int) -> dict[str, dict[str, Any]]:
+    """Per method and task (and their average), the paired bootstrap of its difference from ``reference``."""
+    from .significance import average_replicates, paired_bootstrap
 
     tests: dict[str, dict[str, Any]] = {}
-    if reference in methods:
-        for method in (m for m in methods if m != reference):
-            per_task, results = {}, []
-            for task in tasks:
-                if (task, method) not in by or (task, reference) not in by:
-                    continue
-                a, b = by[(task, method)], by[(task, reference)]
-                runs_a, runs_b = _runs(a), _runs(b)
-                seeds_a, seeds_b = [c.seed for c in a], [c.seed for c in b]
-                fixed_a, fixed_b = all(c.seed_independent for c in a), all(c.seed_independent for c in b)
-                # A seed-independent method's one run is what it predicts at every seed, so it is repeated once
-                # per seed of the other side: run s of each side is then its seed-s run and the seeds pair.
-                # Resampling the seeds varies only the seeded side (the copies are equal), and the observed delta
-                # is unchanged (the mean over copies is the run). Left as 1 run vs S, the bootstrap would fall
-                # to paired_seeds=False (each side's seeds resampled on its own: the same test in law, but
-                # reported as unpaired). Two seed-independent runs pair with each other.
-                if fixed_a and fixed_b:
-                    seeds_a = seeds_b = seeds_b[:1]
-                elif fixed_a:
-                    runs_a, seeds_a = runs_a[:1] * len(runs_b), seeds_b
-                elif fixed_b:
-                    runs_b, seeds_b = runs_b[:1] * len(runs_a), seeds_a
-                # runs are paired by seed when both methods ran the same seeds; otherwise each method's seeds
-                # are resampled on their own (the inputs stay paired)
-                paired = seeds_a == seeds_b
-                spec = specs[task]
-                gold = [str(p["label"]) for p in a[0].predictions]
-                res = paired_bootstrap(gold, runs_a, runs_b, spec.labels, spec.metric, n_resamples=n_resamples,
-                                       seed=seed, paired_seeds=paired)
-                results.append(res)
-                per_task[task] = {"delta": res.delta, "p_value": res.p_value, "ci": [res.ci_low, res.ci_high],
-                                  "seeds": [c.seed for c in a], "paired_seeds": paired,
-                                  "seed_independent": {"method": fixed_a, "reference": fixed_b},
-                                  "inputs": len(gold), **_resolution(res)}
-            if len(results) == len(tasks) and len(tasks) > 1:
-                avg = average_replicates(results)
-                per_task["average"] = {"delta": avg.delta, "p_value": avg.p_value, "ci": [avg.ci_low, avg.ci_high],
-                                       "inputs": min(per_task[t]["inputs"] for t in tasks), **_resolution(avg)}
-            if per_task:
-                tests[method] = per_task
-    _adjust_holm(tests, tasks)
-    diagnostics = _diagnostics(by, specs, tasks, methods)
-    from ..runtime.environment import cells_environment
-
-    return {"directory": ", ".join(str(p) for p in sources), "sources": merge_info["sources"],
-            "duplicates": merge_info["duplicates"], "split": split,
-            "environment": cells_environment([c.record for c in cells]), "reference": reference, "tasks": tasks,
-            "methods": methods, "summary": summary, "significance": tests, "diagnostics": diagnostics,
-            "bootstrap": {"n_resamples": n_resamples, "seed": seed,
-                          "protocol": "paired over the shared test inputs and seeds; two-sided, null-centred; a "
-                                      "seed-independent run repeated for every seed of the other side"},
-            "min_inputs": min_inputs,
-            "resolution": {"alpha": DEFAULT_ALPHA, "power": DEFAULT_POWER,
-                           "mde": "(z_{1-alpha/2} + z_power) x the standard deviation of the bootstrap's resampled "
-                                  "differences (over the test inputs and seeds)",
-                           "holm": {"p_holm_task": "family: the methods compared with the reference on one task",
-                                    "p_holm_all": "family: every task x method comparison of the table (averages "
-                                                  "over tasks left out)"}},
-            "floor": FLOOR_METHOD, "rows": rows, "cells": [_cell_provenance(c) for c in cells],
-            "ignored_cells": [{"path": str(c.path.parent), "used": f"seed-{by[(c.task, c.method)][0].seed}",
-                               "reason": "a seed-independent method's cell at another seed (an older run)"}
-                              for c in superseded]}
+    for method in (m for m in methods if m != reference):
+        per_task, results = {}, []
+        for task in tasks:
+            if (task, method) not in by or (task, reference) not in by:
+                continue
+            a, b = by[(task, method)], by[(task, reference)]
+            runs_a, runs_b, paired = _paired_runs(a, b)
+            spec = specs[task]
+            gold = [str(p["label"]) for p in a[0].predictions]
+            res = paired_bootstrap(gold, runs_a, runs_b, spec.labels, spec.metric, n_resamples=n_resamples,
+                                   seed=seed, paired_seeds=paired)
+            results.append(res)
+            per_task[task] = {"delta": res.delta, "p_value": res.p_value, "ci": [res.ci_low, res.ci_high],
+                              "seeds": [c.seed for c in a], "paired_seeds": paired,
+                              "seed_independent": {"method": all(c.seed_independent for c in a),
+                                                   "reference": all(c.seed_independent for c in b)},
+                              "inputs": len(gold), **_resolution(res)}
+        if len(results) == len(tasks) and len(tasks) > 1:
+            avg = average_replicates(results)
+            per_task["average"] = {"delta": avg.delta, "p_value": avg.p_value, "ci": [avg.ci_low, avg.ci_high],
+                                   "inputs": min(per_task[t]["inputs"] for t in tasks), **_resolution(avg)}
+        if per_task:
+            tests[method] = per_task
+    return tests
 
 
 def _resolution(res) -> dict[str, Any]:
-    """The minimum detectable effect of a comparison (None with fewer than 2 resamples) and whether its difference
-    is below it."""
+    """A comparison's minimum detectable effect (None under 2 resamples) and whether its difference is below it."""
     from .resolution import bootstrap_se, minimum_detectable_effect
 
     if res.n_resamples < 2:
@@ -345,12 +348,28 @@ def _pct(x: float) -> str:
 
 def format_markdown(report: dict[str, Any]) -> str:
     """``results.md``: the results table and the significance table, with notes."""
-    tasks, summary, ref = report["tasks"], report["summary"], report["reference"]
+    from .targets import format_comparison
+
+    ref = report["reference"]
+    lines = [f"# Results on {report['split']} ({report['directory']})", "",
+             "Mean ± standard deviation over seeds (number of seeds), in percent.", "", *_results_table(report)]
+    if report["significance"]:
+        lines += _differences_table(report) + _format_resolution(report)
+    elif ref not in report["methods"]:
+        lines += ["", f"No significance tests: the reference method '{ref}' has no runs here (--reference)."]
+    lines += _format_diagnostics(report) + format_comparison(report) + _format_environment(report)
+    commits = sorted({str(c["git_commit"]) for c in report["cells"]})
+    lines += ["", f"{len(report['cells'])} runs; pgra commit(s): {', '.join(commits)}. Configs, seeds, versions and "
+              "data fingerprints: results.json."]
+    return "\n".join(lines) + "\n"
+
+
+def _results_table(report: dict[str, Any]) -> list[str]:
+    """The results table (a method a row, a task a column) and the notes on its marks."""
+    tasks, summary = report["tasks"], report["summary"]
     metrics = {t: next(summary[m][t]["metric"] for m in summary if t in summary[m]) for t in tasks}
     header = ["method", *[f"{t} ({'MCC' if metrics[t] == 'mcc' else metrics[t]})" for t in tasks], "avg"]
-    lines = [f"# Results on {report['split']} ({report['directory']})", "",
-             "Mean ± standard deviation over seeds (number of seeds), in percent.", "",
-             *md_table(header, [])]
+    lines = md_table(header, [])
     flagged = deterministic = below = False
     for method in report["methods"]:
         cells = []
@@ -394,56 +413,48 @@ def format_markdown(report: dict[str, Any]) -> str:
                      "runs) left out: results.json lists them (ignored_cells).")
     for note in notes:
         lines += ["", note]
-    tests = report["significance"]
-    min_inputs, few = report.get("min_inputs", MIN_TEST_INPUTS), False
-    if tests:
-        b = report["bootstrap"]
-        lines += ["", f"## Difference from {ref} (percentage points) and p-value",
-                  "", f"Paired bootstrap over the shared {report['split']} inputs and seeds ({b['n_resamples']} "
-                  "resamples, two-sided; the smallest p a bootstrap of B resamples gives is 1/(B+1), printed as a bound); "
-                  "Holm: the p-value adjusted for every task x method comparison of this table (results.json also "
-                  "has each task's family); * Holm-adjusted p < 0.05 (the average over tasks, no member of the "
-                  f"family: its own p < 0.05), the rule of every table of the docs; {BELOW_RESOLUTION} the difference is "
-                  "smaller than the minimum detectable effect (next table): the grid had less than 80% power to find a true "
-                  "difference of this size, so a gap this small says little either way, starred or not.", "",
-                  *md_table(["method", *tasks, "avg"], [])]
-        for method in report["methods"]:
-            if method == ref:
-                lines.append(md_row([method, *("reference" for _ in tasks), "reference"]))
-                continue
-            row = tests.get(method, {})
-            cells = []
-            for t in [*tasks, "average"]:
-                r = row.get(t)
-                if r is None:
-                    cells.append("–")
-                    continue
-                below = f" {BELOW_RESOLUTION}" if r.get("below_resolution") else ""
-                if r.get("inputs", min_inputs) < min_inputs:  # too few inputs for a p-value: the interval only
-                    few = True
-                    lo, hi = (100 * x for x in r["ci"])
-                    cells.append(f"{100 * r['delta']:+.1f} [{lo:+.1f}, {hi:+.1f}] (n={r['inputs']}){below}")
-                    continue
-                star = "*" if r.get("p_holm_all", r["p_value"]) < 0.05 else ""
-                holm = f", Holm {p_text(r['p_holm_all'], b['n_resamples']).lstrip('=')}" if "p_holm_all" in r else ""
-                cells.append(f"{100 * r['delta']:+.1f} (p{p_text(r['p_value'], b['n_resamples'])}{holm}){star}{below}")
-            lines.append(md_row([method, *cells]))
-        if few:
-            lines += ["", f"[low, high] (n=N): fewer than {min_inputs} shared test inputs, too few for a p-value "
-                          "(a bootstrap over so few inputs has few distinct resamples): the 95% interval of the "
-                          "difference only, no test (pgra report --min-inputs)."]
-        lines += _format_resolution(report)
-    elif ref not in report["methods"]:
-        lines += ["", f"No significance tests: the reference method '{ref}' has no runs here (--reference)."]
-    lines += _format_diagnostics(report)
-    from .targets import format_comparison
+    return lines
 
-    lines += format_comparison(report)
-    lines += _format_environment(report)
-    commits = sorted({str(c["git_commit"]) for c in report["cells"]})
-    lines += ["", f"{len(report['cells'])} runs; pgra commit(s): {', '.join(commits)}. Configs, seeds, versions and "
-              "data fingerprints: results.json."]
-    return "\n".join(lines) + "\n"
+
+def _differences_table(report: dict[str, Any]) -> list[str]:
+    """Each method's difference from the reference with its p-value (or, on too few inputs, its interval)."""
+    tasks, tests, ref, b = report["tasks"], report["significance"], report["reference"], report["bootstrap"]
+    min_inputs, few = report.get("min_inputs", MIN_TEST_INPUTS), False
+    lines = ["", f"## Difference from {ref} (percentage points) and p-value",
+             "", f"Paired bootstrap over the shared {report['split']} inputs and seeds ({b['n_resamples']} "
+             "resamples, two-sided; the smallest p a bootstrap of B resamples gives is 1/(B+1), printed as a bound); "
+             "Holm: the p-value adjusted for every task x method comparison of this table (results.json also "
+             "has each task's family); * Holm-adjusted p < 0.05 (the average over tasks, no member of the "
+             f"family: its own p < 0.05), the rule of every table of the docs; {BELOW_RESOLUTION} the difference is "
+             "smaller than the minimum detectable effect (next table): the grid had less than 80% power to find a true "
+             "difference of this size, so a gap this small says little either way, starred or not.", "",
+             *md_table(["method", *tasks, "avg"], [])]
+    for method in report["methods"]:
+        if method == ref:
+            lines.append(md_row([method, *("reference" for _ in tasks), "reference"]))
+            continue
+        row = tests.get(method, {})
+        cells = []
+        for t in [*tasks, "average"]:
+            r = row.get(t)
+            if r is None:
+                cells.append("–")
+                continue
+            below = f" {BELOW_RESOLUTION}" if r.get("below_resolution") else ""
+            if r.get("inputs", min_inputs) < min_inputs:  # too few inputs for a p-value: the interval only
+                few = True
+                lo, hi = (100 * x for x in r["ci"])
+                cells.append(f"{100 * r['delta']:+.1f} [{lo:+.1f}, {hi:+.1f}] (n={r['inputs']}){below}")
+                continue
+            star = "*" if r.get("p_holm_all", r["p_value"]) < 0.05 else ""
+            holm = f", Holm {p_text(r['p_holm_all'], b['n_resamples']).lstrip('=')}" if "p_holm_all" in r else ""
+            cells.append(f"{100 * r['delta']:+.1f} (p{p_text(r['p_value'], b['n_resamples'])}{holm}){star}{below}")
+        lines.append(md_row([method, *cells]))
+    if few:
+        lines += ["", f"[low, high] (n=N): fewer than {min_inputs} shared test inputs, too few for a p-value "
+                      "(a bootstrap over so few inputs has few distinct resamples): the 95% interval of the "
+                      "difference only, no test (pgra report --min-inputs)."]
+    return lines
 
 
 def p_text(p: float, n_resamples: int) -> str:
@@ -460,11 +471,8 @@ def p_text(p: float, n_resamples: int) -> str:
 def write_report(directory: str | Path, reference: str = "fid", split: str = "test", n_resamples: int = 10000,
                  seed: int = 0, targets: dict[str, Any] | None = None,
                  sources: Sequence[str | Path] | None = None, min_inputs: int = MIN_TEST_INPUTS) -> Path:
-    """Write ``results.md``, ``results.json`` and ``results.html`` (the page to explore the grid in a browser) into
-    ``directory``; returns the markdown's path. The cells reported are ``directory``'s own, or those of
-    ``sources`` merged (experiment folders and bundles; ``directory`` is then a folder of pgra's kind ``report``,
-    or one of them). ``targets`` (:func:`pgra.evaluation.targets.load_targets`) adds the published numbers beside
-    each cell (``compare``)."""
+    """Write ``results.md``, ``results.json`` and ``results.html`` into ``directory`` (of its own cells, or of
+    ``sources`` merged); returns the markdown's path. ``targets``: published numbers shown beside each cell."""
     directory = Path(directory)
     sources = [directory] if sources is None else [Path(s) for s in sources]
     own = any(directory.resolve() == Path(s).resolve() for s in sources)
@@ -493,9 +501,8 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
 
 
 def check_report_files(directory: str | Path, field: str = "out") -> None:
-    """Refuse (an InputError naming it, nothing written) when a report file in ``directory`` is not the one pgra
-    last wrote there: a ``results.md`` written or edited by hand is kept. A report an older pgra wrote before
-    it recorded its files (its ``results.json`` is pgra's report) is replaced."""
+    """Refuse (nothing written) when a report file in ``directory`` is not the one pgra last wrote there (edited
+    by hand); an older pgra's report, before files were recorded, is replaced."""
     from ..storage.ownership import check_replaceable, read_record
 
     directory = Path(directory)

@@ -1,12 +1,8 @@
 """What a comparison can resolve: Holm-adjusted p-values, the minimum detectable effect (MDE) of a difference,
 and the planning arithmetic of how many test inputs and seeds an effect needs.
 
-Pure functions of numbers (no files, no models): the report applies them to its paired bootstrap
-(:func:`pgra.evaluation.significance.paired_bootstrap`), ``pgra experiment --dry-run`` to the grid it plans.
-Differences and standard errors are fractions (0.006 is 0.6 points). The planning functions' defaults,
-:data:`DEFAULT_DISAGREEMENT` (10% of the test inputs) and :data:`DEFAULT_SEED_STD` (0.5 points), are assumptions
-a user can override (their ``disagreement`` and ``seed_std`` arguments); the report measures the real ones (its
-SE comes from the bootstrap replicates over inputs and seeds).
+Pure functions of numbers: the report applies them to its paired bootstrap, ``pgra experiment --dry-run`` to the
+grid it plans. Differences and standard errors are fractions (0.006 is 0.6 points).
 """
 
 from __future__ import annotations
@@ -35,12 +31,8 @@ _MAX_STEPS = 1000
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni step-down adjusted p-values, in the input order.
-
-    With the m p-values sorted ascending, ``adj_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``: monotone in the
-    raw p-values and at most 1. A family's hypotheses rejected at level alpha are those with ``adj <= alpha``
-    (family-wise error at most alpha). Empty: []. A NaN or a value outside [0, 1] is refused (ValueError).
-    """
+    """Holm-Bonferroni step-down adjusted p-values, in the input order: with the m p-values sorted ascending,
+    ``adj_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``. A NaN or a value outside [0, 1] is a ValueError."""
     ps = [float(p) for p in p_values]
     for p in ps:
         if math.isnan(p) or not 0.0 <= p <= 1.0:

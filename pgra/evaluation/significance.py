@@ -24,12 +24,8 @@ MAX_DRAWS = 2 ** 28  # resampled input indices drawn at once (8 bytes each: 2 Gi
 
 def confusion_matrices(gold_idx: np.ndarray, pred_idx: np.ndarray, n_labels: int,
                        weights: np.ndarray | None = None) -> np.ndarray:
-    """Confusion counts ``(S, L, L+1)``, or ``(B, S, L, L+1)`` with per-input ``weights`` ``(B, n)``.
-
-    ``gold_idx`` ``(n,)``: gold label indices in ``[0, L)``; ``pred_idx`` ``(S, n)`` (a 1-D array is one run):
-    predicted indices per run, -1 = invalid (counted in the last column). Rows are gold labels, columns
-    predictions. Without ``weights`` every input counts once.
-    """
+    """Confusion counts ``(S, L, L+1)``, or ``(B, S, L, L+1)`` with per-input ``weights`` ``(B, n)``: rows gold
+    (``gold_idx`` ``(n,)`` in ``[0, L)``), columns predicted (``pred_idx`` ``(S, n)``, -1 = invalid: the last)."""
     gold_idx = np.asarray(gold_idx, dtype=np.int64)
     pred_idx = np.atleast_2d(np.asarray(pred_idx, dtype=np.int64))
     if gold_idx.ndim != 1 or pred_idx.ndim != 2 or pred_idx.shape[1] != gold_idx.shape[0]:
@@ -56,13 +52,9 @@ def confusion_matrices(gold_idx: np.ndarray, pred_idx: np.ndarray, n_labels: int
 
 
 def metric_from_confusion(name: str, conf: np.ndarray) -> np.ndarray:
-    """The metric ``name`` of confusion counts ``(..., L, L+1)`` (rows gold, last column invalid), shape ``(...)``.
-
-    accuracy: trace / total. mcc: Gorodkin's multiclass MCC as ``sklearn.metrics.matthews_corrcoef`` (0 when
-    its denominator is 0), invalid predictions being a class no gold label has. macro_f1: mean over the L
-    labels of ``2tp / (2tp + fp + fn)`` (0 where that denominator is 0), as sklearn's
-    ``f1_score(labels=L labels, average="macro", zero_division=0)``; invalid predictions are false negatives.
-    """
+    """The metric ``name`` of confusion counts ``(..., L, L+1)`` (rows gold, last column invalid), shape ``(...)``,
+    as sklearn computes it: accuracy; mcc (Gorodkin's, 0 on a zero denominator; invalid: a class no gold label has);
+    macro_f1 over the L labels (``zero_division=0``; invalid predictions are false negatives)."""
     if name not in METRICS:
         raise ValueError(f"unknown metric '{name}', use one of {METRICS}")
     conf = np.asarray(conf, dtype=np.float64)
@@ -120,14 +112,10 @@ def draw_counts(draws: np.ndarray, n: int) -> np.ndarray:
 
 def input_weights(n_resamples: int, n: int, seed: int = 0,
                   clusters: Sequence[object] | None = None) -> np.ndarray:
-    """Bootstrap weights ``(B, n)`` of ``n`` inputs: how often replicate b drew each input.
-
-    Without ``clusters``: ``np.random.default_rng(seed).integers(n, size=(B, n))``, the draw of
-    :func:`paired_bootstrap`. With ``clusters`` (one value per input; inputs sharing it come from one source, as
-    wiki_topic's sentences from one article): the G sources, in order of first appearance, are drawn with
-    replacement (``integers(G, size=(B, G))``) and every input weighs its source's count, so a replicate holds
-    whole sources.
-    """
+    """Bootstrap weights ``(B, n)`` of ``n`` inputs: how often replicate b drew each input, by
+    ``np.random.default_rng(seed).integers(n, size=(B, n))`` (:func:`paired_bootstrap`'s draw). With ``clusters``
+    (an input's source, as wiki_topic's article) the G sources, in order of first appearance, are drawn instead
+    (``integers(G, size=(B, G))``) and every input weighs its source's count."""
     if n_resamples < 1 or n < 1:
         raise ValueError(f"need at least one resample and one input, got {n_resamples} and {n}")
     rng = np.random.default_rng(seed)
@@ -233,11 +221,8 @@ def paired_bootstrap(gold: Sequence[str], preds_a: Sequence[Sequence[str | None]
 
 
 def average_replicates(results: Sequence[BootstrapResult]) -> BootstrapResult:
-    """The test of the average over tasks: mean of the task differences and of their replicate arrays.
-
-    Each task was resampled on its own; all must have the same ``n_resamples``. The p-value and interval are
-    computed from the averaged replicates as in :func:`paired_bootstrap`.
-    """
+    """The test of the average over tasks (each resampled on its own, all with the same ``n_resamples``): the mean
+    of their differences and replicates, tested as in :func:`paired_bootstrap`."""
     if not results:
         raise ValueError("no results to average")
     sizes = {r.n_resamples for r in results}

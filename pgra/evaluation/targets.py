@@ -1,10 +1,8 @@
 """Published numbers to reproduce (``pgra report DIR --compare FILE``): each cell's mean beside the paper's.
 
-A targets file (``configs/paper/targets.yaml`` holds the PGRA paper's Table 2 / Table 8) maps a method and a task
-(or ``average``) to a value in percent, optionally ``{value, tolerance}``; a file-level ``tolerance`` (points)
-applies to the others. The report gains ``compare``: per method and task the paper's value, ours, the difference
-(ours - paper, in points) and, where a tolerance is known, whether the difference is outside it. The averages
-are compared only when the grid ran exactly the file's tasks.
+A targets file (``configs/paper/targets.yaml``: the paper's Table 2 / Table 8) maps a method and a task (or
+``average``) to a percent, optionally ``{value, tolerance}``. The report gains ``compare``: per method and task the
+paper's value, ours, the difference and whether it is outside the tolerance (averages only over the file's tasks).
 """
 
 from __future__ import annotations
@@ -41,10 +39,8 @@ def _tolerance(value: Any, path: Path, field: str) -> float | None:
 
 
 def load_targets(spec: str | Path, tolerance: float | None = None) -> dict[str, Any]:
-    """Read a targets file (``paper``: the packaged paper's); ``tolerance`` (points) overrides every value's.
-
-    Returns ``{"file", "source", "methods": {method: {task: {"value", "tolerance"}}}}``; a malformed file is an
-    :class:`InputError` naming the field."""
+    """Read a targets file (``paper``: the packaged paper's) as ``{"file", "source", "methods": {method: {task:
+    {"value", "tolerance"}}}}``; ``tolerance`` (points) overrides every value's."""
     from ..core.config import load_yaml
 
     path = paper_targets_path() if str(spec) == PAPER else Path(spec)

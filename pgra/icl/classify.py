@@ -72,8 +72,7 @@ class ICLClassifier:
             self.demos_dropped += 1
 
     def predict(self, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Predictions-schema lines; ``evidence`` holds the demonstration ids in prompt order, ``demo_labels``
-        their labels."""
+        """Predictions-schema lines: ``evidence``, the demonstration ids in prompt order; ``demo_labels``."""
         queries = [Example(str(r["id"]), r["text"], r.get("label")) for r in records]
         prompts, used = [], []
         selected = self.selector.select_examples(queries)

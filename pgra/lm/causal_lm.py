@@ -1,13 +1,9 @@
 """The one causal-LM base under every model pgra prompts: the reranker's embedder (:class:`pgra.LMEmbedder`), the
 in-context learning label scorer (:class:`pgra.LabelScorer`) and Skill-KNN's rewriting LM.
 
-:class:`CausalLM` loads the tokenizer, the config and (on first use) the weights through
-:func:`pgra.lm.loading.load_pretrained` (a model's own code only when ``trust_remote_code``), resolves the device and
-dtype, refuses an encoder-decoder, knows the context limit and the pad id, runs a shared prompt head once as a KV
-cache, groups inputs longest first under a token budget, and keeps one cost record (:class:`LMCost`: the inputs
-it was asked about and the tokens it ran, the latter also added to the process-wide meter of :mod:`pgra.runtime.cost`).
-Subclasses implement only their own calls (embed, score label words, generate). :class:`LMConfig` is the block
-of options that says how the LM runs, declared once for the reranker's and in-context learning's configs.
+:class:`CausalLM` loads the model (weights on first use), its device and dtype, context limit and pad id, runs a
+shared prompt head once as a KV cache, batches under a token budget and keeps one cost record (:class:`LMCost`);
+subclasses implement only their own calls. :class:`LMConfig`: the options saying how the LM runs.
 """
 
 from __future__ import annotations
@@ -48,8 +44,7 @@ class LMConfig:
                                   "every GPU the process sees (an LM larger than one GPU; one rank per node)")
 
     def lm_settings(self) -> dict[str, Any]:
-        """The block as :class:`CausalLM`'s keyword arguments (``max_context`` 0: the LM's own; ``device_map`` only
-        when set)."""
+        """The block as :class:`CausalLM`'s keyword arguments (``max_context`` 0: the LM's own)."""
         auto = {"device_map": self.device_map} if self.device_map != "none" else {}
         return {"device": self.device, "dtype": self.dtype, "attn_implementation": self.attn_implementation,
                 "max_tokens_per_batch": self.max_tokens_per_batch, "max_batch_size": self.max_batch_size,
@@ -108,10 +103,8 @@ def _causal_lm_names() -> tuple[set[str], set[str], set[str]]:
 
 
 def check_causal_lm(config: Any, name: str, field: str) -> None:
-    """Refuse, before any weights load, a model whose config is not a causal LM's: its ``architectures`` (else its
-    ``model_type``) checked against transformers' causal-LM auto mapping. An encoder family (BERT, RoBERTa,
-    MiniLM ...) counts only when configured as a decoder (``is_decoder``); a model with code of its own
-    (``auto_map``) is left to its code."""
+    """Refuse, before any weights load, a model whose config is not a causal LM's (by transformers' causal-LM auto
+    mapping; an encoder family only with ``is_decoder``; a model with its own code is left to it)."""
     if getattr(config, "auto_map", None):
         return
     types, classes, encoders = _causal_lm_names()
@@ -137,10 +130,8 @@ def newly_initialised(info: dict[str, Any]) -> list[str]:
 
 
 def load_trained(loader: Any, name: str, what: str, field: str, need: str, **kwargs: Any) -> Any:
-    """:func:`pgra.lm.loading.load_pretrained` of a model whose every weight must come from its checkpoint: weights
-    transformers would initialise at random (a head the checkpoint lacks) are an :class:`InputError` naming the
-    model, the field and ``need``, what kind of model the field needs (random weights score differently on every
-    run: a silent wrong result)."""
+    """:func:`pgra.lm.loading.load_pretrained`, refusing weights transformers would initialise at random (an
+    InputError naming the model, the field and ``need``, the kind of model it needs)."""
     model, info = load_pretrained(loader, name, what, field, output_loading_info=True, **kwargs)
     fresh = newly_initialised(info)
     if fresh:
@@ -153,9 +144,8 @@ def load_trained(loader: Any, name: str, what: str, field: str, need: str, **kwa
 
 def load_arguments(device: Any, dtype: Any, attn_implementation: str | None, trust_remote_code: bool,
                    device_map: str | None = None) -> dict[str, Any]:
-    """``from_pretrained``'s keyword arguments for a causal LM on ``device``: on a GPU the weights load straight
-    onto it (``device_map={"": device}``: no whole copy in host memory first, 26 GB per rank for OPT-13b in bf16),
-    or with ``device_map="auto"`` across every GPU the process sees; on the CPU as transformers loads them."""
+    """``from_pretrained``'s keyword arguments for a causal LM on ``device``: on a GPU straight onto it (no copy in
+    host memory first) or, with ``device_map="auto"``, across every GPU the process sees."""
     kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": trust_remote_code}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
@@ -179,8 +169,7 @@ def check_device_map(device_map: str | None, device: Any, field: str = "device_m
 
 
 def context_limit(config: Any, default: int = 2048) -> int:
-    """A model's context in tokens from its config (the smaller of ``max_position_embeddings`` and
-    ``n_positions`` when both are set), else ``default``."""
+    """A model's context in tokens (the smaller of its config's position limits), else ``default``."""
     limits = [getattr(config, a, None) for a in ("max_position_embeddings", "n_positions")]
     limits = [x for x in limits if isinstance(x, int) and x > 0]
     return min(limits) if limits else default
@@ -207,11 +196,9 @@ def token_batches(lengths: Sequence[int], max_tokens: float, max_batch_size: int
 class CausalLM:
     """A causal LM by name or folder, its tokenizer and config loaded now, its weights on first use.
 
-    ``head``: ``"lm"`` loads the model with its LM head (logits), ``"none"`` without it (hidden states only).
-    ``attn_implementation``: ``"auto"`` is eager on CPU (sdpa was ~10x slower for these small batches) and sdpa on
-    GPU; None leaves transformers' own default. ``role`` names the model in errors, ``field`` the config field,
-    ``needs`` what refuses an encoder-decoder (``"the reranker"``). ``device_map``: None or ``"none"`` loads the
-    weights straight onto the device, ``"auto"`` across every GPU the process sees (:func:`load_arguments`).
+    ``head``: ``"lm"`` (logits) or ``"none"`` (hidden states). ``attn_implementation``: ``"auto"`` is eager on CPU
+    (sdpa was ~10x slower for these small batches), sdpa on GPU. ``role`` / ``field`` / ``needs``: for errors.
+    ``device_map``: ``"auto"`` spreads the weights over every GPU the process sees (:func:`load_arguments`).
     """
 
     def __init__(self, name_or_path: str, device: str | None = None, dtype: str | None = None,
@@ -296,9 +283,7 @@ class CausalLM:
 
     @property
     def cache_kwarg(self) -> str:
-        """The name the model's ``forward`` takes a KV cache under: ``cache`` (transformers 5.x, where
-        ``past_key_values`` is deprecated and removed in 5.40) or ``past_key_values`` (4.x, and models whose own
-        code knows only that name)."""
+        """The name ``forward`` takes a KV cache under: ``cache`` (transformers 5.x) or ``past_key_values``."""
         return "cache" if self.accepts("cache") else "past_key_values"
 
     @property

@@ -95,10 +95,8 @@ class LabelScorer(CausalLM):
     @torch.inference_mode()
     def score_continuations(self, prompts: Sequence[str], continuations: Sequence[Sequence[str]],
                             show_progress: bool = False) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Per prompt ``i``, ``log P(" " + c | prompts[i])`` and its token count for each of *its own*
-        continuations ``c`` in ``continuations[i]``: the ragged form of :meth:`score` (which gives every prompt the
-        same words). Each prompt runs once, however many continuations share it (UPR: a candidate's prompt is
-        shared by every input that retrieved it)."""
+        """Per prompt ``i``, ``log P(" " + c | prompts[i])`` and its token count for each of its own continuations
+        ``continuations[i]`` (the ragged :meth:`score`); each prompt runs once."""
         n = len(prompts)
         if len(continuations) != n:
             raise ValueError(f"{n} prompts but {len(continuations)} lists of continuations")

@@ -46,10 +46,8 @@ def has_own_code(name_or_path: str) -> bool:
 
 def remote_code_allowed(name_or_path: str, allowed: bool, recorded: Any, what: str, artifact: str | Path,
                         flag: str = "--trust-remote-code") -> bool:
-    """The ``trust_remote_code`` to load a model named by an artifact with: only ``allowed``, the option of the
-    command at hand, never ``recorded``, what the artifact's manifest says. A model that has code of its own and
-    was used with it (``recorded`` true) is refused unless allowed: loaded without its code it would be another
-    model, and a file pgra reads (a shared index, a run folder) must never make it run code."""
+    """The ``trust_remote_code`` to load an artifact's model with: the command's ``allowed``, never the manifest's
+    ``recorded`` (a file must never make pgra run code); a model recorded with its code is refused unless allowed."""
     if allowed:
         return True
     if recorded is True and has_own_code(name_or_path):

@@ -10,11 +10,7 @@ import torch
 
 def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int, side: Literal["right", "left"] = "right",
                   width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(ids, mask)`` long tensors of shape ``(len(seqs), width)``; ``width`` defaults to the longest.
-
-    Right padding puts each sequence at the start of its row, left padding at the end (the last real token
-    in the last column). ``mask`` is 1 on real tokens, 0 on padding.
-    """
+    """``(ids, mask)`` long tensors ``(len(seqs), width)`` (default: the longest), padded on ``side``."""
     width = max((len(s) for s in seqs), default=0) if width is None else width
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -31,12 +27,8 @@ def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int, side: Literal["rig
 
 def fit_text(tokenizer, text: str, build: Callable[[str], list[int]], limit: int,
              min_keep: int = 0) -> tuple[list[int], bool]:
-    """Cut ``text`` at token boundaries until ``build(cut_text)`` has at most ``limit`` tokens.
-
-    ``build`` places the text in its surroundings (a prompt, a reader input) and tokenises the whole, so
-    only the text is ever cut. Returns the ids of the longest fitting cut (the whole text when it fits)
-    and True, or the ids built from ``min_keep`` tokens and False when even those do not fit.
-    """
+    """Cut ``text`` at token boundaries until ``build(cut_text)`` (the text tokenised in its surroundings) has at
+    most ``limit`` tokens: the ids of the longest fitting cut and True, or those of ``min_keep`` tokens and False."""
     ids = build(text)
     if len(ids) <= limit:
         return ids, True

@@ -14,9 +14,8 @@ from ..runtime.sizes import WEIGHT_FILES, count_text, format_bytes, model_parame
 
 
 def evaluated_inputs(reader: dict[str, Any], splits: dict[str, int] | None) -> int | None:
-    """The inputs a reader cell evaluates: its dev split (at most ``max_eval_examples``) at every ``eval_every`` steps
-    up to ``max_steps``, then the whole dev and test split once (None: the splits are unknown). An upper bound: early
-    stopping ends a cell sooner."""
+    """The inputs a reader cell evaluates at most: its dev split every ``eval_every`` steps, then the whole dev and
+    test split once (None: the splits are unknown)."""
     if splits is None or splits.get("dev") is None:
         return None
     steps, eval_every = int(reader.get("max_steps", 0)), int(reader.get("eval_every", 0) or 0)
@@ -43,8 +42,7 @@ def encoder_layers(model: str) -> int | None:
 
 
 def trained_layers(reader: dict[str, Any]) -> int | None:
-    """The encoder layers a reader's settings train: ``train_top_layers``, 0 with ``freeze_encoder``, else None
-    (every weight)."""
+    """The encoder layers a reader trains: ``train_top_layers``, 0 with ``freeze_encoder``, else None (all)."""
     if reader.get("train_top_layers") is not None:
         return int(reader["train_top_layers"])
     return 0 if reader.get("freeze_encoder") else None
@@ -52,10 +50,9 @@ def trained_layers(reader: dict[str, Any]) -> int | None:
 
 def reader_cell_price(fits: Any, reader: dict[str, Any], inputs: int | None, splits: dict[str, int] | None,
                       disk: dict[str, Any] | None = None) -> Priced | None:
-    """A reader cell (its settings' ``reader`` block, as ``cell.json`` holds it) priced from ``fits``
-    (:class:`~pgra.reader.fits.ReaderFits`): on a GPU the whole cell as its settings run it, with ``splits``
-    (inputs per split) and ``disk`` (the cosmetic ``keep_checkpoints`` / ``keep_resume_state``, which no settings
-    hold); on a CPU its steps over ``inputs`` training inputs plus the fixed part of a cell. None: no fit applies."""
+    """A reader cell (its settings' ``reader`` block) priced from ``fits``: on a GPU the whole cell (``splits``:
+    inputs per split; ``disk``: the cosmetic checkpoint options), on a CPU its steps plus a cell's fixed part;
+    None when no fit applies."""
     if fits.gpu_steps:
         cost = fits.gpu_cell({**reader, **(disk or {})}, splits)
         if cost is not None:
@@ -90,9 +87,8 @@ LOG_LINE_BYTES = 70  # a step's line of a reader's train_log.jsonl
 
 @dataclass
 class ReaderDisk:
-    """What one reader cell writes, from its model's parameters: ``best/`` (the fp32 weights and the model folder's
-    other files: tokenizer, configs) and a resumable checkpoint (the weights and AdamW's two moments of the trained
-    ones)."""
+    """What one reader cell writes, from its model's parameters: ``best/`` and a resumable checkpoint (the weights and
+    AdamW's two moments of the trained ones)."""
 
     parameters: int
     trained: int
@@ -115,10 +111,8 @@ FROZEN_WITH_THE_ENCODER = ("shared.", "embed_tokens.", "word_embeddings.", "lm_h
 
 
 def reader_disk(reader: Any) -> ReaderDisk | None:
-    """:class:`ReaderDisk` of a reader config (``reader``: a :class:`pgra.reader.config.TrainConfig`); None when its
-    model's parameters are unknown. With a frozen encoder (``freeze_encoder``, ``train_top_layers``) the trained
-    weights are all but the encoder's, the word embeddings and the output projection (by their names in the local
-    safetensors), plus the top layers' share of the encoder's; every weight where the names cannot be read."""
+    """:class:`ReaderDisk` of a reader config; None when its model's parameters are unknown. With a frozen encoder
+    only the weights that train count for the optimizer state (every weight where their names cannot be read)."""
     from ..runtime.cost import tensor_sizes
 
     model = str(reader.model)
@@ -145,9 +139,8 @@ def reader_disk(reader: Any) -> ReaderDisk | None:
 
 @dataclass
 class CellDisk:
-    """What one trained cell holds once done besides its predictions (``kept``: ``best/``, the checkpoints it keeps,
-    its training log) and what training adds at its peak (``peak``), with how each was reckoned; ``unknown``: why
-    it cannot be sized (then nothing else is set); ``evidence``: the passages a predictions line lists."""
+    """What one trained cell keeps besides its predictions (``kept``) and adds at its peak (``peak``), with how each
+    was reckoned; ``unknown``: why it cannot be sized; ``evidence``: the passages a predictions line lists."""
 
     kind: str
     evidence: int
@@ -160,10 +153,8 @@ class CellDisk:
 
 
 def cell_disk(reader: Any, evidence: int) -> CellDisk:
-    """A reader cell's :class:`CellDisk` (``reader``: its :class:`~pgra.reader.config.TrainConfig`): ``best/``, the
-    ``keep_checkpoints`` resumable checkpoints it keeps with ``keep_resume_state`` and its log; while it trains it
-    holds ``keep_checkpoints`` checkpoints and, for a moment, the next one (written before the oldest is deleted;
-    best/'s replacement is smaller and never at once)."""
+    """A reader cell's :class:`CellDisk`: what it keeps (``best/``, kept checkpoints, its log) and its peak while
+    training (``keep_checkpoints`` checkpoints and, for a moment, the next)."""
     disk = reader_disk(reader)
     if disk is None:
         return CellDisk("reader cells", evidence, unknown=model_parameters(str(reader.model))[1])

@@ -63,8 +63,7 @@ class ReaderFormatter:
         return self.tok(text, add_special_tokens=True)["input_ids"]
 
     def passage_ids(self, text: str, evidence: str) -> Sequence[int]:
-        """Token ids of one (query, evidence) input within ``max_length``: evidence is cut first (built once per
-        pair with ``cache_ids``)."""
+        """Token ids of one (query, evidence) input within ``max_length``, evidence cut first."""
         if self._cached is None:
             return self._build_ids(text, evidence)
         ids = self._cached.get((text, evidence))

@@ -1,12 +1,8 @@
 """Encoder outputs computed once per (input, evidence) pair, for a reader trained with a frozen encoder.
 
-With ``freeze_encoder`` the encoder's weights never change and it runs without dropout, so what it returns for
-an input is fixed: :meth:`EncodedInputs.compute` runs it once over a split (in a fixed order, so a resumed run
-computes the same values) and every training step and dev evaluation reads the stored states instead. Training
-then costs the decoder's forward and backward only. With ``train_top_layers`` the stored states are those of the
-frozen lower layers, and every step runs the top layers that train on them (:meth:`FiDReader.encode_stored`).
-Memory: inputs x passages x tokens x hidden x 4 bytes (2,000 inputs x 5 passages x 40 tokens x 384 = 0.6 GB);
-meant for laptop-scale runs.
+A frozen encoder (or its frozen lower layers, ``train_top_layers``) returns fixed states for an input, so
+:meth:`EncodedInputs.compute` runs it once over a split and every step reads them. Memory: inputs x passages x
+tokens x hidden x 4 bytes (0.6 GB for 2,000 inputs x 5 x 40 x 384): meant for laptop-scale runs.
 """
 
 from __future__ import annotations
@@ -65,8 +61,7 @@ class EncodedInputs:
 
     def passages(self, indices: Sequence[int] | torch.Tensor, device: torch.device | str | None = None,
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-        """States ``(B, P, L, H)`` and mask ``(B, P, L)`` of the records at ``indices``, each passage padded to the
-        batch's longest."""
+        """States ``(B, P, L, H)`` and mask ``(B, P, L)`` of the records at ``indices``, padded to the longest."""
         idx = [int(i) for i in indices]
         p, hidden = self.states[idx[0]].shape[0], self.states[idx[0]].shape[-1]
         width = max(self.states[i].shape[1] for i in idx)

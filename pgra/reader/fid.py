@@ -51,12 +51,9 @@ class FiDReader(torch.nn.Module):
                 attention_mask.reshape(b, p * length))
 
     def freeze_encoder(self, top_layers: int = 0) -> None:
-        """Train the decoder's layers (and the encoder's top ``top_layers`` layers) only: the rest of the encoder
-        gets no gradient and always runs in eval mode (no dropout), so what it returns for a given input is fixed
-        and can be computed once (:class:`EncodedInputs`, through :meth:`stored_states`). The word embeddings stay
-        fixed too (T5 shares them with the encoder; the output projection over the vocabulary is most of a small
-        decoder's weights and of its backward pass). ``top_layers`` below the encoder's layer count only; the
-        whole encoder trained is the reader without this call."""
+        """Train the decoder's layers (and the encoder's top ``top_layers``, fewer than all) only: the rest of the
+        encoder and the word embeddings get no gradient and the encoder runs in eval mode, so its outputs can be
+        computed once (:class:`EncodedInputs`)."""
         self.frozen_encoder = True
         encoder = self.model.get_encoder()
         frozen = [encoder, self.model.get_input_embeddings()]
@@ -138,11 +135,8 @@ class FiDReader(torch.nn.Module):
     @torch.no_grad()
     def score_targets(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                       targets: torch.Tensor, target_mask: torch.Tensor) -> torch.Tensor:
-        """Summed log-likelihood of every candidate target for every input: ``(B, C)``.
-
-        ``targets``/``target_mask``: ``(C, T)`` token ids of the C label targets (padded). The encoder runs
-        once per input; the decoder runs on every (input, target) pair.
-        """
+        """Summed log-likelihood ``(B, C)`` of the C padded label targets ``targets`` ``(C, T)`` for every input
+        (the encoder runs once per input, the decoder on every pair)."""
         enc, mask = self.encode(input_ids, attention_mask)
         return self.score_encoded(enc.last_hidden_state, mask, targets, target_mask)
 

@@ -88,10 +88,8 @@ class ReaderFits(Fits):
     def reader_seconds(self, steps: int, passages: int, batch: int, trained_layers: int | None = None,
                        encoder_layers: int | None = None, inputs: int | None = None,
                        mixed_precision: str = "no") -> float | None:
-        """A reader cell's training time: ``steps`` x the step time at ``passages``, scaled by ``batch``; where the
-        bench measured it, a reader training only the top ``trained_layers`` of its ``encoder_layers`` (0: the
-        frozen encoder) costs that share of the step, plus storing the frozen layers' outputs of ``inputs``, and a
-        CPU step under bf16 autocast (``mixed_precision``) its measured share of the fp32 step."""
+        """A reader cell's training time: ``steps`` x the step time at ``passages``, scaled by ``batch``, and where
+        measured by the share of its ``trained_layers`` (plus storing the frozen layers' outputs) and of bf16."""
         if self.reader is None:
             return None
         if self.gpu_steps:  # the loop's cost a step is fixed; the model step's scales with d and the batch
@@ -108,10 +106,8 @@ class ReaderFits(Fits):
 
     def bf16_ratio(self, mixed_precision: str, trained_layers: int | None, passages: int,
                    encoder_layers: int | None) -> float | None:
-        """A CPU training step under bf16 autocast over the fp32 step, at the measured d nearest ``passages`` and
-        the trained layers as a share of the bench reader's (every weight when ``trained_layers`` is None or the
-        reader's layer count unknown, as the fp32 estimate then assumes); None for fp32 or fp16, on a GPU, or where
-        not measured (a CPU without bf16 hardware)."""
+        """A CPU training step under bf16 autocast over the fp32 step, at the measured d nearest ``passages`` and the
+        trained layers' share; None for fp32 or fp16, on a GPU, or where not measured."""
         if mixed_precision != "bf16" or self.device != "cpu" or not self.bf16_ratios:
             return None
         if trained_layers is None or not encoder_layers:
@@ -130,9 +126,8 @@ class ReaderFits(Fits):
 
     def top_layer_share(self, trained_layers: int | None, passages: int, encoder_layers: int | None
                         ) -> float | None:
-        """A step's cost training the top ``trained_layers`` of ``encoder_layers`` over one training every weight,
-        at the measured d nearest ``passages`` (the layers as a share of the bench reader's, linear between
-        measured counts); None when not measured or the layer count is unknown."""
+        """A step's cost training the top ``trained_layers`` of ``encoder_layers`` over one training every weight (at
+        the measured d nearest ``passages``, linear between measured counts); None when not measured or unknown."""
         n = self._bench_layers(trained_layers, encoder_layers)
         return None if n is None else read_linear(self._nearest_d(self.top_layers, passages), n)
 
@@ -184,8 +179,7 @@ def top_layer_store(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, flo
 
 
 def bf16_step_ratios(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, float]]]:
-    """``{d: [(n, bf16 step / fp32 step), ...]}`` from ``bench_reader_top_layers.py --precisions fp32,bf16`` rows
-    (n sorted)."""
+    """``{d: [(n, bf16 step / fp32 step), ...]}`` from ``bench_reader_top_layers.py`` rows (n sorted)."""
     by_d: dict[int, dict[int, float]] = {}
     for r in rows:
         if r.get("precision") == "bf16" and math.isfinite(float(r.get("ratio_to_fp32", "nan"))):

@@ -21,9 +21,7 @@ DEFAULT_GPU_VARIANT = "fused+compile"  # the variant of the loop measured around
 
 @dataclass
 class GpuStep:
-    """A measured variant of the bench reader's training step on the GPU (``variant``: parts joined by ``+``, as
-    ``bench_gpu_scale.py`` names them): seconds a step at steady state, and the one-time part of its warm-up (the
-    warm-up steps' time less that many steady steps: the compilation)."""
+    """A measured variant of the bench reader's GPU training step: a steady step's seconds, its compilation's."""
 
     variant: str
     s_per_step: float
@@ -52,9 +50,7 @@ class CellCost(Priced):
 
 
 def gpu_variant(reader: dict[str, Any]) -> str:
-    """The bench's name of the step a reader's settings run: ``fused`` (``adamw_impl: fused``), ``compile``
-    (``compile: true``) and ``cudagraphs`` (``compile_mode: reduce-overhead``) joined by ``+``, or ``eager``. (Other
-    compile modes are priced as ``compile``; ``adamw_impl: auto`` is torch's foreach on a GPU.)"""
+    """The bench's name of a reader's step: ``fused``, ``compile``, ``cudagraphs`` joined by ``+``, or ``eager``."""
     parts = ["fused"] if reader.get("adamw_impl") == "fused" else []
     if reader.get("compile"):
         parts.append("compile")
@@ -64,10 +60,8 @@ def gpu_variant(reader: dict[str, Any]) -> str:
 
 
 def gpu_cell_measurements(results: Path) -> dict[str, Any] | None:
-    """The GPU reader cell's measurements, as ``results/gpu_plan_cells.json`` names them (None without it or a file
-    it names): ``steps`` (variant -> :class:`GpuStep`, each from its run file's ``readers``), ``loop_s`` (pgra's
-    training loop's ``loop_overhead_s`` around the step it names), the bench reader's ``batch`` and ``passages``,
-    and ``overheads`` (:class:`CellOverheads`)."""
+    """The GPU reader cell's measurements that ``results/gpu_plan_cells.json`` names (None without them): ``steps``
+    (variant -> :class:`GpuStep`), ``loop_s``, the bench reader's ``batch`` and ``passages``, and ``overheads``."""
     path = Path(results) / GPU_PLAN_CELLS
     if not path.is_file():
         return None
@@ -96,10 +90,8 @@ def gpu_cell_measurements(results: Path) -> dict[str, Any] | None:
 
 
 def gpu_cell(fits: Any, reader: dict[str, Any], splits: dict[str, int] | None = None) -> CellCost | None:
-    """A reader cell on the GPU as its settings run it (``reader``: the cell's reader settings; ``fits``: a
-    :class:`~pgra.reader.fits.ReaderFits`): its steps (:meth:`~pgra.reader.fits.ReaderFits.gpu_step` of its
-    :func:`gpu_variant`, x ``grad_accum``), the variant's warm-up (its compilation, once), its evaluations
-    (:func:`_evaluations`) and its saves, loads and start (:func:`_overheads`); None without the GPU fits."""
+    """A reader cell on the GPU as its settings run it: its steps of its :func:`gpu_variant`, the warm-up, its
+    evaluations, saves, loads and start; None without the GPU fits."""
     if not fits.gpu_steps:
         return None
     variant, steps = gpu_variant(reader), int(reader.get("max_steps", 0))
@@ -134,9 +126,7 @@ def _notes(fits: Any, reader: dict[str, Any], variant: str, step: GpuStep, passa
 
 def _evaluations(fits: Any, reader: dict[str, Any], splits: dict[str, int] | None, step: GpuStep,
                  parts: dict[str, float], text: list[str], notes: list[str]) -> float:
-    """Its dev evaluations (every ``eval_every`` steps) and the final dev and test evaluation (``splits``: inputs per
-    split), an input a forward pass of the eager step (``FLOPS_PER_TOKEN`` forward/trained of it), added to
-    ``parts`` and ``text``; returns their device seconds."""
+    """Its dev and final evaluations added to ``parts`` and ``text``; returns their device seconds."""
     from ..runtime.cost import FLOPS_PER_TOKEN
 
     evaluated = evaluated_inputs(reader, splits)
@@ -155,9 +145,7 @@ def _evaluations(fits: Any, reader: dict[str, Any], splits: dict[str, int] | Non
 
 def _overheads(o: CellOverheads | None, reader: dict[str, Any], steps: int, parts: dict[str, float],
                text: list[str]) -> tuple[float, float]:
-    """Its checkpoints (every ``save_every``, else ``eval_every``, steps and at the end), ``best/`` saves (at most
-    one per evaluation), two model loads (the reader, then ``best/``) and the process's start, added to ``parts``
-    and ``text``; returns the bytes written and kept (``best/``; checkpoints deleted unless keep_resume_state)."""
+    """Its checkpoints, saves, loads and start added to ``parts`` and ``text``; the bytes written and kept."""
     if o is None:
         return 0.0, 0.0
     eval_every, save_every = int(reader.get("eval_every", 0)), int(reader.get("save_every", 0))

@@ -1,10 +1,8 @@
 """An encoder split into a frozen bottom and a trainable top (``train_top_layers``), one small adapter per
 architecture.
 
-``bottom(encoder, ids, mask, k)`` runs the embeddings and the first ``k`` layers; ``top(encoder, hidden, mask, k)``
-runs the remaining layers (and T5's final norm) on those states. ``top(bottom(x, k), k)`` is the whole encoder's
-output for every ``k`` (tested within float rounding), so the bottom's states can be computed once per (input,
-evidence) pair and stored while the top layers train on them. An architecture registers with ``@SPLITS.register``
+``top(encoder, bottom(encoder, ids, mask, k), mask, k)`` is the whole encoder's output for every ``k``, so the
+bottom's states can be stored while the top layers train. An architecture registers with ``@SPLITS.register``
 under its encoder's ``config.model_type``.
 """
 
@@ -115,6 +113,5 @@ class T5Split(EncoderSplit):
 
 
 def encoder_split(encoder: Any) -> type[EncoderSplit]:
-    """The split of ``encoder`` (by its ``config.model_type``); an unknown architecture is an InputError naming
-    ``train_top_layers``."""
+    """The split of ``encoder`` (by ``config.model_type``); an unknown one is an InputError."""
     return SPLITS.part(str(getattr(encoder.config, "model_type", type(encoder).__name__)))

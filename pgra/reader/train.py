@@ -5,17 +5,11 @@ accelerator, model, loaders, optimizer, resume state), :func:`train_loop` only t
 best checkpoint and early stopping), :func:`final_evaluation` scores the best checkpoint on dev and test and
 writes the predictions, metrics and manifest. :func:`train` runs the three.
 
-``accelerate launch scripts/train.py --config configs/...yaml`` (or ``torchrun``, or plain ``python``).
-Global batch = ``batch_size`` whatever the number of processes: every process reads the same global batch and
-trains on its own contiguous part (:func:`pgra.runtime.training.rank_share`; a process past the batch runs its first
-input with weight zero, so 4 inputs train on 8 processes), each part's loss weighted by its share of the batch's
-target tokens: the gradient and the logged loss are the single process's token mean. Resumable:
-every ``save_every`` steps the full state (weights as safetensors, optimizer, scheduler, RNG) is saved with
-``trainer_state.json``; a re-run continues from the latest checkpoint, skipping the batches already seen, and
-reaches the same weights as an uninterrupted run on the same machine, byte for byte (each batch's dropout is
-drawn from its own seed). A finished run
-keeps ``best/``, its predictions, metrics and training log; its checkpoints are deleted unless
-``keep_resume_state`` (a re-run of a finished run then trains again).
+Global batch = ``batch_size`` whatever the number of processes: each process trains on its own contiguous part
+(:func:`pgra.runtime.training.rank_share`), weighted by its share of the batch's target tokens, so the gradient is
+the single process's token mean. Resumable every ``save_every`` steps, to the same weights byte for byte (each
+batch's dropout is drawn from its own seed); a finished run keeps ``best/``, its predictions, metrics and log, and
+deletes its checkpoints unless ``keep_resume_state``. docs/stage3-reader.md tells the rest.
 """
 
 from __future__ import annotations
@@ -84,8 +78,7 @@ def load_split(data_dir: Path, split: str, task: TaskSpec, limit: int = 0) -> li
 
 def evaluate(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[str, Any]], batch_size: int, mode: str,
              accelerator=None, encoded: EncodedInputs | None = None) -> tuple[float, Predictions]:
-    """The task metric of ``reader`` on ``records`` and its predictions (``encoded``: their frozen encoder's
-    outputs, computed once)."""
+    """The task metric of ``reader`` on ``records`` and its predictions (``encoded``: stored encoder states)."""
     preds = predict_records(reader, fmt, records, batch_size, mode,
                             accelerator.autocast if accelerator is not None else None, encoded)
     return score_predictions(fmt.task, records, preds.labels), preds
@@ -135,11 +128,9 @@ def _accelerator(cfg: TrainConfig, use_deepspeed: bool):
 
 
 def deepspeed_settings(plugin: Any, cfg: TrainConfig, num_processes: int) -> dict[str, Any]:
-    """Put the reader's own settings into accelerate's DeepSpeed plugin config (before ``prepare``) and return it:
-    the micro batch per GPU when ``auto`` (no data loader tells accelerate), and ``gradient_clipping`` =
-    ``max_grad_norm`` (0 = off), which DeepSpeed applies itself (accelerate's ``clip_grad_norm_`` does nothing
-    under DeepSpeed, and accelerate turns ``auto`` into 1.0; left out, DeepSpeed clips nothing). A config file that
-    sets another number is refused (two settings of one thing)."""
+    """Put the reader's micro batch (for ``auto``) and ``gradient_clipping`` = ``max_grad_norm`` (DeepSpeed clips
+    itself; accelerate's ``clip_grad_norm_`` does nothing there) into accelerate's DeepSpeed config and return it;
+    a config file setting another clipping is refused."""
     config = plugin.deepspeed_config
     if plugin.is_auto("train_micro_batch_size_per_gpu"):
         config["train_micro_batch_size_per_gpu"] = -(-cfg.batch_size // num_processes)
@@ -155,10 +146,8 @@ def deepspeed_settings(plugin: Any, cfg: TrainConfig, num_processes: int) -> dic
 
 
 def compile_for_training(reader: FiDReader, mode: str = "default") -> None:
-    """``torch.compile`` the reader's forward in place (its state dict keeps its names), in torch.compile's ``mode``.
-    Dropout draws from torch's own generator as in eager mode (inductor's ``fallback_random``), so each batch's
-    seed still fixes its masks: a compiled run's losses equal an eager run's within float rounding, and a resumed
-    run equals an uninterrupted one. Evaluation (``score_targets``, ``generate``) stays eager."""
+    """``torch.compile`` the reader's forward in place in ``mode``; dropout keeps torch's generator
+    (``fallback_random``), so each batch's seed still fixes its masks. Evaluation stays eager."""
     import torch._inductor.config as inductor_config
 
     inductor_config.fallback_random = True
@@ -166,9 +155,8 @@ def compile_for_training(reader: FiDReader, mode: str = "default") -> None:
 
 
 def stored_top_layers(cfg: TrainConfig, reader: FiDReader) -> int | None:
-    """How many of the encoder's top layers train on the stored outputs of the frozen ones below them (0: the whole
-    encoder is frozen, ``freeze_encoder``), or None when nothing is stored (every weight trains: the default, and
-    ``train_top_layers`` = the encoder's layer count)."""
+    """How many of the encoder's top layers train on the stored outputs of the frozen ones below (0: all frozen), or
+    None when nothing is stored (every weight trains)."""
     n = cfg.train_top_layers
     if n is None:
         return 0 if cfg.freeze_encoder else None
@@ -279,10 +267,8 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
 
 
 def _check_finished_run(out: Path, cfg: TrainConfig, data_dir: Path) -> None:
-    """A finished run whose checkpoints were deleted (``keep_resume_state`` off) is trained again from scratch, but
-    only with the settings and data its manifest recorded, as resuming a checkpoint requires: a run folder written
-    with another config or other data is refused (an InputError naming ``out``). An unreadable manifest is not
-    compared."""
+    """Refuse to train a finished run (its checkpoints deleted) again with other settings or data than its
+    manifest records, as resuming would (an unreadable manifest is not compared)."""
     from ..core.config import from_dict
     from ..core.errors import PgraError
     from ..storage.artifacts import read_json_object
@@ -321,11 +307,9 @@ def _evaluate_dev(s: TrainingSetup, step: int) -> tuple[float, bool]:
 
 def _rank_batch(s: TrainingSetup, positions: list[int], share: slice,
                 ) -> tuple[dict[str, torch.Tensor], float, tuple[int, int]]:
-    """This process's part of a global batch (``positions`` in the training records) on its device (a stored-states
-    batch's record ``index`` stays on the host), the part's weight (its target tokens over the whole batch's: the
-    loss is a token mean), and its (target, encoder input) token counts: every count is taken on the host, so a
-    step never waits for the device to read one back. A process with no part runs the batch's first input with
-    weight 0: it still joins every gradient all-reduce (and ZeRO-3's gathers)."""
+    """This process's part of a global batch on its device, its weight (its share of the target tokens) and its
+    (target, encoder input) token counts, counted on the host. A process with no part runs the first input with
+    weight 0, so it still joins every all-reduce."""
     mine = positions[share]
     records = [s.train_records[i] for i in mine or positions[:1]]
     if s.encoded_train is not None:
@@ -344,9 +328,8 @@ def _rank_batch(s: TrainingSetup, positions: list[int], share: slice,
 
 
 class HostValue:
-    """A 0-dim tensor on its way to the host: on a GPU its copy to pinned memory is queued behind the work queued so
-    far and marked by an event, so :meth:`read` waits for that work only (``Tensor.item()`` would wait for every
-    kernel queued since, the next step's too); elsewhere it is read as it is."""
+    """A 0-dim tensor on its way to the host: on a GPU copied to pinned memory behind an event, so :meth:`read` waits
+    for the work queued so far only (``Tensor.item()`` would wait for the next step's too)."""
 
     def __init__(self, value: torch.Tensor) -> None:
         self.ready = None
@@ -495,12 +478,10 @@ def final_evaluation(s: TrainingSetup) -> dict[str, Any]:
 @locks_output(kind="reader")
 def train(cfg: TrainConfig, keep_resume_state: bool | None = None,
           timing: dict[str, float] | None = None) -> dict[str, Any]:
-    """Train, select the best checkpoint on dev, evaluate it on test; returns the metrics per split. Once the final
-    evaluation has written the run's manifest, the resumable checkpoints are deleted unless ``keep_resume_state``
-    (default: ``cfg.keep_resume_state``; a grid's cell passes True and deletes them once its ``cell.json`` is
-    written, so a cell killed before that still resumes). ``timing``, when given, gets ``loop_s``: the training
-    loop's seconds (what processes training together split among them; not written to the run, whose files stay
-    the same from run to run)."""
+    """Train, select the best checkpoint on dev, evaluate it on test; returns the metrics per split. The resumable
+    checkpoints are deleted once the manifest is written unless ``keep_resume_state`` (default: the config's; a
+    grid's cell deletes them itself after its ``cell.json``). ``timing``: gets ``loop_s``, the training loop's
+    seconds."""
     s = setup(cfg)
     start = time.time()
     train_loop(s)

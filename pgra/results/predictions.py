@@ -183,9 +183,7 @@ CELL_FIELDS = ("task", "method", "seed", "metric", "results", "seed_independent"
 
 
 def read_cell(path: str | Path) -> dict[str, Any]:
-    """A finished cell's ``cell.json``, checked: an object whose fields the report reads have their types and
-    ranges (a string seed, an unknown metric, a list are an InputError naming the file and the field). Fields
-    it does not know (added by newer versions) are kept unchecked."""
+    """A finished cell's ``cell.json``, the fields the report reads checked (unknown ones kept unchecked)."""
     from ..storage.artifacts import read_json_object
 
     path = Path(path)
@@ -204,10 +202,8 @@ def read_cell(path: str | Path) -> dict[str, Any]:
 
 def checked_cell_results(cell: Path, record: dict[str, Any], task: TaskSpec
                          ) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
-    """A finished cell's results per split, recomputed from the predictions files next to ``cell`` (its
-    ``cell.json``, read as ``record``), and those files' lines. A file whose SHA-256 differs from the one the
-    cell recorded (edited, truncated or replaced since the cell finished) is refused by name; a cell written
-    before checksums were recorded is refused when its files no longer give the results it recorded."""
+    """A finished cell's results per split, recomputed from the predictions files beside ``cell``, and their lines;
+    a file whose SHA-256 (or, for an older cell, results) differs from what the cell recorded is refused."""
     recorded_sha = record.get(PREDICTIONS_SHA256) or {}
     results: dict[str, dict[str, Any]] = {}
     lines_of: dict[str, list[dict[str, Any]]] = {}

@@ -1,13 +1,9 @@
 """What a stage or cell spent: tokens each model ran, the hardware, and FLOPs estimated from parameter counts.
 
-Every model pgra runs adds the tokens it processes to one process-wide :data:`meter`, keyed by the model
-(its name or folder), the part that ran (``all``, or a reader's ``encoder`` / ``decoder``) and the mode
-(``forward``, or ``trained``: forward and backward). A stage or cell reads the meter's difference over its run
-(:func:`metered`), summed over the processes. FLOPs are estimated the usual way (Kaplan et al. 2020): 2 x
-parameters per forward token, 6 x per trained token, embeddings included, attention over the sequence
-length left out; parameters are counted from the model's safetensors headers (no weights are loaded). Work
-every process repeats (a frozen encoder's pass over the inputs, dev evaluations) counts once per process: the
-compute spent, which grows with the processes, not the compute the result needs.
+Every model pgra runs adds its tokens to the process-wide :data:`meter` by (model, part, mode); a stage or cell
+reads the meter's difference over its run (:func:`metered`), summed over the processes (work each process repeats
+counts once per process). FLOPs: 2 x parameters per forward token, 6 x per trained token (Kaplan et al. 2020),
+the parameters counted from the safetensors headers.
 """
 
 from __future__ import annotations
@@ -82,10 +78,8 @@ def merge_work(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 @dataclass
 class Priced:
-    """A stage or cell priced before it runs by its own cost model (:meth:`pgra.stages.Stage.price`,
-    :meth:`pgra.methods.Method.price`) from the bench fits: ``seconds`` on ``device``, where the figure came from,
-    and (a reader cell priced from the GPU fits) its device seconds and the bytes it writes and keeps; ``split_s``:
-    of ``seconds``, those the ranks of a ``parallel: ddp`` launch would split among them (a reader's steps)."""
+    """A stage or cell priced before it runs by its own cost model from the bench fits; ``split_s``: of
+    ``seconds``, those the ranks of a ``parallel: ddp`` launch would split among them."""
 
     seconds: float
     source: str
@@ -108,10 +102,8 @@ def hardware() -> dict[str, Any]:
 
 @contextlib.contextmanager
 def metered(ctx=None) -> Iterator[dict[str, Any]]:
-    """Measure a block: on exit the yielded dict holds ``elapsed_s`` (wall-clock), ``processes`` (how many processes
-    of ``ctx`` shared the work in that time, 1 without it), ``devices`` (how many distinct devices they ran on: GPUs,
-    or one CPU per host), ``hardware`` (with ``cores_each``: the cores each process computed on) and ``work`` (the
-    tokens every model ran in it, summed over the processes of ``ctx`` when given; every process must enter it)."""
+    """Measure a block: on exit the yielded dict holds ``elapsed_s``, ``processes``, ``devices`` (distinct GPUs, or
+    one CPU per host), ``hardware`` and ``work`` (tokens summed over the processes of ``ctx``: all must enter)."""
     record: dict[str, Any] = {}
     before, start = meter.snapshot(), time.time()
     yield record
@@ -127,8 +119,7 @@ def metered(ctx=None) -> Iterator[dict[str, Any]]:
 
 
 def finite_number(value: Any) -> bool:
-    """Whether ``value`` is a finite int or float (not a bool): what a cost record's numbers must be to be read
-    (a record edited by hand may hold anything)."""
+    """Whether ``value`` is a finite int or float (not a bool), as a cost record's numbers must be."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         return False
     try:
@@ -142,11 +133,8 @@ def _whole(value: Any, low: int = 0) -> bool:
 
 
 def cost_problem(record: Any, timed: bool = False) -> tuple[str, str] | None:
-    """What is wrong with a cost record read from a file (a stage's ``cost.json``, a cell's ``cost``; a bundle's is
-    its sender's), as ``(field, problem)``; None when it can be read: an object whose ``elapsed_s`` (given, or
-    ``timed``: a stage's record, which holds its wall-clock) is a finite number from 0, and whose ``work`` is a list of ``{model, part, mode, tokens[, parameters]}`` (names as
-    strings, a mode of :data:`MODES`, whole numbers of tokens and parameters). The numbers the other fields hold
-    are read only where they are finite (:func:`sharing`, :func:`split_seconds`)."""
+    """What is wrong with a cost record read from a file, as ``(field, problem)``; None when it can be read (an
+    ``elapsed_s`` from 0 when given or ``timed``, a ``work`` list of ``{model, part, mode, tokens[, parameters]}``)."""
     if not isinstance(record, dict):
         return "", f"must be an object, got {type(record).__name__}"
     if ("elapsed_s" in record or timed) and not (finite_number(record.get("elapsed_s")) and record["elapsed_s"] >= 0):
@@ -170,19 +158,15 @@ def on_gpu(record: dict[str, Any]) -> bool:
 
 
 def sharing(record: dict[str, Any]) -> int:
-    """How many devices' time a cost record's wall-clock holds: on a GPU the distinct devices that did the work
-    together (``devices``: ranks sharing a GPU share its time; else ``processes``), on a CPU the processes; 1 in
-    records from before pgra wrote them, or where the count is no finite number of at least 1."""
+    """How many devices' time a cost record's wall-clock holds: on a GPU its distinct ``devices`` (else
+    ``processes``), on a CPU its processes; 1 where the count is missing or invalid."""
     value = record.get("devices", record.get("processes")) if on_gpu(record) else record.get("processes")
     return int(value) if finite_number(value) and value >= 1 else 1
 
 
 def device_seconds(record: dict[str, Any]) -> float:
-    """A stage's or cell's seconds on one device: its wall-clock, with the part its devices split among them x
-    their number (:func:`sharing`): all of a stage's (a stage built by 8 GPUs in a minute costs what one GPU would
-    take), a cell's ``split_s`` (a reader's training loop under ``parallel: ddp``; its loads and final predictions,
-    on each rank or on the main one, count once). A ``split_s`` that is no number between 0 and the wall-clock
-    counts as all of it."""
+    """A stage's or cell's seconds on one device: its wall-clock, with the part its devices split (all of a
+    stage's, a cell's ``split_s``; an invalid one counts as all) times their number (:func:`sharing`)."""
     elapsed, shared = float(record["elapsed_s"]), sharing(record)
     return elapsed if shared == 1 else elapsed + split_seconds(record) * (shared - 1)
 
@@ -205,9 +189,8 @@ def _device_tag() -> str:
 
 
 def _cores_each() -> float:
-    """The cores this process computed on: its torch threads, at most its share of the cores it may run on among
-    the processes computing on this node side by side (:func:`pgra.runtime.device.core_sharers`: the launch's ranks, or a
-    cell child's siblings; 4 ranks of 1 thread on 2 cores: half a core each)."""
+    """The cores this process computed on: its torch threads, at most its share of the node's cores among the
+    processes beside it (:func:`pgra.runtime.device.core_sharers`)."""
     import torch
 
     from .device import core_sharers, node_cores
@@ -228,10 +211,8 @@ def local_folder(model: str) -> str:
 
 
 def with_parameters(work: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``work`` with each record's ``parameters`` filled, where it has none, from its model folder's counts while
-    the folder is here (the part's, or the whole model's for a part the folder does not split out), so that the
-    record prices itself wherever it is read later (a results bundle holds no model). A record of a part a model
-    folder does not name, or of a model not here, is left as it is."""
+    """``work`` with each record's missing ``parameters`` filled from its model folder while it is here, so that it
+    prices itself wherever it is read later (a results bundle holds no model)."""
     counts: dict[str, dict[str, int] | None] = {}
     out = []
     for w in work:
@@ -301,10 +282,9 @@ def parameter_counts(model: str | Path) -> dict[str, int] | None:
 
 
 def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int] | None]) -> float | None:
-    """Sum of ``FLOPS_PER_TOKEN[mode] x parameters(model, part) x tokens`` over ``work``: a record's own
-    ``parameters`` when it has them, else ``params[model]`` (:func:`parameter_counts`: the part's, or the whole
-    model's); None when a record's parameters are unknown. A part a model folder does not name (a reader's trained
-    top encoder layers) without its own ``parameters`` is unknown, never priced as the whole model."""
+    """Sum of ``FLOPS_PER_TOKEN[mode] x parameters(model, part) x tokens`` over ``work`` (a record's own
+    ``parameters``, else ``params[model]``); None when one's parameters are unknown (never the whole model's for
+    a part)."""
     total = 0.0
     for w in work:
         n = w.get("parameters")
@@ -393,9 +373,8 @@ class Fits:
     note: str = ""
 
     def thread_factor(self, measured_threads: float | None = None) -> float:
-        """How much longer CPU work measured on ``measured_threads`` (default: the benches') takes on a worker
-        computing on ``cpu_threads`` cores: their ratio, never below 1 (more threads are not assumed faster), and 1
-        on a GPU or where either is unknown."""
+        """How much longer CPU work measured on ``measured_threads`` (default: the benches') takes on ``cpu_threads``
+        cores: their ratio, never below 1; 1 on a GPU or where either is unknown."""
         measured = self.bench_threads if measured_threads is None else measured_threads
         if self.device != "cpu" or not self.cpu_threads or not measured or self.cpu_threads >= measured:
             return 1.0

@@ -27,8 +27,7 @@ def resolve_device(device: str | None = None) -> torch.device:
 
 
 def launch_rank(env: Mapping[str, str] | None = None) -> int | None:
-    """This process's rank as its launcher numbers it, for choosing its GPU: ``LOCAL_RANK``, else ``RANK``
-    (mpirun-style ranks); None when launched as neither."""
+    """This process's rank for choosing its GPU: ``LOCAL_RANK``, else ``RANK``; None when launched as neither."""
     env = os.environ if env is None else env
     for name in ("LOCAL_RANK", "RANK"):
         value = whole_number(env.get(name, ""))
@@ -38,10 +37,8 @@ def launch_rank(env: Mapping[str, str] | None = None) -> int | None:
 
 
 def local_device_index(count: int | None = None, env: Mapping[str, str] | None = None) -> int:
-    """This process's GPU among the ``count`` it sees (default: all of them): :func:`launch_rank` (else 0) modulo
-    ``count``. The one choice of every rank (:func:`pgra.runtime.distributed.init_distributed`), stage, faiss index
-    (:func:`pgra.retrieval.dense.faiss_gpus`) and cell: under ``srun --gpus-per-task=1`` each rank sees one GPU
-    (its device 0, whatever its ``LOCAL_RANK``), and ranks beyond the GPUs a node shows share them round-robin."""
+    """This process's GPU among the ``count`` it sees (default: all): :func:`launch_rank` (else 0) modulo ``count``,
+    the one choice of every rank, stage, faiss index and cell (ranks past the GPUs share them round-robin)."""
     count = torch.cuda.device_count() if count is None else count
     if count < 1:
         raise ValueError("no GPU visible to choose from")
@@ -49,9 +46,7 @@ def local_device_index(count: int | None = None, env: Mapping[str, str] | None =
 
 
 def one_gpu_each(env: Mapping[str, str] | None = None) -> bool:
-    """Whether this process is one of several ranks, each on its own GPU (:func:`local_device_index`): launched as
-    a rank (:func:`launch_rank`) with more than one process on the node or in the job (``LOCAL_WORLD_SIZE``, else
-    ``WORLD_SIZE``, when given). A lone process may use every GPU it sees (a faiss index sharded over them)."""
+    """Whether this process is one of several ranks, each on its own GPU (a lone process may use every GPU)."""
     env = os.environ if env is None else env
     if launch_rank(env) is None:
         return False
@@ -66,10 +61,8 @@ def gpu_count() -> int:
 
 
 def shares_a_gpu(env: Mapping[str, str] | None = None, gpus: int | None = None) -> bool:
-    """Whether this rank's GPU is also a lower local rank's: the node's ranks (``LOCAL_WORLD_SIZE``) outnumber its
-    ``gpus`` (default :func:`gpu_count`) and ``LOCAL_RANK`` is past them (rank i uses GPU i modulo the GPUs:
-    ``torchrun --nproc-per-node GPUs x cells_per_gpu``). False without GPUs, and without ``LOCAL_WORLD_SIZE``
-    (ranks started one by one by srun or mpirun, each seeing its own GPU)."""
+    """Whether this rank's GPU is also a lower local rank's: the node's ranks (``LOCAL_WORLD_SIZE``, when set)
+    outnumber its ``gpus`` (default :func:`gpu_count`) and ``LOCAL_RANK`` is past them."""
     env = os.environ if env is None else env
     gpus = gpu_count() if gpus is None else gpus
     ranks = ranks_per_node(env)
@@ -82,10 +75,8 @@ STAGE_PARTNER_ENV = "PGRA_STAGE_PARTNER_PID"  # a local worker: the pid of the w
 
 
 def stage_partner_alive(env: Mapping[str, str] | None = None) -> bool:
-    """Whether this local worker leaves the stages to another (``--launcher local`` with more workers than GPUs):
-    the worker that took its GPU first (its pid in :data:`STAGE_PARTNER_ENV`) still runs. While it does, this
-    worker builds no stage and waits for them, so that a GPU holds one stage's models at a time; once it has
-    ended, this worker builds what is left."""
+    """Whether the local worker that took this worker's GPU first (its pid in :data:`STAGE_PARTNER_ENV`) still
+    runs: while it does, this one builds no stage, so a GPU holds one stage's models at a time."""
     value = whole_number((os.environ if env is None else env).get(STAGE_PARTNER_ENV, ""))
     if value is None or not 2 <= value < 2 ** 31:  # 0 names a process group, 1 is init
         return False
@@ -103,8 +94,7 @@ def stage_partner_alive(env: Mapping[str, str] | None = None) -> bool:
 
 
 def ranks_per_node(env: Mapping[str, str] | None = None) -> int | None:
-    """How many ranks of this launch run on this node (``LOCAL_WORLD_SIZE``: torchrun, accelerate launch); None
-    when not launched as ranks."""
+    """How many ranks of this launch run on this node (``LOCAL_WORLD_SIZE``); None when not launched as ranks."""
     return whole_number((os.environ if env is None else env).get("LOCAL_WORLD_SIZE", "")) or None
 
 
@@ -112,9 +102,8 @@ CORE_SHARERS_ENV = "PGRA_CORE_SHARERS"  # a cell's child process: how many proce
 
 
 def core_sharers(env: Mapping[str, str] | None = None) -> int:
-    """How many processes compute on this node's cores side by side with this one, itself included: the launch's
-    ranks on this node (:func:`ranks_per_node`), else what the rank or launcher that started this process as a
-    cell's child set (:data:`CORE_SHARERS_ENV`: the child sees no launch), else 1."""
+    """How many processes compute on this node's cores, this one included: the launch's ranks on this node, else
+    what a cell's parent set (:data:`CORE_SHARERS_ENV`), else 1."""
     env = os.environ if env is None else env
     return ranks_per_node(env) or whole_number(env.get(CORE_SHARERS_ENV, "")) or 1
 
@@ -125,8 +114,7 @@ _warned = False
 
 
 def cuda_expected(env: Mapping[str, str] | None = None) -> str | None:
-    """Why this machine looks like it has a GPU for this process (``CUDA_VISIBLE_DEVICES`` naming devices, else
-    ``nvidia-smi`` on the PATH), or None. ``CUDA_VISIBLE_DEVICES`` empty or ``-1`` hides the GPUs on purpose."""
+    """Why this process looks like it has a GPU (``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi``), or None."""
     env = os.environ if env is None else env
     listed = env.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
@@ -137,9 +125,7 @@ def cuda_expected(env: Mapping[str, str] | None = None) -> str | None:
 
 
 def warn_if_cuda_missing() -> bool:
-    """One line on stderr, once (in this process and the pgra processes it starts), when a GPU is expected
-    (:func:`cuda_expected`) but torch sees none: the run would otherwise go on on the CPU, in fp32, silently.
-    Whether it warned now."""
+    """Warn once (here and in child processes) when a GPU is expected but torch sees none; whether it warned."""
     global _warned
     if _warned or os.environ.get(NO_GPU_WARNED) == "1" or torch.cuda.is_available():
         return False
@@ -160,9 +146,8 @@ EXCLUSIVE_PROCESS = "Exclusive_Process"  # nvidia-smi's name: one process (one C
 
 
 def gpu_compute_mode(device: str) -> str | None:
-    """The compute mode of the GPU ``device`` (an index or a UUID, as ``CUDA_VISIBLE_DEVICES`` names it) as
-    ``nvidia-smi --query-gpu=index,uuid,compute_mode`` says (``Default``, ``Exclusive_Process``, ``Prohibited``);
-    None when unknown (no nvidia-smi, it failed, or the GPU is not listed: a MIG instance)."""
+    """The compute mode nvidia-smi gives the GPU ``device`` (an index or UUID): ``Default``, ``Exclusive_Process``
+    ...; None when unknown (no nvidia-smi, or a MIG instance it does not list)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
@@ -181,9 +166,8 @@ def gpu_compute_mode(device: str) -> str | None:
 
 
 def exclusive_gpu_problem(devices: list[str], processes: int, what: str) -> str | None:
-    """Why ``processes`` processes a GPU cannot run on ``devices`` (their names, as ``CUDA_VISIBLE_DEVICES`` gives
-    them): the first in ``EXCLUSIVE_PROCESS`` compute mode (one CUDA context at a time) when more than one process
-    needs it; None when they can (or the mode is unknown). ``what``: which processes, in the message."""
+    """Why ``processes`` processes a GPU cannot share ``devices``: the first in ``EXCLUSIVE_PROCESS`` compute mode;
+    None when they can (or it is unknown). ``what``: which processes, in the message."""
     if processes <= 1:
         return None
     for device in devices:
@@ -207,8 +191,7 @@ def node_cores() -> int:
 
 
 def _launcher_start_env() -> dict[str, str] | None:
-    """The environment the parent process (the launcher: torchrun's agent, ``accelerate launch``) started with
-    (Linux ``/proc/<ppid>/environ``: what the user gave it, before it set anything); None when unreadable."""
+    """The environment the launcher (the parent process) started with (``/proc/<ppid>/environ``), or None."""
     try:
         with open(f"/proc/{os.getppid()}/environ", "rb") as f:
             data = f.read()
@@ -220,16 +203,9 @@ def _launcher_start_env() -> dict[str, str] | None:
 
 def launcher_threads(env: Mapping[str, str] | None = None,
                      launcher_env: Mapping[str, str] | None | bool = False) -> int | None:
-    """The intra-op thread count for this rank and each cell it runs in a child process, or None to leave the
-    environment's alone.
-
-    torchrun (more than one process per node) and ``accelerate launch`` set ``OMP_NUM_THREADS=1`` for every rank
-    when the user did not set it, so faiss, BLAS and torch would run on one thread a rank. The rule: under such a
-    launcher (``LOCAL_WORLD_SIZE`` or :data:`ACCELERATE_MARKS` set), an ``OMP_NUM_THREADS`` of ``1`` that the launcher's
-    own start environment (``launcher_env``, default: read from ``/proc/<ppid>/environ``) does not hold is the
-    launcher's default, and becomes ``cores // ranks on this node`` (at least 1; cores: :func:`node_cores`).
-    Any other value, a ``1`` the user gave the launcher, or no launcher: None (kept). Where the launcher's start
-    environment cannot be read, ``1`` under a launcher is taken for its default."""
+    """The intra-op threads of this rank (and its cells), or None to keep the environment's: torchrun and
+    ``accelerate launch`` set ``OMP_NUM_THREADS=1`` when the user did not, and such a 1 (one the launcher's start
+    environment, ``launcher_env``, does not hold) becomes ``cores // ranks on this node``."""
     env = os.environ if env is None else env
     launched = ranks_per_node(env) is not None or any(k in env for k in ACCELERATE_MARKS)
     if not launched or env.get(THREADS_ENV, "").strip() != "1":
@@ -241,10 +217,8 @@ def launcher_threads(env: Mapping[str, str] | None = None,
 
 
 def shared_threads(sharers: int | None, env: Mapping[str, str] | None = None) -> int | None:
-    """The intra-op threads of each of ``sharers`` processes computing side by side on this node's cores (the
-    workers of ``--launcher local``, the jobs of Slurm's local cluster, a rank's cell children): ``cores //
-    sharers`` (at least 1), or None (the environment's kept) when ``OMP_NUM_THREADS`` is set or one process has
-    the node. Without it every worker's torch, faiss and BLAS would take all the cores."""
+    """The intra-op threads of each of ``sharers`` processes side by side on this node's cores: ``cores //
+    sharers``, or None (kept) when ``OMP_NUM_THREADS`` is set or one process has the node."""
     env = os.environ if env is None else env
     if not sharers or sharers <= 1 or env.get(THREADS_ENV, "").strip():
         return None
@@ -252,14 +226,12 @@ def shared_threads(sharers: int | None, env: Mapping[str, str] | None = None) ->
 
 
 def apply_launcher_threads() -> int | None:
-    """Give this rank :func:`launcher_threads` threads (:func:`apply_threads`); the count, or None when nothing
-    changed."""
+    """Give this rank :func:`launcher_threads` threads; the count, or None when nothing changed."""
     return apply_threads(launcher_threads())
 
 
 def apply_threads(threads: int | None) -> int | None:
-    """Give this process ``threads`` threads (torch's intra-op pool, faiss's OpenMP pool when loaded, and
-    ``OMP_NUM_THREADS`` for the libraries and child processes that start later); None: nothing changed."""
+    """Give this process ``threads`` threads (torch, faiss, ``OMP_NUM_THREADS``); None: nothing changed."""
     if threads is None:
         return None
     os.environ[THREADS_ENV] = str(threads)
@@ -307,10 +279,8 @@ ONEDNN_BELOW_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512
 
 
 def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bf16 in hardware (avx512_bf16 or AMX) and torch may use it: there bf16 is faster
-    than fp32; without them torch emulates it, about 3x slower than fp32 (bench/README). Torch held below AVX-512
-    (``ATEN_CPU_CAPABILITY=avx2``, the way to run as an AVX2-only CPU does) or oneDNN held below its bf16 level
-    (``ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI``, as an AVX-512 CPU without bf16 runs) counts as without them."""
+    """Whether this CPU computes bf16 in hardware (avx512_bf16 or AMX; else torch emulates it, 3x slower than fp32)
+    and neither torch (``ATEN_CPU_CAPABILITY``) nor oneDNN (``ONEDNN_MAX_CPU_ISA``) is held below it."""
     if not cpu_flags() & set(CPU_BF16_FLAGS):
         return False
     held = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or ""
@@ -321,8 +291,7 @@ def cpu_has_native_bf16() -> bool:
 
 def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
     """``auto``/None: bf16 on GPUs that support it, else fp16 on GPU; fp32 on CPU. ``bf16-if-native``: the same,
-    but bf16 on a CPU that computes it in hardware (:func:`cpu_has_native_bf16`): fast everywhere, and a run's
-    numbers then depend on the CPU (as ``auto``'s do on the GPU)."""
+    but bf16 on a CPU that computes it in hardware (:func:`cpu_has_native_bf16`)."""
     if dtype in (None, "auto", "bf16-if-native"):
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16

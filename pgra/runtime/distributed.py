@@ -1,17 +1,9 @@
 """Process-group helper for stages that split work across ranks (torchrun or accelerate launch).
 
-Works the same on CPU (gloo) and GPU (nccl); a single process needs no process group at all. Each rank uses the
-GPU :func:`pgra.runtime.device.local_device_index` names (``LOCAL_RANK`` modulo the GPUs it sees). When a node runs more
-ranks than it shows GPUs (``LOCAL_WORLD_SIZE`` above the count), ranks share GPUs and NCCL refuses two ranks on
-one GPU: the process group is then gloo's, over which pgra's ranks exchange only Python objects (a DDP job on that
-group, ``parallel: ddp``, reduces its gradients over gloo: correct, slower).
-
-pgra's own exchanges (:meth:`DistContext.barrier`, :func:`gather_objects`, :func:`main_computes`) run over a gloo
-group of their own, whatever the main group's backend: ranks meet there after work of very different lengths (in
-cells mode, after cells other jobs' stages kept them from; a rank's cell can run for hours), and NCCL's watchdog
-would end the job when a collective outlasts its timeout. That group waits ``PGRA_DIST_WAIT_S`` seconds (default 7
-days); the main group, which carries only tensor collectives ranks enter together (DDP's gradients, SimCSE's
-in-batch negatives), keeps ``PGRA_DIST_TIMEOUT_S`` (default 7200, the 120 minutes it always had).
+The main group is nccl where each rank of a node has a GPU of its own, else gloo (ranks sharing a GPU); it
+carries the tensor collectives ranks enter together and waits ``PGRA_DIST_TIMEOUT_S``. pgra's own exchanges
+(:meth:`DistContext.barrier`, :func:`gather_objects`, :func:`main_computes`) run over a gloo group of their own that
+waits ``PGRA_DIST_WAIT_S`` (ranks meet there after work of very different lengths). docs/beyond-one-machine.md.
 """
 
 from __future__ import annotations
@@ -66,10 +58,8 @@ class DistContext:
 
 
 def choose_backend() -> tuple[str, str | None]:
-    """The process group's backend, and a line saying why when it is gloo although GPUs are visible: ``nccl``
-    when every rank of this node has a GPU of its own, ``gloo`` without CUDA or when the node's ranks
-    (``LOCAL_WORLD_SIZE``) outnumber the GPUs it shows (they share GPUs, which NCCL refuses). Without
-    ``LOCAL_WORLD_SIZE`` (ranks started by srun or mpirun one by one, each seeing its own GPU) it is nccl."""
+    """The process group's backend, and why when it is gloo although GPUs are visible: ``gloo`` without CUDA or
+    when the node's ranks (``LOCAL_WORLD_SIZE``, when set) outnumber its GPUs, else ``nccl``."""
     if not torch.cuda.is_available():
         return "gloo", None
     gpus, ranks = torch.cuda.device_count(), ranks_per_node()
@@ -80,11 +70,8 @@ def choose_backend() -> tuple[str, str | None]:
 
 
 def gloo_interface_problem(env: Mapping[str, str] | None = None, resolve=None) -> str | None:
-    """Why gloo (pgra's exchanges: every multi-rank job makes a gloo group) cannot connect the nodes of this
-    launch, or None: gloo listens on the address this host's name resolves to (``resolve``), and where that is
-    loopback (``127.x``: Debian's default ``/etc/hosts``) while the ranks span several nodes (``WORLD_SIZE`` above
-    the node's ``LOCAL_WORLD_SIZE``; without it, Slurm's ``SLURM_NNODES``), the other nodes cannot reach it and
-    ``new_group`` fails. ``GLOO_SOCKET_IFNAME`` set: None (gloo uses that interface)."""
+    """Why gloo cannot connect the nodes of this launch, or None: this host's name resolves (``resolve``) to
+    loopback while the ranks span several nodes, and ``GLOO_SOCKET_IFNAME`` is not set."""
     env = os.environ if env is None else env
     if env.get("GLOO_SOCKET_IFNAME", "").strip():
         return None
@@ -106,8 +93,7 @@ def gloo_interface_problem(env: Mapping[str, str] | None = None, resolve=None) -
 
 
 def seconds_from_env(name: str, default: float, env: Mapping[str, str] | None = None) -> float:
-    """A positive number of seconds from the environment variable ``name`` (``default`` when unset or empty); any
-    other value is an InputError naming it."""
+    """Seconds > 0 from the environment variable ``name`` (``default`` when unset); else an InputError naming it."""
     value = (os.environ if env is None else env).get(name, "").strip()
     if not value:
         return default
@@ -128,10 +114,8 @@ def dist_timeouts(env: Mapping[str, str] | None = None) -> tuple[timedelta, time
 
 
 def init_distributed(timeout_minutes: float | None = None) -> DistContext:
-    """Join the process group announced by the launcher's environment, if any (first giving this rank its CPU
-    threads, :func:`pgra.runtime.device.apply_launcher_threads`, and its GPU, :func:`pgra.runtime.device.local_device_index`), and
-    make the gloo group of pgra's own exchanges (:func:`dist_timeouts`; ``timeout_minutes`` overrides the main
-    group's)."""
+    """Join the process group the launcher's environment announces, if any (after giving this rank its threads and
+    GPU), and make the gloo group of pgra's own exchanges (``timeout_minutes``: the main group's timeout)."""
     global _exchanges
     if not dist.is_initialized():
         apply_launcher_threads()
@@ -158,12 +142,9 @@ def init_distributed(timeout_minutes: float | None = None) -> DistContext:
 
 
 def stage_context(ctx: DistContext) -> DistContext | None:
-    """The ranks of ``ctx`` that do a stage's work (load its models and split it): one per GPU. Where a node runs
-    more ranks than it shows GPUs (``torchrun --nproc-per-node GPUs x cells_per_gpu``), every rank would load the
-    stage's LM on its GPU, c copies on each (two OPT-13b on one 80 GB GPU); there the ranks past the first on each
-    GPU (:func:`pgra.runtime.device.shares_a_gpu`) sit the stage out and wait, and the others split its work over a group
-    of their own. ``ctx`` itself where every rank has a GPU of its own, or none (the CPU); None on a rank that
-    sits out. Every rank of ``ctx`` calls it together (the first call makes the group)."""
+    """The ranks of ``ctx`` that do a stage's work, one per GPU: where ranks share a GPU, all but the first on each
+    sit out (None) and the others split the work over a group of their own; ``ctx`` itself where every rank has a
+    GPU of its own, or none. Every rank of ``ctx`` calls it together."""
     global _stage
     if ctx.world_size == 1 or ctx.group is not None:
         return ctx

@@ -1,10 +1,7 @@
 """The environment a result was made in, as a reproduction log records it beside each number.
 
-:func:`environment_record` describes this machine: pgra's version and commit, Python and the platform, the
-libraries that shape results, the accelerator (CUDA and its driver, the GPUs) or the CPU (model, cores and the SIMD
-flags that decide which kernels torch and faiss run: AVX2, AVX-512, bf16, AMX). :func:`cells_environment`
-summarises what the cells of an experiment recorded when they ran (each cell's ``versions``, ``git_commit`` and
-``cost.hardware``), so that a bundle made elsewhere still says where its numbers came from.
+:func:`environment_record` describes this machine (versions, commit, accelerator or CPU and its SIMD flags);
+:func:`cells_environment` summarises what an experiment's cells recorded, so a bundle says where its numbers came from.
 """
 
 from __future__ import annotations

@@ -62,9 +62,8 @@ def folder_bytes(folder: str | Path) -> int:
 
 
 def model_parameters(model: str) -> tuple[dict[str, int] | None, str]:
-    """A model's parameters (``all``, and ``encoder`` / ``decoder`` where its weights' names tell) and where the
-    count came from: a local folder's safetensors headers (:func:`pgra.runtime.cost.parameter_counts`), the same of a Hub model
-    in the local Hugging Face cache, or :data:`KNOWN_MODELS`; (None, why) otherwise."""
+    """A model's parameters (``all``, ``encoder``, ``decoder``) and where the count came from: its safetensors headers
+    (a local folder, or the Hugging Face cache) or :data:`KNOWN_MODELS`; (None, why) otherwise."""
     from .cost import parameter_counts
 
     folder = _here(model)
@@ -109,9 +108,8 @@ def _here(model: str) -> Path | None:
 
 
 def model_bytes(model: str) -> tuple[float | None, str]:
-    """What a model takes on disk and how that was reckoned: its files at their size where it is here
-    (:func:`_here`), else its download, its parameters x its checkpoint's bytes a parameter (:data:`KNOWN_MODELS`);
-    None where neither is known."""
+    """What a model takes on disk and how that was reckoned: its files where it is here, else its parameters x its
+    checkpoint's bytes a parameter (:data:`KNOWN_MODELS`); None where neither is known."""
     folder = _here(model)
     if folder is not None:
         size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())

@@ -1,9 +1,7 @@
 """Experiment trackers for what is not an accelerate training loop (each experiment cell's final metrics).
 
-``open_tracker("tensorboard" | "wandb" | "none", directory, run_name, config)`` returns a :class:`Tracker`
-(or None for "none") with ``log(values, step)`` and ``close()``. TensorBoard writes event files under
-``directory/tensorboard/<run_name>``; wandb runs offline unless ``WANDB_MODE`` says otherwise and keeps its
-files under ``directory/wandb``. The reader's training loop logs through accelerate's trackers instead.
+``open_tracker(kind, directory, run_name, config)`` returns a :class:`Tracker` (``log``, ``close``) or None for
+"none"; files go under ``directory/tensorboard/`` or ``directory/wandb`` (offline unless ``WANDB_MODE`` says else).
 """
 
 from __future__ import annotations
@@ -28,12 +26,7 @@ def _missing(package: str) -> InputError:
 
 
 def _reinit(version: str) -> str | bool:
-    """wandb's ``reinit``: always a run of our own, never the run another caller left active.
-
-    wandb's default outside notebooks ("return_previous") hands back any unfinished run, so a cell's metrics
-    would go to (and ``close()`` would finish) someone else's run. "create_new" (wandb >= 0.19.10) leaves other
-    runs alone; older versions only offer True, which finishes the active run first.
-    """
+    """wandb's ``reinit``: always a run of our own, never one another caller left active."""
     from packaging.version import Version
 
     return "create_new" if Version(version) >= Version("0.19.10") else True

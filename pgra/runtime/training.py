@@ -39,8 +39,7 @@ class EpochSampler(Sampler[int]):
 
 def rank_share(batch_size: int, world: int, rank: int) -> slice:
     """The contiguous part of a global batch that process ``rank`` of ``world`` trains on: sizes differ by at most
-    one, the first ranks take the larger parts, and a rank past ``batch_size`` gets an empty slice (4 on 8
-    processes: one input each on ranks 0-3, none on 4-7). Any batch size runs on any number of processes."""
+    one, the first ranks take the larger, and a rank past ``batch_size`` gets an empty slice."""
     base, extra = divmod(batch_size, world)
     start = rank * base + min(rank, extra)
     return slice(start, start + base + (rank < extra))
@@ -98,9 +97,8 @@ def _complete_checkpoints(out: Path) -> list[Path]:
 
 
 def read_checkpoint(ckpt: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """A complete checkpoint's marker (``trainer_state.json``) and what is wrong with the checkpoint: an unreadable
-    marker, or a file whose size (or, up to 256 MiB, checksum) differs from what the marker recorded. The
-    marker is None when unreadable; the damage is None when the checkpoint is whole."""
+    """A complete checkpoint's marker (``trainer_state.json``; None when unreadable) and what is wrong with the
+    checkpoint (None when whole: every file's size and, up to 256 MiB, checksum as the marker recorded)."""
     try:
         saved = json.loads((ckpt / "trainer_state.json").read_text(encoding="utf-8"))
         records = saved.get("files", {})
@@ -162,10 +160,8 @@ def save_checkpoint(acc, out: Path, state: dict[str, Any], keep: int, resume_key
 
 
 def drop_resume_state(out: Path) -> None:
-    """Delete ``out/checkpoints`` (the resumable state: weights, optimizer, scheduler, RNG) of a finished run (a
-    link of that name is left alone). The folder is first renamed to a temporary name of pgra's
-    (``.checkpoints.<8 hex>``), so a run killed while deleting it leaves no half checkpoint a re-run could resume from,
-    and the next claim of the folder removes the leftover (:func:`pgra.storage.ownership.drop_temp`)."""
+    """Delete a finished run's ``out/checkpoints`` (not a link of that name), renamed first to a temporary name
+    (so a killed deletion leaves nothing to resume from; the next claim drops it)."""
     folder = Path(out) / "checkpoints"
     if not folder.is_dir() or folder.is_symlink():
         return

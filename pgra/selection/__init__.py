@@ -31,9 +31,8 @@ from .skill_knn import SkillKnnSelector  # noqa: E402
 def get_selector(name: str, num_demos: int = 8, seed: int = 13, settings: SelectorSettings | None = None,
                  lm: str = "", device: str | None = None, show_progress: bool = False,
                  dtype: str | None = None, encoder=None) -> Selector:
-    """An unfitted selector of strategy ``name`` (``lm``: the stage's causal LM, Skill-KNN's default rewriter,
-    loaded in ``dtype``; ``encoder``: a sentence encoder already loaded, the index's, used where it is the one the
-    settings name)."""
+    """An unfitted selector of strategy ``name`` (``lm``: the stage's causal LM; ``encoder``: the index's encoder,
+    already loaded, used where the settings name it)."""
     return STRATEGIES.part(name)(num_demos=num_demos, seed=seed, settings=settings, lm=lm, device=device,
                                  show_progress=show_progress, dtype=dtype, encoder=encoder)
 

@@ -46,13 +46,9 @@ def same_input(query: Example, candidate: Example) -> bool:
 
 
 class Selector(ABC):
-    """A demonstration-selection strategy: ``fit(task, train)``, then ``select(queries)``.
-
-    ``options``: the dataclass of the options it reads from ``self.settings`` (declared in its file, with
-    :func:`~pgra.core.config.option`), or None; they join the ``demos`` section (:mod:`pgra.selection.settings`).
-    ``encoder``: a sentence encoder already loaded (the index's), which a strategy that embeds inputs uses instead
-    of loading its own when it is the one its settings name.
-    """
+    """A demonstration-selection strategy: ``fit(task, train)``, then ``select(queries)``. ``options``: the dataclass
+    of its options (read from ``self.settings``; they join the ``demos`` section), or None; ``encoder``: the index's
+    sentence encoder, already loaded, used where the settings name it."""
 
     name: ClassVar[str]
     per_query: ClassVar[bool] = True
@@ -87,9 +83,7 @@ class Selector(ABC):
 
     @classmethod
     def uses_seed(cls, num_demos: int, settings: Any) -> bool:
-        """Whether ``seed`` can change what this strategy selects under these settings (False lets an experiment
-        run an in-context learning method once, not once per seed). Seeded draws keep this default; no
-        demonstrations at all need no seed."""
+        """Whether ``seed`` can change what this strategy selects (False: an experiment runs it once, not per seed)."""
         return num_demos > 0
 
     @abstractmethod
@@ -145,8 +139,7 @@ use_strategies(STRATEGIES)  # the ``demos`` section is made from it (.settings s
 
 
 def order_by_similarity(ranked: list[int], reverse: bool) -> list[int]:
-    """Prompt order of demonstrations ranked most similar first: the most similar last (next to the query), or
-    first with ``reverse``."""
+    """Prompt order of demonstrations ranked most similar first: that one last (by the query) unless ``reverse``."""
     return list(ranked) if reverse else list(reversed(ranked))
 
 

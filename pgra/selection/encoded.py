@@ -35,11 +35,8 @@ class EncoderOptions:
 
 
 class CachedEncoder:
-    """A :class:`~pgra.retrieval.encoder.DenseEncoder` whose encodings of a list of texts are kept on disk.
-
-    Vectors are the pooled outputs before normalisation (negative Euclidean distance needs them); the key is the
-    encoder's files, pooler, length limit and the texts themselves.
-    """
+    """A :class:`~pgra.retrieval.encoder.DenseEncoder` whose unnormalised encodings of a list of texts are kept on
+    disk, keyed by the encoder's files, pooler, length limit and the texts."""
 
     def __init__(self, settings: Any, device: str | None = None, show_progress: bool = False,
                  loaded: Any = None) -> None:
@@ -82,8 +79,7 @@ class CachedEncoder:
 
 
 def is_encoder_of(encoder: Any, settings: Any) -> bool:
-    """Whether a loaded :class:`~pgra.retrieval.encoder.DenseEncoder` is the model ``settings`` name (its folder
-    or name, resolved, and its pooler)."""
+    """Whether a loaded encoder is the model ``settings`` name (its resolved folder or name, and its pooler)."""
     def resolved(name: str) -> str:
         return str(Path(name).resolve()) if Path(name).is_dir() else name
 
@@ -116,10 +112,8 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
 
 
 class EncodedSelector(Selector):
-    """A strategy over the sentence encoder's embeddings of the training inputs (``settings.encoder``, or the
-    index's already loaded): ``fit`` encodes the training set once (cached on disk) into :attr:`train_vectors`
-    (raw) and :attr:`train_units` (unit rows); :meth:`query_units` encodes queries. It ranks by the encoder and draws nothing, so the seed changes
-    nothing unless a subclass says otherwise."""
+    """A strategy over the sentence encoder's embeddings: ``fit`` encodes the training set once (cached) into
+    :attr:`train_vectors` and unit :attr:`train_units`; :meth:`query_units` encodes queries. Draws nothing."""
 
     @classmethod
     def uses_seed(cls, num_demos: int, settings) -> bool:

@@ -24,9 +24,7 @@ class KateOptions(EncoderOptions):
 
 @STRATEGIES.register
 class KateSelector(EncodedSelector):
-    """Nearest training examples by cosine (or negative Euclidean distance) of their encodings; the most
-    similar sits next to the query unless ``reverse``. The encoded training set is cached on disk; ties are
-    broken by position, so no draw."""
+    """Nearest training examples by cosine (or negative Euclidean distance), the nearest last unless ``reverse``."""
 
     name = "kate"
     options = KateOptions

@@ -16,10 +16,8 @@ from .encoded import EncodedSelector
 
 
 class LMScoredSelector(EncodedSelector):
-    """An :class:`~pgra.selection.encoded.EncodedSelector` that scores prompts with the stage's causal LM.
-
-    Subclasses implement :meth:`select_new`; a query selected before (the same text: a stage selects every split
-    first, then again as it predicts) is answered from memory, so its LM work is done and counted once."""
+    """An :class:`~pgra.selection.encoded.EncodedSelector` that scores prompts with the stage's causal LM; subclasses
+    implement :meth:`select_new` (a query's text selected before is answered from memory)."""
 
     _scorer: Any = None
 

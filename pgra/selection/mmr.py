@@ -41,8 +41,7 @@ def mmr_rank(relevance: np.ndarray, similarity: np.ndarray, m: int, lam: float) 
 
 @STRATEGIES.register
 class MMRSelector(EncodedSelector):
-    """MMR over the allowed training inputs by cosine; the first chosen sits next to the query unless
-    ``reverse``."""
+    """MMR over the allowed training inputs by cosine; the first chosen sits next to the query unless ``reverse``."""
 
     name = "mmr"
     options = MMROptions

@@ -25,11 +25,7 @@ class RandomOptions:
 @STRATEGIES.register
 
 class RandomSelector(Selector):
-    """m training examples drawn per query (never the query itself); ``balanced`` spreads them over labels.
-
-    The draw of a query depends only on the seed and the query's text, so a split's selection does not change
-    when other queries are added or reordered, and a saved run predicts a raw text with the demonstrations it drew.
-    """
+    """m training examples per query (never itself), drawn from the seed and its text (``balanced``: over labels)."""
 
     name = "random"
     options = RandomOptions

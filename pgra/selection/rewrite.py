@@ -5,10 +5,8 @@ the m-rewrite variants) and the input::
 
     {instruction}\\n\\nSentence: {input}\\nSkill: {skill}\\n\\n ... Sentence: {text}\\nSkill:
 
-The answer ends at the first newline (greedy decoding; the instruction and annotations every input of a batch
-shares run once, as a KV cache, like the reranker's prefix). Rewrites are cached on disk in one JSONL file per LM, keyed by the whole
-prompt and the generation length, with the tokens each one cost; a line is appended only after its batch is
-generated, and a torn last line (a killed run) is dropped when the file is next opened.
+The answer ends at the first newline (greedy; the shared head runs once as a KV cache). Rewrites are cached in
+one JSONL file per LM, keyed by the whole prompt and the generation length (a torn last line is dropped).
 """
 
 from __future__ import annotations
@@ -111,8 +109,7 @@ class SkillRewriter:
 
     @cached_property
     def _precision(self) -> str:
-        """The precision the rewrites run in, as part of their cache key: other precisions give other rewrites
-        (fp32's keys carry none, as before)."""
+        """The rewrites' precision, part of their cache key (fp32's keys carry none, as before)."""
         import torch
 
         from ..runtime.device import resolve_device, resolve_dtype

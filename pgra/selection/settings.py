@@ -1,16 +1,9 @@
 """The ``demos`` section of a stage that selects demonstrations (``rerank.demos.*``, ``icl.demos.*``), made from
 the registered strategies' own options.
 
-Each strategy declares its options on itself (``options``: a dataclass, e.g. :class:`~pgra.selection.kate.
-KateOptions`); the section holds the options of every registered strategy, flat (``demos.encoder``,
-``demos.lambda_``), so a key or flag keeps one name whichever strategy reads it. An option two strategies declare
-(the sentence encoder of every strategy that embeds inputs) is one option they share and must be declared alike.
-The options that define a result come first in registration order, the cosmetic ones (cache folders, batch sizes)
-last. A plug-in strategy registered later gets its options into the section like a built-in one
-(:func:`pgra.core.config.section_type`).
-
-Keys: every existing stage key hashes the section's fields; an option added since (a new strategy's) is declared
-``option(..., omit_default=True)`` so that keys made before it stay valid while it holds its default.
+Each strategy declares its options on itself (``options``: a dataclass); the section holds every registered
+strategy's, flat (``demos.encoder``), an option two strategies declare being one they share (declared alike),
+the cosmetic ones last. A new strategy's options are ``omit_default`` so that existing keys stay valid.
 """
 
 from __future__ import annotations

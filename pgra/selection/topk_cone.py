@@ -32,8 +32,7 @@ class ConEOptions(EncoderOptions):
 
 @STRATEGIES.register
 class TopKConESelector(LMScoredSelector):
-    """The m candidates of least conditional entropy of the query (ties: the nearer); the lowest next to the
-    query unless ``reverse``."""
+    """The m candidates of least conditional entropy (ties: the nearer), the lowest by the query unless ``reverse``."""
 
     name = "topk_cone"
     options = ConEOptions

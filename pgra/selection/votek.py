@@ -63,8 +63,7 @@ def vote_k(graph: np.ndarray, size: int, rho: float) -> list[int]:
 
 @STRATEGIES.register
 class VoteKSelector(EncodedSelector):
-    """The vote-k pool, then the m nearest pool members per query; the nearest next to the query unless
-    ``reverse``."""
+    """The vote-k pool, then the m nearest pool members per query; the nearest next to the query unless ``reverse``."""
 
     name = "votek"
     options = VoteKOptions

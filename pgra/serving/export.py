@@ -17,23 +17,11 @@ Layout of ``DIR``::
     README.md                a model card in the Hugging Face Hub's format (:mod:`pgra.serving.card`): its install lines
                              (torch and transformers pinned to the run's versions, the wheel) run in the folder
 
-Without the copies the folder records where the index, its encoder and the LM were and what they held (the
-corpus's, the encoder's and the LM files' fingerprints); ``Pipeline.load(DIR, index=..., encoder=..., lm=...)``
-points at the colleague's copies, refused when they hold something else. ``Pipeline.load("USER/NAME")`` downloads an
-export uploaded to the Hub (``pgra export --push-to-hub``).
-
-No file the export writes names a folder of the exporting machine: every absolute path its manifests and configs
-recorded (the run, the task's data, the corpus, the models, the caches) is replaced by the folder's or file's name
-(:func:`portable`), and the model card shows names and Hub ids only. The exceptions are the pointers an export
-without a copy loads from on the machine that made it (``export.json``'s ``index.path``, ``index.encoder`` and
-``reranked.lm``); the copied model folders (``lm/``, ``encoder/``) are byte-for-byte copies, their fingerprints.
-
-Everything is read and checked before anything is written (the run's weights against their headers, its
-``fid_config.json``, its metrics and its sibling seeds' ``cell.json``, and every file to copy: a symbolic link out
-of what is exported is refused, never followed). The folder is then composed in a temporary folder inside ``DIR``
-and moved into place, ``export.json`` last: a failed export leaves no partial folder, and re-running an export
-into its own folder replaces it (a folder of any other kind is refused). :func:`read_export` is the one reader of
-``export.json``.
+Without the copies the folder records where the index, its encoder and the LM were and their fingerprints
+(``Pipeline.load(DIR, index=..., encoder=..., lm=...)`` points at other copies, refused when they differ); every
+other absolute path of this machine is replaced by a name (:func:`portable`). Everything is read and checked
+before anything is written (a link out of what is exported is refused); the folder is composed in a temporary
+folder and moved into place, ``export.json`` last. docs/python-api.md tells the rest.
 """
 
 from __future__ import annotations
@@ -103,9 +91,7 @@ def export_run(run: str | Path, out: str | Path, copy_index: bool = False, copy_
 
 
 def _claim_export(out: Path) -> None:
-    """Refuse ``out`` unless it is new, empty or an export pgra wrote (its record says ``export``; its
-    ``manifest.json`` is the run's reader manifest, so the record decides): a run, an experiment or any other
-    artifact is never replaced."""
+    """Refuse ``out`` unless it is new, empty or an export (by its ownership record, not its manifest)."""
     from ..storage.artifacts import claim_output
     from ..storage.ownership import read_record
 
@@ -118,8 +104,7 @@ def _claim_export(out: Path) -> None:
 
 
 def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> _Plan:
-    """Read and check everything the export of ``run`` writes (nothing is written yet); ``folder_name``: the
-    export folder's name (the model card's)."""
+    """Read and check everything the export of ``run`` writes; ``folder_name``: the model card's name."""
     from .. import __version__
     from ..rerank.families import stage_kinds, stage_of_kind
     from ..rerank.stage import candidates_of
@@ -197,9 +182,7 @@ def _wheel() -> tuple[tuple[str, bytes] | None, str]:
 
 
 def _encoder_to_copy(index: Path, ix: dict[str, Any]) -> Path | None:
-    """The query encoder of the index folder ``index`` (``--copy-index``) to copy beside it: its folder when the
-    index was built with a local one (refused when it is gone or its files changed since), None when the index has
-    none (BM25) or was built with a Hub id (recorded in ``ix``, the export's index record, by that id)."""
+    """The local query encoder of ``index`` to copy (refused when changed), else None (BM25, a Hub id)."""
     from ..retrieval.base import INDEX_KIND
     from ..storage.artifacts import model_fingerprint
 
@@ -265,8 +248,7 @@ def _links_may_reach(folder: Path) -> Path:
 
 
 def _write(out: Path, plan: _Plan) -> None:
-    """Compose the export in a temporary folder inside ``out``, then move each part into place, ``export.json``
-    last; a failure removes the temporary folder (``out`` keeps what it held before)."""
+    """Compose the export in a temporary folder in ``out``, then move it into place, ``export.json`` last."""
     stage = Path(tempfile.mkdtemp(prefix=".export.", dir=out))  # a temporary name pgra's next claim drops
     try:
         _compose(stage, plan)
@@ -281,8 +263,7 @@ def _write(out: Path, plan: _Plan) -> None:
 
 
 def _compose(stage: Path, plan: _Plan) -> None:
-    """Write every part of the export into the empty folder ``stage``: what pgra wrote made :func:`portable` (no
-    absolute path of this machine), the copied model folders as they are."""
+    """Write every part of the export into the empty folder ``stage`` (pgra's records :func:`portable`)."""
     shutil.copytree(plan.run / "best", stage / "best")
     _portable_json_files(stage / "best")  # fid_config.json's task_spec names the task's YAML and data
     shutil.copy2(plan.run / "metrics.json", stage / "metrics.json")
@@ -317,8 +298,7 @@ def _compose(stage: Path, plan: _Plan) -> None:
 
 
 def _exported_spec(plan: _Plan) -> dict[str, Any]:
-    """``export.json``: the spec made :func:`portable`, but for the pointers an export without a copy loads from on
-    the machine that made it (the index's folder and encoder, the reranking LM)."""
+    """``export.json``: the spec :func:`portable`, but for the pointers to what was not copied."""
     spec = plan.spec
     out = portable(spec)
     out["run"] = plan.run.resolve().name
@@ -335,9 +315,7 @@ def _exported_spec(plan: _Plan) -> dict[str, Any]:
 
 
 def _copy_store(cache: Path, store: Path) -> None:
-    """Copy the cache folder ``cache`` (the corpus pass's vectors, checked complete when planned) into ``store``:
-    its arrays byte for byte, its key with the LM's name (``lm_name``) :func:`portable` (the folder named by that
-    key's hash, as the cache names its folders)."""
+    """Copy the corpus pass's vectors ``cache`` into ``store``, its key's ``lm_name`` :func:`portable`."""
     from ..rerank.prompt_guided.cache import cache_key_hash
     from ..storage.artifacts import read_json
 
@@ -356,11 +334,8 @@ NAME_KEYS = ("_name_or_path", "name_or_path")  # where transformers notes the fo
 
 
 def _portable_json_files(folder: Path) -> None:
-    """Make the JSON files under ``folder`` that record where things were :func:`portable` in place: pgra's own
-    records (``manifest.json``, ``corpus.json``, ``fid_config.json``) whole, but files a ``manifest.json`` records
-    with their size and hash (checked on load; they hold no path); a model's configs (``*config.json``) only where
-    transformers noted the folder it was loaded from (``_name_or_path``). Nothing else is read or rewritten: a
-    tokenizer's vocabulary is text, never a path, even where it begins with ``/``."""
+    """Make the JSON files under ``folder`` :func:`portable` in place: pgra's own records whole (not the files a
+    manifest hashes), a model's ``*config.json`` only its ``_name_or_path``; nothing else (a vocabulary is no path)."""
     recorded: set[Path] = set()
     for manifest in folder.rglob(MANIFEST):
         files = read_json_object(manifest).get("files")
@@ -395,14 +370,8 @@ def _remove(path: Path) -> None:
 
 
 def read_export(directory: str | Path) -> dict[str, Any]:
-    """The export's ``export.json``, checked in one place (a hand-edited one is an InputError naming the file and
-    the field, never a KeyError later): a JSON object of kind ``export`` up to 64 MiB; ``n_passages``; ``index``
-    (null, or a pointer with ``copied``, ``path``, ``corpus_content_sha256``, then ``k``,
-    ``exclude_query_text`` and ``excluded`` beside it; ``encoder`` and ``copied_encoder`` when there);
-    ``reranked`` (null, or ``lm`` (null for a reranker without a model), ``copied_lm``, ``top_d``, ``k`` and, in
-    exports of any stage's run, ``kind`` (a registered stage's), ``title`` and ``store`` (a full search's: ``path``,
-    ``copied``)); the copies it names (``index/``, ``encoder/``, ``lm/``, ``reranked/``, ``store/``) stay inside the
-    folder."""
+    """The export's ``export.json``, checked field by field in one place (a hand-edited one is an InputError
+    naming the file and the field); the copies it names must lie inside the folder."""
     from ..storage.artifacts import path_under
 
     directory = Path(directory)
@@ -483,14 +452,12 @@ def _is_count(value: Any, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-
 def load_export(directory: Path, device: str | None, trust_remote_code: bool, index: str | Path | None,
                 lm: str | Path | None, spec: dict[str, Any] | None = None,
                 encoder: str | Path | None = None) -> dict[str, Any]:
-    """The parts :meth:`pgra.Pipeline.load` assembles from an export: index, reranking, k, exclusions (``spec``:
-    its :func:`read_export`, else read here). ``index`` / ``encoder`` / ``lm``: the caller's copies (else the
-    export's own, else where the export recorded them), each refused when it holds other files than the run used
-    (the corpus's, the encoder's and the LM's fingerprints)."""
+    """The parts :meth:`pgra.Pipeline.load` assembles from an export (``spec``: its :func:`read_export`).
+    ``index`` / ``encoder`` / ``lm``: the caller's copies (else the export's, else where it recorded them), each
+    refused when its fingerprint differs from the run's."""
     from ..core.errors import StaleArtifactError
     from ..rerank.families import stage_of_kind
     from ..retrieval.index import Index
@@ -527,8 +494,7 @@ def load_export(directory: Path, device: str | None, trust_remote_code: bool, in
 
 
 def check_encoder_given(encoder: str | Path | None, record: dict[str, Any]) -> None:
-    """``encoder=`` applies to an index with a query encoder (``record``: the export's or a candidates manifest's
-    index record); for another (BM25) it is an InputError naming ``encoder``."""
+    """Refuse ``encoder=`` for an index ``record`` without a query encoder (BM25)."""
     if encoder is not None and not record.get("encoder"):
         raise InputError(f"the run's index ({shorten(record.get('retriever'), 40)}) has no query encoder: encoder= "
                          "applies to a dense index", field="encoder")

@@ -1,15 +1,8 @@
 """``pgra export --push-to-hub REPO``: upload an exported folder to the Hugging Face Hub as a model repository.
 
-:func:`hub_client` runs before anything is written (huggingface_hub installed, the repository id well formed, a
-token found the way huggingface_hub finds it: ``HF_TOKEN`` or ``hf auth login``); :func:`push_to_hub` then creates
-the repository (an existing one is kept) and uploads the folder in one commit. A failed upload keeps the folder,
-and a re-run of the same ``pgra export`` replaces it and uploads again. Nothing a symbolic link points to outside the
-folder leaves the machine (:func:`check_no_links_out`, also run by the export on what it copies). The uploaded
-model card's snippet loads the repository by its id.
-
-:func:`export_folder` is the way back: ``Pipeline.load("USER/NAME")`` of a name that is no folder here downloads the
-repository with ``huggingface_hub.snapshot_download`` (with ``HF_HUB_OFFLINE=1``, or ``PGRA_OFFLINE=1``, only the
-copy already in the Hub's cache is used).
+:func:`hub_client` checks everything (the library, the id, a token) before anything is written; :func:`push_to_hub`
+uploads the folder in one commit, no link out of it (:func:`check_no_links_out`). :func:`export_folder` is the way
+back: ``Pipeline.load("USER/NAME")`` downloads the repository (offline: the Hub cache's copy).
 """
 
 from __future__ import annotations
@@ -38,10 +31,8 @@ def _walk(top: Path) -> Iterator[Path]:
 
 
 def check_no_links_out(top: str | Path, root: str | Path | None = None, field: str = FIELD) -> None:
-    """Refuse what would carry something else than ``root``'s own files off the machine: a symbolic link at or
-    under ``top`` that is not a link to a regular file inside ``root`` (default ``top``; a planted link to the Hub
-    token, a dangling link, a link to a folder), and an entry that is neither a file nor a folder (a FIFO would
-    block the copy). An InputError names the first one."""
+    """Refuse (naming the first) a link at or under ``top`` that is not to a regular file inside ``root`` (default
+    ``top``), and an entry that is neither a file nor a folder: nothing else than ``root``'s files leaves."""
     top = Path(top)
     root = Path(root if root is not None else top).resolve()
     for path in _walk(top):
@@ -58,8 +49,7 @@ def check_no_links_out(top: str | Path, root: str | Path | None = None, field: s
 
 
 def hub_client(repo: str) -> Any:
-    """An ``HfApi`` holding the user's token, or an InputError naming what is missing (the package, the token,
-    a well-formed repository id)."""
+    """An ``HfApi`` holding the user's token, or an InputError naming what is missing."""
     try:
         import huggingface_hub
         from huggingface_hub.utils import HFValidationError, validate_repo_id
@@ -122,10 +112,8 @@ def looks_like_repo(name: str) -> bool:
 
 
 def export_folder(name: str | Path, field: str = "run") -> Path:
-    """The local folder of the export ``name``: ``name`` itself, or, when it is no folder here and reads as a Hub
-    repository id (:func:`looks_like_repo`), the repository downloaded with ``huggingface_hub.snapshot_download``
-    (offline: the Hub cache's copy). A repository that cannot be had (offline and not cached, missing, private,
-    no network) or holds no ``export.json`` is one InputError naming ``field``."""
+    """The local folder of the export ``name``: itself, or a Hub repository id downloaded (offline: the cache's
+    copy); one that cannot be had or holds no ``export.json`` is an InputError naming ``field``."""
     if isinstance(name, Path) or not looks_like_repo(str(name)):
         return Path(name)
     repo = str(name)

@@ -1,17 +1,13 @@
 """``Pipeline.load(run).predict(texts)``: retrieve, rerank and read raw texts exactly as the run did.
 
-The run's manifests lead back to everything: a reader run names its data folder; a reranked folder names its
-LM, demonstrations, k and d and its candidates folder; a candidates folder names its index and k. The
-reranking is the stage's own in-memory :class:`pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`, loaded
-from the reranked folder; evidence embeddings come from its cache when present (only missing sentences run the LM)::
+The run's manifests lead back to everything (a reader run names its data folder, a second stage's folder its
+candidates, a candidates folder its index); the second stage replays itself from its folder::
 
     pipe = pgra.Pipeline.load("runs/demo-experiment/mr/pgra/seed-1")
     out = pipe.predict(["A warm, funny and beautifully acted film."])[0]
     out["prediction"], out["scores"], out["evidence"][0]    # label, probability per label, {id, text, score}
 
-Loading and predicting are as quiet as the command line (no weight-loading progress bars, load reports or the
-libraries' expected warnings) unless ``verbose=True``; the libraries' settings are the caller's again after each
-call (:func:`pgra.core.verbosity.quiet_output`).
+Loading and predicting are as quiet as the command line unless ``verbose=True`` (:func:`pgra.core.verbosity.quiet_output`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """An encoder judged by what it retrieves, without labelled pairs (``pgra eval-encoder``; ``train-simcse``).
 
-Two measures of a sentence encoder under a pooler:
-
-- **Same-group recall@k**: sentences carry a group (a Wikipedia sentence its article). For each query sentence
-  of a group with two or more sentences, the share of queries with another sentence of their group among their
-  k nearest neighbours (cosine, the query itself left out) in a search space of every grouped sentence plus
-  optional distractor sentences (a corpus the groups are not in). Held-out articles make it a retrieval test of
-  sentences the encoder was not trained on.
-- **kNN label accuracy** (when a task is given): the dev split classified by the majority label of the k
-  nearest training inputs (ties: the nearest tied label; an input never votes for an identical text), as
-  the ``knn_vote`` method does.
+- **Same-group recall@k**: the share of query sentences with another sentence of their group (a Wikipedia
+  article) among their k nearest, in a space of every grouped sentence plus optional distractors.
+- **kNN label accuracy** (given a task): the dev split classified by the k nearest training inputs' majority
+  label, as the ``knn_vote`` method does.
 """
 
 from __future__ import annotations

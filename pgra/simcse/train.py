@@ -1,18 +1,10 @@
 """Train an unsupervised SimCSE encoder on a corpus with accelerate (CPU, DDP, mixed precision).
 
-Each sentence of a batch is encoded twice; dropout is the only noise, so the two views are a positive pair and
-the other sentences of the global batch are the negatives (InfoNCE, temperature 0.05). Under DDP the
-embeddings are gathered across processes (this process's rows keep their gradient), so the loss sees the same
-global batch as one process does, and the loss is scaled by the number of processes so that DDP's gradient
-average equals the one-process gradient.
-
-Layout of ``out``: the trained encoder as a plain Hugging Face folder (``pgra build-index --encoder out
---pooler cls_before_pooler``), ``simcse_head.safetensors`` (the training MLP, not used at inference),
-``metrics.json`` (alignment / uniformity before and after), ``train_log.jsonl``, ``manifest.json`` (written
-last) and ``.simcse/`` (the corpus store and resumable checkpoints; the dot keeps it out of the encoder's
-fingerprint). Resume: a re-run continues from the latest checkpoint (weights, MLP head, optimizer, scheduler,
-RNG states, data position; dropout is seeded per step) and reaches the same weights as an uninterrupted run on
-the same machine.
+Each sentence is encoded twice, dropout the only noise: the two views are a positive pair, the rest of the global
+batch the negatives (InfoNCE, temperature 0.05; under DDP the embeddings are gathered across processes and the
+loss scaled so the gradient equals one process's). ``out`` holds the encoder as a plain Hugging Face folder,
+``simcse_head.safetensors``, ``metrics.json``, ``train_log.jsonl``, ``manifest.json`` and ``.simcse/`` (the corpus
+store and checkpoints, out of the encoder's fingerprint); a re-run resumes to the same weights.
 """
 
 from __future__ import annotations
@@ -145,8 +137,6 @@ def setup(cfg: SimCSEConfig) -> SimCSESetup:
     if not cfg.corpus or not cfg.out:
         raise InputError("train-simcse needs a corpus and an output folder", field="corpus" if not cfg.corpus
                          else "out")
-    if cfg.dropout > 1:
-        raise InputError(f"dropout {cfg.dropout} must be -1 (the model's own) or in [0, 1]", field="dropout")
     out = Path(cfg.out)
     state_dir = out / STATE_DIR
     acc = _accelerator(cfg)
@@ -234,8 +224,7 @@ def train_loop(s: SimCSESetup, stop_after: int = 0) -> None:
 
 
 def finish(s: SimCSESetup) -> dict[str, Any]:
-    """Save the encoder folder and the head, measure alignment / uniformity after training, write the
-    metrics and the manifest (last). Returns the metrics."""
+    """Save the encoder and head, measure the geometry after training, write metrics and manifest; the metrics."""
     cfg, acc, out = s.cfg, s.acc, s.out
     acc.wait_for_everyone()
     metrics: dict[str, Any] = {}

@@ -60,9 +60,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_dir(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary folder beside ``target``; it replaces ``target`` only if the block succeeds. A ``target``
-    that is a symbolic link is refused first (an InputError naming it and what it points to): the folder is
-    replaced whole, and a link is not a folder to replace."""
+    """Yield a temporary folder that replaces ``target`` (not a link) only if the block succeeds."""
     target = Path(target)
     refuse_link(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -88,9 +86,7 @@ def refuse_link(folder: Path, field: str | None = None) -> None:
 
 
 def apply_umask(path: str | Path) -> None:
-    """Give ``path`` (and, for a folder, everything under it) the permissions of the process's umask, as a
-    plain ``open`` would have made them: libraries that write 0600 files (safetensors) or folders do not leave
-    a run folder the team cannot read. Executable bits are kept on files that have them."""
+    """Give ``path`` (and all under it) the permissions of the umask, not a library's 0600 (keeping exec bits)."""
     mask = _umask()
     path = Path(path)
     todo = [path]
@@ -108,8 +104,7 @@ def apply_umask(path: str | Path) -> None:
 # ---------------------------------------------------------------- what an input or output path is
 
 def describe_path(path: str | Path) -> str:
-    """What is at ``path``, for an error message: ``a file``, ``a folder``, ``a FIFO (named pipe)``, ... or
-    ``not found``."""
+    """What is at ``path``, for an error: ``a file``, ``a folder``, ``a FIFO (named pipe)`` ... ``not found``."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -156,9 +151,8 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")  # one path component pgr
 
 
 def safe_name(name: str, field: str = "name", source: str | Path | None = None, what: str = "a name") -> str:
-    """``name`` if it can be one component of a path pgra writes (a task's folder in an experiment, a method's
-    ...): letters, digits, ``-``, ``_`` and ``.``, not starting with a dot, at most 100 characters. Anything
-    else (``../x``, ``/abs``, ``a/b``, ``.``, ``..``, a space) is an InputError naming the field."""
+    """``name`` if it can be one component of a path pgra writes (letters, digits, ``-``, ``_``, ``.``, not first
+    a dot, at most 100 characters), else an InputError naming the field."""
     if not isinstance(name, str) or not SAFE_NAME.fullmatch(name) or len(name) > 100:
         raise InputError(f"{what} {shorten(name)} cannot be used as a folder name: use letters, digits, '-', '_' "
                          "and '.' (not first), at most 100 characters", path=source, field=field)
@@ -166,8 +160,7 @@ def safe_name(name: str, field: str = "name", source: str | Path | None = None, 
 
 
 def path_under(root: str | Path, *parts: str) -> Path:
-    """``root / parts...``, proved to stay inside ``root`` once resolved (symbolic links included); an
-    InputError otherwise."""
+    """``root / parts...``, proved to stay inside ``root`` once resolved (links included); else an InputError."""
     root = Path(root)
     path = root.joinpath(*parts)
     if not path.resolve().is_relative_to(root.resolve()):
@@ -185,12 +178,9 @@ def _values(value: Any) -> Iterator[str]:
 
 
 def check_disjoint(outputs: Mapping[str, Any], inputs: Mapping[str, Any], may_hold: Collection[str] = ()) -> None:
-    """The one check that a stage's output folders do not overlap its inputs: an output that is, holds or lies
-    inside an existing input path (a corpus file, an index, a data folder, a task's data, a model folder ...)
-    is an InputError naming both fields, before anything is written. ``outputs`` and ``inputs`` map a field
-    name to a path (or a list of paths; empty values and paths that do not exist, such as hub ids, are
-    skipped). ``may_hold``: inputs an output may lie inside (``evaluate`` writes into its run's
-    ``evaluations/``), though it may still not be or hold them."""
+    """The one check that no output folder is, holds or lies inside an existing input (an InputError naming both
+    fields). ``outputs`` / ``inputs``: field -> path or list of paths (missing ones, such as hub ids, skipped).
+    ``may_hold``: inputs an output may lie inside (``evaluate``'s run), though not be or hold."""
     for out_field, out in outputs.items():
         for out_value in _values(out):
             o = Path(out_value).expanduser().resolve()
@@ -219,10 +209,8 @@ def _manifest_head(kind: str) -> bytes:
 
 
 def claim_output(out: str | Path, kinds: str | Collection[str], field: str = "out") -> None:
-    """Refuse to write into ``out`` unless every ``manifest.json`` there is this stage's own: a finished
-    artifact of another kind (an index given as a candidates' ``--out``), a manifest that is not a JSON object,
-    or a file named ``manifest.json`` pgra did not write (a user's corpus) is an InputError, so a stage only
-    ever deletes or replaces what it wrote. A manifest of ``kinds`` cut off mid-write is the stage's own."""
+    """Refuse to write into ``out`` unless every ``manifest.json`` there is one of ``kinds`` (one cut off mid-write
+    included): another artifact, or a manifest pgra did not write, is an InputError."""
     accepted = [kinds] if isinstance(kinds, str) else list(kinds)
     path = Path(out) / MANIFEST
     if not (path.exists() or path.is_symlink()):
@@ -252,9 +240,7 @@ def claim_output(out: str | Path, kinds: str | Collection[str], field: str = "ou
 
 
 def verify_safetensors(folder: str | Path) -> None:
-    """Check every ``*.safetensors`` file directly in ``folder`` against its own header (the header's length
-    and the end of its last tensor): a truncated weights file is an IncompleteArtifactError naming it,
-    before a library fails on it with a traceback. Reads only the headers."""
+    """Check every ``*.safetensors`` file in ``folder`` against its own header: a truncated one is refused."""
     for path in sorted(Path(folder).glob("*.safetensors")):
         size = path.stat().st_size
         try:
@@ -274,9 +260,7 @@ def verify_safetensors(folder: str | Path) -> None:
 
 
 def verify_run(run: str | Path) -> None:
-    """Before a finished run's model is loaded (``evaluate``, ``predict``): its manifest, when there, is a JSON
-    object, and its weights files (in the run folder and in ``best/``) are whole; an IncompleteArtifactError
-    names the damaged file instead of a library's traceback."""
+    """Before a finished run's model loads: its manifest is a JSON object, and its weights are whole."""
     run = Path(run)
     if (run / MANIFEST).is_file():
         read_json_object(run / MANIFEST)
@@ -306,8 +290,7 @@ def parse_json(text: str | bytes, path: str | Path, line: int | None = None) -> 
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each non-blank line; bad JSON (or bytes that are not UTF-8) or a non-object
-    names the file and line."""
+    """``(line number, object)`` per non-blank line; bad JSON, bytes or a non-object name the file and line."""
     path = require_file(path)
     with open(path, "rb") as f:  # decoded line by line: a byte that is not UTF-8 is named with its line
         for line_no, raw in enumerate(f, start=1):
@@ -353,8 +336,7 @@ def load_npy(path: str | Path, mmap: bool = False) -> np.ndarray:
 
 
 def read_json(path: str | Path) -> Any:
-    """Read a JSON file, naming the file in any error (as :func:`parse_json` reads: nothing it holds, however
-    deep or long, is a traceback)."""
+    """Read a JSON file as :func:`parse_json` reads (nothing it holds is a traceback), naming the file."""
     path = Path(path)
     try:
         return _loads(path.read_bytes())
@@ -389,13 +371,8 @@ def sha256_text(text: str) -> str:
 
 
 def model_fingerprint(name_or_path: str) -> str:
-    """Identify a model's weights and tokenizer.
-
-    A local folder: SHA-256 over its config and tokenizer files, plus for each weight file its size and the
-    hashes of its first and last MiB (hashing 26 GB of OPT-13b on every run would cost minutes; a changed
-    checkpoint changes its size or its header/tail in practice). A hub id: the id itself (the hub's commit
-    is recorded separately by the stage when it is known).
-    """
+    """Identify a model's weights and tokenizer: for a local folder, SHA-256 over its config and tokenizer files
+    and each weight file's size and first and last MiB (not 26 GB of OPT-13b on every run); for a hub id, the id."""
     path = Path(name_or_path)
     if not path.is_dir():
         return f"hub:{name_or_path}"
@@ -477,8 +454,7 @@ def read_manifest(directory: str | Path, kinds: str | Collection[str]) -> dict[s
 
 
 def file_record(path: str | Path, hash_limit: int | None = None) -> dict[str, Any]:
-    """Size and SHA-256 of an artifact file, stored in the manifest and checked on load (the size alone for a
-    file over ``hash_limit`` bytes, when one is given)."""
+    """Size and SHA-256 of an artifact file, as its manifest records it (the size alone past ``hash_limit``)."""
     path = Path(path)
     size = path.stat().st_size
     if hash_limit is not None and size > hash_limit:
@@ -498,8 +474,7 @@ def own_file_name(directory: str | Path, name: object) -> Path:
 
 
 def verify_file(directory: str | Path, name: str, record: dict[str, Any], full: bool = True) -> Path:
-    """Check an artifact file against its manifest record (size always, SHA-256 when ``full``); its name must lie
-    inside ``directory`` (:func:`own_file_name`)."""
+    """Check an artifact file inside ``directory`` against its record (size; SHA-256 when ``full``)."""
     path = own_file_name(directory, name)
     if not path.exists():
         raise IncompleteArtifactError(f"{path}: file listed in the manifest is missing")

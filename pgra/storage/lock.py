@@ -1,51 +1,21 @@
 """One writer per output folder: a lock file naming the process that writes it.
 
-``pgra build-index / retrieve / rerank / train / icl / experiment / train-simcse`` and the same stage functions
-called from Python (:func:`locks_output`) hold ``<out>/.pgra-lock`` (JSON: pid, host, command, start time) while
-they run. A second process on the same folder (a job resubmitted on a cluster while the first still runs) refuses,
-naming the folder and the other process, instead of interleaving writes. A lock left by a process that died on this
-host is taken over, and so is one whose pid now belongs to another process (a reused pid: the lock records its
-writer's start time, and a process that started after the lock was taken cannot be its writer); a lock from another
-host without a heartbeat is never guessed dead (delete the file once that job is gone). :func:`hold_lock` does the
-same for any lock file path; given ``stale_after``, it also touches the lock every ``stale_after / 4`` seconds (a
-heartbeat, recorded in the lock) and takes over another host's lock whose heartbeat is older than ``stale_after``
-(or than the timeout that lock records, if longer) (the claims of ``pgra experiment`` jobs sharing one folder,
-:mod:`pgra.experiment.claims`). The output locks a job takes under a claim (a cell's reader, a stage) beat the same
-way (:func:`beating_outputs`), so once a dead job's claim is taken over from another host, its output lock there is
-too (waited for until it is stale where it beat after the claim did: they beat on separate threads). A parent
-whose child process died alone releases the locks it left (:func:`release_dead_writers`). A lock records the Slurm
-job (``SLURM_JOB_ID``, ``_ARRAY_TASK_ID``) when there is one. :func:`holder` judges a lock without taking it.
+The stages hold ``<out>/.pgra-lock`` (JSON: pid, host, command, start time) while they run (:func:`locks_output`);
+a second process on the folder refuses, naming the holder. What is taken over (a dead or reused pid on this host,
+another host's lock whose heartbeat stopped, an empty or invalid lock past :data:`GRACE_S`) is told in
+docs/failure-and-recovery.md ("One writer per output folder"). How it stays one writer when many start at once:
 
-Every lock file is checked when read, in one place (:func:`validate`: at most :data:`MAX_LOCK_BYTES`, a JSON
-object, a pid within 1 .. 2^31-1, a host and command that are strings, a finite start time ...). An empty,
-unreadable or invalid one (written or edited by hand) is refused while younger than :data:`GRACE_S`, naming the
-file (and the field), and taken over, saying so, once older.
-
-How it stays one writer when many processes start at once:
-
-- **Creation is atomic with its content.** The lock is written whole to a unique temp file beside it, then
-  hard-linked to the lock's name (``link`` fails if the name exists, on local filesystems and NFS alike), so no
-  reader ever sees an empty or half-written lock from this protocol. On NFS a retried ``link`` whose first try
-  succeeded reports "exists": the temp file's link count (2) tells that case apart. Where hard links are not
-  supported, the lock falls back to ``O_CREAT | O_EXCL`` and then writing (readers cope: next point).
-- **An empty or unreadable lock is not taken for dead.** It may be a lock still being written (an older pgra,
-  or the fallback above): a reader waits up to :data:`SETTLE_S` for it to be written, then refuses while it is
-  younger than :data:`GRACE_S`; only an older one is stale (its writer died while writing it).
-- **Ages are read on one clock.** A lock's age is its mtime (set by the file system: on NFS, by the server's
-  clock, heartbeats included) against the mtime of a probe file touched in the same folder (:func:`fs_now`), never
-  against this host's clock, so a host whose clock is skewed judges a lock as the others do. A lock touched
-  further into the future than it would be stale in the past was not set by a heartbeat: it is taken over, saying
-  so (a forged claim touched a year ahead would otherwise hold its cell forever).
-- **A takeover removes exactly the stale lock it judged.** The reader keeps the lock file it read open (so its
-  inode cannot be reused), judges it stale, takes an exclusive ``flock`` on that open file, and removes the name
-  only if the name still refers to that same file, holding the same bytes. Every removal (takeover or release)
-  happens under the ``flock`` of the file removed, and creation never replaces an existing name, so between the
-  check and the removal nobody else can remove or replace it. A lock written meanwhile by a live process (after
-  another process took the stale one over) is left alone: the reader tries again, finds it, and refuses. After
-  removing a stale lock, the taker competes for the free name like everyone else (and says it took over only if
-  it wins). On NFS ``flock`` is emulated with byte-range locks, which need the file open for writing (so it is
-  opened read-write when allowed); where no ``flock`` works at all, the same check runs unguarded (a narrow race
-  remains there).
+- **Creation is atomic**: written whole to a temp file, then hard-linked to the lock's name (``link`` fails if the
+  name exists; on NFS a retried ``link`` that succeeded is told by the link count 2); ``O_CREAT | O_EXCL`` and
+  then writing where hard links are not supported.
+- **An empty or unreadable lock is not taken for dead** while younger than :data:`GRACE_S` (it may be being
+  written); a reader waits up to :data:`SETTLE_S` for it first. Every file is checked by :func:`validate`.
+- **Ages are read on the file system's clock** (:func:`fs_now`), so a skewed host judges as the others do; a
+  lock touched further into the future than it would be stale in the past is foreign and taken over.
+- **A takeover removes exactly the stale lock it judged**: the file read stays open, and its name is removed
+  under its ``flock`` only if it still names that file with the same bytes (:func:`_remove_if_unchanged`).
+  Creation never replaces a name, so a live writer's new lock is left alone. Where no ``flock`` works the same
+  check runs unguarded (a narrow race remains).
 """
 
 from __future__ import annotations
@@ -97,13 +67,12 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's live process
-        return True
+        pass
     return True
 
 
 def _start_token(pid: int) -> str | None:
-    """An identity of process ``pid``'s start (Linux: its start time in clock ticks since boot, field 22 of
-    ``/proc/<pid>/stat``; elsewhere psutil's create time when installed); None when unknown."""
+    """An identity of process ``pid``'s start (Linux: field 22 of ``/proc/<pid>/stat``; else psutil's)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
@@ -135,8 +104,7 @@ def _start_time(pid: int) -> float | None:
 
 
 def _reused_pid(info: dict) -> bool:
-    """Whether the live process with the lock's pid is not the one that took the lock: its start differs from
-    the one recorded, or (a lock without one) it started after the lock was taken."""
+    """Whether the live process with the lock's pid started otherwise than (or after) the lock's writer."""
     pid = info["pid"]
     recorded = info.get("pid_start")
     if recorded:
@@ -173,8 +141,7 @@ _FIELDS: tuple[tuple[str, bool, Callable[[object], bool], str], ...] = (
 
 
 def validate(data: bytes) -> tuple[dict | None, str]:
-    """The one check of a lock file's bytes (an output lock, a claim): ``(info, "")`` for a lock pgra could have
-    written, else ``(None, why)`` (``why`` empty for an empty file; else naming the field and its value)."""
+    """The one check of a lock file's bytes: ``(info, "")``, else ``(None, why)`` (``why`` empty: an empty file)."""
     if not data.strip():
         return None, ""
     if len(data) > MAX_LOCK_BYTES:
@@ -196,12 +163,7 @@ def validate(data: bytes) -> tuple[dict | None, str]:
 
 
 def describe_holder(info: dict) -> str:
-    """Who holds a lock, from its validated ``info``: ``process <pid> on host <host>, job ... (`command`, started
-    ...)``."""
-    return _describe(info)
-
-
-def _describe(info: dict) -> str:
+    """Who holds a lock: ``process <pid> on host <host>, job ... (`command`, started ...)``."""
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.get("started", 0)))
     job = f", job {info['job']}" if info.get("job") else ""
     return (f"process {info.get('pid')} on host {info.get('host')}{job} (`{info.get('command', '?')}`, started "
@@ -209,17 +171,13 @@ def _describe(info: dict) -> str:
 
 
 def _temp_name(path: Path) -> Path:
-    """A unique name beside ``path`` (``<name>.<pid>.<8 hex>.new``: pgra.storage.ownership knows it as pgra's)."""
-    # not the ``.tmp`` of atomic writes: pgra.storage.ownership drops those from a folder it claims, and another job may
-    # claim this folder while this file waits to be linked
+    """A unique name beside ``path``, ``<name>.<pid>.<8 hex>.new`` (not ``.tmp``: pgra.storage.ownership drops
+    those from a folder it claims, while this one may wait to be linked)."""
     return path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
 
 
 def fs_now(folder: Path) -> float:
-    """Now, on the clock of the file system holding ``folder``: the mtime of a probe file created there and touched
-    as a heartbeat touches a lock (NFS sets both by the server's clock), then removed. A lock's age is judged on
-    this clock, so a host whose own clock is skewed judges it as every other host does. This host's clock where
-    the folder cannot be written (a read-only shared folder)."""
+    """Now, on ``folder``'s file system clock: a probe file's mtime (this host's clock where it cannot write)."""
     probe = _temp_name(folder / LOCK_FILE)
     try:
         fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
@@ -249,8 +207,7 @@ class _Seen:
 
     @functools.cached_property
     def age(self) -> float:
-        """Seconds since it was written or last beat, on the file system's clock (:func:`fs_now`); negative for a
-        file touched into the future. Read only where a judgement needs it (a probe file is written)."""
+        """Seconds since it was written or last beat (:func:`fs_now`; negative: touched into the future)."""
         return fs_now(self.path.parent) - self.mtime
 
     def close(self) -> None:
@@ -273,8 +230,7 @@ def _write_fd(fd: int, data: bytes) -> None:
 
 
 def _open(path: Path, writable: bool = True) -> _Seen | None:
-    """The lock file at ``path``, opened and read (``writable``: opened for writing where allowed, to remove it
-    under its flock); None when there is none."""
+    """The lock file at ``path``, opened (``writable`` where allowed: NFS flocks need it) and read; None if none."""
     nonblock = getattr(os, "O_NONBLOCK", 0)  # a FIFO in its place is reported, not waited on
     try:
         try:
@@ -297,9 +253,22 @@ def _open(path: Path, writable: bool = True) -> _Seen | None:
     return _Seen(fd, data, info, st.st_mtime, path, problem)
 
 
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[_Seen | None]:
+    """:func:`_open` for the block, closed after it; None when there is none or it cannot be read."""
+    try:
+        seen = _open(path)
+    except OSError:
+        seen = None
+    if seen is None:
+        yield None
+        return
+    with contextlib.closing(seen):
+        yield seen
+
+
 def _settled(path: Path) -> _Seen | None:
-    """:func:`_open`, re-reading an empty or unreadable lock for up to :data:`SETTLE_S` while it is younger than
-    :data:`GRACE_S` (its writer may be writing it)."""
+    """:func:`_open`, re-reading a fresh empty or unreadable lock for up to :data:`SETTLE_S`."""
     deadline = time.monotonic() + SETTLE_S
     while True:
         seen = _open(path)
@@ -310,8 +279,7 @@ def _settled(path: Path) -> _Seen | None:
 
 
 def _create(path: Path, data: bytes) -> tuple[int, int] | None:
-    """Create ``path`` holding ``data``, atomically: written whole to a unique temp file that is then hard-linked
-    to ``path``. The new file's (device, inode); None when ``path`` exists."""
+    """Create ``path`` holding ``data`` atomically (a temp file hard-linked): its (device, inode); None if taken."""
     tmp = _temp_name(path)
     fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
     try:
@@ -360,8 +328,7 @@ def _flock(fd: int) -> bool:
 
 
 def _remove_if_unchanged(path: Path, seen: _Seen) -> bool:
-    """Remove ``path`` if it still is the very file ``seen`` read, with the same bytes; False when it is gone or
-    another file has its name. Every removal runs under the removed file's flock (module docstring)."""
+    """Remove ``path`` if it still is the very file ``seen`` read, with the same bytes (under its flock)."""
     guarded = _flock(seen.fd)
     try:
         try:
@@ -380,7 +347,7 @@ def _remove_if_unchanged(path: Path, seen: _Seen) -> bool:
 
 def _busy(label: str, info: dict, path: Path, same_host: bool) -> OutputBusyError:
     hint = "wait for it to finish" if same_host else f"wait for it to finish, or delete {path} if that job is gone"
-    return OutputBusyError(f"{label} is being written by {_describe(info)}; {hint}, or choose another output "
+    return OutputBusyError(f"{label} is being written by {describe_holder(info)}; {hint}, or choose another output "
                            "folder")
 
 
@@ -393,26 +360,19 @@ class _Beating(OutputBusyError):
 
 
 def _ahead(age: float) -> str:
-    """Where a lock file's mtime lies ``-age`` seconds in the future (said when it is taken over)."""
     return (f"{-age:.0f} s in the future of the file system's clock (no heartbeat sets that: touched by hand or by "
             "a host whose clock is wrong; taken as foreign)")
 
 
 def _heartbeat_timeout(info: dict, stale_after: float | None) -> float | None:
-    """After how long without a heartbeat another host's lock ``info`` is dead: the longer of the caller's
-    ``stale_after`` and the one the lock records (its holder beats every quarter of it); None: never."""
+    """After how long without a heartbeat another host's lock is dead: the longer of the caller's and the lock's."""
     limits = [t for t in (stale_after, info.get("stale_after")) if t is not None]
     return max(limits) if limits else None
 
 
 def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | None = None) -> str:
     """Why the lock ``seen`` is stale (said when taking it over); raise :class:`OutputBusyError` when its writer
-    may be alive: a live process on this host, a process on another host (any, or with a heartbeat timeout, the
-    caller's ``stale_after`` or the lock's own, one whose heartbeat is younger than that), or a fresh empty,
-    unreadable or invalid lock (:func:`validate`; once :data:`GRACE_S` old it is stale: no pgra process writes
-    one, and a lock being created is never seen half-written). Ages are on the file system's clock
-    (:func:`fs_now`); a lock touched further into the future than it would be stale in the past (another host's
-    with a heartbeat timeout; an empty or invalid one by :data:`GRACE_S`) is foreign: no heartbeat sets that."""
+    may be alive (the rules: the module's docstring and docs/failure-and-recovery.md)."""
     info = seen.info
     if info is None:
         what = "empty" if not seen.data.strip() else \
@@ -434,9 +394,9 @@ def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | N
         if limit is None:
             raise _busy(label, info, path, same_host=False)
         if seen.age > limit:
-            return f"the lock of {_describe(info)}, whose heartbeat stopped {seen.age:.0f} s ago"
+            return f"the lock of {describe_holder(info)}, whose heartbeat stopped {seen.age:.0f} s ago"
         if seen.age < -limit:
-            return f"the lock of {_describe(info)}, touched {_ahead(seen.age)}"
+            return f"the lock of {describe_holder(info)}, touched {_ahead(seen.age)}"
         if "stale_after" not in info:  # its holder does not beat: nothing to wait for
             raise _busy(label, info, path, same_host=False)
         raise _Beating(_busy(label, info, path, same_host=False), limit - max(seen.age, 0.0))
@@ -446,14 +406,13 @@ def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | N
         raise _busy(label, info, path, same_host=True)
     why = f"which is no longer running (pid {pid} now belongs to another process)" if alive else \
         "which is no longer running"
-    return f"the lock of {_describe(info)}, {why}"
+    return f"the lock of {describe_holder(info)}, {why}"
 
 
 def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None,
              wait: bool = False) -> tuple[tuple[int, int], bytes] | None:
     """Take the lock file ``path`` for ``me``: the created file's (device, inode) and bytes; None when this
-    process holds it already. ``wait``: another host's lock that beats (it records its timeout), its heartbeat
-    younger than that, is waited for, once, until it would be stale (:func:`_wait_stale`), before it is refused."""
+    process holds it already. ``wait``: another host's beating lock is waited for once until it would be stale."""
     data = json.dumps(me).encode("utf-8")
     took_over = ""
     waited = False
@@ -472,7 +431,7 @@ def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None,
                                   "process writes there") from None
         if seen is None:
             continue  # released meanwhile: try again
-        try:
+        with contextlib.closing(seen):
             if _is_mine(seen.info, me):
                 return None
             try:
@@ -486,16 +445,13 @@ def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None,
                 continue
             if _remove_if_unchanged(path, seen):
                 took_over = reason
-        finally:
-            seen.close()
     raise OutputBusyError(f"{label}: could not take the lock {path} (other processes keep taking it)")
 
 
 def _wait_stale(label: str, seen: _Seen, stale_in: float) -> None:
-    """Wait ``stale_in`` seconds (and a little more) for another host's lock to be stale: under a claim taken over
-    from a dead job, the job's output lock beat on a thread of its own and may have beaten up to a quarter of the
-    timeout after its claim did (said in one line). A live holder beats meanwhile and is refused after it."""
-    print(f"{label}: its lock is held by {_describe(seen.info or {})}, whose heartbeat is "
+    """Wait ``stale_in`` seconds (and a little more) for another host's lock to be stale: a dead job's output
+    lock may have beaten up to a quarter of the timeout after its claim did."""
+    print(f"{label}: its lock is held by {describe_holder(seen.info or {})}, whose heartbeat is "
           f"{max(seen.age, 0.0):.0f} s old; waiting {stale_in:.0f} s to see whether it stopped (the claim on this "
           "folder was free: its job died, or it writes here without a claim)", file=sys.stderr, flush=True)
     time.sleep(stale_in + min(1.0, stale_in / 4 + 0.1))
@@ -522,11 +478,9 @@ def _me(command: str = "", stale_after: float | None = None, extra: dict | None 
 def hold_lock(path: str | Path, command: str = "", label: str | None = None,
               stale_after: float | None = None, extra: dict | None = None, wait: bool = False) -> Iterator[Path]:
     """Hold the lock file ``path`` (its folder must exist) for the block; raise :class:`OutputBusyError` if a live
-    process holds it. Re-entrant within one process. ``label``: what the lock guards, in messages (its folder).
-    ``stale_after``: seconds after which another host's lock without a heartbeat is taken over; this lock's own
-    heartbeat (its mtime touched every ``stale_after / 4`` s) runs while it is held, and the lock records it.
-    ``extra``: more fields the lock file holds (JSON values). ``wait``: another host's lock still beating is
-    waited for, once, until it would be stale, before it is refused (an output lock under a claim)."""
+    process holds it. Re-entrant within one process. ``label``: what it guards, in messages. ``stale_after``:
+    another host's lock whose heartbeat is older is taken over, and this one beats every ``stale_after / 4`` s.
+    ``extra``: more JSON fields for the lock file. ``wait``: see :func:`_acquire`."""
     path = Path(path)
     label = str(path.parent) if label is None else label
     me = _me(command, stale_after, extra)
@@ -558,11 +512,9 @@ def _heartbeat(path: Path, ident: tuple[int, int], every: float, stop: threading
 
 
 def holder(path: str | Path, stale_after: float | None = None, remove_stale: bool = False) -> dict | None:
-    """Who holds the lock file ``path``, judged as :func:`hold_lock` judges it but without taking it: the live
-    holder's lock content (``{}`` for a fresh empty, unreadable or invalid one, or one that cannot be read), or
-    None when there is none, it is this process's own, or its holder is dead. No lock is written or removed unless
-    ``remove_stale`` (then a dead holder's lock is removed, as a takeover would); judging a lock by its age creates
-    and removes a probe file beside it (:func:`fs_now`: the file system's clock)."""
+    """Who holds the lock file ``path``, judged as :func:`hold_lock` would without taking it: the live holder's
+    lock content (``{}``: fresh but unreadable), or None (no lock, this process's own, or a dead holder's, which
+    ``remove_stale`` removes)."""
     path = Path(path)
     me = _me()
     try:
@@ -571,7 +523,7 @@ def holder(path: str | Path, stale_after: float | None = None, remove_stale: boo
         return {}
     if seen is None:
         return None
-    try:
+    with contextlib.closing(seen):
         if _is_mine(seen.info, me):
             return None
         try:
@@ -582,32 +534,20 @@ def holder(path: str | Path, stale_after: float | None = None, remove_stale: boo
             with contextlib.suppress(OSError):
                 _remove_if_unchanged(path, seen)
         return None
-    finally:
-        seen.close()
 
 
 def release_dead_writers(folder: str | Path) -> list[Path]:
-    """Remove the output locks under ``folder`` left by processes of this host that no longer run (judged as a
-    takeover judges them): a cell's child process killed alone (the OOM killer) leaves its lock fresh, and another
-    host would take it for a live job's until its heartbeat is ``stale_after`` old. The parent that saw the child
-    die calls it. The locks removed."""
+    """Remove (and return) the output locks under ``folder`` left by dead processes of this host: called by the
+    parent that saw a cell's child die alone (the OOM killer), whose fresh lock would look live elsewhere."""
     me, removed = _me(), []
     for path in sorted(Path(folder).rglob(LOCK_FILE)):
-        try:
-            seen = _open(path)
-        except OSError:
-            continue
-        if seen is None:
-            continue
-        try:
-            if seen.info is None or seen.info["host"] != me["host"] or _is_mine(seen.info, me):
+        with _reading(path) as seen:
+            if seen is None or seen.info is None or seen.info["host"] != me["host"] or _is_mine(seen.info, me):
                 continue
             with contextlib.suppress(OutputBusyError):
                 _judge(seen, me, path, str(path))
                 if _remove_if_unchanged(path, seen):
                     removed.append(path)
-        finally:
-            seen.close()
     return removed
 
 
@@ -628,9 +568,8 @@ def inherited_stale_after() -> float | None:
 
 @contextlib.contextmanager
 def beating_outputs(stale_after: float) -> Iterator[None]:
-    """For the block (and the child processes started in it): output locks beat every ``stale_after / 4`` s,
-    and another host's output lock whose heartbeat is older than ``stale_after`` is taken over (the claim that
-    guards these folders was taken over from a job that died, so its locks there are dead too)."""
+    """For the block (and its child processes): output locks beat, and another host's whose heartbeat is older
+    than ``stale_after`` is taken over (the claim guarding these folders was taken from a dead job)."""
     before = os.environ.get(STALE_ENV)
     os.environ[STALE_ENV] = repr(float(stale_after))
     try:
@@ -644,28 +583,16 @@ def beating_outputs(stale_after: float) -> Iterator[None]:
 
 def _release(path: Path, ident: tuple[int, int], data: bytes) -> None:
     """Remove the lock this process created, if it is still there (and still its own)."""
-    try:
-        seen = _open(path)
-    except OSError:
-        return
-    if seen is None:
-        return
-    try:
-        st = os.fstat(seen.fd)
-        if (st.st_dev, st.st_ino) == ident and seen.data == data:
+    with _reading(path) as seen:
+        st = os.fstat(seen.fd) if seen is not None else None
+        if st is not None and (st.st_dev, st.st_ino) == ident and seen.data == data:
             _remove_if_unchanged(path, seen)
-    finally:
-        seen.close()
 
 
 @contextlib.contextmanager
 def output_lock(directory: str | Path, command: str = "", field: str = "out") -> Iterator[Path]:
-    """Hold ``directory``'s lock for the block (creating the folder); raise :class:`OutputBusyError` if a live
-    process holds it. Re-entrant within one process. ``field``: the option naming the folder (for errors). Inside
-    a claim (:func:`beating_outputs`) the lock beats, and another host's lock whose heartbeat stopped longer ago
-    than the claim's timeout is taken over; one whose heartbeat is younger than that is waited for until it would
-    be stale (its job's claim was taken over, and the claim may have beaten before the lock last did), and refused
-    only if it beat meanwhile."""
+    """Hold ``directory``'s lock for the block (creating the folder): :func:`hold_lock`, beating and waiting
+    inside a claim (:func:`beating_outputs`). ``field``: the option naming the folder (for errors)."""
     directory = Path(directory)
     if (directory.exists() or directory.is_symlink()) and not directory.is_dir():
         from .artifacts import describe_path
@@ -694,10 +621,9 @@ def is_main_launch() -> bool:
 
 def locks_output(field: str = "out", kind: str | None = None) -> Callable:
     """Decorate a stage function ``fn(cfg, ...)`` to hold the lock of ``cfg.<field>`` while it runs (rank 0
-    only; re-entrant, so the CLI's lock and the function's are one). ``kind``: the manifest kind the stage
-    writes; a folder holding another artifact (or a ``manifest.json`` pgra did not write) is refused before
-    anything in it is touched (:func:`pgra.storage.artifacts.claim_output`), and so is a non-empty folder pgra did not make
-    (:func:`pgra.storage.ownership.claimed`)."""
+    only; re-entrant). ``kind``: the manifest kind it writes; a folder holding another artifact
+    (:func:`pgra.storage.artifacts.claim_output`) or that pgra did not make (:func:`pgra.storage.ownership.claimed`)
+    is refused before anything in it is touched."""
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def run(*args, **kwargs):

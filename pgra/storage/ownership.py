@@ -1,17 +1,12 @@
 """What pgra wrote in a folder, and the one rule every writer follows: pgra deletes or replaces only what it can
 prove it wrote.
 
-A stage's output folder is claimed before anything in it is touched (:func:`claimed`, through
-:func:`pgra.storage.lock.locks_output`; ``pgra tasks export`` and a grid's cells call it too). A folder that is new or
-empty gets a record, ``.pgra-owned.json``, which proves from then on that pgra made it; a non-empty folder without
-that record is refused with one error naming what it holds (nothing is changed), unless it is a finished artifact
-of the stage's own kind (its ``manifest.json``) or a folder an older pgra made (:data:`EVIDENCE`). The record
-names the kind pgra made the folder for: another stage's output there is refused (an index given as
-``pgra fid export --out``), but for the runs a folder of that kind holds (:data:`HOSTED`: a cell's method). The record
-also holds the checksums of files a writer replaces by name in a folder others share (the report's
-``results.*``): one that differs (edited by hand) or was never recorded is refused (:func:`check_replaceable`).
-A folder pgra replaces wholesale (a stale cell) may hold nothing but pgra's own names (:func:`check_only_own`).
-Leftover temporary files of pgra's atomic writes (a run killed before the rename) are removed on the next claim.
+A stage's output folder is claimed before anything in it is touched (:func:`claimed`): a new or empty folder gets
+a record, ``.pgra-owned.json``, naming the kind pgra made it for; a non-empty folder without one is refused (unless
+a finished artifact of the stage's kind, or an older pgra's: :data:`EVIDENCE`), and so is another kind's output
+(but for the runs it hosts: :data:`HOSTED`). The record also holds the checksums of files replaced by name in a
+shared folder (:func:`check_replaceable`); a folder replaced wholesale may hold only pgra's names
+(:func:`check_only_own`); leftover temporary files are removed on the next claim.
 """
 
 from __future__ import annotations
@@ -68,8 +63,7 @@ def _empty_dir(p: Path) -> bool:
 
 
 def entries(folder: Path) -> list[Path]:
-    """What ``folder`` holds that could be someone's: every entry but pgra's record, lock and temporary names
-    and empty folders (which hold nothing to lose)."""
+    """What ``folder`` holds that could be someone's: all but pgra's record, lock and temporary names, empty folders."""
     return sorted(p for p in folder.iterdir() if not _pgra_name(p) and not _empty_dir(p))
 
 
@@ -78,15 +72,19 @@ def _names(paths: Collection[Path]) -> str:
     return shown + (f" and {len(paths) - MAX_NAMED} more" if len(paths) > MAX_NAMED else "")
 
 
-def read_record(folder: str | Path) -> dict[str, Any] | None:
-    """The ownership record of ``folder`` (None when there is none, or it is unreadable: not proof)."""
-    path = Path(folder) / RECORD
+def _json_or_none(path: Path) -> Any:
+    """What the regular file (not a link) ``path`` holds as JSON; None when it is not there or unreadable."""
     if not path.is_file() or path.is_symlink():
         return None
     try:
-        record = read_json(path)
+        return read_json(path)
     except IncompleteArtifactError:
         return None
+
+
+def read_record(folder: str | Path) -> dict[str, Any] | None:
+    """The ownership record of ``folder`` (None when there is none, or it is unreadable: not proof)."""
+    record = _json_or_none(Path(folder) / RECORD)
     return record if isinstance(record, dict) and record.get("pgra") == "owned" else None
 
 
@@ -96,13 +94,7 @@ def _write_record(folder: Path, record: dict[str, Any]) -> None:
 
 def _own_manifest(folder: Path, kind: str) -> bool:
     """A finished artifact of ``kind`` is there (its ``manifest.json``, of that kind, pgra wrote)."""
-    path = folder / MANIFEST
-    if not path.is_file() or path.is_symlink():
-        return False
-    try:
-        manifest = read_json(path)
-    except IncompleteArtifactError:
-        return False
+    manifest = _json_or_none(folder / MANIFEST)
     return isinstance(manifest, dict) and manifest.get("kind") == kind
 
 
@@ -145,10 +137,8 @@ def check_kind(folder: Path, record: dict[str, Any], kind: str, field: str = "ou
 
 
 def claim_folder(folder: str | Path, kind: str, field: str = "out", cfg: Any = None) -> bool:
-    """Refuse to write into ``folder`` unless it is new, empty or pgra's (:func:`made_by_pgra`): an InputError
-    names what it holds, and nothing is changed (``cfg``: the stage's config, for its :data:`PART_CHECKS`).
-    Records pgra's ownership of a new or empty folder (or one an older pgra made) and drops pgra's leftover
-    temporary files. Returns True when it wrote a new record."""
+    """Refuse to write into ``folder`` unless it is new, empty or pgra's (:func:`made_by_pgra`; ``cfg``: for its
+    :data:`PART_CHECKS`); record pgra's ownership and drop leftover temporary files. True: a new record."""
     folder = Path(folder)
     if not (folder.exists() or folder.is_symlink()):
         folder.mkdir(parents=True)

@@ -1,9 +1,7 @@
 """What a finished run read, recorded so that a later use of the run can find it again and tell when it changed.
 
-A run records the folder it read (a candidates or reranked folder) three ways: its absolute path, its path
-relative to the run (a moved or copied experiment folder finds its own copy) and its fingerprint (the checksums
-its manifest lists). ``pgra evaluate``, ``pgra predict`` and ``pgra report`` refuse a folder whose fingerprint is
-no longer the one the run read: a later experiment with another index or other task data rebuilt it in place.
+A run records the folder it read by absolute path, path relative to the run (a moved experiment finds its own
+copy) and fingerprint; a folder whose fingerprint changed since (rebuilt in place) is refused.
 """
 
 from __future__ import annotations
@@ -37,8 +35,7 @@ def relative_path(path: str | Path, base: str | Path) -> str:
 
 
 def recorded_folder(base: str | Path, absolute: str | Path, relative: str | None = None) -> Path:
-    """A folder a record in ``base`` names: by its relative path when that exists (a moved or copied experiment
-    reads its own copy), else by its absolute path."""
+    """A folder a record in ``base`` names: by its relative path when it exists (a moved experiment), else absolute."""
     if relative:
         local = Path(os.path.normpath(Path(base) / relative))
         if local.exists():
@@ -65,8 +62,7 @@ def run_data(run: str | Path, manifest: dict[str, Any] | None = None) -> Path | 
 
 
 def recorded_fingerprint(run: str | Path) -> str | None:
-    """The fingerprint of the data folder the run read, as the run (or its experiment cell) recorded it; None for
-    a run made before runs recorded one."""
+    """The fingerprint of the data folder the run read, as recorded; None for a run made before runs recorded one."""
     run = Path(run)
     for name, get in ((MANIFEST, lambda r: r.get("data_fingerprint")),
                       (CELL_FILE, lambda r: (r.get("data") or {}).get("fingerprint"))):

@@ -72,9 +72,7 @@ _COSMETIC = ("description", "source")
 
 
 def task_content(task: TaskSpec, data_dir: str | Path) -> dict[str, Any]:
-    """Everything of a task that changes a result, for the keys of the stages and cells that read it: its spec
-    (labels, label words, templates, metric, data settings) and the SHA-256 of every data file it reads (a
-    dataset on the Hugging Face Hub is named, not hashed: its revision is the dataset's)."""
+    """What of a task changes a result, for keys: its spec and each data file's SHA-256 (a Hub dataset: its name)."""
     spec = {k: v for k, v in to_dict(task).items() if k not in _COSMETIC}
     base = resolve_data_path(task.data, data_dir)
     if not isinstance(base, Path):
@@ -338,10 +336,8 @@ def check_label_words(task: TaskSpec, tokenizer: Any, which: str = "reader_words
 
 def check_label_ids(task: TaskSpec, tokenizer: Any, ids: Sequence[Sequence[int]], which: str = "reader_words",
                     model: str = "") -> None:
-    """Refuse label words the model cannot tell apart: ``ids`` (one token-id sequence per label, in
-    ``task.labels`` order, as the model scores them) must be distinct and hold no unknown token. Words that
-    differ as strings can still be the same tokens (two emoji that are both ``[UNK]``), and then every
-    prediction would be the first label."""
+    """Refuse label words the model cannot tell apart: ``ids`` (one token-id sequence per label, in ``task.labels``
+    order) must be distinct and hold no unknown token (two emoji can both be ``[UNK]``)."""
     where = task.source if task.source != "builtin" else None
     words = getattr(task, which)
     of = f" for the tokenizer of {model}" if model else ""
