@@ -132,8 +132,8 @@ def rerank_work(runs: ExperimentRuns, reranks: list[tuple[str, str, bool, Any]],
 def rerank_cache(runs: ExperimentRuns, task: str, cfg: Any) -> float:
     """The embedding cache a reranking of ``task`` with ``cfg`` fills (0 where unknown)."""
     from ..experiment.estimate import task_inputs
+    from ..methods import get_stage
     from ..rerank.cost_model import cache_bytes, corpus_passed
-    from ..rerank.families import get_stage
     from ..retrieval.cost_model import corpus_lines
 
     exp = runs.experiment

@@ -2,6 +2,7 @@
 one, ``reranked-<name>``: each reranker's own stage, :meth:`Reranker.run_stage`) and ``full_search`` (``pgra_full``'s
 top d of the whole corpus, :mod:`pgra.rerank.full_search`). Their keys are what they always were: the reranker's
 settings (:meth:`Reranker.key_settings`; the full search's: the prompt-guided one's but ``k``) and the candidates'.
+Importing this module registers every built-in stage family (the candidates' too: the stage they read).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..retrieval.candidates_stage import CandidatesStage
 from ..runtime.cost import Priced
 from ..stages import CTX_BYTES, STAGES, Carried, Stage, StageRequest
 from ..storage.artifacts import MANIFEST, safe_name
@@ -51,6 +53,7 @@ class RerankedStage(Stage):
 
     family = RERANKED
     kind = RERANKED_KIND
+    reads = (CandidatesStage.family,)
 
     def __init__(self, reranker: str) -> None:
         super().__init__(reranked_stage(reranker))
@@ -136,6 +139,7 @@ class FullSearchStage(Stage):
 
     family = "full_search"
     kind = FULL_SEARCH_KIND
+    reads = (CandidatesStage.family,)
     score_name = "inner product"
 
     def config(self, request: StageRequest) -> Any:

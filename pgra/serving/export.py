@@ -121,8 +121,8 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
     """Read and check everything the export of ``run`` writes (nothing is written yet); ``folder_name``: the
     export folder's name (the model card's)."""
     from .. import __version__
+    from ..methods import stage_kinds, stage_of_kind
     from ..rerank.core import candidates_of
-    from ..rerank.families import stage_kinds, stage_of_kind
     from ..retrieval.candidates_stage import CandidatesStage
     from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
     from ..storage.provenance import check_run_data, run_data
@@ -440,7 +440,7 @@ def read_export(directory: str | Path) -> dict[str, Any]:
     if r is not None:
         path_under(directory, "reranked")
         if "kind" in r:  # absent from exports before any stage's run was exported (the prompt-guided reranker's)
-            from ..rerank.families import stage_kinds
+            from ..methods import stage_kinds
 
             _field(r, "kind", path, f"one of {', '.join(stage_kinds())}", lambda v: v in stage_kinds(), "reranked.")
         _field(r, "lm", path, "null, a path or a hub id", lambda v: v is None or is_text(v), "reranked.")
@@ -492,7 +492,7 @@ def load_export(directory: Path, device: str | None, trust_remote_code: bool, in
     export's own, else where the export recorded them), each refused when it holds other files than the run used
     (the corpus's, the encoder's and the LM's fingerprints)."""
     from ..core.errors import StaleArtifactError
-    from ..rerank.families import stage_of_kind
+    from ..methods import stage_of_kind
     from ..retrieval.index import Index
 
     spec = read_export(directory) if spec is None else spec

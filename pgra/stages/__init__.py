@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from ..core.config import result_settings
 from ..core.errors import InputError
-from ..core.registry import Registry
+from ..core.registry import Registry, defined_in, is_builtin, load_plugins
 from ..runtime.cost import Priced
 
 
@@ -178,11 +178,44 @@ class Stage(ABC):
 
 
 # the stages' registry: the interface is on the ground floor so that every layer may name a stage; the built-in
-# families register themselves where they live (retrieval, rerank), and the lookups that need them all
-# (:mod:`pgra.rerank.families`) import them: imports the drawing sees, none running upward
+# families register themselves where they live (retrieval, rerank) when imported, and :mod:`pgra.methods` (what
+# reads the stages) imports them and hands on the lookups below: imports the drawing sees, none running upward
 STAGES: Registry[type[Stage]] = Registry("stage", field="stage", name_of=lambda cls: getattr(cls, "family", ""),
                                          base=Stage)
 register_stage = STAGES.register  # add a stage family under its ``family``; works as a decorator
 
 
-__all__ = ["CTX_BYTES", "STAGES", "Carried", "Stage", "StageRequest", "defining", "key_of", "register_stage"]
+def families() -> list[type[Stage]]:
+    """The registered stage families: pgra's own first, in the order they registered (each after the stage it
+    reads), then the plug-ins'."""
+    load_plugins()
+    return sorted(STAGES.values(), key=lambda family: not is_builtin(defined_in(family)))
+
+
+def get_stage(name: str, field: str = "stage") -> Stage:
+    """The stage whose folder is ``name``: ``candidates``, ``reranked`` (the prompt-guided reranker's top d),
+    ``reranked-<reranker>``, ``full_search`` or a registered plug-in's; an unknown name is an InputError naming
+    ``field`` and the families."""
+    for family in families():
+        stage = family.named(name)
+        if stage is not None:
+            return stage
+    raise InputError(f"no stage is named '{name}' (stage families: {', '.join(STAGES)})", field=field)
+
+
+def stage_of_kind(kind: str) -> type[Stage]:
+    """The stage family whose folders' manifests have ``kind``; an InputError when none has."""
+    for family in families():
+        if family.kind == kind:
+            return family
+    raise InputError(f"no stage writes folders of kind '{kind}' (stage families: {', '.join(STAGES)})", field="kind")
+
+
+def stage_kinds() -> tuple[str, ...]:
+    """The manifest kinds of every registered stage's folder (built-in ones first): what a reader trains on and
+    ``pgra evaluate`` scores (a plug-in stage's folder too)."""
+    return tuple(dict.fromkeys(family.kind for family in families() if family.kind))
+
+
+__all__ = ["CTX_BYTES", "STAGES", "Carried", "Stage", "StageRequest", "defining", "families", "get_stage", "key_of",
+           "register_stage", "stage_kinds", "stage_of_kind"]

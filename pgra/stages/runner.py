@@ -74,29 +74,19 @@ class StageRun:
         return self.out
 
 
-def _stage_named(name: str) -> Any:
-    """The registered stage whose folder is ``name`` (the families a grid runs are registered by then: whoever runs
-    a stage imported them, :mod:`pgra.rerank.families`)."""
-    from . import STAGES
-
-    for family in STAGES.values():
-        if (stage := family.named(name)) is not None:
-            return stage
-    raise InputError(f"no stage is named '{name}' (stage families: {', '.join(STAGES)})", field="reads")
-
-
 def run_stage(stage: Any, config: Any, ctx: Any = None) -> Path:
     """Build ``stage`` (its :meth:`~pgra.stages.Stage.build`) into ``config.out`` on rank 0: the folders it reads
     (``config.<name>``) opened by their stages, its splits resumed under its config and inputs, the task its first
     input's. The other ranks return at once (the grid meets them after the stage)."""
     from ..runtime.distributed import init_distributed
+    from . import get_stage
 
     ctx = ctx or init_distributed()
     out = Path(config.out)
     if not ctx.is_main:
         return out
     folders = {name: Path(getattr(config, name)) for name in stage.reads}
-    opened = {name: _stage_named(name).open(folder) for name, folder in folders.items()}
+    opened = {name: get_stage(name, "reads").open(folder) for name, folder in folders.items()}
     task = next((m["task"] for m in opened.values() if "task" in m), None)
     if task is None:  # refused before any work: its manifest names the task every later stage reads
         raise InputError(f"the {stage.family} stage reads no folder that records a task (reads: "

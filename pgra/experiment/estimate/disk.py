@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.errors import PgraError
+from ...methods import get_stage
 from ...rerank.cost_model import cache_bytes, cache_text, corpus_passed
-from ...rerank.families import get_stage
 from ...retrieval.cost_model import corpus_lines, index_disk
 from ...runtime.sizes import folder_bytes, format_bytes, mean_line_bytes, model_bytes
 from .inputs import stage_embeddings

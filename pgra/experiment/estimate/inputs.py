@@ -165,7 +165,7 @@ def stage_embeddings(rerank, retrieved_k: int, inputs: int | None, corpus: int |
     counts them (:meth:`pgra.stages.Stage.embedded_texts`: a reranked stage's inputs x k at most the corpus, or the
     corpus; the full search's corpus, or only its queries after a corpus pass, ``corpus_passed``)."""
     from ...core.errors import InputError
-    from ...rerank.families import get_stage
+    from ...methods import get_stage
 
     out: dict[str, int | None] = {}
     for stage in stages:

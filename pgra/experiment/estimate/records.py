@@ -127,7 +127,7 @@ def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, s
                 return Estimate.at(label, scaled[0], scaled[1] + why, _device(r))
     if fits is not None:  # the stage's own cost model (the reranking LM's texts, the first stage's inputs)
         from ...core.errors import InputError
-        from ...rerank.families import get_stage
+        from ...methods import get_stage
 
         try:
             priced = get_stage(stage).price(fits, inputs.get(task), candidates)
