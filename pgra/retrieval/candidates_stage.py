@@ -15,8 +15,7 @@ from ..core.config import check_config
 from ..core.errors import InputError, StaleArtifactError, shorten
 from ..data.corpus import CorpusId, CorpusStore
 from ..data.interchange import read_records
-from ..runtime.cost import Priced
-from ..stages import CTX_BYTES, STAGES, Stage, StageRequest, defining
+from ..stages import CTX_BYTES, STAGES, PlanRequest, Stage, StagePlan, StageRequest, defining
 from ..stages.runner import StageRun, input_record
 from ..storage.artifacts import MANIFEST, check_disjoint, read_manifest, sha256_file, sha256_text
 from ..tasks import TaskSpec, task_from_manifest
@@ -53,14 +52,13 @@ class CandidatesStage(Stage):
 
         return retrieve(config, ctx)
 
-    def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
-        """On a CPU: the measured fixed part of retrieving a task plus its seconds per input of every split."""
-        return fits.cpu_price(self.family, inputs) if inputs else None
-
-    def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
-                     ) -> tuple[float, str, int] | None:
-        """The input's record and its k candidates."""
-        return input_bytes + retrieved_k * (sentence_bytes + CTX_BYTES), "k={} candidates", retrieved_k
+    def plan(self, request: PlanRequest) -> StagePlan:
+        """On a CPU: the measured fixed part of retrieving a task plus its seconds per input of every split; its
+        files: each input's record and its k candidates."""
+        r, k = request, request.retrieved_k
+        priced = r.fits.cpu_price(self.family, r.inputs) if r.fits is not None and r.inputs else None
+        return StagePlan(priced, disk=r.lines(r.input_bytes + k * (r.sentence_bytes + CTX_BYTES)),
+                         line=("k={} candidates", k))
 
 
 def open_corpus(cfg: Any, cand: dict[str, Any]) -> CorpusStore | CandidateTexts:

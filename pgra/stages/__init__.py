@@ -71,6 +71,39 @@ class Carried:
     title: str = ""  # how a model card names the stage's work ("prompt-guided reranking", "cross-encoder" ...)
 
 
+@dataclass(frozen=True)
+class PlanRequest:
+    """What the dry run knows of one task when it asks a stage its :meth:`Stage.plan`."""
+
+    settings: Any                  # the task's settings (:meth:`Stage.own_options` reads its section)
+    rerank: Any                    # the task's rerank config (an analysis's variant of it)
+    retrieved_k: int               # the first stage's k
+    inputs: int | None             # the task's inputs (None: unknown)
+    corpus: int | None             # the corpus's sentences (None: unknown)
+    stages: Sequence[str] = ()     # every stage the grid builds for the task
+    corpus_passed: bool = False    # whether its reranked stage embedded the whole corpus
+    fits: Any = None               # the bench fits (:class:`pgra.runtime.cost.Fits`; None: not priced)
+    input_bytes: float = 0.0       # an input's record in a line of its files
+    sentence_bytes: float = 0.0    # a corpus sentence in a line of its files
+
+    def lines(self, line_bytes: float) -> float | None:
+        """The bytes of a stage's files of one ``line_bytes`` line per input (None: the inputs are unknown)."""
+        return self.inputs * line_bytes if self.inputs else None
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A stage's plan for one task (:meth:`Stage.plan`): ``priced`` its seconds (None: unpriced), ``texts`` what its
+    LM embeds (its embedding cache's rows; None: none, or unknown), ``disk`` the bytes of its files (None: its size
+    is its own, or the inputs are unknown) and ``line`` what an input's line holds, as a template and its number
+    (``("k={} candidates", 150)``)."""
+
+    priced: Priced | None = None
+    texts: int | None = None
+    disk: float | None = None
+    line: tuple[str, int] = ("", 0)
+
+
 class Stage(ABC):
     """One kind of stage folder. A subclass sets ``family`` (its registry name, and its folder's unless :meth:`named`
     says more), ``kind`` (its manifest's) and implements :meth:`config`, :meth:`key_record` and :meth:`build` (the
@@ -120,29 +153,15 @@ class Stage(ABC):
 
         return read_manifest(folder, cls.kind)
 
-    def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
-        """Its cost model over the bench ``fits`` (the dry run's, where no record prices it), for the task's
-        ``inputs`` and the ``texts`` its LM embeds (None: unknown or none). None (the default): unpriced."""
-        return None
-
-    def embedded_texts(self, rerank: Any, retrieved_k: int, inputs: int | None, corpus: int | None,
-                       stages: Sequence[str], corpus_passed: bool = False) -> int | None:
-        """The texts its LM embeds for one task (what :meth:`price` and the plan's disk estimate read): ``rerank``
-        the task's rerank config, ``retrieved_k`` the first stage's k, ``inputs`` the task's inputs, ``corpus`` the
-        corpus's sentences, ``stages`` every stage the grid builds for the task, ``corpus_passed`` whether its
-        reranked stage embedded the whole corpus. None: unknown, or it runs no LM (the default)."""
-        return None
+    def plan(self, request: PlanRequest) -> StagePlan:
+        """What it will cost one task before it runs (the dry run's, where no record prices it): its seconds over the
+        bench fits, the texts its LM embeds and the bytes of its files. An empty plan (the default): unpriced, no
+        LM, its size its own (the dry run says it is not counted)."""
+        return StagePlan()
 
     def models(self, rerank: Any) -> list[str]:
         """The models it loads for a task (``rerank``: the task's rerank config; the plan sizes their downloads)."""
         return []
-
-    def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
-                     ) -> tuple[float, str, int] | None:
-        """The bytes of one input's line in its files (the plan's disk: ``input_bytes`` the input's record,
-        ``sentence_bytes`` a corpus sentence's), what the line holds as a template and its number (``"k={}
-        candidates"``, 150). None: its size is its own (the default: the plan says it is not counted)."""
-        return None
 
     replayable: ClassVar[bool] = False  # whether :meth:`replay` can do its work again on new texts
 
@@ -217,5 +236,5 @@ def stage_kinds() -> tuple[str, ...]:
     return tuple(dict.fromkeys(family.kind for family in families() if family.kind))
 
 
-__all__ = ["CTX_BYTES", "STAGES", "Carried", "Stage", "StageRequest", "defining", "families", "get_stage", "key_of",
+__all__ = ["CTX_BYTES", "STAGES", "Carried", "PlanRequest", "Stage", "StagePlan", "StageRequest", "defining", "families", "get_stage", "key_of",
            "register_stage", "stage_kinds", "stage_of_kind"]
