@@ -4,9 +4,8 @@
 method is one file whose class is added here, or registered with :func:`register_method` (a plug-in, a test); a
 method with options declares them on itself (``options``: the experiment config's section named after it). Every
 registered demonstration strategy ``s`` (a plug-in's too) is also a method ``icl_<s>``, and every registered reranker
-``r`` that no method reads is ``fid_<r>`` (:class:`MethodRegistry`). The stage lookups (:func:`get_stage`,
-:func:`stage_of_kind`, :func:`stage_kinds`) are handed on from here: every built-in stage family is registered by then
-(:mod:`.base` imports them). Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
+``r`` that no method reads is ``fid_<r>`` (:class:`MethodRegistry`). The stage lookups are handed on from here,
+every built-in stage family registered (:mod:`.base` imports them). Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
 """
 
 from __future__ import annotations

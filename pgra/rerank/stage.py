@@ -1,5 +1,5 @@
 """A reranked folder read back: its replay (:class:`Replay`), its LM cost, its reranker and model, the line
-``pgra rerank`` prints. Every reranker's stage (:meth:`pgra.rerank.base.Reranker.run_stage`) reads a candidates
+``pgra rerank`` prints. Every reranker's stage (:meth:`pgra.rerank.base.Reranker.build_stage`) reads a candidates
 folder through :class:`~pgra.retrieval.candidates_stage.StageInputs` and writes its own through the one runner of
 every stage (:class:`pgra.stages.runner.StageRun`)."""
 

@@ -1,5 +1,5 @@
 """The second stages, each reading a task's ``candidates``: a reranker's top d (``reranked`` for the prompt-guided
-one, ``reranked-<name>``: each reranker's own stage, :meth:`Reranker.run_stage`) and ``full_search`` (``pgra_full``'s
+one, ``reranked-<name>``: each reranker's own stage, :meth:`Reranker.build_stage`) and ``full_search`` (``pgra_full``'s
 top d of the whole corpus, :mod:`pgra.rerank.full_search`). Their keys are what they always were: the reranker's
 settings (:meth:`Reranker.key_settings`; the full search's: the prompt-guided one's but ``k``) and the candidates'.
 Importing this module registers every built-in stage family (the candidates' too: the stage they read).
@@ -14,6 +14,7 @@ from typing import Any
 from ..retrieval.candidates_stage import CandidatesStage
 from ..runtime.cost import Priced
 from ..stages import CTX_BYTES, STAGES, Carried, PlanRequest, Stage, StagePlan, StageRequest
+from ..stages.runner import StageRun
 from ..storage.artifacts import MANIFEST, safe_name
 from .base import RERANKERS, reranker_class
 from .prompt_guided import PromptGuided
@@ -35,8 +36,7 @@ DEMO_BYTES = 35  # a demonstration's id and label in a reranked line
 
 
 def _plan(request: PlanRequest, priced: Priced | None, texts: int | None, demos: int) -> StagePlan:
-    """A second stage's plan: its files a line per input of the input's record, its top d and ``demos``
-    demonstrations."""
+    """A second stage's plan: its files a line per input of its record, its top d and ``demos`` demonstrations."""
     r, d = request, request.rerank.top_d
     line = r.input_bytes + d * (r.sentence_bytes + CTX_BYTES + RERANKED_CTX_BYTES) + demos * DEMO_BYTES
     return StagePlan(priced, texts, r.lines(line), ("their top d={}", d))
@@ -55,6 +55,7 @@ class RerankedStage(Stage):
     family = RERANKED
     kind = RERANKED_KIND
     reads = (CandidatesStage.family,)
+    every_rank = True
 
     def __init__(self, reranker: str) -> None:
         super().__init__(reranked_stage(reranker))
@@ -77,10 +78,9 @@ class RerankedStage(Stage):
     def key_record(self, request: StageRequest, config: Any) -> dict[str, Any]:
         return {"rerank": reranker_class(self.reranker).key_settings(config), "candidates": request.keys["candidates"]}
 
-    def run(self, config: Any, ctx: Any) -> Path:
-        from .reranker import rerank
-
-        return rerank(config, ctx)
+    def build(self, config: Any, inputs: Any, run: StageRun) -> dict[str, Any] | None:
+        """Its reranker's :meth:`Reranker.build_stage` (the prompt-guided one's keeps the embedding caches)."""
+        return reranker_class(config.reranker, "rerank.reranker").build_stage(config, run)
 
     def plan(self, request: PlanRequest) -> StagePlan:
         """Its LM's texts: its inputs x k (x the retrieved k with ``corpus_pass: candidates``), at most the corpus
@@ -136,6 +136,7 @@ class FullSearchStage(Stage):
     family = "full_search"
     kind = FULL_SEARCH_KIND
     reads = (CandidatesStage.family,)
+    every_rank = True
     score_name = "inner product"
 
     def config(self, request: StageRequest) -> Any:
@@ -145,10 +146,11 @@ class FullSearchStage(Stage):
         guided = {k: v for k, v in PromptGuided.key_settings(config).items() if k != "k"}
         return {"full_search": guided, "candidates": request.keys["candidates"]}
 
-    def run(self, config: Any, ctx: Any) -> Path:
-        from .full_search import full_search
+    def build(self, config: Any, inputs: Any, run: StageRun) -> dict[str, Any] | None:
+        """The corpus pass, then each input's search of the corpus (:func:`pgra.rerank.full_search.search_stage`)."""
+        from .full_search import search_stage
 
-        return full_search(config, ctx)
+        return search_stage(config, run)
 
     def plan(self, request: PlanRequest) -> StagePlan:
         """Its LM's texts: the whole corpus, or only its queries (the inputs) when the reranked stage's corpus pass
@@ -189,4 +191,9 @@ class FullSearchStage(Stage):
                        store=cache, title="prompt-guided search of the whole corpus")
 
 
-__all__ = ["RERANKED", "FullSearchStage", "RerankedStage", "reranked_stage"]
+def rerank(cfg: Any, ctx: Any = None) -> Path:
+    """``pgra rerank``: a candidates folder reranked by ``cfg.reranker`` through the one runner; returns the folder."""
+    return RerankedStage(cfg.reranker).run(cfg, ctx)
+
+
+__all__ = ["RERANKED", "FullSearchStage", "RerankedStage", "rerank", "reranked_stage"]

@@ -94,9 +94,8 @@ class PlanRequest:
 @dataclass(frozen=True)
 class StagePlan:
     """A stage's plan for one task (:meth:`Stage.plan`): ``priced`` its seconds (None: unpriced), ``texts`` what its
-    LM embeds (its embedding cache's rows; None: none, or unknown), ``disk`` the bytes of its files (None: its size
-    is its own, or the inputs are unknown) and ``line`` what an input's line holds, as a template and its number
-    (``("k={} candidates", 150)``)."""
+    LM embeds (its cache's rows; None: none, or unknown), ``disk`` its files' bytes (None: its own, or the inputs
+    unknown) and ``line`` what an input's line holds, as a template and its number (``("k={} candidates", 150)``)."""
 
     priced: Priced | None = None
     texts: int | None = None
@@ -107,13 +106,16 @@ class StagePlan:
 class Stage(ABC):
     """One kind of stage folder. A subclass sets ``family`` (its registry name, and its folder's unless :meth:`named`
     says more), ``kind`` (its manifest's) and implements :meth:`config`, :meth:`key_record` and :meth:`build` (the
-    one runner does the rest; the built-in stages drive it from their own :meth:`run`)."""
+    one runner, :func:`pgra.stages.runner.run_stage`, does the rest)."""
 
     family: ClassVar[str] = ""
     kind: ClassVar[str] = ""
     reads: ClassVar[tuple[str, ...]] = ("candidates",)  # the stages whose folders it reads
     score_name: ClassVar[str] = "score"  # what the ``score`` of its records' evidence is (results.html)
     options: ClassVar[type | None] = None  # the dataclass of its section ``<family>:`` (None: no options)
+    # its build runs in every process of a launch (they share its work; it opens what it reads and begins its folder
+    # itself), else on rank 0 alone, from the folders the runner opened
+    every_rank: ClassVar[bool] = False
 
     def __init__(self, name: str = "") -> None:
         self.name = name or self.family
@@ -135,16 +137,18 @@ class Stage(ABC):
     def key_record(self, request: StageRequest, config: Any) -> dict[str, Any]:
         """What defines its result (hashed into its key): the settings it reads and the keys of its inputs."""
 
-    def run(self, config: Any, ctx: Any) -> Path:
-        """Build its folder (every process of ``ctx`` together): the one runner over :meth:`build` by default."""
+    def run(self, config: Any, ctx: Any = None) -> Path:
+        """Build its folder (every process of ``ctx`` together): the one runner over :meth:`build`."""
         from .runner import run_stage
 
         return run_stage(self, config, ctx)
 
-    def build(self, config: Any, inputs: Mapping[str, dict[str, Any]], run: Any) -> dict[str, Any]:
-        """Write its splits through ``run.split(name, make)`` (:class:`~pgra.stages.runner.StageRun`) from the folders
-        it reads (``inputs``: their manifests by stage name); returns its manifest's own fields."""
-        raise NotImplementedError(f"the {self.family} stage implements neither build nor run")
+    @abstractmethod
+    def build(self, config: Any, inputs: Mapping[str, dict[str, Any]], run: Any) -> dict[str, Any] | None:
+        """Write its splits through ``run.split(name, make)`` (:class:`~pgra.stages.runner.StageRun`, its processes
+        ``run.ctx``) from the folders it reads (``inputs``: their manifests by stage name, opened by the runner;
+        empty for an ``every_rank`` stage, which opens them, sets ``run.task``, ``run.inputs`` and ``run.config`` and
+        begins the folder itself); returns its manifest's own fields (None on a process that writes none)."""
 
     @classmethod
     def open(cls, folder: str | Path) -> dict[str, Any]:
@@ -154,9 +158,8 @@ class Stage(ABC):
         return read_manifest(folder, cls.kind)
 
     def plan(self, request: PlanRequest) -> StagePlan:
-        """What it will cost one task before it runs (the dry run's, where no record prices it): its seconds over the
-        bench fits, the texts its LM embeds and the bytes of its files. An empty plan (the default): unpriced, no
-        LM, its size its own (the dry run says it is not counted)."""
+        """What it will cost one task before it runs (the dry run's, where no record prices it). The default, an
+        empty plan: unpriced, no LM, its size its own (the dry run says it is not counted)."""
         return StagePlan()
 
     def models(self, rerank: Any) -> list[str]:
@@ -205,8 +208,7 @@ register_stage = STAGES.register  # add a stage family under its ``family``; wor
 
 
 def families() -> list[type[Stage]]:
-    """The registered stage families: pgra's own first, in the order they registered (each after the stage it
-    reads), then the plug-ins'."""
+    """The registered stage families: pgra's own first, as they registered (each after what it reads), then others."""
     load_plugins()
     return sorted(STAGES.values(), key=lambda family: not is_builtin(defined_in(family)))
 

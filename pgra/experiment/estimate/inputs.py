@@ -163,9 +163,8 @@ def planned_test_inputs(exp: GridView, task: str, split: str = "test") -> tuple[
 
 def stage_plans(exp: GridView, task: str, inputs: int | None, corpus: int | None, fits: Any = None,
                 input_bytes: float = 0.0, sentence_bytes: float = 0.0) -> dict[str, StagePlan]:
-    """Each stage's plan for ``task`` (:meth:`pgra.stages.Stage.plan`: its seconds over ``fits``, the texts its LM
-    embeds, its files' bytes), asked with what the grid knows of the task; an empty plan for a stage no family
-    names now."""
+    """Each stage's plan for ``task`` (:meth:`pgra.stages.Stage.plan`), asked with what the grid knows of the task;
+    an empty plan for a stage no family names now."""
     from ...core.errors import InputError
     from ...methods import get_stage
     from ..config import cell_settings
@@ -184,8 +183,7 @@ def stage_plans(exp: GridView, task: str, inputs: int | None, corpus: int | None
 
 
 def corpus_passed_by(exp: GridView, task: str, corpus: int | None) -> bool:
-    """Whether ``task``'s reranked stage embeds (or embedded) the whole corpus (:func:`pgra.rerank.cost_model.
-    corpus_passed`)."""
+    """Whether ``task``'s reranked stage embeds (or embedded) the whole corpus (:func:`corpus_passed`)."""
     return corpus_passed(exp.rerank_config(task), exp.stage_dir(task, "reranked"), exp.stage_done(task, "reranked"),
                          corpus)
 
