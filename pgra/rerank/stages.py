@@ -95,8 +95,7 @@ class RerankedStage(Stage):
             texts = r.corpus
         elif texts and r.corpus and not STRATEGIES[rerank.demo_selection].per_query:
             texts = min(texts, r.corpus)
-        fits = r.fits
-        priced = None if fits is None else reranker_class(self.reranker).price(fits, self.family, r.inputs, texts)
+        priced = None if r.fits is None else reranker_class(self.reranker).price(r.fits, self.family, r.inputs, texts)
         return _plan(r, priced, texts, rerank.num_demos)
 
     def models(self, rerank: Any) -> list[str]:

@@ -1,14 +1,15 @@
 """The stage: a folder a grid builds once per task, from the folders of the stages it reads, and its methods read.
 
 Every stage is one :class:`Stage`: its name (its folder under ``<out>/<task>/``), the stages it reads, its options
-(its section of an experiment config), its config from the task's settings, what defines its result (hashed into
-its key), how it writes its splits (:meth:`Stage.build`, run by the one runner of :mod:`pgra.stages.runner`, which
-opens the folder, resumes split by split, meters and writes the manifest) and how its folder is read back
-(:meth:`Stage.open`). The built-in ones: ``candidates`` (:mod:`pgra.retrieval.candidates_stage`), ``reranked`` /
-``reranked-<reranker>`` and ``full_search`` (:mod:`pgra.rerank.stages`). A method names the stage it reads; the
-grid derives its stages, their order and keys from its methods, and builds each (reused by its key, claimed:
-:meth:`pgra.experiment.Experiment.build_stage`). A plug-in stage is one file: a subclass registered with
-``@STAGES.register`` that implements ``build``, read by a method whose ``data`` names it.
+(its section of an experiment config), its config from the task's settings, what defines its result (hashed into its
+key), how it writes its splits (:meth:`Stage.build`, run by the one runner of :mod:`pgra.stages.runner`, which locks
+the folder, resumes split by split, meters and writes the manifest), what it will cost before it runs
+(:meth:`Stage.plan`) and how its folder is read back (:meth:`Stage.open`). The built-in ones: ``candidates``
+(:mod:`pgra.retrieval.candidates_stage`), ``reranked`` / ``reranked-<reranker>`` and ``full_search``
+(:mod:`pgra.rerank.stages`). A method names the stage it reads; the grid derives its stages, their order and keys
+from its methods, and builds each (reused by its key, claimed: :meth:`pgra.experiment.Experiment.build_stage`). A
+plug-in stage is one file: a subclass registered with ``@STAGES.register`` that implements ``build`` (and ``plan``),
+read by a method whose ``data`` names it.
 """
 
 from __future__ import annotations
