@@ -109,7 +109,7 @@ class Reranker(ABC):
             return None
         reranker = cls(cfg, inputs.task, inputs.store, inputs.cand)
         reranker.load()
-        run.task, run.inputs, run.config = inputs.task, inputs.inputs(), cfg
+        run.task, run.inputs = inputs.task, inputs.inputs()
         run.begin({"settings": cls.key_settings(cfg), "candidates": folder_fingerprint(inputs.cand_dir)})
         for split in inputs.splits:
             recs = inputs.data[split]

@@ -80,8 +80,7 @@ def search_stage(cfg: RerankConfig, folder: StageRun) -> dict[str, Any] | None:
         folder.split(split, lambda records=records: records)
     write_json(folder.out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
-    # the config as given (read with k=0: the search covers every sentence)
-    folder.task, folder.inputs, folder.config, folder.files = task, run.inputs(), cfg, ["demonstrations.json"]
+    folder.task, folder.inputs, folder.files = task, run.inputs(), ["demonstrations.json"]
     return {"lm": cfg.lm, "lm_fingerprint": reranker.embedder.fingerprint,
             "demo_selection": selection["describe"], "per_query_demonstrations": False,
             "demonstrations": [d.id for d in demos], "prompt_prefix": demo_prefix(task, demos), "top_d": cfg.top_d,

@@ -180,7 +180,7 @@ def prompt_guided_stage(cfg: RerankConfig, folder: StageRun) -> dict[str, Any] |
                       stacklevel=2)
     write_json(folder.out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
-    folder.task, folder.inputs, folder.config, folder.files = task, run.inputs(), cfg, ["demonstrations.json"]
+    folder.task, folder.inputs, folder.files = task, run.inputs(), ["demonstrations.json"]
     folder.after = {"corpus_pass": corpus_pass} if corpus_pass else None
     return {"lm": cfg.lm, "lm_fingerprint": embedder.fingerprint,
             "demo_selection": selection["describe"], "per_query_demonstrations": selection["per_query"],

@@ -89,6 +89,7 @@ def run_stage(stage: Any, config: Any, ctx: Any = None) -> Path:
     ctx = ctx or init_distributed()
     with holding_output(config, stage.kind, holder=f"the {stage.family} stage"):
         run = StageRun(getattr(config, "out", "") or ".", ctx)
+        run.config = config  # what the manifest records (a build may record it otherwise)
         if not (stage.every_rank or ctx.is_main):
             return run.out
         fields = stage.build(config, {} if stage.every_rank else _opened(stage, config, run), run)
@@ -108,7 +109,6 @@ def _opened(stage: Any, config: Any, run: StageRun) -> dict[str, dict[str, Any]]
                          f"{', '.join(stage.reads) or 'none'}): a stage built by the runner reads the candidates or "
                          "a stage after them", field="reads")
     run.inputs = {name: input_record(folder, run.out) for name, folder in folders.items()}
-    run.config = config
     run.begin({"config": to_dict(config), "inputs": {n: folder_fingerprint(f) for n, f in folders.items()}})
     return opened
 
