@@ -35,8 +35,8 @@ _EXPORTS = {
     "TrainConfig": "pgra.reader.config",
     # stage functions
     "build_index": "pgra.retrieval.build",
-    "retrieve": "pgra.retrieval.retrieve",
-    "rerank": "pgra.rerank.stage",
+    "retrieve": "pgra.retrieval.candidates_stage",
+    "rerank": "pgra.rerank.stages",
     "train": "pgra.reader.train",
     # tasks
     "get_task": "pgra.tasks",

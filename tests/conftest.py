@@ -375,8 +375,9 @@ def sky_task(tmp_path) -> Path:
 @pytest.fixture()
 def candidates(tmp_path, corpus_txt, sky_task) -> Path:
     """First-stage candidates (BM25, k=10) of the sky task over the fixture corpus."""
+    from pgra.retrieval.candidates_stage import retrieve
     from pgra.retrieval.index import IndexConfig, build_index
-    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+    from pgra.retrieval.retrieve import RetrieveConfig
 
     index = build_index(IndexConfig(corpus=str(corpus_txt), out=str(tmp_path / "bm25"), retriever="bm25",
                                     show_progress=False))

@@ -121,6 +121,13 @@ def test_no_import_cycle():
     assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
 
 
+def test_the_grid_imports_nothing_from_rerank():
+    """The grid asks the stages and the config, never the rerankers: ``pgra/experiment/grid.py`` imports no module
+    of ``pgra.rerank`` (at module level, in a function or for type hints)."""
+    named = sorted(m for m in imports()["pgra.experiment.grid"] if m == "pgra.rerank" or m.startswith("pgra.rerank."))
+    assert not named, named
+
+
 def test_the_floors_name_folders_and_every_module_is_in_one():
     """The architecture names rooms, not modules: every prefix of FLOORS is a folder of pgra (or the package
     itself), and no module but ``__init__`` lies loose under ``pgra/``."""
@@ -167,7 +174,7 @@ def test_no_module_looked_up_by_name_at_run_time_runs_upward():
     """A module named in a string obeys the floors like an import (a config's choices come from the registry the
     field's module imports, not from "pgra.x" strings on the ground floor), and a registry loads its built-in parts
     from its own package only (``__package__``): a family whose parts live on several floors is assembled where the
-    drawing sees it (the stages: :mod:`pgra.rerank.families`)."""
+    drawing sees it (the stages: :mod:`pgra.methods` imports the built-in families)."""
     graph = imports()
     modules = set(graph)
     upward = []

@@ -16,8 +16,7 @@ from pgra.core.errors import InputError
 from pgra.core.faults import ENV, KILLED_EXIT
 from pgra.rerank.config import RerankConfig
 from pgra.rerank.prompt_guided.embedder import LMEmbedder
-from pgra.rerank.prompt_guided.full_search import full_search
-from pgra.rerank.stage import rerank
+from pgra.rerank.stages import FullSearchStage, rerank
 from tests import numerics
 from tests.conftest import SENTENCES
 
@@ -28,8 +27,9 @@ SPLITS = ("train", "dev", "test")
 @pytest.fixture()
 def all_candidates(tmp_path, corpus_txt, sky_task) -> Path:
     """Candidates of the sky task retrieved at k = the whole fixture corpus (BM25)."""
+    from pgra.retrieval.candidates_stage import retrieve
     from pgra.retrieval.index import IndexConfig, build_index
-    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+    from pgra.retrieval.retrieve import RetrieveConfig
 
     index = build_index(IndexConfig(corpus=str(corpus_txt), out=str(tmp_path / "bm25"), retriever="bm25",
                                     show_progress=False))
@@ -144,7 +144,7 @@ def test_the_pass_needs_one_prompt_for_all(all_candidates, tmp_path, tiny_opt):
 
 def test_full_search_is_the_reranker_at_k_equal_to_the_corpus(all_candidates, tmp_path, tiny_opt, lm_calls):
     """Ranking the whole corpus by Eq. 3 and searching it by inner product pick the same top d."""
-    out = full_search(_cfg(all_candidates, tmp_path, tiny_opt, "full", "cache", k=3))
+    out = FullSearchStage().run(_cfg(all_candidates, tmp_path, tiny_opt, "full", "cache", k=3))
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "full_search" and manifest["searched_rows"] == len(SENTENCES)
     assert manifest["corpus_pass"]["evidence_rows"] == len(SENTENCES) and manifest["embedding"]["tokens_run"] > 0
@@ -160,7 +160,7 @@ def test_full_search_is_the_reranker_at_k_equal_to_the_corpus(all_candidates, tm
             scores = [c["score"] for c in f["ctxs"]]
             assert scores == sorted(scores, reverse=True) and all(-1.0001 <= s <= 1.0001 for s in scores)
     with pytest.raises(InputError) as e:
-        full_search(_cfg(all_candidates, tmp_path, tiny_opt, "full2", "cache", demo_selection="random"))
+        FullSearchStage().run(_cfg(all_candidates, tmp_path, tiny_opt, "full2", "cache", demo_selection="random"))
     assert e.value.field == "demo_selection"
 
 

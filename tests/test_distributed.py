@@ -61,7 +61,7 @@ def test_two_nodes_build_and_rerank_equal_one_process(corpus_txt, tmp_path, tiny
     import json
 
     from pgra.rerank.config import RerankConfig
-    from pgra.rerank.stage import rerank
+    from pgra.rerank.stages import rerank
 
     single = build_index(IndexConfig(corpus=str(corpus_txt), out=str(tmp_path / "single"), show_progress=False,
                                      dense=DenseConfig(encoder=str(tiny_bert), batch_size=4, shard_size=5)))

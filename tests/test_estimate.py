@@ -21,7 +21,6 @@ from pgra.experiment.estimate import (
     lpt_assign,
     lpt_order,
     plan_wallclock,
-    stage_embeddings,
     worker_threads,
 )
 from pgra.experiment.layout import CELL_FILE, STAGE_COST_FILE, STAGE_KEY_FILE
@@ -34,6 +33,26 @@ from tests.test_experiment import _config
 H100 = {"device": "NVIDIA H100 80GB HBM3"}
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 READER = {"reader": {"max_steps": 100, "n_passages": 4, "batch_size": 16}, "data": "candidates"}
+
+
+def _priced(stage, fits, inputs, texts=None):
+    """``stage``'s own plan priced over ``fits`` (:meth:`pgra.stages.Stage.plan`) for a task of ``inputs`` inputs
+    whose LM embeds ``texts`` (a corpus pass over a corpus of that many sentences)."""
+    from pgra.methods import get_stage
+    from pgra.rerank.config import RerankConfig
+    from pgra.stages import PlanRequest
+
+    return get_stage(stage).plan(PlanRequest(None, RerankConfig(corpus_pass="corpus"), 150, inputs, texts,
+                                             fits=fits)).priced
+
+
+def _texts(rerank, retrieved_k, inputs, corpus, stages, corpus_passed=False):
+    """What each stage's plan says its LM embeds for one task."""
+    from pgra.methods import get_stage
+    from pgra.stages import PlanRequest
+
+    request = PlanRequest(None, rerank, retrieved_k, inputs, corpus, stages, corpus_passed)
+    return {stage: get_stage(stage).plan(request).texts for stage in stages}
 
 
 def _cell(task, method, seconds, settings=READER, resumed=False, device=H100):
@@ -165,9 +184,9 @@ def test_stage_estimates_and_their_sources():
     scaled = estimate_stage("cr", "reranked", False, records, inputs)
     assert (scaled.seconds, scaled.device, scaled.source) == (1500.0, "gpu", "recorded: sst2/reranked, x 300/600 inputs")
     fits = BenchFits("cpu", rerank=(4.0, 0.05), rerank_source="bench fit R")
-    fitted = estimate_stage("cr", "reranked", False, [], inputs, fits, candidates=1000)
+    fitted = estimate_stage("cr", "reranked", False, [], inputs, fits, _priced("reranked", fits, 300, 1000))
     assert fitted.seconds == pytest.approx(54.0) and fitted.source == "bench fit R, 1000 candidates"
-    assert estimate_stage("cr", "candidates", False, [], inputs, fits, candidates=1000).seconds is None
+    assert estimate_stage("cr", "candidates", False, [], inputs, fits, _priced("candidates", fits, 300)).seconds is None
 
 
 def test_a_cell_trained_under_ddp_is_priced_as_one_workers_work():
@@ -245,30 +264,30 @@ def test_a_stage_recorded_under_several_processes_is_priced_as_one_workers_work(
     assert Plan(stages=[four], cells=[], workers=4).wallclock()[0] == 600.0
 
 
-def test_stage_embeddings_count_each_corpus_sentence_once_per_task():
+def test_stage_plans_count_each_corpus_sentence_once_per_task():
     from pgra.rerank.config import RerankConfig
 
     stages = ["candidates", "reranked", "full_search"]
     per_candidate = RerankConfig(k=150)
     # inputs x k, at most the corpus (the cache embeds a sentence once); full_search embeds the corpus
-    assert stage_embeddings(per_candidate, 150, 100, 29_790, stages) == \
+    assert _texts(per_candidate, 150, 100, 29_790, stages) == \
         {"candidates": None, "reranked": 15_000, "full_search": 29_790}
-    assert stage_embeddings(per_candidate, 150, 3_200, 29_790, stages)["reranked"] == 29_790
-    assert stage_embeddings(RerankConfig(k=0), 32, 10, None, stages[:2])["reranked"] == 320  # k=0: the retrieved k
+    assert _texts(per_candidate, 150, 3_200, 29_790, stages)["reranked"] == 29_790
+    assert _texts(RerankConfig(k=0), 32, 10, None, stages[:2])["reranked"] == 320  # k=0: the retrieved k
     # a prompt per query caches nothing across queries: no cap
-    assert stage_embeddings(RerankConfig(k=150, demo_selection="kate"), 150, 3_200, 29_790, stages)["reranked"] == \
+    assert _texts(RerankConfig(k=150, demo_selection="kate"), 150, 3_200, 29_790, stages)["reranked"] == \
         480_000
     # corpus_pass: candidates embeds every retrieved candidate, whatever k reads
-    assert stage_embeddings(RerankConfig(k=4, corpus_pass="candidates"), 150, 10, 29_790, stages)["reranked"] == 1_500
+    assert _texts(RerankConfig(k=4, corpus_pass="candidates"), 150, 10, 29_790, stages)["reranked"] == 1_500
     # the corpus pass embeds the corpus in the reranked stage; full_search then embeds its queries only
     passed = RerankConfig(k=4, corpus_pass="corpus")
-    assert stage_embeddings(passed, 150, 3_200, 29_790, stages, corpus_passed=True) == \
+    assert _texts(passed, 150, 3_200, 29_790, stages, corpus_passed=True) == \
         {"candidates": None, "reranked": 29_790, "full_search": 3_200}
-    assert stage_embeddings(passed, 150, 3_200, 29_790, ["candidates", "full_search"], True)["full_search"] == 29_790
+    assert _texts(passed, 150, 3_200, 29_790, ["candidates", "full_search"], True)["full_search"] == 29_790
     # a reranked stage that ran without the pass (the option is cosmetic: it stays done): full_search embeds it all
-    assert stage_embeddings(passed, 150, 3_200, 29_790, stages, corpus_passed=False)["full_search"] == 29_790
+    assert _texts(passed, 150, 3_200, 29_790, stages, corpus_passed=False)["full_search"] == 29_790
     # no index yet: the corpus size, and so both stages' cost, is unknown
-    assert stage_embeddings(passed, 150, 3_200, None, stages) == {"candidates": None, "reranked": None,
+    assert _texts(passed, 150, 3_200, None, stages) == {"candidates": None, "reranked": None,
                                                                   "full_search": None}
 
 
@@ -443,7 +462,7 @@ def test_dry_run_says_what_the_grid_can_resolve(planned, tmp_path, capsys, monke
 
 
 def test_corpus_passed_reads_a_done_stage_from_its_manifest(planned, monkeypatch):
-    from pgra.experiment.estimate.disk import corpus_passed_by as _corpus_passed
+    from pgra.experiment.estimate.inputs import corpus_passed_by as _corpus_passed
 
     exp = Experiment(from_dict(ExperimentConfig, {**planned, "rerank": {**planned["rerank"],
                                                                        "corpus_pass": "corpus"}}))
@@ -764,10 +783,11 @@ def test_cpu_cells_are_priced_with_their_fixed_costs_by_hand():
     assert icl.seconds == pytest.approx(2.0 + 20 * 0.1 * 10 / 5)  # at 9 demonstrations: x (9 + 1) / (4 + 1)
     vote = estimate_cell("sky", "knn_vote", {"k": 3}, [], {"sky": 70}, fits, splits)
     assert vote.seconds == pytest.approx(1.0 + 70 * 0.002)
-    assert estimate_stage("sky", "candidates", False, [], {"sky": 70}, fits).seconds == pytest.approx(0.5 + 0.28)
+    assert estimate_stage("sky", "candidates", False, [], {"sky": 70}, fits,
+                          _priced("candidates", fits, 70)).seconds == pytest.approx(0.5 + 0.28)
     # a negative fixed part corrects a fit that overprices, never below 0
-    assert estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, candidates=100).seconds == 0.0
-    assert estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, candidates=1000).seconds == \
+    assert estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, _priced("reranked", fits, 70, 100)).seconds == 0.0
+    assert estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, _priced("reranked", fits, 70, 1000)).seconds == \
         pytest.approx(4.0 + 50.0 - 20.0)
     # without the file (another machine's checkout): unknown, as before
     bare = BenchFits("cpu", reader=(0.24, 0.2), reader_batch=8)
@@ -788,7 +808,7 @@ def test_cpu_prices_scale_with_the_cores_each_worker_computes_on(planned, tmp_pa
     def prices():
         return [estimate_cell("sky", "fid", {"reader": reader}, [], {"sky": 70}, fits, splits).seconds,
                 estimate_cell("sky", "icl_kate", {"icl": {"num_demos": 4}}, [], {"sky": 70}, fits, splits).seconds,
-                estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, candidates=1000).seconds,
+                estimate_stage("sky", "reranked", False, [], {"sky": 70}, fits, _priced("reranked", fits, 70, 1000)).seconds,
                 fits.reader_seconds(100, 4, 16, 1, 6, 70)]
 
     one = prices()  # explicit fits without cpu_threads (the bench's own check): as measured

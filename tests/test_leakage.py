@@ -107,7 +107,8 @@ def test_planted_duplicate_is_found_read_and_excluded(tmp_path, sky_task, tiny_o
 
 
 def test_excluding_more_ids_than_k_equals_filtering_the_full_ranking(candidates, tmp_path, sky_task):
-    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+    from pgra.retrieval.candidates_stage import retrieve
+    from pgra.retrieval.retrieve import RetrieveConfig
 
     index = json.loads((candidates / "manifest.json").read_text())["index"]["path"]
     full = retrieve(RetrieveConfig(task=str(sky_task), index=index, out=str(tmp_path / "full"), k=40,

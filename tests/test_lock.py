@@ -79,9 +79,10 @@ def _stage_functions():
     from pgra.reader.config import TrainConfig
     from pgra.reader.train import train
     from pgra.rerank.config import RerankConfig
-    from pgra.rerank.stage import rerank
+    from pgra.rerank.stages import rerank
+    from pgra.retrieval.candidates_stage import retrieve
     from pgra.retrieval.index import IndexConfig, build_index
-    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+    from pgra.retrieval.retrieve import RetrieveConfig
     from pgra.simcse.config import SimCSEConfig
     from pgra.simcse.train import train_simcse
 

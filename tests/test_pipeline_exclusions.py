@@ -11,8 +11,9 @@ import pytest
 
 from pgra.core.errors import InputError, StaleArtifactError
 from pgra.methods.reader_method import ReaderPredictor
+from pgra.retrieval.candidates_stage import retrieve
 from pgra.retrieval.index import Index, IndexConfig, build_index
-from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+from pgra.retrieval.retrieve import RetrieveConfig
 from pgra.serving.pipeline import Pipeline
 
 

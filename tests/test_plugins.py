@@ -285,6 +285,21 @@ def test_a_new_method_on_a_new_stage_is_two_files(toy_stage, tmp_path, corpus_tx
     assert json.loads((tmp_path / "local" / "sky" / "toy_tail" / "manifest.json").read_text())["keep"] == 1
 
 
+def test_a_plug_in_stage_plans_its_files_like_a_built_in_one(toy_stage, tmp_path, corpus_txt, sky_task, tiny_t5,
+                                                               capsys):
+    """The dry run asks a plug-in stage its plan as it asks the built-in ones (``Stage.plan``, with the task's
+    settings: its own option ``toy_tail.keep``): its files are a line per input of its last ``keep`` candidates."""
+    path = _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, "planned")
+    data = yaml.safe_load(path.read_text())
+    data.update(methods=["fid", "fid_toy_tail"], reference="fid", toy_tail={"keep": 3}, rerank={"top_d": 2})
+    data.pop("toy_majority")
+    path.write_text(yaml.safe_dump(data))
+    assert main(["experiment", "--config", str(path), "--dry-run"]) == 0
+    disk = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  stages: "))
+    assert "toy_tail" in disk and "input lines with its last 3 candidates" in disk, disk
+    assert "its size is its own" not in disk
+
+
 def test_a_payload_part_the_child_cannot_import_is_one_input_error():
     """A part registered from the launching script's ``__main__`` (or a module gone) cannot be found in a child:
     an InputError naming it, not a traceback."""

@@ -12,7 +12,7 @@ from pgra.core.errors import IncompleteArtifactError, InputError, StaleArtifactE
 from pgra.lm.prompts import build_prompt
 from pgra.rerank.config import RerankConfig
 from pgra.rerank.prompt_guided.embedder import LMEmbedder
-from pgra.rerank.stage import rerank
+from pgra.rerank.stages import rerank
 from pgra.retrieval.index import IndexConfig, build_index
 from pgra.selection import get_selector
 from pgra.tasks import Example, get_task
@@ -153,7 +153,8 @@ def test_two_process_retrieve_equals_single_process(candidates, tmp_path, sky_ta
         assert (tmp_path / "multi" / f"{split}.jsonl").read_text() == (candidates / f"{split}.jsonl").read_text()
     assert not (tmp_path / "multi" / ".parts").exists()
     # excluded corpus ids: the same candidates and removal counts as one process
-    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+    from pgra.retrieval.candidates_stage import retrieve
+    from pgra.retrieval.retrieve import RetrieveConfig
 
     first = [json.loads(x)["ctxs"][0]["id"] for x in (candidates / "test.jsonl").read_text().splitlines()]
     (tmp_path / "ids.txt").write_text(f"{first[0]}\n{first[-1]}\n")

@@ -16,7 +16,7 @@ from pgra.core.config import from_dict, to_dict
 from pgra.core.errors import InputError
 from pgra.rerank.base import RERANKERS, Reranker
 from pgra.rerank.config import RerankConfig
-from pgra.rerank.stage import rerank
+from pgra.rerank.stages import rerank
 from tests import numerics
 
 
@@ -50,8 +50,9 @@ def test_random_draws_d_of_k_like_a_seeded_reference(candidates, tmp_path):
 
 @pytest.fixture()
 def dense_candidates(tmp_path, corpus_txt, sky_task, tiny_bert) -> Path:
+    from pgra.retrieval.candidates_stage import retrieve
     from pgra.retrieval.index import IndexConfig, build_index
-    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+    from pgra.retrieval.retrieve import RetrieveConfig
 
     index = build_index(from_dict(IndexConfig, {"corpus": str(corpus_txt), "out": str(tmp_path / "dense"),
                                                 "retriever": "dense", "show_progress": False,
@@ -106,8 +107,9 @@ def test_mmr_reads_a_sharded_flat_index_as_the_faiss_one(dense_candidates, tmp_p
                                                          tiny_bert):
     """A flat index built with ``dense.bounded_memory`` keeps its vectors as shards (no index.faiss): MMR reads
     them there and keeps what it keeps over the same index built in memory (it said the dense index was not dense)."""
+    from pgra.retrieval.candidates_stage import retrieve
     from pgra.retrieval.index import IndexConfig, build_index
-    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+    from pgra.retrieval.retrieve import RetrieveConfig
 
     index = build_index(from_dict(IndexConfig, {
         "corpus": str(corpus_txt), "out": str(tmp_path / "sharded"), "retriever": "dense", "show_progress": False,

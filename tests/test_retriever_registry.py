@@ -23,9 +23,10 @@ from pgra.core.config import from_dict, option
 from pgra.core.errors import InputError
 from pgra.experiment import Experiment, ExperimentConfig
 from pgra.retrieval.base import RETRIEVERS, LoadOptions, Retriever, Searcher, register_retriever
+from pgra.retrieval.candidates_stage import retrieve
 from pgra.retrieval.config import IndexConfig
 from pgra.retrieval.index import Index
-from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+from pgra.retrieval.retrieve import RetrieveConfig
 from pgra.storage.artifacts import file_record, read_json, write_json
 from tests.conftest import SENTENCES
 

@@ -53,9 +53,10 @@ def test_an_output_may_not_be_hold_or_lie_inside_an_input(tmp_path):
 
 def test_stage_functions_refuse_overlaps_from_python_too(tmp_path, corpus_txt, sky_task, candidates):
     from pgra.rerank.config import RerankConfig
-    from pgra.rerank.stage import rerank
+    from pgra.rerank.stages import rerank
+    from pgra.retrieval.candidates_stage import retrieve
     from pgra.retrieval.index import Index, IndexConfig, build_index
-    from pgra.retrieval.retrieve import RetrieveConfig, retrieve
+    from pgra.retrieval.retrieve import RetrieveConfig
 
     index = tmp_path / "bm25"
     before = {p: p.read_bytes() for p in sorted(index.rglob("*")) if p.is_file()}

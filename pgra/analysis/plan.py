@@ -128,15 +128,18 @@ def rerank_work(runs: ExperimentRuns, reranks: list[tuple[str, str, bool, Any]],
 
 def rerank_cache(runs: ExperimentRuns, task: str, cfg: Any) -> float:
     """The embedding cache a reranking of ``task`` with ``cfg`` fills (0 where unknown)."""
+    from ..experiment.config import cell_settings
     from ..experiment.estimate import task_inputs
-    from ..rerank.families import get_stage
+    from ..methods import get_stage
     from ..rerank.prompt_guided.cost_model import cache_bytes, corpus_passed
     from ..retrieval.cost_model import corpus_lines
+    from ..stages import PlanRequest
 
     exp = runs.experiment
     n, corpus = task_inputs(exp, runs.task_name(task), task), corpus_lines(exp.cfg.index)[0]
-    texts = get_stage("reranked").embedded_texts(cfg, exp.retrieve_config(task).k, n, corpus, exp.stages_needed(),
-                                                 corpus_passed(cfg, Path(cfg.out), False, corpus))
+    texts = get_stage("reranked").plan(PlanRequest(
+        cell_settings(exp.cfg, task), cfg, exp.retrieve_config(task).k, n, corpus, exp.stages_needed(),
+        corpus_passed(cfg, Path(cfg.out), False, corpus))).texts
     return cache_bytes(cfg, texts + (n or 0))[0] if texts else 0.0
 
 

@@ -6,7 +6,8 @@ from .command import Command, run_distributed
 
 
 def run(cfg) -> None:
-    from ..rerank.stage import rerank, summary
+    from ..rerank.stage import summary
+    from ..rerank.stages import rerank
 
     ctx, out = run_distributed(rerank, cfg)
     if ctx.is_main:

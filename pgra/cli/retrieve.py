@@ -9,7 +9,7 @@ from .command import Command, run_distributed
 
 
 def run(cfg) -> None:
-    from ..retrieval.retrieve import retrieve
+    from ..retrieval.candidates_stage import retrieve
 
     ctx, out = run_distributed(retrieve, cfg)
     if ctx.is_main:

@@ -31,7 +31,7 @@ def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None =
     if not data:  # the run's own folder must still hold what the run read
         check_run_data(run, folder, "re-run the experiment, or evaluate with --data pointing at a folder that "
                                     "holds the original")
-    from ..rerank.families import stage_kinds  # the stage families (imports the stages)
+    from ..methods import stage_kinds  # every stage family registered
 
     manifest = read_manifest(folder, stage_kinds())
     task = predictor.task

@@ -22,8 +22,7 @@ from typing import Any
 from ..core.config import check_config
 from ..core.errors import InputError
 from ..core.registry import plug_in_key
-from ..methods import MethodInputs, get_method
-from ..rerank.families import get_stage
+from ..methods import MethodInputs, get_method, get_stage
 from ..stages import Stage, StageRequest
 from ..storage.artifacts import MANIFEST, check_disjoint, path_under, read_json_object, safe_name
 from .cell import check_stale_cell, run_cell

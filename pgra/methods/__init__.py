@@ -4,13 +4,15 @@
 method is one file whose class is added here, or registered with :func:`register_method` (a plug-in, a test); a
 method with options declares them on itself (``options``: the experiment config's section named after it). Every
 registered demonstration strategy ``s`` (a plug-in's too) is also a method ``icl_<s>``, and every registered reranker
-``r`` that no method reads is ``fid_<r>`` (:class:`MethodRegistry`). Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
+``r`` that no method reads is ``fid_<r>`` (:class:`MethodRegistry`). The stage lookups are handed on from here,
+every built-in stage family registered (:mod:`.base` imports them). Importing this package stays light (no torch): each method imports its heavy parts in ``fit``.
 """
 
 from __future__ import annotations
 
 from ..core.registry import Registry, defined_in, is_builtin
 from ..results.predictions import Predictor
+from ..stages import get_stage, stage_kinds, stage_of_kind
 from .base import FitResult, Method, MethodInputs
 from .fid import FiD
 from .fid_reranked import RERANKED_READERS, fid_method
@@ -108,4 +110,5 @@ def get_method(name: str) -> type[Method]:
 
 
 __all__ = ["METHODS", "RUN_KINDS", "FitResult", "KnnVoteConfig", "LinearProbeConfig", "Method", "MethodInputs",
-           "MethodRegistry", "fid_method", "get_method", "icl_method", "load_run", "register_method"]
+           "MethodRegistry", "fid_method", "get_method", "get_stage", "icl_method", "load_run", "register_method",
+           "stage_kinds", "stage_of_kind"]

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ..rerank.stages import reranked_stage  # registers every built-in stage family (what methods read)
 from ..results.predictions import Predictor
+from ..stages import get_stage
 
 if TYPE_CHECKING:
     from ..icl.config import ICLConfig
@@ -103,8 +105,6 @@ class Method(ABC):
         """The stage (folder) whose records it reads: ``data``, or for ``reranked`` its reranker's
         (``reranked`` for the prompt-guided one, ``reranked-<name>``)."""
         if cls.data == "reranked":
-            from ..rerank.stages import reranked_stage
-
             return reranked_stage(cls.reranker)
         return cls.data
 
@@ -113,8 +113,6 @@ class Method(ABC):
         """What the ``score`` of its corpus evidence is, as results.html labels it: its stage's
         (:attr:`pgra.stages.Stage.score_name`: a reranker's, the inner product of the full search, the first
         stage's score)."""
-        from ..rerank.families import get_stage
-
         return get_stage(cls.stage(), "methods").score_name
 
     @property

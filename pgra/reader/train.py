@@ -32,7 +32,7 @@ from ..core.errors import InputError
 from ..core.faults import fault_point
 from ..core.progress import progress
 from ..data.interchange import read_records, write_records
-from ..rerank.families import stage_kinds
+from ..rerank import stages as _builtin_stages  # noqa: F401  (registers the built-in stage families)
 from ..runtime.cost import meter
 from ..runtime.device import resolve_dtype
 from ..runtime.training import (
@@ -45,6 +45,7 @@ from ..runtime.training import (
     resume_state,
     save_checkpoint,
 )
+from ..stages import stage_kinds
 from ..storage.artifacts import (
     MANIFEST,
     atomic_dir,

@@ -8,7 +8,7 @@ picks it by ``name``. The file registers it with ``@RERANKERS.register``; a plug
 ``pgra/`` (its options are then a section of every rerank config read after it registered:
 :func:`pgra.rerank.config.rerank_config`).
 
-``pgra rerank`` runs the chosen reranker's stage (:meth:`Reranker.run_stage`: by default load, score each split,
+``pgra rerank`` runs the chosen reranker's stage (:meth:`Reranker.build_stage`: by default load, score each split,
 write ``<split>.jsonl`` and a ``reranked`` manifest); its replay, what an export carries and its price are its own
 too (:meth:`Reranker.own_replay`, :meth:`Reranker.own_carried`, :meth:`Reranker.price`).
 """
@@ -98,32 +98,30 @@ class Reranker(ABC):
         return [ranked(c, s, self.top_d) for c, s in zip(candidates, self.scores(queries, candidates), strict=True)]
 
     @classmethod
-    def run_stage(cls, cfg: Any, ctx: Any = None) -> Path:
-        """Its stage (``pgra rerank``): each requested split of ``cfg.candidates`` scored into ``cfg.out`` by rank 0
-        through the one runner (resumed under its settings and the candidates' fingerprint)."""
+    def build_stage(cls, cfg: Any, run: Any) -> dict[str, Any] | None:
+        """Its stage's build (``pgra rerank``; ``run``: a :class:`~pgra.stages.runner.StageRun`): each requested split
+        scored by rank 0, resumed under its settings and the candidates' fingerprint; returns the manifest's fields."""
         from ..retrieval.candidates_stage import StageInputs
-        from ..runtime.distributed import init_distributed
         from ..storage.provenance import folder_fingerprint
 
-        run = StageInputs.read(cfg, with_train=False)
-        ctx = ctx or init_distributed()
-        if not ctx.is_main:
-            return run.out
-        reranker = cls(cfg, run.task, run.store, run.cand)
+        inputs = StageInputs.read(cfg, with_train=False)
+        if not run.ctx.is_main:
+            return None
+        reranker = cls(cfg, inputs.task, inputs.store, inputs.cand)
         reranker.load()
-        folder = run.begin({"settings": cls.key_settings(cfg), "candidates": folder_fingerprint(run.cand_dir)})
-        for split in run.splits:
-            recs = run.data[split]
-            folder.split(split, lambda recs=recs: [{**{k: v for k, v in r.items() if k != "ctxs"}, "ctxs": c} for r, c
-                                                   in zip(recs, reranker.rerank([r["text"] for r in recs],
-                                                                                [r["ctxs"] for r in recs]), strict=True)],
-                         meter=reranker.cost)
-        return folder.finish("reranked", run.task, {
-            "reranker": cls.name, "reranker_settings": cls.key_settings(cfg), **reranker.describe(),
-            "k": cfg.k or run.cand["k"], "top_d": cfg.top_d, "counts": folder.counts,
-            "queries_with_fewer_than_d": sum(len(r["ctxs"]) < cfg.top_d for s in run.splits for r in run.data[s]),
-            "cost": folder.cost.as_dict()},
-            run.inputs(), cfg)
+        run.task, run.inputs = inputs.task, inputs.inputs()
+        run.begin({"settings": cls.key_settings(cfg), "candidates": folder_fingerprint(inputs.cand_dir)})
+        for split in inputs.splits:
+            recs = inputs.data[split]
+            run.split(split, lambda recs=recs: [{**{k: v for k, v in r.items() if k != "ctxs"}, "ctxs": c} for r, c
+                                                in zip(recs, reranker.rerank([r["text"] for r in recs],
+                                                                             [r["ctxs"] for r in recs]), strict=True)],
+                      meter=reranker.cost)
+        return {"reranker": cls.name, "reranker_settings": cls.key_settings(cfg), **reranker.describe(),
+                "k": cfg.k or inputs.cand["k"], "top_d": cfg.top_d, "counts": run.counts,
+                "queries_with_fewer_than_d": sum(len(r["ctxs"]) < cfg.top_d for s in inputs.splits
+                                                 for r in inputs.data[s]),
+                "cost": run.cost.as_dict()}
 
     @classmethod
     def own_replay(cls, folder: Path, manifest: dict[str, Any], index: Any, device: str | None,

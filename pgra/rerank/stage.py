@@ -1,6 +1,5 @@
-"""``pgra rerank`` (:func:`rerank`: the chosen reranker's stage, under the folder's lock) and a reranked folder read
-back: its replay (:class:`Replay`), its candidates folder, its LM cost, its reranker and model, the line ``pgra
-rerank`` prints. Every reranker's stage (:meth:`pgra.rerank.base.Reranker.run_stage`) reads a candidates
+"""A reranked folder read back: its replay (:class:`Replay`), its candidates folder, its LM cost, its reranker and model, the line
+``pgra rerank`` prints. Every reranker's stage (:meth:`pgra.rerank.base.Reranker.build_stage`) reads a candidates
 folder through :class:`~pgra.retrieval.candidates_stage.StageInputs` and writes its own through the one runner of
 every stage (:class:`pgra.stages.runner.StageRun`)."""
 
@@ -117,15 +116,6 @@ def candidates_of(reranked: Path, manifest: dict[str, Any]) -> Path:
 
 
 
-@locks_output(kind=RERANKED_KIND)
-def rerank(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
-    """Rerank every requested split of a candidates folder with the reranker ``cfg.reranker`` names (its stage,
-    :meth:`~pgra.rerank.base.Reranker.run_stage`); returns the output folder."""
-    check_config(cfg)
-    return reranker_class(cfg.reranker, "rerank.reranker").run_stage(cfg, ctx)
-
-
-
 def model_of(manifest: dict[str, Any]) -> tuple[str | None, str | None]:
     """The model folder a reranked folder's reranker loaded (its :attr:`Reranker.model_field` in the manifest's
     config) and that model's fingerprint as recorded; ``(None, None)`` for a reranker without one."""
@@ -162,5 +152,5 @@ def summary(out: str | Path) -> str:
     return head + f"; {m['cost']['lm_tokens']} LM tokens run)"
 
 
-__all__ = ["FULL_SEARCH_KIND", "RERANKED_KIND", "Replay", "candidates_of", "model_of", "rerank", "reranked_cost",
+__all__ = ["FULL_SEARCH_KIND", "RERANKED_KIND", "Replay", "candidates_of", "model_of", "reranked_cost",
            "reranker_of", "summary", "train_queries"]

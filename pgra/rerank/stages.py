@@ -1,18 +1,20 @@
 """The second stages, each reading a task's ``candidates``: a reranker's top d (``reranked`` for the prompt-guided
-one, ``reranked-<name>``: each reranker's own stage, :meth:`Reranker.run_stage`) and ``full_search`` (``pgra_full``'s
+one, ``reranked-<name>``: each reranker's own stage, :meth:`Reranker.build_stage`) and ``full_search`` (``pgra_full``'s
 top d of the whole corpus, :mod:`pgra.rerank.prompt_guided.full_search`). Their keys are what they always were: the reranker's
 settings (:meth:`Reranker.key_settings`; the full search's: the prompt-guided one's but ``k``) and the candidates'.
+Importing this module registers every built-in stage family (the candidates' too: the stage they read).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..retrieval.candidates_stage import CandidatesStage
 from ..runtime.cost import Priced
-from ..stages import CTX_BYTES, STAGES, Carried, Stage, StageRequest
+from ..stages import CTX_BYTES, STAGES, Carried, PlanRequest, Stage, StagePlan, StageRequest
+from ..stages.runner import StageRun
 from ..storage.artifacts import MANIFEST, safe_name
 from .base import RERANKERS, reranker_class
 from .prompt_guided.reranker import PromptGuided
@@ -33,10 +35,11 @@ RERANKED_CTX_BYTES = 50  # a reranked candidate's retrieval score and rank on to
 DEMO_BYTES = 35  # a demonstration's id and label in a reranked line
 
 
-def _line(rerank: Any, input_bytes: float, sentence_bytes: float, demos: int) -> tuple[float, str, int]:
-    """A line of the input's record, its top d and ``demos`` demonstrations."""
-    return (input_bytes + rerank.top_d * (sentence_bytes + CTX_BYTES + RERANKED_CTX_BYTES) + demos * DEMO_BYTES,
-            "their top d={}", rerank.top_d)
+def _plan(request: PlanRequest, priced: Priced | None, texts: int | None, demos: int) -> StagePlan:
+    """A second stage's plan: its files a line per input of its record, its top d and ``demos`` demonstrations."""
+    r, d = request, request.rerank.top_d
+    line = r.input_bytes + d * (r.sentence_bytes + CTX_BYTES + RERANKED_CTX_BYTES) + demos * DEMO_BYTES
+    return StagePlan(priced, texts, r.lines(line), ("their top d={}", d))
 
 
 def _rerank_config(request: StageRequest, reranker: str, out: Path) -> Any:
@@ -51,6 +54,8 @@ class RerankedStage(Stage):
 
     family = RERANKED
     kind = RERANKED_KIND
+    reads = (CandidatesStage.family,)
+    every_rank = True
 
     def __init__(self, reranker: str) -> None:
         super().__init__(reranked_stage(reranker))
@@ -73,32 +78,25 @@ class RerankedStage(Stage):
     def key_record(self, request: StageRequest, config: Any) -> dict[str, Any]:
         return {"rerank": reranker_class(self.reranker).key_settings(config), "candidates": request.keys["candidates"]}
 
-    def run(self, config: Any, ctx: Any) -> Path:
-        from .stage import rerank
+    def build(self, config: Any, inputs: Any, run: StageRun) -> dict[str, Any] | None:
+        """Its reranker's :meth:`Reranker.build_stage` (the prompt-guided one's keeps the embedding caches)."""
+        return reranker_class(config.reranker, "rerank.reranker").build_stage(config, run)
 
-        return rerank(config, ctx)
-
-    def embedded_texts(self, rerank: Any, retrieved_k: int, inputs: int | None, corpus: int | None,
-                       stages: Sequence[str], corpus_passed: bool = False) -> int | None:
-        """Its inputs x k (x the retrieved k with ``corpus_pass: candidates``), at most the corpus when every text
-        shares one prompt (the cache embeds a sentence once per task); the whole corpus with ``corpus_pass:
-        corpus``."""
+    def plan(self, request: PlanRequest) -> StagePlan:
+        """Its LM's texts: its inputs x k (x the retrieved k with ``corpus_pass: candidates``), at most the corpus
+        when every text shares one prompt (the cache embeds a sentence once per task); the whole corpus with
+        ``corpus_pass: corpus``. Its reranker's price over them (:meth:`Reranker.price`)."""
         from ..selection import STRATEGIES
 
+        r, rerank = request, request.rerank
+        k = r.retrieved_k if rerank.corpus_pass == "candidates" else rerank.k or r.retrieved_k
+        texts = r.inputs * k if r.inputs and k else None
         if rerank.corpus_pass == "corpus":
-            return corpus
-        shared = not STRATEGIES[rerank.demo_selection].per_query
-        k = retrieved_k if rerank.corpus_pass == "candidates" else rerank.k or retrieved_k
-        embedded = inputs * k if inputs and k else None
-        return min(embedded, corpus) if embedded and corpus and shared else embedded
-
-    def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
-        """Its reranker's price (:meth:`Reranker.price`: the prompt-guided LM's over the texts it embeds)."""
-        return reranker_class(self.reranker).price(fits, self.family, inputs, texts)
-
-    def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
-                     ) -> tuple[float, str, int] | None:
-        return _line(rerank, input_bytes, sentence_bytes, rerank.num_demos)
+            texts = r.corpus
+        elif texts and r.corpus and not STRATEGIES[rerank.demo_selection].per_query:
+            texts = min(texts, r.corpus)
+        priced = None if r.fits is None else reranker_class(self.reranker).price(r.fits, self.family, r.inputs, texts)
+        return _plan(r, priced, texts, rerank.num_demos)
 
     def models(self, rerank: Any) -> list[str]:
         return reranker_class(self.reranker).models(rerank)
@@ -136,6 +134,8 @@ class FullSearchStage(Stage):
 
     family = "full_search"
     kind = FULL_SEARCH_KIND
+    reads = (CandidatesStage.family,)
+    every_rank = True
     score_name = "inner product"
 
     def config(self, request: StageRequest) -> Any:
@@ -145,23 +145,18 @@ class FullSearchStage(Stage):
         guided = {k: v for k, v in PromptGuided.key_settings(config).items() if k != "k"}
         return {"full_search": guided, "candidates": request.keys["candidates"]}
 
-    def run(self, config: Any, ctx: Any) -> Path:
-        from .prompt_guided.full_search import full_search
+    def build(self, config: Any, inputs: Any, run: StageRun) -> dict[str, Any] | None:
+        """The corpus pass, then each input's search of the corpus (:func:`pgra.rerank.prompt_guided.full_search.search_stage`)."""
+        from .prompt_guided.full_search import search_stage
 
-        return full_search(config, ctx)
+        return search_stage(config, run)
 
-    def embedded_texts(self, rerank: Any, retrieved_k: int, inputs: int | None, corpus: int | None,
-                       stages: Sequence[str], corpus_passed: bool = False) -> int | None:
-        """The whole corpus, or only its queries (``inputs``) when the reranked stage's corpus pass embedded it."""
-        return (inputs or None) if corpus_passed and RERANKED in stages else corpus
-
-    def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
-        """The prompt-guided LM over the texts it embeds (the corpus, or only the queries after a corpus pass)."""
-        return PromptGuided.price(fits, self.family, inputs, texts)
-
-    def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
-                     ) -> tuple[float, str, int] | None:
-        return _line(rerank, input_bytes, sentence_bytes, 0)
+    def plan(self, request: PlanRequest) -> StagePlan:
+        """Its LM's texts: the whole corpus, or only its queries (the inputs) when the reranked stage's corpus pass
+        embedded it; the prompt-guided LM's price over them."""
+        r = request
+        texts = (r.inputs or None) if r.corpus_passed and RERANKED in r.stages else r.corpus
+        return _plan(r, None if r.fits is None else PromptGuided.price(r.fits, self.family, r.inputs, texts), texts, 0)
 
     def models(self, rerank: Any) -> list[str]:
         return [str(rerank.lm)]
@@ -195,4 +190,9 @@ class FullSearchStage(Stage):
                        store=cache, title="prompt-guided search of the whole corpus")
 
 
-__all__ = ["RERANKED", "FullSearchStage", "RerankedStage", "reranked_stage"]
+def rerank(cfg: Any, ctx: Any = None) -> Path:
+    """``pgra rerank``: a candidates folder reranked by ``cfg.reranker`` through the one runner; returns the folder."""
+    return RerankedStage(cfg.reranker).run(cfg, ctx)
+
+
+__all__ = ["RERANKED", "FullSearchStage", "RerankedStage", "rerank", "reranked_stage"]

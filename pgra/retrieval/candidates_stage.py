@@ -15,11 +15,11 @@ from ..core.config import check_config
 from ..core.errors import InputError, StaleArtifactError, shorten
 from ..data.corpus import CorpusId, CorpusStore
 from ..data.interchange import read_records
-from ..runtime.cost import Priced
-from ..stages import CTX_BYTES, STAGES, Stage, StageRequest, defining
+from ..stages import CTX_BYTES, STAGES, PlanRequest, Stage, StagePlan, StageRequest, defining
 from ..stages.runner import StageRun, input_record
 from ..storage.artifacts import MANIFEST, check_disjoint, read_manifest, sha256_file, sha256_text
-from ..tasks import TaskSpec, task_from_manifest
+from ..storage.ownership import PART_CHECKS
+from ..tasks import TaskSpec, get_task, task_from_manifest, task_paths
 
 if TYPE_CHECKING:
     from .retrieve import RetrieveConfig
@@ -31,6 +31,7 @@ class CandidatesStage(Stage):
     kind = "candidates"  # CANDIDATES_KIND (pgra.retrieval.retrieve, which this light module does not import)
     reads = ()  # the index, shared by every task, is built before any stage (its build key: ``keys["index"]``)
     score_name = "first-stage score"
+    every_rank = True
 
     def config(self, request: StageRequest) -> RetrieveConfig:
         s = request.settings
@@ -48,19 +49,32 @@ class CandidatesStage(Stage):
         # reads them through the candidates, so their keys change with it)
         return {"retrieve": settings, "index": request.keys.get("index", "unbuilt"), "task": dict(request.task_content)}
 
-    def run(self, config: RetrieveConfig, ctx: Any) -> Path:
-        from .retrieve import retrieve  # (its folder through the one runner, pgra.stages.runner.StageRun)
+    def build(self, config: RetrieveConfig, inputs: Any, run: StageRun) -> dict[str, Any] | None:
+        """Every process searches its share of the queries (:func:`pgra.retrieval.retrieve.write_candidates`)."""
+        from .retrieve import write_candidates
 
-        return retrieve(config, ctx)
+        return write_candidates(config, run)
 
-    def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
-        """On a CPU: the measured fixed part of retrieving a task plus its seconds per input of every split."""
-        return fits.cpu_price(self.family, inputs) if inputs else None
+    def plan(self, request: PlanRequest) -> StagePlan:
+        """On a CPU: the measured fixed part of retrieving a task plus its seconds per input of every split; its
+        files: each input's record and its k candidates."""
+        r, k = request, request.retrieved_k
+        priced = r.fits.cpu_price(self.family, r.inputs) if r.fits is not None and r.inputs else None
+        return StagePlan(priced, disk=r.lines(r.input_bytes + k * (r.sentence_bytes + CTX_BYTES)),
+                         line=("k={} candidates", k))
 
-    def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
-                     ) -> tuple[float, str, int] | None:
-        """The input's record and its k candidates."""
-        return input_bytes + retrieved_k * (sentence_bytes + CTX_BYTES), "k={} candidates", retrieved_k
+
+def _check_task_apart(out: Path, cfg: RetrieveConfig) -> None:
+    """Refuse an output folder that is, holds or lies inside the task's own data (naming the task)."""
+    check_disjoint({"out": str(out)}, {"task": task_paths(get_task(cfg.task), cfg.data_dir)})
+
+
+PART_CHECKS[CandidatesStage.kind] = _check_task_apart  # before "a folder pgra did not make": the more precise error
+
+
+def retrieve(cfg: RetrieveConfig, ctx: Any = None) -> Path:
+    """``pgra retrieve``: the candidates of every requested split, written by the one runner; returns the folder."""
+    return CandidatesStage().run(cfg, ctx)
 
 
 def open_corpus(cfg: Any, cand: dict[str, Any]) -> CorpusStore | CandidateTexts:
@@ -211,8 +225,7 @@ def load_split(path: Path, task: TaskSpec, k: int) -> list[dict[str, Any]]:
 @dataclass
 class StageInputs:
     """What a second stage (the prompt-guided reranker's, the generic stage's, the full search's) reads of a
-    candidates folder, checked before anything is written (:meth:`read`), and its output folder opened through the
-    runner (:meth:`begin`)."""
+    candidates folder, checked before anything is written (:meth:`read`)."""
 
     cfg: Any
     cand_dir: Path
@@ -248,14 +261,10 @@ class StageInputs:
         return cls(cfg, cand_dir, Path(cfg.out), effective_candidates(cfg, cand, store, data), task, store, data,
                    splits)
 
-    def begin(self, key: Any = None) -> StageRun:
-        """Its folder opened by the one runner (resumed under ``key``; None: not resumed)."""
-        return StageRun(self.out, key).begin()
-
     def inputs(self) -> dict[str, Any]:
         """The manifest's record of the candidates it read (with the first stage's index record)."""
         return {"candidates": input_record(self.cand_dir, self.out, index=self.cand["index"])}
 
 
 __all__ = ["CandidateTexts", "CandidatesStage", "StageInputs", "effective_candidates", "imported_corpus",
-           "index_record", "load_split", "open_corpus"]
+           "index_record", "load_split", "open_corpus", "retrieve"]

@@ -28,7 +28,7 @@ from ..core.faults import fault_point
 from ..core.progress import progress
 from ..data.interchange import example_record, read_records, write_records
 from ..data.itself import without_itself
-from ..runtime.distributed import DistContext, init_distributed
+from ..runtime.distributed import DistContext
 from ..stages.runner import StageRun
 from ..storage.artifacts import (
     MANIFEST,
@@ -37,8 +37,6 @@ from ..storage.artifacts import (
     sha256_file,
     write_json,
 )
-from ..storage.lock import locks_output
-from ..storage.ownership import PART_CHECKS
 from ..tasks import get_task, load_task, task_names, task_paths
 from .index import Index
 
@@ -74,22 +72,14 @@ class RetrieveConfig:
                                                "are merged across ranks; off: each rank holds all of it")
 
 
-def _check_task_apart(out: Path, cfg: RetrieveConfig) -> None:
-    """Refuse an output folder that is, holds or lies inside the task's own data (naming the task)."""
-    check_disjoint({"out": str(out)}, {"task": task_paths(get_task(cfg.task), cfg.data_dir)})
-
-
-PART_CHECKS[CANDIDATES_KIND] = _check_task_apart  # before "a folder pgra did not make": the more precise error
-
-
-@locks_output(kind=CANDIDATES_KIND)
-def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
-    """Write the candidates of every requested split; returns the output folder."""
+def write_candidates(cfg: RetrieveConfig, run: StageRun) -> dict[str, Any] | None:
+    """The candidates stage's build in every process of ``run.ctx`` (each searches its share of the queries, rank 0
+    writes every requested split); returns the manifest's fields on rank 0."""
     check_config(cfg)
     for name in ("task", "index", "out"):
         if not getattr(cfg, name):
             raise InputError(f"no {name} given (--{name})", field=name)
-    ctx = ctx or init_distributed()
+    ctx = run.ctx
     task = get_task(cfg.task)
     check_disjoint({"out": cfg.out}, {"task": task_paths(task, cfg.data_dir)})
     data = load_task(task, cfg.data_dir, splits=tuple(cfg.splits))
@@ -101,7 +91,8 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
     qctx = DistContext() if index.spans_ranks else ctx  # who splits the queries: no one when ranks split the index
     excluded = read_excluded_ids(cfg.exclude_ids) if cfg.exclude_ids else set()  # a bad file: nothing written yet
     out = Path(cfg.out)
-    folder = StageRun(out).begin() if ctx.is_main else None  # the one runner of every stage opens its folder
+    if ctx.is_main:
+        run.begin()
     ctx.barrier()
     parts = out / ".parts"
     counts: dict[str, int] = {}
@@ -134,7 +125,7 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
         write_json(parts / f"removed.{qctx.rank:05d}.json", removed)
     ctx.barrier()
     if not ctx.is_main:
-        return out
+        return None
     writers = qctx.world_size
     removed = {split: sum(read_json(parts / f"removed.{r:05d}.json")[split] for r in range(writers))
                for split in cfg.splits}
@@ -142,17 +133,17 @@ def retrieve(cfg: RetrieveConfig, ctx: DistContext | None = None) -> Path:
         shards = [list(read_records(parts / f"{split}.{r:05d}.jsonl")) for r in range(writers)]
         merged = [shards[r][j] for r, j in (chunk_place(i, cfg.query_batch_size, writers)
                                             for i in range(counts[split]))]
-        folder.split(split, lambda merged=merged: merged)
+        run.split(split, lambda merged=merged: merged)
     shutil.rmtree(parts, ignore_errors=True)
     m = index.manifest
-    return folder.finish(CANDIDATES_KIND, task, {
-        "k": cfg.k, "counts": counts,
-        "index": {"path": str(Path(cfg.index).resolve()), "build_key": m["build_key"],
-                  "retriever": m["retriever"], "encoder": m.get("encoder"), "pooler": m.get("pooler"),
-                  "corpus_content_sha256": m["corpus"]["content_sha256"], "corpus_size": m["size"]},
-        "data_provenance": data.provenance}, config=recorded_settings(cfg), after={
-        "excluded": ({"file": str(Path(cfg.exclude_ids).resolve()), "sha256": sha256_file(cfg.exclude_ids),
-                      "ids": len(excluded), "removed_from_top_k": removed} if cfg.exclude_ids else None)})
+    run.task, run.config = task, recorded_settings(cfg)
+    run.after = {"excluded": ({"file": str(Path(cfg.exclude_ids).resolve()), "sha256": sha256_file(cfg.exclude_ids),
+                               "ids": len(excluded), "removed_from_top_k": removed} if cfg.exclude_ids else None)}
+    return {"k": cfg.k, "counts": counts,
+            "index": {"path": str(Path(cfg.index).resolve()), "build_key": m["build_key"],
+                      "retriever": m["retriever"], "encoder": m.get("encoder"), "pooler": m.get("pooler"),
+                      "corpus_content_sha256": m["corpus"]["content_sha256"], "corpus_size": m["size"]},
+            "data_provenance": data.provenance}
 
 
 def query_chunks(n: int, size: int) -> int:
@@ -252,5 +243,5 @@ def recorded_exclusions(manifest: dict[str, Any], folder: str | Path) -> set[str
 
 
 __all__ = ["CANDIDATES_KIND", "RetrieveConfig", "by_score_then_position", "chunk_place", "query_chunks", "ranked_hits",
-           "read_excluded_ids", "recorded_exclusions", "retrieve", "search_candidates",
+           "read_excluded_ids", "recorded_exclusions", "search_candidates", "write_candidates",
            "subsample"]

@@ -78,8 +78,10 @@ def merge_work(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 @dataclass
 class Priced:
-    """A stage or cell priced before it runs by its own cost model from the bench fits; ``split_s``: of
-    ``seconds``, those the ranks of a ``parallel: ddp`` launch would split among them."""
+    """A stage or cell priced before it runs by its own cost model (:meth:`pgra.stages.Stage.plan`,
+    :meth:`pgra.methods.Method.price`) from the bench fits: ``seconds`` on ``device``, where the figure came from,
+    and (a reader cell priced from the GPU fits) its device seconds and the bytes it writes and keeps; ``split_s``:
+    of ``seconds``, those the ranks of a ``parallel: ddp`` launch would split among them (a reader's steps)."""
 
     seconds: float
     source: str

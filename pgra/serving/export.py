@@ -106,7 +106,7 @@ def _claim_export(out: Path) -> None:
 def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> _Plan:
     """Read and check everything the export of ``run`` writes; ``folder_name``: the model card's name."""
     from .. import __version__
-    from ..rerank.families import stage_kinds, stage_of_kind
+    from ..methods import stage_kinds, stage_of_kind
     from ..rerank.stage import candidates_of
     from ..retrieval.candidates_stage import CandidatesStage
     from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
@@ -409,7 +409,7 @@ def read_export(directory: str | Path) -> dict[str, Any]:
     if r is not None:
         path_under(directory, "reranked")
         if "kind" in r:  # absent from exports before any stage's run was exported (the prompt-guided reranker's)
-            from ..rerank.families import stage_kinds
+            from ..methods import stage_kinds
 
             _field(r, "kind", path, f"one of {', '.join(stage_kinds())}", lambda v: v in stage_kinds(), "reranked.")
         _field(r, "lm", path, "null, a path or a hub id", lambda v: v is None or is_text(v), "reranked.")
@@ -459,7 +459,7 @@ def load_export(directory: Path, device: str | None, trust_remote_code: bool, in
     ``index`` / ``encoder`` / ``lm``: the caller's copies (else the export's, else where it recorded them), each
     refused when its fingerprint differs from the run's."""
     from ..core.errors import StaleArtifactError
-    from ..rerank.families import stage_of_kind
+    from ..methods import stage_of_kind
     from ..retrieval.index import Index
 
     spec = read_export(directory) if spec is None else spec

@@ -63,8 +63,8 @@ class Pipeline:
     @classmethod
     def _load(cls, run: Path, device: str | None, trust_remote_code: bool, index: str | Path | None,
               lm: str | Path | None, verbose: bool, encoder: str | Path | None = None) -> Pipeline:
+        from ..methods import stage_kinds, stage_of_kind
         from ..methods.reader_method import ReaderPredictor
-        from ..rerank.families import stage_kinds, stage_of_kind
         from ..retrieval.candidates_stage import CandidatesStage
         from ..retrieval.index import Index
         from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions

@@ -1,14 +1,15 @@
 """The stage: a folder a grid builds once per task, from the folders of the stages it reads, and its methods read.
 
 Every stage is one :class:`Stage`: its name (its folder under ``<out>/<task>/``), the stages it reads, its options
-(its section of an experiment config), its config from the task's settings, what defines its result (hashed into
-its key), how it writes its splits (:meth:`Stage.build`, run by the one runner of :mod:`pgra.stages.runner`, which
-opens the folder, resumes split by split, meters and writes the manifest) and how its folder is read back
-(:meth:`Stage.open`). The built-in ones: ``candidates`` (:mod:`pgra.retrieval.candidates_stage`), ``reranked`` /
-``reranked-<reranker>`` and ``full_search`` (:mod:`pgra.rerank.stages`). A method names the stage it reads; the
-grid derives its stages, their order and keys from its methods, and builds each (reused by its key, claimed:
-:meth:`pgra.experiment.Experiment.build_stage`). A plug-in stage is one file: a subclass registered with
-``@STAGES.register`` that implements ``build``, read by a method whose ``data`` names it.
+(its section of an experiment config), its config from the task's settings, what defines its result (hashed into its
+key), how it writes its splits (:meth:`Stage.build`, run by the one runner of :mod:`pgra.stages.runner`, which locks
+the folder, resumes split by split, meters and writes the manifest), what it will cost before it runs
+(:meth:`Stage.plan`) and how its folder is read back (:meth:`Stage.open`). The built-in ones: ``candidates``
+(:mod:`pgra.retrieval.candidates_stage`), ``reranked`` / ``reranked-<reranker>`` and ``full_search``
+(:mod:`pgra.rerank.stages`). A method names the stage it reads; the grid derives its stages, their order and keys
+from its methods, and builds each (reused by its key, claimed: :meth:`pgra.experiment.Experiment.build_stage`). A
+plug-in stage is one file: a subclass registered with ``@STAGES.register`` that implements ``build`` (and ``plan``),
+read by a method whose ``data`` names it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, ClassVar
 
 from ..core.config import result_settings
 from ..core.errors import InputError
-from ..core.registry import Registry
+from ..core.registry import Registry, defined_in, is_builtin, load_plugins
 from ..runtime.cost import Priced
 
 
@@ -71,16 +72,51 @@ class Carried:
     title: str = ""  # how a model card names the stage's work ("prompt-guided reranking", "cross-encoder" ...)
 
 
+@dataclass(frozen=True)
+class PlanRequest:
+    """What the dry run knows of one task when it asks a stage its :meth:`Stage.plan`."""
+
+    settings: Any                  # the task's settings (:meth:`Stage.own_options` reads its section)
+    rerank: Any                    # the task's rerank config (an analysis's variant of it)
+    retrieved_k: int               # the first stage's k
+    inputs: int | None             # the task's inputs (None: unknown)
+    corpus: int | None             # the corpus's sentences (None: unknown)
+    stages: Sequence[str] = ()     # every stage the grid builds for the task
+    corpus_passed: bool = False    # whether its reranked stage embedded the whole corpus
+    fits: Any = None               # the bench fits (:class:`pgra.runtime.cost.Fits`; None: not priced)
+    input_bytes: float = 0.0       # an input's record in a line of its files
+    sentence_bytes: float = 0.0    # a corpus sentence in a line of its files
+
+    def lines(self, line_bytes: float) -> float | None:
+        """The bytes of a stage's files of one ``line_bytes`` line per input (None: the inputs are unknown)."""
+        return self.inputs * line_bytes if self.inputs else None
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A stage's plan for one task (:meth:`Stage.plan`): ``priced`` its seconds (None: unpriced), ``texts`` what its
+    LM embeds (its cache's rows; None: none, or unknown), ``disk`` its files' bytes (None: its own, or the inputs
+    unknown) and ``line`` what an input's line holds, as a template and its number (``("k={} candidates", 150)``)."""
+
+    priced: Priced | None = None
+    texts: int | None = None
+    disk: float | None = None
+    line: tuple[str, int] = ("", 0)
+
+
 class Stage(ABC):
     """One kind of stage folder. A subclass sets ``family`` (its registry name, and its folder's unless :meth:`named`
     says more), ``kind`` (its manifest's) and implements :meth:`config`, :meth:`key_record` and :meth:`build` (the
-    one runner does the rest; the built-in stages drive it from their own :meth:`run`)."""
+    one runner, :func:`pgra.stages.runner.run_stage`, does the rest)."""
 
     family: ClassVar[str] = ""
     kind: ClassVar[str] = ""
     reads: ClassVar[tuple[str, ...]] = ("candidates",)  # the stages whose folders it reads
     score_name: ClassVar[str] = "score"  # what the ``score`` of its records' evidence is (results.html)
     options: ClassVar[type | None] = None  # the dataclass of its section ``<family>:`` (None: no options)
+    # its build runs in every process of a launch (they share its work; it opens what it reads and begins its folder
+    # itself), else on rank 0 alone, from the folders the runner opened
+    every_rank: ClassVar[bool] = False
 
     def __init__(self, name: str = "") -> None:
         self.name = name or self.family
@@ -102,16 +138,18 @@ class Stage(ABC):
     def key_record(self, request: StageRequest, config: Any) -> dict[str, Any]:
         """What defines its result (hashed into its key): the settings it reads and the keys of its inputs."""
 
-    def run(self, config: Any, ctx: Any) -> Path:
-        """Build its folder (every process of ``ctx`` together): the one runner over :meth:`build` by default."""
+    def run(self, config: Any, ctx: Any = None) -> Path:
+        """Build its folder (every process of ``ctx`` together): the one runner over :meth:`build`."""
         from .runner import run_stage
 
         return run_stage(self, config, ctx)
 
-    def build(self, config: Any, inputs: Mapping[str, dict[str, Any]], run: Any) -> dict[str, Any]:
-        """Write its splits through ``run.split(name, make)`` (:class:`~pgra.stages.runner.StageRun`) from the folders
-        it reads (``inputs``: their manifests by stage name); returns its manifest's own fields."""
-        raise NotImplementedError(f"the {self.family} stage implements neither build nor run")
+    @abstractmethod
+    def build(self, config: Any, inputs: Mapping[str, dict[str, Any]], run: Any) -> dict[str, Any] | None:
+        """Write its splits through ``run.split(name, make)`` (:class:`~pgra.stages.runner.StageRun`, its processes
+        ``run.ctx``) from the folders it reads (``inputs``: their manifests by stage name, opened by the runner;
+        empty for an ``every_rank`` stage, which opens them, sets ``run.task``, ``run.inputs`` and ``run.config`` and
+        begins the folder itself); returns its manifest's own fields (None on a process that writes none)."""
 
     @classmethod
     def open(cls, folder: str | Path) -> dict[str, Any]:
@@ -120,29 +158,14 @@ class Stage(ABC):
 
         return read_manifest(folder, cls.kind)
 
-    def price(self, fits: Any, inputs: int | None, texts: int | None) -> Priced | None:
-        """Its cost model over the bench ``fits`` (the dry run's, where no record prices it), for the task's
-        ``inputs`` and the ``texts`` its LM embeds (None: unknown or none). None (the default): unpriced."""
-        return None
-
-    def embedded_texts(self, rerank: Any, retrieved_k: int, inputs: int | None, corpus: int | None,
-                       stages: Sequence[str], corpus_passed: bool = False) -> int | None:
-        """The texts its LM embeds for one task (what :meth:`price` and the plan's disk estimate read): ``rerank``
-        the task's rerank config, ``retrieved_k`` the first stage's k, ``inputs`` the task's inputs, ``corpus`` the
-        corpus's sentences, ``stages`` every stage the grid builds for the task, ``corpus_passed`` whether its
-        reranked stage embedded the whole corpus. None: unknown, or it runs no LM (the default)."""
-        return None
+    def plan(self, request: PlanRequest) -> StagePlan:
+        """What it will cost one task before it runs (the dry run's, where no record prices it). The default, an
+        empty plan: unpriced, no LM, its size its own (the dry run says it is not counted)."""
+        return StagePlan()
 
     def models(self, rerank: Any) -> list[str]:
         """The models it loads for a task (``rerank``: the task's rerank config; the plan sizes their downloads)."""
         return []
-
-    def planned_line(self, rerank: Any, retrieved_k: int, input_bytes: float, sentence_bytes: float
-                     ) -> tuple[float, str, int] | None:
-        """The bytes of one input's line in its files (the plan's disk: ``input_bytes`` the input's record,
-        ``sentence_bytes`` a corpus sentence's), what the line holds as a template and its number (``"k={}
-        candidates"``, 150). None: its size is its own (the default: the plan says it is not counted)."""
-        return None
 
     replayable: ClassVar[bool] = False  # whether :meth:`replay` can do its work again on new texts
 
@@ -178,11 +201,43 @@ class Stage(ABC):
 
 
 # the stages' registry: the interface is on the ground floor so that every layer may name a stage; the built-in
-# families register themselves where they live (retrieval, rerank), and the lookups that need them all
-# (:mod:`pgra.rerank.families`) import them: imports the drawing sees, none running upward
+# families register themselves where they live (retrieval, rerank) when imported, and :mod:`pgra.methods` (what
+# reads the stages) imports them and hands on the lookups below: imports the drawing sees, none running upward
 STAGES: Registry[type[Stage]] = Registry("stage", field="stage", name_of=lambda cls: getattr(cls, "family", ""),
                                          base=Stage)
 register_stage = STAGES.register  # add a stage family under its ``family``; works as a decorator
 
 
-__all__ = ["CTX_BYTES", "STAGES", "Carried", "Stage", "StageRequest", "defining", "key_of", "register_stage"]
+def families() -> list[type[Stage]]:
+    """The registered stage families: pgra's own first, as they registered (each after what it reads), then others."""
+    load_plugins()
+    return sorted(STAGES.values(), key=lambda family: not is_builtin(defined_in(family)))
+
+
+def get_stage(name: str, field: str = "stage") -> Stage:
+    """The stage whose folder is ``name``: ``candidates``, ``reranked`` (the prompt-guided reranker's top d),
+    ``reranked-<reranker>``, ``full_search`` or a registered plug-in's; an unknown name is an InputError naming
+    ``field`` and the families."""
+    for family in families():
+        stage = family.named(name)
+        if stage is not None:
+            return stage
+    raise InputError(f"no stage is named '{name}' (stage families: {', '.join(STAGES)})", field=field)
+
+
+def stage_of_kind(kind: str) -> type[Stage]:
+    """The stage family whose folders' manifests have ``kind``; an InputError when none has."""
+    for family in families():
+        if family.kind == kind:
+            return family
+    raise InputError(f"no stage writes folders of kind '{kind}' (stage families: {', '.join(STAGES)})", field="kind")
+
+
+def stage_kinds() -> tuple[str, ...]:
+    """The manifest kinds of every registered stage's folder (built-in ones first): what a reader trains on and
+    ``pgra evaluate`` scores (a plug-in stage's folder too)."""
+    return tuple(dict.fromkeys(family.kind for family in families() if family.kind))
+
+
+__all__ = ["CTX_BYTES", "STAGES", "Carried", "PlanRequest", "Stage", "StagePlan", "StageRequest", "defining", "families", "get_stage", "key_of",
+           "register_stage", "stage_kinds", "stage_of_kind"]

@@ -1,6 +1,6 @@
-"""The one runner of every stage: :class:`StageRun` opens a stage's folder, writes it split by split (a killed run
-resumes), meters it and writes its manifest last. The built-in stages (``pgra retrieve``, ``pgra rerank``, the full
-search) drive it from their bodies; :func:`run_stage` runs a stage's :meth:`~pgra.stages.Stage.build` whole."""
+"""The one runner of every stage: :func:`run_stage` locks a stage's folder and calls its
+:meth:`~pgra.stages.Stage.build`, which writes through :class:`StageRun`: the folder opened, written split by split
+(a killed run resumes), metered, and its manifest written last."""
 
 from __future__ import annotations
 
@@ -27,20 +27,23 @@ def input_record(folder: Path, out: Path, **more: Any) -> dict[str, Any]:
 
 
 class StageRun:
-    """One stage folder being built: opened, written split by split (resumable under ``key``, what defines the
-    splits), metered (``cost``: its splits' LM work) and finished by its manifest."""
+    """One stage folder being built by the processes of ``ctx``: opened (:meth:`begin`, resumable under a key),
+    written split by split, metered (``cost``) and finished by its manifest, which records the ``task``, ``inputs``,
+    ``config``, ``files`` and ``after`` that the runner or the stage's build set."""
 
-    def __init__(self, out: str | Path, key: Any = None) -> None:
-        self.out, self.counts, self.cost = Path(out), {}, LMCost()
+    def __init__(self, out: str | Path, ctx: Any = None) -> None:
+        self.out, self.ctx, self.counts, self.cost, self.key = Path(out), ctx, {}, LMCost(), None
+        self._done: dict[str, Any] = {"key": None, "splits": {}}
+        self.task = self.inputs = self.config = self.after = None
+        self.files: Sequence[str] = ()
+
+    def begin(self, key: Any = None) -> StageRun:
+        """Open the folder: made, its manifest removed, and the splits a killed run with this ``key`` finished read
+        (None: not resumed)."""
         self.key = None if key is None else sha256_text(json.dumps(key, sort_keys=True, default=str))[:20]
-        self._done: dict[str, Any] = {"key": self.key, "splits": {}}
-
-    def begin(self) -> StageRun:
-        """Open the folder: made, its manifest removed, and the splits a killed run with this key finished read."""
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / MANIFEST).unlink(missing_ok=True)
-        if self.key is not None:
-            self._done = _splits_done(self.out, self.key)
+        self._done = _splits_done(self.out, self.key) if self.key is not None else {"key": None, "splits": {}}
         return self
 
     def split(self, name: str, make: Callable[[], Iterable[dict[str, Any]]],
@@ -62,51 +65,52 @@ class StageRun:
         self.cost += LMCost.from_dict(kept["cost"])
         return kept["count"]
 
-    def finish(self, kind: str, task: Any, fields: Mapping[str, Any], inputs: Mapping[str, Any] | None = None,
-               config: Any = None, files: Sequence[str] = (), after: Mapping[str, Any] | None = None) -> Path:
-        """Write the manifest, last: ``kind``, the ``task``, the stage's ``fields``, its ``inputs``' records, its
-        ``config``, the checksums of its splits' files and ``files``, then ``after``; returns the folder."""
-        names = [f"{s}.jsonl" for s in self.counts] + list(files)
+    def finish(self, kind: str, fields: Mapping[str, Any]) -> Path:
+        """Write the manifest, last: ``kind``, the task, the stage's ``fields``, ``counts``, its inputs' records, its
+        config, the checksums of its splits' and other files, then ``after``; returns the folder."""
+        task, config = self.task, self.config
+        names = [f"{s}.jsonl" for s in self.counts] + list(self.files)
         write_manifest(self.out, {
-            "kind": kind, "task": task if isinstance(task, dict) else to_dict(task), **fields, **(inputs or {}),
+            "kind": kind, "task": task if isinstance(task, dict) else to_dict(task), **fields, "counts": self.counts,
+            **(self.inputs or {}),
             "config": config if isinstance(config, dict) else to_dict(config),
-            "files": {n: file_record(self.out / n) for n in names}, **(after or {})})
+            "files": {n: file_record(self.out / n) for n in names}, **(self.after or {})})
         return self.out
 
 
-def _stage_named(name: str) -> Any:
-    """The registered stage whose folder is ``name`` (the families a grid runs are registered by then: whoever runs
-    a stage imported them, :mod:`pgra.rerank.families`)."""
-    from . import STAGES
-
-    for family in STAGES.values():
-        if (stage := family.named(name)) is not None:
-            return stage
-    raise InputError(f"no stage is named '{name}' (stage families: {', '.join(STAGES)})", field="reads")
-
-
 def run_stage(stage: Any, config: Any, ctx: Any = None) -> Path:
-    """Build ``stage`` (its :meth:`~pgra.stages.Stage.build`) into ``config.out`` on rank 0: the folders it reads
-    (``config.<name>``) opened by their stages, its splits resumed under its config and inputs, the task its first
-    input's. The other ranks return at once (the grid meets them after the stage)."""
+    """Build ``stage`` into ``config.out`` under the folder's lock (:func:`pgra.storage.lock.holding_output`) and
+    write its manifest from what its :meth:`~pgra.stages.Stage.build` returns. An ``every_rank`` stage builds in every
+    process; any other on rank 0 alone, from the folders it reads (:func:`_opened`), while the other ranks return at
+    once (the grid meets them after the stage)."""
     from ..runtime.distributed import init_distributed
+    from ..storage.lock import holding_output
 
     ctx = ctx or init_distributed()
-    out = Path(config.out)
-    if not ctx.is_main:
-        return out
+    with holding_output(config, stage.kind, holder=f"the {stage.family} stage"):
+        run = StageRun(getattr(config, "out", "") or ".", ctx)
+        run.config = config  # what the manifest records (a build may record it otherwise)
+        if not (stage.every_rank or ctx.is_main):
+            return run.out
+        fields = stage.build(config, {} if stage.every_rank else _opened(stage, config, run), run)
+        return run.out if fields is None or not ctx.is_main else run.finish(stage.kind, fields)
+
+
+def _opened(stage: Any, config: Any, run: StageRun) -> dict[str, dict[str, Any]]:
+    """The folders ``stage`` reads, opened by their stages, recorded in ``run`` with the first one's task; the folder
+    begun, resumed under the config and the inputs' fingerprints."""
+    from . import get_stage
+
     folders = {name: Path(getattr(config, name)) for name in stage.reads}
-    opened = {name: _stage_named(name).open(folder) for name, folder in folders.items()}
-    task = next((m["task"] for m in opened.values() if "task" in m), None)
-    if task is None:  # refused before any work: its manifest names the task every later stage reads
+    opened = {name: get_stage(name, "reads").open(folder) for name, folder in folders.items()}
+    run.task = next((m["task"] for m in opened.values() if "task" in m), None)
+    if run.task is None:  # refused before any work: its manifest names the task every later stage reads
         raise InputError(f"the {stage.family} stage reads no folder that records a task (reads: "
                          f"{', '.join(stage.reads) or 'none'}): a stage built by the runner reads the candidates or "
                          "a stage after them", field="reads")
-    run = StageRun(out, key={"config": to_dict(config), "inputs": {n: folder_fingerprint(f) for n, f in
-                                                                    folders.items()}}).begin()
-    fields = stage.build(config, opened, run)
-    return run.finish(stage.kind, task, {**fields, "counts": run.counts},
-                      {name: input_record(folder, out) for name, folder in folders.items()}, config)
+    run.inputs = {name: input_record(folder, run.out) for name, folder in folders.items()}
+    run.begin({"config": to_dict(config), "inputs": {n: folder_fingerprint(f) for n, f in folders.items()}})
+    return opened
 
 
 def _splits_done(out: Path, key: str) -> dict[str, Any]:

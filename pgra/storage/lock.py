@@ -35,6 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import InputError, PgraError, shorten
 
@@ -619,30 +620,37 @@ def is_main_launch() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
+@contextlib.contextmanager
+def holding_output(cfg: Any, kind: str | None = None, field: str = "out", holder: str = "") -> Iterator[None]:
+    """Hold the lock of ``cfg.<field>`` for the block (rank 0 of a launch only; re-entrant; ``holder`` as the lock
+    file names it). ``kind``: the manifest kind written there; a folder holding another artifact is refused before
+    anything in it is touched (:func:`pgra.storage.artifacts.claim_output`), and so is a non-empty folder pgra did
+    not make (:func:`pgra.storage.ownership.claimed`)."""
+    out = getattr(cfg, field, "")
+    if not out or not is_main_launch():
+        yield
+        return
+    if dataclasses.is_dataclass(cfg):  # options, paths and overlaps, before the lock creates anything
+        from ..core.config import check_config
+
+        check_config(cfg)
+    with output_lock(out, holder, field=field):
+        from .ownership import claimed
+
+        if kind:
+            from .artifacts import claim_output
+
+            claim_output(out, kind, field)
+        with claimed(out, kind or "output", field, cfg):  # pgra writes only into a folder it made
+            yield
+
+
 def locks_output(field: str = "out", kind: str | None = None) -> Callable:
-    """Decorate a stage function ``fn(cfg, ...)`` to hold the lock of ``cfg.<field>`` while it runs (rank 0
-    only; re-entrant). ``kind``: the manifest kind it writes; a folder holding another artifact
-    (:func:`pgra.storage.artifacts.claim_output`) or that pgra did not make (:func:`pgra.storage.ownership.claimed`)
-    is refused before anything in it is touched."""
+    """Run ``fn(cfg, ...)``, which writes ``cfg.<field>``, under :func:`holding_output` (a stage's: the runner's)."""
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            cfg = args[0] if args else kwargs.get("cfg")
-            out = getattr(cfg, field, "")
-            if not out or not is_main_launch():
+            with holding_output(args[0] if args else kwargs.get("cfg"), kind, field, f"{fn.__module__}.{fn.__name__}"):
                 return fn(*args, **kwargs)
-            if dataclasses.is_dataclass(cfg):  # options, paths and overlaps, before the lock creates anything
-                from ..core.config import check_config
-
-                check_config(cfg)
-            with output_lock(out, f"{fn.__module__}.{fn.__name__}", field=field):
-                from .ownership import claimed
-
-                if kind:
-                    from .artifacts import claim_output
-
-                    claim_output(out, kind, field)
-                with claimed(out, kind or "output", field, cfg):  # pgra writes only into a folder it made
-                    return fn(*args, **kwargs)
         return run
     return wrap

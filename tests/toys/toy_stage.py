@@ -1,6 +1,7 @@
 """A toy stage registered from outside the package (a plug-in stage's whole file, with options): ``toy_tail`` keeps
 each input's last ``toy_tail.keep`` first-stage candidates, the ones the first stage ranked lowest. The one runner
-opens its folder and the candidates it reads, resumes it split by split and writes its manifest: it only builds."""
+opens its folder and the candidates it reads, resumes it split by split and writes its manifest: it builds, and
+plans its files for the dry run."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from pgra.core.config import option
 from pgra.data.interchange import read_records
-from pgra.stages import STAGES, Stage, StageRequest
+from pgra.stages import CTX_BYTES, STAGES, PlanRequest, Stage, StagePlan, StageRequest
 
 
 @dataclass
@@ -46,3 +47,10 @@ class Tail(Stage):
             path = Path(config.candidates) / f"{split}.jsonl"
             run.split(split, lambda path=path: [{**r, "ctxs": r["ctxs"][-keep:][::-1]} for r in read_records(path)])
         return {"keep": keep}
+
+    def plan(self, request: PlanRequest) -> StagePlan:
+        """Its files before it runs (the dry run's): a line per input of its record and its last ``keep``
+        candidates; no LM, and no price of its own."""
+        keep = self.own_options(request.settings).keep
+        line = request.input_bytes + keep * (request.sentence_bytes + CTX_BYTES)
+        return StagePlan(disk=request.lines(line), line=("its last {} candidates", keep))

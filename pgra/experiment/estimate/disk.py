@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.errors import PgraError
-from ...rerank.families import get_stage
-from ...rerank.prompt_guided.cost_model import cache_bytes, cache_text, corpus_passed
+from ...methods import get_stage
+from ...rerank.prompt_guided.cost_model import cache_bytes, cache_text
 from ...retrieval.cost_model import corpus_lines, index_disk
 from ...runtime.sizes import folder_bytes, format_bytes, mean_line_bytes, model_bytes
-from .inputs import stage_embeddings
+from .inputs import stage_plans
 
 if TYPE_CHECKING:
     from ..grid_view import GridView
@@ -92,13 +92,6 @@ def _task_input_bytes(exp: GridView, task: str) -> float:
     return sum(sizes) / len(sizes) + JSON_KEYS_BYTES if sizes else INPUT_BYTES
 
 
-def corpus_passed_by(exp: GridView, task: str, corpus: int | None) -> bool:
-    """Whether ``task``'s reranked stage embeds (or embedded) the whole corpus (:func:`pgra.rerank.prompt_guided.cost_model.
-    corpus_passed`)."""
-    return corpus_passed(exp.rerank_config(task), exp.stage_dir(task, "reranked"), exp.stage_done(task, "reranked"),
-                         corpus)
-
-
 def plan_disk(exp: GridView, cells: list[CellPlan], splits: dict[str, dict[str, int] | None], workers: int
               ) -> DiskPlan:
     """The disk a grid holds once done, by part (the module's): training adds, for each trained cell running at once
@@ -148,37 +141,34 @@ def add_models(plan: DiskPlan, names: list[str]) -> None:
 
 def _stages_disk(exp: GridView, plan: DiskPlan, splits: dict[str, dict[str, int] | None], inputs: dict[str, float],
                  sentences: int | None, sentence: float) -> None:
-    """Each stage's files and the reranker's embedding cache (the texts its stages embed, :func:`stage_embeddings`,
-    and the queries, x the LM's dimension x 4 B: fp32 rows)."""
+    """Each stage's files and the reranker's embedding cache (the texts its stages embed and the queries, x the LM's
+    dimension x 4 B: fp32 rows), as each stage plans them (:func:`stage_plans`)."""
     counted: dict[str, int] = {}  # input lines estimated, by stage
     built: dict[str, int] = {}  # tasks whose stage is done (counted at its size), by stage
     what: dict[str, tuple[str, set[int]]] = {}
     rows_all, dims = 0, set()
-    needed = exp.stages_needed()
     for t in exp.cfg.tasks:
         name, n = exp.tasks[t].name, sum((splits.get(exp.tasks[t].name) or {}).values())
-        rerank, k = exp.rerank_config(t), exp.retrieve_config(t).k
-        embedded = stage_embeddings(rerank, k, n or None, sentences, needed,
-                                    "reranked" in needed and corpus_passed_by(exp, t, sentences))
-        for stage in needed:
+        rerank = exp.rerank_config(t)
+        for stage, planned in stage_plans(exp, t, n or None, sentences, input_bytes=inputs[t],
+                                          sentence_bytes=sentence).items():
             done = exp.stage_done(t, stage)
-            line = None if done or not n else get_stage(stage).planned_line(rerank, k, inputs[t], sentence)
             if done:
                 size = float(folder_bytes(exp.stage_dir(t, stage)))
                 built[stage] = built.get(stage, 0) + 1
             elif not n:
                 plan.unknown.append(f"{name}/{stage} (inputs unknown)")
                 continue
-            elif line is None:
+            elif planned.disk is None:
                 plan.unknown.append(f"{name}/{stage} (a plug-in stage: its size is its own)")
                 continue
             else:
-                size = n * line[0]
-                template, values = what.setdefault(stage, (line[1], set()))
-                values.add(line[2])
+                size = planned.disk
+                template, values = what.setdefault(stage, (planned.line[0], set()))
+                values.add(planned.line[1])
             plan.stages[stage] = plan.stages.get(stage, 0.0) + size
             counted[stage] = counted.get(stage, 0) + (0 if done else n)
-            rows = (embedded.get(stage) or 0) + (n if stage == "reranked" and embedded.get(stage) else 0)
+            rows = (planned.texts or 0) + (n if stage == "reranked" and planned.texts else 0)
             if stage in ("reranked", "full_search") and rows and not done:
                 size, dim = cache_bytes(rerank, rows)
                 if dim:

@@ -1,5 +1,5 @@
 """What a plan counts before pricing: the device whose fits price it, the workers and the cores each has, the
-inputs of each task per split, and the texts each stage's LM embeds."""
+inputs of each task per split, and each stage's plan (the texts its LM embeds, its files)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import whole_number
+from ...rerank.prompt_guided.cost_model import corpus_passed
+from ...stages import PlanRequest, StagePlan
 
 if TYPE_CHECKING:
     from ..grid_view import GridView
@@ -159,19 +161,29 @@ def planned_test_inputs(exp: GridView, task: str, split: str = "test") -> tuple[
     return splits[split], ""
 
 
-def stage_embeddings(rerank, retrieved_k: int, inputs: int | None, corpus: int | None, stages: list[str],
-                     corpus_passed: bool = False) -> dict[str, int | None]:
-    """The texts each stage's LM embeds (what the bench fit prices; None: unknown, or it runs none), as each stage
-    counts them (:meth:`pgra.stages.Stage.embedded_texts`: a reranked stage's inputs x k at most the corpus, or the
-    corpus; the full search's corpus, or only its queries after a corpus pass, ``corpus_passed``)."""
+def stage_plans(exp: GridView, task: str, inputs: int | None, corpus: int | None, fits: Any = None,
+                input_bytes: float = 0.0, sentence_bytes: float = 0.0) -> dict[str, StagePlan]:
+    """Each stage's plan for ``task`` (:meth:`pgra.stages.Stage.plan`), asked with what the grid knows of the task;
+    an empty plan for a stage no family names now."""
     from ...core.errors import InputError
-    from ...rerank.families import get_stage
+    from ...methods import get_stage
+    from ..config import cell_settings
 
-    out: dict[str, int | None] = {}
+    stages = exp.stages_needed()
+    request = PlanRequest(cell_settings(exp.cfg, task), exp.rerank_config(task), exp.retrieve_config(task).k, inputs,
+                          corpus, stages, "reranked" in stages and corpus_passed_by(exp, task, corpus), fits,
+                          input_bytes, sentence_bytes)
+    out: dict[str, StagePlan] = {}
     for stage in stages:
         try:
-            out[stage] = get_stage(stage).embedded_texts(rerank, retrieved_k, inputs, corpus, stages, corpus_passed)
-        except InputError:  # a stage no family names now: nothing to price
-            out[stage] = None
+            out[stage] = get_stage(stage).plan(request)
+        except InputError:  # a stage no family names now: nothing to plan
+            out[stage] = StagePlan()
     return out
+
+
+def corpus_passed_by(exp: GridView, task: str, corpus: int | None) -> bool:
+    """Whether ``task``'s reranked stage embeds (or embedded) the whole corpus (:func:`corpus_passed`)."""
+    return corpus_passed(exp.rerank_config(task), exp.stage_dir(task, "reranked"), exp.stage_done(task, "reranked"),
+                         corpus)
 

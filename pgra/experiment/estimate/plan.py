@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...storage.artifacts import read_json
 from ..layout import STAGE_COST_FILE, STAGE_KEY_FILE, finished_cells
-from .disk import corpus_passed_by, plan_disk
+from .disk import plan_disk
 from .fits import BenchFits
-from .inputs import default_workers, plan_device, stage_embeddings, task_splits, worker_threads
+from .inputs import default_workers, plan_device, stage_plans, task_splits, worker_threads
 from .records import _timed, _timed_cell, estimate_cell, estimate_stage, record_sources
 from .schedule import Estimate, Plan
 
@@ -92,14 +92,12 @@ def _stage_estimates(exp: GridView, records: list[tuple[str, str, dict[str, Any]
                      fits: BenchFits, as_new: bool) -> list[Estimate]:
     from ...retrieval.cost_model import corpus_size
 
-    corpus, needed, out = corpus_size(exp.cfg.index), exp.stages_needed(), []
+    corpus, out = corpus_size(exp.cfg.index), []
     for t in exp.cfg.tasks:
         name = exp.tasks[t].name
-        passed = "reranked" in needed and corpus_passed_by(exp, t, corpus)
         out += [estimate_stage(name, stage, exp.stage_done(t, stage) and not as_new, records, inputs, fits,
-                               candidates=embedded)
-                for stage, embedded in stage_embeddings(exp.rerank_config(t), exp.retrieve_config(t).k,
-                                                        inputs.get(name), corpus, needed, passed).items()]
+                               planned.priced)
+                for stage, planned in stage_plans(exp, t, inputs.get(name), corpus, fits).items()]
     return out
 
 

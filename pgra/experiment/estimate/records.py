@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...runtime.cost import device_seconds, finite_number, on_gpu, sharing, split_seconds
+from ...runtime.cost import Priced, device_seconds, finite_number, on_gpu, sharing, split_seconds
 from .fits import BenchFits
 from .schedule import Estimate
 
@@ -107,11 +107,11 @@ def _sharing_part(task: str, method: str, settings: dict[str, Any], records: lis
 
 
 def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, str, dict[str, Any]]],
-                   inputs: dict[str, int | None], fits: BenchFits | None = None, candidates: int | None = None
+                   inputs: dict[str, int | None], fits: BenchFits | None = None, priced: Priced | None = None
                    ) -> Estimate:
     """A shared stage's cost: 0 when ``done``; else its own earlier record, or the same stage of another task
-    scaled by input counts (``records``: ``(task, stage, cost.json)``); else for ``reranked`` the bench fit over
-    ``candidates`` (inputs x k); else unknown."""
+    scaled by input counts (``records``: ``(task, stage, cost.json)``; on a CPU at the cores of ``fits``); else its
+    own plan's price (``priced``: :meth:`pgra.stages.Stage.plan` over the bench fits); else unknown."""
     label = f"{task}/{stage}"
     if done:
         return Estimate.at(label, 0.0, "done")
@@ -125,16 +125,8 @@ def estimate_stage(task: str, stage: str, done: bool, records: list[tuple[str, s
             scaled = _scaled(seconds, f"{t}/{s}", inputs.get(task), inputs.get(t))
             if scaled:
                 return Estimate.at(label, scaled[0], scaled[1] + why, _device(r))
-    if fits is not None:  # the stage's own cost model (the reranking LM's texts, the first stage's inputs)
-        from ...core.errors import InputError
-        from ...rerank.families import get_stage
-
-        try:
-            priced = get_stage(stage).price(fits, inputs.get(task), candidates)
-        except InputError:  # a record of a stage no family names now
-            priced = None
-        if priced is not None:
-            return Estimate.of(label, priced)
+    if priced is not None:
+        return Estimate.of(label, priced)
     return Estimate.at(label, None, "no record of this stage, no bench fit")
 
 

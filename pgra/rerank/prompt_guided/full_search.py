@@ -11,17 +11,16 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ...core.errors import InputError
 from ...lm.prompts import demo_prefix
 from ...retrieval.candidates_stage import StageInputs
-from ...runtime.distributed import DistContext, gather_objects, init_distributed, main_computes
+from ...runtime.distributed import gather_objects, main_computes
+from ...stages.runner import StageRun
 from ...storage.artifacts import MANIFEST, write_json
-from ...storage.lock import locks_output
-from ..config import RerankConfig, rerank_config
-from ..stage import FULL_SEARCH_KIND, train_queries
 from .cache import EmbeddingCache
 from .corpus_pass import query_caches_of, run_corpus_pass
 from .in_memory import PromptGuidedReranker, evidence_cache_key, prompt_key
@@ -42,14 +41,13 @@ def search_corpus(vectors: np.ndarray, queries: np.ndarray, top_d: int) -> tuple
     return scores, rows
 
 
-@locks_output(kind=FULL_SEARCH_KIND)
-def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
-    """Write each input's top ``cfg.top_d`` of the whole corpus under the prompt-guided embedding (``pgra_full``'s
-    evidence) for every requested split; the corpus pass (``corpus``) runs first. ``cfg.k`` is not read."""
+def search_stage(cfg: RerankConfig, folder: StageRun) -> dict[str, Any] | None:
+    """The full search's build (every process of ``folder.ctx`` embeds its share of the corpus pass, rank 0 searches):
+    each input's top ``cfg.top_d`` of the whole corpus under the prompt-guided embedding, every requested split
+    (``cfg.k`` is not read); returns the manifest's fields on rank 0."""
     run = StageInputs.read(replace(cfg, k=0))
     cand, task, store, data, splits = run.cand, run.task, run.store, run.data, run.splits
-    ctx = ctx or init_distributed()
-    out = run.out
+    ctx = folder.ctx
     selection = main_computes(ctx, lambda: _select(cfg, task, cand, data, splits))
     if selection["per_query"]:
         raise InputError(f"the search over the corpus needs one prompt for every text; demo_selection "
@@ -62,12 +60,12 @@ def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
     stats = gather_objects(ctx, reranker.embedder.stats.record())
     ctx.barrier()
     if not ctx.is_main:
-        return out
+        return None
 
     key = evidence_cache_key(prompt_key(reranker.embedder, cfg.lm, task, demos), cand["index"]["corpus_content_sha256"])
     evidence = EmbeddingCache(cfg.cache_dir, key, len(store), reranker.embedder.dim, create=False)
     vectors = evidence.get(np.arange(len(store)))
-    folder = run.begin()
+    folder.begin()
     for split in splits:
         recs = data[split]
         scores, rows = search_corpus(vectors, queries[split].get(np.arange(len(recs))), cfg.top_d)
@@ -78,15 +76,14 @@ def full_search(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
                             "ctxs": [{"id": i, "text": t, "score": float(x)} for i, t, x in zip(ids, texts, s, strict=True)],
                             "demonstrations": demo_records(demos)})
         folder.split(split, lambda records=records: records)
-    write_json(out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
+    write_json(folder.out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
-    return folder.finish(FULL_SEARCH_KIND, task, {
-        "lm": cfg.lm, "lm_fingerprint": reranker.embedder.fingerprint,
-        "demo_selection": selection["describe"], "per_query_demonstrations": False,
-        "demonstrations": [d.id for d in demos], "prompt_prefix": demo_prefix(task, demos), "top_d": cfg.top_d,
-        "searched_rows": len(store), "counts": folder.counts, "embedding": {**total, "cache": str(evidence.directory)},
-        "corpus_pass": corpus, "selection_cost": selection["cost"]}, run.inputs(), cfg,
-        files=["demonstrations.json"])  # the config as given (read with k=0: the search covers every sentence)
+    folder.task, folder.inputs, folder.files = task, run.inputs(), ["demonstrations.json"]
+    return {"lm": cfg.lm, "lm_fingerprint": reranker.embedder.fingerprint,
+            "demo_selection": selection["describe"], "per_query_demonstrations": False,
+            "demonstrations": [d.id for d in demos], "prompt_prefix": demo_prefix(task, demos), "top_d": cfg.top_d,
+            "searched_rows": len(store), "counts": folder.counts, "embedding": {**total, "cache": str(evidence.directory)},
+            "corpus_pass": corpus, "selection_cost": selection["cost"]}
 
 
 class FullSearchReplay:
@@ -193,4 +190,4 @@ def _stored_key(store: Path, key: dict, folder: Path) -> dict:
                      path=folder / MANIFEST, field="embedding")
 
 
-__all__ = ["FULL_SEARCH_KIND", "FullSearchReplay", "complete_store", "full_search", "search_corpus"]
+__all__ = ["FULL_SEARCH_KIND", "FullSearchReplay", "complete_store", "search_corpus", "search_stage"]

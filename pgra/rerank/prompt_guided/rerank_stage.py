@@ -29,9 +29,10 @@ from ...core.errors import InputError
 from ...core.progress import progress
 from ...lm.prompts import demo_prefix, render_demo
 from ...retrieval.candidates_stage import StageInputs
-from ...runtime.distributed import DistContext, gather_objects, init_distributed, main_computes
+from ...runtime.distributed import gather_objects, main_computes
 from ...selection import get_selector
 from ...selection.base import with_index_encoder
+from ...stages.runner import StageRun
 from ...storage.artifacts import write_json
 from ...tasks import Example, TaskSpec
 from ..config import RerankConfig
@@ -134,13 +135,12 @@ def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[
             "cost": asdict(selector.cost)}
 
 
-def prompt_guided_stage(cfg: RerankConfig, ctx: DistContext | None = None) -> Path:
-    """The prompt-guided reranker's stage (:meth:`PromptGuided.run_stage`, under
-    :func:`pgra.rerank.stage.rerank`'s lock)."""
+def prompt_guided_stage(cfg: RerankConfig, folder: StageRun) -> dict[str, Any] | None:
+    """The prompt-guided reranker's stage build (:meth:`PromptGuided.build_stage`: every process of ``folder.ctx``
+    embeds its share, rank 0 scores and writes); returns the manifest's fields on rank 0."""
     run = StageInputs.read(cfg)
     cand, task, store, data, splits = run.cand, run.task, run.store, run.data, run.splits
-    ctx = ctx or init_distributed()
-    out = run.out
+    ctx = folder.ctx
     selection = main_computes(ctx, lambda: _select(cfg, task, cand, data, splits))
     demos, demos_of = selection["demos"], selection["demos_of"]
     reranker = PromptGuidedReranker.from_config(cfg, task, demos)
@@ -161,9 +161,9 @@ def prompt_guided_stage(cfg: RerankConfig, ctx: DistContext | None = None) -> Pa
     stats = gather_objects(ctx, embedder.stats.record())
     ctx.barrier()
     if not ctx.is_main:
-        return out
+        return None
 
-    folder = run.begin()
+    folder.begin()
     short = 0
     for split in splits:
         recs = data[split]
@@ -179,12 +179,12 @@ def prompt_guided_stage(cfg: RerankConfig, ctx: DistContext | None = None) -> Pa
     if short:
         warnings.warn(f"{short} queries had fewer than d={cfg.top_d} candidates; they keep all they have",
                       stacklevel=2)
-    write_json(out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
+    write_json(folder.out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
-    return folder.finish(RERANKED_KIND, task, {
-        "lm": cfg.lm, "lm_fingerprint": embedder.fingerprint,
-        "demo_selection": selection["describe"], "per_query_demonstrations": selection["per_query"],
-        "demonstrations": [d.id for d in demos], "prompt_prefix": prefix, "k": cfg.k or cand["k"],
-        "top_d": cfg.top_d, "counts": folder.counts, "queries_with_fewer_than_d": short,
-        "embedding": {**total, **info}, "selection_cost": selection["cost"]}, run.inputs(), cfg,
-        files=["demonstrations.json"], after={"corpus_pass": corpus_pass} if corpus_pass else None)
+    folder.task, folder.inputs, folder.files = task, run.inputs(), ["demonstrations.json"]
+    folder.after = {"corpus_pass": corpus_pass} if corpus_pass else None
+    return {"lm": cfg.lm, "lm_fingerprint": embedder.fingerprint,
+            "demo_selection": selection["describe"], "per_query_demonstrations": selection["per_query"],
+            "demonstrations": [d.id for d in demos], "prompt_prefix": prefix, "k": cfg.k or cand["k"],
+            "top_d": cfg.top_d, "counts": folder.counts, "queries_with_fewer_than_d": short,
+            "embedding": {**total, **info}, "selection_cost": selection["cost"]}

@@ -65,12 +65,11 @@ class PromptGuided(Reranker):
         return self._inner.embedder.stats if self._inner is not None else LMCost()
 
     @classmethod
-    def run_stage(cls, cfg: Any, ctx: Any = None) -> Path:
-        """Its stage, with the demonstrations' selection and the embedding caches
-        (:mod:`pgra.rerank.prompt_guided.rerank_stage`)."""
+    def build_stage(cls, cfg: Any, run: Any) -> dict[str, Any] | None:
+        """Its stage's build, with the demonstrations and the embedding caches (:mod:`pgra.rerank.prompt_guided.rerank_stage`)."""
         from .rerank_stage import prompt_guided_stage
 
-        return prompt_guided_stage(cfg, ctx)
+        return prompt_guided_stage(cfg, run)
 
     @classmethod
     def own_replay(cls, folder: Path, manifest: dict[str, Any], index: Any, device: str | None,
