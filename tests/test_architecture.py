@@ -146,7 +146,7 @@ def test_the_floors_name_every_package():
 
 def test_the_shared_rerank_modules_reach_the_prompt_guided_reranker_through_the_registry():
     """The prompt-guided reranker is one family of ``pgra.rerank``, not the exception: the modules every reranker
-    shares (the interface, the config, ``pgra rerank`` and a reranked folder read back) and the other families import
+    shares (the interface, the config, a reranked folder read back) and the other families import
     nothing of its folder, counting imports inside functions and for type hints."""
     graph = imports()
 

@@ -9,18 +9,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.config import check_config
 from ..core.errors import InputError, StaleArtifactError
 from ..lm.causal_lm import LMCost
 from ..storage.artifacts import MANIFEST, read_json, read_manifest
-from ..storage.lock import locks_output
 from ..storage.provenance import check_unchanged, recorded_folder
 from ..tasks import task_from_manifest
 from .base import DEFAULT, reranker_class
 
 if TYPE_CHECKING:
-    from ..runtime.distributed import DistContext
-    from .config import RerankConfig
+    pass
 
 RERANKED_KIND = "reranked"
 FULL_SEARCH_KIND = "full_search"  # pgra_full's folder (prompt_guided/full_search.py), a reranked folder's twin

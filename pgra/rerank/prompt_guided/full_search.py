@@ -21,6 +21,8 @@ from ...retrieval.candidates_stage import StageInputs
 from ...runtime.distributed import gather_objects, main_computes
 from ...stages.runner import StageRun
 from ...storage.artifacts import MANIFEST, write_json
+from ..config import RerankConfig, rerank_config
+from ..stage import FULL_SEARCH_KIND, train_queries
 from .cache import EmbeddingCache
 from .corpus_pass import query_caches_of, run_corpus_pass
 from .in_memory import PromptGuidedReranker, evidence_cache_key, prompt_key

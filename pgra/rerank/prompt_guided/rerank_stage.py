@@ -36,7 +36,7 @@ from ...stages.runner import StageRun
 from ...storage.artifacts import write_json
 from ...tasks import Example, TaskSpec
 from ..config import RerankConfig
-from ..stage import RERANKED_KIND, train_queries
+from ..stage import train_queries
 from .corpus_pass import embed_rows as _embed_rows
 from .corpus_pass import open_cache as _open_cache
 from .corpus_pass import query_caches_of, run_corpus_pass
