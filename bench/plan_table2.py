@@ -21,7 +21,10 @@ The first-stage search runs on the CPU cores the processes share, so it does not
 
 The plan: the index (encoding sharded over the GPUs), each task's candidates and reranked stages one after
 another, each sharded over the GPUs; then the 72 reader cells side by side, ``cells_per_gpu`` per GPU, costliest
-first (:func:`pgra.experiment.estimate.plan_wallclock`).
+first (:func:`pgra.experiment.estimate.plan_wallclock`). The disk: the dry run's plan
+(:func:`pgra.experiment.estimate.plan_disk`) at those splits and Wiki1M's 1M sentences (``CORPUS``: the corpus is not
+here to count), and the embedding caches of the same rows that the analyses' further OPT sizes fill
+(docs/beyond-one-machine.md, *Disk of the Table 2 grid*, renders it).
 
     python bench/plan_table2.py                          # the plan on 8 GPUs, one and two cells per GPU
     python bench/plan_table2.py --gpus 16 --cells-per-gpu 1
