@@ -21,7 +21,10 @@ The first-stage search runs on the CPU cores the processes share, so it does not
 
 The plan: the index (encoding sharded over the GPUs), each task's candidates and reranked stages one after
 another, each sharded over the GPUs; then the 72 reader cells side by side, ``cells_per_gpu`` per GPU, costliest
-first (:func:`pgra.experiment.estimate.plan_wallclock`).
+first (:func:`pgra.experiment.estimate.plan_wallclock`). The disk: the dry run's plan
+(:func:`pgra.experiment.estimate.plan_disk`) at those splits and Wiki1M's 1M sentences (``CORPUS``: the corpus is not
+here to count), and the embedding caches of the same rows that the analyses' further OPT sizes fill
+(docs/beyond-one-machine.md, *Disk of the Table 2 grid*, renders it).
 
     python bench/plan_table2.py                          # the plan on 8 GPUs, one and two cells per GPU
     python bench/plan_table2.py --gpus 16 --cells-per-gpu 1
@@ -45,6 +48,7 @@ from pgra.experiment.estimate import (  # noqa: E402
     estimate_cell,
     format_seconds,
     gpu_measurements,
+    plan_disk,
 )
 
 RESULTS = HERE / "results"
@@ -80,6 +84,28 @@ def measured_settings(exp, results: Path = RESULTS) -> list[str]:
               ("rerank.max_tokens_per_batch", cfg.rerank.max_tokens_per_batch, rerank["rerank_token_budget"]),
               ("rerank.max_batch_size", cfg.rerank.max_batch_size, rerank["rerank_batch"]))
     return [f"{field}={got} (measured at {want})" for field, got, want in wanted if got != want]
+
+
+def disk(exp, splits: dict[str, dict[str, int]], workers: int) -> dict:
+    """The dry run's disk plan (:func:`pgra.experiment.estimate.plan_disk`) at the LM-BFF split sizes and Wiki1M's
+    1M sentences (bytes), with the embedding caches of the same rows that the analyses' further LMs
+    (``analysis.consistency.rerank_lms``) fill."""
+    from dataclasses import replace
+
+    from pgra.rerank.prompt_guided.cost_model import cache_bytes
+    from pgra.runtime.sizes import model_bytes
+
+    names = {t: exp.tasks[t].name for t in exp.cfg.tasks}
+    d = plan_disk(exp, exp.plan(), {names[t]: splits[t] for t in exp.cfg.tasks}, workers, corpus=CORPUS)
+    rerank = exp.rerank_config(exp.cfg.tasks[0])
+    rows = d.cache / cache_bytes(rerank, 1)[0]
+    lms = (exp.cfg.analysis or {}).get("consistency", {}).get("rerank_lms", [])
+    out = {"index": d.index, "stages": sum(d.stages.values()), "cache": d.cache, "cache_rows": rows,
+           "cells": sum(sum(v) for v in d.cells.values()), "models": sum(d.models.values()), "total": d.total,
+           "peak": d.peak, "analyses_cache": sum(cache_bytes(replace(rerank, lm=lm), rows)[0] for lm in lms),
+           "analyses_models": sum(model_bytes(lm)[0] or 0.0 for lm in lms), "lines": d.lines()}
+    out["with_analyses"] = out["total"] + out["models"] + out["analyses_cache"] + out["analyses_models"]
+    return out
 
 
 def plan(gpus: int = 8, results: Path = RESULTS, cells_per_gpu: int = 1, config: Path = CONFIG,
@@ -128,7 +154,8 @@ def plan(gpus: int = 8, results: Path = RESULTS, cells_per_gpu: int = 1, config:
             "cells_lower_bound_s": max(sum(costs) / (gpus * cells_per_gpu), max(costs)), "gpu_hours": gpu_hours,
             "gpus_for_one_hour": needed, "written_tb": sum(e.written_bytes for e in cells) / 1e12,
             "kept_gb": sum(e.kept_bytes for e in cells) / 1e9, "reader_source": cells[-1].source,
-            "rerank_source": fits.rerank_source, "differs": measured_settings(exp, results), "estimates": cells}
+            "rerank_source": fits.rerank_source, "differs": measured_settings(exp, results), "estimates": cells,
+            "disk": disk(exp, splits, gpus * cells_per_gpu)}
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -152,6 +179,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
               f"costliest first: {format_seconds(p['cells_s'])} (bound {format_seconds(p['cells_lower_bound_s'])})")
         print(f"    e.g. {p['estimates'][-1].label}: {p['reader_source']}")
         print(f"  disk: checkpoints and best/ write at most {p['written_tb']:.2f} TB, {p['kept_gb']:.0f} GB kept")
+        print("\n".join(f"  {line}" for line in p["disk"]["lines"]))
+        print(f"    the analyses' further LMs' embedding caches of the same rows: up to "
+              f"{p['disk']['analyses_cache'] / 1e9:.0f} GB")
         if p["cells_per_gpu"] > 1:
             print(f"  {p['cells_per_gpu']} cells per GPU: assumed, not measured (each cell at the longer of its own "
                   f"time and {p['cells_per_gpu']} x its device time)")

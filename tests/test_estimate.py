@@ -578,6 +578,19 @@ def test_table2_plan_is_the_bench_readmes():
             assert text in readme, text
 
 
+def test_table2_disk_knows_wiki1m_has_a_million_sentences():
+    """bench/plan_table2.py's disk plan (docs/beyond-one-machine.md, *Disk of the Table 2 grid*) passes Wiki1M's 1M
+    sentences to plan_disk: each task's cache rows are its distinct candidates, at most the corpus, and its inputs,
+    and the flat index is sized from bert-base-uncased's known 768 dims though neither is on this machine."""
+    module = _table2_module()
+    disk = module.plan(8)["disk"]
+    inputs = [sum(split.values()) for split in module.table2_splits().values()]
+    assert disk["cache_rows"] == sum(min(n * 150, 1_000_000) + n for n in inputs)
+    assert disk["index"] == 1_000_000 * 768 * 4 + 1_000_000 * 150  # the vectors and the corpus copy at 150 B
+    assert disk["total"] == pytest.approx(disk["index"] + disk["stages"] + disk["cache"] + disk["cells"])
+    assert disk["analyses_cache"] == disk["cache_rows"] * (512 + 2048 + 2560 + 4096) * 4
+
+
 def _gpu_cell_by_hand(results: Path, reader: dict, split: dict) -> float:
     """A GPU reader cell from the measurement files themselves (gpu_plan_cells.json names them)."""
     names = json.loads((results / "gpu_plan_cells.json").read_text())

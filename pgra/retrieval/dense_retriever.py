@@ -215,9 +215,9 @@ class DenseRetriever(Retriever):
     def estimated_index_bytes(self, sentences: int) -> tuple[float | None, str]:
         """``sentences`` x the encoder's dimension x 4 B (flat, HNSW's graph not counted), 1 B a dimension for
         ``ivfsq8``, the sub-quantisers' bytes for ``ivfpq``."""
-        from ..runtime.cost import model_dim
+        from ..runtime.sizes import hidden_size
 
-        dim = model_dim(str(self.settings.encoder))
+        dim = hidden_size(str(self.settings.encoder))  # a Hub model that is not here: its known size
         if dim is None:
             return None, "the encoder's dimension is unknown here"
         kind = self.settings.index_type

@@ -92,11 +92,14 @@ def _task_input_bytes(exp: GridView, task: str) -> float:
     return sum(sizes) / len(sizes) + JSON_KEYS_BYTES if sizes else INPUT_BYTES
 
 
-def plan_disk(exp: GridView, cells: list[CellPlan], splits: dict[str, dict[str, int] | None], workers: int
-              ) -> DiskPlan:
+def plan_disk(exp: GridView, cells: list[CellPlan], splits: dict[str, dict[str, int] | None], workers: int,
+              corpus: int | None = None) -> DiskPlan:
     """The disk a grid holds once done, by part (the module's): training adds, for each trained cell running at once
-    (at most ``workers``), its peak."""
+    (at most ``workers``), its peak. ``corpus``: the corpus's sentences where neither its file nor its index is here
+    to count them (bench/plan_table2.py: Wiki1M's 1M), its copy at the assumed sentence size."""
     sentences, sentence, corpus_bytes = corpus_lines(exp.cfg.index)
+    if sentences is None and corpus:
+        sentences, corpus_bytes = corpus, int(corpus * sentence)
     plan = DiskPlan(*index_disk(exp.cfg.index, sentences, corpus_bytes))
     if plan.index is None:
         plan.unknown.append("the index")
