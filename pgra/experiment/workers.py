@@ -416,17 +416,7 @@ def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
         ready: dict[GridRun, list[str]] = {g: [] for g in grids}
         waited_since = time.monotonic()
         while True:
-            held_grid = None  # a grid whose stage another job builds: the later grids' stages wait for it (a
-            for g, task in list(todo):  # sweep's smaller k find the largest's embeddings in the cache)
-                if held_grid is not None and g is not held_grid:
-                    break
-                state = g.stages(task)
-                if state != "held":
-                    todo.remove((g, task))
-                else:
-                    held_grid = g
-                if state == "ready":
-                    ready[g].append(task)
+            _build_stages(todo, ready)
             ran, holding = 0, {}  # the grids with cells other live jobs hold: how many
             for g in grids:
                 r, h = g.cells(ready[g])
@@ -447,19 +437,7 @@ def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
                 print(f"{sum(holding.values())} cell(s) left, each held by another live job (another job waits "
                       "to take over those whose job dies): left to them", flush=True)
                 break
-            # nothing to claim: wait for the stages and cells other jobs hold (taking over those whose job died);
-            # decided on rank 0 while ranks still build stages or run cells together
-            waited = time.monotonic() - waited_since
-            together = todo or (ctx.world_size > 1 and not first.cells_mode)  # a DDP job's ranks leave together
-            give_up = main_computes(ctx, lambda w=waited: w > cfg.wait_s) if together else waited > cfg.wait_s
-            if give_up:
-                if todo:
-                    tasks = ", ".join(dict.fromkeys(task for _, task in todo))
-                    print(f"the stages of {tasks} (held by other jobs, or waiting behind a grid's they hold) still not "
-                          f"built after {cfg.wait_s:.0f} s: left to them", flush=True)
-                else:
-                    print(f"{sum(holding.values())} cell(s) still held by other jobs after {cfg.wait_s:.0f} s: left to "
-                          "them", flush=True)
+            if _gave_up(first, todo, holding, time.monotonic() - waited_since):
                 break
             time.sleep(cfg.claim_poll_s)
         for g in grids:
@@ -468,6 +446,41 @@ def run_pooled(grids: list[GridRun]) -> list[CellPlan]:
     finally:
         for g in grids:
             g._stop_watching()
+
+
+def _build_stages(todo: list[tuple[GridRun, str]], ready: dict[GridRun, list[str]]) -> None:
+    """Build the stages of the (grid, task) pairs in ``todo`` in turn, removing each one built (``ready``) or failed;
+    from a grid whose stage another job builds on, the later grids' wait for it (a sweep's smaller k find the
+    largest's embeddings in the cache)."""
+    held_grid = None
+    for g, task in list(todo):
+        if held_grid is not None and g is not held_grid:
+            break
+        state = g.stages(task)
+        if state != "held":
+            todo.remove((g, task))
+        else:
+            held_grid = g
+        if state == "ready":
+            ready[g].append(task)
+
+
+def _gave_up(first: GridRun, todo: list, holding: dict[GridRun, int], waited: float) -> bool:
+    """With nothing to claim, whether to stop waiting for the stages and cells other jobs hold (taking over those
+    whose job died) after ``waited`` seconds, said in one line; decided on rank 0 while ranks still build stages or
+    run cells together."""
+    ctx, wait_s = first.ctx, first.cfg.wait_s
+    together = todo or (ctx.world_size > 1 and not first.cells_mode)  # a DDP job's ranks leave together
+    if not (main_computes(ctx, lambda: waited > wait_s) if together else waited > wait_s):
+        return False
+    if todo:
+        tasks = ", ".join(dict.fromkeys(task for _, task in todo))
+        print(f"the stages of {tasks} (held by other jobs, or waiting behind a grid's they hold) still not built "
+              f"after {wait_s:.0f} s: left to them", flush=True)
+    else:
+        print(f"{sum(holding.values())} cell(s) still held by other jobs after {wait_s:.0f} s: left to them",
+              flush=True)
+    return True
 
 
 WATCH = "held-cells"  # the watch claim: <out>/.held-cells.claim
