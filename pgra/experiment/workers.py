@@ -1,14 +1,11 @@
 """How one job runs its share of a grid: the index, the stages, then the cells, each under a claim
 (:mod:`pgra.experiment.claims`), so that any number of jobs over one experiment folder finish it together.
 
-Under N processes (torchrun, accelerate launch) the index and the stages split their work over all ranks, one a GPU
-where ranks share GPUs (:func:`pgra.runtime.distributed.stage_context`; rank 0 holds their claim). The cells then run either
-side by side (``parallel: cells``, the default): every rank claims cells on its own and runs each in a child process
-that looks like a single process (:mod:`pgra.experiment.cell_process`), so a cell's key, predictions and metrics are
-those of a 1-process run; or one after another as one DDP job over all ranks (``parallel: ddp``: every rank holds the
-whole reader and trains on its part of each batch, so a cell finishes sooner; the reader must fit one device). Cells
-run costliest first (:func:`cost_order`). A job skips what another live job holds, waits for stages other jobs
-build, and the last job to finish writes the report.
+Under N processes the index and the stages split their work over all ranks (rank 0 holds their claim); the cells
+then run side by side (``parallel: cells``: every rank claims cells on its own and runs each in a child process
+that looks like a single process, :mod:`pgra.experiment.cell_process`) or one after another as one DDP job
+(``parallel: ddp``), costliest first (:func:`cost_order`). The rules (waiting, taking over, the report by the last
+job): docs/beyond-one-machine.md.
 """
 
 from __future__ import annotations

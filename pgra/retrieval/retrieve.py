@@ -2,14 +2,10 @@
 
 Output folder: ``{split}.jsonl`` (one query a line with its k ``ctxs``) + ``manifest.json`` recording the
 index (path, build key, corpus fingerprint), the task, k and the data's provenance. A split is searched in fixed
-chunks of ``query_batch_size`` inputs (chunk c: inputs c * size to (c + 1) * size - 1, whatever the number of
-processes); multi-process, rank r searches the chunks c with c % world_size == r and rank 0 merges them in input
-order. A query is encoded and searched beside the same other queries (the same padding and matrix shapes, so the
-same float rounding) on any number of ranks, and each query's candidates are ordered by score, then by lower corpus
-position, so the files are the same bytes for 1 or N ranks (on CPU: at the same thread count per process).
-With ``split_index_over_ranks`` (a flat index built with ``dense.bounded_memory``) each rank holds a part of the
-index instead, every rank searches every query over its part and the top-k are merged across ranks (the same
-candidates as one process).
+chunks of ``query_batch_size`` inputs, chunk c on rank c mod N, merged in input order by rank 0; candidates tied
+in score come by corpus position, so the files are the same bytes on 1 or N ranks (docs/beyond-one-machine.md).
+With ``split_index_over_ranks`` each rank holds a part of a flat sharded index instead, searches every query over
+it and the top-k are merged across ranks.
 """
 
 from __future__ import annotations
