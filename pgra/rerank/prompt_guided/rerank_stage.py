@@ -115,6 +115,28 @@ def _per_query_prompts(cfg, ctx, task, store, cand, data, splits, reranker, demo
     return vectors, info
 
 
+def _write_splits(cfg: RerankConfig, folder: StageRun, data: dict[str, list[dict]], reranker: PromptGuidedReranker,
+                  vectors: Any, demos_of: dict[str, list]) -> int:
+    """Rank 0: score each split's candidates and write its top d with each query's demonstrations; how many
+    queries had fewer than d candidates (warned)."""
+    folder.begin()
+    short = 0
+    for split, recs in data.items():
+        short += sum(len(rec["ctxs"]) < cfg.top_d for rec in recs)
+        ranked = reranker.rerank([r["text"] for r in recs], [r["ctxs"] for r in recs],
+                                 vectors=lambda qi, split=split: vectors(split, qi))
+        # (with demos_in_train off, a shared prompt's demonstrations left train after demos_of was made: index it by
+        # position)
+        records = [{**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs,
+                    "demonstrations": demo_records(demos_of[split][qi])}
+                   for qi, (rec, ctxs) in enumerate(zip(recs, ranked, strict=True))]
+        folder.split(split, lambda records=records: records)
+    if short:
+        warnings.warn(f"{short} queries had fewer than d={cfg.top_d} candidates; they keep all they have",
+                      stacklevel=3)
+    return short
+
+
 def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[str, list[dict[str, Any]]],
             splits: list[str]) -> dict[str, Any]:
     """The demonstrations of every query of ``splits`` (``demos``: the shared ones of a global strategy), what
@@ -163,22 +185,7 @@ def prompt_guided_stage(cfg: RerankConfig, folder: StageRun) -> dict[str, Any] |
     if not ctx.is_main:
         return None
 
-    folder.begin()
-    short = 0
-    for split in splits:
-        recs = data[split]
-        short += sum(len(rec["ctxs"]) < cfg.top_d for rec in recs)
-        ranked = reranker.rerank([r["text"] for r in recs], [r["ctxs"] for r in recs],
-                                 vectors=lambda qi, split=split: vectors(split, qi))
-        # (with demos_in_train off, a shared prompt's demonstrations left train after demos_of was made: index it by
-        # position)
-        records = [{**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs,
-                    "demonstrations": demo_records(demos_of[split][qi])}
-                   for qi, (rec, ctxs) in enumerate(zip(recs, ranked, strict=True))]
-        folder.split(split, lambda records=records: records)
-    if short:
-        warnings.warn(f"{short} queries had fewer than d={cfg.top_d} candidates; they keep all they have",
-                      stacklevel=2)
+    short = _write_splits(cfg, folder, {s: data[s] for s in splits}, reranker, vectors, demos_of)
     write_json(folder.out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
     folder.task, folder.inputs, folder.files = task, run.inputs(), ["demonstrations.json"]
