@@ -1,17 +1,10 @@
 """The prompt-guided reranker's stage (``pgra rerank`` with ``rerank.reranker: prompt_guided``, the default): score
-each query's first-stage candidates with prompt-guided LM embeddings (Eq. 3).
+each query's first-stage candidates with prompt-guided LM embeddings (Eq. 3; docs/stage2-reranking.md).
 
-For a query q with candidates e_1..e_k: p_j = softmax_j(q . e_j) over the k candidates; the top d go to the
-reader. Query and evidence embeddings share one prompt prefix (the same demonstrations in the same order).
-Evidence embeddings live in a persistent cache keyed by (LM, template, demonstrations, prompt format,
-corpus), so later runs, k/d sweeps and other splits never embed the same sentence twice.
-
-Per-query strategies (``random``, ``kate``, ``skill_knn``) give each query its own demonstrations: the query
-and its candidates share that query's prefix (its KV cache computed once per query), and the cache rows of a
-split are each query followed by its candidates, keyed by every query's demonstrations. Multi-process: ranks
-embed disjoint rows (or queries) of the caches, rank 0 scores and writes. The embedding and the scoring are the
-in-memory :class:`~pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`'s (the one ``Pipeline`` replays); this
-module keeps the caches, the processes and the folder.
+The embedding and the scoring are the in-memory :class:`~pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`'s
+(the one ``Pipeline`` replays); this module keeps the caches (keyed by LM, template, demonstrations, prompt format
+and corpus; with per-query demonstrations, a split's rows are each query followed by its candidates), the
+processes (ranks embed disjoint rows, rank 0 scores and writes) and the folder.
 """
 
 from __future__ import annotations
