@@ -495,7 +495,7 @@ LM_PROBE = r'''
 import json, sys, threading, time
 import torch
 from pgra.lm.causal_lm import CausalLM
-from pgra.experiment.workers import release_gpu_memory
+from pgra.experiment.cell_process import release_gpu_memory
 
 def status():
     out = {}

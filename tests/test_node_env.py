@@ -19,16 +19,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pgra.experiment import workers
+from pgra.experiment import cell_process, workers
+from pgra.experiment.cell_process import release_gpu_memory, single_process_env
 from pgra.experiment.claims import claim_path
 from pgra.experiment.layout import CellPlan
-from pgra.experiment.workers import (
-    WATCH,
-    GridRun,
-    leave_held_cells,
-    release_gpu_memory,
-    single_process_env,
-)
+from pgra.experiment.workers import WATCH, GridRun, leave_held_cells
 from pgra.runtime import device as pgra_device
 from pgra.runtime import distributed
 from pgra.runtime.device import (
@@ -175,7 +170,7 @@ class _Cuda:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialised)
         monkeypatch.setattr(torch.cuda, "empty_cache", lambda: self.calls.append("empty_cache"))
-        monkeypatch.setattr(workers.gc, "collect", lambda: self.calls.append("gc") or 0)
+        monkeypatch.setattr(cell_process.gc, "collect", lambda: self.calls.append("gc") or 0)
 
 
 def test_gpu_memory_is_released_only_where_this_process_used_cuda(monkeypatch):
@@ -519,7 +514,7 @@ def test_the_ranks_of_a_ddp_job_run_the_cells_rank_0_lists(tmp_path, monkeypatch
     (1, 4, 0, 1),      # no GPU
 ])
 def test_how_many_cells_share_a_gpu(cells_per_gpu, processes, gpus, sharing):
-    assert workers.cells_sharing_a_gpu(cells_per_gpu, processes, gpus) == sharing
+    assert cell_process.cells_sharing_a_gpu(cells_per_gpu, processes, gpus) == sharing
 
 
 GIB = 2**30
@@ -533,7 +528,7 @@ GIB = 2**30
     (4, 30.0, 30 * GIB),
 ])
 def test_the_memory_a_cell_needs_free(sharing, cell_gpu_gb, need):
-    assert workers.cell_gpu_need(80 * GIB, sharing, cell_gpu_gb) == need
+    assert cell_process.cell_gpu_need(80 * GIB, sharing, cell_gpu_gb) == need
 
 
 @pytest.mark.parametrize(("gpus", "cells_per_gpu"), [(1, 2), (2, 2), (8, 2), (4, 3)])
@@ -557,8 +552,8 @@ class _Memory:
     def __init__(self, monkeypatch, free: list[float], total: float = 80.0) -> None:
         self.free, self.total, self.asked, self.slept, self.now = list(free), total, [], [], 0.0
         monkeypatch.setattr(torch.cuda, "mem_get_info", self.info)
-        monkeypatch.setattr(workers, "time", SimpleNamespace(time=time.time, monotonic=lambda: self.now,
-                                                             sleep=self.sleep))
+        monkeypatch.setattr(cell_process, "time", SimpleNamespace(time=time.time, monotonic=lambda: self.now,
+                                                                  sleep=self.sleep))
 
     def info(self, index):
         self.asked.append(index)
@@ -572,13 +567,13 @@ class _Memory:
 
 def test_a_cell_starts_at_once_when_its_gpu_has_the_memory(monkeypatch, capsys):
     memory = _Memory(monkeypatch, [41.0])
-    assert workers.wait_for_gpu_memory(1, 40 * GIB, 5.0, 60.0, "t/fid/seed-1") is None
+    assert cell_process.wait_for_gpu_memory(1, 40 * GIB, 5.0, 60.0, "t/fid/seed-1") is None
     assert memory.asked == [1] and memory.slept == [] and capsys.readouterr().out == ""
 
 
 def test_a_cell_waits_until_its_gpu_has_the_memory(monkeypatch, capsys):
     memory = _Memory(monkeypatch, [10.0, 20.0, 45.0])
-    assert workers.wait_for_gpu_memory(0, 40 * GIB, 5.0, 60.0, "t/fid/seed-1") is None
+    assert cell_process.wait_for_gpu_memory(0, 40 * GIB, 5.0, 60.0, "t/fid/seed-1") is None
     assert memory.slept == [5.0, 5.0]
     out = capsys.readouterr().out.splitlines()
     assert out == ["[t/fid/seed-1] waiting for 40.0 GiB free on GPU 0 (10.0 of 80.0 GiB free now; the cells "
@@ -587,14 +582,14 @@ def test_a_cell_waits_until_its_gpu_has_the_memory(monkeypatch, capsys):
 
 def test_a_cell_whose_gpu_stays_short_is_not_started(monkeypatch):
     memory = _Memory(monkeypatch, [10.0])
-    why = workers.wait_for_gpu_memory(0, 40 * GIB, 5.0, 20.0, "t/fid/seed-1")
+    why = cell_process.wait_for_gpu_memory(0, 40 * GIB, 5.0, 20.0, "t/fid/seed-1")
     assert memory.slept == [5.0] * 4
     assert why.startswith("GPU 0 still had only 10.0 of the 40.0 GiB the cell needs free after waiting 20 s")
 
 
 def test_a_cell_needing_more_than_its_gpu_has_is_refused_at_once(monkeypatch):
     memory = _Memory(monkeypatch, [80.0])
-    why = workers.wait_for_gpu_memory(0, 100 * GIB, 5.0, 3600.0, "t/fid/seed-1")
+    why = cell_process.wait_for_gpu_memory(0, 100 * GIB, 5.0, 3600.0, "t/fid/seed-1")
     assert memory.slept == [] and "needs 100.0 GiB" in why and "80.0 GiB in all" in why
 
 
@@ -790,13 +785,13 @@ def test_cells_mode_on_an_exclusive_process_gpu_is_refused_before_anything_runs(
     with pytest.raises(InputError, match=r"field 'parallel': GPU 0 is in EXCLUSIVE_PROCESS compute mode .* "
                                          r"parallel: ddp"):
         workers.run_pooled([grid])
-    workers.check_gpu_sharing(_grid(tmp_path, world_size=2, parallel="ddp"))  # a GPU each: one process on it
+    cell_process.check_gpu_sharing(_grid(tmp_path, world_size=2, parallel="ddp"))  # a GPU each: one process on it
     monkeypatch.setenv("LOCAL_RANK", "1")
-    workers.check_gpu_sharing(grid)  # GPU 1: Default
+    cell_process.check_gpu_sharing(grid)  # GPU 1: Default
     monkeypatch.setenv("LOCAL_RANK", "2")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     with pytest.raises(InputError, match="2 ranks of this launch share it"):
-        workers.check_gpu_sharing(_grid(tmp_path, world_size=4, parallel="ddp"))
+        cell_process.check_gpu_sharing(_grid(tmp_path, world_size=4, parallel="ddp"))
 
 
 def test_local_workers_sharing_an_exclusive_process_gpu_are_one_error_line(tmp_path, monkeypatch, capsys):

@@ -52,8 +52,6 @@ def run(opts: ReportOptions) -> None:
     # a report's own folder, or a bundle (nothing else writes there), has one writer: two reports would mix their
     # files; a report beside an experiment's cells is not locked, so an experiment still running can be reported
     locked = not out_is_source(opts.directories, out) or is_bundle(out)
-    if opts.bootstrap < 1:
-        raise InputError("bootstrap must be at least 1", field="bootstrap")
     targets = None
     if opts.compare:
         from ..evaluation.targets import load_targets

@@ -56,19 +56,7 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
         ctx.barrier()
         return {}
     with metered() as spent:  # predictions the fit did not write (main process only)
-        predictor = None
-        results, data, checksums = {}, {}, {}
-        cost = fit.cost
-        for split in method.splits():
-            data_file = method.data_dir / f"{split}.jsonl"
-            data[split] = sha256_file(data_file)
-            path = cell.directory / f"predictions_{split}.jsonl"
-            if split not in fit.predicted_splits:
-                predictor = predictor or type(method).load(cell.directory, trust_remote_code=_trusts_code(method))
-                write_records(path, predictor.predict(list(read_records(data_file, labels=task.labels))))
-                cost = predictor.cost() or cost
-            results[split] = score_lines(task, path)
-            checksums[split] = sha256_file(path)  # the report refuses a predictions file changed after this
+        results, data, checksums, cost = _predict_and_score(cell, method, fit)
     evaluations = fit.evaluations
     still = None
     if method.trained and evaluations:
@@ -86,16 +74,7 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
               "config": recorded_config(method.inputs.settings), "git_commit": source_commit(),
               "versions": library_versions(), "elapsed_s": round(time.time() - start, 1),
               "ran_by": worker_identity()}
-    # split_s: of the cell's seconds, those the processes of a launch split among them (a reader's training loop,
-    # under parallel: ddp by all the ranks; the rest, its loads and final predictions, ran on each or on the main
-    # one); processes counts those that split them (1 where nothing was: a kNN vote, in-context learning)
-    split = fit.split_s if fit.split_s is not None and fit.split_s <= record["elapsed_s"] else None
-    shared = fit_cost["processes"] > 1 and split is not None
-    record["cost"] = {"elapsed_s": record["elapsed_s"], "resumed": cell.status == "resume",
-                      **({"split_s": round(split, 1)} if split is not None else {}),
-                      "processes": fit_cost["processes"] if shared else 1,
-                      "devices": fit_cost["devices"] if shared else 1, "hardware": fit_cost["hardware"],
-                      "work": merge_work([fit_cost["work"], spent["work"]])}
+    record["cost"] = _cell_cost(record["elapsed_s"], cell.status == "resume", fit.split_s, fit_cost, spent)
     write_json(cell.directory / CELL_FILE, record)
     try:  # finished: what only resuming needed goes (a reader's checkpoints); the cell is done whatever happens here
         method.finished(cell.directory)
@@ -107,6 +86,36 @@ def run_cell(cell: CellPlan, make_method: Callable[[], Method], ctx, log_with: s
     print(f"[{cell.label}] {summary}" + (" (still improving)" if still else ""))
     ctx.barrier()
     return record
+
+
+def _predict_and_score(cell: CellPlan, method: Method, fit) -> tuple[dict, dict, dict, Any]:
+    """Predict the splits the fit did not, and score every split: ``(results, data checksums, predictions
+    checksums, LM cost)`` by split."""
+    task, predictor = method.inputs.task, None
+    results, data, checksums = {}, {}, {}
+    cost = fit.cost
+    for split in method.splits():
+        data_file = method.data_dir / f"{split}.jsonl"
+        data[split] = sha256_file(data_file)
+        path = cell.directory / f"predictions_{split}.jsonl"
+        if split not in fit.predicted_splits:
+            predictor = predictor or type(method).load(cell.directory, trust_remote_code=_trusts_code(method))
+            write_records(path, predictor.predict(list(read_records(data_file, labels=task.labels))))
+            cost = predictor.cost() or cost
+        results[split] = score_lines(task, path)
+        checksums[split] = sha256_file(path)  # the report refuses a predictions file changed after this
+    return results, data, checksums, cost
+
+
+def _cell_cost(elapsed_s: float, resumed: bool, split_s: float | None, fit_cost: dict, spent: dict) -> dict:
+    """``cell.json``'s ``cost``. ``split_s``: of the cell's seconds, those the processes of a launch split among them
+    (a reader's training loop, under parallel: ddp by all the ranks; the rest, its loads and final predictions, ran
+    on each or on the main one); ``processes`` counts those that split them (1 where nothing was: a kNN vote, ICL)."""
+    split = split_s if split_s is not None and split_s <= elapsed_s else None
+    shared = fit_cost["processes"] > 1 and split is not None
+    return {"elapsed_s": elapsed_s, "resumed": resumed, **({"split_s": round(split, 1)} if split is not None else {}),
+            "processes": fit_cost["processes"] if shared else 1, "devices": fit_cost["devices"] if shared else 1,
+            "hardware": fit_cost["hardware"], "work": merge_work([fit_cost["work"], spent["work"]])}
 
 
 def recorded_config(settings) -> dict[str, Any]:

@@ -1,25 +1,12 @@
-"""Claims: how the jobs that share one experiment folder split its work.
+"""Claims: how the jobs that share one experiment folder split its work (docs/beyond-one-machine.md, "Many jobs,
+one experiment").
 
-A job (a ``pgra experiment`` process, a rank of a cell-parallel launch, a Slurm array task) runs a stage or a
-cell only while it holds that item's claim: the lock file ``.<name>.claim`` beside the item's folder
-(:func:`pgra.storage.lock.hold_lock`: created whole and atomically, naming host, pid and Slurm job). Another job skips
-what a live job holds and comes back to it later; a claim whose holder is dead is taken over (same host: its pid
-is gone; another host: its heartbeat, the lock's mtime touched every ``stale_after / 4`` s, is older than
-``stale_after``), and the cell's own resume logic continues it from its last checkpoint. The output locks taken
-under a claim (the cell's reader, a stage's folder) beat the same way, and another host's one whose heartbeat
-stopped is taken over with the claim (:func:`pgra.storage.lock.beating_outputs`; one that beat after its claim did is
-waited for until it is stale). Heartbeats are judged on the file system's clock (:func:`pgra.storage.lock.fs_now`), and
-a claim touched into the future is taken over as foreign, saying so. :func:`is_claimed` only looks.
-
-A claim file that is invalid (edited by hand: a huge pid, a start time that is no number ...; checked by
-:func:`pgra.storage.lock.validate`) holds only its own item: it is skipped while younger than a minute, then taken over
-with a line naming the file and the field; every other stage and cell goes on.
-
-Jobs sharing a folder must run the same settings: with other settings each would find the other's finished cells
-stale (their keys differ) and rerun them. So each job registers in the folder while it runs (``.job-<id>.claim``,
-a claim holding the settings that enter the keys: :func:`shared_folder`), and a job whose settings differ from a
-live job's is refused, naming the first differing setting. The grid's extent (tasks, methods, seeds) and how it
-is run or reported may differ: jobs share the cells both plan, with the same keys.
+A job runs a stage or a cell only while it holds that item's claim: the lock file ``.<name>.claim`` beside the
+item's folder (:func:`pgra.storage.lock.hold_lock`, with a heartbeat), taken over once its holder is dead. The
+output locks taken under a claim beat with it (:func:`beating_outputs`). An invalid claim file holds only its own
+item. Each job registers the settings that enter the keys (``.job-<id>.claim``: :func:`shared_folder`), and a job
+whose settings differ from a live job's is refused, naming the first differing setting. :func:`is_claimed` only
+looks.
 """
 
 from __future__ import annotations
@@ -34,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import InputError, shorten
-from ..storage.lock import OutputBusyError, beating_outputs, describe_holder, hold_lock, holder, job_id
+from ..storage.lock import STALE_ENV, OutputBusyError, describe_holder, hold_lock, holder, job_id
 
 CLAIM_SUFFIX = ".claim"
 WORKER_ENV = "PGRA_WORKER"  # which worker of a launch this process is (recorded in the cells it runs)
@@ -51,7 +38,7 @@ def claim_path(target: Path) -> Path:
 def try_claim(target: Path, label: str, stale_after: float | None) -> contextlib.ExitStack | None:
     """Claim ``target`` (a stage or cell folder, which need not exist): an open stack holding the claim (close it
     to release), or None when a live job holds it. While it is held, the output locks this process (and the
-    processes it starts) takes beat, and another host's dead one is taken over (:func:`pgra.storage.lock.beating_outputs`)."""
+    processes it starts) takes beat, and another host's dead one is taken over (:func:`beating_outputs`)."""
     path = claim_path(target)
     path.parent.mkdir(parents=True, exist_ok=True)
     stack = contextlib.ExitStack()
@@ -63,6 +50,21 @@ def try_claim(target: Path, label: str, stale_after: float | None) -> contextlib
     if stale_after is not None:
         stack.enter_context(beating_outputs(stale_after))
     return stack
+
+
+@contextlib.contextmanager
+def beating_outputs(stale_after: float) -> Iterator[None]:
+    """For the block (and its child processes, through :data:`pgra.storage.lock.STALE_ENV`): output locks beat,
+    and another host's whose heartbeat is older than ``stale_after`` is taken over (its job died)."""
+    before = os.environ.get(STALE_ENV)
+    os.environ[STALE_ENV] = repr(float(stale_after))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(STALE_ENV, None)
+        else:
+            os.environ[STALE_ENV] = before
 
 
 def is_claimed(target: Path, label: str, stale_after: float | None) -> bool:

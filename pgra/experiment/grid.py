@@ -22,9 +22,10 @@ from typing import Any
 from ..core.config import check_config
 from ..core.errors import InputError
 from ..core.registry import plug_in_key
-from ..methods import MethodInputs, get_method, get_stage
+from ..methods import METHODS, MethodInputs, get_method, get_stage
 from ..stages import Stage, StageRequest
 from ..storage.artifacts import MANIFEST, check_disjoint, path_under, read_json_object, safe_name
+from ..tasks import get_task, task_content, task_names, task_paths
 from .cell import check_stale_cell, run_cell
 from .cell import say as _say
 from .config import JOB_FIELDS, RUNTIME_FIELDS, ExperimentConfig, cell_settings
@@ -50,41 +51,15 @@ class Experiment:
         of the grid shares the first stage of the experiment it varies). ``report_writer(out, reference)``: what the
         job that finishes the grid last calls to write the report (the command's; the experiment layer never
         imports the evaluation layer above it)."""
-        check_config(cfg)
-        if not cfg.out:
-            raise InputError("no experiment folder given (--out)", field="out")
-        for name in ("tasks", "methods", "seeds"):
-            if not getattr(cfg, name):
-                raise InputError(f"no {name} given", field=name)
-        for m in cfg.methods:
-            get_method(m)
-        # overrides of known tasks or methods outside the grid are unused (a base config for eight tasks run on
-        # one); a name that is neither is a typo
-        from ..methods import METHODS
-        from ..tasks import task_names
-
-        unknown = [t for t in cfg.task_overrides if t not in cfg.tasks and t not in task_names()]
-        if unknown:
-            raise InputError(f"task_overrides names unknown tasks: {unknown} (tasks: {', '.join(task_names())})",
-                             field="task_overrides")
-        unknown = [m for m in cfg.method_overrides if m not in METHODS]
-        if unknown:
-            raise InputError(f"method_overrides names unknown methods: {unknown} (methods: {', '.join(METHODS)})",
-                             field="method_overrides")
-        _check_reranker_choice(cfg)
+        _check_grid(cfg)
         self._stages: dict[str, Stage] = {}
         self.cfg = cfg
         _check_stage_names(self.stages_needed(), cfg.methods)  # an unknown stage or a folder a method also names
         if not cfg.index.out:
             raise InputError("no index folder given (index.out)", field="index.out")
-        from ..tasks import get_task
-
-        self.cfg = cfg
         self.out = Path(cfg.out)
         self.tasks = {t: get_task(t) for t in cfg.tasks}  # a task YAML is read once (its name checked: a folder)
         _check_task_names(self.tasks)
-        from ..tasks import task_paths
-
         data_dirs = {t: cell_settings(cfg, t).data_dir for t in cfg.tasks}
         check_disjoint({"out": cfg.out}, {"tasks": [p for t, spec in self.tasks.items()
                                                     for p in task_paths(spec, data_dirs[t])]})
@@ -134,8 +109,6 @@ class Experiment:
     def task_content(self, task: str) -> dict[str, Any]:
         """What of ``task`` changes results (its spec and data files' checksums), read once per experiment."""
         if task not in self._contents:
-            from ..tasks import task_content
-
             self._contents[task] = task_content(self.tasks[task], cell_settings(self.cfg, task).data_dir)
         return self._contents[task]
 
@@ -354,12 +327,33 @@ def run_grids(experiments: list[Experiment], ctx=None) -> list[CellPlan]:
         return run_pooled([GridRun(exp, ctx) for exp in experiments])
 
 
+def _check_grid(cfg: ExperimentConfig) -> None:
+    """The grid's own fields: a folder, tasks, methods and seeds, the overrides' names, the rerankers' choice."""
+    check_config(cfg)
+    if not cfg.out:
+        raise InputError("no experiment folder given (--out)", field="out")
+    for name in ("tasks", "methods", "seeds"):
+        if not getattr(cfg, name):
+            raise InputError(f"no {name} given", field=name)
+    for m in cfg.methods:
+        get_method(m)
+    # overrides of known tasks or methods outside the grid are unused (a base config for eight tasks run on
+    # one); a name that is neither is a typo
+    unknown = [t for t in cfg.task_overrides if t not in cfg.tasks and t not in task_names()]
+    if unknown:
+        raise InputError(f"task_overrides names unknown tasks: {unknown} (tasks: {', '.join(task_names())})",
+                         field="task_overrides")
+    unknown = [m for m in cfg.method_overrides if m not in METHODS]
+    if unknown:
+        raise InputError(f"method_overrides names unknown methods: {unknown} (methods: {', '.join(METHODS)})",
+                         field="method_overrides")
+    _check_reranker_choice(cfg)
+
+
 def _check_reranker_choice(cfg: ExperimentConfig) -> None:
     """A grid chooses its rerankers through its methods (``pgra``: the prompt-guided one's top d; ``fid_<r>``:
     reranker r's, each its own stage), so ``rerank.reranker`` (or a task's override of it) naming another reranker
     would be replaced unseen: refused, naming the method that reads that reranker."""
-    from ..methods import METHODS
-
     for task in cfg.tasks:
         rerank = cell_settings(cfg, task).rerank  # (an unknown name was refused reading it, with the choices)
         chosen = rerank.reranker

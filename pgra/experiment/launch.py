@@ -38,18 +38,12 @@ from ..storage.artifacts import claim_output
 from ..storage.lock import is_main_launch
 from ..storage.ownership import claimed
 from .cell import report_failure
+from .cell_process import cells_sharing_a_gpu, single_process_env, visible_devices
 from .claims import CHILD_MODULE, WORKER_ENV
 from .config import ExperimentConfig, SlurmConfig
 from .grid import Experiment
 from .layout import CellPlan
-from .workers import (
-    cells_sharing_a_gpu,
-    experiment_payload,
-    part_registries,
-    report_if_last,
-    single_process_env,
-    visible_devices,
-)
+from .workers import experiment_payload, part_registries, report_if_last
 
 
 def run_experiment(cfg: ExperimentConfig, ctx=None,
@@ -173,7 +167,7 @@ def local_workers(workers: int, cells_per_gpu: int) -> tuple[list[dict[str, str]
     """The environments of ``workers`` local workers, one GPU each: worker ``i`` sees the visible GPU ``i`` modulo
     their count (``CUDA_VISIBLE_DEVICES``; none without CUDA), as rank ``i`` of a launch would
     (:func:`pgra.runtime.device.local_device_index`); and the ``cells_per_gpu`` they run with: the given one, or the most
-    workers that share one GPU where that is more (:func:`~.workers.cells_sharing_a_gpu`: a worker, which sees
+    workers that share one GPU where that is more (:func:`~.cell_process.cells_sharing_a_gpu`: a worker, which sees
     one GPU, cannot count them), said in one line."""
     devices = visible_devices()
     envs = [single_process_env(i if devices else None, f"local-{i}", workers) for i in range(workers)]

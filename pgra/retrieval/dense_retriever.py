@@ -21,7 +21,7 @@ from ..core.faults import fault_point
 from ..core.progress import progress
 from ..storage.artifacts import MANIFEST, load_npy, model_fingerprint, save_npy
 from .base import LoadOptions, QueryEncoder, Retriever, Searcher, register_retriever
-from .dense import INDEX_TYPES, OPQ_CENTROIDS, FaissParams, check_trainable, import_faiss, load_faiss
+from .dense import OPQ_CENTROIDS, FaissParams, check_trainable, import_faiss, load_faiss
 from .dense_build import FAISS_FILE, IVFDATA_FILE, VECTORS_DIR, shard_name, write_dense_index
 from .dense_config import DenseConfig
 from .shards import VectorShards, merge_over_ranks, search_index
@@ -120,15 +120,9 @@ class DenseRetriever(Retriever):
         self.encoder_fingerprint: str | None = None
 
     def validate(self) -> None:
-        from .encoder import POOLERS
-
+        """What the fields' own checks (pooler, index type, shard size: IndexConfig.validate's check_config) cannot
+        see."""
         d = self.settings
-        if d.pooler not in POOLERS:
-            raise InputError(f"unknown pooler '{d.pooler}', use one of {POOLERS}", field="pooler")
-        if d.index_type not in INDEX_TYPES:
-            raise InputError(f"unknown index type '{d.index_type}', use one of {INDEX_TYPES}", field="index_type")
-        if d.shard_size < 1:
-            raise InputError("shard_size must be positive", field="dense.shard_size")
         if d.rescore and d.index_type == "flat":
             raise InputError("rescore re-scores an approximate index's candidates: a flat index's scores are "
                              "exact already (use ivf, ivfpq, ivfsq8 or hnsw, or rescore 0)", field="dense.rescore")

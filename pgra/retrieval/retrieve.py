@@ -2,14 +2,10 @@
 
 Output folder: ``{split}.jsonl`` (one query a line with its k ``ctxs``) + ``manifest.json`` recording the
 index (path, build key, corpus fingerprint), the task, k and the data's provenance. A split is searched in fixed
-chunks of ``query_batch_size`` inputs (chunk c: inputs c * size to (c + 1) * size - 1, whatever the number of
-processes); multi-process, rank r searches the chunks c with c % world_size == r and rank 0 merges them in input
-order. A query is encoded and searched beside the same other queries (the same padding and matrix shapes, so the
-same float rounding) on any number of ranks, and each query's candidates are ordered by score, then by lower corpus
-position, so the files are the same bytes for 1 or N ranks (on CPU: at the same thread count per process).
-With ``split_index_over_ranks`` (a flat index built with ``dense.bounded_memory``) each rank holds a part of the
-index instead, every rank searches every query over its part and the top-k are merged across ranks (the same
-candidates as one process).
+chunks of ``query_batch_size`` inputs, chunk c on rank c mod N, merged in input order by rank 0; candidates tied
+in score come by corpus position, so the files are the same bytes on 1 or N ranks (docs/beyond-one-machine.md).
+With ``split_index_over_ranks`` each rank holds a part of a flat sharded index instead, searches every query over
+it and the top-k are merged across ranks.
 """
 
 from __future__ import annotations
@@ -103,21 +99,8 @@ def write_candidates(cfg: RetrieveConfig, run: StageRun) -> dict[str, Any] | Non
             raise InputError(f"the size of split {split} must be >= 0 (0 = all), got {n}", field="split_sizes")
         examples = subsample(data[split], n, cfg.subsample, cfg.subsample_seed)
         counts[split] = len(examples)
-        size = cfg.query_batch_size
-        # fixed global chunks, round-robin over the ranks: a query's batch never depends on the number of ranks
-        mine = [examples[c * size:(c + 1) * size] for c in qctx.shard(query_chunks(len(examples), size))]
-        records = []
-        removed[split] = 0
-        bar = progress(total=sum(map(len, mine)), desc=f"retrieving {split}", unit=" queries",
-                       disable=not (cfg.show_progress and ctx.is_main))
-        for batch in mine:
-            texts = [ex.text for ex in batch]
-            found = search_candidates(index, texts, cfg.k, cfg.exclude_query_text, excluded)
-            for ex, (ctxs, gone) in zip(batch, found, strict=True):
-                removed[split] += gone
-                records.append(example_record(ex, ctxs))
-            bar.update(len(batch))
-        bar.close()
+        records, removed[split] = _search_share(cfg, index, examples, qctx, excluded,
+                                                progress_bar=cfg.show_progress and ctx.is_main, split=split)
         if ctx.is_main or not index.spans_ranks:  # a split index: every rank found the same, rank 0 writes
             write_records(parts / f"{split}.{qctx.rank:05d}.jsonl", records)
         fault_point("retrieve.split")
@@ -144,6 +127,25 @@ def write_candidates(cfg: RetrieveConfig, run: StageRun) -> dict[str, Any] | Non
                       "retriever": m["retriever"], "encoder": m.get("encoder"), "pooler": m.get("pooler"),
                       "corpus_content_sha256": m["corpus"]["content_sha256"], "corpus_size": m["size"]},
             "data_provenance": data.provenance}
+
+
+def _search_share(cfg: RetrieveConfig, index: Index, examples: list, qctx: DistContext, excluded: set[str],
+                  progress_bar: bool, split: str) -> tuple[list[dict], int]:
+    """This rank's share of a split's queries, searched: their records, and how many found passages the
+    exclusions removed. Fixed global chunks of ``query_batch_size``, round-robin over the ranks: a query's batch
+    never depends on the number of ranks."""
+    size = cfg.query_batch_size
+    mine = [examples[c * size:(c + 1) * size] for c in qctx.shard(query_chunks(len(examples), size))]
+    records, removed = [], 0
+    bar = progress(total=sum(map(len, mine)), desc=f"retrieving {split}", unit=" queries", disable=not progress_bar)
+    for batch in mine:
+        found = search_candidates(index, [ex.text for ex in batch], cfg.k, cfg.exclude_query_text, excluded)
+        for ex, (ctxs, gone) in zip(batch, found, strict=True):
+            removed += gone
+            records.append(example_record(ex, ctxs))
+        bar.update(len(batch))
+    bar.close()
+    return records, removed
 
 
 def query_chunks(n: int, size: int) -> int:

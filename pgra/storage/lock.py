@@ -1,21 +1,11 @@
 """One writer per output folder: a lock file naming the process that writes it.
 
 The stages hold ``<out>/.pgra-lock`` (JSON: pid, host, command, start time) while they run (:func:`locks_output`);
-a second process on the folder refuses, naming the holder. What is taken over (a dead or reused pid on this host,
-another host's lock whose heartbeat stopped, an empty or invalid lock past :data:`GRACE_S`) is told in
-docs/failure-and-recovery.md ("One writer per output folder"). How it stays one writer when many start at once:
-
-- **Creation is atomic**: written whole to a temp file, then hard-linked to the lock's name (``link`` fails if the
-  name exists; on NFS a retried ``link`` that succeeded is told by the link count 2); ``O_CREAT | O_EXCL`` and
-  then writing where hard links are not supported.
-- **An empty or unreadable lock is not taken for dead** while younger than :data:`GRACE_S` (it may be being
-  written); a reader waits up to :data:`SETTLE_S` for it first. Every file is checked by :func:`validate`.
-- **Ages are read on the file system's clock** (:func:`fs_now`), so a skewed host judges as the others do; a
-  lock touched further into the future than it would be stale in the past is foreign and taken over.
-- **A takeover removes exactly the stale lock it judged**: the file read stays open, and its name is removed
-  under its ``flock`` only if it still names that file with the same bytes (:func:`_remove_if_unchanged`).
-  Creation never replaces a name, so a live writer's new lock is left alone. Where no ``flock`` works the same
-  check runs unguarded (a narrow race remains).
+a second process on the folder refuses, naming the holder. What is taken over, and why two processes started
+together never both hold it: docs/failure-and-recovery.md ("One writer per output folder"). In short: creation is
+atomic (:func:`_create`); an empty or unreadable lock younger than :data:`GRACE_S` may be being written; ages are
+read on the file system's clock (:func:`fs_now`); a takeover removes exactly the file it judged stale, under its
+``flock`` where one works (:func:`_remove_if_unchanged`).
 """
 
 from __future__ import annotations
@@ -52,9 +42,7 @@ MAX_LOCK_BYTES = 1 << 20  # a lock file larger than this is not pgra's (only its
 PID_MAX = 2**31 - 1  # pids are C ints; 0 and negative ones name process groups (never a lock's writer)
 MAX_TIME = 32503680000.0  # 3000-01-01: a lock's start time past this is not a clock's
 MAX_STALE_AFTER = 10.0**9  # seconds: a heartbeat timeout past this is not one
-# the heartbeat timeout of the output locks taken inside a claim (pgra.experiment.claims), inherited by the child
-# processes of a cell: with it an output lock beats like a claim, and another host's lock whose heartbeat is older
-# than it is taken over (its job died: the claim guarding the folder was taken over first)
+# the heartbeat timeout of output locks taken inside a claim (pgra.experiment.claims.beating_outputs), inherited
 STALE_ENV = "PGRA_LOCK_STALE_AFTER_S"
 
 
@@ -106,8 +94,7 @@ def _start_time(pid: int) -> float | None:
 
 def _reused_pid(info: dict) -> bool:
     """Whether the live process with the lock's pid started otherwise than (or after) the lock's writer."""
-    pid = info["pid"]
-    recorded = info.get("pid_start")
+    pid, recorded = info["pid"], info.get("pid_start")
     if recorded:
         now = _start_token(pid)
         return now is not None and now.split(":")[0] == str(recorded).split(":")[0] and now != recorded
@@ -154,11 +141,9 @@ def validate(data: bytes) -> tuple[dict | None, str]:
     if not isinstance(info, dict):
         return None, "not a JSON object"
     for name, required, ok, what in _FIELDS:
-        if name not in info:
-            if required:
-                return None, f"field '{name}' is missing"
-            continue
-        if not ok(info[name]):
+        if name not in info and required:
+            return None, f"field '{name}' is missing"
+        if name in info and not ok(info[name]):
             return None, f"field '{name}' is {shorten(info[name], 80)}, not {what}"
     return info, ""
 
@@ -172,20 +157,15 @@ def describe_holder(info: dict) -> str:
 
 
 def _temp_name(path: Path) -> Path:
-    """A unique name beside ``path``, ``<name>.<pid>.<8 hex>.new`` (not ``.tmp``: pgra.storage.ownership drops
-    those from a folder it claims, while this one may wait to be linked)."""
+    """A unique name beside ``path``, ``<name>.<pid>.<8 hex>.new`` (not ``.tmp``, which ownership.claimed drops)."""
     return path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
 
 
 def fs_now(folder: Path) -> float:
     """Now, on ``folder``'s file system clock: a probe file's mtime (this host's clock where it cannot write)."""
-    probe = _temp_name(folder / LOCK_FILE)
+    probe = _temp_name(folder / LOCK_FILE)  # (unique: removing it when it could not be made harms nothing)
     try:
-        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
-    except OSError:
-        return time.time()
-    try:
-        os.close(fd)
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
         os.utime(probe)
         return os.stat(probe).st_mtime
     except OSError:
@@ -234,10 +214,8 @@ def _open(path: Path, writable: bool = True) -> _Seen | None:
     """The lock file at ``path``, opened (``writable`` where allowed: NFS flocks need it) and read; None if none."""
     nonblock = getattr(os, "O_NONBLOCK", 0)  # a FIFO in its place is reported, not waited on
     try:
-        try:
-            if not writable:
-                raise PermissionError
-            fd = os.open(path, os.O_RDWR | nonblock)  # writable: NFS grants an exclusive flock only to a writer
+        try:  # writable: NFS grants an exclusive flock only to a writer
+            fd = os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | nonblock)
         except PermissionError:  # another user's lock
             fd = os.open(path, os.O_RDONLY | nonblock)
     except FileNotFoundError:
@@ -261,10 +239,7 @@ def _reading(path: Path) -> Iterator[_Seen | None]:
         seen = _open(path)
     except OSError:
         seen = None
-    if seen is None:
-        yield None
-        return
-    with contextlib.closing(seen):
+    with contextlib.nullcontext() if seen is None else contextlib.closing(seen):
         yield seen
 
 
@@ -365,15 +340,8 @@ def _ahead(age: float) -> str:
             "a host whose clock is wrong; taken as foreign)")
 
 
-def _heartbeat_timeout(info: dict, stale_after: float | None) -> float | None:
-    """After how long without a heartbeat another host's lock is dead: the longer of the caller's and the lock's."""
-    limits = [t for t in (stale_after, info.get("stale_after")) if t is not None]
-    return max(limits) if limits else None
-
-
 def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | None = None) -> str:
-    """Why the lock ``seen`` is stale (said when taking it over); raise :class:`OutputBusyError` when its writer
-    may be alive (the rules: the module's docstring and docs/failure-and-recovery.md)."""
+    """Why the lock ``seen`` is stale (said when taking it over); :class:`OutputBusyError` if its writer may live."""
     info = seen.info
     if info is None:
         what = "empty" if not seen.data.strip() else \
@@ -381,17 +349,16 @@ def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | N
         detail = f"{what} ({seen.problem})" if seen.problem else what
         if seen.age < -GRACE_S:
             return f"an {detail} lock file touched {_ahead(seen.age)}"
-        if seen.age < GRACE_S and what == "invalid":
-            raise OutputBusyError(f"{label}: its lock {path} is {detail}, written {seen.age:.0f} s ago; delete it "
-                                  f"if no process writes there (one like it is taken over once {GRACE_S:.0f} s old)")
         if seen.age < GRACE_S:
-            raise OutputBusyError(f"{label}: its lock {path} is {detail}, written {seen.age:.0f} s ago, perhaps "
-                                  "by another process taking the lock this moment; try again in a minute, or "
-                                  "delete it if no process writes there")
+            then = f"; delete it if no process writes there (one like it is taken over once {GRACE_S:.0f} s old)" \
+                if what == "invalid" else (", perhaps by another process taking the lock this moment; try again in "
+                                           "a minute, or delete it if no process writes there")
+            raise OutputBusyError(f"{label}: its lock {path} is {detail}, written {seen.age:.0f} s ago{then}")
         why = "its writer died while writing it" if what != "invalid" else "no pgra process writes one like it"
         return f"an {detail} lock file written {seen.age / 60:.0f} min ago ({why})"
     if info["host"] != me["host"]:
-        limit = _heartbeat_timeout(info, stale_after)
+        # dead after the longer of the caller's and the lock's heartbeat timeouts
+        limit = max((t for t in (stale_after, info.get("stale_after")) if t is not None), default=None)
         if limit is None:
             raise _busy(label, info, path, same_host=False)
         if seen.age > limit:
@@ -401,23 +368,18 @@ def _judge(seen: _Seen, me: dict, path: Path, label: str, stale_after: float | N
         if "stale_after" not in info:  # its holder does not beat: nothing to wait for
             raise _busy(label, info, path, same_host=False)
         raise _Beating(_busy(label, info, path, same_host=False), limit - max(seen.age, 0.0))
-    pid = info["pid"]
-    alive = _alive(pid)
+    alive = _alive(info["pid"])
     if alive and not _reused_pid(info):
         raise _busy(label, info, path, same_host=True)
-    why = f"which is no longer running (pid {pid} now belongs to another process)" if alive else \
-        "which is no longer running"
-    return f"the lock of {describe_holder(info)}, {why}"
+    reused = f" (pid {info['pid']} now belongs to another process)" if alive else ""
+    return f"the lock of {describe_holder(info)}, which is no longer running{reused}"
 
 
 def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None,
              wait: bool = False) -> tuple[tuple[int, int], bytes] | None:
     """Take the lock file ``path`` for ``me``: the created file's (device, inode) and bytes; None when this
     process holds it already. ``wait``: another host's beating lock is waited for once until it would be stale."""
-    data = json.dumps(me).encode("utf-8")
-    took_over = ""
-    waited = False
-    attempts = 0
+    data, took_over, waited, attempts = json.dumps(me).encode("utf-8"), "", False, 0
     while attempts < _ATTEMPTS:
         attempts += 1
         ident = _create(path, data)
@@ -450,8 +412,7 @@ def _acquire(path: Path, me: dict, label: str, stale_after: float | None = None,
 
 
 def _wait_stale(label: str, seen: _Seen, stale_in: float) -> None:
-    """Wait ``stale_in`` seconds (and a little more) for another host's lock to be stale: a dead job's output
-    lock may have beaten up to a quarter of the timeout after its claim did."""
+    """Sleep until another host's lock would be stale: a dead job's may beat a quarter timeout after its claim."""
     print(f"{label}: its lock is held by {describe_holder(seen.info or {})}, whose heartbeat is "
           f"{max(seen.age, 0.0):.0f} s old; waiting {stale_in:.0f} s to see whether it stopped (the claim on this "
           "folder was free: its job died, or it writes here without a claim)", file=sys.stderr, flush=True)
@@ -478,14 +439,12 @@ def _me(command: str = "", stale_after: float | None = None, extra: dict | None 
 @contextlib.contextmanager
 def hold_lock(path: str | Path, command: str = "", label: str | None = None,
               stale_after: float | None = None, extra: dict | None = None, wait: bool = False) -> Iterator[Path]:
-    """Hold the lock file ``path`` (its folder must exist) for the block; raise :class:`OutputBusyError` if a live
-    process holds it. Re-entrant within one process. ``label``: what it guards, in messages. ``stale_after``:
-    another host's lock whose heartbeat is older is taken over, and this one beats every ``stale_after / 4`` s.
-    ``extra``: more JSON fields for the lock file. ``wait``: see :func:`_acquire`."""
+    """Hold the lock file ``path`` (its folder must exist) for the block, re-entrant; :class:`OutputBusyError` if a
+    live process holds it. ``stale_after``: another host's lock whose heartbeat is older is taken over, and this
+    one beats every ``stale_after / 4`` s. ``extra``: more JSON fields. ``wait``: see :func:`_acquire`."""
     path = Path(path)
-    label = str(path.parent) if label is None else label
-    me = _me(command, stale_after, extra)
-    mine = _acquire(path, me, label, stale_after, wait)
+    mine = _acquire(path, _me(command, stale_after, extra), str(path.parent) if label is None else label,
+                    stale_after, wait)
     if mine is None:  # this process holds it already (a stage run inside another)
         yield path
         return
@@ -516,8 +475,7 @@ def holder(path: str | Path, stale_after: float | None = None, remove_stale: boo
     """Who holds the lock file ``path``, judged as :func:`hold_lock` would without taking it: the live holder's
     lock content (``{}``: fresh but unreadable), or None (no lock, this process's own, or a dead holder's, which
     ``remove_stale`` removes)."""
-    path = Path(path)
-    me = _me()
+    path, me = Path(path), _me()
     try:
         seen = _open(path, writable=remove_stale)
     except OSError:
@@ -567,21 +525,6 @@ def inherited_stale_after() -> float | None:
     return seconds
 
 
-@contextlib.contextmanager
-def beating_outputs(stale_after: float) -> Iterator[None]:
-    """For the block (and its child processes): output locks beat, and another host's whose heartbeat is older
-    than ``stale_after`` is taken over (the claim guarding these folders was taken from a dead job)."""
-    before = os.environ.get(STALE_ENV)
-    os.environ[STALE_ENV] = repr(float(stale_after))
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(STALE_ENV, None)
-        else:
-            os.environ[STALE_ENV] = before
-
-
 def _release(path: Path, ident: tuple[int, int], data: bytes) -> None:
     """Remove the lock this process created, if it is still there (and still its own)."""
     with _reading(path) as seen:
@@ -622,10 +565,9 @@ def is_main_launch() -> bool:
 
 @contextlib.contextmanager
 def holding_output(cfg: Any, kind: str | None = None, field: str = "out", holder: str = "") -> Iterator[None]:
-    """Hold the lock of ``cfg.<field>`` for the block (rank 0 of a launch only; re-entrant; ``holder`` as the lock
-    file names it). ``kind``: the manifest kind written there; a folder holding another artifact is refused before
-    anything in it is touched (:func:`pgra.storage.artifacts.claim_output`), and so is a non-empty folder pgra did
-    not make (:func:`pgra.storage.ownership.claimed`)."""
+    """Hold the lock of ``cfg.<field>`` for the block (rank 0 of a launch only; re-entrant; ``holder``: the lock's
+    command). Refused before anything is touched: a folder holding another artifact than ``kind``
+    (:func:`pgra.storage.artifacts.claim_output`) or a non-empty one pgra did not make (:func:`.ownership.claimed`)."""
     out = getattr(cfg, field, "")
     if not out or not is_main_launch():
         yield

@@ -1,16 +1,7 @@
-"""The corpus pass: every evidence sentence a task's reranking can read, embedded once under its prompt; and the
-stage's plumbing it shares (reading a candidates split, filling the keyed caches chunk by chunk over ranks).
-
-``rerank.corpus_pass`` (``pgra rerank --corpus-pass``): ``candidates`` embeds the union of every split's retrieved
-candidates (all k of them, every split of the candidates folder) and every split's queries; ``corpus`` embeds every
-corpus sentence as well. The rows go into the same keyed evidence and query caches the per-candidate path fills
-(:mod:`pgra.rerank.prompt_guided.rerank_stage`), split over ranks, chunk by chunk (a killed pass resumes from its
-last chunk), with one progress line and its ETA. After it, reranking at any k up to the retrieved one (``corpus``: any retrieval,
-any k) reads the caches and runs no LM. The union of candidates is never larger than the corpus; ``corpus`` is
-for what the candidates cannot cover: a later retrieval at a larger k, and ``pgra_full``.
-
-``pgra_full``'s stage (:mod:`pgra.rerank.prompt_guided.full_search`) searches the corpus pass's vectors of every
-corpus sentence with each input's prompted embedding: the reranker at k = the corpus, without a first stage.
+"""The corpus pass (``rerank.corpus_pass``, docs/stage2-reranking.md): every evidence sentence a task's reranking can
+read, embedded once under its prompt into the keyed caches the per-candidate path fills, split over ranks, chunk by
+chunk (a killed pass resumes from its last chunk); and the stage's plumbing it shares (reading a candidates split,
+filling the caches). ``pgra_full``'s stage (:mod:`pgra.rerank.prompt_guided.full_search`) searches its vectors.
 """
 
 from __future__ import annotations

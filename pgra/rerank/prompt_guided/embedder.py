@@ -3,13 +3,10 @@
 The embedding of a text t is the last layer's hidden state at the last token of
 ``prefix + P(t) + cue`` (the position that predicts the first answer token), L2-normalised.
 
-Fast path: the demonstration prefix and the template's fixed text before the text are shared by every text, so
-their KV cache is computed once and only each text's own tokens, the template's text after it and the answer
-cue run against it, sorted by length and batched by a token budget. The split point is a
-token boundary of each *jointly tokenised* prompt (tokenising prefix and suffix separately changes the
-tokens at the seam), checked per text; a text whose joint tokenisation disagrees with the cached prefix
-runs on its own, uncached. ``embed_full`` is the plain way (whole prompts, padded batches): the reference
-for tests and benchmarks.
+Fast path (docs/stage2-reranking.md, *Fast*): the KV cache of what every prompt shares is computed once, split at
+a token boundary of each *jointly tokenised* prompt, checked per text (a text whose tokens merge across the seam
+continues from a shorter slice of it; one that does not extend the prefix runs on its own, uncached).
+``embed_full`` is the plain way (whole prompts, padded batches): the reference for tests and benchmarks.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The prompt-guided reranker's stage (``pgra rerank`` with ``rerank.reranker: prompt_guided``, the default): score
-each query's first-stage candidates with prompt-guided LM embeddings (Eq. 3).
+each query's first-stage candidates with prompt-guided LM embeddings (Eq. 3; docs/stage2-reranking.md).
 
-For a query q with candidates e_1..e_k: p_j = softmax_j(q . e_j) over the k candidates; the top d go to the
-reader. Query and evidence embeddings share one prompt prefix (the same demonstrations in the same order).
-Evidence embeddings live in a persistent cache keyed by (LM, template, demonstrations, prompt format,
-corpus), so later runs, k/d sweeps and other splits never embed the same sentence twice.
-
-Per-query strategies (``random``, ``kate``, ``skill_knn``) give each query its own demonstrations: the query
-and its candidates share that query's prefix (its KV cache computed once per query), and the cache rows of a
-split are each query followed by its candidates, keyed by every query's demonstrations. Multi-process: ranks
-embed disjoint rows (or queries) of the caches, rank 0 scores and writes. The embedding and the scoring are the
-in-memory :class:`~pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`'s (the one ``Pipeline`` replays); this
-module keeps the caches, the processes and the folder.
+The embedding and the scoring are the in-memory :class:`~pgra.rerank.prompt_guided.in_memory.PromptGuidedReranker`'s
+(the one ``Pipeline`` replays); this module keeps the caches (keyed by LM, template, demonstrations, prompt format
+and corpus; with per-query demonstrations, a split's rows are each query followed by its candidates), the
+processes (ranks embed disjoint rows, rank 0 scores and writes) and the folder.
 """
 
 from __future__ import annotations
@@ -115,6 +108,28 @@ def _per_query_prompts(cfg, ctx, task, store, cand, data, splits, reranker, demo
     return vectors, info
 
 
+def _write_splits(cfg: RerankConfig, folder: StageRun, data: dict[str, list[dict]], reranker: PromptGuidedReranker,
+                  vectors: Any, demos_of: dict[str, list]) -> int:
+    """Rank 0: score each split's candidates and write its top d with each query's demonstrations; how many
+    queries had fewer than d candidates (warned)."""
+    folder.begin()
+    short = 0
+    for split, recs in data.items():
+        short += sum(len(rec["ctxs"]) < cfg.top_d for rec in recs)
+        ranked = reranker.rerank([r["text"] for r in recs], [r["ctxs"] for r in recs],
+                                 vectors=lambda qi, split=split: vectors(split, qi))
+        # (with demos_in_train off, a shared prompt's demonstrations left train after demos_of was made: index it by
+        # position)
+        records = [{**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs,
+                    "demonstrations": demo_records(demos_of[split][qi])}
+                   for qi, (rec, ctxs) in enumerate(zip(recs, ranked, strict=True))]
+        folder.split(split, lambda records=records: records)
+    if short:
+        warnings.warn(f"{short} queries had fewer than d={cfg.top_d} candidates; they keep all they have",
+                      stacklevel=3)
+    return short
+
+
 def _select(cfg: RerankConfig, task: TaskSpec, cand: dict[str, Any], data: dict[str, list[dict[str, Any]]],
             splits: list[str]) -> dict[str, Any]:
     """The demonstrations of every query of ``splits`` (``demos``: the shared ones of a global strategy), what
@@ -163,22 +178,7 @@ def prompt_guided_stage(cfg: RerankConfig, folder: StageRun) -> dict[str, Any] |
     if not ctx.is_main:
         return None
 
-    folder.begin()
-    short = 0
-    for split in splits:
-        recs = data[split]
-        short += sum(len(rec["ctxs"]) < cfg.top_d for rec in recs)
-        ranked = reranker.rerank([r["text"] for r in recs], [r["ctxs"] for r in recs],
-                                 vectors=lambda qi, split=split: vectors(split, qi))
-        # (with demos_in_train off, a shared prompt's demonstrations left train after demos_of was made: index it by
-        # position)
-        records = [{**{k: v for k, v in rec.items() if k != "ctxs"}, "ctxs": ctxs,
-                    "demonstrations": demo_records(demos_of[split][qi])}
-                   for qi, (rec, ctxs) in enumerate(zip(recs, ranked, strict=True))]
-        folder.split(split, lambda records=records: records)
-    if short:
-        warnings.warn(f"{short} queries had fewer than d={cfg.top_d} candidates; they keep all they have",
-                      stacklevel=2)
+    short = _write_splits(cfg, folder, {s: data[s] for s in splits}, reranker, vectors, demos_of)
     write_json(folder.out / "demonstrations.json", [{"id": d.id, "text": d.text, "label": d.label} for d in demos])
     total = {k: sum(s[k] for s in stats) for k in stats[0]}
     folder.task, folder.inputs, folder.files = task, run.inputs(), ["demonstrations.json"]
