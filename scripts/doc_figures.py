@@ -395,6 +395,7 @@ BLOCKS: dict[str, tuple[Callable[[Path], str], str]] = {
     "demo-rows": (lambda root: _machine_blocks(root)["demo-rows"], "docs/experiments.md"),
     "selectors-table": (_selectors_table, "docs/selectors.md"),
     "mechanism-table": (lambda root: _load("scripts/mechanism_table.py").render(root), "docs/experiments.md"),
+    "mechanism-ceiling": (lambda root: _load("scripts/mechanism_table.py").render_ceiling(root), "docs/experiments.md"),
     "table2-dry-run": (lambda root: _dry_run_block(root, "experiment", ("wall-clock on",)), "docs/tutorial-table2.md"),
     "table2-analyze-dry-run": (lambda root: _dry_run_block(root, "analyze", ("  sweep:", "  retrievers:",
                                                                              "analyses in all:")),

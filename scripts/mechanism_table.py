@@ -17,11 +17,12 @@ BUNDLES = "docs/results/mechanism"
 POOLS = {"corpus": "labelled (training inputs)", "pseudo": "Wikipedia (pseudo-labels)"}
 
 
-def rows(root: Path = ROOT) -> list[dict[str, Any]]:
-    """Every controls row of every committed mechanism bundle, in bundle order (its LMs in their configured order)."""
+def rows(root: Path = ROOT, table: str = "consistency_controls") -> list[dict[str, Any]]:
+    """Every row of ``table`` in every committed mechanism bundle, in bundle order (its LMs in their configured
+    order)."""
     out = []
     for record in sorted((root / BUNDLES).glob("*/analysis/analysis.json")):
-        out += json.loads(record.read_text(encoding="utf-8"))["tables"].get("consistency_controls", [])
+        out += json.loads(record.read_text(encoding="utf-8"))["tables"].get(table, [])
     return out
 
 
@@ -60,6 +61,34 @@ def table(found: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _swap(r: dict[str, Any], name: str) -> str:
+    """A swap of evidence against the reader's own, in points, with its 95% interval, starred where p < 0.05."""
+    low, high = r[f"{name}_ci"]
+    star = "*" if r[f"{name}_p"] < 0.05 else ""
+    return f"{100 * r[f'{name}_delta']:+.1f}{star} [{100 * low:+.1f}, {100 * high:+.1f}]"
+
+
+def ceiling_table(found: list[dict[str, Any]]) -> str:
+    """The reader's ceiling (``pgra analyze``'s ``ceiling`` table): one row per task and pool, the FiD reader's
+    accuracy with its own, oracle and anti-oracle evidence and each swap's difference from its own."""
+    head = ["task", "pool", "k", "d", "reader (seed)", "own evidence", "oracle", "anti-oracle", "oracle - own",
+            "anti-oracle - own"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in found:
+        cells = [r["task"], POOLS.get(r["labels"], r["labels"]), str(r["k"]), str(r["d"]), f"{r['method']} ({r['seed']})",
+                 *(f"{100 * r[name]:.1f}" for name in ("own", "oracle", "anti_oracle")),
+                 _swap(r, "oracle"), _swap(r, "anti_oracle")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def render_ceiling(root: Path = ROOT) -> str:
+    found = rows(root, "ceiling")
+    if not found:
+        return "(no bundle in docs/results/mechanism/ holds the reader's ceiling yet)"
+    return ceiling_table(found)
+
+
 def render(root: Path = ROOT) -> str:
     found = rows(root)
     if not found:
@@ -69,4 +98,6 @@ def render(root: Path = ROOT) -> str:
 
 if __name__ == "__main__":
     print(render())
+    print()
+    print(render_ceiling())
     sys.exit(0)

@@ -188,6 +188,18 @@ def test_the_mechanism_table_puts_each_lm_in_its_column_in_size_order_and_stars_
         table([row("big", 16, 0.8, 0.2, 0.001)] * 2)
 
 
+def test_the_readers_ceiling_gives_each_swap_in_points_with_its_interval_starred_by_its_p():
+    """The ceiling table: accuracies in percent, each swap's difference from the reader's own evidence in signed
+    points with its 95% interval, starred only where its paired bootstrap p < 0.05."""
+    table = load_script("scripts/mechanism_table.py").ceiling_table
+    row = {"task": "wiki_topic", "labels": "pseudo", "k": 150, "d": 4, "method": "fid", "seed": 1, "own": 0.791,
+           "oracle": 0.85, "anti_oracle": 0.7, "oracle_delta": 0.059, "oracle_ci": [0.04, 0.078], "oracle_p": 0.0001,
+           "anti_oracle_delta": -0.091, "anti_oracle_ci": [-0.11, 0.01], "anti_oracle_p": 0.07}
+    lines = table([row]).splitlines()
+    assert lines[2] == ("| wiki_topic | Wikipedia (pseudo-labels) | 150 | 4 | fid (1) | 79.1 | 85.0 | 70.0 | "
+                        "+5.9* [+4.0, +7.8] | -9.1 [-11.0, +1.0] |")
+
+
 def test_the_dry_runs_the_tutorial_quotes_print_what_their_record_holds(figures):
     """docs/tutorial-table2.md quotes Table 2's dry runs from docs/results/table2_dry_run.json (marked blocks and
     ``dryrun`` spans); run again in the record's clone they print the record's lines, so a change to what they
