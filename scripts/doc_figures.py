@@ -83,7 +83,12 @@ DRY_RUNS = {"experiment": "pgra experiment --config configs/paper/experiment_tab
             "laptop": "pgra experiment --config configs/laptop/experiment.yaml --dry-run"}
 CLONE = ("a clone after `make prepare` (models/ and data/demo/ as it builds them) whose data/original/ holds MR "
          "alone (as `pgra prepare-demo` builds it): no LM-BFF data, no index, no runs/, an empty Hugging Face cache, "
-         "no CUDA (CUDA_VISIBLE_DEVICES empty)")
+         "no CUDA (CUDA_VISIBLE_DEVICES empty), on 2 cores (its CPU affinity) with no thread count or launch set "
+         "in the environment")
+DRY_RUN_CORES = 2  # the planner prices CPU work by the cores a worker gets: the record's, whatever runs it
+# what would change those cores or the launch the planner sees (a test runner's OMP_NUM_THREADS among them)
+RUN_ENV = ("HF_", "TRANSFORMERS_", "PGRA_", "OMP_", "MKL_", "SLURM_", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK",
+           "LOCAL_RANK")
 
 
 class FigureError(Exception):
@@ -362,13 +367,17 @@ def dry_runs(root: Path = ROOT) -> dict[str, list[str]]:
         (work / "models").symlink_to((root / "models").resolve())
         shutil.copytree(root / "data" / "original" / "mr", work / "data" / "original" / "mr")
         (work / "data" / "demo").symlink_to((root / "data" / "demo").resolve())
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_", "PGRA_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(RUN_ENV)}
         env.update(HF_HOME=str(work / "hf"), CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(root))
+        cores = sorted(os.sched_getaffinity(0))[:DRY_RUN_CORES]
+        if len(cores) < DRY_RUN_CORES:
+            raise SystemExit(f"error: the dry runs are recorded on {DRY_RUN_CORES} cores; this process may use {len(cores)}")
         out = {}
         for name, command in DRY_RUNS.items():
             argv = [sys.executable, "-c", "import sys; from pgra.cli import main; sys.exit(main())",
                     *shlex.split(command)[1:]]
-            done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+            done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900,
+                                  preexec_fn=lambda: os.sched_setaffinity(0, cores))
             if done.returncode:
                 raise SystemExit(f"error: {command}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
             out[name] = done.stdout.splitlines()

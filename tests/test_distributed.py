@@ -147,7 +147,7 @@ import sys
 import pgra.runtime.device
 
 pgra.runtime.device.gpu_count = lambda: 1  # both ranks on one GPU (mocked: they compute on the CPU)
-from pgra.rerank import embedder
+from pgra.rerank.prompt_guided import embedder
 
 _init = embedder.LMEmbedder.__init__
 
