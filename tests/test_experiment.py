@@ -253,7 +253,7 @@ def test_knn_vote_on_a_hand_checked_example(tmp_path):
     write_manifest(data, {"kind": "candidates", "task": to_dict(task)})
     settings = from_dict(ExperimentConfig, {"index": {"retriever": "bm25", "out": "unused"}, "knn_vote": {"k": 3},
                                             "show_progress": False})
-    method = knn_mod.KnnVote(MethodInputs(task, data, None, settings))
+    method = knn_mod.KnnVote(MethodInputs(task, data, settings))
     run = tmp_path / "knn" / "seed-1"
     method.fit(run, seed=1)
     predictor = knn_mod.KnnVote.load(run)
@@ -543,7 +543,7 @@ def test_demo_and_laptop_configs_run_every_method_on_mr_and_paper_configs_train_
     # has it, at the paper's k through the corpus pass
     # (every strategy is a method icl_<strategy>: the grids pin the paper's three, and the demo the cheap new ones)
     every = sorted(m for m in METHODS.names() if m not in ("icl", "pgra_full")
-                   and (METHODS[m].data != "reranked" or METHODS[m] is METHODS["pgra"])
+                   and (METHODS[m].reads_reranker() in (None, "prompt_guided"))
                    and (not m.startswith("icl_") or m in ("icl_random", "icl_kate", "icl_skill_knn")))
     demo = load_config(ExperimentConfig, root / "demo" / "experiment.yaml")
     assert demo.tasks == ["mr"] and demo.retrieve.split_sizes["train"] >= 500

@@ -55,7 +55,7 @@ def test_linear_probe_equals_a_hand_computation(probe_data, tmp_path, tiny_bert)
     settings = from_dict(ExperimentConfig, {"index": {"out": "unused", "dense": {"encoder": str(tiny_bert),
                                                                                   "pooler": "mean", "max_length": 64}},
                                             "linear_probe": {"c_grid": grid}, "show_progress": False})
-    method = LinearProbe(MethodInputs(TASK, probe_data, None, settings))
+    method = LinearProbe(MethodInputs(TASK, probe_data, settings))
     assert not method.depends_on_seed() and "linear_probe" in METHODS and "linear_probe" in RUN_KINDS
     run = tmp_path / "probe" / "seed-1"
     method.fit(run, seed=1)
@@ -96,10 +96,10 @@ def test_probabilities_match_scikit_learn_for_three_classes():
 def test_linear_probe_refuses_bad_settings(probe_data, tmp_path):
     bm25 = from_dict(ExperimentConfig, {"index": {"out": "unused", "retriever": "bm25"}, "show_progress": False})
     with pytest.raises(InputError, match="linear_probe.encoder"):
-        LinearProbe(MethodInputs(TASK, probe_data, None, bm25)).fit(tmp_path / "a", 1)
+        LinearProbe(MethodInputs(TASK, probe_data, bm25)).fit(tmp_path / "a", 1)
     bad = from_dict(ExperimentConfig, {"index": {"out": "unused"}, "linear_probe": {"c_grid": [1.0, -2.0]}})
     with pytest.raises(InputError, match="c_grid"):
-        LinearProbe(MethodInputs(TASK, probe_data, None, bad)).fit(tmp_path / "b", 1)
+        LinearProbe(MethodInputs(TASK, probe_data, bad)).fit(tmp_path / "b", 1)
 
 
 def test_without_dev_the_probe_fits_once_at_the_grids_median(monkeypatch):

@@ -290,8 +290,7 @@ def toy_reranker():
 
     class FiDToy(ReaderMethod):
         name = "fid_toy"
-        data = "reranked"
-        reranker = "toy_reverse"
+        data = "reranked-toy_reverse"  # the one stage it reads: the toy reranker's top d
 
     register_method(FiDToy)
     yield
@@ -426,3 +425,25 @@ def test_a_killed_generic_stage_resumes_split_by_split(candidates, tmp_path, mon
     rerank(_cfg(candidates, tmp_path / "r", "random", k=6, top_d=3, splits=["train", "dev", "test"],
                 random={"seed": 1}))
     assert scored == [sizes["train"], sizes["dev"], sizes["test"]]
+
+
+def test_every_stage_that_loads_a_model_names_it_by_its_field():
+    """The grid checks (before any stage runs) and the dry run sizes the model of every stage a method reads, as
+    the stage's reranker names it: the cross-encoder too (local folders only), and UPR's LM."""
+    from pgra.cli.experiment import models_needed
+    from pgra.experiment.config import ExperimentConfig
+    from pgra.stages import get_stage
+
+    rerank = from_dict(RerankConfig, {"lm": "org/lm", "trust_remote_code": True, "cross_encoder": {"model": "/ce"}})
+    needs = {stage: [(n.field, n.name, n.trust_remote_code, n.local_only) for n in get_stage(stage).models(rerank)]
+             for stage in ("reranked", "reranked-query_likelihood", "reranked-cross_encoder", "full_search",
+                           "reranked-mmr", "reranked-random", "candidates")}
+    lm = [("rerank.lm", "org/lm", True, False)]
+    assert needs == {"reranked": lm, "reranked-query_likelihood": lm, "full_search": lm,
+                     "reranked-cross_encoder": [("rerank.cross_encoder.model", "/ce", False, True)],
+                     "reranked-mmr": [], "reranked-random": [], "candidates": []}
+    cfg = from_dict(ExperimentConfig, {"tasks": ["mr"], "methods": ["fid_cross_encoder", "fid_upr"],
+                                       "index": {"retriever": "bm25"}, "rerank": {"lm": "org/lm",
+                                       "cross_encoder": {"model": "/ce"}}, "reader": {"model": "t5-small"}})
+    assert {(n.field, n.name) for n in models_needed(cfg)} == {
+        ("rerank.cross_encoder.model", "/ce"), ("rerank.lm", "org/lm"), ("reader.model", "t5-small")}

@@ -98,7 +98,7 @@ def stages_needed(method: str) -> list[str]:
     cls = get_method(method)
     if cls.data == "full_search":  # no first stage: the search of the whole corpus only
         return ["full_search"]
-    stage = cls.stage()  # a reranker's top d, a plug-in's stage (over the candidates)
+    stage = cls.data  # a reranker's top d, a plug-in's stage (over the candidates)
     return (["candidates"] if cls.evidence == "corpus" else []) + ([stage] if stage != "candidates" else [])
 
 

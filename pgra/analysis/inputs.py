@@ -133,9 +133,9 @@ class ExperimentRuns:
         out: dict[str, tuple[str, str, str]] = {}
         for m in self.cfg.methods:  # from the methods alone: results without their experiment (a bundle) ask too
             cls = get_method(m)
-            stage = cls.stage()
-            if cls.data == "reranked" and stage != "reranked" and stage not in out:
-                out[stage] = (cls.reranker, stage, m)
+            reranker = cls.reads_reranker()
+            if reranker and cls.data != "reranked" and cls.data not in out:
+                out[cls.data] = (reranker, cls.data, m)
         return list(out.values())
 
     def settings(self, task: str, method: str | None = None):

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.errors import InputError, clip
 from ..storage.lock import is_main_launch
 from .command import Command
+
+if TYPE_CHECKING:
+    from ..stages import ModelNeed
 
 
 def write_and_print_report(out, reference: str) -> None:
@@ -65,43 +69,29 @@ def check_model(name: str, field: str, what: str, trust_remote_code: bool = Fals
                              "with no copy of it in the cache", field=field)
 
 
-def models_needed(cfg) -> list[tuple[str, str, str, bool, bool]]:
-    """Every model the grid's stages and cells load, as ``(field, name, what, trust_remote_code, local_only)``, each
-    once (a task's or method's overrides included): the index's encoder (dense), the reranker LM of every reranked
-    stage a method reads (and of pgra_full's search), the cross-encoder, the reader of every reader method and the
-    in-context LM."""
+def models_needed(cfg) -> list[ModelNeed]:
+    """Every model the grid's stages and cells load, each once (a task's or method's overrides included), as their
+    parts name them: the index's encoder (dense), the models of the stage each method reads
+    (:meth:`pgra.stages.Stage.models`: a reranker's LM or cross-encoder, the full search's LM) and the method's own
+    (:meth:`pgra.methods.Method.models`: a reader, an in-context LM)."""
     from ..experiment.config import cell_settings
-    from ..methods import get_method
-    from ..methods.icl import ICL
-    from ..methods.reader_method import ReaderMethod
-    from ..rerank.base import reranker_class
+    from ..methods import MethodInputs, get_method, get_stage
     from ..retrieval.base import get_retriever
+    from ..stages import ModelNeed
 
-    found: dict[tuple[str, str], tuple[str, str, str, bool, bool]] = {}
-
-    def need(field: str, name: str, what: str, trust: bool = False, local_only: bool = False) -> None:
-        found.setdefault((field, str(name)), (field, str(name), what, bool(trust), local_only))
-
+    found: dict[tuple[str, str], ModelNeed] = {}
     for task in cfg.tasks:
         base = cell_settings(cfg, task)
         retriever = get_retriever(base.index)  # the index's query encoder, whichever retriever has one
         query_encoder = retriever.query_encoder()
-        if query_encoder is not None:
-            need(f"index.{base.index.retriever}.encoder", query_encoder.encoder, "index's encoder",
-                 retriever.trusts_remote_code())
+        needs = [] if query_encoder is None else [ModelNeed(f"index.{base.index.retriever}.encoder",
+                                                             str(query_encoder.encoder), "index's encoder",
+                                                             retriever.trusts_remote_code())]
         for method in cfg.methods:
             cls, s = get_method(method), cell_settings(cfg, task, method)
-            # (the full search embeds with the prompt-guided reranker's LM: its method's ``reranker``)
-            for name in [cls.reranker] if cls.data in ("reranked", "full_search") else []:
-                if "lm" in reranker_class(name).uses:
-                    need("rerank.lm", s.rerank.lm, f"{name} reranker's LM", s.rerank.trust_remote_code)
-                if name == "cross_encoder":
-                    need("rerank.cross_encoder.model", s.rerank.cross_encoder.model, "cross-encoder",
-                         local_only=True)
-            if issubclass(cls, ReaderMethod):
-                need("reader.model", s.reader.model, "reader")
-            if issubclass(cls, ICL):
-                need("icl.lm", s.icl.lm, "in-context LM", s.icl.trust_remote_code)
+            needs += get_stage(cls.data, "methods").models(s.rerank) + cls(MethodInputs(None, Path(), s)).models()  # (it reads only settings)
+        for need in needs:
+            found.setdefault((need.field, need.name), need)
     return list(found.values())
 
 
@@ -109,8 +99,8 @@ def check_grid(cfg) -> None:
     """What every cell of the grid needs, checked before any stage runs (else each cell would fail on it): the
     models (:func:`check_model`) and, where this machine runs the cells (not Slurm's workers), a reader precision it
     can run (:func:`pgra.runtime.training.check_mixed_precision`). One InputError naming the field."""
-    for field, name, what, trust, local_only in models_needed(cfg):
-        check_model(name, field, what, trust, local_only)
+    for need in models_needed(cfg):
+        check_model(need.name, need.field, need.what, need.trust_remote_code, need.local_only)
     if cfg.launcher == "slurm":  # the workers' machines, not this one, run the readers
         return
     from ..experiment.config import cell_settings

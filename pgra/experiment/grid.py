@@ -133,7 +133,7 @@ class Experiment:
 
     def method_stages(self) -> list[str]:
         """The stage each of the grid's methods reads (:meth:`pgra.methods.Method.stage`), in method order."""
-        return list(dict.fromkeys(get_method(m).stage() for m in self.cfg.methods))
+        return list(dict.fromkeys(get_method(m).data for m in self.cfg.methods))
 
     def reranked_stages(self) -> list[str]:
         """The reranked stages the grid builds (``reranked`` for the prompt-guided one, ``reranked-<name>``): those
@@ -185,11 +185,7 @@ class Experiment:
         settings = cell_settings(self.cfg, task, method)
         cls = get_method(method)
         folders = {name: self.stage_dir(task, name) for name in self.stages_needed()}
-        # (a method that reads no reranked folder is given the prompt-guided one's when the grid builds it)
-        reranked = folders.get(cls.stage() if cls.data == RERANKED else RERANKED)
-        inputs = MethodInputs(self.tasks[task], folders["candidates"], reranked, settings,
-                              full_search=folders.get(FULL_SEARCH), folders=folders)
-        return cls(inputs)
+        return cls(MethodInputs(self.tasks[task], folders["candidates"], settings, folders))
 
     def seeds(self, task: str, method: str) -> list[int]:
         """The seeds ``method`` runs at on ``task``: every seed of the grid, or only the first when the seed cannot
@@ -208,7 +204,7 @@ class Experiment:
             keys = self.stage_keys(task)
             for name in self.cfg.methods:
                 method = self.method(task, name)
-                upstream = keys[method.stage()]
+                upstream = keys[method.data]
                 independent = not method.depends_on_seed()
                 for seed in self._seeds(method):
                     directory = self.cell_dir(task, name, seed)
@@ -359,8 +355,7 @@ def _check_reranker_choice(cfg: ExperimentConfig) -> None:
         chosen = rerank.reranker
         if chosen == next(f.default for f in dataclasses.fields(rerank) if f.name == "reranker"):
             continue
-        readers = [name for name in METHODS.names()
-                   if getattr(METHODS[name], "data", None) == "reranked" and METHODS[name].reranker == chosen]
+        readers = [name for name in METHODS.names() if METHODS[name].reads_reranker() == chosen]
         field = f"task_overrides.{task}.rerank.reranker" if (cfg.task_overrides.get(task) or {}).get(
             "rerank", {}).get("reranker") else "rerank.reranker"
         raise InputError(f"a grid's methods choose its rerankers (pgra reads the prompt-guided reranker's top d, "

@@ -15,7 +15,7 @@ from ..results.predictions import Predictor
 from ..stages import get_stage, stage_kinds, stage_of_kind
 from .base import FitResult, Method, MethodInputs
 from .fid import FiD
-from .fid_reranked import RERANKED_READERS, fid_method
+from .fid_reranked import RERANKED_READERS, fid_method, reranked_stage
 from .icl import ICL, icl_method
 from .knn_vote import KnnVote, KnnVoteConfig
 from .linear_probe import LinearProbe, LinearProbeConfig
@@ -36,9 +36,9 @@ class MethodRegistry(Registry[type[Method]]):
         for strategy in STRATEGIES.names():
             if f"icl_{strategy}" not in self:
                 self.register(icl_method(strategy))
-        read = {getattr(m, "reranker", None) for m in self.values() if getattr(m, "data", None) == "reranked"}
+        read = {getattr(m, "data", None) for m in self.values()}
         for reranker in RERANKERS.names():
-            if reranker not in read and f"fid_{reranker}" not in self:
+            if reranked_stage(reranker) not in read and f"fid_{reranker}" not in self:
                 self.register(fid_method(reranker))
 
     def names(self) -> tuple[str, ...]:

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from ..rerank.stages import reranked_stage  # registers every built-in stage family (what methods read)
+from ..rerank import stages as _builtin_stages  # noqa: F401  (registers the built-in stage families methods read)
 from ..results.predictions import Predictor
-from ..stages import get_stage
+from ..stages import ModelNeed, get_stage
 
 if TYPE_CHECKING:
     from ..icl.config import ICLConfig
@@ -42,16 +42,13 @@ class MethodInputs:
 
     task: TaskSpec
     candidates: Path                 # first-stage candidates of every split (``pgra retrieve``)
-    reranked: Path | None            # the reranked candidates (``pgra rerank``); None when not built
     settings: MethodSettings         # the cell's ExperimentConfig (reader, index, knn_vote ... sections)
-    full_search: Path | None = None  # each input's top d of the whole corpus (pgra_full); None when not built
-    folders: dict[str, Path] = field(default_factory=dict)  # every stage folder the grid built, by stage name
+    folders: dict[str, Path] = field(default_factory=dict)  # every other stage folder the grid built, by stage name
 
     def folder(self, stage: str) -> Path:
         """The folder of the stage ``stage`` (``candidates``, ``reranked``, ``reranked-<name>``, ``full_search``, a
         plug-in's); a ValueError when the grid did not build it."""
-        known = {"candidates": self.candidates, **({"reranked": self.reranked} if self.reranked else {}),
-                 **({"full_search": self.full_search} if self.full_search else {}), **self.folders}
+        known = {"candidates": self.candidates, **self.folders}
         if stage not in known:
             raise ValueError(f"the stage {stage} was not built for this task (built: {', '.join(known)})")
         return known[stage]
@@ -75,15 +72,15 @@ class FitResult:
 class Method(ABC):
     """One compared method. Subclasses set ``name``, ``data`` and implement ``fit`` and ``load``.
 
-    ``data`` names the stage whose records the method predicts (:mod:`pgra.stages`): ``candidates`` (first-stage
-    top-k per input), ``reranked`` (the top-d of the reranker ``reranker`` names), ``full_search`` (the top-d of the
-    whole corpus under the prompt-guided reranker's prompt) or a registered plug-in stage's name; the experiment
-    builds the stages its methods read (:meth:`stage`) and what those read.
+    ``data`` names the one stage (its folder) whose records the method predicts (:mod:`pgra.stages`):
+    ``candidates`` (first-stage top-k per input), ``reranked`` (the prompt-guided reranker's top d),
+    ``reranked-<name>`` (another reranker's: :func:`pgra.rerank.stages.reranked_stage`), ``full_search`` (the top d
+    of the whole corpus under the prompt-guided reranker's prompt) or a registered plug-in stage's name; the
+    experiment builds the stages its methods read and what those read.
     """
 
     name: ClassVar[str]
     data: ClassVar[str] = "candidates"
-    reranker: ClassVar[str] = "prompt_guided"  # whose reranked folder a ``reranked`` method reads (a registered reranker)
     trained: ClassVar[bool] = True  # has a dev history (a reader); False for fixed rules such as a kNN vote
     # what a prediction's ``evidence`` ids name: "corpus" sentences (the readers' ctxs), "training" inputs
     # (demonstrations, voters) or "none"
@@ -101,29 +98,24 @@ class Method(ABC):
         return getattr(self.inputs.settings, self.name)
 
     @classmethod
-    def stage(cls) -> str:
-        """The stage (folder) whose records it reads: ``data``, or for ``reranked`` its reranker's
-        (``reranked`` for the prompt-guided one, ``reranked-<name>``)."""
-        if cls.data == "reranked":
-            return reranked_stage(cls.reranker)
-        return cls.data
+    def reads_reranker(cls) -> str | None:
+        """The reranker whose top d it reads (``data`` a reranked stage), else None."""
+        return getattr(get_stage(cls.data, "methods"), "reranker", None)
 
     @classmethod
     def score_name(cls) -> str:
         """What the ``score`` of its corpus evidence is, as results.html labels it: its stage's
         (:attr:`pgra.stages.Stage.score_name`: a reranker's, the inner product of the full search, the first
         stage's score)."""
-        return get_stage(cls.stage(), "methods").score_name
+        return get_stage(cls.data, "methods").score_name
 
     @property
     def data_dir(self) -> Path:
         """The folder whose ``{split}.jsonl`` this method trains on and predicts."""
-        if self.data == "reranked" and self.inputs.reranked is not None and self.stage() not in self.inputs.folders:
-            return self.inputs.reranked  # given without the grid's folders (a method built by hand): its reranker's
         try:
-            return self.inputs.folder(self.stage())
+            return self.inputs.folder(self.data)
         except ValueError:
-            raise ValueError(f"method {self.name} reads the stage {self.stage()}, which was not built") from None
+            raise ValueError(f"method {self.name} reads the stage {self.data}, which was not built") from None
 
     def splits(self) -> tuple[str, ...]:
         """The splits a cell predicts and scores (the report reads ``test``)."""
@@ -162,8 +154,9 @@ class Method(ABC):
         """The options its :meth:`price` reads as ``disk`` that are in no key (so in no settings). None by default."""
         return None
 
-    def models(self) -> list[str]:
-        """The models its cell loads (names or folders; the plan sizes their downloads). None by default."""
+    def models(self) -> list[ModelNeed]:
+        """The models its cell loads: checked before a grid runs, their downloads sized in its plan. None by
+        default."""
         return []
 
     def planned_disk(self) -> Any:

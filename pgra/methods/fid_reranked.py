@@ -6,6 +6,7 @@ built-in rerankers' here, every other registered reranker ``r`` (a plug-in's too
 
 from __future__ import annotations
 
+from ..rerank.stages import reranked_stage
 from .reader_method import ReaderMethod
 
 
@@ -13,7 +14,7 @@ def fid_method(reranker: str, name: str = "") -> type[ReaderMethod]:
     """The method ``fid_<reranker>`` (or ``name``): Fusion-in-Decoder on ``reranker``'s top d (its own
     ``reranked-<reranker>`` stage)."""
     return type(f"FiD_{reranker}", (ReaderMethod,), {
-        "name": name or f"fid_{reranker}", "data": "reranked", "reranker": reranker, "__module__": __name__,
+        "name": name or f"fid_{reranker}", "data": reranked_stage(reranker), "__module__": __name__,
         "made_from": ("reranker", reranker), "__doc__": f"Fusion-in-Decoder on the {reranker} reranker's top d."})
 
 

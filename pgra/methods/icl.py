@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..results.predictions import Predictor
+from ..stages import ModelNeed
 from .base import FitResult, Method
 
 if TYPE_CHECKING:
@@ -58,8 +59,9 @@ class ICL(Method):
         demos = int((settings.get("icl") or {}).get("num_demos", bench_demos) or 0)
         return fits.cpu_price("icl", predicted, (demos + 1) / (bench_demos + 1))
 
-    def models(self) -> list[str]:
-        return [str(self.inputs.settings.icl.lm)]
+    def models(self) -> list[ModelNeed]:
+        icl = self.inputs.settings.icl
+        return [ModelNeed("icl.lm", str(icl.lm), "in-context LM", icl.trust_remote_code)]
 
     def settings(self) -> dict[str, Any]:
         from ..icl.run import icl_settings

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import result_settings
 from ..results.predictions import Predictor
+from ..stages import ModelNeed, get_stage
 from ..storage.artifacts import MANIFEST, iter_jsonl, read_json
 from ..storage.provenance import run_data
 from .base import FitResult, Method
@@ -72,8 +73,8 @@ class ReaderMethod(Method):
 
         return cosmetic(self.inputs.settings.reader)
 
-    def models(self) -> list[str]:
-        return [str(self.inputs.settings.reader.model)]
+    def models(self) -> list[ModelNeed]:
+        return [ModelNeed("reader.model", str(self.inputs.settings.reader.model), "reader")]
 
     def planned_disk(self) -> Any:
         from ..reader.cost_model import cell_disk
@@ -82,7 +83,8 @@ class ReaderMethod(Method):
 
     def settings(self) -> dict[str, Any]:
         reader = result_settings(self.inputs.settings.reader, without=_PER_CELL)
-        return {"reader": {**reader, "n_passages": self.n_passages()}, "data": self.data}
+        # "data": the family of the stage it reads (the stage's own key, in the cell's upstream, names its reranker)
+        return {"reader": {**reader, "n_passages": self.n_passages()}, "data": get_stage(self.data).family}
 
     def fit(self, out: Path, seed: int) -> FitResult:
         from ..reader.train import train

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..core.registry import Registry, plug_in_key
+from ..stages import ModelNeed
 
 if TYPE_CHECKING:
     from ..data.corpus import CorpusStore
@@ -140,9 +141,16 @@ class Reranker(ABC):
         return None
 
     @classmethod
-    def models(cls, rerank: Any) -> list[str]:
-        """The models its stage downloads or reads, from the rerank config (the dry run's disk; none by default)."""
-        return []
+    def models(cls, rerank: Any) -> list[ModelNeed]:
+        """The model its stage loads, from the rerank config: its :attr:`model_field`'s (none without one)."""
+        if not cls.model_field:
+            return []
+        value = rerank
+        for part in cls.model_field.split("."):
+            value = getattr(value, part)
+        lm = cls.model_field == "lm"  # the LM block, which says whether it may run its own code
+        return [ModelNeed(f"rerank.{cls.model_field}", str(value), f"{cls.name} reranker's LM" if lm else
+                          cls.title or cls.name, bool(rerank.trust_remote_code) if lm else False)]
 
     @classmethod
     def key_settings(cls, cfg: Any) -> dict[str, Any]:

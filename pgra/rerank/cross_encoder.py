@@ -59,6 +59,11 @@ class CrossEncoder(Reranker):
     uses = ("k", "top_d", "splits", "dtype")
     model_field = "cross_encoder.model"
 
+    @classmethod
+    def models(cls, rerank: Any) -> list[Any]:
+        """Its model, a local folder only."""
+        return [need._replace(local_only=True) for need in super().models(rerank)]
+
     def load(self) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..retrieval.candidates_stage import CandidatesStage
 from ..runtime.cost import Priced
-from ..stages import CTX_BYTES, STAGES, Carried, PlanRequest, Stage, StagePlan, StageRequest
+from ..stages import CTX_BYTES, STAGES, Carried, ModelNeed, PlanRequest, Stage, StagePlan, StageRequest
 from ..stages.runner import StageRun
 from ..storage.artifacts import MANIFEST, safe_name
 from .base import RERANKERS, reranker_class
@@ -98,7 +98,7 @@ class RerankedStage(Stage):
         priced = None if r.fits is None else reranker_class(self.reranker).price(r.fits, self.family, r.inputs, texts)
         return _plan(r, priced, texts, rerank.num_demos)
 
-    def models(self, rerank: Any) -> list[str]:
+    def models(self, rerank: Any) -> list[ModelNeed]:
         return reranker_class(self.reranker).models(rerank)
 
     replayable = True
@@ -158,8 +158,8 @@ class FullSearchStage(Stage):
         texts = (r.inputs or None) if r.corpus_passed and RERANKED in r.stages else r.corpus
         return _plan(r, None if r.fits is None else PromptGuided.price(r.fits, self.family, r.inputs, texts), texts, 0)
 
-    def models(self, rerank: Any) -> list[str]:
-        return [str(rerank.lm)]
+    def models(self, rerank: Any) -> list[ModelNeed]:
+        return PromptGuided.models(rerank)
 
     replayable = True
 

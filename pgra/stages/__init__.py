@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from ..core.config import result_settings
 from ..core.errors import InputError
@@ -36,6 +36,16 @@ def key_of(payload: Any) -> str:
 def defining(cfg: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     """The fields of a stage config that define its result (all but the cosmetic ones and ``drop``)."""
     return result_settings(cfg, without=drop)
+
+
+class ModelNeed(NamedTuple):
+    """A model a stage or a cell loads, as its config names it: checked before a grid runs, sized in its plan."""
+
+    field: str                       # the config field naming it (``rerank.lm``, ``reader.model`` ...)
+    name: str                        # a folder or a hub id
+    what: str                        # how an error names it ("reader", "cross-encoder" ...)
+    trust_remote_code: bool = False  # whether its config lets it run its own code
+    local_only: bool = False         # loaded from a local folder only (no hub id)
 
 
 CTX_BYTES = 60  # a candidate's id, score and keys besides its text, in a stage's line
@@ -163,8 +173,9 @@ class Stage(ABC):
         empty plan: unpriced, no LM, its size its own (the dry run says it is not counted)."""
         return StagePlan()
 
-    def models(self, rerank: Any) -> list[str]:
-        """The models it loads for a task (``rerank``: the task's rerank config; the plan sizes their downloads)."""
+    def models(self, rerank: Any) -> list[ModelNeed]:
+        """The models it loads for a task (``rerank``: the task's rerank config): checked before a grid runs, their
+        downloads sized in its plan."""
         return []
 
     replayable: ClassVar[bool] = False  # whether :meth:`replay` can do its work again on new texts
@@ -239,5 +250,5 @@ def stage_kinds() -> tuple[str, ...]:
     return tuple(dict.fromkeys(family.kind for family in families() if family.kind))
 
 
-__all__ = ["CTX_BYTES", "STAGES", "Carried", "PlanRequest", "Stage", "StagePlan", "StageRequest", "defining", "families", "get_stage", "key_of",
+__all__ = ["CTX_BYTES", "STAGES", "Carried", "ModelNeed", "PlanRequest", "Stage", "StagePlan", "StageRequest", "defining", "families", "get_stage", "key_of",
            "register_stage", "stage_kinds", "stage_of_kind"]

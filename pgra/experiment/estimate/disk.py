@@ -123,10 +123,10 @@ def grid_models(exp: GridView, cells: list[CellPlan]) -> list[str]:
     for t in exp.cfg.tasks:
         for stage in exp.stages_needed():
             try:
-                names += get_stage(stage).models(exp.rerank_config(t))
+                names += [m.name for m in get_stage(stage).models(exp.rerank_config(t))]
             except InputError:  # a stage no family names now
                 continue
-    return names + [m for c in cells for m in exp.method(c.task, c.method).models()]
+    return names + [m.name for c in cells for m in exp.method(c.task, c.method).models()]
 
 
 def add_models(plan: DiskPlan, names: list[str]) -> None:

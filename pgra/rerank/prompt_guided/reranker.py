@@ -34,6 +34,7 @@ class PromptGuided(Reranker):
     name = "prompt_guided"
     folder = "reranked"  # its stage's folder, as always (every other reranker's: reranked-<name>)
     uses = ("k", "top_d", "splits", "lm")  # (its key_settings hold every defining field; "lm": it runs the LM)
+    model_field = "lm"
     title = "PGRA (prompt-guided)"
     score_name = "probability"
 
@@ -92,11 +93,6 @@ class PromptGuided(Reranker):
                              "of demonstrations", path=folder / MANIFEST, field="per_query_demonstrations")
         return Carried(files=("demonstrations.json",), model=manifest["lm"], model_fingerprint=manifest["lm_fingerprint"],
                        title="prompt-guided reranking")
-
-    @classmethod
-    def models(cls, rerank: Any) -> list[str]:
-        """Its causal LM."""
-        return [str(rerank.lm)]
 
     @classmethod
     def price(cls, fits: Any, family: str, inputs: int | None, texts: int | None) -> Priced | None:
