@@ -16,7 +16,8 @@ from pgra.core.errors import InputError
 from pgra.core.faults import ENV, KILLED_EXIT
 from pgra.rerank.config import RerankConfig
 from pgra.rerank.prompt_guided.embedder import LMEmbedder
-from pgra.rerank.stages import FullSearchStage, rerank
+from pgra.rerank.prompt_guided.search_stage import FullSearchStage
+from pgra.rerank.stages import rerank
 from tests import numerics
 from tests.conftest import SENTENCES
 

@@ -6,21 +6,37 @@ every stage (:class:`pgra.stages.runner.StageRun`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.errors import InputError, StaleArtifactError
 from ..lm.causal_lm import LMCost
+from ..runtime.cost import Priced
+from ..stages import CTX_BYTES, PlanRequest, StagePlan, StageRequest
 from ..storage.artifacts import MANIFEST, read_json, read_manifest
 from ..storage.provenance import check_unchanged, recorded_folder
 from ..tasks import task_from_manifest
 from .base import DEFAULT, reranker_class
 
-if TYPE_CHECKING:
-    pass
-
 RERANKED_KIND = "reranked"
 FULL_SEARCH_KIND = "full_search"  # pgra_full's folder (prompt_guided/full_search.py), a reranked folder's twin
+RERANKED_CTX_BYTES = 50  # a reranked candidate's retrieval score and rank on top of a candidate's keys
+DEMO_BYTES = 35  # a demonstration's id and label in a reranked line
+
+
+def second_stage_plan(request: PlanRequest, priced: Priced | None, texts: int | None, demos: int) -> StagePlan:
+    """A second stage's plan: its files a line per input of its record, its top d and ``demos`` demonstrations."""
+    r, d = request, request.rerank.top_d
+    line = r.input_bytes + d * (r.sentence_bytes + CTX_BYTES + RERANKED_CTX_BYTES) + demos * DEMO_BYTES
+    return StagePlan(priced, texts, r.lines(line), ("their top d={}", d))
+
+
+def second_stage_config(request: StageRequest, reranker: str) -> Any:
+    """The rerank config a second stage of the grid runs: the task's, over its candidates, into its folder."""
+    s = request.settings
+    return replace(s.rerank, candidates=str(request.inputs["candidates"]), out=str(request.folder), task="",
+                   index=s.index.out, show_progress=s.show_progress, reranker=reranker)
 
 
 def train_queries(cfg: Any, train: list[dict[str, Any]], demos: Sequence[Any]) -> list[dict[str, Any]]:

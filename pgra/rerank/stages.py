@@ -1,24 +1,21 @@
-"""The second stages, each reading a task's ``candidates``: a reranker's top d (``reranked`` for the prompt-guided
-one, ``reranked-<name>``: each reranker's own stage, :meth:`Reranker.build_stage`) and ``full_search`` (``pgra_full``'s
-top d of the whole corpus, :mod:`pgra.rerank.prompt_guided.full_search`). Their keys are what they always were: the reranker's
-settings (:meth:`Reranker.key_settings`; the full search's: the prompt-guided one's but ``k``) and the candidates'.
-Importing this module registers every built-in stage family (the candidates' too: the stage they read).
+"""The second stage every reranker has, reading a task's ``candidates``: its top d (``reranked`` for the
+prompt-guided one, ``reranked-<name>``: :meth:`Reranker.build_stage`), keyed by the reranker's settings
+(:meth:`Reranker.key_settings`) and the candidates'. Importing this module registers every built-in stage family:
+the candidates' (the stage they read), this one and those a reranker brings (the prompt-guided one's ``full_search``,
+:mod:`pgra.rerank.prompt_guided.search_stage`), loaded with the built-in rerankers.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..retrieval.candidates_stage import CandidatesStage
-from ..runtime.cost import Priced
-from ..stages import CTX_BYTES, STAGES, Carried, ModelNeed, PlanRequest, Stage, StagePlan, StageRequest
+from ..stages import STAGES, Carried, ModelNeed, PlanRequest, Stage, StagePlan, StageRequest
 from ..stages.runner import StageRun
-from ..storage.artifacts import MANIFEST, safe_name
+from ..storage.artifacts import safe_name
 from .base import RERANKERS, reranker_class
-from .prompt_guided.reranker import PromptGuided
-from .stage import FULL_SEARCH_KIND, RERANKED_KIND
+from .stage import RERANKED_KIND, second_stage_config, second_stage_plan
 
 RERANKED = "reranked"
 
@@ -29,23 +26,6 @@ def reranked_stage(reranker: str) -> str:
     RERANKERS.load_builtin()
     own = getattr(RERANKERS.get(reranker), "folder", "")
     return own or f"{RERANKED}-{safe_name(reranker, 'rerank.reranker', what='reranker name')}"
-
-
-RERANKED_CTX_BYTES = 50  # a reranked candidate's retrieval score and rank on top of a candidate's keys
-DEMO_BYTES = 35  # a demonstration's id and label in a reranked line
-
-
-def _plan(request: PlanRequest, priced: Priced | None, texts: int | None, demos: int) -> StagePlan:
-    """A second stage's plan: its files a line per input of its record, its top d and ``demos`` demonstrations."""
-    r, d = request, request.rerank.top_d
-    line = r.input_bytes + d * (r.sentence_bytes + CTX_BYTES + RERANKED_CTX_BYTES) + demos * DEMO_BYTES
-    return StagePlan(priced, texts, r.lines(line), ("their top d={}", d))
-
-
-def _rerank_config(request: StageRequest, reranker: str, out: Path) -> Any:
-    s = request.settings
-    return replace(s.rerank, candidates=str(request.inputs["candidates"]), out=str(out), task="", index=s.index.out,
-                   show_progress=s.show_progress, reranker=reranker)
 
 
 @STAGES.register
@@ -73,7 +53,7 @@ class RerankedStage(Stage):
         return reranker_class(self.reranker).score_name
 
     def config(self, request: StageRequest) -> Any:
-        return _rerank_config(request, self.reranker, request.folder)
+        return second_stage_config(request, self.reranker)
 
     def key_record(self, request: StageRequest, config: Any) -> dict[str, Any]:
         return {"rerank": reranker_class(self.reranker).key_settings(config), "candidates": request.keys["candidates"]}
@@ -96,7 +76,7 @@ class RerankedStage(Stage):
         elif texts and r.corpus and not STRATEGIES[rerank.demo_selection].per_query:
             texts = min(texts, r.corpus)
         priced = None if r.fits is None else reranker_class(self.reranker).price(r.fits, self.family, r.inputs, texts)
-        return _plan(r, priced, texts, rerank.num_demos)
+        return second_stage_plan(r, priced, texts, rerank.num_demos)
 
     def models(self, rerank: Any) -> list[ModelNeed]:
         return reranker_class(self.reranker).models(rerank)
@@ -127,67 +107,7 @@ class RerankedStage(Stage):
         return Carried(model=model, model_fingerprint=fingerprint, title=kind.title or kind.name)
 
 
-@STAGES.register
-class FullSearchStage(Stage):
-    """``pgra_full``'s evidence: each input's top d of the whole corpus under the prompt-guided embedding, the
-    rerank section's settings but ``k`` (its search covers every sentence)."""
-
-    family = "full_search"
-    kind = FULL_SEARCH_KIND
-    reads = (CandidatesStage.family,)
-    every_rank = True
-    score_name = "inner product"
-
-    def config(self, request: StageRequest) -> Any:
-        return _rerank_config(request, PromptGuided.name, request.folder)
-
-    def key_record(self, request: StageRequest, config: Any) -> dict[str, Any]:
-        guided = {k: v for k, v in PromptGuided.key_settings(config).items() if k != "k"}
-        return {"full_search": guided, "candidates": request.keys["candidates"]}
-
-    def build(self, config: Any, inputs: Any, run: StageRun) -> dict[str, Any] | None:
-        """The corpus pass, then each input's search of the corpus (:func:`pgra.rerank.prompt_guided.full_search.search_stage`)."""
-        from .prompt_guided.full_search import search_stage
-
-        return search_stage(config, run)
-
-    def plan(self, request: PlanRequest) -> StagePlan:
-        """Its LM's texts: the whole corpus, or only its queries (the inputs) when the reranked stage's corpus pass
-        embedded it; the prompt-guided LM's price over them."""
-        r = request
-        texts = (r.inputs or None) if r.corpus_passed and RERANKED in r.stages else r.corpus
-        return _plan(r, None if r.fits is None else PromptGuided.price(r.fits, self.family, r.inputs, texts), texts, 0)
-
-    def models(self, rerank: Any) -> list[ModelNeed]:
-        return PromptGuided.models(rerank)
-
-    replayable = True
-
-    @classmethod
-    def replay(cls, folder: Path, manifest: dict[str, Any], index: Any, device: str | None = None,
-               trust_remote_code: bool = False, model: str | Path | None = None,
-               store: Path | None = None) -> Any:
-        """The search of the whole corpus under the folder's prompt (:class:`~pgra.rerank.prompt_guided.full_search.FullSearchReplay`:
-        the corpus pass's embeddings must be where the folder recorded them, or in ``store``)."""
-        from .prompt_guided.full_search import FullSearchReplay
-
-        return FullSearchReplay.load(folder, index.corpus, device, trust_remote_code, lm=model, store=store)
-
-    @classmethod
-    def carried(cls, folder: Path, manifest: dict[str, Any]) -> Carried:
-        """Its demonstrations, its LM and the corpus pass's embeddings it searches (checked complete here)."""
-        from ..core.errors import InputError
-        from .prompt_guided.full_search import complete_store
-
-        embedding = manifest.get("embedding")
-        cache = embedding.get("cache") if isinstance(embedding, dict) else None
-        if not isinstance(cache, str) or not cache:
-            raise InputError("names no cache of the corpus pass's embeddings it searched (embedding.cache): run the "
-                             "experiment's full_search stage again", path=folder / MANIFEST, field="embedding.cache")
-        cache = Path(cache).resolve()
-        complete_store(cache)
-        return Carried(files=("demonstrations.json",), model=manifest["lm"], model_fingerprint=manifest["lm_fingerprint"],
-                       store=cache, title="prompt-guided search of the whole corpus")
+RERANKERS.load_builtin()  # (their own stages too: the prompt-guided reranker's full search)
 
 
 def rerank(cfg: Any, ctx: Any = None) -> Path:
@@ -195,4 +115,4 @@ def rerank(cfg: Any, ctx: Any = None) -> Path:
     return RerankedStage(cfg.reranker).run(cfg, ctx)
 
 
-__all__ = ["RERANKED", "FullSearchStage", "RerankedStage", "rerank", "reranked_stage"]
+__all__ = ["RERANKED", "RerankedStage", "rerank", "reranked_stage"]
