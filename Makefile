@@ -12,7 +12,7 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); if [ $$n -gt 4 ]; the
 
 # 1. virtual environment; 2. torch first. Which build pip picks: PyPI's torch wheel for Linux x86_64 is a CUDA
 #    build (it pulls several GB of nvidia-* packages and runs on CPUs too); macOS and Windows wheels are CPU builds.
-#    A CPU-only Linux machine: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu (the CPU build, a 183 MB wheel).
+#    A CPU-only Linux machine: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu (the CPU build; its wheel's size: docs/results/torch_cpu_wheel.json).
 TORCH_INDEX ?=
 $(VENV)/.stamp-venv:
 	$(PYTHON) -m venv $(VENV)
