@@ -21,22 +21,22 @@ RECORD = "docs/results/model_sizes.json"
 WHEELS = ".venv/wheels/qwen"  # where the Makefile's prepare-qwen downloads the wheels
 
 
-def model_record(folder: Path, wheels: Path) -> dict[str, object]:
+def model_record(folder: Path, root: Path = ROOT) -> dict[str, object]:
     """One model folder's bytes and parameters, and the bytes of the wheels it was joined from (where they are)."""
     from pgra.runtime.sizes import folder_bytes, model_parameters
 
     counts, _ = model_parameters(str(folder))
     if not counts:
         raise SystemExit(f"error: {folder}: no safetensors to count parameters in")
-    out: dict[str, object] = {"folder": folder.relative_to(ROOT).as_posix(), "bytes": folder_bytes(folder),
+    out: dict[str, object] = {"folder": folder.relative_to(root).as_posix(), "bytes": folder_bytes(folder),
                               "parameters": counts["all"]}
     source = folder / ".pgra-source.json"
     parts = json.loads(source.read_text(encoding="utf-8")).get("parts") if source.is_file() else None
     if parts:
-        files = [wheels / p["wheel"] for p in parts]
+        files = [root / WHEELS / p["wheel"] for p in parts]
         missing = [f.name for f in files if not f.is_file()]
         if missing:
-            raise SystemExit(f"error: {wheels}: no {missing[0]} (run make prepare-qwen first)")
+            raise SystemExit(f"error: {WHEELS}: no {missing[0]} (run make prepare-qwen first)")
         out.update(wheels=len(files), wheels_bytes=sum(f.stat().st_size for f in files))
     return out
 
@@ -47,7 +47,7 @@ def record(root: Path = ROOT) -> dict[str, object]:
             "how": "python scripts/record_model_sizes.py: each folder's files' bytes, its parameters from its "
                    "safetensors headers, and the bytes of the wheels a joined model came from; sizes, the same on "
                    "any machine for the same pinned packages",
-            "models": {p.name.replace(".", "_"): model_record(p, root / WHEELS) for p in folders}}
+            "models": {p.name.replace(".", "_"): model_record(p, root) for p in folders}}
 
 
 def main() -> int:
