@@ -45,3 +45,15 @@ def test_a_model_record_is_its_folders_bytes_its_safetensors_parameters_and_its_
     assert record["bytes"] == sum(p.stat().st_size for p in folder.iterdir())
     assert (record["wheels"], record["wheels_bytes"]) == (2, 150)
     assert list(sizes.record(tmp_path)["models"]) == ["lm-0_5b"]  # a figure's path splits on "."
+
+
+def test_a_page_record_is_the_bytes_of_the_page_pgra_report_writes_for_the_bundles(tmp_path):
+    """docs/experiments.md's page sizes: what ``write_report`` writes for a committed bundle, its data inside the page."""
+    from tests.conftest import ROOT
+
+    pages = load_script("scripts/record_page_sizes.py")
+    out = tmp_path / "page"
+    record = pages.page_bytes([ROOT / pages.ONE], out)
+    assert record["cells"] == len(json.loads((out / "results.json").read_text())["cells"]) > 0
+    assert record["html_bytes"] == (out / "results.html").stat().st_size and record["data_bytes"] == 0
+    assert record["html_bytes"] > 1_000_000  # the page holds the bundle's predictions
