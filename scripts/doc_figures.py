@@ -30,7 +30,8 @@ a ``.jsonl`` file is the list of its lines' records):
   ``docs/results/table2_dry_run.json``'s output of the dry run ``NAME`` that it matches (a figure a dry run prints).
 - ``size folder=F [scale=X] [fmt=F]``: the bytes of the files under a committed folder (a bundle's size).
 - ``expr value=EXPR NAME=FILE:PATH ... [fmt=F]``: arithmetic (``+ - * / **``, ``log10()``, numbers) over the numbers
-  of records, each ``NAME`` the value at ``PATH`` of ``FILE``: a figure worked out from measured ones.
+  of records, each ``NAME`` the value at ``PATH`` of ``FILE`` (``table2:PATH``: of ``table2``'s plan, one cell per
+  GPU): a figure worked out from measured ones.
 - ``machines field=after_setup_s|with_setup_s|setup_s what=demo|test [commit=C] [cpu=C] [level=L] [cores=C]``:
   the one run of ``docs/results/machines.json`` the keys pick, as ``N min N s`` (``setup_s``: with less after);
   ``stat=min|max`` over every run they pick instead of exactly one.
@@ -309,7 +310,7 @@ def _expr(root: Path, keys: dict[str, str]) -> str:
             file, sep, path = where.partition(":")
             if not sep:
                 raise FigureError(f"{name}={where}: not FILE:PATH")
-            names[name] = pluck(_record(root, file), path)
+            names[name] = pluck(_table2_plan(1) if file == "table2" else _record(root, file), path)
     try:
         tree = ast.parse(_need(keys, "value"), mode="eval")
     except SyntaxError:

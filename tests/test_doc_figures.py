@@ -244,6 +244,16 @@ def test_an_expr_figure_is_worked_out_from_record_values(figures, tmp_path):
         figures.render("expr value=r r=docs/results/r.json", root)
 
 
+def test_an_expr_name_can_be_a_value_of_the_table2_plan(figures):
+    """docs/beyond-one-machine.md's ``keep_resume_state`` arithmetic multiplies the Table 2 plan's cells by a record's
+    parameter count: ``table2:PATH`` names a value of the plan (one cell per GPU)."""
+    plan = figures._table2_plan(1)
+    assert figures.render("expr value=2*c c=table2:cells fmt={:.0f}") == f"{2 * plan['cells']:.0f}"
+    assert figures.render("expr value=k/1e9 k=table2:disk.cells fmt={:.3f}") == f"{plan['disk']['cells'] / 1e9:.3f}"
+    with pytest.raises(figures.FigureError, match="no 'nothing'"):
+        figures.render("expr value=c c=table2:nothing")
+
+
 def test_a_table2_path_reaches_a_cells_estimate_and_match_a_part_of_its_breakdown(figures):
     """bench/README's breakdown of MR's PGRA cell is the planner's ``Estimate.source``, and the eager figures the
     planner's price of the config with bench/plan_table2.py's EAGER reader: rendered, not typed."""
