@@ -1,16 +1,7 @@
 """The interface of a first-stage retriever, its registry and the config it is built from (:class:`IndexConfig`).
 
-A retriever is one file: a :class:`Retriever` subclass (its settings are a section of
-:class:`IndexConfig`, e.g. ``dense.*`` or ``bm25.*``) that builds its files in an index
-folder and loads them back as a :class:`Searcher`; the file registers it with :func:`register_retriever`. The
-config's ``retriever`` value picks it by ``name`` (the choices come from the registry), and nothing outside
-``pgra.retrieval`` asks which one it has: kNN vote, the selection, the analyses and the CLI ask the retriever
-(or, for a built index, :func:`recorded_retriever` of its manifest's ``retriever`` name).
-
-Every index folder holds ``manifest.json`` and ``corpus/`` (written by :func:`pgra.retrieval.build.build_index`);
-a retriever adds its own files (:attr:`Retriever.parts`, :attr:`Retriever.files`) and may keep resume state in
-``.build/`` (:attr:`Retriever.work_files`) while it builds.
-"""
+A retriever is one file: a :class:`Retriever` subclass whose options are a section of :class:`IndexConfig`
+(``dense.*``, ``bm25.*``); nothing outside ``pgra.retrieval`` asks which retriever it has, it asks the retriever."""
 
 from __future__ import annotations
 
@@ -75,12 +66,8 @@ class Searcher(ABC):
 class Retriever(ABC):
     """One kind of first-stage retriever, configured by an :class:`IndexConfig`.
 
-    Building: :meth:`validate`, :meth:`prepare` (before anything is written), :meth:`key_fields` (what must match
-    for a finished index or partial build to be reused), :meth:`build`. Loading: :meth:`load` (a classmethod, from
-    the folder and its manifest) gives the :class:`Searcher`. What callers ask instead of the retriever's name:
-    :meth:`display_name`, :meth:`search_settings`, :meth:`query_encoder`, :meth:`trusts_remote_code`, and for a
-    built index :meth:`describe`, :meth:`encoder_of`, :attr:`cosine_scores`, :attr:`title`.
-    """
+    Building: :meth:`validate`, :meth:`prepare`, :meth:`key_fields`, :meth:`build`; loading: :meth:`load` gives the
+    :class:`Searcher`; the other methods answer what callers would otherwise ask its name for."""
 
     name: ClassVar[str] = ""  # the config's ``retriever`` value and the manifest's
     title: ClassVar[str] = ""  # how reports name the kind (empty: the name)
@@ -117,9 +104,8 @@ class Retriever(ABC):
     @abstractmethod
     def build(self, store: CorpusStore, out: Path, work: Path, ctx: DistContext) -> tuple[dict[str, Any],
                                                                                          dict[str, Any]]:
-        """Write its files for the corpus ``store`` into the index folder ``out`` (``work``: the build's resume
-        folder). Runs on every process; returns, on the main one, the manifest's file records and the fields it
-        adds to the manifest (on the others, what it likes: it is not read)."""
+        """Write its files for ``store`` into ``out`` (``work``: the resume folder); runs on every process and returns,
+        on the main one, the manifest's file records and its own manifest fields."""
 
     # ----- what callers ask -----
     def display_name(self) -> str:
@@ -140,9 +126,8 @@ class Retriever(ABC):
         return False
 
     def estimated_index_bytes(self, sentences: int) -> tuple[float | None, str]:
-        """The bytes an index of ``sentences`` will take (its vectors or postings, not the corpus copy) and how that
-        was reckoned, for the dry run's disk plan; None with the reason where this retriever does not estimate it.
-        May raise an InputError for settings the build would refuse."""
+        """The bytes its index of ``sentences`` will take (not the corpus copy) and how that was reckoned; None with
+        the reason where it does not estimate it."""
         return None, "its retriever's size is not estimated"
 
     # ----- a built index -----
@@ -178,9 +163,8 @@ def retriever_class(name: str, field: str = "retriever") -> type[Retriever]:
 
 
 def options_section(name: str) -> type:
-    """The type of the index config's section of retriever ``name``: it stands for the options that retriever
-    declares (:attr:`Retriever.options`, looked up when a config is read: :func:`pgra.core.config.section_type`), so the
-    config names no retriever's module."""
+    """The type of the index config's section of retriever ``name``, resolved to its :attr:`Retriever.options`
+    when a config is read (so the config names no retriever's module)."""
 
     def section(cls: type) -> type:
         return retriever_class(name).options
@@ -223,9 +207,7 @@ BM25Section = options_section("bm25")  # the options BM25Retriever declares
 
 @dataclass
 class IndexConfig(CorpusOptions):
-    """Everything ``pgra build-index`` needs (YAML in ``configs/``; CLI flags override): the corpus
-    (:class:`pgra.data.corpus.CorpusOptions`, shared with SimCSE training) and how to read it, the output folder, the
-    retriever."""
+    """Everything ``pgra build-index`` needs: the corpus and how to read it, the output folder, the retriever."""
 
     id_field: str = option("id", help="id field of a JSONL/HF corpus")
     split: str = option("train", help="split of an HF dataset corpus")
@@ -266,10 +248,8 @@ _made: dict[tuple[tuple[str, type], ...], type] = {}
 
 
 def index_config() -> type:
-    """:class:`IndexConfig` with a section for every registered retriever that declares options and has none there (a
-    plug-in's: ``<name>:`` beside ``dense:`` and ``bm25:``, ``index.<name>.FIELD`` in an experiment), made once per
-    set of sections; IndexConfig itself when there is none (what ``pgra build-index`` and an experiment's ``index``
-    section read: :class:`IndexSection`)."""
+    """:class:`IndexConfig` plus a section for every registered retriever with options and none there (a plug-in's),
+    made once per set of sections; IndexConfig itself when there is none."""
     load_builtin()
     static = {f.name for f in fields(IndexConfig)}
     sections = tuple((name, cls.options) for name, cls in RETRIEVERS.items()

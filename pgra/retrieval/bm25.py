@@ -1,12 +1,6 @@
-"""BM25 as one sparse term-by-document weight matrix, searched with a sparse matrix product.
-
-Two ways to fill the matrix, one search path:
-- ``okapi``: the PGRA paper's retriever, scores equal to rank_bm25's ``BM25Okapi`` (k1=1.5, b=0.75,
-  epsilon=0.25 floor for negative idf, whitespace tokens ``text.split(" ")``, no lowercasing), in float64;
-- bm25s's variants (``lucene`` default, ``robertson``, ``atire``, ``bm25l``, ``bm25+``) with lowercased word tokens.
-
-Score(q, d) = sum over the query's tokens (repeats count, as in rank_bm25) of W[token, d].
-"""
+"""BM25 as one sparse term-by-document weight matrix W, searched with a sparse product: score(q, d) is the sum
+of W[token, d] over the query's tokens (repeats count). ``okapi`` gives rank_bm25's ``BM25Okapi`` scores (the
+paper's retriever, float64); bm25s's variants use lowercased word tokens."""
 
 from __future__ import annotations
 

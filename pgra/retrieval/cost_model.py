@@ -1,6 +1,4 @@
-"""The first stage's share of the plan's disk: the corpus's sentences and their mean size, and the shared index
-(built: its size on disk; else what its retriever estimates, :meth:`pgra.retrieval.base.Retriever.estimated_index_bytes`,
-and the copy of the corpus it stores)."""
+"""The first stage's share of the plan's disk: the corpus's sentences and the shared index."""
 
 from __future__ import annotations
 
@@ -31,9 +29,8 @@ def corpus_lines(index: Any) -> tuple[int | None, float, int]:
 
 
 def index_disk(index: Any, sentences: int | None, corpus_bytes: int) -> tuple[float | None, str]:
-    """The shared index: its size on disk when built, else a flat (or IVF, HNSW) dense index's vectors (sentences x
-    dim x 4 B; ivfsq8 1 B a dim, ivfpq its sub-quantisers' bytes) and the copy of the corpus it stores; None for
-    another retriever before it is built."""
+    """The shared index's bytes: on disk when built, else what its retriever estimates plus the corpus copy;
+    None when neither is known."""
     if (Path(index.out) / "manifest.json").exists():
         size = folder_bytes(index.out)
         return float(size), f"{index.out} (shared): {format_bytes(size)}, built"

@@ -1,13 +1,5 @@
-"""The dense index's files, made from the encoded shards in ``.build/`` (``emb_*.npy``, in position order).
-
-In memory (the default, as before): the shards concatenated and one faiss index built over them (``index.faiss``).
-Bounded memory (``dense.bounded_memory``): the shards are never concatenated. ``flat`` keeps them as the index
-(``vectors/``, searched shard by shard, :class:`~pgra.retrieval.shards.VectorShards`); the IVF types train their
-quantiser on the seeded sample, add each shard into inverted lists of their own (``.build/ivf_*.index``) and merge
-those on disk (faiss's ``merge_ondisk``: ``index.faiss`` + ``index.ivfdata``, the lists memory-mapped); ``hnsw``
-adds one shard at a time. Either way the stored vectors are kept in ``vectors/`` when ``dense.rescore`` re-scores
-candidates from them, and an approximate index records its recall@k against exact search in the manifest.
-"""
+"""The dense index's files, made from the encoded shards in ``.build/`` (``emb_*.npy``, in position order):
+concatenated into one faiss index, or with ``dense.bounded_memory`` never concatenated (docs/large-corpora.md)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""The dense retriever: a sentence encoder (:mod:`.encoder`) + a faiss index over the corpus's unit vectors
-(:mod:`.dense`). Settings: the ``dense.*`` section of an index config (:class:`~.dense_config.DenseConfig`).
+"""The dense retriever: a sentence encoder (:mod:`.encoder`) + a faiss index over the corpus's unit vectors.
 
-Its index folder adds ``index.faiss`` (positions 0..N-1; with ``bounded_memory``, IVF lists merged on disk in
-``index.ivfdata``, or for ``flat`` the vector shards themselves in ``vectors/``; see :mod:`.dense_build`). The corpus
-is encoded in fixed shards of ``shard_size`` texts, each saved to ``.build/emb_*.npy`` when done: a killed build
-resumes from the finished shards, and ``torchrun``/``accelerate launch`` ranks encode shards round-robin before
-rank 0 indexes them, so the index is the same for any number of processes and any number of interruptions.
-"""
+The corpus is encoded in fixed shards saved to ``.build/`` as they finish, ranks taking them round-robin: the
+index is the same for any number of processes and interruptions."""
 
 from __future__ import annotations
 
@@ -36,9 +31,7 @@ _ADDED = ("bounded_memory", "rescore")
 
 
 def trained_pooler(encoder: str | Path) -> str | None:
-    """The pooler an encoder folder was trained for, as its pgra ``manifest.json`` records it (``pgra
-    train-simcse``'s: ``cls_before_pooler``); None for a folder without one (a hub model, a plain HF folder) or with
-    a manifest pgra did not write."""
+    """The pooler an encoder folder was trained for, as its pgra manifest records it; None without one."""
     import json
 
     from .encoder import POOLERS
@@ -62,10 +55,8 @@ def check_pooler_of_encoder(encoder: str | Path, pooler: str, field: str, path: 
 
 
 def check_index_manifest(directory: Path, manifest: dict[str, Any]) -> None:
-    """Refuse a dense index's manifest that says other than how the index was built (InputError naming it): its
-    query pooler (``pooler``) missing, unknown, or not the one its build config records (``config.dense.pooler``,
-    part of its build key) or not the one its encoder was trained for; stored vector shards not among its own
-    listed files (so not inside its folder)."""
+    """Refuse a dense index manifest that says other than how it was built: its pooler missing, unknown or not
+    its build config's (or its encoder's trained one); vector shards not among its own files."""
     from ..storage.artifacts import own_file_name
     from .encoder import POOLERS
 
@@ -261,12 +252,8 @@ class DenseRetriever(Retriever):
 
 
 class DenseSearcher(Searcher):
-    """A dense index loaded: its faiss index, and its own encoder for the queries (loaded on first use).
-
-    The encoder runs code of its own only when the caller passes ``trust_remote_code=True``: the manifest's
-    ``trust_remote_code`` never allows it (an index is a shared file), and an encoder with code of its own that
-    the index was built with is refused without it.
-    """
+    """A dense index loaded: its faiss index and its own query encoder (loaded on first use; its own code runs
+    only with the caller's ``trust_remote_code``)."""
 
     def __init__(self, directory: Path, manifest: dict[str, Any], options: LoadOptions) -> None:
         check_index_manifest(directory, manifest)
@@ -335,9 +322,8 @@ class DenseSearcher(Searcher):
         return self.search_vectors(self.encoder.encode(queries), k)
 
     def search_vectors(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k ``(scores, positions)`` of query vectors: the faiss index (its candidates re-scored exactly when
-        the index was built with ``rescore``), or the stored shards searched one by one (on this rank's shards
-        only, merged across ranks, when the index spans a process group)."""
+        """Top-k ``(scores, positions)`` of query vectors: from the faiss index (re-scored with ``rescore``) or the
+        stored shards (this rank's only, merged across ranks, when the index spans a process group)."""
         if self.faiss is not None:
             return search_index(self.faiss, queries, k, self.vectors, self.rescore)
         vectors = self.vectors

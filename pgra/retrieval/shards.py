@@ -1,10 +1,6 @@
-"""Exact search over vectors kept as shard files (never concatenated in memory), the merge of top-k lists, exact
-re-scoring of a compressed index's candidates, recall against exact search, and the top-k merged across the ranks
-of a process group.
+"""Exact search over vector shard files, top-k merges, re-scoring, recall, and the top-k merged across ranks.
 
-Every merge orders hits by score, then by corpus position (a tie goes to the lower position), so a search gives
-the same ids and scores for any shard size, query chunk or number of ranks.
-"""
+Every merge orders hits by score, then lower position: the same hits for any shard size, chunk or rank count."""
 
 from __future__ import annotations
 
@@ -64,10 +60,8 @@ class VectorShards:
 
     def search(self, queries: np.ndarray, k: int, query_chunk: int = 256,
                shards: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Exact top-k inner product over the shards ``shards`` (all by default), one shard at a time in memory
-        (with one ``query_chunk`` x shard score block), each shard's top-k merged into each query's. Scores are
-        summed in float64 and rounded to float32, so a score does not depend on the shard or chunk a vector or
-        query falls in (float32 matrix products round by position); ties go to the lower position."""
+        """Exact top-k inner product over ``shards``, one in memory at a time; scores summed in float64, rounded to
+        float32, so no score depends on the shard or chunk it falls in; ties to the lower position."""
         queries = np.ascontiguousarray(queries, dtype=np.float64)
         chosen = list(range(len(self.arrays)) if shards is None else shards)
         k = max(1, min(k, len(self)))
@@ -147,9 +141,8 @@ def search_index(index, queries: np.ndarray, k: int, stored: VectorShards | None
 
 
 def held_out_recall(search, shards: VectorShards, n_queries: int, k: int, seed: int) -> dict[str, float | int]:
-    """recall@k of ``search(queries, k)`` against exact search, on a seeded sample of ``n_queries`` stored vectors
-    as queries, each query's own position left out of both lists (the sentence is held out: finding itself does
-    not count)."""
+    """recall@k of ``search`` against exact search on ``n_queries`` seeded stored vectors, each query's own
+    position left out of both lists."""
     n = len(shards)
     k = min(k, n - 1)
     picks = np.sort(np.random.default_rng(seed).choice(n, min(n_queries, n), replace=False))
