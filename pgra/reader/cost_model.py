@@ -1,6 +1,4 @@
-"""The reader's cost model: what a reader cell costs (:func:`reader_cell_price`, over the plan's
-:class:`~pgra.reader.fits.ReaderFits`; on a GPU :mod:`pgra.reader.gpu_cost`) and holds on disk (:func:`cell_disk`)
-before it runs."""
+"""The reader's cost model: what a reader cell costs and holds on disk before it runs."""
 
 from __future__ import annotations
 
@@ -50,9 +48,8 @@ def trained_layers(reader: dict[str, Any]) -> int | None:
 
 def reader_cell_price(fits: Any, reader: dict[str, Any], inputs: int | None, splits: dict[str, int] | None,
                       disk: dict[str, Any] | None = None) -> Priced | None:
-    """A reader cell (its settings' ``reader`` block) priced from ``fits``: on a GPU the whole cell (``splits``:
-    inputs per split; ``disk``: the cosmetic checkpoint options), on a CPU its steps plus a cell's fixed part;
-    None when no fit applies."""
+    """A reader cell (its settings' ``reader`` block) priced from ``fits``: on a GPU the whole cell, on a CPU its
+    steps plus a cell's fixed part; None when no fit applies."""
     if fits.gpu_steps:
         cost = fits.gpu_cell({**reader, **(disk or {})}, splits)
         if cost is not None:

@@ -1,10 +1,6 @@
 """Reader inputs and targets: one encoder input per (query, evidence) pair, span-filling label targets.
 
-Inputs follow the task's reader format (the paper's intended "{evidence} {text} This is {mask} ."; the
-released code's "{evidence} {text} ? {mask} , "; FiD's "question: ... context: ..."). An input longer than
-``max_length`` tokens loses evidence first, then query text; the mask slot is never cut. Targets are
-"<extra_id_0> {word} <extra_id_1>" for T5-style tokenizers and "{word}" for others (e.g. bert2bert).
-"""
+An input longer than ``max_length`` loses evidence first, then query text; the mask slot is never cut."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Encoder outputs computed once per (input, evidence) pair, for a reader trained with a frozen encoder.
-
-A frozen encoder (or its frozen lower layers, ``train_top_layers``) returns fixed states for an input, so
-:meth:`EncodedInputs.compute` runs it once over a split and every step reads them. Memory: inputs x passages x
-tokens x hidden x 4 bytes (0.6 GB for 2,000 inputs x 5 x 40 x 384): meant for laptop-scale runs.
-"""
+"""Encoder outputs computed once per (input, evidence) pair, for a reader trained with a frozen encoder (or
+frozen lower layers): inputs x passages x tokens x hidden x 4 bytes, meant for laptop-scale runs."""
 
 from __future__ import annotations
 

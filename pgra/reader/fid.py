@@ -1,10 +1,5 @@
-"""Fusion-in-Decoder over any HF encoder-decoder (T5 first; EncoderDecoderModel for the offline demo).
-
-Each (query, evidence) pair is encoded independently; the encoder outputs of an input's passages are
-concatenated along the sequence axis and the decoder cross-attends over all of them (Izacard & Grave, 2021):
-inputs of shape (batch, passages, length) are run through the encoder as (batch * passages, length), then
-reshaped to (batch, passages * length).
-"""
+"""Fusion-in-Decoder over any HF encoder-decoder: each (query, evidence) pair encoded alone, the decoder
+cross-attending over all of an input's passages concatenated (Izacard & Grave, 2021)."""
 
 from __future__ import annotations
 
@@ -51,9 +46,8 @@ class FiDReader(torch.nn.Module):
                 attention_mask.reshape(b, p * length))
 
     def freeze_encoder(self, top_layers: int = 0) -> None:
-        """Train the decoder's layers (and the encoder's top ``top_layers``, fewer than all) only: the rest of the
-        encoder and the word embeddings get no gradient and the encoder runs in eval mode, so its outputs can be
-        computed once (:class:`EncodedInputs`)."""
+        """Train only the decoder (and the encoder's top ``top_layers``): the rest of the encoder runs in eval mode
+        without gradients, so its outputs can be computed once (:class:`EncodedInputs`)."""
         self.frozen_encoder = True
         encoder = self.model.get_encoder()
         frozen = [encoder, self.model.get_input_embeddings()]
@@ -120,9 +114,8 @@ class FiDReader(torch.nn.Module):
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, decoder_input_ids: torch.Tensor | None = None,
                 encoder_states: torch.Tensor | None = None, stored_states: torch.Tensor | None = None):
-        """The seq2seq loss/logits; ``encoder_states`` ``(B, P*L, H)`` (with the fused ``attention_mask``)
-        replaces running the encoder on ``input_ids``, and so do ``stored_states`` ``(B, P, L, H)`` (with the
-        ``(B, P, L)`` mask: :meth:`encode_stored`)."""
+        """The seq2seq loss/logits; ``encoder_states`` ``(B, P*L, H)`` or ``stored_states`` ``(B, P, L, H)`` replace
+        running the encoder on ``input_ids``."""
         if encoder_states is not None:
             enc, mask = BaseModelOutput(last_hidden_state=encoder_states), attention_mask
         elif stored_states is not None:

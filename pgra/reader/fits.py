@@ -140,11 +140,8 @@ class ReaderFits(Fits):
         return read_linear(self._nearest_d(self.top_layers_store, passages) + [(self.bench_layers, 0.0)], n)
 
     def gpu_step(self, variant: str, passages: int, batch: int) -> tuple[float, float, GpuStep, str]:
-        """One optimizer step of ``variant`` at ``passages`` and ``batch`` inputs on the GPU: ``(seconds, of them
-        the model step's, the measured step priced, what stands in for it)``: the measured step x max(d, 1) / the
-        bench's d x ``batch`` / the bench's batch (no retrieval reads the input alone, one sequence), plus the training
-        loop's fixed cost a step (collation, the scheduler, the loss read back: measured around ``fused+compile``,
-        assumed the same around every variant)."""
+        """One optimizer step of ``variant`` on the GPU: ``(seconds, of them the model step's, the measured step
+        priced, what stands in for it)``, the bench's step scaled by d and batch plus the loop's fixed cost a step."""
         step, instead = self.gpu_variant_step(variant)
         model = step.s_per_step * max(passages, 1) / self.bench_passages * batch / self.reader_batch
         return self.loop_s + model, model, step, instead

@@ -1,7 +1,5 @@
-"""A reader cell on the GPU priced as its config runs it: the measured step of its variant (``compile``,
-``compile_mode``, ``adamw_impl``) scaled by d/16 and batch/8, the fixed per-step cost of pgra's training loop
-around it, its compilation, its dev and final evaluations, its checkpoints and ``best/`` saves at their measured
-sizes, two model loads and the cell process's start (``bench/results/gpu_plan_cells.json`` names the runs)."""
+"""A reader cell on the GPU priced as its config runs it, from the measured runs that
+``bench/results/gpu_plan_cells.json`` names."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""An encoder split into a frozen bottom and a trainable top (``train_top_layers``), one small adapter per
-architecture.
-
-``top(encoder, bottom(encoder, ids, mask, k), mask, k)`` is the whole encoder's output for every ``k``, so the
-bottom's states can be stored while the top layers train. An architecture registers with ``@SPLITS.register``
-under its encoder's ``config.model_type``.
-"""
+"""An encoder split into a frozen bottom and a trainable top (``train_top_layers``), one adapter per
+architecture (``@SPLITS.register`` under ``config.model_type``): ``top(bottom(x))`` is the whole encoder."""
 
 from __future__ import annotations
 

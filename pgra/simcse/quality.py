@@ -1,10 +1,5 @@
-"""An encoder judged by what it retrieves, without labelled pairs (``pgra eval-encoder``; ``train-simcse``).
-
-- **Same-group recall@k**: the share of query sentences with another sentence of their group (a Wikipedia
-  article) among their k nearest, in a space of every grouped sentence plus optional distractors.
-- **kNN label accuracy** (given a task): the dev split classified by the k nearest training inputs' majority
-  label, as the ``knn_vote`` method does.
-"""
+"""An encoder judged by what it retrieves, without labelled pairs (``pgra eval-encoder``; ``train-simcse``):
+same-group recall@k and, given a task, kNN label accuracy on dev."""
 
 from __future__ import annotations
 
@@ -71,9 +66,8 @@ def read_groups(paths: list[str], text_field: str, group_field: str) -> tuple[li
 
 def group_recall(queries: np.ndarray, query_rows: list[int], space: np.ndarray, groups: list[str | None],
                  ks: list[int], chunk: int = 256) -> dict[str, float]:
-    """recall@k for each k: the share of queries (unit vectors, their rows in ``space`` given) with another
-    sentence of their group among their k nearest rows of ``space`` (unit vectors; None: no group), themselves
-    left out. Chunked over the queries."""
+    """recall@k for each k: the share of queries with another sentence of their group among their k nearest rows
+    of ``space`` (themselves left out), chunked over the queries."""
     top = max(ks)
     found = np.zeros((len(query_rows), len(ks)), dtype=bool)
     group_ids = {g: i for i, g in enumerate(dict.fromkeys(g for g in groups if g is not None))}

@@ -1,11 +1,7 @@
 """Train an unsupervised SimCSE encoder on a corpus with accelerate (CPU, DDP, mixed precision).
 
-Each sentence is encoded twice, dropout the only noise: the two views are a positive pair, the rest of the global
-batch the negatives (InfoNCE, temperature 0.05; under DDP the embeddings are gathered across processes and the
-loss scaled so the gradient equals one process's). ``out`` holds the encoder as a plain Hugging Face folder,
-``simcse_head.safetensors``, ``metrics.json``, ``train_log.jsonl``, ``manifest.json`` and ``.simcse/`` (the corpus
-store and checkpoints, out of the encoder's fingerprint); a re-run resumes to the same weights.
-"""
+Two dropout views of each sentence are a positive pair, the rest of the global batch the negatives (InfoNCE,
+gathered across processes); ``.simcse/`` holds the corpus store and checkpoints, and a re-run resumes."""
 
 from __future__ import annotations
 
