@@ -1,10 +1,5 @@
-"""Dataclass configs loaded from YAML, with ``key=value`` overrides and helpful errors on unknown keys.
-
-Every option is declared once, as a dataclass field made with :func:`option`: its default, help text,
-choices (a tuple, or a callable that reads a registry) and command-line flag live in the field, and
-``pgra.cli`` generates each command's flags from it. A YAML file may name a ``base`` file (resolved
-relative to itself) whose keys it overrides.
-"""
+"""Dataclass configs loaded from YAML (a file may name a ``base`` it overrides), with ``key=value``
+overrides; every option is declared once with :func:`option`, and the CLI's flags are made from it."""
 
 from __future__ import annotations
 
@@ -93,9 +88,8 @@ def at_default(cfg: Any, f: dataclasses.Field) -> bool:
 
 
 def recorded_settings(cfg: Any, cosmetic: bool = True) -> dict[str, Any]:
-    """``dataclasses.asdict(cfg)`` less the ``record_default=False`` fields at their default, and in a section made
-    from a registry the ``omit_default`` ones too (``cosmetic=False``: less the cosmetic fields): what a manifest
-    records and a build key hashes, so adding an option with a backward-compatible default changes neither."""
+    """``dataclasses.asdict(cfg)`` less the unrecorded fields at their default (``cosmetic=False``: less the
+    cosmetic ones): so adding an option with a backward-compatible default changes no manifest or key."""
     out: dict[str, Any] = {}
     made = hasattr(type(cfg), "__section__")  # a section made from a registry (:func:`section_type`)
     for f in dataclasses.fields(cfg):
@@ -261,9 +255,8 @@ def _check_path(f: dataclasses.Field, value: str, key: str, source: str | None) 
 
 
 def check_path_segments(value: Any, field: str, source: str | Path | None = None, empty_ok: bool = False) -> None:
-    """The one check of a value that names a file or folder (a split, a method ...): a string, each item of a list
-    and each key of a mapping must be a :func:`pgra.storage.artifacts.safe_name`; an integer is one by itself.
-    ``empty_ok``: an empty string (not an empty item) means none."""
+    """The one check of a value naming a file or folder: a string, each list item and each mapping key must be a
+    :func:`pgra.storage.artifacts.safe_name` (an integer is one); ``empty_ok``: an empty string means none."""
     from ..storage.artifacts import safe_name
 
     if isinstance(value, dict):

@@ -1,7 +1,5 @@
-"""Fault injection for the kill-and-resume tests: ``fault_point(name)`` ends the process at once, like
-``kill -9`` (no cleanup, no ``finally``), when ``PGRA_FAULT`` names that point (``index.shard_written@2``: the
-second time it is reached; ``@1`` when left out).
-"""
+"""Fault injection for the kill-and-resume tests: ``fault_point(name)`` ends the process like ``kill -9``
+when ``PGRA_FAULT`` names that point (``index.shard_written@2``: the second time it is reached)."""
 
 from __future__ import annotations
 

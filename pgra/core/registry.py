@@ -1,20 +1,7 @@
-"""One way to register a part: :class:`Registry`, a name -> part mapping shared by every family of parts
-(retrievers, rerankers, demonstration selectors, methods, analyses).
+"""One way to register a part: :class:`Registry`, a name -> part mapping shared by every family of parts.
 
-A family declares its registry once, with the modules of its built-in parts (one file per part, which registers
-itself when imported)::
-
-    RERANKERS: Registry[type[Reranker]] = Registry("reranker", "pgra.rerank", ("prompt_guided", "mmr"),
-                                                   base=Reranker)
-
-    @RERANKERS.register
-    class MMR(Reranker):
-        name = "mmr"
-
-A plug-in registers the same way from outside ``pgra/`` under a name no other part holds, and its module enters
-the keys of what its part makes (:func:`plug_in_key`). The registry is a ``dict``; :meth:`Registry.names` loads the
-built-in parts first, :meth:`Registry.part` names the field and the choices when a name is unknown.
-"""
+A family declares it once with its built-in modules; a part (a plug-in too) registers with ``@REGISTRY.register``
+under a name no other part holds, and a plug-in's module enters its keys (:func:`plug_in_key`)."""
 
 from __future__ import annotations
 

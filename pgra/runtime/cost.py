@@ -1,10 +1,7 @@
-"""What a stage or cell spent: tokens each model ran, the hardware, and FLOPs estimated from parameter counts.
+"""What a stage or cell spent: tokens each model ran, the hardware, and FLOPs from parameter counts.
 
-Every model pgra runs adds its tokens to the process-wide :data:`meter` by (model, part, mode); a stage or cell
-reads the meter's difference over its run (:func:`metered`), summed over the processes (work each process repeats
-counts once per process). FLOPs: 2 x parameters per forward token, 6 x per trained token (Kaplan et al. 2020),
-the parameters counted from the safetensors headers.
-"""
+Every model adds its tokens to the process-wide :data:`meter`; a run reads its difference (:func:`metered`).
+FLOPs: 2 x parameters per forward token, 6 x per trained token (Kaplan et al. 2020)."""
 
 from __future__ import annotations
 
@@ -78,10 +75,8 @@ def merge_work(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 @dataclass
 class Priced:
-    """A stage or cell priced before it runs by its own cost model (:meth:`pgra.stages.Stage.plan`,
-    :meth:`pgra.methods.Method.price`) from the bench fits: ``seconds`` on ``device``, where the figure came from,
-    and (a reader cell priced from the GPU fits) its device seconds and the bytes it writes and keeps; ``split_s``:
-    of ``seconds``, those the ranks of a ``parallel: ddp`` launch would split among them (a reader's steps)."""
+    """A stage or cell priced before it runs from the bench fits: ``seconds`` on ``device`` and where the figure
+    came from; ``split_s``: of those, what the ranks of a ``parallel: ddp`` launch would split."""
 
     seconds: float
     source: str
@@ -284,9 +279,8 @@ def parameter_counts(model: str | Path) -> dict[str, int] | None:
 
 
 def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int] | None]) -> float | None:
-    """Sum of ``FLOPS_PER_TOKEN[mode] x parameters(model, part) x tokens`` over ``work`` (a record's own
-    ``parameters``, else ``params[model]``); None when one's parameters are unknown (never the whole model's for
-    a part)."""
+    """Sum of ``FLOPS_PER_TOKEN[mode] x parameters x tokens`` over ``work``; None when a record's parameters are
+    unknown."""
     total = 0.0
     for w in work:
         n = w.get("parameters")

@@ -203,9 +203,8 @@ def _launcher_start_env() -> dict[str, str] | None:
 
 def launcher_threads(env: Mapping[str, str] | None = None,
                      launcher_env: Mapping[str, str] | None | bool = False) -> int | None:
-    """The intra-op threads of this rank (and its cells), or None to keep the environment's: torchrun and
-    ``accelerate launch`` set ``OMP_NUM_THREADS=1`` when the user did not, and such a 1 (one the launcher's start
-    environment, ``launcher_env``, does not hold) becomes ``cores // ranks on this node``."""
+    """The intra-op threads of this rank, or None to keep the environment's: a launcher's own
+    ``OMP_NUM_THREADS=1`` becomes ``cores // ranks on this node``."""
     env = os.environ if env is None else env
     launched = ranks_per_node(env) is not None or any(k in env for k in ACCELERATE_MARKS)
     if not launched or env.get(THREADS_ENV, "").strip() != "1":

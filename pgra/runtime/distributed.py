@@ -1,10 +1,7 @@
 """Process-group helper for stages that split work across ranks (torchrun or accelerate launch).
 
-The main group is nccl where each rank of a node has a GPU of its own, else gloo (ranks sharing a GPU); it
-carries the tensor collectives ranks enter together and waits ``PGRA_DIST_TIMEOUT_S``. pgra's own exchanges
-(:meth:`DistContext.barrier`, :func:`gather_objects`, :func:`main_computes`) run over a gloo group of their own that
-waits ``PGRA_DIST_WAIT_S`` (ranks meet there after work of very different lengths). docs/beyond-one-machine.md.
-"""
+Tensor collectives run on nccl (a GPU per rank) or gloo; pgra's own exchanges run over a gloo group of their
+own with a longer wait (``PGRA_DIST_WAIT_S``). docs/beyond-one-machine.md."""
 
 from __future__ import annotations
 
@@ -142,9 +139,8 @@ def init_distributed(timeout_minutes: float | None = None) -> DistContext:
 
 
 def stage_context(ctx: DistContext) -> DistContext | None:
-    """The ranks of ``ctx`` that do a stage's work, one per GPU: where ranks share a GPU, all but the first on each
-    sit out (None) and the others split the work over a group of their own; ``ctx`` itself where every rank has a
-    GPU of its own, or none. Every rank of ``ctx`` calls it together."""
+    """The ranks of ``ctx`` that do a stage's work, one per GPU (None: this rank sits out); every rank of ``ctx``
+    calls it together."""
     global _stage
     if ctx.world_size == 1 or ctx.group is not None:
         return ctx

@@ -1,8 +1,5 @@
-"""The environment a result was made in, as a reproduction log records it beside each number.
-
-:func:`environment_record` describes this machine (versions, commit, accelerator or CPU and its SIMD flags);
-:func:`cells_environment` summarises what an experiment's cells recorded, so a bundle says where its numbers came from.
-"""
+"""The environment a result was made in (versions, commit, accelerator or CPU), as a reproduction log records
+it, and a summary of what an experiment's cells recorded."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What every trainer here shares (the FiD reader, SimCSE): a seeded sampler, AdamW with the linear schedule, and
-resumable checkpoints (accelerate's full state plus a marker recording the trainer state, the settings a resume
-must share and every file's size and checksum; a damaged checkpoint is skipped for the one before it)."""
+"""What the trainers (FiD reader, SimCSE) share: a seeded sampler, AdamW with the linear schedule, and
+resumable checkpoints (a damaged one is skipped for the one before it)."""
 
 from __future__ import annotations
 
@@ -67,9 +66,7 @@ def check_mixed_precision(mixed_precision: str, field: str = "mixed_precision") 
 
 
 def adamw_with_schedule(model: torch.nn.Module, cfg: Any):
-    """AdamW without weight decay on biases and layer norms, and the linear warm-up and decay schedule (``cfg``:
-    ``learning_rate``, ``weight_decay``, ``warmup_steps``, ``max_steps``; optional ``adamw_impl``: ``auto``, ``foreach``
-    or ``fused``)."""
+    """AdamW without weight decay on biases and layer norms, and the linear warm-up and decay schedule."""
     from transformers import get_linear_schedule_with_warmup
 
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
@@ -113,9 +110,8 @@ def read_checkpoint(ckpt: Path) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def resume_state(acc, out: Path, resume_key: dict[str, Any]) -> dict[str, Any] | None:
-    """Load the latest whole checkpoint under ``out/checkpoints`` into ``acc``'s objects and return its trainer
-    state (None when there is none). A damaged one is skipped for the one before it, saying so; one written
-    with another ``resume_key`` is refused."""
+    """Load the latest whole checkpoint under ``out/checkpoints`` into ``acc`` and return its trainer state (None:
+    none); a damaged one is skipped, one of another ``resume_key`` refused."""
     for ckpt in reversed(_complete_checkpoints(out)):
         saved, damage = read_checkpoint(ckpt)
         if damage:

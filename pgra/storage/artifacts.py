@@ -1,9 +1,7 @@
 """Atomic writes, manifests and fingerprints shared by every stage.
 
-An artifact directory is complete when its ``manifest.json`` exists: every stage writes its files first
-(each one atomically: temp file + rename) and the manifest last, and removes the manifest before it
-starts rewriting a directory, so a killed run never leaves a partial result that looks complete.
-"""
+A folder is complete when its ``manifest.json`` exists: files are written first (each atomically), the manifest
+last, and it is removed before a folder is rewritten, so a killed run never looks complete."""
 
 from __future__ import annotations
 
@@ -179,8 +177,7 @@ def _values(value: Any) -> Iterator[str]:
 
 def check_disjoint(outputs: Mapping[str, Any], inputs: Mapping[str, Any], may_hold: Collection[str] = ()) -> None:
     """The one check that no output folder is, holds or lies inside an existing input (an InputError naming both
-    fields). ``outputs`` / ``inputs``: field -> path or list of paths (missing ones, such as hub ids, skipped).
-    ``may_hold``: inputs an output may lie inside (``evaluate``'s run), though not be or hold."""
+    fields); ``may_hold``: inputs an output may lie inside, though not be or hold."""
     for out_field, out in outputs.items():
         for out_value in _values(out):
             o = Path(out_value).expanduser().resolve()

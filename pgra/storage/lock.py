@@ -1,12 +1,5 @@
-"""One writer per output folder: a lock file naming the process that writes it.
-
-The stages hold ``<out>/.pgra-lock`` (JSON: pid, host, command, start time) while they run (:func:`locks_output`);
-a second process on the folder refuses, naming the holder. What is taken over, and why two processes started
-together never both hold it: docs/failure-and-recovery.md ("One writer per output folder"). In short: creation is
-atomic (:func:`_create`); an empty or unreadable lock younger than :data:`GRACE_S` may be being written; ages are
-read on the file system's clock (:func:`fs_now`); a takeover removes exactly the file it judged stale, under its
-``flock`` where one works (:func:`_remove_if_unchanged`).
-"""
+"""One writer per output folder: ``<out>/.pgra-lock`` names the process that writes it; a second one refuses,
+naming the holder. What is taken over, and why two processes never both hold it: docs/failure-and-recovery.md."""
 
 from __future__ import annotations
 
@@ -439,9 +432,8 @@ def _me(command: str = "", stale_after: float | None = None, extra: dict | None 
 @contextlib.contextmanager
 def hold_lock(path: str | Path, command: str = "", label: str | None = None,
               stale_after: float | None = None, extra: dict | None = None, wait: bool = False) -> Iterator[Path]:
-    """Hold the lock file ``path`` (its folder must exist) for the block, re-entrant; :class:`OutputBusyError` if a
-    live process holds it. ``stale_after``: another host's lock whose heartbeat is older is taken over, and this
-    one beats every ``stale_after / 4`` s. ``extra``: more JSON fields. ``wait``: see :func:`_acquire`."""
+    """Hold the lock file ``path`` for the block, re-entrant; :class:`OutputBusyError` if a live process holds it.
+    ``stale_after``: another host's lock with an older heartbeat is taken over, and this one beats every quarter."""
     path = Path(path)
     mine = _acquire(path, _me(command, stale_after, extra), str(path.parent) if label is None else label,
                     stale_after, wait)
@@ -472,9 +464,8 @@ def _heartbeat(path: Path, ident: tuple[int, int], every: float, stop: threading
 
 
 def holder(path: str | Path, stale_after: float | None = None, remove_stale: bool = False) -> dict | None:
-    """Who holds the lock file ``path``, judged as :func:`hold_lock` would without taking it: the live holder's
-    lock content (``{}``: fresh but unreadable), or None (no lock, this process's own, or a dead holder's, which
-    ``remove_stale`` removes)."""
+    """Who holds the lock file ``path``, judged as :func:`hold_lock` would: the live holder's content (``{}``: fresh
+    but unreadable), or None (none, this process's own, or a dead holder's, removed with ``remove_stale``)."""
     path, me = Path(path), _me()
     try:
         seen = _open(path, writable=remove_stale)
@@ -565,9 +556,8 @@ def is_main_launch() -> bool:
 
 @contextlib.contextmanager
 def holding_output(cfg: Any, kind: str | None = None, field: str = "out", holder: str = "") -> Iterator[None]:
-    """Hold the lock of ``cfg.<field>`` for the block (rank 0 of a launch only; re-entrant; ``holder``: the lock's
-    command). Refused before anything is touched: a folder holding another artifact than ``kind``
-    (:func:`pgra.storage.artifacts.claim_output`) or a non-empty one pgra did not make (:func:`.ownership.claimed`)."""
+    """Hold the lock of ``cfg.<field>`` for the block (rank 0 only; re-entrant), refusing first a folder holding
+    another artifact than ``kind`` or a non-empty one pgra did not make."""
     out = getattr(cfg, field, "")
     if not out or not is_main_launch():
         yield

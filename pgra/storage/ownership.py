@@ -1,13 +1,7 @@
-"""What pgra wrote in a folder, and the one rule every writer follows: pgra deletes or replaces only what it can
-prove it wrote.
+"""What pgra wrote in a folder: pgra deletes or replaces only what it can prove it wrote.
 
-A stage's output folder is claimed before anything in it is touched (:func:`claimed`): a new or empty folder gets
-a record, ``.pgra-owned.json``, naming the kind pgra made it for; a non-empty folder without one is refused (unless
-a finished artifact of the stage's kind, or an older pgra's: :data:`EVIDENCE`), and so is another kind's output
-(but for the runs it hosts: :data:`HOSTED`). The record also holds the checksums of files replaced by name in a
-shared folder (:func:`check_replaceable`); a folder replaced wholesale may hold only pgra's names
-(:func:`check_only_own`); leftover temporary files are removed on the next claim.
-"""
+A claimed folder (:func:`claimed`) gets ``.pgra-owned.json`` naming the kind it was made for; a non-empty folder
+without one is refused (but for :data:`EVIDENCE`), and so is another kind's (but for :data:`HOSTED`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""What a finished run read, recorded so that a later use of the run can find it again and tell when it changed.
-
-A run records the folder it read by absolute path, path relative to the run (a moved experiment finds its own
-copy) and fingerprint; a folder whose fingerprint changed since (rebuilt in place) is refused.
-"""
+"""What a finished run read (absolute path, path relative to the run, fingerprint), so that a later use finds
+it again and refuses it when it changed."""
 
 from __future__ import annotations
 
