@@ -1,10 +1,5 @@
-"""The external retrieval corpus: streamed from its source once, then stored memory-mapped.
-
-Sources: a text file with one sentence a line (Wiki1M's format; id = 0-based line number), JSONL with
-``{"id", "text"}`` objects, or a Hugging Face dataset (hub id, local ``save_to_disk`` folder or data files).
-The store is ``texts.bin`` (UTF-8 texts back to back) + ``offsets.npy`` (int64, N+1) + ``corpus.json``
-(+ ``ids.json`` when ids are not 0..N-1), so ``id -> text`` is a slice of a memory map.
-"""
+"""The external retrieval corpus (txt one sentence a line, JSONL or an HF dataset), streamed once, then stored
+memory-mapped: ``texts.bin`` + ``offsets.npy`` + ``corpus.json`` (+ ``ids.json`` when ids are not 0..N-1)."""
 
 from __future__ import annotations
 

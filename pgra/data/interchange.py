@@ -1,14 +1,5 @@
-"""The JSONL format passed between stages, and FiD's JSON format beside it.
-
-One query a line: ``{"id", "text", "label", "ctxs": [{"id", "text", "score"}, ...]}``; ``label`` is absent
-for unlabelled inputs and ``ctxs`` absent before retrieval.
-
-FiD (Izacard & Grave) and the PGRA paper's code read one JSON array per split instead:
-``[{"id", "question", "answers": [...], "target", "ctxs": [{"id", "title", "text", "score"}, ...]}, ...]``.
-:func:`read_fid` turns such a file into these records (``question`` -> ``text``; ``target``, else the first of
-``answers``, -> ``label``, given as the label or one of the task's label words, T5 sentinels stripped) and
-:func:`write_fid` writes records in it (the label as the task's reader word in ``answers`` and ``target``).
-"""
+"""The JSONL format passed between stages (one query a line: ``{"id", "text", "label", "ctxs"}``), and FiD's
+JSON array format beside it (:func:`read_fid`, :func:`write_fid`; docs/tasks.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The one causal-LM base under every model pgra prompts: the reranker's embedder (:class:`pgra.LMEmbedder`), the
-in-context learning label scorer (:class:`pgra.LabelScorer`) and Skill-KNN's rewriting LM.
-
-:class:`CausalLM` loads the model (weights on first use), its device and dtype, context limit and pad id, runs a
-shared prompt head once as a KV cache, batches under a token budget and keeps one cost record (:class:`LMCost`);
-subclasses implement only their own calls. :class:`LMConfig`: the options saying how the LM runs.
-"""
+"""The one causal-LM base under every model pgra prompts (the reranker's embedder, the label scorer,
+Skill-KNN's rewriter): loading, device and dtype, a shared prompt head as a KV cache, token-budget batches, cost."""
 
 from __future__ import annotations
 
@@ -27,9 +22,8 @@ _ROWS = {"min": 1, "max": MAX_BATCH, "help": "inputs per LM batch at most"}
 
 @dataclass
 class LMConfig:
-    """How a stage's causal LM runs: the options :class:`RerankConfig <pgra.rerank.config.RerankConfig>` and
-    :class:`ICLConfig <pgra.icl.config.ICLConfig>` share (flat keys and flags, in this order among the stage's
-    own). The defaults are in-context learning's; :func:`lm_config` gives other batch defaults."""
+    """How a stage's causal LM runs: the options the rerank and ICL configs share; the defaults are in-context
+    learning's (:func:`lm_config` gives other batch defaults)."""
 
     device: str = option("auto", cosmetic=True, help="auto, cpu, cuda ...")
     dtype: str = option("auto", choices=choices.DTYPES,
@@ -176,9 +170,8 @@ def context_limit(config: Any, default: int = 2048) -> int:
 
 
 def token_batches(lengths: Sequence[int], max_tokens: float, max_batch_size: int, extra: int = 0) -> list[list[int]]:
-    """Positions of ``lengths``, longest first (ties in order), grouped so that every batch padded to its longest
-    (plus ``extra`` tokens every row also attends to, e.g. a shared prefix) stays within ``max_tokens`` and holds
-    at most ``max_batch_size`` rows; a row longer than the budget runs alone."""
+    """Positions of ``lengths``, longest first, grouped so that each padded batch (plus ``extra`` shared tokens)
+    stays within ``max_tokens`` and ``max_batch_size`` rows; a longer row runs alone."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     cur: list[int] = []
@@ -196,10 +189,8 @@ def token_batches(lengths: Sequence[int], max_tokens: float, max_batch_size: int
 class CausalLM:
     """A causal LM by name or folder, its tokenizer and config loaded now, its weights on first use.
 
-    ``head``: ``"lm"`` (logits) or ``"none"`` (hidden states). ``attn_implementation``: ``"auto"`` is eager on CPU
-    (sdpa was ~10x slower for these small batches), sdpa on GPU. ``role`` / ``field`` / ``needs``: for errors.
-    ``device_map``: ``"auto"`` spreads the weights over every GPU the process sees (:func:`load_arguments`).
-    """
+    ``head``: ``"lm"`` (logits) or ``"none"`` (hidden states); ``attn_implementation`` ``"auto"``: eager on CPU (sdpa
+    was ~10x slower for these small batches), sdpa on GPU."""
 
     def __init__(self, name_or_path: str, device: str | None = None, dtype: str | None = None,
                  attn_implementation: str | None = "auto", max_tokens_per_batch: int = 4096,

@@ -1,9 +1,5 @@
-"""Demonstration selection: one interface (:class:`Selector`: ``fit(task, train)``, ``select(queries)``), one
-file per strategy, and the registry the CLI reads its choices from.
-
-    selector = pgra.get_selector("kate", num_demos=4, settings=pgra.SelectorSettings(encoder="models/minilm"))
-    ids = selector.fit(task, train).select(queries)     # training positions per query, prompt order
-"""
+"""Demonstration selection: :class:`Selector` (``fit(task, train)``, ``select(queries)``), one file per strategy,
+and their registry (docs/selectors.md)."""
 
 from __future__ import annotations
 

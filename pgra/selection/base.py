@@ -1,10 +1,5 @@
-"""The one interface of every demonstration-selection strategy (OpenICL's retriever shape).
-
-``selector.fit(task, train)`` once, then ``selector.select(queries)`` returns, for a whole split, the chosen
-training positions per query in prompt order (the last one sits next to the query). Global strategies
-(``paper``, ``code``) give every query the same demonstrations, which lets the reranker share one prompt prefix;
-per-query strategies (``random``, ``kate``, ``skill_knn``) never select the query itself (identical text).
-"""
+"""The one interface of every demonstration-selection strategy (OpenICL's retriever shape): ``select`` gives
+each query's training positions in prompt order (the last next to the query), never the query itself."""
 
 from __future__ import annotations
 
@@ -46,9 +41,8 @@ def same_input(query: Example, candidate: Example) -> bool:
 
 
 class Selector(ABC):
-    """A demonstration-selection strategy: ``fit(task, train)``, then ``select(queries)``. ``options``: the dataclass
-    of its options (read from ``self.settings``; they join the ``demos`` section), or None; ``encoder``: the index's
-    sentence encoder, already loaded, used where the settings name it."""
+    """A demonstration-selection strategy: ``fit(task, train)``, then ``select(queries)``; ``options``: the dataclass
+    of its options (in the ``demos`` section), or None; ``encoder``: the index's encoder, already loaded."""
 
     name: ClassVar[str]
     per_query: ClassVar[bool] = True

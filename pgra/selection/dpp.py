@@ -1,8 +1,4 @@
-"""``dpp``: a k-DPP over each query's nearest candidates (Ye et al. 2023, CEIL's inference; OpenICL's DPP
-retriever): kernel ``L = diag(r) S diag(r)`` with ``S`` the candidates' cosine similarities and ``r`` their
-relevance to the query, ``r = exp((rel - max rel) / (2 * dpp_scale))`` with ``rel = (cos(q, x) + 1) / 2``; the m
-demonstrations are its greedy MAP (Chen et al. 2018: each step adds the candidate that most increases
-``log det L_S``)."""
+"""``dpp``: the greedy MAP of a k-DPP over each query's nearest candidates (Ye et al. 2023; docs/selectors.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What the strategies that ask a causal LM share (``mdl``, ``topk_cone``): the stage's LM as a
-:class:`~pgra.lm.label_scoring.LabelScorer` (summed log-probabilities of continuations after prompts), loaded when first
-needed and freed by ``release``, and its cost counted into the selection's."""
+"""What the strategies that ask a causal LM share (``mdl``, ``topk_cone``): a lazily loaded
+:class:`~pgra.lm.label_scoring.LabelScorer`, freed by ``release``, its cost counted into the selection's."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""``mdl``: self-adaptive in-context learning (Wu et al. 2022): per query, candidate demonstration sets (subsets
-and orders of its nearest training inputs) ranked by the minimum description length of its label under the LM.
-
-The codelength of the label y given a prompt is ``-log p(y | demos, x)``; its expectation under the LM's own
-label distribution (y is unknown at test time) is that distribution's entropy, so the set chosen is the one whose
-prompt leaves the LM least uncertain. Candidates: the query's ``mdl_candidates`` nearest training inputs by
-cosine; sets: the m nearest (KATE's, the nearest next to the query), then ``mdl_samples - 1`` random subsets in
-random order drawn from the candidates (seeded per query, as ``random`` draws).
-"""
+"""``mdl``: self-adaptive in-context learning (Wu et al. 2022; docs/selectors.md): per query, candidate
+demonstration sets ranked by the entropy of the LM's label distribution after them (its expected codelength)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""Skill-KNN's rewriting step: a causal LM turns each input into a skill description (greedy, batched, cached).
-
-The prompt is the instruction, the annotated ``input -> skill`` demonstrations (in file order, or shuffled for
-the m-rewrite variants) and the input::
-
-    {instruction}\\n\\nSentence: {input}\\nSkill: {skill}\\n\\n ... Sentence: {text}\\nSkill:
-
-The answer ends at the first newline (greedy; the shared head runs once as a KV cache). Rewrites are cached in
-one JSONL file per LM, keyed by the whole prompt and the generation length (a torn last line is dropped).
-"""
+"""Skill-KNN's rewriting step: a causal LM turns each input into a skill description (greedy, batched,
+cached in one JSONL file per LM, keyed by the whole prompt and the generation length)."""
 
 from __future__ import annotations
 

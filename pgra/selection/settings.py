@@ -1,10 +1,5 @@
-"""The ``demos`` section of a stage that selects demonstrations (``rerank.demos.*``, ``icl.demos.*``), made from
-the registered strategies' own options.
-
-Each strategy declares its options on itself (``options``: a dataclass); the section holds every registered
-strategy's, flat (``demos.encoder``), an option two strategies declare being one they share (declared alike),
-the cosmetic ones last. A new strategy's options are ``omit_default`` so that existing keys stay valid.
-"""
+"""The ``demos`` section of a stage that selects demonstrations, made from the registered strategies' own
+options: flat, an option two strategies declare being one they share, the cosmetic ones last."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""``skill_knn``: rewrite inputs into skill descriptions with an LLM, then nearest neighbours (An et al. 2023).
-
-Every training input and query is rewritten (:mod:`pgra.selection.rewrite`) and the rewrites are embedded with
-a sentence encoder. ``single``: cosine of the two rewrites. Over m rewrites made with shuffled demonstration
-order, ``consistency``: cosine of the mean embeddings; ``distinctiveness``: the largest cosine over all pairs.
-The most similar training example sits next to the query unless ``reverse``.
-"""
+"""``skill_knn``: inputs rewritten into skill descriptions by an LLM, then nearest neighbours over the
+rewrites' embeddings (An et al. 2023; docs/selectors.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """``topk_cone``: TopK + ConE (Peng et al. 2023): the query's nearest training inputs re-ranked by the LM's
-conditional entropy of the query given each one as the demonstration; the m lowest are chosen.
-
-The conditional entropy of the input x given a demonstration c is estimated by the mean token cross-entropy of
-x's rendering after the prompt holding c alone (``-log p(x | c) / |x|``): a demonstration that makes the input
-predictable is one the LM understands it with. Candidates: the ``cone_candidates`` nearest by cosine.
-"""
+conditional entropy of the query given each one as the demonstration (docs/selectors.md)."""
 
 from __future__ import annotations
 

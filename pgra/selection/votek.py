@@ -1,11 +1,5 @@
-"""``votek``: selective annotation by vote-k (Su et al. 2022), then the nearest of that pool per query.
-
-A task-level pool: over the training inputs' embeddings, each input's ``votek_k`` nearest neighbours form a
-directed graph (v -> u: u is among v's neighbours); ``votek_pool`` inputs are chosen greedily, each the u that
-maximises ``sum over unchosen v -> u of rho ** -|chosen among v's neighbours|`` (a voter already covered by chosen
-inputs counts less). The paper's second stage (LM confidence for the rest of the budget) is left out, as in
-OpenICL's VoteK. Each query then gets the m nearest pool members by cosine (the paper's prompt retrieval).
-"""
+"""``votek``: a task-level pool by vote-k (Su et al. 2022), then the nearest pool members per query
+(docs/selectors.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Read a task's splits from LM-BFF's original files, local files with named columns, or HF datasets.
-
-Every record is checked: a missing column, an empty text, an unknown label or a duplicate id is an
-InputError naming the file, line and field. Nothing is silently mapped to a default class.
-"""
+"""Read a task's splits from LM-BFF's files, local files with named columns, or HF datasets; every record is
+checked (an InputError names file, line and field), nothing mapped to a default class."""
 
 from __future__ import annotations
 
