@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from .errors import InputError, clip, shorten
+from .errors import InputError, clip, is_number, shorten
 
 T = TypeVar("T")
 BASE_KEY = "base"
@@ -201,10 +201,6 @@ def _choice_word(f: dataclasses.Field, value: Any) -> Any:
     return words[0] if words else value
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None, paths: bool = False) -> None:
     """The one place every declared constraint of a field is checked (its path's existence when ``paths``)."""
     allowed = field_choices(f)
@@ -220,7 +216,7 @@ def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None,
             raise InputError(f"lists {shorten(repeated[0])} more than once ({shorten(value)}); each value may "
                              "appear once", path=source, field=key)
     low, high, above = (f.metadata.get(k) for k in ("min", "max", "above"))
-    for v in filter(_number, items):
+    for v in filter(is_number, items):
         for bound, bad, words in ((low, low is not None and v < low, "at least"),
                                   (high, high is not None and v > high, "at most"),
                                   (above, above is not None and v <= above, "greater than")):

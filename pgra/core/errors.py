@@ -3,6 +3,7 @@ for them."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 
@@ -52,6 +53,19 @@ def whole_number(text: object) -> int | None:
     (a sign, ``1.5``, a superscript ``²``)."""
     text = str(text).strip()
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+
+
+def is_number(value: object) -> bool:
+    """Whether ``value`` is an int or float (not a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def finite_number(value: object) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool)."""
+    try:
+        return is_number(value) and math.isfinite(value)
+    except OverflowError:  # an int too large for a float (400 digits)
+        return False
 
 
 def shorten(value: object, limit: int = ECHO_LIMIT) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import whole_number
+from ..core.errors import finite_number, whole_number
 
 MODES = ("forward", "trained")
 FLOPS_PER_TOKEN = {"forward": 2, "trained": 6}
@@ -113,16 +113,6 @@ def metered(ctx=None) -> Iterator[dict[str, Any]]:
         work, tags = merge_work([w for w, _ in gathered]), {t for _, t in gathered}
     record.update(elapsed_s=round(time.time() - start, 1), processes=processes, devices=len(tags),
                   hardware={**hardware(), "cores_each": _cores_each()}, work=with_parameters(work))
-
-
-def finite_number(value: Any) -> bool:
-    """Whether ``value`` is a finite int or float (not a bool), as a cost record's numbers must be."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int too large for a float (400 digits)
-        return False
 
 
 def _whole(value: Any, low: int = 0) -> bool:

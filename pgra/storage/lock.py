@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import InputError, PgraError, shorten
+from ..core.errors import InputError, PgraError, finite_number, shorten
 
 try:
     import fcntl
@@ -102,21 +102,17 @@ def job_id() -> str:
     return f"{job}_{task}" if job and task else job
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 # what a lock file's fields may hold: (field, required, check, what it must be); other fields are kept unread
 _FIELDS: tuple[tuple[str, bool, Callable[[object], bool], str], ...] = (
     ("pid", True, lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= PID_MAX,
      f"a process id (an integer 1 .. {PID_MAX})"),
     ("host", True, lambda v: isinstance(v, str) and len(v) <= 1024, "a host name"),
     ("command", False, lambda v: isinstance(v, str), "a string"),
-    ("started", False, lambda v: _number(v) and math.isfinite(v) and 0 <= v <= MAX_TIME,
+    ("started", False, lambda v: finite_number(v) and 0 <= v <= MAX_TIME,
      "a time (seconds since 1970, finite)"),
     ("pid_start", False, lambda v: v is None or isinstance(v, str), "a string"),
     ("job", False, lambda v: v is None or isinstance(v, str), "a string"),
-    ("stale_after", False, lambda v: _number(v) and math.isfinite(v) and 0 < v <= MAX_STALE_AFTER,
+    ("stale_after", False, lambda v: finite_number(v) and 0 < v <= MAX_STALE_AFTER,
      "a number of seconds > 0"),
 )
 
