@@ -4,13 +4,12 @@ JSON array format beside it (:func:`read_fid`, :func:`write_fid`; docs/tasks.md)
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import InputError, shorten
+from ..core.errors import InputError, finite_number, is_number, shorten
 from ..storage.artifacts import atomic_path, iter_jsonl, parse_json
 from ..tasks.loaders import Example
 
@@ -83,20 +82,12 @@ def _check_ctxs(ctxs: Any, path: Path, line_no: int) -> None:
             raise InputError(f"ctxs[{j}] needs a string or integer 'id' and a string 'text'", path=path,
                              line=line_no, field="ctxs")
         score = ctx.get("score")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+        if score is not None and not is_number(score):
             raise InputError(f"ctxs[{j}].score must be a number, not {shorten(score, 60)}", path=path,
                              line=line_no, field="ctxs")
-        if score is not None and not _finite(score):
+        if score is not None and not finite_number(score):
             raise InputError(f"ctxs[{j}].score must be a finite number, not {shorten(score, 60)}", path=path,
                              line=line_no, field="ctxs")
-
-
-def _finite(number: int | float) -> bool:
-    """Whether ``number`` is a float value other than NaN and infinity (an integer past float's range is not)."""
-    try:
-        return math.isfinite(number)
-    except OverflowError:
-        return False
 
 
 _SENTINEL = re.compile(r"<extra_id_\d+>")
