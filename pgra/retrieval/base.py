@@ -36,8 +36,7 @@ class QueryEncoder:
 
 @dataclass(frozen=True)
 class LoadOptions:
-    """How a caller loads an index: ``encoder`` = the index's encoder at a new location (checked against the
-    manifest), ``trust_remote_code`` = the caller's own permission (a manifest never gives it)."""
+    """How a caller loads an index (``trust_remote_code``: the caller's own permission; a manifest never gives it)."""
 
     encoder: str | None = None
     device: str | None = None
@@ -84,8 +83,7 @@ class Retriever(ABC):
         self.cfg = cfg
 
     def own_options(self) -> Any:
-        """Its section of the index config (``cfg.<name>``, of type :attr:`options`; a config made before it
-        registered has none: its defaults)."""
+        """Its section of the index config (``cfg.<name>``; its defaults when the config has none)."""
         if self.options is None:
             return None
         return getattr(self.cfg, self.name, None) or self.options()
@@ -113,8 +111,7 @@ class Retriever(ABC):
         return self.name
 
     def search_settings(self) -> dict[str, Any]:
-        """The settings that decide which neighbours a query finds, for the keys of runs that search an index of
-        it themselves (the kNN vote's cells)."""
+        """The settings deciding which neighbours a query finds, for the keys of runs that search it themselves."""
         return {}
 
     def query_encoder(self) -> QueryEncoder | None:
@@ -143,8 +140,7 @@ class Retriever(ABC):
 
     @classmethod
     def encoder_of(cls, record: dict[str, Any]) -> tuple[str, str | None] | None:
-        """``(encoder, pooler)`` of an index's query encoder, from its manifest or a candidates manifest's
-        ``index`` record; None when it has none."""
+        """``(encoder, pooler)`` of an index's query encoder from its manifest or ``index`` record; None without one."""
         return None
 
 
@@ -179,15 +175,13 @@ def get_retriever(cfg: IndexConfig) -> Retriever:
 
 
 def recorded_retriever(record: dict[str, Any]) -> type[Retriever] | None:
-    """The retriever class of a built index's manifest or a candidates manifest's ``index`` record (None for a
-    retriever that is not registered here)."""
+    """The retriever class a manifest or ``index`` record names (None: not registered here)."""
     load_builtin()
     return RETRIEVERS.get(str(record.get("retriever")))
 
 
 def recorded_encoder(record: dict[str, Any] | None) -> tuple[str, str | None] | None:
-    """``(encoder, pooler)`` of the query encoder of a built index (its manifest, or a candidates manifest's
-    ``index`` record), or None: none recorded, or a retriever without one (:meth:`Retriever.encoder_of`)."""
+    """``(encoder, pooler)`` of a built index's query encoder from its manifest or ``index`` record, or None."""
     cls = recorded_retriever(record) if record else None
     return cls.encoder_of(record) if cls else None
 
@@ -234,8 +228,7 @@ class IndexConfig(CorpusOptions):
         get_retriever(self).validate()  # an unknown name is refused here
 
     def encoder_defaults(self) -> QueryEncoder:
-        """The encoder settings a method that embeds inputs itself (the linear probe) starts from: the retriever's
-        query encoder, or (a retriever without one) no encoder with the ``dense`` section's other settings."""
+        """The encoder settings a method that embeds inputs itself starts from (the ``dense`` section's without one)."""
         d = self.dense
         return get_retriever(self).query_encoder() or QueryEncoder("", d.pooler, d.max_length, d.batch_size)
 
@@ -268,8 +261,7 @@ def index_config() -> type:
 
 
 class IndexSection:
-    """The declared type of an experiment's ``index`` section: read as :func:`index_config` (a plug-in retriever's
-    options included) when the config is read (:func:`pgra.core.config.section_type`)."""
+    """The declared type of an experiment's ``index`` section, read as :func:`index_config`."""
 
     @classmethod
     def __section__(cls) -> type:

@@ -149,8 +149,7 @@ class BM25Index:
         return out
 
     def search(self, queries: Sequence[str], k: int, compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k ``(scores, positions)`` per query, ordered by score then position. ``compiled`` (default: when
-        numba is installed) runs :mod:`.bm25_kernel`, which returns the same ids and scores bit for bit."""
+        """Top-k ``(scores, positions)`` by score then position (``compiled``: :mod:`.bm25_kernel`, bit-equal)."""
         k = max(0, min(k, self.num_docs))
         all_scores = np.empty((len(queries), k), dtype=np.float64)
         all_ids = np.empty((len(queries), k), dtype=np.int64)

@@ -112,8 +112,7 @@ def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
 
 
 def _start_plan(out: Path, build_dir: Path, key: str, size: int) -> None:
-    """Unfinish the folder (no manifest) and record the build's key in ``.build/plan.json``; the resume state of a
-    partial build of other settings is dropped (:func:`_check_existing` allowed it)."""
+    """Unfinish the folder and record the build's key in ``.build/plan.json`` (another build's resume state dropped)."""
     (out / MANIFEST).unlink(missing_ok=True)
     plan_path = build_dir / PLAN_FILE
     if plan_path.exists() and read_json_object(plan_path).get("build_key") != key:
@@ -158,8 +157,7 @@ def _drop_unreadable_manifest(out: Path) -> None:
 
 
 def _up_to_date(out: Path, key: str, store: CorpusStore) -> bool:
-    """Whether ``out`` holds a finished index of ``key`` whose files match its manifest (sizes, and checksums
-    of files up to VERIFY_HASH_LIMIT); a damaged index is reported and counts as not built."""
+    """Whether ``out`` holds a finished index of ``key`` whose files match its manifest (damaged: reported, False)."""
     if not (out / MANIFEST).exists():
         return False
     manifest = read_json_object(out / MANIFEST)

@@ -1,5 +1,4 @@
-"""The ``candidates`` stage (``pgra retrieve``) and what a candidates folder is, as the second stages read it
-(:class:`StageInputs`)."""
+"""The ``candidates`` stage (``pgra retrieve``) and a candidates folder as the second stages read it."""
 
 from __future__ import annotations
 
@@ -54,8 +53,7 @@ class CandidatesStage(Stage):
         return write_candidates(config, run)
 
     def plan(self, request: PlanRequest) -> StagePlan:
-        """On a CPU: the measured fixed part of retrieving a task plus its seconds per input of every split; its
-        files: each input's record and its k candidates."""
+        """On a CPU: the measured fixed part plus seconds per input; its files: each input's record and k candidates."""
         r, k = request, request.retrieved_k
         priced = r.fits.cpu_price(self.family, r.inputs) if r.fits is not None and r.inputs else None
         return StagePlan(priced, disk=r.lines(r.input_bytes + k * (r.sentence_bytes + CTX_BYTES)),
@@ -181,8 +179,7 @@ def imported_corpus(cfg: Any, cand: dict[str, Any]) -> CandidateTexts:
 
 
 def index_record(cfg: Any, cand: dict[str, Any], store: CorpusStore | CandidateTexts) -> dict[str, Any]:
-    """The candidates' ``index`` record as the rerankers read it (for imported candidates: ``--index``'s, or one
-    of their own texts, without ``path``)."""
+    """The candidates' ``index`` record as the rerankers read it (imported: ``--index``'s, or their own texts')."""
     if cand.get("index") is not None:
         return cand["index"]
     if cfg.index:
@@ -196,15 +193,13 @@ def index_record(cfg: Any, cand: dict[str, Any], store: CorpusStore | CandidateT
 
 def effective_candidates(cfg: Any, cand: dict[str, Any], store: CorpusStore | CandidateTexts,
                data: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The candidates manifest as the rerankers read it: its :func:`index_record` and its ``k`` (imported
-    candidates record none: their longest list)."""
+    """The candidates manifest as the rerankers read it, with its :func:`index_record` and ``k``."""
     k = cand.get("k") or max((len(r["ctxs"]) for recs in data.values() for r in recs), default=0)
     return {**cand, "index": index_record(cfg, cand, store), "k": k}
 
 
 def load_split(path: Path, task: TaskSpec, k: int) -> list[dict[str, Any]]:
-    """A candidates split's records, each cut to its first ``k`` candidates (0: all); a query without candidates
-    is an InputError naming its line."""
+    """A candidates split's records cut to their first ``k`` candidates (0: all); a query without any is refused."""
     records = []
     for line, rec in enumerate(read_records(path, labels=task.labels), start=1):
         if not rec.get("ctxs"):
@@ -217,8 +212,7 @@ def load_split(path: Path, task: TaskSpec, k: int) -> list[dict[str, Any]]:
 
 @dataclass
 class StageInputs:
-    """What a second stage (the prompt-guided reranker's, the generic stage's, the full search's) reads of a
-    candidates folder, checked before anything is written (:meth:`read`)."""
+    """What a second stage reads of a candidates folder, checked before anything is written (:meth:`read`)."""
 
     cfg: Any
     cand_dir: Path

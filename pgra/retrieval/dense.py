@@ -88,8 +88,7 @@ GPU_MAX_K = 2048  # the largest k a faiss-gpu search takes (GPU_MAX_SELECTION_K)
 
 
 def pq_lookup_bytes(m: int, nbits: int, fp16: bool) -> int:
-    """Shared memory faiss-gpu's IVFPQ scan needs for a query's lookup tables, as faiss computes it:
-    ``m * 2^nbits`` entries of 4 bytes (2 in fp16)."""
+    """Shared memory faiss-gpu's IVFPQ scan needs for a query's lookup tables: ``m * 2^nbits`` x 4 bytes (2 in fp16)."""
     return m * (1 << nbits) * (2 if fp16 else 4)
 
 
@@ -116,8 +115,7 @@ def pq_fp16_lookup(index: faiss.Index, limit: int = GPU_SHARED_MEMORY) -> bool:
 
 
 def _to_gpu(index: faiss.Index, train_only: bool = False) -> faiss.Index:
-    """``index`` on this process's GPU(s) (sharded over several, not for training), with fp16 lookup tables where
-    :func:`pq_fp16_lookup` says so."""
+    """``index`` on this process's GPU(s), with fp16 lookup tables where :func:`pq_fp16_lookup` says."""
     faiss = import_faiss()
     devices = faiss_gpus(faiss.get_num_gpus())
     fp16 = pq_fp16_lookup(index)
@@ -170,8 +168,7 @@ class GpuIndex:
 
 
 def ivf_nlist(n: int, params: FaissParams) -> int:
-    """IVF cells for ``n`` vectors: ``nlist``, or 4 * sqrt(N) at most the training sample (k-means needs a training
-    vector per cell); at most N."""
+    """IVF cells for ``n`` vectors: ``nlist``, or 4 * sqrt(N), at most the training sample and N."""
     if params.nlist:
         return min(params.nlist, n)
     return min(max(1, int(4 * np.sqrt(n))), n, params.train_size)
@@ -218,8 +215,7 @@ def check_trainable(index_type: str, params: FaissParams, n: int | None = None) 
 
 
 def empty_index(dim: int, n: int, index_type: str, params: FaissParams) -> faiss.Index:
-    """An untrained, empty inner-product index of ``index_type`` for ``n`` vectors of dimension ``dim``; settings
-    faiss cannot train on ``n`` vectors are an InputError (:func:`check_trainable`)."""
+    """An untrained, empty inner-product index of ``index_type`` (:func:`check_trainable` first)."""
     faiss = import_faiss()
     check_trainable(index_type, params, n)
     ip = faiss.METRIC_INNER_PRODUCT
@@ -242,8 +238,7 @@ def empty_index(dim: int, n: int, index_type: str, params: FaissParams) -> faiss
 
 
 def train_index(index: faiss.Index, sample: np.ndarray, params: FaissParams, use_gpu: bool = False) -> faiss.Index:
-    """``index`` trained on ``sample`` (IVF types: the coarse quantiser, on the GPU when asked and present, and the
-    codes' quantisers); its ``nprobe`` set. Other types are returned as they are."""
+    """``index`` trained on ``sample`` (IVF types; others returned as they are), its ``nprobe`` set."""
     faiss = import_faiss()
     if not isinstance(index, faiss.IndexIVF) and faiss.try_extract_index_ivf(index) is None:
         return index

@@ -30,8 +30,7 @@ def shard_name(i: int) -> str:
 
 def write_dense_index(d: DenseConfig, n: int, build_dir: Path, out: Path, show: bool) -> tuple[dict[str, Any],
                                                                                             dict[str, Any]]:
-    """Write the index of the ``n`` encoded vectors in ``build_dir`` into ``out``; its file records and the fields
-    it adds to the manifest (``dim``; ``vectors``: the stored shards; ``recall``: an approximate index's)."""
+    """Write the index of the ``n`` encoded vectors in ``build_dir`` into ``out``: its file records and fields."""
     n_shards = (n + d.shard_size - 1) // d.shard_size
     names = [shard_name(i) for i in range(n_shards)]
     shards = VectorShards([build_dir / name for name in names], mmap=True)

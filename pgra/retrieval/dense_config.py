@@ -1,5 +1,4 @@
-"""The dense retriever's settings (the ``dense.*`` section), apart so that the index writer need not import
-the retriever."""
+"""The dense retriever's settings (``dense.*``), apart so that the index writer need not import the retriever."""
 
 from __future__ import annotations
 

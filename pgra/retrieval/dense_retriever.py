@@ -46,8 +46,7 @@ def trained_pooler(encoder: str | Path) -> str | None:
 
 
 def check_pooler_of_encoder(encoder: str | Path, pooler: str, field: str, path: Path | None = None) -> None:
-    """Refuse ``pooler`` for an encoder trained for another one (:func:`trained_pooler`): its vectors would be
-    another representation than the one it learned, and the index would be silently worse."""
+    """Refuse ``pooler`` for an encoder trained for another (:func:`trained_pooler`): a silently worse index."""
     trained = trained_pooler(encoder)
     if trained is not None and trained != pooler:
         raise InputError(f"the encoder {encoder} was trained (pgra train-simcse) for pooler '{trained}', as its "
@@ -111,8 +110,7 @@ class DenseRetriever(Retriever):
         self.encoder_fingerprint: str | None = None
 
     def validate(self) -> None:
-        """What the fields' own checks (pooler, index type, shard size: IndexConfig.validate's check_config) cannot
-        see."""
+        """What the fields' own checks (IndexConfig.validate's check_config) cannot see."""
         d = self.settings
         if d.rescore and d.index_type == "flat":
             raise InputError("rescore re-scores an approximate index's candidates: a flat index's scores are "
@@ -121,8 +119,7 @@ class DenseRetriever(Retriever):
         check_trainable(d.index_type, d.faiss)  # a training sample too small for the codebooks
 
     def _check_corpus_size(self) -> None:
-        """An ``ivfpq`` corpus smaller than its codebooks is refused before anything is written (the corpus is read
-        only up to that many sentences)."""
+        """Refuse an ``ivfpq`` corpus smaller than its codebooks before anything is written."""
         d = self.settings
         if d.index_type != "ivfpq":
             return
@@ -134,8 +131,7 @@ class DenseRetriever(Retriever):
         check_trainable(d.index_type, d.faiss, sum(1 for _ in islice(iter_corpus(self.cfg.source()), need)))
 
     def prepare(self) -> None:
-        """An encoder that cannot load, or a corpus too small for the index type, is refused before anything is
-        written."""
+        """Refuse an encoder that cannot load, or a corpus too small for the index type, before anything is written."""
         from transformers import AutoConfig
 
         from ..lm.loading import load_pretrained
@@ -198,8 +194,7 @@ class DenseRetriever(Retriever):
         bar.close()
 
     def estimated_index_bytes(self, sentences: int) -> tuple[float | None, str]:
-        """``sentences`` x the encoder's dimension x 4 B (flat, HNSW's graph not counted), 1 B a dimension for
-        ``ivfsq8``, the sub-quantisers' bytes for ``ivfpq``."""
+        """``sentences`` x dim x 4 B (flat), 1 B a dim for ``ivfsq8``, the sub-quantisers' bytes for ``ivfpq``."""
         from ..runtime.sizes import hidden_size
 
         dim = hidden_size(str(self.settings.encoder))  # a Hub model that is not here: its known size
@@ -239,8 +234,7 @@ class DenseRetriever(Retriever):
 
     @classmethod
     def encoder_of(cls, record: dict[str, Any]) -> tuple[str, str | None] | None:
-        """The recorded encoder and its pooler; a record naming an encoder without a known pooler is refused (a
-        caller would fall back to its own default pooler: another representation than the index's)."""
+        """The recorded encoder and its pooler; a record without a known pooler is refused (no silent default)."""
         from .encoder import POOLERS
 
         if not record.get("encoder"):

@@ -70,8 +70,7 @@ class Index:
 
     @property
     def encoder(self) -> Any:
-        """The index's own query encoder (a dense index's; the manifest's path, or the verified override), loaded
-        on first use."""
+        """The index's own query encoder (a dense index's), loaded on first use."""
         return self.searcher.encoder
 
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:

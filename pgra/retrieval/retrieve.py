@@ -64,8 +64,7 @@ class RetrieveConfig:
 
 
 def write_candidates(cfg: RetrieveConfig, run: StageRun) -> dict[str, Any] | None:
-    """The candidates stage's build in every process of ``run.ctx`` (each searches its share of the queries, rank 0
-    writes every requested split); returns the manifest's fields on rank 0."""
+    """The candidates stage's build in every process (each searches its share); the manifest's fields on rank 0."""
     check_config(cfg)
     for name in ("task", "index", "out"):
         if not getattr(cfg, name):
@@ -126,8 +125,7 @@ def write_candidates(cfg: RetrieveConfig, run: StageRun) -> dict[str, Any] | Non
 
 def _search_share(cfg: RetrieveConfig, index: Index, examples: list, qctx: DistContext, excluded: set[str],
                   progress_bar: bool, split: str) -> tuple[list[dict], int]:
-    """This rank's share of a split's queries (fixed global chunks, round-robin), searched: their records and how
-    many hits the exclusions removed."""
+    """This rank's share of a split's queries, searched: their records and how many hits the exclusions removed."""
     size = cfg.query_batch_size
     mine = [examples[c * size:(c + 1) * size] for c in qctx.shard(query_chunks(len(examples), size))]
     records, removed = [], 0
@@ -148,15 +146,13 @@ def query_chunks(n: int, size: int) -> int:
 
 
 def chunk_place(i: int, size: int, writers: int) -> tuple[int, int]:
-    """Where input ``i`` of a split lies after a search in fixed chunks of ``size`` over ``writers`` ranks (chunk c
-    on rank c % writers, each rank's chunks in order): ``(rank, row in that rank's records)``."""
+    """``(rank, row)`` of input ``i`` after a search in fixed chunks of ``size`` round-robin over ``writers`` ranks."""
     chunk = i // size
     return chunk % writers, (chunk // writers) * size + i % size
 
 
 def by_score_then_position(scores: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row of top-k ``(scores, positions)`` ordered by score (its own dtype: no rounding), then by lower
-    position; -1 positions (none found) last."""
+    """Each top-k row ordered by score (no rounding), then lower position; -1 positions (none found) last."""
     missing = positions < 0
     order = np.lexsort((np.where(missing, np.iinfo(np.int64).max, positions), -np.asarray(scores, np.float64),
                         missing), axis=1)
@@ -212,8 +208,7 @@ def read_excluded_ids(path: str | Path) -> set[str]:
 
 
 def recorded_exclusions(manifest: dict[str, Any], folder: str | Path) -> set[str]:
-    """The ids a candidates folder's retrieval excluded (its manifest's ``excluded`` record: none when it
-    excluded none), read again from the recorded file, which must still hold what it held then."""
+    """The ids a candidates folder's retrieval excluded, read again from the recorded, unchanged file."""
     record = manifest.get("excluded")
     if not record:
         return set()

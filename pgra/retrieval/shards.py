@@ -18,8 +18,7 @@ MISSING_SCORE = np.float32(-np.finfo(np.float32).max)  # what faiss returns besi
 
 
 def merge_topk(scores: Sequence[np.ndarray], ids: Sequence[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The best ``k`` of several ``(n_queries, k_i)`` top-k lists of the same queries, per query by score, then by
-    lower position; -1 positions (none found) last. Returns ``(scores, positions)`` of shape ``(n, min(k, sum k_i))``."""
+    """The best ``k`` of several top-k lists of the same queries, by score then lower position, -1 last."""
     s = np.concatenate([np.asarray(x, dtype=np.float32) for x in scores], axis=1)
     i = np.concatenate([np.asarray(x, dtype=np.int64) for x in ids], axis=1)
     missing = i < 0
@@ -107,8 +106,7 @@ def _pad(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.nd
 
 def rescore(vectors: VectorShards, queries: np.ndarray, candidates: np.ndarray, k: int) -> tuple[np.ndarray,
                                                                                                  np.ndarray]:
-    """The top ``k`` of each query's ``candidates`` (positions, -1 = none) by exact inner product with the stored
-    vectors, score then lower position first."""
+    """The top ``k`` of each query's ``candidates`` by exact inner product with the stored vectors."""
     queries = np.asarray(queries, dtype=np.float32)
     exact = np.einsum("qd,qcd->qc", queries, vectors.rows(candidates)).astype(np.float32)
     return merge_topk([exact], [candidates], k)
@@ -126,8 +124,7 @@ def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
 
 def search_index(index, queries: np.ndarray, k: int, stored: VectorShards | None = None,
                  factor: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k of a faiss ``index``; with ``stored`` vectors and a re-scoring ``factor``, its top ``k * factor``
-    candidates re-ranked by their exact scores (a compressed index's approximate scores replaced)."""
+    """Top-k of a faiss ``index``; with ``stored`` vectors and ``factor``, its top ``k * factor`` re-scored exactly."""
     if stored is None or factor <= 0:
         return search_faiss(index, queries, k)
     k = min(k, index.ntotal)
@@ -141,8 +138,7 @@ def search_index(index, queries: np.ndarray, k: int, stored: VectorShards | None
 
 
 def held_out_recall(search, shards: VectorShards, n_queries: int, k: int, seed: int) -> dict[str, float | int]:
-    """recall@k of ``search`` against exact search on ``n_queries`` seeded stored vectors, each query's own
-    position left out of both lists."""
+    """recall@k of ``search`` against exact search on seeded stored vectors, each query's own position left out."""
     n = len(shards)
     k = min(k, n - 1)
     picks = np.sort(np.random.default_rng(seed).choice(n, min(n_queries, n), replace=False))
@@ -158,8 +154,7 @@ def held_out_recall(search, shards: VectorShards, n_queries: int, k: int, seed: 
 
 def merge_over_ranks(ctx: DistContext, scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray,
                                                                                               np.ndarray]:
-    """Every rank's top-k of the same queries (each over its own shards) merged into the global top-k, on every
-    rank (all_gather + :func:`merge_topk`)."""
+    """Every rank's top-k of the same queries merged into the global top-k, on every rank."""
     parts = gather_objects(ctx, (scores, ids))
     merged = merge_topk([p[0] for p in parts], [p[1] for p in parts], k)
     return _pad(*merged, k)
