@@ -90,8 +90,7 @@ class ReaderFormatter:
         return ctxs
 
     def collate(self, records: Sequence[dict[str, Any]], pad_to_multiple: int = 1) -> dict[str, torch.Tensor]:
-        """Batch tensors: input_ids/attention_mask ``(B, P, L)`` (L: the longest input, rounded up to
-        ``pad_to_multiple`` within ``max_length``), labels ``(B, T)``, label_index ``(B,)``."""
+        """Batch tensors: input_ids/attention_mask ``(B, P, L)``, labels ``(B, T)``, label_index ``(B,)``."""
         seqs = [[self.passage_ids(r["text"], ev) for ev in self.passages(r)] for r in records]
         n_p = len(seqs[0])
         longest = max(len(s) for row in seqs for s in row)

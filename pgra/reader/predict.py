@@ -37,8 +37,7 @@ class Predictions:
 def predict_records(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[str, Any]], batch_size: int,
                     mode: str = "scoring", autocast: Callable[[], Any] | None = None,
                     encoded: EncodedInputs | None = None) -> Predictions:
-    """Predict ``records`` with ``reader``, batch by batch (``autocast``: a context factory per batch;
-    ``encoded``: the records' stored encoder states, scoring mode)."""
+    """Predict ``records`` with ``reader`` batch by batch (``encoded``: their stored encoder states, scoring mode)."""
     if encoded is not None and (mode != "scoring" or len(encoded) != len(records)):
         raise ValueError("precomputed encoder outputs need scoring mode and one entry per record")
     if mode not in PREDICT_MODES:

@@ -1,5 +1,4 @@
-"""An encoder split into a frozen bottom and a trainable top (``train_top_layers``), one adapter per
-architecture (``@SPLITS.register`` under ``config.model_type``): ``top(bottom(x))`` is the whole encoder."""
+"""An encoder split into a frozen bottom and a trainable top (``train_top_layers``), one adapter per architecture."""
 
 from __future__ import annotations
 
@@ -74,8 +73,7 @@ class BertSplit(EncoderSplit):
 
 @SPLITS.register
 class T5Split(EncoderSplit):
-    """T5 encoder stacks: embeddings, then ``block`` (the first block holds the relative position bias every block
-    adds), then the final norm and dropout, which belong to the top."""
+    """T5 encoder stacks: embeddings, ``block`` (the first holds the shared position bias), final norm and dropout."""
 
     name = "t5"
 

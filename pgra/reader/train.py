@@ -119,8 +119,7 @@ def _accelerator(cfg: TrainConfig, use_deepspeed: bool):
 
 
 def deepspeed_settings(plugin: Any, cfg: TrainConfig, num_processes: int) -> dict[str, Any]:
-    """Put the micro batch (for ``auto``) and ``gradient_clipping`` = ``max_grad_norm`` into accelerate's
-    DeepSpeed config (DeepSpeed clips itself) and return it; a config with another clipping is refused."""
+    """Put the micro batch and ``gradient_clipping = max_grad_norm`` into the DeepSpeed config (another refused)."""
     config = plugin.deepspeed_config
     if plugin.is_auto("train_micro_batch_size_per_gpu"):
         config["train_micro_batch_size_per_gpu"] = -(-cfg.batch_size // num_processes)
@@ -136,8 +135,7 @@ def deepspeed_settings(plugin: Any, cfg: TrainConfig, num_processes: int) -> dic
 
 
 def compile_for_training(reader: FiDReader, mode: str = "default") -> None:
-    """``torch.compile`` the reader's forward in place in ``mode``; dropout keeps torch's generator
-    (``fallback_random``), so each batch's seed still fixes its masks. Evaluation stays eager."""
+    """``torch.compile`` the reader's forward; dropout keeps torch's generator, so a batch's seed fixes its masks."""
     import torch._inductor.config as inductor_config
 
     inductor_config.fallback_random = True
@@ -145,8 +143,7 @@ def compile_for_training(reader: FiDReader, mode: str = "default") -> None:
 
 
 def stored_top_layers(cfg: TrainConfig, reader: FiDReader) -> int | None:
-    """How many of the encoder's top layers train on the stored outputs of the frozen ones below (0: all frozen), or
-    None when nothing is stored (every weight trains)."""
+    """How many top encoder layers train on the frozen ones' stored outputs (0: all frozen; None: nothing stored)."""
     n = cfg.train_top_layers
     if n is None:
         return 0 if cfg.freeze_encoder else None
@@ -257,8 +254,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
 
 
 def _check_finished_run(out: Path, cfg: TrainConfig, data_dir: Path) -> None:
-    """Refuse to train a finished run (its checkpoints deleted) again with other settings or data than its
-    manifest records, as resuming would (an unreadable manifest is not compared)."""
+    """Refuse to train a finished run again with other settings or data than its manifest records."""
     from ..core.config import from_dict
     from ..core.errors import PgraError
     from ..storage.artifacts import read_json_object
@@ -297,8 +293,7 @@ def _evaluate_dev(s: TrainingSetup, step: int) -> tuple[float, bool]:
 
 def _rank_batch(s: TrainingSetup, positions: list[int], share: slice,
                 ) -> tuple[dict[str, torch.Tensor], float, tuple[int, int]]:
-    """This process's part of a global batch on its device, its weight (share of target tokens) and its
-    (target, input) token counts; a process with no part runs the first input at weight 0, joining every all-reduce."""
+    """This process's part of a global batch, its weight and token counts (no part: the first input at weight 0)."""
     mine = positions[share]
     records = [s.train_records[i] for i in mine or positions[:1]]
     if s.encoded_train is not None:
@@ -317,8 +312,7 @@ def _rank_batch(s: TrainingSetup, positions: list[int], share: slice,
 
 
 class HostValue:
-    """A 0-dim tensor on its way to the host: on a GPU copied to pinned memory behind an event, so :meth:`read` waits
-    for the work queued so far only (``Tensor.item()`` would wait for the next step's too)."""
+    """A 0-dim tensor on its way to the host, so :meth:`read` waits only for the work queued so far."""
 
     def __init__(self, value: torch.Tensor) -> None:
         self.ready = None
@@ -348,8 +342,7 @@ def train_loop(s: TrainingSetup) -> None:
     pending: tuple[int, HostValue, float] | None = None  # a step whose loss the host has not read yet
 
     def log_step(step: int, loss_sum: HostValue, lr: float, evaluate: bool = False) -> bool:
-        """Read ``step``'s loss (waiting for that step only), evaluate on dev if asked, and record the step in
-        the history, the training log and the tracker; returns whether early stopping ends the run."""
+        """Read ``step``'s loss, evaluate on dev if asked, and record the step; whether early stopping ends the run."""
         mean_loss = loss_sum.read() / cfg.grad_accum
         bar.set_postfix(loss=f"{mean_loss:.4f}")  # before update: a log line shows this step's loss
         bar.update(1)

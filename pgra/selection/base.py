@@ -1,5 +1,4 @@
-"""The one interface of every demonstration-selection strategy (OpenICL's retriever shape): ``select`` gives
-each query's training positions in prompt order (the last next to the query), never the query itself."""
+"""The one interface of every demonstration-selection strategy (OpenICL's retriever shape)."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ def same_input(query: Example, candidate: Example) -> bool:
 
 
 class Selector(ABC):
-    """A demonstration-selection strategy: ``fit(task, train)``, then ``select(queries)``; ``options``: the dataclass
-    of its options (in the ``demos`` section), or None; ``encoder``: the index's encoder, already loaded."""
+    """A demonstration-selection strategy; ``options``: its options' dataclass (in ``demos``), or None."""
 
     name: ClassVar[str]
     per_query: ClassVar[bool] = True
@@ -138,8 +136,7 @@ def order_by_similarity(ranked: list[int], reverse: bool) -> list[int]:
 
 
 def settings_key(settings: Any) -> dict[str, Any]:
-    """What in ``settings`` defines a selection (no cache folder or batch size), with the annotation file's
-    content hash: for the cache keys of the runs that use it."""
+    """What in ``settings`` defines a selection, with the annotation file's content hash: for cache keys."""
     from pathlib import Path
 
     from ..core.config import io_role, result_settings
@@ -154,8 +151,7 @@ def settings_key(settings: Any) -> dict[str, Any]:
 
 
 def with_index_encoder(settings: Any, index: dict[str, Any] | None) -> Any:
-    """``settings`` whose empty ``encoder`` defaults to the index's query encoder and pooler, when its retriever
-    has one (a candidates manifest's ``index`` record)."""
+    """``settings`` whose empty ``encoder`` defaults to the index's query encoder and pooler, where it has one."""
     from dataclasses import replace
 
     from ..retrieval.base import recorded_encoder

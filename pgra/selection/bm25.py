@@ -1,5 +1,4 @@
-"""``bm25``: the m training inputs nearest to each query under BM25 (OpenICL's BM25 retriever), scored by pgra's
-own BM25 (:mod:`pgra.retrieval.bm25`: rank_bm25's Okapi over ``text.split(" ")``, the paper's tokenisation)."""
+"""``bm25``: the m training inputs nearest each query under pgra's BM25 (OpenICL's BM25 retriever)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ class BM25Options:
 
 @STRATEGIES.register
 class BM25Selector(Selector):
-    """The training inputs with the highest BM25 score against the query (ties keep training order); the best
-    sits next to the query unless ``reverse``."""
+    """The training inputs of highest BM25 score against the query; the best next to the query unless ``reverse``."""
 
     name = "bm25"
     options = BM25Options

@@ -34,8 +34,7 @@ def dpp_kernel(query: np.ndarray, candidates: np.ndarray, scale: float) -> np.nd
 
 
 def greedy_map(kernel: np.ndarray, m: int) -> list[int]:
-    """The greedy MAP of a k-DPP (Chen et al. 2018's incremental Cholesky): up to ``m`` positions in the order
-    chosen, stopping early when no candidate adds to the determinant (ties: the lower position)."""
+    """The greedy MAP of a k-DPP (Chen et al. 2018): up to ``m`` positions, stopping when none adds to the det."""
     n = len(kernel)
     m = min(m, n)
     if m == 0:
@@ -59,8 +58,7 @@ def greedy_map(kernel: np.ndarray, m: int) -> list[int]:
 
 @STRATEGIES.register
 class DPPSelector(EncodedSelector):
-    """Per query: its ``dpp_candidates`` nearest allowed training inputs, the k-DPP's greedy MAP among them (filled
-    up by relevance when the kernel's rank runs out); the first chosen next to the query unless ``reverse``."""
+    """Per query, the k-DPP's greedy MAP among its ``dpp_candidates`` nearest inputs (filled up by relevance)."""
 
     name = "dpp"
     options = DPPOptions

@@ -35,8 +35,7 @@ class EncoderOptions:
 
 
 class CachedEncoder:
-    """A :class:`~pgra.retrieval.encoder.DenseEncoder` whose unnormalised encodings of a list of texts are kept on
-    disk, keyed by the encoder's files, pooler, length limit and the texts."""
+    """A :class:`~pgra.retrieval.encoder.DenseEncoder` whose raw encodings of a list of texts are cached on disk."""
 
     def __init__(self, settings: Any, device: str | None = None, show_progress: bool = False,
                  loaded: Any = None) -> None:
@@ -112,8 +111,7 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
 
 
 class EncodedSelector(Selector):
-    """A strategy over the sentence encoder's embeddings: ``fit`` encodes the training set once (cached) into
-    :attr:`train_vectors` and unit :attr:`train_units`; :meth:`query_units` encodes queries. Draws nothing."""
+    """A strategy over the sentence encoder's embeddings (the training set encoded once, cached). Draws nothing."""
 
     @classmethod
     def uses_seed(cls, num_demos: int, settings) -> bool:

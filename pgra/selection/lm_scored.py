@@ -1,5 +1,4 @@
-"""What the strategies that ask a causal LM share (``mdl``, ``topk_cone``): a lazily loaded
-:class:`~pgra.lm.label_scoring.LabelScorer`, freed by ``release``, its cost counted into the selection's."""
+"""What the strategies that ask a causal LM share (``mdl``, ``topk_cone``): a lazily loaded LabelScorer."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from .encoded import EncodedSelector
 
 
 class LMScoredSelector(EncodedSelector):
-    """An :class:`~pgra.selection.encoded.EncodedSelector` that scores prompts with the stage's causal LM; subclasses
-    implement :meth:`select_new` (a query's text selected before is answered from memory)."""
+    """An encoded selector that scores prompts with the stage's causal LM (subclasses implement :meth:`select_new`)."""
 
     _scorer: Any = None
 
@@ -45,8 +43,7 @@ class LMScoredSelector(EncodedSelector):
         return self._scorer
 
     def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """``(log-likelihoods, token counts)`` of each continuation after each prompt (``(prompts, continuations)``
-        arrays), the LM's work added to the selection's cost."""
+        """``(log-likelihoods, token counts)`` of each continuation after each prompt, the LM's work counted."""
         scorer = self.scorer
         calls, tokens = scorer.cost.calls, scorer.cost.tokens
         out = scorer.score(list(prompts), list(continuations))

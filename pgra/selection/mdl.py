@@ -1,5 +1,4 @@
-"""``mdl``: self-adaptive in-context learning (Wu et al. 2022; docs/selectors.md): per query, candidate
-demonstration sets ranked by the entropy of the LM's label distribution after them (its expected codelength)."""
+"""``mdl``: self-adaptive in-context learning (Wu et al. 2022; docs/selectors.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``mmr``: maximal marginal relevance (Carbonell and Goldstein 1998) over the sentence encoder's embeddings:
-relevance to the query against redundancy among the demonstrations already chosen."""
+"""``mmr``: maximal marginal relevance (Carbonell and Goldstein 1998) over the sentence encoder's embeddings."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ class MMROptions(EncoderOptions):
 
 
 def mmr_rank(relevance: np.ndarray, similarity: np.ndarray, m: int, lam: float) -> list[int]:
-    """Greedy MMR: ``m`` positions, each the argmax of ``lam * relevance - (1 - lam) * max similarity to those
-    already chosen`` (ties: the lower position)."""
+    """Greedy MMR: ``m`` positions, each the argmax of ``lam * rel - (1 - lam) * max sim to those chosen``."""
     chosen: list[int] = []
     redundancy = np.zeros(len(relevance))
     free = np.ones(len(relevance), bool)

@@ -1,5 +1,4 @@
-"""The ``demos`` section of a stage that selects demonstrations, made from the registered strategies' own
-options: flat, an option two strategies declare being one they share, the cosmetic ones last."""
+"""The ``demos`` section of a stage that selects demonstrations, made from the registered strategies' options."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``skill_knn``: inputs rewritten into skill descriptions by an LLM, then nearest neighbours over the
-rewrites' embeddings (An et al. 2023; docs/selectors.md)."""
+"""``skill_knn``: nearest neighbours over LLM-rewritten skill descriptions (An et al. 2023; docs/selectors.md)."""
 
 from __future__ import annotations
 
@@ -61,8 +60,7 @@ class SkillKnnSelector(Selector):
 
     @classmethod
     def uses_seed(cls, num_demos: int, settings) -> bool:
-        """Only the m-rewrite variants shuffle the annotated demonstrations with the seed (rewrite 0 keeps the
-        file order, and ``single`` makes only that one)."""
+        """Only the m-rewrite variants shuffle the annotated demonstrations with the seed."""
         return num_demos > 0 and settings.variant != "single" and settings.rewrites > 1
 
     @property
@@ -87,8 +85,7 @@ class SkillKnnSelector(Selector):
         self.train_vectors = np.stack([self.encoder.encode(r) for r in self.train_rewrites])
 
     def _rewrite(self, texts: list[str]) -> list[list[str]]:
-        """Per rewrite variant, the rewrites of ``texts``. The cost counts each distinct rewrite once (a query
-        selected again adds nothing), cached ones at what they cost when made."""
+        """Per rewrite variant, the rewrites of ``texts`` (each distinct rewrite costed once, cached ones as made)."""
         out = [[r.text for r in self.rewriter.rewrite(texts, v)] for v in range(self.n_rewrites)]
         r = self.rewriter
         self.cost.lm_calls, self.cost.lm_tokens, self.cost.rewrites_cached = r.cost.calls, r.cost.tokens, r.cached

@@ -1,5 +1,4 @@
-"""``topk_cone``: TopK + ConE (Peng et al. 2023): the query's nearest training inputs re-ranked by the LM's
-conditional entropy of the query given each one as the demonstration (docs/selectors.md)."""
+"""``topk_cone``: TopK + ConE (Peng et al. 2023; docs/selectors.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``votek``: a task-level pool by vote-k (Su et al. 2022), then the nearest pool members per query
-(docs/selectors.md)."""
+"""``votek``: a task-level vote-k pool (Su et al. 2022), then each query's nearest pool members."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Alignment and uniformity (Wang and Isola 2020) of unit sentence vectors: positives are the two dropout
-views of one held-out sentence; lower is better for both."""
+"""Alignment and uniformity (Wang and Isola 2020) of unit sentence vectors; lower is better for both."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""SimCSE's training model (the encoder's CLS through an MLP; inference drops the MLP, ``cls_before_pooler``)
-and the in-batch contrastive loss."""
+"""SimCSE's training model (CLS through an MLP, dropped at inference) and the in-batch contrastive loss."""
 
 from __future__ import annotations
 

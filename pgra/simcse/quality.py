@@ -1,5 +1,4 @@
-"""An encoder judged by what it retrieves, without labelled pairs (``pgra eval-encoder``; ``train-simcse``):
-same-group recall@k and, given a task, kNN label accuracy on dev."""
+"""An encoder judged by what it retrieves (``pgra eval-encoder``): same-group recall@k and kNN accuracy on dev."""
 
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ def read_groups(paths: list[str], text_field: str, group_field: str) -> tuple[li
 
 def group_recall(queries: np.ndarray, query_rows: list[int], space: np.ndarray, groups: list[str | None],
                  ks: list[int], chunk: int = 256) -> dict[str, float]:
-    """recall@k for each k: the share of queries with another sentence of their group among their k nearest rows
-    of ``space`` (themselves left out), chunked over the queries."""
+    """recall@k for each k: the share of queries with another sentence of their group among their k nearest."""
     top = max(ks)
     found = np.zeros((len(query_rows), len(ks)), dtype=bool)
     group_ids = {g: i for i, g in enumerate(dict.fromkeys(g for g in groups if g is not None))}
@@ -88,8 +86,7 @@ def group_recall(queries: np.ndarray, query_rows: list[int], space: np.ndarray, 
 
 def knn_accuracy(train: np.ndarray, train_labels: list[str], train_texts: list[str], dev: np.ndarray,
                  dev_labels: list[str], dev_texts: list[str], k: int, task) -> float:
-    """Accuracy of the majority label of the k nearest training inputs (an identical text never votes;
-    ``task``: its labels break no tie, the nearest tied voter does)."""
+    """Accuracy of the k nearest training inputs' majority label (never an identical text; ties: the nearest voter)."""
     from ..methods.knn_vote import vote
 
     sims = dev @ train.T
@@ -103,8 +100,7 @@ def knn_accuracy(train: np.ndarray, train_labels: list[str], train_texts: list[s
 
 @dataclass
 class EvalInputs:
-    """What is searched and classified: every sentence with its group (None: a distractor), the query rows, and
-    the task's training and dev inputs."""
+    """What is searched and classified: grouped sentences (None: a distractor), query rows, train and dev inputs."""
 
     texts: list[str]
     groups: list[str | None]
