@@ -72,8 +72,7 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
 
 
 def result_settings(cfg: Any, without: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The fields of ``cfg`` that define its result: less the cosmetic ones, the ``omit_default`` ones at their
-    default, and ``without`` (what the caller keys separately)."""
+    """The fields of ``cfg`` that define its result (not cosmetic, not ``omit_default`` at default, not ``without``)."""
     fields = dataclasses.fields(cfg)
     left_out = {f.name for f in fields if f.metadata.get("cosmetic")}
     left_out |= {f.name for f in fields if f.metadata.get("omit_default") and at_default(cfg, f)}
@@ -123,8 +122,7 @@ def field_choices(f: dataclasses.Field) -> list[Any] | None:
 
 
 def section_type(tp: Any) -> Any:
-    """The dataclass a section's declared type stands for: the type itself, or for one with a ``__section__``
-    classmethod (:class:`pgra.selection.SelectorSettings`), the dataclass of the parts registered now."""
+    """The dataclass a section's declared type stands for (made by its ``__section__``, where it has one)."""
     made = getattr(tp, "__section__", None)
     return made() if made is not None else tp
 
@@ -192,8 +190,7 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
 
 
 def _choice_word(f: dataclasses.Field, value: Any) -> Any:
-    """YAML 1.1 reads no/off/false and yes/on/true as bools: where the field's choices hold such a word (e.g.
-    ``reader.mixed_precision=no``), the bool is that word."""
+    """YAML 1.1 reads no/off/yes/on as bools: where the field's choices hold such a word, the bool is that word."""
     allowed = field_choices(f)
     if not isinstance(value, bool) or allowed is None or value in allowed:
         return value
@@ -306,8 +303,7 @@ def _check_overlap(cfg: Any, prefix: str = "") -> tuple[dict[str, Any], set[str]
 
 
 def check_config(cfg: Any, prefix: str = "") -> None:
-    """Check a config when a stage starts: every field (:func:`_check_field`, paths included) and that no output
-    folder is, holds or lies inside an input (see ``io`` in :func:`option`)."""
+    """Check a config when a stage starts: every field (paths included) and that no output overlaps an input."""
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         if dataclasses.is_dataclass(value):

@@ -1,5 +1,4 @@
-"""Error types that tell the user which file, line and field is wrong, and the helpers that read and echo a user's text
-for them."""
+"""Error types naming the file, line and field that is wrong, and helpers that read and echo a user's text."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def clip(text: str, limit: int = ECHO_LIMIT) -> str:
 
 
 def whole_number(text: object) -> int | None:
-    """The whole number ``text`` spells in at most 18 ASCII digits (spaces around allowed); None for anything else
-    (a sign, ``1.5``, a superscript ``²``)."""
+    """The whole number ``text`` spells in at most 18 ASCII digits (spaces around allowed), else None."""
     text = str(text).strip()
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
@@ -74,8 +72,7 @@ def shorten(value: object, limit: int = ECHO_LIMIT) -> str:
 
 
 def os_error_message(error: OSError, writing: str | Path | None = None) -> str:
-    """One line for an operating-system error (a full disk, a permission, a read-only or missing folder),
-    naming the path (the error's own, else the output folder being written) and what to do about it."""
+    """One line for an OSError (full disk, permission ...), naming the path and what to do about it."""
     import errno
 
     where = f"{error.filename}: " if error.filename else f"while writing {writing}: " if writing else ""

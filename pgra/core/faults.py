@@ -12,8 +12,7 @@ _hits: dict[str, int] = {}
 
 
 def parse_fault(spec: str | None = None) -> tuple[str, int] | None:
-    """``PGRA_FAULT`` (or ``spec``) as ``(point, n)``, None when unset; a malformed value (``x@abc``, ``@2``)
-    is an InputError naming the variable, so a test harness typo never passes as "no fault"."""
+    """``PGRA_FAULT`` (or ``spec``) as ``(point, n)``, None when unset; a malformed value is an InputError."""
     spec = os.environ.get(ENV) if spec is None else spec
     if not spec:
         return None

@@ -39,8 +39,7 @@ class _ErrorsOnly(logging.Filter):
 
 
 def configure_child_output() -> None:
-    """In a pgra child process (a grid's cell or worker): quiet as its parent was (:data:`QUIET_MARK`). Warning
-    filters do not pass to child processes; the environment does."""
+    """In a pgra child process: quiet as its parent was (:data:`QUIET_MARK`; warning filters are not inherited)."""
     if os.environ.get(QUIET_MARK) == "1":
         configure_output(False)
 

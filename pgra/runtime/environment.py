@@ -1,5 +1,4 @@
-"""The environment a result was made in (versions, commit, accelerator or CPU), as a reproduction log records
-it, and a summary of what an experiment's cells recorded."""
+"""The environment a result was made in, as a reproduction log records it, and what a grid's cells recorded."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ def threads_per_core() -> int | None:
 
 
 def cpu_description() -> dict[str, Any]:
-    """The CPU: its model name, logical cores, the threads a physical core runs, and which of :data:`SIMD_FLAGS` it
-    has (Linux's /proc/cpuinfo and /sys; elsewhere the platform's processor name only)."""
+    """The CPU: model name, logical cores, threads per core and which :data:`SIMD_FLAGS` it has."""
     from .device import cpu_flags, cpu_model
 
     flags = cpu_flags()
@@ -104,8 +102,7 @@ def _section(record: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def cells_environment(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the cells recorded of where they ran: the distinct pgra commits, library versions and hardware
-    (device, CPU, cores), each with how many cells; and each reader's precision setting."""
+    """The distinct commits, versions and hardware the cells recorded, each with its count, and readers' precisions."""
     hardware = [{k: _section(_section(r, "cost"), "hardware").get(k) for k in ("device", "cpu", "cores")}
                 for r in records]
     precision = [_section(_section(r, "config"), "reader").get("mixed_precision") for r in records]

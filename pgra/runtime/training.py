@@ -1,5 +1,4 @@
-"""What the trainers (FiD reader, SimCSE) share: a seeded sampler, AdamW with the linear schedule, and
-resumable checkpoints (a damaged one is skipped for the one before it)."""
+"""What the trainers (FiD reader, SimCSE) share: seeded sampler, AdamW with linear schedule, checkpoints."""
 
 from __future__ import annotations
 
@@ -37,16 +36,14 @@ class EpochSampler(Sampler[int]):
 
 
 def rank_share(batch_size: int, world: int, rank: int) -> slice:
-    """The contiguous part of a global batch that process ``rank`` of ``world`` trains on: sizes differ by at most
-    one, the first ranks take the larger, and a rank past ``batch_size`` gets an empty slice."""
+    """The contiguous part of a global batch that ``rank`` of ``world`` trains on (sizes differ by one at most)."""
     base, extra = divmod(batch_size, world)
     start = rank * base + min(rank, extra)
     return slice(start, start + base + (rank < extra))
 
 
 def fp16_device_present() -> bool:
-    """Whether this machine has a device that runs fp16 mixed precision (accelerate's autocast and loss scaling: a
-    CUDA, XPU or MPS GPU). On a CPU accelerate ignores fp16 and trains in fp32."""
+    """Whether a device here runs fp16 mixed precision (CUDA, XPU or MPS; on a CPU accelerate ignores fp16)."""
     if torch.cuda.is_available():
         return True
     xpu = getattr(torch, "xpu", None)
@@ -94,8 +91,7 @@ def _complete_checkpoints(out: Path) -> list[Path]:
 
 
 def read_checkpoint(ckpt: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """A complete checkpoint's marker (``trainer_state.json``; None when unreadable) and what is wrong with the
-    checkpoint (None when whole: every file's size and, up to 256 MiB, checksum as the marker recorded)."""
+    """A checkpoint's marker (None: unreadable) and what is wrong with it (None: whole)."""
     try:
         saved = json.loads((ckpt / "trainer_state.json").read_text(encoding="utf-8"))
         records = saved.get("files", {})
@@ -132,8 +128,7 @@ def resume_settings(cfg: Any) -> dict[str, Any]:
 
 
 def save_checkpoint(acc, out: Path, state: dict[str, Any], keep: int, resume_key: dict[str, Any]) -> None:
-    """Save ``acc``'s full state as ``out/checkpoints/step_<n>`` with its marker (``trainer_state.json``: the trainer
-    state, ``resume_key`` and file records), keeping the ``keep`` latest checkpoints."""
+    """Save ``acc``'s state as ``out/checkpoints/step_<n>`` with its marker, keeping the ``keep`` latest."""
     directory = out / "checkpoints" / f"step_{state['step']}"
     if acc.is_main_process and directory.exists():  # a damaged one from a run that was not resumed from it
         shutil.rmtree(directory)
@@ -156,8 +151,7 @@ def save_checkpoint(acc, out: Path, state: dict[str, Any], keep: int, resume_key
 
 
 def drop_resume_state(out: Path) -> None:
-    """Delete a finished run's ``out/checkpoints`` (not a link of that name), renamed first to a temporary name
-    (so a killed deletion leaves nothing to resume from; the next claim drops it)."""
+    """Delete a finished run's ``out/checkpoints``, renamed away first so that a killed deletion leaves nothing."""
     folder = Path(out) / "checkpoints"
     if not folder.is_dir() or folder.is_symlink():
         return

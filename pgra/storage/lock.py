@@ -1,5 +1,4 @@
-"""One writer per output folder: ``<out>/.pgra-lock`` names the process that writes it; a second one refuses,
-naming the holder. What is taken over, and why two processes never both hold it: docs/failure-and-recovery.md."""
+"""One writer per output folder: ``<out>/.pgra-lock`` names it; a second refuses (docs/failure-and-recovery.md)."""
 
 from __future__ import annotations
 
@@ -483,8 +482,7 @@ def holder(path: str | Path, stale_after: float | None = None, remove_stale: boo
 
 
 def release_dead_writers(folder: str | Path) -> list[Path]:
-    """Remove (and return) the output locks under ``folder`` left by dead processes of this host: called by the
-    parent that saw a cell's child die alone (the OOM killer), whose fresh lock would look live elsewhere."""
+    """Remove (and return) the locks under ``folder`` of this host's dead processes (a child killed by OOM)."""
     me, removed = _me(), []
     for path in sorted(Path(folder).rglob(LOCK_FILE)):
         with _reading(path) as seen:
@@ -522,8 +520,7 @@ def _release(path: Path, ident: tuple[int, int], data: bytes) -> None:
 
 @contextlib.contextmanager
 def output_lock(directory: str | Path, command: str = "", field: str = "out") -> Iterator[Path]:
-    """Hold ``directory``'s lock for the block (creating the folder): :func:`hold_lock`, beating and waiting
-    inside a claim (:func:`beating_outputs`). ``field``: the option naming the folder (for errors)."""
+    """Hold ``directory``'s lock for the block, creating the folder (beating and waiting inside a claim)."""
     directory = Path(directory)
     if (directory.exists() or directory.is_symlink()) and not directory.is_dir():
         from .artifacts import describe_path

@@ -93,8 +93,7 @@ def _own_manifest(folder: Path, kind: str) -> bool:
 
 
 def made_by_pgra(folder: str | Path, kind: str) -> bool:
-    """Whether pgra can prove it made ``folder``: its record, the stage's own finished artifact, or what only an
-    older pgra's stage of ``kind`` writes (:data:`EVIDENCE`)."""
+    """Whether pgra can prove it made ``folder``: its record, the stage's finished artifact, or :data:`EVIDENCE`."""
     folder = Path(folder)
     if read_record(folder) is not None or _own_manifest(folder, kind):
         return True
@@ -102,8 +101,7 @@ def made_by_pgra(folder: str | Path, kind: str) -> bool:
 
 
 def drop_temp(folder: Path) -> None:
-    """Remove leftover temporary files and folders of pgra's own naming at ``folder``'s top (a run killed between
-    writing and renaming); call only under the folder's lock."""
+    """Remove leftover temporary files of pgra's naming at ``folder``'s top; call only under the folder's lock."""
     import shutil
 
     for p in folder.iterdir():
@@ -115,14 +113,12 @@ def drop_temp(folder: Path) -> None:
 
 
 def hosts(owner: str, kind: str) -> bool:
-    """Whether a folder pgra made for ``owner`` may take a stage's output of ``kind``: its own kind, or a run a
-    folder of that kind holds (:data:`HOSTED`: a grid's cell holds its method's run)."""
+    """Whether a folder pgra made for ``owner`` may take output of ``kind`` (its own, or a run it hosts)."""
     return owner == kind or kind in HOSTED.get(owner, ())
 
 
 def check_kind(folder: Path, record: dict[str, Any], kind: str, field: str = "out") -> None:
-    """Refuse to write ``kind`` into a folder pgra made for another kind (its record says which): an index, a
-    reranked folder or a cell given as another stage's output would lose its files (its ``manifest.json``)."""
+    """Refuse to write ``kind`` into a folder pgra made for another kind (its files would be lost)."""
     owner = record.get("kind")
     if isinstance(owner, str) and owner and not hosts(owner, kind):
         raise InputError(f"{folder} is pgra's {shorten(owner, 40)} folder ({RECORD}), not a {kind} one; writing "
@@ -160,8 +156,7 @@ def claim_folder(folder: str | Path, kind: str, field: str = "out", cfg: Any = N
 
 @contextlib.contextmanager
 def claimed(folder: str | Path, kind: str, field: str = "out", cfg: Any = None) -> Iterator[None]:
-    """:func:`claim_folder` for the block; a block that writes nothing (a refused run, a dry run) leaves no record
-    behind, so no folder of its own either."""
+    """:func:`claim_folder` for the block; a block that writes nothing leaves no record (nor folder) behind."""
     folder = Path(folder)
     existed = folder.exists() or folder.is_symlink()
     new = claim_folder(folder, kind, field, cfg)
@@ -176,8 +171,7 @@ def claimed(folder: str | Path, kind: str, field: str = "out", cfg: Any = None) 
 
 
 def check_folders(folder: str | Path, names: Collection[str], field: str = "out") -> None:
-    """Each of ``names`` in ``folder``, when there, must be a real folder (not a file, not a symbolic link):
-    pgra replaces it later (a reader's ``best/``), so it is refused now, before hours of work, naming it."""
+    """Refuse now, naming it, any of ``names`` in ``folder`` that is not a real folder: pgra replaces it later."""
     for name in names:
         path = Path(folder) / name
         if path.is_symlink() or (path.exists() and not path.is_dir()):
@@ -187,8 +181,7 @@ def check_folders(folder: str | Path, names: Collection[str], field: str = "out"
 
 
 def check_replaceable(folder: str | Path, names: Collection[str], field: str = "out") -> None:
-    """Refuse to replace any of ``names`` in ``folder`` that pgra did not record writing with these very bytes
-    (:func:`record_files`): a file the user wrote, or edited since, is named in an InputError and kept."""
+    """Refuse to replace any of ``names`` in ``folder`` not recorded as written by pgra with these very bytes."""
     folder = Path(folder)
     recorded = (read_record(folder) or {}).get("files")
     recorded = recorded if isinstance(recorded, dict) else {}  # a record of another shape records no file
@@ -217,16 +210,14 @@ def record_files(folder: str | Path, names: Collection[str], kind: str = "") -> 
 
 
 def unknown_entries(folder: str | Path, patterns: Collection[str], files_only: bool = False) -> list[Path]:
-    """The entries of ``folder`` not named like ``patterns`` (glob patterns; pgra's record, lock and temporary
-    names always allowed; ``files_only``: a folder or link is unknown whatever its name)."""
+    """The entries of ``folder`` not named like ``patterns`` (pgra's own names allowed; ``files_only``: no folders)."""
     return [p for p in sorted(Path(folder).iterdir()) if not _pgra_name(p) and (
         (files_only and (not p.is_file() or p.is_symlink())) or
         not any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns))]
 
 
 def check_own_folder(folder: str | Path, patterns: Collection[str], what: str, field: str = "out") -> None:
-    """Refuse a ``folder`` a stage would replace unless it holds only files named like ``patterns`` (glob
-    patterns; pgra's temporary files are allowed too): a user's own ``corpus/`` is never deleted."""
+    """Refuse a ``folder`` a stage would replace unless it holds only names like ``patterns`` (or pgra's temp)."""
     folder = Path(folder)
     if not (folder.exists() or folder.is_symlink()):
         return
@@ -240,8 +231,7 @@ def check_own_folder(folder: str | Path, patterns: Collection[str], what: str, f
 
 def check_only_own(folder: str | Path, kind: str, patterns: Collection[str], action: str,
                    field: str = "out") -> None:
-    """Refuse to ``action`` (``delete this folder ...``) ``folder`` unless pgra made it and it holds nothing but
-    names ``patterns`` allows: an InputError names the rest, and nothing is changed."""
+    """Refuse to ``action`` ``folder`` unless pgra made it and it holds only names ``patterns`` allows."""
     folder = Path(folder)
     if not folder.is_dir() or folder.is_symlink():
         if folder.exists() or folder.is_symlink():
