@@ -1,5 +1,4 @@
-"""The external retrieval corpus (txt one sentence a line, JSONL or an HF dataset), streamed once, then stored
-memory-mapped: ``texts.bin`` + ``offsets.npy`` + ``corpus.json`` (+ ``ids.json`` when ids are not 0..N-1)."""
+"""The retrieval corpus (txt, JSONL or an HF dataset), streamed once, then stored memory-mapped."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ _FILE_HINT = "a txt corpus (one sentence a line), a .jsonl file, or an HF datase
 
 @dataclass
 class CorpusOptions:
-    """Where a stage's corpus comes from: the config fields the index build and SimCSE training share (flat keys
-    and flags, first among each config's own)."""
+    """Where a stage's corpus comes from: the config fields the index build and SimCSE training share."""
 
     corpus: str = option("", help="txt (one sentence a line), .jsonl ({id, text}) or an HF dataset")
     corpus_format: str = option("auto", choices=FORMATS, help="auto = by file name")
@@ -226,8 +224,7 @@ class CorpusStore:
 
 def build_store(src: CorpusSource, out_dir: str | Path, show_progress: bool = True,
                 source_fingerprint: str | None = None) -> CorpusStore:
-    """Stream ``src`` into a store at ``out_dir`` atomically, or reuse one there of the same source fingerprint
-    (``source_fingerprint``: ``src.fingerprint()`` when the caller has it)."""
+    """Stream ``src`` into a store at ``out_dir`` atomically, or reuse one there of the same source fingerprint."""
     out_dir = Path(out_dir)
     source_fp = source_fingerprint or src.fingerprint()
     if (out_dir / "corpus.json").exists():

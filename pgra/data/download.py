@@ -1,5 +1,4 @@
-"""``pgra download-data``: fetch LM-BFF's task files and Wiki1M; offline it fails at once, saying what to put
-where."""
+"""``pgra download-data``: fetch LM-BFF's task files and Wiki1M (offline: fails at once, saying what goes where)."""
 
 from __future__ import annotations
 

@@ -45,8 +45,7 @@ def read_records(path: str | Path, labels: list[str] | None = None) -> Iterator[
 
 
 def check_record(rec: dict[str, Any], path: Path, line_no: int, seen: set[str], labels: list[str] | None) -> None:
-    """One record as every stage reads it (``seen``: the ids so far, updated); an :class:`InputError` names the
-    file, the line (a JSON array's item number) and the field."""
+    """One record as every stage reads it (``seen``: the ids so far); an InputError names file, line and field."""
     for key in ("id", "text"):
         if key not in rec:
             raise InputError("missing field", path=path, line=line_no, field=key)
@@ -70,8 +69,7 @@ def _is_id(value: Any) -> bool:
 
 
 def _check_ctxs(ctxs: Any, path: Path, line_no: int) -> None:
-    """A record's evidence as every stage reads it: a list of objects, each with an id (a string or an integer),
-    a text (a string) and, when given, a numeric score."""
+    """A record's evidence: a list of objects, each with an id (string or integer), a text and maybe a score."""
     if not isinstance(ctxs, list):
         raise InputError(f"must be a list of evidence objects, not {shorten(ctxs, 60)}", path=path, line=line_no,
                          field="ctxs")
@@ -95,8 +93,7 @@ BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (Windows editors write one): no
 
 
 def _label_of(value: Any, words: dict[str, str], path: Path, item: int, field: str) -> str:
-    """A FiD answer as a label: the label itself or one of its words (case-insensitive, T5 sentinels and the
-    spaces around them stripped: ``"<extra_id_0> great <extra_id_1>"`` is ``great``)."""
+    """A FiD answer as a label: the label or one of its words (case-insensitive, T5 sentinels stripped)."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(f"an answer is a string, not {shorten(value, 60)}", path=path, line=item, field=field)
     text = _SENTINEL.sub(" ", str(value)).strip()

@@ -1,5 +1,4 @@
-"""The never-itself rule, in one place: a query never gets its own text back (compared stripped; ids are not,
-since datasets number each split from 0)."""
+"""The never-itself rule: a query never gets its own text back (compared stripped; ids are not compared)."""
 
 from __future__ import annotations
 

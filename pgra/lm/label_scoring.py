@@ -54,8 +54,7 @@ class LabelScorer(CausalLM):
         return self.cost
 
     def word_tokens(self, prompt_ids: list[int], prompt: str, word: str) -> list[int] | None:
-        """The label word's tokens after the prompt's, from the joint tokenisation; None when that does not
-        extend the prompt's own tokens (the seam merged)."""
+        """The label word's tokens after the prompt's in the joint tokenisation; None when the seam merged."""
         joint = self.ids(prompt + " " + word)
         if len(joint) > len(prompt_ids) and joint[: len(prompt_ids)] == prompt_ids:
             return joint[len(prompt_ids):]
@@ -90,8 +89,7 @@ class LabelScorer(CausalLM):
     @torch.inference_mode()
     def score_continuations(self, prompts: Sequence[str], continuations: Sequence[Sequence[str]],
                             show_progress: bool = False) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Per prompt ``i``, ``log P(" " + c | prompts[i])`` and its token count for each of its own continuations
-        ``continuations[i]`` (the ragged :meth:`score`); each prompt runs once."""
+        """Per prompt ``i``, ``log P( + c | prompts[i])`` and token count of each of its own continuations."""
         n = len(prompts)
         if len(continuations) != n:
             raise ValueError(f"{n} prompts but {len(continuations)} lists of continuations")

@@ -1,5 +1,4 @@
-"""Reranker prompts exactly as the PGRA paper's code assembles them; the query and every candidate share one
-prefix (the same demonstrations in the same order)."""
+"""Reranker prompts exactly as the PGRA paper's code assembles them (one shared prefix per query)."""
 
 from __future__ import annotations
 

@@ -22,8 +22,7 @@ READER_FORMATS = {
 
 @dataclass
 class DataSpec:
-    """Where a task's data lives and how to read it: ``format`` ``lmbff``, a local file type or ``hf``; a relative
-    ``path`` is resolved against a task YAML's folder first, then the data root."""
+    """Where a task's data lives and how to read it (``path``: from the task YAML's folder, else the data root)."""
 
     format: str = "jsonl"
     path: str = ""
@@ -42,8 +41,7 @@ class DataSpec:
 
 @dataclass
 class TaskSpec:
-    """Labels, prompts, label words (``demo_words`` in the reranker's demonstrations, ``reader_words`` the reader's
-    targets), reader format and metric of a task."""
+    """Labels, prompts, label words (reranker demonstrations' and reader targets'), reader format and metric."""
 
     name: str = option(path_segment=True, help="the task's folder in an experiment")
     labels: list[str]
