@@ -24,8 +24,7 @@ IO_ROLES = ("in", "out", "base", "store")
 # undeclared fields with these names are input paths when they name something on disk (a model folder)
 _INPUT_NAMES = ("model", "lm", "encoder", "corpus")
 SEED_MAX = 2**32 - 1  # every seed option is declared option(min=0, max=SEED_MAX): what numpy's and torch's seeding take
-# the largest values of the options that size memory (an option never takes the machine): far above any use, far
-# below what exhausts one
+# the largest values of the options that size memory: far above any use, far below what exhausts a machine
 MAX_ITEMS = 100_000  # items one input or query holds at once: k, d, passages, demonstrations, candidates, examples
 MAX_BATCH = 65_536  # texts or rows of one batch
 MAX_TOKENS = 1_048_576  # a length in tokens (and a batch's token budget)

@@ -27,19 +27,16 @@ class ReaderFits(Fits):
     reader: tuple[float, float] | None = None
     reader_batch: int = 8
     reader_source: str = ""
-    # a step training only the top n encoder layers (n=0: freeze_encoder) over one training every weight, and the
-    # one-time CPU seconds per input of storing the frozen layers' outputs, per d (bench/results/
-    # reader_top_layers.json: {d: [(n, share)]}, {d: [(n, s)]}, n counted in the bench reader's layers)
+    # per d, a step training only the top n encoder layers over one training all, and the CPU seconds per input
+    # of storing the frozen layers' outputs (bench/results/reader_top_layers.json; n in the bench reader's layers)
     top_layers: dict[int, list[tuple[int, float]]] | None = None
     top_layers_store: dict[int, list[tuple[int, float]]] | None = None
     bench_layers: int = 6
-    # a CPU step under bf16 autocast (reader.mixed_precision: bf16) over the fp32 step, per d: {d: [(n, ratio)]}
-    # (bench/results/reader_top_layers_bf16.json, the same bench with --precisions fp32,bf16; read only on a CPU
-    # with bf16 hardware), n counted in that bench reader's bf16_layers
+    # per d, a CPU bf16-autocast step over the fp32 step (reader_top_layers_bf16.json, read only on a CPU with
+    # bf16 hardware), n in that bench reader's bf16_layers
     bf16_ratios: dict[int, list[tuple[int, float]]] | None = None
     bf16_layers: int = 6
-    # GPU: the measured steps of the bench reader's variants, the training loop's fixed cost per step around them,
-    # the per-cell costs besides the steps
+    # GPU: the bench reader's variants' measured steps, the loop's fixed cost a step, the per-cell costs
     gpu_steps: dict[str, GpuStep] | None = None
     bench_passages: int = 16
     loop_s: float = 0.0

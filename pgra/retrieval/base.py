@@ -192,9 +192,7 @@ def retriever_title(name: str) -> str:
     return (cls.title or cls.name) if cls else name
 
 
-# ----- the config of ``pgra build-index`` (and of an experiment's ``index`` section): the corpus, the output
-# folder, the retriever's name and one settings section per built-in retriever (its home is here, beside the
-# interface it configures: :mod:`.config` re-exports it)
+# ----- the config of ``pgra build-index`` (and of an experiment's ``index`` section)
 DenseSection = options_section("dense")  # the options DenseRetriever declares
 BM25Section = options_section("bm25")  # the options BM25Retriever declares
 

@@ -42,8 +42,7 @@ class CandidatesStage(Stage):
         if config.exclude_ids:  # by content (a key without it, when unset, stays what it was before the option)
             path = Path(config.exclude_ids)
             settings["exclude_ids"] = sha256_file(path) if path.is_file() else f"missing: {path}"
-        # the task's content: its labels, label words, templates, metric and data files (every later stage and cell
-        # reads them through the candidates, so their keys change with it)
+        # the task's content (labels, words, templates, metric, data files): every later key changes with it
         return {"retrieve": settings, "index": request.keys.get("index", "unbuilt"), "task": dict(request.task_content)}
 
     def build(self, config: RetrieveConfig, inputs: Any, run: StageRun) -> dict[str, Any] | None:

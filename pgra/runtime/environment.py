@@ -69,9 +69,8 @@ def gpu_driver() -> str | None:
     return lines[0] if lines else None
 
 
-# what holds a CPU's libraries to fewer instructions than it has (ATEN_CPU_CAPABILITY=avx2 ... as an AVX2-only CPU):
-# torch's own kernels, faiss's, and the matrix libraries under torch (MKL, oneDNN), which choose theirs from the CPU
-# unless told; the readers' fp32 numbers follow the matrix libraries (docs/experiments.md, the demo on AVX2)
+# what holds a CPU's libraries (torch, faiss, MKL, oneDNN) to fewer instructions than it has: the readers' fp32
+# numbers follow them (docs/experiments.md, the demo on AVX2)
 SIMD_VARIABLES = ("ATEN_CPU_CAPABILITY", "FAISS_SIMD_LEVEL", "FAISS_OPT_LEVEL", "MKL_ENABLE_INSTRUCTIONS",
                   "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 

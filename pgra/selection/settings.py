@@ -9,8 +9,7 @@ from typing import Any
 from ..core.registry import HandedOver
 
 _made: dict[tuple[type, ...], type] = {}
-# the registry the section is built from, handed over by the interface's module when it is imported (that
-# module imports this one)
+# the registry the section is built from, handed over by .base when imported (.base imports this module)
 _registry: HandedOver[Any] = HandedOver("demonstration strategies", "pgra.selection")
 use_strategies = _registry.hand_over
 

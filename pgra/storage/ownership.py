@@ -19,8 +19,7 @@ RECORD = ".pgra-owned.json"
 LOCK_FILE = ".pgra-lock"  # pgra.storage.lock.LOCK_FILE (not imported: pgra.storage.lock imports this module)
 # atomic_path's temporary file (``.<name>.<8 chars>.tmp``) and atomic_dir's temporary folder (``.<name>.<8 chars>``)
 _TEMP = re.compile(r"\.[^/]+\.[a-z0-9_]{8}(\.tmp)?")
-# a lock being created (pgra.storage.lock: ``<lock>.<pid>.<8 hex>.new``, linked to its name within microseconds): pgra's,
-# never dropped (another job's lock may be on its way)
+# a lock being created (``<lock>.<pid>.<8 hex>.new``): pgra's, never dropped (another job's lock on its way)
 _LOCK_TEMP = re.compile(r"\.[^/]+\.\d+\.[0-9a-f]{8}\.new")
 # a folder an older pgra made before it wrote the record: names (glob patterns, under the folder) only a pgra
 # stage writes; a cell's or an experiment stage's marks count for every kind (a cell's run is a stage's output)
@@ -33,12 +32,9 @@ EVIDENCE: dict[str, tuple[str, ...]] = {
     "analysis": ("analysis.json", "figures.json"),
 }
 MAX_NAMED = 5  # entries an error names before "and N more"
-# the stages whose output a folder pgra made for another kind holds (a grid's cell: its method's run, which
-# ``pgra train`` or ``pgra icl`` writes into the cell's own folder); every other kind writes only into its own
+# the stages whose output a folder pgra made for another kind holds (a grid's cell: its method's run)
 HOSTED: dict[str, tuple[str, ...]] = {"cell": ("reader", "icl")}
-# a stage's own, more precise refusal of a folder it did not make, run before the general one:
-# ``PART_CHECKS[kind](folder, cfg)`` raises an InputError or returns (the index names a user's ``corpus/``,
-# retrieve a folder that is its task's data)
+# a stage's own, more precise refusal of a folder it did not make, run before the general one (raises or returns)
 PART_CHECKS: dict[str, Callable[[Path, Any], None]] = {}
 
 

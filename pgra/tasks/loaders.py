@@ -61,8 +61,7 @@ def task_paths(task: TaskSpec, data_dir: str | Path) -> list[str]:
     return paths
 
 
-# what of a task does not change a result: its description, and where the spec came from (a YAML task's path is
-# in the stage settings already)
+# what of a task does not change a result (a YAML task's path is in the stage settings already)
 _COSMETIC = ("description", "source")
 
 
@@ -88,8 +87,7 @@ _DATA_HINT = "run `pgra download-data` or check the task's data.path"
 
 def _open_text(path: Path) -> io.StringIO:
     require_file(path, "data file", hint=_DATA_HINT)
-    # decoded whole (a UTF-8 byte order mark is not part of the first row; a byte that is not UTF-8 is named with
-    # its line), newlines kept as written for csv
+    # decoded whole (BOM dropped, a bad byte named with its line), newlines kept as written for csv
     return io.StringIO(read_utf8(path, "data file"), newline="")
 
 
