@@ -113,12 +113,8 @@ class Registry(dict[str, T]):
 
     def plug_ins(self) -> list[str]:
         """The registered parts defined outside pgra, as ``module:qualname``, for a child process to register again."""
-        out = []
-        for key, part in self.items():
-            module, qualname = getattr(part, "__module__", ""), getattr(part, "__qualname__", "")
-            if module and qualname and not is_builtin(module) and "<" not in qualname:
-                out.append(f"{key}={module}:{qualname}")
-        return out
+        named = ((key, getattr(p, "__module__", ""), getattr(p, "__qualname__", "")) for key, p in self.items())
+        return [f"{key}={m}:{q}" for key, m, q in named if m and q and not is_builtin(m) and "<" not in q]
 
     def register_parts(self, specs: Iterable[str]) -> None:
         """Register again the parts :meth:`plug_ins` listed (``name=module:qualname``), importing their modules."""
