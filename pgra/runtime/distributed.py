@@ -107,7 +107,7 @@ def dist_timeouts(env: Mapping[str, str] | None = None) -> tuple[timedelta, time
             timedelta(seconds=seconds_from_env(WAIT_ENV, DEFAULT_WAIT_S, env)))
 
 
-def init_distributed(timeout_minutes: float | None = None) -> DistContext:
+def init_distributed() -> DistContext:
     """Join the launcher's process group, if any, and make the gloo group of pgra's own exchanges."""
     global _exchanges
     if not dist.is_initialized():
@@ -118,8 +118,6 @@ def init_distributed(timeout_minutes: float | None = None) -> DistContext:
         return DistContext()
     if not dist.is_initialized():
         timeout, wait = dist_timeouts()  # a bad value is refused before the ranks meet
-        if timeout_minutes is not None:
-            timeout = timedelta(minutes=timeout_minutes)
         backend, why = choose_backend()
         if torch.cuda.is_available():
             torch.cuda.set_device(local_device_index())
