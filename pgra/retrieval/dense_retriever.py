@@ -14,7 +14,7 @@ from ..core.config import recorded_settings, result_settings
 from ..core.errors import IncompleteArtifactError, InputError, StaleArtifactError
 from ..core.faults import fault_point
 from ..core.progress import progress
-from ..storage.artifacts import MANIFEST, load_npy, model_fingerprint, save_npy
+from ..storage.artifacts import MANIFEST, load_npy, model_fingerprint, model_location, save_npy
 from .base import LoadOptions, QueryEncoder, Retriever, Searcher, register_retriever
 from .dense import OPQ_CENTROIDS, FaissParams, check_trainable, import_faiss, load_faiss
 from .dense_build import FAISS_FILE, IVFDATA_FILE, VECTORS_DIR, shard_name, write_dense_index
@@ -84,15 +84,6 @@ def check_index_manifest(directory: Path, manifest: dict[str, Any]) -> None:
         check_pooler_of_encoder(encoder, pooler, "pooler", path)
 
 
-def _encoder_path(name: str) -> str:
-    p = Path(name)
-    return str(p.resolve()) if p.is_dir() else name
-
-
-def _shard_path(build_dir: Path, i: int) -> Path:
-    return build_dir / shard_name(i)
-
-
 @register_retriever
 class DenseRetriever(Retriever):
     """A dense encoder + faiss (exact inner product on unit vectors = cosine, or IVF / HNSW)."""
@@ -157,7 +148,7 @@ class DenseRetriever(Retriever):
             return {}, {}
         d = self.settings
         files, fields = write_dense_index(d, len(store), work, out, self.cfg.show_progress)
-        return files, {"encoder": _encoder_path(d.encoder), "encoder_fingerprint": self.encoder_fingerprint,
+        return files, {"encoder": model_location(d.encoder), "encoder_fingerprint": self.encoder_fingerprint,
                        "pooler": d.pooler, "max_length": d.max_length, "index_type": d.index_type, **fields}
 
     def _encode_shards(self, store: CorpusStore, build_dir: Path, ctx: DistContext) -> None:
@@ -170,7 +161,7 @@ class DenseRetriever(Retriever):
         todo = []
         for i in ctx.shard(n_shards):
             rows = min(d.shard_size, n - i * d.shard_size)
-            path = _shard_path(build_dir, i)
+            path = build_dir / shard_name(i)
             if path.exists():
                 try:
                     if load_npy(path, mmap=True).shape[0] == rows:
@@ -188,7 +179,7 @@ class DenseRetriever(Retriever):
         for i in todo:
             start = i * d.shard_size
             texts = store.texts(range(start, min(n, start + d.shard_size)))
-            save_npy(_shard_path(build_dir, i), encoder.encode(texts))
+            save_npy(build_dir / shard_name(i), encoder.encode(texts))
             fault_point("index.shard")
             bar.update(len(texts))
         bar.close()

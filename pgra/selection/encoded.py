@@ -15,7 +15,7 @@ import numpy as np
 from ..core.config import MAX_TOKENS, option
 from ..core.errors import IncompleteArtifactError
 from ..retrieval.dense_config import POOLERS
-from ..storage.artifacts import load_npy, save_npy, write_json
+from ..storage.artifacts import load_npy, model_location, save_npy, write_json
 from ..tasks.loaders import Example
 from .base import Selector
 
@@ -79,10 +79,7 @@ class CachedEncoder:
 
 def is_encoder_of(encoder: Any, settings: Any) -> bool:
     """Whether a loaded encoder is the model ``settings`` name (its resolved folder or name, and its pooler)."""
-    def resolved(name: str) -> str:
-        return str(Path(name).resolve()) if Path(name).is_dir() else name
-
-    return (resolved(str(getattr(encoder, "name_or_path", ""))) == resolved(str(settings.encoder))
+    return (model_location(str(getattr(encoder, "name_or_path", ""))) == model_location(str(settings.encoder))
             and getattr(encoder, "pooler", None) == settings.pooler)
 
 

@@ -382,6 +382,11 @@ def model_fingerprint(name_or_path: str) -> str:
     return h.hexdigest()
 
 
+def model_location(name: str) -> str:
+    """A local model folder's resolved path, else ``name`` (a hub id)."""
+    return str(Path(name).resolve()) if Path(name).is_dir() else name
+
+
 def library_versions() -> dict[str, str]:
     """Versions of the libraries whose behaviour shapes the artifacts."""
     out = {"python": platform.python_version()}
