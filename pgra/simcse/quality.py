@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, SEED_MAX, check_config, option
 from ..core.errors import InputError
-from ..core.markdown import md_row, md_table
+from ..core.markdown import md_table
 from ..retrieval.dense_config import POOLERS
 from ..storage.artifacts import iter_jsonl, require_file, write_json
 from ..tasks import task_names
@@ -182,13 +182,9 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     recall = sorted({k for r in rows for k in r if k.startswith("recall@")}, key=lambda k: int(k.split("@")[1]))
     knn = any("knn_accuracy" in r for r in rows)
     head = ["encoder", "pooler", *recall] + ([f"kNN accuracy (k={rows[0].get('knn_k')})"] if knn else [])
-    lines = md_table(head, [])
-    for r in rows:
-        cells = [r["encoder"], r["pooler"], *(f"{100 * r[k]:.1f}" for k in recall)]
-        if knn:
-            cells.append(f"{100 * r['knn_accuracy']:.1f}" if "knn_accuracy" in r else "–")
-        lines.append(md_row(cells))
-    return "\n".join(lines)
+    cells = [[r["encoder"], r["pooler"], *(f"{100 * r[k]:.1f}" for k in recall),
+              *([f"{100 * r['knn_accuracy']:.1f}" if "knn_accuracy" in r else "–"] if knn else [])] for r in rows]
+    return "\n".join(md_table(head, cells))
 
 
 __all__ = ["EvalEncoderConfig", "RetrievalEvalConfig", "compare_encoders", "format_rows", "group_recall",
