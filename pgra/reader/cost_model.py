@@ -162,14 +162,12 @@ def cell_disk(reader: Any, evidence: int) -> CellDisk:
     return CellDisk("reader cells", evidence, disk.best_bytes + kept + reader.max_steps * LOG_LINE_BYTES,
                     (keep + 1) * ckpt - kept, text, kept_text, peak_text)
 
+
 def gpu_requests(reader: Any) -> list[str]:
     """What a reader config asks of a GPU (the plan then prices the GPU fits): CUDA graphs or fp16."""
-    found = []
-    if reader.compile and reader.compile_mode == "reduce-overhead":
-        found.append("reader.compile_mode=reduce-overhead (CUDA graphs)")
-    if reader.mixed_precision == "fp16":
-        found.append("reader.mixed_precision=fp16")
-    return found
+    asks = {"reader.compile_mode=reduce-overhead (CUDA graphs)": reader.compile and reader.compile_mode == "reduce-overhead",
+            "reader.mixed_precision=fp16": reader.mixed_precision == "fp16"}
+    return [what for what, asked in asks.items() if asked]
 
 
 def cosmetic(reader: Any) -> dict[str, Any]:
