@@ -44,13 +44,8 @@ def rank_share(batch_size: int, world: int, rank: int) -> slice:
 
 def fp16_device_present() -> bool:
     """Whether a device here runs fp16 mixed precision (CUDA, XPU or MPS; on a CPU accelerate ignores fp16)."""
-    if torch.cuda.is_available():
-        return True
-    xpu = getattr(torch, "xpu", None)
-    if xpu is not None and xpu.is_available():
-        return True
-    mps = getattr(torch.backends, "mps", None)
-    return bool(mps is not None and mps.is_available())
+    xpu, mps = getattr(torch, "xpu", None), getattr(torch.backends, "mps", None)
+    return torch.cuda.is_available() or any(d is not None and d.is_available() for d in (xpu, mps))
 
 
 def check_mixed_precision(mixed_precision: str, field: str = "mixed_precision") -> None:

@@ -91,9 +91,8 @@ def _own_manifest(folder: Path, kind: str) -> bool:
 def made_by_pgra(folder: str | Path, kind: str) -> bool:
     """Whether pgra can prove it made ``folder``: its record, the stage's finished artifact, or :data:`EVIDENCE`."""
     folder = Path(folder)
-    if read_record(folder) is not None or _own_manifest(folder, kind):
-        return True
-    return any(any(folder.glob(pattern)) for pattern in EVIDENCE["*"] + EVIDENCE.get(kind, ()))
+    return read_record(folder) is not None or _own_manifest(folder, kind) or \
+        any(any(folder.glob(pattern)) for pattern in EVIDENCE["*"] + EVIDENCE.get(kind, ()))
 
 
 def drop_temp(folder: Path) -> None:
