@@ -105,10 +105,7 @@ class BM25Index:
         freq = tf.data
         norm = cfg.k1 * (1 - cfg.b + cfg.b * doc_len[rows] / avgdl)
         tf.data = idf[tf.indices] * (freq * (cfg.k1 + 1) / (freq + norm))
-        terms = [""] * n_terms
-        for t, i in vocab.items():
-            terms[i] = t
-        return cls(tf.T.tocsr(), terms, cfg)
+        return cls(tf.T.tocsr(), list(vocab), cfg)  # ids in insertion order: vocab's keys are the terms by id
 
     @classmethod
     def _build_bm25s(cls, token_lists: list[list[str]], cfg: BM25Config, show_progress: bool) -> BM25Index:
@@ -174,10 +171,8 @@ class BM25Index:
     def save(self, directory: str | Path) -> None:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        w = self.weights
-        save_npy(directory / "weights_data.npy", w.data)
-        save_npy(directory / "weights_indices.npy", w.indices)
-        save_npy(directory / "weights_indptr.npy", w.indptr)
+        for n in ("data", "indices", "indptr"):
+            save_npy(directory / f"weights_{n}.npy", getattr(self.weights, n))
         if self.nonoccurrence is not None:
             save_npy(directory / "nonoccurrence.npy", self.nonoccurrence)
         write_json(directory / "vocab.json", self.vocab)
