@@ -45,6 +45,7 @@ class Selector(ABC):
     name: ClassVar[str]
     per_query: ClassVar[bool] = True
     options: ClassVar[type | None] = None
+    draws: ClassVar[bool] = True  # False: the seed changes nothing it selects
 
     def __init__(self, num_demos: int = 8, seed: int = 13, settings: Any = None,
                  lm: str = "", device: str | None = None, show_progress: bool = False,
@@ -76,7 +77,7 @@ class Selector(ABC):
     @classmethod
     def uses_seed(cls, num_demos: int, settings: Any) -> bool:
         """Whether ``seed`` can change what this strategy selects (False: an experiment runs it once, not per seed)."""
-        return num_demos > 0
+        return cls.draws and num_demos > 0
 
     @abstractmethod
     def select(self, queries: Sequence[Example]) -> list[list[int]]:

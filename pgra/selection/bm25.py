@@ -29,10 +29,7 @@ class BM25Selector(Selector):
 
     name = "bm25"
     options = BM25Options
-
-    @classmethod
-    def uses_seed(cls, num_demos: int, settings) -> bool:
-        return False
+    draws = False
 
     def _fit(self) -> None:
         self.index = BM25Index.build([ex.text for ex in self.train], BM25Config(method=self.settings.bm25_method),

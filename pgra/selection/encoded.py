@@ -110,9 +110,7 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
 class EncodedSelector(Selector):
     """A strategy over the sentence encoder's embeddings (the training set encoded once, cached). Draws nothing."""
 
-    @classmethod
-    def uses_seed(cls, num_demos: int, settings) -> bool:
-        return False
+    draws = False
 
     def _fit(self) -> None:
         from ..core.errors import InputError
