@@ -64,8 +64,6 @@ class DPPSelector(EncodedSelector):
     options = DPPOptions
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
-        if not queries:
-            return []
         q_units = self.query_units(queries)
         rel = q_units @ self.train_units.T
         s, out = self.settings, []

@@ -30,8 +30,6 @@ class KateSelector(EncodedSelector):
     options = KateOptions
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
-        if not queries:
-            return []
         scores = similarities(self.encoder.encode([q.text for q in queries], cache=False), self.train_vectors,
                               self.settings.metric)
         return [order_by_similarity(top_allowed(scores[i], self.allowed(q), self.num_demos), self.settings.reverse)

@@ -45,8 +45,6 @@ class MMRSelector(EncodedSelector):
     options = MMROptions
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
-        if not queries:
-            return []
         rel = self.query_units(queries) @ self.train_units.T
         out = []
         for i, q in enumerate(queries):

@@ -67,8 +67,6 @@ class VoteKSelector(EncodedSelector):
                                   s.votek_rho))
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
-        if not queries:
-            return []
         rel = self.query_units(queries) @ self.train_units.T
         pool = set(self.pool)
         return [order_by_similarity(top_allowed(rel[i], [j for j in self.allowed(q) if j in pool], self.num_demos),
