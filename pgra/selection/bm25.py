@@ -25,7 +25,8 @@ class BM25Options:
 
 @STRATEGIES.register
 class BM25Selector(Selector):
-    """The training inputs of highest BM25 score against the query; the best next to the query unless ``reverse``."""
+    """The training inputs with the highest BM25 score against the query (ties keep training order); the best
+    sits next to the query unless ``reverse``."""
 
     name = "bm25"
     options = BM25Options

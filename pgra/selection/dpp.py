@@ -58,7 +58,8 @@ def greedy_map(kernel: np.ndarray, m: int) -> list[int]:
 
 @STRATEGIES.register
 class DPPSelector(EncodedSelector):
-    """Per query, the k-DPP's greedy MAP among its ``dpp_candidates`` nearest inputs (filled up by relevance)."""
+    """Per query: its ``dpp_candidates`` nearest allowed training inputs, the k-DPP's greedy MAP among them (filled
+    up by relevance when the kernel's rank runs out); the first chosen next to the query unless ``reverse``."""
 
     name = "dpp"
     options = DPPOptions
