@@ -165,7 +165,8 @@ def cell_disk(reader: Any, evidence: int) -> CellDisk:
 
 def gpu_requests(reader: Any) -> list[str]:
     """What a reader config asks of a GPU (the plan then prices the GPU fits): CUDA graphs or fp16."""
-    asks = {"reader.compile_mode=reduce-overhead (CUDA graphs)": reader.compile and reader.compile_mode == "reduce-overhead",
+    asks = {"reader.compile_mode=reduce-overhead (CUDA graphs)":
+            reader.compile and reader.compile_mode == "reduce-overhead",
             "reader.mixed_precision=fp16": reader.mixed_precision == "fp16"}
     return [what for what, asked in asks.items() if asked]
 
