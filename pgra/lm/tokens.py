@@ -27,7 +27,7 @@ def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int, side: Literal["rig
 
 def fit_text(tokenizer, text: str, build: Callable[[str], list[int]], limit: int,
              min_keep: int = 0) -> tuple[list[int], bool]:
-    """Cut ``text`` at token boundaries until ``build(cut)`` fits ``limit`` tokens: ``(ids, True)``, else ``min_keep``'s."""
+    """Cut ``text`` at token boundaries until ``build(cut)`` fits ``limit`` tokens: ``(ids, True)``, else min_keep's."""
     ids = build(text)
     if len(ids) <= limit:
         return ids, True

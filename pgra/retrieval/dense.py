@@ -186,7 +186,7 @@ OPQ_CENTROIDS = 256  # faiss's OPQ rotation trains its own 8-bit product quantis
 
 def check_trainable(index_type: str, params: FaissParams, n: int | None = None) -> None:
     """Refuse settings faiss cannot train, naming the field and the minimum: a training sample smaller than
-    ``nlist`` or than ``ivfpq``'s codebooks (or, ``n`` known, such a corpus); an ``nlist`` above ``n`` is cut to ``n``."""
+    ``nlist`` or than ``ivfpq``'s codebooks (or, ``n`` known, such a corpus); an ``nlist`` above ``n`` is cut."""
     if index_type not in IVF_TYPES:
         return
     if params.nlist and params.nlist > params.train_size:

@@ -146,7 +146,7 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")  # one path component pgr
 
 
 def safe_name(name: str, field: str = "name", source: str | Path | None = None, what: str = "a name") -> str:
-    """``name`` if it can be one path component pgra writes (:data:`SAFE_NAME`, <= 100 characters), else an InputError."""
+    """``name`` if it can be one path component pgra writes (:data:`SAFE_NAME`, <= 100 characters), else InputError."""
     if not isinstance(name, str) or not SAFE_NAME.fullmatch(name) or len(name) > 100:
         raise InputError(f"{what} {shorten(name)} cannot be used as a folder name: use letters, digits, '-', '_' "
                          "and '.' (not first), at most 100 characters", path=source, field=field)
