@@ -46,6 +46,7 @@ class Selector(ABC):
     per_query: ClassVar[bool] = True
     options: ClassVar[type | None] = None
     draws: ClassVar[bool] = True  # False: the seed changes nothing it selects
+    described: ClassVar[tuple[str, ...]] = ()  # its settings that describe() records, last
 
     def __init__(self, num_demos: int = 8, seed: int = 13, settings: Any = None,
                  lm: str = "", device: str | None = None, show_progress: bool = False,
@@ -92,7 +93,11 @@ class Selector(ABC):
         return [i for i, ex in enumerate(self.train) if not same_input(query, ex)]
 
     def describe(self) -> dict[str, Any]:
-        """What defines this selection (for manifests and cache keys)."""
+        """What defines this selection (for manifests and cache keys): :meth:`record`, then :attr:`described`."""
+        return {**self.record(), **{k: getattr(self.settings, k) for k in self.described}}
+
+    def record(self) -> dict[str, Any]:
+        """The part of :meth:`describe` a family of strategies shares."""
         return {"strategy": self.name, "num_demos": self.num_demos, "seed": self.seed}
 
     def release(self) -> None:

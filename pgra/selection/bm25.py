@@ -30,6 +30,7 @@ class BM25Selector(Selector):
 
     name = "bm25"
     options = BM25Options
+    described = ("bm25_method", "reverse")
     draws = False
 
     def _fit(self) -> None:
@@ -44,6 +45,3 @@ class BM25Selector(Selector):
             out += [order_by_similarity(top_allowed(scores[i], self.allowed(q), self.num_demos),
                                         self.settings.reverse) for i, q in enumerate(batch)]
         return out
-
-    def describe(self) -> dict:
-        return {**super().describe(), "bm25_method": self.settings.bm25_method, "reverse": self.settings.reverse}

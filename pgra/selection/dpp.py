@@ -63,6 +63,7 @@ class DPPSelector(EncodedSelector):
 
     name = "dpp"
     options = DPPOptions
+    described = ("dpp_candidates", "dpp_scale", "reverse")
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
         q_units = self.query_units(queries)
@@ -75,8 +76,3 @@ class DPPSelector(EncodedSelector):
             picked += [j for j in range(len(near)) if j not in picked][: self.num_demos - len(picked)]
             out.append(order_by_similarity([near[j] for j in picked], s.reverse))
         return out
-
-    def describe(self) -> dict:
-        s = self.settings
-        return {**super().describe(), "dpp_candidates": s.dpp_candidates, "dpp_scale": s.dpp_scale,
-                "reverse": s.reverse}

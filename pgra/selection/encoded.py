@@ -130,7 +130,7 @@ class EncodedSelector(Selector):
         """Unit embeddings of ``queries`` (not cached: a split's queries are encoded once)."""
         return unit_rows(self.encoder.encode([q.text for q in queries], cache=False))
 
-    def describe(self) -> dict:
+    def record(self) -> dict:
         s = self.settings
         encoder = self.encoder.encoder.fingerprint if hasattr(self, "encoder") else s.encoder
-        return {**super().describe(), "encoder": encoder, "pooler": s.pooler, "max_length": s.max_length}
+        return {**super().record(), "encoder": encoder, "pooler": s.pooler, "max_length": s.max_length}

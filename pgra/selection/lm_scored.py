@@ -56,5 +56,5 @@ class LMScoredSelector(EncodedSelector):
             self._scorer.release()
             self._scorer = None
 
-    def describe(self) -> dict:
-        return {**super().describe(), "lm": self.lm}
+    def record(self) -> dict:
+        return {**super().record(), "lm": self.lm}

@@ -40,6 +40,7 @@ class MDLSelector(LMScoredSelector):
 
     name = "mdl"
     options = MDLOptions
+    described = ("mdl_candidates", "mdl_samples", "reverse")
 
     @classmethod
     def uses_seed(cls, num_demos: int, settings) -> bool:
@@ -68,8 +69,3 @@ class MDLSelector(LMScoredSelector):
             out.append(rows[int(np.argmin(entropy[at:at + len(rows)]))])
             at += len(rows)
         return out
-
-    def describe(self) -> dict:
-        s = self.settings
-        return {**super().describe(), "mdl_candidates": s.mdl_candidates, "mdl_samples": s.mdl_samples,
-                "reverse": s.reverse}

@@ -43,6 +43,7 @@ class MMRSelector(EncodedSelector):
 
     name = "mmr"
     options = MMROptions
+    described = ("mmr_lambda", "reverse")
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
         rel = self.query_units(queries) @ self.train_units.T
@@ -53,6 +54,3 @@ class MMRSelector(EncodedSelector):
             ranked = mmr_rank(rel[i, pool], units @ units.T, self.num_demos, self.settings.mmr_lambda)
             out.append(order_by_similarity(pool[ranked].tolist(), self.settings.reverse))
         return out
-
-    def describe(self) -> dict:
-        return {**super().describe(), "mmr_lambda": self.settings.mmr_lambda, "reverse": self.settings.reverse}

@@ -28,6 +28,7 @@ class RandomSelector(Selector):
 
     name = "random"
     options = RandomOptions
+    described = ("balanced",)
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
         out = []
@@ -40,6 +41,3 @@ class RandomSelector(Selector):
             else:
                 out.append([pool[i] for i in rng.choice(len(pool), size=m, replace=False).tolist()])
         return out
-
-    def describe(self) -> dict:
-        return {**super().describe(), "balanced": self.settings.balanced}

@@ -30,6 +30,7 @@ class TopKConESelector(LMScoredSelector):
 
     name = "topk_cone"
     options = ConEOptions
+    described = ("cone_candidates", "reverse")
 
     def conditional_entropy(self, query: Example, candidates: list[int]) -> np.ndarray:
         """Mean token cross-entropy of the query's rendering after each candidate as the one demonstration."""
@@ -46,7 +47,3 @@ class TopKConESelector(LMScoredSelector):
             ranked = [near[j] for j in np.argsort(entropy, kind="stable")[: self.num_demos]]
             out.append(order_by_similarity(ranked, self.settings.reverse))
         return out
-
-    def describe(self) -> dict:
-        return {**super().describe(), "cone_candidates": self.settings.cone_candidates,
-                "reverse": self.settings.reverse}

@@ -60,6 +60,7 @@ class VoteKSelector(EncodedSelector):
 
     name = "votek"
     options = VoteKOptions
+    described = ("votek_pool", "votek_k", "votek_rho", "reverse")
 
     def _fit_encoded(self) -> None:
         s = self.settings
@@ -71,8 +72,3 @@ class VoteKSelector(EncodedSelector):
         pool = set(self.pool)
         return [order_by_similarity(top_allowed(rel[i], [j for j in self.allowed(q) if j in pool], self.num_demos),
                                     self.settings.reverse) for i, q in enumerate(queries)]
-
-    def describe(self) -> dict:
-        s = self.settings
-        return {**super().describe(), "votek_pool": s.votek_pool, "votek_k": s.votek_k, "votek_rho": s.votek_rho,
-                "reverse": s.reverse}
