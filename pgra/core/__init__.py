@@ -1,2 +1,1 @@
-"""What every part uses: errors, configs, the registry of parts, the choices a config offers, quiet output and
-progress, fault injection for the kill-and-resume tests, Markdown tables."""
+"""What every part uses: errors, configs, the part registry, choices, quiet output, progress, faults, Markdown."""

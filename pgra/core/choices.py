@@ -1,5 +1,4 @@
-"""The fixed choices of config fields shared by several parts (precisions, AdamW, torch.compile). Choices that come
-from a registry are read from it where the field is declared (``choices=REGISTRY.names``): an import the drawing sees."""
+"""The fixed choices of config fields several parts share (registries give the others)."""
 
 from __future__ import annotations
 

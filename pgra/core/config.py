@@ -1,10 +1,5 @@
-"""Dataclass configs loaded from YAML, with ``key=value`` overrides and helpful errors on unknown keys.
-
-Every option is declared once, as a dataclass field made with :func:`option`: its default, help text,
-choices (a tuple, or a callable that reads a registry) and command-line flag live in the field, and
-``pgra.cli`` generates each command's flags from it. A YAML file may name a ``base`` file (resolved
-relative to itself) whose keys it overrides.
-"""
+"""Dataclass configs loaded from YAML (a file may name a ``base`` it overrides), with ``key=value``
+overrides; every option is declared once with :func:`option`, and the CLI's flags are made from it."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from .errors import InputError, clip, shorten
+from .errors import InputError, clip, is_number, shorten
 
 T = TypeVar("T")
 BASE_KEY = "base"
@@ -29,8 +24,7 @@ IO_ROLES = ("in", "out", "base", "store")
 # undeclared fields with these names are input paths when they name something on disk (a model folder)
 _INPUT_NAMES = ("model", "lm", "encoder", "corpus")
 SEED_MAX = 2**32 - 1  # every seed option is declared option(min=0, max=SEED_MAX): what numpy's and torch's seeding take
-# the largest values of the options that size memory (an option never takes the machine): far above any use, far
-# below what exhausts one
+# the largest values of the options that size memory: far above any use, far below what exhausts a machine
 MAX_ITEMS = 100_000  # items one input or query holds at once: k, d, passages, demonstrations, candidates, examples
 MAX_BATCH = 65_536  # texts or rows of one batch
 MAX_TOKENS = 1_048_576  # a length in tokens (and a batch's token budget)
@@ -77,8 +71,7 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
 
 
 def result_settings(cfg: Any, without: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The fields of ``cfg`` that define its result: less the cosmetic ones, the ``omit_default`` ones at their
-    default, and ``without`` (what the caller keys separately)."""
+    """The fields of ``cfg`` that define its result (not cosmetic, not ``omit_default`` at default, not ``without``)."""
     fields = dataclasses.fields(cfg)
     left_out = {f.name for f in fields if f.metadata.get("cosmetic")}
     left_out |= {f.name for f in fields if f.metadata.get("omit_default") and at_default(cfg, f)}
@@ -93,9 +86,8 @@ def at_default(cfg: Any, f: dataclasses.Field) -> bool:
 
 
 def recorded_settings(cfg: Any, cosmetic: bool = True) -> dict[str, Any]:
-    """``dataclasses.asdict(cfg)`` less the ``record_default=False`` fields at their default, and in a section made
-    from a registry the ``omit_default`` ones too (``cosmetic=False``: less the cosmetic fields): what a manifest
-    records and a build key hashes, so adding an option with a backward-compatible default changes neither."""
+    """``dataclasses.asdict(cfg)`` less the unrecorded fields at their default (``cosmetic=False``: less the
+    cosmetic ones): so adding an option with a backward-compatible default changes no manifest or key."""
     out: dict[str, Any] = {}
     made = hasattr(type(cfg), "__section__")  # a section made from a registry (:func:`section_type`)
     for f in dataclasses.fields(cfg):
@@ -129,8 +121,7 @@ def field_choices(f: dataclasses.Field) -> list[Any] | None:
 
 
 def section_type(tp: Any) -> Any:
-    """The dataclass a section's declared type stands for: the type itself, or for one with a ``__section__``
-    classmethod (:class:`pgra.selection.SelectorSettings`), the dataclass of the parts registered now."""
+    """The dataclass a section's declared type stands for (made by its ``__section__``, where it has one)."""
     made = getattr(tp, "__section__", None)
     return made() if made is not None else tp
 
@@ -198,17 +189,12 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
 
 
 def _choice_word(f: dataclasses.Field, value: Any) -> Any:
-    """YAML 1.1 reads no/off/false and yes/on/true as bools: where the field's choices hold such a word (e.g.
-    ``reader.mixed_precision=no``), the bool is that word."""
+    """YAML 1.1 reads no/off/yes/on as bools: where the field's choices hold such a word, the bool is that word."""
     allowed = field_choices(f)
     if not isinstance(value, bool) or allowed is None or value in allowed:
         return value
     words = [w for w in (("yes", "on", "true") if value else ("no", "off", "false")) if w in allowed]
     return words[0] if words else value
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None, paths: bool = False) -> None:
@@ -226,7 +212,7 @@ def _check_field(f: dataclasses.Field, value: Any, key: str, source: str | None,
             raise InputError(f"lists {shorten(repeated[0])} more than once ({shorten(value)}); each value may "
                              "appear once", path=source, field=key)
     low, high, above = (f.metadata.get(k) for k in ("min", "max", "above"))
-    for v in filter(_number, items):
+    for v in filter(is_number, items):
         for bound, bad, words in ((low, low is not None and v < low, "at least"),
                                   (high, high is not None and v > high, "at most"),
                                   (above, above is not None and v <= above, "greater than")):
@@ -261,9 +247,8 @@ def _check_path(f: dataclasses.Field, value: str, key: str, source: str | None) 
 
 
 def check_path_segments(value: Any, field: str, source: str | Path | None = None, empty_ok: bool = False) -> None:
-    """The one check of a value that names a file or folder (a split, a method ...): a string, each item of a list
-    and each key of a mapping must be a :func:`pgra.storage.artifacts.safe_name`; an integer is one by itself.
-    ``empty_ok``: an empty string (not an empty item) means none."""
+    """The one check of a value naming a file or folder: a string, each list item and each mapping key must be a
+    :func:`pgra.storage.artifacts.safe_name` (an integer is one); ``empty_ok``: an empty string means none."""
     from ..storage.artifacts import safe_name
 
     if isinstance(value, dict):
@@ -317,8 +302,7 @@ def _check_overlap(cfg: Any, prefix: str = "") -> tuple[dict[str, Any], set[str]
 
 
 def check_config(cfg: Any, prefix: str = "") -> None:
-    """Check a config when a stage starts: every field (:func:`_check_field`, paths included) and that no output
-    folder is, holds or lies inside an input (see ``io`` in :func:`option`)."""
+    """Check a config when a stage starts: every field (paths included) and that no output overlaps an input."""
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         if dataclasses.is_dataclass(value):

@@ -1,8 +1,8 @@
-"""Error types that tell the user which file, line and field is wrong, and the helpers that read and echo a user's text
-for them."""
+"""Error types naming the file, line and field that is wrong, and helpers that read and echo a user's text."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 
@@ -48,10 +48,22 @@ def clip(text: str, limit: int = ECHO_LIMIT) -> str:
 
 
 def whole_number(text: object) -> int | None:
-    """The whole number ``text`` spells in at most 18 ASCII digits (spaces around allowed); None for anything else
-    (a sign, ``1.5``, a superscript ``²``)."""
+    """The whole number ``text`` spells in at most 18 ASCII digits (spaces around allowed), else None."""
     text = str(text).strip()
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+
+
+def is_number(value: object) -> bool:
+    """Whether ``value`` is an int or float (not a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def finite_number(value: object) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool)."""
+    try:
+        return is_number(value) and math.isfinite(value)
+    except OverflowError:  # an int too large for a float (400 digits)
+        return False
 
 
 def shorten(value: object, limit: int = ECHO_LIMIT) -> str:
@@ -60,8 +72,7 @@ def shorten(value: object, limit: int = ECHO_LIMIT) -> str:
 
 
 def os_error_message(error: OSError, writing: str | Path | None = None) -> str:
-    """One line for an operating-system error (a full disk, a permission, a read-only or missing folder),
-    naming the path (the error's own, else the output folder being written) and what to do about it."""
+    """One line for an OSError (full disk, permission ...), naming the path and what to do about it."""
     import errno
 
     where = f"{error.filename}: " if error.filename else f"while writing {writing}: " if writing else ""

@@ -1,7 +1,5 @@
-"""Fault injection for the kill-and-resume tests: ``fault_point(name)`` ends the process at once, like
-``kill -9`` (no cleanup, no ``finally``), when ``PGRA_FAULT`` names that point (``index.shard_written@2``: the
-second time it is reached; ``@1`` when left out).
-"""
+"""Fault injection for the kill-and-resume tests: ``fault_point(name)`` ends the process like ``kill -9``
+when ``PGRA_FAULT`` names that point (``index.shard_written@2``: the second time it is reached)."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ _hits: dict[str, int] = {}
 
 
 def parse_fault(spec: str | None = None) -> tuple[str, int] | None:
-    """``PGRA_FAULT`` (or ``spec``) as ``(point, n)``, None when unset; a malformed value (``x@abc``, ``@2``)
-    is an InputError naming the variable, so a test harness typo never passes as "no fault"."""
+    """``PGRA_FAULT`` (or ``spec``) as ``(point, n)``, None when unset; a malformed value is an InputError."""
     spec = os.environ.get(ENV) if spec is None else spec
     if not spec:
         return None

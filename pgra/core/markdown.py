@@ -24,8 +24,7 @@ _MARKUP = re.compile(r"[\\`*_\[\]|~]")
 
 
 def md_text(value: object) -> str:
-    """``value`` as plain text inside a markdown line: ``&``, ``<``, ``>`` as entities, markdown's markup characters
-    escaped, control characters (line breaks included) as spaces."""
+    """``value`` as plain text in a markdown line: ``&<>`` as entities, markup escaped, control characters as spaces."""
     text = _BREAK.sub(" ", str(value))
     text = "".join(" " if ord(c) < 32 or 127 <= ord(c) <= 159 else c for c in text)  # C0, DEL, C1 (NEL)
     text = _MARKUP.sub(lambda m: "\\" + m.group(0), text)
@@ -33,16 +32,14 @@ def md_text(value: object) -> str:
 
 
 def md_code(value: object) -> str:
-    """``value`` as an inline code span (shown as written: a renderer acts on no tag or markup inside one), or as
-    :func:`md_text` where it holds what would end the span (a backtick) or its line."""
+    """``value`` as an inline code span, or as :func:`md_text` where it holds a backtick or a line break."""
     text = str(value)
     plain = text and "`" not in text and not _BREAK.search(text) and all(ord(c) >= 32 and c != "\x7f" for c in text)
     return f"`{text}`" if plain else md_text(text)
 
 
 def md_fence(text: str, lang: str = "") -> list[str]:
-    """The lines of a fenced code block holding ``text`` as written: its fence one backtick longer than the longest
-    run of backticks in it (at least three), so no line of ``text`` closes it."""
+    """The lines of a fenced code block holding ``text``, its fence longer than any backtick run in it."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return [fence + lang, *text.split("\n"), fence]

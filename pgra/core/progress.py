@@ -149,29 +149,16 @@ class _Silent:
     def __enter__(self) -> _Silent:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        return None
-
     def update(self, n: float = 1) -> None:
         self.n += n
-
-    def set_postfix(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def set_postfix_str(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def set_description(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def refresh(self) -> None:
-        return None
 
     def write(self, s: str) -> None:
         print(s, file=sys.stderr, flush=True)
 
-    def close(self) -> None:
+    def _nothing(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+    __exit__ = set_postfix = set_postfix_str = set_description = refresh = close = _nothing
 
 
 def progress(iterable: Iterable[Any] | None = None, *, total: float | None = None, desc: str = "",

@@ -1,20 +1,7 @@
-"""One way to register a part: :class:`Registry`, a name -> part mapping shared by every family of parts
-(retrievers, rerankers, demonstration selectors, methods, analyses).
+"""One way to register a part: :class:`Registry`, a name -> part mapping shared by every family of parts.
 
-A family declares its registry once, with the modules of its built-in parts (one file per part, which registers
-itself when imported)::
-
-    RERANKERS: Registry[type[Reranker]] = Registry("reranker", "pgra.rerank", ("prompt_guided", "mmr"),
-                                                   base=Reranker)
-
-    @RERANKERS.register
-    class MMR(Reranker):
-        name = "mmr"
-
-A plug-in registers the same way from outside ``pgra/`` under a name no other part holds, and its module enters
-the keys of what its part makes (:func:`plug_in_key`). The registry is a ``dict``; :meth:`Registry.names` loads the
-built-in parts first, :meth:`Registry.part` names the field and the choices when a name is unknown.
-"""
+A family declares it once with its built-in modules; a part (a plug-in too) registers with ``@REGISTRY.register``
+under a name no other part holds, and a plug-in's module enters its keys (:func:`plug_in_key`)."""
 
 from __future__ import annotations
 
@@ -39,8 +26,7 @@ def is_builtin(module: str) -> bool:
 
 
 def plug_in_key(part: Any, field: str = "plug_in") -> dict[str, str]:
-    """What a part defined outside pgra adds to the key of what it makes: its module under ``field`` (so its results
-    never pass for another part's of the same name); nothing for a built-in part."""
+    """What a plug-in part adds to the key of what it makes (its module under ``field``); nothing for a built-in."""
     module = defined_in(part)
     return {} if is_builtin(module) else {field: module}
 
@@ -126,14 +112,9 @@ class Registry(dict[str, T]):
         load_plugins()
 
     def plug_ins(self) -> list[str]:
-        """The registered parts defined outside pgra, as ``module:qualname`` (what a child process registers again,
-        :func:`register_parts`); parts made from others are made again there."""
-        out = []
-        for key, part in self.items():
-            module, qualname = getattr(part, "__module__", ""), getattr(part, "__qualname__", "")
-            if module and qualname and not is_builtin(module) and "<" not in qualname:
-                out.append(f"{key}={module}:{qualname}")
-        return out
+        """The registered parts defined outside pgra, as ``module:qualname``, for a child process to register again."""
+        named = ((key, getattr(p, "__module__", ""), getattr(p, "__qualname__", "")) for key, p in self.items())
+        return [f"{key}={m}:{q}" for key, m, q in named if m and q and not is_builtin(m) and "<" not in q]
 
     def register_parts(self, specs: Iterable[str]) -> None:
         """Register again the parts :meth:`plug_ins` listed (``name=module:qualname``), importing their modules."""
@@ -157,8 +138,7 @@ class Registry(dict[str, T]):
         return tuple(self)
 
     def part(self, name: str, field: str | None = None) -> T:
-        """The part registered as ``name`` (built-in parts loaded first); an unknown name is an
-        :class:`~pgra.core.errors.InputError` naming ``field`` (default: the registry's) and the choices."""
+        """The part registered as ``name``; an unknown name is an InputError naming ``field`` and the choices."""
         self.load_builtin()
         if name in self:
             return self[name]
@@ -170,8 +150,7 @@ class Registry(dict[str, T]):
 
 
 def _is_a(part: Any, base: type, instances: bool) -> bool:
-    """Whether ``part`` is an instance of ``base`` (``instances``) or a subclass of it (a family of classes): an
-    instance where a class belongs, or a class where an instance does, is neither."""
+    """Whether ``part`` is an instance (``instances``) or a subclass of ``base``, never the other way round."""
     if isinstance(part, type):
         return not instances and issubclass(part, base)
     return instances and isinstance(part, base)
@@ -182,8 +161,7 @@ _plugins_loaded = False
 
 
 def load_plugins() -> list[str]:
-    """Import, once per process, every module installed packages declare in the ``pgra.plugins`` entry-point
-    group; returns their names (one that fails to import is an InputError naming it)."""
+    """Import, once per process, every ``pgra.plugins`` entry-point module; their names (a failure: InputError)."""
     global _plugins_loaded
     if _plugins_loaded:
         return []
@@ -198,8 +176,7 @@ def load_plugins() -> list[str]:
 
 
 def _load_plugin(ep: Any) -> None:
-    """Import one plug-in's module; whatever goes wrong there (a part refused, an error, ``sys.exit``) is that
-    plug-in's InputError, never a traceback from deep in a lookup nor a quiet exit of the command."""
+    """Import one plug-in's module; whatever goes wrong there (``sys.exit`` included) is its InputError."""
     where = f"the plug-in '{clip(ep.name, 80)}' ({clip(ep.value, 120)}, entry point group {PLUGIN_GROUP})"
     try:
         ep.load()

@@ -1,10 +1,5 @@
-"""Quiet library output unless ``-v``: silence what pgra expects, keep what it does not.
-
-Silenced when not verbose: transformers', accelerate's and DeepSpeed's logging below ERROR (model load reports
-pgra checks itself), the Hugging Face progress bars, and the library warnings in ``EXPECTED_WARNINGS``. Every
-other warning still shows. Child processes inherit it (``PGRA_QUIET``: :func:`configure_child_output`); the Python
-API is quiet for each call only (:func:`quiet_output`).
-"""
+"""Quiet library output unless ``-v``: silence what pgra expects (library logging below ERROR, HF progress
+bars, ``EXPECTED_WARNINGS``), keep what it does not; child processes inherit it (``PGRA_QUIET``)."""
 
 from __future__ import annotations
 
@@ -44,8 +39,7 @@ class _ErrorsOnly(logging.Filter):
 
 
 def configure_child_output() -> None:
-    """In a pgra child process (a grid's cell or worker): quiet as its parent was (:data:`QUIET_MARK`). Warning
-    filters do not pass to child processes; the environment does."""
+    """In a pgra child process: quiet as its parent was (:data:`QUIET_MARK`; warning filters are not inherited)."""
     if os.environ.get(QUIET_MARK) == "1":
         configure_output(False)
 

@@ -1,2 +1,1 @@
-"""The texts pgra reads and passes on: the retrieval corpus, Hugging Face datasets, downloads, the JSONL
-between stages, and the never-itself rule."""
+"""The texts pgra reads and passes on: corpus, HF datasets, downloads, the stage JSONL, the never-itself rule."""

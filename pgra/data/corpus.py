@@ -1,10 +1,4 @@
-"""The external retrieval corpus: streamed from its source once, then stored memory-mapped.
-
-Sources: a text file with one sentence a line (Wiki1M's format; id = 0-based line number), JSONL with
-``{"id", "text"}`` objects, or a Hugging Face dataset (hub id, local ``save_to_disk`` folder or data files).
-The store is ``texts.bin`` (UTF-8 texts back to back) + ``offsets.npy`` (int64, N+1) + ``corpus.json``
-(+ ``ids.json`` when ids are not 0..N-1), so ``id -> text`` is a slice of a memory map.
-"""
+"""The retrieval corpus (txt, JSONL or an HF dataset), streamed once, then stored memory-mapped."""
 
 from __future__ import annotations
 
@@ -41,8 +35,7 @@ _FILE_HINT = "a txt corpus (one sentence a line), a .jsonl file, or an HF datase
 
 @dataclass
 class CorpusOptions:
-    """Where a stage's corpus comes from: the config fields the index build and SimCSE training share (flat keys
-    and flags, first among each config's own)."""
+    """Where a stage's corpus comes from: the config fields the index build and SimCSE training share."""
 
     corpus: str = option("", help="txt (one sentence a line), .jsonl ({id, text}) or an HF dataset")
     corpus_format: str = option("auto", choices=FORMATS, help="auto = by file name")
@@ -231,8 +224,7 @@ class CorpusStore:
 
 def build_store(src: CorpusSource, out_dir: str | Path, show_progress: bool = True,
                 source_fingerprint: str | None = None) -> CorpusStore:
-    """Stream ``src`` into a store at ``out_dir`` atomically, or reuse one there of the same source fingerprint
-    (``source_fingerprint``: ``src.fingerprint()`` when the caller has it)."""
+    """Stream ``src`` into a store at ``out_dir`` atomically, or reuse one there of the same source fingerprint."""
     out_dir = Path(out_dir)
     source_fp = source_fingerprint or src.fingerprint()
     if (out_dir / "corpus.json").exists():

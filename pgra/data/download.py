@@ -1,8 +1,4 @@
-"""``pgra download-data``: fetch LM-BFF's task files and Wiki1M when the machine is online.
-
-Offline (no DNS, no route, or PGRA_OFFLINE / HF_HUB_OFFLINE set) it fails at once with a message that
-says what to download and where to put it.
-"""
+"""``pgra download-data``: fetch LM-BFF's task files and Wiki1M (offline: fails at once, saying what goes where)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,15 @@
-"""The JSONL format passed between stages, and FiD's JSON format beside it.
-
-One query a line: ``{"id", "text", "label", "ctxs": [{"id", "text", "score"}, ...]}``; ``label`` is absent
-for unlabelled inputs and ``ctxs`` absent before retrieval.
-
-FiD (Izacard & Grave) and the PGRA paper's code read one JSON array per split instead:
-``[{"id", "question", "answers": [...], "target", "ctxs": [{"id", "title", "text", "score"}, ...]}, ...]``.
-:func:`read_fid` turns such a file into these records (``question`` -> ``text``; ``target``, else the first of
-``answers``, -> ``label``, given as the label or one of the task's label words, T5 sentinels stripped) and
-:func:`write_fid` writes records in it (the label as the task's reader word in ``answers`` and ``target``).
-"""
+"""The JSONL format passed between stages (one query a line: ``{"id", "text", "label", "ctxs"}``), and FiD's
+JSON array format beside it (:func:`read_fid`, :func:`write_fid`; docs/tasks.md)."""
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import InputError, shorten
+from ..core.errors import InputError, finite_number, is_number, shorten
 from ..storage.artifacts import atomic_path, iter_jsonl, parse_json
 from ..tasks.loaders import Example
 
@@ -55,8 +45,7 @@ def read_records(path: str | Path, labels: list[str] | None = None) -> Iterator[
 
 
 def check_record(rec: dict[str, Any], path: Path, line_no: int, seen: set[str], labels: list[str] | None) -> None:
-    """One record as every stage reads it (``seen``: the ids so far, updated); an :class:`InputError` names the
-    file, the line (a JSON array's item number) and the field."""
+    """One record as every stage reads it (``seen``: the ids so far); an InputError names file, line and field."""
     for key in ("id", "text"):
         if key not in rec:
             raise InputError("missing field", path=path, line=line_no, field=key)
@@ -80,8 +69,7 @@ def _is_id(value: Any) -> bool:
 
 
 def _check_ctxs(ctxs: Any, path: Path, line_no: int) -> None:
-    """A record's evidence as every stage reads it: a list of objects, each with an id (a string or an integer),
-    a text (a string) and, when given, a numeric score."""
+    """A record's evidence: a list of objects, each with an id (string or integer), a text and maybe a score."""
     if not isinstance(ctxs, list):
         raise InputError(f"must be a list of evidence objects, not {shorten(ctxs, 60)}", path=path, line=line_no,
                          field="ctxs")
@@ -92,20 +80,12 @@ def _check_ctxs(ctxs: Any, path: Path, line_no: int) -> None:
             raise InputError(f"ctxs[{j}] needs a string or integer 'id' and a string 'text'", path=path,
                              line=line_no, field="ctxs")
         score = ctx.get("score")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+        if score is not None and not is_number(score):
             raise InputError(f"ctxs[{j}].score must be a number, not {shorten(score, 60)}", path=path,
                              line=line_no, field="ctxs")
-        if score is not None and not _finite(score):
+        if score is not None and not finite_number(score):
             raise InputError(f"ctxs[{j}].score must be a finite number, not {shorten(score, 60)}", path=path,
                              line=line_no, field="ctxs")
-
-
-def _finite(number: int | float) -> bool:
-    """Whether ``number`` is a float value other than NaN and infinity (an integer past float's range is not)."""
-    try:
-        return math.isfinite(number)
-    except OverflowError:
-        return False
 
 
 _SENTINEL = re.compile(r"<extra_id_\d+>")
@@ -113,8 +93,7 @@ BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (Windows editors write one): no
 
 
 def _label_of(value: Any, words: dict[str, str], path: Path, item: int, field: str) -> str:
-    """A FiD answer as a label: the label itself or one of its words (case-insensitive, T5 sentinels and the
-    spaces around them stripped: ``"<extra_id_0> great <extra_id_1>"`` is ``great``)."""
+    """A FiD answer as a label: the label or one of its words (case-insensitive, T5 sentinels stripped)."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(f"an answer is a string, not {shorten(value, 60)}", path=path, line=item, field=field)
     text = _SENTINEL.sub(" ", str(value)).strip()

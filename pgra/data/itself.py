@@ -1,6 +1,4 @@
-"""The never-itself rule, in one place: a query never gets its own text back as evidence, a demonstration or a
-voter. Texts are compared stripped; ids are not compared, because datasets number each split from 0 (GLUE's
-``idx``), so a dev input may share its id with an unrelated training input."""
+"""The never-itself rule: a query never gets its own text back (compared stripped; ids are not compared)."""
 
 from __future__ import annotations
 

@@ -1,2 +1,1 @@
-"""Language models: loading, the causal-LM base, key/value caches, token helpers, the paper's prompts and
-label-word scoring."""
+"""Language models: loading, the causal-LM base, KV caches, tokens, the paper's prompts and label-word scoring."""

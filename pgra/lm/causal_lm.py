@@ -1,10 +1,4 @@
-"""The one causal-LM base under every model pgra prompts: the reranker's embedder (:class:`pgra.LMEmbedder`), the
-in-context learning label scorer (:class:`pgra.LabelScorer`) and Skill-KNN's rewriting LM.
-
-:class:`CausalLM` loads the model (weights on first use), its device and dtype, context limit and pad id, runs a
-shared prompt head once as a KV cache, batches under a token budget and keeps one cost record (:class:`LMCost`);
-subclasses implement only their own calls. :class:`LMConfig`: the options saying how the LM runs.
-"""
+"""The one causal-LM base under every model pgra prompts: loading, device, a shared KV head, batches, cost."""
 
 from __future__ import annotations
 
@@ -27,9 +21,7 @@ _ROWS = {"min": 1, "max": MAX_BATCH, "help": "inputs per LM batch at most"}
 
 @dataclass
 class LMConfig:
-    """How a stage's causal LM runs: the options :class:`RerankConfig <pgra.rerank.config.RerankConfig>` and
-    :class:`ICLConfig <pgra.icl.config.ICLConfig>` share (flat keys and flags, in this order among the stage's
-    own). The defaults are in-context learning's; :func:`lm_config` gives other batch defaults."""
+    """How a stage's causal LM runs (rerank and ICL share it; :func:`lm_config` gives other batch defaults)."""
 
     device: str = option("auto", cosmetic=True, help="auto, cpu, cuda ...")
     dtype: str = option("auto", choices=choices.DTYPES,
@@ -66,8 +58,7 @@ def lm_config(max_tokens_per_batch: int, max_batch_size: int) -> type[LMConfig]:
 
 @dataclass
 class LMCost:
-    """The one cost record of a causal LM's work: ``calls``, the inputs it was asked about (texts embedded,
-    prompts scored, rewrites made), and ``tokens``, the tokens it ran. Written as ``{"lm_calls", "lm_tokens"}``."""
+    """The one cost record of a causal LM's work: ``calls`` (inputs asked about) and ``tokens`` (tokens run)."""
 
     calls: int = 0
     tokens: int = 0
@@ -91,8 +82,7 @@ class LMCost:
 
 
 def _causal_lm_names() -> tuple[set[str], set[str], set[str]]:
-    """transformers' causal-LM auto mapping: its model types and class names, and the model types of its masked-LM
-    mapping (encoder families such as BERT, whose causal class is a causal LM only with ``is_decoder``)."""
+    """transformers' causal-LM model types and class names, and its masked-LM (encoder) model types."""
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_MASKED_LM_MAPPING_NAMES,
@@ -103,8 +93,7 @@ def _causal_lm_names() -> tuple[set[str], set[str], set[str]]:
 
 
 def check_causal_lm(config: Any, name: str, field: str) -> None:
-    """Refuse, before any weights load, a model whose config is not a causal LM's (by transformers' causal-LM auto
-    mapping; an encoder family only with ``is_decoder``; a model with its own code is left to it)."""
+    """Refuse, before any weights load, a model whose config is not a causal LM's (own code: left to it)."""
     if getattr(config, "auto_map", None):
         return
     types, classes, encoders = _causal_lm_names()
@@ -122,16 +111,14 @@ def check_causal_lm(config: Any, name: str, field: str) -> None:
 
 
 def newly_initialised(info: dict[str, Any]) -> list[str]:
-    """The parameters a ``from_pretrained(..., output_loading_info=True)`` initialised at random: the missing
-    keys and the mismatched ones (a head of another shape), sorted."""
+    """The parameters ``from_pretrained`` initialised at random (missing and mismatched keys), sorted."""
     keys = set(info.get("missing_keys") or ())
     keys |= {k[0] if isinstance(k, (tuple, list)) else k for k in info.get("mismatched_keys") or ()}
     return sorted(str(k) for k in keys)
 
 
 def load_trained(loader: Any, name: str, what: str, field: str, need: str, **kwargs: Any) -> Any:
-    """:func:`pgra.lm.loading.load_pretrained`, refusing weights transformers would initialise at random (an
-    InputError naming the model, the field and ``need``, the kind of model it needs)."""
+    """:func:`pgra.lm.loading.load_pretrained`, refusing weights transformers would initialise at random."""
     model, info = load_pretrained(loader, name, what, field, output_loading_info=True, **kwargs)
     fresh = newly_initialised(info)
     if fresh:
@@ -144,8 +131,7 @@ def load_trained(loader: Any, name: str, what: str, field: str, need: str, **kwa
 
 def load_arguments(device: Any, dtype: Any, attn_implementation: str | None, trust_remote_code: bool,
                    device_map: str | None = None) -> dict[str, Any]:
-    """``from_pretrained``'s keyword arguments for a causal LM on ``device``: on a GPU straight onto it (no copy in
-    host memory first) or, with ``device_map="auto"``, across every GPU the process sees."""
+    """``from_pretrained``'s arguments for a causal LM on ``device`` (straight onto a GPU, or ``device_map=auto``)."""
     kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": trust_remote_code}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
@@ -155,8 +141,7 @@ def load_arguments(device: Any, dtype: Any, attn_implementation: str | None, tru
 
 
 def check_device_map(device_map: str | None, device: Any, field: str = "device_map") -> None:
-    """Refuse an unknown ``device_map``, and ``auto`` on a GPU while this node runs several ranks (each would spread
-    its LM over the same GPUs). On the CPU ``auto`` changes nothing."""
+    """Refuse an unknown ``device_map``, and ``auto`` on a GPU with several ranks on this node."""
     from ..runtime.device import ranks_per_node
 
     if device_map not in (None, *DEVICE_MAPS):
@@ -176,9 +161,8 @@ def context_limit(config: Any, default: int = 2048) -> int:
 
 
 def token_batches(lengths: Sequence[int], max_tokens: float, max_batch_size: int, extra: int = 0) -> list[list[int]]:
-    """Positions of ``lengths``, longest first (ties in order), grouped so that every batch padded to its longest
-    (plus ``extra`` tokens every row also attends to, e.g. a shared prefix) stays within ``max_tokens`` and holds
-    at most ``max_batch_size`` rows; a row longer than the budget runs alone."""
+    """Positions of ``lengths``, longest first, grouped so that each padded batch (plus ``extra`` shared tokens)
+    stays within ``max_tokens`` and ``max_batch_size`` rows; a longer row runs alone."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     cur: list[int] = []
@@ -196,10 +180,8 @@ def token_batches(lengths: Sequence[int], max_tokens: float, max_batch_size: int
 class CausalLM:
     """A causal LM by name or folder, its tokenizer and config loaded now, its weights on first use.
 
-    ``head``: ``"lm"`` (logits) or ``"none"`` (hidden states). ``attn_implementation``: ``"auto"`` is eager on CPU
-    (sdpa was ~10x slower for these small batches), sdpa on GPU. ``role`` / ``field`` / ``needs``: for errors.
-    ``device_map``: ``"auto"`` spreads the weights over every GPU the process sees (:func:`load_arguments`).
-    """
+    ``head``: ``"lm"`` (logits) or ``"none"`` (hidden states); ``attn_implementation`` ``"auto"``: eager on CPU (sdpa
+    was ~10x slower for these small batches), sdpa on GPU."""
 
     def __init__(self, name_or_path: str, device: str | None = None, dtype: str | None = None,
                  attn_implementation: str | None = "auto", max_tokens_per_batch: int = 4096,

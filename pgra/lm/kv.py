@@ -19,8 +19,7 @@ def cache_layers(past) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def output_cache(out):
-    """The KV cache a forward returned: ``out.cache`` where transformers renamed it (5.x, whose
-    ``out.past_key_values`` is a deprecated alias), else ``out.past_key_values`` (4.x)."""
+    """The KV cache a forward returned: ``out.cache`` (transformers 5.x), else ``out.past_key_values``."""
     return out["cache"] if "cache" in out else out.past_key_values  # noqa: SIM401 - .get would read the alias
 
 

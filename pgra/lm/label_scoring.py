@@ -1,11 +1,8 @@
 """Label-word log-likelihoods after a prompt, from any causal LM: the in-context learning classifier's scores.
 
-For a prompt p and label word w, ``log P(" " + w | p)`` is the sum over w's tokens. Fast path: the prompt runs
-once (left-padded batches under a token budget) and its KV cache is shared by all of its label words; only the
-label words' remaining tokens run against it. The label tokens are taken from the *joint* tokenisation of
-``p + " " + w`` (checked per pair: when it does not extend the prompt's own tokens, that pair runs as one whole
-sequence), so the result equals the naive computation (:meth:`LabelScorer.score_naive`).
-"""
+Each prompt runs once and its KV cache is shared by its label words, whose tokens come from the joint
+tokenisation of ``p + " " + w`` (a pair that does not extend the prompt's tokens runs whole): the result equals
+:meth:`LabelScorer.score_naive`."""
 
 from __future__ import annotations
 
@@ -24,9 +21,7 @@ from .tokens import pad_sequences
 
 @dataclass
 class ScoreStats(LMCost):
-    """The scorer's cost record (:class:`pgra.lm.causal_lm.LMCost`: ``calls`` = prompts scored plus pairs run whole,
-    ``tokens`` = tokens the LM ran) and its own counters: forward passes, prompts, pairs that needed a
-    whole-sequence run."""
+    """The scorer's cost record (``calls``, ``tokens``) and its own counters."""
 
     forwards: int = 0
     prompts: int = 0
@@ -59,8 +54,7 @@ class LabelScorer(CausalLM):
         return self.cost
 
     def word_tokens(self, prompt_ids: list[int], prompt: str, word: str) -> list[int] | None:
-        """The label word's tokens after the prompt's, from the joint tokenisation; None when that does not
-        extend the prompt's own tokens (the seam merged)."""
+        """The label word's tokens after the prompt's in the joint tokenisation; None when the seam merged."""
         joint = self.ids(prompt + " " + word)
         if len(joint) > len(prompt_ids) and joint[: len(prompt_ids)] == prompt_ids:
             return joint[len(prompt_ids):]
@@ -95,8 +89,7 @@ class LabelScorer(CausalLM):
     @torch.inference_mode()
     def score_continuations(self, prompts: Sequence[str], continuations: Sequence[Sequence[str]],
                             show_progress: bool = False) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Per prompt ``i``, ``log P(" " + c | prompts[i])`` and its token count for each of its own continuations
-        ``continuations[i]`` (the ragged :meth:`score`); each prompt runs once."""
+        """Per prompt ``i``, ``log P( + c | prompts[i])`` and token count of each of its own continuations."""
         n = len(prompts)
         if len(continuations) != n:
             raise ValueError(f"{n} prompts but {len(continuations)} lists of continuations")

@@ -9,8 +9,7 @@ from ..core.errors import InputError
 
 
 def load_pretrained(loader: Any, name_or_path: str, what: str, field: str, **kwargs: Any) -> Any:
-    """``loader.from_pretrained(name_or_path, **kwargs)``; a folder or hub id that cannot be loaded (missing,
-    incomplete, offline, not that kind of model) raises an :class:`InputError` naming it and the config field."""
+    """``loader.from_pretrained(name_or_path, **kwargs)``; a failure is an InputError naming it and the field."""
     name = str(name_or_path)
     looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).expanduser().exists()
     if looks_local and not Path(name).expanduser().is_dir():
@@ -27,8 +26,7 @@ def load_pretrained(loader: Any, name_or_path: str, what: str, field: str, **kwa
 
 
 def has_own_code(name_or_path: str) -> bool:
-    """Whether a model would run code of its own under ``trust_remote_code``: a local folder whose
-    ``config.json`` or ``tokenizer_config.json`` has an ``auto_map``; a hub id always counts (it is not looked up)."""
+    """Whether a model would run its own code: a folder whose configs have an ``auto_map``, or any hub id."""
     import json
 
     folder = Path(str(name_or_path)).expanduser()
@@ -46,8 +44,7 @@ def has_own_code(name_or_path: str) -> bool:
 
 def remote_code_allowed(name_or_path: str, allowed: bool, recorded: Any, what: str, artifact: str | Path,
                         flag: str = "--trust-remote-code") -> bool:
-    """The ``trust_remote_code`` to load an artifact's model with: the command's ``allowed``, never the manifest's
-    ``recorded`` (a file must never make pgra run code); a model recorded with its code is refused unless allowed."""
+    """The ``trust_remote_code`` to load an artifact's model with: the command's, never the manifest's."""
     if allowed:
         return True
     if recorded is True and has_own_code(name_or_path):

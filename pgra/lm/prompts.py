@@ -1,9 +1,4 @@
-"""Reranker prompts exactly as the PGRA paper's code assembles them.
-
-prompt(t) = "Follow the demonstrations:\\n" + "\\n\\n".join(demos) + "\\n\\n" + P(t) + "\\nThe answer is"
-where each demonstration is P(x_i) with "\\n\\n" replaced by "\\n", + "\\nThe answer is " + word(y_i).
-The query and every candidate evidence sentence share the same prefix (same demonstrations, same order).
-"""
+"""Reranker prompts exactly as the PGRA paper's code assembles them (one shared prefix per query)."""
 
 from __future__ import annotations
 

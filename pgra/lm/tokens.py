@@ -27,8 +27,7 @@ def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int, side: Literal["rig
 
 def fit_text(tokenizer, text: str, build: Callable[[str], list[int]], limit: int,
              min_keep: int = 0) -> tuple[list[int], bool]:
-    """Cut ``text`` at token boundaries until ``build(cut_text)`` (the text tokenised in its surroundings) has at
-    most ``limit`` tokens: the ids of the longest fitting cut and True, or those of ``min_keep`` tokens and False."""
+    """Cut ``text`` at token boundaries until ``build(cut)`` fits ``limit`` tokens: ``(ids, True)``, else min_keep's."""
     ids = build(text)
     if len(ids) <= limit:
         return ids, True

@@ -1,6 +1,4 @@
-"""The reader's cost model: what a reader cell costs (:func:`reader_cell_price`, over the plan's
-:class:`~pgra.reader.fits.ReaderFits`; on a GPU :mod:`pgra.reader.gpu_cost`) and holds on disk (:func:`cell_disk`)
-before it runs."""
+"""The reader's cost model: what a reader cell costs and holds on disk before it runs."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ from ..runtime.sizes import WEIGHT_FILES, count_text, format_bytes, model_parame
 
 
 def evaluated_inputs(reader: dict[str, Any], splits: dict[str, int] | None) -> int | None:
-    """The inputs a reader cell evaluates at most: its dev split every ``eval_every`` steps, then the whole dev and
-    test split once (None: the splits are unknown)."""
+    """The inputs a reader cell evaluates at most (dev every ``eval_every`` steps, then dev and test); None: unknown."""
     if splits is None or splits.get("dev") is None:
         return None
     steps, eval_every = int(reader.get("max_steps", 0)), int(reader.get("eval_every", 0) or 0)
@@ -27,8 +24,7 @@ def evaluated_inputs(reader: dict[str, Any], splits: dict[str, int] | None) -> i
 
 
 def encoder_layers(model: str) -> int | None:
-    """The encoder layers of a reader folder's ``config.json`` (T5 ``num_layers``, an encoder-decoder's
-    ``encoder.num_hidden_layers``); None for a hub name or an unreadable config."""
+    """The encoder layers of a reader folder's ``config.json``; None for a hub name or an unreadable config."""
     path = Path(model) / "config.json"
     if not path.is_file():
         return None
@@ -50,9 +46,7 @@ def trained_layers(reader: dict[str, Any]) -> int | None:
 
 def reader_cell_price(fits: Any, reader: dict[str, Any], inputs: int | None, splits: dict[str, int] | None,
                       disk: dict[str, Any] | None = None) -> Priced | None:
-    """A reader cell (its settings' ``reader`` block) priced from ``fits``: on a GPU the whole cell (``splits``:
-    inputs per split; ``disk``: the cosmetic checkpoint options), on a CPU its steps plus a cell's fixed part;
-    None when no fit applies."""
+    """A reader cell priced from ``fits`` (GPU: the whole cell; CPU: its steps plus a fixed part); None: no fit."""
     if fits.gpu_steps:
         cost = fits.gpu_cell({**reader, **(disk or {})}, splits)
         if cost is not None:
@@ -87,8 +81,7 @@ LOG_LINE_BYTES = 70  # a step's line of a reader's train_log.jsonl
 
 @dataclass
 class ReaderDisk:
-    """What one reader cell writes, from its model's parameters: ``best/`` and a resumable checkpoint (the weights and
-    AdamW's two moments of the trained ones)."""
+    """What one reader cell writes, from its model's parameters: ``best/`` and a resumable checkpoint."""
 
     parameters: int
     trained: int
@@ -111,8 +104,7 @@ FROZEN_WITH_THE_ENCODER = ("shared.", "embed_tokens.", "word_embeddings.", "lm_h
 
 
 def reader_disk(reader: Any) -> ReaderDisk | None:
-    """:class:`ReaderDisk` of a reader config; None when its model's parameters are unknown. With a frozen encoder
-    only the weights that train count for the optimizer state (every weight where their names cannot be read)."""
+    """:class:`ReaderDisk` of a reader config (optimizer state for the trained weights only); None: unknown."""
     from ..runtime.cost import tensor_sizes
 
     model = str(reader.model)
@@ -139,8 +131,7 @@ def reader_disk(reader: Any) -> ReaderDisk | None:
 
 @dataclass
 class CellDisk:
-    """What one trained cell keeps besides its predictions (``kept``) and adds at its peak (``peak``), with how each
-    was reckoned; ``unknown``: why it cannot be sized; ``evidence``: the passages a predictions line lists."""
+    """What one trained cell keeps (``kept``) and adds at its peak (``peak``), or why it cannot be sized."""
 
     kind: str
     evidence: int
@@ -153,8 +144,7 @@ class CellDisk:
 
 
 def cell_disk(reader: Any, evidence: int) -> CellDisk:
-    """A reader cell's :class:`CellDisk`: what it keeps (``best/``, kept checkpoints, its log) and its peak while
-    training (``keep_checkpoints`` checkpoints and, for a moment, the next)."""
+    """A reader cell's :class:`CellDisk`: what it keeps and its peak while training."""
     disk = reader_disk(reader)
     if disk is None:
         return CellDisk("reader cells", evidence, unknown=model_parameters(str(reader.model))[1])
@@ -172,14 +162,13 @@ def cell_disk(reader: Any, evidence: int) -> CellDisk:
     return CellDisk("reader cells", evidence, disk.best_bytes + kept + reader.max_steps * LOG_LINE_BYTES,
                     (keep + 1) * ckpt - kept, text, kept_text, peak_text)
 
+
 def gpu_requests(reader: Any) -> list[str]:
     """What a reader config asks of a GPU (the plan then prices the GPU fits): CUDA graphs or fp16."""
-    found = []
-    if reader.compile and reader.compile_mode == "reduce-overhead":
-        found.append("reader.compile_mode=reduce-overhead (CUDA graphs)")
-    if reader.mixed_precision == "fp16":
-        found.append("reader.mixed_precision=fp16")
-    return found
+    asks = {"reader.compile_mode=reduce-overhead (CUDA graphs)":
+            reader.compile and reader.compile_mode == "reduce-overhead",
+            "reader.mixed_precision=fp16": reader.mixed_precision == "fp16"}
+    return [what for what, asked in asks.items() if asked]
 
 
 def cosmetic(reader: Any) -> dict[str, Any]:

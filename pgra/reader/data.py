@@ -1,10 +1,6 @@
 """Reader inputs and targets: one encoder input per (query, evidence) pair, span-filling label targets.
 
-Inputs follow the task's reader format (the paper's intended "{evidence} {text} This is {mask} ."; the
-released code's "{evidence} {text} ? {mask} , "; FiD's "question: ... context: ..."). An input longer than
-``max_length`` tokens loses evidence first, then query text; the mask slot is never cut. Targets are
-"<extra_id_0> {word} <extra_id_1>" for T5-style tokenizers and "{word}" for others (e.g. bert2bert).
-"""
+An input longer than ``max_length`` loses evidence first, then query text; the mask slot is never cut."""
 
 from __future__ import annotations
 
@@ -94,8 +90,7 @@ class ReaderFormatter:
         return ctxs
 
     def collate(self, records: Sequence[dict[str, Any]], pad_to_multiple: int = 1) -> dict[str, torch.Tensor]:
-        """Batch tensors: input_ids/attention_mask ``(B, P, L)`` (L: the longest input, rounded up to
-        ``pad_to_multiple`` within ``max_length``), labels ``(B, T)``, label_index ``(B,)``."""
+        """Batch tensors: input_ids/attention_mask ``(B, P, L)``, labels ``(B, T)``, label_index ``(B,)``."""
         seqs = [[self.passage_ids(r["text"], ev) for ev in self.passages(r)] for r in records]
         n_p = len(seqs[0])
         longest = max(len(s) for row in seqs for s in row)

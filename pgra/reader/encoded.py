@@ -1,9 +1,4 @@
-"""Encoder outputs computed once per (input, evidence) pair, for a reader trained with a frozen encoder.
-
-A frozen encoder (or its frozen lower layers, ``train_top_layers``) returns fixed states for an input, so
-:meth:`EncodedInputs.compute` runs it once over a split and every step reads them. Memory: inputs x passages x
-tokens x hidden x 4 bytes (0.6 GB for 2,000 inputs x 5 x 40 x 384): meant for laptop-scale runs.
-"""
+"""Encoder outputs computed once per (input, evidence) pair, for a reader trained with a frozen encoder."""
 
 from __future__ import annotations
 
@@ -30,8 +25,7 @@ class EncodedInputs:
     @torch.no_grad()
     def compute(cls, reader: Any, fmt: ReaderFormatter, records: Sequence[dict[str, Any]], batch_size: int,
                 show_progress: bool = False, desc: str = "encoding") -> EncodedInputs:
-        """Run ``reader``'s frozen encoder layers (in eval mode: :meth:`FiDReader.stored_states`) over every record's
-        passages, ``batch_size`` records at a time."""
+        """Run ``reader``'s frozen encoder layers over every record's passages, ``batch_size`` records at a time."""
         was_training = reader.training
         reader.eval()
         device = next(reader.parameters()).device
@@ -75,8 +69,7 @@ class EncodedInputs:
 
     def batch(self, indices: Sequence[int] | torch.Tensor, device: torch.device | str | None = None,
               ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Fused states ``(B, P*L, H)`` and mask ``(B, P*L)`` of the records at ``indices`` (as ``FiDReader.encode``
-        lays them out, each passage padded to the batch's longest); the whole encoder's stored outputs only."""
+        """Fused states ``(B, P*L, H)`` and mask of the records at ``indices`` (as ``FiDReader.encode`` makes them)."""
         states, mask = self.passages(indices, device)
         b, p, width, hidden = states.shape
         return states.view(b, p * width, hidden), mask.view(b, p * width)

@@ -1,10 +1,4 @@
-"""Fusion-in-Decoder over any HF encoder-decoder (T5 first; EncoderDecoderModel for the offline demo).
-
-Each (query, evidence) pair is encoded independently; the encoder outputs of an input's passages are
-concatenated along the sequence axis and the decoder cross-attends over all of them (Izacard & Grave, 2021):
-inputs of shape (batch, passages, length) are run through the encoder as (batch * passages, length), then
-reshaped to (batch, passages * length).
-"""
+"""Fusion-in-Decoder over any HF encoder-decoder (Izacard & Grave, 2021)."""
 
 from __future__ import annotations
 
@@ -51,9 +45,7 @@ class FiDReader(torch.nn.Module):
                 attention_mask.reshape(b, p * length))
 
     def freeze_encoder(self, top_layers: int = 0) -> None:
-        """Train the decoder's layers (and the encoder's top ``top_layers``, fewer than all) only: the rest of the
-        encoder and the word embeddings get no gradient and the encoder runs in eval mode, so its outputs can be
-        computed once (:class:`EncodedInputs`)."""
+        """Train only the decoder and the encoder's top ``top_layers``: the rest runs in eval mode without gradients."""
         self.frozen_encoder = True
         encoder = self.model.get_encoder()
         frozen = [encoder, self.model.get_input_embeddings()]
@@ -99,8 +91,7 @@ class FiDReader(torch.nn.Module):
         return self
 
     def stored_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """What a frozen encoder's run keeps of ``(N, L)`` inputs: the hidden states ``(N, L, H)`` of the encoder's
-        frozen layers (all of them, or the ones below the ``top_layers`` that train)."""
+        """The hidden states ``(N, L, H)`` of the encoder's frozen layers for ``(N, L)`` inputs."""
         encoder = self.model.get_encoder()
         if getattr(self, "top_layers", 0):
             return self.split.bottom(encoder, input_ids, attention_mask, self.lower_layers)
@@ -108,8 +99,7 @@ class FiDReader(torch.nn.Module):
 
     def encode_stored(self, states: torch.Tensor, attention_mask: torch.Tensor) -> tuple[BaseModelOutput,
                                                                                          torch.Tensor]:
-        """Fused encoder outputs ``(B, P*L, H)`` and mask from stored states ``(B, P, L, H)`` (:meth:`stored_states`
-        of each passage) and their mask ``(B, P, L)``: the top layers that train run on them, if any."""
+        """Fused encoder outputs ``(B, P*L, H)`` and mask from stored states ``(B, P, L, H)``."""
         b, p, length, hidden = states.shape
         if getattr(self, "top_layers", 0):
             states = self.split.top(self.model.get_encoder(), states.reshape(b * p, length, hidden),
@@ -120,9 +110,7 @@ class FiDReader(torch.nn.Module):
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, decoder_input_ids: torch.Tensor | None = None,
                 encoder_states: torch.Tensor | None = None, stored_states: torch.Tensor | None = None):
-        """The seq2seq loss/logits; ``encoder_states`` ``(B, P*L, H)`` (with the fused ``attention_mask``)
-        replaces running the encoder on ``input_ids``, and so do ``stored_states`` ``(B, P, L, H)`` (with the
-        ``(B, P, L)`` mask: :meth:`encode_stored`)."""
+        """The seq2seq loss/logits; ``encoder_states`` or ``stored_states`` replace running the encoder."""
         if encoder_states is not None:
             enc, mask = BaseModelOutput(last_hidden_state=encoder_states), attention_mask
         elif stored_states is not None:
@@ -135,8 +123,7 @@ class FiDReader(torch.nn.Module):
     @torch.no_grad()
     def score_targets(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                       targets: torch.Tensor, target_mask: torch.Tensor) -> torch.Tensor:
-        """Summed log-likelihood ``(B, C)`` of the C padded label targets ``targets`` ``(C, T)`` for every input
-        (the encoder runs once per input, the decoder on every pair)."""
+        """Summed log-likelihood ``(B, C)`` of the C label ``targets`` (the encoder runs once per input)."""
         enc, mask = self.encode(input_ids, attention_mask)
         return self.score_encoded(enc.last_hidden_state, mask, targets, target_mask)
 

@@ -1,5 +1,4 @@
-"""The reader's bench fits: on a CPU its seconds per step against d, the share of training only the top layers and
-of a bf16 step; on a GPU its variants' measured steps in pgra's loop (:mod:`pgra.reader.gpu_cost`)."""
+"""The reader's bench fits: CPU seconds per step against d (top layers, bf16 shares); GPU measured steps."""
 
 from __future__ import annotations
 
@@ -23,25 +22,21 @@ from .gpu_cost import (
 
 @dataclass
 class ReaderFits(Fits):
-    """Reader seconds per step ``reader_a + reader_b x d`` at ``reader_batch`` (scaled by the measured share of a
-    step training only the top layers, and of a bf16-autocast step on a CPU with bf16 hardware); None: no fit."""
+    """Reader seconds per step ``reader_a + reader_b x d`` at ``reader_batch``, scaled by the measured shares."""
 
     reader: tuple[float, float] | None = None
     reader_batch: int = 8
     reader_source: str = ""
-    # a step training only the top n encoder layers (n=0: freeze_encoder) over one training every weight, and the
-    # one-time CPU seconds per input of storing the frozen layers' outputs, per d (bench/results/
-    # reader_top_layers.json: {d: [(n, share)]}, {d: [(n, s)]}, n counted in the bench reader's layers)
+    # per d, a step training only the top n encoder layers over one training all, and the CPU seconds per input
+    # of storing the frozen layers' outputs (bench/results/reader_top_layers.json; n in the bench reader's layers)
     top_layers: dict[int, list[tuple[int, float]]] | None = None
     top_layers_store: dict[int, list[tuple[int, float]]] | None = None
     bench_layers: int = 6
-    # a CPU step under bf16 autocast (reader.mixed_precision: bf16) over the fp32 step, per d: {d: [(n, ratio)]}
-    # (bench/results/reader_top_layers_bf16.json, the same bench with --precisions fp32,bf16; read only on a CPU
-    # with bf16 hardware), n counted in that bench reader's bf16_layers
+    # per d, a CPU bf16-autocast step over the fp32 step (reader_top_layers_bf16.json, read only on a CPU with
+    # bf16 hardware), n in that bench reader's bf16_layers
     bf16_ratios: dict[int, list[tuple[int, float]]] | None = None
     bf16_layers: int = 6
-    # GPU: the measured steps of the bench reader's variants, the training loop's fixed cost per step around them,
-    # the per-cell costs besides the steps
+    # GPU: the bench reader's variants' measured steps, the loop's fixed cost a step, the per-cell costs
     gpu_steps: dict[str, GpuStep] | None = None
     bench_passages: int = 16
     loop_s: float = 0.0
@@ -88,8 +83,7 @@ class ReaderFits(Fits):
     def reader_seconds(self, steps: int, passages: int, batch: int, trained_layers: int | None = None,
                        encoder_layers: int | None = None, inputs: int | None = None,
                        mixed_precision: str = "no") -> float | None:
-        """A reader cell's training time: ``steps`` x the step time at ``passages``, scaled by ``batch``, and where
-        measured by the share of its ``trained_layers`` (plus storing the frozen layers' outputs) and of bf16."""
+        """A reader cell's training time: ``steps`` x the step time, scaled by batch, trained layers and bf16."""
         if self.reader is None:
             return None
         if self.gpu_steps:  # the loop's cost a step is fixed; the model step's scales with d and the batch
@@ -106,8 +100,7 @@ class ReaderFits(Fits):
 
     def bf16_ratio(self, mixed_precision: str, trained_layers: int | None, passages: int,
                    encoder_layers: int | None) -> float | None:
-        """A CPU training step under bf16 autocast over the fp32 step, at the measured d nearest ``passages`` and the
-        trained layers' share; None for fp32 or fp16, on a GPU, or where not measured."""
+        """A CPU bf16-autocast step over the fp32 step at the nearest measured d; None where not measured."""
         if mixed_precision != "bf16" or self.device != "cpu" or not self.bf16_ratios:
             return None
         if trained_layers is None or not encoder_layers:
@@ -126,8 +119,7 @@ class ReaderFits(Fits):
 
     def top_layer_share(self, trained_layers: int | None, passages: int, encoder_layers: int | None
                         ) -> float | None:
-        """A step's cost training the top ``trained_layers`` of ``encoder_layers`` over one training every weight (at
-        the measured d nearest ``passages``, linear between measured counts); None when not measured or unknown."""
+        """A step training the top ``trained_layers`` over one training all (interpolated); None: not measured."""
         n = self._bench_layers(trained_layers, encoder_layers)
         return None if n is None else read_linear(self._nearest_d(self.top_layers, passages), n)
 
@@ -140,18 +132,13 @@ class ReaderFits(Fits):
         return read_linear(self._nearest_d(self.top_layers_store, passages) + [(self.bench_layers, 0.0)], n)
 
     def gpu_step(self, variant: str, passages: int, batch: int) -> tuple[float, float, GpuStep, str]:
-        """One optimizer step of ``variant`` at ``passages`` and ``batch`` inputs on the GPU: ``(seconds, of them
-        the model step's, the measured step priced, what stands in for it)``: the measured step x max(d, 1) / the
-        bench's d x ``batch`` / the bench's batch (no retrieval reads the input alone, one sequence), plus the training
-        loop's fixed cost a step (collation, the scheduler, the loss read back: measured around ``fused+compile``,
-        assumed the same around every variant)."""
+        """One optimizer step of ``variant`` on the GPU: ``(seconds, model step's, measured step, stand-in)``."""
         step, instead = self.gpu_variant_step(variant)
         model = step.s_per_step * max(passages, 1) / self.bench_passages * batch / self.reader_batch
         return self.loop_s + model, model, step, instead
 
     def gpu_variant_step(self, variant: str) -> tuple[GpuStep, str]:
-        """The measured step of ``variant``, else of the same variant with the other AdamW kernels, else of the
-        default variant; with a note of the stand-in (empty when measured)."""
+        """The measured step of ``variant`` (else its nearest measured stand-in) and a note of the stand-in."""
         steps = self.gpu_steps or {}
         if variant in steps:
             return steps[variant], ""
@@ -169,8 +156,7 @@ class ReaderFits(Fits):
 
 
 def top_layer_store(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, float]]]:
-    """``{d: [(n, CPU s per input storing the frozen layers' outputs), ...]}`` from the same rows (n sorted; the
-    reader with every weight trained stores nothing and has no entry)."""
+    """``{d: [(n, CPU s per input storing the frozen layers' outputs)]}`` from the same rows (n sorted)."""
     by_d: dict[int, dict[int, float]] = {}
     for r in rows:
         if r.get("store_cpu_s_per_input") is not None and r.get("precision", "fp32") == "fp32":
@@ -188,8 +174,7 @@ def bf16_step_ratios(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, fl
 
 
 def top_layer_shares(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, float]]]:
-    """``{d: [(n, CPU s per step at n / at every layer), ...]}`` from ``bench_reader_top_layers.py``'s rows (n
-    sorted; the largest n of each d is the reader with every weight trained)."""
+    """``{d: [(n, CPU s per step at n / at every layer)]}`` from ``bench_reader_top_layers.py``'s rows."""
     by_d: dict[int, dict[int, float]] = {}
     for r in rows:
         if r.get("precision", "fp32") == "fp32":

@@ -1,7 +1,4 @@
-"""A reader cell on the GPU priced as its config runs it: the measured step of its variant (``compile``,
-``compile_mode``, ``adamw_impl``) scaled by d/16 and batch/8, the fixed per-step cost of pgra's training loop
-around it, its compilation, its dev and final evaluations, its checkpoints and ``best/`` saves at their measured
-sizes, two model loads and the cell process's start (``bench/results/gpu_plan_cells.json`` names the runs)."""
+"""A reader cell on the GPU priced as its config runs it, from the runs ``gpu_plan_cells.json`` names."""
 
 from __future__ import annotations
 
@@ -60,8 +57,7 @@ def gpu_variant(reader: dict[str, Any]) -> str:
 
 
 def gpu_cell_measurements(results: Path) -> dict[str, Any] | None:
-    """The GPU reader cell's measurements that ``results/gpu_plan_cells.json`` names (None without them): ``steps``
-    (variant -> :class:`GpuStep`), ``loop_s``, the bench reader's ``batch`` and ``passages``, and ``overheads``."""
+    """The GPU reader cell's measurements that ``gpu_plan_cells.json`` names (None without them)."""
     path = Path(results) / GPU_PLAN_CELLS
     if not path.is_file():
         return None
@@ -90,8 +86,7 @@ def gpu_cell_measurements(results: Path) -> dict[str, Any] | None:
 
 
 def gpu_cell(fits: Any, reader: dict[str, Any], splits: dict[str, int] | None = None) -> CellCost | None:
-    """A reader cell on the GPU as its settings run it: its steps of its :func:`gpu_variant`, the warm-up, its
-    evaluations, saves, loads and start; None without the GPU fits."""
+    """A reader cell on the GPU as its settings run it (steps, warm-up, evaluations, saves, loads, start), or None."""
     if not fits.gpu_steps:
         return None
     variant, steps = gpu_variant(reader), int(reader.get("max_steps", 0))

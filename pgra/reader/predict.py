@@ -1,9 +1,7 @@
 """Predictions of a trained FiD reader: a label and a probability per label for every input.
 
-``scoring`` mode (the default) scores every label word's summed log-likelihood and takes the best, so
-every prediction is a valid label; the probabilities are the softmax of those scores over the labels.
-``generate`` mode decodes like the paper's code (None where the output names no label word).
-"""
+``scoring`` (default) takes the label word of highest summed log-likelihood (always a valid label; softmax
+probabilities); ``generate`` decodes like the paper's code (None where no label word comes out)."""
 
 from __future__ import annotations
 
@@ -39,11 +37,7 @@ class Predictions:
 def predict_records(reader: FiDReader, fmt: ReaderFormatter, records: list[dict[str, Any]], batch_size: int,
                     mode: str = "scoring", autocast: Callable[[], Any] | None = None,
                     encoded: EncodedInputs | None = None) -> Predictions:
-    """Predict ``records`` (interchange dicts with ``text`` and ``ctxs``) with ``reader``, batch by batch.
-
-    ``autocast``: a factory of a fresh mixed-precision context per batch (e.g. ``accelerator.autocast``).
-    ``encoded``: the records' stored states of the frozen encoder layers (scoring mode), in record order.
-    """
+    """Predict ``records`` with ``reader`` batch by batch (``encoded``: their stored encoder states, scoring mode)."""
     if encoded is not None and (mode != "scoring" or len(encoded) != len(records)):
         raise ValueError("precomputed encoder outputs need scoring mode and one entry per record")
     if mode not in PREDICT_MODES:

@@ -1,10 +1,4 @@
-"""An encoder split into a frozen bottom and a trainable top (``train_top_layers``), one small adapter per
-architecture.
-
-``top(encoder, bottom(encoder, ids, mask, k), mask, k)`` is the whole encoder's output for every ``k``, so the
-bottom's states can be stored while the top layers train. An architecture registers with ``@SPLITS.register``
-under its encoder's ``config.model_type``.
-"""
+"""An encoder split into a frozen bottom and a trainable top (``train_top_layers``), one adapter per architecture."""
 
 from __future__ import annotations
 
@@ -79,8 +73,7 @@ class BertSplit(EncoderSplit):
 
 @SPLITS.register
 class T5Split(EncoderSplit):
-    """T5 encoder stacks: embeddings, then ``block`` (the first block holds the relative position bias every block
-    adds), then the final norm and dropout, which belong to the top."""
+    """T5 encoder stacks: embeddings, ``block`` (the first holds the shared position bias), final norm and dropout."""
 
     name = "t5"
 

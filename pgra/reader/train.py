@@ -1,16 +1,8 @@
 """Train and evaluate the FiD reader with accelerate (one CPU, one GPU, DDP or DeepSpeed).
 
-Three steps, like FiD's ``train_reader.py``: :func:`setup` builds every object (checks the data, the
-accelerator, model, loaders, optimizer, resume state), :func:`train_loop` only trains (with dev evaluation,
-best checkpoint and early stopping), :func:`final_evaluation` scores the best checkpoint on dev and test and
-writes the predictions, metrics and manifest. :func:`train` runs the three.
-
-Global batch = ``batch_size`` whatever the number of processes: each process trains on its own contiguous part
-(:func:`pgra.runtime.training.rank_share`), weighted by its share of the batch's target tokens, so the gradient is
-the single process's token mean. Resumable every ``save_every`` steps, to the same weights byte for byte (each
-batch's dropout is drawn from its own seed); a finished run keeps ``best/``, its predictions, metrics and log, and
-deletes its checkpoints unless ``keep_resume_state``. docs/stage3-reader.md tells the rest.
-"""
+:func:`setup`, :func:`train_loop` and :func:`final_evaluation`, as in FiD's ``train_reader.py``. Each process
+trains its part of the global batch weighted by its share of target tokens (the gradient is one process's), and a
+resumed run reaches the same weights byte for byte (docs/stage3-reader.md)."""
 
 from __future__ import annotations
 
@@ -116,10 +108,8 @@ def _accelerator(cfg: TrainConfig, use_deepspeed: bool):
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs
 
-    # split_batches: the scheduler steps once per optimizer step (the loader is not prepared: every process reads
-    # the whole global batch and takes its part, see _rank_batch).
-    # cpu=True when there is no GPU: accelerate only joins a torchrun/gloo process group on CPU when told so
-    # (not under `accelerate launch` with a DeepSpeed config, which brings its own CPU accelerator)
+    # split_batches: the scheduler steps once per optimizer step; cpu=True without a GPU: only then does accelerate
+    # join a torchrun/gloo group on CPU (not under DeepSpeed, which brings its own CPU accelerator)
     return Accelerator(cpu=not torch.cuda.is_available() and not use_deepspeed, mixed_precision=cfg.mixed_precision,
                        kwargs_handlers=[DistributedDataParallelKwargs(
                            find_unused_parameters=cfg.find_unused_parameters)],
@@ -129,9 +119,7 @@ def _accelerator(cfg: TrainConfig, use_deepspeed: bool):
 
 
 def deepspeed_settings(plugin: Any, cfg: TrainConfig, num_processes: int) -> dict[str, Any]:
-    """Put the reader's micro batch (for ``auto``) and ``gradient_clipping`` = ``max_grad_norm`` (DeepSpeed clips
-    itself; accelerate's ``clip_grad_norm_`` does nothing there) into accelerate's DeepSpeed config and return it;
-    a config file setting another clipping is refused."""
+    """Put the micro batch and ``gradient_clipping = max_grad_norm`` into the DeepSpeed config (another refused)."""
     config = plugin.deepspeed_config
     if plugin.is_auto("train_micro_batch_size_per_gpu"):
         config["train_micro_batch_size_per_gpu"] = -(-cfg.batch_size // num_processes)
@@ -147,8 +135,7 @@ def deepspeed_settings(plugin: Any, cfg: TrainConfig, num_processes: int) -> dic
 
 
 def compile_for_training(reader: FiDReader, mode: str = "default") -> None:
-    """``torch.compile`` the reader's forward in place in ``mode``; dropout keeps torch's generator
-    (``fallback_random``), so each batch's seed still fixes its masks. Evaluation stays eager."""
+    """``torch.compile`` the reader's forward; dropout keeps torch's generator, so a batch's seed fixes its masks."""
     import torch._inductor.config as inductor_config
 
     inductor_config.fallback_random = True
@@ -156,8 +143,7 @@ def compile_for_training(reader: FiDReader, mode: str = "default") -> None:
 
 
 def stored_top_layers(cfg: TrainConfig, reader: FiDReader) -> int | None:
-    """How many of the encoder's top layers train on the stored outputs of the frozen ones below (0: all frozen), or
-    None when nothing is stored (every weight trains)."""
+    """How many top encoder layers train on the frozen ones' stored outputs (0: all frozen; None: nothing stored)."""
     n = cfg.train_top_layers
     if n is None:
         return 0 if cfg.freeze_encoder else None
@@ -268,8 +254,7 @@ def setup(cfg: TrainConfig) -> TrainingSetup:
 
 
 def _check_finished_run(out: Path, cfg: TrainConfig, data_dir: Path) -> None:
-    """Refuse to train a finished run (its checkpoints deleted) again with other settings or data than its
-    manifest records, as resuming would (an unreadable manifest is not compared)."""
+    """Refuse to train a finished run again with other settings or data than its manifest records."""
     from ..core.config import from_dict
     from ..core.errors import PgraError
     from ..storage.artifacts import read_json_object
@@ -308,9 +293,7 @@ def _evaluate_dev(s: TrainingSetup, step: int) -> tuple[float, bool]:
 
 def _rank_batch(s: TrainingSetup, positions: list[int], share: slice,
                 ) -> tuple[dict[str, torch.Tensor], float, tuple[int, int]]:
-    """This process's part of a global batch on its device, its weight (its share of the target tokens) and its
-    (target, encoder input) token counts, counted on the host. A process with no part runs the first input with
-    weight 0, so it still joins every all-reduce."""
+    """This process's part of a global batch, its weight and token counts (no part: the first input at weight 0)."""
     mine = positions[share]
     records = [s.train_records[i] for i in mine or positions[:1]]
     if s.encoded_train is not None:
@@ -329,8 +312,7 @@ def _rank_batch(s: TrainingSetup, positions: list[int], share: slice,
 
 
 class HostValue:
-    """A 0-dim tensor on its way to the host: on a GPU copied to pinned memory behind an event, so :meth:`read` waits
-    for the work queued so far only (``Tensor.item()`` would wait for the next step's too)."""
+    """A 0-dim tensor on its way to the host, so :meth:`read` waits only for the work queued so far."""
 
     def __init__(self, value: torch.Tensor) -> None:
         self.ready = None
@@ -360,8 +342,7 @@ def train_loop(s: TrainingSetup) -> None:
     pending: tuple[int, HostValue, float] | None = None  # a step whose loss the host has not read yet
 
     def log_step(step: int, loss_sum: HostValue, lr: float, evaluate: bool = False) -> bool:
-        """Read ``step``'s loss (waiting for that step only), evaluate on dev if asked, and record the step in
-        the history, the training log and the tracker; returns whether early stopping ends the run."""
+        """Read ``step``'s loss, evaluate on dev if asked, and record the step; whether early stopping ends the run."""
         mean_loss = loss_sum.read() / cfg.grad_accum
         bar.set_postfix(loss=f"{mean_loss:.4f}")  # before update: a log line shows this step's loss
         bar.update(1)
@@ -384,11 +365,8 @@ def train_loop(s: TrainingSetup) -> None:
         s.reader.train()
         for position, positions in enumerate(itertools.islice(s.train_dl, offset, None),
                                              start=epoch * len(s.train_dl) + offset):
-            # the dropout of every batch is drawn from its own seed: nothing else that draws from the global
-            # RNG (a data loader's iterator takes a seed from it on creation, so a resumed run's skipping loader
-            # would shift every later mask; an evaluation) changes it, and a resumed run equals an uninterrupted
-            # one whatever its model's dropout (a process's masks cover its part of the batch: with dropout on,
-            # runs on different process counts agree in distribution, not mask for mask)
+            # each batch's dropout from its own seed: nothing else drawing from the global RNG (a new loader
+            # iterator, an evaluation) shifts it, so a resumed run equals an uninterrupted one
             torch.manual_seed(batch_seed(cfg.seed, position))
             with acc.accumulate(s.reader):
                 batch, weight, (target_tokens, input_tokens) = _rank_batch(s, positions, share)
@@ -418,10 +396,8 @@ def train_loop(s: TrainingSetup) -> None:
                 continue
             state["step"] += 1
             step = state["step"]
-            # the sum over the step's global batches of each one's token-mean loss, left on the device: the host
-            # reads it once the next step is queued (reading it now would make the host wait for this step before
-            # it prepares the next batch, and the device idle meanwhile), or at once before an evaluation or a
-            # checkpoint, which need this step's record
+            # the step's loss stays on the device until the next step is queued (reading it now would idle the
+            # device), or is read at once before an evaluation or checkpoint, which need this step's record
             loss_sum = HostValue(acc.gather(step_loss.reshape(1)).sum())
             step_loss = torch.zeros((), device=acc.device)
             if pending is not None:
@@ -440,9 +416,8 @@ def train_loop(s: TrainingSetup) -> None:
     if pending is not None:
         log_step(*pending)
     bar.close()
-    # no evaluation ran: the final weights are the model. Decided before the barrier, when no rank can have
-    # written best/ yet: a rank that looked after rank 0 had saved it skipped _save_model's barrier, and rank 0
-    # waited there for a peer that had exited (a 2-process run under load failed so)
+    # no evaluation ran: the final weights are the model; decided before the barrier, while no rank can have
+    # written best/ (a rank looking later would skip _save_model's barrier and leave rank 0 waiting there)
     save_final = not (s.out / "best").exists()
     acc.wait_for_everyone()
     if save_final:

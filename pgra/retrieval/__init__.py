@@ -1,13 +1,7 @@
-"""Stage 1: task-agnostic first-stage retrievers (dense encoders + faiss, BM25, any registered one) and their
-indexes.
+"""Stage 1: first-stage retrievers (dense encoders + faiss, BM25, any registered one) and their indexes.
 
-- :mod:`.base`: the :class:`~pgra.retrieval.base.Retriever` interface, its registry (``RETRIEVERS``) and the
-  ``IndexConfig`` it is built from (importable from :mod:`.config` too);
-- :mod:`.dense_retriever`, :mod:`.bm25_retriever`: the built-in retrievers, one file each (over :mod:`.dense`'s
-  faiss indexes, :mod:`.encoder`'s sentence encoder and :mod:`.bm25`'s weight matrix);
-- :mod:`.build`: ``build_index`` (the folder, its build key, resume, manifest);
-  :mod:`.index`: ``Index``, a built index loaded and searched; :mod:`.retrieve`: the ``pgra retrieve`` stage.
-"""
+:mod:`.base` holds the interface, registry and ``IndexConfig``; :mod:`.build` builds an index folder,
+:mod:`.index` loads and searches one, :mod:`.retrieve` is the ``pgra retrieve`` stage."""
 
 from __future__ import annotations
 

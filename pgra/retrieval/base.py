@@ -1,16 +1,7 @@
 """The interface of a first-stage retriever, its registry and the config it is built from (:class:`IndexConfig`).
 
-A retriever is one file: a :class:`Retriever` subclass (its settings are a section of
-:class:`IndexConfig`, e.g. ``dense.*`` or ``bm25.*``) that builds its files in an index
-folder and loads them back as a :class:`Searcher`; the file registers it with :func:`register_retriever`. The
-config's ``retriever`` value picks it by ``name`` (the choices come from the registry), and nothing outside
-``pgra.retrieval`` asks which one it has: kNN vote, the selection, the analyses and the CLI ask the retriever
-(or, for a built index, :func:`recorded_retriever` of its manifest's ``retriever`` name).
-
-Every index folder holds ``manifest.json`` and ``corpus/`` (written by :func:`pgra.retrieval.build.build_index`);
-a retriever adds its own files (:attr:`Retriever.parts`, :attr:`Retriever.files`) and may keep resume state in
-``.build/`` (:attr:`Retriever.work_files`) while it builds.
-"""
+A retriever is one file: a :class:`Retriever` subclass whose options are a section of :class:`IndexConfig`
+(``dense.*``, ``bm25.*``); nothing outside ``pgra.retrieval`` asks which retriever it has, it asks the retriever."""
 
 from __future__ import annotations
 
@@ -45,8 +36,7 @@ class QueryEncoder:
 
 @dataclass(frozen=True)
 class LoadOptions:
-    """How a caller loads an index: ``encoder`` = the index's encoder at a new location (checked against the
-    manifest), ``trust_remote_code`` = the caller's own permission (a manifest never gives it)."""
+    """How a caller loads an index (``trust_remote_code``: the caller's own permission; a manifest never gives it)."""
 
     encoder: str | None = None
     device: str | None = None
@@ -75,12 +65,8 @@ class Searcher(ABC):
 class Retriever(ABC):
     """One kind of first-stage retriever, configured by an :class:`IndexConfig`.
 
-    Building: :meth:`validate`, :meth:`prepare` (before anything is written), :meth:`key_fields` (what must match
-    for a finished index or partial build to be reused), :meth:`build`. Loading: :meth:`load` (a classmethod, from
-    the folder and its manifest) gives the :class:`Searcher`. What callers ask instead of the retriever's name:
-    :meth:`display_name`, :meth:`search_settings`, :meth:`query_encoder`, :meth:`trusts_remote_code`, and for a
-    built index :meth:`describe`, :meth:`encoder_of`, :attr:`cosine_scores`, :attr:`title`.
-    """
+    Building: :meth:`validate`, :meth:`prepare`, :meth:`key_fields`, :meth:`build`; loading: :meth:`load` gives the
+    :class:`Searcher`; the other methods answer what callers would otherwise ask its name for."""
 
     name: ClassVar[str] = ""  # the config's ``retriever`` value and the manifest's
     title: ClassVar[str] = ""  # how reports name the kind (empty: the name)
@@ -97,8 +83,7 @@ class Retriever(ABC):
         self.cfg = cfg
 
     def own_options(self) -> Any:
-        """Its section of the index config (``cfg.<name>``, of type :attr:`options`; a config made before it
-        registered has none: its defaults)."""
+        """Its section of the index config (``cfg.<name>``; its defaults when the config has none)."""
         if self.options is None:
             return None
         return getattr(self.cfg, self.name, None) or self.options()
@@ -117,9 +102,8 @@ class Retriever(ABC):
     @abstractmethod
     def build(self, store: CorpusStore, out: Path, work: Path, ctx: DistContext) -> tuple[dict[str, Any],
                                                                                          dict[str, Any]]:
-        """Write its files for the corpus ``store`` into the index folder ``out`` (``work``: the build's resume
-        folder). Runs on every process; returns, on the main one, the manifest's file records and the fields it
-        adds to the manifest (on the others, what it likes: it is not read)."""
+        """Write its files for ``store`` into ``out`` (``work``: the resume folder); runs on every process and returns,
+        on the main one, the manifest's file records and its own manifest fields."""
 
     # ----- what callers ask -----
     def display_name(self) -> str:
@@ -127,8 +111,7 @@ class Retriever(ABC):
         return self.name
 
     def search_settings(self) -> dict[str, Any]:
-        """The settings that decide which neighbours a query finds, for the keys of runs that search an index of
-        it themselves (the kNN vote's cells)."""
+        """The settings deciding which neighbours a query finds, for the keys of runs that search it themselves."""
         return {}
 
     def query_encoder(self) -> QueryEncoder | None:
@@ -140,9 +123,8 @@ class Retriever(ABC):
         return False
 
     def estimated_index_bytes(self, sentences: int) -> tuple[float | None, str]:
-        """The bytes an index of ``sentences`` will take (its vectors or postings, not the corpus copy) and how that
-        was reckoned, for the dry run's disk plan; None with the reason where this retriever does not estimate it.
-        May raise an InputError for settings the build would refuse."""
+        """The bytes its index of ``sentences`` will take (not the corpus copy) and how that was reckoned; None with
+        the reason where it does not estimate it."""
         return None, "its retriever's size is not estimated"
 
     # ----- a built index -----
@@ -158,8 +140,7 @@ class Retriever(ABC):
 
     @classmethod
     def encoder_of(cls, record: dict[str, Any]) -> tuple[str, str | None] | None:
-        """``(encoder, pooler)`` of an index's query encoder, from its manifest or a candidates manifest's
-        ``index`` record; None when it has none."""
+        """``(encoder, pooler)`` of an index's query encoder from its manifest or ``index`` record; None without one."""
         return None
 
 
@@ -178,9 +159,8 @@ def retriever_class(name: str, field: str = "retriever") -> type[Retriever]:
 
 
 def options_section(name: str) -> type:
-    """The type of the index config's section of retriever ``name``: it stands for the options that retriever
-    declares (:attr:`Retriever.options`, looked up when a config is read: :func:`pgra.core.config.section_type`), so the
-    config names no retriever's module."""
+    """The type of the index config's section of retriever ``name``, resolved to its :attr:`Retriever.options`
+    when a config is read (so the config names no retriever's module)."""
 
     def section(cls: type) -> type:
         return retriever_class(name).options
@@ -195,15 +175,13 @@ def get_retriever(cfg: IndexConfig) -> Retriever:
 
 
 def recorded_retriever(record: dict[str, Any]) -> type[Retriever] | None:
-    """The retriever class of a built index's manifest or a candidates manifest's ``index`` record (None for a
-    retriever that is not registered here)."""
+    """The retriever class a manifest or ``index`` record names (None: not registered here)."""
     load_builtin()
     return RETRIEVERS.get(str(record.get("retriever")))
 
 
 def recorded_encoder(record: dict[str, Any] | None) -> tuple[str, str | None] | None:
-    """``(encoder, pooler)`` of the query encoder of a built index (its manifest, or a candidates manifest's
-    ``index`` record), or None: none recorded, or a retriever without one (:meth:`Retriever.encoder_of`)."""
+    """``(encoder, pooler)`` of a built index's query encoder from its manifest or ``index`` record, or None."""
     cls = recorded_retriever(record) if record else None
     return cls.encoder_of(record) if cls else None
 
@@ -214,18 +192,14 @@ def retriever_title(name: str) -> str:
     return (cls.title or cls.name) if cls else name
 
 
-# ----- the config of ``pgra build-index`` (and of an experiment's ``index`` section): the corpus, the output
-# folder, the retriever's name and one settings section per built-in retriever (its home is here, beside the
-# interface it configures: :mod:`.config` re-exports it)
+# ----- the config of ``pgra build-index`` (and of an experiment's ``index`` section)
 DenseSection = options_section("dense")  # the options DenseRetriever declares
 BM25Section = options_section("bm25")  # the options BM25Retriever declares
 
 
 @dataclass
 class IndexConfig(CorpusOptions):
-    """Everything ``pgra build-index`` needs (YAML in ``configs/``; CLI flags override): the corpus
-    (:class:`pgra.data.corpus.CorpusOptions`, shared with SimCSE training) and how to read it, the output folder, the
-    retriever."""
+    """Everything ``pgra build-index`` needs: the corpus and how to read it, the output folder, the retriever."""
 
     id_field: str = option("id", help="id field of a JSONL/HF corpus")
     split: str = option("train", help="split of an HF dataset corpus")
@@ -252,8 +226,7 @@ class IndexConfig(CorpusOptions):
         get_retriever(self).validate()  # an unknown name is refused here
 
     def encoder_defaults(self) -> QueryEncoder:
-        """The encoder settings a method that embeds inputs itself (the linear probe) starts from: the retriever's
-        query encoder, or (a retriever without one) no encoder with the ``dense`` section's other settings."""
+        """The encoder settings a method that embeds inputs itself starts from (the ``dense`` section's without one)."""
         d = self.dense
         return get_retriever(self).query_encoder() or QueryEncoder("", d.pooler, d.max_length, d.batch_size)
 
@@ -266,10 +239,8 @@ _made: dict[tuple[tuple[str, type], ...], type] = {}
 
 
 def index_config() -> type:
-    """:class:`IndexConfig` with a section for every registered retriever that declares options and has none there (a
-    plug-in's: ``<name>:`` beside ``dense:`` and ``bm25:``, ``index.<name>.FIELD`` in an experiment), made once per
-    set of sections; IndexConfig itself when there is none (what ``pgra build-index`` and an experiment's ``index``
-    section read: :class:`IndexSection`)."""
+    """:class:`IndexConfig` plus a section for every registered retriever with options and none there (a plug-in's),
+    made once per set of sections; IndexConfig itself when there is none."""
     load_builtin()
     static = {f.name for f in fields(IndexConfig)}
     sections = tuple((name, cls.options) for name, cls in RETRIEVERS.items()
@@ -288,8 +259,7 @@ def index_config() -> type:
 
 
 class IndexSection:
-    """The declared type of an experiment's ``index`` section: read as :func:`index_config` (a plug-in retriever's
-    options included) when the config is read (:func:`pgra.core.config.section_type`)."""
+    """The declared type of an experiment's ``index`` section, read as :func:`index_config`."""
 
     @classmethod
     def __section__(cls) -> type:

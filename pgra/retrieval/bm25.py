@@ -1,12 +1,6 @@
-"""BM25 as one sparse term-by-document weight matrix, searched with a sparse matrix product.
-
-Two ways to fill the matrix, one search path:
-- ``okapi``: the PGRA paper's retriever, scores equal to rank_bm25's ``BM25Okapi`` (k1=1.5, b=0.75,
-  epsilon=0.25 floor for negative idf, whitespace tokens ``text.split(" ")``, no lowercasing), in float64;
-- bm25s's variants (``lucene`` default, ``robertson``, ``atire``, ``bm25l``, ``bm25+``) with lowercased word tokens.
-
-Score(q, d) = sum over the query's tokens (repeats count, as in rank_bm25) of W[token, d].
-"""
+"""BM25 as one sparse term-by-document weight matrix W, searched with a sparse product: score(q, d) is the sum
+of W[token, d] over the query's tokens (repeats count). ``okapi`` gives rank_bm25's ``BM25Okapi`` scores (the
+paper's retriever, float64); bm25s's variants use lowercased word tokens."""
 
 from __future__ import annotations
 
@@ -111,10 +105,7 @@ class BM25Index:
         freq = tf.data
         norm = cfg.k1 * (1 - cfg.b + cfg.b * doc_len[rows] / avgdl)
         tf.data = idf[tf.indices] * (freq * (cfg.k1 + 1) / (freq + norm))
-        terms = [""] * n_terms
-        for t, i in vocab.items():
-            terms[i] = t
-        return cls(tf.T.tocsr(), terms, cfg)
+        return cls(tf.T.tocsr(), list(vocab), cfg)  # ids in insertion order: vocab's keys are the terms by id
 
     @classmethod
     def _build_bm25s(cls, token_lists: list[list[str]], cfg: BM25Config, show_progress: bool) -> BM25Index:
@@ -155,8 +146,7 @@ class BM25Index:
         return out
 
     def search(self, queries: Sequence[str], k: int, compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k ``(scores, positions)`` per query, ordered by score then position. ``compiled`` (default: when
-        numba is installed) runs :mod:`.bm25_kernel`, which returns the same ids and scores bit for bit."""
+        """Top-k ``(scores, positions)`` by score then position (``compiled``: :mod:`.bm25_kernel`, bit-equal)."""
         k = max(0, min(k, self.num_docs))
         all_scores = np.empty((len(queries), k), dtype=np.float64)
         all_ids = np.empty((len(queries), k), dtype=np.int64)
@@ -181,10 +171,8 @@ class BM25Index:
     def save(self, directory: str | Path) -> None:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        w = self.weights
-        save_npy(directory / "weights_data.npy", w.data)
-        save_npy(directory / "weights_indices.npy", w.indices)
-        save_npy(directory / "weights_indptr.npy", w.indptr)
+        for n in ("data", "indices", "indptr"):
+            save_npy(directory / f"weights_{n}.npy", getattr(self.weights, n))
         if self.nonoccurrence is not None:
             save_npy(directory / "nonoccurrence.npy", self.nonoccurrence)
         write_json(directory / "vocab.json", self.vocab)

@@ -1,12 +1,7 @@
-"""Compiled BM25 search (numba, when installed): dense per-query accumulation and a one-pass top-k, in parallel.
+"""Compiled BM25 search (numba, when installed): per-query dense accumulation and a one-pass top-k heap.
 
-For each query of a batch (one thread per query), every posting of each of its terms adds ``count * weight`` to a
-dense score row, terms in increasing id from 0.0: the same floating-point operations in the same order as the
-sparse product ``q @ W`` of :meth:`BM25Index.scores <pgra.retrieval.bm25.BM25Index.scores>`, so the scores are
-bit for bit the same. The top k is then kept in a min-heap over one scan of the row in position order (a later
-document enters only with a strictly higher score), which gives exactly :func:`~pgra.retrieval.bm25.topk_positions`'s
-order: score, then position.
-"""
+The same float operations in the same order as ``q @ W`` (:meth:`pgra.retrieval.bm25.BM25Index.scores`), and
+the same order as :func:`~pgra.retrieval.bm25.topk_positions` (score, then position): bit for bit the same hits."""
 
 from __future__ import annotations
 
@@ -89,12 +84,8 @@ if numba is not None:
 
 @contextmanager
 def torch_threads_kept() -> Iterator[None]:
-    """Run a parallel numba region within torch's thread budget and give torch its thread count back after it.
-
-    numba's OpenMP threading layer sets the process's OpenMP thread count to its own (every core) when it starts a
-    parallel region, and torch reads that count: a BM25 search would change how many threads the next torch
-    computation in the process uses, and so the last digits of its floats (a grid's cell run after the retrieve
-    stage in one process would differ from the same cell in a fresh process)."""
+    """Run a parallel numba region and give torch its thread count back after it: numba's OpenMP layer sets the
+    process's count to every core, which would change the last digits of the next torch computation."""
     torch = sys.modules.get("torch")  # only when torch is in use: this module does not need it
     if torch is None:
         yield

@@ -1,5 +1,4 @@
-"""The BM25 retriever: one sparse term-by-document weight matrix (:mod:`.bm25`). Settings: the ``bm25.*``
-section of an index config; its index folder adds ``bm25/`` (the weights as npy arrays + ``vocab.json``)."""
+"""The BM25 retriever (:mod:`.bm25`); its index folder adds ``bm25/`` (weights as npy arrays + ``vocab.json``)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
 """``build_index``: build, resume or confirm up to date the index folder an :class:`IndexConfig` describes.
 
-Layout of an index folder::
-
-    manifest.json      written last: retriever, corpus fingerprints, files, config, versions + the retriever's
-                       fields (dense: encoder + fingerprint, pooler, dim; bm25: its settings)
-    corpus/            memory-mapped copy of the corpus (texts.bin, offsets.npy, corpus.json[, ids.json])
-    <retriever's>      its own files (dense: index.faiss; bm25: bm25/ term-by-document weights + vocab.json)
-    .build/            only while building: plan.json + the retriever's resume state (dense: embedding shards)
-
-The build key (what must match for a finished index or a partial build to be reused) is the retriever's name,
-the corpus's content and the retriever's :meth:`~pgra.retrieval.base.Retriever.key_fields`.
-"""
+The folder holds ``manifest.json`` (written last), ``corpus/``, the retriever's own files and, while building,
+``.build/``. The build key: the retriever's name, the corpus's content and :meth:`Retriever.key_fields`."""
 
 from __future__ import annotations
 
@@ -46,9 +37,7 @@ PLAN_FILE = "plan.json"
 
 
 def own_parts() -> dict[str, tuple[tuple[str, ...], str]]:
-    """What build-index writes in sub-folders of an index folder (and so may replace), with what a folder of that
-    name is: the corpus store, every registered retriever's parts and the resume folder. Anything else is the
-    user's."""
+    """The sub-folders build-index writes in an index folder (and so may replace), with what each is."""
     load_builtin()
     parts = {CORPUS_DIR: (("texts.bin", "offsets.npy", "corpus.json", "ids.json"), "an index's corpus store")}
     for cls in RETRIEVERS.values():
@@ -123,8 +112,7 @@ def build_index(cfg: IndexConfig, dist_ctx: DistContext | None = None) -> Path:
 
 
 def _start_plan(out: Path, build_dir: Path, key: str, size: int) -> None:
-    """Unfinish the folder (no manifest) and record the build's key in ``.build/plan.json``; the resume state of a
-    partial build of other settings is dropped (:func:`_check_existing` allowed it)."""
+    """Unfinish the folder and record the build's key in ``.build/plan.json`` (another build's resume state dropped)."""
     (out / MANIFEST).unlink(missing_ok=True)
     plan_path = build_dir / PLAN_FILE
     if plan_path.exists() and read_json_object(plan_path).get("build_key") != key:
@@ -134,9 +122,8 @@ def _start_plan(out: Path, build_dir: Path, key: str, size: int) -> None:
 
 
 def _check_own_parts(out: Path) -> None:
-    """Refuse an output folder whose ``corpus/``, retriever parts (``bm25/``, ``index.faiss`` ...) or ``.build/``
-    is not what an index build writes there (a user's own ``corpus/`` folder beside the corpus file): a build
-    replaces only its own parts. (Its manifest is checked by the lock: :func:`pgra.storage.artifacts.claim_output`.)"""
+    """Refuse an output folder whose ``corpus/``, retriever parts or ``.build/`` is not what a build writes there:
+    a build replaces only its own parts."""
     for sub, (patterns, what) in own_parts().items():
         check_own_folder(out / sub, patterns, what)
     for name, what in own_files().items():
@@ -170,8 +157,7 @@ def _drop_unreadable_manifest(out: Path) -> None:
 
 
 def _up_to_date(out: Path, key: str, store: CorpusStore) -> bool:
-    """Whether ``out`` holds a finished index of ``key`` whose files match its manifest (sizes, and checksums
-    of files up to VERIFY_HASH_LIMIT); a damaged index is reported and counts as not built."""
+    """Whether ``out`` holds a finished index of ``key`` whose files match its manifest (damaged: reported, False)."""
     if not (out / MANIFEST).exists():
         return False
     manifest = read_json_object(out / MANIFEST)

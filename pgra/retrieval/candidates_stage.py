@@ -1,7 +1,4 @@
-"""The ``candidates`` stage (each input's first-stage top k from the grid's index, ``pgra retrieve``; its key holds
-the retrieval settings, the index's build key and the task's content) and what a candidates folder is: read by
-:meth:`CandidatesStage.open`, and by a second stage as :class:`StageInputs` (the corpus its candidates came from, or
-imported candidates' own texts, :class:`CandidateTexts`; each split cut to the first k)."""
+"""The ``candidates`` stage (``pgra retrieve``) and a candidates folder as the second stages read it."""
 
 from __future__ import annotations
 
@@ -45,8 +42,7 @@ class CandidatesStage(Stage):
         if config.exclude_ids:  # by content (a key without it, when unset, stays what it was before the option)
             path = Path(config.exclude_ids)
             settings["exclude_ids"] = sha256_file(path) if path.is_file() else f"missing: {path}"
-        # the task's content: its labels, label words, templates, metric and data files (every later stage and cell
-        # reads them through the candidates, so their keys change with it)
+        # the task's content (labels, words, templates, metric, data files): every later key changes with it
         return {"retrieve": settings, "index": request.keys.get("index", "unbuilt"), "task": dict(request.task_content)}
 
     def build(self, config: RetrieveConfig, inputs: Any, run: StageRun) -> dict[str, Any] | None:
@@ -56,8 +52,7 @@ class CandidatesStage(Stage):
         return write_candidates(config, run)
 
     def plan(self, request: PlanRequest) -> StagePlan:
-        """On a CPU: the measured fixed part of retrieving a task plus its seconds per input of every split; its
-        files: each input's record and its k candidates."""
+        """On a CPU: the measured fixed part plus seconds per input; its files: each input's record and k candidates."""
         r, k = request, request.retrieved_k
         priced = r.fits.cpu_price(self.family, r.inputs) if r.fits is not None and r.inputs else None
         return StagePlan(priced, disk=r.lines(r.input_bytes + k * (r.sentence_bytes + CTX_BYTES)),
@@ -78,9 +73,8 @@ def retrieve(cfg: RetrieveConfig, ctx: Any = None) -> Path:
 
 
 def open_corpus(cfg: Any, cand: dict[str, Any]) -> CorpusStore | CandidateTexts:
-    """The corpus store of the index the candidates were retrieved from (``cfg.index`` or the recorded one),
-    refused when it is another corpus; for candidates imported without an index, their own texts
-    (:func:`imported_corpus`)."""
+    """The corpus store the candidates were retrieved from (refused when another), or for imported candidates
+    their own texts (:func:`imported_corpus`)."""
     if cand.get("index") is None:
         return imported_corpus(cfg, cand)
     index_dir = Path(cfg.index or cand["index"]["path"])
@@ -101,10 +95,8 @@ def _index_store(index_dir: Path) -> CorpusStore:
 
 
 class CandidateTexts:
-    """The evidence imported candidates carry (``pgra fid import``: no first-stage index) as a corpus store: one
-    row per distinct candidate id (``5`` and ``"5"`` are one id, as everywhere in pgra), in the order the
-    folder's splits first name them, with the text it carries. ``base`` (a :class:`CorpusStore`): the rows are
-    that corpus's own (``--index``), each id found there with the text the candidates carry."""
+    """The texts imported candidates carry, as a corpus store: one row per distinct id (``5`` and ``"5"`` are one),
+    in first-seen order; with ``base`` (``--index``) the rows are that corpus's own."""
 
     def __init__(self, ids: list[CorpusId], texts: list[str], base: CorpusStore | None = None,
                  positions: list[int] | None = None) -> None:
@@ -151,9 +143,8 @@ def _base_position(store: CorpusStore, cid: CorpusId) -> int | None:
 
 
 def imported_corpus(cfg: Any, cand: dict[str, Any]) -> CandidateTexts:
-    """The evidence of candidates imported without an index: every split's candidates, each id with the one text
-    it carries (an id carrying two texts is an InputError naming both places). With ``cfg.index``: that index's
-    corpus rows, each candidate's id found there with the very text it carries (else an InputError naming it)."""
+    """The evidence of candidates imported without an index, each id with the one text it carries; with
+    ``cfg.index`` each id must be found there with that very text (else an InputError naming it)."""
     folder = Path(cfg.candidates)
     seen: dict[str, tuple[str, Path, int]] = {}  # str(id) -> (text, file, line) where first carried
     ids: list[CorpusId] = []
@@ -187,9 +178,7 @@ def imported_corpus(cfg: Any, cand: dict[str, Any]) -> CandidateTexts:
 
 
 def index_record(cfg: Any, cand: dict[str, Any], store: CorpusStore | CandidateTexts) -> dict[str, Any]:
-    """The candidates' ``index`` record as the rerankers read it: the first stage's; for imported candidates the
-    record of ``--index`` (as ``pgra retrieve`` writes it), or without one a record of their own texts (no
-    ``path``)."""
+    """The candidates' ``index`` record as the rerankers read it (imported: ``--index``'s, or their own texts')."""
     if cand.get("index") is not None:
         return cand["index"]
     if cfg.index:
@@ -203,15 +192,13 @@ def index_record(cfg: Any, cand: dict[str, Any], store: CorpusStore | CandidateT
 
 def effective_candidates(cfg: Any, cand: dict[str, Any], store: CorpusStore | CandidateTexts,
                data: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The candidates manifest as the rerankers read it: its :func:`index_record` and its ``k`` (imported
-    candidates record none: their longest list)."""
+    """The candidates manifest as the rerankers read it, with its :func:`index_record` and ``k``."""
     k = cand.get("k") or max((len(r["ctxs"]) for recs in data.values() for r in recs), default=0)
     return {**cand, "index": index_record(cfg, cand, store), "k": k}
 
 
 def load_split(path: Path, task: TaskSpec, k: int) -> list[dict[str, Any]]:
-    """A candidates split's records, each cut to its first ``k`` candidates (0: all); a query without candidates
-    is an InputError naming its line."""
+    """A candidates split's records cut to their first ``k`` candidates (0: all); a query without any is refused."""
     records = []
     for line, rec in enumerate(read_records(path, labels=task.labels), start=1):
         if not rec.get("ctxs"):
@@ -224,8 +211,7 @@ def load_split(path: Path, task: TaskSpec, k: int) -> list[dict[str, Any]]:
 
 @dataclass
 class StageInputs:
-    """What a second stage (the prompt-guided reranker's, the generic stage's, the full search's) reads of a
-    candidates folder, checked before anything is written (:meth:`read`)."""
+    """What a second stage reads of a candidates folder, checked before anything is written (:meth:`read`)."""
 
     cfg: Any
     cand_dir: Path
@@ -238,10 +224,8 @@ class StageInputs:
 
     @classmethod
     def read(cls, cfg: Any, with_train: bool = True) -> StageInputs:
-        """Read and check a stage's inputs: its config, the candidates' manifest, the task, the corpus (refused
-        when another than the candidates were retrieved from, and the output folder disjoint from the index), the
-        records of the requested splits (each cut to the first ``cfg.k`` candidates; every input checked before
-        anything runs) and, ``with_train``, the train split (what demonstrations are drawn from: required)."""
+        """Read and check a stage's inputs before anything is written: config, candidates manifest, task, corpus, the
+        requested splits (cut to ``cfg.k``) and, ``with_train``, the train split."""
         check_config(cfg)
         if not cfg.candidates or not cfg.out:
             raise InputError("rerank needs --candidates and --out", field="candidates" if not cfg.candidates else "out")

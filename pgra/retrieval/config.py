@@ -1,7 +1,4 @@
-"""The config of ``pgra build-index`` (and of an experiment's ``index`` section), importable from here as before:
-its home is :mod:`.base`, beside the retriever interface it configures and the registry its ``dense.*`` and
-``bm25.*`` sections are read from (each retriever declares its options on itself:
-:attr:`~pgra.retrieval.base.Retriever.options`)."""
+"""The config of ``pgra build-index``, importable from here; its home is :mod:`.base`."""
 
 from __future__ import annotations
 

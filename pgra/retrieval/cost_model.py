@@ -1,6 +1,4 @@
-"""The first stage's share of the plan's disk: the corpus's sentences and their mean size, and the shared index
-(built: its size on disk; else what its retriever estimates, :meth:`pgra.retrieval.base.Retriever.estimated_index_bytes`,
-and the copy of the corpus it stores)."""
+"""The first stage's share of the plan's disk: the corpus's sentences and the shared index."""
 
 from __future__ import annotations
 
@@ -21,8 +19,7 @@ def corpus_size(index: Any) -> int | None:
 
 
 def corpus_lines(index: Any) -> tuple[int | None, float, int]:
-    """The corpus's sentences (the built index's count, else the local file's size over its mean line), a sentence's
-    mean bytes and the file's size (0 when not a local file)."""
+    """The corpus's sentences, a sentence's mean bytes and the file's size (0 when not a local file)."""
     corpus = Path(str(index.corpus))
     mean = mean_line_bytes(corpus) if corpus.is_file() else None
     size = corpus.stat().st_size if corpus.is_file() else 0
@@ -31,9 +28,7 @@ def corpus_lines(index: Any) -> tuple[int | None, float, int]:
 
 
 def index_disk(index: Any, sentences: int | None, corpus_bytes: int) -> tuple[float | None, str]:
-    """The shared index: its size on disk when built, else a flat (or IVF, HNSW) dense index's vectors (sentences x
-    dim x 4 B; ivfsq8 1 B a dim, ivfpq its sub-quantisers' bytes) and the copy of the corpus it stores; None for
-    another retriever before it is built."""
+    """The shared index's bytes: on disk when built, else its retriever's estimate plus the corpus copy, or None."""
     if (Path(index.out) / "manifest.json").exists():
         size = folder_bytes(index.out)
         return float(size), f"{index.out} (shared): {format_bytes(size)}, built"

@@ -1,15 +1,5 @@
-"""faiss indexes over unit vectors: exact inner product (default), IVF, HNSW, compressed IVF (IVF-PQ with an optional
-OPQ rotation, IVF-SQ8); on GPU when faiss-gpu is present.
-
-On the GPU (:func:`load_faiss` with ``use_gpu``): an ``ivfpq`` index whose lookup tables exceed a CUDA block's
-shared memory in fp32 gets fp16 tables (refused when even those do not fit); an IVF index whose lists are on disk
-(or memory-mapped), and an HNSW index, stay on the CPU; a search for more than faiss-gpu's k limit
-(:data:`GPU_MAX_K`) runs on the CPU index instead (:class:`GpuIndex`).
-
-Inner product on L2-normalised vectors is cosine similarity, and ranks exactly as the paper's L2 search does.
-faiss comes from one of pgra's extras, ``cpu`` (faiss-cpu) or ``gpu`` (faiss-gpu-cu12): both install the
-module ``faiss``, so only one may be installed; it is imported on first use (BM25 needs none).
-"""
+"""faiss indexes over unit vectors (inner product = cosine): flat, IVF, HNSW, IVF-PQ (optionally OPQ), IVF-SQ8;
+on GPU when faiss-gpu is present (faiss is imported on first use: BM25 needs none)."""
 
 from __future__ import annotations
 
@@ -83,9 +73,7 @@ def gpu_available() -> bool:
 
 
 def faiss_gpus(n_gpus: int, env: Mapping[str, str] | None = None) -> list[int]:
-    """The GPUs this process puts its faiss index on: one of several ranks (:func:`pgra.runtime.device.one_gpu_each`:
-    ``LOCAL_RANK`` or mpirun-style ``RANK``) takes its own, the one :func:`pgra.runtime.device.local_device_index` names
-    for its models too; a lone process shards the index over all of them."""
+    """The GPUs this process puts its faiss index on: a rank its own, a lone process all of them."""
     from ..runtime.device import local_device_index, one_gpu_each  # (torch: imported where a GPU is used)
 
     if n_gpus <= 0:
@@ -100,15 +88,13 @@ GPU_MAX_K = 2048  # the largest k a faiss-gpu search takes (GPU_MAX_SELECTION_K)
 
 
 def pq_lookup_bytes(m: int, nbits: int, fp16: bool) -> int:
-    """Shared memory faiss-gpu's IVFPQ scan needs for a query's lookup tables, as faiss computes it:
-    ``m * 2^nbits`` entries of 4 bytes (2 in fp16)."""
+    """Shared memory faiss-gpu's IVFPQ scan needs for a query's lookup tables: ``m * 2^nbits`` x 4 bytes (2 in fp16)."""
     return m * (1 << nbits) * (2 if fp16 else 4)
 
 
 def pq_fp16_lookup(index: faiss.Index, limit: int = GPU_SHARED_MEMORY) -> bool:
-    """Whether ``index`` needs fp16 lookup tables on the GPU: an IVFPQ (under an OPQ rotation too) whose fp32 tables
-    exceed ``limit`` bytes (768 dims, pq_m 96: 98,304 B; fp16 49,152 B). False for other types; an IVFPQ whose fp16
-    tables do not fit either is an InputError naming ``dense.faiss.pq_m`` (faiss-gpu would refuse it)."""
+    """Whether an IVFPQ ``index`` needs fp16 lookup tables on the GPU (its fp32 ones exceed ``limit`` bytes); an
+    InputError naming ``dense.faiss.pq_m`` when even fp16 ones do not fit."""
     faiss = import_faiss()
     ivf = faiss.try_extract_index_ivf(index)
     if ivf is None:
@@ -129,9 +115,7 @@ def pq_fp16_lookup(index: faiss.Index, limit: int = GPU_SHARED_MEMORY) -> bool:
 
 
 def _to_gpu(index: faiss.Index, train_only: bool = False) -> faiss.Index:
-    """``index`` on this process's GPU (:func:`faiss_gpus`), sharded when it has several (not for training); an
-    IVFPQ with fp16 lookup tables where fp32 ones exceed shared memory (:func:`pq_fp16_lookup`; faiss's cloner
-    turns ``useFloat16`` into the IVFPQ's ``useFloat16LookupTables``)."""
+    """``index`` on this process's GPU(s), with fp16 lookup tables where :func:`pq_fp16_lookup` says."""
     faiss = import_faiss()
     devices = faiss_gpus(faiss.get_num_gpus())
     fp16 = pq_fp16_lookup(index)
@@ -158,10 +142,8 @@ def _say_once(message: str) -> None:
 
 
 class GpuIndex:
-    """A faiss index on this process's GPU(s). A search for at most :data:`GPU_MAX_K` hits runs there; a larger
-    one (the exclusion retry's k plus every excluded id, a re-scored index's k x rescore) runs on the CPU index,
-    read again from its file (memory-mapped) on first need, since faiss-gpu refuses it. Every other attribute
-    (``ntotal``, ``d`` ...) is the GPU index's."""
+    """A faiss index on this process's GPU(s); a search for more than :data:`GPU_MAX_K` hits, which faiss-gpu
+    refuses, runs on the CPU index (memory-mapped from its file on first need)."""
 
     def __init__(self, gpu: faiss.Index, cpu: Callable[[], faiss.Index]) -> None:
         self.gpu = gpu
@@ -186,8 +168,7 @@ class GpuIndex:
 
 
 def ivf_nlist(n: int, params: FaissParams) -> int:
-    """IVF cells for ``n`` vectors: ``nlist``, or 4 * sqrt(N) at most the training sample (k-means needs a training
-    vector per cell); at most N."""
+    """IVF cells for ``n`` vectors: ``nlist``, or 4 * sqrt(N), at most the training sample and N."""
     if params.nlist:
         return min(params.nlist, n)
     return min(max(1, int(4 * np.sqrt(n))), n, params.train_size)
@@ -204,10 +185,8 @@ OPQ_CENTROIDS = 256  # faiss's OPQ rotation trains its own 8-bit product quantis
 
 
 def check_trainable(index_type: str, params: FaissParams, n: int | None = None) -> None:
-    """Refuse settings faiss cannot train (an InputError naming the field and the minimum, before anything is
-    built): a training sample (``train_size``) smaller than an explicit ``nlist`` or than ``ivfpq``'s codebooks
-    (2^pq_nbits centroids, 256 with ``opq``: faiss's k-means takes no fewer points than centroids), or with ``n``
-    known, an ``ivfpq`` corpus smaller than its codebooks. An explicit ``nlist`` above ``n`` is cut to ``n``, as before."""
+    """Refuse settings faiss cannot train, naming the field and the minimum: a training sample smaller than
+    ``nlist`` or than ``ivfpq``'s codebooks (or, ``n`` known, such a corpus); an ``nlist`` above ``n`` is cut."""
     if index_type not in IVF_TYPES:
         return
     if params.nlist and params.nlist > params.train_size:
@@ -236,8 +215,7 @@ def check_trainable(index_type: str, params: FaissParams, n: int | None = None) 
 
 
 def empty_index(dim: int, n: int, index_type: str, params: FaissParams) -> faiss.Index:
-    """An untrained, empty inner-product index of ``index_type`` for ``n`` vectors of dimension ``dim``; settings
-    faiss cannot train on ``n`` vectors are an InputError (:func:`check_trainable`)."""
+    """An untrained, empty inner-product index of ``index_type`` (:func:`check_trainable` first)."""
     faiss = import_faiss()
     check_trainable(index_type, params, n)
     ip = faiss.METRIC_INNER_PRODUCT
@@ -260,8 +238,7 @@ def empty_index(dim: int, n: int, index_type: str, params: FaissParams) -> faiss
 
 
 def train_index(index: faiss.Index, sample: np.ndarray, params: FaissParams, use_gpu: bool = False) -> faiss.Index:
-    """``index`` trained on ``sample`` (IVF types: the coarse quantiser, on the GPU when asked and present, and the
-    codes' quantisers); its ``nprobe`` set. Other types are returned as they are."""
+    """``index`` trained on ``sample`` (IVF types; others returned as they are), its ``nprobe`` set."""
     faiss = import_faiss()
     if not isinstance(index, faiss.IndexIVF) and faiss.try_extract_index_ivf(index) is None:
         return index
@@ -295,12 +272,8 @@ def save_faiss(index: faiss.Index, path: str | Path) -> None:
 
 def load_faiss(path: str | Path, params: FaissParams | None = None, use_gpu: bool = False,
                mmap: bool = False, on_disk: bool = False) -> faiss.Index:
-    """Read an index file (a truncated or corrupted file raises IncompleteArtifactError naming it). ``on_disk``: an
-    IVF index merged on disk, whose lists are read from the ``.ivfdata`` file beside it (memory-mapped, wherever the
-    folder moved); ``mmap`` maps the file's own vectors or lists too instead of reading them into memory (an index
-    larger than RAM, searched on CPU). ``use_gpu`` with faiss-gpu and a GPU: a :class:`GpuIndex` (:func:`_to_gpu`),
-    except for a mapped or HNSW index and an IVF index whose lists are on disk (copied whole into GPU memory
-    otherwise: kept on the CPU, said once)."""
+    """Read an index file (damaged: IncompleteArtifactError). ``on_disk``: IVF lists in the ``.ivfdata`` beside it;
+    ``mmap``: vectors mapped, not read; ``use_gpu``: a :class:`GpuIndex`, except for a mapped, HNSW or on-disk index."""
     faiss = import_faiss()
     mapped = getattr(faiss, "IO_FLAG_MMAP_IFC", faiss.IO_FLAG_MMAP)  # flat codes, IVF lists
     flags = faiss.IO_FLAG_ONDISK_SAME_DIR if on_disk else mapped if mmap else 0

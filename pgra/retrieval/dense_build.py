@@ -1,13 +1,5 @@
-"""The dense index's files, made from the encoded shards in ``.build/`` (``emb_*.npy``, in position order).
-
-In memory (the default, as before): the shards concatenated and one faiss index built over them (``index.faiss``).
-Bounded memory (``dense.bounded_memory``): the shards are never concatenated. ``flat`` keeps them as the index
-(``vectors/``, searched shard by shard, :class:`~pgra.retrieval.shards.VectorShards`); the IVF types train their
-quantiser on the seeded sample, add each shard into inverted lists of their own (``.build/ivf_*.index``) and merge
-those on disk (faiss's ``merge_ondisk``: ``index.faiss`` + ``index.ivfdata``, the lists memory-mapped); ``hnsw``
-adds one shard at a time. Either way the stored vectors are kept in ``vectors/`` when ``dense.rescore`` re-scores
-candidates from them, and an approximate index records its recall@k against exact search in the manifest.
-"""
+"""The dense index's files, made from the encoded shards in ``.build/`` (``emb_*.npy``, in position order):
+concatenated into one faiss index, or with ``dense.bounded_memory`` never concatenated (docs/large-corpora.md)."""
 
 from __future__ import annotations
 
@@ -38,8 +30,7 @@ def shard_name(i: int) -> str:
 
 def write_dense_index(d: DenseConfig, n: int, build_dir: Path, out: Path, show: bool) -> tuple[dict[str, Any],
                                                                                             dict[str, Any]]:
-    """Write the index of the ``n`` encoded vectors in ``build_dir`` into ``out``; its file records and the fields
-    it adds to the manifest (``dim``; ``vectors``: the stored shards; ``recall``: an approximate index's)."""
+    """Write the index of the ``n`` encoded vectors in ``build_dir`` into ``out``: its file records and fields."""
     n_shards = (n + d.shard_size - 1) // d.shard_size
     names = [shard_name(i) for i in range(n_shards)]
     shards = VectorShards([build_dir / name for name in names], mmap=True)

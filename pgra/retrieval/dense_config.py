@@ -1,6 +1,4 @@
-"""The settings of the dense retriever (the ``dense.*`` section of an index config), in a module of their own:
-the retriever (:mod:`.dense_retriever`, which declares them as its ``options``) and the index writer it calls
-(:mod:`.dense_build`) both read them, so the writer imports nothing of the retriever that imports it."""
+"""The dense retriever's settings (``dense.*``), apart so that the index writer need not import the retriever."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""The dense retriever: a sentence encoder (:mod:`.encoder`) + a faiss index over the corpus's unit vectors
-(:mod:`.dense`). Settings: the ``dense.*`` section of an index config (:class:`~.dense_config.DenseConfig`).
+"""The dense retriever: a sentence encoder (:mod:`.encoder`) + a faiss index over the corpus's unit vectors.
 
-Its index folder adds ``index.faiss`` (positions 0..N-1; with ``bounded_memory``, IVF lists merged on disk in
-``index.ivfdata``, or for ``flat`` the vector shards themselves in ``vectors/``; see :mod:`.dense_build`). The corpus
-is encoded in fixed shards of ``shard_size`` texts, each saved to ``.build/emb_*.npy`` when done: a killed build
-resumes from the finished shards, and ``torchrun``/``accelerate launch`` ranks encode shards round-robin before
-rank 0 indexes them, so the index is the same for any number of processes and any number of interruptions.
-"""
+The corpus is encoded in fixed shards saved to ``.build/`` as they finish, ranks taking them round-robin: the
+index is the same for any number of processes and interruptions."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ from ..core.config import recorded_settings, result_settings
 from ..core.errors import IncompleteArtifactError, InputError, StaleArtifactError
 from ..core.faults import fault_point
 from ..core.progress import progress
-from ..storage.artifacts import MANIFEST, load_npy, model_fingerprint, save_npy
+from ..storage.artifacts import MANIFEST, load_npy, model_fingerprint, model_location, save_npy
 from .base import LoadOptions, QueryEncoder, Retriever, Searcher, register_retriever
 from .dense import OPQ_CENTROIDS, FaissParams, check_trainable, import_faiss, load_faiss
 from .dense_build import FAISS_FILE, IVFDATA_FILE, VECTORS_DIR, shard_name, write_dense_index
@@ -36,9 +31,7 @@ _ADDED = ("bounded_memory", "rescore")
 
 
 def trained_pooler(encoder: str | Path) -> str | None:
-    """The pooler an encoder folder was trained for, as its pgra ``manifest.json`` records it (``pgra
-    train-simcse``'s: ``cls_before_pooler``); None for a folder without one (a hub model, a plain HF folder) or with
-    a manifest pgra did not write."""
+    """The pooler an encoder folder was trained for, as its pgra manifest records it; None without one."""
     import json
 
     from .encoder import POOLERS
@@ -53,8 +46,7 @@ def trained_pooler(encoder: str | Path) -> str | None:
 
 
 def check_pooler_of_encoder(encoder: str | Path, pooler: str, field: str, path: Path | None = None) -> None:
-    """Refuse ``pooler`` for an encoder trained for another one (:func:`trained_pooler`): its vectors would be
-    another representation than the one it learned, and the index would be silently worse."""
+    """Refuse ``pooler`` for an encoder trained for another (:func:`trained_pooler`): a silently worse index."""
     trained = trained_pooler(encoder)
     if trained is not None and trained != pooler:
         raise InputError(f"the encoder {encoder} was trained (pgra train-simcse) for pooler '{trained}', as its "
@@ -62,10 +54,8 @@ def check_pooler_of_encoder(encoder: str | Path, pooler: str, field: str, path: 
 
 
 def check_index_manifest(directory: Path, manifest: dict[str, Any]) -> None:
-    """Refuse a dense index's manifest that says other than how the index was built (InputError naming it): its
-    query pooler (``pooler``) missing, unknown, or not the one its build config records (``config.dense.pooler``,
-    part of its build key) or not the one its encoder was trained for; stored vector shards not among its own
-    listed files (so not inside its folder)."""
+    """Refuse a dense index manifest that says other than how it was built: its pooler missing, unknown or not
+    its build config's (or its encoder's trained one); vector shards not among its own files."""
     from ..storage.artifacts import own_file_name
     from .encoder import POOLERS
 
@@ -94,15 +84,6 @@ def check_index_manifest(directory: Path, manifest: dict[str, Any]) -> None:
         check_pooler_of_encoder(encoder, pooler, "pooler", path)
 
 
-def _encoder_path(name: str) -> str:
-    p = Path(name)
-    return str(p.resolve()) if p.is_dir() else name
-
-
-def _shard_path(build_dir: Path, i: int) -> Path:
-    return build_dir / shard_name(i)
-
-
 @register_retriever
 class DenseRetriever(Retriever):
     """A dense encoder + faiss (exact inner product on unit vectors = cosine, or IVF / HNSW)."""
@@ -120,8 +101,7 @@ class DenseRetriever(Retriever):
         self.encoder_fingerprint: str | None = None
 
     def validate(self) -> None:
-        """What the fields' own checks (pooler, index type, shard size: IndexConfig.validate's check_config) cannot
-        see."""
+        """What the fields' own checks (IndexConfig.validate's check_config) cannot see."""
         d = self.settings
         if d.rescore and d.index_type == "flat":
             raise InputError("rescore re-scores an approximate index's candidates: a flat index's scores are "
@@ -130,8 +110,7 @@ class DenseRetriever(Retriever):
         check_trainable(d.index_type, d.faiss)  # a training sample too small for the codebooks
 
     def _check_corpus_size(self) -> None:
-        """An ``ivfpq`` corpus smaller than its codebooks is refused before anything is written (the corpus is read
-        only up to that many sentences)."""
+        """Refuse an ``ivfpq`` corpus smaller than its codebooks before anything is written."""
         d = self.settings
         if d.index_type != "ivfpq":
             return
@@ -143,8 +122,7 @@ class DenseRetriever(Retriever):
         check_trainable(d.index_type, d.faiss, sum(1 for _ in islice(iter_corpus(self.cfg.source()), need)))
 
     def prepare(self) -> None:
-        """An encoder that cannot load, or a corpus too small for the index type, is refused before anything is
-        written."""
+        """Refuse an encoder that cannot load, or a corpus too small for the index type, before anything is written."""
         from transformers import AutoConfig
 
         from ..lm.loading import load_pretrained
@@ -170,7 +148,7 @@ class DenseRetriever(Retriever):
             return {}, {}
         d = self.settings
         files, fields = write_dense_index(d, len(store), work, out, self.cfg.show_progress)
-        return files, {"encoder": _encoder_path(d.encoder), "encoder_fingerprint": self.encoder_fingerprint,
+        return files, {"encoder": model_location(d.encoder), "encoder_fingerprint": self.encoder_fingerprint,
                        "pooler": d.pooler, "max_length": d.max_length, "index_type": d.index_type, **fields}
 
     def _encode_shards(self, store: CorpusStore, build_dir: Path, ctx: DistContext) -> None:
@@ -183,7 +161,7 @@ class DenseRetriever(Retriever):
         todo = []
         for i in ctx.shard(n_shards):
             rows = min(d.shard_size, n - i * d.shard_size)
-            path = _shard_path(build_dir, i)
+            path = build_dir / shard_name(i)
             if path.exists():
                 try:
                     if load_npy(path, mmap=True).shape[0] == rows:
@@ -201,14 +179,13 @@ class DenseRetriever(Retriever):
         for i in todo:
             start = i * d.shard_size
             texts = store.texts(range(start, min(n, start + d.shard_size)))
-            save_npy(_shard_path(build_dir, i), encoder.encode(texts))
+            save_npy(build_dir / shard_name(i), encoder.encode(texts))
             fault_point("index.shard")
             bar.update(len(texts))
         bar.close()
 
     def estimated_index_bytes(self, sentences: int) -> tuple[float | None, str]:
-        """``sentences`` x the encoder's dimension x 4 B (flat, HNSW's graph not counted), 1 B a dimension for
-        ``ivfsq8``, the sub-quantisers' bytes for ``ivfpq``."""
+        """``sentences`` x dim x 4 B (flat), 1 B a dim for ``ivfsq8``, the sub-quantisers' bytes for ``ivfpq``."""
         from ..runtime.sizes import hidden_size
 
         dim = hidden_size(str(self.settings.encoder))  # a Hub model that is not here: its known size
@@ -248,8 +225,7 @@ class DenseRetriever(Retriever):
 
     @classmethod
     def encoder_of(cls, record: dict[str, Any]) -> tuple[str, str | None] | None:
-        """The recorded encoder and its pooler; a record naming an encoder without a known pooler is refused (a
-        caller would fall back to its own default pooler: another representation than the index's)."""
+        """The recorded encoder and its pooler; a record without a known pooler is refused (no silent default)."""
         from .encoder import POOLERS
 
         if not record.get("encoder"):
@@ -261,12 +237,8 @@ class DenseRetriever(Retriever):
 
 
 class DenseSearcher(Searcher):
-    """A dense index loaded: its faiss index, and its own encoder for the queries (loaded on first use).
-
-    The encoder runs code of its own only when the caller passes ``trust_remote_code=True``: the manifest's
-    ``trust_remote_code`` never allows it (an index is a shared file), and an encoder with code of its own that
-    the index was built with is refused without it.
-    """
+    """A dense index loaded: its faiss index and its own query encoder (loaded on first use; its own code runs
+    only with the caller's ``trust_remote_code``)."""
 
     def __init__(self, directory: Path, manifest: dict[str, Any], options: LoadOptions) -> None:
         check_index_manifest(directory, manifest)
@@ -335,9 +307,8 @@ class DenseSearcher(Searcher):
         return self.search_vectors(self.encoder.encode(queries), k)
 
     def search_vectors(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k ``(scores, positions)`` of query vectors: the faiss index (its candidates re-scored exactly when
-        the index was built with ``rescore``), or the stored shards searched one by one (on this rank's shards
-        only, merged across ranks, when the index spans a process group)."""
+        """Top-k ``(scores, positions)`` of query vectors: from the faiss index (re-scored with ``rescore``) or the
+        stored shards (this rank's only, merged across ranks, when the index spans a process group)."""
         if self.faiss is not None:
             return search_index(self.faiss, queries, k, self.vectors, self.rescore)
         vectors = self.vectors

@@ -64,8 +64,7 @@ class DenseEncoder:
     @classmethod
     def from_model(cls, model: torch.nn.Module, pooler: Pooler = "cls", batch_size: int = 64,
                    name: str = "encoder") -> DenseEncoder:
-        """An encoder around a model already loaded (on its device, in its dtype) and no tokenizer: it encodes
-        token ids (:meth:`encode_ids`), e.g. a benchmark's randomly initialised BERT-base."""
+        """An encoder around a model already loaded, without a tokenizer: it encodes token ids (:meth:`encode_ids`)."""
         encoder = cls.__new__(cls)
         weight = next(model.parameters())
         encoder.name_or_path, encoder.pooler, encoder.max_length, encoder.batch_size = name, pooler, 0, batch_size
@@ -92,8 +91,7 @@ class DenseEncoder:
     @torch.inference_mode()
     def encode(self, texts: Sequence[str], batch_size: int | None = None,
                show_progress: bool = False, normalize: bool = True) -> np.ndarray:
-        """Return float32 array ``(len(texts), dim)`` of L2-normalised (or, with ``normalize=False``, raw pooled)
-        embeddings, in input order."""
+        """Float32 ``(len(texts), dim)`` L2-normalised (``normalize=False``: raw pooled) embeddings, in input order."""
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
         if self.tokenizer is None:
@@ -106,8 +104,7 @@ class DenseEncoder:
     @torch.inference_mode()
     def encode_ids(self, ids: Sequence[Sequence[int]], pad_id: int = 0, batch_size: int | None = None,
                    show_progress: bool = False, normalize: bool = True) -> np.ndarray:
-        """:meth:`encode` on token ids: length-sorted batches of ``batch_size``. On a GPU the vectors stay on it
-        for :data:`GPU_ROWS` rows at a time (one copy back each, so the host does not wait for every batch)."""
+        """:meth:`encode` on token ids (on a GPU the vectors stay there for :data:`GPU_ROWS` rows at a time)."""
         bs = batch_size or self.batch_size
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         if not len(ids):

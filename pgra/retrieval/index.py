@@ -1,9 +1,4 @@
-"""``Index``: a built first-stage index loaded (checked against its manifest) and searched, whatever its
-retriever (the manifest's ``retriever`` picks the registered implementation that loads it).
-
-``IndexConfig``, ``DenseConfig``, ``BM25Config`` and ``build_index`` are importable from here too, as before the
-split (their homes: :mod:`.base`, :mod:`.dense_config`, :mod:`.bm25`, :mod:`.build`).
-"""
+"""``Index``: a built first-stage index, checked against its manifest, loaded by its retriever and searched."""
 
 from __future__ import annotations
 
@@ -75,8 +70,7 @@ class Index:
 
     @property
     def encoder(self) -> Any:
-        """The index's own query encoder (a dense index's; the manifest's path, or the verified override), loaded
-        on first use."""
+        """The index's own query encoder (a dense index's), loaded on first use."""
         return self.searcher.encoder
 
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -85,13 +79,15 @@ class Index:
 
     def search_hits(self, queries: list[str], k: int) -> list[list[dict[str, Any]]]:
         """Top-k hits per query as ``{"id", "score", "text"}`` dicts (the interchange format's ``ctxs``)."""
-        scores, positions = self.search(queries, k)
+        return self.hits(*self.search(queries, k))
+
+    def hits(self, scores: np.ndarray, positions: np.ndarray) -> list[list[dict[str, Any]]]:
+        """A search's ``(scores, positions)`` rows as hit dicts (-1 positions, none found, dropped)."""
         out = []
         for srow, prow in zip(scores, positions, strict=True):
-            keep = prow >= 0
-            pos = prow[keep]
+            pos = prow[prow >= 0]
             out.append([{"id": cid, "score": float(s), "text": t} for cid, s, t in
-                        zip(self.corpus.external_ids(pos.tolist()), srow[keep], self.corpus.texts(pos),
+                        zip(self.corpus.external_ids(pos.tolist()), srow[prow >= 0], self.corpus.texts(pos),
                             strict=True)])
         return out
 

@@ -1,12 +1,7 @@
 """``pgra retrieve``: top-k first-stage candidates for every input of a task, in the interchange JSONL.
 
-Output folder: ``{split}.jsonl`` (one query a line with its k ``ctxs``) + ``manifest.json`` recording the
-index (path, build key, corpus fingerprint), the task, k and the data's provenance. A split is searched in fixed
-chunks of ``query_batch_size`` inputs, chunk c on rank c mod N, merged in input order by rank 0; candidates tied
-in score come by corpus position, so the files are the same bytes on 1 or N ranks (docs/beyond-one-machine.md).
-With ``split_index_over_ranks`` each rank holds a part of a flat sharded index instead, searches every query over
-it and the top-k are merged across ranks.
-"""
+Fixed chunks of ``query_batch_size`` inputs, chunk c on rank c mod N, ties by corpus position: the same bytes on
+1 or N ranks (docs/beyond-one-machine.md)."""
 
 from __future__ import annotations
 
@@ -69,8 +64,7 @@ class RetrieveConfig:
 
 
 def write_candidates(cfg: RetrieveConfig, run: StageRun) -> dict[str, Any] | None:
-    """The candidates stage's build in every process of ``run.ctx`` (each searches its share of the queries, rank 0
-    writes every requested split); returns the manifest's fields on rank 0."""
+    """The candidates stage's build in every process (each searches its share); the manifest's fields on rank 0."""
     check_config(cfg)
     for name in ("task", "index", "out"):
         if not getattr(cfg, name):
@@ -131,9 +125,7 @@ def write_candidates(cfg: RetrieveConfig, run: StageRun) -> dict[str, Any] | Non
 
 def _search_share(cfg: RetrieveConfig, index: Index, examples: list, qctx: DistContext, excluded: set[str],
                   progress_bar: bool, split: str) -> tuple[list[dict], int]:
-    """This rank's share of a split's queries, searched: their records, and how many found passages the
-    exclusions removed. Fixed global chunks of ``query_batch_size``, round-robin over the ranks: a query's batch
-    never depends on the number of ranks."""
+    """This rank's share of a split's queries, searched: their records and how many hits the exclusions removed."""
     size = cfg.query_batch_size
     mine = [examples[c * size:(c + 1) * size] for c in qctx.shard(query_chunks(len(examples), size))]
     records, removed = [], 0
@@ -154,15 +146,13 @@ def query_chunks(n: int, size: int) -> int:
 
 
 def chunk_place(i: int, size: int, writers: int) -> tuple[int, int]:
-    """Where input ``i`` of a split lies after a search in fixed chunks of ``size`` over ``writers`` ranks (chunk c
-    on rank c % writers, each rank's chunks in order): ``(rank, row in that rank's records)``."""
+    """``(rank, row)`` of input ``i`` after a search in fixed chunks of ``size`` round-robin over ``writers`` ranks."""
     chunk = i // size
     return chunk % writers, (chunk // writers) * size + i % size
 
 
 def by_score_then_position(scores: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row of top-k ``(scores, positions)`` ordered by score (its own dtype: no rounding), then by lower
-    position; -1 positions (none found) last."""
+    """Each top-k row ordered by score (no rounding), then lower position; -1 positions (none found) last."""
     missing = positions < 0
     order = np.lexsort((np.where(missing, np.iinfo(np.int64).max, positions), -np.asarray(scores, np.float64),
                         missing), axis=1)
@@ -170,25 +160,14 @@ def by_score_then_position(scores: np.ndarray, positions: np.ndarray) -> tuple[n
 
 
 def ranked_hits(index: Index, texts: list[str], k: int) -> list[list[dict[str, Any]]]:
-    """:meth:`Index.search_hits`, each query's hits ordered by score, then by lower corpus position (faiss keeps the
-    lower positions among hits tied at the cut but lists tied hits in another order): the order is the
-    scores' and the corpus's, whatever kernel or batch found them."""
-    scores, positions = by_score_then_position(*index.search(texts, k))
-    out = []
-    for srow, prow in zip(scores, positions, strict=True):
-        keep = prow >= 0
-        pos = prow[keep]
-        out.append([{"id": cid, "score": float(s), "text": t} for cid, s, t in
-                    zip(index.corpus.external_ids(pos.tolist()), srow[keep], index.corpus.texts(pos), strict=True)])
-    return out
+    """:meth:`Index.search_hits` ordered by score, then lower corpus position, whatever kernel or batch found them."""
+    return index.hits(*by_score_then_position(*index.search(texts, k)))
 
 
 def search_candidates(index: Index, texts: list[str], k: int, exclude_query_text: bool = False,
                       excluded: Collection[str] = frozenset()) -> list[tuple[list, int]]:
-    """The first stage's search, as ``pgra retrieve`` runs it (and :class:`pgra.Pipeline` after it): per query,
-    its top ``k`` candidates without its own text (``exclude_query_text``) and the ``excluded`` ids, and how many
-    excluded ids were among its top k. Each query first asks for k plus as many extra hits as there are excluded
-    ids, at most k more; a query left short asks again for every excluded id more."""
+    """Per query: its top ``k`` without its own text and the ``excluded`` ids, and how many excluded ids were
+    in its top k (asks k + at most k extra hits first, again for every excluded id when left short)."""
     own = 1 if exclude_query_text else 0
     full = k + own + len(excluded)
     first = min(full, k + own + min(len(excluded), k))
@@ -229,8 +208,7 @@ def read_excluded_ids(path: str | Path) -> set[str]:
 
 
 def recorded_exclusions(manifest: dict[str, Any], folder: str | Path) -> set[str]:
-    """The ids a candidates folder's retrieval excluded (its manifest's ``excluded`` record: none when it
-    excluded none), read again from the recorded file, which must still hold what it held then."""
+    """The ids a candidates folder's retrieval excluded, read again from the recorded, unchanged file."""
     record = manifest.get("excluded")
     if not record:
         return set()

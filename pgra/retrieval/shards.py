@@ -1,10 +1,6 @@
-"""Exact search over vectors kept as shard files (never concatenated in memory), the merge of top-k lists, exact
-re-scoring of a compressed index's candidates, recall against exact search, and the top-k merged across the ranks
-of a process group.
+"""Exact search over vector shard files, top-k merges, re-scoring, recall, and the top-k merged across ranks.
 
-Every merge orders hits by score, then by corpus position (a tie goes to the lower position), so a search gives
-the same ids and scores for any shard size, query chunk or number of ranks.
-"""
+Every merge orders hits by score, then lower position: the same hits for any shard size, chunk or rank count."""
 
 from __future__ import annotations
 
@@ -22,8 +18,7 @@ MISSING_SCORE = np.float32(-np.finfo(np.float32).max)  # what faiss returns besi
 
 
 def merge_topk(scores: Sequence[np.ndarray], ids: Sequence[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The best ``k`` of several ``(n_queries, k_i)`` top-k lists of the same queries, per query by score, then by
-    lower position; -1 positions (none found) last. Returns ``(scores, positions)`` of shape ``(n, min(k, sum k_i))``."""
+    """The best ``k`` of several top-k lists of the same queries, by score then lower position, -1 last."""
     s = np.concatenate([np.asarray(x, dtype=np.float32) for x in scores], axis=1)
     i = np.concatenate([np.asarray(x, dtype=np.int64) for x in ids], axis=1)
     missing = i < 0
@@ -64,10 +59,8 @@ class VectorShards:
 
     def search(self, queries: np.ndarray, k: int, query_chunk: int = 256,
                shards: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Exact top-k inner product over the shards ``shards`` (all by default), one shard at a time in memory
-        (with one ``query_chunk`` x shard score block), each shard's top-k merged into each query's. Scores are
-        summed in float64 and rounded to float32, so a score does not depend on the shard or chunk a vector or
-        query falls in (float32 matrix products round by position); ties go to the lower position."""
+        """Exact top-k inner product over ``shards``, one in memory at a time; scores summed in float64, rounded to
+        float32, so no score depends on the shard or chunk it falls in; ties to the lower position."""
         queries = np.ascontiguousarray(queries, dtype=np.float64)
         chosen = list(range(len(self.arrays)) if shards is None else shards)
         k = max(1, min(k, len(self)))
@@ -113,8 +106,7 @@ def _pad(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.nd
 
 def rescore(vectors: VectorShards, queries: np.ndarray, candidates: np.ndarray, k: int) -> tuple[np.ndarray,
                                                                                                  np.ndarray]:
-    """The top ``k`` of each query's ``candidates`` (positions, -1 = none) by exact inner product with the stored
-    vectors, score then lower position first."""
+    """The top ``k`` of each query's ``candidates`` by exact inner product with the stored vectors."""
     queries = np.asarray(queries, dtype=np.float32)
     exact = np.einsum("qd,qcd->qc", queries, vectors.rows(candidates)).astype(np.float32)
     return merge_topk([exact], [candidates], k)
@@ -132,8 +124,7 @@ def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
 
 def search_index(index, queries: np.ndarray, k: int, stored: VectorShards | None = None,
                  factor: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k of a faiss ``index``; with ``stored`` vectors and a re-scoring ``factor``, its top ``k * factor``
-    candidates re-ranked by their exact scores (a compressed index's approximate scores replaced)."""
+    """Top-k of a faiss ``index``; with ``stored`` vectors and ``factor``, its top ``k * factor`` re-scored exactly."""
     if stored is None or factor <= 0:
         return search_faiss(index, queries, k)
     k = min(k, index.ntotal)
@@ -147,9 +138,7 @@ def search_index(index, queries: np.ndarray, k: int, stored: VectorShards | None
 
 
 def held_out_recall(search, shards: VectorShards, n_queries: int, k: int, seed: int) -> dict[str, float | int]:
-    """recall@k of ``search(queries, k)`` against exact search, on a seeded sample of ``n_queries`` stored vectors
-    as queries, each query's own position left out of both lists (the sentence is held out: finding itself does
-    not count)."""
+    """recall@k of ``search`` against exact search on seeded stored vectors, each query's own position left out."""
     n = len(shards)
     k = min(k, n - 1)
     picks = np.sort(np.random.default_rng(seed).choice(n, min(n_queries, n), replace=False))
@@ -165,8 +154,7 @@ def held_out_recall(search, shards: VectorShards, n_queries: int, k: int, seed: 
 
 def merge_over_ranks(ctx: DistContext, scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray,
                                                                                               np.ndarray]:
-    """Every rank's top-k of the same queries (each over its own shards) merged into the global top-k, on every
-    rank (all_gather + :func:`merge_topk`)."""
+    """Every rank's top-k of the same queries merged into the global top-k, on every rank."""
     parts = gather_objects(ctx, (scores, ids))
     merged = merge_topk([p[0] for p in parts], [p[1] for p in parts], k)
     return _pad(*merged, k)

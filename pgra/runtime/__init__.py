@@ -1,2 +1,1 @@
-"""Where and how models run: device and threads, process groups, the cost meter, the shared training loop
-pieces, trackers, and the environment a result was made in."""
+"""Where and how models run: device and threads, process groups, costs, training pieces, the environment."""

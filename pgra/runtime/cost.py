@@ -1,10 +1,7 @@
-"""What a stage or cell spent: tokens each model ran, the hardware, and FLOPs estimated from parameter counts.
+"""What a stage or cell spent: tokens each model ran, the hardware, and FLOPs from parameter counts.
 
-Every model pgra runs adds its tokens to the process-wide :data:`meter` by (model, part, mode); a stage or cell
-reads the meter's difference over its run (:func:`metered`), summed over the processes (work each process repeats
-counts once per process). FLOPs: 2 x parameters per forward token, 6 x per trained token (Kaplan et al. 2020),
-the parameters counted from the safetensors headers.
-"""
+Every model adds its tokens to the process-wide :data:`meter`; a run reads its difference (:func:`metered`).
+FLOPs: 2 x parameters per forward token, 6 x per trained token (Kaplan et al. 2020)."""
 
 from __future__ import annotations
 
@@ -20,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import whole_number
+from ..core.errors import finite_number, whole_number
 
 MODES = ("forward", "trained")
 FLOPS_PER_TOKEN = {"forward": 2, "trained": 6}
@@ -30,8 +27,7 @@ WHOLE_MODEL_PARTS = ("all", "encoder", "decoder")
 
 
 class TokenMeter:
-    """Tokens run per (model, part, mode) in this process, and the parameters of a part whose size its model folder
-    does not tell (a reader's trained top encoder layers), as the code that ran it counted them."""
+    """Tokens run per (model, part, mode) in this process, and the sizes of parts the model folder does not tell."""
 
     def __init__(self) -> None:
         self.counts: Counter[tuple[str, str, str]] = Counter()
@@ -39,8 +35,7 @@ class TokenMeter:
 
     def add(self, model: str, tokens: int, part: str = "all", mode: str = "forward",
             parameters: int | None = None) -> None:
-        """Count ``tokens`` of ``model``'s ``part`` run in ``mode``; ``parameters``: that part's size, recorded with
-        the work (FLOPs are then estimated from it, not from the model folder's parameter counts)."""
+        """Count ``tokens`` of ``model``'s ``part`` run in ``mode`` (``parameters``: that part's size, for FLOPs)."""
         if tokens:
             self.counts[(str(model), part, mode)] += int(tokens)
             if parameters:
@@ -78,10 +73,8 @@ def merge_work(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 @dataclass
 class Priced:
-    """A stage or cell priced before it runs by its own cost model (:meth:`pgra.stages.Stage.plan`,
-    :meth:`pgra.methods.Method.price`) from the bench fits: ``seconds`` on ``device``, where the figure came from,
-    and (a reader cell priced from the GPU fits) its device seconds and the bytes it writes and keeps; ``split_s``:
-    of ``seconds``, those the ranks of a ``parallel: ddp`` launch would split among them (a reader's steps)."""
+    """A stage or cell priced before it runs from the bench fits: ``seconds`` on ``device`` and where the figure
+    came from; ``split_s``: of those, what the ranks of a ``parallel: ddp`` launch would split."""
 
     seconds: float
     source: str
@@ -120,16 +113,6 @@ def metered(ctx=None) -> Iterator[dict[str, Any]]:
                   hardware={**hardware(), "cores_each": _cores_each()}, work=with_parameters(work))
 
 
-def finite_number(value: Any) -> bool:
-    """Whether ``value`` is a finite int or float (not a bool), as a cost record's numbers must be."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int too large for a float (400 digits)
-        return False
-
-
 def _whole(value: Any, low: int = 0) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
@@ -160,22 +143,19 @@ def on_gpu(record: dict[str, Any]) -> bool:
 
 
 def sharing(record: dict[str, Any]) -> int:
-    """How many devices' time a cost record's wall-clock holds: on a GPU its distinct ``devices`` (else
-    ``processes``), on a CPU its processes; 1 where the count is missing or invalid."""
+    """How many devices' time a cost record's wall-clock holds (GPU: its ``devices``; CPU: its processes), else 1."""
     value = record.get("devices", record.get("processes")) if on_gpu(record) else record.get("processes")
     return int(value) if finite_number(value) and value >= 1 else 1
 
 
 def device_seconds(record: dict[str, Any]) -> float:
-    """A stage's or cell's seconds on one device: its wall-clock, with the part its devices split (all of a
-    stage's, a cell's ``split_s``; an invalid one counts as all) times their number (:func:`sharing`)."""
+    """A record's seconds on one device: its wall-clock plus the part its devices split times their number - 1."""
     elapsed, shared = float(record["elapsed_s"]), sharing(record)
     return elapsed if shared == 1 else elapsed + split_seconds(record) * (shared - 1)
 
 
 def split_seconds(record: dict[str, Any]) -> float:
-    """Of a cost record's wall-clock, the seconds its processes split among them (or would have: a cell run by one
-    process records its training loop too): a cell's ``split_s``, else all of it (a stage's record)."""
+    """Of a record's wall-clock, the seconds its processes split: a cell's ``split_s``, else all (a stage's)."""
     elapsed, split = float(record["elapsed_s"]), record.get("split_s")
     return float(split) if finite_number(split) and 0 <= split <= elapsed else elapsed
 
@@ -191,8 +171,7 @@ def _device_tag() -> str:
 
 
 def _cores_each() -> float:
-    """The cores this process computed on: its torch threads, at most its share of the node's cores among the
-    processes beside it (:func:`pgra.runtime.device.core_sharers`)."""
+    """The cores this process computed on: its torch threads, at most its share of the node's cores."""
     import torch
 
     from .device import core_sharers, node_cores
@@ -213,8 +192,7 @@ def local_folder(model: str) -> str:
 
 
 def with_parameters(work: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``work`` with each record's missing ``parameters`` filled from its model folder while it is here, so that it
-    prices itself wherever it is read later (a results bundle holds no model)."""
+    """``work`` with missing ``parameters`` filled from the model folder while it is here (a bundle holds none)."""
     counts: dict[str, dict[str, int] | None] = {}
     out = []
     for w in work:
@@ -239,8 +217,7 @@ def _safetensors_shapes(path: Path) -> dict[str, list[int]]:
 
 
 def tensor_sizes(model: str | Path) -> dict[str, int] | None:
-    """The elements of every weight of a model folder, by name, from its safetensors headers (no weight is read);
-    None without safetensors or with an unreadable header."""
+    """The elements of every weight of a model folder from its safetensors headers; None without them."""
     folder = Path(model)
     files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
     if not files:
@@ -269,8 +246,7 @@ def model_dim(model: str | Path) -> int | None:
 
 
 def parameter_counts(model: str | Path) -> dict[str, int] | None:
-    """Parameters of a model folder from its safetensors headers: ``all``, and ``encoder`` / ``decoder`` by the
-    weights' name prefixes (shared embeddings and heads count to ``all`` only); None without safetensors."""
+    """A model folder's parameters from its safetensors headers: ``all``, ``encoder``, ``decoder``; None without."""
     sizes = tensor_sizes(model)
     if sizes is None:
         return None
@@ -284,9 +260,7 @@ def parameter_counts(model: str | Path) -> dict[str, int] | None:
 
 
 def estimated_flops(work: list[dict[str, Any]], params: dict[str, dict[str, int] | None]) -> float | None:
-    """Sum of ``FLOPS_PER_TOKEN[mode] x parameters(model, part) x tokens`` over ``work`` (a record's own
-    ``parameters``, else ``params[model]``); None when one's parameters are unknown (never the whole model's for
-    a part)."""
+    """``FLOPS_PER_TOKEN[mode] x parameters x tokens`` summed over ``work``; None where parameters are unknown."""
     total = 0.0
     for w in work:
         n = w.get("parameters")
@@ -375,16 +349,14 @@ class Fits:
     note: str = ""
 
     def thread_factor(self, measured_threads: float | None = None) -> float:
-        """How much longer CPU work measured on ``measured_threads`` (default: the benches') takes on ``cpu_threads``
-        cores: their ratio, never below 1; 1 on a GPU or where either is unknown."""
+        """How much longer CPU work measured on ``measured_threads`` takes on ``cpu_threads`` (>= 1; 1 when unknown)."""
         measured = self.bench_threads if measured_threads is None else measured_threads
         if self.device != "cpu" or not self.cpu_threads or not measured or self.cpu_threads >= measured:
             return 1.0
         return measured / self.cpu_threads
 
     def cpu_price(self, kind: str, inputs: int | None, scale: float = 1.0) -> Priced | None:
-        """``kind``'s measured fixed part plus ``inputs`` x its seconds per input (:meth:`CpuCellCosts.price`) on a
-        CPU, x :meth:`thread_factor`; None on a GPU or without ``bench/results/cpu_cell_costs.json``."""
+        """``kind``'s measured fixed part plus ``inputs`` x seconds per input, x :meth:`thread_factor`; None: no fit."""
         if self.cpu_cells is None or self.device != "cpu":
             return None
         priced = self.cpu_cells.price(kind, inputs, scale)

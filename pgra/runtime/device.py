@@ -61,8 +61,7 @@ def gpu_count() -> int:
 
 
 def shares_a_gpu(env: Mapping[str, str] | None = None, gpus: int | None = None) -> bool:
-    """Whether this rank's GPU is also a lower local rank's: the node's ranks (``LOCAL_WORLD_SIZE``, when set)
-    outnumber its ``gpus`` (default :func:`gpu_count`) and ``LOCAL_RANK`` is past them."""
+    """Whether this rank's GPU is also a lower local rank's (the node's ranks outnumber its ``gpus``)."""
     env = os.environ if env is None else env
     gpus = gpu_count() if gpus is None else gpus
     ranks = ranks_per_node(env)
@@ -75,8 +74,7 @@ STAGE_PARTNER_ENV = "PGRA_STAGE_PARTNER_PID"  # a local worker: the pid of the w
 
 
 def stage_partner_alive(env: Mapping[str, str] | None = None) -> bool:
-    """Whether the local worker that took this worker's GPU first (its pid in :data:`STAGE_PARTNER_ENV`) still
-    runs: while it does, this one builds no stage, so a GPU holds one stage's models at a time."""
+    """Whether the local worker that took this GPU first still runs (then this one builds no stage)."""
     value = whole_number((os.environ if env is None else env).get(STAGE_PARTNER_ENV, ""))
     if value is None or not 2 <= value < 2 ** 31:  # 0 names a process group, 1 is init
         return False
@@ -102,8 +100,7 @@ CORE_SHARERS_ENV = "PGRA_CORE_SHARERS"  # a cell's child process: how many proce
 
 
 def core_sharers(env: Mapping[str, str] | None = None) -> int:
-    """How many processes compute on this node's cores, this one included: the launch's ranks on this node, else
-    what a cell's parent set (:data:`CORE_SHARERS_ENV`), else 1."""
+    """How many processes compute on this node's cores, this one included (launch ranks, a cell's parent, or 1)."""
     env = os.environ if env is None else env
     return ranks_per_node(env) or whole_number(env.get(CORE_SHARERS_ENV, "")) or 1
 
@@ -146,8 +143,7 @@ EXCLUSIVE_PROCESS = "Exclusive_Process"  # nvidia-smi's name: one process (one C
 
 
 def gpu_compute_mode(device: str) -> str | None:
-    """The compute mode nvidia-smi gives the GPU ``device`` (an index or UUID): ``Default``, ``Exclusive_Process``
-    ...; None when unknown (no nvidia-smi, or a MIG instance it does not list)."""
+    """nvidia-smi's compute mode of GPU ``device`` (``Default``, ``Exclusive_Process`` ...), or None when unknown."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
@@ -166,8 +162,7 @@ def gpu_compute_mode(device: str) -> str | None:
 
 
 def exclusive_gpu_problem(devices: list[str], processes: int, what: str) -> str | None:
-    """Why ``processes`` processes a GPU cannot share ``devices``: the first in ``EXCLUSIVE_PROCESS`` compute mode;
-    None when they can (or it is unknown). ``what``: which processes, in the message."""
+    """Why ``processes`` processes cannot share ``devices`` (one in ``EXCLUSIVE_PROCESS`` mode), or None."""
     if processes <= 1:
         return None
     for device in devices:
@@ -203,9 +198,7 @@ def _launcher_start_env() -> dict[str, str] | None:
 
 def launcher_threads(env: Mapping[str, str] | None = None,
                      launcher_env: Mapping[str, str] | None | bool = False) -> int | None:
-    """The intra-op threads of this rank (and its cells), or None to keep the environment's: torchrun and
-    ``accelerate launch`` set ``OMP_NUM_THREADS=1`` when the user did not, and such a 1 (one the launcher's start
-    environment, ``launcher_env``, does not hold) becomes ``cores // ranks on this node``."""
+    """This rank's intra-op threads (None: the environment's): a launcher's own ``OMP_NUM_THREADS=1`` is replaced."""
     env = os.environ if env is None else env
     launched = ranks_per_node(env) is not None or any(k in env for k in ACCELERATE_MARKS)
     if not launched or env.get(THREADS_ENV, "").strip() != "1":
@@ -217,8 +210,7 @@ def launcher_threads(env: Mapping[str, str] | None = None,
 
 
 def shared_threads(sharers: int | None, env: Mapping[str, str] | None = None) -> int | None:
-    """The intra-op threads of each of ``sharers`` processes side by side on this node's cores: ``cores //
-    sharers``, or None (kept) when ``OMP_NUM_THREADS`` is set or one process has the node."""
+    """Intra-op threads for each of ``sharers`` processes on this node (``cores // sharers``), or None to keep them."""
     env = os.environ if env is None else env
     if not sharers or sharers <= 1 or env.get(THREADS_ENV, "").strip():
         return None

@@ -1,10 +1,7 @@
 """Process-group helper for stages that split work across ranks (torchrun or accelerate launch).
 
-The main group is nccl where each rank of a node has a GPU of its own, else gloo (ranks sharing a GPU); it
-carries the tensor collectives ranks enter together and waits ``PGRA_DIST_TIMEOUT_S``. pgra's own exchanges
-(:meth:`DistContext.barrier`, :func:`gather_objects`, :func:`main_computes`) run over a gloo group of their own that
-waits ``PGRA_DIST_WAIT_S`` (ranks meet there after work of very different lengths). docs/beyond-one-machine.md.
-"""
+Tensor collectives run on nccl (a GPU per rank) or gloo; pgra's own exchanges run over a gloo group of their
+own with a longer wait (``PGRA_DIST_WAIT_S``). docs/beyond-one-machine.md."""
 
 from __future__ import annotations
 
@@ -58,8 +55,7 @@ class DistContext:
 
 
 def choose_backend() -> tuple[str, str | None]:
-    """The process group's backend, and why when it is gloo although GPUs are visible: ``gloo`` without CUDA or
-    when the node's ranks (``LOCAL_WORLD_SIZE``, when set) outnumber its GPUs, else ``nccl``."""
+    """The process group's backend and why it is gloo with GPUs visible (no CUDA, or more ranks than GPUs)."""
     if not torch.cuda.is_available():
         return "gloo", None
     gpus, ranks = torch.cuda.device_count(), ranks_per_node()
@@ -70,8 +66,7 @@ def choose_backend() -> tuple[str, str | None]:
 
 
 def gloo_interface_problem(env: Mapping[str, str] | None = None, resolve=None) -> str | None:
-    """Why gloo cannot connect the nodes of this launch, or None: this host's name resolves (``resolve``) to
-    loopback while the ranks span several nodes, and ``GLOO_SOCKET_IFNAME`` is not set."""
+    """Why gloo cannot connect this launch's nodes (hostname on loopback, no ``GLOO_SOCKET_IFNAME``), or None."""
     env = os.environ if env is None else env
     if env.get("GLOO_SOCKET_IFNAME", "").strip():
         return None
@@ -107,15 +102,13 @@ def seconds_from_env(name: str, default: float, env: Mapping[str, str] | None = 
 
 
 def dist_timeouts(env: Mapping[str, str] | None = None) -> tuple[timedelta, timedelta]:
-    """The main process group's timeout (``PGRA_DIST_TIMEOUT_S``, default 120 min) and how long pgra's own
-    exchanges wait for the other ranks (``PGRA_DIST_WAIT_S``, default 7 days)."""
+    """The main group's timeout (``PGRA_DIST_TIMEOUT_S``) and pgra's own exchanges' wait (``PGRA_DIST_WAIT_S``)."""
     return (timedelta(seconds=seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, env)),
             timedelta(seconds=seconds_from_env(WAIT_ENV, DEFAULT_WAIT_S, env)))
 
 
-def init_distributed(timeout_minutes: float | None = None) -> DistContext:
-    """Join the process group the launcher's environment announces, if any (after giving this rank its threads and
-    GPU), and make the gloo group of pgra's own exchanges (``timeout_minutes``: the main group's timeout)."""
+def init_distributed() -> DistContext:
+    """Join the launcher's process group, if any, and make the gloo group of pgra's own exchanges."""
     global _exchanges
     if not dist.is_initialized():
         apply_launcher_threads()
@@ -125,8 +118,6 @@ def init_distributed(timeout_minutes: float | None = None) -> DistContext:
         return DistContext()
     if not dist.is_initialized():
         timeout, wait = dist_timeouts()  # a bad value is refused before the ranks meet
-        if timeout_minutes is not None:
-            timeout = timedelta(minutes=timeout_minutes)
         backend, why = choose_backend()
         if torch.cuda.is_available():
             torch.cuda.set_device(local_device_index())
@@ -142,9 +133,7 @@ def init_distributed(timeout_minutes: float | None = None) -> DistContext:
 
 
 def stage_context(ctx: DistContext) -> DistContext | None:
-    """The ranks of ``ctx`` that do a stage's work, one per GPU: where ranks share a GPU, all but the first on each
-    sit out (None) and the others split the work over a group of their own; ``ctx`` itself where every rank has a
-    GPU of its own, or none. Every rank of ``ctx`` calls it together."""
+    """The ranks of ``ctx`` doing a stage's work, one per GPU (None: this rank sits out); all of ``ctx`` call it."""
     global _stage
     if ctx.world_size == 1 or ctx.group is not None:
         return ctx
@@ -177,8 +166,7 @@ def gather_objects(ctx: DistContext, obj):
 
 
 def main_computes(ctx: DistContext, compute):
-    """``compute()`` run on the main process only, its result sent to every rank (one writer for shared caches).
-    If it raises, the main process re-raises and the other ranks raise a ``RuntimeError`` naming the failure."""
+    """``compute()`` on the main process only, its result sent to every rank (a failure raised on all)."""
     if ctx.world_size == 1:
         return compute()
     box: list = [None]

@@ -1,8 +1,4 @@
-"""The environment a result was made in, as a reproduction log records it beside each number.
-
-:func:`environment_record` describes this machine (versions, commit, accelerator or CPU and its SIMD flags);
-:func:`cells_environment` summarises what an experiment's cells recorded, so a bundle says where its numbers came from.
-"""
+"""The environment a result was made in, as a reproduction log records it, and what a grid's cells recorded."""
 
 from __future__ import annotations
 
@@ -39,8 +35,7 @@ def threads_per_core() -> int | None:
 
 
 def cpu_description() -> dict[str, Any]:
-    """The CPU: its model name, logical cores, the threads a physical core runs, and which of :data:`SIMD_FLAGS` it
-    has (Linux's /proc/cpuinfo and /sys; elsewhere the platform's processor name only)."""
+    """The CPU: model name, logical cores, threads per core and which :data:`SIMD_FLAGS` it has."""
     from .device import cpu_flags, cpu_model
 
     flags = cpu_flags()
@@ -74,9 +69,8 @@ def gpu_driver() -> str | None:
     return lines[0] if lines else None
 
 
-# what holds a CPU's libraries to fewer instructions than it has (ATEN_CPU_CAPABILITY=avx2 ... as an AVX2-only CPU):
-# torch's own kernels, faiss's, and the matrix libraries under torch (MKL, oneDNN), which choose theirs from the CPU
-# unless told; the readers' fp32 numbers follow the matrix libraries (docs/experiments.md, the demo on AVX2)
+# what holds a CPU's libraries (torch, faiss, MKL, oneDNN) to fewer instructions than it has: the readers' fp32
+# numbers follow them (docs/experiments.md, the demo on AVX2)
 SIMD_VARIABLES = ("ATEN_CPU_CAPABILITY", "FAISS_SIMD_LEVEL", "FAISS_OPT_LEVEL", "MKL_ENABLE_INSTRUCTIONS",
                   "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 
@@ -107,8 +101,7 @@ def _section(record: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def cells_environment(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the cells recorded of where they ran: the distinct pgra commits, library versions and hardware
-    (device, CPU, cores), each with how many cells; and each reader's precision setting."""
+    """The distinct commits, versions and hardware the cells recorded, each with its count, and readers' precisions."""
     hardware = [{k: _section(_section(r, "cost"), "hardware").get(k) for k in ("device", "cpu", "cores")}
                 for r in records]
     precision = [_section(_section(r, "config"), "reader").get("mixed_precision") for r in records]

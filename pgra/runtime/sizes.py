@@ -1,5 +1,4 @@
-"""How big things are, and how the plans write it: seconds and bytes as text, a folder's bytes, a text file's mean
-line, a model's parameters (its safetensors, the Hugging Face cache, or a known count) and its download."""
+"""How big things are, and how the plans write it: seconds, bytes, folders, lines, models and downloads."""
 
 from __future__ import annotations
 
@@ -62,8 +61,7 @@ def folder_bytes(folder: str | Path) -> int:
 
 
 def model_parameters(model: str) -> tuple[dict[str, int] | None, str]:
-    """A model's parameters (``all``, ``encoder``, ``decoder``) and where the count came from: its safetensors headers
-    (a local folder, or the Hugging Face cache) or :data:`KNOWN_MODELS`; (None, why) otherwise."""
+    """A model's parameters (``all``, ``encoder``, ``decoder``) and where the count came from; (None, why)."""
     from .cost import parameter_counts
 
     folder = _here(model)
@@ -108,8 +106,7 @@ def _here(model: str) -> Path | None:
 
 
 def model_bytes(model: str) -> tuple[float | None, str]:
-    """What a model takes on disk and how that was reckoned: its files where it is here, else its parameters x its
-    checkpoint's bytes a parameter (:data:`KNOWN_MODELS`); None where neither is known."""
+    """What a model takes on disk and how that was reckoned (its files, else parameters x bytes each), or None."""
     folder = _here(model)
     if folder is not None:
         size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())

@@ -1,8 +1,4 @@
-"""Experiment trackers for what is not an accelerate training loop (each experiment cell's final metrics).
-
-``open_tracker(kind, directory, run_name, config)`` returns a :class:`Tracker` (``log``, ``close``) or None for
-"none"; files go under ``directory/tensorboard/`` or ``directory/wandb`` (offline unless ``WANDB_MODE`` says else).
-"""
+"""Experiment trackers (tensorboard, wandb offline) for each experiment cell's final metrics."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""What every trainer here shares (the FiD reader, SimCSE): a seeded sampler, AdamW with the linear schedule, and
-resumable checkpoints (accelerate's full state plus a marker recording the trainer state, the settings a resume
-must share and every file's size and checksum; a damaged checkpoint is skipped for the one before it)."""
+"""What the trainers (FiD reader, SimCSE) share: seeded sampler, AdamW with linear schedule, checkpoints."""
 
 from __future__ import annotations
 
@@ -38,23 +36,16 @@ class EpochSampler(Sampler[int]):
 
 
 def rank_share(batch_size: int, world: int, rank: int) -> slice:
-    """The contiguous part of a global batch that process ``rank`` of ``world`` trains on: sizes differ by at most
-    one, the first ranks take the larger, and a rank past ``batch_size`` gets an empty slice."""
+    """The contiguous part of a global batch that ``rank`` of ``world`` trains on (sizes differ by one at most)."""
     base, extra = divmod(batch_size, world)
     start = rank * base + min(rank, extra)
     return slice(start, start + base + (rank < extra))
 
 
 def fp16_device_present() -> bool:
-    """Whether this machine has a device that runs fp16 mixed precision (accelerate's autocast and loss scaling: a
-    CUDA, XPU or MPS GPU). On a CPU accelerate ignores fp16 and trains in fp32."""
-    if torch.cuda.is_available():
-        return True
-    xpu = getattr(torch, "xpu", None)
-    if xpu is not None and xpu.is_available():
-        return True
-    mps = getattr(torch.backends, "mps", None)
-    return bool(mps is not None and mps.is_available())
+    """Whether a device here runs fp16 mixed precision (CUDA, XPU or MPS; on a CPU accelerate ignores fp16)."""
+    xpu, mps = getattr(torch, "xpu", None), getattr(torch.backends, "mps", None)
+    return torch.cuda.is_available() or any(d is not None and d.is_available() for d in (xpu, mps))
 
 
 def check_mixed_precision(mixed_precision: str, field: str = "mixed_precision") -> None:
@@ -67,9 +58,7 @@ def check_mixed_precision(mixed_precision: str, field: str = "mixed_precision") 
 
 
 def adamw_with_schedule(model: torch.nn.Module, cfg: Any):
-    """AdamW without weight decay on biases and layer norms, and the linear warm-up and decay schedule (``cfg``:
-    ``learning_rate``, ``weight_decay``, ``warmup_steps``, ``max_steps``; optional ``adamw_impl``: ``auto``, ``foreach``
-    or ``fused``)."""
+    """AdamW without weight decay on biases and layer norms, and the linear warm-up and decay schedule."""
     from transformers import get_linear_schedule_with_warmup
 
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
@@ -97,8 +86,7 @@ def _complete_checkpoints(out: Path) -> list[Path]:
 
 
 def read_checkpoint(ckpt: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """A complete checkpoint's marker (``trainer_state.json``; None when unreadable) and what is wrong with the
-    checkpoint (None when whole: every file's size and, up to 256 MiB, checksum as the marker recorded)."""
+    """A checkpoint's marker (None: unreadable) and what is wrong with it (None: whole)."""
     try:
         saved = json.loads((ckpt / "trainer_state.json").read_text(encoding="utf-8"))
         records = saved.get("files", {})
@@ -113,9 +101,8 @@ def read_checkpoint(ckpt: Path) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def resume_state(acc, out: Path, resume_key: dict[str, Any]) -> dict[str, Any] | None:
-    """Load the latest whole checkpoint under ``out/checkpoints`` into ``acc``'s objects and return its trainer
-    state (None when there is none). A damaged one is skipped for the one before it, saying so; one written
-    with another ``resume_key`` is refused."""
+    """Load the latest whole checkpoint under ``out/checkpoints`` into ``acc`` and return its trainer state (None:
+    none); a damaged one is skipped, one of another ``resume_key`` refused."""
     for ckpt in reversed(_complete_checkpoints(out)):
         saved, damage = read_checkpoint(ckpt)
         if damage:
@@ -136,8 +123,7 @@ def resume_settings(cfg: Any) -> dict[str, Any]:
 
 
 def save_checkpoint(acc, out: Path, state: dict[str, Any], keep: int, resume_key: dict[str, Any]) -> None:
-    """Save ``acc``'s full state as ``out/checkpoints/step_<n>`` with its marker (``trainer_state.json``: the trainer
-    state, ``resume_key`` and file records), keeping the ``keep`` latest checkpoints."""
+    """Save ``acc``'s state as ``out/checkpoints/step_<n>`` with its marker, keeping the ``keep`` latest."""
     directory = out / "checkpoints" / f"step_{state['step']}"
     if acc.is_main_process and directory.exists():  # a damaged one from a run that was not resumed from it
         shutil.rmtree(directory)
@@ -160,8 +146,7 @@ def save_checkpoint(acc, out: Path, state: dict[str, Any], keep: int, resume_key
 
 
 def drop_resume_state(out: Path) -> None:
-    """Delete a finished run's ``out/checkpoints`` (not a link of that name), renamed first to a temporary name
-    (so a killed deletion leaves nothing to resume from; the next claim drops it)."""
+    """Delete a finished run's ``out/checkpoints``, renamed away first so that a killed deletion leaves nothing."""
     folder = Path(out) / "checkpoints"
     if not folder.is_dir() or folder.is_symlink():
         return

@@ -1,9 +1,4 @@
-"""Demonstration selection: one interface (:class:`Selector`: ``fit(task, train)``, ``select(queries)``), one
-file per strategy, and the registry the CLI reads its choices from.
-
-    selector = pgra.get_selector("kate", num_demos=4, settings=pgra.SelectorSettings(encoder="models/minilm"))
-    ids = selector.fit(task, train).select(queries)     # training positions per query, prompt order
-"""
+"""Demonstration selection: :class:`Selector`, one file per strategy, their registry (docs/selectors.md)."""
 
 from __future__ import annotations
 
@@ -31,8 +26,7 @@ from .skill_knn import SkillKnnSelector  # noqa: E402
 def get_selector(name: str, num_demos: int = 8, seed: int = 13, settings: SelectorSettings | None = None,
                  lm: str = "", device: str | None = None, show_progress: bool = False,
                  dtype: str | None = None, encoder=None) -> Selector:
-    """An unfitted selector of strategy ``name`` (``lm``: the stage's causal LM; ``encoder``: the index's encoder,
-    already loaded, used where the settings name it)."""
+    """An unfitted selector of strategy ``name`` (``lm``: the stage's causal LM; ``encoder``: the index's)."""
     return STRATEGIES.part(name)(num_demos=num_demos, seed=seed, settings=settings, lm=lm, device=device,
                                  show_progress=show_progress, dtype=dtype, encoder=encoder)
 

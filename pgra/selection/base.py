@@ -1,10 +1,4 @@
-"""The one interface of every demonstration-selection strategy (OpenICL's retriever shape).
-
-``selector.fit(task, train)`` once, then ``selector.select(queries)`` returns, for a whole split, the chosen
-training positions per query in prompt order (the last one sits next to the query). Global strategies
-(``paper``, ``code``) give every query the same demonstrations, which lets the reranker share one prompt prefix;
-per-query strategies (``random``, ``kate``, ``skill_knn``) never select the query itself (identical text).
-"""
+"""The one interface of every demonstration-selection strategy (OpenICL's retriever shape)."""
 
 from __future__ import annotations
 
@@ -46,13 +40,13 @@ def same_input(query: Example, candidate: Example) -> bool:
 
 
 class Selector(ABC):
-    """A demonstration-selection strategy: ``fit(task, train)``, then ``select(queries)``. ``options``: the dataclass
-    of its options (read from ``self.settings``; they join the ``demos`` section), or None; ``encoder``: the index's
-    sentence encoder, already loaded, used where the settings name it."""
+    """A demonstration-selection strategy; ``options``: its options' dataclass (in ``demos``), or None."""
 
     name: ClassVar[str]
     per_query: ClassVar[bool] = True
     options: ClassVar[type | None] = None
+    draws: ClassVar[bool] = True  # False: the seed changes nothing it selects
+    described: ClassVar[tuple[str, ...]] = ()  # its settings that describe() records, last
 
     def __init__(self, num_demos: int = 8, seed: int = 13, settings: Any = None,
                  lm: str = "", device: str | None = None, show_progress: bool = False,
@@ -84,7 +78,7 @@ class Selector(ABC):
     @classmethod
     def uses_seed(cls, num_demos: int, settings: Any) -> bool:
         """Whether ``seed`` can change what this strategy selects (False: an experiment runs it once, not per seed)."""
-        return num_demos > 0
+        return cls.draws and num_demos > 0
 
     @abstractmethod
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
@@ -99,7 +93,11 @@ class Selector(ABC):
         return [i for i, ex in enumerate(self.train) if not same_input(query, ex)]
 
     def describe(self) -> dict[str, Any]:
-        """What defines this selection (for manifests and cache keys)."""
+        """What defines this selection (for manifests and cache keys): :meth:`record`, then :attr:`described`."""
+        return {**self.record(), **{k: getattr(self.settings, k) for k in self.described}}
+
+    def record(self) -> dict[str, Any]:
+        """The part of :meth:`describe` a family of strategies shares."""
         return {"strategy": self.name, "num_demos": self.num_demos, "seed": self.seed}
 
     def release(self) -> None:
@@ -144,8 +142,7 @@ def order_by_similarity(ranked: list[int], reverse: bool) -> list[int]:
 
 
 def settings_key(settings: Any) -> dict[str, Any]:
-    """What in ``settings`` defines a selection (no cache folder or batch size), with the annotation file's
-    content hash: for the cache keys of the runs that use it."""
+    """What in ``settings`` defines a selection, with the annotation file's content hash: for cache keys."""
     from pathlib import Path
 
     from ..core.config import io_role, result_settings
@@ -160,8 +157,7 @@ def settings_key(settings: Any) -> dict[str, Any]:
 
 
 def with_index_encoder(settings: Any, index: dict[str, Any] | None) -> Any:
-    """``settings`` whose empty ``encoder`` defaults to the index's query encoder and pooler, when its retriever
-    has one (a candidates manifest's ``index`` record)."""
+    """``settings`` whose empty ``encoder`` defaults to the index's query encoder and pooler, where it has one."""
     from dataclasses import replace
 
     from ..retrieval.base import recorded_encoder

@@ -1,5 +1,4 @@
-"""``bm25``: the m training inputs nearest to each query under BM25 (OpenICL's BM25 retriever), scored by pgra's
-own BM25 (:mod:`pgra.retrieval.bm25`: rank_bm25's Okapi over ``text.split(" ")``, the paper's tokenisation)."""
+"""``bm25``: the m training inputs nearest each query under pgra's BM25 (OpenICL's BM25 retriever)."""
 
 from __future__ import annotations
 
@@ -31,10 +30,8 @@ class BM25Selector(Selector):
 
     name = "bm25"
     options = BM25Options
-
-    @classmethod
-    def uses_seed(cls, num_demos: int, settings) -> bool:
-        return False
+    described = ("bm25_method", "reverse")
+    draws = False
 
     def _fit(self) -> None:
         self.index = BM25Index.build([ex.text for ex in self.train], BM25Config(method=self.settings.bm25_method),
@@ -48,6 +45,3 @@ class BM25Selector(Selector):
             out += [order_by_similarity(top_allowed(scores[i], self.allowed(q), self.num_demos),
                                         self.settings.reverse) for i, q in enumerate(batch)]
         return out
-
-    def describe(self) -> dict:
-        return {**super().describe(), "bm25_method": self.settings.bm25_method, "reverse": self.settings.reverse}

@@ -10,10 +10,7 @@ class CodeOrderSelector(GlobalSelector):
     """Walk the training file taking at most int(m/L)+1 per label, until >= m cover every label."""
 
     name = "code"
-
-    @classmethod
-    def uses_seed(cls, num_demos: int, settings) -> bool:
-        return False  # the training file's order
+    draws = False  # the training file's order
 
     def draw(self) -> list[int]:
         if self.num_demos == 0:

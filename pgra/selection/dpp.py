@@ -1,8 +1,4 @@
-"""``dpp``: a k-DPP over each query's nearest candidates (Ye et al. 2023, CEIL's inference; OpenICL's DPP
-retriever): kernel ``L = diag(r) S diag(r)`` with ``S`` the candidates' cosine similarities and ``r`` their
-relevance to the query, ``r = exp((rel - max rel) / (2 * dpp_scale))`` with ``rel = (cos(q, x) + 1) / 2``; the m
-demonstrations are its greedy MAP (Chen et al. 2018: each step adds the candidate that most increases
-``log det L_S``)."""
+"""``dpp``: the greedy MAP of a k-DPP over each query's nearest candidates (Ye et al. 2023; docs/selectors.md)."""
 
 from __future__ import annotations
 
@@ -38,8 +34,7 @@ def dpp_kernel(query: np.ndarray, candidates: np.ndarray, scale: float) -> np.nd
 
 
 def greedy_map(kernel: np.ndarray, m: int) -> list[int]:
-    """The greedy MAP of a k-DPP (Chen et al. 2018's incremental Cholesky): up to ``m`` positions in the order
-    chosen, stopping early when no candidate adds to the determinant (ties: the lower position)."""
+    """The greedy MAP of a k-DPP (Chen et al. 2018): up to ``m`` positions, stopping when none adds to the det."""
     n = len(kernel)
     m = min(m, n)
     if m == 0:
@@ -68,10 +63,9 @@ class DPPSelector(EncodedSelector):
 
     name = "dpp"
     options = DPPOptions
+    described = ("dpp_candidates", "dpp_scale", "reverse")
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
-        if not queries:
-            return []
         q_units = self.query_units(queries)
         rel = q_units @ self.train_units.T
         s, out = self.settings, []
@@ -82,8 +76,3 @@ class DPPSelector(EncodedSelector):
             picked += [j for j in range(len(near)) if j not in picked][: self.num_demos - len(picked)]
             out.append(order_by_similarity([near[j] for j in picked], s.reverse))
         return out
-
-    def describe(self) -> dict:
-        s = self.settings
-        return {**super().describe(), "dpp_candidates": s.dpp_candidates, "dpp_scale": s.dpp_scale,
-                "reverse": s.reverse}

@@ -15,7 +15,7 @@ import numpy as np
 from ..core.config import MAX_TOKENS, option
 from ..core.errors import IncompleteArtifactError
 from ..retrieval.dense_config import POOLERS
-from ..storage.artifacts import load_npy, save_npy, write_json
+from ..storage.artifacts import load_npy, model_location, save_npy, write_json
 from ..tasks.loaders import Example
 from .base import Selector
 
@@ -35,8 +35,7 @@ class EncoderOptions:
 
 
 class CachedEncoder:
-    """A :class:`~pgra.retrieval.encoder.DenseEncoder` whose unnormalised encodings of a list of texts are kept on
-    disk, keyed by the encoder's files, pooler, length limit and the texts."""
+    """A :class:`~pgra.retrieval.encoder.DenseEncoder` whose raw encodings of a list of texts are cached on disk."""
 
     def __init__(self, settings: Any, device: str | None = None, show_progress: bool = False,
                  loaded: Any = None) -> None:
@@ -80,10 +79,7 @@ class CachedEncoder:
 
 def is_encoder_of(encoder: Any, settings: Any) -> bool:
     """Whether a loaded encoder is the model ``settings`` name (its resolved folder or name, and its pooler)."""
-    def resolved(name: str) -> str:
-        return str(Path(name).resolve()) if Path(name).is_dir() else name
-
-    return (resolved(str(getattr(encoder, "name_or_path", ""))) == resolved(str(settings.encoder))
+    return (model_location(str(getattr(encoder, "name_or_path", ""))) == model_location(str(settings.encoder))
             and getattr(encoder, "pooler", None) == settings.pooler)
 
 
@@ -112,12 +108,9 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
 
 
 class EncodedSelector(Selector):
-    """A strategy over the sentence encoder's embeddings: ``fit`` encodes the training set once (cached) into
-    :attr:`train_vectors` and unit :attr:`train_units`; :meth:`query_units` encodes queries. Draws nothing."""
+    """A strategy over the sentence encoder's embeddings (the training set encoded once, cached). Draws nothing."""
 
-    @classmethod
-    def uses_seed(cls, num_demos: int, settings) -> bool:
-        return False
+    draws = False
 
     def _fit(self) -> None:
         from ..core.errors import InputError
@@ -137,7 +130,7 @@ class EncodedSelector(Selector):
         """Unit embeddings of ``queries`` (not cached: a split's queries are encoded once)."""
         return unit_rows(self.encoder.encode([q.text for q in queries], cache=False))
 
-    def describe(self) -> dict:
+    def record(self) -> dict:
         s = self.settings
         encoder = self.encoder.encoder.fingerprint if hasattr(self, "encoder") else s.encoder
-        return {**super().describe(), "encoder": encoder, "pooler": s.pooler, "max_length": s.max_length}
+        return {**super().record(), "encoder": encoder, "pooler": s.pooler, "max_length": s.max_length}

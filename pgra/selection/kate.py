@@ -28,14 +28,10 @@ class KateSelector(EncodedSelector):
 
     name = "kate"
     options = KateOptions
+    described = ("metric", "reverse")
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
-        if not queries:
-            return []
         scores = similarities(self.encoder.encode([q.text for q in queries], cache=False), self.train_vectors,
                               self.settings.metric)
         return [order_by_similarity(top_allowed(scores[i], self.allowed(q), self.num_demos), self.settings.reverse)
                 for i, q in enumerate(queries)]
-
-    def describe(self) -> dict:
-        return {**super().describe(), "metric": self.settings.metric, "reverse": self.settings.reverse}

@@ -1,6 +1,4 @@
-"""What the strategies that ask a causal LM share (``mdl``, ``topk_cone``): the stage's LM as a
-:class:`~pgra.lm.label_scoring.LabelScorer` (summed log-probabilities of continuations after prompts), loaded when first
-needed and freed by ``release``, and its cost counted into the selection's."""
+"""What the strategies that ask a causal LM share (``mdl``, ``topk_cone``): a lazily loaded LabelScorer."""
 
 from __future__ import annotations
 
@@ -16,8 +14,7 @@ from .encoded import EncodedSelector
 
 
 class LMScoredSelector(EncodedSelector):
-    """An :class:`~pgra.selection.encoded.EncodedSelector` that scores prompts with the stage's causal LM; subclasses
-    implement :meth:`select_new` (a query's text selected before is answered from memory)."""
+    """An encoded selector that scores prompts with the stage's causal LM (subclasses implement :meth:`select_new`)."""
 
     _scorer: Any = None
 
@@ -46,8 +43,7 @@ class LMScoredSelector(EncodedSelector):
         return self._scorer
 
     def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """``(log-likelihoods, token counts)`` of each continuation after each prompt (``(prompts, continuations)``
-        arrays), the LM's work added to the selection's cost."""
+        """``(log-likelihoods, token counts)`` of each continuation after each prompt, the LM's work counted."""
         scorer = self.scorer
         calls, tokens = scorer.cost.calls, scorer.cost.tokens
         out = scorer.score(list(prompts), list(continuations))
@@ -60,5 +56,5 @@ class LMScoredSelector(EncodedSelector):
             self._scorer.release()
             self._scorer = None
 
-    def describe(self) -> dict:
-        return {**super().describe(), "lm": self.lm}
+    def record(self) -> dict:
+        return {**super().record(), "lm": self.lm}

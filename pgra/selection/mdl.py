@@ -1,12 +1,4 @@
-"""``mdl``: self-adaptive in-context learning (Wu et al. 2022): per query, candidate demonstration sets (subsets
-and orders of its nearest training inputs) ranked by the minimum description length of its label under the LM.
-
-The codelength of the label y given a prompt is ``-log p(y | demos, x)``; its expectation under the LM's own
-label distribution (y is unknown at test time) is that distribution's entropy, so the set chosen is the one whose
-prompt leaves the LM least uncertain. Candidates: the query's ``mdl_candidates`` nearest training inputs by
-cosine; sets: the m nearest (KATE's, the nearest next to the query), then ``mdl_samples - 1`` random subsets in
-random order drawn from the candidates (seeded per query, as ``random`` draws).
-"""
+"""``mdl``: self-adaptive in-context learning (Wu et al. 2022; docs/selectors.md)."""
 
 from __future__ import annotations
 
@@ -48,6 +40,7 @@ class MDLSelector(LMScoredSelector):
 
     name = "mdl"
     options = MDLOptions
+    described = ("mdl_candidates", "mdl_samples", "reverse")
 
     @classmethod
     def uses_seed(cls, num_demos: int, settings) -> bool:
@@ -76,8 +69,3 @@ class MDLSelector(LMScoredSelector):
             out.append(rows[int(np.argmin(entropy[at:at + len(rows)]))])
             at += len(rows)
         return out
-
-    def describe(self) -> dict:
-        s = self.settings
-        return {**super().describe(), "mdl_candidates": s.mdl_candidates, "mdl_samples": s.mdl_samples,
-                "reverse": s.reverse}

@@ -1,5 +1,4 @@
-"""``mmr``: maximal marginal relevance (Carbonell and Goldstein 1998) over the sentence encoder's embeddings:
-relevance to the query against redundancy among the demonstrations already chosen."""
+"""``mmr``: maximal marginal relevance (Carbonell and Goldstein 1998) over the sentence encoder's embeddings."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ class MMROptions(EncoderOptions):
 
 
 def mmr_rank(relevance: np.ndarray, similarity: np.ndarray, m: int, lam: float) -> list[int]:
-    """Greedy MMR: ``m`` positions, each the argmax of ``lam * relevance - (1 - lam) * max similarity to those
-    already chosen`` (ties: the lower position)."""
+    """Greedy MMR: ``m`` positions, each the argmax of ``lam * rel - (1 - lam) * max sim to those chosen``."""
     chosen: list[int] = []
     redundancy = np.zeros(len(relevance))
     free = np.ones(len(relevance), bool)
@@ -45,10 +43,9 @@ class MMRSelector(EncodedSelector):
 
     name = "mmr"
     options = MMROptions
+    described = ("mmr_lambda", "reverse")
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
-        if not queries:
-            return []
         rel = self.query_units(queries) @ self.train_units.T
         out = []
         for i, q in enumerate(queries):
@@ -57,6 +54,3 @@ class MMRSelector(EncodedSelector):
             ranked = mmr_rank(rel[i, pool], units @ units.T, self.num_demos, self.settings.mmr_lambda)
             out.append(order_by_similarity(pool[ranked].tolist(), self.settings.reverse))
         return out
-
-    def describe(self) -> dict:
-        return {**super().describe(), "mmr_lambda": self.settings.mmr_lambda, "reverse": self.settings.reverse}

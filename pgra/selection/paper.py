@@ -8,8 +8,7 @@ from .base import STRATEGIES, GlobalSelector
 
 
 def balanced_draw(rng: np.random.Generator, labels: list[str], pools: dict[str, list[int]], m: int) -> list[int]:
-    """``m`` positions spread evenly over the labels that have examples (the remainder to random labels),
-    each label's picks drawn without replacement, then shuffled."""
+    """``m`` positions spread evenly over the labels (the remainder to random labels), drawn, then shuffled."""
     present = [lab for lab in labels if pools.get(lab)]
     if not present or m == 0:
         return []

@@ -23,20 +23,17 @@ class RandomOptions:
 
 
 @STRATEGIES.register
-
 class RandomSelector(Selector):
     """m training examples per query (never itself), drawn from the seed and its text (``balanced``: over labels)."""
 
     name = "random"
     options = RandomOptions
-
-    def _rng(self, query: Example) -> np.random.Generator:
-        return np.random.default_rng([self.seed, zlib.crc32(query.text.strip().encode())])
+    described = ("balanced",)
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
         out = []
         for q in queries:
-            pool, rng = self.allowed(q), self._rng(q)
+            pool, rng = self.allowed(q), np.random.default_rng([self.seed, zlib.crc32(q.text.strip().encode())])
             m = min(self.num_demos, len(pool))
             if self.settings.balanced:
                 pools = {lab: [i for i in pool if self.train[i].label == lab] for lab in self.task.labels}
@@ -44,6 +41,3 @@ class RandomSelector(Selector):
             else:
                 out.append([pool[i] for i in rng.choice(len(pool), size=m, replace=False).tolist()])
         return out
-
-    def describe(self) -> dict:
-        return {**super().describe(), "balanced": self.settings.balanced}

@@ -1,6 +1,4 @@
-"""The registry of demonstration strategies, importable from here as before: its home is :mod:`.base`, beside the
-:class:`~pgra.selection.base.Selector` interface its entries are (the registry hands itself to :mod:`.settings`,
-which makes the ``demos`` section from it)."""
+"""The registry of demonstration strategies, importable from here; its home is :mod:`.base`."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Skill-KNN's rewriting step: a causal LM turns each input into a skill description (greedy, batched, cached).
-
-The prompt is the instruction, the annotated ``input -> skill`` demonstrations (in file order, or shuffled for
-the m-rewrite variants) and the input::
-
-    {instruction}\\n\\nSentence: {input}\\nSkill: {skill}\\n\\n ... Sentence: {text}\\nSkill:
-
-The answer ends at the first newline (greedy; the shared head runs once as a KV cache). Rewrites are cached in
-one JSONL file per LM, keyed by the whole prompt and the generation length (a torn last line is dropped).
-"""
+"""Skill-KNN's rewriting step: a causal LM turns each input into a skill description (greedy, batched, cached)."""
 
 from __future__ import annotations
 
@@ -132,8 +123,7 @@ class SkillRewriter:
         return self._lm._model if self._lm is not None else None
 
     def language_model(self) -> CausalLM:
-        """The rewriting LM (tokenizer and config now, weights on first use), as the config gave it: its own
-        attention implementation, never its own code."""
+        """The rewriting LM (weights on first use): its own attention implementation, never its own code."""
         if self._lm is None:
             self._lm = CausalLM(self.lm, device=self.device, dtype=self.dtype, attn_implementation=None,
                                 role="rewriting LM", field="rewrite_lm", needs="Skill-KNN's rewriting")

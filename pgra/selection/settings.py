@@ -1,10 +1,4 @@
-"""The ``demos`` section of a stage that selects demonstrations (``rerank.demos.*``, ``icl.demos.*``), made from
-the registered strategies' own options.
-
-Each strategy declares its options on itself (``options``: a dataclass); the section holds every registered
-strategy's, flat (``demos.encoder``), an option two strategies declare being one they share (declared alike),
-the cosmetic ones last. A new strategy's options are ``omit_default`` so that existing keys stay valid.
-"""
+"""The ``demos`` section of a stage that selects demonstrations, made from the registered strategies' options."""
 
 from __future__ import annotations
 
@@ -15,8 +9,7 @@ from typing import Any
 from ..core.registry import HandedOver
 
 _made: dict[tuple[type, ...], type] = {}
-# the registry the section is built from, handed over by the interface's module when it is imported (that
-# module imports this one)
+# the registry the section is built from, handed over by .base when imported (.base imports this module)
 _registry: HandedOver[Any] = HandedOver("demonstration strategies", "pgra.selection")
 use_strategies = _registry.hand_over
 

@@ -1,10 +1,4 @@
-"""``skill_knn``: rewrite inputs into skill descriptions with an LLM, then nearest neighbours (An et al. 2023).
-
-Every training input and query is rewritten (:mod:`pgra.selection.rewrite`) and the rewrites are embedded with
-a sentence encoder. ``single``: cosine of the two rewrites. Over m rewrites made with shuffled demonstration
-order, ``consistency``: cosine of the mean embeddings; ``distinctiveness``: the largest cosine over all pairs.
-The most similar training example sits next to the query unless ``reverse``.
-"""
+"""``skill_knn``: nearest neighbours over LLM-rewritten skill descriptions (An et al. 2023; docs/selectors.md)."""
 
 from __future__ import annotations
 
@@ -66,8 +60,7 @@ class SkillKnnSelector(Selector):
 
     @classmethod
     def uses_seed(cls, num_demos: int, settings) -> bool:
-        """Only the m-rewrite variants shuffle the annotated demonstrations with the seed (rewrite 0 keeps the
-        file order, and ``single`` makes only that one)."""
+        """Only the m-rewrite variants shuffle the annotated demonstrations with the seed."""
         return num_demos > 0 and settings.variant != "single" and settings.rewrites > 1
 
     @property
@@ -92,8 +85,7 @@ class SkillKnnSelector(Selector):
         self.train_vectors = np.stack([self.encoder.encode(r) for r in self.train_rewrites])
 
     def _rewrite(self, texts: list[str]) -> list[list[str]]:
-        """Per rewrite variant, the rewrites of ``texts``. The cost counts each distinct rewrite once (a query
-        selected again adds nothing), cached ones at what they cost when made."""
+        """Per rewrite variant, the rewrites of ``texts`` (each distinct rewrite costed once, cached ones as made)."""
         out = [[r.text for r in self.rewriter.rewrite(texts, v)] for v in range(self.n_rewrites)]
         r = self.rewriter
         self.cost.lm_calls, self.cost.lm_tokens, self.cost.rewrites_cached = r.cost.calls, r.cost.tokens, r.cached

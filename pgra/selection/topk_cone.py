@@ -1,10 +1,4 @@
-"""``topk_cone``: TopK + ConE (Peng et al. 2023): the query's nearest training inputs re-ranked by the LM's
-conditional entropy of the query given each one as the demonstration; the m lowest are chosen.
-
-The conditional entropy of the input x given a demonstration c is estimated by the mean token cross-entropy of
-x's rendering after the prompt holding c alone (``-log p(x | c) / |x|``): a demonstration that makes the input
-predictable is one the LM understands it with. Candidates: the ``cone_candidates`` nearest by cosine.
-"""
+"""``topk_cone``: TopK + ConE (Peng et al. 2023; docs/selectors.md)."""
 
 from __future__ import annotations
 
@@ -36,6 +30,7 @@ class TopKConESelector(LMScoredSelector):
 
     name = "topk_cone"
     options = ConEOptions
+    described = ("cone_candidates", "reverse")
 
     def conditional_entropy(self, query: Example, candidates: list[int]) -> np.ndarray:
         """Mean token cross-entropy of the query's rendering after each candidate as the one demonstration."""
@@ -52,7 +47,3 @@ class TopKConESelector(LMScoredSelector):
             ranked = [near[j] for j in np.argsort(entropy, kind="stable")[: self.num_demos]]
             out.append(order_by_similarity(ranked, self.settings.reverse))
         return out
-
-    def describe(self) -> dict:
-        return {**super().describe(), "cone_candidates": self.settings.cone_candidates,
-                "reverse": self.settings.reverse}

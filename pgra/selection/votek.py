@@ -1,11 +1,4 @@
-"""``votek``: selective annotation by vote-k (Su et al. 2022), then the nearest of that pool per query.
-
-A task-level pool: over the training inputs' embeddings, each input's ``votek_k`` nearest neighbours form a
-directed graph (v -> u: u is among v's neighbours); ``votek_pool`` inputs are chosen greedily, each the u that
-maximises ``sum over unchosen v -> u of rho ** -|chosen among v's neighbours|`` (a voter already covered by chosen
-inputs counts less). The paper's second stage (LM confidence for the rest of the budget) is left out, as in
-OpenICL's VoteK. Each query then gets the m nearest pool members by cosine (the paper's prompt retrieval).
-"""
+"""``votek``: a task-level vote-k pool (Su et al. 2022), then each query's nearest pool members."""
 
 from __future__ import annotations
 
@@ -67,6 +60,7 @@ class VoteKSelector(EncodedSelector):
 
     name = "votek"
     options = VoteKOptions
+    described = ("votek_pool", "votek_k", "votek_rho", "reverse")
 
     def _fit_encoded(self) -> None:
         s = self.settings
@@ -74,14 +68,7 @@ class VoteKSelector(EncodedSelector):
                                   s.votek_rho))
 
     def select(self, queries: Sequence[Example]) -> list[list[int]]:
-        if not queries:
-            return []
         rel = self.query_units(queries) @ self.train_units.T
         pool = set(self.pool)
         return [order_by_similarity(top_allowed(rel[i], [j for j in self.allowed(q) if j in pool], self.num_demos),
                                     self.settings.reverse) for i, q in enumerate(queries)]
-
-    def describe(self) -> dict:
-        s = self.settings
-        return {**super().describe(), "votek_pool": s.votek_pool, "votek_k": s.votek_k, "votek_rho": s.votek_rho,
-                "reverse": s.reverse}

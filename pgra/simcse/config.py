@@ -12,8 +12,7 @@ from .quality import RetrievalEvalConfig
 
 @dataclass
 class SimCSEConfig(CorpusOptions):
-    """Everything ``pgra train-simcse`` needs (the SimCSE paper's unsupervised settings are the defaults): the
-    corpus (:class:`pgra.data.corpus.CorpusOptions`, shared with the index build), the encoder, training."""
+    """Everything ``pgra train-simcse`` needs (the SimCSE paper's unsupervised settings are the defaults)."""
 
     split: str = option("train", help="split of an HF dataset corpus")
     encoder: str = option("bert-base-uncased", help="starting HF encoder (name or folder)")

@@ -1,9 +1,4 @@
-"""Alignment and uniformity (Wang and Isola 2020) of unit sentence vectors, without labelled pairs.
-
-Positive pairs are the two dropout views of the same held-out sentence (as in the SimCSE paper's Figure 2):
-``alignment = E ||f(x) - f(x+)||^2`` (lower = positives closer), ``uniformity = log E exp(-2 ||f(x) - f(y)||^2)``
-over distinct sentences (lower = more uniform on the sphere).
-"""
+"""Alignment and uniformity (Wang and Isola 2020) of unit sentence vectors; lower is better for both."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""SimCSE's training model: the encoder, its CLS vector and an MLP head; the in-batch contrastive loss.
-
-Training uses SimCSE's ``cls`` pooler (``last_hidden_state[:, 0]`` through a dense+tanh MLP); inference drops
-the MLP (``cls_before_pooler``), as SimCSE does for unsupervised models (``mlp_only_train``).
-"""
+"""SimCSE's training model (CLS through an MLP, dropped at inference) and the in-batch contrastive loss."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""An encoder judged by what it retrieves, without labelled pairs (``pgra eval-encoder``; ``train-simcse``).
-
-- **Same-group recall@k**: the share of query sentences with another sentence of their group (a Wikipedia
-  article) among their k nearest, in a space of every grouped sentence plus optional distractors.
-- **kNN label accuracy** (given a task): the dev split classified by the k nearest training inputs' majority
-  label, as the ``knn_vote`` method does.
-"""
+"""An encoder judged by what it retrieves (``pgra eval-encoder``): same-group recall@k and kNN accuracy on dev."""
 
 from __future__ import annotations
 
@@ -18,7 +12,7 @@ import numpy as np
 
 from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_TOKENS, SEED_MAX, check_config, option
 from ..core.errors import InputError
-from ..core.markdown import md_row, md_table
+from ..core.markdown import md_table
 from ..retrieval.dense_config import POOLERS
 from ..storage.artifacts import iter_jsonl, require_file, write_json
 from ..tasks import task_names
@@ -71,9 +65,7 @@ def read_groups(paths: list[str], text_field: str, group_field: str) -> tuple[li
 
 def group_recall(queries: np.ndarray, query_rows: list[int], space: np.ndarray, groups: list[str | None],
                  ks: list[int], chunk: int = 256) -> dict[str, float]:
-    """recall@k for each k: the share of queries (unit vectors, their rows in ``space`` given) with another
-    sentence of their group among their k nearest rows of ``space`` (unit vectors; None: no group), themselves
-    left out. Chunked over the queries."""
+    """recall@k for each k: the share of queries with another sentence of their group among their k nearest."""
     top = max(ks)
     found = np.zeros((len(query_rows), len(ks)), dtype=bool)
     group_ids = {g: i for i, g in enumerate(dict.fromkeys(g for g in groups if g is not None))}
@@ -94,8 +86,7 @@ def group_recall(queries: np.ndarray, query_rows: list[int], space: np.ndarray, 
 
 def knn_accuracy(train: np.ndarray, train_labels: list[str], train_texts: list[str], dev: np.ndarray,
                  dev_labels: list[str], dev_texts: list[str], k: int, task) -> float:
-    """Accuracy of the majority label of the k nearest training inputs (an identical text never votes;
-    ``task``: its labels break no tie, the nearest tied voter does)."""
+    """Accuracy of the k nearest training inputs' majority label (never an identical text; ties: the nearest voter)."""
     from ..methods.knn_vote import vote
 
     sims = dev @ train.T
@@ -109,8 +100,7 @@ def knn_accuracy(train: np.ndarray, train_labels: list[str], train_texts: list[s
 
 @dataclass
 class EvalInputs:
-    """What is searched and classified: every sentence with its group (None: a distractor), the query rows, and
-    the task's training and dev inputs."""
+    """What is searched and classified: grouped sentences (None: a distractor), query rows, train and dev inputs."""
 
     texts: list[str]
     groups: list[str | None]
@@ -192,13 +182,9 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     recall = sorted({k for r in rows for k in r if k.startswith("recall@")}, key=lambda k: int(k.split("@")[1]))
     knn = any("knn_accuracy" in r for r in rows)
     head = ["encoder", "pooler", *recall] + ([f"kNN accuracy (k={rows[0].get('knn_k')})"] if knn else [])
-    lines = md_table(head, [])
-    for r in rows:
-        cells = [r["encoder"], r["pooler"], *(f"{100 * r[k]:.1f}" for k in recall)]
-        if knn:
-            cells.append(f"{100 * r['knn_accuracy']:.1f}" if "knn_accuracy" in r else "–")
-        lines.append(md_row(cells))
-    return "\n".join(lines)
+    cells = [[r["encoder"], r["pooler"], *(f"{100 * r[k]:.1f}" for k in recall),
+              *([f"{100 * r['knn_accuracy']:.1f}" if "knn_accuracy" in r else "–"] if knn else [])] for r in rows]
+    return "\n".join(md_table(head, cells))
 
 
 __all__ = ["EvalEncoderConfig", "RetrievalEvalConfig", "compare_encoders", "format_rows", "group_recall",

@@ -1,11 +1,7 @@
 """Train an unsupervised SimCSE encoder on a corpus with accelerate (CPU, DDP, mixed precision).
 
-Each sentence is encoded twice, dropout the only noise: the two views are a positive pair, the rest of the global
-batch the negatives (InfoNCE, temperature 0.05; under DDP the embeddings are gathered across processes and the
-loss scaled so the gradient equals one process's). ``out`` holds the encoder as a plain Hugging Face folder,
-``simcse_head.safetensors``, ``metrics.json``, ``train_log.jsonl``, ``manifest.json`` and ``.simcse/`` (the corpus
-store and checkpoints, out of the encoder's fingerprint); a re-run resumes to the same weights.
-"""
+Two dropout views of each sentence are a positive pair, the rest of the global batch the negatives (InfoNCE,
+gathered across processes); ``.simcse/`` holds the corpus store and checkpoints, and a re-run resumes."""
 
 from __future__ import annotations
 
@@ -69,8 +65,7 @@ class Collate:
 @torch.no_grad()
 def geometry(model: SimCSEModel, collate: Collate, positions: list[int], batch_size: int, seed: int,
              device: torch.device) -> dict[str, float]:
-    """Alignment (two dropout views of each sentence) and uniformity of the ``cls_before_pooler`` unit vectors;
-    dropout seeded by ``seed`` without touching the caller's RNG state."""
+    """Alignment and uniformity of the ``cls_before_pooler`` unit vectors, dropout seeded without touching the RNG."""
     was_training = model.training
     model.train()
     views: list[list[torch.Tensor]] = [[], []]
@@ -180,8 +175,7 @@ def setup(cfg: SimCSEConfig) -> SimCSESetup:
 
 
 def train_loop(s: SimCSESetup, stop_after: int = 0) -> None:
-    """Train from ``s.state['step']`` to ``max_steps`` (or ``stop_after`` steps in this call, for tests of
-    resuming), checkpointing every ``save_every`` steps and at the end."""
+    """Train to ``max_steps`` (``stop_after``: that many steps, for tests of resuming), checkpointing."""
     cfg, acc, state = s.cfg, s.acc, s.state
     save_every = cfg.save_every or cfg.max_steps
     end = min(cfg.max_steps, state["step"] + stop_after) if stop_after else cfg.max_steps

@@ -1,2 +1,1 @@
-"""Folders on disk: atomic writes and manifests, what pgra owns and may delete, one writer per folder, and
-what a run read (provenance)."""
+"""Folders on disk: atomic writes and manifests, ownership, one writer per folder, and provenance."""

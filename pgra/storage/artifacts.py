@@ -1,9 +1,7 @@
 """Atomic writes, manifests and fingerprints shared by every stage.
 
-An artifact directory is complete when its ``manifest.json`` exists: every stage writes its files first
-(each one atomically: temp file + rename) and the manifest last, and removes the manifest before it
-starts rewriting a directory, so a killed run never leaves a partial result that looks complete.
-"""
+A folder is complete when its ``manifest.json`` exists: files are written first (each atomically), the manifest
+last, and it is removed before a folder is rewritten, so a killed run never looks complete."""
 
 from __future__ import annotations
 
@@ -78,8 +76,7 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
 
 
 def refuse_link(folder: Path, field: str | None = None) -> None:
-    """An InputError naming ``folder`` and what it points to when it is a symbolic link: a folder pgra replaces
-    whole (:func:`atomic_dir`) is never a link, whose target lies elsewhere."""
+    """An InputError when ``folder`` is a symbolic link: a folder pgra replaces whole is never a link."""
     if folder.is_symlink():
         raise InputError(f"{folder} is a symbolic link (to {shorten(os.readlink(folder))}); pgra replaces this folder "
                          "whole and does not replace a link: give the folder itself", field=field)
@@ -124,8 +121,7 @@ def describe_path(path: str | Path) -> str:
 
 
 def require_file(path: str | Path, what: str = "file", field: str | None = None, hint: str = "") -> Path:
-    """``path`` if it is a regular file; else an InputError saying what it is instead (not found, a folder, a
-    FIFO ...): opening a FIFO would wait forever, and a folder is not a file that went missing."""
+    """``path`` if it is a regular file; else an InputError saying what it is (a FIFO would be read forever)."""
     path = Path(path)
     found = describe_path(path)
     if found == "a file":
@@ -135,8 +131,7 @@ def require_file(path: str | Path, what: str = "file", field: str | None = None,
 
 
 def read_utf8(path: str | Path, what: str = "file", field: str | None = None) -> str:
-    """The text of the regular file ``path`` (UTF-8, a leading BOM dropped); a file of other bytes (Latin-1,
-    UTF-16, binary) is an InputError naming the file, the line of the first undecodable byte and ``field``."""
+    """The text of the regular file ``path`` (UTF-8, BOM dropped); other bytes: an InputError naming file and line."""
     path = require_file(path, what, field=field)
     raw = path.read_bytes()
     try:
@@ -151,8 +146,7 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")  # one path component pgr
 
 
 def safe_name(name: str, field: str = "name", source: str | Path | None = None, what: str = "a name") -> str:
-    """``name`` if it can be one component of a path pgra writes (letters, digits, ``-``, ``_``, ``.``, not first
-    a dot, at most 100 characters), else an InputError naming the field."""
+    """``name`` if it can be one path component pgra writes (:data:`SAFE_NAME`, <= 100 characters), else InputError."""
     if not isinstance(name, str) or not SAFE_NAME.fullmatch(name) or len(name) > 100:
         raise InputError(f"{what} {shorten(name)} cannot be used as a folder name: use letters, digits, '-', '_' "
                          "and '.' (not first), at most 100 characters", path=source, field=field)
@@ -178,9 +172,7 @@ def _values(value: Any) -> Iterator[str]:
 
 
 def check_disjoint(outputs: Mapping[str, Any], inputs: Mapping[str, Any], may_hold: Collection[str] = ()) -> None:
-    """The one check that no output folder is, holds or lies inside an existing input (an InputError naming both
-    fields). ``outputs`` / ``inputs``: field -> path or list of paths (missing ones, such as hub ids, skipped).
-    ``may_hold``: inputs an output may lie inside (``evaluate``'s run), though not be or hold."""
+    """The one check that no output folder is, holds or lies inside an existing input (``may_hold``: may lie in)."""
     for out_field, out in outputs.items():
         for out_value in _values(out):
             o = Path(out_value).expanduser().resolve()
@@ -209,8 +201,7 @@ def _manifest_head(kind: str) -> bytes:
 
 
 def claim_output(out: str | Path, kinds: str | Collection[str], field: str = "out") -> None:
-    """Refuse to write into ``out`` unless every ``manifest.json`` there is one of ``kinds`` (one cut off mid-write
-    included): another artifact, or a manifest pgra did not write, is an InputError."""
+    """Refuse to write into ``out`` unless its ``manifest.json`` is one of ``kinds`` (or cut off mid-write)."""
     accepted = [kinds] if isinstance(kinds, str) else list(kinds)
     path = Path(out) / MANIFEST
     if not (path.exists() or path.is_symlink()):
@@ -270,8 +261,7 @@ def verify_run(run: str | Path) -> None:
 
 
 def _loads(text: str | bytes) -> Any:
-    """``json.loads`` of untrusted text, every way it fails a ValueError: bad JSON, bytes that are not UTF-8 (a
-    UnicodeDecodeError), nesting too deep for the parser, an integer of more than 4,300 digits."""
+    """``json.loads`` of untrusted text, every way it fails a ValueError (bad JSON, not UTF-8, too deep)."""
     try:
         return json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
     except RecursionError:
@@ -279,8 +269,7 @@ def _loads(text: str | bytes) -> Any:
 
 
 def parse_json(text: str | bytes, path: str | Path, line: int | None = None) -> Any:
-    """One JSON document of user input; anything unreadable is an InputError naming the file (and line): bad
-    JSON, bytes that are not UTF-8, nesting too deep for the parser, an integer of more than 4,300 digits."""
+    """One JSON document of user input; anything unreadable is an InputError naming the file (and line)."""
     try:
         return _loads(text)
     except UnicodeDecodeError as e:
@@ -347,8 +336,7 @@ def read_json(path: str | Path) -> Any:
 
 
 def read_json_object(path: str | Path) -> dict[str, Any]:
-    """Read a JSON file that must hold an object (a manifest, a marker): valid JSON of another shape (a list,
-    a number) is an IncompleteArtifactError naming the file, not an AttributeError later."""
+    """Read a JSON file that must hold an object (another shape: an IncompleteArtifactError naming the file)."""
     obj = read_json(path)
     if not isinstance(obj, dict):
         raise IncompleteArtifactError(f"{path}: holds a JSON {type(obj).__name__}, not an object: not a manifest "
@@ -371,8 +359,7 @@ def sha256_text(text: str) -> str:
 
 
 def model_fingerprint(name_or_path: str) -> str:
-    """Identify a model's weights and tokenizer: for a local folder, SHA-256 over its config and tokenizer files
-    and each weight file's size and first and last MiB (not 26 GB of OPT-13b on every run); for a hub id, the id."""
+    """A model's identity: for a folder, SHA-256 of its config, tokenizer and each weight file's size and ends."""
     path = Path(name_or_path)
     if not path.is_dir():
         return f"hub:{name_or_path}"
@@ -393,6 +380,11 @@ def model_fingerprint(name_or_path: str) -> str:
         else:
             h.update(f.read_bytes())
     return h.hexdigest()
+
+
+def model_location(name: str) -> str:
+    """A local model folder's resolved path, else ``name`` (a hub id)."""
+    return str(Path(name).resolve()) if Path(name).is_dir() else name
 
 
 def library_versions() -> dict[str, str]:
@@ -463,8 +455,7 @@ def file_record(path: str | Path, hash_limit: int | None = None) -> dict[str, An
 
 
 def own_file_name(directory: str | Path, name: object) -> Path:
-    """``directory / name`` for a file an artifact's manifest lists; a name that is not a relative path inside the
-    folder (absolute, ``..``, empty, NUL) is an InputError naming the manifest: an artifact lists only its own files."""
+    """``directory / name`` for a file a manifest lists; a name outside the folder is an InputError."""
     text = name if isinstance(name, str) else ""
     parts = Path(text).parts
     if not text or "\0" in text or Path(text).is_absolute() or ".." in parts or not parts:
@@ -489,8 +480,7 @@ def verify_file(directory: str | Path, name: str, record: dict[str, Any], full: 
 
 def verify_files(directory: str | Path, records: dict[str, dict[str, Any]],
                  hash_limit: int = VERIFY_HASH_LIMIT) -> None:
-    """The cheap check of a finished artifact before a stage reuses it: every file's size, and the SHA-256
-    of those up to ``hash_limit`` bytes (an IncompleteArtifactError names the first damaged file)."""
+    """Check a finished artifact before reuse: every file's size, and the SHA-256 of those up to ``hash_limit``."""
     for name, record in records.items():
         if not isinstance(record, dict) or "size" not in record:
             continue

@@ -1,12 +1,4 @@
-"""One writer per output folder: a lock file naming the process that writes it.
-
-The stages hold ``<out>/.pgra-lock`` (JSON: pid, host, command, start time) while they run (:func:`locks_output`);
-a second process on the folder refuses, naming the holder. What is taken over, and why two processes started
-together never both hold it: docs/failure-and-recovery.md ("One writer per output folder"). In short: creation is
-atomic (:func:`_create`); an empty or unreadable lock younger than :data:`GRACE_S` may be being written; ages are
-read on the file system's clock (:func:`fs_now`); a takeover removes exactly the file it judged stale, under its
-``flock`` where one works (:func:`_remove_if_unchanged`).
-"""
+"""One writer per output folder: ``<out>/.pgra-lock`` names it; a second refuses (docs/failure-and-recovery.md)."""
 
 from __future__ import annotations
 
@@ -27,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import InputError, PgraError, shorten
+from ..core.errors import InputError, PgraError, finite_number, shorten
 
 try:
     import fcntl
@@ -109,21 +101,17 @@ def job_id() -> str:
     return f"{job}_{task}" if job and task else job
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 # what a lock file's fields may hold: (field, required, check, what it must be); other fields are kept unread
 _FIELDS: tuple[tuple[str, bool, Callable[[object], bool], str], ...] = (
     ("pid", True, lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= PID_MAX,
      f"a process id (an integer 1 .. {PID_MAX})"),
     ("host", True, lambda v: isinstance(v, str) and len(v) <= 1024, "a host name"),
     ("command", False, lambda v: isinstance(v, str), "a string"),
-    ("started", False, lambda v: _number(v) and math.isfinite(v) and 0 <= v <= MAX_TIME,
+    ("started", False, lambda v: finite_number(v) and 0 <= v <= MAX_TIME,
      "a time (seconds since 1970, finite)"),
     ("pid_start", False, lambda v: v is None or isinstance(v, str), "a string"),
     ("job", False, lambda v: v is None or isinstance(v, str), "a string"),
-    ("stale_after", False, lambda v: _number(v) and math.isfinite(v) and 0 < v <= MAX_STALE_AFTER,
+    ("stale_after", False, lambda v: finite_number(v) and 0 < v <= MAX_STALE_AFTER,
      "a number of seconds > 0"),
 )
 
@@ -439,9 +427,8 @@ def _me(command: str = "", stale_after: float | None = None, extra: dict | None 
 @contextlib.contextmanager
 def hold_lock(path: str | Path, command: str = "", label: str | None = None,
               stale_after: float | None = None, extra: dict | None = None, wait: bool = False) -> Iterator[Path]:
-    """Hold the lock file ``path`` (its folder must exist) for the block, re-entrant; :class:`OutputBusyError` if a
-    live process holds it. ``stale_after``: another host's lock whose heartbeat is older is taken over, and this
-    one beats every ``stale_after / 4`` s. ``extra``: more JSON fields. ``wait``: see :func:`_acquire`."""
+    """Hold the lock file ``path`` for the block, re-entrant; :class:`OutputBusyError` if a live process holds it.
+    ``stale_after``: another host's lock with an older heartbeat is taken over, and this one beats every quarter."""
     path = Path(path)
     mine = _acquire(path, _me(command, stale_after, extra), str(path.parent) if label is None else label,
                     stale_after, wait)
@@ -472,9 +459,8 @@ def _heartbeat(path: Path, ident: tuple[int, int], every: float, stop: threading
 
 
 def holder(path: str | Path, stale_after: float | None = None, remove_stale: bool = False) -> dict | None:
-    """Who holds the lock file ``path``, judged as :func:`hold_lock` would without taking it: the live holder's
-    lock content (``{}``: fresh but unreadable), or None (no lock, this process's own, or a dead holder's, which
-    ``remove_stale`` removes)."""
+    """Who holds the lock file ``path``, judged as :func:`hold_lock` would: the live holder's content (``{}``: fresh
+    but unreadable), or None (none, this process's own, or a dead holder's, removed with ``remove_stale``)."""
     path, me = Path(path), _me()
     try:
         seen = _open(path, writable=remove_stale)
@@ -496,8 +482,7 @@ def holder(path: str | Path, stale_after: float | None = None, remove_stale: boo
 
 
 def release_dead_writers(folder: str | Path) -> list[Path]:
-    """Remove (and return) the output locks under ``folder`` left by dead processes of this host: called by the
-    parent that saw a cell's child die alone (the OOM killer), whose fresh lock would look live elsewhere."""
+    """Remove (and return) the locks under ``folder`` of this host's dead processes (a child killed by OOM)."""
     me, removed = _me(), []
     for path in sorted(Path(folder).rglob(LOCK_FILE)):
         with _reading(path) as seen:
@@ -535,8 +520,7 @@ def _release(path: Path, ident: tuple[int, int], data: bytes) -> None:
 
 @contextlib.contextmanager
 def output_lock(directory: str | Path, command: str = "", field: str = "out") -> Iterator[Path]:
-    """Hold ``directory``'s lock for the block (creating the folder): :func:`hold_lock`, beating and waiting
-    inside a claim (:func:`beating_outputs`). ``field``: the option naming the folder (for errors)."""
+    """Hold ``directory``'s lock for the block, creating the folder (beating and waiting inside a claim)."""
     directory = Path(directory)
     if (directory.exists() or directory.is_symlink()) and not directory.is_dir():
         from .artifacts import describe_path
@@ -565,9 +549,8 @@ def is_main_launch() -> bool:
 
 @contextlib.contextmanager
 def holding_output(cfg: Any, kind: str | None = None, field: str = "out", holder: str = "") -> Iterator[None]:
-    """Hold the lock of ``cfg.<field>`` for the block (rank 0 of a launch only; re-entrant; ``holder``: the lock's
-    command). Refused before anything is touched: a folder holding another artifact than ``kind``
-    (:func:`pgra.storage.artifacts.claim_output`) or a non-empty one pgra did not make (:func:`.ownership.claimed`)."""
+    """Hold the lock of ``cfg.<field>`` for the block (rank 0 only; re-entrant), refusing first a folder holding
+    another artifact than ``kind`` or a non-empty one pgra did not make."""
     out = getattr(cfg, field, "")
     if not out or not is_main_launch():
         yield

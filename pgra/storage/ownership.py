@@ -1,13 +1,7 @@
-"""What pgra wrote in a folder, and the one rule every writer follows: pgra deletes or replaces only what it can
-prove it wrote.
+"""What pgra wrote in a folder: pgra deletes or replaces only what it can prove it wrote.
 
-A stage's output folder is claimed before anything in it is touched (:func:`claimed`): a new or empty folder gets
-a record, ``.pgra-owned.json``, naming the kind pgra made it for; a non-empty folder without one is refused (unless
-a finished artifact of the stage's kind, or an older pgra's: :data:`EVIDENCE`), and so is another kind's output
-(but for the runs it hosts: :data:`HOSTED`). The record also holds the checksums of files replaced by name in a
-shared folder (:func:`check_replaceable`); a folder replaced wholesale may hold only pgra's names
-(:func:`check_only_own`); leftover temporary files are removed on the next claim.
-"""
+A claimed folder (:func:`claimed`) gets ``.pgra-owned.json`` naming the kind it was made for; a non-empty folder
+without one is refused (but for :data:`EVIDENCE`), and so is another kind's (but for :data:`HOSTED`)."""
 
 from __future__ import annotations
 
@@ -25,8 +19,7 @@ RECORD = ".pgra-owned.json"
 LOCK_FILE = ".pgra-lock"  # pgra.storage.lock.LOCK_FILE (not imported: pgra.storage.lock imports this module)
 # atomic_path's temporary file (``.<name>.<8 chars>.tmp``) and atomic_dir's temporary folder (``.<name>.<8 chars>``)
 _TEMP = re.compile(r"\.[^/]+\.[a-z0-9_]{8}(\.tmp)?")
-# a lock being created (pgra.storage.lock: ``<lock>.<pid>.<8 hex>.new``, linked to its name within microseconds): pgra's,
-# never dropped (another job's lock may be on its way)
+# a lock being created (``<lock>.<pid>.<8 hex>.new``): pgra's, never dropped (another job's lock on its way)
 _LOCK_TEMP = re.compile(r"\.[^/]+\.\d+\.[0-9a-f]{8}\.new")
 # a folder an older pgra made before it wrote the record: names (glob patterns, under the folder) only a pgra
 # stage writes; a cell's or an experiment stage's marks count for every kind (a cell's run is a stage's output)
@@ -39,12 +32,9 @@ EVIDENCE: dict[str, tuple[str, ...]] = {
     "analysis": ("analysis.json", "figures.json"),
 }
 MAX_NAMED = 5  # entries an error names before "and N more"
-# the stages whose output a folder pgra made for another kind holds (a grid's cell: its method's run, which
-# ``pgra train`` or ``pgra icl`` writes into the cell's own folder); every other kind writes only into its own
+# the stages whose output a folder pgra made for another kind holds (a grid's cell: its method's run)
 HOSTED: dict[str, tuple[str, ...]] = {"cell": ("reader", "icl")}
-# a stage's own, more precise refusal of a folder it did not make, run before the general one:
-# ``PART_CHECKS[kind](folder, cfg)`` raises an InputError or returns (the index names a user's ``corpus/``,
-# retrieve a folder that is its task's data)
+# a stage's own, more precise refusal of a folder it did not make, run before the general one (raises or returns)
 PART_CHECKS: dict[str, Callable[[Path, Any], None]] = {}
 
 
@@ -99,17 +89,14 @@ def _own_manifest(folder: Path, kind: str) -> bool:
 
 
 def made_by_pgra(folder: str | Path, kind: str) -> bool:
-    """Whether pgra can prove it made ``folder``: its record, the stage's own finished artifact, or what only an
-    older pgra's stage of ``kind`` writes (:data:`EVIDENCE`)."""
+    """Whether pgra can prove it made ``folder``: its record, the stage's finished artifact, or :data:`EVIDENCE`."""
     folder = Path(folder)
-    if read_record(folder) is not None or _own_manifest(folder, kind):
-        return True
-    return any(any(folder.glob(pattern)) for pattern in EVIDENCE["*"] + EVIDENCE.get(kind, ()))
+    return read_record(folder) is not None or _own_manifest(folder, kind) or \
+        any(any(folder.glob(pattern)) for pattern in EVIDENCE["*"] + EVIDENCE.get(kind, ()))
 
 
 def drop_temp(folder: Path) -> None:
-    """Remove leftover temporary files and folders of pgra's own naming at ``folder``'s top (a run killed between
-    writing and renaming); call only under the folder's lock."""
+    """Remove leftover temporary files of pgra's naming at ``folder``'s top; call only under the folder's lock."""
     import shutil
 
     for p in folder.iterdir():
@@ -121,14 +108,12 @@ def drop_temp(folder: Path) -> None:
 
 
 def hosts(owner: str, kind: str) -> bool:
-    """Whether a folder pgra made for ``owner`` may take a stage's output of ``kind``: its own kind, or a run a
-    folder of that kind holds (:data:`HOSTED`: a grid's cell holds its method's run)."""
+    """Whether a folder pgra made for ``owner`` may take output of ``kind`` (its own, or a run it hosts)."""
     return owner == kind or kind in HOSTED.get(owner, ())
 
 
 def check_kind(folder: Path, record: dict[str, Any], kind: str, field: str = "out") -> None:
-    """Refuse to write ``kind`` into a folder pgra made for another kind (its record says which): an index, a
-    reranked folder or a cell given as another stage's output would lose its files (its ``manifest.json``)."""
+    """Refuse to write ``kind`` into a folder pgra made for another kind (its files would be lost)."""
     owner = record.get("kind")
     if isinstance(owner, str) and owner and not hosts(owner, kind):
         raise InputError(f"{folder} is pgra's {shorten(owner, 40)} folder ({RECORD}), not a {kind} one; writing "
@@ -166,8 +151,7 @@ def claim_folder(folder: str | Path, kind: str, field: str = "out", cfg: Any = N
 
 @contextlib.contextmanager
 def claimed(folder: str | Path, kind: str, field: str = "out", cfg: Any = None) -> Iterator[None]:
-    """:func:`claim_folder` for the block; a block that writes nothing (a refused run, a dry run) leaves no record
-    behind, so no folder of its own either."""
+    """:func:`claim_folder` for the block; a block that writes nothing leaves no record (nor folder) behind."""
     folder = Path(folder)
     existed = folder.exists() or folder.is_symlink()
     new = claim_folder(folder, kind, field, cfg)
@@ -182,8 +166,7 @@ def claimed(folder: str | Path, kind: str, field: str = "out", cfg: Any = None) 
 
 
 def check_folders(folder: str | Path, names: Collection[str], field: str = "out") -> None:
-    """Each of ``names`` in ``folder``, when there, must be a real folder (not a file, not a symbolic link):
-    pgra replaces it later (a reader's ``best/``), so it is refused now, before hours of work, naming it."""
+    """Refuse now, naming it, any of ``names`` in ``folder`` that is not a real folder: pgra replaces it later."""
     for name in names:
         path = Path(folder) / name
         if path.is_symlink() or (path.exists() and not path.is_dir()):
@@ -193,8 +176,7 @@ def check_folders(folder: str | Path, names: Collection[str], field: str = "out"
 
 
 def check_replaceable(folder: str | Path, names: Collection[str], field: str = "out") -> None:
-    """Refuse to replace any of ``names`` in ``folder`` that pgra did not record writing with these very bytes
-    (:func:`record_files`): a file the user wrote, or edited since, is named in an InputError and kept."""
+    """Refuse to replace any of ``names`` in ``folder`` not recorded as written by pgra with these very bytes."""
     folder = Path(folder)
     recorded = (read_record(folder) or {}).get("files")
     recorded = recorded if isinstance(recorded, dict) else {}  # a record of another shape records no file
@@ -223,16 +205,14 @@ def record_files(folder: str | Path, names: Collection[str], kind: str = "") -> 
 
 
 def unknown_entries(folder: str | Path, patterns: Collection[str], files_only: bool = False) -> list[Path]:
-    """The entries of ``folder`` not named like ``patterns`` (glob patterns; pgra's record, lock and temporary
-    names always allowed; ``files_only``: a folder or link is unknown whatever its name)."""
+    """The entries of ``folder`` not named like ``patterns`` (pgra's own names allowed; ``files_only``: no folders)."""
     return [p for p in sorted(Path(folder).iterdir()) if not _pgra_name(p) and (
         (files_only and (not p.is_file() or p.is_symlink())) or
         not any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns))]
 
 
 def check_own_folder(folder: str | Path, patterns: Collection[str], what: str, field: str = "out") -> None:
-    """Refuse a ``folder`` a stage would replace unless it holds only files named like ``patterns`` (glob
-    patterns; pgra's temporary files are allowed too): a user's own ``corpus/`` is never deleted."""
+    """Refuse a ``folder`` a stage would replace unless it holds only names like ``patterns`` (or pgra's temp)."""
     folder = Path(folder)
     if not (folder.exists() or folder.is_symlink()):
         return
@@ -246,8 +226,7 @@ def check_own_folder(folder: str | Path, patterns: Collection[str], what: str, f
 
 def check_only_own(folder: str | Path, kind: str, patterns: Collection[str], action: str,
                    field: str = "out") -> None:
-    """Refuse to ``action`` (``delete this folder ...``) ``folder`` unless pgra made it and it holds nothing but
-    names ``patterns`` allows: an InputError names the rest, and nothing is changed."""
+    """Refuse to ``action`` ``folder`` unless pgra made it and it holds only names ``patterns`` allows."""
     folder = Path(folder)
     if not folder.is_dir() or folder.is_symlink():
         if folder.exists() or folder.is_symlink():

@@ -1,8 +1,4 @@
-"""What a finished run read, recorded so that a later use of the run can find it again and tell when it changed.
-
-A run records the folder it read by absolute path, path relative to the run (a moved experiment finds its own
-copy) and fingerprint; a folder whose fingerprint changed since (rebuilt in place) is refused.
-"""
+"""What a finished run read, so that a later use finds it again and refuses it when it changed."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ CELL_FILE = "cell.json"  # an experiment cell's completion mark (pgra.experiment
 
 
 def folder_fingerprint(folder: str | Path) -> str:
-    """A short hash of what a finished stage folder holds: the file checksums of its manifest (the whole
-    manifest when it lists none); ``"missing"`` when the folder has no manifest."""
+    """A short hash of a finished folder's manifest file checksums (the whole manifest without any), or 'missing'."""
     path = Path(folder) / MANIFEST
     if not path.is_file():
         return "missing"
@@ -74,8 +69,7 @@ def recorded_fingerprint(run: str | Path) -> str | None:
 
 
 def check_unchanged(folder: str | Path, recorded: str | None, reader: str, hint: str) -> None:
-    """Refuse ``folder`` when it no longer holds what ``reader`` read (fingerprint ``recorded``; None: unknown). A
-    folder without a manifest is left to its reader, whose error says it is missing or unfinished."""
+    """Refuse ``folder`` when it no longer holds what ``reader`` read (a folder without a manifest: its reader's)."""
     if not recorded:
         return
     now = folder_fingerprint(folder)

@@ -1,8 +1,4 @@
-"""Read a task's splits from LM-BFF's original files, local files with named columns, or HF datasets.
-
-Every record is checked: a missing column, an empty text, an unknown label or a duplicate id is an
-InputError naming the file, line and field. Nothing is silently mapped to a default class.
-"""
+"""Read a task's splits (LM-BFF files, named-column files, HF datasets), every record checked."""
 
 from __future__ import annotations
 
@@ -57,8 +53,7 @@ def resolve_data_path(spec: DataSpec, data_dir: str | Path) -> Path | str:
 
 
 def task_paths(task: TaskSpec, data_dir: str | Path) -> list[str]:
-    """What a task reads on disk: its YAML file, its data folder and data files (a stage's output may not
-    overlap them: :func:`pgra.storage.artifacts.check_disjoint`)."""
+    """What a task reads on disk: its YAML file, data folder and data files (no output may overlap them)."""
     paths = [task.source] if task.source != "builtin" else []
     base = resolve_data_path(task.data, data_dir)
     if isinstance(base, Path):
@@ -66,8 +61,7 @@ def task_paths(task: TaskSpec, data_dir: str | Path) -> list[str]:
     return paths
 
 
-# what of a task does not change a result: its description, and where the spec came from (a YAML task's path is
-# in the stage settings already)
+# what of a task does not change a result (a YAML task's path is in the stage settings already)
 _COSMETIC = ("description", "source")
 
 
@@ -93,15 +87,13 @@ _DATA_HINT = "run `pgra download-data` or check the task's data.path"
 
 def _open_text(path: Path) -> io.StringIO:
     require_file(path, "data file", hint=_DATA_HINT)
-    # decoded whole (a UTF-8 byte order mark is not part of the first row; a byte that is not UTF-8 is named with
-    # its line), newlines kept as written for csv
+    # decoded whole (BOM dropped, a bad byte named with its line), newlines kept as written for csv
     return io.StringIO(read_utf8(path, "data file"), newline="")
 
 
 @contextlib.contextmanager
 def _text_errors(path: Path) -> Iterator[None]:
-    """Bytes that are not UTF-8, or a row the csv module cannot split (an unclosed quote running past the field
-    size limit), read inside this block: an InputError naming the file."""
+    """Undecodable bytes or an unsplittable CSV row read inside this block: an InputError naming the file."""
     try:
         yield
     except UnicodeDecodeError as e:
@@ -336,8 +328,7 @@ def check_label_words(task: TaskSpec, tokenizer: Any, which: str = "reader_words
 
 def check_label_ids(task: TaskSpec, tokenizer: Any, ids: Sequence[Sequence[int]], which: str = "reader_words",
                     model: str = "") -> None:
-    """Refuse label words the model cannot tell apart: ``ids`` (one token-id sequence per label, in ``task.labels``
-    order) must be distinct and hold no unknown token (two emoji can both be ``[UNK]``)."""
+    """Refuse label words the model cannot tell apart: their token ids must differ and hold no unknown token."""
     where = task.source if task.source != "builtin" else None
     words = getattr(task, which)
     of = f" for the tokenizer of {model}" if model else ""

@@ -56,15 +56,10 @@ _register(TaskSpec(
                   "5": "Number"},
     reader_template="{evidence} {mask} : {text}",
     description="TREC six-way question classification", data=_lmbff("trec", "csv", _CSV_FILES)))
-_register(TaskSpec(
-    name="cr", labels=["0", "1"], rerank_template=_SENTIMENT, **_BINARY_SENTIMENT,
-    description="CR customer-review sentiment", data=_lmbff("cr", "csv", _CSV_FILES)))
-_register(TaskSpec(
-    name="mr", labels=["0", "1"], rerank_template=_SENTIMENT, **_BINARY_SENTIMENT,
-    description="MR movie-review sentiment", data=_lmbff("mr", "csv", _CSV_FILES)))
-_register(TaskSpec(
-    name="mpqa", labels=["0", "1"], rerank_template=_SENTIMENT, **_BINARY_SENTIMENT,
-    description="MPQA opinion polarity", data=_lmbff("mpqa", "csv", _CSV_FILES)))
+for _name, _what in (("cr", "CR customer-review sentiment"), ("mr", "MR movie-review sentiment"),
+                     ("mpqa", "MPQA opinion polarity")):
+    _register(TaskSpec(name=_name, labels=["0", "1"], rerank_template=_SENTIMENT, **_BINARY_SENTIMENT,
+                       description=_what, data=_lmbff(_name, "csv", _CSV_FILES)))
 _register(TaskSpec(
     name="subj", labels=["0", "1"], rerank_template="Is this a subjective or objective description?\n{text}",
     demo_words={"0": "subjective", "1": "objective"}, reader_words={"0": "subjective", "1": "objective"},

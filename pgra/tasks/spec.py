@@ -22,14 +22,7 @@ READER_FORMATS = {
 
 @dataclass
 class DataSpec:
-    """Where a task's data lives and how to read it.
-
-    ``format``: ``lmbff`` (LM-BFF's original files; ``lmbff_layout`` says which of its three layouts),
-    ``jsonl`` / ``json`` / ``csv`` / ``tsv`` / ``parquet`` (local files, named columns), or ``hf`` (a Hugging
-    Face dataset repository id or local folder, loaded with ``datasets``).
-    Relative ``path`` values are resolved against the data root (``--data-dir``, default ``data``) or, for
-    tasks defined in a YAML file, against that file's folder first.
-    """
+    """Where a task's data lives and how to read it (``path``: from the task YAML's folder, else the data root)."""
 
     format: str = "jsonl"
     path: str = ""
@@ -48,12 +41,7 @@ class DataSpec:
 
 @dataclass
 class TaskSpec:
-    """Labels, prompts, label words, reader format and metric of a task.
-
-    ``rerank_template`` has a ``{text}`` placeholder (the paper's PromptSource templates);
-    ``demo_words`` are the label words shown in the reranker's demonstrations; ``reader_words`` are the
-    FiD reader's target words (LM-BFF's); ``reader_template`` has ``{evidence}``, ``{text}`` and ``{mask}``.
-    """
+    """Labels, prompts, label words (reranker demonstrations' and reader targets'), reader format and metric."""
 
     name: str = option(path_segment=True, help="the task's folder in an experiment")
     labels: list[str]
