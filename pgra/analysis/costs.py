@@ -8,7 +8,6 @@ for at most the cost, better in one of the two.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from ..runtime.cost import (
     cost_problem,
     device_seconds,
     estimated_flops,
+    finite_number,
     local_folder,
     merge_work,
     parameter_counts,
@@ -62,9 +62,8 @@ def _corpus_pass(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
     manifest = read_json_object(path)
     record = manifest.get("corpus_pass")
     cache = manifest.get("embedding", {}).get("cache") if isinstance(manifest.get("embedding"), dict) else None
-    numbers = isinstance(record, dict) and all(
-        isinstance(record.get(k, 0), int | float) and not isinstance(record.get(k, 0), bool)
-        and math.isfinite(record.get(k, 0)) for k in ("seconds", "tokens_run", "cached_before"))
+    numbers = isinstance(record, dict) and all(finite_number(record.get(k, 0))
+                                               for k in ("seconds", "tokens_run", "cached_before"))
     return (record, manifest) if numbers and record.get("mode") == "corpus" and cache else None  # type: ignore[union-attr]
 
 

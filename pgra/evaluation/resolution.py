@@ -93,15 +93,9 @@ def _check_count(n: int, name: str) -> None:
 
 def planned_se(n_inputs: int, n_seeds: int, disagreement: float = DEFAULT_DISAGREEMENT,
                seed_std: float = DEFAULT_SEED_STD) -> float:
-    """The standard error of the accuracy difference of two seeded methods, before anything runs:
-    ``sqrt(disagreement / n_inputs + 2 seed_std^2 / n_seeds)``.
-
-    The planning approximation: the input term is the variance of the mean per-input correctness difference,
-    ``(disagreement - delta^2) / n``, with ``delta^2`` neglected (it is small beside the disagreement); the seed
-    term is each method's mean over ``n_seeds`` seeds, the two methods' seeds independent. ``disagreement``: the
-    share of inputs on which the two methods differ in correctness; ``seed_std``: one method's standard deviation
-    over seeds (a fraction).
-    """
+    """The planned standard error of two seeded methods' accuracy difference:
+    ``sqrt(disagreement / n_inputs + 2 seed_std^2 / n_seeds)`` (the input term's ``-delta^2 / n`` neglected; the
+    two methods' seeds independent)."""
     _check_count(n_inputs, "n_inputs")
     _check_count(n_seeds, "n_seeds")
     _check_plan(disagreement, seed_std)
@@ -131,37 +125,38 @@ def _smallest(fits: Callable[[int], bool], first: float) -> int | None:
     return n
 
 
+def _needed(effect: float, fixed: float, scale: float, mde_at: Callable[[int], float], alpha: float,
+            power: float) -> int | None:
+    """The smallest n with ``mde_at(n) <= effect``, where the variance is ``fixed + scale / n``; None when the
+    ``fixed`` term alone reaches the effect (or comes within a rounding error of it)."""
+    room = (effect / _z_sum(alpha, power)) ** 2 - fixed  # what the term in n may take of the variance
+    if room < 0 or (room == 0 and scale > 0):
+        return None
+    return _smallest(lambda n: mde_at(n) <= effect, scale / room if room else 1.0)
+
+
 def inputs_needed(effect: float, n_seeds: int, disagreement: float = DEFAULT_DISAGREEMENT,
                   seed_std: float = DEFAULT_SEED_STD, alpha: float = DEFAULT_ALPHA,
                   power: float = DEFAULT_POWER) -> int | None:
     """The fewest test inputs whose planned MDE (:func:`planned_se`, :func:`minimum_detectable_effect`) at
-    ``n_seeds`` seeds is at most ``effect``; None when no number of inputs suffices (the seed term alone reaches
-    the effect, or comes within a rounding error of it)."""
+    ``n_seeds`` seeds is at most ``effect``; None when no number of inputs suffices."""
     _check_effect(effect)
     _check_count(n_seeds, "n_seeds")
     _check_plan(disagreement, seed_std)
-    z = _z_sum(alpha, power)
-    room = (effect / z) ** 2 - 2.0 * seed_std ** 2 / n_seeds  # what the input term may take of the variance
-    if room < 0 or (room == 0 and disagreement > 0):
-        return None
-    return _smallest(lambda n: minimum_detectable_effect(planned_se(n, n_seeds, disagreement, seed_std), alpha,
-                                                         power) <= effect, disagreement / room if room else 1.0)
+    return _needed(effect, 2.0 * seed_std ** 2 / n_seeds, disagreement, lambda n: minimum_detectable_effect(
+        planned_se(n, n_seeds, disagreement, seed_std), alpha, power), alpha, power)
 
 
 def seeds_needed(effect: float, n_inputs: int, disagreement: float = DEFAULT_DISAGREEMENT,
                  seed_std: float = DEFAULT_SEED_STD, alpha: float = DEFAULT_ALPHA,
                  power: float = DEFAULT_POWER) -> int | None:
     """The fewest seeds whose planned MDE at ``n_inputs`` test inputs is at most ``effect``; None when no number
-    of seeds suffices (the input term alone reaches the effect, or comes within a rounding error of it)."""
+    of seeds suffices."""
     _check_effect(effect)
     _check_count(n_inputs, "n_inputs")
     _check_plan(disagreement, seed_std)
-    z = _z_sum(alpha, power)
-    room = (effect / z) ** 2 - disagreement / n_inputs  # what the seed term may take of the variance
-    if room < 0 or (room == 0 and seed_std > 0):
-        return None
-    return _smallest(lambda s: minimum_detectable_effect(planned_se(n_inputs, s, disagreement, seed_std), alpha,
-                                                         power) <= effect, 2.0 * seed_std ** 2 / room if room else 1.0)
+    return _needed(effect, disagreement / n_inputs, 2.0 * seed_std ** 2, lambda s: minimum_detectable_effect(
+        planned_se(n_inputs, s, disagreement, seed_std), alpha, power), alpha, power)
 
 
 def plan_resolution(n_inputs: int, n_seeds: int, effect: float = PAPER_GAIN,

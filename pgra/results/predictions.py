@@ -66,12 +66,6 @@ def _is_scalar(value: Any, none: bool = False) -> bool:
     return (value is None and none) or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False
-
-
 # what each field of a predictions line must hold (a file is read as untrusted input: a bundle's is its sender's)
 _LINE_FIELDS = {
     "id": ("a string or a whole number", _is_scalar),

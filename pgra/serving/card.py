@@ -3,13 +3,13 @@ export shows instead of this machine's paths (:func:`portable`, :func:`display_n
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import InputError, shorten
 from ..core.markdown import md_code, md_fence, md_row, md_table, md_text
+from ..runtime.cost import finite_number
 from ..storage.artifacts import read_json_object, read_manifest
 
 MAX_TEXT = 4096  # characters of a path, hub id or fingerprint in export.json
@@ -42,8 +42,6 @@ def portable(value: Any) -> Any:
 
 def is_local_path(text: str) -> bool:
     """Whether ``text`` is an absolute path (or one from the home folder): it names this machine's folders."""
-    import re
-
     return ("\n" not in text and 0 < len(text) <= MAX_TEXT
             and (text.startswith(("/", "~")) or re.match(r"[A-Za-z]:[\\/]", text) is not None))
 
@@ -323,8 +321,7 @@ def _check_results(path: Path, results: Any, metric: str | None) -> None:
                          field="results")
     for split, r in results.items():
         value = r.get(metric) if metric else None
-        if metric in r and not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                and math.isfinite(value)):
+        if metric in r and not finite_number(value):
             raise InputError(f"must be a number, got {shorten(value)} {REDO}", path=path,
                              field=f"results.{split}.{metric}")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import PgraError
+from ..storage.artifacts import sha256_file
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "pgra")  # what setuptools builds the wheel from
 PINNED = ("torch", "transformers")
@@ -50,20 +51,12 @@ def wheel() -> tuple[str, bytes]:
     try:
         h = hashlib.sha256()
         for path in _sources(root):
-            h.update(path.relative_to(root).as_posix().encode() + b"\0" + _file_digest(path) + b"\0")
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + bytes.fromhex(sha256_file(path)) + b"\0")
         if h.hexdigest() not in _BUILT:
             _BUILT[h.hexdigest()] = _build(root)
     except (OSError, subprocess.SubprocessError) as e:  # an unreadable file, a full disk, a build past its time
         raise WheelError(f"it could not be built from {root} ({type(e).__name__}: {str(e)[:200]})") from None
     return _BUILT[h.hexdigest()]
-
-
-def _file_digest(path: Path) -> bytes:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.digest()
 
 
 def _sources(root: Path) -> Iterator[Path]:
