@@ -1,9 +1,5 @@
-"""Evidence attribution: which evidence sentences move a reader's prediction.
-
-A sentence's *effect* is the gold label's probability with every evidence sentence read minus that with it
-blanked in place; effects are averaged by first-stage rank, by place in the reranker's top d, and by what the
-reranker did to the sentence (promoted, kept, demoted). docs/analyses.md tells the rest.
-"""
+"""Evidence attribution: the gold label's probability with every evidence sentence read minus that with one
+blanked, averaged by rank and by the reranker's verdict. docs/analyses.md tells the rest."""
 
 from __future__ import annotations
 

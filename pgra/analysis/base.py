@@ -1,8 +1,4 @@
-"""The interface of an analysis and its registry.
-
-An analysis is one file: its options (the section ``analysis.<name>``), a function computing its rows and one
-rendering them with a :class:`~pgra.analysis.writer.Writer`, registered with :func:`register_analysis`.
-"""
+"""The interface of an analysis (one file: options, compute, render) and its registry."""
 
 from __future__ import annotations
 

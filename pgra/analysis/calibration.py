@@ -1,10 +1,5 @@
-"""Are the probabilities the methods print worth anything: calibration error, Brier score and seed flips.
-
-Confidence is the normalised probability a method gives its own prediction. The expected calibration error (Guo
-et al. 2017) averages ``|accuracy - mean confidence|`` over ``n_bins`` equal-width bins weighted by their inputs;
-the Brier score is the mean of ``sum_c (p_c - [c is gold])^2``; a seed flip is an input whose prediction changes
-with the seed.
-"""
+"""Are the probabilities the methods print worth anything: expected calibration error (Guo et al. 2017), Brier
+score and seed flips."""
 
 from __future__ import annotations
 

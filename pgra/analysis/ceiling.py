@@ -1,11 +1,5 @@
-"""The reader's ceiling: how much any reranker could move a trained FiD reader, by re-reading its test inputs with
-the best and the worst evidence the candidates hold.
-
-The FiD cell at the first seed predicts the analysed split with its own evidence, with *oracle* evidence (of the
-first k candidates, those whose label (:func:`pgra.analysis.consistency.task_labeller`) agrees with the gold first)
-and with *anti-oracle* evidence (the disagreeing first); the differences are tested with the report's paired
-bootstrap. docs/analyses.md tells the rest.
-"""
+"""The reader's ceiling: how much any reranker could move a trained FiD reader, re-reading its inputs with the best
+(oracle) and worst (anti-oracle) evidence of the first k candidates. docs/analyses.md tells the rest."""
 
 from __future__ import annotations
 

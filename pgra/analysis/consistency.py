@@ -1,12 +1,6 @@
 """Pseudo-label consistency (the paper's Figure 2; against the reranker's size its Figure 4 / Tables 9-10): how
-often evidence carries its input's label.
-
-An evidence sentence is consistent when its label (a no-retrieval reader's pseudo-label, or the corpus's label
-sidecar: :class:`CorpusLabels`) equals its input's gold label; the share is counted for the first stage's top d,
-the reranker's and further reranker LMs' top d, and ``pgra_full``'s. With ``analysis.consistency.k`` or ``.d``
-set, a second table adds controls per LM, k and d: a random d of the first k (the floor) and the oracle (the
-ceiling), with bootstrap intervals. docs/analyses.md tells the rest.
-"""
+often evidence carries its input's label, with a controls table (floor, ceiling, intervals) when
+``analysis.consistency.k`` or ``.d`` is set. docs/analyses.md tells the rest."""
 
 from __future__ import annotations
 

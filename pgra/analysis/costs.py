@@ -1,10 +1,5 @@
-"""Cost-aware comparison: what each method's score cost, and which methods another beats on both.
-
-A method's cost on a task is its cell's (mean over seeds) plus the shared stages it needs, in full (the index
-left out; a corpus pass read from the cache counted too: :func:`borrowed_pass`), in one device's seconds
-(:func:`pgra.runtime.cost.device_seconds`) and FLOPs. A method is *dominated* when another scores at least as well
-for at most the cost, better in one of the two.
-"""
+"""Cost-aware comparison: what each method's score cost (its cells plus the shared stages it needs, in one device's
+seconds and FLOPs), and which methods another beats on both (*dominated*)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Where FiD and PGRA differ: the overlap of their evidence against their predictions, and the rank shift.
-
-``overlap@d`` of an input is the share of PGRA's d evidence sentences that are also among FiD's d (the
-first stage's top d). The rank shift is the first-stage rank of every sentence the reranker keeps: rank <= d
-sentences FiD reads too, the others the reranker promoted.
-"""
+"""Where FiD and PGRA differ: the overlap of their evidence (``overlap@d``) against their predictions, and the
+first-stage rank of every sentence the reranker keeps."""
 
 from __future__ import annotations
 

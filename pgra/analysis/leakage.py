@@ -1,10 +1,5 @@
-"""Leakage audit: is a task's test (or dev) input in the retrieval corpus, and did a reader read it?
-
-An *exact* duplicate equals the input after normalisation (NFKC, case folded, letters and digits only); a *near*
-one is a candidate (of the first k, dense indexes only) whose cosine is at least ``threshold``. Per method that
-reads corpus evidence, the audit counts the (input, seed) pairs whose evidence held one; the flagged ids go to
-``analysis/<task>/leakage_ids.txt`` for ``retrieve.exclude_ids``. docs/analyses.md tells the rest.
-"""
+"""Leakage audit: is a task's test (or dev) input in the retrieval corpus (exactly, or as a near duplicate among the
+first k), and did a reader read it? docs/analyses.md tells the rest."""
 
 from __future__ import annotations
 

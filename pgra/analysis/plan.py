@@ -1,7 +1,5 @@
 """``pgra analyze --dry-run``: what the chosen analyses would run and hold on disk, priced as ``pgra experiment
---dry-run`` prices a grid (:func:`pgra.experiment.estimate.plan_costs`), nothing run or written: each analysis's
-``variants`` (grids of their own; the experiment's finished cells reused) and ``reranks`` (rerank stages outside any
-grid, priced at the experiment's own reranking); their cost also as a multiple of the grid's, as if none had run."""
+--dry-run`` prices a grid; nothing run or written."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The analyses that need only results, run on results bundles, alone or merged (``pgra report ... --analyses``).
-
-An analysis whose ``reads`` is ``"results"`` needs only what a bundle keeps (the cells' records and predictions,
-the stages' key and cost records); :class:`ResultsRuns` gives it the view :class:`~pgra.analysis.inputs.ExperimentRuns`
-gives, from sources merged as the report merges them, and :func:`analyze_results` writes ``<out>/analysis/``.
-"""
+"""The analyses that need only results (``reads="results"``), run on bundles alone or merged (``pgra report ...
+--analyses``): :class:`ResultsRuns` gives them the view an experiment gives."""
 
 from __future__ import annotations
 

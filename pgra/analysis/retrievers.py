@@ -1,8 +1,5 @@
-"""First-stage retrievers compared (the paper's Figure 6): FiD and PGRA over each retriever's candidates.
-
-The experiment's own retriever reuses its cells; each other one of ``analysis.retrievers: {name: {index
-settings}}`` builds its index and runs FiD and PGRA into ``analysis/retrievers/<name>/`` (embedding cache shared).
-"""
+"""First-stage retrievers compared (the paper's Figure 6): FiD and PGRA over each retriever's candidates, each other
+retriever run into ``analysis/retrievers/<name>/``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""``pgra analyze``: the analyses of an experiment as tables (markdown + JSON) and PNG figures.
-
-Writes ``<experiment>/analysis/`` (``analysis.md``, ``analysis.json``, PNG figures, ``case_study.md``,
-``figures.json``), the analyses' own runs under it (reused by a re-run), then re-makes ``results.md``.
-"""
+"""``pgra analyze``: the analyses of an experiment as tables (markdown + JSON) and PNG figures in
+``<experiment>/analysis/``, then ``results.md`` re-made."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""k and d sweeps of PGRA, reusing the experiment's cached evidence embeddings. (The paper fixes k=150 and d=16
-in its main results; its Figure 4 / Tables 9-10 plot consistency and accuracy against the reranker's size, OPT-350m
-to 13b at k=150 and d=16, not against k: that is the consistency analysis's ``rerank_lms`` axis.)
-
-Each point is a variant of the experiment with ``rerank.k``, ``rerank.top_d`` and ``n_passages`` changed. The
-points' stages run from the largest k down, so the first embeds what the experiment had not and the others find
-it cached; their cells then run as one pool. With a finished no-retrieval cell, each point also reports its
-evidence's label consistency. docs/analyses.md tells the rest.
-"""
+"""k and d sweeps of PGRA, reusing the experiment's cached evidence embeddings (the reranker's size is the
+consistency analysis's ``rerank_lms`` axis). Each point is a variant of the experiment; the points' stages run
+from the largest k down, so the later ones find the embeddings cached. docs/analyses.md tells the rest."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""An analysis's variants of an experiment: the same grid with some settings changed, run into its own folder.
-
-A variant reuses everything the experiment already has: the index, the first-stage candidates (when the
-retriever is the same), the reranker's embedding cache, and the experiment's own cells when a variant cell
-has exactly the same key (same settings, inputs and seed).
-"""
+"""An analysis's variants of an experiment: the same grid with some settings changed, run into its own folder,
+reusing the experiment's index, candidates, embedding cache and identical cells."""
 
 from __future__ import annotations
 

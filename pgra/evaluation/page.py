@@ -1,10 +1,5 @@
-"""``results.html``: one self-contained page to explore a finished experiment in a browser (no server, no network).
-
-It holds the tables, the analyses' figures, an input browser (every method's prediction, evidence and
-demonstrations per test input) and the provenance (docs/experiments.md). The data sits in the page as JSON, or
-past ``INLINE_LIMIT`` in ``results_data.js`` beside it (a script a browser loads from disk); the page reads its
-state from the URL's ``#`` part, so a view can be linked.
-"""
+"""``results.html``: one self-contained page to explore a finished experiment in a browser (no server, no network):
+tables, figures, an input browser and provenance; past ``INLINE_LIMIT`` its data sits in ``results_data.js``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""``pgra report DIR``: the paper's Table 2 layout over an experiment's cells, with seeds and significance.
-
-Reads every finished cell under ``DIR`` and writes ``results.md`` (methods x tasks: mean ± std over seeds, and
-each method's difference from the reference with its paired-bootstrap p-value), ``results.json`` (rows, summary,
-tests, provenance) and ``results.html``. A seed-independent method's one run is shown as deterministic and paired
-with every seed of the other side; a reader below the floor method (``linear_probe``) is marked.
-docs/experiments.md tells how to read it.
-"""
+"""``pgra report DIR``: the paper's Table 2 layout over an experiment's cells, with seeds and significance
+(``results.md``, ``results.json``, ``results.html``); docs/experiments.md tells how to read it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""What a comparison can resolve: Holm-adjusted p-values, the minimum detectable effect (MDE) of a difference,
-and the planning arithmetic of how many test inputs and seeds an effect needs.
-
-Pure functions of numbers: the report applies them to its paired bootstrap, ``pgra experiment --dry-run`` to the
-grid it plans. Differences and standard errors are fractions (0.006 is 0.6 points).
-"""
+"""What a comparison can resolve: Holm-adjusted p-values, the minimum detectable effect (MDE) and the planning
+arithmetic of test inputs and seeds (differences and standard errors are fractions)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Paired bootstrap significance of a metric difference, over shared test inputs and seeds.
-
-Every metric (accuracy, Matthews correlation, macro-F1) is computed from confusion counts, so a bootstrap
-resample is a vector of per-input weights (how often each input was drawn) and all resamples are scored with
-one matrix product. An invalid prediction (one that names no label, index -1) is an extra predicted column
-that no gold label has: it counts as wrong.
-"""
+"""Paired bootstrap significance of a metric difference, over shared test inputs and seeds: every metric comes from
+confusion counts, so a resample is a vector of per-input weights and all are scored with one matrix product."""
 
 from __future__ import annotations
 

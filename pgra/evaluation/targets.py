@@ -1,9 +1,5 @@
-"""Published numbers to reproduce (``pgra report DIR --compare FILE``): each cell's mean beside the paper's.
-
-A targets file (``configs/paper/targets.yaml``: the paper's Table 2 / Table 8) maps a method and a task (or
-``average``) to a percent, optionally ``{value, tolerance}``. The report gains ``compare``: per method and task the
-paper's value, ours, the difference and whether it is outside the tolerance (averages only over the file's tasks).
-"""
+"""Published numbers to reproduce (``pgra report DIR --compare FILE``): each cell's mean beside the paper's, with
+whether the difference is outside the file's tolerance."""
 
 from __future__ import annotations
 

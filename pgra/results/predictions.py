@@ -1,15 +1,6 @@
 """The one predictions schema every method writes, the :class:`Predictor` that writes it, and reading and
-scoring ``predictions_<split>.jsonl`` files.
-
-Every prediction is one line of ``predictions_<split>.jsonl``::
-
-    {"id", "text", "label", "prediction", "scores": {label: probability}, "evidence": [ids]}
-
-``evidence`` holds the ids of the evidence sentences (or, for in-context learning, the demonstrations) the
-prediction used, in the order the method used them. Methods that show labelled demonstrations (in-context
-learning, the kNN vote's voters, PGRA's reranker prompt) add ``demo_labels``: their labels, for the report's
-diagnostics.
-"""
+scoring ``predictions_<split>.jsonl`` (a line: ``id``, ``text``, ``label``, ``prediction``, ``scores``,
+``evidence``; ``demo_labels`` where a method shows labelled demonstrations)."""
 
 from __future__ import annotations
 

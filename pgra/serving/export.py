@@ -1,27 +1,10 @@
-"""``pgra export``: a finished reader run as one self-contained folder a colleague loads with
-``pgra.Pipeline.load(DIR)`` on another machine.
+"""``pgra export``: a finished reader run as one self-contained folder ``pgra.Pipeline.load(DIR)`` loads elsewhere.
 
-Layout of ``DIR``::
-
-    export.json              what the pipeline needs besides the reader: the first-stage index (a pointer with its
-                             corpus fingerprint, or ``index/``), k, exclusions, the reranking and its LM
-    manifest.json            the run's reader manifest; best/ (the reader: safetensors, tokenizer, config),
-    metrics.json             and its metrics
-    reranked/                the second stage's manifest and the files its replay reads (the prompt-guided
-                             reranker's demonstrations): any reranker's run (pgra, fid_<reranker>) or pgra_full's
-    index/, lm/              copies of the index and the second stage's model (``--copy-index``, ``--copy-lm``)
-    store/                   a copy of the vectors a pgra_full run searches (the corpus pass's, ``--copy-index``)
-    encoder/                 a copy of the index's query encoder (``--copy-index`` of a dense index whose encoder
-                             is a local folder; an encoder given as a Hub id is recorded by that id)
-    wheel/                   the wheel of the pgra that made the export (:mod:`pgra.serving.distribution`)
-    README.md                a model card in the Hugging Face Hub's format (:mod:`pgra.serving.card`): its install lines
-                             (torch and transformers pinned to the run's versions, the wheel) run in the folder
-
-Without the copies the folder records where the index, its encoder and the LM were and their fingerprints
-(``Pipeline.load(DIR, index=..., encoder=..., lm=...)`` points at other copies, refused when they differ); every
-other absolute path of this machine is replaced by a name (:func:`portable`). Everything is read and checked
-before anything is written (a link out of what is exported is refused); the folder is composed in a temporary
-folder and moved into place, ``export.json`` last. docs/python-api.md tells the rest.
+It holds ``export.json`` (what the pipeline needs besides the reader, written last), the reader's ``manifest.json``,
+``best/`` and ``metrics.json``, ``reranked/`` (what the second stage's replay reads), the copies ``index/``,
+``encoder/``, ``store/`` (``--copy-index``) and ``lm/`` (``--copy-lm``), ``wheel/`` and a model card ``README.md``.
+Everything is read and checked before anything is written; absolute paths become names (:func:`portable`).
+docs/python-api.md tells the rest.
 """
 
 from __future__ import annotations

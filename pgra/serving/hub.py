@@ -1,9 +1,5 @@
-"""``pgra export --push-to-hub REPO``: upload an exported folder to the Hugging Face Hub as a model repository.
-
-:func:`hub_client` checks everything (the library, the id, a token) before anything is written; :func:`push_to_hub`
-uploads the folder in one commit, no link out of it (:func:`check_no_links_out`). :func:`export_folder` is the way
-back: ``Pipeline.load("USER/NAME")`` downloads the repository (offline: the Hub cache's copy).
-"""
+"""``pgra export --push-to-hub REPO``: upload an exported folder to the Hugging Face Hub (checked before anything is
+written, no link out of it), and :func:`export_folder`, the way back."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""``Pipeline.load(run).predict(texts)``: retrieve, rerank and read raw texts exactly as the run did.
-
-The run's manifests lead back to everything (a reader run names its data folder, a second stage's folder its
-candidates, a candidates folder its index); the second stage replays itself from its folder::
-
-    pipe = pgra.Pipeline.load("runs/demo-experiment/mr/pgra/seed-1")
-    out = pipe.predict(["A warm, funny and beautifully acted film."])[0]
-    out["prediction"], out["scores"], out["evidence"][0]    # label, probability per label, {id, text, score}
-
-Loading and predicting are as quiet as the command line unless ``verbose=True`` (:func:`pgra.core.verbosity.quiet_output`).
-"""
+"""``Pipeline.load(run).predict(texts)``: retrieve, rerank and read raw texts exactly as the run did (the run's
+manifests lead back to its data, candidates and index; a second stage replays itself from its folder)."""
 
 from __future__ import annotations
 
