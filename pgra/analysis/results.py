@@ -85,13 +85,10 @@ class ResultsRuns(ExperimentRuns):
     def task_spec(self, task: str):
         """The task's spec as its cells recorded it (the registry's where a cell predates that record)."""
         if task not in self._specs:
-            from ..core.config import from_dict
-            from ..tasks import get_task
-            from ..tasks.spec import TaskSpec
+            from ..results.predictions import cell_task
 
             record = next(c.record for (t, _, _), c in self.cells.items() if t == task)
-            spec = record.get("task_spec")
-            self._specs[task] = from_dict(TaskSpec, spec, source=str(record.get("task"))) if spec else get_task(task)
+            self._specs[task] = cell_task(record, str(record.get("task")))
         return self._specs[task]
 
     def n_passages(self, task: str, method: str) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.errors import IncompleteArtifactError, InputError, shorten, whole_number
 from ..experiment.layout import CELL_GLOB, STAGE_COST_FILE, STAGE_KEY_FILE
-from ..results.predictions import checked_cell_results, read_cell
+from ..results.predictions import cell_task, checked_cell_results, read_cell
 from ..runtime.environment import cells_environment, environment_record
 from ..storage.artifacts import (
     MANIFEST,
@@ -30,7 +30,6 @@ from ..storage.artifacts import (
     write_json,
 )
 from ..storage.ownership import RECORD, claim_folder, read_record
-from ..tasks.spec import TaskSpec
 from .cells import REPORT_FILES
 
 KIND = "bundle"
@@ -124,14 +123,6 @@ def check_plan_records(cfg: Any) -> None:
             verify_bundle(folder)
 
 
-def _task_of(record: dict[str, Any]) -> TaskSpec:
-    from ..core.config import from_dict
-    from ..tasks import get_task
-
-    spec = record.get("task_spec")
-    return from_dict(TaskSpec, spec) if spec else get_task(record["task"])
-
-
 @dataclass(frozen=True)
 class CellFilter:
     """Which finished cells a bundle takes: those of the given tasks (folder names), methods and seeds (empty: all)."""
@@ -169,7 +160,7 @@ def bundle_files(experiment: Path, only: CellFilter | None = None
         if not only.takes(task, method, _seed(seed)):
             continue
         record = read_cell(cell_json)  # a hand-edited split name (one outside the cell) refused
-        checked_cell_results(cell_json, record, _task_of(record))
+        checked_cell_results(cell_json, record, cell_task(record))
         records.append(record)
         rel = cell_json.parent.relative_to(experiment)
         files.append(rel / cell_json.name)

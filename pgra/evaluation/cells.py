@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.errors import InputError
 from ..experiment.layout import CELL_GLOB
-from ..results.predictions import checked_cell_results, inputs_fingerprint, read_cell
+from ..results.predictions import cell_task, checked_cell_results, inputs_fingerprint, read_cell
 from ..storage.provenance import check_cell_data
 
 # what a report writes beside the cells it reads (an experiment folder's, a bundle's or a merged report's)
@@ -44,10 +44,6 @@ class CellResult:
 def source_cells(directory: str | Path, split: str = "test", bundle: bool = False) -> list[CellResult]:
     """Every finished cell under ``directory`` (a bundle when ``bundle``) with its predictions on ``split``, its
     results recomputed from files checked against its record (:func:`~pgra.results.predictions.checked_cell_results`)."""
-    from ..core.config import from_dict
-    from ..tasks import get_task
-    from ..tasks.spec import TaskSpec
-
     directory = Path(directory)
     paths = sorted(directory.glob(CELL_GLOB))
     if not paths:
@@ -58,9 +54,7 @@ def source_cells(directory: str | Path, split: str = "test", bundle: bool = Fals
         record = read_cell(path)  # a hand-edited cell.json (a string seed, a list): one error line naming it
         if split not in record["results"]:
             raise InputError(f"cell has no '{split}' results", path=path, field="results")
-        spec = record.get("task_spec")
-        task = from_dict(TaskSpec, spec, source=str(path)) if spec else get_task(record["task"])
-        results, lines = checked_cell_results(path, record, task)
+        results, lines = checked_cell_results(path, record, cell_task(record, str(path)))
         if not bundle:
             check_cell_data(path.parent, record)  # its data folder was not rebuilt since (by a later experiment)
         cells.append(CellResult(path, {**record, "results": results}, lines[split]))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from ..core.errors import InputError
 from ..data.interchange import read_records, write_records
 from ..methods import load_run
 from ..results.predictions import score_lines
-from ..storage.artifacts import MANIFEST, read_manifest, verify_run, write_json
+from ..storage.artifacts import MANIFEST, read_manifest, sha256_text, verify_run, write_json
 from ..storage.ownership import claim_folder
 from ..storage.provenance import check_run_data
 
@@ -49,7 +48,7 @@ def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None =
         raise InputError(f"no split '{split}' in {folder} (splits: {sorted(manifest.get('counts', {}))})",
                          path=folder, field="split")
     records = list(read_records(path, labels=task.labels))
-    tag = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:8]
+    tag = sha256_text(str(folder.resolve()))[:8]
     target = Path(out) if out else run / "evaluations" / f"{folder.name}-{tag}"
     predictions = target / f"predictions_{split}.jsonl"
     claim_folder(target, "evaluation")  # a folder pgra did not make (holding a user's files) is refused

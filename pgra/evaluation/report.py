@@ -11,7 +11,7 @@ from typing import Any
 from ..core.errors import IncompleteArtifactError
 from ..core.markdown import md_row, md_table, md_text
 from ..results.metrics import mean_std
-from ..results.predictions import inputs_fingerprint
+from ..results.predictions import cell_task, inputs_fingerprint
 from ..storage.artifacts import read_json, write_json, write_text
 from ..storage.ownership import record_files
 from .cells import REPORT_FILES, CellResult, drop_superseded
@@ -73,10 +73,9 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
     """The report's content: rows, summary (mean, std, n, still improving) and significance tests, over the cells
     of ``directory``: an experiment folder or a results bundle, or several of them merged
     (:func:`pgra.evaluation.merge.merged_cells`)."""
-    from ..core.config import from_dict
     from ..methods import METHODS
     from ..runtime.environment import cells_environment
-    from ..tasks import get_task, task_names
+    from ..tasks import task_names
     from ..tasks.spec import TaskSpec
     from .merge import merged_cells
 
@@ -88,8 +87,7 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
     specs: dict[str, TaskSpec] = {}
     for c in cells:
         if c.task not in specs:
-            spec = c.record.get("task_spec")
-            specs[c.task] = from_dict(TaskSpec, spec) if spec else get_task(c.task)
+            specs[c.task] = cell_task(c.record)
     by: dict[tuple[str, str], list[CellResult]] = {}
     for c in sorted(cells, key=lambda c: c.seed):
         by.setdefault((c.task, c.method), []).append(c)

@@ -4,7 +4,6 @@ scoring ``predictions_<split>.jsonl`` (a line: ``id``, ``text``, ``label``, ``pr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from abc import ABC, abstractmethod
@@ -13,7 +12,7 @@ from typing import Any
 
 from ..core.errors import InputError, shorten
 from ..runtime.cost import finite_number
-from ..storage.artifacts import SAFE_NAME, iter_jsonl, sha256_file
+from ..storage.artifacts import SAFE_NAME, iter_jsonl, sha256_file, sha256_text
 from ..tasks import TaskSpec
 from .metrics import compute_metric
 
@@ -112,7 +111,7 @@ def score_records(task: TaskSpec, lines: list[dict[str, Any]], path: str | Path)
 def inputs_fingerprint(lines: list[dict[str, Any]]) -> str:
     """Identity of the evaluated inputs (ids, texts and gold labels in order): runs compared must share it."""
     payload = [[str(rec["id"]), rec["text"], rec["label"]] for rec in lines]
-    return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode()).hexdigest()
+    return sha256_text(json.dumps(payload, ensure_ascii=False))
 
 
 # the cell.json field recording each predictions file's SHA-256 when the cell finished
@@ -185,6 +184,15 @@ def read_cell(path: str | Path) -> dict[str, Any]:
     return record
 
 
+def cell_task(record: dict[str, Any], source: str = "<config>") -> TaskSpec:
+    """The task a cell recorded (its ``task_spec``), else the registry's of that name (a cell from before it)."""
+    from ..core.config import from_dict
+    from ..tasks import get_task
+
+    spec = record.get("task_spec")
+    return from_dict(TaskSpec, spec, source=source) if spec else get_task(record["task"])
+
+
 def checked_cell_results(cell: Path, record: dict[str, Any], task: TaskSpec
                          ) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """A finished cell's results per split, recomputed from the predictions files beside ``cell``, and their lines;
@@ -225,5 +233,5 @@ def checked_cell_metric(cell: Path, split: str, task: TaskSpec) -> float:
     return checked_cell_results(cell, record, task)[0][split][task.metric]
 
 
-__all__ = ["INVALID", "PREDICTIONS_SHA256", "PREDICTION_FIELDS", "Predictor", "prediction_line", "checked_cell_metric", "checked_cell_results", "inputs_fingerprint", "read_cell", "read_predictions",
+__all__ = ["INVALID", "PREDICTIONS_SHA256", "PREDICTION_FIELDS", "Predictor", "prediction_line", "cell_task", "checked_cell_metric", "checked_cell_results", "inputs_fingerprint", "read_cell", "read_predictions",
            "score_lines", "score_records"]
