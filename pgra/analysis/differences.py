@@ -45,16 +45,22 @@ def rank_shift(records: list[dict[str, Any]], d: int) -> dict[str, Any]:
             "promoted": sum(r > d for r in ranks) / len(ranks) if ranks else None}
 
 
+def _pairs(runs: ExperimentRuns, task: str, method: str) -> tuple[list[int], list[tuple[dict, dict]]]:
+    """The seeds FiD and ``method`` both finished, and their lines of the same input as (FiD, method) pairs."""
+    seeds = [s for s in runs.finished_seeds(task, "fid") if s in runs.finished_seeds(task, method)]
+    pairs = []
+    for seed in seeds:
+        fid = {str(x["id"]): x for x in runs.predictions(task, "fid", seed)}
+        pairs += [(fid[str(x["id"])], x) for x in runs.predictions(task, method, seed) if str(x["id"]) in fid]
+    return seeds, pairs
+
+
 def method_differences(runs: ExperimentRuns) -> list[dict[str, Any]]:
     """Per task: the overlap table of FiD and PGRA (over the seeds both finished) and PGRA's rank shift."""
     out = []
     for task in runs.cfg.tasks:
-        seeds = [s for s in runs.finished_seeds(task, "fid") if s in runs.finished_seeds(task, "pgra")]
+        seeds, pairs = _pairs(runs, task, "pgra")
         d = runs.n_passages(task, "pgra")
-        pairs = []
-        for seed in seeds:
-            fid = {str(x["id"]): x for x in runs.predictions(task, "fid", seed)}
-            pairs += [(fid[str(x["id"])], x) for x in runs.predictions(task, "pgra", seed) if str(x["id"]) in fid]
         row: dict[str, Any] = {"task": runs.task_name(task), "seeds": seeds}
         if pairs and d:  # (d = 0: no evidence read, nothing to overlap)
             row["overlap"] = overlap_table(pairs, d)
@@ -63,11 +69,7 @@ def method_differences(runs: ExperimentRuns) -> list[dict[str, Any]]:
         others = {}
         for reranker, stage, method in runs.other_rerankers():  # the grid's other rerankers, each against FiD
             d_m = runs.n_passages(task, method)
-            both = [s for s in runs.finished_seeds(task, "fid") if s in runs.finished_seeds(task, method)]
-            pairs = []
-            for seed in both:
-                fid = {str(x["id"]): x for x in runs.predictions(task, "fid", seed)}
-                pairs += [(fid[str(x["id"])], x) for x in runs.predictions(task, method, seed) if str(x["id"]) in fid]
+            both, pairs = _pairs(runs, task, method)
             others[method] = {"reranker": reranker, "seeds": both,
                               **({"rank_shift": rank_shift(list(runs.stage_records(task, stage).values()), d_m)}
                                  if stage in runs.reranked_stages() else {}),

@@ -45,10 +45,7 @@ def grouped_bars(path: Path, groups: list[str], series: dict[str, list[float]], 
         else:
             ax.bar_label(bars, fmt="%.1f", fontsize=8, padding=2)
     ax.set_xticks(range(len(groups)), groups)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_ylim(0, 105)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel, ylim=(0, 105))
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, path)
@@ -65,9 +62,7 @@ def lines(path: Path, xs: dict[str, list[float]], ys: dict[str, list[float]], ti
         ax.errorbar(xs[name], [y * scale for y in ys[name]], yerr=err, marker="o", capsize=3, label=name)
     all_x = sorted({x for v in xs.values() for x in v})
     ax.set_xticks(all_x)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return _save(fig, path)
@@ -107,9 +102,7 @@ def histogram(path: Path, counts: dict[str, dict[int, int]], title: str, xlabel:
         ax.bar(xs, [100.0 * c.get(k, 0) / total for k in keys], width, label=f"{name} (n={sum(c.values())})")
     if marker is not None:
         ax.axvline(marker, color="black", linestyle="--", linewidth=1, label=marker_label)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     if len(keys) <= 30:
         ax.set_xticks(keys)
     ax.legend(fontsize=8)
@@ -128,11 +121,8 @@ def reliability(path: Path, curves: dict[str, tuple[list[float], list[float], li
         (line,) = ax.plot([100 * c for c in conf], [100 * a for a in acc], linewidth=1, alpha=0.7)
         ax.scatter([100 * c for c in conf], [100 * a for a in acc], s=[10 + 300 * k / total for k in n], label=name,
                    color=line.get_color())
-    ax.set_xlim(0, 102)
-    ax.set_ylim(0, 102)
-    ax.set_title(title)
-    ax.set_xlabel("confidence: probability of the predicted label (%)")
-    ax.set_ylabel("accuracy in the bin (%)")
+    ax.set(xlim=(0, 102), ylim=(0, 102), title=title, xlabel="confidence: probability of the predicted label (%)",
+           ylabel="accuracy in the bin (%)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.grid(alpha=0.3)
     return _save(fig, path)
@@ -153,9 +143,7 @@ def pareto(path: Path, points: list[tuple[str, float, float, bool]], title: str,
         ax.annotate(name, (x, 100 * y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     if all(x > 0 for _, x, _, _ in points):
         ax.set_xscale("log")
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
     return _save(fig, path)

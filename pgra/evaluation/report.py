@@ -257,26 +257,20 @@ def _diagnostics(by, specs, tasks: list[str], methods: list[str]) -> dict[str, d
 
 def _format_resolution(report: dict[str, Any]) -> list[str]:
     """The table of minimum detectable effects (points) of every comparison with the reference."""
-    tests, tasks = report["significance"], report["tasks"]
-    res = report["resolution"]
+    tests, tasks, res = report["significance"], report["tasks"], report["resolution"]
     lines = ["", f"## What the grid can resolve: minimum detectable effect against {report['reference']} (points)", "",
              f"The smallest true difference a two-sided test at alpha = {res['alpha']:g} finds with power "
              f"{res['power']:g}: 2.80 x the standard error of the difference (the spread of the bootstrap's resampled "
              "differences, over the test inputs and the seeds). More test inputs or seeds make it smaller. With "
              "several seeds it is conservative: resampling inputs and seeds both counts the input x seed interaction "
              "twice (on the laptop grid's 3 seeds the MDEs are about 20-30% larger than the crossed design's standard "
-             "error gives).", "",
-             *md_table(["method", *tasks, "avg"], [])]
-    for method in report["methods"]:
-        row = tests.get(method)
-        if not row:
-            continue
-        cells = ["–" if (r := row.get(t)) is None or r.get("mde") is None else f"{100 * r['mde']:.1f}"
-                 for t in tasks]
-        avg = row.get("average") or {}
-        cells.append("–" if avg.get("mde") is None else f"{100 * avg['mde']:.1f}")
-        lines.append(md_row([method, *cells]))
-    return lines
+             "error gives).", ""]
+
+    def mde(r: dict[str, Any] | None) -> str:
+        return "–" if not r or r.get("mde") is None else f"{100 * r['mde']:.1f}"
+
+    rows = [[m, *(mde(tests[m].get(t)) for t in [*tasks, "average"])] for m in report["methods"] if tests.get(m)]
+    return lines + md_table(["method", *tasks, "avg"], rows)
 
 
 def _format_environment(report: dict[str, Any]) -> list[str]:
@@ -313,16 +307,17 @@ def _format_diagnostics(report: dict[str, Any]) -> list[str]:
              "labels: a balanced prompt such as PGRA's ties them all), how often the gold label is among them; "
              "and the LM inputs and tokens the method ran (Skill-KNN's rewrites and PGRA's reranking included; "
              "cached work counts what it cost when made, except reranking, which counts what its stage ran).", "",
-             *md_table(["method", "task", "demos / input", "demonstration labels", "prediction = majority",
-                        "gold among them", "LM inputs", "LM tokens"], [])]
-    for method in report["methods"]:
-        for task, e in diag.get(method, {}).items():
-            d = e.get("demonstrations")
-            cells = [f"{d['demos_per_input']:.1f}", format_histogram(d["label_histogram"]),
-                     _pct(d["majority_agreement"]), _pct(d["gold_in_demos"])] if d else ["–"] * 4
-            cost = [f"{e['lm_calls']:,.0f}", f"{e['lm_tokens']:,.0f}"] if "lm_calls" in e else ["–", "–"]
-            lines.append(md_row([method, task, *cells, *cost]))
-    return lines
+             ""]
+
+    def cells(e: dict[str, Any]) -> list[str]:
+        d = e.get("demonstrations")
+        return ([f"{d['demos_per_input']:.1f}", format_histogram(d["label_histogram"]), _pct(d["majority_agreement"]),
+                 _pct(d["gold_in_demos"])] if d else ["–"] * 4) + \
+            ([f"{e['lm_calls']:,.0f}", f"{e['lm_tokens']:,.0f}"] if "lm_calls" in e else ["–", "–"])
+
+    return lines + md_table(["method", "task", "demos / input", "demonstration labels", "prediction = majority",
+                             "gold among them", "LM inputs", "LM tokens"],
+                            ([m, t, *cells(e)] for m in report["methods"] for t, e in diag.get(m, {}).items()))
 
 
 def _cell_provenance(c: CellResult) -> dict[str, Any]:
