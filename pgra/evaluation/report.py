@@ -34,14 +34,6 @@ def _order(names: list[str], preferred: list[str]) -> list[str]:
     return [n for n in preferred if n in names] + sorted(n for n in names if n not in preferred)
 
 
-def _runs(group: list[CellResult]) -> list[list[str | None]]:
-    return [[p["prediction"] for p in c.predictions] for c in group]
-
-
-def _sources(directory: str | Path | Sequence[str | Path]) -> list[Path]:
-    return [Path(directory)] if isinstance(directory, (str, Path)) else [Path(d) for d in directory]
-
-
 def _train_inputs_note(tasks: list[str], summary: dict[str, dict[str, Any]]) -> str | None:
     """The note on the training inputs of the methods that train, per task, flagging a task whose methods trained
     on different numbers of inputs; None when no cell recorded them."""
@@ -79,7 +71,7 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
     from ..tasks.spec import TaskSpec
     from .merge import merged_cells
 
-    sources = _sources(directory)
+    sources = [Path(directory)] if isinstance(directory, (str, Path)) else [Path(d) for d in directory]
     merged, merge_info = merged_cells(sources, split)
     cells, superseded = drop_superseded(merged)
     tasks = _order(list({c.task for c in cells}), task_names())  # the paper's task order, then the others
@@ -150,7 +142,7 @@ def _paired_runs(a: list[CellResult], b: list[CellResult]) -> tuple[list, list, 
     method's one run is what it predicts at every seed, so it is repeated once per seed of the other side (run s
     of each side is then its seed-s run); two seed-independent runs pair with each other. Methods that ran other
     seeds have each side's seeds resampled on their own (the inputs stay paired)."""
-    runs_a, runs_b = _runs(a), _runs(b)
+    runs_a, runs_b = ([[p["prediction"] for p in c.predictions] for c in g] for g in (a, b))
     seeds_a, seeds_b = [c.seed for c in a], [c.seed for c in b]
     fixed_a, fixed_b = all(c.seed_independent for c in a), all(c.seed_independent for c in b)
     if fixed_a and fixed_b:

@@ -42,15 +42,11 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def _check_alpha_power(alpha: float, power: float) -> None:
+def _z_sum(alpha: float, power: float) -> float:
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
     if not 0.0 < power < 1.0:
         raise ValueError(f"power must lie in (0, 1), got {power}")
-
-
-def _z_sum(alpha: float, power: float) -> float:
-    _check_alpha_power(alpha, power)
     normal = NormalDist()
     return normal.inv_cdf(1.0 - alpha / 2.0) + normal.inv_cdf(power)
 

@@ -3,6 +3,7 @@ export shows instead of this machine's paths (:func:`portable`, :func:`display_n
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -185,8 +186,6 @@ def _card_pipeline(spec: dict[str, Any], second: str) -> list[str]:
 
 def _card_use(spec: dict[str, Any], name: str) -> list[str]:
     """The card's end: loading the folder from Python, the citation and the license."""
-    import json
-
     return ["```python", "import pgra", "", f"pipe = pgra.Pipeline.load({json.dumps(name)})" + _load_hint(spec),
             'out = pipe.predict(["A text to classify."])[0]', 'print(out["prediction"], out["scores"])'
             '  # the label, a probability per label; out["evidence"]: the sentences read', "```", "",
@@ -278,14 +277,7 @@ def _settings(spec: dict[str, Any], cfg: dict[str, Any], rerank_config: dict[str
                             "lm": r["lm"], "lm_fingerprint": r.get("lm_fingerprint"), "k": r["k"],
                             "top_d": r["top_d"]}
     out["reader"] = {k: cfg[k] for k in sorted(cfg) if k not in ("data", "out")}
-    return portable(_json_safe(out))
-
-
-def _json_safe(value: Any) -> Any:
-    """``value`` as JSON would hold it (what YAML dumps safely)."""
-    import json
-
-    return json.loads(json.dumps(value, default=str))
+    return portable(json.loads(json.dumps(out, default=str)))  # as JSON holds it: what YAML dumps safely
 
 
 def _load_hint(spec: dict[str, Any], cli: bool = False) -> str:
