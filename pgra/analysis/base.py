@@ -23,12 +23,9 @@ READS = ("experiment", "results")  # what an analysis needs (Analysis.reads)
 class Analysis:
     """One analysis: ``compute(runs, ctx)`` gives its rows (a JSON table), ``render(writer, rows)`` writes them.
 
-    ``every_process``: it runs models on every process of a launch (else the main one only). ``config``: its options
-    section's type (read as ``runs.cfg.analysis.<name>``), or None; ``path_segment``: a mapping ``config``'s keys
-    name folders. For ``pgra analyze --dry-run``: ``variants(runs)``, the grids it runs as ``(label, Experiment)``,
-    and ``reranks(runs)``, rerank stages outside any grid as ``(task, what, done, rerank config)``. ``reads``:
-    ``"experiment"`` (stage data, models) or ``"results"`` (what a bundle keeps: then it runs on bundles too).
-    """
+    ``every_process``: it runs models on every process (else the main one); ``config``: its options section's type;
+    for ``pgra analyze --dry-run``, ``variants(runs)``: the grids it runs as ``(label, Experiment)``, ``reranks(runs)``:
+    rerank stages outside any grid as ``(task, what, done, rerank config)``; ``reads="results"``: it runs on bundles."""
 
     name: str
     compute: Callable[[ExperimentRuns, Any], Rows]

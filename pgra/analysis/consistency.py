@@ -294,11 +294,10 @@ def input_groups(runs: ExperimentRuns, task: str, column: str) -> dict[str, str]
 
 def control_counts(first: list[dict[str, Any]], ranked: list[list[dict[str, Any]]], consistent: list[set[str]],
                    k: int, d: int) -> dict[str, np.ndarray]:
-    """Per input, the evidence kept (``kept``: min(d, candidates among the first k)) and how much of it is
-    consistent for each evidence source: ``first`` stage's top d, the ``random`` floor's expectation (kept x
-    consistent / candidates among the first k), the ``oracle`` (min(kept, consistent among the first k)), whether
-    the first k hold ``kept`` consistent sentences (``full``: 1 or 0) and each
-    reranker's top d of the first k (``ranked[j][i]``: reranker j's ranking of input i, ``retrieval_rank`` each)."""
+    """Per input, the evidence kept (min(d, candidates among the first k)) and how much of it is consistent for
+    each source: the ``first`` stage's top d, the ``random`` floor's expectation, the ``oracle``, ``full`` (the first
+    k hold ``kept`` consistent sentences) and each reranker's top d (``ranked[j][i]``: reranker j's ranking of
+    input i)."""
     n = len(first)
     out = {name: np.zeros(n) for name in ("kept", "first", "random", "oracle", "full")}
     out.update({f"reranker{j}": np.zeros(n) for j in range(len(ranked))})

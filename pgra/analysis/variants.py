@@ -17,9 +17,8 @@ from .inputs import ExperimentRuns
 
 def variant_config(cfg: ExperimentConfig, out: Path, methods: list[str], seeds: list[int],
                    per_task: dict[str, Any] | None = None, index: dict[str, Any] | None = None) -> ExperimentConfig:
-    """``cfg`` run into ``out`` with ``methods`` and ``seeds``, ``per_task`` settings merged into every task's
-    overrides (and the reader's into every method's, so no override can undo them), ``index`` merged into
-    the index section; no report."""
+    """``cfg`` run into ``out`` with ``methods`` and ``seeds``, ``per_task`` merged into every task's overrides (the
+    reader's into every method's too, so no override undoes it) and ``index`` into the index section; no report."""
     data = copy.deepcopy(to_dict(cfg))
     data.update(out=str(out), methods=list(methods), seeds=list(seeds), report=False, dry_run=False)
     if index:

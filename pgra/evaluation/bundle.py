@@ -51,9 +51,8 @@ def is_bundle(folder: str | Path) -> bool:
 
 
 def verify_bundle(folder: str | Path) -> dict[str, Any]:
-    """The bundle's manifest, after checking the bundle as untrusted input: a ``format`` this pgra reads, no link,
-    every listed file whole (size and SHA-256), and nothing unlisted in a task's folder (what ``pgra report`` and
-    ``pgra analyze`` write into it is no part of it)."""
+    """The bundle's manifest, after checking it as untrusted input: a known ``format``, no link, every listed file
+    whole (size and SHA-256), nothing unlisted in a task's folder."""
     folder = Path(folder)
     found = _bundle_files(folder)  # first: the manifest's own checks look at the files it lists
     manifest = read_manifest(folder, KIND)
@@ -148,9 +147,8 @@ def _seed(folder: str) -> int:
 
 def bundle_files(experiment: Path, only: CellFilter | None = None
                  ) -> tuple[list[Path], list[dict[str, Any]], str | None]:
-    """The files of ``experiment`` a bundle copies (relative paths; each cell's predictions checked against its
-    ``cell.json``), the records of its finished cells (those ``only`` takes), and why ``pgra analyze``'s tables are
-    left out (None: they come along, or there are none; they come only when every cell is taken)."""
+    """The files a bundle copies (relative paths, predictions checked), the records of the cells ``only`` takes, and
+    why ``pgra analyze``'s tables are left out (None: they come along, or there are none)."""
     files: list[Path] = []
     records: list[dict[str, Any]] = []
     task_dirs: set[Path] = set()

@@ -62,9 +62,8 @@ def _train_inputs_note(tasks: list[str], summary: dict[str, dict[str, Any]]) -> 
 
 def build_report(directory: str | Path | Sequence[str | Path], reference: str = "fid", split: str = "test",
                  n_resamples: int = 10000, seed: int = 0, min_inputs: int = MIN_TEST_INPUTS) -> dict[str, Any]:
-    """The report's content: rows, summary (mean, std, n, still improving) and significance tests, over the cells
-    of ``directory``: an experiment folder or a results bundle, or several of them merged
-    (:func:`pgra.evaluation.merge.merged_cells`)."""
+    """The report's content (rows, summary, significance tests) over the cells of one or several experiment folders
+    or bundles, merged (:func:`pgra.evaluation.merge.merged_cells`)."""
     from ..methods import METHODS
     from ..runtime.environment import cells_environment
     from ..tasks import task_names
@@ -138,10 +137,8 @@ def _summary(by: dict[tuple[str, str], list[CellResult]], tasks: list[str], spli
 
 
 def _paired_runs(a: list[CellResult], b: list[CellResult]) -> tuple[list, list, bool]:
-    """The runs of two methods as the bootstrap pairs them, and whether their seeds pair. A seed-independent
-    method's one run is what it predicts at every seed, so it is repeated once per seed of the other side (run s
-    of each side is then its seed-s run); two seed-independent runs pair with each other. Methods that ran other
-    seeds have each side's seeds resampled on their own (the inputs stay paired)."""
+    """The runs of two methods as the bootstrap pairs them, and whether their seeds pair: a seed-independent
+    method's one run is repeated once per seed of the other side (two such runs pair with each other)."""
     runs_a, runs_b = ([[p["prediction"] for p in c.predictions] for c in g] for g in (a, b))
     seeds_a, seeds_b = [c.seed for c in a], [c.seed for c in b]
     fixed_a, fixed_b = all(c.seed_independent for c in a), all(c.seed_independent for c in b)
@@ -437,9 +434,8 @@ def _differences_table(report: dict[str, Any]) -> list[str]:
 
 
 def p_text(p: float, n_resamples: int) -> str:
-    """A bootstrap p-value as printed: ``=0.042`` to three decimals, ``=0.0003`` below 0.001 (one significant
-    digit), and at the smallest value B resamples can give, 1/(B+1), its bound (``<0.0001`` for B = 10,000):
-    never ``=0.000``."""
+    """A bootstrap p-value as printed: ``=0.042``, ``=0.0003`` below 0.001, and at its floor 1/(B+1) a bound
+    (``<0.0001`` for B = 10,000): never ``=0.000``."""
     floor = 1 / (n_resamples + 1)
     if p <= floor * (1 + 1e-9):
         digits = max(0, -math.floor(math.log10(floor)))

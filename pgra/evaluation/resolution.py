@@ -100,9 +100,8 @@ def _check_effect(effect: float) -> None:
 
 
 def _smallest(fits: Callable[[int], bool], first: float) -> int | None:
-    """The smallest n >= 1 with ``fits(n)`` (the planned MDE at n is at most the effect), starting from the
-    closed-form ``first`` and stepping past rounding either way; None when ``first`` is beyond a float or rounding
-    keeps the MDE above the effect (an effect within a rounding error of the other term's MDE)."""
+    """The smallest n >= 1 with ``fits(n)``, stepping from the closed-form ``first`` past rounding either way; None
+    when ``first`` is beyond a float or rounding keeps the MDE above the effect."""
     if not math.isfinite(first):
         return None
     n = max(math.ceil(first), 1)
@@ -154,9 +153,8 @@ def seeds_needed(effect: float, n_inputs: int, disagreement: float = DEFAULT_DIS
 def plan_resolution(n_inputs: int, n_seeds: int, effect: float = PAPER_GAIN,
                     disagreement: float = DEFAULT_DISAGREEMENT, seed_std: float = DEFAULT_SEED_STD,
                     alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER) -> dict[str, Any]:
-    """What a grid of ``n_inputs`` test inputs and ``n_seeds`` seeds can resolve between two seeded methods: the
-    planned ``se`` and ``mde`` (fractions), and the ``inputs_needed`` (at ``n_seeds``) and ``seeds_needed`` (at
-    ``n_inputs``) for ``effect`` (None: no number suffices), with the assumptions they rest on."""
+    """What ``n_inputs`` test inputs and ``n_seeds`` seeds can resolve between two seeded methods: the planned ``se``
+    and ``mde``, and the inputs and seeds needed for ``effect`` (None: no number suffices), with the assumptions."""
     se = planned_se(n_inputs, n_seeds, disagreement, seed_std)
     return {"n_inputs": n_inputs, "n_seeds": n_seeds, "se": se,
             "mde": minimum_detectable_effect(se, alpha, power), "effect": effect,

@@ -27,10 +27,8 @@ HUB_METRICS = {"accuracy": ("accuracy", "Accuracy"), "mcc": ("matthews_correlati
 
 
 def portable(value: Any) -> Any:
-    """``value`` (what a manifest or config holds) with every absolute path of this machine (``/...``, ``~...``,
-    ``C:\\...``) replaced by :func:`display_name`, the folder's or file's name (a Hugging Face cache snapshot by its Hub
-    id); relative paths, Hub ids and the task's content (labels, words, templates, ids: :data:`CONTENT_KEYS`) are
-    kept."""
+    """``value`` with every absolute path of this machine replaced by :func:`display_name`; relative paths, Hub ids
+    and the task's content (:data:`CONTENT_KEYS`) kept."""
     if isinstance(value, dict):
         return {k: v if k in CONTENT_KEYS or (k == "excluded" and isinstance(v, list)) else portable(v)
                 for k, v in value.items()}
@@ -53,9 +51,8 @@ def is_text(value: Any, limit: int = MAX_TEXT) -> bool:
 
 
 def display_name(name: str) -> str:
-    """How an export shows the model, folder or file ``name``: a Hugging Face cache snapshot
-    (``.../models--ORG--NAME/snapshots/REV``) by its Hub id, another absolute path by its last part (or "(a local
-    folder)"), a Hub id or relative path as it is."""
+    """How an export shows ``name``: a Hugging Face cache snapshot by its Hub id, another absolute path by its last
+    part (or "(a local folder)"), a Hub id or relative path as it is."""
     if not is_local_path(name):
         return name
     parts = [p for p in name.replace("\\", "/").split("/") if p]
@@ -91,14 +88,9 @@ def hub_id(name: Any) -> str | None:
 def model_card(run: Path, spec: dict[str, Any], reader: dict[str, Any], name: str = "",
                rerank_config: dict[str, Any] | None = None, no_wheel: str = "the card was written without an export") \
         -> str:
-    """``README.md`` in the Hub's model-card format, as sentence-transformers writes one: YAML metadata the Hub
-    reads (``library_name``, ``tags``, ``base_model`` when the reader started from a Hub model, ``datasets`` when
-    the task's data is a Hub dataset, ``metrics`` and a ``model-index`` with the run's test result), then task and
-    labels, the results per seed, data and corpus, the evidence pipeline, every setting (a YAML block, whole), how
-    to install pgra (the wheel ``spec["wheel"]`` the folder carries, else ``no_wheel`` says why there is none;
-    torch and transformers pinned) and load the folder (``name``, or the Hub id :func:`pgra.serving.hub.push_to_hub` puts
-    in), citation and license. No absolute path of this machine: models and folders by their Hub id or their name
-    (:func:`display_name`)."""
+    """``README.md`` in the Hub's model-card format, as sentence-transformers writes one: the Hub's YAML metadata,
+    task and labels, results per seed, data, pipeline, every setting, install and load lines (``no_wheel``: why no
+    wheel is carried), citation and license; no absolute path of this machine (:func:`display_name`)."""
     import yaml
 
     from .distribution import PREDICT, install_lines, pinned

@@ -118,9 +118,8 @@ def pinned(recorded: Any) -> dict[str, tuple[str, str]]:
 
 
 def requirement(name: str, version: str, source: str) -> str:
-    """``pip install`` arguments for ``name`` at ``version`` and a comment saying whose version it is: pinned where pip
-    can install it (a release; a torch build tag with PyTorch's index for it, ``--index-url`` on the line), else
-    unpinned, the comment saying why (a local or pre-release build, e.g. ``2.5.0a0+git1234``, is on no index)."""
+    """``pip install`` arguments for ``name`` at ``version`` and a comment saying whose it is: pinned where an index
+    serves it (a torch build tag with PyTorch's ``--index-url``), else unpinned, the comment saying why."""
     whose = "the version the run used" if source == "run" else \
         "this machine's version when exported (the run recorded none)"
     release, _, build = version.partition("+")
@@ -132,9 +131,8 @@ def requirement(name: str, version: str, source: str) -> str:
 
 
 def install_lines(wheel_name: str | None, versions: dict[str, tuple[str, str]], why: str = "") -> list[str]:
-    """The model card's install lines, run in the export's folder: torch and transformers as :func:`pinned` gives
-    them (each on its own line: torch's may need PyTorch's index), and the wheel the folder carries
-    (``wheel_name``; None: ``why`` there is none)."""
+    """The model card's install lines, run in the export's folder: torch and transformers :func:`pinned`, and the
+    wheel ``wheel_name`` the folder carries (None: ``why`` there is none)."""
     from .. import __version__
 
     lines = ["# in this folder (or a download of it from the Hub):"]
