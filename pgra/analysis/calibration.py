@@ -80,8 +80,7 @@ def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
 
 def method_calibration(runs: ExperimentRuns, task: str, method: str, n_bins: int) -> dict[str, Any] | None:
     """One row: ECE and Brier per seed (mean, std), the pooled reliability bins and the seed flips."""
-    seeds = runs.finished_seeds(task, method)
-    if not seeds:
+    if not (seeds := runs.finished_seeds(task, method)):
         return None
     per_seed = {s: runs.predictions(task, method, s) for s in seeds}
     pairs = {s: confidence_pairs(lines) for s, lines in per_seed.items()}
@@ -112,8 +111,7 @@ def calibration(runs: ExperimentRuns) -> list[dict[str, Any]]:
 
 def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
     """A calibration row's cells in the table."""
-    f = r["flips"]
-    if f:
+    if f := r["flips"]:
         flips = (f"{pct(f['share'])} ({f['flipped']}/{f['inputs']})", pct(f["pairwise"]))
     else:
         flips = ("(det.)",) * 2 if r.get("seed_independent") else ("one seed",) * 2

@@ -8,7 +8,7 @@ from typing import Any
 from ..evaluation.significance import paired_bootstrap
 from ..results import metrics
 from .base import Analysis, register_analysis
-from .consistency import CorpusLabels, task_labeller
+from .consistency import CorpusLabels, evidence_texts, task_labeller
 from .inputs import ExperimentRuns
 from .writer import Writer, pct, signed
 
@@ -36,7 +36,7 @@ def reader_ceiling(runs: ExperimentRuns, task: str) -> dict[str, Any] | None:
     records = list(runs.stage_records(task, "candidates").values())
     k = runs.settings(task).rerank.k or max(len(r.get("ctxs", [])) for r in records)
     labeller = task_labeller(runs, task, "the reader's ceiling")
-    labels = labeller.label({str(c["id"]): c["text"] for r in records for c in r.get("ctxs", [])[:k]})
+    labels = labeller.label(evidence_texts(records, k))
     variants = {"own": [{**r, "ctxs": r.get("ctxs", [])[:d]} for r in records],
                 "oracle": [{**r, "ctxs": ordered_evidence(r, labels, k, d, True)} for r in records],
                 "anti_oracle": [{**r, "ctxs": ordered_evidence(r, labels, k, d, False)} for r in records]}

@@ -136,10 +136,11 @@ def evidence_consistency(labeller: PseudoLabeller | CorpusLabels, records: list[
     if any("label" not in r for r in records):
         raise InputError(f"label consistency needs gold labels on every input; {sum('label' not in r for r in records)}"
                          " of the analysed split's have none", field="analysis.split")
-    return consistency_share(records, d, labeller.label(_sentences(records, d)))
+    return consistency_share(records, d, labeller.label(evidence_texts(records, d)))
 
 
-def _sentences(records: list[dict[str, Any]], d: int) -> dict[str, str]:
+def evidence_texts(records: list[dict[str, Any]], d: int) -> dict[str, str]:
+    """``{id: text}`` of the top ``d`` evidence of ``records``: what a labeller labels."""
     return {str(c["id"]): c["text"] for rec in records for c in rec.get("ctxs", [])[:d]}
 
 
@@ -200,9 +201,8 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
         if not ctx.is_main:
             continue
         labeller = task_labeller(runs, task)
-        sources: list[tuple[str, str | None, list[dict[str, Any]], int]] = []
-        d_fid = runs.n_passages(task, "fid")
-        sources.append((FIRST_STAGE, None, list(runs.stage_records(task, "candidates").values()), d_fid))
+        sources: list[tuple[str, str | None, list[dict[str, Any]], int]] = [
+            (FIRST_STAGE, None, list(runs.stage_records(task, "candidates").values()), runs.n_passages(task, "fid"))]
         d_pgra = runs.n_passages(task, "pgra")
         reranker_of = {FIRST_STAGE: "first stage"}
         if "reranked" in runs.experiment.reranked_stages():  # the prompt-guided reranker's
@@ -334,7 +334,7 @@ def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, 
     rankings = {lm: runs.records(task, folder) for lm, folder in ranked.items()}
     first = [r for r in first if all(str(r["id"]) in got for got in rankings.values())]
     top = max(ks)
-    labels = labeller.label({str(c["id"]): c["text"] for r in first for c in r.get("ctxs", [])[:top]})
+    labels = labeller.label(evidence_texts(first, top))
     consistent = [{str(c["id"]) for c in r.get("ctxs", [])[:top] if labels[str(c["id"])] == str(r["label"])}
                   for r in first]
     groups = input_groups(runs, task, cfg.group_field) if cfg.group_field else None

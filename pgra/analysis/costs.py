@@ -113,8 +113,7 @@ class _Params:
 
 def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -> dict[str, Any] | None:
     """One row: the method's score and what it cost (cell mean over seeds plus the stages it needs)."""
-    seeds = runs.finished_seeds(task, method)
-    if not seeds:
+    if not (seeds := runs.finished_seeds(task, method)):
         return None
     paths = [runs.cell(task, method, s) / CELL_FILE for s in seeds]
     cells = [read_cell(p) for p in paths]

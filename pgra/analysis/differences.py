@@ -91,8 +91,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     overlap_notes: dict[str, list[str]] = {}
     groups: list[str] = []
     for r in rows:
-        o = r.get("overlap")
-        if o:
+        if o := r.get("overlap"):
             d = o["d"]
             w.md += [f"**{r['task']}** (seeds {', '.join(map(str, r['seeds']))}; {o['pairs']} input-seed pairs): mean "
                      f"overlap@{d} {pct(o['mean_overlap'])}% — {pct(o['mean_overlap_agreeing'])}% where the "

@@ -45,8 +45,7 @@ def exact_duplicates(queries: dict[str, str], corpus: list[tuple[Any, str]] | An
     corpus; only the queries' normal forms are held in memory)."""
     wanted: dict[str, list[str]] = {}
     for qid, text in queries.items():
-        form = normalise(text)
-        if form:
+        if form := normalise(text):
             wanted.setdefault(form, []).append(qid)
     found: dict[str, list[str]] = {}
     for cid, text in corpus:

@@ -63,8 +63,7 @@ def compare_retrievers(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
     rows = []
     for task in cfg.tasks:
         for m in methods:
-            values = runs.metric_values(task, m)
-            if values:
+            if values := runs.metric_values(task, m):
                 rows.append(_row(runs, task, main, m, values, cfg.index.out))
             for name, variant in variants.items():
                 values = variant_metric(runs, variant, task, m)

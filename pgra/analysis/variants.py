@@ -75,12 +75,8 @@ def cell_folder(runs: ExperimentRuns, variant: Experiment, task: str, method: st
 
 def variant_metric(runs: ExperimentRuns, variant: Experiment, task: str, method: str) -> list[float]:
     """The metric of a variant's method on the analysed split, one value per finished seed."""
-    values = []
-    for seed in variant.seeds(task, method):  # a seed-independent method: its one cell
-        record = cell_folder(runs, variant, task, method, seed) / CELL_FILE
-        if record.exists():
-            values.append(checked_cell_metric(record, runs.split, runs.task_spec(task)))
-    return values
+    cells = [cell_folder(runs, variant, task, method, s) / CELL_FILE for s in variant.seeds(task, method)]
+    return [checked_cell_metric(c, runs.split, runs.task_spec(task)) for c in cells if c.exists()]
 
 
 __all__ = ["cell_folder", "is_experiment", "is_experiment_cell", "run_variants", "variant_config", "variant_metric"]

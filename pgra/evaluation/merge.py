@@ -159,8 +159,7 @@ def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[li
     described, cells, duplicates = [], [], []
     kept: dict[tuple[str, str, int], CellResult] = {}
     for path in paths:
-        bundle = is_bundle(path)
-        if bundle:
+        if bundle := is_bundle(path):
             verify_bundle(path)
         found = source_cells(path, split, bundle=bundle)
         described.append({"path": str(path), "bundle": bundle, "cells": len(found)})

@@ -286,8 +286,7 @@ def _format_environment(report: dict[str, Any]) -> list[str]:
 def _format_diagnostics(report: dict[str, Any]) -> list[str]:
     from .diagnostics import format_histogram
 
-    diag = report.get("diagnostics") or {}
-    if not diag:
+    if not (diag := report.get("diagnostics") or {}):
         return []
     lines = ["", "## Demonstrations and LM cost", "",
              "Per method, the demonstrations its predictions were made from (in-context learning: the prompt's; "
@@ -381,8 +380,7 @@ def _results_table(report: dict[str, Any]) -> list[str]:
     if flagged:
         notes.append(f"{STILL_IMPROVING} the run's best dev score came at its last evaluation: still improving, more "
                      "steps would change the number (k/n: k of n seeds).")
-    trained = _train_inputs_note(tasks, summary)
-    if trained:
+    if trained := _train_inputs_note(tasks, summary):
         notes.append(trained)
     if report.get("ignored_cells"):
         notes.append(f"{len(report['ignored_cells'])} cell(s) of seed-independent methods at other seeds (older "
@@ -450,8 +448,7 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
     ``sources`` merged); returns the markdown's path. ``targets``: published numbers shown beside each cell."""
     directory = Path(directory)
     sources = [directory] if sources is None else [Path(s) for s in sources]
-    own = any(directory.resolve() == Path(s).resolve() for s in sources)
-    if own:
+    if own := any(directory.resolve() == Path(s).resolve() for s in sources):
         check_report_files(directory, "directory")
     report = build_report(sources, reference, split, n_resamples, seed, min_inputs)  # nothing written if refused
     figures = figure_index(directory)  # its index read (and refused) before anything is written

@@ -45,8 +45,7 @@ def load_targets(spec: str | Path, tolerance: float | None = None) -> dict[str, 
                                                      "source checkout: pass that file's path)" if str(spec) == PAPER
                                                      else ""), path=path, field="compare")
     data = load_yaml(path)
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
+    if unknown := sorted(set(data) - _TOP_KEYS):
         raise InputError(f"unknown key(s) {unknown} (allowed: {sorted(_TOP_KEYS)})", path=path, field=unknown[0])
     source = data.get("source")
     if source is not None and not isinstance(source, str):
@@ -117,8 +116,7 @@ def verdicts(cells: dict[str, dict[str, dict[str, Any]]]) -> dict[str, bool | No
 
 def format_comparison(report: dict[str, Any]) -> list[str]:
     """The markdown section of ``results.md`` for ``report["compare"]`` (none without it)."""
-    comp = report.get("compare")
-    if not comp:
+    if not (comp := report.get("compare")):
         return []
     lines = ["", f"## Against the published numbers ({md_text(comp['file'])})", ""]
     if comp["source"]:  # the file's own text: escaped, so it shows as written and never becomes markup

@@ -99,8 +99,7 @@ def score_lines(task: TaskSpec, path: str | Path) -> dict[str, Any]:
 
 def score_records(task: TaskSpec, lines: list[dict[str, Any]], path: str | Path) -> dict[str, Any]:
     """:func:`score_lines` of the lines already read from ``path``."""
-    unlabelled = sum(rec["label"] is None for rec in lines)
-    if unlabelled:
+    if unlabelled := sum(rec["label"] is None for rec in lines):
         raise InputError(f"{unlabelled} inputs have no gold label; cannot score", path=path, field="label")
     gold = [str(rec["label"]) for rec in lines]
     pred = [str(rec["prediction"]) if rec["prediction"] is not None else INVALID for rec in lines]

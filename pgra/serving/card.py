@@ -151,8 +151,7 @@ def _card_data(spec: dict[str, Any], task: dict[str, Any]) -> list[str]:
                   + f", top k={spec['k']}", f"- index: {where}"]
     if cand.get("counts"):
         lines.append("- task data: " + ", ".join(f"{s} {n}" for s, n in cand["counts"].items()) + " inputs")
-    datasets = _datasets(task, cand)
-    if datasets:
+    if datasets := _datasets(task, cand):
         lines.append("- task data from the Hub: " + ", ".join(f"`{d}`" for d in datasets))
     provenance = cand.get("data_provenance")
     if isinstance(provenance, dict):
@@ -195,8 +194,7 @@ def _card_use(spec: dict[str, Any], name: str) -> list[str]:
 def _kind(spec: dict[str, Any]) -> tuple[str, str]:
     """The exported run's kind as the card names it (``PGRA``, ``PGRA (whole corpus)``, ``FiD + <reranker>``,
     ``FiD``, ``no-retrieval``) and its second stage's title (empty: none)."""
-    r = spec["reranked"]
-    if not r:
+    if not (r := spec["reranked"]):
         return ("FiD" if spec["n_passages"] else "no-retrieval"), ""
     from ..rerank.stage import FULL_SEARCH_KIND
 
@@ -217,11 +215,9 @@ def _front_matter(task: dict[str, Any], metric: str, metrics: dict[str, Any], na
         tags.append("prompt-guided-reranking")
     front: dict[str, Any] = {"library_name": "pgra", "license": "apache-2.0", "pipeline_tag": "text-classification",
                              "tags": tags}
-    base = hub_id(model)
-    if base:
+    if base := hub_id(model):
         front["base_model"] = base
-    datasets = _datasets(task, spec.get("candidates") or {})
-    if datasets:
+    if datasets := _datasets(task, spec.get("candidates") or {}):
         front["datasets"] = datasets
     front["metrics"] = [hub_metric]
     test = (metrics.get("results") or {}).get("test") or {}
@@ -257,8 +253,7 @@ def _provenance_line(p: dict[str, Any]) -> str:
 def _settings(spec: dict[str, Any], cfg: dict[str, Any], rerank_config: dict[str, Any] | None) -> dict[str, Any]:
     """Every setting of the run, :func:`portable`: the first stage's, the reranking's and the reader's."""
     out: dict[str, Any] = {}
-    ix = spec["index"]
-    if ix:
+    if ix := spec["index"]:
         out["retrieval"] = {k: ix.get(k) for k in ("retriever", "encoder", "pooler", "corpus_size",
                                                    "corpus_content_sha256", "build_key") if ix.get(k) is not None}
         out["retrieval"].update(k=spec["k"], exclude_query_text=spec["exclude_query_text"],

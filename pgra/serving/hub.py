@@ -56,8 +56,7 @@ def hub_client(repo: str) -> Any:
     except HFValidationError as e:
         raise InputError(f"{repo!r} is not a Hub repository id (USER/NAME): {str(e).splitlines()[0]}",
                          field=FIELD) from None
-    token = huggingface_hub.get_token()
-    if not token:
+    if not (token := huggingface_hub.get_token()):
         raise InputError("no Hugging Face token: set HF_TOKEN or run `hf auth login` (a token with write access)",
                          field=FIELD)
     return huggingface_hub.HfApi(token=token)
