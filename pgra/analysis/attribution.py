@@ -37,8 +37,7 @@ def leave_one_out(record: dict[str, Any], d: int) -> list[dict[str, Any]]:
 
 
 def effects(record: dict[str, Any], lines: list[dict[str, Any]], d: int) -> dict[str, Any]:
-    """From the predictions of :func:`leave_one_out`'s variants: the gold probability with all evidence, with
-    none, and each sentence's effect (all minus without it)."""
+    """The gold probability with all evidence and with none, and each sentence's effect (all minus without it)."""
     gold = str(record["label"])
     if any(not line.get("scores") for line in lines):
         raise InputError(f"input {record['id']}: the reader printed no label probabilities (predict_mode: generate); "
@@ -85,8 +84,7 @@ def attribute_cell(runs: ExperimentRuns, task: str, method: str, seed: int, ids:
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean effects by first-stage rank, by reranker rank and by the reranker's verdict; the mean effect of all
-    evidence together (full minus none, per input)."""
+    """Mean effects by first-stage rank, reranker rank and verdict, and of all evidence together per input."""
     by_first, by_rerank, by_verdict = defaultdict(list), defaultdict(list), defaultdict(list)
     inputs: dict[tuple[Any, str], float] = {}  # per (seed, input)
     for r in rows:

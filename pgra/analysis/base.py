@@ -59,8 +59,7 @@ ANALYSES: Registry[Analysis] = Registry("analysis", __package__, BUILTIN, field=
 
 
 def register_analysis(analysis: Analysis) -> Analysis:
-    """Add ``analysis`` to the registry (another under a taken name is refused) and return it; the built-in ones
-    keep their order (``SHOWN``), others follow in registration order."""
+    """Add ``analysis`` to the registry (a taken name refused), built-in ones first in ``SHOWN`` order."""
     ANALYSES.register(analysis)
     ordered = sorted(ANALYSES.values(), key=lambda a: SHOWN.index(a.name) if a.name in SHOWN else len(SHOWN))
     ANALYSES.clear()

@@ -62,8 +62,7 @@ def expected_calibration_error(pairs: list[tuple[float, bool, Any]], n_bins: int
 
 
 def seed_flips(predictions: list[dict[str, str]]) -> dict[str, Any]:
-    """Over the inputs every seed predicted: how many get more than one prediction, and the mean share of
-    inputs on which two seeds disagree (over every pair of seeds)."""
+    """Over the inputs every seed predicted: those with more than one prediction, and pairwise disagreement."""
     shared = set.intersection(*(set(p) for p in predictions)) if predictions else set()
     flipped = sum(len({p[i] for p in predictions}) > 1 for i in shared)
     pairs = [(a, b) for j, a in enumerate(predictions) for b in predictions[j + 1:]]

@@ -17,8 +17,7 @@ N_RESAMPLES = 10000
 
 
 def ordered_evidence(record: dict[str, Any], labels: dict[str, str], k: int, d: int, agree: bool) -> list[dict]:
-    """The top ``d`` of ``record``'s first ``k`` candidates with those whose label agrees (``agree``) or disagrees
-    with its gold label first, each group in first-stage order."""
+    """The top ``d`` of the first ``k`` candidates, those agreeing (``agree``) or disagreeing first."""
     ctxs = record.get("ctxs", [])[:k]
     hit = [(labels[str(c["id"])] == str(record["label"])) == agree for c in ctxs]
     return ([c for c, h in zip(ctxs, hit, strict=True) if h] + [c for c, h in zip(ctxs, hit, strict=True) if not h])[:d]

@@ -169,8 +169,7 @@ def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx, top: int = 0) 
 
 
 def extra_reranks(runs: ExperimentRuns) -> list[tuple[str, str, bool, Any]]:
-    """``(task, what, done, its rerank config)`` for each reranking with ``analysis.consistency.rerank_lms`` (for ``pgra analyze
-    --dry-run``); ``done``: a finished folder of the same key is reused."""
+    """``(task, what, done, rerank config)`` of each reranking with ``rerank_lms``, for ``--dry-run``."""
     from ..experiment.reuse import finished_with
 
     planned = []
@@ -365,8 +364,7 @@ def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, 
 
 
 def first_stage_overlap(records: list[dict[str, Any]], first: dict[str, dict[str, Any]], d: int) -> dict[str, Any]:
-    """How much of each input's top ``d`` the first stage's own top ``d`` holds (``overlap``: mean share) and the
-    share of kept sentences promoted from beyond it (``promoted``)."""
+    """How much of each top ``d`` the first stage's own top ``d`` holds (``overlap``), and ``promoted``."""
     shared = kept = 0
     for rec in records:
         mine = [str(c["id"]) for c in rec.get("ctxs", [])[:d]]

@@ -40,8 +40,7 @@ def _stage_cost(folder: Path) -> dict[str, Any] | None:
 
 
 def checked_cost(record: Any, path: Path, field: str = "", timed: bool = False) -> dict[str, Any]:
-    """``record`` (a cost record read from ``path``, at ``field``) when it can be read (:func:`~pgra.runtime.cost.cost_problem`);
-    else an InputError naming the file and the field."""
+    """``record`` when it is a readable cost record, else an InputError naming ``path`` and the field."""
     problem = cost_problem(record, timed)
     if problem is not None:
         where = ".".join(p for p in (field, problem[0]) if p)
@@ -150,8 +149,7 @@ def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -
 
 
 def dominated(rows: list[dict[str, Any]], cost_key: str) -> dict[str, list[str]]:
-    """Per method of one task, the methods that score at least as well for at most its cost (``cost_key``),
-    strictly better in one (rows without a score or that cost are neither)."""
+    """Per method of one task, the methods that score at least as well for at most its ``cost_key``."""
     ok = [r for r in rows if r["metric"] is not None and r.get(cost_key) is not None]
     out: dict[str, list[str]] = {}
     for r in ok:

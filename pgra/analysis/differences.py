@@ -18,8 +18,7 @@ def overlap_at_d(a: list[Any], b: list[Any], d: int) -> float:
 
 
 def overlap_table(pairs: list[tuple[dict[str, Any], dict[str, Any]]], d: int) -> dict[str, Any]:
-    """From (FiD line, PGRA line) pairs of the same input: per overlap value the inputs and how many differ in
-    prediction, and the mean overlap where the predictions agree and where they differ."""
+    """Per overlap of (FiD, PGRA) line pairs: inputs and how many differ in prediction; mean overlaps."""
     bins: dict[int, list[int]] = {j: [0, 0] for j in range(d + 1)}  # shared sentences -> [inputs, differing]
     agree, differ = [], []
     for fid, pgra in pairs:

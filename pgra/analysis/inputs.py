@@ -47,8 +47,7 @@ class ExperimentRuns:
         return True
 
     def cell_idents(self) -> list[str]:
-        """The finished cells the analyses read (:func:`~pgra.evaluation.bundle.cell_ident`), recorded with their
-        tables so that a bundle leaves out analyses that read other cells than it holds."""
+        """The finished cells the analyses read, recorded with their tables (a bundle leaves out stale ones)."""
         from ..evaluation.bundle import cell_idents
 
         return cell_idents(self.root)

@@ -41,8 +41,7 @@ def normalise(text: str) -> str:
 
 
 def exact_duplicates(queries: dict[str, str], corpus: list[tuple[Any, str]] | Any) -> dict[str, list[str]]:
-    """Per query id, the ids of the corpus sentences equal to it after :func:`normalise` (one pass over the
-    corpus; only the queries' normal forms are held in memory)."""
+    """Per query id, the ids of the corpus sentences equal to it after :func:`normalise` (one pass)."""
     wanted: dict[str, list[str]] = {}
     for qid, text in queries.items():
         if form := normalise(text):

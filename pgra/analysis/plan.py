@@ -63,8 +63,7 @@ def _is_reader(method: str) -> bool:
 
 
 def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
-    """A variant grid's stages and cells still to run and their cost (none when every cell is a finished cell of
-    the experiment: :func:`~pgra.analysis.variants.run_variants`)."""
+    """A variant grid's stages and cells still to run and their cost (none when all are the experiment's)."""
     main = runs.experiment
     planned = variant.plan()
     if is_experiment(runs, variant):
@@ -181,8 +180,7 @@ def plan_lines(runs: ExperimentRuns, chosen: list[Analysis]) -> list[str]:
 
 
 def disk_lines(work: Work, grid: Any) -> list[str]:
-    """What the analyses hold on disk beyond the grid's (``grid``: its DiskPlan): their grids, their rerankings'
-    caches and the models the grid does not load; nothing when they hold none."""
+    """What the analyses hold on disk beyond the grid's ``DiskPlan``; nothing when they hold none."""
     from ..experiment.estimate.disk import DiskPlan, add_models
 
     models = DiskPlan(None, "", models=dict(grid.models))
@@ -207,8 +205,7 @@ def disk_lines(work: Work, grid: Any) -> list[str]:
 
 
 def rerank_disk_lines(cfg: Any) -> list[str]:
-    """:func:`disk_lines` of the rerankings of the analyses an experiment config's ``analysis`` section chooses
-    (``pgra experiment --dry-run``: no variant grid planned); none without that section."""
+    """:func:`disk_lines` of the rerankings the config's analyses choose (``pgra experiment --dry-run``)."""
     from ..experiment import Experiment
     from .base import ANALYSES
     from .config import as_analyze_config

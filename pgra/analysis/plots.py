@@ -30,8 +30,7 @@ def _save(fig, path: Path) -> Path:
 def grouped_bars(path: Path, groups: list[str], series: dict[str, list[float]], title: str, ylabel: str,
                  xlabel: str, errors: dict[str, list[float]] | None = None,
                  notes: dict[str, list[str]] | None = None) -> Path:
-    """Bars of each series side by side in every group (values in [0, 1] shown as percent),
-    each labelled with its value, or with ``notes`` (a text per bar) when given."""
+    """Bars of each series side by side per group (fractions as percent), labelled with values or ``notes``."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(groups) * max(1, len(series)) / 2 + 2), 4))
     width = 0.8 / max(1, len(series))
@@ -111,8 +110,7 @@ def histogram(path: Path, counts: dict[str, dict[int, int]], title: str, xlabel:
 
 
 def reliability(path: Path, curves: dict[str, tuple[list[float], list[float], list[int]]], title: str) -> Path:
-    """A reliability diagram: per series, the accuracy of each non-empty confidence bin against its mean
-    confidence (marker area grows with the bin's inputs), and the diagonal of perfect calibration."""
+    """A reliability diagram: accuracy against mean confidence per non-empty bin, sized by its inputs."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
     ax.plot([0, 100], [0, 100], color="black", linestyle="--", linewidth=1, label="perfectly calibrated")

@@ -16,8 +16,7 @@ from .inputs import ExperimentRuns
 
 @dataclass
 class ResultsGrid:
-    """The grid the merged cells make: their tasks and methods in the order their runs' configs list them, their
-    seeds, and the ``analysis`` section the analyses read their options from."""
+    """The merged cells' grid: tasks and methods in their configs' order, seeds, and the ``analysis`` section."""
 
     tasks: list[str]
     methods: list[str]
@@ -138,8 +137,7 @@ class ResultsRuns(ExperimentRuns):
 
 
 class _NoExperiment:
-    """What :class:`ResultsRuns` has instead of an experiment: an analysis that reaches for one (a plug-in marked
-    ``reads="results"`` that is not) gets one error line, not a traceback."""
+    """What :class:`ResultsRuns` has instead of an experiment: reaching for one is one error line."""
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):  # copy, pickle and friends probe for optional hooks

@@ -100,8 +100,7 @@ def sweep_variants(runs: ExperimentRuns) -> list[tuple[str, Experiment]]:
 
 
 def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
-    """Run (or reuse) every point, stages largest k first, then all cells together; one row per task and point:
-    k, d, metric mean ± std, what the LM embedded."""
+    """Run (or reuse) every point, largest k first; one row per task and point (k, d, metric, embedded)."""
     from ..selection import STRATEGIES
 
     cfg = runs.cfg
@@ -138,8 +137,7 @@ def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
 
 
 def _labeller(runs: ExperimentRuns, task: str):
-    """The no-retrieval reader that labels the sweep's evidence, None (with a warning) when its cell is not
-    finished: the points then report no label consistency."""
+    """The no-retrieval reader labelling the sweep's evidence; None, with a warning, without its cell."""
     seed = runs.cfg.analysis.consistency.labeller_seed or runs.cfg.seeds[0]
     if "no_retrieval" not in runs.cfg.methods:
         return None

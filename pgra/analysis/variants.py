@@ -35,8 +35,7 @@ def variant_config(cfg: ExperimentConfig, out: Path, methods: list[str], seeds: 
 
 def run_variants(runs: ExperimentRuns, configs: list[ExperimentConfig], ctx,
                  share_candidates: bool) -> list[Experiment]:
-    """The variant grids of ``configs`` run as one job (:func:`~pgra.experiment.grid.run_grids`), but those whose
-    every cell is a finished cell of the experiment; failed cells raise one PgraError naming them all."""
+    """Run the variant grids of ``configs`` as one job, but those that are the experiment's own cells."""
     from ..runtime.distributed import main_computes
 
     variants = [Experiment(c, candidates_from=runs.experiment if share_candidates else None) for c in configs]
@@ -54,8 +53,7 @@ def run_variants(runs: ExperimentRuns, configs: list[ExperimentConfig], ctx,
 
 
 def is_experiment(runs: ExperimentRuns, variant: Experiment) -> bool:
-    """Whether every cell of ``variant`` is a finished cell of the experiment (the variant then ran nothing, and
-    whatever its own folder holds, e.g. a stage left by an earlier sweep, is not its evidence)."""
+    """Whether every cell of ``variant`` is a finished cell of the experiment (the variant then ran nothing)."""
     return all(is_experiment_cell(runs.experiment, variant, c) for c in variant.plan())
 
 

@@ -204,8 +204,7 @@ def cell_idents(experiment: Path) -> list[str]:
 
 
 def stale_analyses(experiment: Path, current: set[str] | None = None) -> str | None:
-    """Why the analyses in ``experiment`` do not describe its cells (a table read other cells, as ``analysis.json``
-    records), or None; ``current``: the folder's :func:`cell_idents` where already read."""
+    """Why the analyses in ``experiment`` do not describe its cells (``analysis.json``'s record), or None."""
     written = experiment / ANALYSIS_DIR / "analysis.json"
     if not written.is_file():
         return None
@@ -252,8 +251,7 @@ def _check_out(experiment: Path, out: Path) -> None:
 
 
 def write_bundle(experiment: str | Path, out: str | Path, only: CellFilter | None = None) -> dict[str, Any]:
-    """Copy ``experiment``'s results (the cells ``only`` takes) into the bundle folder ``out`` (new, empty, or a bundle,
-    replaced whole); returns its manifest. Nothing is written when a check fails."""
+    """Copy ``experiment``'s results (those ``only`` takes) into the bundle ``out``; nothing written on refusal."""
     experiment, out = Path(experiment), Path(out)
     if not experiment.is_dir():
         raise InputError(f"no such experiment folder: {experiment}", field="experiment")

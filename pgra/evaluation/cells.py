@@ -61,8 +61,7 @@ def source_cells(directory: str | Path, split: str = "test", bundle: bool = Fals
 
 
 def drop_superseded(cells: list[CellResult]) -> tuple[list[CellResult], list[CellResult]]:
-    """Per task and method with a seed-independent cell, only that cell (the lowest seed): its other seeds' cells
-    are older runs' copies. Returns the cells kept and those left out."""
+    """The cells kept and those left out: a seed-independent method's other seeds are older runs' copies."""
     keep: dict[tuple[str, str], CellResult] = {}
     for c in sorted(cells, key=lambda c: c.seed):
         if c.seed_independent:

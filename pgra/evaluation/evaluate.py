@@ -17,8 +17,7 @@ from ..storage.provenance import check_run_data
 
 def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None = None, out: str | Path | None = None,
                  batch_size: int = 16, device: str | None = None, trust_remote_code: bool = False) -> dict[str, Any]:
-    """Predict ``data/<split>.jsonl`` with the run (default data: the run's own), write and score it
-    (``trust_remote_code``: the caller lets the run's models run their own code; the run's manifest never does)."""
+    """Predict ``data/<split>.jsonl`` with the run (default data: the run's own), write and score it."""
     run = Path(run)
     verify_run(run)  # a truncated best/model.safetensors: one error line, not a loader's traceback
     predictor = load_run(run, device, trust_remote_code=trust_remote_code)

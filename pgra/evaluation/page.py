@@ -77,8 +77,7 @@ def _evidence(line: dict[str, Any], record: dict[str, Any] | None, train: dict[s
 
 
 def _score_name(method: str) -> str:
-    """What the ``score`` of ``method``'s evidence is (:meth:`pgra.methods.Method.score_name`): "probability" for
-    PGRA, "log-probability" for UPR ...; "score" for a method not registered here (a plug-in's)."""
+    """What the ``score`` of ``method``'s evidence is ("score" for a method not registered here)."""
     try:
         return get_method(method).score_name()
     except PgraError:

@@ -210,8 +210,7 @@ def _adjust_holm(tests: dict[str, dict[str, Any]], tasks: list[str]) -> None:
 
 
 def _compare_with_floor(summary: dict[str, dict[str, Any]], registry: dict[str, Any]) -> None:
-    """Mark, per task, every trained method (a reader) whose mean is below the floor method's
-    (``below_<floor>``: True / False); tasks without a floor row and untrained or unknown methods get no entry."""
+    """Mark, per task, every trained method whose mean is below the floor method's (``below_<floor>``)."""
     floor = summary.get(FLOOR_METHOD, {})
     for method, per_task in summary.items():
         cls = registry.get(method)
@@ -473,8 +472,7 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
 
 
 def check_report_files(directory: str | Path, field: str = "out") -> None:
-    """Refuse (nothing written) when a report file in ``directory`` is not the one pgra last wrote there (edited
-    by hand); an older pgra's report, before files were recorded, is replaced."""
+    """Refuse when a report file in ``directory`` is not the one pgra last wrote there (edited by hand)."""
     from ..storage.ownership import check_replaceable, read_record
 
     directory = Path(directory)

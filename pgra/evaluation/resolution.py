@@ -27,8 +27,7 @@ _MAX_STEPS = 1000
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni step-down adjusted p-values, in the input order: with the m p-values sorted ascending,
-    ``adj_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``. A NaN or a value outside [0, 1] is a ValueError."""
+    """Holm-Bonferroni step-down adjusted p-values, in the input order (each in [0, 1], else a ValueError)."""
     ps = [float(p) for p in p_values]
     for p in ps:
         if math.isnan(p) or not 0.0 <= p <= 1.0:
@@ -61,8 +60,7 @@ def minimum_detectable_effect(se: float, alpha: float = DEFAULT_ALPHA, power: fl
 
 
 def bootstrap_se(replicates: Sequence[float] | np.ndarray) -> float:
-    """The standard error of a difference from its bootstrap replicates (``BootstrapResult.replicates`` of the
-    paired bootstrap over inputs and seeds): their standard deviation (ddof=1). Needs two finite replicates."""
+    """The standard error of a difference: its bootstrap replicates' standard deviation (ddof=1)."""
     values = np.asarray(replicates, dtype=np.float64).ravel()
     if values.size < 2:
         raise ValueError(f"a standard error needs at least 2 replicates, got {values.size}")
@@ -141,8 +139,7 @@ def inputs_needed(effect: float, n_seeds: int, disagreement: float = DEFAULT_DIS
 def seeds_needed(effect: float, n_inputs: int, disagreement: float = DEFAULT_DISAGREEMENT,
                  seed_std: float = DEFAULT_SEED_STD, alpha: float = DEFAULT_ALPHA,
                  power: float = DEFAULT_POWER) -> int | None:
-    """The fewest seeds whose planned MDE at ``n_inputs`` test inputs is at most ``effect``; None when no number
-    of seeds suffices."""
+    """The fewest seeds whose planned MDE at ``n_inputs`` is at most ``effect`` (None: none suffices)."""
     _check_effect(effect)
     _check_count(n_inputs, "n_inputs")
     _check_plan(disagreement, seed_std)

@@ -97,8 +97,7 @@ def _summarise(delta: float, replicates: np.ndarray) -> BootstrapResult:
 
 
 def draw_counts(draws: np.ndarray, n: int) -> np.ndarray:
-    """How often each of ``n`` items was drawn in each row of ``draws`` ``(rows, m)``: counts ``(rows, n)``
-    (row r's indices offset by ``r * n``, one bincount)."""
+    """How often each of ``n`` items was drawn in each row of ``draws``: counts ``(rows, n)``, one bincount."""
     rows = draws.shape[0]
     flat = (draws + n * np.arange(rows)[:, None]).ravel()
     return np.bincount(flat, minlength=rows * n).reshape(rows, n)
@@ -202,8 +201,7 @@ def paired_bootstrap(gold: Sequence[str], preds_a: Sequence[Sequence[str | None]
 
 
 def average_replicates(results: Sequence[BootstrapResult]) -> BootstrapResult:
-    """The test of the average over tasks (each resampled on its own, all with the same ``n_resamples``): the mean
-    of their differences and replicates, tested as in :func:`paired_bootstrap`."""
+    """The test of the average over tasks: the mean of their differences and replicates."""
     if not results:
         raise ValueError("no results to average")
     sizes = {r.n_resamples for r in results}

@@ -102,8 +102,7 @@ def compare(report: dict[str, Any], targets: dict[str, Any]) -> dict[str, Any]:
 
 
 def verdicts(cells: dict[str, dict[str, dict[str, Any]]]) -> dict[str, bool | None]:
-    """Per task (and ``average``): True when every compared method is within its tolerance there, False when one is
-    outside, None when no cell of the task has a tolerance."""
+    """Per task: True when every method is within tolerance, False when one is outside, None: no tolerance."""
     out: dict[str, bool | None] = {}
     for per_task in cells.values():
         for task, c in per_task.items():

@@ -64,8 +64,7 @@ def display_name(name: str) -> str:
 
 
 def hub_id(name: Any) -> str | None:
-    """``name`` when it is a Hugging Face Hub id (``NAME`` or ``ORG/NAME``, no folder of that name here; or the id of
-    a Hub cache snapshot's path), else None (a local folder, or not a name)."""
+    """``name`` when it is a Hugging Face Hub id (or a Hub cache snapshot's path: its id), else None."""
     if not is_text(name) or "\n" in name:
         return None
     if is_local_path(name):

@@ -33,8 +33,7 @@ class WheelError(PgraError):
 
 
 def checkout() -> Path | None:
-    """The folder of pgra's source when pgra runs from a checkout (a pyproject.toml naming pgra beside the
-    package), else None (pgra installed from a wheel or an archive)."""
+    """The folder of pgra's source when pgra runs from a checkout, else None (installed from a wheel)."""
     root = Path(__file__).resolve().parents[2]  # pgra/<room>/<module>.py
     project = root / "pyproject.toml"
     if project.is_file() and re.search(r'(?m)^name\s*=\s*"pgra"', project.read_text(encoding="utf-8")):
@@ -43,8 +42,7 @@ def checkout() -> Path | None:
 
 
 def wheel() -> tuple[str, bytes]:
-    """The wheel of the running pgra (its file name and bytes), built from a copy of :func:`checkout` in a
-    temporary folder (nothing is written to the checkout); a WheelError says why it cannot be."""
+    """The running pgra's wheel (file name, bytes), built from a copy of :func:`checkout`, or a WheelError."""
     root = checkout()
     if root is None:
         raise WheelError("this pgra does not run from a checkout (it was installed from a wheel or an archive)")
@@ -102,8 +100,7 @@ def _build(root: Path) -> tuple[str, bytes]:
 
 
 def pinned(recorded: Any) -> dict[str, tuple[str, str]]:
-    """The versions of :data:`PINNED` and where each came from: ``run`` (the run's manifest's ``versions``,
-    ``recorded``) or ``here`` (this machine's, where the run recorded none, or none that is a version)."""
+    """The versions of :data:`PINNED` and whose: ``run`` (``recorded``) or ``here`` (this machine's)."""
     from ..storage.artifacts import library_versions
 
     here, recorded = library_versions(), recorded if isinstance(recorded, dict) else {}

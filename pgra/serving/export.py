@@ -353,8 +353,7 @@ def _remove(path: Path) -> None:
 
 
 def read_export(directory: str | Path) -> dict[str, Any]:
-    """The export's ``export.json``, checked field by field in one place (a hand-edited one is an InputError
-    naming the file and the field); the copies it names must lie inside the folder."""
+    """The export's ``export.json``, checked field by field (the copies it names must lie inside the folder)."""
     from ..storage.artifacts import path_under
 
     directory = Path(directory)

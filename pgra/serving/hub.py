@@ -63,8 +63,7 @@ def hub_client(repo: str) -> Any:
 
 
 def push_to_hub(folder: str | Path, repo: str, private: bool = False, api: Any = None) -> str:
-    """Upload ``folder`` (an export) to the model repository ``repo``, created when missing (``private`` then
-    sets its visibility); returns the repository's URL. ``api``: an ``HfApi`` (else :func:`hub_client`)."""
+    """Upload the export ``folder`` to the model repository ``repo`` (created when missing); its URL."""
     api = api if api is not None else hub_client(repo)
     folder = Path(folder)
     check_no_links_out(folder)  # a link planted in the folder after the export: never uploaded
@@ -97,8 +96,7 @@ def _hub_offline() -> bool:
 
 
 def looks_like_repo(name: str) -> bool:
-    """Whether ``name``, no folder here, reads as a Hub repository id ``USER/NAME`` (not a path: no leading ``.``,
-    ``/`` or ``~``, one ``/``, no folder here named like its first part)."""
+    """Whether ``name``, no folder here, reads as a Hub repository id ``USER/NAME`` (not a path)."""
     if name.startswith((".", "/", "~")) or name.count("/") != 1 or Path(name).exists() or Path(name).is_symlink():
         return False
     owner, repo = name.split("/")
