@@ -28,8 +28,7 @@ class CaseStudyConfig:
 
 
 def choose_inputs(ids: list[str], candidates: list[str], n: int, seed: int, preferred: list[str]) -> list[str]:
-    """``ids`` when given (each must be an input), else ``n`` drawn with ``seed`` from ``preferred`` first
-    (inputs where methods disagree), then from the rest, in input order."""
+    """``ids`` when given, else ``n`` drawn with ``seed``, from ``preferred`` first, in input order."""
     if ids:
         unknown = [i for i in ids if i not in candidates]
         if unknown:

@@ -24,8 +24,7 @@ def ordered_evidence(record: dict[str, Any], labels: dict[str, str], k: int, d: 
 
 
 def reader_ceiling(runs: ExperimentRuns, task: str) -> dict[str, Any] | None:
-    """One task's row: the FiD reader's metric with its own, oracle and anti-oracle evidence, and the paired
-    bootstrap of each swap against its own; None without a finished FiD cell at the first seed."""
+    """One task's row: FiD's metric with its own, oracle and anti-oracle evidence, each swap tested."""
     seed = runs.cfg.seeds[0]
     cell = runs.cell(task, READER, seed)
     if READER not in runs.cfg.methods or cell is None:

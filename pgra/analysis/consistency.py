@@ -120,8 +120,7 @@ class CorpusLabels:
 
 def task_labeller(runs: ExperimentRuns, task: str,
                   why: str = "label consistency") -> PseudoLabeller | CorpusLabels:
-    """The labeller of ``task``'s evidence: the corpus's label sidecar (:func:`labels_sidecar`), else the
-    no-retrieval cell at ``labeller_seed`` (pseudo-labels cached in ``<task>/pseudo_labels.json``)."""
+    """The labeller of ``task``'s evidence: the corpus's label sidecar, else the no-retrieval cell's reader."""
     sidecar = labels_sidecar(runs.cfg.index.corpus) if runs.cfg.index.corpus else None
     if sidecar is not None and sidecar.is_file():
         return CorpusLabels(sidecar, runs.task_name(task))
@@ -186,8 +185,7 @@ def extra_reranks(runs: ExperimentRuns) -> list[tuple[str, str, bool, Any]]:
 
 
 def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
-    """One row per task and evidence source: ``{"task", "source", "lm", "d", "share", "consistent", ...}``, then
-    the controls table's rows (:func:`controls_table`; they hold ``oracle``) when ``k`` or ``d`` is set."""
+    """One row per task and evidence source, then the controls table's rows (they hold ``oracle``)."""
     cfg = runs.cfg.analysis.consistency
     rows: list[dict[str, Any]] = []
     controls: list[dict[str, Any]] = []
@@ -272,8 +270,7 @@ def control_points(runs: ExperimentRuns, task: str, planning: bool = False) -> t
 
 
 def input_groups(runs: ExperimentRuns, task: str, column: str) -> dict[str, str] | None:
-    """``{input id: its value of column}`` in the analysed split's data file; None when no row has the column
-    (every input its own group), an InputError when only some have it."""
+    """``{input id: its value of column}`` in the analysed split's data; None when no row has the column."""
     from ..tasks.loaders import _columns, _rows, resolve_data_path
 
     spec = runs.task_spec(task)
@@ -409,8 +406,7 @@ def _gain(r: dict[str, Any], name: str) -> tuple[str, str]:
 
 
 def _size_figure(w: Writer, rows: list[dict[str, Any]], task: str, d: int) -> None:
-    """The paper's Figure 4 layout: consistency against the reranker LM (in the order configured: by size), one
-    panel per k, with the first stage, the floor and the ceiling beside it, each with its interval."""
+    """The paper's Figure 4 layout: consistency against the reranker LM, a panel per k, floor and ceiling."""
     from .plots import interval_panels
 
     lms = list(dict.fromkeys(r["lm"] for r in rows))

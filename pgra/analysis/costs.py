@@ -96,8 +96,7 @@ def stages_needed(method: str) -> list[str]:
 
 
 class _Params:
-    """Parameter counts per model, read once from the model folders here (``lookup``); without ``lookup`` (results
-    alone: a bundle) none, so only the work records' own ``parameters`` price them, wherever they are read."""
+    """Parameter counts per model, read once from the model folders here (none on results alone: ``lookup``)."""
 
     def __init__(self, lookup: bool = True) -> None:
         self.lookup = lookup

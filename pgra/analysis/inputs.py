@@ -125,8 +125,7 @@ class ExperimentRuns:
         return self.records(task, folder, split)
 
     def other_rerankers(self) -> list[tuple[str, str, str]]:
-        """``(reranker, stage, method)`` of each reranked stage of the grid besides the prompt-guided one (``mmr``,
-        ``reranked-mmr``, ``fid_mmr``: the first method that reads it), in method order."""
+        """``(reranker, stage, method)`` of each reranked stage besides the prompt-guided one, in method order."""
         from ..methods import get_method
 
         out: dict[str, tuple[str, str, str]] = {}

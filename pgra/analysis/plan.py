@@ -106,8 +106,7 @@ def _cached_share(main: Any, variant: Any, task: str, e: Estimate) -> Estimate:
 
 
 def rerank_work(runs: ExperimentRuns, reranks: list[tuple[str, str, bool, Any]], grid: Any) -> Work:
-    """Rerank runs outside any grid, each priced as the experiment's own reranking of its task (another LM's size
-    changes it: a rough guide), and the embedding cache its LM fills (:func:`rerank_cache`)."""
+    """Rerank runs outside any grid, priced as the experiment's own reranking, and their embedding caches."""
     own = {e.label: e for e in grid.stages}
     work = Work()
     for task, what, done, cfg in reranks:

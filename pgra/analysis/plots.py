@@ -69,8 +69,7 @@ def lines(path: Path, xs: dict[str, list[float]], ys: dict[str, list[float]], ti
 
 def interval_panels(path: Path, panels: dict[str, dict[str, list[tuple[float, float, float]]]], xlabels: list[str],
                     title: str, xlabel: str, ylabel: str) -> Path:
-    """Side-by-side panels sharing a categorical x axis (``xlabels``); in each, one line per series of
-    ``(value, low, high)`` points in [0, 1], drawn as percent with its interval as an error bar."""
+    """Panels sharing a categorical x axis, each a line per series of ``(value, low, high)`` as percent."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels) + 1.5, 3.6), sharey=True, squeeze=False)
     for ax, (name, series) in zip(axes[0], panels.items(), strict=True):
@@ -128,8 +127,7 @@ def reliability(path: Path, curves: dict[str, tuple[list[float], list[float], li
 
 def pareto(path: Path, points: list[tuple[str, float, float, bool]], title: str, xlabel: str,
            ylabel: str) -> Path:
-    """Score against cost, one labelled point per method (``(name, cost, score, dominated)``); the methods no
-    other beats on both are filled and joined by the frontier line, dominated ones hollow."""
+    """Score against cost, a labelled point per method; the frontier joined, dominated ones hollow."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.5))
     front = sorted((x, 100 * y) for _, x, y, d in points if not d)

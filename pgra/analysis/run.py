@@ -20,8 +20,7 @@ from .writer import Writer
 
 
 def analyze(cfg, ctx=None) -> ExperimentRuns:
-    """Run the configured analyses of the experiment ``cfg`` (an ``ExperimentConfig``) and write them; with
-    ``cfg.dry_run``, print what they would run and cost (:func:`pgra.analysis.plan.plan_lines`) and write nothing."""
+    """Run the configured analyses of ``cfg`` and write them (``cfg.dry_run``: print their plan instead)."""
     from ..runtime.distributed import init_distributed
 
     cfg = as_analyze_config(cfg)

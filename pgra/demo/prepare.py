@@ -30,8 +30,7 @@ def prepare_minilm(models_dir: Path, force: bool = False) -> bool:
 
 
 def convert_gguf(folder: Path, gguf_name: str, tmp: Path) -> dict[str, Any]:
-    """De-quantise ``folder/gguf_name`` (transformers' ``gguf_file``) into a safetensors model folder ``tmp``
-    that ``AutoModelForCausalLM.from_pretrained`` loads (fp32, with its tokenizer)."""
+    """De-quantise ``folder/gguf_name`` into a safetensors model folder ``tmp`` (fp32, with its tokenizer)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -104,8 +103,7 @@ def _describe_new_weights(model: Any, src: Path) -> str:
 
 
 def prepare_bert2bert(models_dir: Path, force: bool = False) -> bool:
-    """The demo reader's starting point: a bert2bert EncoderDecoderModel warm-started from MiniLM (the
-    decoder's cross-attention is new and randomly initialised, seed 0)."""
+    """The demo reader's start: a bert2bert model warm-started from MiniLM (new cross-attention, seed 0)."""
     src = models_dir / "minilm"
 
     def build(tmp: Path) -> dict[str, Any]:

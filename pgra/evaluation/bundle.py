@@ -181,8 +181,7 @@ def bundle_files(experiment: Path, only: CellFilter | None = None
 
 
 def analysis_files(experiment: Path) -> list[Path]:
-    """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` (relative paths): the results, not the
-    runs below them, nor a figure ``analysis.json`` does not name; whether they are stale is the caller's to ask."""
+    """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` that ``analysis.json`` names."""
     folder = experiment / ANALYSIS_DIR
     if not (folder / "analysis.json").is_file() or folder.is_symlink():
         return []

@@ -42,8 +42,7 @@ class CellResult:
 
 
 def source_cells(directory: str | Path, split: str = "test", bundle: bool = False) -> list[CellResult]:
-    """Every finished cell under ``directory`` (a bundle when ``bundle``) with its predictions on ``split``, its
-    results recomputed from files checked against its record (:func:`~pgra.results.predictions.checked_cell_results`)."""
+    """Every finished cell under ``directory`` with its predictions on ``split``, checked against its record."""
     directory = Path(directory)
     if not (paths := sorted(directory.glob(CELL_GLOB))):
         raise InputError(f"no finished cells ({CELL_GLOB}) under {directory}: run `pgra experiment` first",

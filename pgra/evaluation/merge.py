@@ -146,8 +146,7 @@ def _manifest_difference(a: Path, b: Path) -> tuple[str, Any, Any] | None:
 
 
 def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[list[CellResult], dict[str, Any]]:
-    """The finished cells of every source (experiment folders and bundles) as one list, checked as the module
-    says, and what was merged: ``{"sources": [{"path", "bundle", "cells"}], "duplicates": [...]}``."""
+    """The finished cells of every source as one list, checked as the module says, and what was merged."""
     if not sources:
         raise InputError("no experiment folder or bundle given", field="directory")
     paths = [Path(s) for s in sources]

@@ -35,8 +35,7 @@ def _order(names: list[str], preferred: list[str]) -> list[str]:
 
 
 def _train_inputs_note(tasks: list[str], summary: dict[str, dict[str, Any]]) -> str | None:
-    """The note on the training inputs of the methods that train, per task, flagging a task whose methods trained
-    on different numbers of inputs; None when no cell recorded them."""
+    """The note on the training inputs of the methods that train, per task (None when none recorded)."""
     parts, differ = [], []
     for t in tasks:
         counts = {m: s[t]["train_inputs"] for m, s in summary.items() if s.get(t, {}).get("train_inputs")}
@@ -62,8 +61,7 @@ def _train_inputs_note(tasks: list[str], summary: dict[str, dict[str, Any]]) -> 
 
 def build_report(directory: str | Path | Sequence[str | Path], reference: str = "fid", split: str = "test",
                  n_resamples: int = 10000, seed: int = 0, min_inputs: int = MIN_TEST_INPUTS) -> dict[str, Any]:
-    """The report's content (rows, summary, significance tests) over the cells of one or several experiment folders
-    or bundles, merged (:func:`pgra.evaluation.merge.merged_cells`)."""
+    """The report's content (rows, summary, tests) over the cells of one or several folders or bundles, merged."""
     from ..methods import METHODS
     from ..runtime.environment import cells_environment
     from ..tasks import task_names
@@ -195,8 +193,7 @@ def _resolution(res) -> dict[str, Any]:
 
 
 def _adjust_holm(tests: dict[str, dict[str, Any]], tasks: list[str]) -> None:
-    """Add Holm-adjusted p-values to every per-task test: ``p_holm_task`` (family: one task's methods) and
-    ``p_holm_all`` (family: every task x method of the table); the averages over tasks are no member."""
+    """Add Holm-adjusted p-values to every per-task test: per task (``p_holm_task``) and table (``p_holm_all``)."""
     from .resolution import holm
 
     def adjust(members: list[tuple[str, str]], field: str) -> None:
@@ -491,8 +488,7 @@ def _older_report(path: Path) -> bool:
 
 
 def figure_index(directory: Path) -> str:
-    """The ``## Figures`` section linking what ``pgra analyze`` wrote (empty before any analysis): the files its
-    index names (:func:`~pgra.evaluation.page.analysis_figures`), their titles and captions as plain text."""
+    """The ``## Figures`` section linking what ``pgra analyze`` wrote (empty before any analysis)."""
     from .page import analysis_figures
 
     found = analysis_figures(directory)

@@ -116,8 +116,7 @@ def _smallest(fits: Callable[[int], bool], first: float) -> int | None:
 
 def _needed(effect: float, fixed: float, scale: float, mde_at: Callable[[int], float], alpha: float,
             power: float) -> int | None:
-    """The smallest n with ``mde_at(n) <= effect``, where the variance is ``fixed + scale / n``; None when the
-    ``fixed`` term alone reaches the effect (or comes within a rounding error of it)."""
+    """The smallest n with ``mde_at(n) <= effect`` (variance ``fixed + scale / n``); None: none suffices."""
     room = (effect / _z_sum(alpha, power)) ** 2 - fixed  # what the term in n may take of the variance
     if room < 0 or (room == 0 and scale > 0):
         return None
@@ -127,8 +126,7 @@ def _needed(effect: float, fixed: float, scale: float, mde_at: Callable[[int], f
 def inputs_needed(effect: float, n_seeds: int, disagreement: float = DEFAULT_DISAGREEMENT,
                   seed_std: float = DEFAULT_SEED_STD, alpha: float = DEFAULT_ALPHA,
                   power: float = DEFAULT_POWER) -> int | None:
-    """The fewest test inputs whose planned MDE (:func:`planned_se`, :func:`minimum_detectable_effect`) at
-    ``n_seeds`` seeds is at most ``effect``; None when no number of inputs suffices."""
+    """The fewest test inputs whose planned MDE at ``n_seeds`` is at most ``effect`` (None: none suffices)."""
     _check_effect(effect)
     _check_count(n_seeds, "n_seeds")
     _check_plan(disagreement, seed_std)

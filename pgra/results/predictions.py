@@ -70,8 +70,7 @@ _LINE_FIELDS = {
 
 
 def read_predictions(path: str | Path, task: TaskSpec | None = None) -> list[dict[str, Any]]:
-    """The lines of a predictions file, each checked for the schema's fields and their types (and the task's
-    labels): a field of another type is an InputError naming the file, the line and the field."""
+    """The lines of a predictions file, each field and label checked (an InputError names file, line, field)."""
     path = Path(path)
     lines = []
     for line_no, rec in iter_jsonl(path):

@@ -267,8 +267,7 @@ def _settings(spec: dict[str, Any], cfg: dict[str, Any], rerank_config: dict[str
 
 
 def _load_hint(spec: dict[str, Any], cli: bool = False) -> str:
-    """What ``Pipeline.load`` (``cli``: ``pgra predict``) needs beside the folder on another machine: the parts the
-    export did not copy."""
+    """What ``Pipeline.load`` (``cli``: ``pgra predict``) needs elsewhere: the parts the export did not copy."""
     ix, r = spec["index"], spec["reranked"]
     need = []
     if ix and not ix["copied"]:
@@ -282,8 +281,7 @@ def _load_hint(spec: dict[str, Any], cli: bool = False) -> str:
 
 
 def _read_metrics(path: Path) -> dict[str, Any]:
-    """The run's ``metrics.json``, checked where the model card reads it: a metric name, and results per split
-    whose metric values are numbers (an InputError names the file and the field)."""
+    """The run's ``metrics.json``, checked where the model card reads it (an InputError names the field)."""
     metrics = read_json_object(path)
     if not isinstance(metrics.get("metric", ""), str):
         raise InputError(f"must be a metric name, got {shorten(metrics['metric'])} {REDO}", path=path,
@@ -305,8 +303,7 @@ def _check_results(path: Path, results: Any, metric: str | None) -> None:
 
 
 def _seed_results(run: Path, metric: str, metrics: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
-    """(seed, results) of this run and of its experiment's sibling seeds (``<method>/seed-<n>/cell.json``, each
-    checked: a hand-edited one is an InputError naming it and its field, not a card with a hole in it)."""
+    """(seed, results) of this run and of its sibling seeds' cells, each checked."""
     from ..results.predictions import read_cell
 
     cells = sorted(run.parent.glob("seed-*/cell.json")) if run.name.startswith("seed-") else []

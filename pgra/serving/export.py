@@ -317,8 +317,7 @@ NAME_KEYS = ("_name_or_path", "name_or_path")  # where transformers notes the fo
 
 
 def _portable_json_files(folder: Path) -> None:
-    """Make the JSON files under ``folder`` :func:`portable` in place: pgra's own records whole (not the files a
-    manifest hashes), a model's ``*config.json`` only its ``_name_or_path``; nothing else (a vocabulary is no path)."""
+    """Make pgra's own JSON records under ``folder`` :func:`portable`, and models' ``*config.json`` names."""
     recorded: set[Path] = set()
     for manifest in folder.rglob(MANIFEST):
         files = read_json_object(manifest).get("files")
