@@ -55,15 +55,11 @@ class Work:
         return said
 
 
-def _is_reader(method: str) -> bool:
+def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
+    """A variant grid's stages and cells still to run and their cost (none when all are the experiment's)."""
     from ..methods import get_method
     from ..methods.reader_method import ReaderMethod
 
-    return issubclass(get_method(method), ReaderMethod)
-
-
-def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
-    """A variant grid's stages and cells still to run and their cost (none when all are the experiment's)."""
     main = runs.experiment
     planned = variant.plan()
     if is_experiment(runs, variant):
@@ -77,7 +73,7 @@ def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
     index = Path(variant.cfg.index.out)
     own = index != Path(main.cfg.index.out)
     disk = plan.disk  # less what is the experiment's: its index, candidates and (the same LM's) embedding cache
-    return Work(stages=len(stages), cells=len(todo), readers=sum(_is_reader(c.method) for c in todo),
+    return Work(stages=len(stages), cells=len(todo), readers=sum(issubclass(get_method(c.method), ReaderMethod) for c in todo),
                 indexes=int(own and not (index / MANIFEST).exists()),
                 estimates=[_cached_share(main, variant, names[e.label], e) for e in plan.stages if e.label in names]
                 + [e for e in plan.cells if e.source != "done"],

@@ -340,40 +340,19 @@ def _results_table(report: dict[str, Any]) -> list[str]:
     tasks, summary = report["tasks"], report["summary"]
     metrics = {t: next(summary[m][t]["metric"] for m in summary if t in summary[m]) for t in tasks}
     header = ["method", *[f"{t} ({'MCC' if metrics[t] == 'mcc' else metrics[t]})" for t in tasks], "avg"]
-    lines = md_table(header, [])
-    flagged = deterministic = below = False
-    for method in report["methods"]:
-        cells = []
-        for t in tasks:
-            s = summary[method].get(t)
-            if s is None:
-                cells.append("–")
-                continue
-            if s.get("seed_independent"):
-                deterministic = True
-                text = f"{_pct(s['mean'])} {DETERMINISTIC}"
-            else:
-                text = f"{_pct(s['mean'])} ± {_pct(s['std'])} ({s['n']})"
-            if s.get(BELOW_FLOOR_KEY):
-                below = True
-                text += f" {BELOW_FLOOR}"
-            if s["still_improving"]:
-                flagged = True
-                text += f" {STILL_IMPROVING}" + ("" if s["still_improving"] == s["n"] else
-                                                 f"{s['still_improving']}/{s['n']}")
-            cells.append(text)
-        avg = summary[method].get("average")
-        cells.append(_pct(avg["mean"]) if avg else "–")
-        lines.append(md_row([method, *cells]))
+    rows = [[m, *(_mean_cell(summary[m].get(t)) for t in tasks),
+             _pct(avg["mean"]) if (avg := summary[m].get("average")) else "–"] for m in report["methods"]]
+    lines = md_table(header, rows)
+    shown = [s for m in report["methods"] for t in tasks if (s := summary[m].get(t))]
     notes = []
-    if deterministic:
+    if any(s.get("seed_independent") for s in shown):
         notes.append(f"{DETERMINISTIC} deterministic: the seed cannot change this method's predictions, so it ran "
                      "once per task (no spread over seeds); significance tests pair that run with every seed of "
                      "the other method.")
-    if below:
+    if any(s.get(BELOW_FLOOR_KEY) for s in shown):
         notes.append(f"{BELOW_FLOOR} below the linear probe on frozen embeddings ({FLOOR_METHOD}): the reader is "
                      "under-trained or the task's signal is in the sentence embedding alone.")
-    if flagged:
+    if any(s["still_improving"] for s in shown):
         notes.append(f"{STILL_IMPROVING} the run's best dev score came at its last evaluation: still improving, more "
                      "steps would change the number (k/n: k of n seeds).")
     if trained := _train_inputs_note(tasks, summary):
@@ -384,6 +363,18 @@ def _results_table(report: dict[str, Any]) -> list[str]:
     for note in notes:
         lines += ["", note]
     return lines
+
+
+def _mean_cell(s: dict[str, Any] | None) -> str:
+    """A results-table cell: mean ± std (seeds), or the one run of a seed-independent method, with its marks."""
+    if s is None:
+        return "–"
+    text = f"{_pct(s['mean'])} {DETERMINISTIC}" if s.get("seed_independent") else \
+        f"{_pct(s['mean'])} ± {_pct(s['std'])} ({s['n']})"
+    text += f" {BELOW_FLOOR}" if s.get(BELOW_FLOOR_KEY) else ""
+    if s["still_improving"]:
+        text += f" {STILL_IMPROVING}" + ("" if s["still_improving"] == s["n"] else f"{s['still_improving']}/{s['n']}")
+    return text
 
 
 def _differences_table(report: dict[str, Any]) -> list[str]:

@@ -218,16 +218,10 @@ def _folder_to_copy(where: Any, field: str, what: str) -> Path:
         raise InputError(f"{what} {shorten(str(where))} is not a folder on this machine (a hub id, or moved?): it "
                          "cannot be copied; export without this option", field=field)
     path = path.resolve()
-    check_no_links_out(path, _links_may_reach(path), field=field)
+    # a Hugging Face cache snapshot (models--ORG--NAME/snapshots/REV) links to ../../blobs/: its links may reach there
+    snapshot = path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--")
+    check_no_links_out(path, path.parent.parent if snapshot else path, field=field)
     return path
-
-
-def _links_may_reach(folder: Path) -> Path:
-    """Where links inside ``folder`` may point: the folder itself, or, for a snapshot in the Hugging Face cache
-    (``models--ORG--NAME/snapshots/REV``, whose files are links to ``../../blobs/``), that model's cache folder."""
-    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
-        return folder.parent.parent
-    return folder
 
 
 def _write(out: Path, plan: _Plan) -> None:
