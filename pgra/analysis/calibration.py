@@ -34,8 +34,7 @@ def confidence_pairs(lines: list[dict[str, Any]]) -> list[tuple[float, bool, flo
     """Per prediction line with scores: (confidence, prediction is gold, Brier term)."""
     out = []
     for line in lines:
-        p = _probabilities(line)
-        if p is None:
+        if (p := _probabilities(line)) is None:
             continue
         gold, pred = str(line["label"]), str(line["prediction"])
         brier = sum((q - (label == gold)) ** 2 for label, q in p.items()) + (0.0 if gold in p else 1.0)

@@ -60,8 +60,7 @@ def _evidence(runs: ExperimentRuns, task: str, method: str, line: dict[str, Any]
         data = runs.experiment.method(task, method).data_dir
         ctxs = {str(c["id"]): c for c in runs.records(task, data)[str(line["id"])].get("ctxs", [])}
         for i in line["evidence"][:top]:
-            c = ctxs.get(str(i))
-            if c is None:
+            if (c := ctxs.get(str(i))) is None:
                 items.append(f"#{i}")
                 continue
             where = f"p={c['score']:.3f}, first-stage rank {c['retrieval_rank']}" if "retrieval_rank" in c \

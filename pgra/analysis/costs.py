@@ -41,8 +41,7 @@ def _stage_cost(folder: Path) -> dict[str, Any] | None:
 
 def checked_cost(record: Any, path: Path, field: str = "", timed: bool = False) -> dict[str, Any]:
     """``record`` when it is a readable cost record, else an InputError naming ``path`` and the field."""
-    problem = cost_problem(record, timed)
-    if problem is not None:
+    if (problem := cost_problem(record, timed)) is not None:
         where = ".".join(p for p in (field, problem[0]) if p)
         raise InputError(f"{problem[1]} (edited by hand?)", path=path, field=where or None)
     return record

@@ -88,8 +88,7 @@ class ExperimentRuns:
         return [s for s in self.experiment.seeds(task, method) if self.cell(task, method, s) is not None]
 
     def require_cell(self, task: str, method: str, seed: int, why: str) -> Path:
-        directory = self.cell(task, method, seed)
-        if directory is None:
+        if (directory := self.cell(task, method, seed)) is None:
             raise InputError(f"{why} needs {self.missing_cell(task, method, seed)}", field="methods")
         return directory
 

@@ -181,15 +181,9 @@ def _recorded_options(cells: list[Any], analyses: list[str], split: str) -> Any:
 def _ordered(cells: list[Any], name: str) -> list[str]:
     """The cells' tasks or methods (``name``) in the order their runs' configs list them, then any other."""
     have = {c.task if name == "tasks" else c.method for c in cells}
-    order: dict[str, None] = {}
-    for c in cells:
-        listed = (c.record.get("config") or {}).get(name)
-        for item in listed if isinstance(listed, list) else []:
-            if item in have:
-                order.setdefault(str(item))
-    for item in sorted(have - set(order)):
-        order.setdefault(item)
-    return list(order)
+    configs = [(c.record.get("config") or {}).get(name) for c in cells]
+    listed = [str(i) for items in configs if isinstance(items, list) for i in items if i in have]
+    return list(dict.fromkeys(listed + sorted(have - set(listed))))
 
 
 def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:

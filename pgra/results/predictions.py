@@ -172,8 +172,7 @@ def read_cell(path: str | Path) -> dict[str, Any]:
     record = read_json_object(path)
     redo = f"(edited by hand? re-run the cell: delete {path.parent} and run the experiment again)"
     for name in CELL_FIELDS:
-        problem = _cell_field_error(record, name)
-        if problem is not None:
+        if (problem := _cell_field_error(record, name)) is not None:
             raise InputError(f"{problem} {redo}", path=path, field=name)
     spec = record.get("task_spec")
     if isinstance(spec, dict) and spec.get("metric", record["metric"]) != record["metric"]:

@@ -43,8 +43,7 @@ def checkout() -> Path | None:
 
 def wheel() -> tuple[str, bytes]:
     """The running pgra's wheel (file name, bytes), built from a copy of :func:`checkout`, or a WheelError."""
-    root = checkout()
-    if root is None:
+    if (root := checkout()) is None:
         raise WheelError("this pgra does not run from a checkout (it was installed from a wheel or an archive)")
     try:
         h = hashlib.sha256()
