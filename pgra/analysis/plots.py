@@ -51,14 +51,13 @@ def grouped_bars(path: Path, groups: list[str], series: dict[str, list[float]], 
 
 
 def lines(path: Path, xs: dict[str, list[float]], ys: dict[str, list[float]], title: str, xlabel: str,
-          ylabel: str, errors: dict[str, list[float]] | None = None, percent: bool = True) -> Path:
-    """One line (with error bars) per series against its x values."""
+          ylabel: str, errors: dict[str, list[float]] | None = None) -> Path:
+    """One line (with error bars) per series against its x values (fractions shown as percent)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    scale = 100.0 if percent else 1.0
     for name in ys:
-        err = [e * scale for e in errors[name]] if errors and name in errors else None
-        ax.errorbar(xs[name], [y * scale for y in ys[name]], yerr=err, marker="o", capsize=3, label=name)
+        err = [e * 100.0 for e in errors[name]] if errors and name in errors else None
+        ax.errorbar(xs[name], [y * 100.0 for y in ys[name]], yerr=err, marker="o", capsize=3, label=name)
     all_x = sorted({x for v in xs.values() for x in v})
     ax.set_xticks(all_x)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)

@@ -290,8 +290,7 @@ def _format_diagnostics(report: dict[str, Any]) -> list[str]:
              "often the prediction is their majority label (a tie counts when the prediction is one of the tied "
              "labels: a balanced prompt such as PGRA's ties them all), how often the gold label is among them; "
              "and the LM inputs and tokens the method ran (Skill-KNN's rewrites and PGRA's reranking included; "
-             "cached work counts what it cost when made, except reranking, which counts what its stage ran).", "",
-             ""]
+             "cached work counts what it cost when made, except reranking, which counts what its stage ran).", ""]
 
     def cells(e: dict[str, Any]) -> list[str]:
         d = e.get("demonstrations")
