@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import IncompleteArtifactError
-from ..core.markdown import md_row, md_table, md_text
+from ..core.markdown import md_table, md_text
 from ..results.metrics import mean_std
 from ..results.predictions import cell_task, inputs_fingerprint
 from ..storage.artifacts import read_json, write_json, write_text
@@ -379,7 +379,7 @@ def _mean_cell(s: dict[str, Any] | None) -> str:
 def _differences_table(report: dict[str, Any]) -> list[str]:
     """Each method's difference from the reference with its p-value (or, on too few inputs, its interval)."""
     tasks, tests, ref, b = report["tasks"], report["significance"], report["reference"], report["bootstrap"]
-    min_inputs, few = report.get("min_inputs", MIN_TEST_INPUTS), False
+    min_inputs = report.get("min_inputs", MIN_TEST_INPUTS)
     lines = ["", f"## Difference from {ref} (percentage points) and p-value",
              "", f"Paired bootstrap over the shared {report['split']} inputs and seeds ({b['n_resamples']} "
              "resamples, two-sided; the smallest p a bootstrap of B resamples gives is 1/(B+1), printed as a bound); "
@@ -387,29 +387,24 @@ def _differences_table(report: dict[str, Any]) -> list[str]:
              "has each task's family); * Holm-adjusted p < 0.05 (the average over tasks, no member of the "
              f"family: its own p < 0.05), the rule of every table of the docs; {BELOW_RESOLUTION} the difference is "
              "smaller than the minimum detectable effect (next table): the grid had less than 80% power to find a true "
-             "difference of this size, so a gap this small says little either way, starred or not.", "",
-             *md_table(["method", *tasks, "avg"], [])]
-    for method in report["methods"]:
-        if method == ref:
-            lines.append(md_row([method, *("reference" for _ in tasks), "reference"]))
-            continue
-        row = tests.get(method, {})
-        cells = []
-        for t in [*tasks, "average"]:
-            r = row.get(t)
-            if r is None:
-                cells.append("–")
-                continue
-            below = f" {BELOW_RESOLUTION}" if r.get("below_resolution") else ""
-            if r.get("inputs", min_inputs) < min_inputs:  # too few inputs for a p-value: the interval only
-                few = True
-                lo, hi = (100 * x for x in r["ci"])
-                cells.append(f"{100 * r['delta']:+.1f} [{lo:+.1f}, {hi:+.1f}] (n={r['inputs']}){below}")
-                continue
-            star = "*" if r.get("p_holm_all", r["p_value"]) < 0.05 else ""
-            holm = f", Holm {p_text(r['p_holm_all'], b['n_resamples']).lstrip('=')}" if "p_holm_all" in r else ""
-            cells.append(f"{100 * r['delta']:+.1f} (p{p_text(r['p_value'], b['n_resamples'])}{holm}){star}{below}")
-        lines.append(md_row([method, *cells]))
+             "difference of this size, so a gap this small says little either way, starred or not.", ""]
+
+    def cell(r: dict[str, Any] | None) -> str:
+        if r is None:
+            return "–"
+        below = f" {BELOW_RESOLUTION}" if r.get("below_resolution") else ""
+        if r.get("inputs", min_inputs) < min_inputs:  # too few inputs for a p-value: the interval only
+            lo, hi = (100 * x for x in r["ci"])
+            return f"{100 * r['delta']:+.1f} [{lo:+.1f}, {hi:+.1f}] (n={r['inputs']}){below}"
+        star = "*" if r.get("p_holm_all", r["p_value"]) < 0.05 else ""
+        holm = f", Holm {p_text(r['p_holm_all'], b['n_resamples']).lstrip('=')}" if "p_holm_all" in r else ""
+        return f"{100 * r['delta']:+.1f} (p{p_text(r['p_value'], b['n_resamples'])}{holm}){star}{below}"
+
+    columns = [*tasks, "average"]
+    lines += md_table(["method", *tasks, "avg"], ([m, *(["reference"] * len(columns) if m == ref else
+                                                        [cell(tests.get(m, {}).get(t)) for t in columns])]
+                                                  for m in report["methods"]))
+    few = any(r.get("inputs", min_inputs) < min_inputs for m, row in tests.items() if m != ref for r in row.values())
     if few:
         lines += ["", f"[low, high] (n=N): fewer than {min_inputs} shared test inputs, too few for a p-value "
                       "(a bootstrap over so few inputs has few distinct resamples): the 95% interval of the "

@@ -126,13 +126,9 @@ def format_comparison(report: dict[str, Any]) -> list[str]:
     columns = tasks + (["average"] if any("average" in per for per in comp["cells"].values()) else [])
     lines += ["Each cell: ours − published, in points (the published value); "
               f"{OUTSIDE} outside the tolerance.", "", *md_table(["method", *columns], [])]
-    for method in [m for m in report["methods"] if m in comp["cells"]]:
-        row = []
-        for t in columns:
-            c = comp["cells"][method].get(t)
-            row.append("–" if c is None else
-                       f"{c['difference']:+.1f} ({c['paper']:.1f}){' ' + OUTSIDE if c['outside'] else ''}")
-        lines.append(md_row([method, *row]))
+    lines += [md_row([m, *("–" if (c := comp["cells"][m].get(t)) is None else
+                           f"{c['difference']:+.1f} ({c['paper']:.1f}){' ' + OUTSIDE if c['outside'] else ''}"
+                           for t in columns)]) for m in report["methods"] if m in comp["cells"]]
     verdict = comp.get("verdicts") or verdicts(comp["cells"])
     if any(v is not None for v in verdict.values()):
         lines.append(md_row(["**reproduced**", *(VERDICT.get(verdict.get(t), "–") for t in columns)]))
