@@ -148,8 +148,7 @@ def _lm_name(lm: str) -> str:
 
 
 def _extra_rerank(runs: ExperimentRuns, task: str, lm: str, top: int = 0) -> tuple[Any, Path, str]:
-    """The experiment's reranking of ``task`` with another LM: its config, folder and reuse key. ``top``: rank and
-    keep the first ``top`` candidates of the analysed split (the controls table's; no corpus pass)."""
+    """Config, folder and reuse key of ``task``'s reranking with ``lm`` (``top``: of the first ``top`` only)."""
     exp = runs.experiment
     cfg = replace(exp.rerank_config(task), lm=lm,
                   out=str(runs.out / runs.task_name(task) / f"rerank-{_lm_name(lm)}"))
@@ -254,8 +253,7 @@ def control_lms(runs: ExperimentRuns, task: str) -> list[str]:
 
 
 def control_points(runs: ExperimentRuns, task: str, planning: bool = False) -> tuple[list[int], list[int]]:
-    """The controls table's ks and ds for ``task`` (both empty: no table). A k beyond the candidates' retrieve.k is
-    an InputError (``planning``: the config's retrieve.k before the candidates exist)."""
+    """The controls table's ks and ds for ``task`` (both empty: no table); a k beyond retrieve.k refused."""
     cfg = runs.cfg.analysis.consistency
     if not cfg.k and not cfg.d:
         return [], []
@@ -318,8 +316,7 @@ CONTROLS = (("reranker", "reranker's top d"), ("first", "first stage's top d (Fi
 
 
 def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, Path]) -> list[dict[str, Any]]:
-    """The controls table's rows of ``task``, one per reranker LM (``ranked``: its folder), k and d: each source's
-    share with its 95% bootstrap interval, and the reranker's paired difference from the floor with its p-value."""
+    """The controls table's rows of ``task`` per reranker LM, k and d: shares with intervals, tested gains."""
     from ..evaluation.significance import input_weights, share_bootstrap
 
     cfg = runs.cfg.analysis.consistency

@@ -61,8 +61,7 @@ def _corpus_pass(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
 
 
 def borrowed_pass(runs: ExperimentRuns, task: str, stages: list[str]) -> tuple[str, dict[str, Any]] | None:
-    """The whole-corpus pass one of ``stages`` read from the cache another stage of the task filled first (the first
-    to run records it): ``(that stage, a cost record of the pass alone)``; None when they ran their own, or none."""
+    """``(stage, cost record)`` of a corpus pass one of ``stages`` read from another stage's cache; else None."""
     for stage in stages:
         folder = runs.stage_dir(task, stage)
         mine = _corpus_pass(folder)

@@ -82,8 +82,7 @@ def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
 
 
 def _cached_share(main: Any, variant: Any, task: str, e: Estimate) -> Estimate:
-    """``e`` of a sweep point's reranking priced at the share of its k beyond the experiment's (the shared cache
-    holds the rest); ``e`` itself for any other stage, or per-query demonstrations."""
+    """``e`` of a sweep point's reranking priced at its k beyond the experiment's (the cache holds the rest)."""
     from ..selection import STRATEGIES
 
     if variant.candidates_from is not main or not e.label.endswith("/reranked") or e.seconds is None:

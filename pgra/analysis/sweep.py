@@ -66,8 +66,7 @@ class SweepPoint:
 
 
 def sweep_plan(runs: ExperimentRuns, planning: bool = False) -> list[SweepPoint]:
-    """Every task's points, largest k first, each a PGRA-only variant of the experiment (nothing runs); the largest
-    k is the candidates' (an InputError without them, unless ``planning``: then the config's)."""
+    """Every task's points, largest k first, each a PGRA-only variant config (``planning``: before candidates)."""
     cfg = runs.cfg
     if "pgra" not in cfg.methods:
         raise InputError("the k and d sweeps vary PGRA: add pgra to methods", field="methods")

@@ -73,8 +73,7 @@ def prepare_smollm2(models_dir: Path, force: bool = False) -> bool:
 
 
 def new_weights(module: Any, checkpoint: Path, prefix: str = "") -> list[str]:
-    """Parameters of ``module`` that ``checkpoint`` (a safetensors file) has no tensor for (``bert.x`` found as
-    ``bert.x`` or, with ``prefix`` ``bert.``, ``x``; tied parameters once)."""
+    """Parameters of ``module`` that the safetensors ``checkpoint`` has no tensor for (``prefix`` stripped too)."""
     from safetensors import safe_open
 
     with safe_open(str(checkpoint), framework="pt") as f:

@@ -51,8 +51,7 @@ def is_bundle(folder: str | Path) -> bool:
 
 
 def verify_bundle(folder: str | Path) -> dict[str, Any]:
-    """The bundle's manifest, after checking it as untrusted input: a known ``format``, no link, every listed file
-    whole (size and SHA-256), nothing unlisted in a task's folder."""
+    """The bundle's manifest, after checking the bundle whole as untrusted input."""
     folder = Path(folder)
     found = _bundle_files(folder)  # first: the manifest's own checks look at the files it lists
     manifest = read_manifest(folder, KIND)
@@ -97,8 +96,7 @@ def _check_format(folder: Path, value: Any) -> None:
 
 
 def _bundle_files(folder: Path) -> set[str]:
-    """Every file in the bundle (relative POSIX paths), found without following a link: a link, or anything but
-    files and folders (a FIFO would hang its reader), is refused by name."""
+    """Every file in the bundle (relative POSIX paths); a link or a FIFO is refused by name."""
     found: set[str] = set()
     for top, dirs, names in os.walk(folder):
         for name in [*dirs, *names]:

@@ -38,8 +38,7 @@ def _inside(directory: Path, expected: Path, recorded: str | Path) -> Path:
 
 
 def _data_folder(directory: Path, task: str, data: Any, roots: list[Path]) -> Path | None:
-    """The data folder a cell records having read: the report's own copy, or the one recorded where it lies inside
-    the report's folder or a source (a cell's record never leads the page elsewhere on this machine)."""
+    """The data folder a cell read, when it lies inside the report's folder or a source (else None)."""
     recorded = data.get("folder") if isinstance(data, dict) else None
     if not isinstance(recorded, str) or not SAFE_NAME.fullmatch(Path(recorded).name):
         return None

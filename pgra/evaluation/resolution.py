@@ -159,8 +159,7 @@ def plan_resolution(n_inputs: int, n_seeds: int, effect: float = PAPER_GAIN,
 
 
 def resolution_lines(plans: dict[str, dict[str, Any] | str]) -> list[str]:
-    """The dry run's "Resolution" section: per task, its :func:`plan_resolution` (with an optional ``note``), or a
-    string: why it has none. The header states the first plan's assumptions (a dry run's plans share them)."""
+    """The dry run's "Resolution" section: per task its :func:`plan_resolution`, or why it has none."""
     first = next((p for p in plans.values() if isinstance(p, dict)), None)
     if first is None:
         return ["Resolution:"] + [f"  {task}: {why}" for task, why in plans.items()]

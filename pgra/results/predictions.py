@@ -192,8 +192,7 @@ def cell_task(record: dict[str, Any], source: str = "<config>") -> TaskSpec:
 
 def checked_cell_results(cell: Path, record: dict[str, Any], task: TaskSpec
                          ) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
-    """A finished cell's results per split, recomputed from the predictions files beside ``cell``, and their lines;
-    a file whose SHA-256 (or, for an older cell, results) differs from what the cell recorded is refused."""
+    """A finished cell's results per split, recomputed from its checked predictions files, and their lines."""
     recorded_sha = record.get(PREDICTIONS_SHA256) or {}
     results: dict[str, dict[str, Any]] = {}
     lines_of: dict[str, list[dict[str, Any]]] = {}

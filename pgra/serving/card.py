@@ -191,8 +191,7 @@ def _card_use(spec: dict[str, Any], name: str) -> list[str]:
 
 
 def _kind(spec: dict[str, Any]) -> tuple[str, str]:
-    """The exported run's kind as the card names it (``PGRA``, ``PGRA (whole corpus)``, ``FiD + <reranker>``,
-    ``FiD``, ``no-retrieval``) and its second stage's title (empty: none)."""
+    """The exported run's kind as the card names it (``PGRA``, ``FiD + <reranker>``, ...) and its stage's title."""
     if not (r := spec["reranked"]):
         return ("FiD" if spec["n_passages"] else "no-retrieval"), ""
     from ..rerank.stage import FULL_SEARCH_KIND

@@ -57,8 +57,7 @@ def wheel() -> tuple[str, bytes]:
 
 
 def _sources(root: Path) -> Iterator[Path]:
-    """The files of :data:`SOURCES` under ``root`` that git tracks when ``root`` is a git checkout (a file a user
-    left in pgra/ is not shipped), else every one (no ``__pycache__``); never a link; in a fixed order."""
+    """The files of :data:`SOURCES` under ``root`` (those git tracks, in a checkout), never a link, in order."""
     tracked = _tracked(root)
     for name in SOURCES:
         path = root / name

@@ -27,8 +27,7 @@ def _walk(top: Path) -> Iterator[Path]:
 
 
 def check_no_links_out(top: str | Path, root: str | Path | None = None, field: str = FIELD) -> None:
-    """Refuse (naming the first) a link at or under ``top`` that is not to a regular file inside ``root`` (default
-    ``top``), and an entry that is neither a file nor a folder: nothing else than ``root``'s files leaves."""
+    """Refuse a link under ``top`` that is not to a file inside ``root``, and anything not a file or folder."""
     top = Path(top)
     root = Path(root if root is not None else top).resolve()
     for path in _walk(top):
@@ -105,8 +104,7 @@ def looks_like_repo(name: str) -> bool:
 
 
 def export_folder(name: str | Path, field: str = "run") -> Path:
-    """The local folder of the export ``name``: itself, or a Hub repository id downloaded (offline: the cache's
-    copy); one that cannot be had or holds no ``export.json`` is an InputError naming ``field``."""
+    """The local folder of the export ``name``: itself, or a Hub repository id downloaded (or cached)."""
     if isinstance(name, Path) or not looks_like_repo(str(name)):
         return Path(name)
     repo = str(name)
