@@ -14,10 +14,10 @@ from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_RESAMPLES, SEED_MAX, option
 from ..core.errors import InputError
 from ..experiment import CELL_FILE
 from ..experiment.grid import FULL_SEARCH
-from ..experiment.reuse import reuse_or_run
+from ..experiment.reuse import finished_with, reuse_or_run
 from ..rerank.base import reranker_class
 from ..results.predictions import read_cell
-from ..storage.artifacts import MANIFEST, read_json, write_json
+from ..storage.artifacts import MANIFEST, read_json, read_json_object, write_json
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .writer import Writer, pct
@@ -101,8 +101,6 @@ class CorpusLabels:
     txt corpus: evidence id = line number). The reranker never reads them: they only score consistency."""
 
     def __init__(self, sidecar: Path, task: str) -> None:
-        from ..storage.artifacts import read_json_object
-
         data = read_json_object(sidecar)
         if data.get("task") != task or not isinstance(data.get("labels"), list):
             raise InputError(f"labels the evidence of task '{data.get('task')}', not '{task}'", path=sidecar,
@@ -168,8 +166,6 @@ def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx, top: int = 0) 
 
 def extra_reranks(runs: ExperimentRuns) -> list[tuple[str, str, bool, Any]]:
     """``(task, what, done, rerank config)`` of each reranking with ``rerank_lms``, for ``--dry-run``."""
-    from ..experiment.reuse import finished_with
-
     planned = []
     for task in runs.cfg.tasks:
         top = max(control_points(runs, task, planning=True)[0], default=0)

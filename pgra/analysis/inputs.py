@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.errors import InputError
 from ..data.interchange import read_records
-from ..evaluation.bundle import ANALYSIS_DIR
+from ..evaluation.bundle import ANALYSIS_DIR, cell_idents
 from ..experiment import CELL_FILE, Experiment, cell_settings
 from ..methods import get_method
 from ..results.predictions import checked_cell_metric, read_predictions
@@ -48,8 +48,6 @@ class ExperimentRuns:
 
     def cell_idents(self) -> list[str]:
         """The finished cells the analyses read, recorded with their tables (a bundle leaves out stale ones)."""
-        from ..evaluation.bundle import cell_idents
-
         return cell_idents(self.root)
 
     def stage_dir(self, task: str, stage: str) -> Path:
@@ -125,8 +123,6 @@ class ExperimentRuns:
 
     def other_rerankers(self) -> list[tuple[str, str, str]]:
         """``(reranker, stage, method)`` of each reranked stage besides the prompt-guided one, in method order."""
-        from ..methods import get_method
-
         out: dict[str, tuple[str, str, str]] = {}
         for m in self.cfg.methods:  # from the methods alone: results without their experiment (a bundle) ask too
             cls = get_method(m)

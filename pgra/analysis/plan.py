@@ -7,9 +7,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ..experiment.estimate import Estimate, format_bytes, format_seconds, plan_costs
+from ..experiment.estimate import Estimate, format_bytes, format_seconds, plan_costs, task_inputs
 from ..storage.artifacts import MANIFEST
-from .base import Analysis
+from .base import ANALYSES, Analysis
 from .inputs import ExperimentRuns
 from .variants import is_experiment
 
@@ -120,7 +120,6 @@ def rerank_work(runs: ExperimentRuns, reranks: list[tuple[str, str, bool, Any]],
 def rerank_cache(runs: ExperimentRuns, task: str, cfg: Any) -> float:
     """The embedding cache a reranking of ``task`` with ``cfg`` fills (0 where unknown)."""
     from ..experiment.config import cell_settings
-    from ..experiment.estimate import task_inputs
     from ..methods import get_stage
     from ..rerank.prompt_guided.cost_model import cache_bytes, corpus_passed
     from ..retrieval.cost_model import corpus_lines
@@ -201,7 +200,6 @@ def disk_lines(work: Work, grid: Any) -> list[str]:
 def rerank_disk_lines(cfg: Any) -> list[str]:
     """:func:`disk_lines` of the rerankings the config's analyses choose (``pgra experiment --dry-run``)."""
     from ..experiment import Experiment
-    from .base import ANALYSES
     from .config import as_analyze_config
 
     if not cfg.analysis:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.errors import InputError
 from ..data.interchange import read_records, write_records
-from ..methods import load_run
+from ..methods import load_run, stage_kinds
 from ..results.predictions import score_lines
 from ..storage.artifacts import MANIFEST, read_manifest, sha256_text, verify_run, write_json
 from ..storage.ownership import claim_folder
@@ -29,8 +29,6 @@ def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None =
     if not data:  # the run's own folder must still hold what the run read
         check_run_data(run, folder, "re-run the experiment, or evaluate with --data pointing at a folder that "
                                     "holds the original")
-    from ..methods import stage_kinds  # every stage family registered
-
     manifest = read_manifest(folder, stage_kinds())
     task = predictor.task
     theirs = manifest.get("task", {})

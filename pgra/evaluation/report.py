@@ -13,9 +13,9 @@ from ..core.markdown import md_table, md_text
 from ..results.metrics import mean_std
 from ..results.predictions import cell_task, inputs_fingerprint
 from ..storage.artifacts import read_json, write_json, write_text
-from ..storage.ownership import record_files
+from ..storage.ownership import check_replaceable, read_record, record_files
 from .cells import REPORT_FILES, CellResult, drop_superseded
-from .resolution import DEFAULT_ALPHA, DEFAULT_POWER
+from .resolution import DEFAULT_ALPHA, DEFAULT_POWER, bootstrap_se, holm, minimum_detectable_effect
 
 STILL_IMPROVING = "↑"
 DETERMINISTIC = "(det.)"
@@ -183,8 +183,6 @@ def _significance(by: dict[tuple[str, str], list[CellResult]], specs: dict[str, 
 
 def _resolution(res) -> dict[str, Any]:
     """A comparison's minimum detectable effect (None under 2 resamples) and whether its difference is below it."""
-    from .resolution import bootstrap_se, minimum_detectable_effect
-
     if res.n_resamples < 2:
         return {"se": None, "mde": None, "below_resolution": None}
     se = bootstrap_se(res.replicates)
@@ -194,8 +192,6 @@ def _resolution(res) -> dict[str, Any]:
 
 def _adjust_holm(tests: dict[str, dict[str, Any]], tasks: list[str]) -> None:
     """Add Holm-adjusted p-values to every per-task test: per task (``p_holm_task``) and table (``p_holm_all``)."""
-    from .resolution import holm
-
     def adjust(members: list[tuple[str, str]], field: str) -> None:
         for (m, t), p in zip(members, holm([tests[m][t]["p_value"] for m, t in members]), strict=True):
             tests[m][t][field] = p
@@ -455,8 +451,6 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
 
 def check_report_files(directory: str | Path, field: str = "out") -> None:
     """Refuse when a report file in ``directory`` is not the one pgra last wrote there (edited by hand)."""
-    from ..storage.ownership import check_replaceable, read_record
-
     directory = Path(directory)
     if not (read_record(directory) or {}).get("files") and _older_report(directory / "results.json"):
         return

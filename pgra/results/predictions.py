@@ -10,10 +10,12 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from ..core.config import SEED_MAX, from_dict
 from ..core.errors import InputError, shorten
-from ..runtime.cost import finite_number
-from ..storage.artifacts import SAFE_NAME, iter_jsonl, sha256_file, sha256_text
-from ..tasks import TaskSpec
+from ..runtime.cost import cost_problem, finite_number
+from ..storage.artifacts import SAFE_NAME, iter_jsonl, read_json_object, sha256_file, sha256_text
+from ..tasks import TaskSpec, get_task
+from ..tasks.spec import METRICS
 from .metrics import compute_metric
 
 INVALID = "<invalid>"
@@ -118,9 +120,6 @@ PREDICTIONS_SHA256 = "predictions_sha256"
 
 def _cell_field_error(record: dict[str, Any], name: str) -> str | None:
     """What is wrong with field ``name`` of a cell record (None: it is fine, or absent and optional)."""
-    from ..core.config import SEED_MAX
-    from ..tasks.spec import METRICS
-
     value = record.get(name)
     if name in ("task", "method"):  # each names a folder of the experiment (and is shown in every report)
         ok = isinstance(value, str) and SAFE_NAME.fullmatch(value) is not None and len(value) <= 100
@@ -145,16 +144,12 @@ def _cell_field_error(record: dict[str, Any], name: str) -> str | None:
         ok = value is None or isinstance(value, dict)
         return None if ok else f"must be an object, got {shorten(value)}"
     if name in ("cost", "elapsed_s") and value is not None:  # what it spent (pgra.runtime.cost.metered), read by the analyses
-        from ..runtime.cost import cost_problem
-
         problem = cost_problem(value if name == "cost" else {"elapsed_s": value})
         hardware = value.get("hardware") if isinstance(value, dict) and name == "cost" else None
         if problem is None and not (hardware is None or isinstance(hardware, dict)):
             problem = ("hardware", "must be an object")
         return None if problem is None else f"{problem[0] + ': ' if problem[0] and name == 'cost' else ''}{problem[1]}"
     if name == "lm_cost" and value is not None:  # the LM work its predictions took, averaged by the report
-        from ..runtime.cost import finite_number
-
         ok = isinstance(value, dict) and all(finite_number(value.get(k)) for k in ("lm_calls", "lm_tokens"))
         return None if ok else f"must be {{lm_calls, lm_tokens}} (numbers), got {shorten(value)}"
     return None
@@ -166,8 +161,6 @@ CELL_FIELDS = ("task", "method", "seed", "metric", "results", "seed_independent"
 
 def read_cell(path: str | Path) -> dict[str, Any]:
     """A finished cell's ``cell.json``, the fields the report reads checked (unknown ones kept unchecked)."""
-    from ..storage.artifacts import read_json_object
-
     path = Path(path)
     record = read_json_object(path)
     redo = f"(edited by hand? re-run the cell: delete {path.parent} and run the experiment again)"
@@ -183,9 +176,6 @@ def read_cell(path: str | Path) -> dict[str, Any]:
 
 def cell_task(record: dict[str, Any], source: str = "<config>") -> TaskSpec:
     """The task a cell recorded (its ``task_spec``), else the registry's of that name (a cell from before it)."""
-    from ..core.config import from_dict
-    from ..tasks import get_task
-
     spec = record.get("task_spec")
     return from_dict(TaskSpec, spec, source=source) if spec else get_task(record["task"])
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import PgraError
-from ..storage.artifacts import sha256_file
+from ..storage.artifacts import library_versions, sha256_file
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "pgra")  # what setuptools builds the wheel from
 PINNED = ("torch", "transformers")
@@ -99,8 +99,6 @@ def _build(root: Path) -> tuple[str, bytes]:
 
 def pinned(recorded: Any) -> dict[str, tuple[str, str]]:
     """The versions of :data:`PINNED` and whose: ``run`` (``recorded``) or ``here`` (this machine's)."""
-    from ..storage.artifacts import library_versions
-
     here, recorded = library_versions(), recorded if isinstance(recorded, dict) else {}
     out = {}
     for name in PINNED:

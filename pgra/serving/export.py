@@ -15,10 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import InputError, shorten
+from ..core.errors import InputError, StaleArtifactError, shorten
 from ..storage.artifacts import (
     MANIFEST,
+    check_disjoint,
+    claim_output,
+    model_fingerprint,
     parse_json,
+    path_under,
+    read_json,
     read_json_object,
     read_manifest,
     require_file,
@@ -27,7 +32,7 @@ from ..storage.artifacts import (
     write_text,
 )
 from .card import REDO, display_name, hub_id, is_text, model_card, portable
-from .hub import EXPORT_FILE
+from .hub import EXPORT_FILE, check_no_links_out
 
 EXPORT_KIND = "export"
 # what an export writes in its folder (replaced on a re-run); export.json, its completion mark, comes last
@@ -59,7 +64,6 @@ def export_run(run: str | Path, out: str | Path, copy_index: bool = False, copy_
     """Write ``out`` from the finished reader run ``run`` (see the module's docstring); returns ``out``. An
     ``out`` that is, holds or lies inside ``run`` (the experiment folder), or holds another artifact than an
     export, is refused with an InputError before anything is written; so is a damaged or linked-out run."""
-    from ..storage.artifacts import check_disjoint
     from ..storage.lock import output_lock
     from ..storage.ownership import claimed
 
@@ -75,7 +79,6 @@ def export_run(run: str | Path, out: str | Path, copy_index: bool = False, copy_
 
 def _claim_export(out: Path) -> None:
     """Refuse ``out`` unless it is new, empty or an export (by its ownership record, not its manifest)."""
-    from ..storage.artifacts import claim_output
     from ..storage.ownership import read_record
 
     record = read_record(out) if out.is_dir() else None
@@ -94,7 +97,6 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
     from ..retrieval.candidates_stage import CandidatesStage
     from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
     from ..storage.provenance import check_run_data, run_data
-    from .hub import check_no_links_out
 
     reader = read_manifest(run, "reader")
     _check_task(run, reader)
@@ -167,7 +169,6 @@ def _wheel() -> tuple[tuple[str, bytes] | None, str]:
 def _encoder_to_copy(index: Path, ix: dict[str, Any]) -> Path | None:
     """The local query encoder of ``index`` to copy (refused when changed), else None (BM25, a Hub id)."""
     from ..retrieval.base import INDEX_KIND
-    from ..storage.artifacts import model_fingerprint
 
     m = read_manifest(index, INDEX_KIND)
     name, fp = m.get("encoder"), m.get("encoder_fingerprint")
@@ -211,8 +212,6 @@ def _n_passages(path: Path) -> int:
 
 def _folder_to_copy(where: Any, field: str, what: str) -> Path:
     """The local folder ``where`` (``--copy-index`` / ``--copy-lm``), resolved, holding no link out of it."""
-    from .hub import check_no_links_out
-
     path = Path(str(where)).expanduser()
     if not path.is_dir():
         raise InputError(f"{what} {shorten(str(where))} is not a folder on this machine (a hub id, or moved?): it "
@@ -294,7 +293,6 @@ def _exported_spec(plan: _Plan) -> dict[str, Any]:
 def _copy_store(cache: Path, store: Path) -> None:
     """Copy the corpus pass's vectors ``cache`` into ``store``, its key's ``lm_name`` :func:`portable`."""
     from ..rerank.prompt_guided.cache import cache_key_hash
-    from ..storage.artifacts import read_json
 
     meta = read_json(cache / "key.json")
     if isinstance(meta.get("key"), dict) and "lm_name" in meta["key"]:  # the one path a key holds (its texts stay)
@@ -347,8 +345,6 @@ def _remove(path: Path) -> None:
 
 def read_export(directory: str | Path) -> dict[str, Any]:
     """The export's ``export.json``, checked field by field (the copies it names must lie inside the folder)."""
-    from ..storage.artifacts import path_under
-
     directory = Path(directory)
     path = require_file(directory / EXPORT_FILE, "export manifest")
     if path.stat().st_size > MAX_EXPORT_BYTES:
@@ -432,7 +428,6 @@ def load_export(directory: Path, device: str | None, trust_remote_code: bool, in
                 encoder: str | Path | None = None) -> dict[str, Any]:
     """The parts :meth:`pgra.Pipeline.load` assembles from an export; ``index`` / ``encoder`` / ``lm``: the caller's
     copies, each refused when its fingerprint differs from the run's."""
-    from ..core.errors import StaleArtifactError
     from ..methods import stage_of_kind
     from ..retrieval.index import Index
 

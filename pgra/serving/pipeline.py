@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from ..core.errors import InputError, StaleArtifactError, shorten
 from ..core.verbosity import quiet_output
-from ..methods import load_run
+from ..methods import load_run, stage_kinds, stage_of_kind
 from ..results.predictions import Predictor
 from ..storage.artifacts import read_manifest, verify_run
 from ..storage.provenance import check_run_data, run_data
@@ -54,7 +54,6 @@ class Pipeline:
     @classmethod
     def _load(cls, run: Path, device: str | None, trust_remote_code: bool, index: str | Path | None,
               lm: str | Path | None, verbose: bool, encoder: str | Path | None = None) -> Pipeline:
-        from ..methods import stage_kinds, stage_of_kind
         from ..methods.reader_method import ReaderPredictor
         from ..retrieval.candidates_stage import CandidatesStage
         from ..retrieval.index import Index
