@@ -12,6 +12,7 @@ from ..core.config import MAX_BATCH, MAX_ITEMS, SEED_MAX, option
 from ..core.errors import InputError
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .plots import lines
 from .writer import Writer, mean_or_none, signed
 
 
@@ -129,8 +130,6 @@ def _by_group(groups: dict[str, dict[str, Any]]) -> str:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import lines
-
     w.section("attribution", rows, "Evidence attribution",
               ("Effect of an evidence sentence: the gold label's probability with every sentence read minus the "
                "probability with that sentence left out (blanked), in percentage points, averaged over the sampled "

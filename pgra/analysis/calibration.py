@@ -10,6 +10,7 @@ from typing import Any
 from ..core.config import MAX_BINS, option
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .plots import reliability
 from .writer import Writer, pct
 
 
@@ -120,8 +121,6 @@ def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import reliability
-
     n_bins = rows[0]["n_bins"] if rows else 10
     w.section("calibration", rows, "Calibration",
               ("How far each method's printed probabilities are from its accuracy. Confidence: the probability a "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..evaluation.report import p_text
 from ..evaluation.significance import paired_bootstrap
 from ..results import metrics
 from .base import Analysis, register_analysis
@@ -60,8 +61,6 @@ def ceiling(runs: ExperimentRuns) -> list[dict[str, Any]]:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from ..evaluation.report import p_text
-
     def swap(r: dict[str, Any], name: str) -> str:
         lo, hi = r[f"{name}_ci"]
         return f"{signed(r[f'{name}_delta'])} [{signed(lo)}, {signed(hi)}] (p{p_text(r[f'{name}_p'], r['n_resamples'])})"

@@ -12,6 +12,8 @@ import numpy as np
 
 from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_RESAMPLES, SEED_MAX, option
 from ..core.errors import InputError
+from ..evaluation.report import p_text
+from ..evaluation.significance import input_weights, share_bootstrap
 from ..experiment import CELL_FILE
 from ..experiment.grid import FULL_SEARCH
 from ..experiment.reuse import finished_with, reuse_or_run
@@ -20,6 +22,7 @@ from ..results.predictions import read_cell
 from ..storage.artifacts import MANIFEST, read_json, read_json_object, write_json
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .plots import grouped_bars, interval_panels
 from .writer import Writer, pct
 
 
@@ -313,8 +316,6 @@ CONTROLS = (("reranker", "reranker's top d"), ("first", "first stage's top d (Fi
 
 def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, Path]) -> list[dict[str, Any]]:
     """The controls table's rows of ``task`` per reranker LM, k and d: shares with intervals, tested gains."""
-    from ..evaluation.significance import input_weights, share_bootstrap
-
     cfg = runs.cfg.analysis.consistency
     ks, ds = control_points(runs, task)
     first = list(runs.stage_records(task, "candidates").values())
@@ -391,8 +392,6 @@ def render_controls(w: Writer, rows: list[dict[str, Any]]) -> None:
 
 
 def _gain(r: dict[str, Any], name: str) -> tuple[str, str]:
-    from ..evaluation.report import p_text
-
     if name not in r:  # a table written before the column existed
         return "", ""
     return f"{100 * r[name]:+.1f}", p_text(r[f"{name}_p"], r["resamples"]).lstrip("=")
@@ -400,8 +399,6 @@ def _gain(r: dict[str, Any], name: str) -> tuple[str, str]:
 
 def _size_figure(w: Writer, rows: list[dict[str, Any]], task: str, d: int) -> None:
     """The paper's Figure 4 layout: consistency against the reranker LM, a panel per k, floor and ceiling."""
-    from .plots import interval_panels
-
     lms = list(dict.fromkeys(r["lm"] for r in rows))
     panels = {}
     for k in dict.fromkeys(r["k"] for r in rows):
@@ -418,8 +415,6 @@ def _size_figure(w: Writer, rows: list[dict[str, Any]], task: str, d: int) -> No
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import grouped_bars
-
     controls = [r for r in rows if "oracle" in r]
     rows = [r for r in rows if "oracle" not in r]
     w.section("consistency", rows, "Label consistency",

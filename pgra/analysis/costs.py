@@ -23,6 +23,7 @@ from ..runtime.cost import (
 from ..storage.artifacts import MANIFEST, read_json, read_json_object, read_utf8
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .plots import pareto
 from .writer import Writer, mean_or_none, number, pct
 
 
@@ -182,8 +183,6 @@ def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import pareto
-
     w.section("cost", rows, "Cost",
               ("What each score cost: the method's cell (mean over seeds) plus the shared stages it needs (retrieval "
                "for the readers of corpus evidence, reranking for PGRA), counted in full. FLOPs: 2 x parameters per "

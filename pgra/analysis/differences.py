@@ -9,6 +9,7 @@ from typing import Any
 from ..core.markdown import md_table
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .plots import grouped_bars, histogram
 from .writer import Writer, pct
 
 
@@ -80,8 +81,6 @@ def method_differences(runs: ExperimentRuns) -> list[dict[str, Any]]:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import grouped_bars, histogram
-
     w.tables["differences"] = rows
     w.md += ["## Where FiD and PGRA differ", ""]
     if not any(r.get("overlap") or r.get("rank_shift") for r in rows):

@@ -8,10 +8,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.config import from_dict, to_dict
 from ..core.errors import InputError
+from ..evaluation.bundle import ANALYSIS_DIR, cell_ident, is_bundle
+from ..evaluation.cells import drop_superseded
+from ..evaluation.merge import merged_cells, out_is_source
+from ..evaluation.report import check_report_files
+from ..storage.artifacts import MANIFEST, read_json_object
+from ..storage.ownership import check_folders, claim_folder
 from .base import ANALYSES, Analysis
 from .config import analysis_config
 from .inputs import ExperimentRuns
+from .run import write_analyses
 
 
 @dataclass
@@ -56,9 +64,6 @@ class ResultsRuns(ExperimentRuns):
     def merged(cls, sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
                split: str = "test") -> ResultsRuns:
         """The cells of ``sources`` merged (as ``pgra report`` merges them), analysed into ``<out>/analysis/``."""
-        from ..evaluation.cells import drop_superseded
-        from ..evaluation.merge import merged_cells
-
         found, _ = merged_cells(sources, split)
         found, _ = drop_superseded(found)  # as the report: a seed-independent method's one run, never its copies
         cells = {(c.task, c.method, c.seed): c for c in found}
@@ -103,8 +108,6 @@ class ResultsRuns(ExperimentRuns):
         return sorted(s for (t, m, s) in self.cells if (t, m) == (task, method))
 
     def cell_idents(self) -> list[str]:
-        from ..evaluation.bundle import cell_ident
-
         return sorted(cell_ident(c.record) for c in self.cells.values())
 
     def missing_cell(self, task: str, method: str, seed: int) -> str:
@@ -153,8 +156,6 @@ def _recorded_options(cells: list[Any], analyses: list[str], split: str) -> Any:
     """The ``analysis`` section the cells' runs recorded (all must agree), as this pgra reads it; else defaults."""
     import dataclasses
 
-    from ..core.config import from_dict, to_dict
-
     section = analysis_config()
     factories = {f.name: f.default_factory for f in dataclasses.fields(section)}
     default = to_dict(section())
@@ -189,10 +190,6 @@ def _ordered(cells: list[Any], name: str) -> list[str]:
 def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
     """Whether ``out`` is the one source (else a folder of its own); refused: one of several sources, an experiment
     folder (`pgra analyze`'s), a bundle holding its experiment's analyses (checksummed)."""
-    from ..evaluation.bundle import ANALYSIS_DIR, is_bundle
-    from ..evaluation.merge import out_is_source
-    from ..storage.artifacts import MANIFEST, read_json_object
-
     target = Path(out)
     if not out_is_source(sources, out):
         return False
@@ -212,11 +209,6 @@ def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
 def analyze_results(sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
                     split: str = "test") -> ResultsRuns:
     """Run the results-only ``analyses`` on ``sources`` merged into ``<out>/analysis/``, as ``pgra analyze`` does."""
-    from ..evaluation.bundle import ANALYSIS_DIR
-    from ..evaluation.report import check_report_files
-    from ..storage.ownership import check_folders, claim_folder
-    from .run import write_analyses
-
     chosen = chosen_analyses(analyses)
     own = _check_out(sources, out)
     runs = ResultsRuns.merged(sources, out, [a.name for a in chosen], split)  # a bundle is checked whole here

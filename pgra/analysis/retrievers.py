@@ -11,6 +11,7 @@ from ..results.metrics import mean_std
 from ..storage.artifacts import path_under
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .plots import grouped_bars
 from .variants import run_variants, variant_config, variant_metric
 from .writer import Writer, pct
 
@@ -78,8 +79,6 @@ def _row(runs: ExperimentRuns, task: str, retriever: str, method: str, values: l
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import grouped_bars
-
     w.section("retrievers", rows, "First-stage retrievers",
               ("FiD and PGRA over each retriever's candidates (the paper's Figure 6)."),
               ["task", "retriever", "method", "metric (%)", "seeds"],

@@ -18,6 +18,7 @@ from ..storage.artifacts import MANIFEST, read_json
 from .base import Analysis, register_analysis
 from .consistency import evidence_consistency, task_labeller
 from .inputs import ExperimentRuns
+from .plots import lines
 from .variants import is_experiment, run_variants, variant_config, variant_metric
 from .writer import Writer, pct
 
@@ -153,8 +154,6 @@ def _which(k: int, d: int, k0: int, d0: int, cfg) -> list[str]:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import lines
-
     w.section("sweep", rows, "k and d sweeps (PGRA)",
               ("Each point reranks the first k candidates and reads the top d; "
                "`embedded` counts the texts the reranker's LM embedded for that point (0: all from the cache; "
@@ -186,8 +185,6 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
 
 def _consistency_figure(w: Writer, rows: list[dict[str, Any]]) -> None:
     """The k sweep's label consistency against k, one line per task (none without a no-retrieval cell)."""
-    from .plots import lines
-
     if not rows:
         return
     xs: dict[str, list[float]] = defaultdict(list)

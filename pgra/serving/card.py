@@ -12,6 +12,7 @@ from ..core.errors import InputError, shorten
 from ..core.markdown import md_code, md_fence, md_row, md_table, md_text
 from ..runtime.cost import finite_number
 from ..storage.artifacts import read_json_object, read_manifest
+from .distribution import PREDICT, install_lines, pinned
 
 MAX_TEXT = 4096  # characters of a path, hub id or fingerprint in export.json
 REDO = "(edited by hand? export the run again)"
@@ -91,8 +92,6 @@ def model_card(run: Path, spec: dict[str, Any], reader: dict[str, Any], name: st
     task and labels, results per seed, data, pipeline, every setting, install and load lines (``no_wheel``: why no
     wheel is carried), citation and license; no absolute path of this machine (:func:`display_name`)."""
     import yaml
-
-    from .distribution import PREDICT, install_lines, pinned
 
     task = reader["task"]
     metrics = _read_metrics(run / "metrics.json")

@@ -31,6 +31,9 @@ from ..storage.artifacts import (
     write_json,
     write_text,
 )
+from ..storage.lock import output_lock
+from ..storage.ownership import claimed, read_record
+from ..storage.provenance import check_run_data, run_data
 from .card import REDO, display_name, hub_id, is_text, model_card, portable
 from .hub import EXPORT_FILE, check_no_links_out
 
@@ -64,9 +67,6 @@ def export_run(run: str | Path, out: str | Path, copy_index: bool = False, copy_
     """Write ``out`` from the finished reader run ``run`` (see the module's docstring); returns ``out``. An
     ``out`` that is, holds or lies inside ``run`` (the experiment folder), or holds another artifact than an
     export, is refused with an InputError before anything is written; so is a damaged or linked-out run."""
-    from ..storage.lock import output_lock
-    from ..storage.ownership import claimed
-
     run, out = Path(run), Path(out)
     check_disjoint({"out": str(out)}, {"run": str(run)})  # the CLI's own check, here for Python callers too
     plan = _plan(run, copy_index, copy_lm, out.resolve().name)
@@ -79,8 +79,6 @@ def export_run(run: str | Path, out: str | Path, copy_index: bool = False, copy_
 
 def _claim_export(out: Path) -> None:
     """Refuse ``out`` unless it is new, empty or an export (by its ownership record, not its manifest)."""
-    from ..storage.ownership import read_record
-
     record = read_record(out) if out.is_dir() else None
     if record is None:
         claim_output(out, EXPORT_KIND)
@@ -96,7 +94,6 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
     from ..rerank.stage import candidates_of
     from ..retrieval.candidates_stage import CandidatesStage
     from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
-    from ..storage.provenance import check_run_data, run_data
 
     reader = read_manifest(run, "reader")
     _check_task(run, reader)
