@@ -20,6 +20,7 @@ from ..experiment.reuse import finished_with, reuse_or_run
 from ..rerank.base import reranker_class
 from ..results.predictions import read_cell
 from ..storage.artifacts import MANIFEST, read_json, read_json_object, write_json
+from ..tasks.loaders import _columns, _rows, resolve_data_path
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
 from .plots import grouped_bars, interval_panels
@@ -268,8 +269,6 @@ def control_points(runs: ExperimentRuns, task: str, planning: bool = False) -> t
 
 def input_groups(runs: ExperimentRuns, task: str, column: str) -> dict[str, str] | None:
     """``{input id: its value of column}`` in the analysed split's data; None when no row has the column."""
-    from ..tasks.loaders import _columns, _rows, resolve_data_path
-
     spec = runs.task_spec(task)
     rows, source = _rows(spec.data, resolve_data_path(spec.data, runs.settings(task).data_dir), runs.split)
     id_col = _columns(spec.data)[2]

@@ -7,9 +7,19 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from ..experiment import Experiment
+from ..experiment.config import cell_settings
 from ..experiment.estimate import Estimate, format_bytes, format_seconds, plan_costs, task_inputs
+from ..experiment.estimate.disk import DiskPlan, add_models
+from ..methods import get_method, get_stage
+from ..methods.reader_method import ReaderMethod
+from ..rerank.prompt_guided.cost_model import cache_bytes, corpus_passed
+from ..retrieval.cost_model import corpus_lines
+from ..selection import STRATEGIES
+from ..stages import PlanRequest
 from ..storage.artifacts import MANIFEST
 from .base import ANALYSES, Analysis
+from .config import as_analyze_config
 from .inputs import ExperimentRuns
 from .variants import is_experiment
 
@@ -57,9 +67,6 @@ class Work:
 
 def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
     """A variant grid's stages and cells still to run and their cost (none when all are the experiment's)."""
-    from ..methods import get_method
-    from ..methods.reader_method import ReaderMethod
-
     main = runs.experiment
     planned = variant.plan()
     if is_experiment(runs, variant):
@@ -83,8 +90,6 @@ def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
 
 def _cached_share(main: Any, variant: Any, task: str, e: Estimate) -> Estimate:
     """``e`` of a sweep point's reranking priced at its k beyond the experiment's (the cache holds the rest)."""
-    from ..selection import STRATEGIES
-
     if variant.candidates_from is not main or not e.label.endswith("/reranked") or e.seconds is None:
         return e
     mine, theirs = variant.rerank_config(task), main.rerank_config(task)
@@ -119,12 +124,6 @@ def rerank_work(runs: ExperimentRuns, reranks: list[tuple[str, str, bool, Any]],
 
 def rerank_cache(runs: ExperimentRuns, task: str, cfg: Any) -> float:
     """The embedding cache a reranking of ``task`` with ``cfg`` fills (0 where unknown)."""
-    from ..experiment.config import cell_settings
-    from ..methods import get_stage
-    from ..rerank.prompt_guided.cost_model import cache_bytes, corpus_passed
-    from ..retrieval.cost_model import corpus_lines
-    from ..stages import PlanRequest
-
     exp = runs.experiment
     n, corpus = task_inputs(exp, runs.task_name(task), task), corpus_lines(exp.cfg.index)[0]
     texts = get_stage("reranked").plan(PlanRequest(
@@ -174,8 +173,6 @@ def plan_lines(runs: ExperimentRuns, chosen: list[Analysis]) -> list[str]:
 
 def disk_lines(work: Work, grid: Any) -> list[str]:
     """What the analyses hold on disk beyond the grid's ``DiskPlan``; nothing when they hold none."""
-    from ..experiment.estimate.disk import DiskPlan, add_models
-
     models = DiskPlan(None, "", models=dict(grid.models))
     add_models(models, work.models)
     extra = {m: b for m, b in models.models.items() if m not in grid.models}
@@ -199,9 +196,6 @@ def disk_lines(work: Work, grid: Any) -> list[str]:
 
 def rerank_disk_lines(cfg: Any) -> list[str]:
     """:func:`disk_lines` of the rerankings the config's analyses choose (``pgra experiment --dry-run``)."""
-    from ..experiment import Experiment
-    from .config import as_analyze_config
-
     if not cfg.analysis:
         return []
     cfg = as_analyze_config(cfg)

