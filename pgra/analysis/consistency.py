@@ -17,6 +17,7 @@ from ..evaluation.significance import input_weights, share_bootstrap
 from ..experiment import CELL_FILE
 from ..experiment.grid import FULL_SEARCH
 from ..experiment.reuse import finished_with, reuse_or_run
+from ..methods import get_method
 from ..rerank.base import reranker_class
 from ..results.predictions import read_cell
 from ..storage.artifacts import MANIFEST, read_json, read_json_object, write_json
@@ -81,8 +82,6 @@ class PseudoLabeller:
         todo = [{"id": i, "text": t} for i, t in sentences.items() if i not in self.labels]
         if todo:
             if self._predictor is None:
-                from ..methods import get_method
-
                 self._predictor = get_method("no_retrieval").load(self.cell)
                 self._predictor.batch_size = self.batch_size
             for line in self._predictor.predict(todo):

@@ -14,6 +14,7 @@ from ..evaluation.bundle import ANALYSIS_DIR, cell_ident, is_bundle
 from ..evaluation.cells import drop_superseded
 from ..evaluation.merge import merged_cells, out_is_source
 from ..evaluation.report import check_report_files
+from ..results.predictions import cell_task
 from ..storage.artifacts import MANIFEST, read_json_object
 from ..storage.ownership import check_folders, claim_folder
 from .base import ANALYSES, Analysis
@@ -89,8 +90,6 @@ class ResultsRuns(ExperimentRuns):
     def task_spec(self, task: str):
         """The task's spec as its cells recorded it (the registry's where a cell predates that record)."""
         if task not in self._specs:
-            from ..results.predictions import cell_task
-
             record = next(c.record for (t, _, _), c in self.cells.items() if t == task)
             self._specs[task] = cell_task(record, str(record.get("task")))
         return self._specs[task]

@@ -9,14 +9,17 @@ from ..core.config import check_config
 from ..core.errors import InputError
 from ..evaluation.bundle import check_plan_records
 from ..evaluation.page import FIGURES_FILE
+from ..evaluation.report import check_report_files, write_report
 from ..experiment import Experiment
 from ..experiment.cell import recorded_config
 from ..experiment.layout import finished_cells
 from ..runtime.distributed import init_distributed
 from ..storage.artifacts import library_versions, read_json, source_commit, write_json, write_text
+from ..storage.ownership import claim_folder
 from .base import ANALYSES
 from .config import as_analyze_config
 from .inputs import ExperimentRuns
+from .plan import plan_lines
 from .writer import Writer
 
 
@@ -30,17 +33,12 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
     chosen = [ANALYSES[name] for name in ANALYSES if name in cfg.analysis.analyses]
     if cfg.dry_run:  # what the analyses would run and cost; nothing run, nothing written
         if ctx.is_main:
-            from .plan import plan_lines
-
             print("\n".join(plan_lines(runs, chosen)))
         return runs
     if not runs.experiment.out.exists():
         raise InputError(f"experiment folder {runs.experiment.out} does not exist: run `pgra experiment` first",
                          path=runs.experiment.out)
     if ctx.is_main:  # before any work: the analysis folder is pgra's, and the report it remakes is pgra's own
-        from ..evaluation.report import check_report_files
-        from ..storage.ownership import claim_folder
-
         claim_folder(runs.out, "analysis")
         check_report_files(runs.experiment.out)
     # analyses that run models run on every process (their stages shard); tables and figures on the main one
@@ -51,8 +49,6 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
     results.update({a.name: a.compute(runs, ctx) for a in chosen if not a.every_process})
     write_analyses(runs, results, recorded_config(cfg))
     if any(finished_cells(runs.experiment.out)):
-        from ..evaluation.report import write_report
-
         write_report(runs.experiment.out, reference=cfg.reference)
     return runs
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import from_dict, merge, to_dict
+from ..core.errors import PgraError
 from ..experiment import CELL_FILE, Experiment, ExperimentConfig
 from ..experiment.grid import run_grids
 from ..results.predictions import checked_cell_metric
@@ -44,8 +45,6 @@ def run_variants(runs: ExperimentRuns, configs: list[ExperimentConfig], ctx,
     if todo:
         failed = run_grids(todo, ctx)
         if failed:
-            from ..core.errors import PgraError
-
             raise PgraError(f"{len(failed)} cell(s) of the analysis runs failed: "
                             + ", ".join(str(c.directory) for c in failed))
     return variants

@@ -13,9 +13,10 @@ from ..core.markdown import md_table, md_text
 from ..results.metrics import mean_std
 from ..results.predictions import cell_task, inputs_fingerprint
 from ..storage.artifacts import read_json, write_json, write_text
-from ..storage.ownership import check_replaceable, read_record, record_files
+from ..storage.ownership import check_replaceable, claim_folder, read_record, record_files
 from .cells import REPORT_FILES, CellResult, drop_superseded
 from .resolution import DEFAULT_ALPHA, DEFAULT_POWER, bootstrap_se, holm, minimum_detectable_effect
+from .targets import compare
 
 STILL_IMPROVING = "↑"
 DETERMINISTIC = "(det.)"
@@ -430,13 +431,9 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
     report = build_report(sources, reference, split, n_resamples, seed, min_inputs)  # nothing written if refused
     figures = figure_index(directory)  # its index read (and refused) before anything is written
     if not own:
-        from ..storage.ownership import claim_folder
-
         claim_folder(directory, "report")
         check_report_files(directory, "out")
     if targets is not None:
-        from .targets import compare
-
         report["compare"] = compare(report, targets)
     write_json(directory / "results.json", report)
     md = directory / "results.md"

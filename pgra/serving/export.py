@@ -19,7 +19,7 @@ from typing import Any
 from ..core.errors import InputError, StaleArtifactError, shorten
 from ..methods import stage_kinds, stage_of_kind
 from ..rerank.prompt_guided.cache import cache_key_hash
-from ..rerank.stage import candidates_of
+from ..rerank.stage import FULL_SEARCH_KIND, candidates_of
 from ..retrieval.base import INDEX_KIND
 from ..retrieval.candidates_stage import CandidatesStage
 from ..retrieval.index import Index
@@ -43,7 +43,7 @@ from ..storage.lock import output_lock
 from ..storage.ownership import claimed, read_record
 from ..storage.provenance import check_run_data, run_data
 from .card import REDO, display_name, hub_id, is_text, model_card, portable
-from .distribution import WheelError, wheel
+from .distribution import WHEEL_DIR, WheelError, wheel
 from .hub import EXPORT_FILE, check_no_links_out
 
 EXPORT_KIND = "export"
@@ -259,8 +259,6 @@ def _compose(stage: Path, plan: _Plan) -> None:
     if plan.encoder is not None:
         shutil.copytree(plan.encoder, stage / "encoder")
     if plan.wheel is not None:
-        from .distribution import WHEEL_DIR
-
         (stage / WHEEL_DIR).mkdir()
         (stage / WHEEL_DIR / plan.wheel[0]).write_bytes(plan.wheel[1])
     write_text(stage / "README.md", plan.card)
@@ -374,8 +372,6 @@ def read_export(directory: str | Path) -> dict[str, Any]:
     if r is not None:
         path_under(directory, "reranked")
         if "kind" in r:  # absent from exports before any stage's run was exported (the prompt-guided reranker's)
-            from ..methods import stage_kinds
-
             _field(r, "kind", path, f"one of {', '.join(stage_kinds())}", lambda v: v in stage_kinds(), "reranked.")
         _field(r, "lm", path, "null, a path or a hub id", lambda v: v is None or is_text(v), "reranked.")
         if _field(r, "copied_lm", path, "true or false", _is_bool, "reranked."):
@@ -391,8 +387,6 @@ def read_export(directory: str | Path) -> dict[str, Any]:
             if _field(store, "copied", path, "true or false", _is_bool, "reranked.store."):
                 path_under(directory, "store")
             _field(store, "path", path, "a path", is_text, "reranked.store.")
-        from ..rerank.stage import FULL_SEARCH_KIND
-
         if r.get("kind") == FULL_SEARCH_KIND and (store is None or r["lm"] is None):
             raise InputError(f"a search of the whole corpus needs its LM and the store of vectors it searches "
                              f"(reranked.{'store' if store is None else 'lm'} is missing) {REDO}", path=path,

@@ -11,6 +11,7 @@ from ..core.errors import InputError, StaleArtifactError, shorten
 from ..core.verbosity import quiet_output
 from ..methods import load_run, stage_kinds, stage_of_kind
 from ..methods.reader_method import ReaderPredictor
+from ..rerank.stage import candidates_of
 from ..results.predictions import Predictor
 from ..retrieval.candidates_stage import CandidatesStage
 from ..retrieval.index import Index
@@ -76,8 +77,6 @@ class Pipeline:
         manifest = read_manifest(data, stage_kinds())
         stage = stage_of_kind(manifest["kind"])
         if manifest["kind"] != CANDIDATES_KIND:  # a second stage's folder: it read these candidates
-            from ..rerank.stage import candidates_of
-
             if not stage.replayable:  # refused before any model loads
                 raise stage.not_replayable(data)
             reranked, data = data, candidates_of(data, manifest)
