@@ -10,13 +10,22 @@ from typing import Any
 
 from ..core.errors import IncompleteArtifactError
 from ..core.markdown import md_table, md_text
+from ..methods import METHODS
+from ..methods.reader_method import ReaderMethod
 from ..results.metrics import mean_std
 from ..results.predictions import cell_task, inputs_fingerprint
+from ..runtime.environment import cells_environment
 from ..storage.artifacts import read_json, write_json, write_text
 from ..storage.ownership import check_replaceable, claim_folder, read_record, record_files
+from ..tasks import task_names
+from ..tasks.spec import TaskSpec
 from .cells import REPORT_FILES, CellResult, drop_superseded
+from .diagnostics import demonstration_diagnostics, format_histogram, mean_of
+from .merge import merged_cells
+from .page import analysis_figures, write_page
 from .resolution import DEFAULT_ALPHA, DEFAULT_POWER, bootstrap_se, holm, minimum_detectable_effect
-from .targets import compare
+from .significance import average_replicates, paired_bootstrap
+from .targets import compare, format_comparison
 
 STILL_IMPROVING = "↑"
 DETERMINISTIC = "(det.)"
@@ -63,12 +72,6 @@ def _train_inputs_note(tasks: list[str], summary: dict[str, dict[str, Any]]) -> 
 def build_report(directory: str | Path | Sequence[str | Path], reference: str = "fid", split: str = "test",
                  n_resamples: int = 10000, seed: int = 0, min_inputs: int = MIN_TEST_INPUTS) -> dict[str, Any]:
     """The report's content (rows, summary, tests) over the cells of one or several folders or bundles, merged."""
-    from ..methods import METHODS
-    from ..runtime.environment import cells_environment
-    from ..tasks import task_names
-    from ..tasks.spec import TaskSpec
-    from .merge import merged_cells
-
     sources = [Path(directory)] if isinstance(directory, (str, Path)) else [Path(d) for d in directory]
     merged, merge_info = merged_cells(sources, split)
     cells, superseded = drop_superseded(merged)
@@ -109,9 +112,6 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
 
 def _summary(by: dict[tuple[str, str], list[CellResult]], tasks: list[str], split: str) -> dict[str, dict[str, Any]]:
     """Per method and task: mean and std over seeds, still improving, training inputs; per method its average."""
-    from ..methods import METHODS
-    from ..methods.reader_method import ReaderMethod
-
     summary: dict[str, dict[str, Any]] = {}
     for (task, method), group in by.items():
         values = [g.record["results"][split][g.record["metric"]] for g in group]
@@ -153,8 +153,6 @@ def _paired_runs(a: list[CellResult], b: list[CellResult]) -> tuple[list, list, 
 def _significance(by: dict[tuple[str, str], list[CellResult]], specs: dict[str, Any], tasks: list[str],
                   methods: list[str], reference: str, n_resamples: int, seed: int) -> dict[str, dict[str, Any]]:
     """Per method and task (and their average), the paired bootstrap of its difference from ``reference``."""
-    from .significance import average_replicates, paired_bootstrap
-
     tests: dict[str, dict[str, Any]] = {}
     for method in (m for m in methods if m != reference):
         per_task, results = {}, []
@@ -217,8 +215,6 @@ def _compare_with_floor(summary: dict[str, dict[str, Any]], registry: dict[str, 
 
 def _diagnostics(by, specs, tasks: list[str], methods: list[str]) -> dict[str, dict[str, Any]]:
     """Per method and task, averaged over seeds: the demonstrations' numbers and the LM cost."""
-    from .diagnostics import demonstration_diagnostics, mean_of
-
     out: dict[str, dict[str, Any]] = {}
     for method in methods:
         for task in tasks:
@@ -277,8 +273,6 @@ def _format_environment(report: dict[str, Any]) -> list[str]:
 
 
 def _format_diagnostics(report: dict[str, Any]) -> list[str]:
-    from .diagnostics import format_histogram
-
     if not (diag := report.get("diagnostics") or {}):
         return []
     lines = ["", "## Demonstrations and LM cost", "",
@@ -315,8 +309,6 @@ def _pct(x: float) -> str:
 
 def format_markdown(report: dict[str, Any]) -> str:
     """``results.md``: the results table and the significance table, with notes."""
-    from .targets import format_comparison
-
     ref = report["reference"]
     lines = [f"# Results on {report['split']} ({report['directory']})", "",
              "Mean ± standard deviation over seeds (number of seeds), in percent.", "", *_results_table(report)]
@@ -438,8 +430,6 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
     write_json(directory / "results.json", report)
     md = directory / "results.md"
     write_text(md, format_markdown(report) + figures)
-    from .page import write_page
-
     write_page(directory, report)
     # this run's bytes: the next report may replace them
     record_files(directory, REPORT_FILES, kind="experiment" if own else "report")
@@ -465,8 +455,6 @@ def _older_report(path: Path) -> bool:
 
 def figure_index(directory: Path) -> str:
     """The ``## Figures`` section linking what ``pgra analyze`` wrote (empty before any analysis)."""
-    from .page import analysis_figures
-
     found = analysis_figures(directory)
     if not found["pages"] and not found["figures"]:  # none, or none it may show (a linked analysis/)
         return ""
