@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,8 +154,6 @@ _NO_EXPERIMENT = _NoExperiment()
 
 def _recorded_options(cells: list[Any], analyses: list[str], split: str) -> Any:
     """The ``analysis`` section the cells' runs recorded (all must agree), as this pgra reads it; else defaults."""
-    import dataclasses
-
     section = analysis_config()
     factories = {f.name: f.default_factory for f in dataclasses.fields(section)}
     default = to_dict(section())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -84,8 +85,6 @@ def new_weights(module: Any, checkpoint: Path, prefix: str = "") -> list[str]:
 
 def _describe_new_weights(model: Any, src: Path) -> str:
     """One line on the bert2bert reader's new weights; a warning if any is not one the design expects."""
-    import warnings
-
     checkpoint = src / "model.safetensors"
     prefix = f"{model.decoder.base_model_prefix}."
     encoder_new = new_weights(model.encoder, checkpoint, prefix)

@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ..core.errors import InputError, shorten
 from ..core.markdown import md_code, md_fence, md_row, md_table, md_text
 from ..rerank.stage import FULL_SEARCH_KIND
@@ -93,8 +95,6 @@ def model_card(run: Path, spec: dict[str, Any], reader: dict[str, Any], name: st
     """``README.md`` in the Hub's model-card format, as sentence-transformers writes one: the Hub's YAML metadata,
     task and labels, results per seed, data, pipeline, every setting, install and load lines (``no_wheel``: why no
     wheel is carried), citation and license; no absolute path of this machine (:func:`display_name`)."""
-    import yaml
-
     task = reader["task"]
     metrics = _read_metrics(run / "metrics.json")
     metric = metrics.get("metric", task.get("metric", "accuracy"))
@@ -204,8 +204,6 @@ def _kind(spec: dict[str, Any]) -> tuple[str, str]:
 def _front_matter(task: dict[str, Any], metric: str, metrics: dict[str, Any], name: str, model: Any,
                   spec: dict[str, Any]) -> str:
     """The card's YAML metadata (sentence-transformers' keys): a YAML document, whatever the names hold."""
-    import yaml
-
     hub_metric, title = HUB_METRICS.get(metric, (metric, metric))
     tags = ["pgra", "fusion-in-decoder", "retrieval-augmented", "text-classification"]
     if spec["reranked"] and _kind(spec)[0].startswith("PGRA"):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import __version__
 from ..core.errors import InputError, StaleArtifactError, shorten
 from ..methods import stage_kinds, stage_of_kind
 from ..rerank.prompt_guided.cache import cache_key_hash
@@ -98,8 +99,6 @@ def _claim_export(out: Path) -> None:
 
 def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> _Plan:
     """Read and check everything the export of ``run`` writes; ``folder_name``: the model card's name."""
-    from .. import __version__
-
     reader = read_manifest(run, "reader")
     _check_task(run, reader)
     for name in ("best", "metrics.json"):  # refused before its kind is judged: a link is never followed
