@@ -100,8 +100,7 @@ def labels_sidecar(corpus: str | Path) -> Path:
 
 
 class CorpusLabels:
-    """The true labels of a labelled pool's evidence, from its sidecar ``{"task", "labels": [one per line]}`` (a
-    txt corpus: evidence id = line number). The reranker never reads them: they only score consistency."""
+    """A labelled pool's true evidence labels from its sidecar (id = line): they only score consistency."""
 
     def __init__(self, sidecar: Path, task: str) -> None:
         data = read_json_object(sidecar)

@@ -186,8 +186,7 @@ def _ordered(cells: list[Any], name: str) -> list[str]:
 
 
 def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
-    """Whether ``out`` is the one source (else a folder of its own); refused: one of several sources, an experiment
-    folder (`pgra analyze`'s), a bundle holding its experiment's analyses (checksummed)."""
+    """Whether ``out`` is the one source; refused: one of several, an experiment, a bundle holding analyses."""
     target = Path(out)
     if not out_is_source(sources, out):
         return False

@@ -84,8 +84,7 @@ def _score_name(method: str) -> str:
 
 
 def analysis_figures(directory: str | Path) -> dict[str, list[dict[str, str]]]:
-    """What ``<directory>/analysis/figures.json`` lists (``{"pages": [{file, title}], "figures": [{file, title,
-    caption}]}``), read as untrusted input: each a ``.md`` page or ``.png`` figure beside the index, no link."""
+    """What ``analysis/figures.json`` lists (pages, figures), read as untrusted input: files beside it, no link."""
     folder = Path(directory) / ANALYSIS_DIR
     index = folder / FIGURES_FILE
     if folder.is_symlink() or not index.is_file() or index.is_symlink():

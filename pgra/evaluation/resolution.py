@@ -51,8 +51,7 @@ def _z_sum(alpha: float, power: float) -> float:
 
 
 def minimum_detectable_effect(se: float, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER) -> float:
-    """The smallest true difference a two-sided test at level ``alpha`` detects with probability ``power`` when
-    the difference's standard error is ``se``: ``(z_{1-alpha/2} + z_power) * se`` (2.8016 se at 0.05 and 0.8)."""
+    """The smallest true difference a two-sided test at ``alpha`` finds with ``power``: (z_{1-alpha/2} + z_power) se."""
     se = float(se)
     if math.isnan(se) or se < 0:
         raise ValueError(f"the standard error must be >= 0, got {se}")
@@ -148,8 +147,7 @@ def seeds_needed(effect: float, n_inputs: int, disagreement: float = DEFAULT_DIS
 def plan_resolution(n_inputs: int, n_seeds: int, effect: float = PAPER_GAIN,
                     disagreement: float = DEFAULT_DISAGREEMENT, seed_std: float = DEFAULT_SEED_STD,
                     alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER) -> dict[str, Any]:
-    """What ``n_inputs`` test inputs and ``n_seeds`` seeds can resolve between two seeded methods: the planned ``se``
-    and ``mde``, and the inputs and seeds needed for ``effect`` (None: no number suffices), with the assumptions."""
+    """What ``n_inputs`` test inputs and ``n_seeds`` seeds resolve between two seeded methods; what ``effect`` needs."""
     se = planned_se(n_inputs, n_seeds, disagreement, seed_std)
     return {"n_inputs": n_inputs, "n_seeds": n_seeds, "se": se,
             "mde": minimum_detectable_effect(se, alpha, power), "effect": effect,

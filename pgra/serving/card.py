@@ -32,8 +32,7 @@ HUB_METRICS = {"accuracy": ("accuracy", "Accuracy"), "mcc": ("matthews_correlati
 
 
 def portable(value: Any) -> Any:
-    """``value`` with every absolute path of this machine replaced by :func:`display_name`; relative paths, Hub ids
-    and the task's content (:data:`CONTENT_KEYS`) kept."""
+    """``value`` with this machine's absolute paths by :func:`display_name` (:data:`CONTENT_KEYS` kept)."""
     if isinstance(value, dict):
         return {k: v if k in CONTENT_KEYS or (k == "excluded" and isinstance(v, list)) else portable(v)
                 for k, v in value.items()}

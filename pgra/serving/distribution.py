@@ -125,8 +125,7 @@ def requirement(name: str, version: str, source: str) -> str:
 
 
 def install_lines(wheel_name: str | None, versions: dict[str, tuple[str, str]], why: str = "") -> list[str]:
-    """The model card's install lines, run in the export's folder: torch and transformers :func:`pinned`, and the
-    wheel ``wheel_name`` the folder carries (None: ``why`` there is none)."""
+    """The model card's install lines: torch and transformers :func:`pinned`, the wheel (or ``why`` none)."""
     lines = ["# in this folder (or a download of it from the Hub):"]
     lines += [f"pip install {requirement(name, *versions[name])}" for name in PINNED if name in versions]
     if wheel_name:

@@ -413,8 +413,7 @@ def _is_count(value: Any, low: int, high: int) -> bool:
 def load_export(directory: Path, device: str | None, trust_remote_code: bool, index: str | Path | None,
                 lm: str | Path | None, spec: dict[str, Any] | None = None,
                 encoder: str | Path | None = None) -> dict[str, Any]:
-    """The parts :meth:`pgra.Pipeline.load` assembles from an export; ``index`` / ``encoder`` / ``lm``: the caller's
-    copies, each refused when its fingerprint differs from the run's."""
+    """The parts :meth:`pgra.Pipeline.load` assembles from an export (copies given checked by fingerprint)."""
     spec = read_export(directory) if spec is None else spec
     if not spec["index"]:
         return {}
