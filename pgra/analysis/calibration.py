@@ -91,9 +91,8 @@ def method_calibration(runs: ExperimentRuns, task: str, method: str, n_bins: int
              if len(seeds) > 1 else None)
     ece_mean, ece_std = _mean_std(ece)
     brier_mean, brier_std = _mean_std(brier)
-    seed_independent = runs.seed_independent(task, method)
     return {"task": runs.task_name(task), "method": method, "seeds": seeds, "scored_seeds": scored,
-            "seed_independent": seed_independent,
+            "seed_independent": runs.seed_independent(task, method),
             "inputs": len(pooled), "accuracy": statistics.fmean(str(x["prediction"]) == str(x["label"]) for s in seeds
                                                                 for x in per_seed[s]) if any(per_seed.values()) else None,
             "confidence": statistics.fmean(c for c, *_ in pooled) if pooled else None,

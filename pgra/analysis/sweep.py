@@ -186,8 +186,7 @@ def _consistency_figure(w: Writer, rows: list[dict[str, Any]]) -> None:
     """The k sweep's label consistency against k, one line per task (none without a no-retrieval cell)."""
     if not rows:
         return
-    xs: dict[str, list[float]] = defaultdict(list)
-    ys: dict[str, list[float]] = defaultdict(list)
+    xs, ys = defaultdict(list), defaultdict(list)
     for r in sorted(rows, key=lambda r: r["k"]):
         label = f"{r['task']} (d={r['d']})"
         xs[label].append(r["k"])

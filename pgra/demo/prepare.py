@@ -151,9 +151,8 @@ def partition_articles(articles: dict[str, dict[str, Any]], task_fraction: float
             continue
         titles = [by_topic[topic][i] for i in rng.permutation(len(by_topic[topic]))]
         n_task = int(round(task_fraction * len(titles)))
-        task_titles = titles[:n_task]
         n_dev, n_test = int(round(0.1 * n_task)), int(round(0.2 * n_task))
-        for j, title in enumerate(task_titles):
+        for j, title in enumerate(titles[:n_task]):
             split_of[title] = "dev" if j < n_dev else "test" if j < n_dev + n_test else "train"
     corpus_titles = [t for t in sorted(articles) if t not in split_of]
     return split_of, corpus_titles
@@ -190,10 +189,9 @@ def prepare_wiki(data_dir: Path, task_fraction: float = 0.2, seed: int = 13, min
             write_text(tmp / "wiki_topic" / f"{split}.jsonl",
                        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         write_text(tmp / "wiki_sentences.txt", "\n".join(corpus) + "\n")
-        counts = {split: len(rows) for split, rows in task_rows.items()}
         return {"corpus_sentences": len(corpus), "corpus_articles": len(corpus_titles),
-                "task_sentences": counts, "task_articles": len(split_of),
-                "corpus_sentences_dropped_as_task_duplicates": dropped}
+                "task_sentences": {split: len(rows) for split, rows in task_rows.items()},
+                "task_articles": len(split_of), "corpus_sentences_dropped_as_task_duplicates": dropped}
 
     return _produce(data_dir / "demo", source, build, force)
 

@@ -64,8 +64,8 @@ def _evidence(line: dict[str, Any], record: dict[str, Any] | None, train: dict[s
             i, c = ctxs[eid]
             key = f"c:{eid}"
             texts.setdefault(key, {"text": c["text"]})
-            rank = c.get("retrieval_rank", i + 1)
-            rows.append([key, round(float(c["score"]), 4) if c.get("score") is not None else None, rank])
+            rows.append([key, round(float(c["score"]), 4) if c.get("score") is not None else None,
+                         c.get("retrieval_rank", i + 1)])
         elif eid in train:  # a demonstration or a voter
             key = f"t:{eid}"
             texts.setdefault(key, {"text": train[eid]["text"], "label": str(train[eid]["label"])})
