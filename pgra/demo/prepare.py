@@ -154,8 +154,7 @@ def partition_articles(articles: dict[str, dict[str, Any]], task_fraction: float
         n_dev, n_test = int(round(0.1 * n_task)), int(round(0.2 * n_task))
         for j, title in enumerate(titles[:n_task]):
             split_of[title] = "dev" if j < n_dev else "test" if j < n_dev + n_test else "train"
-    corpus_titles = [t for t in sorted(articles) if t not in split_of]
-    return split_of, corpus_titles
+    return split_of, [t for t in sorted(articles) if t not in split_of]
 
 
 def prepare_wiki(data_dir: Path, task_fraction: float = 0.2, seed: int = 13, min_words: int = 4,

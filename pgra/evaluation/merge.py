@@ -141,8 +141,7 @@ def _check_stages(sources: list[Path], tasks: set[str]) -> None:
 def _manifest_difference(a: Path, b: Path) -> tuple[str, Any, Any] | None:
     if not ((a / MANIFEST).is_file() and (b / MANIFEST).is_file()):
         return None
-    configs = [_without_locations(read_json_object(p / MANIFEST).get("config")) for p in (a, b)]
-    return first_difference(*configs)
+    return first_difference(*(_without_locations(read_json_object(p / MANIFEST).get("config")) for p in (a, b)))
 
 
 def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[list[CellResult], dict[str, Any]]:

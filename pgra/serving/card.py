@@ -78,12 +78,10 @@ def hub_id(name: Any) -> str | None:
             ("/" in name and Path(name.split("/", 1)[0]).is_dir()):
         return None
     try:
-        from huggingface_hub.utils import HFValidationError, validate_repo_id
-    except ImportError:
-        return None
-    try:
+        from huggingface_hub.utils import validate_repo_id
+
         validate_repo_id(name)
-    except HFValidationError:
+    except (ImportError, ValueError):  # no huggingface_hub, or not an id (HFValidationError is a ValueError)
         return None
     return name
 
