@@ -63,10 +63,8 @@ class Pipeline:
         spec = read_export(run) if exported else None  # a hand-edited export.json: refused before any model loads
         verify_run(run)  # a truncated best/model.safetensors: one error line, not a loader's traceback
         predictor = load_run(run, device=device, trust_remote_code=trust_remote_code)
-        if not isinstance(predictor, ReaderPredictor):  # e.g. the kNN vote searches its own index
-            return cls(predictor, verbose=verbose)
-        n = predictor.n_passages
-        if n == 0:
+        # the kNN vote searches its own index; a reader of no evidence reads the text alone
+        if not isinstance(predictor, ReaderPredictor) or (n := predictor.n_passages) == 0:
             return cls(predictor, verbose=verbose)
         if spec is not None:
             return cls(predictor, n_evidence=n, verbose=verbose,
@@ -88,9 +86,8 @@ class Pipeline:
         if index.corpus.fingerprint != cand["index"]["corpus_content_sha256"]:
             raise StaleArtifactError(f"index {cand['index']['path']} holds another corpus than the one {data} was "
                                      "retrieved from")
-        reranking = None
-        if reranked is not None:  # the stage that wrote the folder does its work again on new texts
-            reranking = stage.replay(reranked, manifest, index, device, trust_remote_code)
+        # the stage that wrote the folder does its work again on new texts
+        reranking = stage.replay(reranked, manifest, index, device, trust_remote_code) if reranked else None
         return cls(predictor, index, int(cand["k"]), bool(cand["config"].get("exclude_query_text")), reranking, n,
                    excluded, verbose)
 
