@@ -415,9 +415,8 @@ def load_export(directory: Path, device: str | None, trust_remote_code: bool, in
                 encoder: str | Path | None = None) -> dict[str, Any]:
     """The parts :meth:`pgra.Pipeline.load` assembles from an export (copies given checked by fingerprint)."""
     spec = read_export(directory) if spec is None else spec
-    if not spec["index"]:
+    if not (ix := spec["index"]):
         return {}
-    ix = spec["index"]
     path = Path(index) if index is not None else directory / "index" if ix["copied"] else Path(ix["path"])
     if not path.is_dir():
         raise InputError(f"the index is not at {path}: pass Pipeline.load(..., index=PATH) (its corpus must have "
