@@ -1,9 +1,5 @@
-"""Evidence attribution: which evidence sentences move a reader's prediction.
-
-A sentence's *effect* is the gold label's probability with every evidence sentence read minus that with it
-blanked in place; effects are averaged by first-stage rank, by place in the reranker's top d, and by what the
-reranker did to the sentence (promoted, kept, demoted). docs/analyses.md tells the rest.
-"""
+"""Evidence attribution: the gold label's probability with every evidence sentence read minus that with one
+blanked, averaged by rank and by the reranker's verdict. docs/analyses.md tells the rest."""
 
 from __future__ import annotations
 
@@ -16,6 +12,7 @@ from ..core.config import MAX_BATCH, MAX_ITEMS, SEED_MAX, option
 from ..core.errors import InputError
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .plots import lines
 from .writer import Writer, mean_or_none, signed
 
 
@@ -41,8 +38,7 @@ def leave_one_out(record: dict[str, Any], d: int) -> list[dict[str, Any]]:
 
 
 def effects(record: dict[str, Any], lines: list[dict[str, Any]], d: int) -> dict[str, Any]:
-    """From the predictions of :func:`leave_one_out`'s variants: the gold probability with all evidence, with
-    none, and each sentence's effect (all minus without it)."""
+    """The gold probability with all evidence and with none, and each sentence's effect (all minus without it)."""
     gold = str(record["label"])
     if any(not line.get("scores") for line in lines):
         raise InputError(f"input {record['id']}: the reader printed no label probabilities (predict_mode: generate); "
@@ -89,8 +85,7 @@ def attribute_cell(runs: ExperimentRuns, task: str, method: str, seed: int, ids:
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean effects by first-stage rank, by reranker rank and by the reranker's verdict; the mean effect of all
-    evidence together (full minus none, per input)."""
+    """Mean effects by first-stage rank, reranker rank and verdict, and of all evidence together per input."""
     by_first, by_rerank, by_verdict = defaultdict(list), defaultdict(list), defaultdict(list)
     inputs: dict[tuple[Any, str], float] = {}  # per (seed, input)
     for r in rows:
@@ -135,8 +130,6 @@ def _by_group(groups: dict[str, dict[str, Any]]) -> str:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import lines
-
     w.section("attribution", rows, "Evidence attribution",
               ("Effect of an evidence sentence: the gold label's probability with every sentence read minus the "
                "probability with that sentence left out (blanked), in percentage points, averaged over the sampled "

@@ -1,8 +1,4 @@
-"""The interface of an analysis and its registry.
-
-An analysis is one file: its options (the section ``analysis.<name>``), a function computing its rows and one
-rendering them with a :class:`~pgra.analysis.writer.Writer`, registered with :func:`register_analysis`.
-"""
+"""The interface of an analysis (one file: options, compute, render) and its registry."""
 
 from __future__ import annotations
 
@@ -27,12 +23,9 @@ READS = ("experiment", "results")  # what an analysis needs (Analysis.reads)
 class Analysis:
     """One analysis: ``compute(runs, ctx)`` gives its rows (a JSON table), ``render(writer, rows)`` writes them.
 
-    ``every_process``: it runs models on every process of a launch (else the main one only). ``config``: its options
-    section's type (read as ``runs.cfg.analysis.<name>``), or None; ``path_segment``: a mapping ``config``'s keys
-    name folders. For ``pgra analyze --dry-run``: ``variants(runs)``, the grids it runs as ``(label, Experiment)``,
-    and ``reranks(runs)``, rerank stages outside any grid as ``(task, what, done, rerank config)``. ``reads``:
-    ``"experiment"`` (stage data, models) or ``"results"`` (what a bundle keeps: then it runs on bundles too).
-    """
+    ``every_process``: it runs models on every process (else the main one); ``config``: its options section's type;
+    for ``pgra analyze --dry-run``, ``variants(runs)``: the grids it runs as ``(label, Experiment)``, ``reranks(runs)``:
+    rerank stages outside any grid as ``(task, what, done, rerank config)``; ``reads="results"``: it runs on bundles."""
 
     name: str
     compute: Callable[[ExperimentRuns, Any], Rows]
@@ -66,8 +59,7 @@ ANALYSES: Registry[Analysis] = Registry("analysis", __package__, BUILTIN, field=
 
 
 def register_analysis(analysis: Analysis) -> Analysis:
-    """Add ``analysis`` to the registry (another under a taken name is refused) and return it; the built-in ones
-    keep their order (``SHOWN``), others follow in registration order."""
+    """Add ``analysis`` to the registry (a taken name refused), built-in ones first in ``SHOWN`` order."""
     ANALYSES.register(analysis)
     ordered = sorted(ANALYSES.values(), key=lambda a: SHOWN.index(a.name) if a.name in SHOWN else len(SHOWN))
     ANALYSES.clear()

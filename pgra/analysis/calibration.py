@@ -1,10 +1,5 @@
-"""Are the probabilities the methods print worth anything: calibration error, Brier score and seed flips.
-
-Confidence is the normalised probability a method gives its own prediction. The expected calibration error (Guo
-et al. 2017) averages ``|accuracy - mean confidence|`` over ``n_bins`` equal-width bins weighted by their inputs;
-the Brier score is the mean of ``sum_c (p_c - [c is gold])^2``; a seed flip is an input whose prediction changes
-with the seed.
-"""
+"""Are the probabilities the methods print worth anything: expected calibration error (Guo et al. 2017), Brier
+score and seed flips."""
 
 from __future__ import annotations
 
@@ -15,6 +10,7 @@ from typing import Any
 from ..core.config import MAX_BINS, option
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .plots import reliability
 from .writer import Writer, pct
 
 
@@ -39,8 +35,7 @@ def confidence_pairs(lines: list[dict[str, Any]]) -> list[tuple[float, bool, flo
     """Per prediction line with scores: (confidence, prediction is gold, Brier term)."""
     out = []
     for line in lines:
-        p = _probabilities(line)
-        if p is None:
+        if (p := _probabilities(line)) is None:
             continue
         gold, pred = str(line["label"]), str(line["prediction"])
         brier = sum((q - (label == gold)) ** 2 for label, q in p.items()) + (0.0 if gold in p else 1.0)
@@ -67,8 +62,7 @@ def expected_calibration_error(pairs: list[tuple[float, bool, Any]], n_bins: int
 
 
 def seed_flips(predictions: list[dict[str, str]]) -> dict[str, Any]:
-    """Over the inputs every seed predicted: how many get more than one prediction, and the mean share of
-    inputs on which two seeds disagree (over every pair of seeds)."""
+    """Over the inputs every seed predicted: those with more than one prediction, and pairwise disagreement."""
     shared = set.intersection(*(set(p) for p in predictions)) if predictions else set()
     flipped = sum(len({p[i] for p in predictions}) > 1 for i in shared)
     pairs = [(a, b) for j, a in enumerate(predictions) for b in predictions[j + 1:]]
@@ -85,8 +79,7 @@ def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
 
 def method_calibration(runs: ExperimentRuns, task: str, method: str, n_bins: int) -> dict[str, Any] | None:
     """One row: ECE and Brier per seed (mean, std), the pooled reliability bins and the seed flips."""
-    seeds = runs.finished_seeds(task, method)
-    if not seeds:
+    if not (seeds := runs.finished_seeds(task, method)):
         return None
     per_seed = {s: runs.predictions(task, method, s) for s in seeds}
     pairs = {s: confidence_pairs(lines) for s, lines in per_seed.items()}
@@ -98,9 +91,8 @@ def method_calibration(runs: ExperimentRuns, task: str, method: str, n_bins: int
              if len(seeds) > 1 else None)
     ece_mean, ece_std = _mean_std(ece)
     brier_mean, brier_std = _mean_std(brier)
-    seed_independent = runs.seed_independent(task, method)
     return {"task": runs.task_name(task), "method": method, "seeds": seeds, "scored_seeds": scored,
-            "seed_independent": seed_independent,
+            "seed_independent": runs.seed_independent(task, method),
             "inputs": len(pooled), "accuracy": statistics.fmean(str(x["prediction"]) == str(x["label"]) for s in seeds
                                                                 for x in per_seed[s]) if any(per_seed.values()) else None,
             "confidence": statistics.fmean(c for c, *_ in pooled) if pooled else None,
@@ -117,8 +109,7 @@ def calibration(runs: ExperimentRuns) -> list[dict[str, Any]]:
 
 def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
     """A calibration row's cells in the table."""
-    f = r["flips"]
-    if f:
+    if f := r["flips"]:
         flips = (f"{pct(f['share'])} ({f['flipped']}/{f['inputs']})", pct(f["pairwise"]))
     else:
         flips = ("(det.)",) * 2 if r.get("seed_independent") else ("one seed",) * 2
@@ -129,8 +120,6 @@ def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import reliability
-
     n_bins = rows[0]["n_bins"] if rows else 10
     w.section("calibration", rows, "Calibration",
               ("How far each method's printed probabilities are from its accuracy. Confidence: the probability a "

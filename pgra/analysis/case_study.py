@@ -28,8 +28,7 @@ class CaseStudyConfig:
 
 
 def choose_inputs(ids: list[str], candidates: list[str], n: int, seed: int, preferred: list[str]) -> list[str]:
-    """``ids`` when given (each must be an input), else ``n`` drawn with ``seed`` from ``preferred`` first
-    (inputs where methods disagree), then from the rest, in input order."""
+    """``ids`` when given, else ``n`` drawn with ``seed``, from ``preferred`` first, in input order."""
     if ids:
         unknown = [i for i in ids if i not in candidates]
         if unknown:
@@ -61,8 +60,7 @@ def _evidence(runs: ExperimentRuns, task: str, method: str, line: dict[str, Any]
         data = runs.experiment.method(task, method).data_dir
         ctxs = {str(c["id"]): c for c in runs.records(task, data)[str(line["id"])].get("ctxs", [])}
         for i in line["evidence"][:top]:
-            c = ctxs.get(str(i))
-            if c is None:
+            if (c := ctxs.get(str(i))) is None:
                 items.append(f"#{i}")
                 continue
             where = f"p={c['score']:.3f}, first-stage rank {c['retrieval_rank']}" if "retrieval_rank" in c \

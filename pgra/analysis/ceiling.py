@@ -1,20 +1,15 @@
-"""The reader's ceiling: how much any reranker could move a trained FiD reader, by re-reading its test inputs with
-the best and the worst evidence the candidates hold.
-
-The FiD cell at the first seed predicts the analysed split with its own evidence, with *oracle* evidence (of the
-first k candidates, those whose label (:func:`pgra.analysis.consistency.task_labeller`) agrees with the gold first)
-and with *anti-oracle* evidence (the disagreeing first); the differences are tested with the report's paired
-bootstrap. docs/analyses.md tells the rest.
-"""
+"""The reader's ceiling: how much any reranker could move a trained FiD reader, re-reading its inputs with the best
+(oracle) and worst (anti-oracle) evidence of the first k candidates. docs/analyses.md tells the rest."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..evaluation.report import p_text
 from ..evaluation.significance import paired_bootstrap
 from ..results import metrics
 from .base import Analysis, register_analysis
-from .consistency import CorpusLabels, task_labeller
+from .consistency import CorpusLabels, evidence_texts, task_labeller
 from .inputs import ExperimentRuns
 from .writer import Writer, pct, signed
 
@@ -23,16 +18,14 @@ N_RESAMPLES = 10000
 
 
 def ordered_evidence(record: dict[str, Any], labels: dict[str, str], k: int, d: int, agree: bool) -> list[dict]:
-    """The top ``d`` of ``record``'s first ``k`` candidates with those whose label agrees (``agree``) or disagrees
-    with its gold label first, each group in first-stage order."""
+    """The top ``d`` of the first ``k`` candidates, those agreeing (``agree``) or disagreeing first."""
     ctxs = record.get("ctxs", [])[:k]
     hit = [(labels[str(c["id"])] == str(record["label"])) == agree for c in ctxs]
     return ([c for c, h in zip(ctxs, hit, strict=True) if h] + [c for c, h in zip(ctxs, hit, strict=True) if not h])[:d]
 
 
 def reader_ceiling(runs: ExperimentRuns, task: str) -> dict[str, Any] | None:
-    """One task's row: the FiD reader's metric with its own, oracle and anti-oracle evidence, and the paired
-    bootstrap of each swap against its own; None without a finished FiD cell at the first seed."""
+    """One task's row: FiD's metric with its own, oracle and anti-oracle evidence, each swap tested."""
     seed = runs.cfg.seeds[0]
     cell = runs.cell(task, READER, seed)
     if READER not in runs.cfg.methods or cell is None:
@@ -42,7 +35,7 @@ def reader_ceiling(runs: ExperimentRuns, task: str) -> dict[str, Any] | None:
     records = list(runs.stage_records(task, "candidates").values())
     k = runs.settings(task).rerank.k or max(len(r.get("ctxs", [])) for r in records)
     labeller = task_labeller(runs, task, "the reader's ceiling")
-    labels = labeller.label({str(c["id"]): c["text"] for r in records for c in r.get("ctxs", [])[:k]})
+    labels = labeller.label(evidence_texts(records, k))
     variants = {"own": [{**r, "ctxs": r.get("ctxs", [])[:d]} for r in records],
                 "oracle": [{**r, "ctxs": ordered_evidence(r, labels, k, d, True)} for r in records],
                 "anti_oracle": [{**r, "ctxs": ordered_evidence(r, labels, k, d, False)} for r in records]}
@@ -68,8 +61,6 @@ def ceiling(runs: ExperimentRuns) -> list[dict[str, Any]]:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from ..evaluation.report import p_text
-
     def swap(r: dict[str, Any], name: str) -> str:
         lo, hi = r[f"{name}_ci"]
         return f"{signed(r[f'{name}_delta'])} [{signed(lo)}, {signed(hi)}] (p{p_text(r[f'{name}_p'], r['n_resamples'])})"

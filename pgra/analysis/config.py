@@ -1,9 +1,5 @@
 """The ``analysis:`` section of an experiment config, built from the registered analyses, and ``AnalyzeConfig``:
-the experiment config with that section typed (what ``pgra experiment`` and ``pgra analyze`` read).
-
-``analysis.analyses`` chooses among the registered analyses, ``analysis.split`` is the split they read, and each
-has its own section ``analysis.<name>``; made from the registry when asked for (:func:`analyze_config`).
-"""
+the experiment config with that section typed (what ``pgra experiment`` and ``pgra analyze`` read)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """Pseudo-label consistency (the paper's Figure 2; against the reranker's size its Figure 4 / Tables 9-10): how
-often evidence carries its input's label.
-
-An evidence sentence is consistent when its label (a no-retrieval reader's pseudo-label, or the corpus's label
-sidecar: :class:`CorpusLabels`) equals its input's gold label; the share is counted for the first stage's top d,
-the reranker's and further reranker LMs' top d, and ``pgra_full``'s. With ``analysis.consistency.k`` or ``.d``
-set, a second table adds controls per LM, k and d: a random d of the first k (the floor) and the oracle (the
-ceiling), with bootstrap intervals. docs/analyses.md tells the rest.
-"""
+often evidence carries its input's label, with a controls table (floor, ceiling, intervals) when
+``analysis.consistency.k`` or ``.d`` is set. docs/analyses.md tells the rest."""
 
 from __future__ import annotations
 
@@ -18,14 +12,19 @@ import numpy as np
 
 from ..core.config import MAX_BATCH, MAX_ITEMS, MAX_RESAMPLES, SEED_MAX, option
 from ..core.errors import InputError
+from ..evaluation.report import p_text
+from ..evaluation.significance import input_weights, share_bootstrap
 from ..experiment import CELL_FILE
 from ..experiment.grid import FULL_SEARCH
-from ..experiment.reuse import reuse_or_run
+from ..experiment.reuse import finished_with, reuse_or_run
+from ..methods import get_method
 from ..rerank.base import reranker_class
 from ..results.predictions import read_cell
-from ..storage.artifacts import MANIFEST, read_json, write_json
+from ..storage.artifacts import MANIFEST, read_json, read_json_object, write_json
+from ..tasks.loaders import _columns, _rows, resolve_data_path
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .plots import grouped_bars, interval_panels
 from .writer import Writer, pct
 
 
@@ -83,8 +82,6 @@ class PseudoLabeller:
         todo = [{"id": i, "text": t} for i, t in sentences.items() if i not in self.labels]
         if todo:
             if self._predictor is None:
-                from ..methods import get_method
-
                 self._predictor = get_method("no_retrieval").load(self.cell)
                 self._predictor.batch_size = self.batch_size
             for line in self._predictor.predict(todo):
@@ -103,12 +100,9 @@ def labels_sidecar(corpus: str | Path) -> Path:
 
 
 class CorpusLabels:
-    """The true labels of a labelled pool's evidence, from its sidecar ``{"task", "labels": [one per line]}`` (a
-    txt corpus: evidence id = line number). The reranker never reads them: they only score consistency."""
+    """A labelled pool's true evidence labels from its sidecar (id = line): they only score consistency."""
 
     def __init__(self, sidecar: Path, task: str) -> None:
-        from ..storage.artifacts import read_json_object
-
         data = read_json_object(sidecar)
         if data.get("task") != task or not isinstance(data.get("labels"), list):
             raise InputError(f"labels the evidence of task '{data.get('task')}', not '{task}'", path=sidecar,
@@ -126,8 +120,7 @@ class CorpusLabels:
 
 def task_labeller(runs: ExperimentRuns, task: str,
                   why: str = "label consistency") -> PseudoLabeller | CorpusLabels:
-    """The labeller of ``task``'s evidence: the corpus's label sidecar (:func:`labels_sidecar`), else the
-    no-retrieval cell at ``labeller_seed`` (pseudo-labels cached in ``<task>/pseudo_labels.json``)."""
+    """The labeller of ``task``'s evidence: the corpus's label sidecar, else the no-retrieval cell's reader."""
     sidecar = labels_sidecar(runs.cfg.index.corpus) if runs.cfg.index.corpus else None
     if sidecar is not None and sidecar.is_file():
         return CorpusLabels(sidecar, runs.task_name(task))
@@ -142,10 +135,11 @@ def evidence_consistency(labeller: PseudoLabeller | CorpusLabels, records: list[
     if any("label" not in r for r in records):
         raise InputError(f"label consistency needs gold labels on every input; {sum('label' not in r for r in records)}"
                          " of the analysed split's have none", field="analysis.split")
-    return consistency_share(records, d, labeller.label(_sentences(records, d)))
+    return consistency_share(records, d, labeller.label(evidence_texts(records, d)))
 
 
-def _sentences(records: list[dict[str, Any]], d: int) -> dict[str, str]:
+def evidence_texts(records: list[dict[str, Any]], d: int) -> dict[str, str]:
+    """``{id: text}`` of the top ``d`` evidence of ``records``: what a labeller labels."""
     return {str(c["id"]): c["text"] for rec in records for c in rec.get("ctxs", [])[:d]}
 
 
@@ -154,8 +148,7 @@ def _lm_name(lm: str) -> str:
 
 
 def _extra_rerank(runs: ExperimentRuns, task: str, lm: str, top: int = 0) -> tuple[Any, Path, str]:
-    """The experiment's reranking of ``task`` with another LM: its config, folder and reuse key. ``top``: rank and
-    keep the first ``top`` candidates of the analysed split (the controls table's; no corpus pass)."""
+    """Config, folder and reuse key of ``task``'s reranking with ``lm`` (``top``: of the first ``top`` only)."""
     exp = runs.experiment
     cfg = replace(exp.rerank_config(task), lm=lm,
                   out=str(runs.out / runs.task_name(task) / f"rerank-{_lm_name(lm)}"))
@@ -174,10 +167,7 @@ def extra_reranked(runs: ExperimentRuns, task: str, lm: str, ctx, top: int = 0) 
 
 
 def extra_reranks(runs: ExperimentRuns) -> list[tuple[str, str, bool, Any]]:
-    """``(task, what, done, its rerank config)`` for each reranking with ``analysis.consistency.rerank_lms`` (for ``pgra analyze
-    --dry-run``); ``done``: a finished folder of the same key is reused."""
-    from ..experiment.reuse import finished_with
-
+    """``(task, what, done, rerank config)`` of each reranking with ``rerank_lms``, for ``--dry-run``."""
     planned = []
     for task in runs.cfg.tasks:
         top = max(control_points(runs, task, planning=True)[0], default=0)
@@ -192,8 +182,7 @@ def extra_reranks(runs: ExperimentRuns) -> list[tuple[str, str, bool, Any]]:
 
 
 def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
-    """One row per task and evidence source: ``{"task", "source", "lm", "d", "share", "consistent", ...}``, then
-    the controls table's rows (:func:`controls_table`; they hold ``oracle``) when ``k`` or ``d`` is set."""
+    """One row per task and evidence source, then the controls table's rows (they hold ``oracle``)."""
     cfg = runs.cfg.analysis.consistency
     rows: list[dict[str, Any]] = []
     controls: list[dict[str, Any]] = []
@@ -206,9 +195,8 @@ def label_consistency(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
         if not ctx.is_main:
             continue
         labeller = task_labeller(runs, task)
-        sources: list[tuple[str, str | None, list[dict[str, Any]], int]] = []
-        d_fid = runs.n_passages(task, "fid")
-        sources.append((FIRST_STAGE, None, list(runs.stage_records(task, "candidates").values()), d_fid))
+        sources: list[tuple[str, str | None, list[dict[str, Any]], int]] = [
+            (FIRST_STAGE, None, list(runs.stage_records(task, "candidates").values()), runs.n_passages(task, "fid"))]
         d_pgra = runs.n_passages(task, "pgra")
         reranker_of = {FIRST_STAGE: "first stage"}
         if "reranked" in runs.experiment.reranked_stages():  # the prompt-guided reranker's
@@ -263,8 +251,7 @@ def control_lms(runs: ExperimentRuns, task: str) -> list[str]:
 
 
 def control_points(runs: ExperimentRuns, task: str, planning: bool = False) -> tuple[list[int], list[int]]:
-    """The controls table's ks and ds for ``task`` (both empty: no table). A k beyond the candidates' retrieve.k is
-    an InputError (``planning``: the config's retrieve.k before the candidates exist)."""
+    """The controls table's ks and ds for ``task`` (both empty: no table); a k beyond retrieve.k refused."""
     cfg = runs.cfg.analysis.consistency
     if not cfg.k and not cfg.d:
         return [], []
@@ -279,10 +266,7 @@ def control_points(runs: ExperimentRuns, task: str, planning: bool = False) -> t
 
 
 def input_groups(runs: ExperimentRuns, task: str, column: str) -> dict[str, str] | None:
-    """``{input id: its value of column}`` in the analysed split's data file; None when no row has the column
-    (every input its own group), an InputError when only some have it."""
-    from ..tasks.loaders import _columns, _rows, resolve_data_path
-
+    """``{input id: its value of column}`` in the analysed split's data; None when no row has the column."""
     spec = runs.task_spec(task)
     rows, source = _rows(spec.data, resolve_data_path(spec.data, runs.settings(task).data_dir), runs.split)
     id_col = _columns(spec.data)[2]
@@ -300,11 +284,10 @@ def input_groups(runs: ExperimentRuns, task: str, column: str) -> dict[str, str]
 
 def control_counts(first: list[dict[str, Any]], ranked: list[list[dict[str, Any]]], consistent: list[set[str]],
                    k: int, d: int) -> dict[str, np.ndarray]:
-    """Per input, the evidence kept (``kept``: min(d, candidates among the first k)) and how much of it is
-    consistent for each evidence source: ``first`` stage's top d, the ``random`` floor's expectation (kept x
-    consistent / candidates among the first k), the ``oracle`` (min(kept, consistent among the first k)), whether
-    the first k hold ``kept`` consistent sentences (``full``: 1 or 0) and each
-    reranker's top d of the first k (``ranked[j][i]``: reranker j's ranking of input i, ``retrieval_rank`` each)."""
+    """Per input, the evidence kept (min(d, candidates among the first k)) and how much of it is consistent for
+    each source: the ``first`` stage's top d, the ``random`` floor's expectation, the ``oracle``, ``full`` (the first
+    k hold ``kept`` consistent sentences) and each reranker's top d (``ranked[j][i]``: reranker j's ranking of
+    input i)."""
     n = len(first)
     out = {name: np.zeros(n) for name in ("kept", "first", "random", "oracle", "full")}
     out.update({f"reranker{j}": np.zeros(n) for j in range(len(ranked))})
@@ -329,10 +312,7 @@ CONTROLS = (("reranker", "reranker's top d"), ("first", "first stage's top d (Fi
 
 
 def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, Path]) -> list[dict[str, Any]]:
-    """The controls table's rows of ``task``, one per reranker LM (``ranked``: its folder), k and d: each source's
-    share with its 95% bootstrap interval, and the reranker's paired difference from the floor with its p-value."""
-    from ..evaluation.significance import input_weights, share_bootstrap
-
+    """The controls table's rows of ``task`` per reranker LM, k and d: shares with intervals, tested gains."""
     cfg = runs.cfg.analysis.consistency
     ks, ds = control_points(runs, task)
     first = list(runs.stage_records(task, "candidates").values())
@@ -341,7 +321,7 @@ def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, 
     rankings = {lm: runs.records(task, folder) for lm, folder in ranked.items()}
     first = [r for r in first if all(str(r["id"]) in got for got in rankings.values())]
     top = max(ks)
-    labels = labeller.label({str(c["id"]): c["text"] for r in first for c in r.get("ctxs", [])[:top]})
+    labels = labeller.label(evidence_texts(first, top))
     consistent = [{str(c["id"]) for c in r.get("ctxs", [])[:top] if labels[str(c["id"])] == str(r["label"])}
                   for r in first]
     groups = input_groups(runs, task, cfg.group_field) if cfg.group_field else None
@@ -372,8 +352,7 @@ def controls_table(runs: ExperimentRuns, task: str, labeller, ranked: dict[str, 
 
 
 def first_stage_overlap(records: list[dict[str, Any]], first: dict[str, dict[str, Any]], d: int) -> dict[str, Any]:
-    """How much of each input's top ``d`` the first stage's own top ``d`` holds (``overlap``: mean share) and the
-    share of kept sentences promoted from beyond it (``promoted``)."""
+    """How much of each top ``d`` the first stage's own top ``d`` holds (``overlap``), and ``promoted``."""
     shared = kept = 0
     for rec in records:
         mine = [str(c["id"]) for c in rec.get("ctxs", [])[:d]]
@@ -410,18 +389,13 @@ def render_controls(w: Writer, rows: list[dict[str, Any]]) -> None:
 
 
 def _gain(r: dict[str, Any], name: str) -> tuple[str, str]:
-    from ..evaluation.report import p_text
-
     if name not in r:  # a table written before the column existed
         return "", ""
     return f"{100 * r[name]:+.1f}", p_text(r[f"{name}_p"], r["resamples"]).lstrip("=")
 
 
 def _size_figure(w: Writer, rows: list[dict[str, Any]], task: str, d: int) -> None:
-    """The paper's Figure 4 layout: consistency against the reranker LM (in the order configured: by size), one
-    panel per k, with the first stage, the floor and the ceiling beside it, each with its interval."""
-    from .plots import interval_panels
-
+    """The paper's Figure 4 layout: consistency against the reranker LM, a panel per k, floor and ceiling."""
     lms = list(dict.fromkeys(r["lm"] for r in rows))
     panels = {}
     for k in dict.fromkeys(r["k"] for r in rows):
@@ -438,8 +412,6 @@ def _size_figure(w: Writer, rows: list[dict[str, Any]], task: str, d: int) -> No
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import grouped_bars
-
     controls = [r for r in rows if "oracle" in r]
     rows = [r for r in rows if "oracle" not in r]
     w.section("consistency", rows, "Label consistency",

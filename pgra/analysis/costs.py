@@ -1,14 +1,8 @@
-"""Cost-aware comparison: what each method's score cost, and which methods another beats on both.
-
-A method's cost on a task is its cell's (mean over seeds) plus the shared stages it needs, in full (the index
-left out; a corpus pass read from the cache counted too: :func:`borrowed_pass`), in one device's seconds
-(:func:`pgra.runtime.cost.device_seconds`) and FLOPs. A method is *dominated* when another scores at least as well
-for at most the cost, better in one of the two.
-"""
+"""Cost-aware comparison: what each method's score cost (its cells plus the shared stages it needs, in one device's
+seconds and FLOPs), and which methods another beats on both (*dominated*)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +15,7 @@ from ..runtime.cost import (
     cost_problem,
     device_seconds,
     estimated_flops,
+    finite_number,
     local_folder,
     merge_work,
     parameter_counts,
@@ -28,6 +23,7 @@ from ..runtime.cost import (
 from ..storage.artifacts import MANIFEST, read_json, read_json_object, read_utf8
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .plots import pareto
 from .writer import Writer, mean_or_none, number, pct
 
 
@@ -45,10 +41,8 @@ def _stage_cost(folder: Path) -> dict[str, Any] | None:
 
 
 def checked_cost(record: Any, path: Path, field: str = "", timed: bool = False) -> dict[str, Any]:
-    """``record`` (a cost record read from ``path``, at ``field``) when it can be read (:func:`~pgra.runtime.cost.cost_problem`);
-    else an InputError naming the file and the field."""
-    problem = cost_problem(record, timed)
-    if problem is not None:
+    """``record`` when it is a readable cost record, else an InputError naming ``path`` and the field."""
+    if (problem := cost_problem(record, timed)) is not None:
         where = ".".join(p for p in (field, problem[0]) if p)
         raise InputError(f"{problem[1]} (edited by hand?)", path=path, field=where or None)
     return record
@@ -62,15 +56,13 @@ def _corpus_pass(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
     manifest = read_json_object(path)
     record = manifest.get("corpus_pass")
     cache = manifest.get("embedding", {}).get("cache") if isinstance(manifest.get("embedding"), dict) else None
-    numbers = isinstance(record, dict) and all(
-        isinstance(record.get(k, 0), int | float) and not isinstance(record.get(k, 0), bool)
-        and math.isfinite(record.get(k, 0)) for k in ("seconds", "tokens_run", "cached_before"))
+    numbers = isinstance(record, dict) and all(finite_number(record.get(k, 0))
+                                               for k in ("seconds", "tokens_run", "cached_before"))
     return (record, manifest) if numbers and record.get("mode") == "corpus" and cache else None  # type: ignore[union-attr]
 
 
 def borrowed_pass(runs: ExperimentRuns, task: str, stages: list[str]) -> tuple[str, dict[str, Any]] | None:
-    """The whole-corpus pass one of ``stages`` read from the cache another stage of the task filled first (the first
-    to run records it): ``(that stage, a cost record of the pass alone)``; None when they ran their own, or none."""
+    """``(stage, cost record)`` of a corpus pass one of ``stages`` read from another stage's cache; else None."""
     for stage in stages:
         folder = runs.stage_dir(task, stage)
         mine = _corpus_pass(folder)
@@ -103,8 +95,7 @@ def stages_needed(method: str) -> list[str]:
 
 
 class _Params:
-    """Parameter counts per model, read once from the model folders here (``lookup``); without ``lookup`` (results
-    alone: a bundle) none, so only the work records' own ``parameters`` price them, wherever they are read."""
+    """Parameter counts per model, read once from the model folders here (none on results alone: ``lookup``)."""
 
     def __init__(self, lookup: bool = True) -> None:
         self.lookup = lookup
@@ -119,8 +110,7 @@ class _Params:
 
 def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -> dict[str, Any] | None:
     """One row: the method's score and what it cost (cell mean over seeds plus the stages it needs)."""
-    seeds = runs.finished_seeds(task, method)
-    if not seeds:
+    if not (seeds := runs.finished_seeds(task, method)):
         return None
     paths = [runs.cell(task, method, s) / CELL_FILE for s in seeds]
     cells = [read_cell(p) for p in paths]
@@ -157,8 +147,7 @@ def method_cost(runs: ExperimentRuns, task: str, method: str, params: _Params) -
 
 
 def dominated(rows: list[dict[str, Any]], cost_key: str) -> dict[str, list[str]]:
-    """Per method of one task, the methods that score at least as well for at most its cost (``cost_key``),
-    strictly better in one (rows without a score or that cost are neither)."""
+    """Per method of one task, the methods that score at least as well for at most its ``cost_key``."""
     ok = [r for r in rows if r["metric"] is not None and r.get(cost_key) is not None]
     out: dict[str, list[str]] = {}
     for r in ok:
@@ -194,8 +183,6 @@ def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import pareto
-
     w.section("cost", rows, "Cost",
               ("What each score cost: the method's cell (mean over seeds) plus the shared stages it needs (retrieval "
                "for the readers of corpus evidence, reranking for PGRA), counted in full. FLOPs: 2 x parameters per "

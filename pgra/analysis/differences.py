@@ -1,9 +1,5 @@
-"""Where FiD and PGRA differ: the overlap of their evidence against their predictions, and the rank shift.
-
-``overlap@d`` of an input is the share of PGRA's d evidence sentences that are also among FiD's d (the
-first stage's top d). The rank shift is the first-stage rank of every sentence the reranker keeps: rank <= d
-sentences FiD reads too, the others the reranker promoted.
-"""
+"""Where FiD and PGRA differ: the overlap of their evidence (``overlap@d``) against their predictions, and the
+first-stage rank of every sentence the reranker keeps."""
 
 from __future__ import annotations
 
@@ -13,6 +9,7 @@ from typing import Any
 from ..core.markdown import md_table
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .plots import grouped_bars, histogram
 from .writer import Writer, pct
 
 
@@ -22,8 +19,7 @@ def overlap_at_d(a: list[Any], b: list[Any], d: int) -> float:
 
 
 def overlap_table(pairs: list[tuple[dict[str, Any], dict[str, Any]]], d: int) -> dict[str, Any]:
-    """From (FiD line, PGRA line) pairs of the same input: per overlap value the inputs and how many differ in
-    prediction, and the mean overlap where the predictions agree and where they differ."""
+    """Per overlap of (FiD, PGRA) line pairs: inputs and how many differ in prediction; mean overlaps."""
     bins: dict[int, list[int]] = {j: [0, 0] for j in range(d + 1)}  # shared sentences -> [inputs, differing]
     agree, differ = [], []
     for fid, pgra in pairs:
@@ -49,16 +45,22 @@ def rank_shift(records: list[dict[str, Any]], d: int) -> dict[str, Any]:
             "promoted": sum(r > d for r in ranks) / len(ranks) if ranks else None}
 
 
+def _pairs(runs: ExperimentRuns, task: str, method: str) -> tuple[list[int], list[tuple[dict, dict]]]:
+    """The seeds FiD and ``method`` both finished, and their lines of the same input as (FiD, method) pairs."""
+    seeds = [s for s in runs.finished_seeds(task, "fid") if s in runs.finished_seeds(task, method)]
+    pairs = []
+    for seed in seeds:
+        fid = {str(x["id"]): x for x in runs.predictions(task, "fid", seed)}
+        pairs += [(fid[str(x["id"])], x) for x in runs.predictions(task, method, seed) if str(x["id"]) in fid]
+    return seeds, pairs
+
+
 def method_differences(runs: ExperimentRuns) -> list[dict[str, Any]]:
     """Per task: the overlap table of FiD and PGRA (over the seeds both finished) and PGRA's rank shift."""
     out = []
     for task in runs.cfg.tasks:
-        seeds = [s for s in runs.finished_seeds(task, "fid") if s in runs.finished_seeds(task, "pgra")]
+        seeds, pairs = _pairs(runs, task, "pgra")
         d = runs.n_passages(task, "pgra")
-        pairs = []
-        for seed in seeds:
-            fid = {str(x["id"]): x for x in runs.predictions(task, "fid", seed)}
-            pairs += [(fid[str(x["id"])], x) for x in runs.predictions(task, "pgra", seed) if str(x["id"]) in fid]
         row: dict[str, Any] = {"task": runs.task_name(task), "seeds": seeds}
         if pairs and d:  # (d = 0: no evidence read, nothing to overlap)
             row["overlap"] = overlap_table(pairs, d)
@@ -67,11 +69,7 @@ def method_differences(runs: ExperimentRuns) -> list[dict[str, Any]]:
         others = {}
         for reranker, stage, method in runs.other_rerankers():  # the grid's other rerankers, each against FiD
             d_m = runs.n_passages(task, method)
-            both = [s for s in runs.finished_seeds(task, "fid") if s in runs.finished_seeds(task, method)]
-            pairs = []
-            for seed in both:
-                fid = {str(x["id"]): x for x in runs.predictions(task, "fid", seed)}
-                pairs += [(fid[str(x["id"])], x) for x in runs.predictions(task, method, seed) if str(x["id"]) in fid]
+            both, pairs = _pairs(runs, task, method)
             others[method] = {"reranker": reranker, "seeds": both,
                               **({"rank_shift": rank_shift(list(runs.stage_records(task, stage).values()), d_m)}
                                  if stage in runs.reranked_stages() else {}),
@@ -83,8 +81,6 @@ def method_differences(runs: ExperimentRuns) -> list[dict[str, Any]]:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import grouped_bars, histogram
-
     w.tables["differences"] = rows
     w.md += ["## Where FiD and PGRA differ", ""]
     if not any(r.get("overlap") or r.get("rank_shift") for r in rows):
@@ -93,8 +89,7 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
     overlap_notes: dict[str, list[str]] = {}
     groups: list[str] = []
     for r in rows:
-        o = r.get("overlap")
-        if o:
+        if o := r.get("overlap"):
             d = o["d"]
             w.md += [f"**{r['task']}** (seeds {', '.join(map(str, r['seeds']))}; {o['pairs']} input-seed pairs): mean "
                      f"overlap@{d} {pct(o['mean_overlap'])}% — {pct(o['mean_overlap_agreeing'])}% where the "

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.errors import InputError
 from ..data.interchange import read_records
-from ..evaluation.bundle import ANALYSIS_DIR
+from ..evaluation.bundle import ANALYSIS_DIR, cell_idents
 from ..experiment import CELL_FILE, Experiment, cell_settings
 from ..methods import get_method
 from ..results.predictions import checked_cell_metric, read_predictions
@@ -47,10 +47,7 @@ class ExperimentRuns:
         return True
 
     def cell_idents(self) -> list[str]:
-        """The finished cells the analyses read (:func:`~pgra.evaluation.bundle.cell_ident`), recorded with their
-        tables so that a bundle leaves out analyses that read other cells than it holds."""
-        from ..evaluation.bundle import cell_idents
-
+        """The finished cells the analyses read, recorded with their tables (a bundle leaves out stale ones)."""
         return cell_idents(self.root)
 
     def stage_dir(self, task: str, stage: str) -> Path:
@@ -89,8 +86,7 @@ class ExperimentRuns:
         return [s for s in self.experiment.seeds(task, method) if self.cell(task, method, s) is not None]
 
     def require_cell(self, task: str, method: str, seed: int, why: str) -> Path:
-        directory = self.cell(task, method, seed)
-        if directory is None:
+        if (directory := self.cell(task, method, seed)) is None:
             raise InputError(f"{why} needs {self.missing_cell(task, method, seed)}", field="methods")
         return directory
 
@@ -126,10 +122,7 @@ class ExperimentRuns:
         return self.records(task, folder, split)
 
     def other_rerankers(self) -> list[tuple[str, str, str]]:
-        """``(reranker, stage, method)`` of each reranked stage of the grid besides the prompt-guided one (``mmr``,
-        ``reranked-mmr``, ``fid_mmr``: the first method that reads it), in method order."""
-        from ..methods import get_method
-
+        """``(reranker, stage, method)`` of each reranked stage besides the prompt-guided one, in method order."""
         out: dict[str, tuple[str, str, str]] = {}
         for m in self.cfg.methods:  # from the methods alone: results without their experiment (a bundle) ask too
             cls = get_method(m)

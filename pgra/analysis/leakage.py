@@ -1,10 +1,5 @@
-"""Leakage audit: is a task's test (or dev) input in the retrieval corpus, and did a reader read it?
-
-An *exact* duplicate equals the input after normalisation (NFKC, case folded, letters and digits only); a *near*
-one is a candidate (of the first k, dense indexes only) whose cosine is at least ``threshold``. Per method that
-reads corpus evidence, the audit counts the (input, seed) pairs whose evidence held one; the flagged ids go to
-``analysis/<task>/leakage_ids.txt`` for ``retrieve.exclude_ids``. docs/analyses.md tells the rest.
-"""
+"""Leakage audit: is a task's test (or dev) input in the retrieval corpus (exactly, or as a near duplicate among the
+first k), and did a reader read it? docs/analyses.md tells the rest."""
 
 from __future__ import annotations
 
@@ -46,12 +41,10 @@ def normalise(text: str) -> str:
 
 
 def exact_duplicates(queries: dict[str, str], corpus: list[tuple[Any, str]] | Any) -> dict[str, list[str]]:
-    """Per query id, the ids of the corpus sentences equal to it after :func:`normalise` (one pass over the
-    corpus; only the queries' normal forms are held in memory)."""
+    """Per query id, the ids of the corpus sentences equal to it after :func:`normalise` (one pass)."""
     wanted: dict[str, list[str]] = {}
     for qid, text in queries.items():
-        form = normalise(text)
-        if form:
+        if form := normalise(text):
             wanted.setdefault(form, []).append(qid)
     found: dict[str, list[str]] = {}
     for cid, text in corpus:

@@ -1,7 +1,5 @@
 """``pgra analyze --dry-run``: what the chosen analyses would run and hold on disk, priced as ``pgra experiment
---dry-run`` prices a grid (:func:`pgra.experiment.estimate.plan_costs`), nothing run or written: each analysis's
-``variants`` (grids of their own; the experiment's finished cells reused) and ``reranks`` (rerank stages outside any
-grid, priced at the experiment's own reranking); their cost also as a multiple of the grid's, as if none had run."""
+--dry-run`` prices a grid; nothing run or written."""
 
 from __future__ import annotations
 
@@ -9,9 +7,19 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ..experiment.estimate import Estimate, format_bytes, format_seconds, plan_costs
+from ..experiment import Experiment
+from ..experiment.config import cell_settings
+from ..experiment.estimate import Estimate, format_bytes, format_seconds, plan_costs, task_inputs
+from ..experiment.estimate.disk import DiskPlan, add_models
+from ..methods import get_method, get_stage
+from ..methods.reader_method import ReaderMethod
+from ..rerank.prompt_guided.cost_model import cache_bytes, corpus_passed
+from ..retrieval.cost_model import corpus_lines
+from ..selection import STRATEGIES
+from ..stages import PlanRequest
 from ..storage.artifacts import MANIFEST
-from .base import Analysis
+from .base import ANALYSES, Analysis
+from .config import as_analyze_config
 from .inputs import ExperimentRuns
 from .variants import is_experiment
 
@@ -57,16 +65,8 @@ class Work:
         return said
 
 
-def _is_reader(method: str) -> bool:
-    from ..methods import get_method
-    from ..methods.reader_method import ReaderMethod
-
-    return issubclass(get_method(method), ReaderMethod)
-
-
 def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
-    """A variant grid's stages and cells still to run and their cost (none when every cell is a finished cell of
-    the experiment: :func:`~pgra.analysis.variants.run_variants`)."""
+    """A variant grid's stages and cells still to run and their cost (none when all are the experiment's)."""
     main = runs.experiment
     planned = variant.plan()
     if is_experiment(runs, variant):
@@ -80,7 +80,7 @@ def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
     index = Path(variant.cfg.index.out)
     own = index != Path(main.cfg.index.out)
     disk = plan.disk  # less what is the experiment's: its index, candidates and (the same LM's) embedding cache
-    return Work(stages=len(stages), cells=len(todo), readers=sum(_is_reader(c.method) for c in todo),
+    return Work(stages=len(stages), cells=len(todo), readers=sum(issubclass(get_method(c.method), ReaderMethod) for c in todo),
                 indexes=int(own and not (index / MANIFEST).exists()),
                 estimates=[_cached_share(main, variant, names[e.label], e) for e in plan.stages if e.label in names]
                 + [e for e in plan.cells if e.source != "done"],
@@ -89,10 +89,7 @@ def variant_work(runs: ExperimentRuns, variant: Any) -> Work:
 
 
 def _cached_share(main: Any, variant: Any, task: str, e: Estimate) -> Estimate:
-    """``e`` of a sweep point's reranking priced at the share of its k beyond the experiment's (the shared cache
-    holds the rest); ``e`` itself for any other stage, or per-query demonstrations."""
-    from ..selection import STRATEGIES
-
+    """``e`` of a sweep point's reranking priced at its k beyond the experiment's (the cache holds the rest)."""
     if variant.candidates_from is not main or not e.label.endswith("/reranked") or e.seconds is None:
         return e
     mine, theirs = variant.rerank_config(task), main.rerank_config(task)
@@ -109,8 +106,7 @@ def _cached_share(main: Any, variant: Any, task: str, e: Estimate) -> Estimate:
 
 
 def rerank_work(runs: ExperimentRuns, reranks: list[tuple[str, str, bool, Any]], grid: Any) -> Work:
-    """Rerank runs outside any grid, each priced as the experiment's own reranking of its task (another LM's size
-    changes it: a rough guide), and the embedding cache its LM fills (:func:`rerank_cache`)."""
+    """Rerank runs outside any grid, priced as the experiment's own reranking, and their embedding caches."""
     own = {e.label: e for e in grid.stages}
     work = Work()
     for task, what, done, cfg in reranks:
@@ -128,13 +124,6 @@ def rerank_work(runs: ExperimentRuns, reranks: list[tuple[str, str, bool, Any]],
 
 def rerank_cache(runs: ExperimentRuns, task: str, cfg: Any) -> float:
     """The embedding cache a reranking of ``task`` with ``cfg`` fills (0 where unknown)."""
-    from ..experiment.config import cell_settings
-    from ..experiment.estimate import task_inputs
-    from ..methods import get_stage
-    from ..rerank.prompt_guided.cost_model import cache_bytes, corpus_passed
-    from ..retrieval.cost_model import corpus_lines
-    from ..stages import PlanRequest
-
     exp = runs.experiment
     n, corpus = task_inputs(exp, runs.task_name(task), task), corpus_lines(exp.cfg.index)[0]
     texts = get_stage("reranked").plan(PlanRequest(
@@ -183,10 +172,7 @@ def plan_lines(runs: ExperimentRuns, chosen: list[Analysis]) -> list[str]:
 
 
 def disk_lines(work: Work, grid: Any) -> list[str]:
-    """What the analyses hold on disk beyond the grid's (``grid``: its DiskPlan): their grids, their rerankings'
-    caches and the models the grid does not load; nothing when they hold none."""
-    from ..experiment.estimate.disk import DiskPlan, add_models
-
+    """What the analyses hold on disk beyond the grid's ``DiskPlan``; nothing when they hold none."""
     models = DiskPlan(None, "", models=dict(grid.models))
     add_models(models, work.models)
     extra = {m: b for m, b in models.models.items() if m not in grid.models}
@@ -209,12 +195,7 @@ def disk_lines(work: Work, grid: Any) -> list[str]:
 
 
 def rerank_disk_lines(cfg: Any) -> list[str]:
-    """:func:`disk_lines` of the rerankings of the analyses an experiment config's ``analysis`` section chooses
-    (``pgra experiment --dry-run``: no variant grid planned); none without that section."""
-    from ..experiment import Experiment
-    from .base import ANALYSES
-    from .config import as_analyze_config
-
+    """:func:`disk_lines` of the rerankings the config's analyses choose (``pgra experiment --dry-run``)."""
     if not cfg.analysis:
         return []
     cfg = as_analyze_config(cfg)

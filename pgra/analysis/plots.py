@@ -30,8 +30,7 @@ def _save(fig, path: Path) -> Path:
 def grouped_bars(path: Path, groups: list[str], series: dict[str, list[float]], title: str, ylabel: str,
                  xlabel: str, errors: dict[str, list[float]] | None = None,
                  notes: dict[str, list[str]] | None = None) -> Path:
-    """Bars of each series side by side in every group (values in [0, 1] shown as percent),
-    each labelled with its value, or with ``notes`` (a text per bar) when given."""
+    """Bars of each series side by side per group (fractions as percent), labelled with values or ``notes``."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(groups) * max(1, len(series)) / 2 + 2), 4))
     width = 0.8 / max(1, len(series))
@@ -45,29 +44,23 @@ def grouped_bars(path: Path, groups: list[str], series: dict[str, list[float]], 
         else:
             ax.bar_label(bars, fmt="%.1f", fontsize=8, padding=2)
     ax.set_xticks(range(len(groups)), groups)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_ylim(0, 105)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel, ylim=(0, 105))
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, path)
 
 
 def lines(path: Path, xs: dict[str, list[float]], ys: dict[str, list[float]], title: str, xlabel: str,
-          ylabel: str, errors: dict[str, list[float]] | None = None, percent: bool = True) -> Path:
-    """One line (with error bars) per series against its x values."""
+          ylabel: str, errors: dict[str, list[float]] | None = None) -> Path:
+    """One line (with error bars) per series against its x values (fractions shown as percent)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    scale = 100.0 if percent else 1.0
     for name in ys:
-        err = [e * scale for e in errors[name]] if errors and name in errors else None
-        ax.errorbar(xs[name], [y * scale for y in ys[name]], yerr=err, marker="o", capsize=3, label=name)
+        err = [e * 100.0 for e in errors[name]] if errors and name in errors else None
+        ax.errorbar(xs[name], [y * 100.0 for y in ys[name]], yerr=err, marker="o", capsize=3, label=name)
     all_x = sorted({x for v in xs.values() for x in v})
     ax.set_xticks(all_x)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return _save(fig, path)
@@ -75,8 +68,7 @@ def lines(path: Path, xs: dict[str, list[float]], ys: dict[str, list[float]], ti
 
 def interval_panels(path: Path, panels: dict[str, dict[str, list[tuple[float, float, float]]]], xlabels: list[str],
                     title: str, xlabel: str, ylabel: str) -> Path:
-    """Side-by-side panels sharing a categorical x axis (``xlabels``); in each, one line per series of
-    ``(value, low, high)`` points in [0, 1], drawn as percent with its interval as an error bar."""
+    """Panels sharing a categorical x axis, each a line per series of ``(value, low, high)`` as percent."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels) + 1.5, 3.6), sharey=True, squeeze=False)
     for ax, (name, series) in zip(axes[0], panels.items(), strict=True):
@@ -107,9 +99,7 @@ def histogram(path: Path, counts: dict[str, dict[int, int]], title: str, xlabel:
         ax.bar(xs, [100.0 * c.get(k, 0) / total for k in keys], width, label=f"{name} (n={sum(c.values())})")
     if marker is not None:
         ax.axvline(marker, color="black", linestyle="--", linewidth=1, label=marker_label)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     if len(keys) <= 30:
         ax.set_xticks(keys)
     ax.legend(fontsize=8)
@@ -118,8 +108,7 @@ def histogram(path: Path, counts: dict[str, dict[int, int]], title: str, xlabel:
 
 
 def reliability(path: Path, curves: dict[str, tuple[list[float], list[float], list[int]]], title: str) -> Path:
-    """A reliability diagram: per series, the accuracy of each non-empty confidence bin against its mean
-    confidence (marker area grows with the bin's inputs), and the diagonal of perfect calibration."""
+    """A reliability diagram: accuracy against mean confidence per non-empty bin, sized by its inputs."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
     ax.plot([0, 100], [0, 100], color="black", linestyle="--", linewidth=1, label="perfectly calibrated")
@@ -128,11 +117,8 @@ def reliability(path: Path, curves: dict[str, tuple[list[float], list[float], li
         (line,) = ax.plot([100 * c for c in conf], [100 * a for a in acc], linewidth=1, alpha=0.7)
         ax.scatter([100 * c for c in conf], [100 * a for a in acc], s=[10 + 300 * k / total for k in n], label=name,
                    color=line.get_color())
-    ax.set_xlim(0, 102)
-    ax.set_ylim(0, 102)
-    ax.set_title(title)
-    ax.set_xlabel("confidence: probability of the predicted label (%)")
-    ax.set_ylabel("accuracy in the bin (%)")
+    ax.set(xlim=(0, 102), ylim=(0, 102), title=title, xlabel="confidence: probability of the predicted label (%)",
+           ylabel="accuracy in the bin (%)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.grid(alpha=0.3)
     return _save(fig, path)
@@ -140,8 +126,7 @@ def reliability(path: Path, curves: dict[str, tuple[list[float], list[float], li
 
 def pareto(path: Path, points: list[tuple[str, float, float, bool]], title: str, xlabel: str,
            ylabel: str) -> Path:
-    """Score against cost, one labelled point per method (``(name, cost, score, dominated)``); the methods no
-    other beats on both are filled and joined by the frontier line, dominated ones hollow."""
+    """Score against cost, a labelled point per method; the frontier joined, dominated ones hollow."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.5))
     front = sorted((x, 100 * y) for _, x, y, d in points if not d)
@@ -153,9 +138,7 @@ def pareto(path: Path, points: list[tuple[str, float, float, bool]], title: str,
         ax.annotate(name, (x, 100 * y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     if all(x > 0 for _, x, _, _ in points):
         ax.set_xscale("log")
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
     return _save(fig, path)

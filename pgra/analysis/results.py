@@ -1,27 +1,32 @@
-"""The analyses that need only results, run on results bundles, alone or merged (``pgra report ... --analyses``).
-
-An analysis whose ``reads`` is ``"results"`` needs only what a bundle keeps (the cells' records and predictions,
-the stages' key and cost records); :class:`ResultsRuns` gives it the view :class:`~pgra.analysis.inputs.ExperimentRuns`
-gives, from sources merged as the report merges them, and :func:`analyze_results` writes ``<out>/analysis/``.
-"""
+"""The analyses that need only results (``reads="results"``), run on bundles alone or merged (``pgra report ...
+--analyses``): :class:`ResultsRuns` gives them the view an experiment gives."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.config import from_dict, to_dict
 from ..core.errors import InputError
+from ..evaluation.bundle import ANALYSIS_DIR, cell_ident, is_bundle
+from ..evaluation.cells import drop_superseded
+from ..evaluation.merge import merged_cells, out_is_source
+from ..evaluation.report import check_report_files
+from ..results.predictions import cell_task
+from ..storage.artifacts import MANIFEST, read_json_object
+from ..storage.ownership import check_folders, claim_folder
 from .base import ANALYSES, Analysis
 from .config import analysis_config
 from .inputs import ExperimentRuns
+from .run import write_analyses
 
 
 @dataclass
 class ResultsGrid:
-    """The grid the merged cells make: their tasks and methods in the order their runs' configs list them, their
-    seeds, and the ``analysis`` section the analyses read their options from."""
+    """The merged cells' grid: tasks and methods in their configs' order, seeds, and the ``analysis`` section."""
 
     tasks: list[str]
     methods: list[str]
@@ -61,9 +66,6 @@ class ResultsRuns(ExperimentRuns):
     def merged(cls, sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
                split: str = "test") -> ResultsRuns:
         """The cells of ``sources`` merged (as ``pgra report`` merges them), analysed into ``<out>/analysis/``."""
-        from ..evaluation.cells import drop_superseded
-        from ..evaluation.merge import merged_cells
-
         found, _ = merged_cells(sources, split)
         found, _ = drop_superseded(found)  # as the report: a seed-independent method's one run, never its copies
         cells = {(c.task, c.method, c.seed): c for c in found}
@@ -89,13 +91,8 @@ class ResultsRuns(ExperimentRuns):
     def task_spec(self, task: str):
         """The task's spec as its cells recorded it (the registry's where a cell predates that record)."""
         if task not in self._specs:
-            from ..core.config import from_dict
-            from ..tasks import get_task
-            from ..tasks.spec import TaskSpec
-
             record = next(c.record for (t, _, _), c in self.cells.items() if t == task)
-            spec = record.get("task_spec")
-            self._specs[task] = from_dict(TaskSpec, spec, source=str(record.get("task"))) if spec else get_task(task)
+            self._specs[task] = cell_task(record, str(record.get("task")))
         return self._specs[task]
 
     def n_passages(self, task: str, method: str) -> int:
@@ -111,8 +108,6 @@ class ResultsRuns(ExperimentRuns):
         return sorted(s for (t, m, s) in self.cells if (t, m) == (task, method))
 
     def cell_idents(self) -> list[str]:
-        from ..evaluation.bundle import cell_ident
-
         return sorted(cell_ident(c.record) for c in self.cells.values())
 
     def missing_cell(self, task: str, method: str, seed: int) -> str:
@@ -145,8 +140,7 @@ class ResultsRuns(ExperimentRuns):
 
 
 class _NoExperiment:
-    """What :class:`ResultsRuns` has instead of an experiment: an analysis that reaches for one (a plug-in marked
-    ``reads="results"`` that is not) gets one error line, not a traceback."""
+    """What :class:`ResultsRuns` has instead of an experiment: reaching for one is one error line."""
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):  # copy, pickle and friends probe for optional hooks
@@ -160,10 +154,6 @@ _NO_EXPERIMENT = _NoExperiment()
 
 def _recorded_options(cells: list[Any], analyses: list[str], split: str) -> Any:
     """The ``analysis`` section the cells' runs recorded (all must agree), as this pgra reads it; else defaults."""
-    import dataclasses
-
-    from ..core.config import from_dict, to_dict
-
     section = analysis_config()
     factories = {f.name: f.default_factory for f in dataclasses.fields(section)}
     default = to_dict(section())
@@ -190,24 +180,13 @@ def _recorded_options(cells: list[Any], analyses: list[str], split: str) -> Any:
 def _ordered(cells: list[Any], name: str) -> list[str]:
     """The cells' tasks or methods (``name``) in the order their runs' configs list them, then any other."""
     have = {c.task if name == "tasks" else c.method for c in cells}
-    order: dict[str, None] = {}
-    for c in cells:
-        listed = (c.record.get("config") or {}).get(name)
-        for item in listed if isinstance(listed, list) else []:
-            if item in have:
-                order.setdefault(str(item))
-    for item in sorted(have - set(order)):
-        order.setdefault(item)
-    return list(order)
+    configs = [(c.record.get("config") or {}).get(name) for c in cells]
+    listed = [str(i) for items in configs if isinstance(items, list) for i in items if i in have]
+    return list(dict.fromkeys(listed + sorted(have - set(listed))))
 
 
 def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
-    """Whether ``out`` is the one source (else a folder of its own); refused: one of several sources, an experiment
-    folder (`pgra analyze`'s), a bundle holding its experiment's analyses (checksummed)."""
-    from ..evaluation.bundle import ANALYSIS_DIR, is_bundle
-    from ..evaluation.merge import out_is_source
-    from ..storage.artifacts import MANIFEST, read_json_object
-
+    """Whether ``out`` is the one source; refused: one of several, an experiment, a bundle holding analyses."""
     target = Path(out)
     if not out_is_source(sources, out):
         return False
@@ -227,11 +206,6 @@ def _check_out(sources: Sequence[str | Path], out: str | Path) -> bool:
 def analyze_results(sources: Sequence[str | Path], out: str | Path, analyses: Sequence[str],
                     split: str = "test") -> ResultsRuns:
     """Run the results-only ``analyses`` on ``sources`` merged into ``<out>/analysis/``, as ``pgra analyze`` does."""
-    from ..evaluation.bundle import ANALYSIS_DIR
-    from ..evaluation.report import check_report_files
-    from ..storage.ownership import check_folders, claim_folder
-    from .run import write_analyses
-
     chosen = chosen_analyses(analyses)
     own = _check_out(sources, out)
     runs = ResultsRuns.merged(sources, out, [a.name for a in chosen], split)  # a bundle is checked whole here

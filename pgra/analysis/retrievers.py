@@ -1,8 +1,5 @@
-"""First-stage retrievers compared (the paper's Figure 6): FiD and PGRA over each retriever's candidates.
-
-The experiment's own retriever reuses its cells; each other one of ``analysis.retrievers: {name: {index
-settings}}`` builds its index and runs FiD and PGRA into ``analysis/retrievers/<name>/`` (embedding cache shared).
-"""
+"""First-stage retrievers compared (the paper's Figure 6): FiD and PGRA over each retriever's candidates, each other
+retriever run into ``analysis/retrievers/<name>/``."""
 
 from __future__ import annotations
 
@@ -11,9 +8,11 @@ from typing import Any
 from ..core.errors import InputError
 from ..experiment import Experiment
 from ..results.metrics import mean_std
+from ..retrieval.base import get_retriever
 from ..storage.artifacts import path_under
 from .base import Analysis, register_analysis
 from .inputs import ExperimentRuns
+from .plots import grouped_bars
 from .variants import run_variants, variant_config, variant_metric
 from .writer import Writer, pct
 
@@ -22,8 +21,6 @@ COMPARED = ("fid", "pgra")
 
 def retriever_name(index) -> str:
     """A short name of an index config, its retriever's (``bm25``, a dense encoder's folder name ...)."""
-    from ..retrieval.base import get_retriever
-
     return get_retriever(index).display_name()
 
 
@@ -66,8 +63,7 @@ def compare_retrievers(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
     rows = []
     for task in cfg.tasks:
         for m in methods:
-            values = runs.metric_values(task, m)
-            if values:
+            if values := runs.metric_values(task, m):
                 rows.append(_row(runs, task, main, m, values, cfg.index.out))
             for name, variant in variants.items():
                 values = variant_metric(runs, variant, task, m)
@@ -82,8 +78,6 @@ def _row(runs: ExperimentRuns, task: str, retriever: str, method: str, values: l
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import grouped_bars
-
     w.section("retrievers", rows, "First-stage retrievers",
               ("FiD and PGRA over each retriever's candidates (the paper's Figure 6)."),
               ["task", "retriever", "method", "metric (%)", "seeds"],

@@ -1,8 +1,5 @@
-"""``pgra analyze``: the analyses of an experiment as tables (markdown + JSON) and PNG figures.
-
-Writes ``<experiment>/analysis/`` (``analysis.md``, ``analysis.json``, PNG figures, ``case_study.md``,
-``figures.json``), the analyses' own runs under it (reused by a re-run), then re-makes ``results.md``.
-"""
+"""``pgra analyze``: the analyses of an experiment as tables (markdown + JSON) and PNG figures in
+``<experiment>/analysis/``, then ``results.md`` re-made."""
 
 from __future__ import annotations
 
@@ -12,21 +9,22 @@ from ..core.config import check_config
 from ..core.errors import InputError
 from ..evaluation.bundle import check_plan_records
 from ..evaluation.page import FIGURES_FILE
+from ..evaluation.report import check_report_files, write_report
 from ..experiment import Experiment
 from ..experiment.cell import recorded_config
 from ..experiment.layout import finished_cells
+from ..runtime.distributed import init_distributed
 from ..storage.artifacts import library_versions, read_json, source_commit, write_json, write_text
+from ..storage.ownership import claim_folder
 from .base import ANALYSES
 from .config import as_analyze_config
 from .inputs import ExperimentRuns
+from .plan import plan_lines
 from .writer import Writer
 
 
 def analyze(cfg, ctx=None) -> ExperimentRuns:
-    """Run the configured analyses of the experiment ``cfg`` (an ``ExperimentConfig``) and write them; with
-    ``cfg.dry_run``, print what they would run and cost (:func:`pgra.analysis.plan.plan_lines`) and write nothing."""
-    from ..runtime.distributed import init_distributed
-
+    """Run the configured analyses of ``cfg`` and write them (``cfg.dry_run``: print their plan instead)."""
     cfg = as_analyze_config(cfg)
     check_config(cfg)
     check_plan_records(cfg)  # the variants' plans may read them
@@ -35,17 +33,12 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
     chosen = [ANALYSES[name] for name in ANALYSES if name in cfg.analysis.analyses]
     if cfg.dry_run:  # what the analyses would run and cost; nothing run, nothing written
         if ctx.is_main:
-            from .plan import plan_lines
-
             print("\n".join(plan_lines(runs, chosen)))
         return runs
     if not runs.experiment.out.exists():
         raise InputError(f"experiment folder {runs.experiment.out} does not exist: run `pgra experiment` first",
                          path=runs.experiment.out)
     if ctx.is_main:  # before any work: the analysis folder is pgra's, and the report it remakes is pgra's own
-        from ..evaluation.report import check_report_files
-        from ..storage.ownership import claim_folder
-
         claim_folder(runs.out, "analysis")
         check_report_files(runs.experiment.out)
     # analyses that run models run on every process (their stages shard); tables and figures on the main one
@@ -56,8 +49,6 @@ def analyze(cfg, ctx=None) -> ExperimentRuns:
     results.update({a.name: a.compute(runs, ctx) for a in chosen if not a.every_process})
     write_analyses(runs, results, recorded_config(cfg))
     if any(finished_cells(runs.experiment.out)):
-        from ..evaluation.report import write_report
-
         write_report(runs.experiment.out, reference=cfg.reference)
     return runs
 

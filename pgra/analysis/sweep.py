@@ -1,12 +1,6 @@
-"""k and d sweeps of PGRA, reusing the experiment's cached evidence embeddings. (The paper fixes k=150 and d=16
-in its main results; its Figure 4 / Tables 9-10 plot consistency and accuracy against the reranker's size, OPT-350m
-to 13b at k=150 and d=16, not against k: that is the consistency analysis's ``rerank_lms`` axis.)
-
-Each point is a variant of the experiment with ``rerank.k``, ``rerank.top_d`` and ``n_passages`` changed. The
-points' stages run from the largest k down, so the first embeds what the experiment had not and the others find
-it cached; their cells then run as one pool. With a finished no-retrieval cell, each point also reports its
-evidence's label consistency. docs/analyses.md tells the rest.
-"""
+"""k and d sweeps of PGRA, reusing the experiment's cached evidence embeddings (the reranker's size is the
+consistency analysis's ``rerank_lms`` axis). Each point is a variant of the experiment; the points' stages run
+from the largest k down, so the later ones find the embeddings cached. docs/analyses.md tells the rest."""
 
 from __future__ import annotations
 
@@ -20,10 +14,12 @@ from ..core.config import MAX_ITEMS, SEED_MAX, option
 from ..core.errors import InputError
 from ..experiment import Experiment
 from ..results.metrics import mean_std
+from ..selection import STRATEGIES
 from ..storage.artifacts import MANIFEST, read_json
 from .base import Analysis, register_analysis
 from .consistency import evidence_consistency, task_labeller
 from .inputs import ExperimentRuns
+from .plots import lines
 from .variants import is_experiment, run_variants, variant_config, variant_metric
 from .writer import Writer, pct
 
@@ -72,8 +68,7 @@ class SweepPoint:
 
 
 def sweep_plan(runs: ExperimentRuns, planning: bool = False) -> list[SweepPoint]:
-    """Every task's points, largest k first, each a PGRA-only variant of the experiment (nothing runs); the largest
-    k is the candidates' (an InputError without them, unless ``planning``: then the config's)."""
+    """Every task's points, largest k first, each a PGRA-only variant config (``planning``: before candidates)."""
     cfg = runs.cfg
     if "pgra" not in cfg.methods:
         raise InputError("the k and d sweeps vary PGRA: add pgra to methods", field="methods")
@@ -106,10 +101,7 @@ def sweep_variants(runs: ExperimentRuns) -> list[tuple[str, Experiment]]:
 
 
 def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
-    """Run (or reuse) every point, stages largest k first, then all cells together; one row per task and point:
-    k, d, metric mean ± std, what the LM embedded."""
-    from ..selection import STRATEGIES
-
+    """Run (or reuse) every point, largest k first; one row per task and point (k, d, metric, embedded)."""
     cfg = runs.cfg
     plan = sweep_plan(runs)
     if ctx.is_main:
@@ -144,8 +136,7 @@ def run_sweeps(runs: ExperimentRuns, ctx) -> list[dict[str, Any]]:
 
 
 def _labeller(runs: ExperimentRuns, task: str):
-    """The no-retrieval reader that labels the sweep's evidence, None (with a warning) when its cell is not
-    finished: the points then report no label consistency."""
+    """The no-retrieval reader labelling the sweep's evidence; None, with a warning, without its cell."""
     seed = runs.cfg.analysis.consistency.labeller_seed or runs.cfg.seeds[0]
     if "no_retrieval" not in runs.cfg.methods:
         return None
@@ -162,8 +153,6 @@ def _which(k: int, d: int, k0: int, d0: int, cfg) -> list[str]:
 
 
 def render(w: Writer, rows: list[dict[str, Any]]) -> None:
-    from .plots import lines
-
     w.section("sweep", rows, "k and d sweeps (PGRA)",
               ("Each point reranks the first k candidates and reads the top d; "
                "`embedded` counts the texts the reranker's LM embedded for that point (0: all from the cache; "
@@ -195,12 +184,9 @@ def render(w: Writer, rows: list[dict[str, Any]]) -> None:
 
 def _consistency_figure(w: Writer, rows: list[dict[str, Any]]) -> None:
     """The k sweep's label consistency against k, one line per task (none without a no-retrieval cell)."""
-    from .plots import lines
-
     if not rows:
         return
-    xs: dict[str, list[float]] = defaultdict(list)
-    ys: dict[str, list[float]] = defaultdict(list)
+    xs, ys = defaultdict(list), defaultdict(list)
     for r in sorted(rows, key=lambda r: r["k"]):
         label = f"{r['task']} (d={r['d']})"
         xs[label].append(r["k"])

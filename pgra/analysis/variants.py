@@ -1,9 +1,5 @@
-"""An analysis's variants of an experiment: the same grid with some settings changed, run into its own folder.
-
-A variant reuses everything the experiment already has: the index, the first-stage candidates (when the
-retriever is the same), the reranker's embedding cache, and the experiment's own cells when a variant cell
-has exactly the same key (same settings, inputs and seed).
-"""
+"""An analysis's variants of an experiment: the same grid with some settings changed, run into its own folder,
+reusing the experiment's index, candidates, embedding cache and identical cells."""
 
 from __future__ import annotations
 
@@ -12,18 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import from_dict, merge, to_dict
+from ..core.errors import PgraError
 from ..experiment import CELL_FILE, Experiment, ExperimentConfig
 from ..experiment.grid import run_grids
 from ..results.predictions import checked_cell_metric
+from ..runtime.distributed import main_computes
 from ..storage.artifacts import read_json
 from .inputs import ExperimentRuns
 
 
 def variant_config(cfg: ExperimentConfig, out: Path, methods: list[str], seeds: list[int],
                    per_task: dict[str, Any] | None = None, index: dict[str, Any] | None = None) -> ExperimentConfig:
-    """``cfg`` run into ``out`` with ``methods`` and ``seeds``, ``per_task`` settings merged into every task's
-    overrides (and the reader's into every method's, so no override can undo them), ``index`` merged into
-    the index section; no report."""
+    """``cfg`` run into ``out`` with ``methods`` and ``seeds``, ``per_task`` merged into every task's overrides (the
+    reader's into every method's too, so no override undoes it) and ``index`` into the index section; no report."""
     data = copy.deepcopy(to_dict(cfg))
     data.update(out=str(out), methods=list(methods), seeds=list(seeds), report=False, dry_run=False)
     if index:
@@ -40,10 +37,7 @@ def variant_config(cfg: ExperimentConfig, out: Path, methods: list[str], seeds: 
 
 def run_variants(runs: ExperimentRuns, configs: list[ExperimentConfig], ctx,
                  share_candidates: bool) -> list[Experiment]:
-    """The variant grids of ``configs`` run as one job (:func:`~pgra.experiment.grid.run_grids`), but those whose
-    every cell is a finished cell of the experiment; failed cells raise one PgraError naming them all."""
-    from ..runtime.distributed import main_computes
-
+    """Run the variant grids of ``configs`` as one job, but those that are the experiment's own cells."""
     variants = [Experiment(c, candidates_from=runs.experiment if share_candidates else None) for c in configs]
     # decided on the main process: every rank must run the same grids (another job may finish a cell meanwhile)
     own = main_computes(ctx, lambda: [i for i, v in enumerate(variants) if not is_experiment(runs, v)])
@@ -51,16 +45,13 @@ def run_variants(runs: ExperimentRuns, configs: list[ExperimentConfig], ctx,
     if todo:
         failed = run_grids(todo, ctx)
         if failed:
-            from ..core.errors import PgraError
-
             raise PgraError(f"{len(failed)} cell(s) of the analysis runs failed: "
                             + ", ".join(str(c.directory) for c in failed))
     return variants
 
 
 def is_experiment(runs: ExperimentRuns, variant: Experiment) -> bool:
-    """Whether every cell of ``variant`` is a finished cell of the experiment (the variant then ran nothing, and
-    whatever its own folder holds, e.g. a stage left by an earlier sweep, is not its evidence)."""
+    """Whether every cell of ``variant`` is a finished cell of the experiment (the variant then ran nothing)."""
     return all(is_experiment_cell(runs.experiment, variant, c) for c in variant.plan())
 
 
@@ -80,12 +71,8 @@ def cell_folder(runs: ExperimentRuns, variant: Experiment, task: str, method: st
 
 def variant_metric(runs: ExperimentRuns, variant: Experiment, task: str, method: str) -> list[float]:
     """The metric of a variant's method on the analysed split, one value per finished seed."""
-    values = []
-    for seed in variant.seeds(task, method):  # a seed-independent method: its one cell
-        record = cell_folder(runs, variant, task, method, seed) / CELL_FILE
-        if record.exists():
-            values.append(checked_cell_metric(record, runs.split, runs.task_spec(task)))
-    return values
+    cells = [cell_folder(runs, variant, task, method, s) / CELL_FILE for s in variant.seeds(task, method)]
+    return [checked_cell_metric(c, runs.split, runs.task_spec(task)) for c in cells if c.exists()]
 
 
 __all__ = ["cell_folder", "is_experiment", "is_experiment_cell", "run_variants", "variant_config", "variant_metric"]

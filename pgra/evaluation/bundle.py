@@ -1,16 +1,6 @@
-"""A results bundle: the small, shareable copy of an experiment's results (``pgra bundle EXPERIMENT --out DIR``).
-
-It keeps what the report and a reader of the numbers need, and none of the stages' data or any weights::
-
-    <bundle>/manifest.json                          kind "bundle": source, date, every file's size and SHA-256,
-                                                    the environment of the machine that bundled it and of the cells
-    <bundle>/<task>/<method>/seed-<n>/cell.json     each finished cell's record (key, settings, results, versions)
-    <bundle>/<task>/<method>/seed-<n>/predictions_<split>.jsonl
-    <bundle>/<task>/<stage>/{.stage_key,cost.json,manifest.json}   each stage's key, cost and manifest
-    <bundle>/analysis/{analysis.md,analysis.json,figures.json,*.png}   what ``pgra analyze`` wrote, if it ran
-
-Its cells lie where an experiment's do, so ``pgra report BUNDLE`` reads it as an experiment (``pgra report A B``
-merges several: :mod:`pgra.evaluation.merge`). A bundle someone sends is untrusted input, checked in one place
+"""A results bundle (``pgra bundle EXPERIMENT --out DIR``): the cells' records and predictions, the stages' key,
+cost and manifest, and the analyses' tables, where an experiment keeps them (``pgra report BUNDLE`` reads it as
+one), with a manifest of every file's size and SHA-256. A bundle someone sends is checked in one place
 (:func:`verify_bundle`).
 """
 
@@ -25,7 +15,7 @@ from typing import Any
 
 from ..core.errors import IncompleteArtifactError, InputError, shorten, whole_number
 from ..experiment.layout import CELL_GLOB, STAGE_COST_FILE, STAGE_KEY_FILE
-from ..results.predictions import checked_cell_results, read_cell
+from ..results.predictions import cell_task, checked_cell_results, read_cell
 from ..runtime.environment import cells_environment, environment_record
 from ..storage.artifacts import (
     MANIFEST,
@@ -40,7 +30,6 @@ from ..storage.artifacts import (
     write_json,
 )
 from ..storage.ownership import RECORD, claim_folder, read_record
-from ..tasks.spec import TaskSpec
 from .cells import REPORT_FILES
 
 KIND = "bundle"
@@ -62,9 +51,7 @@ def is_bundle(folder: str | Path) -> bool:
 
 
 def verify_bundle(folder: str | Path) -> dict[str, Any]:
-    """The bundle's manifest, after checking the bundle as untrusted input: a ``format`` this pgra reads, no link,
-    every listed file whole (size and SHA-256), and nothing unlisted in a task's folder (what ``pgra report`` and
-    ``pgra analyze`` write into it is no part of it)."""
+    """The bundle's manifest, after checking the bundle whole as untrusted input."""
     folder = Path(folder)
     found = _bundle_files(folder)  # first: the manifest's own checks look at the files it lists
     manifest = read_manifest(folder, KIND)
@@ -109,8 +96,7 @@ def _check_format(folder: Path, value: Any) -> None:
 
 
 def _bundle_files(folder: Path) -> set[str]:
-    """Every file in the bundle (relative POSIX paths), found without following a link: a link, or anything but
-    files and folders (a FIFO would hang its reader), is refused by name."""
+    """Every file in the bundle (relative POSIX paths); a link or a FIFO is refused by name."""
     found: set[str] = set()
     for top, dirs, names in os.walk(folder):
         for name in [*dirs, *names]:
@@ -132,14 +118,6 @@ def check_plan_records(cfg: Any) -> None:
     for folder in record_sources(cfg):
         if is_bundle(folder):
             verify_bundle(folder)
-
-
-def _task_of(record: dict[str, Any]) -> TaskSpec:
-    from ..core.config import from_dict
-    from ..tasks import get_task
-
-    spec = record.get("task_spec")
-    return from_dict(TaskSpec, spec) if spec else get_task(record["task"])
 
 
 @dataclass(frozen=True)
@@ -167,9 +145,8 @@ def _seed(folder: str) -> int:
 
 def bundle_files(experiment: Path, only: CellFilter | None = None
                  ) -> tuple[list[Path], list[dict[str, Any]], str | None]:
-    """The files of ``experiment`` a bundle copies (relative paths; each cell's predictions checked against its
-    ``cell.json``), the records of its finished cells (those ``only`` takes), and why ``pgra analyze``'s tables are
-    left out (None: they come along, or there are none; they come only when every cell is taken)."""
+    """The files a bundle copies (relative paths, predictions checked), the records of the cells ``only`` takes, and
+    why ``pgra analyze``'s tables are left out (None: they come along, or there are none)."""
     files: list[Path] = []
     records: list[dict[str, Any]] = []
     task_dirs: set[Path] = set()
@@ -179,7 +156,7 @@ def bundle_files(experiment: Path, only: CellFilter | None = None
         if not only.takes(task, method, _seed(seed)):
             continue
         record = read_cell(cell_json)  # a hand-edited split name (one outside the cell) refused
-        checked_cell_results(cell_json, record, _task_of(record))
+        checked_cell_results(cell_json, record, cell_task(record))
         records.append(record)
         rel = cell_json.parent.relative_to(experiment)
         files.append(rel / cell_json.name)
@@ -202,8 +179,7 @@ def bundle_files(experiment: Path, only: CellFilter | None = None
 
 
 def analysis_files(experiment: Path) -> list[Path]:
-    """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` (relative paths): the results, not the
-    runs below them, nor a figure ``analysis.json`` does not name; whether they are stale is the caller's to ask."""
+    """What ``pgra analyze`` wrote at the top of ``<experiment>/analysis/`` that ``analysis.json`` names."""
     folder = experiment / ANALYSIS_DIR
     if not (folder / "analysis.json").is_file() or folder.is_symlink():
         return []
@@ -225,8 +201,7 @@ def cell_idents(experiment: Path) -> list[str]:
 
 
 def stale_analyses(experiment: Path, current: set[str] | None = None) -> str | None:
-    """Why the analyses in ``experiment`` do not describe its cells (a table read other cells, as ``analysis.json``
-    records), or None; ``current``: the folder's :func:`cell_idents` where already read."""
+    """Why the analyses in ``experiment`` do not describe its cells (``analysis.json``'s record), or None."""
     written = experiment / ANALYSIS_DIR / "analysis.json"
     if not written.is_file():
         return None
@@ -273,8 +248,7 @@ def _check_out(experiment: Path, out: Path) -> None:
 
 
 def write_bundle(experiment: str | Path, out: str | Path, only: CellFilter | None = None) -> dict[str, Any]:
-    """Copy ``experiment``'s results (the cells ``only`` takes) into the bundle folder ``out`` (new, empty, or a bundle,
-    replaced whole); returns its manifest. Nothing is written when a check fails."""
+    """Copy ``experiment``'s results (those ``only`` takes) into the bundle ``out``; nothing written on refusal."""
     experiment, out = Path(experiment), Path(out)
     if not experiment.is_dir():
         raise InputError(f"no such experiment folder: {experiment}", field="experiment")

@@ -1,8 +1,4 @@
-"""The finished cells a report reads: one experiment folder's or bundle's, each checked against its own files.
-
-:func:`source_cells` reads one folder; :func:`check_shared_inputs` refuses cells of one task that evaluated
-different inputs (they are never compared). :mod:`pgra.evaluation.merge` reads several folders into one list.
-"""
+"""The finished cells a report reads from one experiment folder or bundle, each checked against its own files."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ from typing import Any
 
 from ..core.errors import InputError
 from ..experiment.layout import CELL_GLOB
-from ..results.predictions import checked_cell_results, inputs_fingerprint, read_cell
+from ..results.predictions import cell_task, checked_cell_results, inputs_fingerprint, read_cell
 from ..storage.provenance import check_cell_data
 
 # what a report writes beside the cells it reads (an experiment folder's, a bundle's or a merged report's)
@@ -46,15 +42,9 @@ class CellResult:
 
 
 def source_cells(directory: str | Path, split: str = "test", bundle: bool = False) -> list[CellResult]:
-    """Every finished cell under ``directory`` (a bundle when ``bundle``) with its predictions on ``split``, its
-    results recomputed from files checked against its record (:func:`~pgra.results.predictions.checked_cell_results`)."""
-    from ..core.config import from_dict
-    from ..tasks import get_task
-    from ..tasks.spec import TaskSpec
-
+    """Every finished cell under ``directory`` with its predictions on ``split``, checked against its record."""
     directory = Path(directory)
-    paths = sorted(directory.glob(CELL_GLOB))
-    if not paths:
+    if not (paths := sorted(directory.glob(CELL_GLOB))):
         raise InputError(f"no finished cells ({CELL_GLOB}) under {directory}: run `pgra experiment` first",
                          path=directory)
     cells = []
@@ -62,9 +52,7 @@ def source_cells(directory: str | Path, split: str = "test", bundle: bool = Fals
         record = read_cell(path)  # a hand-edited cell.json (a string seed, a list): one error line naming it
         if split not in record["results"]:
             raise InputError(f"cell has no '{split}' results", path=path, field="results")
-        spec = record.get("task_spec")
-        task = from_dict(TaskSpec, spec, source=str(path)) if spec else get_task(record["task"])
-        results, lines = checked_cell_results(path, record, task)
+        results, lines = checked_cell_results(path, record, cell_task(record, str(path)))
         if not bundle:
             check_cell_data(path.parent, record)  # its data folder was not rebuilt since (by a later experiment)
         cells.append(CellResult(path, {**record, "results": results}, lines[split]))
@@ -72,8 +60,7 @@ def source_cells(directory: str | Path, split: str = "test", bundle: bool = Fals
 
 
 def drop_superseded(cells: list[CellResult]) -> tuple[list[CellResult], list[CellResult]]:
-    """Per task and method with a seed-independent cell, only that cell (the lowest seed): its other seeds' cells
-    are older runs' copies. Returns the cells kept and those left out."""
+    """The cells kept and those left out: a seed-independent method's other seeds are older runs' copies."""
     keep: dict[tuple[str, str], CellResult] = {}
     for c in sorted(cells, key=lambda c: c.seed):
         if c.seed_independent:

@@ -1,8 +1,4 @@
-"""What the selected demonstrations did: per cell, from the predictions' ``demo_labels`` and the cell's LM cost.
-
-``label_histogram``, ``majority_agreement`` (the prediction is the demonstrations' majority label, or one of the
-tied), ``gold_in_demos``, and the LM inputs and tokens the method's predictions took (``lm_calls``, ``lm_tokens``).
-"""
+"""What the selected demonstrations did, per cell: from the predictions' ``demo_labels`` and the cell's LM cost."""
 
 from __future__ import annotations
 

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import InputError
 from ..data.interchange import read_records, write_records
-from ..methods import load_run
+from ..methods import load_run, stage_kinds
 from ..results.predictions import score_lines
-from ..storage.artifacts import MANIFEST, read_manifest, verify_run, write_json
+from ..storage.artifacts import MANIFEST, read_manifest, sha256_text, verify_run, write_json
 from ..storage.ownership import claim_folder
 from ..storage.provenance import check_run_data
 
 
 def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None = None, out: str | Path | None = None,
                  batch_size: int = 16, device: str | None = None, trust_remote_code: bool = False) -> dict[str, Any]:
-    """Predict ``data/<split>.jsonl`` with the run (default data: the run's own), write and score it
-    (``trust_remote_code``: the caller lets the run's models run their own code; the run's manifest never does)."""
+    """Predict ``data/<split>.jsonl`` with the run (default data: the run's own), write and score it."""
     run = Path(run)
     verify_run(run)  # a truncated best/model.safetensors: one error line, not a loader's traceback
     predictor = load_run(run, device, trust_remote_code=trust_remote_code)
@@ -31,8 +29,6 @@ def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None =
     if not data:  # the run's own folder must still hold what the run read
         check_run_data(run, folder, "re-run the experiment, or evaluate with --data pointing at a folder that "
                                     "holds the original")
-    from ..methods import stage_kinds  # every stage family registered
-
     manifest = read_manifest(folder, stage_kinds())
     task = predictor.task
     theirs = manifest.get("task", {})
@@ -49,7 +45,7 @@ def evaluate_run(run: str | Path, split: str = "test", data: str | Path | None =
         raise InputError(f"no split '{split}' in {folder} (splits: {sorted(manifest.get('counts', {}))})",
                          path=folder, field="split")
     records = list(read_records(path, labels=task.labels))
-    tag = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:8]
+    tag = sha256_text(str(folder.resolve()))[:8]
     target = Path(out) if out else run / "evaluations" / f"{folder.name}-{tag}"
     predictions = target / f"predictions_{split}.jsonl"
     claim_folder(target, "evaluation")  # a folder pgra did not make (holding a user's files) is refused

@@ -1,12 +1,7 @@
 """One report from experiments run apart: the cells of several experiment folders and results bundles, merged.
 
-:func:`merged_cells` reads every source (an experiment folder, or a checked bundle) into one list of cells,
-refusing with one error line what cannot be one table: one cell found twice with other predictions or another
-key; cells of one task whose settings differ where they must agree (all but a job's share of the grid,
-:data:`~pgra.experiment.config.JOB_FIELDS`, and where files lie; a method's own sections only within the method);
-stages of one task built with other keys, or other task data; cells of one task that evaluated other inputs.
-The same cell found twice alike counts once (``duplicates`` says where).
-"""
+:func:`merged_cells` refuses with one error line what cannot be one table (one cell twice with other predictions
+or key, settings or stages of one task that differ, other inputs); the same cell twice alike counts once."""
 
 from __future__ import annotations
 
@@ -70,10 +65,6 @@ def _label(cell: CellResult) -> str:
     return f"{cell.task}/{cell.method}/seed-{cell.seed}"
 
 
-def _source_of(cell: CellResult, sources: dict[Path, Path]) -> Path:
-    return next(src for src in sources if src == cell.path.parents[3])
-
-
 def _refuse_setting(what: str, diff: tuple[str, Any, Any], a: CellResult, b: CellResult) -> InputError:
     key, va, vb = diff
     return InputError(f"{what}: setting '{key}' is {_shown(va)} in {a.path.parent} but {_shown(vb)} in "
@@ -99,7 +90,7 @@ def _check_same_run(kept: CellResult, other: CellResult) -> None:
                               diff, kept, other)
 
 
-def _check_settings(cells: list[CellResult], sources: dict[Path, Path]) -> None:
+def _check_settings(cells: list[CellResult]) -> None:
     """Refuse cells of one task from different sources whose settings must agree but differ (see the module)."""
     first_of_task: dict[str, CellResult] = {}
     first_of_method: dict[tuple[str, str], CellResult] = {}
@@ -107,7 +98,7 @@ def _check_settings(cells: list[CellResult], sources: dict[Path, Path]) -> None:
         for group, key, method_sections in ((first_of_task, cell.task, False),
                                             (first_of_method, (cell.task, cell.method), True)):
             ref = group.setdefault(key, cell)  # type: ignore[arg-type]
-            if ref is cell or _source_of(ref, sources) == _source_of(cell, sources):
+            if ref is cell or ref.path.parents[3] == cell.path.parents[3]:  # <source>/<task>/<method>/seed-<n>
                 continue
             what = f"{_label(cell)} and {_label(ref)} cannot be merged"
             if method_sections:
@@ -150,28 +141,23 @@ def _check_stages(sources: list[Path], tasks: set[str]) -> None:
 def _manifest_difference(a: Path, b: Path) -> tuple[str, Any, Any] | None:
     if not ((a / MANIFEST).is_file() and (b / MANIFEST).is_file()):
         return None
-    configs = [_without_locations(read_json_object(p / MANIFEST).get("config")) for p in (a, b)]
-    return first_difference(*configs)
+    return first_difference(*(_without_locations(read_json_object(p / MANIFEST).get("config")) for p in (a, b)))
 
 
 def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[list[CellResult], dict[str, Any]]:
-    """The finished cells of every source (experiment folders and bundles) as one list, checked as the module
-    says, and what was merged: ``{"sources": [{"path", "bundle", "cells"}], "duplicates": [...]}``."""
+    """The finished cells of every source as one list, checked as the module says, and what was merged."""
     if not sources:
         raise InputError("no experiment folder or bundle given", field="directory")
     paths = [Path(s) for s in sources]
-    resolved: dict[Path, Path] = {}
-    for path in paths:
+    for i, path in enumerate(paths):
         if not path.is_dir():
             raise InputError(f"no such experiment folder or bundle: {path}", field="directory")
-        if path.resolve() in {p.resolve() for p in resolved}:
+        if path.resolve() in {p.resolve() for p in paths[:i]}:
             raise InputError(f"{path} is given twice", field="directory")
-        resolved[path] = path
     described, cells, duplicates = [], [], []
     kept: dict[tuple[str, str, int], CellResult] = {}
     for path in paths:
-        bundle = is_bundle(path)
-        if bundle:
+        if bundle := is_bundle(path):
             verify_bundle(path)
         found = source_cells(path, split, bundle=bundle)
         described.append({"path": str(path), "bundle": bundle, "cells": len(found)})
@@ -185,7 +171,7 @@ def merged_cells(sources: Sequence[str | Path], split: str = "test") -> tuple[li
             kept[ident] = cell
             cells.append(cell)
     if len(paths) > 1:
-        _check_settings(cells, resolved)
+        _check_settings(cells)
         _check_stages(paths, {c.task for c in cells})
     check_shared_inputs(cells, split)
     return cells, {"sources": described, "duplicates": duplicates}

@@ -1,10 +1,5 @@
-"""``results.html``: one self-contained page to explore a finished experiment in a browser (no server, no network).
-
-It holds the tables, the analyses' figures, an input browser (every method's prediction, evidence and
-demonstrations per test input) and the provenance (docs/experiments.md). The data sits in the page as JSON, or
-past ``INLINE_LIMIT`` in ``results_data.js`` beside it (a script a browser loads from disk); the page reads its
-state from the URL's ``#`` part, so a view can be linked.
-"""
+"""``results.html``: one self-contained page to explore a finished experiment in a browser (no server, no network):
+tables, figures, an input browser and provenance; past ``INLINE_LIMIT`` its data sits in ``results_data.js``."""
 
 from __future__ import annotations
 
@@ -43,8 +38,7 @@ def _inside(directory: Path, expected: Path, recorded: str | Path) -> Path:
 
 
 def _data_folder(directory: Path, task: str, data: Any, roots: list[Path]) -> Path | None:
-    """The data folder a cell records having read: the report's own copy, or the one recorded where it lies inside
-    the report's folder or a source (a cell's record never leads the page elsewhere on this machine)."""
+    """The data folder a cell read, when it lies inside the report's folder or a source (else None)."""
     recorded = data.get("folder") if isinstance(data, dict) else None
     if not isinstance(recorded, str) or not SAFE_NAME.fullmatch(Path(recorded).name):
         return None
@@ -70,8 +64,8 @@ def _evidence(line: dict[str, Any], record: dict[str, Any] | None, train: dict[s
             i, c = ctxs[eid]
             key = f"c:{eid}"
             texts.setdefault(key, {"text": c["text"]})
-            rank = c.get("retrieval_rank", i + 1)
-            rows.append([key, round(float(c["score"]), 4) if c.get("score") is not None else None, rank])
+            rows.append([key, round(float(c["score"]), 4) if c.get("score") is not None else None,
+                         c.get("retrieval_rank", i + 1)])
         elif eid in train:  # a demonstration or a voter
             key = f"t:{eid}"
             texts.setdefault(key, {"text": train[eid]["text"], "label": str(train[eid]["label"])})
@@ -82,8 +76,7 @@ def _evidence(line: dict[str, Any], record: dict[str, Any] | None, train: dict[s
 
 
 def _score_name(method: str) -> str:
-    """What the ``score`` of ``method``'s evidence is (:meth:`pgra.methods.Method.score_name`): "probability" for
-    PGRA, "log-probability" for UPR ...; "score" for a method not registered here (a plug-in's)."""
+    """What the ``score`` of ``method``'s evidence is ("score" for a method not registered here)."""
     try:
         return get_method(method).score_name()
     except PgraError:
@@ -91,8 +84,7 @@ def _score_name(method: str) -> str:
 
 
 def analysis_figures(directory: str | Path) -> dict[str, list[dict[str, str]]]:
-    """What ``<directory>/analysis/figures.json`` lists (``{"pages": [{file, title}], "figures": [{file, title,
-    caption}]}``), read as untrusted input: each a ``.md`` page or ``.png`` figure beside the index, no link."""
+    """What ``analysis/figures.json`` lists (pages, figures), read as untrusted input: files beside it, no link."""
     folder = Path(directory) / ANALYSIS_DIR
     index = folder / FIGURES_FILE
     if folder.is_symlink() or not index.is_file() or index.is_symlink():

@@ -1,11 +1,5 @@
-"""``pgra report DIR``: the paper's Table 2 layout over an experiment's cells, with seeds and significance.
-
-Reads every finished cell under ``DIR`` and writes ``results.md`` (methods x tasks: mean ± std over seeds, and
-each method's difference from the reference with its paired-bootstrap p-value), ``results.json`` (rows, summary,
-tests, provenance) and ``results.html``. A seed-independent method's one run is shown as deterministic and paired
-with every seed of the other side; a reader below the floor method (``linear_probe``) is marked.
-docs/experiments.md tells how to read it.
-"""
+"""``pgra report DIR``: the paper's Table 2 layout over an experiment's cells, with seeds and significance
+(``results.md``, ``results.json``, ``results.html``); docs/experiments.md tells how to read it."""
 
 from __future__ import annotations
 
@@ -15,13 +9,23 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import IncompleteArtifactError
-from ..core.markdown import md_row, md_table, md_text
+from ..core.markdown import md_table, md_text
+from ..methods import METHODS
+from ..methods.reader_method import ReaderMethod
 from ..results.metrics import mean_std
-from ..results.predictions import inputs_fingerprint
+from ..results.predictions import cell_task, inputs_fingerprint
+from ..runtime.environment import cells_environment
 from ..storage.artifacts import read_json, write_json, write_text
-from ..storage.ownership import record_files
+from ..storage.ownership import check_replaceable, claim_folder, read_record, record_files
+from ..tasks import task_names
+from ..tasks.spec import TaskSpec
 from .cells import REPORT_FILES, CellResult, drop_superseded
-from .resolution import DEFAULT_ALPHA, DEFAULT_POWER
+from .diagnostics import demonstration_diagnostics, format_histogram, mean_of
+from .merge import merged_cells
+from .page import analysis_figures, write_page
+from .resolution import DEFAULT_ALPHA, DEFAULT_POWER, bootstrap_se, holm, minimum_detectable_effect
+from .significance import average_replicates, paired_bootstrap
+from .targets import compare, format_comparison
 
 STILL_IMPROVING = "↑"
 DETERMINISTIC = "(det.)"
@@ -40,17 +44,8 @@ def _order(names: list[str], preferred: list[str]) -> list[str]:
     return [n for n in preferred if n in names] + sorted(n for n in names if n not in preferred)
 
 
-def _runs(group: list[CellResult]) -> list[list[str | None]]:
-    return [[p["prediction"] for p in c.predictions] for c in group]
-
-
-def _sources(directory: str | Path | Sequence[str | Path]) -> list[Path]:
-    return [Path(directory)] if isinstance(directory, (str, Path)) else [Path(d) for d in directory]
-
-
 def _train_inputs_note(tasks: list[str], summary: dict[str, dict[str, Any]]) -> str | None:
-    """The note on the training inputs of the methods that train, per task, flagging a task whose methods trained
-    on different numbers of inputs; None when no cell recorded them."""
+    """The note on the training inputs of the methods that train, per task (None when none recorded)."""
     parts, differ = [], []
     for t in tasks:
         counts = {m: s[t]["train_inputs"] for m, s in summary.items() if s.get(t, {}).get("train_inputs")}
@@ -76,17 +71,8 @@ def _train_inputs_note(tasks: list[str], summary: dict[str, dict[str, Any]]) -> 
 
 def build_report(directory: str | Path | Sequence[str | Path], reference: str = "fid", split: str = "test",
                  n_resamples: int = 10000, seed: int = 0, min_inputs: int = MIN_TEST_INPUTS) -> dict[str, Any]:
-    """The report's content: rows, summary (mean, std, n, still improving) and significance tests, over the cells
-    of ``directory``: an experiment folder or a results bundle, or several of them merged
-    (:func:`pgra.evaluation.merge.merged_cells`)."""
-    from ..core.config import from_dict
-    from ..methods import METHODS
-    from ..runtime.environment import cells_environment
-    from ..tasks import get_task, task_names
-    from ..tasks.spec import TaskSpec
-    from .merge import merged_cells
-
-    sources = _sources(directory)
+    """The report's content (rows, summary, tests) over the cells of one or several folders or bundles, merged."""
+    sources = [Path(directory)] if isinstance(directory, (str, Path)) else [Path(d) for d in directory]
     merged, merge_info = merged_cells(sources, split)
     cells, superseded = drop_superseded(merged)
     tasks = _order(list({c.task for c in cells}), task_names())  # the paper's task order, then the others
@@ -94,8 +80,7 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
     specs: dict[str, TaskSpec] = {}
     for c in cells:
         if c.task not in specs:
-            spec = c.record.get("task_spec")
-            specs[c.task] = from_dict(TaskSpec, spec) if spec else get_task(c.task)
+            specs[c.task] = cell_task(c.record)
     by: dict[tuple[str, str], list[CellResult]] = {}
     for c in sorted(cells, key=lambda c: c.seed):
         by.setdefault((c.task, c.method), []).append(c)
@@ -127,9 +112,6 @@ def build_report(directory: str | Path | Sequence[str | Path], reference: str = 
 
 def _summary(by: dict[tuple[str, str], list[CellResult]], tasks: list[str], split: str) -> dict[str, dict[str, Any]]:
     """Per method and task: mean and std over seeds, still improving, training inputs; per method its average."""
-    from ..methods import METHODS
-    from ..methods.reader_method import ReaderMethod
-
     summary: dict[str, dict[str, Any]] = {}
     for (task, method), group in by.items():
         values = [g.record["results"][split][g.record["metric"]] for g in group]
@@ -154,11 +136,9 @@ def _summary(by: dict[tuple[str, str], list[CellResult]], tasks: list[str], spli
 
 
 def _paired_runs(a: list[CellResult], b: list[CellResult]) -> tuple[list, list, bool]:
-    """The runs of two methods as the bootstrap pairs them, and whether their seeds pair. A seed-independent
-    method's one run is what it predicts at every seed, so it is repeated once per seed of the other side (run s
-    of each side is then its seed-s run); two seed-independent runs pair with each other. Methods that ran other
-    seeds have each side's seeds resampled on their own (the inputs stay paired)."""
-    runs_a, runs_b = _runs(a), _runs(b)
+    """The runs of two methods as the bootstrap pairs them, and whether their seeds pair: a seed-independent
+    method's one run is repeated once per seed of the other side (two such runs pair with each other)."""
+    runs_a, runs_b = ([[p["prediction"] for p in c.predictions] for c in g] for g in (a, b))
     seeds_a, seeds_b = [c.seed for c in a], [c.seed for c in b]
     fixed_a, fixed_b = all(c.seed_independent for c in a), all(c.seed_independent for c in b)
     if fixed_a and fixed_b:
@@ -173,8 +153,6 @@ def _paired_runs(a: list[CellResult], b: list[CellResult]) -> tuple[list, list, 
 def _significance(by: dict[tuple[str, str], list[CellResult]], specs: dict[str, Any], tasks: list[str],
                   methods: list[str], reference: str, n_resamples: int, seed: int) -> dict[str, dict[str, Any]]:
     """Per method and task (and their average), the paired bootstrap of its difference from ``reference``."""
-    from .significance import average_replicates, paired_bootstrap
-
     tests: dict[str, dict[str, Any]] = {}
     for method in (m for m in methods if m != reference):
         per_task, results = {}, []
@@ -204,8 +182,6 @@ def _significance(by: dict[tuple[str, str], list[CellResult]], specs: dict[str, 
 
 def _resolution(res) -> dict[str, Any]:
     """A comparison's minimum detectable effect (None under 2 resamples) and whether its difference is below it."""
-    from .resolution import bootstrap_se, minimum_detectable_effect
-
     if res.n_resamples < 2:
         return {"se": None, "mde": None, "below_resolution": None}
     se = bootstrap_se(res.replicates)
@@ -214,10 +190,7 @@ def _resolution(res) -> dict[str, Any]:
 
 
 def _adjust_holm(tests: dict[str, dict[str, Any]], tasks: list[str]) -> None:
-    """Add Holm-adjusted p-values to every per-task test: ``p_holm_task`` (family: one task's methods) and
-    ``p_holm_all`` (family: every task x method of the table); the averages over tasks are no member."""
-    from .resolution import holm
-
+    """Add Holm-adjusted p-values to every per-task test: per task (``p_holm_task``) and table (``p_holm_all``)."""
     def adjust(members: list[tuple[str, str]], field: str) -> None:
         for (m, t), p in zip(members, holm([tests[m][t]["p_value"] for m, t in members]), strict=True):
             tests[m][t][field] = p
@@ -229,8 +202,7 @@ def _adjust_holm(tests: dict[str, dict[str, Any]], tasks: list[str]) -> None:
 
 
 def _compare_with_floor(summary: dict[str, dict[str, Any]], registry: dict[str, Any]) -> None:
-    """Mark, per task, every trained method (a reader) whose mean is below the floor method's
-    (``below_<floor>``: True / False); tasks without a floor row and untrained or unknown methods get no entry."""
+    """Mark, per task, every trained method whose mean is below the floor method's (``below_<floor>``)."""
     floor = summary.get(FLOOR_METHOD, {})
     for method, per_task in summary.items():
         cls = registry.get(method)
@@ -243,8 +215,6 @@ def _compare_with_floor(summary: dict[str, dict[str, Any]], registry: dict[str, 
 
 def _diagnostics(by, specs, tasks: list[str], methods: list[str]) -> dict[str, dict[str, Any]]:
     """Per method and task, averaged over seeds: the demonstrations' numbers and the LM cost."""
-    from .diagnostics import demonstration_diagnostics, mean_of
-
     out: dict[str, dict[str, Any]] = {}
     for method in methods:
         for task in tasks:
@@ -265,26 +235,20 @@ def _diagnostics(by, specs, tasks: list[str], methods: list[str]) -> dict[str, d
 
 def _format_resolution(report: dict[str, Any]) -> list[str]:
     """The table of minimum detectable effects (points) of every comparison with the reference."""
-    tests, tasks = report["significance"], report["tasks"]
-    res = report["resolution"]
+    tests, tasks, res = report["significance"], report["tasks"], report["resolution"]
     lines = ["", f"## What the grid can resolve: minimum detectable effect against {report['reference']} (points)", "",
              f"The smallest true difference a two-sided test at alpha = {res['alpha']:g} finds with power "
              f"{res['power']:g}: 2.80 x the standard error of the difference (the spread of the bootstrap's resampled "
              "differences, over the test inputs and the seeds). More test inputs or seeds make it smaller. With "
              "several seeds it is conservative: resampling inputs and seeds both counts the input x seed interaction "
              "twice (on the laptop grid's 3 seeds the MDEs are about 20-30% larger than the crossed design's standard "
-             "error gives).", "",
-             *md_table(["method", *tasks, "avg"], [])]
-    for method in report["methods"]:
-        row = tests.get(method)
-        if not row:
-            continue
-        cells = ["–" if (r := row.get(t)) is None or r.get("mde") is None else f"{100 * r['mde']:.1f}"
-                 for t in tasks]
-        avg = row.get("average") or {}
-        cells.append("–" if avg.get("mde") is None else f"{100 * avg['mde']:.1f}")
-        lines.append(md_row([method, *cells]))
-    return lines
+             "error gives).", ""]
+
+    def mde(r: dict[str, Any] | None) -> str:
+        return "–" if not r or r.get("mde") is None else f"{100 * r['mde']:.1f}"
+
+    rows = [[m, *(mde(tests[m].get(t)) for t in [*tasks, "average"])] for m in report["methods"] if tests.get(m)]
+    return lines + md_table(["method", *tasks, "avg"], rows)
 
 
 def _format_environment(report: dict[str, Any]) -> list[str]:
@@ -309,10 +273,7 @@ def _format_environment(report: dict[str, Any]) -> list[str]:
 
 
 def _format_diagnostics(report: dict[str, Any]) -> list[str]:
-    from .diagnostics import format_histogram
-
-    diag = report.get("diagnostics") or {}
-    if not diag:
+    if not (diag := report.get("diagnostics") or {}):
         return []
     lines = ["", "## Demonstrations and LM cost", "",
              "Per method, the demonstrations its predictions were made from (in-context learning: the prompt's; "
@@ -320,17 +281,17 @@ def _format_diagnostics(report: dict[str, Any]) -> list[str]:
              "often the prediction is their majority label (a tie counts when the prediction is one of the tied "
              "labels: a balanced prompt such as PGRA's ties them all), how often the gold label is among them; "
              "and the LM inputs and tokens the method ran (Skill-KNN's rewrites and PGRA's reranking included; "
-             "cached work counts what it cost when made, except reranking, which counts what its stage ran).", "",
-             *md_table(["method", "task", "demos / input", "demonstration labels", "prediction = majority",
-                        "gold among them", "LM inputs", "LM tokens"], [])]
-    for method in report["methods"]:
-        for task, e in diag.get(method, {}).items():
-            d = e.get("demonstrations")
-            cells = [f"{d['demos_per_input']:.1f}", format_histogram(d["label_histogram"]),
-                     _pct(d["majority_agreement"]), _pct(d["gold_in_demos"])] if d else ["–"] * 4
-            cost = [f"{e['lm_calls']:,.0f}", f"{e['lm_tokens']:,.0f}"] if "lm_calls" in e else ["–", "–"]
-            lines.append(md_row([method, task, *cells, *cost]))
-    return lines
+             "cached work counts what it cost when made, except reranking, which counts what its stage ran).", ""]
+
+    def cells(e: dict[str, Any]) -> list[str]:
+        d = e.get("demonstrations")
+        return ([f"{d['demos_per_input']:.1f}", format_histogram(d["label_histogram"]), _pct(d["majority_agreement"]),
+                 _pct(d["gold_in_demos"])] if d else ["–"] * 4) + \
+            ([f"{e['lm_calls']:,.0f}", f"{e['lm_tokens']:,.0f}"] if "lm_calls" in e else ["–", "–"])
+
+    return lines + md_table(["method", "task", "demos / input", "demonstration labels", "prediction = majority",
+                             "gold among them", "LM inputs", "LM tokens"],
+                            ([m, t, *cells(e)] for m in report["methods"] for t, e in diag.get(m, {}).items()))
 
 
 def _cell_provenance(c: CellResult) -> dict[str, Any]:
@@ -348,8 +309,6 @@ def _pct(x: float) -> str:
 
 def format_markdown(report: dict[str, Any]) -> str:
     """``results.md``: the results table and the significance table, with notes."""
-    from .targets import format_comparison
-
     ref = report["reference"]
     lines = [f"# Results on {report['split']} ({report['directory']})", "",
              "Mean ± standard deviation over seeds (number of seeds), in percent.", "", *_results_table(report)]
@@ -369,44 +328,22 @@ def _results_table(report: dict[str, Any]) -> list[str]:
     tasks, summary = report["tasks"], report["summary"]
     metrics = {t: next(summary[m][t]["metric"] for m in summary if t in summary[m]) for t in tasks}
     header = ["method", *[f"{t} ({'MCC' if metrics[t] == 'mcc' else metrics[t]})" for t in tasks], "avg"]
-    lines = md_table(header, [])
-    flagged = deterministic = below = False
-    for method in report["methods"]:
-        cells = []
-        for t in tasks:
-            s = summary[method].get(t)
-            if s is None:
-                cells.append("–")
-                continue
-            if s.get("seed_independent"):
-                deterministic = True
-                text = f"{_pct(s['mean'])} {DETERMINISTIC}"
-            else:
-                text = f"{_pct(s['mean'])} ± {_pct(s['std'])} ({s['n']})"
-            if s.get(BELOW_FLOOR_KEY):
-                below = True
-                text += f" {BELOW_FLOOR}"
-            if s["still_improving"]:
-                flagged = True
-                text += f" {STILL_IMPROVING}" + ("" if s["still_improving"] == s["n"] else
-                                                 f"{s['still_improving']}/{s['n']}")
-            cells.append(text)
-        avg = summary[method].get("average")
-        cells.append(_pct(avg["mean"]) if avg else "–")
-        lines.append(md_row([method, *cells]))
+    rows = [[m, *(_mean_cell(summary[m].get(t)) for t in tasks),
+             _pct(avg["mean"]) if (avg := summary[m].get("average")) else "–"] for m in report["methods"]]
+    lines = md_table(header, rows)
+    shown = [s for m in report["methods"] for t in tasks if (s := summary[m].get(t))]
     notes = []
-    if deterministic:
+    if any(s.get("seed_independent") for s in shown):
         notes.append(f"{DETERMINISTIC} deterministic: the seed cannot change this method's predictions, so it ran "
                      "once per task (no spread over seeds); significance tests pair that run with every seed of "
                      "the other method.")
-    if below:
+    if any(s.get(BELOW_FLOOR_KEY) for s in shown):
         notes.append(f"{BELOW_FLOOR} below the linear probe on frozen embeddings ({FLOOR_METHOD}): the reader is "
                      "under-trained or the task's signal is in the sentence embedding alone.")
-    if flagged:
+    if any(s["still_improving"] for s in shown):
         notes.append(f"{STILL_IMPROVING} the run's best dev score came at its last evaluation: still improving, more "
                      "steps would change the number (k/n: k of n seeds).")
-    trained = _train_inputs_note(tasks, summary)
-    if trained:
+    if trained := _train_inputs_note(tasks, summary):
         notes.append(trained)
     if report.get("ignored_cells"):
         notes.append(f"{len(report['ignored_cells'])} cell(s) of seed-independent methods at other seeds (older "
@@ -416,10 +353,22 @@ def _results_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _mean_cell(s: dict[str, Any] | None) -> str:
+    """A results-table cell: mean ± std (seeds), or the one run of a seed-independent method, with its marks."""
+    if s is None:
+        return "–"
+    text = f"{_pct(s['mean'])} {DETERMINISTIC}" if s.get("seed_independent") else \
+        f"{_pct(s['mean'])} ± {_pct(s['std'])} ({s['n']})"
+    text += f" {BELOW_FLOOR}" if s.get(BELOW_FLOOR_KEY) else ""
+    if s["still_improving"]:
+        text += f" {STILL_IMPROVING}" + ("" if s["still_improving"] == s["n"] else f"{s['still_improving']}/{s['n']}")
+    return text
+
+
 def _differences_table(report: dict[str, Any]) -> list[str]:
     """Each method's difference from the reference with its p-value (or, on too few inputs, its interval)."""
     tasks, tests, ref, b = report["tasks"], report["significance"], report["reference"], report["bootstrap"]
-    min_inputs, few = report.get("min_inputs", MIN_TEST_INPUTS), False
+    min_inputs = report.get("min_inputs", MIN_TEST_INPUTS)
     lines = ["", f"## Difference from {ref} (percentage points) and p-value",
              "", f"Paired bootstrap over the shared {report['split']} inputs and seeds ({b['n_resamples']} "
              "resamples, two-sided; the smallest p a bootstrap of B resamples gives is 1/(B+1), printed as a bound); "
@@ -427,29 +376,24 @@ def _differences_table(report: dict[str, Any]) -> list[str]:
              "has each task's family); * Holm-adjusted p < 0.05 (the average over tasks, no member of the "
              f"family: its own p < 0.05), the rule of every table of the docs; {BELOW_RESOLUTION} the difference is "
              "smaller than the minimum detectable effect (next table): the grid had less than 80% power to find a true "
-             "difference of this size, so a gap this small says little either way, starred or not.", "",
-             *md_table(["method", *tasks, "avg"], [])]
-    for method in report["methods"]:
-        if method == ref:
-            lines.append(md_row([method, *("reference" for _ in tasks), "reference"]))
-            continue
-        row = tests.get(method, {})
-        cells = []
-        for t in [*tasks, "average"]:
-            r = row.get(t)
-            if r is None:
-                cells.append("–")
-                continue
-            below = f" {BELOW_RESOLUTION}" if r.get("below_resolution") else ""
-            if r.get("inputs", min_inputs) < min_inputs:  # too few inputs for a p-value: the interval only
-                few = True
-                lo, hi = (100 * x for x in r["ci"])
-                cells.append(f"{100 * r['delta']:+.1f} [{lo:+.1f}, {hi:+.1f}] (n={r['inputs']}){below}")
-                continue
-            star = "*" if r.get("p_holm_all", r["p_value"]) < 0.05 else ""
-            holm = f", Holm {p_text(r['p_holm_all'], b['n_resamples']).lstrip('=')}" if "p_holm_all" in r else ""
-            cells.append(f"{100 * r['delta']:+.1f} (p{p_text(r['p_value'], b['n_resamples'])}{holm}){star}{below}")
-        lines.append(md_row([method, *cells]))
+             "difference of this size, so a gap this small says little either way, starred or not.", ""]
+
+    def cell(r: dict[str, Any] | None) -> str:
+        if r is None:
+            return "–"
+        below = f" {BELOW_RESOLUTION}" if r.get("below_resolution") else ""
+        if r.get("inputs", min_inputs) < min_inputs:  # too few inputs for a p-value: the interval only
+            lo, hi = (100 * x for x in r["ci"])
+            return f"{100 * r['delta']:+.1f} [{lo:+.1f}, {hi:+.1f}] (n={r['inputs']}){below}"
+        star = "*" if r.get("p_holm_all", r["p_value"]) < 0.05 else ""
+        holm = f", Holm {p_text(r['p_holm_all'], b['n_resamples']).lstrip('=')}" if "p_holm_all" in r else ""
+        return f"{100 * r['delta']:+.1f} (p{p_text(r['p_value'], b['n_resamples'])}{holm}){star}{below}"
+
+    columns = [*tasks, "average"]
+    lines += md_table(["method", *tasks, "avg"], ([m, *(["reference"] * len(columns) if m == ref else
+                                                        [cell(tests.get(m, {}).get(t)) for t in columns])]
+                                                  for m in report["methods"]))
+    few = any(r.get("inputs", min_inputs) < min_inputs for m, row in tests.items() if m != ref for r in row.values())
     if few:
         lines += ["", f"[low, high] (n=N): fewer than {min_inputs} shared test inputs, too few for a p-value "
                       "(a bootstrap over so few inputs has few distinct resamples): the 95% interval of the "
@@ -458,9 +402,8 @@ def _differences_table(report: dict[str, Any]) -> list[str]:
 
 
 def p_text(p: float, n_resamples: int) -> str:
-    """A bootstrap p-value as printed: ``=0.042`` to three decimals, ``=0.0003`` below 0.001 (one significant
-    digit), and at the smallest value B resamples can give, 1/(B+1), its bound (``<0.0001`` for B = 10,000):
-    never ``=0.000``."""
+    """A bootstrap p-value as printed: ``=0.042``, ``=0.0003`` below 0.001, and at its floor 1/(B+1) a bound
+    (``<0.0001`` for B = 10,000): never ``=0.000``."""
     floor = 1 / (n_resamples + 1)
     if p <= floor * (1 + 1e-9):
         digits = max(0, -math.floor(math.log10(floor)))
@@ -475,25 +418,18 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
     ``sources`` merged); returns the markdown's path. ``targets``: published numbers shown beside each cell."""
     directory = Path(directory)
     sources = [directory] if sources is None else [Path(s) for s in sources]
-    own = any(directory.resolve() == Path(s).resolve() for s in sources)
-    if own:
+    if own := any(directory.resolve() == Path(s).resolve() for s in sources):
         check_report_files(directory, "directory")
     report = build_report(sources, reference, split, n_resamples, seed, min_inputs)  # nothing written if refused
     figures = figure_index(directory)  # its index read (and refused) before anything is written
     if not own:
-        from ..storage.ownership import claim_folder
-
         claim_folder(directory, "report")
         check_report_files(directory, "out")
     if targets is not None:
-        from .targets import compare
-
         report["compare"] = compare(report, targets)
     write_json(directory / "results.json", report)
     md = directory / "results.md"
     write_text(md, format_markdown(report) + figures)
-    from .page import write_page
-
     write_page(directory, report)
     # this run's bytes: the next report may replace them
     record_files(directory, REPORT_FILES, kind="experiment" if own else "report")
@@ -501,10 +437,7 @@ def write_report(directory: str | Path, reference: str = "fid", split: str = "te
 
 
 def check_report_files(directory: str | Path, field: str = "out") -> None:
-    """Refuse (nothing written) when a report file in ``directory`` is not the one pgra last wrote there (edited
-    by hand); an older pgra's report, before files were recorded, is replaced."""
-    from ..storage.ownership import check_replaceable, read_record
-
+    """Refuse when a report file in ``directory`` is not the one pgra last wrote there (edited by hand)."""
     directory = Path(directory)
     if not (read_record(directory) or {}).get("files") and _older_report(directory / "results.json"):
         return
@@ -521,10 +454,7 @@ def _older_report(path: Path) -> bool:
 
 
 def figure_index(directory: Path) -> str:
-    """The ``## Figures`` section linking what ``pgra analyze`` wrote (empty before any analysis): the files its
-    index names (:func:`~pgra.evaluation.page.analysis_figures`), their titles and captions as plain text."""
-    from .page import analysis_figures
-
+    """The ``## Figures`` section linking what ``pgra analyze`` wrote (empty before any analysis)."""
     found = analysis_figures(directory)
     if not found["pages"] and not found["figures"]:  # none, or none it may show (a linked analysis/)
         return ""

@@ -1,9 +1,5 @@
-"""What a comparison can resolve: Holm-adjusted p-values, the minimum detectable effect (MDE) of a difference,
-and the planning arithmetic of how many test inputs and seeds an effect needs.
-
-Pure functions of numbers: the report applies them to its paired bootstrap, ``pgra experiment --dry-run`` to the
-grid it plans. Differences and standard errors are fractions (0.006 is 0.6 points).
-"""
+"""What a comparison can resolve: Holm-adjusted p-values, the minimum detectable effect (MDE) and the planning
+arithmetic of test inputs and seeds (differences and standard errors are fractions)."""
 
 from __future__ import annotations
 
@@ -31,8 +27,7 @@ _MAX_STEPS = 1000
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni step-down adjusted p-values, in the input order: with the m p-values sorted ascending,
-    ``adj_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``. A NaN or a value outside [0, 1] is a ValueError."""
+    """Holm-Bonferroni step-down adjusted p-values, in the input order (each in [0, 1], else a ValueError)."""
     ps = [float(p) for p in p_values]
     for p in ps:
         if math.isnan(p) or not 0.0 <= p <= 1.0:
@@ -46,22 +41,17 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def _check_alpha_power(alpha: float, power: float) -> None:
+def _z_sum(alpha: float, power: float) -> float:
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
     if not 0.0 < power < 1.0:
         raise ValueError(f"power must lie in (0, 1), got {power}")
-
-
-def _z_sum(alpha: float, power: float) -> float:
-    _check_alpha_power(alpha, power)
     normal = NormalDist()
     return normal.inv_cdf(1.0 - alpha / 2.0) + normal.inv_cdf(power)
 
 
 def minimum_detectable_effect(se: float, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER) -> float:
-    """The smallest true difference a two-sided test at level ``alpha`` detects with probability ``power`` when
-    the difference's standard error is ``se``: ``(z_{1-alpha/2} + z_power) * se`` (2.8016 se at 0.05 and 0.8)."""
+    """The smallest true difference a two-sided test at ``alpha`` finds with ``power``: (z_{1-alpha/2} + z_power) se."""
     se = float(se)
     if math.isnan(se) or se < 0:
         raise ValueError(f"the standard error must be >= 0, got {se}")
@@ -69,8 +59,7 @@ def minimum_detectable_effect(se: float, alpha: float = DEFAULT_ALPHA, power: fl
 
 
 def bootstrap_se(replicates: Sequence[float] | np.ndarray) -> float:
-    """The standard error of a difference from its bootstrap replicates (``BootstrapResult.replicates`` of the
-    paired bootstrap over inputs and seeds): their standard deviation (ddof=1). Needs two finite replicates."""
+    """The standard error of a difference: its bootstrap replicates' standard deviation (ddof=1)."""
     values = np.asarray(replicates, dtype=np.float64).ravel()
     if values.size < 2:
         raise ValueError(f"a standard error needs at least 2 replicates, got {values.size}")
@@ -93,15 +82,9 @@ def _check_count(n: int, name: str) -> None:
 
 def planned_se(n_inputs: int, n_seeds: int, disagreement: float = DEFAULT_DISAGREEMENT,
                seed_std: float = DEFAULT_SEED_STD) -> float:
-    """The standard error of the accuracy difference of two seeded methods, before anything runs:
-    ``sqrt(disagreement / n_inputs + 2 seed_std^2 / n_seeds)``.
-
-    The planning approximation: the input term is the variance of the mean per-input correctness difference,
-    ``(disagreement - delta^2) / n``, with ``delta^2`` neglected (it is small beside the disagreement); the seed
-    term is each method's mean over ``n_seeds`` seeds, the two methods' seeds independent. ``disagreement``: the
-    share of inputs on which the two methods differ in correctness; ``seed_std``: one method's standard deviation
-    over seeds (a fraction).
-    """
+    """The planned standard error of two seeded methods' accuracy difference:
+    ``sqrt(disagreement / n_inputs + 2 seed_std^2 / n_seeds)`` (the input term's ``-delta^2 / n`` neglected; the
+    two methods' seeds independent)."""
     _check_count(n_inputs, "n_inputs")
     _check_count(n_seeds, "n_seeds")
     _check_plan(disagreement, seed_std)
@@ -114,9 +97,8 @@ def _check_effect(effect: float) -> None:
 
 
 def _smallest(fits: Callable[[int], bool], first: float) -> int | None:
-    """The smallest n >= 1 with ``fits(n)`` (the planned MDE at n is at most the effect), starting from the
-    closed-form ``first`` and stepping past rounding either way; None when ``first`` is beyond a float or rounding
-    keeps the MDE above the effect (an effect within a rounding error of the other term's MDE)."""
+    """The smallest n >= 1 with ``fits(n)``, stepping from the closed-form ``first`` past rounding either way; None
+    when ``first`` is beyond a float or rounding keeps the MDE above the effect."""
     if not math.isfinite(first):
         return None
     n = max(math.ceil(first), 1)
@@ -131,45 +113,41 @@ def _smallest(fits: Callable[[int], bool], first: float) -> int | None:
     return n
 
 
+def _needed(effect: float, fixed: float, scale: float, mde_at: Callable[[int], float], alpha: float,
+            power: float) -> int | None:
+    """The smallest n with ``mde_at(n) <= effect`` (variance ``fixed + scale / n``); None: none suffices."""
+    room = (effect / _z_sum(alpha, power)) ** 2 - fixed  # what the term in n may take of the variance
+    if room < 0 or (room == 0 and scale > 0):
+        return None
+    return _smallest(lambda n: mde_at(n) <= effect, scale / room if room else 1.0)
+
+
 def inputs_needed(effect: float, n_seeds: int, disagreement: float = DEFAULT_DISAGREEMENT,
                   seed_std: float = DEFAULT_SEED_STD, alpha: float = DEFAULT_ALPHA,
                   power: float = DEFAULT_POWER) -> int | None:
-    """The fewest test inputs whose planned MDE (:func:`planned_se`, :func:`minimum_detectable_effect`) at
-    ``n_seeds`` seeds is at most ``effect``; None when no number of inputs suffices (the seed term alone reaches
-    the effect, or comes within a rounding error of it)."""
+    """The fewest test inputs whose planned MDE at ``n_seeds`` is at most ``effect`` (None: none suffices)."""
     _check_effect(effect)
     _check_count(n_seeds, "n_seeds")
     _check_plan(disagreement, seed_std)
-    z = _z_sum(alpha, power)
-    room = (effect / z) ** 2 - 2.0 * seed_std ** 2 / n_seeds  # what the input term may take of the variance
-    if room < 0 or (room == 0 and disagreement > 0):
-        return None
-    return _smallest(lambda n: minimum_detectable_effect(planned_se(n, n_seeds, disagreement, seed_std), alpha,
-                                                         power) <= effect, disagreement / room if room else 1.0)
+    return _needed(effect, 2.0 * seed_std ** 2 / n_seeds, disagreement, lambda n: minimum_detectable_effect(
+        planned_se(n, n_seeds, disagreement, seed_std), alpha, power), alpha, power)
 
 
 def seeds_needed(effect: float, n_inputs: int, disagreement: float = DEFAULT_DISAGREEMENT,
                  seed_std: float = DEFAULT_SEED_STD, alpha: float = DEFAULT_ALPHA,
                  power: float = DEFAULT_POWER) -> int | None:
-    """The fewest seeds whose planned MDE at ``n_inputs`` test inputs is at most ``effect``; None when no number
-    of seeds suffices (the input term alone reaches the effect, or comes within a rounding error of it)."""
+    """The fewest seeds whose planned MDE at ``n_inputs`` is at most ``effect`` (None: none suffices)."""
     _check_effect(effect)
     _check_count(n_inputs, "n_inputs")
     _check_plan(disagreement, seed_std)
-    z = _z_sum(alpha, power)
-    room = (effect / z) ** 2 - disagreement / n_inputs  # what the seed term may take of the variance
-    if room < 0 or (room == 0 and seed_std > 0):
-        return None
-    return _smallest(lambda s: minimum_detectable_effect(planned_se(n_inputs, s, disagreement, seed_std), alpha,
-                                                         power) <= effect, 2.0 * seed_std ** 2 / room if room else 1.0)
+    return _needed(effect, disagreement / n_inputs, 2.0 * seed_std ** 2, lambda s: minimum_detectable_effect(
+        planned_se(n_inputs, s, disagreement, seed_std), alpha, power), alpha, power)
 
 
 def plan_resolution(n_inputs: int, n_seeds: int, effect: float = PAPER_GAIN,
                     disagreement: float = DEFAULT_DISAGREEMENT, seed_std: float = DEFAULT_SEED_STD,
                     alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER) -> dict[str, Any]:
-    """What a grid of ``n_inputs`` test inputs and ``n_seeds`` seeds can resolve between two seeded methods: the
-    planned ``se`` and ``mde`` (fractions), and the ``inputs_needed`` (at ``n_seeds``) and ``seeds_needed`` (at
-    ``n_inputs``) for ``effect`` (None: no number suffices), with the assumptions they rest on."""
+    """What ``n_inputs`` test inputs and ``n_seeds`` seeds resolve between two seeded methods; what ``effect`` needs."""
     se = planned_se(n_inputs, n_seeds, disagreement, seed_std)
     return {"n_inputs": n_inputs, "n_seeds": n_seeds, "se": se,
             "mde": minimum_detectable_effect(se, alpha, power), "effect": effect,
@@ -179,8 +157,7 @@ def plan_resolution(n_inputs: int, n_seeds: int, effect: float = PAPER_GAIN,
 
 
 def resolution_lines(plans: dict[str, dict[str, Any] | str]) -> list[str]:
-    """The dry run's "Resolution" section: per task, its :func:`plan_resolution` (with an optional ``note``), or a
-    string: why it has none. The header states the first plan's assumptions (a dry run's plans share them)."""
+    """The dry run's "Resolution" section: per task its :func:`plan_resolution`, or why it has none."""
     first = next((p for p in plans.values() if isinstance(p, dict)), None)
     if first is None:
         return ["Resolution:"] + [f"  {task}: {why}" for task, why in plans.items()]

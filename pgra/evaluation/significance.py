@@ -1,10 +1,5 @@
-"""Paired bootstrap significance of a metric difference, over shared test inputs and seeds.
-
-Every metric (accuracy, Matthews correlation, macro-F1) is computed from confusion counts, so a bootstrap
-resample is a vector of per-input weights (how often each input was drawn) and all resamples are scored with
-one matrix product. An invalid prediction (one that names no label, index -1) is an extra predicted column
-that no gold label has: it counts as wrong.
-"""
+"""Paired bootstrap significance of a metric difference, over shared test inputs and seeds: every metric comes from
+confusion counts, so a resample is a vector of per-input weights and all are scored with one matrix product."""
 
 from __future__ import annotations
 
@@ -52,9 +47,8 @@ def confusion_matrices(gold_idx: np.ndarray, pred_idx: np.ndarray, n_labels: int
 
 
 def metric_from_confusion(name: str, conf: np.ndarray) -> np.ndarray:
-    """The metric ``name`` of confusion counts ``(..., L, L+1)`` (rows gold, last column invalid), shape ``(...)``,
-    as sklearn computes it: accuracy; mcc (Gorodkin's, 0 on a zero denominator; invalid: a class no gold label has);
-    macro_f1 over the L labels (``zero_division=0``; invalid predictions are false negatives)."""
+    """The metric ``name`` of confusion counts ``(..., L, L+1)`` (rows gold, last column invalid) as sklearn computes
+    it (mcc 0 on a zero denominator; macro_f1 with ``zero_division=0``, invalid predictions false negatives)."""
     if name not in METRICS:
         raise ValueError(f"unknown metric '{name}', use one of {METRICS}")
     conf = np.asarray(conf, dtype=np.float64)
@@ -103,8 +97,7 @@ def _summarise(delta: float, replicates: np.ndarray) -> BootstrapResult:
 
 
 def draw_counts(draws: np.ndarray, n: int) -> np.ndarray:
-    """How often each of ``n`` items was drawn in each row of ``draws`` ``(rows, m)``: counts ``(rows, n)``
-    (row r's indices offset by ``r * n``, one bincount)."""
+    """How often each of ``n`` items was drawn in each row of ``draws``: counts ``(rows, n)``, one bincount."""
     rows = draws.shape[0]
     flat = (draws + n * np.arange(rows)[:, None]).ravel()
     return np.bincount(flat, minlength=rows * n).reshape(rows, n)
@@ -112,10 +105,8 @@ def draw_counts(draws: np.ndarray, n: int) -> np.ndarray:
 
 def input_weights(n_resamples: int, n: int, seed: int = 0,
                   clusters: Sequence[object] | None = None) -> np.ndarray:
-    """Bootstrap weights ``(B, n)`` of ``n`` inputs: how often replicate b drew each input, by
-    ``np.random.default_rng(seed).integers(n, size=(B, n))`` (:func:`paired_bootstrap`'s draw). With ``clusters``
-    (an input's source, as wiki_topic's article) the G sources, in order of first appearance, are drawn instead
-    (``integers(G, size=(B, G))``) and every input weighs its source's count."""
+    """Bootstrap weights ``(B, n)``: how often replicate b drew each input, as :func:`paired_bootstrap` draws; with
+    ``clusters`` (an input's source) the sources are drawn instead and every input weighs its source's count."""
     if n_resamples < 1 or n < 1:
         raise ValueError(f"need at least one resample and one input, got {n_resamples} and {n}")
     rng = np.random.default_rng(seed)
@@ -131,10 +122,8 @@ def input_weights(n_resamples: int, n: int, seed: int = 0,
 
 def share_bootstrap(numer: Sequence[float] | np.ndarray, denom: Sequence[float] | np.ndarray,
                     weights: np.ndarray) -> BootstrapResult:
-    """``sum(numer) / sum(denom)`` over the inputs and its bootstrap under ``weights`` ``(B, n)``
-    (:func:`input_weights`): replicate b is ``sum(w_b numer) / sum(w_b denom)``. A share of evidence
-    (consistent / kept) or, with ``numer`` a difference of two counts over the same kept evidence, a paired
-    difference of shares (its p-value tests 0 as :func:`paired_bootstrap`'s; a share's p-value means nothing)."""
+    """``sum(numer) / sum(denom)`` and its bootstrap under ``weights`` ``(B, n)``: a share of evidence or, with
+    ``numer`` a difference of two counts, a paired difference of shares (only then does its p-value mean anything)."""
     numer, denom = np.asarray(numer, dtype=np.float64), np.asarray(denom, dtype=np.float64)
     if numer.shape != denom.shape or weights.shape[1:] != numer.shape:
         raise ValueError(f"numerators {numer.shape}, denominators {denom.shape} and weights {weights.shape} differ")
@@ -160,20 +149,11 @@ def paired_bootstrap(gold: Sequence[str], preds_a: Sequence[Sequence[str | None]
                      chunk_size: int = 1000) -> BootstrapResult:
     """Paired bootstrap of ``delta = mean_s metric(A_s) - mean_s metric(B_s)`` over the shared inputs and seeds.
 
-    ``preds_a[s]`` / ``preds_b[s]``: predictions of run (seed) ``s`` of method A / reference B on the ``gold``
-    inputs, in the same order; None or a string not in ``labels`` is an invalid (wrong) prediction.
-
-    Protocol, random draws in exactly this order (B = ``n_resamples``, n inputs, S runs):
-    ``rng = np.random.default_rng(seed)``; ``inputs = rng.integers(n, size=(B, n))``; then, when
-    ``paired_seeds`` (needs as many runs of A as of B; run s of A is paired with run s of B),
-    ``seeds = rng.integers(S, size=(B, S))`` used for both methods, else ``seeds_a = rng.integers(S_a,
-    size=(B, S_a))`` then ``seeds_b = rng.integers(S_b, size=(B, S_b))``. Replicate b scores every run of
-    both methods on the same resampled inputs ``inputs[b]`` and ``delta*_b`` = mean of A's scores over the
-    resampled seeds ``seeds_a[b]`` - mean of B's over ``seeds_b[b]``. Two-sided p-value by the shifted
-    (null-centred) bootstrap: ``(1 + #{b: |delta*_b - delta| >= |delta|}) / (B + 1)``; the interval is the
-    2.5 and 97.5 percentiles of ``delta*``. Replicates are scored ``chunk_size`` at a time (memory only; the
-    result does not depend on it).
-    """
+    ``preds_a[s]`` / ``preds_b[s]``: run s of method A / reference B on the ``gold`` inputs; None or a string not in
+    ``labels`` is wrong. Draws, in this order: ``rng = np.random.default_rng(seed)``; ``inputs = rng.integers(n,
+    size=(B, n))``; then ``seeds = rng.integers(S, size=(B, S))`` for both (``paired_seeds``: run s of A with run s
+    of B), else ``seeds_a`` then ``seeds_b`` the same way. Two-sided null-centred p-value ``(1 + #{b: |delta*_b -
+    delta| >= |delta|}) / (B + 1)``; the interval: the 2.5 and 97.5 percentiles of ``delta*``."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric '{metric}', use one of {METRICS}")
     if n_resamples < 1:
@@ -221,8 +201,7 @@ def paired_bootstrap(gold: Sequence[str], preds_a: Sequence[Sequence[str | None]
 
 
 def average_replicates(results: Sequence[BootstrapResult]) -> BootstrapResult:
-    """The test of the average over tasks (each resampled on its own, all with the same ``n_resamples``): the mean
-    of their differences and replicates, tested as in :func:`paired_bootstrap`."""
+    """The test of the average over tasks: the mean of their differences and replicates."""
     if not results:
         raise ValueError("no results to average")
     sizes = {r.n_resamples for r in results}

@@ -1,9 +1,5 @@
-"""Published numbers to reproduce (``pgra report DIR --compare FILE``): each cell's mean beside the paper's.
-
-A targets file (``configs/paper/targets.yaml``: the paper's Table 2 / Table 8) maps a method and a task (or
-``average``) to a percent, optionally ``{value, tolerance}``. The report gains ``compare``: per method and task the
-paper's value, ours, the difference and whether it is outside the tolerance (averages only over the file's tasks).
-"""
+"""Published numbers to reproduce (``pgra report DIR --compare FILE``): each cell's mean beside the paper's, with
+whether the difference is outside the file's tolerance."""
 
 from __future__ import annotations
 
@@ -11,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..core.config import load_yaml
 from ..core.errors import InputError, shorten
 from ..core.markdown import md_row, md_table, md_text
 
@@ -41,16 +38,13 @@ def _tolerance(value: Any, path: Path, field: str) -> float | None:
 def load_targets(spec: str | Path, tolerance: float | None = None) -> dict[str, Any]:
     """Read a targets file (``paper``: the packaged paper's) as ``{"file", "source", "methods": {method: {task:
     {"value", "tolerance"}}}}``; ``tolerance`` (points) overrides every value's."""
-    from ..core.config import load_yaml
-
     path = paper_targets_path() if str(spec) == PAPER else Path(spec)
     if not path.is_file():
         raise InputError("targets file not found" + (" (--compare paper reads configs/paper/targets.yaml of a "
                                                      "source checkout: pass that file's path)" if str(spec) == PAPER
                                                      else ""), path=path, field="compare")
     data = load_yaml(path)
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
+    if unknown := sorted(set(data) - _TOP_KEYS):
         raise InputError(f"unknown key(s) {unknown} (allowed: {sorted(_TOP_KEYS)})", path=path, field=unknown[0])
     source = data.get("source")
     if source is not None and not isinstance(source, str):
@@ -107,8 +101,7 @@ def compare(report: dict[str, Any], targets: dict[str, Any]) -> dict[str, Any]:
 
 
 def verdicts(cells: dict[str, dict[str, dict[str, Any]]]) -> dict[str, bool | None]:
-    """Per task (and ``average``): True when every compared method is within its tolerance there, False when one is
-    outside, None when no cell of the task has a tolerance."""
+    """Per task: True when every method is within tolerance, False when one is outside, None: no tolerance."""
     out: dict[str, bool | None] = {}
     for per_task in cells.values():
         for task, c in per_task.items():
@@ -121,8 +114,7 @@ def verdicts(cells: dict[str, dict[str, dict[str, Any]]]) -> dict[str, bool | No
 
 def format_comparison(report: dict[str, Any]) -> list[str]:
     """The markdown section of ``results.md`` for ``report["compare"]`` (none without it)."""
-    comp = report.get("compare")
-    if not comp:
+    if not (comp := report.get("compare")):
         return []
     lines = ["", f"## Against the published numbers ({md_text(comp['file'])})", ""]
     if comp["source"]:  # the file's own text: escaped, so it shows as written and never becomes markup
@@ -133,13 +125,9 @@ def format_comparison(report: dict[str, Any]) -> list[str]:
     columns = tasks + (["average"] if any("average" in per for per in comp["cells"].values()) else [])
     lines += ["Each cell: ours − published, in points (the published value); "
               f"{OUTSIDE} outside the tolerance.", "", *md_table(["method", *columns], [])]
-    for method in [m for m in report["methods"] if m in comp["cells"]]:
-        row = []
-        for t in columns:
-            c = comp["cells"][method].get(t)
-            row.append("–" if c is None else
-                       f"{c['difference']:+.1f} ({c['paper']:.1f}){' ' + OUTSIDE if c['outside'] else ''}")
-        lines.append(md_row([method, *row]))
+    lines += [md_row([m, *("–" if (c := comp["cells"][m].get(t)) is None else
+                           f"{c['difference']:+.1f} ({c['paper']:.1f}){' ' + OUTSIDE if c['outside'] else ''}"
+                           for t in columns)]) for m in report["methods"] if m in comp["cells"]]
     verdict = comp.get("verdicts") or verdicts(comp["cells"])
     if any(v is not None for v in verdict.values()):
         lines.append(md_row(["**reproduced**", *(VERDICT.get(verdict.get(t), "–") for t in columns)]))

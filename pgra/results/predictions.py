@@ -1,29 +1,21 @@
 """The one predictions schema every method writes, the :class:`Predictor` that writes it, and reading and
-scoring ``predictions_<split>.jsonl`` files.
-
-Every prediction is one line of ``predictions_<split>.jsonl``::
-
-    {"id", "text", "label", "prediction", "scores": {label: probability}, "evidence": [ids]}
-
-``evidence`` holds the ids of the evidence sentences (or, for in-context learning, the demonstrations) the
-prediction used, in the order the method used them. Methods that show labelled demonstrations (in-context
-learning, the kNN vote's voters, PGRA's reranker prompt) add ``demo_labels``: their labels, for the report's
-diagnostics.
-"""
+scoring ``predictions_<split>.jsonl`` (a line: ``id``, ``text``, ``label``, ``prediction``, ``scores``,
+``evidence``; ``demo_labels`` where a method shows labelled demonstrations)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from ..core.config import SEED_MAX, from_dict
 from ..core.errors import InputError, shorten
-from ..runtime.cost import finite_number
-from ..storage.artifacts import SAFE_NAME, iter_jsonl, sha256_file
-from ..tasks import TaskSpec
+from ..runtime.cost import cost_problem, finite_number
+from ..storage.artifacts import SAFE_NAME, iter_jsonl, read_json_object, sha256_file, sha256_text
+from ..tasks import TaskSpec, get_task
+from ..tasks.spec import METRICS
 from .metrics import compute_metric
 
 INVALID = "<invalid>"
@@ -66,12 +58,6 @@ def _is_scalar(value: Any, none: bool = False) -> bool:
     return (value is None and none) or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False
-
-
 # what each field of a predictions line must hold (a file is read as untrusted input: a bundle's is its sender's)
 _LINE_FIELDS = {
     "id": ("a string or a whole number", _is_scalar),
@@ -86,8 +72,7 @@ _LINE_FIELDS = {
 
 
 def read_predictions(path: str | Path, task: TaskSpec | None = None) -> list[dict[str, Any]]:
-    """The lines of a predictions file, each checked for the schema's fields and their types (and the task's
-    labels): a field of another type is an InputError naming the file, the line and the field."""
+    """The lines of a predictions file, each field and label checked (an InputError names file, line, field)."""
     path = Path(path)
     lines = []
     for line_no, rec in iter_jsonl(path):
@@ -115,8 +100,7 @@ def score_lines(task: TaskSpec, path: str | Path) -> dict[str, Any]:
 
 def score_records(task: TaskSpec, lines: list[dict[str, Any]], path: str | Path) -> dict[str, Any]:
     """:func:`score_lines` of the lines already read from ``path``."""
-    unlabelled = sum(rec["label"] is None for rec in lines)
-    if unlabelled:
+    if unlabelled := sum(rec["label"] is None for rec in lines):
         raise InputError(f"{unlabelled} inputs have no gold label; cannot score", path=path, field="label")
     gold = [str(rec["label"]) for rec in lines]
     pred = [str(rec["prediction"]) if rec["prediction"] is not None else INVALID for rec in lines]
@@ -127,7 +111,7 @@ def score_records(task: TaskSpec, lines: list[dict[str, Any]], path: str | Path)
 def inputs_fingerprint(lines: list[dict[str, Any]]) -> str:
     """Identity of the evaluated inputs (ids, texts and gold labels in order): runs compared must share it."""
     payload = [[str(rec["id"]), rec["text"], rec["label"]] for rec in lines]
-    return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode()).hexdigest()
+    return sha256_text(json.dumps(payload, ensure_ascii=False))
 
 
 # the cell.json field recording each predictions file's SHA-256 when the cell finished
@@ -136,9 +120,6 @@ PREDICTIONS_SHA256 = "predictions_sha256"
 
 def _cell_field_error(record: dict[str, Any], name: str) -> str | None:
     """What is wrong with field ``name`` of a cell record (None: it is fine, or absent and optional)."""
-    from ..core.config import SEED_MAX
-    from ..tasks.spec import METRICS
-
     value = record.get(name)
     if name in ("task", "method"):  # each names a folder of the experiment (and is shown in every report)
         ok = isinstance(value, str) and SAFE_NAME.fullmatch(value) is not None and len(value) <= 100
@@ -163,16 +144,12 @@ def _cell_field_error(record: dict[str, Any], name: str) -> str | None:
         ok = value is None or isinstance(value, dict)
         return None if ok else f"must be an object, got {shorten(value)}"
     if name in ("cost", "elapsed_s") and value is not None:  # what it spent (pgra.runtime.cost.metered), read by the analyses
-        from ..runtime.cost import cost_problem
-
         problem = cost_problem(value if name == "cost" else {"elapsed_s": value})
         hardware = value.get("hardware") if isinstance(value, dict) and name == "cost" else None
         if problem is None and not (hardware is None or isinstance(hardware, dict)):
             problem = ("hardware", "must be an object")
         return None if problem is None else f"{problem[0] + ': ' if problem[0] and name == 'cost' else ''}{problem[1]}"
     if name == "lm_cost" and value is not None:  # the LM work its predictions took, averaged by the report
-        from ..runtime.cost import finite_number
-
         ok = isinstance(value, dict) and all(finite_number(value.get(k)) for k in ("lm_calls", "lm_tokens"))
         return None if ok else f"must be {{lm_calls, lm_tokens}} (numbers), got {shorten(value)}"
     return None
@@ -184,14 +161,11 @@ CELL_FIELDS = ("task", "method", "seed", "metric", "results", "seed_independent"
 
 def read_cell(path: str | Path) -> dict[str, Any]:
     """A finished cell's ``cell.json``, the fields the report reads checked (unknown ones kept unchecked)."""
-    from ..storage.artifacts import read_json_object
-
     path = Path(path)
     record = read_json_object(path)
     redo = f"(edited by hand? re-run the cell: delete {path.parent} and run the experiment again)"
     for name in CELL_FIELDS:
-        problem = _cell_field_error(record, name)
-        if problem is not None:
+        if (problem := _cell_field_error(record, name)) is not None:
             raise InputError(f"{problem} {redo}", path=path, field=name)
     spec = record.get("task_spec")
     if isinstance(spec, dict) and spec.get("metric", record["metric"]) != record["metric"]:
@@ -200,10 +174,15 @@ def read_cell(path: str | Path) -> dict[str, Any]:
     return record
 
 
+def cell_task(record: dict[str, Any], source: str = "<config>") -> TaskSpec:
+    """The task a cell recorded (its ``task_spec``), else the registry's of that name (a cell from before it)."""
+    spec = record.get("task_spec")
+    return from_dict(TaskSpec, spec, source=source) if spec else get_task(record["task"])
+
+
 def checked_cell_results(cell: Path, record: dict[str, Any], task: TaskSpec
                          ) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
-    """A finished cell's results per split, recomputed from the predictions files beside ``cell``, and their lines;
-    a file whose SHA-256 (or, for an older cell, results) differs from what the cell recorded is refused."""
+    """A finished cell's results per split, recomputed from its checked predictions files, and their lines."""
     recorded_sha = record.get(PREDICTIONS_SHA256) or {}
     results: dict[str, dict[str, Any]] = {}
     lines_of: dict[str, list[dict[str, Any]]] = {}
@@ -240,5 +219,5 @@ def checked_cell_metric(cell: Path, split: str, task: TaskSpec) -> float:
     return checked_cell_results(cell, record, task)[0][split][task.metric]
 
 
-__all__ = ["INVALID", "PREDICTIONS_SHA256", "PREDICTION_FIELDS", "Predictor", "prediction_line", "checked_cell_metric", "checked_cell_results", "inputs_fingerprint", "read_cell", "read_predictions",
+__all__ = ["INVALID", "PREDICTIONS_SHA256", "PREDICTION_FIELDS", "Predictor", "prediction_line", "cell_task", "checked_cell_metric", "checked_cell_results", "inputs_fingerprint", "read_cell", "read_predictions",
            "score_lines", "score_records"]

@@ -3,14 +3,20 @@ export shows instead of this machine's paths (:func:`portable`, :func:`display_n
 
 from __future__ import annotations
 
-import math
+import json
 import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ..core.errors import InputError, shorten
 from ..core.markdown import md_code, md_fence, md_row, md_table, md_text
+from ..rerank.stage import FULL_SEARCH_KIND
+from ..results.predictions import read_cell
+from ..runtime.cost import finite_number
 from ..storage.artifacts import read_json_object, read_manifest
+from .distribution import PREDICT, install_lines, pinned
 
 MAX_TEXT = 4096  # characters of a path, hub id or fingerprint in export.json
 REDO = "(edited by hand? export the run again)"
@@ -26,10 +32,7 @@ HUB_METRICS = {"accuracy": ("accuracy", "Accuracy"), "mcc": ("matthews_correlati
 
 
 def portable(value: Any) -> Any:
-    """``value`` (what a manifest or config holds) with every absolute path of this machine (``/...``, ``~...``,
-    ``C:\\...``) replaced by :func:`display_name`, the folder's or file's name (a Hugging Face cache snapshot by its Hub
-    id); relative paths, Hub ids and the task's content (labels, words, templates, ids: :data:`CONTENT_KEYS`) are
-    kept."""
+    """``value`` with this machine's absolute paths by :func:`display_name` (:data:`CONTENT_KEYS` kept)."""
     if isinstance(value, dict):
         return {k: v if k in CONTENT_KEYS or (k == "excluded" and isinstance(v, list)) else portable(v)
                 for k, v in value.items()}
@@ -42,8 +45,6 @@ def portable(value: Any) -> Any:
 
 def is_local_path(text: str) -> bool:
     """Whether ``text`` is an absolute path (or one from the home folder): it names this machine's folders."""
-    import re
-
     return ("\n" not in text and 0 < len(text) <= MAX_TEXT
             and (text.startswith(("/", "~")) or re.match(r"[A-Za-z]:[\\/]", text) is not None))
 
@@ -54,9 +55,8 @@ def is_text(value: Any, limit: int = MAX_TEXT) -> bool:
 
 
 def display_name(name: str) -> str:
-    """How an export shows the model, folder or file ``name``: a Hugging Face cache snapshot
-    (``.../models--ORG--NAME/snapshots/REV``) by its Hub id, another absolute path by its last part (or "(a local
-    folder)"), a Hub id or relative path as it is."""
+    """How an export shows ``name``: a Hugging Face cache snapshot by its Hub id, another absolute path by its last
+    part (or "(a local folder)"), a Hub id or relative path as it is."""
     if not is_local_path(name):
         return name
     parts = [p for p in name.replace("\\", "/").split("/") if p]
@@ -68,8 +68,7 @@ def display_name(name: str) -> str:
 
 
 def hub_id(name: Any) -> str | None:
-    """``name`` when it is a Hugging Face Hub id (``NAME`` or ``ORG/NAME``, no folder of that name here; or the id of
-    a Hub cache snapshot's path), else None (a local folder, or not a name)."""
+    """``name`` when it is a Hugging Face Hub id (or a Hub cache snapshot's path: its id), else None."""
     if not is_text(name) or "\n" in name:
         return None
     if is_local_path(name):
@@ -79,12 +78,10 @@ def hub_id(name: Any) -> str | None:
             ("/" in name and Path(name.split("/", 1)[0]).is_dir()):
         return None
     try:
-        from huggingface_hub.utils import HFValidationError, validate_repo_id
-    except ImportError:
-        return None
-    try:
+        from huggingface_hub.utils import validate_repo_id
+
         validate_repo_id(name)
-    except HFValidationError:
+    except (ImportError, ValueError):  # no huggingface_hub, or not an id (HFValidationError is a ValueError)
         return None
     return name
 
@@ -92,18 +89,9 @@ def hub_id(name: Any) -> str | None:
 def model_card(run: Path, spec: dict[str, Any], reader: dict[str, Any], name: str = "",
                rerank_config: dict[str, Any] | None = None, no_wheel: str = "the card was written without an export") \
         -> str:
-    """``README.md`` in the Hub's model-card format, as sentence-transformers writes one: YAML metadata the Hub
-    reads (``library_name``, ``tags``, ``base_model`` when the reader started from a Hub model, ``datasets`` when
-    the task's data is a Hub dataset, ``metrics`` and a ``model-index`` with the run's test result), then task and
-    labels, the results per seed, data and corpus, the evidence pipeline, every setting (a YAML block, whole), how
-    to install pgra (the wheel ``spec["wheel"]`` the folder carries, else ``no_wheel`` says why there is none;
-    torch and transformers pinned) and load the folder (``name``, or the Hub id :func:`pgra.serving.hub.push_to_hub` puts
-    in), citation and license. No absolute path of this machine: models and folders by their Hub id or their name
-    (:func:`display_name`)."""
-    import yaml
-
-    from .distribution import PREDICT, install_lines, pinned
-
+    """``README.md`` in the Hub's model-card format, as sentence-transformers writes one: the Hub's YAML metadata,
+    task and labels, results per seed, data, pipeline, every setting, install and load lines (``no_wheel``: why no
+    wheel is carried), citation and license; no absolute path of this machine (:func:`display_name`)."""
     task = reader["task"]
     metrics = _read_metrics(run / "metrics.json")
     metric = metrics.get("metric", task.get("metric", "accuracy"))
@@ -160,8 +148,7 @@ def _card_data(spec: dict[str, Any], task: dict[str, Any]) -> list[str]:
                   + f", top k={spec['k']}", f"- index: {where}"]
     if cand.get("counts"):
         lines.append("- task data: " + ", ".join(f"{s} {n}" for s, n in cand["counts"].items()) + " inputs")
-    datasets = _datasets(task, cand)
-    if datasets:
+    if datasets := _datasets(task, cand):
         lines.append("- task data from the Hub: " + ", ".join(f"`{d}`" for d in datasets))
     provenance = cand.get("data_provenance")
     if isinstance(provenance, dict):
@@ -187,8 +174,6 @@ def _card_pipeline(spec: dict[str, Any], second: str) -> list[str]:
 
 def _card_use(spec: dict[str, Any], name: str) -> list[str]:
     """The card's end: loading the folder from Python, the citation and the license."""
-    import json
-
     return ["```python", "import pgra", "", f"pipe = pgra.Pipeline.load({json.dumps(name)})" + _load_hint(spec),
             'out = pipe.predict(["A text to classify."])[0]', 'print(out["prediction"], out["scores"])'
             '  # the label, a probability per label; out["evidence"]: the sentences read', "```", "",
@@ -204,13 +189,9 @@ def _card_use(spec: dict[str, Any], name: str) -> list[str]:
 
 
 def _kind(spec: dict[str, Any]) -> tuple[str, str]:
-    """The exported run's kind as the card names it (``PGRA``, ``PGRA (whole corpus)``, ``FiD + <reranker>``,
-    ``FiD``, ``no-retrieval``) and its second stage's title (empty: none)."""
-    r = spec["reranked"]
-    if not r:
+    """The exported run's kind as the card names it (``PGRA``, ``FiD + <reranker>``, ...) and its stage's title."""
+    if not (r := spec["reranked"]):
         return ("FiD" if spec["n_passages"] else "no-retrieval"), ""
-    from ..rerank.stage import FULL_SEARCH_KIND
-
     title = r.get("title") or PROMPT_GUIDED  # exports before any other stage's were the prompt-guided reranker's
     if r.get("kind") == FULL_SEARCH_KIND:
         return "PGRA (whole corpus)", title
@@ -220,19 +201,15 @@ def _kind(spec: dict[str, Any]) -> tuple[str, str]:
 def _front_matter(task: dict[str, Any], metric: str, metrics: dict[str, Any], name: str, model: Any,
                   spec: dict[str, Any]) -> str:
     """The card's YAML metadata (sentence-transformers' keys): a YAML document, whatever the names hold."""
-    import yaml
-
     hub_metric, title = HUB_METRICS.get(metric, (metric, metric))
     tags = ["pgra", "fusion-in-decoder", "retrieval-augmented", "text-classification"]
     if spec["reranked"] and _kind(spec)[0].startswith("PGRA"):
         tags.append("prompt-guided-reranking")
     front: dict[str, Any] = {"library_name": "pgra", "license": "apache-2.0", "pipeline_tag": "text-classification",
                              "tags": tags}
-    base = hub_id(model)
-    if base:
+    if base := hub_id(model):
         front["base_model"] = base
-    datasets = _datasets(task, spec.get("candidates") or {})
-    if datasets:
+    if datasets := _datasets(task, spec.get("candidates") or {}):
         front["datasets"] = datasets
     front["metrics"] = [hub_metric]
     test = (metrics.get("results") or {}).get("test") or {}
@@ -268,8 +245,7 @@ def _provenance_line(p: dict[str, Any]) -> str:
 def _settings(spec: dict[str, Any], cfg: dict[str, Any], rerank_config: dict[str, Any] | None) -> dict[str, Any]:
     """Every setting of the run, :func:`portable`: the first stage's, the reranking's and the reader's."""
     out: dict[str, Any] = {}
-    ix = spec["index"]
-    if ix:
+    if ix := spec["index"]:
         out["retrieval"] = {k: ix.get(k) for k in ("retriever", "encoder", "pooler", "corpus_size",
                                                    "corpus_content_sha256", "build_key") if ix.get(k) is not None}
         out["retrieval"].update(k=spec["k"], exclude_query_text=spec["exclude_query_text"],
@@ -280,19 +256,11 @@ def _settings(spec: dict[str, Any], cfg: dict[str, Any], rerank_config: dict[str
                             "lm": r["lm"], "lm_fingerprint": r.get("lm_fingerprint"), "k": r["k"],
                             "top_d": r["top_d"]}
     out["reader"] = {k: cfg[k] for k in sorted(cfg) if k not in ("data", "out")}
-    return portable(_json_safe(out))
-
-
-def _json_safe(value: Any) -> Any:
-    """``value`` as JSON would hold it (what YAML dumps safely)."""
-    import json
-
-    return json.loads(json.dumps(value, default=str))
+    return portable(json.loads(json.dumps(out, default=str)))  # as JSON holds it: what YAML dumps safely
 
 
 def _load_hint(spec: dict[str, Any], cli: bool = False) -> str:
-    """What ``Pipeline.load`` (``cli``: ``pgra predict``) needs beside the folder on another machine: the parts the
-    export did not copy."""
+    """What ``Pipeline.load`` (``cli``: ``pgra predict``) needs elsewhere: the parts the export did not copy."""
     ix, r = spec["index"], spec["reranked"]
     need = []
     if ix and not ix["copied"]:
@@ -306,8 +274,7 @@ def _load_hint(spec: dict[str, Any], cli: bool = False) -> str:
 
 
 def _read_metrics(path: Path) -> dict[str, Any]:
-    """The run's ``metrics.json``, checked where the model card reads it: a metric name, and results per split
-    whose metric values are numbers (an InputError names the file and the field)."""
+    """The run's ``metrics.json``, checked where the model card reads it (an InputError names the field)."""
     metrics = read_json_object(path)
     if not isinstance(metrics.get("metric", ""), str):
         raise InputError(f"must be a metric name, got {shorten(metrics['metric'])} {REDO}", path=path,
@@ -323,17 +290,13 @@ def _check_results(path: Path, results: Any, metric: str | None) -> None:
                          field="results")
     for split, r in results.items():
         value = r.get(metric) if metric else None
-        if metric in r and not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                and math.isfinite(value)):
+        if metric in r and not finite_number(value):
             raise InputError(f"must be a number, got {shorten(value)} {REDO}", path=path,
                              field=f"results.{split}.{metric}")
 
 
 def _seed_results(run: Path, metric: str, metrics: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
-    """(seed, results) of this run and of its experiment's sibling seeds (``<method>/seed-<n>/cell.json``, each
-    checked: a hand-edited one is an InputError naming it and its field, not a card with a hole in it)."""
-    from ..results.predictions import read_cell
-
+    """(seed, results) of this run and of its sibling seeds' cells, each checked."""
     cells = sorted(run.parent.glob("seed-*/cell.json")) if run.name.startswith("seed-") else []
     found = []
     for cell in cells:

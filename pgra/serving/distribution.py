@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import __version__
 from ..core.errors import PgraError
+from ..storage.artifacts import library_versions, sha256_file
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "pgra")  # what setuptools builds the wheel from
 PINNED = ("torch", "transformers")
@@ -32,8 +34,7 @@ class WheelError(PgraError):
 
 
 def checkout() -> Path | None:
-    """The folder of pgra's source when pgra runs from a checkout (a pyproject.toml naming pgra beside the
-    package), else None (pgra installed from a wheel or an archive)."""
+    """The folder of pgra's source when pgra runs from a checkout, else None (installed from a wheel)."""
     root = Path(__file__).resolve().parents[2]  # pgra/<room>/<module>.py
     project = root / "pyproject.toml"
     if project.is_file() and re.search(r'(?m)^name\s*=\s*"pgra"', project.read_text(encoding="utf-8")):
@@ -42,15 +43,13 @@ def checkout() -> Path | None:
 
 
 def wheel() -> tuple[str, bytes]:
-    """The wheel of the running pgra (its file name and bytes), built from a copy of :func:`checkout` in a
-    temporary folder (nothing is written to the checkout); a WheelError says why it cannot be."""
-    root = checkout()
-    if root is None:
+    """The running pgra's wheel (file name, bytes), built from a copy of :func:`checkout`, or a WheelError."""
+    if (root := checkout()) is None:
         raise WheelError("this pgra does not run from a checkout (it was installed from a wheel or an archive)")
     try:
         h = hashlib.sha256()
         for path in _sources(root):
-            h.update(path.relative_to(root).as_posix().encode() + b"\0" + _file_digest(path) + b"\0")
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + bytes.fromhex(sha256_file(path)) + b"\0")
         if h.hexdigest() not in _BUILT:
             _BUILT[h.hexdigest()] = _build(root)
     except (OSError, subprocess.SubprocessError) as e:  # an unreadable file, a full disk, a build past its time
@@ -58,17 +57,8 @@ def wheel() -> tuple[str, bytes]:
     return _BUILT[h.hexdigest()]
 
 
-def _file_digest(path: Path) -> bytes:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.digest()
-
-
 def _sources(root: Path) -> Iterator[Path]:
-    """The files of :data:`SOURCES` under ``root`` that git tracks when ``root`` is a git checkout (a file a user
-    left in pgra/ is not shipped), else every one (no ``__pycache__``); never a link; in a fixed order."""
+    """The files of :data:`SOURCES` under ``root`` (those git tracks, in a checkout), never a link, in order."""
     tracked = _tracked(root)
     for name in SOURCES:
         path = root / name
@@ -109,10 +99,7 @@ def _build(root: Path) -> tuple[str, bytes]:
 
 
 def pinned(recorded: Any) -> dict[str, tuple[str, str]]:
-    """The versions of :data:`PINNED` and where each came from: ``run`` (the run's manifest's ``versions``,
-    ``recorded``) or ``here`` (this machine's, where the run recorded none, or none that is a version)."""
-    from ..storage.artifacts import library_versions
-
+    """The versions of :data:`PINNED` and whose: ``run`` (``recorded``) or ``here`` (this machine's)."""
     here, recorded = library_versions(), recorded if isinstance(recorded, dict) else {}
     out = {}
     for name in PINNED:
@@ -125,9 +112,8 @@ def pinned(recorded: Any) -> dict[str, tuple[str, str]]:
 
 
 def requirement(name: str, version: str, source: str) -> str:
-    """``pip install`` arguments for ``name`` at ``version`` and a comment saying whose version it is: pinned where pip
-    can install it (a release; a torch build tag with PyTorch's index for it, ``--index-url`` on the line), else
-    unpinned, the comment saying why (a local or pre-release build, e.g. ``2.5.0a0+git1234``, is on no index)."""
+    """``pip install`` arguments for ``name`` at ``version`` and a comment saying whose it is: pinned where an index
+    serves it (a torch build tag with PyTorch's ``--index-url``), else unpinned, the comment saying why."""
     whose = "the version the run used" if source == "run" else \
         "this machine's version when exported (the run recorded none)"
     release, _, build = version.partition("+")
@@ -139,11 +125,7 @@ def requirement(name: str, version: str, source: str) -> str:
 
 
 def install_lines(wheel_name: str | None, versions: dict[str, tuple[str, str]], why: str = "") -> list[str]:
-    """The model card's install lines, run in the export's folder: torch and transformers as :func:`pinned` gives
-    them (each on its own line: torch's may need PyTorch's index), and the wheel the folder carries
-    (``wheel_name``; None: ``why`` there is none)."""
-    from .. import __version__
-
+    """The model card's install lines: torch and transformers :func:`pinned`, the wheel (or ``why`` none)."""
     lines = ["# in this folder (or a download of it from the Hub):"]
     lines += [f"pip install {requirement(name, *versions[name])}" for name in PINNED if name in versions]
     if wheel_name:

@@ -1,41 +1,38 @@
-"""``pgra export``: a finished reader run as one self-contained folder a colleague loads with
-``pgra.Pipeline.load(DIR)`` on another machine.
+"""``pgra export``: a finished reader run as one self-contained folder ``pgra.Pipeline.load(DIR)`` loads elsewhere.
 
-Layout of ``DIR``::
-
-    export.json              what the pipeline needs besides the reader: the first-stage index (a pointer with its
-                             corpus fingerprint, or ``index/``), k, exclusions, the reranking and its LM
-    manifest.json            the run's reader manifest; best/ (the reader: safetensors, tokenizer, config),
-    metrics.json             and its metrics
-    reranked/                the second stage's manifest and the files its replay reads (the prompt-guided
-                             reranker's demonstrations): any reranker's run (pgra, fid_<reranker>) or pgra_full's
-    index/, lm/              copies of the index and the second stage's model (``--copy-index``, ``--copy-lm``)
-    store/                   a copy of the vectors a pgra_full run searches (the corpus pass's, ``--copy-index``)
-    encoder/                 a copy of the index's query encoder (``--copy-index`` of a dense index whose encoder
-                             is a local folder; an encoder given as a Hub id is recorded by that id)
-    wheel/                   the wheel of the pgra that made the export (:mod:`pgra.serving.distribution`)
-    README.md                a model card in the Hugging Face Hub's format (:mod:`pgra.serving.card`): its install lines
-                             (torch and transformers pinned to the run's versions, the wheel) run in the folder
-
-Without the copies the folder records where the index, its encoder and the LM were and their fingerprints
-(``Pipeline.load(DIR, index=..., encoder=..., lm=...)`` points at other copies, refused when they differ); every
-other absolute path of this machine is replaced by a name (:func:`portable`). Everything is read and checked
-before anything is written (a link out of what is exported is refused); the folder is composed in a temporary
-folder and moved into place, ``export.json`` last. docs/python-api.md tells the rest.
+It holds ``export.json`` (what the pipeline needs besides the reader, written last), the reader's ``manifest.json``,
+``best/`` and ``metrics.json``, ``reranked/`` (what the second stage's replay reads), the copies ``index/``,
+``encoder/``, ``store/`` (``--copy-index``) and ``lm/`` (``--copy-lm``), ``wheel/`` and a model card ``README.md``.
+Everything is read and checked before anything is written; absolute paths become names (:func:`portable`).
+docs/python-api.md tells the rest.
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import InputError, shorten
+from .. import __version__
+from ..core.errors import InputError, StaleArtifactError, shorten
+from ..methods import stage_kinds, stage_of_kind
+from ..rerank.prompt_guided.cache import cache_key_hash
+from ..rerank.stage import FULL_SEARCH_KIND, candidates_of
+from ..retrieval.base import INDEX_KIND
+from ..retrieval.candidates_stage import CandidatesStage
+from ..retrieval.index import Index
+from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
 from ..storage.artifacts import (
     MANIFEST,
+    check_disjoint,
+    claim_output,
+    model_fingerprint,
     parse_json,
+    path_under,
+    read_json,
     read_json_object,
     read_manifest,
     require_file,
@@ -43,8 +40,12 @@ from ..storage.artifacts import (
     write_json,
     write_text,
 )
+from ..storage.lock import output_lock
+from ..storage.ownership import claimed, read_record
+from ..storage.provenance import check_run_data, run_data
 from .card import REDO, display_name, hub_id, is_text, model_card, portable
-from .hub import EXPORT_FILE
+from .distribution import WHEEL_DIR, WheelError, wheel
+from .hub import EXPORT_FILE, check_no_links_out
 
 EXPORT_KIND = "export"
 # what an export writes in its folder (replaced on a re-run); export.json, its completion mark, comes last
@@ -76,10 +77,6 @@ def export_run(run: str | Path, out: str | Path, copy_index: bool = False, copy_
     """Write ``out`` from the finished reader run ``run`` (see the module's docstring); returns ``out``. An
     ``out`` that is, holds or lies inside ``run`` (the experiment folder), or holds another artifact than an
     export, is refused with an InputError before anything is written; so is a damaged or linked-out run."""
-    from ..storage.artifacts import check_disjoint
-    from ..storage.lock import output_lock
-    from ..storage.ownership import claimed
-
     run, out = Path(run), Path(out)
     check_disjoint({"out": str(out)}, {"run": str(run)})  # the CLI's own check, here for Python callers too
     plan = _plan(run, copy_index, copy_lm, out.resolve().name)
@@ -92,9 +89,6 @@ def export_run(run: str | Path, out: str | Path, copy_index: bool = False, copy_
 
 def _claim_export(out: Path) -> None:
     """Refuse ``out`` unless it is new, empty or an export (by its ownership record, not its manifest)."""
-    from ..storage.artifacts import claim_output
-    from ..storage.ownership import read_record
-
     record = read_record(out) if out.is_dir() else None
     if record is None:
         claim_output(out, EXPORT_KIND)
@@ -105,14 +99,6 @@ def _claim_export(out: Path) -> None:
 
 def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> _Plan:
     """Read and check everything the export of ``run`` writes; ``folder_name``: the model card's name."""
-    from .. import __version__
-    from ..methods import stage_kinds, stage_of_kind
-    from ..rerank.stage import candidates_of
-    from ..retrieval.candidates_stage import CandidatesStage
-    from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
-    from ..storage.provenance import check_run_data, run_data
-    from .hub import check_no_links_out
-
     reader = read_manifest(run, "reader")
     _check_task(run, reader)
     for name in ("best", "metrics.json"):  # refused before its kind is judged: a link is never followed
@@ -170,10 +156,6 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
 
 def _wheel() -> tuple[tuple[str, bytes] | None, str]:
     """The running pgra's wheel for the export to carry, or None and why not (a ``warning:`` line says it too)."""
-    import sys
-
-    from .distribution import WheelError, wheel
-
     try:
         return wheel(), ""
     except WheelError as e:
@@ -183,9 +165,6 @@ def _wheel() -> tuple[tuple[str, bytes] | None, str]:
 
 def _encoder_to_copy(index: Path, ix: dict[str, Any]) -> Path | None:
     """The local query encoder of ``index`` to copy (refused when changed), else None (BM25, a Hub id)."""
-    from ..retrieval.base import INDEX_KIND
-    from ..storage.artifacts import model_fingerprint
-
     m = read_manifest(index, INDEX_KIND)
     name, fp = m.get("encoder"), m.get("encoder_fingerprint")
     ix["copied_encoder"] = False
@@ -228,23 +207,15 @@ def _n_passages(path: Path) -> int:
 
 def _folder_to_copy(where: Any, field: str, what: str) -> Path:
     """The local folder ``where`` (``--copy-index`` / ``--copy-lm``), resolved, holding no link out of it."""
-    from .hub import check_no_links_out
-
     path = Path(str(where)).expanduser()
     if not path.is_dir():
         raise InputError(f"{what} {shorten(str(where))} is not a folder on this machine (a hub id, or moved?): it "
                          "cannot be copied; export without this option", field=field)
     path = path.resolve()
-    check_no_links_out(path, _links_may_reach(path), field=field)
+    # a Hugging Face cache snapshot (models--ORG--NAME/snapshots/REV) links to ../../blobs/: its links may reach there
+    snapshot = path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--")
+    check_no_links_out(path, path.parent.parent if snapshot else path, field=field)
     return path
-
-
-def _links_may_reach(folder: Path) -> Path:
-    """Where links inside ``folder`` may point: the folder itself, or, for a snapshot in the Hugging Face cache
-    (``models--ORG--NAME/snapshots/REV``, whose files are links to ``../../blobs/``), that model's cache folder."""
-    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
-        return folder.parent.parent
-    return folder
 
 
 def _write(out: Path, plan: _Plan) -> None:
@@ -287,8 +258,6 @@ def _compose(stage: Path, plan: _Plan) -> None:
     if plan.encoder is not None:
         shutil.copytree(plan.encoder, stage / "encoder")
     if plan.wheel is not None:
-        from .distribution import WHEEL_DIR
-
         (stage / WHEEL_DIR).mkdir()
         (stage / WHEEL_DIR / plan.wheel[0]).write_bytes(plan.wheel[1])
     write_text(stage / "README.md", plan.card)
@@ -316,9 +285,6 @@ def _exported_spec(plan: _Plan) -> dict[str, Any]:
 
 def _copy_store(cache: Path, store: Path) -> None:
     """Copy the corpus pass's vectors ``cache`` into ``store``, its key's ``lm_name`` :func:`portable`."""
-    from ..rerank.prompt_guided.cache import cache_key_hash
-    from ..storage.artifacts import read_json
-
     meta = read_json(cache / "key.json")
     if isinstance(meta.get("key"), dict) and "lm_name" in meta["key"]:  # the one path a key holds (its texts stay)
         meta["key"] = {**meta["key"], "lm_name": portable(meta["key"]["lm_name"])}
@@ -334,8 +300,7 @@ NAME_KEYS = ("_name_or_path", "name_or_path")  # where transformers notes the fo
 
 
 def _portable_json_files(folder: Path) -> None:
-    """Make the JSON files under ``folder`` :func:`portable` in place: pgra's own records whole (not the files a
-    manifest hashes), a model's ``*config.json`` only its ``_name_or_path``; nothing else (a vocabulary is no path)."""
+    """Make pgra's own JSON records under ``folder`` :func:`portable`, and models' ``*config.json`` names."""
     recorded: set[Path] = set()
     for manifest in folder.rglob(MANIFEST):
         files = read_json_object(manifest).get("files")
@@ -370,10 +335,7 @@ def _remove(path: Path) -> None:
 
 
 def read_export(directory: str | Path) -> dict[str, Any]:
-    """The export's ``export.json``, checked field by field in one place (a hand-edited one is an InputError
-    naming the file and the field); the copies it names must lie inside the folder."""
-    from ..storage.artifacts import path_under
-
+    """The export's ``export.json``, checked field by field (the copies it names must lie inside the folder)."""
     directory = Path(directory)
     path = require_file(directory / EXPORT_FILE, "export manifest")
     if path.stat().st_size > MAX_EXPORT_BYTES:
@@ -409,8 +371,6 @@ def read_export(directory: str | Path) -> dict[str, Any]:
     if r is not None:
         path_under(directory, "reranked")
         if "kind" in r:  # absent from exports before any stage's run was exported (the prompt-guided reranker's)
-            from ..methods import stage_kinds
-
             _field(r, "kind", path, f"one of {', '.join(stage_kinds())}", lambda v: v in stage_kinds(), "reranked.")
         _field(r, "lm", path, "null, a path or a hub id", lambda v: v is None or is_text(v), "reranked.")
         if _field(r, "copied_lm", path, "true or false", _is_bool, "reranked."):
@@ -426,8 +386,6 @@ def read_export(directory: str | Path) -> dict[str, Any]:
             if _field(store, "copied", path, "true or false", _is_bool, "reranked.store."):
                 path_under(directory, "store")
             _field(store, "path", path, "a path", is_text, "reranked.store.")
-        from ..rerank.stage import FULL_SEARCH_KIND
-
         if r.get("kind") == FULL_SEARCH_KIND and (store is None or r["lm"] is None):
             raise InputError(f"a search of the whole corpus needs its LM and the store of vectors it searches "
                              f"(reranked.{'store' if store is None else 'lm'} is missing) {REDO}", path=path,
@@ -455,17 +413,10 @@ def _is_count(value: Any, low: int, high: int) -> bool:
 def load_export(directory: Path, device: str | None, trust_remote_code: bool, index: str | Path | None,
                 lm: str | Path | None, spec: dict[str, Any] | None = None,
                 encoder: str | Path | None = None) -> dict[str, Any]:
-    """The parts :meth:`pgra.Pipeline.load` assembles from an export (``spec``: its :func:`read_export`).
-    ``index`` / ``encoder`` / ``lm``: the caller's copies (else the export's, else where it recorded them), each
-    refused when its fingerprint differs from the run's."""
-    from ..core.errors import StaleArtifactError
-    from ..methods import stage_of_kind
-    from ..retrieval.index import Index
-
+    """The parts :meth:`pgra.Pipeline.load` assembles from an export (copies given checked by fingerprint)."""
     spec = read_export(directory) if spec is None else spec
-    if not spec["index"]:
+    if not (ix := spec["index"]):
         return {}
-    ix = spec["index"]
     path = Path(index) if index is not None else directory / "index" if ix["copied"] else Path(ix["path"])
     if not path.is_dir():
         raise InputError(f"the index is not at {path}: pass Pipeline.load(..., index=PATH) (its corpus must have "

@@ -1,9 +1,5 @@
-"""``pgra export --push-to-hub REPO``: upload an exported folder to the Hugging Face Hub as a model repository.
-
-:func:`hub_client` checks everything (the library, the id, a token) before anything is written; :func:`push_to_hub`
-uploads the folder in one commit, no link out of it (:func:`check_no_links_out`). :func:`export_folder` is the way
-back: ``Pipeline.load("USER/NAME")`` downloads the repository (offline: the Hub cache's copy).
-"""
+"""``pgra export --push-to-hub REPO``: upload an exported folder to the Hugging Face Hub (checked before anything is
+written, no link out of it), and :func:`export_folder`, the way back."""
 
 from __future__ import annotations
 
@@ -31,8 +27,7 @@ def _walk(top: Path) -> Iterator[Path]:
 
 
 def check_no_links_out(top: str | Path, root: str | Path | None = None, field: str = FIELD) -> None:
-    """Refuse (naming the first) a link at or under ``top`` that is not to a regular file inside ``root`` (default
-    ``top``), and an entry that is neither a file nor a folder: nothing else than ``root``'s files leaves."""
+    """Refuse a link under ``top`` that is not to a file inside ``root``, and anything not a file or folder."""
     top = Path(top)
     root = Path(root if root is not None else top).resolve()
     for path in _walk(top):
@@ -60,16 +55,14 @@ def hub_client(repo: str) -> Any:
     except HFValidationError as e:
         raise InputError(f"{repo!r} is not a Hub repository id (USER/NAME): {str(e).splitlines()[0]}",
                          field=FIELD) from None
-    token = huggingface_hub.get_token()
-    if not token:
+    if not (token := huggingface_hub.get_token()):
         raise InputError("no Hugging Face token: set HF_TOKEN or run `hf auth login` (a token with write access)",
                          field=FIELD)
     return huggingface_hub.HfApi(token=token)
 
 
 def push_to_hub(folder: str | Path, repo: str, private: bool = False, api: Any = None) -> str:
-    """Upload ``folder`` (an export) to the model repository ``repo``, created when missing (``private`` then
-    sets its visibility); returns the repository's URL. ``api``: an ``HfApi`` (else :func:`hub_client`)."""
+    """Upload the export ``folder`` to the model repository ``repo`` (created when missing); its URL."""
     api = api if api is not None else hub_client(repo)
     folder = Path(folder)
     check_no_links_out(folder)  # a link planted in the folder after the export: never uploaded
@@ -102,8 +95,7 @@ def _hub_offline() -> bool:
 
 
 def looks_like_repo(name: str) -> bool:
-    """Whether ``name``, no folder here, reads as a Hub repository id ``USER/NAME`` (not a path: no leading ``.``,
-    ``/`` or ``~``, one ``/``, no folder here named like its first part)."""
+    """Whether ``name``, no folder here, reads as a Hub repository id ``USER/NAME`` (not a path)."""
     if name.startswith((".", "/", "~")) or name.count("/") != 1 or Path(name).exists() or Path(name).is_symlink():
         return False
     owner, repo = name.split("/")
@@ -112,8 +104,7 @@ def looks_like_repo(name: str) -> bool:
 
 
 def export_folder(name: str | Path, field: str = "run") -> Path:
-    """The local folder of the export ``name``: itself, or a Hub repository id downloaded (offline: the cache's
-    copy); one that cannot be had or holds no ``export.json`` is an InputError naming ``field``."""
+    """The local folder of the export ``name``: itself, or a Hub repository id downloaded (or cached)."""
     if isinstance(name, Path) or not looks_like_repo(str(name)):
         return Path(name)
     repo = str(name)

@@ -1,14 +1,5 @@
-"""``Pipeline.load(run).predict(texts)``: retrieve, rerank and read raw texts exactly as the run did.
-
-The run's manifests lead back to everything (a reader run names its data folder, a second stage's folder its
-candidates, a candidates folder its index); the second stage replays itself from its folder::
-
-    pipe = pgra.Pipeline.load("runs/demo-experiment/mr/pgra/seed-1")
-    out = pipe.predict(["A warm, funny and beautifully acted film."])[0]
-    out["prediction"], out["scores"], out["evidence"][0]    # label, probability per label, {id, text, score}
-
-Loading and predicting are as quiet as the command line unless ``verbose=True`` (:func:`pgra.core.verbosity.quiet_output`).
-"""
+"""``Pipeline.load(run).predict(texts)``: retrieve, rerank and read raw texts exactly as the run did (the run's
+manifests lead back to its data, candidates and index; a second stage replays itself from its folder)."""
 
 from __future__ import annotations
 
@@ -18,10 +9,17 @@ from typing import TYPE_CHECKING, Any, overload
 
 from ..core.errors import InputError, StaleArtifactError, shorten
 from ..core.verbosity import quiet_output
-from ..methods import load_run
+from ..methods import load_run, stage_kinds, stage_of_kind
+from ..methods.reader_method import ReaderPredictor
+from ..rerank.stage import candidates_of
 from ..results.predictions import Predictor
+from ..retrieval.candidates_stage import CandidatesStage
+from ..retrieval.index import Index
+from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions, search_candidates
 from ..storage.artifacts import read_manifest, verify_run
 from ..storage.provenance import check_run_data, run_data
+from .export import EXPORT_FILE, check_encoder_given, load_export, read_export
+from .hub import export_folder
 
 if TYPE_CHECKING:
     from ..rerank.prompt_guided.full_search import FullSearchReplay
@@ -55,29 +53,18 @@ class Pipeline:
         (the reranking LM, a cross-encoder's or UPR's model) where they are on this machine (when it holds no copy), each refused when it holds other files than the run used
         (``encoder`` also applies to a run whose index's encoder moved). ``verbose``: show the libraries' progress
         bars, load reports and expected warnings here and in :meth:`predict` (quiet by default, as the CLI is)."""
-        from .hub import export_folder
-
         with quiet_output(verbose):
             return cls._load(export_folder(run_dir), device, trust_remote_code, index, lm, verbose, encoder)
 
     @classmethod
     def _load(cls, run: Path, device: str | None, trust_remote_code: bool, index: str | Path | None,
               lm: str | Path | None, verbose: bool, encoder: str | Path | None = None) -> Pipeline:
-        from ..methods import stage_kinds, stage_of_kind
-        from ..methods.reader_method import ReaderPredictor
-        from ..retrieval.candidates_stage import CandidatesStage
-        from ..retrieval.index import Index
-        from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
-        from .export import EXPORT_FILE, check_encoder_given, load_export, read_export
-
         exported = (run / EXPORT_FILE).exists() or (run / EXPORT_FILE).is_symlink()
         spec = read_export(run) if exported else None  # a hand-edited export.json: refused before any model loads
         verify_run(run)  # a truncated best/model.safetensors: one error line, not a loader's traceback
         predictor = load_run(run, device=device, trust_remote_code=trust_remote_code)
-        if not isinstance(predictor, ReaderPredictor):  # e.g. the kNN vote searches its own index
-            return cls(predictor, verbose=verbose)
-        n = predictor.n_passages
-        if n == 0:
+        # the kNN vote searches its own index; a reader of no evidence reads the text alone
+        if not isinstance(predictor, ReaderPredictor) or (n := predictor.n_passages) == 0:
             return cls(predictor, verbose=verbose)
         if spec is not None:
             return cls(predictor, n_evidence=n, verbose=verbose,
@@ -88,8 +75,6 @@ class Pipeline:
         manifest = read_manifest(data, stage_kinds())
         stage = stage_of_kind(manifest["kind"])
         if manifest["kind"] != CANDIDATES_KIND:  # a second stage's folder: it read these candidates
-            from ..rerank.stage import candidates_of
-
             if not stage.replayable:  # refused before any model loads
                 raise stage.not_replayable(data)
             reranked, data = data, candidates_of(data, manifest)
@@ -101,16 +86,13 @@ class Pipeline:
         if index.corpus.fingerprint != cand["index"]["corpus_content_sha256"]:
             raise StaleArtifactError(f"index {cand['index']['path']} holds another corpus than the one {data} was "
                                      "retrieved from")
-        reranking = None
-        if reranked is not None:  # the stage that wrote the folder does its work again on new texts
-            reranking = stage.replay(reranked, manifest, index, device, trust_remote_code)
+        # the stage that wrote the folder does its work again on new texts
+        reranking = stage.replay(reranked, manifest, index, device, trust_remote_code) if reranked else None
         return cls(predictor, index, int(cand["k"]), bool(cand["config"].get("exclude_query_text")), reranking, n,
                    excluded, verbose)
 
     def retrieve(self, texts: list[str]) -> list[list[dict[str, Any]]]:
         """The evidence each text gets (first stage, then the reranker when the run used one)."""
-        from ..retrieval.retrieve import search_candidates
-
         with quiet_output(self.verbose):
             found = search_candidates(self.index, texts, self.k, self.exclude_query_text, self.excluded)
             hits = [kept for kept, _ in found]  # the retrieve stage's own search, the run's exclusions included
