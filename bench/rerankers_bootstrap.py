@@ -3,7 +3,7 @@
 Per reranked stage of an experiment: the label consistency of the top d it keeps on the test split (the share of
 (input, evidence) pairs whose evidence the analysis's labeller labels with the input's gold label), a 95% interval
 from resampling the inputs, the paired difference from the first stage's own top d, the mean first-stage rank of
-what it keeps and how often it keeps each first-stage rank. Reads only what `pgra analyze` (consistency) and the
+what it keeps, how often it keeps each first-stage rank and how much of it each other stage keeps too. Reads only what `pgra analyze` (consistency) and the
 stages wrote.
 
     python bench/rerankers_bootstrap.py runs/demo-experiment --task mr --d 2
@@ -41,10 +41,16 @@ def stages(root: Path, task: str, split: str) -> dict[str, Path | None]:
     return {FIRST: None, **{p.parent.name: p for p in sorted((root / task).glob(f"reranked*/{split}.jsonl"))}}
 
 
+def _shared(mine: list[set[str]], theirs: list[set[str]]) -> float:
+    """The share of the sentences ``mine`` keeps (per input) that ``theirs`` keeps for the same input."""
+    return sum(len(a & b) for a, b in zip(mine, theirs, strict=True)) / max(1, sum(map(len, mine)))
+
+
 def intervals(root: Path, task: str = "mr", d: int = 2, split: str = "test", resamples: int = 2000,
               seed: int = 0) -> list[dict[str, Any]]:
     """One row per stage: its consistency ``share`` with its 2.5-97.5% interval, the paired difference from the
-    first stage (``vs_first``, interval), the mean first-stage rank kept and the count of each rank kept."""
+    first stage (``vs_first``, interval), the mean first-stage rank kept, the count of each rank kept and the share of
+    its kept sentences each other stage keeps for the same input (``shared_with``)."""
     labels = json.loads((root / "analysis" / task / "pseudo_labels.json").read_text(encoding="utf-8"))["labels"]
     candidates = _lines(root / task / "candidates" / f"{split}.jsonl")
     idx = np.random.default_rng(seed).integers(0, len(candidates), (resamples, len(candidates)))
@@ -53,20 +59,24 @@ def intervals(root: Path, task: str = "mr", d: int = 2, split: str = "test", res
         return np.array([np.mean([labels[str(c["id"])] == r["label"] for c in r["ctxs"][:d]]) for r in records])
 
     base = consistency(candidates)
-    rows = []
-    for stage, path in stages(root, task, split).items():
-        records = candidates if path is None else _lines(path)
+    found = {stage: candidates if path is None else _lines(path) for stage, path in stages(root, task, split).items()}
+    for stage, records in found.items():
         if [r["id"] for r in records] != [r["id"] for r in candidates]:
-            raise SystemExit(f"error: {path}: its inputs are not the candidates' ({split})")
+            raise SystemExit(f"error: {root / task / stage}: its inputs are not the candidates' ({split})")
+    kept = {stage: [{str(c["id"]) for c in r["ctxs"][:d]} for r in records] for stage, records in found.items()}
+    rows = []
+    for stage, records in found.items():
         c = consistency(records)
         boot, diff = c[idx].mean(1), (c - base)[idx].mean(1)
-        ranks = [j + 1 if path is None else x["retrieval_rank"] for r in records for j, x in enumerate(r["ctxs"][:d])]
+        ranks = [j + 1 if stage == FIRST else x["retrieval_rank"] for r in records for j, x in enumerate(r["ctxs"][:d])]
         rows.append({"stage": stage, "reranker": reranker_of(stage), "inputs": len(records), "pairs": len(ranks),
                      "share": float(c.mean()), "share_low": float(np.percentile(boot, 2.5)),
                      "share_high": float(np.percentile(boot, 97.5)), "vs_first": float((c - base).mean()),
                      "vs_first_low": float(np.percentile(diff, 2.5)), "vs_first_high": float(np.percentile(diff, 97.5)),
                      "mean_rank_kept": float(np.mean(ranks)),
-                     "ranks_kept": {str(k): v for k, v in sorted(Counter(map(int, ranks)).items())}})
+                     "ranks_kept": {str(k): v for k, v in sorted(Counter(map(int, ranks)).items())},
+                     "shared_with": {reranker_of(other): _shared(kept[stage], kept[other])
+                                     for other in found if other != stage}})
     return rows
 
 
