@@ -57,8 +57,7 @@ def render(root: Path = ROOT) -> str:
     record = root / BUNDLE / "analysis" / "analysis.json"
     if not record.is_file():
         return f"(no bundle {BUNDLE} committed yet)"
-    compared = [r for r in json.loads(record.read_text(encoding="utf-8"))["tables"].get("consistency", [])
-                if "reranker" in r]
+    compared = json.loads(record.read_text(encoding="utf-8"))["tables"].get("rerankers", [])
     intervals = json.loads((root / INTERVALS).read_text(encoding="utf-8"))["rows"]
     return table(compared, intervals)
 

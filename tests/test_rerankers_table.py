@@ -24,8 +24,8 @@ def _records(root, analysis_rows, interval_rows):
     table = load_script("scripts/rerankers_table.py")
     folder = root / table.BUNDLE / "analysis"
     folder.mkdir(parents=True)
-    other = {"task": "mr", "source": "PGRA (x)", "lm": "x", "d": 2, "share": 0.9}  # a row of no comparison: left out
-    (folder / "analysis.json").write_text(json.dumps({"tables": {"consistency": [*analysis_rows, other]}}))
+    other = {"task": "mr", "source": "PGRA (x)", "lm": "x", "d": 2, "share": 0.9}  # the consistency table's: not read
+    (folder / "analysis.json").write_text(json.dumps({"tables": {"consistency": [other], "rerankers": analysis_rows}}))
     (root / table.INTERVALS).write_text(json.dumps({"rows": interval_rows}))
     return table
 
