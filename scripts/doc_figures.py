@@ -39,7 +39,9 @@ a ``.jsonl`` file is the list of its lines' records):
 The marked tables ``<!-- NAME -->`` ... ``<!-- /NAME -->`` are rendered here too, each by the function that made it:
 ``machine-times`` and ``demo-rows`` (scripts/machine_table.py, from docs/results/machines.json), ``selectors-table``
 (bench/bench_selectors.py's ``table``, from bench/results/selectors_*.json), ``mechanism-table``
-(scripts/mechanism_table.py, from docs/results/mechanism/*/analysis/analysis.json), ``table2-dry-run`` and
+(scripts/mechanism_table.py, from docs/results/mechanism/*/analysis/analysis.json), ``rerankers-table``
+(scripts/rerankers_table.py, from docs/results/rerankers-mr/analysis/analysis.json and
+docs/results/rerankers-mr-intervals.json), ``table2-dry-run`` and
 ``table2-analyze-dry-run`` (the lines of docs/results/table2_dry_run.json's outputs that docs/tutorial-table2.md
 quotes; ``--record-dry-run`` runs the dry runs again in a clone of known state and writes that record, and
 tests/test_doc_figures.py runs them and compares); ``laptop-table`` by
@@ -406,6 +408,7 @@ BLOCKS: dict[str, tuple[Callable[[Path], str], str]] = {
     "selectors-table": (_selectors_table, "docs/selectors.md"),
     "mechanism-table": (lambda root: _load("scripts/mechanism_table.py").render(root), "docs/experiments.md"),
     "mechanism-ceiling": (lambda root: _load("scripts/mechanism_table.py").render_ceiling(root), "docs/experiments.md"),
+    "rerankers-table": (lambda root: _load("scripts/rerankers_table.py").render(root), "docs/rerankers.md"),
     "table2-dry-run": (lambda root: _dry_run_block(root, "experiment", ("wall-clock on",)), "docs/tutorial-table2.md"),
     "table2-analyze-dry-run": (lambda root: _dry_run_block(root, "analyze", ("  sweep:", "  retrievers:",
                                                                              "analyses in all:")),
