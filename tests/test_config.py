@@ -75,6 +75,10 @@ def test_numbers_below_their_minimum_are_refused_at_load(tmp_path, capsys):
         assert f"(field '{name}'): must be at least" in err and "Traceback" not in err
     with pytest.raises(InputError, match="field 'max_steps': must be at least 1, got 0"):
         check_config(TrainConfig(max_steps=0))
+    from pgra.simcse.config import SimCSEConfig
+
+    with pytest.raises(InputError, match="field 'dropout': must be at least -1"):  # -1: the model's own, no lower
+        check_config(SimCSEConfig(dropout=-5.0))
     check_config(RetrieveConfig())  # the defaults are valid
 
 

@@ -24,7 +24,7 @@ class SimCSEConfig(CorpusOptions):
     warmup_steps: int = option(0, min=0, help="linear warm-up steps (then linear decay to 0)")
     weight_decay: float = option(0.0, min=0, help="AdamW weight decay")
     temperature: float = option(0.05, above=0, help="softmax temperature of the contrastive loss")
-    dropout: float = option(-1.0, max=1, help="hidden and attention dropout; -1 = the model's own (0.1 for BERT)")
+    dropout: float = option(-1.0, min=-1, max=1, help="hidden and attention dropout; -1 = the model's own (0.1 for BERT)")
     heldout: int = option(1000, min=2, max=MAX_ITEMS, help="corpus sentences held out for alignment / uniformity")
     eval_batch_size: int = option(128, min=1, max=MAX_BATCH, help="sentences per evaluation batch")
     save_every: int = option(0, min=0, help="resumable checkpoint every N steps; 0 = only at the end")
