@@ -3,6 +3,7 @@ documented path under the demo experiment made by `make demo`, every README sect
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -208,10 +209,12 @@ def test_make_setup_can_choose_the_cpu_build_of_torch():
     if shutil.which("make") is None:
         pytest.skip("make not installed")
     root = Path(__file__).resolve().parents[1]
+    # (run by `make test TORCH_INDEX=...`, the outer make hands its variables on through MAKEFLAGS: not here)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "TORCH_INDEX")}
 
     def torch_line(*args: str) -> str:
         out = subprocess.run(["make", "-n", "-B", ".venv/.stamp-torch", *args], cwd=root, capture_output=True,
-                             text=True, check=True).stdout
+                             text=True, check=True, env=env).stdout
         return next(line for line in out.splitlines() if "install torch==" in line)
 
     assert "--index-url" not in torch_line()
