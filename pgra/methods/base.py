@@ -43,7 +43,7 @@ class MethodInputs:
     task: TaskSpec
     candidates: Path                 # first-stage candidates of every split (``pgra retrieve``)
     settings: MethodSettings         # the cell's ExperimentConfig (reader, index, knn_vote ... sections)
-    folders: dict[str, Path] = field(default_factory=dict)  # every other stage folder the grid built, by stage name
+    folders: dict[str, Path] = field(default_factory=dict)  # every stage folder the grid built, by stage name
 
     def folder(self, stage: str) -> Path:
         """The folder of the stage ``stage`` (``candidates``, ``reranked``, ``reranked-<name>``, ``full_search``, a
