@@ -140,6 +140,27 @@ def _plugin_grid(tmp_path, corpus_txt, sky_task, tiny_t5, out: str, **extra) -> 
     return path
 
 
+def test_an_installed_plug_in_that_imports_pgra_methods_loads_whatever_is_imported_first(tmp_path):
+    """A plug-in module imports ``pgra.methods`` (as tests/toys/toy_plugin.py does): importing ``pgra.methods`` or
+    ``Pipeline``'s module first must not load the plug-ins while ``pgra.methods`` is half imported (the built-in
+    rerankers register at import, the plug-ins on the first lookup)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    info = tmp_path / "site" / "toyplug-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyplug\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pgra.plugins]\ntoy = tests.toys.toy_plugin\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{root}"}
+    for first in ("pgra.methods", "pgra.serving.pipeline"):
+        code = f"import {first}; from pgra.methods import METHODS; print('fid_toy_shortest' in METHODS.names())"
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                              cwd=root)
+        assert proc.returncode == 0 and proc.stdout.split()[-1] == "True", (first, proc.stderr[-1500:])
+
+
 def test_plug_ins_reach_every_process_of_a_grid(toy_reranker, tmp_path, corpus_txt, sky_task, tiny_t5):
     """A plug-in method and reranker run where a grid's cells run: an installed package's plug-ins (the
     ``pgra.plugins`` entry-point group) load in each of 2 torchrun ranks and in the cells' child processes, and

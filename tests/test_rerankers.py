@@ -447,3 +447,37 @@ def test_every_stage_that_loads_a_model_names_it_by_its_field():
                                        "cross_encoder": {"model": "/ce"}}, "reader": {"model": "t5-small"}})
     assert {(n.field, n.name) for n in models_needed(cfg)} == {
         ("rerank.cross_encoder.model", "/ce"), ("rerank.lm", "org/lm"), ("reader.model", "t5-small")}
+
+
+def test_a_plug_in_of_the_old_interface_is_refused_or_still_checked():
+    """A method that still sets ``reranker`` (``data`` names the stage now) is refused by name instead of reading
+    the prompt-guided folder unseen; a reranker that runs the LM without a ``model_field`` still has ``rerank.lm``
+    checked; a method whose stage is not installed reads no reranker (the grid's reranker check does not fail)."""
+    from pgra.core.errors import InputError
+    from pgra.methods import register_method
+    from pgra.methods.reader_method import ReaderMethod
+    from pgra.rerank.base import Reranker
+
+    class Old(ReaderMethod):
+        name = "fid_old_style"
+        data = "reranked"
+        reranker = "mmr"
+
+    with pytest.raises(InputError, match="reranked-<reranker>"):
+        register_method(Old)
+
+    class UsesLM(Reranker):
+        name = "toy_uses_lm"
+        uses = ("k", "top_d", "splits", "lm")
+
+        def scores(self, queries, candidates):
+            return []
+
+    rerank = from_dict(RerankConfig, {"lm": "org/lm"})
+    assert [(n.field, n.name) for n in UsesLM.models(rerank)] == [("rerank.lm", "org/lm")]
+
+    class Elsewhere(ReaderMethod):
+        name = "fid_elsewhere"
+        data = "no_such_stage"
+
+    assert Elsewhere.reads_reranker() is None

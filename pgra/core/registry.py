@@ -102,12 +102,17 @@ class Registry(dict[str, T]):
         """A part as messages name it: its :meth:`_identity`, clipped."""
         return clip(self._identity(part, module_of), 120)
 
+    def import_builtin(self) -> None:
+        """Import (so register) the built-in parts only: what a module may do at its own import, while a plug-in
+        that imports it back would find it half loaded."""
+        for module in self.builtin if self.package else ():  # a failing import raises again on the next lookup
+            importlib.import_module(f"{self.package}.{module}")
+
     def load_builtin(self) -> None:
         """Import (so register) the built-in parts, then every installed plug-in (:func:`load_plugins`); once."""
         if self._loaded:
             return
-        for module in self.builtin if self.package else ():  # a failing import raises again on the next lookup
-            importlib.import_module(f"{self.package}.{module}")
+        self.import_builtin()
         self._loaded = True
         load_plugins()
 

@@ -132,7 +132,7 @@ class Experiment:
         return finished_with(self.stage_dir(task, stage), STAGE_KEY_FILE, self.stage_keys(task)[stage])
 
     def method_stages(self) -> list[str]:
-        """The stage each of the grid's methods reads (:meth:`pgra.methods.Method.stage`), in method order."""
+        """The stage each of the grid's methods reads (:attr:`pgra.methods.Method.data`), in method order."""
         return list(dict.fromkeys(get_method(m).data for m in self.cfg.methods))
 
     def reranked_stages(self) -> list[str]:

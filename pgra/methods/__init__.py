@@ -10,6 +10,9 @@ every built-in stage family registered (:mod:`.base` imports them). Importing th
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..core.errors import InputError
 from ..core.registry import Registry, defined_in, is_builtin
 from ..results.predictions import Predictor
 from ..stages import get_stage, stage_kinds, stage_of_kind
@@ -44,6 +47,15 @@ class MethodRegistry(Registry[type[Method]]):
     def names(self) -> tuple[str, ...]:
         self._with_strategies()
         return super().names()
+
+    def register(self, part: Any = None, *, name: str | None = None) -> Any:
+        """As :meth:`Registry.register`; a method that still sets ``reranker`` (read before ``data`` named the stage
+        itself) is refused: it would read the prompt-guided reranker's folder unseen."""
+        if part is not None and "reranker" in vars(part):
+            raise InputError(f"{defined_in(part)} sets `reranker` on the method {getattr(part, 'name', part)}, which "
+                             "pgra no longer reads: name the stage it reads in `data` (reranked-<reranker>)",
+                             field="methods")
+        return super().register(part, name=name)
 
     def replaceable(self, held: type[Method]) -> bool:
         """A method pgra made (``icl_<s>``, ``fid_<r>``) gives way to the plug-in's own of that name."""

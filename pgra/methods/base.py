@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ..core.errors import InputError
 from ..rerank import stages as _builtin_stages  # noqa: F401  (registers the built-in stage families methods read)
 from ..results.predictions import Predictor
 from ..stages import ModelNeed, get_stage
@@ -99,8 +100,12 @@ class Method(ABC):
 
     @classmethod
     def reads_reranker(cls) -> str | None:
-        """The reranker whose top d it reads (``data`` a reranked stage), else None."""
-        return getattr(get_stage(cls.data, "methods"), "reranker", None)
+        """The reranker whose top d it reads (``data`` a reranked stage), else None (also when no family has the
+        stage it names: :meth:`data_dir` refuses that where it matters)."""
+        try:
+            return getattr(get_stage(cls.data, "methods"), "reranker", None)
+        except InputError:
+            return None
 
     @classmethod
     def score_name(cls) -> str:

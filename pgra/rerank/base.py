@@ -142,15 +142,17 @@ class Reranker(ABC):
 
     @classmethod
     def models(cls, rerank: Any) -> list[ModelNeed]:
-        """The model its stage loads, from the rerank config: its :attr:`model_field`'s (none without one)."""
-        if not cls.model_field:
+        """The model its stage loads, from the rerank config: its :attr:`model_field`'s, else the LM block's when it
+        uses ``lm`` (none otherwise)."""
+        field = cls.model_field or ("lm" if "lm" in cls.uses else "")
+        if not field:
             return []
         value = rerank
-        for part in cls.model_field.split("."):
+        for part in field.split("."):
             value = getattr(value, part)
-        lm = cls.model_field == "lm"  # the LM block, which says whether it may run its own code
-        return [ModelNeed(f"rerank.{cls.model_field}", str(value), f"{cls.name} reranker's LM" if lm else
-                          cls.title or cls.name, bool(rerank.trust_remote_code) if lm else False)]
+        lm = field == "lm"  # the LM block, which says whether it may run its own code
+        return [ModelNeed(f"rerank.{field}", str(value), f"{cls.name} reranker's LM" if lm else cls.title or cls.name,
+                          bool(rerank.trust_remote_code) if lm else False)]
 
     @classmethod
     def key_settings(cls, cfg: Any) -> dict[str, Any]:

@@ -23,7 +23,8 @@ RERANKED = "reranked"
 def reranked_stage(reranker: str) -> str:
     """The stage (and folder) name of a reranker's top-d: its own :attr:`Reranker.folder` (the prompt-guided one's
     ``reranked``, as always), else ``reranked-<name>``."""
-    RERANKERS.load_builtin()
+    if reranker not in RERANKERS:  # (the built-in ones are registered on import: no plug-in loaded for them)
+        RERANKERS.load_builtin()
     own = getattr(RERANKERS.get(reranker), "folder", "")
     return own or f"{RERANKED}-{safe_name(reranker, 'rerank.reranker', what='reranker name')}"
 
@@ -107,7 +108,7 @@ class RerankedStage(Stage):
         return Carried(model=model, model_fingerprint=fingerprint, title=kind.title or kind.name)
 
 
-RERANKERS.load_builtin()  # (their own stages too: the prompt-guided reranker's full search)
+RERANKERS.import_builtin()  # their own stages too (the prompt-guided reranker's full search); no plug-in yet
 
 
 def rerank(cfg: Any, ctx: Any = None) -> Path:

@@ -23,8 +23,6 @@ from ..rerank.prompt_guided.cache import cache_key_hash
 from ..rerank.stage import FULL_SEARCH_KIND, candidates_of
 from ..retrieval.base import INDEX_KIND
 from ..retrieval.candidates_stage import CandidatesStage
-from ..retrieval.index import Index
-from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions
 from ..storage.artifacts import (
     MANIFEST,
     check_disjoint,
@@ -111,6 +109,8 @@ def _plan(run: Path, copy_index: bool, copy_lm: bool, folder_name: str = "") -> 
                             "reranked": None}
     reranked, rerank_config, files, store_dir = None, None, (), None
     if spec["n_passages"]:
+        from ..retrieval.retrieve import CANDIDATES_KIND, recorded_exclusions  # (here: it loads torch)
+
         data = run_data(run, reader)
         check_run_data(run, data, "re-run the experiment (or pgra train) before exporting")
         manifest = read_manifest(data, stage_kinds())
@@ -425,6 +425,8 @@ def load_export(directory: Path, device: str | None, trust_remote_code: bool, in
     check_encoder_given(encoder, ix)
     query_encoder = str(encoder) if encoder is not None else \
         str(directory / "encoder") if ix.get("copied_encoder") else None
+    from ..retrieval.index import Index  # (here: it loads torch, which exporting does not need)
+
     found = Index(path, encoder=query_encoder, device=device, trust_remote_code=trust_remote_code)
     if found.corpus.fingerprint != ix["corpus_content_sha256"]:
         raise StaleArtifactError(f"index {path} holds another corpus than the one this export was trained with")
