@@ -24,6 +24,7 @@ WHEELS = ".venv/wheels/qwen"  # where the Makefile's prepare-qwen downloads the 
 def model_record(folder: Path, root: Path = ROOT) -> dict[str, object]:
     """One model folder's bytes and parameters, and the bytes of the wheels it was joined from (where they are)."""
     from pgra.runtime.sizes import folder_bytes, model_parameters
+    from pgra.storage.artifacts import read_json
 
     counts, _ = model_parameters(str(folder))
     if not counts:
@@ -31,7 +32,7 @@ def model_record(folder: Path, root: Path = ROOT) -> dict[str, object]:
     out: dict[str, object] = {"folder": folder.relative_to(root).as_posix(), "bytes": folder_bytes(folder),
                               "parameters": counts["all"]}
     source = folder / ".pgra-source.json"
-    parts = json.loads(source.read_text(encoding="utf-8")).get("parts") if source.is_file() else None
+    parts = read_json(source).get("parts") if source.is_file() else None
     if parts:
         files = [root / WHEELS / p["wheel"] for p in parts]
         missing = [f.name for f in files if not f.is_file()]

@@ -10,7 +10,6 @@ the pin in the Makefile), written to docs/results/torch_cpu_wheel.json.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import sys
@@ -35,16 +34,14 @@ def record(wheel: Path, root: Path = ROOT) -> dict[str, object]:
         raise SystemExit(f"error: {wheel}: no such file")
     if not wheel.name.startswith(f"torch-{pin}+cpu-"):
         raise SystemExit(f"error: {wheel.name}: not the CPU wheel of the Makefile's torch=={pin}")
-    digest = hashlib.sha256()
-    with wheel.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+    from pgra.storage.artifacts import sha256_file
+
     return {"what": f"the CPU build of torch=={pin} (the Makefile's pin), the wheel `make setup "
                     "TORCH_INDEX=https://download.pytorch.org/whl/cpu` downloads for the Python and platform its "
                     "name gives",
             "how": "python scripts/record_torch_wheel.py WHEEL: the given file's bytes (os.stat) and SHA-256; a "
                    "size, the same on any machine",
-            "read_from": str(wheel), "file": wheel.name, "bytes": wheel.stat().st_size, "sha256": digest.hexdigest()}
+            "file": wheel.name, "bytes": wheel.stat().st_size, "sha256": sha256_file(wheel)}
 
 
 def main(argv: list[str] | None = None) -> int:

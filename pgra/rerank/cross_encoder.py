@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core.config import MAX_BATCH, MAX_TOKENS, option
 from ..core.errors import InputError
+from ..stages import ModelNeed
 from .base import RERANKERS, Reranker
 
 # what ``rerank.cross_encoder.model`` must be (said when a model's classification head would be random)
@@ -60,7 +61,7 @@ class CrossEncoder(Reranker):
     model_field = "cross_encoder.model"
 
     @classmethod
-    def models(cls, rerank: Any) -> list[Any]:
+    def models(cls, rerank: Any) -> list[ModelNeed]:
         """Its model, a local folder only."""
         return [need._replace(local_only=True) for need in super().models(rerank)]
 
